@@ -1,0 +1,124 @@
+/* Devices and the per-device kernel table.
+ * Layers and optimizers never compute directly: they call through an rs_kernels table chosen by the
+ * device their buffers live on. The CPU table (engine/cpu/) is the reference every other table is
+ * tested against; a CUDA table is added by filling the same struct, without touching any layer.
+ *
+ * Conventions for every entry: f32, row-major, pointers are device memory of the table's device.
+ * Forward entries overwrite their outputs. Backward entries OVERWRITE the input gradient (din) and
+ * ACCUMULATE (+=) into parameter gradients, so gradient accumulation over micro-steps is free and
+ * zeroing parameter gradients is one explicit step. */
+#ifndef RS_DEVICE_H
+#define RS_DEVICE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum rs_device_kind { RS_DEV_CPU = 0, RS_DEV_CUDA = 1, RS_DEV_KIND_COUNT } rs_device_kind;
+
+typedef struct rs_device {
+    rs_device_kind kind;
+    int index; /* GPU ordinal; 0 for the CPU */
+} rs_device;
+
+static inline rs_device rs_device_cpu(void) { return (rs_device){RS_DEV_CPU, 0}; }
+const char *rs_device_name(rs_device d);
+
+/* Geometry of one 2-d convolution or pooling window, shared by the conv and pool entries. */
+typedef struct rs_conv_geom {
+    int c, h, w;       /* input channels, height, width (per sample) */
+    int oc;            /* output channels (conv only; pools keep c) */
+    int kh, kw;        /* kernel */
+    int sh, sw;        /* stride */
+    int ph, pw;        /* zero padding */
+    int oh, ow;        /* output height, width: (h + 2ph - kh)/sh + 1 */
+} rs_conv_geom;
+
+typedef struct rs_kernels {
+    const char *name;          /* "cpu", "cuda" */
+    rs_device_kind kind;
+
+    /* ---- threads (CPU; a GPU table may leave these NULL) ---- */
+    void (*set_threads)(int n);
+    int (*get_threads)(void);
+
+    /* ---- basic ---- */
+    void (*fill)(float *x, size_t n, float v);
+    void (*copy)(float *dst, const float *src, size_t n);
+    /* y += a * x */
+    void (*axpy)(float *y, const float *x, size_t n, float a);
+    void (*scale)(float *x, size_t n, float a);
+
+    /* C(M,N) = alpha * op(A) op(B) + beta * C, op = transpose when ta/tb. */
+    void (*gemm)(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda,
+                 const float *B, int ldb, float beta, float *C, int ldc);
+
+    /* ---- linear ---- */
+    /* out(B,N) += bias(N) on every row */
+    void (*bias_rows)(float *out, const float *bias, int B, int N);
+    /* db(N) += sum over rows of dout(B,N) */
+    void (*bias_rows_grad)(float *db, const float *dout, int B, int N);
+
+    /* ---- conv2d (weight (OC, C, KH, KW), bias (OC) or NULL) ---- */
+    /* Bytes of workspace conv2d_fwd/bwd need for a batch of B (may depend on threads). */
+    size_t (*conv2d_workspace)(const rs_conv_geom *g, int B);
+    void (*conv2d_fwd)(const rs_conv_geom *g, int B, const float *in, const float *w,
+                       const float *bias, float *out, float *ws);
+    /* din may be NULL (first layer: no input gradient wanted). */
+    void (*conv2d_bwd)(const rs_conv_geom *g, int B, const float *in, const float *w,
+                       const float *dout, float *din, float *dw, float *db, float *ws);
+
+    /* ---- pooling (per channel; geometry uses c, h, w, k, s, p, oh, ow) ---- */
+    void (*maxpool_fwd)(const rs_conv_geom *g, int B, const float *in, float *out, int32_t *argmax);
+    void (*maxpool_bwd)(const rs_conv_geom *g, int B, const float *dout, const int32_t *argmax,
+                        float *din);
+    /* count_include_pad semantics (PyTorch's default). */
+    void (*avgpool_fwd)(const rs_conv_geom *g, int B, const float *in, float *out);
+    void (*avgpool_bwd)(const rs_conv_geom *g, int B, const float *dout, float *din);
+
+    /* ---- elementwise activations ---- */
+    void (*relu_fwd)(const float *in, float *out, size_t n);
+    void (*relu_bwd)(const float *out, const float *dout, float *din, size_t n);
+    /* exact GELU, x * Phi(x) (PyTorch nn.GELU default) */
+    void (*gelu_fwd)(const float *in, float *out, size_t n);
+    void (*gelu_bwd)(const float *in, const float *dout, float *din, size_t n);
+    void (*tanh_fwd)(const float *in, float *out, size_t n);
+    void (*tanh_bwd)(const float *out, const float *dout, float *din, size_t n);
+
+    /* ---- dropout: mask drawn from a counter-based hash of (seed, index) so any device and any
+     *      thread count gives the same mask; kept values are scaled by 1/(1-p). ---- */
+    void (*dropout_fwd)(const float *in, float *out, uint8_t *mask, size_t n, float p, uint64_t seed);
+    void (*dropout_bwd)(const float *dout, const uint8_t *mask, float *din, size_t n, float p);
+
+    /* ---- layer norm over the last N of (B, N); mean/rstd (B) saved for backward ---- */
+    void (*layernorm_fwd)(const float *in, const float *gamma, const float *beta, float *out,
+                          float *mean, float *rstd, int B, int N, float eps);
+    void (*layernorm_bwd)(const float *in, const float *gamma, const float *mean, const float *rstd,
+                          const float *dout, float *din, float *dgamma, float *dbeta, int B, int N);
+
+    /* ---- softmax + cross-entropy over (B, C) logits ---- */
+    /* Writes probs (B,C) and per-sample losses (B); returns nothing: the caller averages. */
+    void (*softmax_xent_fwd)(const float *logits, const int32_t *labels, float *probs, float *losses,
+                             int B, int C);
+    /* dlogits = (probs - onehot(labels)) * scale (scale = 1/B for a mean loss). */
+    void (*softmax_xent_bwd)(const float *probs, const int32_t *labels, float *dlogits, int B, int C,
+                             float scale);
+
+    /* ---- optimizers over a flat slice of n parameters (a ZeRO shard is just a smaller slice) ---- */
+    /* PyTorch SGD: g' = g + wd*p; buf = first ? g' : momentum*buf + (1-dampening)*g';
+     * d = nesterov ? g' + momentum*buf : buf; p -= lr*d. mom may be NULL when momentum == 0. */
+    void (*sgd_update)(float *p, const float *g, float *mom, size_t n, float lr, float momentum,
+                       float dampening, float wd, bool nesterov, bool first_step);
+    /* PyTorch Adam/AdamW at step t >= 1: decoupled ? p *= 1 - lr*wd : g' = g + wd*p;
+     * m = b1 m + (1-b1) g'; v = b2 v + (1-b2) g'^2; p -= lr/(1-b1^t) * m / (sqrt(v/(1-b2^t)) + eps). */
+    void (*adam_update)(float *p, const float *g, float *m, float *v, size_t n, float lr, float b1,
+                        float b2, float eps, float wd, bool decoupled, int64_t t);
+} rs_kernels;
+
+/* The table for a device, or NULL when this build has no kernels for it. */
+const rs_kernels *rs_kernels_for(rs_device d);
+
+/* Registered by engine/cpu at start-up of the library (a constructor-free static table). */
+extern const rs_kernels rs_cpu_kernels;
+
+#endif
