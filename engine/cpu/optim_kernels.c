@@ -1,0 +1,43 @@
+/* Optimizer updates on the CPU over a flat slice (see the contract in engine/core/device.h).
+ * The arithmetic follows torch.optim's single-tensor path operation for operation, so a step here and
+ * a step there differ only by float rounding. */
+#include <math.h>
+
+#include "cpu_kernels.h"
+
+#define PAR_MIN 32768 /* below this a parallel region costs more than it saves */
+
+void rs_cpu_sgd_update(float *p, const float *g, float *mom, size_t n, float lr, float momentum,
+                       float dampening, float wd, bool nesterov, bool first_step)
+{
+    #pragma omp parallel for schedule(static) if (n >= PAR_MIN)
+    for (size_t i = 0; i < n; i++) {
+        float d = g[i];
+        if (wd != 0.0f) d += wd * p[i];
+        if (momentum != 0.0f) {
+            float b = first_step ? d : momentum * mom[i] + (1.0f - dampening) * d;
+            mom[i] = b;
+            d = nesterov ? d + momentum * b : b;
+        }
+        p[i] -= lr * d;
+    }
+}
+
+void rs_cpu_adam_update(float *p, const float *g, float *m, float *v, size_t n, float lr, float b1,
+                        float b2, float eps, float wd, bool decoupled, int64_t t)
+{
+    const float bc1 = 1.0f - powf(b1, (float)t);
+    const float bc2_sqrt = sqrtf(1.0f - powf(b2, (float)t));
+    const float step_size = lr / bc1;
+    const float decay = 1.0f - lr * wd;
+    #pragma omp parallel for schedule(static) if (n >= PAR_MIN)
+    for (size_t i = 0; i < n; i++) {
+        float gi = g[i];
+        if (decoupled) p[i] *= decay;
+        else if (wd != 0.0f) gi += wd * p[i];
+        m[i] += (1.0f - b1) * (gi - m[i]);           /* torch: exp_avg.lerp_(grad, 1-beta1) */
+        v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
+        float denom = sqrtf(v[i]) / bc2_sqrt + eps;
+        p[i] -= step_size * m[i] / denom;
+    }
+}
