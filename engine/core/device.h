@@ -93,6 +93,7 @@ typedef struct rs_kernels {
     /* ---- layer norm over the last N of (B, N); mean/rstd (B) saved for backward ---- */
     void (*layernorm_fwd)(const float *in, const float *gamma, const float *beta, float *out,
                           float *mean, float *rstd, int B, int N, float eps);
+    /* din may be NULL (parameter gradients only). */
     void (*layernorm_bwd)(const float *in, const float *gamma, const float *mean, const float *rstd,
                           const float *dout, float *din, float *dgamma, float *dbeta, int B, int N);
 

@@ -19,13 +19,15 @@ rs_status rs_err_set(rs_err *e, rs_status code, const char *fmt, ...)
 rs_status rs_err_prefix(rs_err *e, const char *fmt, ...)
 {
     if (!e) return RS_ERR_INTERNAL;
-    char head[RS_ERR_MSG_MAX], old[RS_ERR_MSG_MAX];
+    /* Room for both parts in full; the result is cut to the message size afterwards. */
+    char head[RS_ERR_MSG_MAX], joined[2 * RS_ERR_MSG_MAX + 2];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(head, sizeof head, fmt, ap);
     va_end(ap);
-    memcpy(old, e->msg, sizeof old);
-    snprintf(e->msg, sizeof e->msg, "%s: %s", head, old);
+    snprintf(joined, sizeof joined, "%s: %s", head, e->msg);
+    memcpy(e->msg, joined, sizeof e->msg - 1);
+    e->msg[sizeof e->msg - 1] = '\0';
     return e->code;
 }
 

@@ -5,6 +5,41 @@
 
 #include "engine/core/device.h"
 
+void rs_cpu_set_threads(int n);
+int rs_cpu_get_threads(void);
+void rs_cpu_fill(float *x, size_t n, float v);
+void rs_cpu_copy(float *dst, const float *src, size_t n);
+void rs_cpu_axpy(float *y, const float *x, size_t n, float a);
+void rs_cpu_scale(float *x, size_t n, float a);
+void rs_cpu_gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda,
+                 const float *B, int ldb, float beta, float *C, int ldc);
+void rs_cpu_bias_rows(float *out, const float *bias, int B, int N);
+void rs_cpu_bias_rows_grad(float *db, const float *dout, int B, int N);
+size_t rs_cpu_conv2d_workspace(const rs_conv_geom *g, int B);
+void rs_cpu_conv2d_fwd(const rs_conv_geom *g, int B, const float *in, const float *w, const float *bias,
+                       float *out, float *ws);
+void rs_cpu_conv2d_bwd(const rs_conv_geom *g, int B, const float *in, const float *w, const float *dout,
+                       float *din, float *dw, float *db, float *ws);
+void rs_cpu_maxpool_fwd(const rs_conv_geom *g, int B, const float *in, float *out, int32_t *argmax);
+void rs_cpu_maxpool_bwd(const rs_conv_geom *g, int B, const float *dout, const int32_t *argmax, float *din);
+void rs_cpu_avgpool_fwd(const rs_conv_geom *g, int B, const float *in, float *out);
+void rs_cpu_avgpool_bwd(const rs_conv_geom *g, int B, const float *dout, float *din);
+void rs_cpu_relu_fwd(const float *in, float *out, size_t n);
+void rs_cpu_relu_bwd(const float *out, const float *dout, float *din, size_t n);
+void rs_cpu_gelu_fwd(const float *in, float *out, size_t n);
+void rs_cpu_gelu_bwd(const float *in, const float *dout, float *din, size_t n);
+void rs_cpu_tanh_fwd(const float *in, float *out, size_t n);
+void rs_cpu_tanh_bwd(const float *out, const float *dout, float *din, size_t n);
+void rs_cpu_dropout_fwd(const float *in, float *out, uint8_t *mask, size_t n, float p, uint64_t seed);
+void rs_cpu_dropout_bwd(const float *dout, const uint8_t *mask, float *din, size_t n, float p);
+void rs_cpu_layernorm_fwd(const float *in, const float *gamma, const float *beta, float *out, float *mean,
+                          float *rstd, int B, int N, float eps);
+void rs_cpu_layernorm_bwd(const float *in, const float *gamma, const float *mean, const float *rstd,
+                          const float *dout, float *din, float *dgamma, float *dbeta, int B, int N);
+void rs_cpu_softmax_xent_fwd(const float *logits, const int32_t *labels, float *probs, float *losses,
+                             int B, int C);
+void rs_cpu_softmax_xent_bwd(const float *probs, const int32_t *labels, float *dlogits, int B, int C,
+                             float scale);
 void rs_cpu_sgd_update(float *p, const float *g, float *mom, size_t n, float lr, float momentum,
                        float dampening, float wd, bool nesterov, bool first_step);
 void rs_cpu_adam_update(float *p, const float *g, float *m, float *v, size_t n, float lr, float b1,

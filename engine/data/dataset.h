@@ -1,8 +1,7 @@
-/* Data sets and loaders.
- * A data set is n samples of one shape (c, h, w) stored as normalised f32 plus an int32 label each.
+/* Data sets: n samples of one shape (c, h, w) stored as normalised f32 plus an int32 label each.
  * Sources: Fashion-MNIST from Debian's package, the built-in `digits` generator, IDX file pairs
- * (plain or .gz), CIFAR-10 binary batches and CSV. Every reader names the file, the byte offset and
- * what was wrong when it rejects input. */
+ * (plain or .gz), CIFAR-10 binary batches and CSV (readers in data.h; each names the file, the byte
+ * offset and what was wrong when it rejects input). Batching across ranks is in loader.h. */
 #ifndef RS_DATASET_H
 #define RS_DATASET_H
 
@@ -31,7 +30,8 @@ typedef struct rs_data_pair {
 
 static inline size_t rs_dataset_sample_numel(const rs_dataset *d) { return (size_t)d->c * d->h * d->w; }
 
-/* Allocates an empty data set of n samples of shape (c,h,w) (x and y zeroed). Caller owns it. */
+/* Allocates an empty data set of n samples of shape (c,h,w) (x and y zeroed). Caller owns it. NULL when
+ * out of memory, when c, h or w is not positive, or when the sizes overflow. */
 rs_dataset *rs_dataset_new(uint32_t n, int c, int h, int w, int n_classes);
 void rs_dataset_free(rs_dataset *d);
 void rs_data_pair_free(rs_data_pair *p);

@@ -1,0 +1,172 @@
+/* CPU kernels for elementwise activations, dropout, layer norm and softmax cross-entropy.
+ * Reductions that feed the loss run in double so the reported loss does not depend on batch order
+ * more than float rounding of the inputs allows. */
+#include <math.h>
+#include <string.h>
+
+#include "cpu_kernels.h"
+
+#define PAR_MIN 32768
+
+void rs_cpu_relu_fwd(const float *in, float *out, size_t n)
+{
+    #pragma omp parallel for schedule(static) if (n >= PAR_MIN)
+    for (size_t i = 0; i < n; i++) out[i] = in[i] > 0.0f ? in[i] : 0.0f;
+}
+
+void rs_cpu_relu_bwd(const float *out, const float *dout, float *din, size_t n)
+{
+    #pragma omp parallel for schedule(static) if (n >= PAR_MIN)
+    for (size_t i = 0; i < n; i++) din[i] = out[i] > 0.0f ? dout[i] : 0.0f;
+}
+
+void rs_cpu_gelu_fwd(const float *in, float *out, size_t n)
+{
+    #pragma omp parallel for schedule(static) if (n >= PAR_MIN / 4)
+    for (size_t i = 0; i < n; i++) {
+        float x = in[i];
+        out[i] = 0.5f * x * (1.0f + erff(x * (float)M_SQRT1_2));
+    }
+}
+
+void rs_cpu_gelu_bwd(const float *in, const float *dout, float *din, size_t n)
+{
+    const float inv_sqrt_2pi = 0.3989422804014327f;
+    #pragma omp parallel for schedule(static) if (n >= PAR_MIN / 4)
+    for (size_t i = 0; i < n; i++) {
+        float x = in[i];
+        float cdf = 0.5f * (1.0f + erff(x * (float)M_SQRT1_2));
+        float pdf = inv_sqrt_2pi * expf(-0.5f * x * x);
+        din[i] = dout[i] * (cdf + x * pdf);
+    }
+}
+
+void rs_cpu_tanh_fwd(const float *in, float *out, size_t n)
+{
+    #pragma omp parallel for schedule(static) if (n >= PAR_MIN / 4)
+    for (size_t i = 0; i < n; i++) out[i] = tanhf(in[i]);
+}
+
+void rs_cpu_tanh_bwd(const float *out, const float *dout, float *din, size_t n)
+{
+    #pragma omp parallel for schedule(static) if (n >= PAR_MIN)
+    for (size_t i = 0; i < n; i++) din[i] = dout[i] * (1.0f - out[i] * out[i]);
+}
+
+/* Counter-based: the keep decision for element i depends on (seed, i) alone. */
+static inline float hash_uniform(uint64_t seed, uint64_t i)
+{
+    uint64_t z = seed ^ (i * 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    return (float)(z >> 40) * (1.0f / 16777216.0f);
+}
+
+void rs_cpu_dropout_fwd(const float *in, float *out, uint8_t *mask, size_t n, float p, uint64_t seed)
+{
+    const float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+    #pragma omp parallel for schedule(static) if (n >= PAR_MIN)
+    for (size_t i = 0; i < n; i++) {
+        uint8_t keep = hash_uniform(seed, i) >= p;
+        mask[i] = keep;
+        out[i] = keep ? in[i] * scale : 0.0f;
+    }
+}
+
+void rs_cpu_dropout_bwd(const float *dout, const uint8_t *mask, float *din, size_t n, float p)
+{
+    const float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+    #pragma omp parallel for schedule(static) if (n >= PAR_MIN)
+    for (size_t i = 0; i < n; i++) din[i] = mask[i] ? dout[i] * scale : 0.0f;
+}
+
+void rs_cpu_layernorm_fwd(const float *in, const float *gamma, const float *beta, float *out, float *mean,
+                          float *rstd, int B, int N, float eps)
+{
+    #pragma omp parallel for schedule(static) if ((size_t)B * N >= PAR_MIN)
+    for (int b = 0; b < B; b++) {
+        const float *x = in + (size_t)b * N;
+        float *y = out + (size_t)b * N;
+        double s = 0.0;
+        for (int j = 0; j < N; j++) s += x[j];
+        float mu = (float)(s / N);
+        double v = 0.0;
+        for (int j = 0; j < N; j++) {
+            double d = x[j] - mu;
+            v += d * d;
+        }
+        float rs = 1.0f / sqrtf((float)(v / N) + eps); /* biased variance, as PyTorch */
+        for (int j = 0; j < N; j++) y[j] = (x[j] - mu) * rs * gamma[j] + beta[j];
+        mean[b] = mu;
+        rstd[b] = rs;
+    }
+}
+
+void rs_cpu_layernorm_bwd(const float *in, const float *gamma, const float *mean, const float *rstd,
+                          const float *dout, float *din, float *dgamma, float *dbeta, int B, int N)
+{
+    /* Input gradient per row (parallel over rows), parameter gradients per column (parallel over
+     * columns) so no two threads write the same element. */
+    #pragma omp parallel for schedule(static) if (din && (size_t)B * N >= PAR_MIN)
+    for (int b = 0; b < (din ? B : 0); b++) {
+        const float *x = in + (size_t)b * N, *dy = dout + (size_t)b * N;
+        float mu = mean[b], rs = rstd[b];
+        double sum_g = 0.0, sum_gx = 0.0;
+        for (int j = 0; j < N; j++) {
+            float g = dy[j] * gamma[j];
+            sum_g += g;
+            sum_gx += g * (x[j] - mu) * rs;
+        }
+        float mg = (float)(sum_g / N), mgx = (float)(sum_gx / N);
+        float *dx = din + (size_t)b * N;
+        for (int j = 0; j < N; j++) {
+            float xhat = (x[j] - mu) * rs;
+            dx[j] = rs * (dy[j] * gamma[j] - mg - xhat * mgx);
+        }
+    }
+    #pragma omp parallel for schedule(static) if ((size_t)B * N >= PAR_MIN)
+    for (int j = 0; j < N; j++) {
+        float sg = 0.0f, sb = 0.0f;
+        for (int b = 0; b < B; b++) {
+            float dy = dout[(size_t)b * N + j];
+            sg += dy * (in[(size_t)b * N + j] - mean[b]) * rstd[b];
+            sb += dy;
+        }
+        dgamma[j] += sg;
+        dbeta[j] += sb;
+    }
+}
+
+void rs_cpu_softmax_xent_fwd(const float *logits, const int32_t *labels, float *probs, float *losses,
+                             int B, int C)
+{
+    #pragma omp parallel for schedule(static) if ((size_t)B * C >= PAR_MIN)
+    for (int b = 0; b < B; b++) {
+        const float *z = logits + (size_t)b * C;
+        float *p = probs + (size_t)b * C;
+        float mx = z[0];
+        for (int j = 1; j < C; j++) mx = z[j] > mx ? z[j] : mx;
+        double s = 0.0;
+        for (int j = 0; j < C; j++) {
+            p[j] = expf(z[j] - mx);
+            s += p[j];
+        }
+        float inv = (float)(1.0 / s);
+        for (int j = 0; j < C; j++) p[j] *= inv;
+        /* loss = logsumexp(z) - z[y], computed from the shifted logits for stability */
+        losses[b] = (float)(log(s) + mx - z[labels[b]]);
+    }
+}
+
+void rs_cpu_softmax_xent_bwd(const float *probs, const int32_t *labels, float *dlogits, int B, int C,
+                             float scale)
+{
+    #pragma omp parallel for schedule(static) if ((size_t)B * C >= PAR_MIN)
+    for (int b = 0; b < B; b++) {
+        const float *p = probs + (size_t)b * C;
+        float *d = dlogits + (size_t)b * C;
+        for (int j = 0; j < C; j++) d[j] = p[j] * scale;
+        d[labels[b]] -= scale;
+    }
+}

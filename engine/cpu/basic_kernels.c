@@ -1,0 +1,70 @@
+/* CPU kernels for dense algebra: fill/copy/axpy, the BLAS product and the bias helpers of Linear.
+ * Matrix products go to OpenBLAS; the loops here are memory-bound and split across OpenMP threads
+ * only when the array is large enough to pay for the fork. */
+#include <cblas.h>
+#include <omp.h>
+#include <string.h>
+
+#include "cpu_kernels.h"
+
+#define PAR_MIN 32768
+
+void rs_cpu_fill(float *x, size_t n, float v)
+{
+    if (v == 0.0f) {
+        memset(x, 0, n * sizeof *x);
+        return;
+    }
+    #pragma omp parallel for schedule(static) if (n >= PAR_MIN)
+    for (size_t i = 0; i < n; i++) x[i] = v;
+}
+
+void rs_cpu_copy(float *dst, const float *src, size_t n) { memcpy(dst, src, n * sizeof *dst); }
+
+void rs_cpu_axpy(float *y, const float *x, size_t n, float a)
+{
+    #pragma omp parallel for schedule(static) if (n >= PAR_MIN)
+    for (size_t i = 0; i < n; i++) y[i] += a * x[i];
+}
+
+void rs_cpu_scale(float *x, size_t n, float a)
+{
+    #pragma omp parallel for schedule(static) if (n >= PAR_MIN)
+    for (size_t i = 0; i < n; i++) x[i] *= a;
+}
+
+void rs_cpu_gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda,
+                 const float *B, int ldb, float beta, float *C, int ldc)
+{
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K,
+                alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void rs_cpu_bias_rows(float *out, const float *bias, int B, int N)
+{
+    #pragma omp parallel for schedule(static) if ((size_t)B * N >= PAR_MIN)
+    for (int b = 0; b < B; b++) {
+        float *row = out + (size_t)b * N;
+        for (int j = 0; j < N; j++) row[j] += bias[j];
+    }
+}
+
+void rs_cpu_bias_rows_grad(float *db, const float *dout, int B, int N)
+{
+    /* Column sums; parallel over columns so each thread owns its outputs (no reduction race). */
+    #pragma omp parallel for schedule(static) if ((size_t)B * N >= PAR_MIN)
+    for (int j = 0; j < N; j++) {
+        float s = 0.0f;
+        for (int b = 0; b < B; b++) s += dout[(size_t)b * N + j];
+        db[j] += s;
+    }
+}
+
+void rs_cpu_set_threads(int n)
+{
+    if (n < 1) n = 1;
+    omp_set_num_threads(n);
+    openblas_set_num_threads(n);
+}
+
+int rs_cpu_get_threads(void) { return omp_get_max_threads(); }

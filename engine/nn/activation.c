@@ -1,0 +1,52 @@
+/* Elementwise activations: ReLU, GELU (exact, erf form) and Tanh. ReLU and Tanh differentiate from
+ * their output, GELU from its input; the model keeps both, so nothing extra is saved. */
+#include "layer.h"
+
+static rs_status same_shape(rs_layer *l, const rs_shape *in, rs_err *err)
+{
+    (void)err;
+    l->out = *in;
+    return RS_OK;
+}
+
+static size_t numel(const rs_layer *l, int B) { return (size_t)B * (size_t)rs_shape_numel(&l->out); }
+
+static void relu_fwd(rs_layer *l, const rs_exec *x, const float *in, float *out, int B)
+{
+    x->k->relu_fwd(in, out, numel(l, B));
+}
+
+static void relu_bwd(rs_layer *l, const rs_exec *x, const float *in, const float *out, const float *dout,
+                     float *din, int B)
+{
+    (void)in;
+    if (din) x->k->relu_bwd(out, dout, din, numel(l, B));
+}
+
+static void gelu_fwd(rs_layer *l, const rs_exec *x, const float *in, float *out, int B)
+{
+    x->k->gelu_fwd(in, out, numel(l, B));
+}
+
+static void gelu_bwd(rs_layer *l, const rs_exec *x, const float *in, const float *out, const float *dout,
+                     float *din, int B)
+{
+    (void)out;
+    if (din) x->k->gelu_bwd(in, dout, din, numel(l, B));
+}
+
+static void tanh_fwd(rs_layer *l, const rs_exec *x, const float *in, float *out, int B)
+{
+    x->k->tanh_fwd(in, out, numel(l, B));
+}
+
+static void tanh_bwd(rs_layer *l, const rs_exec *x, const float *in, const float *out, const float *dout,
+                     float *din, int B)
+{
+    (void)in;
+    if (din) x->k->tanh_bwd(out, dout, din, numel(l, B));
+}
+
+const rs_layer_ops rs_relu_ops = {.kind = "relu", .setup = same_shape, .forward = relu_fwd, .backward = relu_bwd};
+const rs_layer_ops rs_gelu_ops = {.kind = "gelu", .setup = same_shape, .forward = gelu_fwd, .backward = gelu_bwd};
+const rs_layer_ops rs_tanh_ops = {.kind = "tanh", .setup = same_shape, .forward = tanh_fwd, .backward = tanh_bwd};

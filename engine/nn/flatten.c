@@ -1,0 +1,25 @@
+/* Flatten: (C,H,W) -> (C*H*W). Row-major storage is already flat, so forward and backward are copies
+ * of the same bytes; the shape is what changes. */
+#include "layer.h"
+
+static rs_status setup(rs_layer *l, const rs_shape *in, rs_err *err)
+{
+    (void)err;
+    l->out = (rs_shape){1, {rs_shape_numel(in)}};
+    return RS_OK;
+}
+
+static void forward(rs_layer *l, const rs_exec *x, const float *in, float *out, int B)
+{
+    x->k->copy(out, in, (size_t)B * (size_t)rs_shape_numel(&l->out));
+}
+
+static void backward(rs_layer *l, const rs_exec *x, const float *in, const float *out, const float *dout,
+                     float *din, int B)
+{
+    (void)in;
+    (void)out;
+    if (din) x->k->copy(din, dout, (size_t)B * (size_t)rs_shape_numel(&l->out));
+}
+
+const rs_layer_ops rs_flatten_ops = {.kind = "flatten", .setup = setup, .forward = forward, .backward = backward};

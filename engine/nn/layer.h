@@ -1,0 +1,106 @@
+/* Layers: explicit forward and backward over buffers the model owns.
+ * A layer never allocates. It reads its weights at fixed offsets of the model's one parameter
+ * buffer, accumulates into the same offsets of the gradient buffer, and computes through the
+ * device's kernel table, so the same layer code runs on any device that fills the table. */
+#ifndef RS_LAYER_H
+#define RS_LAYER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/core/device.h"
+#include "engine/core/rng.h"
+#include "engine/core/status.h"
+#include "engine/core/tensor.h"
+
+typedef enum rs_layer_kind {
+    RS_LAYER_LINEAR = 0,
+    RS_LAYER_CONV2D,
+    RS_LAYER_MAXPOOL2D,
+    RS_LAYER_AVGPOOL2D,
+    RS_LAYER_RELU,
+    RS_LAYER_GELU,
+    RS_LAYER_TANH,
+    RS_LAYER_FLATTEN,
+    RS_LAYER_DROPOUT,
+    RS_LAYER_LAYERNORM,
+    RS_LAYER_KIND_COUNT
+} rs_layer_kind;
+
+/* What a user writes: `linear(10)`, `conv(16,3,stride=2,pad=1)`, `maxpool(2)`, `dropout(0.1)`. */
+typedef struct rs_layer_cfg {
+    rs_layer_kind kind;
+    int out;              /* linear: out_features; conv: out_channels */
+    int kh, kw, sh, sw, ph, pw; /* conv / pool window (stride defaults to kernel for pools) */
+    bool bias;            /* linear, conv */
+    float p;              /* dropout probability */
+    float eps;            /* layernorm */
+} rs_layer_cfg;
+
+/* One parameter tensor of a layer: a view {offset, shape} into the model's buffers. */
+typedef struct rs_param_slot {
+    char suffix[12];      /* "weight", "bias" */
+    rs_shape shape;
+    size_t offset;        /* in floats, into the model's params/grads buffers */
+    size_t numel;
+} rs_param_slot;
+
+#define RS_LAYER_MAX_PARAMS 2
+
+typedef struct rs_layer rs_layer;
+
+/* What a forward/backward call may touch besides its input and output. */
+typedef struct rs_exec {
+    const rs_kernels *k;
+    float *params;        /* model parameter buffer (device) */
+    float *grads;         /* model gradient buffer (device) */
+    float *ws;            /* shared workspace, at least the largest layer's workspace_bytes */
+    bool training;
+    uint64_t dropout_seed; /* changes every step; each layer mixes in its index */
+} rs_exec;
+
+typedef struct rs_layer_ops {
+    const char *kind;     /* spelling in specs and summaries: "linear" */
+    /* Output shape from input shape (per sample, no batch), parameter shapes into l->p[]. */
+    rs_status (*setup)(rs_layer *l, const rs_shape *in, rs_err *err);
+    /* PyTorch's default initialisation, drawing from rng. Optional (no parameters). */
+    void (*init)(rs_layer *l, float *params, rs_rng *rng);
+    /* Bytes kept from forward for backward besides input and output (argmax, mask, mean/rstd). */
+    size_t (*saved_bytes)(const rs_layer *l, int B);
+    size_t (*workspace_bytes)(const rs_layer *l, const rs_kernels *k, int B);
+    void (*forward)(rs_layer *l, const rs_exec *x, const float *in, float *out, int B);
+    /* din may be NULL when no gradient is wanted below this layer. */
+    void (*backward)(rs_layer *l, const rs_exec *x, const float *in, const float *out,
+                     const float *dout, float *din, int B);
+} rs_layer_ops;
+
+struct rs_layer {
+    const rs_layer_ops *ops;
+    rs_layer_cfg cfg;
+    char name[48];        /* path in the model, PyTorch-style: "0", "3.1" */
+    int index;            /* position in execution order */
+    rs_shape in, out;     /* per sample */
+    int np;
+    rs_param_slot p[RS_LAYER_MAX_PARAMS];
+    rs_conv_geom geom;    /* conv and pools */
+    void *saved;          /* saved_bytes(B) of activation memory, owned by the model */
+};
+
+const rs_layer_ops *rs_layer_ops_for(rs_layer_kind k);
+const char *rs_layer_kind_name(rs_layer_kind k);
+/* Default configuration of a kind (bias on, pool stride = kernel, eps 1e-5, p 0.5). */
+rs_layer_cfg rs_layer_cfg_default(rs_layer_kind k);
+/* Writes the layer as the spec language spells it, e.g. "conv(16,3,pad=1)"; re-parses to the same. */
+char *rs_layer_cfg_str(const rs_layer_cfg *c, char *buf, size_t n);
+
+/* Per-kind operation tables (engine/nn/<kind>.c). */
+extern const rs_layer_ops rs_linear_ops, rs_conv2d_ops, rs_maxpool2d_ops, rs_avgpool2d_ops,
+    rs_relu_ops, rs_gelu_ops, rs_tanh_ops, rs_flatten_ops, rs_dropout_ops, rs_layernorm_ops;
+
+/* Shared by conv and pools: output size of a window, or an error naming the layer. */
+rs_status rs_layer_window_geom(rs_layer *l, const rs_shape *in, int out_channels, rs_err *err);
+/* PyTorch's kaiming_uniform_(a=sqrt(5)) for weights and U(-1/sqrt(fan_in), ..) for biases. */
+void rs_layer_init_uniform(float *x, size_t n, float bound, rs_rng *rng);
+
+#endif

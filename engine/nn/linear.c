@@ -1,0 +1,52 @@
+/* Linear: out (B,O) = in (B,I) . W^T + b, with W (O,I) as PyTorch stores it, so a checkpoint's
+ * "N.weight" loads into torch.nn.Linear unchanged. */
+#include <math.h>
+
+#include "layer.h"
+
+static rs_status setup(rs_layer *l, const rs_shape *in, rs_err *err)
+{
+    char s[64];
+    if (in->ndim != 1)
+        return rs_err_set(err, RS_ERR_SHAPE,
+                          "layer %s (linear) needs a flat input, got %s; put `flatten` before it",
+                          l->name, rs_shape_str(in, s, sizeof s));
+    if (l->cfg.out < 1)
+        return rs_err_set(err, RS_ERR_ARG, "layer %s (linear): out features must be >= 1, got %d",
+                          l->name, l->cfg.out);
+    int64_t I = in->d[0], O = l->cfg.out;
+    l->out = (rs_shape){1, {O}};
+    l->np = l->cfg.bias ? 2 : 1;
+    l->p[0] = (rs_param_slot){.suffix = "weight", .shape = {2, {O, I}}, .numel = (size_t)(O * I)};
+    if (l->cfg.bias) l->p[1] = (rs_param_slot){.suffix = "bias", .shape = {1, {O}}, .numel = (size_t)O};
+    return RS_OK;
+}
+
+static void init(rs_layer *l, float *params, rs_rng *rng)
+{
+    float bound = 1.0f / sqrtf((float)l->p[0].shape.d[1]);
+    for (int i = 0; i < l->np; i++) rs_layer_init_uniform(params + l->p[i].offset, l->p[i].numel, bound, rng);
+}
+
+static void forward(rs_layer *l, const rs_exec *x, const float *in, float *out, int B)
+{
+    int O = (int)l->p[0].shape.d[0], I = (int)l->p[0].shape.d[1];
+    const float *W = x->params + l->p[0].offset;
+    x->k->gemm(false, true, B, O, I, 1.0f, in, I, W, I, 0.0f, out, O);
+    if (l->np > 1) x->k->bias_rows(out, x->params + l->p[1].offset, B, O);
+}
+
+static void backward(rs_layer *l, const rs_exec *x, const float *in, const float *out, const float *dout,
+                     float *din, int B)
+{
+    (void)out;
+    int O = (int)l->p[0].shape.d[0], I = (int)l->p[0].shape.d[1];
+    const float *W = x->params + l->p[0].offset;
+    x->k->gemm(true, false, O, I, B, 1.0f, dout, O, in, I, 1.0f, x->grads + l->p[0].offset, I);
+    if (l->np > 1) x->k->bias_rows_grad(x->grads + l->p[1].offset, dout, B, O);
+    if (din) x->k->gemm(false, false, B, I, O, 1.0f, dout, O, W, I, 0.0f, din, I);
+}
+
+const rs_layer_ops rs_linear_ops = {
+    .kind = "linear", .setup = setup, .init = init, .forward = forward, .backward = backward,
+};

@@ -1,0 +1,475 @@
+/* The model: layer list, parameter layout, activation memory, forward/loss/backward (see model.h). */
+#include "model.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_DEPTH 8
+
+struct rs_model {
+    char name[64];
+    rs_shape in;
+    rs_device dev;
+    const rs_kernels *k;
+    rs_mem own_mem;   /* used when the caller gave no tracker */
+    rs_mem *mem;
+    uint64_t seed;
+    bool built, training;
+
+    rs_layer *layers; /* execution order */
+    int nlayers, cap_layers;
+    rs_block *blocks;
+    int nblocks, cap_blocks;
+    /* building state: the open block at each depth and the child counter at each depth */
+    int depth, open_block[MAX_DEPTH], child_count[MAX_DEPTH + 1];
+
+    rs_param_info *tensors;
+    int ntensors;
+    size_t numel;
+    float *params, *grads;
+
+    /* activation memory for batches up to cap_B */
+    int cap_B;
+    float *acts;      /* every layer's output, back to back */
+    size_t *act_off;  /* (nlayers) offsets into acts */
+    float *dbuf[2];   /* ping-pong activation gradients */
+    unsigned char *saved;
+    float *probs, *losses;
+    float *ws;
+    size_t acts_bytes, dbuf_bytes, saved_bytes, probs_bytes, ws_bytes;
+
+    uint64_t step; /* forward calls in training mode: varies the dropout mask */
+    rs_grad_ready_fn grad_hook;
+    void *grad_hook_ud;
+};
+
+rs_model *rs_model_new(const char *name, const rs_shape *in, rs_device dev, rs_mem *mem)
+{
+    const rs_kernels *k = rs_kernels_for(dev);
+    if (!k || !in || in->ndim < 1 || in->ndim > 3) return NULL;
+    rs_model *m = calloc(1, sizeof *m);
+    if (!m) return NULL;
+    snprintf(m->name, sizeof m->name, "%s", name ? name : "model");
+    m->in = *in;
+    m->dev = dev;
+    m->k = k;
+    m->mem = mem ? mem : &m->own_mem;
+    m->training = true;
+    return m;
+}
+
+static void layer_name(rs_model *m, char *buf, size_t n)
+{
+    /* PyTorch nn.Sequential naming: the path of child indices, "3" or "0.1". */
+    size_t k = 0;
+    for (int d = 0; d <= m->depth; d++)
+        k += (size_t)snprintf(buf + k, n > k ? n - k : 0, d ? ".%d" : "%d", m->child_count[d]);
+}
+
+rs_status rs_model_add(rs_model *m, const rs_layer_cfg *cfg, rs_err *err)
+{
+    if (m->built) return rs_err_set(err, RS_ERR_ARG, "model %s is already built; layers cannot be added", m->name);
+    const rs_layer_ops *ops = rs_layer_ops_for(cfg->kind);
+    if (!ops) return rs_err_set(err, RS_ERR_ARG, "unknown layer kind %d", (int)cfg->kind);
+    if (m->nlayers == m->cap_layers) {
+        int cap = m->cap_layers ? 2 * m->cap_layers : 16;
+        rs_layer *nl = realloc(m->layers, (size_t)cap * sizeof *nl);
+        if (!nl) return rs_err_set(err, RS_ERR_NOMEM, "out of memory adding a layer");
+        m->layers = nl;
+        m->cap_layers = cap;
+    }
+    rs_layer *l = &m->layers[m->nlayers];
+    memset(l, 0, sizeof *l);
+    l->ops = ops;
+    l->cfg = *cfg;
+    l->index = m->nlayers++;
+    layer_name(m, l->name, sizeof l->name);
+    m->child_count[m->depth]++;
+    for (int d = 0; d < m->depth; d++) m->blocks[m->open_block[d]].count++;
+    return RS_OK;
+}
+
+rs_status rs_model_begin_block(rs_model *m, rs_err *err)
+{
+    if (m->built) return rs_err_set(err, RS_ERR_ARG, "model %s is already built", m->name);
+    if (m->depth + 1 >= MAX_DEPTH) return rs_err_set(err, RS_ERR_ARG, "blocks nest at most %d deep", MAX_DEPTH - 1);
+    if (m->nblocks == m->cap_blocks) {
+        int cap = m->cap_blocks ? 2 * m->cap_blocks : 8;
+        rs_block *nb = realloc(m->blocks, (size_t)cap * sizeof *nb);
+        if (!nb) return rs_err_set(err, RS_ERR_NOMEM, "out of memory adding a block");
+        m->blocks = nb;
+        m->cap_blocks = cap;
+    }
+    rs_block *b = &m->blocks[m->nblocks];
+    memset(b, 0, sizeof *b);
+    layer_name(m, b->name, sizeof b->name);
+    b->first = m->nlayers;
+    b->depth = m->depth;
+    m->open_block[m->depth] = m->nblocks++;
+    m->depth++;
+    m->child_count[m->depth] = 0;
+    return RS_OK;
+}
+
+rs_status rs_model_end_block(rs_model *m, rs_err *err)
+{
+    if (m->depth == 0) return rs_err_set(err, RS_ERR_ARG, "end of a block that was not begun");
+    rs_block *b = &m->blocks[m->open_block[m->depth - 1]];
+    if (b->count == 0) return rs_err_set(err, RS_ERR_ARG, "block %s is empty; put at least one layer in it", b->name);
+    m->depth--;
+    m->child_count[m->depth]++;
+    return RS_OK;
+}
+
+rs_status rs_model_build(rs_model *m, uint64_t seed, rs_err *err)
+{
+    if (m->built) return RS_OK;
+    if (m->depth != 0) return rs_err_set(err, RS_ERR_ARG, "model %s: a block is still open; close it with ']'", m->name);
+    if (m->nlayers == 0) return rs_err_set(err, RS_ERR_ARG, "model %s has no layers", m->name);
+    m->seed = seed;
+    /* Shapes and the parameter layout, in forward order. */
+    rs_shape cur = m->in;
+    int nt = 0;
+    size_t off = 0;
+    for (int i = 0; i < m->nlayers; i++) {
+        rs_layer *l = &m->layers[i];
+        rs_status st = l->ops->setup(l, &cur, err);
+        if (st) return st;
+        for (int j = 0; j < l->np; j++) {
+            l->p[j].offset = off;
+            off += l->p[j].numel;
+            /* Keep every tensor 16-float (64-byte) aligned so views are SIMD friendly. */
+            off = (off + 15) & ~(size_t)15;
+            nt++;
+        }
+        cur = l->out;
+    }
+    if (cur.ndim != 1) {
+        char s[64];
+        return rs_err_set(err, RS_ERR_SHAPE,
+                          "model %s ends with output %s; the last layer must give one score per class: "
+                          "add `flatten linear(CLASSES)`",
+                          m->name, rs_shape_str(&cur, s, sizeof s));
+    }
+    m->numel = off;
+    m->ntensors = nt;
+    m->tensors = calloc((size_t)(nt ? nt : 1), sizeof *m->tensors);
+    m->params = rs_mem_alloc(m->mem, RS_POOL_PARAMS, (m->numel ? m->numel : 1) * sizeof(float));
+    m->grads = rs_mem_alloc(m->mem, RS_POOL_GRADS, (m->numel ? m->numel : 1) * sizeof(float));
+    if (!m->tensors || !m->params || !m->grads)
+        return rs_err_set(err, RS_ERR_NOMEM, "model %s: out of memory for %zu parameters", m->name, m->numel);
+    int t = 0;
+    rs_rng root;
+    rs_rng_seed(&root, seed);
+    for (int i = 0; i < m->nlayers; i++) {
+        rs_layer *l = &m->layers[i];
+        for (int j = 0; j < l->np; j++, t++) {
+            rs_param_info *pi = &m->tensors[t];
+            snprintf(pi->name, sizeof pi->name, "%s.%s", l->name, l->p[j].suffix);
+            pi->shape = l->p[j].shape;
+            pi->offset = l->p[j].offset;
+            pi->numel = l->p[j].numel;
+            pi->layer = i;
+        }
+        /* One stream per layer: adding a layer does not change the others' initial weights. */
+        rs_rng r = rs_rng_fork(&root, (uint64_t)i);
+        if (l->ops->init) l->ops->init(l, m->params, &r);
+    }
+    m->built = true;
+    return RS_OK;
+}
+
+static void free_acts(rs_model *m)
+{
+    rs_mem_free(m->mem, RS_POOL_ACTS, m->acts, m->acts_bytes);
+    rs_mem_free(m->mem, RS_POOL_ACTS, m->dbuf[0], m->dbuf_bytes);
+    rs_mem_free(m->mem, RS_POOL_ACTS, m->dbuf[1], m->dbuf_bytes);
+    rs_mem_free(m->mem, RS_POOL_ACTS, m->saved, m->saved_bytes);
+    rs_mem_free(m->mem, RS_POOL_ACTS, m->probs, m->probs_bytes);
+    rs_mem_free(m->mem, RS_POOL_SCRATCH, m->ws, m->ws_bytes);
+    free(m->act_off);
+    m->acts = m->dbuf[0] = m->dbuf[1] = m->probs = m->ws = NULL;
+    m->saved = NULL;
+    m->act_off = NULL;
+    m->losses = NULL;
+    m->cap_B = 0;
+}
+
+static size_t layer_ws(const rs_model *m, const rs_layer *l, int B)
+{
+    return l->ops->workspace_bytes ? l->ops->workspace_bytes(l, m->k, B) : 0;
+}
+
+rs_status rs_model_reserve(rs_model *m, int B, rs_err *err)
+{
+    if (!m->built) return rs_err_set(err, RS_ERR_ARG, "model %s is not built", m->name);
+    if (B < 1) return rs_err_set(err, RS_ERR_ARG, "batch size must be >= 1, got %d", B);
+    size_t ws = 0;
+    for (int i = 0; i < m->nlayers; i++) {
+        size_t w = layer_ws(m, &m->layers[i], B);
+        ws = w > ws ? w : ws;
+    }
+    /* Workspace can grow with the thread count even when B does not. */
+    if (B <= m->cap_B && ws <= m->ws_bytes) return RS_OK;
+    if (B < m->cap_B) B = m->cap_B;
+    free_acts(m);
+    size_t acts = 0, dmax = (size_t)rs_shape_numel(&m->in), saved = 0;
+    m->act_off = malloc((size_t)m->nlayers * sizeof *m->act_off);
+    if (!m->act_off) return rs_err_set(err, RS_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < m->nlayers; i++) {
+        rs_layer *l = &m->layers[i];
+        size_t o = (size_t)rs_shape_numel(&l->out);
+        m->act_off[i] = acts;
+        acts += ((size_t)B * o + 15) & ~(size_t)15;
+        dmax = o > dmax ? o : dmax;
+        if (l->ops->saved_bytes) saved += (l->ops->saved_bytes(l, B) + 63) & ~(size_t)63;
+        size_t w = layer_ws(m, l, B);
+        ws = w > ws ? w : ws;
+    }
+    int C = rs_model_classes(m);
+    m->acts_bytes = acts * sizeof(float);
+    m->dbuf_bytes = (size_t)B * dmax * sizeof(float);
+    m->saved_bytes = saved ? saved : 64;
+    m->probs_bytes = ((size_t)B * C + (size_t)B) * sizeof(float);
+    m->ws_bytes = ws ? ws : 64;
+    m->acts = rs_mem_alloc(m->mem, RS_POOL_ACTS, m->acts_bytes);
+    m->dbuf[0] = rs_mem_alloc(m->mem, RS_POOL_ACTS, m->dbuf_bytes);
+    m->dbuf[1] = rs_mem_alloc(m->mem, RS_POOL_ACTS, m->dbuf_bytes);
+    m->saved = rs_mem_alloc(m->mem, RS_POOL_ACTS, m->saved_bytes);
+    m->probs = rs_mem_alloc(m->mem, RS_POOL_ACTS, m->probs_bytes);
+    m->ws = rs_mem_alloc(m->mem, RS_POOL_SCRATCH, m->ws_bytes);
+    if (!m->acts || !m->dbuf[0] || !m->dbuf[1] || !m->saved || !m->probs || !m->ws) {
+        free_acts(m);
+        return rs_err_set(err, RS_ERR_NOMEM, "model %s: out of memory for activations of batch %d", m->name, B);
+    }
+    m->losses = m->probs + (size_t)B * C;
+    size_t so = 0;
+    for (int i = 0; i < m->nlayers; i++) {
+        rs_layer *l = &m->layers[i];
+        l->saved = NULL;
+        if (l->ops->saved_bytes) {
+            l->saved = m->saved + so;
+            so += (l->ops->saved_bytes(l, B) + 63) & ~(size_t)63;
+        }
+    }
+    m->cap_B = B;
+    return RS_OK;
+}
+
+static rs_exec exec_ctx(rs_model *m)
+{
+    uint64_t z = m->seed ^ (m->step * 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 31)) * 0xbf58476d1ce4e5b9ULL;
+    return (rs_exec){.k = m->k, .params = m->params, .grads = m->grads, .ws = m->ws,
+                     .training = m->training, .dropout_seed = z ^ (z >> 29)};
+}
+
+void rs_model_set_training(rs_model *m, bool training) { m->training = training; }
+
+rs_status rs_model_forward(rs_model *m, const float *x, int B, const float **logits, rs_err *err)
+{
+    rs_status st = rs_model_reserve(m, B, err);
+    if (st) return st;
+    if (m->training) m->step++;
+    rs_exec ex = exec_ctx(m);
+    const float *in = x;
+    for (int i = 0; i < m->nlayers; i++) {
+        float *out = m->acts + m->act_off[i];
+        m->layers[i].ops->forward(&m->layers[i], &ex, in, out, B);
+        in = out;
+    }
+    if (logits) *logits = in;
+    return RS_OK;
+}
+
+rs_status rs_model_loss(rs_model *m, const int32_t *y, int B, float *loss, rs_err *err)
+{
+    int C = rs_model_classes(m);
+    if (B > m->cap_B) return rs_err_set(err, RS_ERR_ARG, "loss of batch %d before a forward of that batch", B);
+    for (int b = 0; b < B; b++)
+        if (y[b] < 0 || y[b] >= C)
+            return rs_err_set(err, RS_ERR_ARG,
+                              "label %d of sample %d is outside the model's %d classes (0..%d); "
+                              "the last layer needs as many outputs as the data has classes",
+                              (int)y[b], b, C, C - 1);
+    const float *logits = m->acts + m->act_off[m->nlayers - 1];
+    m->k->softmax_xent_fwd(logits, y, m->probs, m->losses, B, C);
+    /* Mean over the batch in double: the figure reported does not drift with batch size. */
+    double s = 0.0;
+    for (int b = 0; b < B; b++) s += m->losses[b];
+    if (loss) *loss = (float)(s / B);
+    return RS_OK;
+}
+
+void rs_model_backward(rs_model *m, const float *x, const int32_t *y, int B, float loss_scale)
+{
+    rs_exec ex = exec_ctx(m);
+    int C = rs_model_classes(m);
+    float *dcur = m->dbuf[0], *dnext = m->dbuf[1];
+    m->k->softmax_xent_bwd(m->probs, y, dcur, B, C, loss_scale / (float)B);
+    for (int i = m->nlayers - 1; i >= 0; i--) {
+        rs_layer *l = &m->layers[i];
+        const float *in = i ? m->acts + m->act_off[i - 1] : x;
+        const float *out = m->acts + m->act_off[i];
+        float *din = i ? dnext : NULL; /* nobody needs d(loss)/d(input) */
+        l->ops->backward(l, &ex, in, out, dcur, din, B);
+        if (m->grad_hook && l->np) {
+            size_t first = l->p[0].offset, last = l->p[l->np - 1].offset + l->p[l->np - 1].numel;
+            m->grad_hook(m->grad_hook_ud, first, last - first);
+        }
+        float *t = dcur;
+        dcur = dnext;
+        dnext = t;
+    }
+}
+
+void rs_model_zero_grad(rs_model *m) { m->k->fill(m->grads, m->numel, 0.0f); }
+
+void rs_model_set_grad_hook(rs_model *m, rs_grad_ready_fn fn, void *ud)
+{
+    m->grad_hook = fn;
+    m->grad_hook_ud = ud;
+}
+
+const char *rs_model_name(const rs_model *m) { return m->name; }
+void rs_model_set_name(rs_model *m, const char *name) { snprintf(m->name, sizeof m->name, "%s", name); }
+const rs_shape *rs_model_input_shape(const rs_model *m) { return &m->in; }
+int rs_model_classes(const rs_model *m)
+{
+    return m->nlayers ? (int)rs_shape_numel(&m->layers[m->nlayers - 1].out) : 0;
+}
+int rs_model_layer_count(const rs_model *m) { return m->nlayers; }
+rs_layer *rs_model_layer(rs_model *m, int i) { return (i >= 0 && i < m->nlayers) ? &m->layers[i] : NULL; }
+int rs_model_block_count(const rs_model *m) { return m->nblocks; }
+const rs_block *rs_model_block(const rs_model *m, int i) { return (i >= 0 && i < m->nblocks) ? &m->blocks[i] : NULL; }
+size_t rs_model_numel(const rs_model *m) { return m->numel; }
+float *rs_model_params(rs_model *m) { return m->params; }
+float *rs_model_grads(rs_model *m) { return m->grads; }
+int rs_model_tensor_count(const rs_model *m) { return m->ntensors; }
+const rs_param_info *rs_model_tensor(const rs_model *m, int i) { return (i >= 0 && i < m->ntensors) ? &m->tensors[i] : NULL; }
+rs_mem *rs_model_mem(rs_model *m) { return m->mem; }
+const rs_kernels *rs_model_kernels(const rs_model *m) { return m->k; }
+rs_device rs_model_device(const rs_model *m) { return m->dev; }
+uint64_t rs_model_seed(const rs_model *m) { return m->seed; }
+
+const rs_param_info *rs_model_find_tensor(const rs_model *m, const char *name)
+{
+    for (int i = 0; i < m->ntensors; i++)
+        if (!strcmp(m->tensors[i].name, name)) return &m->tensors[i];
+    return NULL;
+}
+
+/* A growing string for the text renderers below. */
+typedef struct sbuf {
+    char *s;
+    size_t len, cap;
+} sbuf;
+
+static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_printf(sbuf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    if (b->len + (size_t)n + 1 > b->cap) {
+        size_t cap = (b->cap ? b->cap * 2 : 256) + (size_t)n;
+        char *ns = realloc(b->s, cap);
+        if (!ns) return;
+        b->s = ns;
+        b->cap = cap;
+    }
+    va_start(ap, fmt);
+    vsnprintf(b->s + b->len, b->cap - b->len, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
+static const rs_block *block_starting(const rs_model *m, int layer, int depth)
+{
+    for (int i = 0; i < m->nblocks; i++)
+        if (m->blocks[i].first == layer && m->blocks[i].depth == depth) return &m->blocks[i];
+    return NULL;
+}
+
+static int block_depth_at(const rs_model *m, int layer)
+{
+    int d = 0;
+    for (int i = 0; i < m->nblocks; i++)
+        if (layer >= m->blocks[i].first && layer < m->blocks[i].first + m->blocks[i].count &&
+            m->blocks[i].depth + 1 > d)
+            d = m->blocks[i].depth + 1;
+    return d;
+}
+
+char *rs_model_spec(const rs_model *m)
+{
+    sbuf b = {0};
+    char s[64];
+    if (m->in.ndim == 3)
+        sb_printf(&b, "seq in=%lldx%lldx%lld", (long long)m->in.d[0], (long long)m->in.d[1], (long long)m->in.d[2]);
+    else
+        sb_printf(&b, "seq in=%lld", (long long)rs_shape_numel(&m->in));
+    int depth = 0;
+    for (int i = 0; i < m->nlayers; i++) {
+        int d = block_depth_at(m, i);
+        while (depth > d) {
+            sb_printf(&b, " ]");
+            depth--;
+        }
+        while (depth < d) {
+            sb_printf(&b, " [");
+            depth++;
+        }
+        sb_printf(&b, " %s", rs_layer_cfg_str(&m->layers[i].cfg, s, sizeof s));
+    }
+    while (depth-- > 0) sb_printf(&b, " ]");
+    return b.s;
+}
+
+static void human_bytes(size_t n, char *buf, size_t len)
+{
+    if (n < 1024) snprintf(buf, len, "%zu B", n);
+    else if (n < 1024 * 1024) snprintf(buf, len, "%.1f KiB", n / 1024.0);
+    else snprintf(buf, len, "%.2f MiB", n / (1024.0 * 1024.0));
+}
+
+char *rs_model_summary(const rs_model *m)
+{
+    sbuf b = {0};
+    char s[64], cfg[64], by[32];
+    size_t real = 0;
+    for (int i = 0; i < m->ntensors; i++) real += m->tensors[i].numel;
+    human_bytes(real * sizeof(float), by, sizeof by);
+    sb_printf(&b, "model %s: %d layers, %zu parameters (%s as f32), input %s, %d classes, on %s\n", m->name,
+              m->nlayers, real, by, rs_shape_str(&m->in, s, sizeof s), rs_model_classes(m), rs_device_name(m->dev));
+    sb_printf(&b, "  %-8s %-24s %-16s %12s\n", "name", "layer", "output", "params");
+    for (int i = 0; i < m->nlayers; i++) {
+        const rs_layer *l = &m->layers[i];
+        for (int d = 0; d < MAX_DEPTH; d++) {
+            const rs_block *bl = block_starting(m, i, d);
+            if (bl) sb_printf(&b, "  %*s%-8s block (%d layers)\n", 2 * d, "", bl->name, bl->count);
+        }
+        size_t np = 0;
+        for (int j = 0; j < l->np; j++) np += l->p[j].numel;
+        int d = block_depth_at(m, i);
+        sb_printf(&b, "  %*s%-*s %-24s %-16s %12zu\n", 2 * d, "", 8 - 2 * d > 0 ? 8 - 2 * d : 1, l->name,
+                  rs_layer_cfg_str(&l->cfg, cfg, sizeof cfg), rs_shape_str(&l->out, s, sizeof s), np);
+    }
+    return b.s;
+}
+
+void rs_model_free(rs_model *m)
+{
+    if (!m) return;
+    free_acts(m);
+    rs_mem_free(m->mem, RS_POOL_PARAMS, m->params, (m->numel ? m->numel : 1) * sizeof(float));
+    rs_mem_free(m->mem, RS_POOL_GRADS, m->grads, (m->numel ? m->numel : 1) * sizeof(float));
+    free(m->tensors);
+    free(m->layers);
+    free(m->blocks);
+    free(m);
+}

@@ -1,0 +1,48 @@
+/* MaxPool2d and AvgPool2d (stride defaults to the kernel size, as in PyTorch). Max pooling keeps the
+ * index of each window's maximum for backward; average pooling divides by the full window
+ * (count_include_pad=True, PyTorch's default). */
+#include "layer.h"
+
+static rs_status setup(rs_layer *l, const rs_shape *in, rs_err *err)
+{
+    return rs_layer_window_geom(l, in, 0, err);
+}
+
+static size_t max_saved(const rs_layer *l, int B)
+{
+    return (size_t)B * l->geom.c * l->geom.oh * l->geom.ow * sizeof(int32_t);
+}
+
+static void max_fwd(rs_layer *l, const rs_exec *x, const float *in, float *out, int B)
+{
+    x->k->maxpool_fwd(&l->geom, B, in, out, l->saved);
+}
+
+static void max_bwd(rs_layer *l, const rs_exec *x, const float *in, const float *out, const float *dout,
+                    float *din, int B)
+{
+    (void)in;
+    (void)out;
+    if (din) x->k->maxpool_bwd(&l->geom, B, dout, l->saved, din);
+}
+
+static void avg_fwd(rs_layer *l, const rs_exec *x, const float *in, float *out, int B)
+{
+    x->k->avgpool_fwd(&l->geom, B, in, out);
+}
+
+static void avg_bwd(rs_layer *l, const rs_exec *x, const float *in, const float *out, const float *dout,
+                    float *din, int B)
+{
+    (void)in;
+    (void)out;
+    if (din) x->k->avgpool_bwd(&l->geom, B, dout, din);
+}
+
+const rs_layer_ops rs_maxpool2d_ops = {
+    .kind = "maxpool", .setup = setup, .saved_bytes = max_saved, .forward = max_fwd, .backward = max_bwd,
+};
+
+const rs_layer_ops rs_avgpool2d_ops = {
+    .kind = "avgpool", .setup = setup, .forward = avg_fwd, .backward = avg_bwd,
+};

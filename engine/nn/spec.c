@@ -1,0 +1,509 @@
+/* Parser for model specs (see spec.h). A hand-written recursive descent over a tiny grammar; every
+ * error names the word, what was expected, and a near miss when there is one. */
+#include "spec.h"
+
+#include <ctype.h>
+#include <stdarg.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct parser {
+    const char *s;
+    size_t pos;
+    size_t *err_pos;
+    rs_err *err;
+} parser;
+
+static const char *const layer_names[] = {"linear", "conv", "maxpool", "avgpool", "relu", "gelu",
+                                          "tanh", "flatten", "dropout", "layernorm"};
+static const rs_layer_kind layer_kinds[] = {RS_LAYER_LINEAR, RS_LAYER_CONV2D, RS_LAYER_MAXPOOL2D,
+                                            RS_LAYER_AVGPOOL2D, RS_LAYER_RELU, RS_LAYER_GELU,
+                                            RS_LAYER_TANH, RS_LAYER_FLATTEN, RS_LAYER_DROPOUT,
+                                            RS_LAYER_LAYERNORM};
+#define NLAYER_NAMES ((int)(sizeof layer_names / sizeof *layer_names))
+
+static int edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 32 || lb > 32) return 99;
+    int d[33][33];
+    for (size_t i = 0; i <= la; i++) d[i][0] = (int)i;
+    for (size_t j = 0; j <= lb; j++) d[0][j] = (int)j;
+    for (size_t i = 1; i <= la; i++)
+        for (size_t j = 1; j <= lb; j++) {
+            int c = d[i - 1][j - 1] + (tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]));
+            int del = d[i - 1][j] + 1, ins = d[i][j - 1] + 1;
+            d[i][j] = c < del ? (c < ins ? c : ins) : (del < ins ? del : ins);
+        }
+    return d[la][lb];
+}
+
+const char *rs_spec_near_miss(const char *word, const char *const *cands, int n)
+{
+    const char *best = NULL;
+    int bd = 3;
+    for (int i = 0; i < n; i++) {
+        int d = edit_distance(word, cands[i]);
+        if (d < bd) {
+            bd = d;
+            best = cands[i];
+        }
+    }
+    return best;
+}
+
+static rs_status fail(parser *p, size_t at, rs_status code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static rs_status fail(parser *p, size_t at, rs_status code, const char *fmt, ...)
+{
+    char msg[RS_ERR_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (p->err_pos) *p->err_pos = at;
+    return rs_err_set(p->err, code, "%s", msg);
+}
+
+static void skip_ws(parser *p)
+{
+    while (p->s[p->pos] && isspace((unsigned char)p->s[p->pos])) p->pos++;
+}
+
+/* A word: letters, digits, '_', '.', '-', 'x' runs; stops at space, '(', ')', ',', '=', '[', ']'. */
+static size_t word_end(const char *s, size_t i)
+{
+    while (s[i] && !isspace((unsigned char)s[i]) && !strchr("(),=[]", s[i])) i++;
+    return i;
+}
+
+static void copy_word(const parser *p, size_t a, size_t b, char *buf, size_t n)
+{
+    size_t len = b - a < n - 1 ? b - a : n - 1;
+    memcpy(buf, p->s + a, len);
+    buf[len] = '\0';
+}
+
+static bool parse_int(const char *w, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(w, &end, 10);
+    if (errno || end == w || *end || v < lo || v > hi) return false;
+    *out = v;
+    return true;
+}
+
+/* "3" -> (3,3); "3x5" -> (3,5) */
+static bool parse_pair(const char *w, long lo, long hi, int *a, int *b)
+{
+    char tmp[64];
+    snprintf(tmp, sizeof tmp, "%s", w);
+    char *x = strchr(tmp, 'x');
+    long va, vb;
+    if (!x) {
+        if (!parse_int(tmp, lo, hi, &va)) return false;
+        *a = *b = (int)va;
+        return true;
+    }
+    *x = '\0';
+    if (!parse_int(tmp, lo, hi, &va) || !parse_int(x + 1, lo, hi, &vb)) return false;
+    *a = (int)va;
+    *b = (int)vb;
+    return true;
+}
+
+static bool parse_bool(const char *w, bool *out)
+{
+    if (!strcmp(w, "1") || !strcmp(w, "true") || !strcmp(w, "on") || !strcmp(w, "yes")) *out = true;
+    else if (!strcmp(w, "0") || !strcmp(w, "false") || !strcmp(w, "off") || !strcmp(w, "no")) *out = false;
+    else return false;
+    return true;
+}
+
+/* Options each layer accepts, by position first then by name. */
+static const char *const *layer_opts(rs_layer_kind k, int *n)
+{
+    static const char *const lin[] = {"out", "bias"};
+    static const char *const conv[] = {"out", "k", "stride", "pad", "bias"};
+    static const char *const pool[] = {"k", "stride", "pad"};
+    static const char *const drop[] = {"p"};
+    static const char *const ln[] = {"eps"};
+    switch (k) {
+    case RS_LAYER_LINEAR: *n = 2; return lin;
+    case RS_LAYER_CONV2D: *n = 5; return conv;
+    case RS_LAYER_MAXPOOL2D:
+    case RS_LAYER_AVGPOOL2D: *n = 3; return pool;
+    case RS_LAYER_DROPOUT: *n = 1; return drop;
+    case RS_LAYER_LAYERNORM: *n = 1; return ln;
+    default: *n = 0; return NULL;
+    }
+}
+
+static rs_status set_layer_opt(parser *p, rs_layer_cfg *c, const char *key, const char *val, size_t at,
+                               bool *stride_set)
+{
+    const char *kind = rs_layer_kind_name(c->kind);
+    if (!strcmp(key, "out")) {
+        long v;
+        if (!parse_int(val, 1, 1 << 24, &v))
+            return fail(p, at, RS_ERR_ARG, "%s: '%s' is not a valid size; expected a whole number >= 1", kind, val);
+        c->out = (int)v;
+    } else if (!strcmp(key, "k")) {
+        if (!parse_pair(val, 1, 1024, &c->kh, &c->kw))
+            return fail(p, at, RS_ERR_ARG, "%s: kernel '%s' is not valid; expected N or HxW, e.g. 3 or 3x5", kind, val);
+        if (!*stride_set && c->kind != RS_LAYER_CONV2D) {
+            c->sh = c->kh;
+            c->sw = c->kw;
+        }
+    } else if (!strcmp(key, "stride")) {
+        if (!parse_pair(val, 1, 1024, &c->sh, &c->sw))
+            return fail(p, at, RS_ERR_ARG, "%s: stride '%s' is not valid; expected N or HxW >= 1", kind, val);
+        *stride_set = true;
+    } else if (!strcmp(key, "pad")) {
+        if (!parse_pair(val, 0, 1024, &c->ph, &c->pw))
+            return fail(p, at, RS_ERR_ARG, "%s: padding '%s' is not valid; expected N or HxW >= 0", kind, val);
+    } else if (!strcmp(key, "bias")) {
+        if (!parse_bool(val, &c->bias))
+            return fail(p, at, RS_ERR_ARG, "%s: bias='%s' is not valid; expected 1 or 0", kind, val);
+    } else if (!strcmp(key, "p")) {
+        char *end;
+        double v = strtod(val, &end);
+        if (end == val || *end || !(v >= 0.0 && v < 1.0))
+            return fail(p, at, RS_ERR_ARG, "dropout: p='%s' is not valid; expected a number in [0, 1)", val);
+        c->p = (float)v;
+    } else if (!strcmp(key, "eps")) {
+        char *end;
+        double v = strtod(val, &end);
+        if (end == val || *end || !(v > 0.0 && v < 1.0))
+            return fail(p, at, RS_ERR_ARG, "layernorm: eps='%s' is not valid; expected a small number > 0", val);
+        c->eps = (float)v;
+    }
+    return RS_OK;
+}
+
+static rs_status parse_layer_at(parser *p, rs_layer_cfg *cfg)
+{
+    skip_ws(p);
+    size_t a = p->pos, b = word_end(p->s, a);
+    char name[64];
+    copy_word(p, a, b, name, sizeof name);
+    int which = -1;
+    for (int i = 0; i < NLAYER_NAMES; i++)
+        if (!strcmp(name, layer_names[i])) which = i;
+    if (which < 0) {
+        const char *near = rs_spec_near_miss(name, layer_names, NLAYER_NAMES);
+        if (near)
+            return fail(p, a, RS_ERR_ARG, "unknown layer '%s' (did you mean '%s'?)", name, near);
+        return fail(p, a, RS_ERR_ARG,
+                    "unknown layer '%s'; layers are linear(OUT), conv(OUT,K,stride=,pad=), maxpool(K), "
+                    "avgpool(K), relu, gelu, tanh, flatten, dropout(P), layernorm",
+                    name);
+    }
+    *cfg = rs_layer_cfg_default(layer_kinds[which]);
+    p->pos = b;
+    int nopts;
+    const char *const *opts = layer_opts(cfg->kind, &nopts);
+    int npos = 0;
+    bool stride_set = false, have_out = false;
+    if (p->s[p->pos] == '(') {
+        p->pos++;
+        for (;;) {
+            skip_ws(p);
+            if (p->s[p->pos] == ')') {
+                p->pos++;
+                break;
+            }
+            size_t ka = p->pos, kb = word_end(p->s, ka);
+            if (kb == ka)
+                return fail(p, ka, RS_ERR_ARG, "%s: expected an argument or ')' here", name);
+            char key[64], val[64];
+            copy_word(p, ka, kb, key, sizeof key);
+            p->pos = kb;
+            size_t vat = ka;
+            if (p->s[p->pos] == '=') {
+                p->pos++;
+                vat = p->pos;
+                size_t vb = word_end(p->s, vat);
+                copy_word(p, vat, vb, val, sizeof val);
+                p->pos = vb;
+                bool known = false;
+                for (int i = 0; i < nopts; i++)
+                    if (!strcmp(key, opts[i])) known = true;
+                if (!known) {
+                    const char *near = nopts ? rs_spec_near_miss(key, opts, nopts) : NULL;
+                    if (near) return fail(p, ka, RS_ERR_ARG, "%s: unknown option '%s' (did you mean '%s='?)", name, key, near);
+                    return fail(p, ka, RS_ERR_ARG, "%s: unknown option '%s'%s", name, key,
+                                nopts ? "" : " (this layer takes no options)");
+                }
+            } else {
+                /* positional */
+                if (npos >= nopts || (cfg->kind == RS_LAYER_CONV2D && npos >= 2) ||
+                    (cfg->kind == RS_LAYER_LINEAR && npos >= 1) ||
+                    ((cfg->kind == RS_LAYER_MAXPOOL2D || cfg->kind == RS_LAYER_AVGPOOL2D) && npos >= 1))
+                    return fail(p, ka, RS_ERR_ARG, "%s: too many arguments at '%s'; name it, e.g. pad=%s", name, key, key);
+                snprintf(val, sizeof val, "%s", key);
+                snprintf(key, sizeof key, "%s", opts[npos++]);
+            }
+            if (!strcmp(key, "out")) have_out = true;
+            rs_status st = set_layer_opt(p, cfg, key, val, vat, &stride_set);
+            if (st) return st;
+            skip_ws(p);
+            if (p->s[p->pos] == ',') {
+                p->pos++;
+                continue;
+            }
+            if (p->s[p->pos] == ')') {
+                p->pos++;
+                break;
+            }
+            return fail(p, p->pos, RS_ERR_ARG, "%s: expected ',' or ')' here", name);
+        }
+    }
+    if ((cfg->kind == RS_LAYER_LINEAR || cfg->kind == RS_LAYER_CONV2D) && !have_out)
+        return fail(p, a, RS_ERR_ARG, "%s needs its output size, e.g. %s", name,
+                    cfg->kind == RS_LAYER_LINEAR ? "linear(10)" : "conv(16,3,pad=1)");
+    return RS_OK;
+}
+
+rs_status rs_layer_parse(const char *word, rs_layer_cfg *cfg, size_t *err_pos, rs_err *err)
+{
+    parser p = {.s = word, .err_pos = err_pos, .err = err};
+    rs_status st = parse_layer_at(&p, cfg);
+    if (st) return st;
+    skip_ws(&p);
+    if (p.s[p.pos]) return fail(&p, p.pos, RS_ERR_ARG, "unexpected text after the layer");
+    return RS_OK;
+}
+
+static bool parse_shape(const char *w, rs_shape *out)
+{
+    /* "784" or "1x28x28" */
+    rs_shape s = {0};
+    const char *c = w;
+    while (*c) {
+        if (s.ndim == 3) return false;
+        char *end;
+        errno = 0;
+        long v = strtol(c, &end, 10);
+        if (errno || end == c || v < 1 || v > (1 << 24)) return false;
+        s.d[s.ndim++] = v;
+        if (*end == 'x') c = end + 1;
+        else if (*end == '\0') c = end;
+        else return false;
+    }
+    if (s.ndim == 0 || s.ndim == 2) return false;
+    *out = s;
+    return true;
+}
+
+typedef struct spec_opts {
+    rs_shape in;
+    bool have_in;
+    rs_layer_kind act;
+    float dropout;
+} spec_opts;
+
+static rs_status parse_opt(parser *p, size_t a, const char *key, const char *val, spec_opts *o, bool mlp)
+{
+    static const char *const mlp_keys[] = {"act", "dropout", "in"};
+    static const char *const seq_keys[] = {"in"};
+    if (!strcmp(key, "in")) {
+        if (!parse_shape(val, &o->in))
+            return fail(p, a, RS_ERR_ARG, "in='%s' is not a shape; expected FEATURES or CxHxW, e.g. in=1x28x28", val);
+        o->have_in = true;
+    } else if (mlp && !strcmp(key, "act")) {
+        if (!strcmp(val, "relu")) o->act = RS_LAYER_RELU;
+        else if (!strcmp(val, "gelu")) o->act = RS_LAYER_GELU;
+        else if (!strcmp(val, "tanh")) o->act = RS_LAYER_TANH;
+        else return fail(p, a, RS_ERR_ARG, "act='%s' is not an activation; expected relu, gelu or tanh", val);
+    } else if (mlp && !strcmp(key, "dropout")) {
+        char *end;
+        double v = strtod(val, &end);
+        if (end == val || *end || !(v >= 0.0 && v < 1.0))
+            return fail(p, a, RS_ERR_ARG, "dropout='%s' is not valid; expected a number in [0, 1)", val);
+        o->dropout = (float)v;
+    } else {
+        const char *near = mlp ? rs_spec_near_miss(key, mlp_keys, 3) : rs_spec_near_miss(key, seq_keys, 1);
+        if (near) return fail(p, a, RS_ERR_ARG, "unknown option '%s' (did you mean '%s='?)", key, near);
+        return fail(p, a, RS_ERR_ARG, "unknown option '%s'; %s takes %s", key, mlp ? "mlp" : "seq",
+                    mlp ? "act=, dropout=, in=" : "in=");
+    }
+    return RS_OK;
+}
+
+static rs_status parse_mlp(parser *p, const char *name, rs_device dev, rs_mem *mem, rs_model **out)
+{
+    skip_ws(p);
+    size_t a = p->pos, b = word_end(p->s, a);
+    char sizes[256];
+    copy_word(p, a, b, sizes, sizeof sizes);
+    p->pos = b;
+    long dims[32];
+    int nd = 0;
+    char *save = NULL;
+    for (char *t = strtok_r(sizes, "-", &save); t; t = strtok_r(NULL, "-", &save)) {
+        if (nd == 32) return fail(p, a, RS_ERR_ARG, "mlp: at most 32 sizes");
+        if (!parse_int(t, 1, 1 << 24, &dims[nd]))
+            return fail(p, a, RS_ERR_ARG, "mlp: '%s' is not a list of sizes; expected e.g. 784-256-10", sizes);
+        nd++;
+    }
+    if (nd < 2) return fail(p, a, RS_ERR_ARG, "mlp needs at least an input and an output size, e.g. mlp 784-256-10");
+    spec_opts o = {.act = RS_LAYER_RELU};
+    for (;;) {
+        skip_ws(p);
+        if (!p->s[p->pos]) break;
+        size_t ka = p->pos, kb = word_end(p->s, ka);
+        char key[64], val[128] = "";
+        copy_word(p, ka, kb, key, sizeof key);
+        p->pos = kb;
+        if (p->s[p->pos] != '=')
+            return fail(p, ka, RS_ERR_ARG, "mlp: expected an option such as act=relu here, got '%s'", key);
+        p->pos++;
+        size_t vb = word_end(p->s, p->pos);
+        copy_word(p, p->pos, vb, val, sizeof val);
+        p->pos = vb;
+        rs_status st = parse_opt(p, ka, key, val, &o, true);
+        if (st) return st;
+    }
+    rs_shape in = {1, {dims[0]}};
+    if (o.have_in && rs_shape_numel(&o.in) != dims[0])
+        return fail(p, a, RS_ERR_SHAPE, "mlp: input size %ld does not match in= (%lld values)", dims[0],
+                    (long long)rs_shape_numel(&o.in));
+    if (o.have_in) in = o.in;
+    rs_model *m = rs_model_new(name, &in, dev, mem);
+    if (!m) return rs_err_set(p->err, RS_ERR_NOMEM, "out of memory");
+    rs_status st = RS_OK;
+    if (in.ndim != 1) {
+        rs_layer_cfg f = rs_layer_cfg_default(RS_LAYER_FLATTEN);
+        st = rs_model_add(m, &f, p->err);
+    }
+    for (int i = 1; i < nd && !st; i++) {
+        rs_layer_cfg c = rs_layer_cfg_default(RS_LAYER_LINEAR);
+        c.out = (int)dims[i];
+        st = rs_model_add(m, &c, p->err);
+        if (i < nd - 1 && !st) {
+            rs_layer_cfg act = rs_layer_cfg_default(o.act);
+            st = rs_model_add(m, &act, p->err);
+            if (o.dropout > 0.0f && !st) {
+                rs_layer_cfg d = rs_layer_cfg_default(RS_LAYER_DROPOUT);
+                d.p = o.dropout;
+                st = rs_model_add(m, &d, p->err);
+            }
+        }
+    }
+    if (st) {
+        rs_model_free(m);
+        return st;
+    }
+    *out = m;
+    return RS_OK;
+}
+
+static rs_status parse_seq(parser *p, const char *name, rs_device dev, rs_mem *mem, rs_model **out)
+{
+    /* Options may come first; layers follow. Read options in a first pass so in= can be anywhere. */
+    spec_opts o = {.in = {3, {1, 28, 28}}};
+    size_t start = p->pos;
+    int paren = 0;
+    for (;;) {
+        skip_ws(p);
+        char c = p->s[p->pos];
+        if (!c) break;
+        if (strchr("[](),=", c)) {
+            paren += (c == '(') - (c == ')');
+            p->pos++;
+            continue;
+        }
+        size_t ka = p->pos, kb = word_end(p->s, ka);
+        p->pos = kb;
+        /* Only key=value words outside any layer's parentheses are model options. */
+        if (p->s[kb] != '=' || paren) continue;
+        char key[64], val[128];
+        copy_word(p, ka, kb, key, sizeof key);
+        size_t vb = word_end(p->s, kb + 1);
+        copy_word(p, kb + 1, vb, val, sizeof val);
+        p->pos = vb;
+        rs_status st = parse_opt(p, ka, key, val, &o, false);
+        if (st) return st;
+    }
+    p->pos = start;
+    rs_model *m = rs_model_new(name, &o.in, dev, mem);
+    if (!m) return rs_err_set(p->err, RS_ERR_NOMEM, "out of memory");
+    int depth = 0, nl = 0;
+    rs_status st = RS_OK;
+    for (;;) {
+        skip_ws(p);
+        char c = p->s[p->pos];
+        if (!c) break;
+        size_t at = p->pos;
+        if (c == '[') {
+            p->pos++;
+            st = rs_model_begin_block(m, p->err);
+            depth++;
+        } else if (c == ']') {
+            if (!depth) {
+                st = fail(p, at, RS_ERR_ARG, "']' closes no block");
+                break;
+            }
+            p->pos++;
+            st = rs_model_end_block(m, p->err);
+            if (st && p->err_pos) *p->err_pos = at;
+            depth--;
+        } else {
+            size_t kb = word_end(p->s, at);
+            if (p->s[kb] == '=') { /* a model option, read above */
+                p->pos = word_end(p->s, kb + 1);
+                continue;
+            }
+            rs_layer_cfg cfg;
+            st = parse_layer_at(p, &cfg);
+            if (!st) st = rs_model_add(m, &cfg, p->err);
+            nl++;
+        }
+        if (st) break;
+    }
+    if (!st && depth) st = fail(p, strlen(p->s), RS_ERR_ARG, "%d block(s) not closed; add ']'", depth);
+    if (!st && !nl)
+        st = fail(p, p->pos, RS_ERR_ARG, "seq needs layers, e.g. seq conv(16,3,pad=1) relu maxpool(2) flatten linear(10)");
+    if (st) {
+        rs_model_free(m);
+        return st;
+    }
+    *out = m;
+    return RS_OK;
+}
+
+rs_status rs_model_parse(const char *spec, const char *name, rs_device dev, rs_mem *mem, uint64_t seed,
+                         rs_model **out, size_t *err_pos, rs_err *err)
+{
+    parser p = {.s = spec, .err_pos = err_pos, .err = err};
+    *out = NULL;
+    skip_ws(&p);
+    size_t a = p.pos, b = word_end(spec, a);
+    char kind[32];
+    copy_word(&p, a, b, kind, sizeof kind);
+    p.pos = b;
+    rs_model *m = NULL;
+    rs_status st;
+    if (!strcmp(kind, "mlp")) st = parse_mlp(&p, name, dev, mem, &m);
+    else if (!strcmp(kind, "seq")) st = parse_seq(&p, name, dev, mem, &m);
+    else {
+        static const char *const kinds[] = {"mlp", "seq"};
+        const char *near = rs_spec_near_miss(kind, kinds, 2);
+        if (near) return fail(&p, a, RS_ERR_ARG, "unknown model kind '%s' (did you mean '%s'?)", kind, near);
+        return fail(&p, a, RS_ERR_ARG,
+                    "unknown model kind '%s'; expected `mlp 784-256-10` or `seq conv(16,3,pad=1) relu ...`", kind);
+    }
+    if (st) return st;
+    st = rs_model_build(m, seed, err);
+    if (st) {
+        if (err_pos) *err_pos = a;
+        rs_model_free(m);
+        return st;
+    }
+    *out = m;
+    return RS_OK;
+}

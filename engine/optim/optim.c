@@ -1,0 +1,196 @@
+/* Optimizer state and stepping over a flat slice (see optim.h).
+ * This file owns the bookkeeping (configuration, state buffers, step count); the arithmetic is the
+ * device's sgd_update / adam_update kernel, so a GPU table steps the same optimizer unchanged. */
+#include "engine/optim/optim.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <strings.h>
+
+#define MAX_STATE 2
+
+struct rs_optim {
+    rs_opt_cfg cfg;
+    const rs_kernels *k;           /* borrowed: static table of the device */
+    rs_mem *mem;                   /* borrowed: tracker the state is counted in (may be NULL) */
+    size_t n;                      /* elements in the slice */
+    int64_t step;                  /* steps taken */
+    int nstate;
+    float *state[MAX_STATE];       /* (n) each, owned, from RS_POOL_OPTIM */
+    const char *names[MAX_STATE];  /* static strings */
+};
+
+static const char *const kind_names[RS_OPT_KIND_COUNT] = {"sgd", "adam", "adamw"};
+
+rs_opt_cfg rs_opt_defaults(rs_opt_kind kind)
+{
+    rs_opt_cfg c = {.kind = kind};
+    if (kind == RS_OPT_SGD) {
+        c.lr = 0.01f;
+        return c;
+    }
+    c.lr = 1e-3f;
+    c.beta1 = 0.9f;
+    c.beta2 = 0.999f;
+    c.eps = 1e-8f;
+    c.weight_decay = kind == RS_OPT_ADAMW ? 1e-2f : 0.0f;
+    return c;
+}
+
+const char *rs_opt_kind_name(rs_opt_kind kind)
+{
+    return (unsigned)kind < RS_OPT_KIND_COUNT ? kind_names[kind] : "?";
+}
+
+rs_status rs_opt_kind_parse(const char *s, rs_opt_kind *out, rs_err *err)
+{
+    for (int i = 0; s && i < RS_OPT_KIND_COUNT; i++) {
+        if (strcasecmp(s, kind_names[i]) == 0) {
+            *out = (rs_opt_kind)i;
+            return RS_OK;
+        }
+    }
+    return rs_err_set(err, RS_ERR_ARG, "unknown optimizer '%s' (valid: sgd, adam, adamw)",
+                      s ? s : "");
+}
+
+/* Written so that NaN fails too: every comparison with NaN is false. */
+static bool at_least_zero(float x) { return isfinite(x) && x >= 0.0f; }
+
+rs_status rs_opt_cfg_check(const rs_opt_cfg *c, rs_err *err)
+{
+    if ((unsigned)c->kind >= RS_OPT_KIND_COUNT)
+        return rs_err_set(err, RS_ERR_ARG, "optimizer kind %d is not one of sgd, adam, adamw",
+                          (int)c->kind);
+    const char *who = kind_names[c->kind];
+    if (!at_least_zero(c->lr))
+        return rs_err_set(err, RS_ERR_ARG, "%s: lr=%g is invalid (need a finite lr >= 0)", who,
+                          (double)c->lr);
+    if (!at_least_zero(c->weight_decay))
+        return rs_err_set(err, RS_ERR_ARG,
+                          "%s: weight_decay=%g is invalid (need a finite weight_decay >= 0)", who,
+                          (double)c->weight_decay);
+    if (c->kind == RS_OPT_SGD) {
+        if (!at_least_zero(c->momentum))
+            return rs_err_set(err, RS_ERR_ARG,
+                              "sgd: momentum=%g is invalid (need a finite momentum >= 0)",
+                              (double)c->momentum);
+        if (!isfinite(c->dampening))
+            return rs_err_set(err, RS_ERR_ARG, "sgd: dampening=%g is invalid (need a finite value)",
+                              (double)c->dampening);
+        if (c->nesterov && (c->momentum <= 0.0f || c->dampening != 0.0f))
+            return rs_err_set(err, RS_ERR_ARG,
+                              "sgd: nesterov needs momentum > 0 and dampening = 0 (have momentum=%g, "
+                              "dampening=%g)",
+                              (double)c->momentum, (double)c->dampening);
+        return RS_OK;
+    }
+    const float betas[2] = {c->beta1, c->beta2};
+    for (int i = 0; i < 2; i++) {
+        if (!(betas[i] >= 0.0f && betas[i] < 1.0f))
+            return rs_err_set(err, RS_ERR_ARG, "%s: beta%d=%g is invalid (need 0 <= beta%d < 1)", who,
+                              i + 1, (double)betas[i], i + 1);
+    }
+    if (!at_least_zero(c->eps))
+        return rs_err_set(err, RS_ERR_ARG, "%s: eps=%g is invalid (need a finite eps >= 0)", who,
+                          (double)c->eps);
+    return RS_OK;
+}
+
+rs_optim *rs_optim_new(const rs_opt_cfg *cfg, rs_device dev, size_t n, rs_mem *mem, rs_err *err)
+{
+    if (rs_opt_cfg_check(cfg, err) != RS_OK) return NULL;
+    const rs_kernels *k = rs_kernels_for(dev);
+    if (!k) {
+        rs_err_set(err, RS_ERR_UNSUPPORTED, "optimizer: this build has no kernels for device %s",
+                   rs_device_name(dev));
+        return NULL;
+    }
+    /* rs_mem hands out host memory; a device whose kernels need device memory must first get an
+     * allocator that counts it, or its optimizer state would silently live in the wrong place. */
+    if (dev.kind != RS_DEV_CPU) {
+        rs_err_set(err, RS_ERR_UNSUPPORTED,
+                   "optimizer: state on device %s is not supported yet (cpu only)",
+                   rs_device_name(dev));
+        return NULL;
+    }
+    if (n > SIZE_MAX / (MAX_STATE * sizeof(float))) {
+        rs_err_set(err, RS_ERR_ARG, "optimizer: %zu elements is too many to hold state for", n);
+        return NULL;
+    }
+
+    /* Owned by the caller, released by rs_optim_free. The struct is bookkeeping, not optimizer state,
+     * so it is not counted: RS_POOL_OPTIM then reads exactly count * n * 4 bytes. */
+    rs_optim *o = calloc(1, sizeof *o);
+    if (!o) {
+        rs_err_set(err, RS_ERR_NOMEM, "optimizer: out of memory");
+        return NULL;
+    }
+    o->cfg = *cfg;
+    o->k = k;
+    o->mem = mem;
+    o->n = n;
+    if (cfg->kind == RS_OPT_SGD) {
+        if (cfg->momentum != 0.0f) o->names[o->nstate++] = "momentum_buffer";
+    } else {
+        o->names[o->nstate++] = "exp_avg";
+        o->names[o->nstate++] = "exp_avg_sq";
+    }
+    for (int i = 0; i < o->nstate; i++) {
+        /* Owned by o; zero-filled by rs_mem_alloc, which is the state torch starts from. */
+        o->state[i] = rs_mem_alloc(mem, RS_POOL_OPTIM, n * sizeof(float));
+        if (!o->state[i]) {
+            rs_err_set(err, RS_ERR_NOMEM, "optimizer: out of memory for %s (%zu bytes)",
+                       o->names[i], n * sizeof(float));
+            rs_optim_free(o);
+            return NULL;
+        }
+    }
+    return o;
+}
+
+void rs_optim_free(rs_optim *o)
+{
+    if (!o) return;
+    for (int i = 0; i < o->nstate; i++)
+        rs_mem_free(o->mem, RS_POOL_OPTIM, o->state[i], o->n * sizeof(float));
+    free(o);
+}
+
+rs_status rs_optim_step(rs_optim *o, float *p, const float *g, float lr)
+{
+    if (!o || !at_least_zero(lr) || (o->n > 0 && (!p || !g))) return RS_ERR_ARG;
+    const rs_opt_cfg *c = &o->cfg;
+    if (c->kind == RS_OPT_SGD) {
+        /* torch creates the momentum buffer from the first gradient; step 0 is that step. */
+        o->k->sgd_update(p, g, o->nstate ? o->state[0] : NULL, o->n, lr, c->momentum, c->dampening,
+                         c->weight_decay, c->nesterov, o->step == 0);
+        o->step++;
+    } else {
+        /* Adam's bias correction counts steps from 1. */
+        o->step++;
+        o->k->adam_update(p, g, o->state[0], o->state[1], o->n, lr, c->beta1, c->beta2, c->eps,
+                          c->weight_decay, c->kind == RS_OPT_ADAMW, o->step);
+    }
+    return RS_OK;
+}
+
+int rs_optim_state_count(const rs_optim *o) { return o->nstate; }
+
+const char *rs_optim_state_name(const rs_optim *o, int i)
+{
+    return i >= 0 && i < o->nstate ? o->names[i] : NULL;
+}
+
+float *rs_optim_state(rs_optim *o, int i) { return i >= 0 && i < o->nstate ? o->state[i] : NULL; }
+
+int64_t rs_optim_step_count(const rs_optim *o) { return o->step; }
+
+void rs_optim_set_step_count(rs_optim *o, int64_t steps) { o->step = steps > 0 ? steps : 0; }
+
+size_t rs_optim_state_bytes(const rs_optim *o) { return (size_t)o->nstate * o->n * sizeof(float); }
+
+const rs_opt_cfg *rs_optim_cfg(const rs_optim *o) { return &o->cfg; }
+
+size_t rs_optim_numel(const rs_optim *o) { return o->n; }
