@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cpu_kernels.h"
+#include "prof.h"
 
 #define PAR_MIN 32768
 
@@ -36,8 +37,14 @@ void rs_cpu_scale(float *x, size_t n, float a)
 void rs_cpu_gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda,
                  const float *B, int ldb, float beta, float *C, int ldc)
 {
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K,
-                alpha, A, lda, B, ldb, beta, C, ldc);
+    const CBLAS_TRANSPOSE tA = ta ? CblasTrans : CblasNoTrans, tB = tb ? CblasTrans : CblasNoTrans;
+    if (rs_cpu_prof_active()) { /* off by default: this branch is all it costs (engine/cpu/prof.h) */
+        uint64_t t0 = rs_cpu_prof_now_ns();
+        cblas_sgemm(CblasRowMajor, tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        rs_cpu_prof_gemm_done(t0, M, N, K);
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, tA, tB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 void rs_cpu_bias_rows(float *out, const float *bias, int B, int N)

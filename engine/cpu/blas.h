@@ -19,10 +19,11 @@ typedef struct rs_blas_info {
 
 void rs_blas_get_info(rs_blas_info *out);
 
-/* Call first in main(). When the CPU can run AVX-512, OpenBLAS picked a slower kernel, and neither
- * OPENBLAS_CORETYPE nor RINGSIDE_BLAS=native is set, re-executes /proc/self/exe with the same argv
- * and OPENBLAS_CORETYPE=SkylakeX (same pid, so launchers and waiters are unaffected). Returns
- * normally when nothing needs doing or the exec failed (then the slower kernel is used). */
+/* Call first in main(). When the CPU can run AVX-512 but the kernel loaded cannot (OpenBLAS's own
+ * pick, or OPENBLAS_CORETYPE from the environment naming an older core), re-executes /proc/self/exe
+ * with the same argv and OPENBLAS_CORETYPE=SkylakeX (same pid, so launchers and waiters are
+ * unaffected). RINGSIDE_BLAS=keep leaves the kernel alone. Returns normally when nothing needs
+ * doing or the exec failed (then the slower kernel is used, and `version` says which). */
 void rs_blas_prefer_fast_kernel(char **argv);
 
 #endif

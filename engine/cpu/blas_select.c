@@ -48,32 +48,41 @@ void rs_blas_get_info(rs_blas_info *out)
     out->threads = openblas_get_num_threads();
     cpu_features(&out->cpu_avx2, &out->cpu_avx512);
     const char *forced = getenv("OPENBLAS_CORETYPE");
-    const char *ours = getenv("RINGSIDE_BLAS_SELECTED");
-    if (ours && forced)
-        snprintf(out->why, sizeof out->why,
-                 "chosen by ringside: CPU has AVX-512, OpenBLAS detected %s", ours);
+    const char *was = getenv("RINGSIDE_BLAS_SELECTED"); /* set by our re-exec: what it replaced */
+    const char *pref = getenv("RINGSIDE_BLAS");
+    if (was && forced)
+        snprintf(out->why, sizeof out->why, "chosen by ringside: the CPU has AVX-512 and %s was slower%s", was,
+                 "; RINGSIDE_BLAS=keep keeps the other");
     else if (forced)
-        snprintf(out->why, sizeof out->why, "OPENBLAS_CORETYPE=%s set by the user", forced);
+        snprintf(out->why, sizeof out->why, "OPENBLAS_CORETYPE=%s from the environment%s", forced,
+                 pref && (!strcmp(pref, "keep") || !strcmp(pref, "native")) ? " (kept: RINGSIDE_BLAS)" : "");
     else if (out->cpu_avx512 && !core_has_avx512(out->core))
-        snprintf(out->why, sizeof out->why,
-                 "OpenBLAS's own detection (slower than this CPU allows; RINGSIDE_BLAS=native?)");
+        snprintf(out->why, sizeof out->why, "OpenBLAS's own detection (slower than this CPU allows)");
     else
         snprintf(out->why, sizeof out->why, "OpenBLAS's own detection");
 }
 
 void rs_blas_prefer_fast_kernel(char **argv)
 {
-    if (getenv("OPENBLAS_CORETYPE") || getenv("RINGSIDE_BLAS_SELECTED")) return;
+    if (getenv("RINGSIDE_BLAS_SELECTED")) return; /* we already re-executed once */
     const char *pref = getenv("RINGSIDE_BLAS");
-    if (pref && !strcmp(pref, "native")) return;
+    if (pref && (!strcmp(pref, "keep") || !strcmp(pref, "native"))) return;
     bool avx2, avx512;
     cpu_features(&avx2, &avx512);
+    /* Whether OpenBLAS detected it or OPENBLAS_CORETYPE forced it, a kernel without AVX-512 on a CPU
+     * with AVX-512 leaves half the speed unused (the variable is often set machine-wide for older
+     * hardware or other software). */
     const char *core = openblas_get_corename();
     if (!avx512 || core_has_avx512(core)) return;
+    char was[64];
+    const char *forced = getenv("OPENBLAS_CORETYPE");
+    snprintf(was, sizeof was, forced ? "OPENBLAS_CORETYPE=%s" : "OpenBLAS's pick %s", forced ? forced : core);
     setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
-    setenv("RINGSIDE_BLAS_SELECTED", core, 1); /* also stops a second re-exec */
+    setenv("RINGSIDE_BLAS_SELECTED", was, 1);
     fflush(NULL);
     execv("/proc/self/exe", argv);
-    /* exec failed (no /proc?): carry on with the kernel we have and say nothing is wrong. */
-    unsetenv("OPENBLAS_CORETYPE");
+    /* exec failed (no /proc?): carry on with the kernel already loaded. */
+    if (forced) setenv("OPENBLAS_CORETYPE", forced, 1);
+    else unsetenv("OPENBLAS_CORETYPE");
+    unsetenv("RINGSIDE_BLAS_SELECTED");
 }

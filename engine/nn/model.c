@@ -267,6 +267,7 @@ static rs_exec exec_ctx(rs_model *m)
 }
 
 void rs_model_set_training(rs_model *m, bool training) { m->training = training; }
+bool rs_model_training(const rs_model *m) { return m->training; }
 
 rs_status rs_model_forward(rs_model *m, const float *x, int B, const float **logits, rs_err *err)
 {
@@ -353,6 +354,8 @@ rs_mem *rs_model_mem(rs_model *m) { return m->mem; }
 const rs_kernels *rs_model_kernels(const rs_model *m) { return m->k; }
 rs_device rs_model_device(const rs_model *m) { return m->dev; }
 uint64_t rs_model_seed(const rs_model *m) { return m->seed; }
+uint64_t rs_model_step(const rs_model *m) { return m->step; }
+void rs_model_set_step(rs_model *m, uint64_t step) { m->step = step; }
 
 const rs_param_info *rs_model_find_tensor(const rs_model *m, const char *name)
 {

@@ -40,6 +40,7 @@ rs_status rs_model_build(rs_model *m, uint64_t seed, rs_err *err);
 rs_status rs_model_reserve(rs_model *m, int B, rs_err *err);
 
 void rs_model_set_training(rs_model *m, bool training);
+bool rs_model_training(const rs_model *m);
 /* x (B, in) must stay valid until backward. *logits points into the model (valid until the next
  * forward). */
 rs_status rs_model_forward(rs_model *m, const float *x, int B, const float **logits, rs_err *err);
@@ -70,6 +71,9 @@ rs_mem *rs_model_mem(rs_model *m);
 const rs_kernels *rs_model_kernels(const rs_model *m);
 rs_device rs_model_device(const rs_model *m);
 uint64_t rs_model_seed(const rs_model *m);
+/* Forward passes done in training mode; it seeds the dropout masks, so checkpoints carry it. */
+uint64_t rs_model_step(const rs_model *m);
+void rs_model_set_step(rs_model *m, uint64_t step);
 /* The layers as the spec language writes them, e.g. "seq conv(16,3,pad=1) relu ..." (malloc'd). */
 char *rs_model_spec(const rs_model *m);
 /* A printable table: layers, output shapes, parameter counts and bytes. Caller frees. */

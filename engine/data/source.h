@@ -1,0 +1,15 @@
+/* Opening a data set by a short source string, the way a command line or a rank worker names it:
+ *   digits[:N]                      built-in generator, N training samples (default 20000), N/6 test
+ *   fashion[:DIR]                   Fashion-MNIST from Debian's dataset-fashion-mnist
+ *   idx:IMAGES,LABELS[,TIMAGES,TLABELS]   MNIST-format files (plain or .gz)
+ *   cifar:FILE[,FILE...]            CIFAR-10 binary batches
+ *   csv:FILE                        label column first, features after
+ * Sources without a test part keep 1/6 of the samples aside (seeded split). */
+#ifndef RS_DATA_SOURCE_H
+#define RS_DATA_SOURCE_H
+
+#include "dataset.h"
+
+rs_status rs_data_open(const char *source, uint64_t seed, rs_data_pair *out, rs_err *err);
+
+#endif

@@ -1,0 +1,310 @@
+/* The training loop (see train.h). All buffers are allocated before the first step; a step itself
+ * allocates nothing. */
+#include "train.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/ckpt/checkpoint.h"
+#include "engine/data/loader.h"
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+rs_train_cfg rs_train_defaults(void)
+{
+    rs_train_cfg c = {0};
+    c.epochs = 1;
+    c.batch = 64;
+    c.opt = rs_opt_defaults(RS_OPT_ADAM);
+    c.sched = (rs_sched){.kind = RS_SCHED_CONSTANT, .gamma = 0.1f, .step_size = 1000};
+    c.seed = 0;
+    c.eval = true;
+    c.eval_batch = 256;
+    return c;
+}
+
+rs_status rs_train_check_data(const rs_model *m, const rs_dataset *d, rs_err *err)
+{
+    char ms[64], ds[64];
+    const rs_shape *in = rs_model_input_shape(m);
+    rs_shape dshape = {3, {d->c, d->h, d->w}};
+    if (rs_shape_numel(in) != (int64_t)rs_dataset_sample_numel(d))
+        return rs_err_set(err, RS_ERR_SHAPE,
+                          "model %s takes inputs of shape %s (%lld values) but data set %s has samples of "
+                          "shape %s (%zu values); build the model for this data (e.g. mlp %zu-256-%d or "
+                          "seq in=%dx%dx%d ...)",
+                          rs_model_name(m), rs_shape_str(in, ms, sizeof ms), (long long)rs_shape_numel(in),
+                          d->name, rs_shape_str(&dshape, ds, sizeof ds), rs_dataset_sample_numel(d),
+                          rs_dataset_sample_numel(d), d->n_classes, d->c, d->h, d->w);
+    if (d->n_classes > rs_model_classes(m))
+        return rs_err_set(err, RS_ERR_SHAPE,
+                          "data set %s has %d classes but model %s gives %d scores; its last layer needs %d "
+                          "outputs",
+                          d->name, d->n_classes, rs_model_name(m), rs_model_classes(m), d->n_classes);
+    return RS_OK;
+}
+
+static int argmax(const float *z, int C)
+{
+    int best = 0;
+    for (int j = 1; j < C; j++)
+        if (z[j] > z[best]) best = j;
+    return best;
+}
+
+rs_status rs_evaluate(rs_model *m, const rs_dataset *d, int batch, double *acc, double *loss, rs_err *err)
+{
+    rs_status st = rs_train_check_data(m, d, err);
+    if (st) return st;
+    if (batch < 1) batch = 256;
+    if (d->n == 0) return rs_err_set(err, RS_ERR_ARG, "data set %s is empty", d->name);
+    size_t per = rs_dataset_sample_numel(d);
+    int C = rs_model_classes(m);
+    bool was_training = rs_model_training(m);
+    rs_model_set_training(m, false);
+    double correct = 0, lsum = 0;
+    for (uint32_t i = 0; i < d->n; i += (uint32_t)batch) {
+        int B = (int)((d->n - i) < (uint32_t)batch ? d->n - i : (uint32_t)batch);
+        const float *logits;
+        float l;
+        st = rs_model_forward(m, d->x + (size_t)i * per, B, &logits, err);
+        if (!st) st = rs_model_loss(m, d->y + i, B, &l, err);
+        if (st) break;
+        lsum += (double)l * B;
+        for (int b = 0; b < B; b++) correct += argmax(logits + (size_t)b * C, C) == d->y[i + b];
+    }
+    rs_model_set_training(m, was_training);
+    if (st) return st;
+    if (acc) *acc = correct / d->n;
+    if (loss) *loss = lsum / d->n;
+    return RS_OK;
+}
+
+static void emit(const rs_train_hooks *h, rs_train_event *ev)
+{
+    if (h && h->on_event) h->on_event(h->ud, ev);
+}
+
+static rs_status checkpoint(const rs_train_cfg *cfg, rs_model *m, rs_optim *o, int epoch, int64_t batch_in_epoch,
+                            int64_t step, const rs_train_hooks *h, rs_train_event *ev, rs_err *err)
+{
+    rs_ckpt_pos pos = {.step = step, .epoch = epoch, .batch_in_epoch = batch_in_epoch, .data_seed = cfg->seed,
+                       .model_step = rs_model_step(m)};
+    rs_status st = rs_ckpt_save_train(cfg->ckpt_path, m, o, &pos, err);
+    if (st) return st;
+    rs_train_event c = *ev;
+    c.kind = RS_TRAIN_EV_CKPT;
+    c.path = cfg->ckpt_path;
+    emit(h, &c);
+    return RS_OK;
+}
+
+rs_status rs_train(rs_model *m, const rs_data_pair *data, const rs_train_cfg *cfg_in, const rs_train_hooks *h,
+                   rs_train_result *res, rs_err *err)
+{
+    rs_train_cfg cfg = cfg_in ? *cfg_in : rs_train_defaults();
+    rs_train_result r = {.test_acc = -1, .test_loss = -1};
+    int64_t step = 0, start_step = 0; /* read at `out:`, so set before any jump there */
+    if (!data || !data->train) return rs_err_set(err, RS_ERR_ARG, "no training data");
+    const rs_dataset *train = data->train;
+    if (cfg.epochs < 1) return rs_err_set(err, RS_ERR_ARG, "epochs must be >= 1, got %d", cfg.epochs);
+    if (cfg.batch < 1 || cfg.batch > (1 << 20))
+        return rs_err_set(err, RS_ERR_ARG, "batch must be in 1..1048576, got %d", cfg.batch);
+    if (cfg.max_steps < 0) return rs_err_set(err, RS_ERR_ARG, "max steps must be >= 0");
+    if (cfg.ckpt_every < 0) return rs_err_set(err, RS_ERR_ARG, "ckpt_every must be >= 0");
+    if (cfg.ckpt_every > 0 && !cfg.ckpt_path)
+        return rs_err_set(err, RS_ERR_ARG, "ckpt_every needs a checkpoint path (ckpt=FILE.safetensors)");
+    rs_status st = rs_opt_cfg_check(&cfg.opt, err);
+    if (st) return st;
+    st = rs_train_check_data(m, train, err);
+    if (st) return st;
+    if (train->n == 0) return rs_err_set(err, RS_ERR_ARG, "data set %s is empty", train->name);
+    const rs_kernels *k = rs_model_kernels(m);
+    if (cfg.threads > 0 && k->set_threads) k->set_threads(cfg.threads);
+
+    rs_sampler_cfg sc = rs_sampler_cfg_default();
+    sc.seed = cfg.seed;
+    rs_loader *loader = rs_loader_new(train, cfg.batch, &sc, err);
+    if (!loader) return err ? err->code : RS_ERR_NOMEM;
+    int64_t batches = rs_loader_batches(loader);
+    int64_t steps_total = batches * cfg.epochs;
+    if (cfg.max_steps && cfg.max_steps < steps_total) steps_total = cfg.max_steps;
+    cfg.sched.base_lr = cfg.opt.lr;
+    if (cfg.sched.kind == RS_SCHED_COSINE && cfg.sched.total == 0) cfg.sched.total = steps_total;
+    st = rs_sched_check(&cfg.sched, err);
+    if (st) {
+        rs_loader_free(loader);
+        return st;
+    }
+
+    size_t per = rs_dataset_sample_numel(train);
+    float *x = malloc((size_t)cfg.batch * per * sizeof *x); /* owned here, freed at the end */
+    int32_t *y = malloc((size_t)cfg.batch * sizeof *y);
+    rs_optim *opt = rs_optim_new(&cfg.opt, rs_model_device(m), rs_model_numel(m), rs_model_mem(m), err);
+    if (!x || !y || !opt) {
+        if (!opt) st = err ? err->code : RS_ERR_NOMEM;
+        else st = rs_err_set(err, RS_ERR_NOMEM, "out of memory for a batch of %d", cfg.batch);
+        goto out;
+    }
+    st = rs_model_reserve(m, cfg.batch, err);
+    if (st) goto out;
+
+    int start_epoch = 0;
+    int64_t skip = 0;
+    if (cfg.resume) {
+        rs_ckpt_pos pos;
+        st = rs_ckpt_load_train(cfg.resume, m, opt, &pos, err);
+        if (st) goto out;
+        if (pos.data_seed != cfg.seed) {
+            st = rs_err_set(err, RS_ERR_ARG,
+                            "checkpoint %s was written by a run with seed=%llu; resume with the same seed "
+                            "(seed=%llu) to see the same data order",
+                            cfg.resume, (unsigned long long)pos.data_seed, (unsigned long long)pos.data_seed);
+            goto out;
+        }
+        start_epoch = pos.epoch;
+        skip = pos.batch_in_epoch;
+        step = pos.step;
+        rs_model_set_step(m, pos.model_step);
+        start_step = step;
+    }
+
+    int C = rs_model_classes(m);
+    rs_model_set_training(m, true);
+    rs_train_event ev = {.epochs = cfg.epochs, .batches = batches, .steps_total = steps_total,
+                         .epoch_samples = rs_loader_samples(loader), .test_acc = -1, .test_loss = -1};
+    ev.kind = RS_TRAIN_EV_BEGIN;
+    ev.step = step;
+    ev.epoch = start_epoch;
+    emit(h, &ev);
+    double t_run = now_s();
+    int64_t samples_run = 0;
+    bool done = cfg.max_steps && step >= cfg.max_steps;
+    for (int epoch = start_epoch; epoch < cfg.epochs && !done; epoch++) {
+        rs_loader_set_epoch(loader, epoch);
+        double t0 = now_s(), lsum = 0, correct = 0;
+        int64_t nb = 0, ns = 0;
+        double td = 0, tf = 0, tb = 0, to = 0;
+        /* Resuming mid-epoch: the epoch's order is a function of (seed, epoch); skip what was done. */
+        for (; skip > 0; skip--, nb++) {
+            int rows = rs_loader_next(loader, x, y);
+            if (rows <= 0) break;
+            ns += rows;
+        }
+        int64_t nb_start = nb, ns_start = ns;
+        for (;;) {
+            if (h && h->should_stop && h->should_stop(h->ud)) {
+                r.stopped = true;
+                done = true;
+                break;
+            }
+            double a = now_s();
+            int B = rs_loader_next(loader, x, y);
+            if (B <= 0) break;
+            double b = now_s();
+            const float *logits;
+            float loss;
+            st = rs_model_forward(m, x, B, &logits, err);
+            if (!st) st = rs_model_loss(m, y, B, &loss, err);
+            if (st) goto out;
+            double c = now_s();
+            rs_model_zero_grad(m);
+            rs_model_backward(m, x, y, B, 1.0f);
+            double d = now_s();
+            float lr = rs_sched_lr(&cfg.sched, step);
+            st = rs_optim_step(opt, rs_model_params(m), rs_model_grads(m), lr);
+            if (st) goto out;
+            double e = now_s();
+            td += b - a;
+            tf += c - b;
+            tb += d - c;
+            to += e - d;
+            step++;
+            nb++;
+            ns += B;
+            samples_run += B;
+            lsum += (double)loss * B;
+            for (int i = 0; i < B; i++) correct += argmax(logits + (size_t)i * C, C) == y[i];
+            if (!isfinite(loss)) {
+                st = rs_err_set(err, RS_ERR_ARG,
+                                "loss became %g at step %lld (epoch %d); lower the learning rate (lr=%g now)",
+                                (double)loss, (long long)step, epoch + 1, (double)lr);
+                goto out;
+            }
+            double el = e - t0;
+            ev.kind = RS_TRAIN_EV_STEP;
+            ev.epoch = epoch;
+            ev.step = step;
+            ev.batch = nb;
+            ev.samples = ns;
+            ev.loss = loss;
+            ev.lr = lr;
+            ev.epoch_loss = lsum / (double)(ns - ns_start);
+            ev.epoch_acc = correct / (double)(ns - ns_start);
+            ev.elapsed_s = el;
+            ev.samples_per_s = (double)(ns - ns_start) / (el > 0 ? el : 1e-9);
+            ev.eta_s = (nb > nb_start) ? el / (double)(nb - nb_start) * (double)(batches - nb) : 0;
+            ev.t_data = td;
+            ev.t_fwd = tf;
+            ev.t_bwd = tb;
+            ev.t_opt = to;
+            emit(h, &ev);
+            if (cfg.ckpt_every && step % cfg.ckpt_every == 0) {
+                st = checkpoint(&cfg, m, opt, nb == batches ? epoch + 1 : epoch, nb == batches ? 0 : nb, step, h,
+                                &ev, err);
+                if (st) goto out;
+            }
+            if (cfg.max_steps && step >= cfg.max_steps) {
+                done = true;
+                break;
+            }
+        }
+        r.t_data += td;
+        r.t_fwd += tf;
+        r.t_bwd += tb;
+        r.t_opt += to;
+        if (nb == batches) {
+            r.epochs_done++;
+            ev.kind = RS_TRAIN_EV_EPOCH;
+            emit(h, &ev);
+            if (cfg.eval && data->test && data->test->n && !r.stopped) {
+                st = rs_evaluate(m, data->test, cfg.eval_batch, &r.test_acc, &r.test_loss, err);
+                rs_model_set_training(m, true);
+                if (st) goto out;
+                ev.kind = RS_TRAIN_EV_EVAL;
+                ev.test_acc = r.test_acc;
+                ev.test_loss = r.test_loss;
+                emit(h, &ev);
+            }
+        }
+        r.train_loss = ns > ns_start ? lsum / (double)(ns - ns_start) : 0;
+        if (cfg.ckpt_path && (done || epoch + 1 == cfg.epochs) && !(cfg.ckpt_every && step % cfg.ckpt_every == 0)) {
+            st = checkpoint(&cfg, m, opt, nb == batches ? epoch + 1 : epoch, nb == batches ? 0 : nb, step, h, &ev, err);
+            if (st) goto out;
+        }
+    }
+    r.seconds = now_s() - t_run;
+    r.samples_per_s = samples_run / (r.seconds > 0 ? r.seconds : 1e-9);
+    r.global_step = step;
+    ev.kind = RS_TRAIN_EV_END;
+    emit(h, &ev);
+out:
+    if (res) {
+        r.global_step = step;
+        r.steps = step - start_step;
+        *res = r;
+    }
+    rs_optim_free(opt);
+    rs_loader_free(loader);
+    free(x);
+    free(y);
+    return st;
+}

@@ -1,0 +1,83 @@
+/* The single-process training loop: epochs over a loader, optimizer and schedule on the model's flat
+ * buffers, evaluation on the test split, checkpoints and exact resume.
+ * It prints nothing: figures go to an observer callback (the REPL's progress bar, the rank event
+ * stream, the session log subscribe to it) and a stop callback is polled between steps (Ctrl-C). */
+#ifndef RS_TRAIN_H
+#define RS_TRAIN_H
+
+#include "engine/data/dataset.h"
+#include "engine/nn/model.h"
+#include "engine/optim/optim.h"
+#include "engine/optim/sched.h"
+
+typedef struct rs_train_cfg {
+    int epochs;             /* default 1 */
+    int batch;              /* default 64 */
+    rs_opt_cfg opt;         /* default Adam, lr 1e-3 */
+    rs_sched sched;         /* base_lr is set from opt.lr; cosine total 0 = the whole run */
+    uint64_t seed;          /* data order (the model's seed drives init and dropout masks) */
+    int threads;            /* 0 = leave the current setting */
+    int64_t max_steps;      /* stop after this many steps in all (0 = run every epoch) */
+    bool eval;              /* evaluate on the test split after each epoch (default on) */
+    int eval_batch;         /* default 256 */
+    const char *ckpt_path;  /* checkpoint here (weights; optimizer state beside it) ... */
+    int64_t ckpt_every;     /* ... every N steps, and at the end; 0 = only at the end */
+    const char *resume;     /* continue exactly from this checkpoint */
+} rs_train_cfg;
+
+rs_train_cfg rs_train_defaults(void);
+
+typedef enum rs_train_ev_kind {
+    RS_TRAIN_EV_BEGIN,  /* before the first step */
+    RS_TRAIN_EV_STEP,   /* after every optimizer step */
+    RS_TRAIN_EV_EPOCH,  /* after the last step of an epoch */
+    RS_TRAIN_EV_EVAL,   /* test figures of the epoch */
+    RS_TRAIN_EV_CKPT,   /* a checkpoint was written to path */
+    RS_TRAIN_EV_END,
+} rs_train_ev_kind;
+
+typedef struct rs_train_event {
+    rs_train_ev_kind kind;
+    int epoch, epochs;          /* epoch is 0-based */
+    int64_t step;               /* optimizer steps completed in the whole run */
+    int64_t steps_total;        /* planned */
+    int64_t batch, batches;     /* within the epoch: done, per epoch */
+    int64_t samples, epoch_samples; /* within the epoch: done, per epoch */
+    float loss;                 /* this step's mean loss */
+    float lr;                   /* rate used by this step */
+    double epoch_loss;          /* mean over the epoch so far */
+    double epoch_acc;           /* training accuracy over the epoch so far */
+    double samples_per_s;       /* over the epoch so far */
+    double elapsed_s, eta_s;    /* within the epoch */
+    double test_acc, test_loss; /* EVAL */
+    double t_data, t_fwd, t_bwd, t_opt; /* seconds in each phase within the epoch */
+    const char *path;           /* CKPT */
+} rs_train_event;
+
+typedef struct rs_train_hooks {
+    void (*on_event)(void *ud, const rs_train_event *ev); /* may be NULL */
+    bool (*should_stop)(void *ud);                        /* may be NULL; polled between steps */
+    void *ud;
+} rs_train_hooks;
+
+typedef struct rs_train_result {
+    int64_t steps;            /* steps of this call (not counting those before a resume) */
+    int64_t global_step;      /* steps in all */
+    int epochs_done;
+    bool stopped;             /* should_stop asked to stop; the model holds the last finished step */
+    double train_loss;        /* mean loss of the last epoch (so far) */
+    double test_acc, test_loss; /* last evaluation; -1 when none ran */
+    double seconds, samples_per_s;
+    double t_data, t_fwd, t_bwd, t_opt;
+} rs_train_result;
+
+rs_status rs_train(rs_model *m, const rs_data_pair *data, const rs_train_cfg *cfg, const rs_train_hooks *hooks,
+                   rs_train_result *res, rs_err *err);
+
+/* Accuracy and mean loss of the model on d, in eval mode (dropout off), batch by batch. */
+rs_status rs_evaluate(rs_model *m, const rs_dataset *d, int batch, double *acc, double *loss, rs_err *err);
+
+/* Checks that d's samples fit m's input (same number of values) and its labels m's classes. */
+rs_status rs_train_check_data(const rs_model *m, const rs_dataset *d, rs_err *err);
+
+#endif
