@@ -122,6 +122,10 @@ int main(int argc, char **argv)
             char *s = rs_model_summary(m);
             fputs(s, stdout);
             free(s);
+            rs_blas_info b;
+            rs_blas_get_info(&b);
+            printf("kernels: cpu, %d threads, OpenBLAS %s (%s)\n", rs_kernels_for(rs_device_cpu())->get_threads(),
+                   b.core, b.why);
         }
         rs_model_free(m);
         free(spec);

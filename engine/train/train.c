@@ -27,7 +27,6 @@ rs_train_cfg rs_train_defaults(void)
     c.sched = (rs_sched){.kind = RS_SCHED_CONSTANT, .gamma = 0.1f, .step_size = 1000};
     c.seed = 0;
     c.eval = true;
-    c.eval_batch = 256;
     return c;
 }
 
@@ -276,7 +275,7 @@ rs_status rs_train(rs_model *m, const rs_data_pair *data, const rs_train_cfg *cf
             ev.kind = RS_TRAIN_EV_EPOCH;
             emit(h, &ev);
             if (cfg.eval && data->test && data->test->n && !r.stopped) {
-                st = rs_evaluate(m, data->test, cfg.eval_batch, &r.test_acc, &r.test_loss, err);
+                st = rs_evaluate(m, data->test, cfg.eval_batch ? cfg.eval_batch : cfg.batch, &r.test_acc, &r.test_loss, err);
                 rs_model_set_training(m, true);
                 if (st) goto out;
                 ev.kind = RS_TRAIN_EV_EVAL;

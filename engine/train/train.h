@@ -19,7 +19,7 @@ typedef struct rs_train_cfg {
     int threads;            /* 0 = leave the current setting */
     int64_t max_steps;      /* stop after this many steps in all (0 = run every epoch) */
     bool eval;              /* evaluate on the test split after each epoch (default on) */
-    int eval_batch;         /* default 256 */
+    int eval_batch;         /* 0 = the training batch (activation memory stays the same) */
     const char *ckpt_path;  /* checkpoint here (weights; optimizer state beside it) ... */
     int64_t ckpt_every;     /* ... every N steps, and at the end; 0 = only at the end */
     const char *resume;     /* continue exactly from this checkpoint */
