@@ -8,36 +8,44 @@
 
 #include "cpu_kernels.h"
 
+/* Output columns ox in [*lo, *hi) read input column ox*s + off inside [0, n): the window's valid
+ * span, so the copy loops below run without a bounds test per element (and vectorize). */
+static void valid_span(int off, int s, int n, int on, int *lo, int *hi)
+{
+    int l = off < 0 ? (-off + s - 1) / s : 0;
+    int h = off < n ? (n - 1 - off) / s + 1 : 0;
+    if (h > on) h = on;
+    if (l > h) l = h;
+    *lo = l;
+    *hi = h;
+}
+
 /* img (C,H,W) -> col (C*KH*KW, OH*OW), zeros where the window hangs over the padding. */
 static void im2col(const rs_conv_geom *g, const float *img, float *col)
 {
-    const int ohw = g->oh * g->ow;
+    const int ohw = g->oh * g->ow, ow = g->ow, sw = g->sw;
     for (int c = 0; c < g->c; c++)
         for (int ki = 0; ki < g->kh; ki++)
             for (int kj = 0; kj < g->kw; kj++) {
                 float *dst = col + ((size_t)(c * g->kh + ki) * g->kw + kj) * ohw;
                 const float *src = img + (size_t)c * g->h * g->w;
+                const int ix0 = kj - g->pw;
+                int lo, hi;
+                valid_span(ix0, sw, g->w, ow, &lo, &hi);
                 for (int oy = 0; oy < g->oh; oy++) {
                     int iy = oy * g->sh - g->ph + ki;
-                    float *d = dst + oy * g->ow;
+                    float *d = dst + (size_t)oy * ow;
                     if (iy < 0 || iy >= g->h) {
-                        memset(d, 0, sizeof(float) * g->ow);
+                        memset(d, 0, sizeof(float) * ow);
                         continue;
                     }
-                    const float *s = src + (size_t)iy * g->w;
-                    if (g->sw == 1) {
-                        /* Contiguous run: only the ends touch padding. */
-                        int ix0 = -g->pw + kj;
-                        for (int ox = 0; ox < g->ow; ox++) {
-                            int ix = ix0 + ox;
-                            d[ox] = (ix >= 0 && ix < g->w) ? s[ix] : 0.0f;
-                        }
-                    } else {
-                        for (int ox = 0; ox < g->ow; ox++) {
-                            int ix = ox * g->sw - g->pw + kj;
-                            d[ox] = (ix >= 0 && ix < g->w) ? s[ix] : 0.0f;
-                        }
-                    }
+                    const float *s = src + (size_t)iy * g->w + ix0;
+                    for (int ox = 0; ox < lo; ox++) d[ox] = 0.0f;
+                    if (sw == 1)
+                        for (int ox = lo; ox < hi; ox++) d[ox] = s[ox];
+                    else
+                        for (int ox = lo; ox < hi; ox++) d[ox] = s[ox * sw];
+                    for (int ox = hi; ox < ow; ox++) d[ox] = 0.0f;
                 }
             }
 }
@@ -45,23 +53,40 @@ static void im2col(const rs_conv_geom *g, const float *img, float *col)
 /* col (C*KH*KW, OH*OW) summed back into img (C,H,W); img must be zeroed by the caller. */
 static void col2im(const rs_conv_geom *g, const float *col, float *img)
 {
-    const int ohw = g->oh * g->ow;
+    const int ohw = g->oh * g->ow, ow = g->ow, sw = g->sw;
     for (int c = 0; c < g->c; c++)
         for (int ki = 0; ki < g->kh; ki++)
             for (int kj = 0; kj < g->kw; kj++) {
                 const float *src = col + ((size_t)(c * g->kh + ki) * g->kw + kj) * ohw;
                 float *dst = img + (size_t)c * g->h * g->w;
+                const int ix0 = kj - g->pw;
+                int lo, hi;
+                valid_span(ix0, sw, g->w, ow, &lo, &hi);
                 for (int oy = 0; oy < g->oh; oy++) {
                     int iy = oy * g->sh - g->ph + ki;
                     if (iy < 0 || iy >= g->h) continue;
-                    const float *s = src + oy * g->ow;
-                    float *d = dst + (size_t)iy * g->w;
-                    for (int ox = 0; ox < g->ow; ox++) {
-                        int ix = ox * g->sw - g->pw + kj;
-                        if (ix >= 0 && ix < g->w) d[ix] += s[ox];
-                    }
+                    const float *s = src + (size_t)oy * ow;
+                    float *d = dst + (size_t)iy * g->w + ix0;
+                    if (sw == 1)
+                        for (int ox = lo; ox < hi; ox++) d[ox] += s[ox];
+                    else
+                        for (int ox = lo; ox < hi; ox++) d[ox * sw] += s[ox];
                 }
             }
+}
+
+/* Sum of x[0..n) with 16 partial sums: a single running sum is one dependent add per element
+ * (latency-bound); this is what lets the bias gradient keep up with the products around it. */
+static float row_sum(const float *x, int n)
+{
+    float acc[16] = {0};
+    int j = 0;
+    for (; j + 16 <= n; j += 16)
+        for (int l = 0; l < 16; l++) acc[l] += x[j + l];
+    for (int l = 0; j < n; j++, l++) acc[l] += x[j];
+    for (int w = 8; w > 0; w /= 2)
+        for (int l = 0; l < w; l++) acc[l] += acc[l + w];
+    return acc[0];
 }
 
 static bool is_pointwise(const rs_conv_geom *g)
@@ -133,12 +158,7 @@ void rs_cpu_conv2d_bwd(const rs_conv_geom *g, int B, const float *in, const floa
             /* dW (OC,K) += dy (OC,N) . col^T (N,K) */
             rs_cpu_gemm(false, true, g->oc, K, N, 1.0f, dy, N, c, N, 1.0f, tdw, K);
             if (db)
-                for (int o = 0; o < g->oc; o++) {
-                    const float *row = dy + (size_t)o * N;
-                    float s = 0.0f;
-                    for (int j = 0; j < N; j++) s += row[j];
-                    tdb[o] += s;
-                }
+                for (int o = 0; o < g->oc; o++) tdb[o] += row_sum(dy + (size_t)o * N, N);
             if (din) {
                 float *dx = din + (size_t)b * in_n;
                 if (is_pointwise(g)) {
@@ -173,29 +193,33 @@ void rs_cpu_maxpool_fwd(const rs_conv_geom *g, int B, const float *in, float *ou
         const float *x = in + (size_t)p * g->h * g->w;
         float *y = out + (size_t)p * g->oh * g->ow;
         int32_t *am = argmax + (size_t)p * g->oh * g->ow;
-        for (int oy = 0; oy < g->oh; oy++)
+        for (int oy = 0; oy < g->oh; oy++) {
+            int iy0 = oy * g->sh - g->ph, ki0, ki1;
+            valid_span(iy0, 1, g->h, g->kh, &ki0, &ki1); /* rows iy0+ki inside the image */
             for (int ox = 0; ox < g->ow; ox++) {
-                float best = -FLT_MAX;
-                int32_t bi = -1;
-                for (int ki = 0; ki < g->kh; ki++) {
-                    int iy = oy * g->sh - g->ph + ki;
-                    if (iy < 0 || iy >= g->h) continue;
-                    for (int kj = 0; kj < g->kw; kj++) {
-                        int ix = ox * g->sw - g->pw + kj;
-                        if (ix < 0 || ix >= g->w) continue;
-                        float v = x[iy * g->w + ix];
-                        /* '>' keeps the first maximum, as PyTorch does; NaN propagates like it too. */
-                        if (v > best || bi < 0 || v != v) {
-                            best = v;
-                            bi = iy * g->w + ix;
-                            if (v != v) goto done;
-                        }
-                    }
+                int ix0 = ox * g->sw - g->pw, kj0, kj1;
+                valid_span(ix0, 1, g->w, g->kw, &kj0, &kj1);
+                if (ki0 >= ki1 || kj0 >= kj1) { /* the window lies wholly in the padding */
+                    y[oy * g->ow + ox] = -FLT_MAX;
+                    am[oy * g->ow + ox] = -1;
+                    continue;
                 }
-            done:
+                /* Branch-free scan in row-major window order: the first maximum wins, as in PyTorch,
+                 * and the first NaN wins and sticks (nothing compares greater than a NaN best). */
+                int32_t bi = (iy0 + ki0) * g->w + ix0 + kj0;
+                float best = x[bi];
+                for (int ki = ki0; ki < ki1; ki++)
+                    for (int kj = kj0; kj < kj1; kj++) {
+                        int32_t i = (iy0 + ki) * g->w + ix0 + kj;
+                        float v = x[i];
+                        bool take = v > best || (v != v && best == best);
+                        best = take ? v : best;
+                        bi = take ? i : bi;
+                    }
                 y[oy * g->ow + ox] = best;
                 am[oy * g->ow + ox] = bi;
             }
+        }
     }
 }
 

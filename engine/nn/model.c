@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MAX_DEPTH 8
 
@@ -16,7 +17,7 @@ struct rs_model {
     rs_mem own_mem;   /* used when the caller gave no tracker */
     rs_mem *mem;
     uint64_t seed;
-    bool built, training;
+    bool laid_out, built, training;
 
     rs_layer *layers; /* execution order */
     int nlayers, cap_layers;
@@ -70,7 +71,8 @@ static void layer_name(rs_model *m, char *buf, size_t n)
 
 rs_status rs_model_add(rs_model *m, const rs_layer_cfg *cfg, rs_err *err)
 {
-    if (m->built) return rs_err_set(err, RS_ERR_ARG, "model %s is already built; layers cannot be added", m->name);
+    if (m->built || m->laid_out)
+        return rs_err_set(err, RS_ERR_ARG, "model %s is already built; layers cannot be added", m->name);
     const rs_layer_ops *ops = rs_layer_ops_for(cfg->kind);
     if (!ops) return rs_err_set(err, RS_ERR_ARG, "unknown layer kind %d", (int)cfg->kind);
     if (m->nlayers == m->cap_layers) {
@@ -123,12 +125,26 @@ rs_status rs_model_end_block(rs_model *m, rs_err *err)
     return RS_OK;
 }
 
-rs_status rs_model_build(rs_model *m, uint64_t seed, rs_err *err)
+/* numel of s, or false when it exceeds limit (checked multiplication: shapes come from users). */
+static bool numel_within(const rs_shape *s, int64_t limit, int64_t *out)
 {
-    if (m->built) return RS_OK;
+    int64_t n = 1;
+    for (int i = 0; i < s->ndim; i++)
+        if (s->d[i] < 0 || __builtin_mul_overflow(n, s->d[i], &n) || n > limit) return false;
+    *out = n;
+    return true;
+}
+
+rs_status rs_model_layout(rs_model *m, rs_err *err)
+{
+    if (m->laid_out) return RS_OK;
     if (m->depth != 0) return rs_err_set(err, RS_ERR_ARG, "model %s: a block is still open; close it with ']'", m->name);
     if (m->nlayers == 0) return rs_err_set(err, RS_ERR_ARG, "model %s has no layers", m->name);
-    m->seed = seed;
+    char s[64];
+    int64_t n;
+    if (!numel_within(&m->in, RS_MODEL_MAX_ELEMS, &n))
+        return rs_err_set(err, RS_ERR_SHAPE, "model %s: input %s is too large (at most %lld values per sample)",
+                          m->name, rs_shape_str(&m->in, s, sizeof s), (long long)RS_MODEL_MAX_ELEMS);
     /* Shapes and the parameter layout, in forward order. */
     rs_shape cur = m->in;
     int nt = 0;
@@ -137,7 +153,15 @@ rs_status rs_model_build(rs_model *m, uint64_t seed, rs_err *err)
         rs_layer *l = &m->layers[i];
         rs_status st = l->ops->setup(l, &cur, err);
         if (st) return st;
+        if (!numel_within(&l->out, RS_MODEL_MAX_ELEMS, &n))
+            return rs_err_set(err, RS_ERR_SHAPE, "layer %s (%s): output %s is too large (at most %lld values per sample)",
+                              l->name, l->ops->kind, rs_shape_str(&l->out, s, sizeof s), (long long)RS_MODEL_MAX_ELEMS);
         for (int j = 0; j < l->np; j++) {
+            if (!numel_within(&l->p[j].shape, RS_MODEL_MAX_ELEMS, &n))
+                return rs_err_set(err, RS_ERR_SHAPE, "layer %s (%s): %s %s is too large (at most %lld values)", l->name,
+                                  l->ops->kind, l->p[j].suffix, rs_shape_str(&l->p[j].shape, s, sizeof s),
+                                  (long long)RS_MODEL_MAX_ELEMS);
+            l->p[j].numel = (size_t)n;
             l->p[j].offset = off;
             off += l->p[j].numel;
             /* Keep every tensor 16-float (64-byte) aligned so views are SIMD friendly. */
@@ -147,7 +171,6 @@ rs_status rs_model_build(rs_model *m, uint64_t seed, rs_err *err)
         cur = l->out;
     }
     if (cur.ndim != 1) {
-        char s[64];
         return rs_err_set(err, RS_ERR_SHAPE,
                           "model %s ends with output %s; the last layer must give one score per class: "
                           "add `flatten linear(CLASSES)`",
@@ -155,6 +178,25 @@ rs_status rs_model_build(rs_model *m, uint64_t seed, rs_err *err)
     }
     m->numel = off;
     m->ntensors = nt;
+    m->laid_out = true;
+    return RS_OK;
+}
+
+rs_status rs_model_build(rs_model *m, uint64_t seed, rs_err *err)
+{
+    if (m->built) return RS_OK;
+    rs_status st = rs_model_layout(m, err);
+    if (st) return st;
+    m->seed = seed;
+    /* A typo such as mlp 784-2560000-10 should be an error, not a machine swapping itself to death. */
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    double need = 2.0 * (double)m->numel * sizeof(float), have = (double)pages * (double)page;
+    if (pages > 0 && page > 0 && need > 0.75 * have)
+        return rs_err_set(err, RS_ERR_NOMEM,
+                          "model %s has %zu parameters: %.1f GiB for parameters and gradients, more than this "
+                          "machine's %.1f GiB of memory allows",
+                          m->name, m->numel, need / (1 << 30), have / (1 << 30));
+    int nt = m->ntensors;
     m->tensors = calloc((size_t)(nt ? nt : 1), sizeof *m->tensors);
     m->params = rs_mem_alloc(m->mem, RS_POOL_PARAMS, (m->numel ? m->numel : 1) * sizeof(float));
     m->grads = rs_mem_alloc(m->mem, RS_POOL_GRADS, (m->numel ? m->numel : 1) * sizeof(float));

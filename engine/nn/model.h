@@ -34,7 +34,14 @@ rs_model *rs_model_new(const char *name, const rs_shape *in, rs_device dev, rs_m
 rs_status rs_model_add(rs_model *m, const rs_layer_cfg *cfg, rs_err *err);
 rs_status rs_model_begin_block(rs_model *m, rs_err *err);
 rs_status rs_model_end_block(rs_model *m, rs_err *err);
-/* Infers shapes, lays out and allocates parameters and gradients, and initialises them from seed. */
+/* Largest per-sample activation or parameter tensor, in elements: beyond it shapes are rejected
+ * before any size is computed in a type that could overflow. */
+#define RS_MODEL_MAX_ELEMS ((int64_t)1 << 31)
+
+/* Infers every layer's shapes and lays out the parameter offsets, allocating nothing; the shape
+ * errors of a spec show up here. Idempotent. */
+rs_status rs_model_layout(rs_model *m, rs_err *err);
+/* rs_model_layout, then allocates parameters and gradients and initialises them from seed. */
 rs_status rs_model_build(rs_model *m, uint64_t seed, rs_err *err);
 /* Allocates activation memory for batches up to B (forward does it too when B grows). */
 rs_status rs_model_reserve(rs_model *m, int B, rs_err *err);

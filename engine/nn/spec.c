@@ -295,6 +295,7 @@ static bool parse_shape(const char *w, rs_shape *out)
         else return false;
     }
     if (s.ndim == 0 || s.ndim == 2) return false;
+    if (rs_shape_numel(&s) > RS_MODEL_MAX_ELEMS) return false; /* each dim <= 2^24: no overflow */
     *out = s;
     return true;
 }
@@ -476,8 +477,8 @@ static rs_status parse_seq(parser *p, const char *name, rs_device dev, rs_mem *m
     return RS_OK;
 }
 
-rs_status rs_model_parse(const char *spec, const char *name, rs_device dev, rs_mem *mem, uint64_t seed,
-                         rs_model **out, size_t *err_pos, rs_err *err)
+rs_status rs_model_parse_layout(const char *spec, const char *name, rs_device dev, rs_mem *mem, rs_model **out,
+                                size_t *err_pos, rs_err *err)
 {
     parser p = {.s = spec, .err_pos = err_pos, .err = err};
     *out = NULL;
@@ -498,7 +499,7 @@ rs_status rs_model_parse(const char *spec, const char *name, rs_device dev, rs_m
                     "unknown model kind '%s'; expected `mlp 784-256-10` or `seq conv(16,3,pad=1) relu ...`", kind);
     }
     if (st) return st;
-    st = rs_model_build(m, seed, err);
+    st = rs_model_layout(m, err);
     if (st) {
         if (err_pos) *err_pos = a;
         rs_model_free(m);
@@ -506,4 +507,18 @@ rs_status rs_model_parse(const char *spec, const char *name, rs_device dev, rs_m
     }
     *out = m;
     return RS_OK;
+}
+
+rs_status rs_model_parse(const char *spec, const char *name, rs_device dev, rs_mem *mem, uint64_t seed,
+                         rs_model **out, size_t *err_pos, rs_err *err)
+{
+    rs_status st = rs_model_parse_layout(spec, name, dev, mem, out, err_pos, err);
+    if (st) return st;
+    st = rs_model_build(*out, seed, err);
+    if (st) {
+        if (err_pos) *err_pos = 0;
+        rs_model_free(*out);
+        *out = NULL;
+    }
+    return st;
 }

@@ -13,6 +13,11 @@
 rs_status rs_model_parse(const char *spec, const char *name, rs_device dev, rs_mem *mem, uint64_t seed,
                          rs_model **out, size_t *err_pos, rs_err *err);
 
+/* Parses and lays out (shapes, offsets) without allocating or initialising: rs_model_build(m, seed)
+ * makes it usable. For checking a spec, and for fuzzing. */
+rs_status rs_model_parse_layout(const char *spec, const char *name, rs_device dev, rs_mem *mem, rs_model **out,
+                                size_t *err_pos, rs_err *err);
+
 /* Parses one layer word such as "conv(16,3,pad=1)" into cfg. */
 rs_status rs_layer_parse(const char *word, rs_layer_cfg *cfg, size_t *err_pos, rs_err *err);
 

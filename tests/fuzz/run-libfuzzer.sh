@@ -1,8 +1,8 @@
 #!/bin/sh
-# Coverage-guided fuzzing of the data readers with libFuzzer: builds each target with
+# Coverage-guided fuzzing of the data readers and the model spec parser with libFuzzer: builds each target with
 # clang -fsanitize=fuzzer,address,undefined straight from the engine sources it needs, seeds a corpus
 # from the target's own rs_fuzz_seeds (through a one-off seed dumper), and runs it for SECONDS each.
-# Usage: tests/fuzz/run-libfuzzer.sh [SECONDS] [TARGET...]   (default 60 s, all targets: idx csv)
+# Usage: tests/fuzz/run-libfuzzer.sh [SECONDS] [TARGET...]   (default 60 s, all targets: idx csv spec)
 # Findings (crash-*, leak-*, timeout-*) land in $OUT (default build-fuzz/); replay one as a unit test
 # with: build-data/fuzz-idx build-fuzz/crash-...
 set -eu
@@ -11,7 +11,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 seconds=${1:-60}
 [ $# -gt 0 ] && shift
-targets=${*:-idx csv}
+targets=${*:-idx csv spec}
 out=${OUT:-$root/build-fuzz}
 cc=${CLANG:-clang}
 mkdir -p "$out"
@@ -21,18 +21,22 @@ mkdir -p "$out"
 core="engine/core/status.c engine/core/rng.c"
 data="engine/data/dataset.c engine/data/read.c engine/data/idx.c engine/data/fashion.c \
   engine/data/cifar.c engine/data/csv.c engine/data/split.c"
+nn="engine/core/mem.c engine/core/tensor.c engine/core/device.c $(cd "$root" && echo engine/nn/*.c engine/cpu/*.c)"
 target_sources() {
   case $1 in
     idx) echo "tests/fuzz/fuzz_idx.c $core $data" ;;
     csv) echo "tests/fuzz/fuzz_csv.c $core $data" ;;
+    spec) echo "tests/fuzz/fuzz_spec.c $core $nn" ;;
     *) return 1 ;;
   esac
 }
+# The engine's kernels use OpenMP (GCC's runtime, which clang can target) and OpenBLAS.
+libs="-fopenmp=libgomp $(pkg-config --cflags --libs openblas) -lgomp -lz -lm"
 flags="-std=c17 -g -O1 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L -I$root -I$here"
 
 status=0
 for t in $targets; do
-  list=$(target_sources "$t") || { echo "unknown fuzz target '$t' (known: idx csv)" >&2; exit 2; }
+  list=$(target_sources "$t") || { echo "unknown fuzz target '$t' (known: idx csv spec)" >&2; exit 2; }
   src=""
   srcs=""
   for f in $list; do
@@ -41,7 +45,7 @@ for t in $targets; do
   echo "== fuzz_$t: building"
   # shellcheck disable=SC2086
   $cc $flags -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-    "$src" $srcs -lz -lm -o "$out/fuzz_$t"
+    "$src" $srcs $libs -o "$out/fuzz_$t"
   # Seed dumper: the target's own rs_fuzz_seeds (not a copy that drifts) with a main that writes
   # them into the corpus; the target's entry point is renamed out of the way.
   # shellcheck disable=SC2086
@@ -63,7 +67,7 @@ int main(int argc, char **argv)
 }
 C
   # shellcheck disable=SC2086
-  $cc $flags "$out/dump_main_$t.c" "$out/seeds_$t.o" $srcs -lz -lm -o "$out/dump_seeds_$t"
+  $cc $flags "$out/dump_main_$t.c" "$out/seeds_$t.o" $srcs $libs -o "$out/dump_seeds_$t"
   corpus="$out/corpus_$t"
   mkdir -p "$corpus"
   "$out/dump_seeds_$t" "$corpus"
