@@ -2,7 +2,7 @@
  * and CNN, the time inside BLAS products against everything else, and the phase split of a step.
  * A benchmark, not a test: it prints figures and fails only when it cannot run.
  *
- *   bench_train [--model mlp|cnn|both] [--threads 1,2] [--steps N] [--warmup N] [--batch N] [--kv]
+ *   bench_train [--model mlp|cnn|both] [--threads 1,2] [--steps N] [--warmup N] [--batch N] [--kv] [--info]
  *
  * Each configuration runs rs_train (Adam lr 1e-3, no evaluation) for warmup + steps steps; the clock
  * and the BLAS counters start after the warm-up steps. --kv adds one `kv key=value ...` line per
@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "engine/cpu/blas.h"
 #include "engine/cpu/prof.h"
@@ -36,28 +37,58 @@ static double now_s(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-/* What the step observer records: the clock and phase totals when the warm-up ends, and the clock at
- * the last measured step. */
+/* CPU seconds all CPUs spent busy (user, nice, system, irq, softirq, steal) since boot, from the first
+ * line of /proc/stat; -1 when it cannot be read. */
+static double cpu_busy_s(void)
+{
+    FILE *f = fopen("/proc/stat", "r");
+    if (!f) return -1;
+    unsigned long long v[8] = {0};
+    int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
+                   &v[6], &v[7]);
+    fclose(f);
+    if (n < 8) return -1;
+    long hz = sysconf(_SC_CLK_TCK);
+    return (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / (double)(hz > 0 ? hz : 100);
+}
+
+static double self_cpu_s(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + (double)ru.ru_stime.tv_sec +
+           ru.ru_stime.tv_usec * 1e-6;
+}
+
+/* What the step observer records: the clock, phase totals and CPU counters when the warm-up ends, and
+ * the clock and CPU counters at the last measured step. */
 typedef struct probe {
     int64_t warmup, last;
     double t0, t1;
     double data0, fwd0, bwd0, opt0;
+    double busy0, busy1, self0, self1;
+    double loss_sum; /* over the measured steps */
 } probe;
 
 static void on_event(void *ud, const rs_train_event *ev)
 {
     probe *p = ud;
     if (ev->kind != RS_TRAIN_EV_STEP) return;
+    if (ev->step > p->warmup) p->loss_sum += ev->loss;
     if (ev->step == p->warmup) {
         /* The warm-up stays inside epoch 0, so the epoch's phase sums are the run's so far. */
         p->data0 = ev->t_data;
         p->fwd0 = ev->t_fwd;
         p->bwd0 = ev->t_bwd;
         p->opt0 = ev->t_opt;
+        p->busy0 = cpu_busy_s();
+        p->self0 = self_cpu_s();
         rs_cpu_prof_reset();
         p->t0 = now_s();
     } else if (ev->step == p->last) {
         p->t1 = now_s();
+        p->busy1 = cpu_busy_s();
+        p->self1 = self_cpu_s();
     }
 }
 
@@ -65,7 +96,8 @@ typedef struct result {
     const char *model;
     int threads, batch;
     int64_t steps;
-    double seconds, loss;
+    double seconds, loss; /* loss: mean training loss over the measured steps */
+    double others;  /* CPUs kept busy by other processes during the measured steps (-1: unknown) */
     rs_cpu_prof prof;
     double data, fwd, bwd, opt; /* seconds over the measured steps */
 } result;
@@ -101,9 +133,14 @@ static int run_one(const char *model, const rs_data_pair *data, int threads, int
         return 1;
     }
     *out = (result){.model = model, .threads = threads, .batch = batch, .steps = steps,
-                    .seconds = p.t1 - p.t0, .loss = r.train_loss, .prof = prof,
+                    .seconds = p.t1 - p.t0, .loss = p.loss_sum / (double)steps, .prof = prof,
                     .data = r.t_data - p.data0, .fwd = r.t_fwd - p.fwd0, .bwd = r.t_bwd - p.bwd0,
                     .opt = r.t_opt - p.opt0};
+    out->others = -1;
+    if (p.busy0 >= 0 && p.busy1 >= 0 && out->seconds > 0) {
+        out->others = ((p.busy1 - p.busy0) - (p.self1 - p.self0)) / out->seconds;
+        if (out->others < 0) out->others = 0; /* /proc/stat counts in ticks: clamp the rounding */
+    }
     return 0;
 }
 
@@ -117,13 +154,14 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: bench_train [--model mlp|cnn|both] [--threads LIST] [--steps N] [--warmup N] [--batch N] "
-            "[--kv]\n"
+            "[--kv] [--info]\n"
             "  --model    which network (default both)\n"
             "  --threads  comma-separated thread counts, each a configuration (default 1,2)\n"
             "  --steps    measured steps per configuration (default %d for mlp, %d for cnn)\n"
             "  --warmup   steps run before the clock starts (default %d)\n"
             "  --batch    batch size (default 64)\n"
             "  --kv       also print one machine-readable `kv ...` line per configuration\n"
+            "  --info     print the BLAS kernel in use and exit\n"
             "Environment: RINGSIDE_BLAS=native keeps OpenBLAS's own kernel choice; OMP_NUM_THREADS is\n"
             "overridden by --threads.\n",
             STEPS_MLP, STEPS_CNN, WARMUP);
@@ -144,11 +182,12 @@ int main(int argc, char **argv)
     rs_blas_prefer_fast_kernel(argv);
     const char *model = "both", *threads_arg = "1,2";
     long steps = 0, warmup = WARMUP, batch = 64;
-    bool kv = false;
+    bool kv = false, info = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         bool ok = true;
         if (!strcmp(a, "--kv")) kv = true;
+        else if (!strcmp(a, "--info")) info = true;
         else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
             return 0;
@@ -188,6 +227,7 @@ int main(int argc, char **argv)
            batch, warmup);
     printf("BLAS: OpenBLAS kernel %s (%s); RINGSIDE_BLAS=%s\n", bi.core, bi.why, blas_env ? blas_env : "(unset)");
     printf("BLAS config: %s\n", bi.config);
+    if (info) return 0;
 
     rs_err err = {0};
     rs_data_pair data = {0};
@@ -198,10 +238,13 @@ int main(int argc, char **argv)
     }
     printf("data: %u training samples loaded in %.2f s (not timed below)\n", data.train->n, now_s() - tl);
     printf("BLAS time = wall time of products called outside OpenMP regions + (time / team size) of those\n"
-           "called inside one (conv's per-sample products); other = step time - BLAS time.\n\n");
+           "called inside one (conv's per-sample products); other = step time - BLAS time.\n"
+           "busy: CPUs kept busy by other processes while the steps ran (/proc/stat minus this process);\n"
+           "above ~0.1 the figures are disturbed.\n\n");
 
-    printf("%-5s %3s %5s %6s %10s %8s %6s %8s %8s   %-31s %7s\n", "model", "thr", "batch", "steps",
-           "samples/s", "ms/step", "BLAS%", "BLAS GF/s", "other ms", "phase ms/step data/fwd/bwd/opt", "loss");
+    printf("%-5s %3s %5s %6s %10s %8s %6s %8s %8s   %-31s %7s %5s\n", "model", "thr", "batch", "steps",
+           "samples/s", "ms/step", "BLAS%", "BLAS GF/s", "other ms", "phase ms/step data/fwd/bwd/opt", "loss",
+           "busy");
     const char *models[2] = {"mlp", "cnn"};
     int rc = 0;
     for (int mi = 0; mi < 2; mi++) {
@@ -221,15 +264,16 @@ int main(int argc, char **argv)
             double k = 1e3 / (double)r.steps;
             char phases[64];
             snprintf(phases, sizeof phases, "%.3f/%.3f/%.3f/%.3f", r.data * k, r.fwd * k, r.bwd * k, r.opt * k);
-            printf("%-5s %3d %5d %6lld %10.0f %8.3f %5.1f%% %9.1f %8.3f   %-31s %7.4f\n", r.model, r.threads,
-                   r.batch, (long long)r.steps, sps, ms, 100 * blas_share, gflops, other_ms, phases, r.loss);
+            printf("%-5s %3d %5d %6lld %10.0f %8.3f %5.1f%% %9.1f %8.3f   %-31s %7.4f %5.2f\n", r.model,
+                   r.threads, r.batch, (long long)r.steps, sps, ms, 100 * blas_share, gflops, other_ms, phases,
+                   r.loss, r.others);
             if (kv)
                 printf("kv model=%s threads=%d batch=%d steps=%lld samples_per_s=%.1f ms_per_step=%.4f "
                        "blas_share=%.4f blas_gflops=%.2f other_ms=%.4f data_ms=%.4f fwd_ms=%.4f bwd_ms=%.4f "
-                       "opt_ms=%.4f gemm_calls_per_step=%.1f loss=%.4f peak_rss_kb=%ld blas_core=%s\n",
+                       "opt_ms=%.4f gemm_calls_per_step=%.1f loss=%.4f peak_rss_kb=%ld blas_core=%s others=%.2f\n",
                        r.model, r.threads, r.batch, (long long)r.steps, sps, ms, blas_share, gflops, other_ms,
                        r.data * k, r.fwd * k, r.bwd * k, r.opt * k, (double)r.prof.gemm_calls / (double)r.steps,
-                       r.loss, peak_rss_kb(), bi.core);
+                       r.loss, peak_rss_kb(), bi.core, r.others);
             fflush(stdout);
         }
     }

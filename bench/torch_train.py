@@ -45,6 +45,21 @@ def load_split(torch, prefix):
     return x, y
 
 
+def cpu_busy_s():
+    """CPU seconds all CPUs spent busy since boot (/proc/stat: user nice system irq softirq steal)."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(t) for t in f.readline().split()[1:9]]
+        return (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def self_cpu_s():
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
 def build(nn, model):
     if model == "mlp":  # mlp 784-256-256-10
         return nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(),
@@ -72,6 +87,7 @@ def run_one(torch, model, x, y, threads, batch, steps, warmup):
         if step == warmup:
             t_data = t_fwd = t_bwd = t_opt = 0.0
             losses = []
+            busy0, self0 = cpu_busy_s(), self_cpu_s()
             t0 = time.perf_counter()
         a = time.perf_counter()
         if pos + batch > n:  # a new epoch, as ringside's loader reshuffles
@@ -93,12 +109,14 @@ def run_one(torch, model, x, y, threads, batch, steps, warmup):
         t_opt += e - d
         losses.append(loss.detach())
     secs = time.perf_counter() - t0
+    busy1, self1 = cpu_busy_s(), self_cpu_s()
+    others = max(0.0, ((busy1 - busy0) - (self1 - self0)) / secs) if busy0 is not None and busy1 else -1.0
     mean_loss = float(torch.stack(losses).mean())
     k = 1e3 / steps
     return {"model": model, "threads": threads, "batch": batch, "steps": steps,
             "samples_per_s": steps * batch / secs, "ms_per_step": secs * k,
             "data_ms": t_data * k, "fwd_ms": t_fwd * k, "bwd_ms": t_bwd * k, "opt_ms": t_opt * k,
-            "loss": mean_loss}
+            "loss": mean_loss, "others": others}
 
 
 def main():
@@ -129,16 +147,17 @@ def main():
     t = time.perf_counter()
     x, y = load_split(torch, "train")
     xt, yt = load_split(torch, "t10k")  # held like ringside holds its test split: same footprint
-    print(f"data: {x.shape[0]} training samples loaded in {time.perf_counter() - t:.2f} s (not timed below)\n")
+    print(f"data: {x.shape[0]} training samples loaded in {time.perf_counter() - t:.2f} s (not timed below)")
+    print("busy: CPUs kept busy by other processes while the steps ran (/proc/stat minus this process)\n")
     print(f"{'model':<5} {'thr':>3} {'batch':>5} {'steps':>6} {'samples/s':>10} {'ms/step':>8}   "
-          f"{'phase ms/step data/fwd/bwd/opt':<31} {'loss':>7}")
+          f"{'phase ms/step data/fwd/bwd/opt':<31} {'loss':>7} {'busy':>5}")
     models = ["mlp", "cnn"] if args.model == "both" else [args.model]
     for m in models:
         for th in threads:
             r = run_one(torch, m, x, y, th, args.batch, args.steps or STEPS[m], args.warmup)
             phases = f"{r['data_ms']:.3f}/{r['fwd_ms']:.3f}/{r['bwd_ms']:.3f}/{r['opt_ms']:.3f}"
             print(f"{m:<5} {th:>3} {args.batch:>5} {r['steps']:>6} {r['samples_per_s']:>10.0f} "
-                  f"{r['ms_per_step']:>8.3f}   {phases:<31} {r['loss']:>7.4f}")
+                  f"{r['ms_per_step']:>8.3f}   {phases:<31} {r['loss']:>7.4f} {r['others']:>5.2f}")
             if args.kv:
                 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
                 print("kv " + " ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}"

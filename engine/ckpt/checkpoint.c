@@ -44,9 +44,11 @@ static rs_status save_weights(const char *path, rs_model *m, const char *const *
     rs_st_tensor *t = names ? model_tensors(m, rs_model_params(m), "", names) : NULL;
     char *spec = rs_model_spec(m);
     char count[32];
-    snprintf(count, sizeof count, "%zu", rs_model_numel(m));
-    const char *meta[32] = {"format", FORMAT, "model", spec ? spec : "", "name", rs_model_name(m)};
-    int nm = 3;
+    size_t real = 0; /* parameters, without the alignment padding between tensors */
+    for (int i = 0; i < n; i++) real += rs_model_tensor(m, i)->numel;
+    snprintf(count, sizeof count, "%zu", real);
+    const char *meta[32] = {"format", FORMAT, "model", spec ? spec : "", "name", rs_model_name(m), "params", count};
+    int nm = 4;
     for (int i = 0; i < n_extra && nm < 15; i++, nm++) {
         meta[2 * nm] = extra[2 * i];
         meta[2 * nm + 1] = extra[2 * i + 1];
@@ -137,15 +139,18 @@ char *rs_ckpt_read_spec(const char *path, rs_err *err)
 
 rs_status rs_ckpt_save_train(const char *path, rs_model *m, rs_optim *o, const rs_ckpt_pos *pos, rs_err *err)
 {
-    char step[32], epoch[32], batch[32], seed[32], mstep[32], ostep[32];
+    char step[32], epoch[32], batch[32], seed[32], mseed[32], mstep[32], bsize[32], ostep[32];
     snprintf(step, sizeof step, "%" PRId64, pos->step);
     snprintf(epoch, sizeof epoch, "%d", pos->epoch);
     snprintf(batch, sizeof batch, "%" PRId64, pos->batch_in_epoch);
     snprintf(seed, sizeof seed, "%" PRIu64, pos->data_seed);
     snprintf(mstep, sizeof mstep, "%" PRIu64, pos->model_step);
+    snprintf(mseed, sizeof mseed, "%" PRIu64, pos->model_seed);
+    snprintf(bsize, sizeof bsize, "%" PRId64, pos->batch);
     snprintf(ostep, sizeof ostep, "%" PRId64, rs_optim_step_count(o));
     const char *posmeta[] = {"train.step", step, "train.epoch", epoch, "train.batch_in_epoch", batch,
-                             "train.seed", seed, "train.model_step", mstep};
+                             "train.seed", seed, "train.model_step", mstep, "train.model_seed", mseed,
+                             "train.batch", bsize};
     if (rs_optim_numel(o) != rs_model_numel(m))
         return rs_err_set(err, RS_ERR_ARG, "optimizer covers %zu values, model %s has %zu", rs_optim_numel(o),
                           rs_model_name(m), rs_model_numel(m));
@@ -176,7 +181,7 @@ rs_status rs_ckpt_save_train(const char *path, rs_model *m, rs_optim *o, const r
                               "lr", lr, "train.step", step, "train.epoch", epoch};
         st = rs_st_write(opath, all, n * ns, meta, 6, err);
     }
-    if (!st) st = save_weights(path, m, posmeta, 5, err);
+    if (!st) st = save_weights(path, m, posmeta, 7, err);
     free(all);
     free(names);
     free(opath);
@@ -194,26 +199,59 @@ static bool meta_i64(const rs_st_file *f, const char *key, int64_t *out)
     return true;
 }
 
+static const char *const pos_keys[] = {"train.step", "train.epoch", "train.batch_in_epoch", "train.seed",
+                                        "train.model_step", "train.model_seed", "train.batch"};
+#define NPOS_KEYS 7
+
+static rs_status pos_of(const rs_st_file *w, const char *path, rs_ckpt_pos *pos, rs_err *err)
+{
+    int64_t v[NPOS_KEYS];
+    for (int i = 0; i < NPOS_KEYS; i++)
+        if (!meta_i64(w, pos_keys[i], &v[i]))
+            return rs_err_set(err, RS_ERR_FORMAT,
+                              "%s is a weights file, not a training checkpoint (no '%s' metadata); load it with "
+                              "`load` instead of resume=",
+                              path, pos_keys[i]);
+    pos->step = v[0];
+    pos->epoch = (int)v[1];
+    pos->batch_in_epoch = v[2];
+    pos->data_seed = (uint64_t)v[3];
+    pos->model_step = (uint64_t)v[4];
+    pos->model_seed = (uint64_t)v[5];
+    pos->batch = v[6];
+    return RS_OK;
+}
+
+rs_status rs_ckpt_read_pos(const char *path, rs_ckpt_pos *pos, rs_err *err)
+{
+    rs_st_file *w = NULL;
+    rs_status st = rs_st_open(path, &w, err);
+    if (!st) st = pos_of(w, path, pos, err);
+    rs_st_close(w);
+    return st;
+}
+
 rs_status rs_ckpt_load_train(const char *path, rs_model *m, rs_optim *o, rs_ckpt_pos *pos, rs_err *err)
 {
     rs_st_file *w = NULL, *f = NULL;
     char *opath = rs_ckpt_optim_path(path);
     if (!opath) return rs_err_set(err, RS_ERR_NOMEM, "out of memory");
+    rs_ckpt_pos p = {0};
     rs_status st = rs_st_open(path, &w, err);
     if (!st) st = check_tensors(w, m, "", err);
-    int64_t v[5];
-    static const char *const keys[] = {"train.step", "train.epoch", "train.batch_in_epoch", "train.seed",
-                                       "train.model_step"};
-    for (int i = 0; i < 5 && !st; i++)
-        if (!meta_i64(w, keys[i], &v[i]))
-            st = rs_err_set(err, RS_ERR_FORMAT,
-                            "%s is a weights file, not a training checkpoint (no '%s' metadata); load it with "
-                            "`load` instead of resume=",
-                            path, keys[i]);
+    if (!st) st = pos_of(w, path, &p, err);
     if (!st) {
         st = rs_st_open(opath, &f, err);
         if (st) rs_err_prefix(err, "the optimizer state of %s", path);
     }
+    /* The two files are written one after the other; a crash between them leaves a pair from
+     * different steps, which must not resume silently. */
+    int64_t ostep_of_run = -1;
+    if (!st && (!meta_i64(f, "train.step", &ostep_of_run) || ostep_of_run != p.step))
+        st = rs_err_set(err, RS_ERR_FORMAT,
+                        "%s holds weights of step %lld but %s holds optimizer state of step %lld: the pair was "
+                        "not written together (an interrupted save?); use an earlier checkpoint",
+                        path, (long long)p.step, opath, (long long)ostep_of_run);
     const char *kind = f ? rs_st_meta(f, "optimizer") : NULL;
     if (!st && (!kind || strcmp(kind, rs_opt_kind_name(rs_optim_cfg(o)->kind))))
         st = rs_err_set(err, RS_ERR_ARG, "%s holds %s state but this run uses opt=%s; resume with opt=%s", opath,
@@ -221,11 +259,16 @@ rs_status rs_ckpt_load_train(const char *path, rs_model *m, rs_optim *o, rs_ckpt
     int64_t osteps = 0;
     if (!st && !meta_i64(f, "optim.steps", &osteps))
         st = rs_err_set(err, RS_ERR_FORMAT, "%s: no 'optim.steps' metadata", opath);
-    for (int s = 0; s < rs_optim_state_count(o) && !st; s++) {
+    int ns = rs_optim_state_count(o), nt = rs_model_tensor_count(m);
+    if (!st && rs_st_count(f) != ns * nt)
+        st = rs_err_set(err, RS_ERR_ARG,
+                        "%s holds %d state tensors but this optimizer keeps %d (%d per parameter); resume with "
+                        "the optimizer settings of the saved run (e.g. the same momentum)",
+                        opath, rs_st_count(f), ns * nt, ns);
+    for (int s = 0; s < ns && !st; s++) {
         char suffix[40];
         snprintf(suffix, sizeof suffix, ".%s", rs_optim_state_name(o, s));
-        /* check_tensors on a suffix only looks at that state's tensors: count them separately. */
-        for (int i = 0; i < rs_model_tensor_count(m) && !st; i++) {
+        for (int i = 0; i < nt && !st; i++) {
             char name[128], have[64], want[64];
             const rs_param_info *pi = rs_model_tensor(m, i);
             snprintf(name, sizeof name, "%s%s", pi->name, suffix);
@@ -239,17 +282,15 @@ rs_status rs_ckpt_load_train(const char *path, rs_model *m, rs_optim *o, rs_ckpt
     }
     if (!st) {
         copy_tensors(w, m, rs_model_params(m), "");
-        for (int s = 0; s < rs_optim_state_count(o); s++) {
+        for (int s = 0; s < ns; s++) {
             char suffix[40];
             snprintf(suffix, sizeof suffix, ".%s", rs_optim_state_name(o, s));
             copy_tensors(f, m, rs_optim_state(o, s), suffix);
         }
         rs_optim_set_step_count(o, osteps);
-        pos->step = v[0];
-        pos->epoch = (int)v[1];
-        pos->batch_in_epoch = v[2];
-        pos->data_seed = (uint64_t)v[3];
-        pos->model_step = (uint64_t)v[4];
+        rs_model_set_seed(m, p.model_seed);
+        rs_model_set_step(m, p.model_step);
+        *pos = p;
     }
     rs_st_close(w);
     rs_st_close(f);

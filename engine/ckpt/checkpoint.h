@@ -16,8 +16,10 @@ typedef struct rs_ckpt_pos {
     int64_t step;           /* optimizer steps done */
     int epoch;              /* epoch in progress (0-based) */
     int64_t batch_in_epoch; /* batches of that epoch done */
-    uint64_t data_seed;     /* the run's seed (data order, dropout) */
+    uint64_t data_seed;     /* the run's data-order seed */
+    uint64_t model_seed;    /* the model's seed: with model_step it fixes the dropout masks */
     uint64_t model_step;    /* the model's forward counter (dropout masks) */
+    int64_t batch;          /* batch size: batch_in_epoch counts batches of this size */
 } rs_ckpt_pos;
 
 /* Weights only (plus metadata: format, the model spec, parameter count). */
@@ -31,6 +33,9 @@ rs_status rs_ckpt_load_model(const char *path, rs_model *m, rs_err *err);
 char *rs_ckpt_optim_path(const char *path);
 
 rs_status rs_ckpt_save_train(const char *path, rs_model *m, rs_optim *o, const rs_ckpt_pos *pos, rs_err *err);
+/* Reads only the position of a training checkpoint (nothing is loaded), so a caller can check that a
+ * resume makes sense before the model is touched. */
+rs_status rs_ckpt_read_pos(const char *path, rs_ckpt_pos *pos, rs_err *err);
 /* Loads weights, optimizer state (o must be of the kind saved and cover the whole model) and the
  * position. */
 rs_status rs_ckpt_load_train(const char *path, rs_model *m, rs_optim *o, rs_ckpt_pos *pos, rs_err *err);

@@ -85,6 +85,7 @@ struct rs_layer {
     rs_param_slot p[RS_LAYER_MAX_PARAMS];
     rs_conv_geom geom;    /* conv and pools */
     void *saved;          /* saved_bytes(B) of activation memory, owned by the model */
+    size_t src_pos;       /* where the layer was written in its spec (for error carets) */
 };
 
 const rs_layer_ops *rs_layer_ops_for(rs_layer_kind k);

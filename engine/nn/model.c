@@ -42,6 +42,7 @@ struct rs_model {
     size_t acts_bytes, dbuf_bytes, saved_bytes, probs_bytes, ws_bytes;
 
     uint64_t step; /* forward calls in training mode: varies the dropout mask */
+    int failed_layer; /* layer whose setup failed in the last layout, or -1 */
     rs_grad_ready_fn grad_hook;
     void *grad_hook_ud;
 };
@@ -149,8 +150,10 @@ rs_status rs_model_layout(rs_model *m, rs_err *err)
     rs_shape cur = m->in;
     int nt = 0;
     size_t off = 0;
+    m->failed_layer = -1;
     for (int i = 0; i < m->nlayers; i++) {
         rs_layer *l = &m->layers[i];
+        m->failed_layer = i;
         rs_status st = l->ops->setup(l, &cur, err);
         if (st) return st;
         if (!numel_within(&l->out, RS_MODEL_MAX_ELEMS, &n))
@@ -170,12 +173,14 @@ rs_status rs_model_layout(rs_model *m, rs_err *err)
         }
         cur = l->out;
     }
+    m->failed_layer = m->nlayers - 1;
     if (cur.ndim != 1) {
         return rs_err_set(err, RS_ERR_SHAPE,
                           "model %s ends with output %s; the last layer must give one score per class: "
                           "add `flatten linear(CLASSES)`",
                           m->name, rs_shape_str(&cur, s, sizeof s));
     }
+    m->failed_layer = -1;
     m->numel = off;
     m->ntensors = nt;
     m->laid_out = true;
@@ -396,8 +401,17 @@ rs_mem *rs_model_mem(rs_model *m) { return m->mem; }
 const rs_kernels *rs_model_kernels(const rs_model *m) { return m->k; }
 rs_device rs_model_device(const rs_model *m) { return m->dev; }
 uint64_t rs_model_seed(const rs_model *m) { return m->seed; }
+int rs_model_failed_layer(const rs_model *m) { return m->failed_layer; }
 uint64_t rs_model_step(const rs_model *m) { return m->step; }
 void rs_model_set_step(rs_model *m, uint64_t step) { m->step = step; }
+void rs_model_set_seed(rs_model *m, uint64_t seed) { m->seed = seed; }
+
+size_t rs_model_param_count(const rs_model *m)
+{
+    size_t n = 0;
+    for (int i = 0; i < m->ntensors; i++) n += m->tensors[i].numel;
+    return n;
+}
 
 const rs_param_info *rs_model_find_tensor(const rs_model *m, const char *name)
 {
@@ -458,18 +472,27 @@ char *rs_model_spec(const rs_model *m)
         sb_printf(&b, "seq in=%lldx%lldx%lld", (long long)m->in.d[0], (long long)m->in.d[1], (long long)m->in.d[2]);
     else
         sb_printf(&b, "seq in=%lld", (long long)rs_shape_numel(&m->in));
-    int depth = 0;
+    /* The blocks open at each layer, outermost first; a block ends after its last layer. Sibling
+     * blocks ([ a ] [ b ]) are told apart by where each one starts, not by depth alone. */
+    int open[MAX_DEPTH], depth = 0; /* indices of the blocks currently open */
     for (int i = 0; i < m->nlayers; i++) {
-        int d = block_depth_at(m, i);
-        while (depth > d) {
+        for (int d = 0; d < MAX_DEPTH; d++) {
+            const rs_block *bl = block_starting(m, i, d);
+            if (!bl) continue;
+            while (depth > d) { /* close blocks that end before this one starts */
+                sb_printf(&b, " ]");
+                depth--;
+            }
+            open[depth++] = (int)(bl - m->blocks);
+            sb_printf(&b, " [");
+        }
+        sb_printf(&b, " %s", rs_layer_cfg_str(&m->layers[i].cfg, s, sizeof s));
+        while (depth > 0) {
+            const rs_block *bl = &m->blocks[open[depth - 1]];
+            if (bl->first + bl->count - 1 != i) break;
             sb_printf(&b, " ]");
             depth--;
         }
-        while (depth < d) {
-            sb_printf(&b, " [");
-            depth++;
-        }
-        sb_printf(&b, " %s", rs_layer_cfg_str(&m->layers[i].cfg, s, sizeof s));
     }
     while (depth-- > 0) sb_printf(&b, " ]");
     return b.s;

@@ -41,6 +41,8 @@ rs_status rs_model_end_block(rs_model *m, rs_err *err);
 /* Infers every layer's shapes and lays out the parameter offsets, allocating nothing; the shape
  * errors of a spec show up here. Idempotent. */
 rs_status rs_model_layout(rs_model *m, rs_err *err);
+/* After a failed layout: the index of the layer at fault (or -1), so a front end can point at it. */
+int rs_model_failed_layer(const rs_model *m);
 /* rs_model_layout, then allocates parameters and gradients and initialises them from seed. */
 rs_status rs_model_build(rs_model *m, uint64_t seed, rs_err *err);
 /* Allocates activation memory for batches up to B (forward does it too when B grows). */
@@ -68,7 +70,10 @@ int rs_model_layer_count(const rs_model *m);
 rs_layer *rs_model_layer(rs_model *m, int i);
 int rs_model_block_count(const rs_model *m);
 const rs_block *rs_model_block(const rs_model *m, int i);
-size_t rs_model_numel(const rs_model *m);           /* parameter count */
+/* Length of the parameter buffer in floats: the parameters plus alignment padding between tensors
+ * (the padding stays zero). rs_model_param_count gives the parameters alone. */
+size_t rs_model_numel(const rs_model *m);
+size_t rs_model_param_count(const rs_model *m);
 float *rs_model_params(rs_model *m);                /* (numel) on the model's device */
 float *rs_model_grads(rs_model *m);
 int rs_model_tensor_count(const rs_model *m);
@@ -80,6 +85,8 @@ rs_device rs_model_device(const rs_model *m);
 uint64_t rs_model_seed(const rs_model *m);
 /* Forward passes done in training mode; it seeds the dropout masks, so checkpoints carry it. */
 uint64_t rs_model_step(const rs_model *m);
+/* The seed drives the dropout masks after build (init is done); a resumed run restores it. */
+void rs_model_set_seed(rs_model *m, uint64_t seed);
 void rs_model_set_step(rs_model *m, uint64_t step);
 /* The layers as the spec language writes them, e.g. "seq conv(16,3,pad=1) relu ..." (malloc'd). */
 char *rs_model_spec(const rs_model *m);

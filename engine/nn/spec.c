@@ -240,6 +240,8 @@ static rs_status parse_layer_at(parser *p, rs_layer_cfg *cfg)
                 }
             } else {
                 /* positional */
+                if (nopts == 0)
+                    return fail(p, ka, RS_ERR_ARG, "%s takes no arguments; write it as plain `%s`", name, name);
                 if (npos >= nopts || (cfg->kind == RS_LAYER_CONV2D && npos >= 2) ||
                     (cfg->kind == RS_LAYER_LINEAR && npos >= 1) ||
                     ((cfg->kind == RS_LAYER_MAXPOOL2D || cfg->kind == RS_LAYER_AVGPOOL2D) && npos >= 1))
@@ -339,13 +341,14 @@ static rs_status parse_mlp(parser *p, const char *name, rs_device dev, rs_mem *m
 {
     skip_ws(p);
     size_t a = p->pos, b = word_end(p->s, a);
-    char sizes[256];
+    char sizes[256], work[256];
     copy_word(p, a, b, sizes, sizeof sizes);
+    memcpy(work, sizes, sizeof work); /* strtok_r cuts its input; messages quote the original */
     p->pos = b;
     long dims[32];
     int nd = 0;
     char *save = NULL;
-    for (char *t = strtok_r(sizes, "-", &save); t; t = strtok_r(NULL, "-", &save)) {
+    for (char *t = strtok_r(work, "-", &save); t; t = strtok_r(NULL, "-", &save)) {
         if (nd == 32) return fail(p, a, RS_ERR_ARG, "mlp: at most 32 sizes");
         if (!parse_int(t, 1, 1 << 24, &dims[nd]))
             return fail(p, a, RS_ERR_ARG, "mlp: '%s' is not a list of sizes; expected e.g. 784-256-10", sizes);
@@ -385,6 +388,7 @@ static rs_status parse_mlp(parser *p, const char *name, rs_device dev, rs_mem *m
         rs_layer_cfg c = rs_layer_cfg_default(RS_LAYER_LINEAR);
         c.out = (int)dims[i];
         st = rs_model_add(m, &c, p->err);
+        if (!st) rs_model_layer(m, rs_model_layer_count(m) - 1)->src_pos = a;
         if (i < nd - 1 && !st) {
             rs_layer_cfg act = rs_layer_cfg_default(o.act);
             st = rs_model_add(m, &act, p->err);
@@ -460,8 +464,11 @@ static rs_status parse_seq(parser *p, const char *name, rs_device dev, rs_mem *m
                 continue;
             }
             rs_layer_cfg cfg;
+            skip_ws(p);
+            size_t lpos = p->pos;
             st = parse_layer_at(p, &cfg);
             if (!st) st = rs_model_add(m, &cfg, p->err);
+            if (!st) rs_model_layer(m, rs_model_layer_count(m) - 1)->src_pos = lpos;
             nl++;
         }
         if (st) break;
@@ -501,7 +508,8 @@ rs_status rs_model_parse_layout(const char *spec, const char *name, rs_device de
     if (st) return st;
     st = rs_model_layout(m, err);
     if (st) {
-        if (err_pos) *err_pos = a;
+        int bad = rs_model_failed_layer(m);
+        if (err_pos) *err_pos = bad >= 0 ? rs_model_layer(m, bad)->src_pos : a;
         rs_model_free(m);
         return st;
     }

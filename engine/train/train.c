@@ -96,7 +96,7 @@ static rs_status checkpoint(const rs_train_cfg *cfg, rs_model *m, rs_optim *o, i
                             int64_t step, const rs_train_hooks *h, rs_train_event *ev, rs_err *err)
 {
     rs_ckpt_pos pos = {.step = step, .epoch = epoch, .batch_in_epoch = batch_in_epoch, .data_seed = cfg->seed,
-                       .model_step = rs_model_step(m)};
+                       .model_seed = rs_model_seed(m), .model_step = rs_model_step(m), .batch = cfg->batch};
     rs_status st = rs_ckpt_save_train(cfg->ckpt_path, m, o, &pos, err);
     if (st) return st;
     rs_train_event c = *ev;
@@ -159,20 +159,30 @@ rs_status rs_train(rs_model *m, const rs_data_pair *data, const rs_train_cfg *cf
     int start_epoch = 0;
     int64_t skip = 0;
     if (cfg.resume) {
+        /* Check that the resume makes sense before anything of the model is overwritten. */
         rs_ckpt_pos pos;
-        st = rs_ckpt_load_train(cfg.resume, m, opt, &pos, err);
+        st = rs_ckpt_read_pos(cfg.resume, &pos, err);
         if (st) goto out;
         if (pos.data_seed != cfg.seed) {
             st = rs_err_set(err, RS_ERR_ARG,
-                            "checkpoint %s was written by a run with seed=%llu; resume with the same seed "
-                            "(seed=%llu) to see the same data order",
-                            cfg.resume, (unsigned long long)pos.data_seed, (unsigned long long)pos.data_seed);
+                            "checkpoint %s was written by a run with seed=%llu, this one has seed=%llu; resume "
+                            "with seed=%llu to see the same data order",
+                            cfg.resume, (unsigned long long)pos.data_seed, (unsigned long long)cfg.seed,
+                            (unsigned long long)pos.data_seed);
             goto out;
         }
+        if (pos.batch != cfg.batch) {
+            st = rs_err_set(err, RS_ERR_ARG,
+                            "checkpoint %s was written with batch=%lld, this run has batch=%d; resume with "
+                            "batch=%lld (the position in the epoch is counted in batches)",
+                            cfg.resume, (long long)pos.batch, cfg.batch, (long long)pos.batch);
+            goto out;
+        }
+        st = rs_ckpt_load_train(cfg.resume, m, opt, &pos, err);
+        if (st) goto out;
         start_epoch = pos.epoch;
         skip = pos.batch_in_epoch;
         step = pos.step;
-        rs_model_set_step(m, pos.model_step);
         start_step = step;
     }
 

@@ -401,7 +401,7 @@ static void test_errors(void)
     check_error("seq in=1x28x28 conv(16,3,pad=x) relu flatten linear(10)", "padding 'x' is not valid", "x)");
     check_error("seq in=1x28x28 conv(16,3,1,2) flatten linear(10)", "too many arguments at '1'", "1,2");
     check_error("seq in=1x28x28 flatten dropout(1.5) linear(10)", "dropout: p='1.5' is not valid", "1.5");
-    check_error("seq in=1x28x28 relu(3) flatten linear(10)", "relu: too many arguments at '3'", "3)");
+    check_error("seq in=1x28x28 relu(3) flatten linear(10)", "relu takes no arguments", "3)");
     check_error("mlp 784-256-10 actt=relu", "unknown option 'actt' (did you mean 'act='?)", "actt");
     check_error("mlp 784-256-10 act=sigmoid", "act='sigmoid' is not an activation", "act=");
     check_error("mlp 784", "mlp needs at least an input and an output size", "784");
@@ -419,7 +419,7 @@ static void test_errors(void)
     check_error("seq in=784 conv(8,3) flatten linear(10)", "layer 0 (conv) needs a (channels, height, width) input",
                 "conv");
     check_error("seq in=1x4x4 conv(8,5) flatten linear(10)", "a 5x5 window does not fit the 4x4 input", "conv");
-    check_error("seq in=1x28x28 conv(8,3) relu", "ends with output (8, 26, 26)", "seq");
+    check_error("seq in=1x28x28 conv(8,3) relu", "ends with output (8, 26, 26)", "relu"); /* the last layer */
     check_error("mlp 784-256-10 in=1x28x27", "does not match in=", "784");
 
     /* The near-miss helper itself: within edit distance 2, case-insensitive, else nothing. */

@@ -27,6 +27,7 @@ target_sources() {
     idx) echo "tests/fuzz/fuzz_idx.c $core $data" ;;
     csv) echo "tests/fuzz/fuzz_csv.c $core $data" ;;
     spec) echo "tests/fuzz/fuzz_spec.c $core $nn" ;;
+    lex) echo "tests/fuzz/fuzz_lex.c repl/lang/lex.c repl/lang/value.c $core $nn" ;;
     *) return 1 ;;
   esac
 }

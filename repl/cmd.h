@@ -1,0 +1,114 @@
+/* The command table: every command of the language declared once, as data.
+ * Parsing, `help`, `help CMD`, tab completion and error messages are all generated from these
+ * declarations, so they cannot disagree. A command is
+ *     [NAME =] WORD ARG... [key=value]...      e.g.  train m on d epochs=2 lr=1e-3
+ * Bindings (`model m = mlp 784-256-10`) hand the raw text after '=' to the handler, which gives
+ * it to the engine's own parser (model specs, data sources). */
+#ifndef RS_CMD_H
+#define RS_CMD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct rs_session rs_session;
+
+typedef enum rs_opt_type {
+    RS_T_INT,      /* 12 */
+    RS_T_FLOAT,    /* 1e-3, 0.05 */
+    RS_T_SIZE,     /* bytes: 16M (powers of 1024) */
+    RS_T_DURATION, /* 500us, 2ms, 1.5s */
+    RS_T_BOOL,     /* on/off, true/false, yes/no, 1/0 */
+    RS_T_ENUM,     /* one of choices */
+    RS_T_STRING,   /* a word or a "quoted string" */
+    RS_T_PATH,     /* a file name (completion offers files) */
+} rs_opt_type;
+
+typedef struct rs_optdef {
+    const char *name;
+    rs_opt_type type;
+    const char *def;               /* default as the user would type it; NULL = unset */
+    const char *help;              /* one line */
+    const char *const *choices;    /* RS_T_ENUM: NULL-terminated */
+} rs_optdef;
+
+/* What a positional argument names: drives checking and completion. */
+typedef enum rs_arg_kind {
+    RS_A_WORD,     /* any word */
+    RS_A_MODEL,    /* a model in the session */
+    RS_A_DATA,     /* a data set in the session */
+    RS_A_NAME,     /* any session name */
+    RS_A_PATH,     /* a file */
+    RS_A_KEYWORD,  /* the literal word in `help` (e.g. "on" in `train m on d`) */
+    RS_A_INT,
+    RS_A_STRING,   /* a word or "quoted string" */
+} rs_arg_kind;
+
+typedef struct rs_argdef {
+    const char *name;   /* shown in synopses: MODEL, DATA, FILE; for keywords the word itself */
+    rs_arg_kind kind;
+    bool optional;      /* may be left out (only at the end) */
+} rs_argdef;
+
+#define RS_MAX_ARGS 6
+#define RS_MAX_OPTS 24
+
+typedef struct rs_call rs_call;
+/* Returns 0 on success, 1 on an error (already reported through rs_session_error). */
+typedef int (*rs_cmd_fn)(rs_session *s, const rs_call *c);
+
+typedef struct rs_cmddef {
+    const char *name;
+    const char *group;      /* for `help`: "models", "training", "session log", "playback", "session" */
+    const char *synopsis;   /* one line for `help` */
+    const char *help;       /* full text for `help CMD` (may be NULL) */
+    bool binding;           /* NAME = ... form; the raw text after '=' is in call->rest */
+    const char *rest_name;  /* for bindings: how `help` names the text after '=' ("SPEC", "SOURCE") */
+    rs_argdef args[RS_MAX_ARGS];
+    int nargs;
+    const rs_optdef *opts;  /* terminated by a NULL name; may be NULL */
+    bool opts_in_rest;      /* bindings whose trailing key=value options are ours, not the engine's */
+    rs_cmd_fn fn;
+} rs_cmddef;
+
+typedef struct rs_optval {
+    bool set;               /* given on the line (else the default applies, if any) */
+    const char *text;       /* as typed (or the default); points into the call's storage */
+    size_t pos;             /* byte offset of the key in the line (for carets) */
+    union {
+        long long i;
+        double f;
+        bool b;
+        uint64_t size;
+        int choice;         /* index into choices */
+    } v;
+} rs_optval;
+
+struct rs_call {
+    const rs_cmddef *cmd;
+    const char *line;           /* the whole command as typed */
+    char bind[64];              /* NAME of `NAME = ...` (or of `model NAME = ...`) */
+    size_t bind_pos;
+    int nargs;
+    char *args[RS_MAX_ARGS];    /* positional words, decoded */
+    size_t arg_pos[RS_MAX_ARGS];
+    const char *rest;           /* bindings: raw text after '=', options of ours removed */
+    size_t rest_pos;            /* its offset in line */
+    rs_optval opts[RS_MAX_OPTS];/* parallel to cmd->opts */
+    char *store;                /* owned storage for decoded words */
+};
+
+/* The table (repl/cmdtab.c), terminated by a NULL name. */
+extern const rs_cmddef rs_commands[];
+const rs_cmddef *rs_cmd_find(const char *name);
+
+/* Option lookup by name in a parsed call: NULL when the command has no such option. */
+const rs_optval *rs_call_opt(const rs_call *c, const char *name);
+/* Convenience: the option's value, or its default, or fallback when neither exists. */
+long long rs_call_int(const rs_call *c, const char *name, long long fallback);
+double rs_call_float(const rs_call *c, const char *name, double fallback);
+bool rs_call_bool(const rs_call *c, const char *name, bool fallback);
+const char *rs_call_str(const rs_call *c, const char *name, const char *fallback);
+bool rs_call_given(const rs_call *c, const char *name);
+
+#endif

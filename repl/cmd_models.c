@@ -1,0 +1,237 @@
+/* Commands that build, describe and store models and data sets: model, data, show, ls, drop, save,
+ * load. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/ckpt/checkpoint.h"
+#include "engine/cpu/blas.h"
+#include "engine/data/source.h"
+#include "engine/nn/spec.h"
+#include "call.h"
+#include "repl_log.h"
+#include "session.h"
+
+static uint64_t seed_opt(rs_session *s, const rs_call *c)
+{
+    return rs_call_given(c, "seed") ? (uint64_t)rs_call_int(c, "seed", 0) : s->seed;
+}
+
+/* Name checks shared by bindings: a name must be a plain identifier, not a command. */
+static int check_name(rs_session *s, const rs_call *c)
+{
+    const char *n = c->bind;
+    bool ok = (n[0] >= 'a' && n[0] <= 'z') || (n[0] >= 'A' && n[0] <= 'Z') || n[0] == '_';
+    for (const char *p = n; *p && ok; p++)
+        ok = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_';
+    if (!ok)
+        return rs_session_error(s, c, c->bind_pos, strlen(n), "%s: '%s' is not a name; use letters, digits and _",
+                                c->cmd->name, n);
+    if (rs_cmd_find(n))
+        return rs_session_error(s, c, c->bind_pos, strlen(n), "%s: '%s' is a command; pick another name",
+                                c->cmd->name, n);
+    return 0;
+}
+
+int rs_cmd_model(rs_session *s, const rs_call *c)
+{
+    if (check_name(s, c)) return 1;
+    rs_err err = {0};
+    size_t pos = (size_t)-1;
+    rs_model *m = NULL;
+    if (rs_model_parse(c->rest, c->bind, rs_device_cpu(), NULL, seed_opt(s, c), &m, &pos, &err)) {
+        size_t at = pos == (size_t)-1 ? c->rest_pos : c->rest_pos + pos;
+        size_t len = 1;
+        while (c->line[at + len] && c->line[at + len] != ' ' && c->line[at + len] != '(' && c->line[at + len] != '=')
+            len++;
+        return rs_session_error(s, c, at, len, "model: %s", err.msg);
+    }
+    rs_obj o = {.kind = RS_OBJ_MODEL, .model = m, .spec = rs_model_spec(m)};
+    snprintf(o.name, sizeof o.name, "%s", c->bind);
+    if (!rs_session_put(s, &o)) {
+        rs_model_free(m);
+        free(o.spec);
+        return rs_session_error(s, c, (size_t)-1, 0, "out of memory");
+    }
+    fprintf(s->out, "model %s: %d layers, %zu parameters, input %lld values, %d classes\n", c->bind,
+            rs_model_layer_count(m), rs_model_numel(m), (long long)rs_shape_numel(rs_model_input_shape(m)),
+            rs_model_classes(m));
+    return 0;
+}
+
+/* "digits", "idx a b", ... -> the engine's source string "digits:N", "idx:a,b". */
+static int data_source(rs_session *s, const rs_call *c, char *src, size_t n)
+{
+    char words[8][256];
+    int nw = 0;
+    const char *p = c->rest;
+    while (*p && nw < 8) {
+        while (*p == ' ' || *p == '\t') p++;
+        if (!*p) break;
+        const char *e = p;
+        while (*e && *e != ' ' && *e != '\t') e++;
+        snprintf(words[nw++], sizeof words[0], "%.*s", (int)(e - p), p);
+        p = e;
+    }
+    static const char *const kinds[] = {"digits", "fashion", "idx", "cifar", "csv"};
+    if (nw == 0)
+        return rs_session_error(s, c, c->rest_pos, 1, "data: expected a source: digits, fashion, idx, cifar or csv");
+    int k = -1;
+    for (int i = 0; i < 5; i++)
+        if (!strcmp(words[0], kinds[i])) k = i;
+    if (k < 0) {
+        const char *near = rs_spec_near_miss(words[0], kinds, 5);
+        size_t at = (size_t)(strstr(c->line + c->rest_pos, words[0]) - c->line);
+        if (near)
+            return rs_session_error(s, c, at, strlen(words[0]), "data: unknown source '%s' (did you mean '%s'?)",
+                                    words[0], near);
+        return rs_session_error(s, c, at, strlen(words[0]),
+                                "data: unknown source '%s'; expected digits, fashion, idx, cifar or csv", words[0]);
+    }
+    if (k == 0) {
+        if (nw > 1) return rs_session_error(s, c, c->rest_pos, 6, "data: digits takes n= and seed=, not files");
+        long long cnt = rs_call_int(c, "n", 20000);
+        snprintf(src, n, "digits:%lld", cnt);
+        return 0;
+    }
+    if (k == 1) {
+        snprintf(src, n, nw > 1 ? "fashion:%s" : "fashion", words[1]);
+        return 0;
+    }
+    if ((k == 2 && nw != 3 && nw != 5) || (k >= 3 && nw < 2))
+        return rs_session_error(s, c, c->rest_pos, strlen(words[0]), "data: %s needs %s", words[0],
+                                k == 2   ? "IMAGES LABELS [TEST_IMAGES TEST_LABELS]"
+                                : k == 3 ? "one or more batch files"
+                                         : "one file");
+    size_t used = (size_t)snprintf(src, n, "%s:", words[0]);
+    for (int i = 1; i < nw && used < n; i++) used += (size_t)snprintf(src + used, n - used, i > 1 ? ",%s" : "%s", words[i]);
+    return 0;
+}
+
+int rs_cmd_data(rs_session *s, const rs_call *c)
+{
+    if (check_name(s, c)) return 1;
+    char src[2048];
+    if (data_source(s, c, src, sizeof src)) return 1;
+    rs_obj o = {.kind = RS_OBJ_DATA};
+    rs_err err = {0};
+    if (rs_data_open(src, seed_opt(s, c), &o.data, &err))
+        return rs_session_error(s, c, c->rest_pos, 1, "data: %s", err.msg);
+    snprintf(o.name, sizeof o.name, "%s", c->bind);
+    snprintf(o.source, sizeof o.source, "%s", src);
+    const rs_dataset *t = o.data.train;
+    fprintf(s->out, "data %s: %u train + %u test samples of %dx%dx%d, %d classes (%s)\n", c->bind, t->n,
+            o.data.test ? o.data.test->n : 0, t->c, t->h, t->w, t->n_classes, src);
+    if (!rs_session_put(s, &o)) {
+        rs_data_pair_free(&o.data);
+        return rs_session_error(s, c, (size_t)-1, 0, "out of memory");
+    }
+    return 0;
+}
+
+static void show_data(rs_session *s, const rs_obj *o)
+{
+    const rs_dataset *t = o->data.train;
+    fprintf(s->out, "data %s from %s\n", o->name, o->source);
+    fprintf(s->out, "  samples: %u train, %u test; shape %dx%dx%d; %d classes\n", t->n,
+            o->data.test ? o->data.test->n : 0, t->c, t->h, t->w, t->n_classes);
+    long counts[64] = {0};
+    for (uint32_t i = 0; i < t->n; i++)
+        if (t->y[i] >= 0 && t->y[i] < 64) counts[t->y[i]]++;
+    fprintf(s->out, "  training labels:");
+    for (int k = 0; k < t->n_classes && k < 64; k++) {
+        if (t->class_names) fprintf(s->out, " %s=%ld", t->class_names[k], counts[k]);
+        else fprintf(s->out, " %d=%ld", k, counts[k]);
+    }
+    fputc('\n', s->out);
+}
+
+int rs_cmd_show(rs_session *s, const rs_call *c)
+{
+    if (!strcmp(c->args[0], "run")) {
+        if (c->nargs < 2) return rs_session_error(s, c, c->arg_pos[0], 3, "show run: which run? e.g. show run 1 (see `runs`)");
+        return rs_log_show_run(s, c, atoll(c->args[1]));
+    }
+    if (c->nargs > 1) return rs_session_error(s, c, c->arg_pos[1], strlen(c->args[1]), "show: one name at a time");
+    rs_obj *o = rs_call_lookup(s, c, 0, RS_A_NAME);
+    if (!o) return 1;
+    if (o->kind == RS_OBJ_DATA) {
+        show_data(s, o);
+        return 0;
+    }
+    char *sum = rs_model_summary(o->model);
+    fputs(sum, s->out);
+    free(sum);
+    fprintf(s->out, "spec: %s\n", o->spec);
+    rs_blas_info b;
+    rs_blas_get_info(&b);
+    fprintf(s->out, "kernels: cpu, %d threads, OpenBLAS %s\n", rs_model_kernels(o->model)->get_threads(), b.core);
+    return 0;
+}
+
+int rs_cmd_ls(rs_session *s, const rs_call *c)
+{
+    (void)c;
+    if (!s->nobjs) {
+        fprintf(s->out, "nothing yet: try `model m = mlp 784-256-10` and `data d = digits`\n");
+        return 0;
+    }
+    for (int i = 0; i < s->nobjs; i++) {
+        const rs_obj *o = &s->objs[i];
+        if (o->kind == RS_OBJ_MODEL)
+            fprintf(s->out, "  %-12s model  %zu parameters  %s\n", o->name, rs_model_numel(o->model), o->spec);
+        else
+            fprintf(s->out, "  %-12s data   %u+%u samples  %dx%dx%d  %s\n", o->name, o->data.train->n,
+                    o->data.test ? o->data.test->n : 0, o->data.train->c, o->data.train->h, o->data.train->w,
+                    o->source);
+    }
+    return 0;
+}
+
+int rs_cmd_drop(rs_session *s, const rs_call *c)
+{
+    rs_session_drop(s, c->args[0]);
+    fprintf(s->out, "dropped %s\n", c->args[0]);
+    return 0;
+}
+
+int rs_cmd_save(rs_session *s, const rs_call *c)
+{
+    rs_obj *o = rs_session_find(s, c->args[0]);
+    rs_err err = {0};
+    if (rs_ckpt_save_model(c->args[1], o->model, &err))
+        return rs_session_error(s, c, c->arg_pos[1], strlen(c->args[1]), "save: %s", err.msg);
+    rs_log_artifact(s, c->args[1], "weights");
+    fprintf(s->out, "saved %s (%zu parameters) to %s\n", o->name, rs_model_numel(o->model), c->args[1]);
+    return 0;
+}
+
+int rs_cmd_load(rs_session *s, const rs_call *c)
+{
+    rs_err err = {0};
+    rs_obj *o = rs_session_find(s, c->args[0]);
+    if (o && o->kind != RS_OBJ_MODEL)
+        return rs_session_error(s, c, c->arg_pos[0], strlen(c->args[0]), "load: %s is a data set, not a model",
+                                c->args[0]);
+    if (o) {
+        if (rs_ckpt_load_model(c->args[1], o->model, &err))
+            return rs_session_error(s, c, c->arg_pos[1], strlen(c->args[1]), "load: %s", err.msg);
+        fprintf(s->out, "loaded %s into %s\n", c->args[1], o->name);
+        return 0;
+    }
+    /* A new name: rebuild the model the file was saved from. */
+    char *spec = rs_ckpt_read_spec(c->args[1], &err);
+    if (!spec) return rs_session_error(s, c, c->arg_pos[1], strlen(c->args[1]), "load: %s", err.msg);
+    rs_model *m = NULL;
+    if (rs_model_parse(spec, c->args[0], rs_device_cpu(), NULL, s->seed, &m, NULL, &err) ||
+        rs_ckpt_load_model(c->args[1], m, &err)) {
+        rs_model_free(m);
+        free(spec);
+        return rs_session_error(s, c, c->arg_pos[1], strlen(c->args[1]), "load: %s", err.msg);
+    }
+    rs_obj n = {.kind = RS_OBJ_MODEL, .model = m, .spec = spec};
+    snprintf(n.name, sizeof n.name, "%s", c->args[0]);
+    rs_session_put(s, &n);
+    fprintf(s->out, "loaded %s as model %s: %s\n", c->args[1], c->args[0], spec);
+    return 0;
+}

@@ -1,0 +1,208 @@
+/* Session commands: set, help (generated from the command table), version, say, pause, quit. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include "engine/cpu/blas.h"
+#include "session.h"
+
+static const char *type_name(const rs_optdef *o, char *buf, size_t n)
+{
+    switch (o->type) {
+    case RS_T_INT: return "N";
+    case RS_T_FLOAT: return "X";
+    case RS_T_SIZE: return "SIZE";
+    case RS_T_DURATION: return "TIME";
+    case RS_T_BOOL: return "on|off";
+    case RS_T_STRING: return "TEXT";
+    case RS_T_PATH: return "FILE";
+    case RS_T_ENUM: {
+        size_t k = 0;
+        buf[0] = '\0';
+        for (int i = 0; o->choices[i]; i++)
+            k += (size_t)snprintf(buf + k, n > k ? n - k : 0, i ? "|%s" : "%s", o->choices[i]);
+        return buf;
+    }
+    }
+    return "?";
+}
+
+/* The usage line of a command, built from its declaration. */
+void rs_cmd_usage(const rs_cmddef *c, char *buf, size_t n)
+{
+    size_t k = (size_t)snprintf(buf, n, "%s", c->name);
+    if (c->binding) k += (size_t)snprintf(buf + k, n > k ? n - k : 0, " NAME = %s", c->rest_name);
+    for (int i = 0; i < c->nargs; i++)
+        k += (size_t)snprintf(buf + k, n > k ? n - k : 0, c->args[i].optional ? " [%s]" : " %s", c->args[i].name);
+    if (c->opts && c->opts[0].name) snprintf(buf + k, n > k ? n - k : 0, " [options]");
+}
+
+static void help_all(rs_session *s)
+{
+    static const char *const groups[] = {"models", "training", "session log", "playback", "session"};
+    fprintf(s->out, "Commands (`help CMD` for one in full; `play tour` for a three-minute tour):\n");
+    for (int g = 0; g < 5; g++) {
+        fprintf(s->out, "%s%s%s\n", rs_sty(s, "\033[1m"), groups[g], rs_sty(s, "\033[0m"));
+        for (const rs_cmddef *c = rs_commands; c->name; c++) {
+            if (strcmp(c->group, groups[g])) continue;
+            const char *gap = strstr(c->synopsis, "  ");
+            int ul = gap ? (int)(gap - c->synopsis) : (int)strlen(c->synopsis);
+            const char *desc = gap ? gap : "";
+            while (*desc == ' ') desc++;
+            fprintf(s->out, "  %-44.*s %s\n", ul, c->synopsis, desc);
+        }
+    }
+}
+
+static int help_one(rs_session *s, const rs_call *c, const rs_cmddef *d)
+{
+    (void)c;
+    char usage[256], tb[128];
+    rs_cmd_usage(d, usage, sizeof usage);
+    fprintf(s->out, "%s%s%s\n", rs_sty(s, "\033[1m"), usage, rs_sty(s, "\033[0m"));
+    const char *gap = strstr(d->synopsis, "  ");
+    const char *desc = gap ? gap : "";
+    while (*desc == ' ') desc++;
+    fprintf(s->out, "  %s\n", d->help ? "" : desc);
+    if (d->help) {
+        const char *p = d->help;
+        while (*p) {
+            const char *e = strchr(p, '\n');
+            int len = e ? (int)(e - p) : (int)strlen(p);
+            fprintf(s->out, "  %.*s\n", len, p);
+            p += len + (e ? 1 : 0);
+        }
+    }
+    if (d->opts && d->opts[0].name) {
+        fprintf(s->out, "options:\n");
+        for (const rs_optdef *o = d->opts; o->name; o++) {
+            char key[96];
+            snprintf(key, sizeof key, "%s=%s", o->name, type_name(o, tb, sizeof tb));
+            fprintf(s->out, "  %-26s %s", key, o->help);
+            if (o->def) fprintf(s->out, " (default %s)", o->def);
+            fputc('\n', s->out);
+        }
+    }
+    return 0;
+}
+
+int rs_cmd_help(rs_session *s, const rs_call *c)
+{
+    if (c->nargs == 0) {
+        help_all(s);
+        return 0;
+    }
+    const rs_cmddef *d = rs_cmd_find(c->args[0]);
+    if (!d) {
+        const char *names[64];
+        int n = 0;
+        for (const rs_cmddef *k = rs_commands; k->name && n < 64; k++) names[n++] = k->name;
+        extern const char *rs_spec_near_miss(const char *, const char *const *, int);
+        const char *near = rs_spec_near_miss(c->args[0], names, n);
+        if (near)
+            return rs_session_error(s, c, c->arg_pos[0], strlen(c->args[0]),
+                                    "help: no command '%s' (did you mean '%s'?)", c->args[0], near);
+        return rs_session_error(s, c, c->arg_pos[0], strlen(c->args[0]), "help: no command '%s'; `help` lists them",
+                                c->args[0]);
+    }
+    return help_one(s, c, d);
+}
+
+int rs_cmd_set(rs_session *s, const rs_call *c)
+{
+    bool any = false;
+    if (rs_call_given(c, "threads")) {
+        long long t = rs_call_int(c, "threads", 1);
+        if (t < 1 || t > 256)
+            return rs_session_error(s, c, rs_call_opt(c, "threads")->pos, 7, "set: threads must be 1..256, got %lld", t);
+        s->threads = (int)t;
+        rs_kernels_for(rs_device_cpu())->set_threads((int)t);
+        any = true;
+    }
+    if (rs_call_given(c, "seed")) {
+        long long v = rs_call_int(c, "seed", 1);
+        if (v < 0) return rs_session_error(s, c, rs_call_opt(c, "seed")->pos, 4, "set: seed must be >= 0");
+        s->seed = (uint64_t)v;
+        any = true;
+    }
+    if (rs_call_given(c, "color")) {
+        s->color = rs_call_bool(c, "color", false) && !getenv("NO_COLOR");
+        any = true;
+    }
+    if (!any || s->interactive || s->echo)
+        fprintf(s->out, "threads=%d seed=%llu color=%s\n", rs_kernels_for(rs_device_cpu())->get_threads(),
+                (unsigned long long)s->seed, s->color ? "on" : "off");
+    return 0;
+}
+
+int rs_cmd_version(rs_session *s, const rs_call *c)
+{
+    (void)c;
+    rs_blas_info b;
+    rs_blas_get_info(&b);
+    fprintf(s->out, "ringside %s\nBLAS: OpenBLAS kernel %s (%s); CPU AVX2 %s, AVX-512 %s\nthreads: %d\n", RS_VERSION,
+            b.core, b.why, b.cpu_avx2 ? "yes" : "no", b.cpu_avx512 ? "yes" : "no",
+            rs_kernels_for(rs_device_cpu())->get_threads());
+    return 0;
+}
+
+static int term_width(void)
+{
+    struct winsize w;
+    if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &w) == 0 && w.ws_col >= 40) return w.ws_col;
+    const char *cols = getenv("COLUMNS");
+    int n = cols ? atoi(cols) : 0;
+    return n >= 40 ? n : 80;
+}
+
+int rs_cmd_say(rs_session *s, const rs_call *c)
+{
+    /* Word-wrapped narration, indented by a bar so it stands apart from command output. */
+    int width = term_width() - 4;
+    if (width > 96) width = 96;
+    const char *p = c->args[0];
+    fputs(rs_sty(s, "\033[36m"), s->out);
+    while (*p) {
+        const char *nl = strchr(p, '\n');
+        const char *end = nl ? nl : p + strlen(p);
+        while (p < end) {
+            while (p < end && *p == ' ') p++;
+            const char *line_end = p, *last_space = NULL;
+            while (line_end < end && line_end - p < width) {
+                if (*line_end == ' ') last_space = line_end;
+                line_end++;
+            }
+            if (line_end < end && last_space) line_end = last_space;
+            fprintf(s->out, "%s| %s%.*s\n", rs_sty(s, "\033[1;36m"), rs_sty(s, "\033[0;36m"), (int)(line_end - p), p);
+            p = line_end;
+        }
+        if (!nl) break;
+        if (nl[1] == '\n' || nl[1] == '\0') fprintf(s->out, "%s|\n", rs_sty(s, "\033[1;36m"));
+        p = nl + 1;
+    }
+    fputs(rs_sty(s, "\033[0m"), s->out);
+    fflush(s->out);
+    return 0;
+}
+
+int rs_cmd_pause(rs_session *s, const rs_call *c)
+{
+    (void)c;
+    if (!s->interactive || s->play_mode == RS_PLAY_AUTO) return 0;
+    fprintf(s->out, "%s-- press Enter to continue --%s", rs_sty(s, "\033[2m"), rs_sty(s, "\033[0m"));
+    fflush(s->out);
+    int ch;
+    while ((ch = getchar()) != EOF && ch != '\n') {
+    }
+    if (ch == EOF) clearerr(stdin);
+    return 0;
+}
+
+int rs_cmd_quit(rs_session *s, const rs_call *c)
+{
+    (void)c;
+    s->quit = true;
+    return 0;
+}

@@ -1,0 +1,254 @@
+/* Commands that run models: train, eval, predict. Training reports through the engine's observer
+ * callback to the progress bar and the session log; Ctrl-C is polled between steps. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/train/train.h"
+#include "progress.h"
+#include "repl_log.h"
+#include "session.h"
+
+typedef struct train_watch {
+    rs_session *s;
+    rs_progress bar;
+    int64_t run;
+} train_watch;
+
+static void on_event(void *ud, const rs_train_event *ev)
+{
+    train_watch *w = ud;
+    rs_progress_event(&w->bar, ev);
+    if (ev->kind == RS_TRAIN_EV_STEP) {
+        rs_log_metric(w->s, w->run, ev->step, ev->epoch, "loss", ev->loss);
+        rs_log_metric(w->s, w->run, ev->step, ev->epoch, "lr", ev->lr);
+    } else if (ev->kind == RS_TRAIN_EV_EPOCH) {
+        rs_log_metric(w->s, w->run, ev->step, ev->epoch, "train_loss", ev->epoch_loss);
+        rs_log_metric(w->s, w->run, ev->step, ev->epoch, "train_acc", ev->epoch_acc);
+        rs_log_metric(w->s, w->run, ev->step, ev->epoch, "samples_per_s", ev->samples_per_s);
+    } else if (ev->kind == RS_TRAIN_EV_EVAL) {
+        rs_log_metric(w->s, w->run, ev->step, ev->epoch, "test_acc", ev->test_acc);
+        rs_log_metric(w->s, w->run, ev->step, ev->epoch, "test_loss", ev->test_loss);
+    } else if (ev->kind == RS_TRAIN_EV_CKPT) {
+        rs_log_artifact_run(w->s, w->run, ev->path, "checkpoint");
+    }
+}
+
+static bool should_stop(void *ud)
+{
+    train_watch *w = ud;
+    return w->s->interrupt && *w->s->interrupt;
+}
+
+/* The model and data set named by `X on Y`; the parser has checked their kinds. */
+static void operands(rs_session *s, const rs_call *c, rs_obj **m, rs_obj **d)
+{
+    *m = rs_session_find(s, c->args[0]);
+    *d = rs_session_find(s, c->args[2]);
+}
+
+static int fit_check(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d)
+{
+    rs_err err = {0};
+    if (rs_train_check_data(m->model, d->data.train, &err))
+        return rs_session_error(s, c, c->arg_pos[2], strlen(c->args[2]), "%s: %s", c->cmd->name, err.msg);
+    return 0;
+}
+
+int rs_cmd_train(rs_session *s, const rs_call *c)
+{
+    rs_obj *m, *d;
+    operands(s, c, &m, &d);
+    if (fit_check(s, c, m, d)) return 1;
+    rs_train_cfg cfg = rs_train_defaults();
+    rs_err err = {0};
+    cfg.opt = rs_opt_defaults((rs_opt_kind)rs_call_opt(c, "opt")->v.choice);
+    if (rs_call_given(c, "lr")) cfg.opt.lr = (float)rs_call_float(c, "lr", cfg.opt.lr);
+    cfg.opt.momentum = (float)rs_call_float(c, "momentum", 0);
+    cfg.opt.nesterov = rs_call_bool(c, "nesterov", false);
+    if (rs_call_given(c, "wd")) cfg.opt.weight_decay = (float)rs_call_float(c, "wd", 0);
+    cfg.sched.kind = (rs_sched_kind)rs_call_opt(c, "sched")->v.choice;
+    cfg.sched.warmup = rs_call_int(c, "warmup", 0);
+    cfg.sched.step_size = rs_call_int(c, "step_size", 1000);
+    cfg.sched.gamma = (float)rs_call_float(c, "gamma", 0.1);
+    cfg.sched.min_lr = (float)rs_call_float(c, "min_lr", 0);
+    cfg.epochs = (int)rs_call_int(c, "epochs", 1);
+    cfg.batch = (int)rs_call_int(c, "batch", 64);
+    cfg.max_steps = rs_call_int(c, "steps", 0);
+    cfg.seed = rs_call_given(c, "seed") ? (uint64_t)rs_call_int(c, "seed", 0) : s->seed;
+    cfg.threads = (int)rs_call_int(c, "threads", s->threads);
+    cfg.eval = rs_call_bool(c, "eval", true);
+    cfg.ckpt_path = rs_call_str(c, "ckpt", NULL);
+    cfg.ckpt_every = rs_call_int(c, "ckpt_every", 0);
+    cfg.resume = rs_call_str(c, "resume", NULL);
+    if (cfg.epochs < 1 || cfg.epochs > 100000)
+        return rs_session_error(s, c, rs_call_opt(c, "epochs")->pos, 6, "train: epochs must be 1..100000, got %d",
+                                cfg.epochs);
+    if (cfg.batch < 1 || cfg.batch > 65536)
+        return rs_session_error(s, c, rs_call_opt(c, "batch")->pos, 5, "train: batch must be 1..65536, got %d",
+                                cfg.batch);
+    if (rs_opt_cfg_check(&cfg.opt, &err)) return rs_session_error(s, c, (size_t)-1, 0, "train: %s", err.msg);
+
+    train_watch w = {.s = s};
+    rs_progress_init(&w.bar, s->out);
+    w.run = rs_log_run_begin(s, "train", m->name, m->spec, d->name, c);
+    rs_train_hooks hooks = {.on_event = on_event, .should_stop = should_stop, .ud = &w};
+    rs_train_result r;
+    rs_status st = rs_train(m->model, &d->data, &cfg, &hooks, &r, &err);
+    json_t *fin = json_pack("{s:I, s:i, s:f, s:f, s:f}", "steps", (json_int_t)r.global_step, "epochs",
+                            r.epochs_done, "train_loss", r.train_loss, "seconds", r.seconds, "samples_per_s",
+                            r.samples_per_s);
+    if (fin && r.test_acc >= 0) {
+        json_object_set_new(fin, "test_acc", json_real(r.test_acc));
+        json_object_set_new(fin, "test_loss", json_real(r.test_loss));
+    }
+    char *fin_text = fin ? json_dumps(fin, JSON_COMPACT | JSON_REAL_PRECISION(6)) : NULL;
+    json_decref(fin);
+    if (st) {
+        rs_log_run_end(s, w.run, "failed", r.global_step, fin_text, err.msg);
+        free(fin_text);
+        return rs_session_error(s, c, (size_t)-1, 0, "train: %s", err.msg);
+    }
+    if (r.stopped) {
+        fprintf(s->out, "\ncancelled: stopped after step %lld (%d full epochs done); %s keeps the weights of that step\n",
+                (long long)r.global_step, r.epochs_done, m->name);
+        rs_log_run_end(s, w.run, "cancelled", r.global_step, fin_text, NULL);
+        free(fin_text);
+        if (s->interrupt) *s->interrupt = 0;
+        return 2;
+    }
+    fprintf(s->out, "trained %s on %s: %lld steps in %.1fs, %.0f samples/s", m->name, d->name, (long long)r.steps,
+            r.seconds, r.samples_per_s);
+    if (r.test_acc >= 0) fprintf(s->out, ", test accuracy %.4f", r.test_acc);
+    fprintf(s->out, "%s\n", w.run > 0 ? "" : "");
+    if (w.run > 0) fprintf(s->out, "run %lld logged: `show run %lld`\n", (long long)w.run, (long long)w.run);
+    rs_log_run_end(s, w.run, "done", r.global_step, fin_text, NULL);
+    free(fin_text);
+    return 0;
+}
+
+static const rs_dataset *split_of(const rs_call *c, rs_obj *d)
+{
+    bool train = rs_call_opt(c, "split")->v.choice == 1;
+    return train || !d->data.test || !d->data.test->n ? d->data.train : d->data.test;
+}
+
+int rs_cmd_eval(rs_session *s, const rs_call *c)
+{
+    rs_obj *m, *d;
+    operands(s, c, &m, &d);
+    if (fit_check(s, c, m, d)) return 1;
+    const rs_dataset *ds = split_of(c, d);
+    double acc, loss;
+    rs_err err = {0};
+    int64_t run = rs_log_run_begin(s, "eval", m->name, m->spec, d->name, c);
+    if (rs_evaluate(m->model, ds, (int)rs_call_int(c, "batch", 256), &acc, &loss, &err)) {
+        rs_log_run_end(s, run, "failed", 0, NULL, err.msg);
+        return rs_session_error(s, c, (size_t)-1, 0, "eval: %s", err.msg);
+    }
+    char fin[128];
+    snprintf(fin, sizeof fin, "{\"test_acc\":%.6f,\"test_loss\":%.6f,\"samples\":%u}", acc, loss, ds->n);
+    rs_log_run_end(s, run, "done", 0, fin, NULL);
+    fprintf(s->out, "%s on %s (%s, %u samples): accuracy %.4f, loss %.4f\n", m->name, d->name, ds->name, ds->n, acc,
+            loss);
+    return 0;
+}
+
+/* One image as rows of a brightness ramp, two image rows per text row. */
+static void render_rows(const rs_dataset *ds, uint32_t idx, char rows[][64], int *nrows, int width)
+{
+    static const char ramp[] = " .:-=+*#%@";
+    int H = ds->h, W = ds->w, C = ds->c;
+    const float *x = ds->x + (size_t)idx * rs_dataset_sample_numel(ds);
+    int step = W > width ? (W + width - 1) / width : 1;
+    int cols = W / step;
+    *nrows = 0;
+    for (int y = 0; y + 1 < H + 1 && *nrows < 32; y += 2 * step) {
+        char *r = rows[(*nrows)++];
+        for (int xx = 0; xx < cols; xx++) {
+            double v = 0;
+            int cnt = 0;
+            for (int dy = 0; dy < 2 * step && y + dy < H; dy++)
+                for (int dx = 0; dx < step; dx++)
+                    for (int ch = 0; ch < C; ch++, cnt++) v += x[((size_t)ch * H + y + dy) * W + xx * step + dx];
+            v = cnt ? v / cnt : 0;
+            int k = (int)(v * 9.999);
+            r[xx] = ramp[k < 0 ? 0 : k > 9 ? 9 : k];
+        }
+        r[cols] = '\0';
+    }
+}
+
+int rs_cmd_predict(rs_session *s, const rs_call *c)
+{
+    rs_obj *m, *d;
+    operands(s, c, &m, &d);
+    if (fit_check(s, c, m, d)) return 1;
+    const rs_dataset *ds = split_of(c, d);
+    long long n = rs_call_int(c, "n", 4);
+    if (n < 1 || n > 16) return rs_session_error(s, c, rs_call_opt(c, "n")->pos, 1, "predict: n must be 1..16");
+    if ((uint32_t)n > ds->n) n = ds->n;
+    uint32_t idx[16];
+    rs_rng r;
+    rs_rng_seed(&r, (uint64_t)rs_call_int(c, "seed", 0));
+    for (int i = 0; i < n; i++) idx[i] = rs_call_given(c, "seed") ? (uint32_t)rs_rng_below(&r, ds->n) : (uint32_t)i;
+    size_t per = rs_dataset_sample_numel(ds);
+    float *x = malloc((size_t)n * per * sizeof *x); /* owned here */
+    int32_t *y = malloc((size_t)n * sizeof *y);
+    if (!x || !y) {
+        free(x);
+        free(y);
+        return rs_session_error(s, c, (size_t)-1, 0, "out of memory");
+    }
+    for (int i = 0; i < n; i++) {
+        memcpy(x + (size_t)i * per, ds->x + (size_t)idx[i] * per, per * sizeof *x);
+        y[i] = ds->y[idx[i]];
+    }
+    const float *logits;
+    rs_err err = {0};
+    bool was = rs_model_training(m->model);
+    rs_model_set_training(m->model, false);
+    rs_status st = rs_model_forward(m->model, x, (int)n, &logits, &err);
+    rs_model_set_training(m->model, was);
+    if (st) {
+        free(x);
+        free(y);
+        return rs_session_error(s, c, (size_t)-1, 0, "predict: %s", err.msg);
+    }
+    int C = rs_model_classes(m->model);
+    bool image = ds->h > 1 && ds->w > 1;
+    const int per_row = 4;
+    for (int base = 0; base < n; base += per_row) {
+        int k = (int)(n - base < per_row ? n - base : per_row);
+        char rows[per_row][32][64];
+        int nrows[per_row];
+        int maxr = 0;
+        for (int i = 0; i < k && image; i++) {
+            render_rows(ds, idx[base + i], rows[i], &nrows[i], 28);
+            maxr = nrows[i] > maxr ? nrows[i] : maxr;
+        }
+        for (int r0 = 0; r0 < maxr; r0++) {
+            for (int i = 0; i < k; i++) fprintf(s->out, "  %-28s  ", r0 < nrows[i] ? rows[i][r0] : "");
+            fputc('\n', s->out);
+        }
+        for (int i = 0; i < k; i++) {
+            const float *z = logits + (size_t)(base + i) * C;
+            int best = 0;
+            for (int j = 1; j < C; j++)
+                if (z[j] > z[best]) best = j;
+            bool ok = best == y[base + i];
+            char lab[64];
+            if (ds->class_names && best < ds->n_classes && y[base + i] < ds->n_classes)
+                snprintf(lab, sizeof lab, "%s %s (true %s)", ok ? "ok" : "NO", ds->class_names[best],
+                         ds->class_names[y[base + i]]);
+            else
+                snprintf(lab, sizeof lab, "%s %d (true %d)", ok ? "ok" : "NO", best, (int)y[base + i]);
+            fprintf(s->out, "  %s%-28.28s%s  ", rs_sty(s, ok ? "\033[32m" : "\033[31m"), lab, rs_sty(s, "\033[0m"));
+        }
+        fputs("\n\n", s->out);
+    }
+    free(x);
+    free(y);
+    return 0;
+}

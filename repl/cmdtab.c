@@ -1,0 +1,179 @@
+/* The one command table (see cmd.h). Adding a command: declare it here, write its handler in the
+ * cmd_*.c file of its group; parsing, help and completion pick it up from this table. */
+#include <string.h>
+
+#include "cmd.h"
+
+/* Handlers (repl/cmd_*.c). */
+int rs_cmd_model(rs_session *, const rs_call *);
+int rs_cmd_data(rs_session *, const rs_call *);
+int rs_cmd_show(rs_session *, const rs_call *);
+int rs_cmd_ls(rs_session *, const rs_call *);
+int rs_cmd_drop(rs_session *, const rs_call *);
+int rs_cmd_train(rs_session *, const rs_call *);
+int rs_cmd_eval(rs_session *, const rs_call *);
+int rs_cmd_predict(rs_session *, const rs_call *);
+int rs_cmd_save(rs_session *, const rs_call *);
+int rs_cmd_load(rs_session *, const rs_call *);
+int rs_cmd_runs(rs_session *, const rs_call *);
+int rs_cmd_compare(rs_session *, const rs_call *);
+int rs_cmd_sql(rs_session *, const rs_call *);
+int rs_cmd_history(rs_session *, const rs_call *);
+int rs_cmd_replay(rs_session *, const rs_call *);
+int rs_cmd_export(rs_session *, const rs_call *);
+int rs_cmd_play(rs_session *, const rs_call *);
+int rs_cmd_say(rs_session *, const rs_call *);
+int rs_cmd_pause(rs_session *, const rs_call *);
+int rs_cmd_set(rs_session *, const rs_call *);
+int rs_cmd_help(rs_session *, const rs_call *);
+int rs_cmd_quit(rs_session *, const rs_call *);
+int rs_cmd_version(rs_session *, const rs_call *);
+
+static const char *const opt_kinds[] = {"sgd", "adam", "adamw", NULL};
+static const char *const sched_kinds[] = {"constant", "step", "cosine", NULL};
+static const char *const play_modes[] = {"interactive", "auto", "step", NULL};
+
+static const rs_optdef model_opts[] = {
+    {"seed", RS_T_INT, NULL, "initial weights' seed (default: the session's seed)", NULL},
+    {NULL, 0, NULL, NULL, NULL},
+};
+
+static const rs_optdef data_opts[] = {
+    {"n", RS_T_INT, "20000", "digits: number of training samples (a sixth as many for test)", NULL},
+    {"seed", RS_T_INT, NULL, "generator seed / split seed (default: the session's seed)", NULL},
+    {NULL, 0, NULL, NULL, NULL},
+};
+
+static const rs_optdef train_opts[] = {
+    {"epochs", RS_T_INT, "1", "passes over the training data", NULL},
+    {"batch", RS_T_INT, "64", "samples per step", NULL},
+    {"lr", RS_T_FLOAT, NULL, "learning rate (default: adam 1e-3, sgd 0.01)", NULL},
+    {"opt", RS_T_ENUM, "adam", "optimizer", opt_kinds},
+    {"momentum", RS_T_FLOAT, "0", "SGD momentum", NULL},
+    {"nesterov", RS_T_BOOL, "off", "SGD Nesterov momentum", NULL},
+    {"wd", RS_T_FLOAT, NULL, "weight decay (L2 for sgd/adam, decoupled for adamw; adamw default 0.01)", NULL},
+    {"sched", RS_T_ENUM, "constant", "learning-rate schedule", sched_kinds},
+    {"warmup", RS_T_INT, "0", "linear warm-up steps", NULL},
+    {"step_size", RS_T_INT, "1000", "sched=step: steps between decays", NULL},
+    {"gamma", RS_T_FLOAT, "0.1", "sched=step: decay factor", NULL},
+    {"min_lr", RS_T_FLOAT, "0", "sched=cosine: final learning rate", NULL},
+    {"steps", RS_T_INT, "0", "stop after this many steps (0: run all epochs)", NULL},
+    {"seed", RS_T_INT, NULL, "data order seed (default: the session's seed)", NULL},
+    {"threads", RS_T_INT, NULL, "threads for this run (default: the session's setting)", NULL},
+    {"eval", RS_T_BOOL, "on", "evaluate on the test split after each epoch", NULL},
+    {"ckpt", RS_T_PATH, NULL, "write a training checkpoint to FILE.safetensors", NULL},
+    {"ckpt_every", RS_T_INT, "0", "checkpoint every N steps (0: at the end)", NULL},
+    {"resume", RS_T_PATH, NULL, "continue exactly from a training checkpoint", NULL},
+    {NULL, 0, NULL, NULL, NULL},
+};
+
+static const rs_optdef eval_opts[] = {
+    {"batch", RS_T_INT, "256", "samples per forward pass", NULL},
+    {"split", RS_T_ENUM, "test", "which part of the data set", (const char *const[]){"test", "train", NULL}},
+    {NULL, 0, NULL, NULL, NULL},
+};
+
+static const rs_optdef predict_opts[] = {
+    {"n", RS_T_INT, "4", "how many samples to show", NULL},
+    {"seed", RS_T_INT, NULL, "which samples (default: the first ones)", NULL},
+    {"split", RS_T_ENUM, "test", "which part of the data set", (const char *const[]){"test", "train", NULL}},
+    {NULL, 0, NULL, NULL, NULL},
+};
+
+static const rs_optdef runs_opts[] = {
+    {"n", RS_T_INT, "20", "how many of the most recent runs", NULL},
+    {NULL, 0, NULL, NULL, NULL},
+};
+
+static const rs_optdef history_opts[] = {
+    {"n", RS_T_INT, "20", "how many of the most recent commands", NULL},
+    {NULL, 0, NULL, NULL, NULL},
+};
+
+static const rs_optdef set_opts[] = {
+    {"threads", RS_T_INT, NULL, "CPU threads for kernels and BLAS", NULL},
+    {"seed", RS_T_INT, NULL, "default seed for models, data and runs", NULL},
+    {"color", RS_T_BOOL, NULL, "coloured output", NULL},
+    {NULL, 0, NULL, NULL, NULL},
+};
+
+static const rs_optdef play_opts[] = {
+    {"mode", RS_T_ENUM, "interactive", "interactive: pause waits; auto: no waiting; step: ask before each command",
+     play_modes},
+    {NULL, 0, NULL, NULL, NULL},
+};
+
+#define A(n, k) {n, k, false}
+#define AOPT(n, k) {n, k, true}
+
+const rs_cmddef rs_commands[] = {
+    {"model", "models", "model NAME = mlp 784-256-10 | seq LAYERS...  build a model",
+     "Builds a model and gives it a name. Two forms:\n"
+     "  model m = mlp 784-256-10 [act=relu|gelu|tanh] [dropout=P] [in=1x28x28]\n"
+     "  model c = seq [in=1x28x28] conv(16,3,pad=1) relu maxpool(2) ... flatten linear(10)\n"
+     "Layers: linear(OUT) conv(OUT,K,stride=S,pad=P) maxpool(K) avgpool(K) relu gelu tanh flatten\n"
+     "dropout(P) layernorm; [ ... ] groups layers into a block. seed= sets the initial weights.",
+     true, "SPEC", {{0}}, 0, model_opts, true, rs_cmd_model},
+    {"data", "models", "data NAME = digits | fashion | idx F F | cifar F.. | csv F  load a data set",
+     "Loads a data set and gives it a name:\n"
+     "  data d = digits [n=20000] [seed=1]   built-in handwritten-style digits, no download\n"
+     "  data f = fashion                     Fashion-MNIST (Debian package dataset-fashion-mnist)\n"
+     "  data x = idx IMAGES LABELS [TEST_IMAGES TEST_LABELS]   MNIST-format files (.gz too)\n"
+     "  data c = cifar FILE...               CIFAR-10 binary batches\n"
+     "  data t = csv FILE                    label first, then features\n"
+     "Sources without a test part keep a sixth of the samples aside.",
+     true, "SOURCE", {{0}}, 0, data_opts, true, rs_cmd_data},
+    {"show", "models", "show NAME | show run N    describe a model, a data set or a run", NULL, false, NULL,
+     {A("NAME", RS_A_WORD), AOPT("N", RS_A_INT)}, 2, NULL, false, rs_cmd_show},
+    {"ls", "models", "ls    list the session's models and data sets", NULL, false, NULL, {{0}}, 0, NULL, false,
+     rs_cmd_ls},
+    {"drop", "models", "drop NAME    forget a model or data set", NULL, false, NULL, {A("NAME", RS_A_NAME)}, 1, NULL,
+     false, rs_cmd_drop},
+    {"train", "training", "train MODEL on DATA [epochs=1] [batch=64] [lr=] [opt=adam] ...    train in this process",
+     "Trains MODEL on DATA's training part and evaluates on its test part after each epoch.\n"
+     "Ctrl-C stops at the next step boundary; the model keeps the weights of the last finished step.",
+     false, NULL, {A("MODEL", RS_A_MODEL), A("on", RS_A_KEYWORD), A("DATA", RS_A_DATA)}, 3, train_opts, false,
+     rs_cmd_train},
+    {"eval", "training", "eval MODEL on DATA    accuracy and loss", NULL, false, NULL,
+     {A("MODEL", RS_A_MODEL), A("on", RS_A_KEYWORD), A("DATA", RS_A_DATA)}, 3, eval_opts, false, rs_cmd_eval},
+    {"predict", "training", "predict MODEL on DATA [n=4]    show samples with predicted and true labels", NULL,
+     false, NULL, {A("MODEL", RS_A_MODEL), A("on", RS_A_KEYWORD), A("DATA", RS_A_DATA)}, 3, predict_opts, false,
+     rs_cmd_predict},
+    {"save", "models", "save MODEL FILE.safetensors    write the weights", NULL, false, NULL,
+     {A("MODEL", RS_A_MODEL), A("FILE", RS_A_PATH)}, 2, NULL, false, rs_cmd_save},
+    {"load", "models", "load NAME FILE.safetensors    read weights (builds the model if NAME is new)", NULL, false,
+     NULL, {A("NAME", RS_A_NAME), A("FILE", RS_A_PATH)}, 2, NULL, false, rs_cmd_load},
+    {"runs", "session log", "runs [n=20]    recent runs from the session log", NULL, false, NULL, {{0}}, 0, runs_opts,
+     false, rs_cmd_runs},
+    {"compare", "session log", "compare N M    two runs' settings and results side by side", NULL, false, NULL,
+     {A("N", RS_A_INT), A("M", RS_A_INT)}, 2, NULL, false, rs_cmd_compare},
+    {"sql", "session log", "sql \"SELECT ...\"    query the session log (read-only)", NULL, false, NULL,
+     {A("QUERY", RS_A_STRING)}, 1, NULL, false, rs_cmd_sql},
+    {"history", "session log", "history [n=20]    recent commands", NULL, false, NULL, {{0}}, 0, history_opts, false,
+     rs_cmd_history},
+    {"replay", "session log", "replay SESSION    run a past session's commands again", NULL, false, NULL,
+     {A("SESSION", RS_A_INT)}, 1, NULL, false, rs_cmd_replay},
+    {"export", "session log", "export session N FILE.ring    write a past session as a script", NULL, false, NULL,
+     {A("session", RS_A_KEYWORD), A("N", RS_A_INT), A("FILE", RS_A_PATH)}, 3, NULL, false, rs_cmd_export},
+    {"play", "playback", "play FILE|tour [mode=interactive|auto|step]    play a tutorial script", NULL, false, NULL,
+     {A("FILE", RS_A_PATH), AOPT("MODE", RS_A_WORD)}, 2, play_opts, false, rs_cmd_play},
+    {"say", "playback", "say \"TEXT\"    narration in a tutorial", NULL, false, NULL, {A("TEXT", RS_A_STRING)}, 1,
+     NULL, false, rs_cmd_say},
+    {"pause", "playback", "pause    wait for Enter (in a tutorial)", NULL, false, NULL, {{0}}, 0, NULL, false,
+     rs_cmd_pause},
+    {"set", "session", "set [threads=N] [seed=N] [color=on|off]    session settings (no options: show them)", NULL,
+     false, NULL, {{0}}, 0, set_opts, false, rs_cmd_set},
+    {"version", "session", "version    version, BLAS kernel, threads", NULL, false, NULL, {{0}}, 0, NULL, false,
+     rs_cmd_version},
+    {"help", "session", "help [COMMAND]    this list, or one command in full", NULL, false, NULL,
+     {AOPT("COMMAND", RS_A_WORD)}, 1, NULL, false, rs_cmd_help},
+    {"quit", "session", "quit    leave (Ctrl-D too)", NULL, false, NULL, {{0}}, 0, NULL, false, rs_cmd_quit},
+    {NULL, NULL, NULL, NULL, false, NULL, {{0}}, 0, NULL, false, NULL},
+};
+
+const rs_cmddef *rs_cmd_find(const char *name)
+{
+    for (const rs_cmddef *c = rs_commands; c->name; c++)
+        if (!strcmp(c->name, name)) return c;
+    return NULL;
+}

@@ -1,0 +1,125 @@
+/* Session state and error reporting (see session.h). */
+#include "session.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+rs_session *rs_session_new(FILE *out)
+{
+    rs_session *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->out = out;
+    s->seed = 1;
+    s->source = "tty";
+    return s;
+}
+
+static void free_obj(rs_obj *o)
+{
+    rs_model_free(o->model);
+    free(o->spec);
+    rs_data_pair_free(&o->data);
+    memset(o, 0, sizeof *o);
+}
+
+void rs_session_free(rs_session *s)
+{
+    if (!s) return;
+    for (int i = 0; i < s->nobjs; i++) free_obj(&s->objs[i]);
+    free(s->objs);
+    free(s);
+}
+
+rs_obj *rs_session_find(rs_session *s, const char *name)
+{
+    for (int i = 0; i < s->nobjs; i++)
+        if (!strcmp(s->objs[i].name, name)) return &s->objs[i];
+    return NULL;
+}
+
+rs_obj *rs_session_put(rs_session *s, const rs_obj *o)
+{
+    rs_obj *slot = rs_session_find(s, o->name);
+    if (slot) {
+        free_obj(slot);
+    } else {
+        if (s->nobjs == s->cap) {
+            int cap = s->cap ? 2 * s->cap : 8;
+            rs_obj *n = realloc(s->objs, (size_t)cap * sizeof *n);
+            if (!n) return NULL;
+            s->objs = n;
+            s->cap = cap;
+        }
+        slot = &s->objs[s->nobjs++];
+    }
+    *slot = *o;
+    return slot;
+}
+
+bool rs_session_drop(rs_session *s, const char *name)
+{
+    rs_obj *o = rs_session_find(s, name);
+    if (!o) return false;
+    free_obj(o);
+    int i = (int)(o - s->objs);
+    memmove(&s->objs[i], &s->objs[i + 1], (size_t)(s->nobjs - i - 1) * sizeof *o);
+    s->nobjs--;
+    return true;
+}
+
+const char *rs_sty(const rs_session *s, const char *code) { return s->color ? code : ""; }
+
+static void vreport(rs_session *s, const char *line, size_t pos, size_t len, const char *fmt, va_list ap)
+{
+    FILE *f = s->out;
+    fflush(f);
+    if (s->where_file) fprintf(f, "%s:%d: ", s->where_file, s->where_line);
+    fprintf(f, "%serror:%s ", rs_sty(s, "\033[1;31m"), rs_sty(s, "\033[0m"));
+    vfprintf(f, fmt, ap);
+    fputc('\n', f);
+    if (line && pos != (size_t)-1) {
+        size_t n = strlen(line);
+        while (n && (line[n - 1] == '\n' || line[n - 1] == '\r')) n--;
+        if (pos > n) pos = n;
+        if (len == 0) len = 1;
+        if (pos + len > n + 1) len = n + 1 - pos;
+        fprintf(f, "  %.*s\n  ", (int)n, line);
+        /* Keep tabs as tabs so the caret lines up under them. */
+        for (size_t i = 0; i < pos; i++) fputc(line[i] == '\t' ? '\t' : ' ', f);
+        fputs(rs_sty(s, "\033[1;31m"), f);
+        for (size_t i = 0; i < len; i++) fputc('^', f);
+        fputs(rs_sty(s, "\033[0m"), f);
+        fputc('\n', f);
+    }
+    fflush(f);
+    s->errors++;
+}
+
+int rs_session_error(rs_session *s, const rs_call *c, size_t pos, size_t len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vreport(s, c ? c->line : NULL, pos, len, fmt, ap);
+    va_end(ap);
+    return 1;
+}
+
+int rs_session_line_error(rs_session *s, const char *line, size_t pos, size_t len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vreport(s, line, pos, len, fmt, ap);
+    va_end(ap);
+    return 1;
+}
+
+void rs_session_warn(rs_session *s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(s->out, "%swarning:%s ", rs_sty(s, "\033[1;33m"), rs_sty(s, "\033[0m"));
+    vfprintf(s->out, fmt, ap);
+    fputc('\n', s->out);
+    va_end(ap);
+}

@@ -1,0 +1,75 @@
+/* A workbench session: the named models and data sets a person has built, the settings, where
+ * output goes, and the session log. One per REPL process; commands get it as their first argument. */
+#ifndef RS_SESSION_H
+#define RS_SESSION_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "cmd.h"
+#include "engine/data/dataset.h"
+#include "engine/nn/model.h"
+
+typedef struct rs_slog rs_slog;
+
+typedef enum rs_obj_kind { RS_OBJ_MODEL, RS_OBJ_DATA } rs_obj_kind;
+
+typedef struct rs_obj {
+    char name[64];
+    rs_obj_kind kind;
+    rs_model *model;        /* RS_OBJ_MODEL, owned */
+    char *spec;             /* the spec it was built from (owned) */
+    rs_data_pair data;      /* RS_OBJ_DATA, owned */
+    char source[256];       /* what `data` was given */
+} rs_obj;
+
+typedef enum rs_play_mode { RS_PLAY_INTERACTIVE, RS_PLAY_AUTO, RS_PLAY_STEP } rs_play_mode;
+
+struct rs_session {
+    rs_obj *objs;
+    int nobjs, cap;
+    uint64_t seed;
+    int threads;
+    FILE *out;
+    bool color;             /* NO_COLOR, TERM=dumb and non-terminals turn it off */
+    bool interactive;       /* a person at a terminal: prompts, pauses wait */
+    bool echo;              /* scripts: print each command before running it */
+    bool keep_going;        /* scripts: continue after an error */
+    bool quit;
+    const char *where_file; /* scripts: errors start with file:line: */
+    int where_line;
+    rs_play_mode play_mode; /* while playing a tutorial */
+    int play_depth;
+    rs_slog *log;           /* may be NULL (no log) */
+    int64_t cmd_id;         /* the command being run, in the log */
+    const char *source;     /* 'tty', '-c', 'script:...', 'replay:N' */
+    volatile sig_atomic_t *interrupt; /* set by Ctrl-C; commands poll it */
+    int errors;             /* errors so far (scripts exit with it) */
+    bool warned_log;        /* the log's write failure was reported once */
+};
+
+rs_session *rs_session_new(FILE *out);
+void rs_session_free(rs_session *s);
+
+rs_obj *rs_session_find(rs_session *s, const char *name);
+/* Adds or replaces a named object; takes ownership of model/spec/data in o. */
+rs_obj *rs_session_put(rs_session *s, const rs_obj *o);
+bool rs_session_drop(rs_session *s, const char *name);
+
+/* Reports an error for call c (may be NULL) with a caret under [pos, pos+len) of its line:
+ *   file:line: train: unknown option 'epochz' (did you mean 'epochs='?)
+ *     train m on d epochz=2
+ *                  ^^^^^^
+ * pos == (size_t)-1 means no caret. Always returns 1, so handlers can `return rs_session_error(...)`. */
+int rs_session_error(rs_session *s, const rs_call *c, size_t pos, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+/* Same line shape for a line that failed before it became a call. */
+int rs_session_line_error(rs_session *s, const char *line, size_t pos, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+void rs_session_warn(rs_session *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Styling that honours NO_COLOR: returns "" when colour is off. */
+const char *rs_sty(const rs_session *s, const char *code);
+
+#endif
