@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/data/source.h"
 #include "lang/value.h"
 
 /* Bump storage inside the call for decoded words; sized from the line, so it cannot run out. */
@@ -215,6 +216,20 @@ rs_obj *rs_call_lookup(rs_session *s, const rs_call *c, int i, rs_arg_kind kind)
         return NULL;
     }
     if (o) return o;
+    if (!strcmp(name, "digits") && kind != RS_A_MODEL) {
+        /* The built-in data set is always at hand: `train m on digits` works as a first command. */
+        rs_obj n = {.kind = RS_OBJ_DATA};
+        rs_err err = {0};
+        if (rs_data_open("digits:20000", s->seed, &n.data, &err) == RS_OK) {
+            snprintf(n.name, sizeof n.name, "digits");
+            snprintf(n.source, sizeof n.source, "digits:20000");
+            fprintf(s->out, "data digits = digits (built in: %u train + %u test samples, seed %llu)\n",
+                    n.data.train->n, n.data.test->n, (unsigned long long)s->seed);
+            rs_obj *put = rs_session_put(s, &n);
+            if (put) return put;
+            rs_data_pair_free(&n.data);
+        }
+    }
     const char *cands[256];
     int n = 0;
     for (int j = 0; j < s->nobjs && n < 256; j++)

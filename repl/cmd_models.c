@@ -118,7 +118,7 @@ int rs_cmd_data(rs_session *s, const rs_call *c)
     if (rs_data_open(src, seed_opt(s, c), &o.data, &err))
         return rs_session_error(s, c, c->rest_pos, 1, "data: %s", err.msg);
     snprintf(o.name, sizeof o.name, "%s", c->bind);
-    snprintf(o.source, sizeof o.source, "%s", src);
+    snprintf(o.source, sizeof o.source, "%.255s", src); /* shown in ls; long file lists are cut */
     const rs_dataset *t = o.data.train;
     fprintf(s->out, "data %s: %u train + %u test samples of %dx%dx%d, %d classes (%s)\n", c->bind, t->n,
             o.data.test ? o.data.test->n : 0, t->c, t->h, t->w, t->n_classes, src);

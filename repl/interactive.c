@@ -104,7 +104,7 @@ static char **complete(const char *text, int start, int end)
                     add_match(text, full, " ");
                 }
             else if (o->type == RS_T_BOOL) {
-                char on[80], off[80];
+                char on[160], off[160];
                 snprintf(on, sizeof on, "%son", pre);
                 snprintf(off, sizeof off, "%soff", pre);
                 add_match(text, on, " ");

@@ -76,6 +76,10 @@ static void vreport(rs_session *s, const char *line, size_t pos, size_t len, con
     fflush(f);
     if (s->where_file) fprintf(f, "%s:%d: ", s->where_file, s->where_line);
     fprintf(f, "%serror:%s ", rs_sty(s, "\033[1;31m"), rs_sty(s, "\033[0m"));
+    va_list copy;
+    va_copy(copy, ap);
+    vsnprintf(s->last_error, sizeof s->last_error, fmt, copy);
+    va_end(copy);
     vfprintf(f, fmt, ap);
     fputc('\n', f);
     if (line && pos != (size_t)-1) {

@@ -47,6 +47,7 @@ struct rs_session {
     volatile sig_atomic_t *interrupt; /* set by Ctrl-C; commands poll it */
     int errors;             /* errors so far (scripts exit with it) */
     bool warned_log;        /* the log's write failure was reported once */
+    char last_error[512];   /* the message of the last error, for the log */
 };
 
 rs_session *rs_session_new(FILE *out);

@@ -17,6 +17,7 @@
 #define RS_SLOG_H
 
 #include <math.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -180,6 +181,10 @@ rs_status rs_slog_export_session(rs_slog *log, int64_t session, const char *path
  * fn returns nonzero to stop. */
 typedef int (*rs_slog_row_fn)(void *ud, int stmt, int ncols, const char *const *names, const char *const *values);
 rs_status rs_slog_sql(rs_slog *log, const char *sql, rs_slog_row_fn fn, void *ud, rs_err *err);
+
+/* A flag (Ctrl-C's) that stops a long `sql` query: polled while SQLite works, the query then fails with
+ * RS_ERR_CANCELLED. NULL: none. The flag is borrowed and must outlive the log or be unset. */
+void rs_slog_set_interrupt(rs_slog *log, volatile sig_atomic_t *flag);
 
 /* rs_slog_sql printed as one aligned table per statement (NULL shown empty), at most max_rows rows each
  * (<= 0: no limit; the rest are counted in a note), no wider than max_width (<= 0: no limit). */

@@ -57,6 +57,8 @@ struct rs_slog {
     double last_flush; /* monotonic seconds */
     uint64_t lost;     /* buffered rows that could not be written */
 
+    volatile sig_atomic_t *interrupt; /* borrowed; stops `sql` queries */
+
     bool has_error;
     char error[RS_ERR_MSG_MAX];
 };

@@ -348,7 +348,7 @@ rs_status rs_slog_show_run(rs_slog *log, int64_t run, FILE *f, int max_width, rs
     static const char *const kv_names[] = {"key", "value"};
     if (!(head = new_table(2, kv_names, err))) goto nomem;
     rs_table_set_align(head, 1, RS_TABLE_LEFT);
-    snprintf(title, sizeof title, "#%s (session %s)", col(r, R_CMD), col(r, R_SESSION));
+    snprintf(title, sizeof title, "session %s, command %s", col(r, R_SESSION), col(r, R_CMD));
     const char *spec = col(r, R_SPEC);
     if (*spec && *col(r, R_MODEL)) snprintf(b[0], 64, "%s = %s", col(r, R_MODEL), spec);
     else snprintf(b[0], 64, "%s%s", col(r, R_MODEL), spec);

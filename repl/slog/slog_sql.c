@@ -132,11 +132,25 @@ static rs_status run_all(rs_slog *log, const char *sql, rs_slog_row_fn fn, void 
         }
         free(names);
         rs_status s = RS_OK;
-        if (!stop && rc != SQLITE_DONE) s = rs_err_set(err, RS_ERR_ARG, "%s", sqlite3_errmsg(log->db));
+        if (!stop && rc == SQLITE_INTERRUPT) s = rs_err_set(err, RS_ERR_CANCELLED, "query interrupted");
+        else if (!stop && rc != SQLITE_DONE) s = rs_err_set(err, RS_ERR_ARG, "%s", sqlite3_errmsg(log->db));
         sqlite3_finalize(st);
         if (s || stop) return s;
     }
     return RS_OK;
+}
+
+void rs_slog_set_interrupt(rs_slog *log, volatile sig_atomic_t *flag)
+{
+    if (log) log->interrupt = flag;
+}
+
+/* SQLite calls this every few thousand VM steps; nonzero makes the statement fail with SQLITE_INTERRUPT,
+ * so a cross join over the metrics stops at Ctrl-C instead of holding the prompt. */
+static int poll_interrupt(void *ud)
+{
+    const rs_slog *log = ud;
+    return log->interrupt && *log->interrupt;
 }
 
 rs_status rs_slog_sql(rs_slog *log, const char *sql, rs_slog_row_fn fn, void *ud, rs_err *err)
@@ -149,7 +163,11 @@ rs_status rs_slog_sql(rs_slog *log, const char *sql, rs_slog_row_fn fn, void *ud
     sqlite3_set_authorizer(log->db, authorize, &g);
     rs_status s = check_all(log, sql, &g, &count, err);
     if (!s && count == 0) s = rs_err_set(err, RS_ERR_ARG, "no SQL statement to run");
-    if (!s) s = run_all(log, sql, fn, ud, err);
+    if (!s) {
+        sqlite3_progress_handler(log->db, 10000, poll_interrupt, log);
+        s = run_all(log, sql, fn, ud, err);
+        sqlite3_progress_handler(log->db, 0, NULL, NULL);
+    }
     sqlite3_set_authorizer(log->db, NULL, NULL);
     return s;
 }

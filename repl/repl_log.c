@@ -1,0 +1,208 @@
+/* Session-log glue and the session-log commands: runs, compare, sql, history, replay, export. */
+#include "repl_log.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include "call.h"
+#include "repl.h"
+#include "slog/slog.h"
+#include "slog/table.h"
+
+void rs_log_check(rs_session *s)
+{
+    const char *e = s->log ? rs_slog_last_error(s->log) : NULL;
+    if (e && *e && !s->warned_log) {
+        rs_session_warn(s, "the session log could not be written (%s); ringside goes on without it", e);
+        s->warned_log = true;
+    }
+}
+
+static json_t *options_json(const rs_call *c)
+{
+    json_t *o = json_object();
+    for (int i = 0; c->cmd->opts && c->cmd->opts[i].name; i++) {
+        const rs_optdef *d = &c->cmd->opts[i];
+        const rs_optval *v = &c->opts[i];
+        if (!v->text) continue;
+        json_t *j = NULL;
+        switch (d->type) {
+        case RS_T_INT: j = json_integer(v->v.i); break;
+        case RS_T_FLOAT:
+        case RS_T_DURATION: j = json_real(v->v.f); break;
+        case RS_T_BOOL: j = json_boolean(v->v.b); break;
+        case RS_T_SIZE: j = json_integer((json_int_t)v->v.size); break;
+        default: j = json_string(v->text); break;
+        }
+        json_object_set_new(o, d->name, j);
+    }
+    return o;
+}
+
+int64_t rs_log_run_begin(rs_session *s, const char *kind, const char *model, const char *spec, const char *data,
+                         const rs_call *c)
+{
+    if (!s->log) return 0;
+    json_t *o = options_json(c);
+    char *text = o ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(9)) : NULL;
+    json_decref(o);
+    rs_slog_run_info info = {.kind = kind, .model = model, .model_spec = spec, .dataset = data,
+                             .options_json = text, .mode = "single", .backend = "cpu", .world_size = 1};
+    int64_t id = rs_slog_run_begin(s->log, s->cmd_id, &info);
+    free(text);
+    rs_log_check(s);
+    return id;
+}
+
+void rs_log_metric(rs_session *s, int64_t run, int64_t step, int epoch, const char *name, double value)
+{
+    if (s->log && run > 0) rs_slog_metric(s->log, run, 0, step, epoch, name, value);
+}
+
+void rs_log_run_end(rs_session *s, int64_t run, const char *status, int64_t steps, const char *final_json,
+                    const char *error)
+{
+    if (!s->log || run <= 0) return;
+    rs_slog_run_end(s->log, run, status, steps, final_json, error);
+    rs_slog_flush(s->log);
+    rs_log_check(s);
+}
+
+void rs_log_artifact_run(rs_session *s, int64_t run, const char *path, const char *kind)
+{
+    if (!s->log) return;
+    rs_err err = {0};
+    if (rs_slog_artifact(s->log, s->cmd_id, run, path, kind, &err) <= 0 && err.msg[0] && !s->warned_log) {
+        rs_session_warn(s, "artifact %s not logged: %s", path, err.msg);
+        s->warned_log = true;
+    }
+}
+
+void rs_log_artifact(rs_session *s, const char *path, const char *kind) { rs_log_artifact_run(s, 0, path, kind); }
+
+static int width(void)
+{
+    struct winsize w;
+    if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &w) == 0 && w.ws_col >= 40) return w.ws_col;
+    return 100;
+}
+
+static int no_log(rs_session *s, const rs_call *c)
+{
+    return rs_session_error(s, c, (size_t)-1, 0, "%s: there is no session log in this session (started with --no-db?)",
+                            c->cmd->name);
+}
+
+int rs_log_show_run(rs_session *s, const rs_call *c, int64_t run)
+{
+    if (!s->log) return no_log(s, c);
+    rs_err err = {0};
+    rs_slog_flush(s->log);
+    if (rs_slog_show_run(s->log, run, s->out, width(), &err))
+        return rs_session_error(s, c, c->nargs > 1 ? c->arg_pos[1] : (size_t)-1, 1, "show run: %s", err.msg);
+    return 0;
+}
+
+static int print_table(rs_session *s, const rs_call *c, rs_status st, rs_table *t, const rs_err *err)
+{
+    if (st) return rs_session_error(s, c, (size_t)-1, 0, "%s: %s", c->cmd->name, err->msg);
+    if (!rs_table_nrows(t)) fprintf(s->out, "(none yet)\n");
+    else rs_table_print(s->out, t, width(), 0);
+    rs_table_free(t);
+    return 0;
+}
+
+int rs_cmd_runs(rs_session *s, const rs_call *c)
+{
+    if (!s->log) return no_log(s, c);
+    rs_table *t = NULL;
+    rs_err err = {0};
+    rs_slog_flush(s->log);
+    rs_status st = rs_slog_runs(s->log, (int)rs_call_int(c, "n", 20), &t, &err);
+    return print_table(s, c, st, t, &err);
+}
+
+int rs_cmd_compare(rs_session *s, const rs_call *c)
+{
+    if (!s->log) return no_log(s, c);
+    rs_table *t = NULL;
+    rs_err err = {0};
+    rs_slog_flush(s->log);
+    rs_status st = rs_slog_compare(s->log, atoll(c->args[0]), atoll(c->args[1]), &t, &err);
+    return print_table(s, c, st, t, &err);
+}
+
+int rs_cmd_history(rs_session *s, const rs_call *c)
+{
+    if (!s->log) return no_log(s, c);
+    rs_table *t = NULL;
+    rs_err err = {0};
+    rs_status st = rs_slog_history(s->log, (int)rs_call_int(c, "n", 20), &t, &err);
+    return print_table(s, c, st, t, &err);
+}
+
+int rs_cmd_sql(rs_session *s, const rs_call *c)
+{
+    if (!s->log) return no_log(s, c);
+    rs_err err = {0};
+    rs_slog_flush(s->log);
+    if (rs_slog_sql_print(s->log, c->args[0], s->out, width(), 200, &err))
+        return rs_session_error(s, c, c->arg_pos[0], strlen(c->args[0]) + 2, "sql: %s", err.msg);
+    return 0;
+}
+
+typedef struct replay_ctx {
+    rs_session *s;
+    int errors, ran;
+} replay_ctx;
+
+static int replay_one(void *ud, int64_t seq, const char *text, const char *source, const char *status)
+{
+    (void)seq;
+    (void)source;
+    (void)status;
+    replay_ctx *r = ud;
+    if (r->s->quit || (r->s->interrupt && *r->s->interrupt)) return 1;
+    fprintf(r->s->out, "%s> %s%s\n", rs_sty(r->s, "\033[2m"), text, rs_sty(r->s, "\033[0m"));
+    r->ran++;
+    r->errors += rs_repl_line(r->s, text) ? 1 : 0;
+    return r->errors && !r->s->keep_going ? 1 : 0;
+}
+
+int rs_cmd_replay(rs_session *s, const rs_call *c)
+{
+    if (!s->log) return no_log(s, c);
+    int64_t id = atoll(c->args[0]);
+    if (id == rs_slog_session(s->log))
+        return rs_session_error(s, c, c->arg_pos[0], strlen(c->args[0]), "replay: %lld is this session; replay an earlier one",
+                                (long long)id);
+    replay_ctx r = {.s = s};
+    rs_err err = {0};
+    const char *old = s->source;
+    char src[32];
+    snprintf(src, sizeof src, "replay:%lld", (long long)id);
+    s->source = src;
+    int64_t saved = s->cmd_id;
+    rs_status st = rs_slog_session_commands(s->log, id, 1, replay_one, &r, &err);
+    s->cmd_id = saved;
+    s->source = old;
+    if (st) return rs_session_error(s, c, c->arg_pos[0], strlen(c->args[0]), "replay: %s", err.msg);
+    fprintf(s->out, "replayed %d commands of session %lld, %d failed\n", r.ran, (long long)id, r.errors);
+    return r.errors ? 1 : 0;
+}
+
+int rs_cmd_export(rs_session *s, const rs_call *c)
+{
+    if (!s->log) return no_log(s, c);
+    int n = 0;
+    rs_err err = {0};
+    rs_slog_flush(s->log);
+    if (rs_slog_export_session(s->log, atoll(c->args[1]), c->args[2], &n, &err))
+        return rs_session_error(s, c, c->arg_pos[1], strlen(c->args[1]), "export: %s", err.msg);
+    rs_log_artifact(s, c->args[2], "script");
+    fprintf(s->out, "wrote %d commands of session %s to %s\n", n, c->args[1], c->args[2]);
+    return 0;
+}
