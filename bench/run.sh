@@ -3,11 +3,13 @@
 # Fashion-MNIST, 1 and 2 threads. Every configuration runs in its own process (so peak RSS is per
 # run), ringside and PyTorch alternating, and one side-by-side table closes the run.
 #
-#   bench/run.sh [--build-dir DIR] [--threads "1 2"] [--steps N] [--keep-coretype] [--wait S]
+#   bench/run.sh [--build-dir DIR] [--threads "1 2"] [--steps N] [--repeat N] [--keep-coretype] [--wait S]
 #
 #   --build-dir      meson build folder (default build-bench; set up and compiled when needed)
 #   --threads        thread counts to run (default "1 2")
 #   --steps          measured steps for every configuration (default: each program's own)
+#   --repeat N       run every configuration N times, alternating which side goes first, and keep each
+#                    side's fastest run (default 2: this is a shared, noisy machine)
 #   --keep-coretype  keep an inherited OPENBLAS_CORETYPE instead of letting ringside pick the kernel
 #   --wait S         before each run, wait up to S seconds (default 120) for the other processes to
 #                    leave the CPUs idle (below 0.2 CPUs busy over a second); 0 = do not wait
@@ -15,7 +17,7 @@
 set -u
 cd "$(dirname "$0")/.." || exit 1
 
-build=build-bench threads="1 2" steps="" keep_coretype=0 wait_s=120
+build=build-bench threads="1 2" steps="" keep_coretype=0 wait_s=120 repeat=2
 while [ $# -gt 0 ]; do
     case "$1" in
         --build-dir) build=$2; shift 2 ;;
@@ -23,6 +25,7 @@ while [ $# -gt 0 ]; do
         --steps) steps=$2; shift 2 ;;
         --keep-coretype) keep_coretype=1; shift ;;
         --wait) wait_s=$2; shift 2 ;;
+        --repeat) repeat=$2; shift 2 ;;
         -h|--help) sed -n '2,/^[^#]/{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "run.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
     esac
@@ -80,32 +83,42 @@ wait_quiet() {
     done
 }
 
+# run_side rs|torch MODEL THREADS: one configuration in its own process; keeps the faster run's kv line.
+run_side() {
+    local side=$1 model=$2 t=$3 out rc line prev
+    wait_quiet
+    if [ "$side" = rs ]; then
+        out=$("$bench" --model "$model" --threads "$t" --kv "${step_arg[@]}" 2>&1)
+    else
+        out=$(python3 bench/torch_train.py --model "$model" --threads "$t" --kv "${step_arg[@]}" 2>&1)
+    fi
+    rc=$?
+    line=$(printf '%s\n' "$out" | grep '^kv model=' | tail -1)
+    if [ $rc != 0 ] || [ -z "$line" ]; then
+        printf '%-8s %s threads=%s failed (exit %s):\n' "$side" "$model" "$t" "$rc"
+        printf '%s\n' "$out" | tail -5
+        return
+    fi
+    printf '%-8s %-3s %d thr: %s\n' "$([ "$side" = rs ] && echo ringside || echo torch)" "$model" "$t" \
+        "$(printf '%s\n' "$out" | grep "^$model " | tail -1)"
+    if [ "$side" = rs ]; then prev=${RS[$model,$t]:-}; else prev=${TO[$model,$t]:-}; fi
+    if [ -z "$prev" ] || awk -v a="$(kv samples_per_s "$line")" -v b="$(kv samples_per_s "$prev")" 'BEGIN{exit !(a > b)}'; then
+        if [ "$side" = rs ]; then RS[$model,$t]=$line; else TO[$model,$t]=$line; fi
+    fi
+}
+
 declare -A RS TO
 any_disturbed=0
 for model in mlp cnn; do
     for t in $threads; do
-        wait_quiet
-        out=$("$bench" --model "$model" --threads "$t" --kv "${step_arg[@]}" 2>&1)
-        rc=$?
-        line=$(printf '%s\n' "$out" | grep '^kv ' | tail -1)
-        if [ $rc != 0 ] || [ -z "$line" ]; then
-            echo "ringside $model threads=$t failed (exit $rc):"; printf '%s\n' "$out" | tail -5
-        else
-            RS[$model,$t]=$line
-            printf 'ringside %-3s %d thr: %s\n' "$model" "$t" "$(printf '%s\n' "$out" | grep "^$model " | tail -1)"
-        fi
-        if [ $torch_ok = 1 ]; then
-            wait_quiet
-            out=$(python3 bench/torch_train.py --model "$model" --threads "$t" --kv "${step_arg[@]}" 2>&1)
-            rc=$?
-            line=$(printf '%s\n' "$out" | grep '^kv model=' | tail -1)
-            if [ $rc != 0 ] || [ -z "$line" ]; then
-                echo "torch    $model threads=$t failed (exit $rc):"; printf '%s\n' "$out" | tail -5
-            else
-                TO[$model,$t]=$line
-                printf 'torch    %-3s %d thr: %s\n' "$model" "$t" "$(printf '%s\n' "$out" | grep "^$model " | tail -1)"
-            fi
-        fi
+        for ((rep = 1; rep <= repeat; rep++)); do
+            # Alternate who goes first, so neither side always follows the other.
+            if [ $((rep % 2)) = 1 ] || [ $torch_ok = 0 ]; then order="rs torch"; else order="torch rs"; fi
+            for side in $order; do
+                [ "$side" = torch ] && [ $torch_ok = 0 ] && continue
+                run_side "$side" "$model" "$t"
+            done
+        done
     done
 done
 read -r l1 _ < /proc/loadavg
@@ -136,7 +149,7 @@ for model in mlp cnn; do
     done
 done
 echo
-echo "ratio > 1: ringside faster. RSS: getrusage ru_maxrss of each configuration's own process (data set included:"
+echo "Each side: the fastest of $repeat runs. ratio > 1: ringside faster. RSS: getrusage ru_maxrss of each configuration's own process (data set included:"
 echo "both hold the train and test splits as f32, ~209 MiB; torch's figure includes its libraries)."
 echo "BLAS share: ringside's time in OpenBLAS products / step time; products called inside an OpenMP region"
 echo "count time/team-size (engine/cpu/prof.h). Phase split and other columns: the per-program lines above."

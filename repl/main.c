@@ -117,6 +117,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "ringside: going on without a session log (--db PATH to choose another file)\n");
         }
         free(args);
+        if (s->log) rs_slog_set_interrupt(s->log, &interrupted); /* Ctrl-C stops a long `sql` query */
     }
 
     struct sigaction sa = {0};

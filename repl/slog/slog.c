@@ -58,8 +58,19 @@ void rs_slog_clear_error(rs_slog *log)
     log->error[0] = '\0';
 }
 
-const char *rs_slog_path(const rs_slog *log) { return log ? log->path : NULL; }
-int64_t rs_slog_session(const rs_slog *log) { return log ? log->session : 0; }
+uint64_t rs_slog_lost_rows(const rs_slog *log)
+{
+    return log ? log->lost : 0;
+}
+
+const char *rs_slog_path(const rs_slog *log)
+{
+    return log ? log->path : NULL;
+}
+int64_t rs_slog_session(const rs_slog *log)
+{
+    return log ? log->session : 0;
+}
 
 /* ---- sessions open in this process image -------------------------------------------------------
  * A session row whose pid is our own pid is either one we opened (alive: a second handle in the same
@@ -156,7 +167,7 @@ static bool session_alive(int64_t id, long pid, const char *start)
     if (pid <= 0 || (kill((pid_t)pid, 0) == -1 && errno == ESRCH)) return false;
     char now[128], state = 0;
     if (!proc_start(pid, now, sizeof now, &state)) return true;
-    if (state == 'Z' || state == 'X') return false; /* killed, not yet reaped by its parent */
+    if (state == 'Z' || state == 'X') return false;     /* killed, not yet reaped by its parent */
     if (start && strcmp(start, now) != 0) return false; /* the pid now belongs to another process */
     return true;
 }
@@ -216,8 +227,8 @@ static rs_status db_error(sqlite3 *db, const char *path, const char *what, rs_er
                           "%s: not a SQLite database, so not a ringside session log; give another file with --db PATH",
                           path);
     if (code == SQLITE_BUSY)
-        return rs_err_set(err, RS_ERR_TIMEOUT, "%s: %s: the file stayed locked by another process for %d s", path,
-                          what, SLOG_BUSY_MS / 1000);
+        return rs_err_set(err, RS_ERR_TIMEOUT, "%s: %s: the file stayed locked by another process for %d s", path, what,
+                          SLOG_BUSY_MS / 1000);
     return rs_err_set(err, RS_ERR_IO, "%s: %s: %s", path, what, sqlite3_errmsg(db));
 }
 
@@ -256,12 +267,13 @@ static bool end_session(sqlite3 *db, int64_t id, const char *status, double when
                       "   coalesce((SELECT max(ended_at) FROM runs WHERE command_id = commands.id), 0)))"
                       " WHERE session_id = ?1 AND status = 'running'",
                       id, why, when, status) &&
-           end_update(db,
-                      "UPDATE sessions SET status = ?4, ended_at = coalesce(?3, max(started_at,"
-                      "   coalesce((SELECT max(coalesce(ended_at, started_at)) FROM commands WHERE session_id = ?1), 0),"
-                      "   coalesce((SELECT max(coalesce(ended_at, started_at)) FROM runs WHERE session_id = ?1), 0)))"
-                      " WHERE id = ?1",
-                      id, why, when, status);
+           end_update(
+               db,
+               "UPDATE sessions SET status = ?4, ended_at = coalesce(?3, max(started_at,"
+               "   coalesce((SELECT max(coalesce(ended_at, started_at)) FROM commands WHERE session_id = ?1), 0),"
+               "   coalesce((SELECT max(coalesce(ended_at, started_at)) FROM runs WHERE session_id = ?1), 0)))"
+               " WHERE id = ?1",
+               id, why, when, status);
 }
 
 /* Crash recovery and this process's session row, in one transaction so that two ringside processes
@@ -278,8 +290,8 @@ static rs_status start_session(rs_slog *log, const char *argv_text, rs_err *err)
         return db_error(db, log->path, "starting the session", err);
     bool ok = true;
     sqlite3_stmt *q = NULL;
-    if (sqlite3_prepare_v2(db, "SELECT id, pid, proc_start FROM sessions WHERE status = 'open' AND host = ?1", -1,
-                           &q, NULL) != SQLITE_OK) {
+    if (sqlite3_prepare_v2(db, "SELECT id, pid, proc_start FROM sessions WHERE status = 'open' AND host = ?1", -1, &q,
+                           NULL) != SQLITE_OK) {
         ok = false;
     } else {
         sqlite3_bind_text(q, 1, host, -1, SQLITE_STATIC);
@@ -300,7 +312,8 @@ static rs_status start_session(rs_slog *log, const char *argv_text, rs_err *err)
         sqlite3_finalize(q);
         for (int i = 0; ok && i < ndead; i++) {
             char why[384];
-            snprintf(why, sizeof why, "interrupted: ringside (pid %ld on %s) ended without finishing it (killed or crashed)",
+            snprintf(why, sizeof why,
+                     "interrupted: ringside (pid %ld on %s) ended without finishing it (killed or crashed)",
                      dead_pid[i], host);
             ok = end_session(db, dead[i], "crashed", 0, why);
         }
@@ -322,7 +335,7 @@ static rs_status start_session(rs_slog *log, const char *argv_text, rs_err *err)
             ok = sqlite3_step(ins) == SQLITE_DONE;
         }
         sqlite3_finalize(ins);
-        log->session = sqlite3_last_insert_rowid(db);
+        if (ok) log->session = sqlite3_last_insert_rowid(db);
     }
     if (ok && !live_add(log->session)) {
         sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);

@@ -50,12 +50,14 @@ rs_status rs_slog_open(const char *path, const char *argv_text, rs_slog **out, r
  * `closed`, and frees. NULL is a no-op. */
 void rs_slog_close(rs_slog *log);
 
-const char *rs_slog_path(const rs_slog *log);  /* the file, as opened */
-int64_t rs_slog_session(const rs_slog *log);   /* this process's session id (0 for NULL) */
+const char *rs_slog_path(const rs_slog *log); /* the file, as opened */
+int64_t rs_slog_session(const rs_slog *log);  /* this process's session id (0 for NULL) */
 
 /* The first write failure since the last clear, as "session log PATH: what failed: why", or NULL. */
 const char *rs_slog_last_error(const rs_slog *log);
 void rs_slog_clear_error(rs_slog *log);
+/* Buffered metric/event rows that could not be written since open (a warning can say how many). */
+uint64_t rs_slog_lost_rows(const rs_slog *log);
 
 /* ---- writers ----------------------------------------------------------------------------------- */
 
@@ -118,9 +120,8 @@ typedef struct rs_slog_event_info {
     const char *detail_json; /* a JSON object, NULL = none */
 } rs_slog_event_info;
 
-#define RS_SLOG_EVENT_INIT                                                                         \
-    ((rs_slog_event_info){.step = -1, .coll = -1, .astep = -1, .peer = -1, .chunk = -1, .bytes = -1,  \
-                          .value = NAN})
+#define RS_SLOG_EVENT_INIT                                                                                             \
+    ((rs_slog_event_info){.step = -1, .coll = -1, .astep = -1, .peer = -1, .chunk = -1, .bytes = -1, .value = NAN})
 
 void rs_slog_event(rs_slog *log, int64_t run, const rs_slog_event_info *ev);
 
@@ -165,8 +166,8 @@ rs_status rs_slog_sessions(rs_slog *log, int limit, rs_table **out, rs_err *err)
  * played script's own lines are logged one by one, so they are kept and `play` is not). fn returns
  * nonzero to stop early. RS_ERR_ARG when there is no such session. */
 typedef int (*rs_slog_command_fn)(void *ud, int64_t seq, const char *text, const char *source, const char *status);
-rs_status rs_slog_session_commands(rs_slog *log, int64_t session, int replayable_only, rs_slog_command_fn fn,
-                                   void *ud, rs_err *err);
+rs_status rs_slog_session_commands(rs_slog *log, int64_t session, int replayable_only, rs_slog_command_fn fn, void *ud,
+                                   rs_err *err);
 
 /* `export session N FILE.ring`: writes the replayable commands of session N as a script, one per line,
  * under a comment header with the session's date, host and argv. *ncommands (may be NULL) gets the

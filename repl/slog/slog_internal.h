@@ -77,4 +77,11 @@ rs_status rs_slog__migrate(sqlite3 *db, const char *path, rs_err *err);
 rs_status rs_slog__prepare(rs_slog *log, rs_err *err);
 void rs_slog__finalize(rs_slog *log);
 
+/* Reader helpers shared by slog_query.c and slog_export.c. */
+const char *rs_slog__col(sqlite3_stmt *st, int i); /* a column as text, "" for NULL */
+rs_status rs_slog__query(rs_slog *log, const char *sql, sqlite3_stmt **st, rs_err *err); /* prepare */
+rs_status rs_slog__query_error(rs_slog *log, const char *what, rs_err *err);
+/* Local time "YYYY-MM-DD HH:MM[:SS]", "" for t <= 0. */
+const char *rs_slog__fmt_time(double t, char *buf, size_t size, bool seconds);
+
 #endif

@@ -1,7 +1,6 @@
-/* The session log's readers behind `runs`, `show run N`, `compare N M`, `history`, `replay` and
- * `export session`: each turns a few queries into an rs_table (or printed tables) the REPL shows as is.
- * Options and final figures are JSON objects in the log; they are flattened here (a.b = value). */
-#include <errno.h>
+/* The session log's readers behind `runs`, `show run N`, `compare N M` and `history` (replay and export
+ * are in slog_export.c): each turns a few queries into an rs_table, or printed tables, that the REPL
+ * shows as is. Options and final figures are JSON objects in the log, flattened here (a.b = value). */
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -12,22 +11,24 @@
 
 /* ---- formatting ------------------------------------------------------------------------------- */
 
-static const char *fmt_time(double t, char *buf, size_t size, bool seconds)
+const char *rs_slog__fmt_time(double t, char *buf, size_t size, bool seconds)
 {
     if (t <= 0) return "";
     time_t s = (time_t)t;
     struct tm tm;
-    if (!localtime_r(&s, &tm) || !strftime(buf, size, seconds ? "%Y-%m-%d %H:%M:%S" : "%Y-%m-%d %H:%M", &tm))
-        return "";
+    if (!localtime_r(&s, &tm) || !strftime(buf, size, seconds ? "%Y-%m-%d %H:%M:%S" : "%Y-%m-%d %H:%M", &tm)) return "";
     return buf;
 }
 
 static const char *fmt_duration(double s, char *buf, size_t size)
 {
     if (s < 0) return "";
-    if (s < 60) snprintf(buf, size, "%.1fs", s);
-    else if (s < 3600) snprintf(buf, size, "%dm%02ds", (int)(s / 60), (int)s % 60);
-    else snprintf(buf, size, "%dh%02dm", (int)(s / 3600), (int)(s / 60) % 60);
+    if (s < 60)
+        snprintf(buf, size, "%.1fs", s);
+    else if (s < 3600)
+        snprintf(buf, size, "%dm%02ds", (int)(s / 60), (int)s % 60);
+    else
+        snprintf(buf, size, "%dh%02dm", (int)(s / 3600), (int)(s / 60) % 60);
     return buf;
 }
 
@@ -37,21 +38,20 @@ static const char *fmt_num(double v, char *buf, size_t size)
     return buf;
 }
 
-/* A column as text, "" for NULL. */
-static const char *col(sqlite3_stmt *st, int i)
+const char *rs_slog__col(sqlite3_stmt *st, int i)
 {
     const char *s = (const char *)sqlite3_column_text(st, i);
     return s ? s : "";
 }
 
-static rs_status query_error(rs_slog *log, const char *what, rs_err *err)
+rs_status rs_slog__query_error(rs_slog *log, const char *what, rs_err *err)
 {
     return rs_err_set(err, RS_ERR_IO, "session log %s: %s: %s", log->path, what, sqlite3_errmsg(log->db));
 }
 
-static rs_status prepare(rs_slog *log, const char *sql, sqlite3_stmt **st, rs_err *err)
+rs_status rs_slog__query(rs_slog *log, const char *sql, sqlite3_stmt **st, rs_err *err)
 {
-    if (sqlite3_prepare_v2(log->db, sql, -1, st, NULL) != SQLITE_OK) return query_error(log, "query", err);
+    if (sqlite3_prepare_v2(log->db, sql, -1, st, NULL) != SQLITE_OK) return rs_slog__query_error(log, "query", err);
     return RS_OK;
 }
 
@@ -80,7 +80,7 @@ static rs_status fill(rs_slog *log, sqlite3_stmt *st, rs_table *t, cells_fn to_c
         to_cells(st, cells, buf);
         s = add_row(t, cells, err);
     }
-    if (s == RS_OK && rc != SQLITE_DONE) s = query_error(log, "query", err);
+    if (s == RS_OK && rc != SQLITE_DONE) s = rs_slog__query_error(log, "query", err);
     sqlite3_finalize(st);
     return s;
 }
@@ -140,7 +140,8 @@ static bool flatten(const json_t *v, const char *prefix, kv_list *out)
     if (json_is_object(v) && json_object_size(v) > 0) {
         const char *k;
         json_t *x;
-        json_object_foreach((json_t *)v, k, x) {
+        json_object_foreach((json_t *)v, k, x)
+        {
             char key[256];
             snprintf(key, sizeof key, "%s%s%s", prefix, *prefix ? "." : "", k);
             if (!flatten(x, key, out)) return false;
@@ -150,13 +151,20 @@ static bool flatten(const json_t *v, const char *prefix, kv_list *out)
     char buf[64];
     const char *text = buf;
     char *dumped = NULL;
-    if (json_is_string(v)) text = json_string_value(v);
-    else if (json_is_integer(v)) snprintf(buf, sizeof buf, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
-    else if (json_is_real(v)) fmt_num(json_real_value(v), buf, sizeof buf);
-    else if (json_is_true(v)) text = "true";
-    else if (json_is_false(v)) text = "false";
-    else if (json_is_null(v)) text = "null";
-    else text = dumped = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+    if (json_is_string(v))
+        text = json_string_value(v);
+    else if (json_is_integer(v))
+        snprintf(buf, sizeof buf, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+    else if (json_is_real(v))
+        fmt_num(json_real_value(v), buf, sizeof buf);
+    else if (json_is_true(v))
+        text = "true";
+    else if (json_is_false(v))
+        text = "false";
+    else if (json_is_null(v))
+        text = "null";
+    else
+        text = dumped = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
     bool ok = kv_add(out, *prefix ? prefix : "value", text ? text : "");
     free(dumped);
     return ok;
@@ -186,7 +194,8 @@ static const char *result_summary(const char *final, char *buf, size_t size)
     json_t *x;
     int shown = 0;
     size_t len = 0;
-    json_object_foreach(v, k, x) {
+    json_object_foreach(v, k, x)
+    {
         if (!json_is_number(x) || shown == 2) continue;
         char num[32];
         int n = snprintf(buf + len, size - len, "%s%s=%s", shown ? " " : "", k,
@@ -201,8 +210,10 @@ static const char *result_summary(const char *final, char *buf, size_t size)
 
 static const char *mode_text(const char *mode, int64_t world, char *buf, size_t size)
 {
-    if (world > 1) snprintf(buf, size, "%s x%lld", mode, (long long)world);
-    else snprintf(buf, size, "%s", mode);
+    if (world > 1)
+        snprintf(buf, size, "%s x%lld", mode, (long long)world);
+    else
+        snprintf(buf, size, "%s", mode);
     return buf;
 }
 
@@ -212,16 +223,16 @@ static void run_cells(sqlite3_stmt *st, const char **c, char (*buf)[64])
 {
     double start = sqlite3_column_double(st, 9);
     double end = sqlite3_column_type(st, 10) == SQLITE_NULL ? rs_slog__wall() : sqlite3_column_double(st, 10);
-    c[0] = col(st, 0);
-    c[1] = col(st, 1);
-    c[2] = col(st, 2);
-    c[3] = col(st, 3);
-    c[4] = mode_text(col(st, 4), sqlite3_column_int64(st, 5), buf[4], 64);
-    c[5] = col(st, 6);
-    c[6] = col(st, 7);
+    c[0] = rs_slog__col(st, 0);
+    c[1] = rs_slog__col(st, 1);
+    c[2] = rs_slog__col(st, 2);
+    c[3] = rs_slog__col(st, 3);
+    c[4] = mode_text(rs_slog__col(st, 4), sqlite3_column_int64(st, 5), buf[4], 64);
+    c[5] = rs_slog__col(st, 6);
+    c[6] = rs_slog__col(st, 7);
     c[7] = result_summary((const char *)sqlite3_column_text(st, 8), buf[7], 64);
     c[8] = fmt_duration(end - start, buf[8], 64);
-    c[9] = fmt_time(start, buf[9], 64, false);
+    c[9] = rs_slog__fmt_time(start, buf[9], 64, false);
 }
 
 rs_status rs_slog_runs(rs_slog *log, int limit, rs_table **out, rs_err *err)
@@ -229,13 +240,14 @@ rs_status rs_slog_runs(rs_slog *log, int limit, rs_table **out, rs_err *err)
     *out = NULL;
     if (!log) return rs_err_set(err, RS_ERR_ARG, "no session log");
     rs_slog_flush(log);
-    static const char *const names[] = {"id", "kind", "model", "data", "mode", "status", "steps", "result", "time",
-                                        "started"};
+    static const char *const names[] = {"id",     "kind",  "model",  "data", "mode",
+                                        "status", "steps", "result", "time", "started"};
     sqlite3_stmt *st;
-    rs_status s = prepare(log,
-                          "SELECT * FROM (SELECT id, kind, model, dataset, mode, world_size, status, steps, final,"
-                          " started_at, ended_at FROM runs ORDER BY id DESC LIMIT ?1) ORDER BY id",
-                          &st, err);
+    rs_status s =
+        rs_slog__query(log,
+                       "SELECT * FROM (SELECT id, kind, model, dataset, mode, world_size, status, steps, final,"
+                       " started_at, ended_at FROM runs ORDER BY id DESC LIMIT ?1) ORDER BY id",
+                       &st, err);
     if (s) return s;
     sqlite3_bind_int(st, 1, limit > 0 ? limit : 20);
     rs_table *t = new_table(10, names, err);
@@ -253,17 +265,36 @@ rs_status rs_slog_runs(rs_slog *log, int limit, rs_table **out, rs_err *err)
 
 /* ---- one run ---------------------------------------------------------------------------------- */
 
-enum { R_ID, R_SESSION, R_CMD, R_CMD_TEXT, R_KIND, R_MODEL, R_SPEC, R_DATA, R_OPTIONS, R_MODE, R_BACKEND, R_WORLD,
-       R_STATUS, R_START, R_END, R_STEPS, R_FINAL, R_ERROR };
+enum {
+    R_ID,
+    R_SESSION,
+    R_CMD,
+    R_CMD_TEXT,
+    R_KIND,
+    R_MODEL,
+    R_SPEC,
+    R_DATA,
+    R_OPTIONS,
+    R_MODE,
+    R_BACKEND,
+    R_WORLD,
+    R_STATUS,
+    R_START,
+    R_END,
+    R_STEPS,
+    R_FINAL,
+    R_ERROR
+};
 
 static rs_status load_run(rs_slog *log, int64_t run, sqlite3_stmt **out, rs_err *err)
 {
     sqlite3_stmt *st;
-    rs_status s = prepare(log,
-                          "SELECT r.id, r.session_id, r.command_id, c.text, r.kind, r.model, r.model_spec, r.dataset,"
-                          " r.options, r.mode, r.backend, r.world_size, r.status, r.started_at, r.ended_at, r.steps,"
-                          " r.final, r.error FROM runs r LEFT JOIN commands c ON c.id = r.command_id WHERE r.id = ?1",
-                          &st, err);
+    rs_status s =
+        rs_slog__query(log,
+                       "SELECT r.id, r.session_id, r.command_id, c.text, r.kind, r.model, r.model_spec, r.dataset,"
+                       " r.options, r.mode, r.backend, r.world_size, r.status, r.started_at, r.ended_at, r.steps,"
+                       " r.final, r.error FROM runs r LEFT JOIN commands c ON c.id = r.command_id WHERE r.id = ?1",
+                       &st, err);
     if (s) return s;
     sqlite3_bind_int64(st, 1, run);
     int rc = sqlite3_step(st);
@@ -271,9 +302,9 @@ static rs_status load_run(rs_slog *log, int64_t run, sqlite3_stmt **out, rs_err 
         *out = st;
         return RS_OK;
     }
-    s = rc == SQLITE_DONE ? rs_err_set(err, RS_ERR_ARG, "no run %lld in the session log (`runs` lists them)",
-                                       (long long)run)
-                          : query_error(log, "reading a run", err);
+    s = rc == SQLITE_DONE
+            ? rs_err_set(err, RS_ERR_ARG, "no run %lld in the session log (`runs` lists them)", (long long)run)
+            : rs_slog__query_error(log, "reading a run", err);
     sqlite3_finalize(st);
     return s;
 }
@@ -314,25 +345,26 @@ static rs_status kv_table(const kv_list *l, rs_table **out, rs_err *err)
 
 static void metric_cells(sqlite3_stmt *st, const char **c, char (*buf)[64])
 {
-    c[0] = col(st, 0);
-    c[1] = col(st, 1);
-    c[2] = col(st, 2);
-    snprintf(buf[3], 64, "%s..%s", col(st, 3), col(st, 4));
+    c[0] = rs_slog__col(st, 0);
+    c[1] = rs_slog__col(st, 1);
+    c[2] = rs_slog__col(st, 2);
+    snprintf(buf[3], 64, "%s..%s", rs_slog__col(st, 3), rs_slog__col(st, 4));
     c[3] = buf[3];
     for (int i = 4; i < 8; i++)
-        c[i] = sqlite3_column_type(st, i + 1) == SQLITE_NULL ? "" : fmt_num(sqlite3_column_double(st, i + 1), buf[i], 64);
+        c[i] =
+            sqlite3_column_type(st, i + 1) == SQLITE_NULL ? "" : fmt_num(sqlite3_column_double(st, i + 1), buf[i], 64);
 }
 
 static void event_cells(sqlite3_stmt *st, const char **c, char (*buf)[64])
 {
     (void)buf;
-    for (int i = 0; i < 5; i++) c[i] = col(st, i);
+    for (int i = 0; i < 5; i++) c[i] = rs_slog__col(st, i);
 }
 
 static void artifact_cells(sqlite3_stmt *st, const char **c, char (*buf)[64])
 {
     (void)buf;
-    for (int i = 0; i < 5; i++) c[i] = col(st, i);
+    for (int i = 0; i < 5; i++) c[i] = rs_slog__col(st, i);
 }
 
 rs_status rs_slog_show_run(rs_slog *log, int64_t run, FILE *f, int max_width, rs_err *err)
@@ -348,21 +380,25 @@ rs_status rs_slog_show_run(rs_slog *log, int64_t run, FILE *f, int max_width, rs
     static const char *const kv_names[] = {"key", "value"};
     if (!(head = new_table(2, kv_names, err))) goto nomem;
     rs_table_set_align(head, 1, RS_TABLE_LEFT);
-    snprintf(title, sizeof title, "session %s, command %s", col(r, R_SESSION), col(r, R_CMD));
-    const char *spec = col(r, R_SPEC);
-    if (*spec && *col(r, R_MODEL)) snprintf(b[0], 64, "%s = %s", col(r, R_MODEL), spec);
-    else snprintf(b[0], 64, "%s%s", col(r, R_MODEL), spec);
-    snprintf(b[1], 64, "%s", col(r, R_WORLD));
-    if ((s = kv_row(head, "kind", col(r, R_KIND), err)) || (s = kv_row(head, "command", col(r, R_CMD_TEXT), err)) ||
+    snprintf(title, sizeof title, "session %s, command %s", rs_slog__col(r, R_SESSION), rs_slog__col(r, R_CMD));
+    const char *spec = rs_slog__col(r, R_SPEC);
+    if (*spec && *rs_slog__col(r, R_MODEL))
+        snprintf(b[0], 64, "%s = %s", rs_slog__col(r, R_MODEL), spec);
+    else
+        snprintf(b[0], 64, "%s%s", rs_slog__col(r, R_MODEL), spec);
+    snprintf(b[1], 64, "%s", rs_slog__col(r, R_WORLD));
+    if ((s = kv_row(head, "kind", rs_slog__col(r, R_KIND), err)) ||
+        (s = kv_row(head, "command", rs_slog__col(r, R_CMD_TEXT), err)) ||
         (s = kv_row(head, "from", sqlite3_column_type(r, R_CMD) == SQLITE_NULL ? "" : title, err)) ||
-        (s = kv_row(head, "model", b[0], err)) || (s = kv_row(head, "data", col(r, R_DATA), err)) ||
-        (s = kv_row(head, "mode", col(r, R_MODE), err)) || (s = kv_row(head, "backend", col(r, R_BACKEND), err)) ||
-        (s = kv_row(head, "ranks", b[1], err)) || (s = kv_row(head, "status", col(r, R_STATUS), err)) ||
-        (s = kv_row(head, "steps", col(r, R_STEPS), err)) ||
-        (s = kv_row(head, "started", fmt_time(sqlite3_column_double(r, R_START), b[2], 64, true), err)) ||
-        (s = kv_row(head, "ended", fmt_time(sqlite3_column_double(r, R_END), b[3], 64, true), err)) ||
+        (s = kv_row(head, "model", b[0], err)) || (s = kv_row(head, "data", rs_slog__col(r, R_DATA), err)) ||
+        (s = kv_row(head, "mode", rs_slog__col(r, R_MODE), err)) ||
+        (s = kv_row(head, "backend", rs_slog__col(r, R_BACKEND), err)) || (s = kv_row(head, "ranks", b[1], err)) ||
+        (s = kv_row(head, "status", rs_slog__col(r, R_STATUS), err)) ||
+        (s = kv_row(head, "steps", rs_slog__col(r, R_STEPS), err)) ||
+        (s = kv_row(head, "started", rs_slog__fmt_time(sqlite3_column_double(r, R_START), b[2], 64, true), err)) ||
+        (s = kv_row(head, "ended", rs_slog__fmt_time(sqlite3_column_double(r, R_END), b[3], 64, true), err)) ||
         (s = kv_row(head, "duration", fmt_duration(run_duration(r), b[4], 64), err)) ||
-        (s = kv_row(head, "error", col(r, R_ERROR), err)))
+        (s = kv_row(head, "error", rs_slog__col(r, R_ERROR), err)))
         goto out;
     if (!flatten_text((const char *)sqlite3_column_text(r, R_OPTIONS), &lo) ||
         !flatten_text((const char *)sqlite3_column_text(r, R_FINAL), &lf))
@@ -373,33 +409,35 @@ rs_status rs_slog_show_run(rs_slog *log, int64_t run, FILE *f, int max_width, rs
     sqlite3_stmt *q;
     if (!(met = new_table(8, met_names, err))) goto nomem;
     /* first/last by step (then by row order): the index on (run_id, name, step) makes each a seek. */
-    if ((s = prepare(log,
-                     "SELECT name, count(*), count(DISTINCT rank), min(step), max(step),"
-                     " (SELECT value FROM metrics x WHERE x.run_id = ?1 AND x.name = m.name ORDER BY step, id LIMIT 1),"
-                     " (SELECT value FROM metrics x WHERE x.run_id = ?1 AND x.name = m.name"
-                     "  ORDER BY step DESC, id DESC LIMIT 1),"
-                     " min(value), max(value) FROM metrics m WHERE run_id = ?1 GROUP BY name ORDER BY min(id)",
-                     &q, err)))
+    if ((s = rs_slog__query(
+             log,
+             "SELECT name, count(*), count(DISTINCT rank), min(step), max(step),"
+             " (SELECT value FROM metrics x WHERE x.run_id = ?1 AND x.name = m.name ORDER BY step, id LIMIT 1),"
+             " (SELECT value FROM metrics x WHERE x.run_id = ?1 AND x.name = m.name"
+             "  ORDER BY step DESC, id DESC LIMIT 1),"
+             " min(value), max(value) FROM metrics m WHERE run_id = ?1 GROUP BY name ORDER BY min(id)",
+             &q, err)))
         goto out;
     sqlite3_bind_int64(q, 1, run);
     if ((s = fill(log, q, met, metric_cells, err))) goto out;
 
     static const char *const ev_names[] = {"event", "rows", "ranks", "names", "bytes"};
     if (!(ev = new_table(5, ev_names, err))) goto nomem;
-    if ((s = prepare(log,
-                     "SELECT kind, count(*), count(DISTINCT rank), group_concat(DISTINCT name), sum(bytes)"
-                     " FROM events WHERE run_id = ?1 GROUP BY kind ORDER BY min(id)",
-                     &q, err)))
+    if ((s = rs_slog__query(log,
+                            "SELECT kind, count(*), count(DISTINCT rank), group_concat(DISTINCT name), sum(bytes)"
+                            " FROM events WHERE run_id = ?1 GROUP BY kind ORDER BY min(id)",
+                            &q, err)))
         goto out;
     sqlite3_bind_int64(q, 1, run);
     if ((s = fill(log, q, ev, event_cells, err))) goto out;
 
     static const char *const art_names[] = {"artifact", "kind", "bytes", "sha256", "path"};
     if (!(art = new_table(5, art_names, err))) goto nomem;
-    if ((s = prepare(log,
-                     "SELECT id, kind, bytes, substr(sha256, 1, 16) || '…', path FROM artifacts WHERE run_id = ?1"
-                     " ORDER BY id",
-                     &q, err)))
+    if ((s = rs_slog__query(
+             log,
+             "SELECT id, kind, bytes, substr(sha256, 1, 16) || '…', path FROM artifacts WHERE run_id = ?1"
+             " ORDER BY id",
+             &q, err)))
         goto out;
     sqlite3_bind_int64(q, 1, run);
     if ((s = fill(log, q, art, artifact_cells, err))) goto out;
@@ -492,15 +530,19 @@ rs_status rs_slog_compare(rs_slog *log, int64_t a, int64_t b, rs_table **out, rs
     }
     rs_table_set_align(t, 1, RS_TABLE_LEFT);
     rs_table_set_align(t, 2, RS_TABLE_LEFT);
-    static const struct { const char *label; int col; } fields[] = {
-        {"kind", R_KIND}, {"model", R_MODEL}, {"spec", R_SPEC}, {"data", R_DATA}, {"mode", R_MODE},
+    static const struct {
+        const char *label;
+        int col;
+    } fields[] = {
+        {"kind", R_KIND},       {"model", R_MODEL}, {"spec", R_SPEC},     {"data", R_DATA},   {"mode", R_MODE},
         {"backend", R_BACKEND}, {"ranks", R_WORLD}, {"status", R_STATUS}, {"steps", R_STEPS},
     };
     for (size_t i = 0; !s && i < sizeof fields / sizeof fields[0]; i++)
-        s = cmp_row(t, fields[i].label, col(ra, fields[i].col), col(rb, fields[i].col), err);
+        s = cmp_row(t, fields[i].label, rs_slog__col(ra, fields[i].col), rs_slog__col(rb, fields[i].col), err);
     char da[32], db[32];
-    if (!s) s = cmp_row(t, "duration", fmt_duration(run_duration(ra), da, sizeof da),
-                        fmt_duration(run_duration(rb), db, sizeof db), err);
+    if (!s)
+        s = cmp_row(t, "duration", fmt_duration(run_duration(ra), da, sizeof da),
+                    fmt_duration(run_duration(rb), db, sizeof db), err);
     if (s) goto out;
     if (!flatten_text((const char *)sqlite3_column_text(ra, R_OPTIONS), &oa) ||
         !flatten_text((const char *)sqlite3_column_text(rb, R_OPTIONS), &ob) ||
@@ -527,11 +569,11 @@ out:
 
 static void history_cells(sqlite3_stmt *st, const char **c, char (*buf)[64])
 {
-    c[0] = col(st, 0);
-    c[1] = col(st, 1);
-    c[2] = fmt_time(sqlite3_column_double(st, 2), buf[2], 64, true);
-    c[3] = col(st, 3);
-    c[4] = col(st, 4);
+    c[0] = rs_slog__col(st, 0);
+    c[1] = rs_slog__col(st, 1);
+    c[2] = rs_slog__fmt_time(sqlite3_column_double(st, 2), buf[2], 64, true);
+    c[3] = rs_slog__col(st, 3);
+    c[4] = rs_slog__col(st, 4);
 }
 
 rs_status rs_slog_history(rs_slog *log, int limit, rs_table **out, rs_err *err)
@@ -540,10 +582,10 @@ rs_status rs_slog_history(rs_slog *log, int limit, rs_table **out, rs_err *err)
     if (!log) return rs_err_set(err, RS_ERR_ARG, "no session log");
     static const char *const names[] = {"session", "seq", "when", "status", "command"};
     sqlite3_stmt *st;
-    rs_status s = prepare(log,
-                          "SELECT * FROM (SELECT session_id, seq, started_at, status, text, id FROM commands"
-                          " ORDER BY id DESC LIMIT ?1) ORDER BY id",
-                          &st, err);
+    rs_status s = rs_slog__query(log,
+                                 "SELECT * FROM (SELECT session_id, seq, started_at, status, text, id FROM commands"
+                                 " ORDER BY id DESC LIMIT ?1) ORDER BY id",
+                                 &st, err);
     if (s) return s;
     sqlite3_bind_int(st, 1, limit > 0 ? limit : 20);
     rs_table *t = new_table(5, names, err);
@@ -564,10 +606,10 @@ static void session_cells(sqlite3_stmt *st, const char **c, char (*buf)[64])
 {
     double start = sqlite3_column_double(st, 1);
     double end = sqlite3_column_type(st, 2) == SQLITE_NULL ? rs_slog__wall() : sqlite3_column_double(st, 2);
-    c[0] = col(st, 0);
-    c[1] = fmt_time(start, buf[1], 64, false);
+    c[0] = rs_slog__col(st, 0);
+    c[1] = rs_slog__fmt_time(start, buf[1], 64, false);
     c[2] = fmt_duration(end - start, buf[2], 64);
-    for (int i = 3; i < 8; i++) c[i] = col(st, i);
+    for (int i = 3; i < 8; i++) c[i] = rs_slog__col(st, i);
 }
 
 rs_status rs_slog_sessions(rs_slog *log, int limit, rs_table **out, rs_err *err)
@@ -576,12 +618,12 @@ rs_status rs_slog_sessions(rs_slog *log, int limit, rs_table **out, rs_err *err)
     if (!log) return rs_err_set(err, RS_ERR_ARG, "no session log");
     static const char *const names[] = {"id", "started", "time", "host", "status", "commands", "runs", "argv"};
     sqlite3_stmt *st;
-    rs_status s = prepare(log,
-                          "SELECT * FROM (SELECT s.id, s.started_at, s.ended_at, s.host, s.status,"
-                          " (SELECT count(*) FROM commands WHERE session_id = s.id),"
-                          " (SELECT count(*) FROM runs WHERE session_id = s.id), s.argv"
-                          " FROM sessions s ORDER BY s.id DESC LIMIT ?1) ORDER BY 1",
-                          &st, err);
+    rs_status s = rs_slog__query(log,
+                                 "SELECT * FROM (SELECT s.id, s.started_at, s.ended_at, s.host, s.status,"
+                                 " (SELECT count(*) FROM commands WHERE session_id = s.id),"
+                                 " (SELECT count(*) FROM runs WHERE session_id = s.id), s.argv"
+                                 " FROM sessions s ORDER BY s.id DESC LIMIT ?1) ORDER BY 1",
+                                 &st, err);
     if (s) return s;
     sqlite3_bind_int(st, 1, limit > 0 ? limit : 20);
     rs_table *t = new_table(8, names, err);
@@ -595,100 +637,4 @@ rs_status rs_slog_sessions(rs_slog *log, int limit, rs_table **out, rs_err *err)
     }
     *out = t;
     return RS_OK;
-}
-
-/* ---- replay and export -------------------------------------------------------------------------- */
-
-/* Commands a replay or an exported script must not repeat: the ones that replay or export sessions
- * (a replay of a replay would run forever), play (the played lines are logged one by one and are
- * kept) and quit. */
-static bool replayable(const char *text)
-{
-    static const char *const skip[] = {"replay", "play", "quit", "exit"};
-    char w1[16] = "", w2[16] = "";
-    if (sscanf(text, "%15s %15s", w1, w2) < 1 || w1[0] == '#') return false;
-    for (size_t i = 0; i < sizeof skip / sizeof skip[0]; i++)
-        if (strcmp(w1, skip[i]) == 0) return false;
-    return !(strcmp(w1, "export") == 0 && strcmp(w2, "session") == 0);
-}
-
-rs_status rs_slog_session_commands(rs_slog *log, int64_t session, int replayable_only, rs_slog_command_fn fn,
-                                   void *ud, rs_err *err)
-{
-    if (!log) return rs_err_set(err, RS_ERR_ARG, "no session log");
-    sqlite3_stmt *st;
-    rs_status s = prepare(log, "SELECT seq, text, source, status FROM commands WHERE session_id = ?1 ORDER BY seq",
-                          &st, err);
-    if (s) return s;
-    sqlite3_bind_int64(st, 1, session);
-    int rc, rows = 0;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        rows++;
-        const char *text = col(st, 1), *status = col(st, 3);
-        if (replayable_only && (strcmp(status, "ok") != 0 || !replayable(text))) continue;
-        if (fn(ud, sqlite3_column_int64(st, 0), text, col(st, 2), status)) {
-            rc = SQLITE_DONE;
-            break;
-        }
-    }
-    if (rc != SQLITE_DONE) s = query_error(log, "reading commands", err);
-    sqlite3_finalize(st);
-    if (!s && rows == 0) {
-        int64_t n = 0;
-        if (prepare(log, "SELECT count(*) FROM sessions WHERE id = ?1", &st, err) == RS_OK) {
-            sqlite3_bind_int64(st, 1, session);
-            if (sqlite3_step(st) == SQLITE_ROW) n = sqlite3_column_int64(st, 0);
-            sqlite3_finalize(st);
-        }
-        if (n == 0) s = rs_err_set(err, RS_ERR_ARG, "no session %lld in the session log", (long long)session);
-    }
-    return s;
-}
-
-typedef struct export_ctx {
-    FILE *f;
-    int n;
-} export_ctx;
-
-static int export_line(void *ud, int64_t seq, const char *text, const char *source, const char *status)
-{
-    (void)seq, (void)source, (void)status;
-    export_ctx *x = ud;
-    /* One command per line: a stray newline in a logged command must not split it. */
-    for (const char *p = text; *p; p++) fputc(*p == '\n' || *p == '\r' ? ' ' : *p, x->f);
-    fputc('\n', x->f);
-    x->n++;
-    return 0;
-}
-
-rs_status rs_slog_export_session(rs_slog *log, int64_t session, const char *path, int *ncommands, rs_err *err)
-{
-    if (ncommands) *ncommands = 0;
-    if (!log) return rs_err_set(err, RS_ERR_ARG, "no session log");
-    sqlite3_stmt *st;
-    rs_status s = prepare(log, "SELECT started_at, host, argv, version FROM sessions WHERE id = ?1", &st, err);
-    if (s) return s;
-    sqlite3_bind_int64(st, 1, session);
-    if (sqlite3_step(st) != SQLITE_ROW) {
-        sqlite3_finalize(st);
-        return rs_err_set(err, RS_ERR_ARG, "no session %lld in the session log", (long long)session);
-    }
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        sqlite3_finalize(st);
-        return rs_err_set(err, RS_ERR_IO, "%s: %s", path, strerror(errno));
-    }
-    char when[64];
-    fprintf(f, "# ringside session %lld, started %s on %s (ringside %s)\n", (long long)session,
-            fmt_time(sqlite3_column_double(st, 0), when, sizeof when, true), col(st, 1), col(st, 3));
-    if (*col(st, 2)) fprintf(f, "# argv: %s\n", col(st, 2));
-    fprintf(f, "# the commands that succeeded, in order; replay/export/play/quit left out\n");
-    sqlite3_finalize(st);
-    export_ctx x = {f, 0};
-    s = rs_slog_session_commands(log, session, 1, export_line, &x, err);
-    bool bad = ferror(f) != 0;
-    if (fclose(f) != 0) bad = true;
-    if (!s && bad) s = rs_err_set(err, RS_ERR_IO, "%s: write failed: %s", path, strerror(errno));
-    if (!s && ncommands) *ncommands = x.n;
-    return s;
 }

@@ -107,8 +107,7 @@ static const char *const migrations[] = {
     "CREATE INDEX artifacts_command ON artifacts(command_id);\n",
 };
 
-_Static_assert(sizeof migrations / sizeof migrations[0] == RS_SLOG_SCHEMA_VERSION,
-               "one migration per schema version");
+_Static_assert(sizeof migrations / sizeof migrations[0] == RS_SLOG_SCHEMA_VERSION, "one migration per schema version");
 
 static int64_t pragma_int(sqlite3 *db, const char *sql, int *rc)
 {
@@ -144,8 +143,7 @@ rs_status rs_slog__migrate(sqlite3 *db, const char *path, rs_err *err)
     /* A SQLite file of something else: refuse rather than add tables to somebody's database. */
     if ((app != 0 && app != RS_SLOG_APPLICATION_ID) || (app == 0 && version == 0 && tables > 0)) {
         st = rs_err_set(err, RS_ERR_FORMAT,
-                        "%s: a SQLite database, but not a ringside session log; give another file with --db",
-                        path);
+                        "%s: a SQLite database, but not a ringside session log; give another file with --db", path);
         goto out;
     }
     if (version > RS_SLOG_SCHEMA_VERSION) {
@@ -158,8 +156,8 @@ rs_status rs_slog__migrate(sqlite3 *db, const char *path, rs_err *err)
     for (int64_t v = version; v < RS_SLOG_SCHEMA_VERSION; v++) {
         char *msg = NULL;
         if (sqlite3_exec(db, migrations[v], NULL, NULL, &msg) != SQLITE_OK) {
-            st = rs_err_set(err, RS_ERR_IO, "%s: migrating the session log to v%lld: %s", path,
-                            (long long)v + 1, msg ? msg : sqlite3_errmsg(db));
+            st = rs_err_set(err, RS_ERR_IO, "%s: migrating the session log to v%lld: %s", path, (long long)v + 1,
+                            msg ? msg : sqlite3_errmsg(db));
             sqlite3_free(msg);
             goto out;
         }

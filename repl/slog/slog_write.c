@@ -11,7 +11,8 @@
 #include "repl/slog/slog_internal.h"
 
 static const char *const statements[SLOG_ST_COUNT] = {
-    [SLOG_ST_CMD_BEGIN] = "INSERT INTO commands (session_id, seq, text, source, started_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+    [SLOG_ST_CMD_BEGIN] =
+        "INSERT INTO commands (session_id, seq, text, source, started_at) VALUES (?1, ?2, ?3, ?4, ?5)",
     [SLOG_ST_CMD_END] = "UPDATE commands SET ended_at = ?2, status = ?3, error = ?4 WHERE id = ?1",
     /* Text that is not JSON is kept as a JSON string: the column stays queryable with json_extract and
      * the caller's bug costs a warning, not the run's row (and with it all its metrics). */
@@ -22,12 +23,13 @@ static const char *const statements[SLOG_ST_COUNT] = {
     [SLOG_ST_RUN_END] = "UPDATE runs SET status = ?2, steps = ?3,"
                         " final = CASE WHEN ?4 IS NULL OR json_valid(?4) THEN ?4 ELSE json_quote(?4) END,"
                         " ended_at = ?5, error = ?6 WHERE id = ?1",
-    [SLOG_ST_METRIC] = "INSERT INTO metrics (run_id, rank, step, epoch, name, value, t) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    [SLOG_ST_METRIC] =
+        "INSERT INTO metrics (run_id, rank, step, epoch, name, value, t) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     [SLOG_ST_EVENT] = "INSERT INTO events (run_id, rank, t, kind, name, step, coll, astep, algo, peer, chunk, bytes,"
                       " value, detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13,"
                       " CASE WHEN ?14 IS NULL OR json_valid(?14) THEN ?14 ELSE json_object('text', ?14) END)",
-    [SLOG_ST_ARTIFACT] = "INSERT INTO artifacts (session_id, command_id, run_id, path, kind, sha256, bytes, created_at)"
-                         " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    [SLOG_ST_ARTIFACT] = ("INSERT INTO artifacts (session_id, command_id, run_id, path, kind, sha256, bytes,"
+                          " created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"),
 };
 
 rs_status rs_slog__prepare(rs_slog *log, rs_err *err)
@@ -50,26 +52,34 @@ void rs_slog__finalize(rs_slog *log)
 /* Binding helpers: 0 ids, negative "none" sentinels and NULL strings become SQL NULL. */
 static void bind_id(sqlite3_stmt *st, int i, int64_t v)
 {
-    if (v > 0) sqlite3_bind_int64(st, i, v);
-    else sqlite3_bind_null(st, i);
+    if (v > 0)
+        sqlite3_bind_int64(st, i, v);
+    else
+        sqlite3_bind_null(st, i);
 }
 
 static void bind_opt(sqlite3_stmt *st, int i, int64_t v)
 {
-    if (v >= 0) sqlite3_bind_int64(st, i, v);
-    else sqlite3_bind_null(st, i);
+    if (v >= 0)
+        sqlite3_bind_int64(st, i, v);
+    else
+        sqlite3_bind_null(st, i);
 }
 
 static void bind_text(sqlite3_stmt *st, int i, const char *s)
 {
-    if (s) sqlite3_bind_text(st, i, s, -1, SQLITE_STATIC);
-    else sqlite3_bind_null(st, i);
+    if (s)
+        sqlite3_bind_text(st, i, s, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(st, i);
 }
 
 static void bind_real(sqlite3_stmt *st, int i, double v)
 {
-    if (v == v) sqlite3_bind_double(st, i, v);
-    else sqlite3_bind_null(st, i); /* NaN */
+    if (v == v)
+        sqlite3_bind_double(st, i, v);
+    else
+        sqlite3_bind_null(st, i); /* NaN */
 }
 
 /* Steps a cached statement once and resets it; false (and the last error set, and err when given)

@@ -8,10 +8,10 @@
 
 struct rs_table {
     int ncols;
-    char **names;        /* (ncols) */
+    char **names;          /* (ncols) */
     rs_table_align *align; /* (ncols) */
-    char **cells;        /* (nrows * ncols), row-major */
-    size_t nrows, cap;   /* cap in rows */
+    char **cells;          /* (nrows * ncols), row-major */
+    size_t nrows, cap;     /* cap in rows */
 };
 
 static char *dup_or_empty(const char *s)
@@ -75,8 +75,14 @@ void rs_table_set_align(rs_table *t, int col, rs_table_align align)
     if (t && col >= 0 && col < t->ncols) t->align[col] = align;
 }
 
-int rs_table_ncols(const rs_table *t) { return t ? t->ncols : 0; }
-size_t rs_table_nrows(const rs_table *t) { return t ? t->nrows : 0; }
+int rs_table_ncols(const rs_table *t)
+{
+    return t ? t->ncols : 0;
+}
+size_t rs_table_nrows(const rs_table *t)
+{
+    return t ? t->nrows : 0;
+}
 
 const char *rs_table_name(const rs_table *t, int col)
 {
@@ -155,8 +161,7 @@ static void put_cell(FILE *f, const char *s, size_t w, bool right, bool last)
         if (w) fputs("\xE2\x80\xA6", f);
         return;
     }
-    if (right)
-        fprintf(f, "%*s", (int)(w - sw), "");
+    if (right) fprintf(f, "%*s", (int)(w - sw), "");
     fputs(s, f);
     if (!right && !last) fprintf(f, "%*s", (int)(w - sw), "");
 }

@@ -21,23 +21,26 @@ mkdir -p "$out"
 core="engine/core/status.c engine/core/rng.c"
 data="engine/data/dataset.c engine/data/read.c engine/data/idx.c engine/data/fashion.c \
   engine/data/cifar.c engine/data/csv.c engine/data/split.c"
+# The REPL parser target links the REPL library (all but main) and what it uses.
+repl="$(cd "$root" && echo engine/data/gen/digits.c engine/data/source.c engine/data/sampler.c engine/data/loader.c engine/optim/*.c engine/train/*.c engine/ckpt/*.c repl/[!m]*.c repl/lang/*.c repl/slog/*.c)"
 nn="engine/core/mem.c engine/core/tensor.c engine/core/device.c $(cd "$root" && echo engine/nn/*.c engine/cpu/*.c)"
 target_sources() {
   case $1 in
     idx) echo "tests/fuzz/fuzz_idx.c $core $data" ;;
     csv) echo "tests/fuzz/fuzz_csv.c $core $data" ;;
     spec) echo "tests/fuzz/fuzz_spec.c $core $nn" ;;
+    repl) echo "tests/fuzz/fuzz_repl.c $core $nn $data $repl" ;;
     lex) echo "tests/fuzz/fuzz_lex.c repl/lang/lex.c repl/lang/value.c $core $nn" ;;
     *) return 1 ;;
   esac
 }
 # The engine's kernels use OpenMP (GCC's runtime, which clang can target) and OpenBLAS.
-libs="-fopenmp=libgomp $(pkg-config --cflags --libs openblas) -lgomp -lz -lm"
-flags="-std=c17 -g -O1 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L -I$root -I$here"
+libs="-fopenmp=libgomp $(pkg-config --cflags --libs openblas) -lgomp -lz -lm -ljansson -lsqlite3 -lcrypto -lreadline"
+flags="-std=c17 -g -O1 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L -I$root -I$here -I$root/repl -DRS_VERSION=\"fuzz\""
 
 status=0
 for t in $targets; do
-  list=$(target_sources "$t") || { echo "unknown fuzz target '$t' (known: idx csv spec)" >&2; exit 2; }
+  list=$(target_sources "$t") || { echo "unknown fuzz target '$t' (known: idx csv spec lex repl)" >&2; exit 2; }
   src=""
   srcs=""
   for f in $list; do

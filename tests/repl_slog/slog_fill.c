@@ -26,8 +26,8 @@ int main(int argc, char **argv)
     int64_t c = rs_slog_command_begin(log, "trian m on d", "tty");
     rs_slog_command_end(log, c, "error", "unknown command 'trian' (did you mean 'train'?)");
     c = rs_slog_command_begin(log, "train m on d epochs=1", "tty");
-    int64_t run = rs_slog_run_begin(log, c, &(rs_slog_run_info){.kind = "train", .model = "m", .dataset = "d",
-                                                               .options_json = "{\"epochs\":1}"});
+    int64_t run = rs_slog_run_begin(
+        log, c, &(rs_slog_run_info){.kind = "train", .model = "m", .dataset = "d", .options_json = "{\"epochs\":1}"});
     for (int s = 0; s < 100; s++) {
         rs_slog_metric(log, run, 0, s, 0, "loss", 1.0 / (s + 1));
         rs_slog_metric(log, run, 0, s, 0, "acc", s / 100.0);

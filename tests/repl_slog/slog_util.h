@@ -59,8 +59,10 @@ static inline int64_t q_int(const char *db_path, const char *sql)
     if (sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
         sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
         int rc = sqlite3_step(st);
-        if (rc == SQLITE_ROW) v = sqlite3_column_int64(st, 0);
-        else if (rc == SQLITE_DONE) v = 0;
+        if (rc == SQLITE_ROW)
+            v = sqlite3_column_int64(st, 0);
+        else if (rc == SQLITE_DONE)
+            v = 0;
     }
     if (v == -1) fprintf(stderr, "q_int(%s): %s\n", sql, db ? sqlite3_errmsg(db) : "no db");
     sqlite3_finalize(st);
@@ -92,10 +94,13 @@ static inline const char *q_text(const char *db_path, const char *sql)
     sqlite3_stmt *st = NULL;
     int rc = sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READONLY, NULL);
     if (rc == SQLITE_OK) rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
-    if (rc != SQLITE_OK) snprintf(b, 1024, "<error: %s>", db ? sqlite3_errmsg(db) : "no db");
+    if (rc != SQLITE_OK)
+        snprintf(b, 1024, "<error: %s>", db ? sqlite3_errmsg(db) : "no db");
     else if ((rc = sqlite3_step(st)) == SQLITE_ROW)
-        snprintf(b, 1024, "%s", sqlite3_column_type(st, 0) == SQLITE_NULL ? "<null>" : (const char *)sqlite3_column_text(st, 0));
-    else snprintf(b, 1024, rc == SQLITE_DONE ? "<none>" : "<error: step>");
+        snprintf(b, 1024, "%s",
+                 sqlite3_column_type(st, 0) == SQLITE_NULL ? "<null>" : (const char *)sqlite3_column_text(st, 0));
+    else
+        snprintf(b, 1024, rc == SQLITE_DONE ? "<none>" : "<error: step>");
     sqlite3_finalize(st);
     sqlite3_close(db);
     return b;

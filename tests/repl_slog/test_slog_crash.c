@@ -31,7 +31,8 @@ static void child_run(const char *db, int ready, int go)
     int64_t run = rs_slog_run_begin(log, c2, &(rs_slog_run_info){.kind = "train", .model = "m"});
     for (int s = 0; s < 100; s++) rs_slog_metric(log, run, 0, s, 0, "loss", 1.0 / (s + 1));
     rs_slog_flush(log);
-    for (int s = 100; s < 110; s++) rs_slog_metric(log, run, 0, s, 0, "loss", 1.0 / (s + 1)); /* lost with the process */
+    for (int s = 100; s < 110; s++)
+        rs_slog_metric(log, run, 0, s, 0, "loss", 1.0 / (s + 1)); /* lost with the process */
     char b = 1;
     if (write(ready, &b, 1) != 1) _exit(3);
     if (read(go, &b, 1) != 1) _exit(4);
@@ -75,14 +76,16 @@ static void check_interrupted(const char *db, const char *what)
 {
     RS_CHECK(strcmp(q_text(db, "SELECT status FROM runs WHERE id = 1"), "interrupted") == 0, "%s: run %s", what,
              q_text(db, "SELECT status FROM runs WHERE id = 1"));
-    RS_CHECK(strstr(q_text(db, "SELECT error FROM runs WHERE id = 1"), "killed or crashed") != NULL, "%s: why: %s", what,
-             q_text(db, "SELECT error FROM runs WHERE id = 1"));
+    RS_CHECK(strstr(q_text(db, "SELECT error FROM runs WHERE id = 1"), "killed or crashed") != NULL, "%s: why: %s",
+             what, q_text(db, "SELECT error FROM runs WHERE id = 1"));
     RS_CHECK(strcmp(q_text(db, "SELECT status FROM sessions WHERE id = 1"), "crashed") == 0, "%s: session %s", what,
              q_text(db, "SELECT status FROM sessions WHERE id = 1"));
     RS_CHECK(strcmp(q_text(db, "SELECT group_concat(status, ',') FROM commands WHERE session_id = 1"),
                     "ok,interrupted") == 0,
-             "%s: commands %s", what, q_text(db, "SELECT group_concat(status, ',') FROM commands WHERE session_id = 1"));
-    RS_CHECK(strcmp(q_text(db, "SELECT text FROM commands WHERE session_id = 1 AND seq = 1"), "model m = mlp 784-32-10") == 0,
+             "%s: commands %s", what,
+             q_text(db, "SELECT group_concat(status, ',') FROM commands WHERE session_id = 1"));
+    RS_CHECK(strcmp(q_text(db, "SELECT text FROM commands WHERE session_id = 1 AND seq = 1"),
+                    "model m = mlp 784-32-10") == 0,
              "%s: earlier command kept", what);
     RS_CHECK(q_int(db, "SELECT count(*) FROM metrics WHERE run_id = 1") == 100, "%s: flushed metrics kept", what);
     /* The end time is the last thing the dead process wrote, not the time of the recovery. */
@@ -98,7 +101,8 @@ static void test_kill9(const char *dir, bool reap_first)
     child c = start_child(db);
     kill(c.pid, SIGKILL);
     int status = 0;
-    if (reap_first) waitpid(c.pid, &status, 0);
+    if (reap_first)
+        waitpid(c.pid, &status, 0);
     else {
         /* Wait until it is a zombie: killed, not yet reaped. */
         char path[64], st[256] = "";
@@ -118,8 +122,7 @@ static void test_kill9(const char *dir, bool reap_first)
     rs_slog *log = NULL;
     RS_CHECK(rs_slog_open(db, NULL, &log, &err) == RS_OK, "reopen after kill -9: %s", err.msg);
     check_interrupted(db, reap_first ? "kill -9" : "zombie");
-    RS_CHECK(strcmp(q_text(db, "PRAGMA integrity_check"), "ok") == 0,
-             "integrity");
+    RS_CHECK(strcmp(q_text(db, "PRAGMA integrity_check"), "ok") == 0, "integrity");
     rs_slog_close(log);
     if (!reap_first) waitpid(c.pid, &status, 0);
     RS_CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "child was killed");
@@ -208,7 +211,8 @@ static void test_forged_sessions(const char *dir)
     snprintf(sql, sizeof sql,
              "INSERT INTO sessions (id, started_at, pid, host, proc_start, version) VALUES"
              " (10, 1.7e9, %d, '%s', 'another-boot:1', 'x'), (11, 1.7e9, 2147483000, 'elsewhere', NULL, 'x');"
-             "INSERT INTO runs (id, session_id, kind, started_at) VALUES (10, 10, 'train', 1.7e9), (11, 11, 'train', 1.7e9);",
+             "INSERT INTO runs (id, session_id, kind, started_at) VALUES (10, 10, 'train', 1.7e9), (11, 11, 'train', "
+             "1.7e9);",
              (int)getppid(), host);
     RS_CHECK(q_exec(db, sql) == SQLITE_OK, "forge");
     RS_CHECK(rs_slog_open(db, NULL, &log, &err) == RS_OK, "open: %s", err.msg);

@@ -36,8 +36,12 @@ static void build(fixture *fx, const char *dir)
     cmd(log, "data d = digits n=20000 seed=1", "ok", NULL);
     cmd(log, "trian m on d", "error", NULL);
     int64_t c = cmd(log, "train m on d epochs=2 lr=0.05", NULL, NULL);
-    rs_slog_run_info info = {.kind = "train", .model = "m", .model_spec = "mlp 784-256-10 act=relu", .dataset = "d",
-                             .options_json = "{\"epochs\":2,\"batch\":64,\"lr\":0.05,\"opt\":{\"name\":\"adam\",\"beta1\":0.9}}"};
+    rs_slog_run_info info = {.kind = "train",
+                             .model = "m",
+                             .model_spec = "mlp 784-256-10 act=relu",
+                             .dataset = "d",
+                             .options_json =
+                                 "{\"epochs\":2,\"batch\":64,\"lr\":0.05,\"opt\":{\"name\":\"adam\",\"beta1\":0.9}}"};
     fx->run1 = rs_slog_run_begin(log, c, &info);
     for (int s = 0; s < 10; s++) {
         rs_slog_metric(log, fx->run1, 0, s, s / 5, "loss", 2.0 - 0.1 * s);
@@ -104,9 +108,20 @@ static void test_show_run(fixture *fx)
     char *text = show(fx, fx->run1, &st, &err);
     RS_CHECK(st == RS_OK, "show run: %s", err.msg);
     fputs(text, stdout);
-    static const char *const want[] = {"run 1\n", "train m on d epochs=2 lr=0.05", "m = mlp 784-256-10 act=relu",
-                                       "\noptions\n", "opt.name", "adam", "opt.beta1", "\nfinal\n", "test_acc",
-                                       "0.9712", "\nmetrics\n", "events", "memory", "813000"};
+    static const char *const want[] = {"run 1\n",
+                                       "train m on d epochs=2 lr=0.05",
+                                       "m = mlp 784-256-10 act=relu",
+                                       "\noptions\n",
+                                       "opt.name",
+                                       "adam",
+                                       "opt.beta1",
+                                       "\nfinal\n",
+                                       "test_acc",
+                                       "0.9712",
+                                       "\nmetrics\n",
+                                       "events",
+                                       "memory",
+                                       "813000"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         RS_CHECK(strstr(text, want[i]) != NULL, "show run has '%s'", want[i]);
     /* metric  rows  ranks  steps  first  last  min  max: loss goes 2.0 -> 1.1 */
@@ -210,7 +225,8 @@ static void test_replay_export(fixture *fx, const char *dir)
     if (f) fclose(f);
     RS_CHECK(strncmp(head, "# ringside session 1, started 20", 32) == 0, "header: %s", head);
     RS_CHECK(strcmp(body, expected_script) == 0, "script body:\n%s", body);
-    RS_CHECK(rs_slog_export_session(fx->log, fx->session, slog_path(dir, "no/such/dir/s.ring"), &n, &err) == RS_ERR_IO &&
+    RS_CHECK(rs_slog_export_session(fx->log, fx->session, slog_path(dir, "no/such/dir/s.ring"), &n, &err) ==
+                     RS_ERR_IO &&
                  strstr(err.msg, "no/such/dir"),
              "unwritable path: %s", err.msg);
 }
@@ -241,7 +257,8 @@ static void test_sql(fixture *fx)
     RS_CHECK(r.headers == 1 && r.rows == 1 && strcmp(r.first, "n/1") == 0, "one header, one row: %s", r.first);
 
     r = (rows){0};
-    RS_CHECK(rs_slog_sql(fx->log, "select 1 as a; -- two\n select 2 as b, 3 as c where 0;  ", count_rows, &r, &err) == RS_OK,
+    RS_CHECK(rs_slog_sql(fx->log, "select 1 as a; -- two\n select 2 as b, 3 as c where 0;  ", count_rows, &r, &err) ==
+                 RS_OK,
              "multi: %s", err.msg);
     RS_CHECK(r.headers == 2 && r.rows == 1 && r.last_stmt == 1, "two statements, the second empty but with a header");
 
@@ -265,7 +282,8 @@ static void test_sql(fixture *fx)
     volatile sig_atomic_t stop = 1;
     rs_slog_set_interrupt(fx->log, &stop);
     r = (rows){0};
-    RS_CHECK(rs_slog_sql(fx->log, "with recursive n(i) as (select 1 union all select i + 1 from n) select count(*) from n",
+    RS_CHECK(rs_slog_sql(fx->log,
+                         "with recursive n(i) as (select 1 union all select i + 1 from n) select count(*) from n",
                          count_rows, &r, &err) == RS_ERR_CANCELLED,
              "interrupted: %s", err.msg);
     stop = 0;
@@ -284,6 +302,7 @@ static void test_sql(fixture *fx)
         "pragma foreign_keys = off",
         "attach 'other.db' as o",
         "vacuum",
+        "pragma writable_schema = 1",
     };
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
         r = (rows){0};
@@ -295,6 +314,8 @@ static void test_sql(fixture *fx)
         RS_CHECK(r.headers == 0 && r.rows == 0, "'%s': nothing ran", refused[i]);
     }
     printf("refused: %s\n", err.msg);
+    RS_CHECK(rs_slog_sql(fx->log, "update sqlite_master set sql = '' where 0", count_rows, &r, &err) != RS_OK,
+             "the schema table cannot be written either");
     RS_CHECK(q_int(fx->db, "SELECT count(*) FROM runs") == 2 && q_int(fx->db, "SELECT count(*) FROM commands") == 13,
              "nothing changed");
     RS_CHECK(strcmp(q_text(fx->db, "PRAGMA journal_mode"), "wal") == 0, "still WAL");
@@ -316,8 +337,11 @@ static void test_sql(fixture *fx)
              "sql_print: %s", err.msg);
     fclose(f);
     fputs(text, stdout);
-    RS_CHECK(strstr(text, "id  kind   steps  mode\n--  -----  -----  ------\n 1  train     10  single\n 2  train     15  ddp\n") != NULL,
-             "aligned, numbers right");
+    RS_CHECK(
+        strstr(text,
+               "id  kind   steps  mode\n--  -----  -----  ------\n 1  train     10  single\n 2  train     15  ddp\n") !=
+            NULL,
+        "aligned, numbers right");
     RS_CHECK(strstr(text, "(no rows)\n") != NULL, "empty result says so");
     RS_CHECK(strstr(text, "(17 more rows not shown") != NULL, "row limit noted");
     free(text);

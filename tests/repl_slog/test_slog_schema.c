@@ -22,7 +22,8 @@ static void test_new_file(const char *dir)
 
     RS_CHECK(q_int(db, "PRAGMA user_version") == RS_SLOG_SCHEMA_VERSION, "user_version");
     RS_CHECK(q_int(db, "PRAGMA application_id") == RS_SLOG_APPLICATION_ID, "application_id");
-    RS_CHECK(strcmp(q_text(db, "PRAGMA journal_mode"), "wal") == 0, "journal_mode %s", q_text(db, "PRAGMA journal_mode"));
+    RS_CHECK(strcmp(q_text(db, "PRAGMA journal_mode"), "wal") == 0, "journal_mode %s",
+             q_text(db, "PRAGMA journal_mode"));
     static const char *const tables[] = {"sessions", "commands", "runs", "metrics", "events", "artifacts"};
     for (int i = 0; i < 6; i++) {
         char sql[160];
@@ -46,7 +47,8 @@ static void test_new_file(const char *dir)
     RS_CHECK(rs_slog_open(db, NULL, &log, &err) == RS_OK, "reopen: %s", err.msg);
     RS_CHECK(rs_slog_session(log) == 2, "second session");
     RS_CHECK(q_int(db, "PRAGMA user_version") == RS_SLOG_SCHEMA_VERSION, "user_version after reopen");
-    RS_CHECK(q_int(db, "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'") == 6, "no tables added");
+    RS_CHECK(q_int(db, "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'") == 6,
+             "no tables added");
     RS_CHECK(strcmp(q_text(db, "SELECT status FROM sessions WHERE id = 1"), "closed") == 0, "first still closed");
 
     /* A second handle in the same process does not take the first for a crashed one. */

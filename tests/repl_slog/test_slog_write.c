@@ -4,6 +4,8 @@
  * SHA-256 agrees with sha256sum. Prints the time to log 100k metrics. */
 #include "slog_util.h"
 
+#include <signal.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "repl/slog/slog.h"
@@ -39,20 +41,28 @@ static void test_rows(const char *dir)
     RS_CHECK(c1 > 0 && c2 > c1 && c3 > c2, "command ids %lld %lld %lld", (long long)c1, (long long)c2, (long long)c3);
     RS_CHECK(strcmp(q_text(db, "SELECT group_concat(seq || ':' || status || ':' || source, ' ') FROM commands"),
                     "1:ok:tty 2:error:script:tour.ring:3 3:running:-c") == 0,
-             "commands: %s", q_text(db, "SELECT group_concat(seq || ':' || status || ':' || source, ' ') FROM commands"));
-    RS_CHECK(strcmp(q_text(db, "SELECT error FROM commands WHERE seq = 2"), "train: unknown name 'dd' (did you mean 'd'?)") == 0,
+             "commands: %s",
+             q_text(db, "SELECT group_concat(seq || ':' || status || ':' || source, ' ') FROM commands"));
+    RS_CHECK(strcmp(q_text(db, "SELECT error FROM commands WHERE seq = 2"),
+                    "train: unknown name 'dd' (did you mean 'd'?)") == 0,
              "error text kept");
     RS_CHECK(q_int(db, "SELECT count(*) FROM commands WHERE seq = 1 AND ended_at >= started_at") == 1, "times");
 
-    rs_slog_run_info info = {.kind = "train", .model = "m", .model_spec = "mlp 784-256-10", .dataset = "d",
-                             .options_json = "{\"epochs\":2,\"lr\":0.05,\"opt\":\"adam\"}", .mode = "ddp",
-                             .backend = "shm", .world_size = 4};
+    rs_slog_run_info info = {.kind = "train",
+                             .model = "m",
+                             .model_spec = "mlp 784-256-10",
+                             .dataset = "d",
+                             .options_json = "{\"epochs\":2,\"lr\":0.05,\"opt\":\"adam\"}",
+                             .mode = "ddp",
+                             .backend = "shm",
+                             .world_size = 4};
     int64_t run = rs_slog_run_begin(log, c3, &info);
     RS_CHECK(run > 0, "run id");
-    RS_CHECK(strcmp(q_text(db, "SELECT status || ' ' || mode || ' ' || world_size || ' ' || json_extract(options, '$.lr')"
-                               " FROM runs"),
-                    "running ddp 4 0.05") == 0,
-             "run row: %s", q_text(db, "SELECT status || mode || world_size FROM runs"));
+    RS_CHECK(
+        strcmp(q_text(db, "SELECT status || ' ' || mode || ' ' || world_size || ' ' || json_extract(options, '$.lr')"
+                          " FROM runs"),
+               "running ddp 4 0.05") == 0,
+        "run row: %s", q_text(db, "SELECT status || mode || world_size FROM runs"));
 
     for (int s = 0; s < 10; s++) {
         rs_slog_metric(log, run, 0, s, 0, "loss", 2.0 / (s + 1));
@@ -84,10 +94,11 @@ static void test_rows(const char *dir)
     RS_CHECK(count(db, "events", run) == 2, "events after flush");
     RS_CHECK(q_int(db, "SELECT count(*) FROM metrics WHERE rank = 1 AND name = 'loss'") == 10, "per-rank rows");
     RS_CHECK(strcmp(q_text(db, "SELECT value FROM metrics WHERE step = 10"), "<null>") == 0, "NaN stored as NULL");
-    RS_CHECK(strcmp(q_text(db, "SELECT printf('%d %s %s %s %d %d %d %d %d %d', rank, kind, name, algo, coll, astep, chunk,"
-                               " peer, bytes, step) FROM events WHERE kind = 'coll_step'"),
-                    "2 coll_step allreduce ring 7 1 3 3 4096 5") == 0,
-             "ring chunk move: %s", q_text(db, "SELECT * FROM events"));
+    RS_CHECK(
+        strcmp(q_text(db, "SELECT printf('%d %s %s %s %d %d %d %d %d %d', rank, kind, name, algo, coll, astep, chunk,"
+                          " peer, bytes, step) FROM events WHERE kind = 'coll_step'"),
+               "2 coll_step allreduce ring 7 1 3 3 4096 5") == 0,
+        "ring chunk move: %s", q_text(db, "SELECT * FROM events"));
     RS_CHECK(q_int(db, "SELECT count(*) FROM events WHERE kind = 'memory' AND step IS NULL AND peer IS NULL"
                        " AND chunk IS NULL AND coll IS NULL AND algo IS NULL AND value = 2097152"
                        " AND json_extract(detail, '$.device') = 'cpu'") == 1,
@@ -119,6 +130,7 @@ static void test_rows(const char *dir)
     rs_slog_flush(log);
     e = rs_slog_last_error(log);
     RS_CHECK(e && strstr(e, "FOREIGN KEY"), "bad run id reported: %s", e ? e : "(none)");
+    RS_CHECK(rs_slog_lost_rows(log) == 1, "one row lost");
     RS_CHECK(count(db, "metrics", run2) == 1, "the good row of the batch still written");
     rs_slog_clear_error(log);
 
@@ -220,7 +232,8 @@ static void test_artifact(const char *dir)
     int64_t bytes = 0;
     rs_err err = {0};
     RS_CHECK(rs_slog_sha256_file(abc, hex, &bytes, &err) == RS_OK, "%s", err.msg);
-    RS_CHECK(strcmp(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad") == 0, "sha256(abc) %s", hex);
+    RS_CHECK(strcmp(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad") == 0, "sha256(abc) %s",
+             hex);
     RS_CHECK(bytes == 3, "bytes");
 
     /* A bigger file, more than one read buffer, against sha256sum. */
@@ -248,7 +261,8 @@ static void test_artifact(const char *dir)
         printf("sha256sum not found: comparing with it skipped\n");
     }
     RS_CHECK(q_int(db, "SELECT bytes FROM artifacts") == 1200000, "bytes");
-    RS_CHECK(strcmp(q_text(db, "SELECT path FROM artifacts"), big) == 0 || q_text(db, "SELECT path FROM artifacts")[0] == '/',
+    RS_CHECK(strcmp(q_text(db, "SELECT path FROM artifacts"), big) == 0 ||
+                 q_text(db, "SELECT path FROM artifacts")[0] == '/',
              "absolute path: %s", q_text(db, "SELECT path FROM artifacts"));
     RS_CHECK(q_int(db, "SELECT count(*) FROM artifacts WHERE kind = 'checkpoint' AND run_id IS NOT NULL"
                        " AND command_id IS NOT NULL AND created_at > 1.6e9") == 1,
@@ -262,6 +276,45 @@ static void test_artifact(const char *dir)
     RS_CHECK(q_int(db, "SELECT count(*) FROM artifacts") == 1, "one artifact");
 }
 
+/* A full disk, simulated with a file size limit: writes fail, the failure is reported once through
+ * the last error, nothing crashes, and logging works again when there is room. */
+static void test_disk_full(const char *dir)
+{
+    const char *db = slog_path(dir, "full.db");
+    rs_err err = {0};
+    rs_slog *log = NULL;
+    RS_CHECK(rs_slog_open(db, NULL, &log, &err) == RS_OK, "open: %s", err.msg);
+    if (!log) return;
+    int64_t run = rs_slog_run_begin(log, 0, &(rs_slog_run_info){.kind = "train"});
+    signal(SIGXFSZ, SIG_IGN); /* a write past the limit then fails with EFBIG instead of killing us */
+    struct rlimit old, tiny;
+    getrlimit(RLIMIT_FSIZE, &old);
+    tiny = old;
+    tiny.rlim_cur = 64 * 1024;
+    setrlimit(RLIMIT_FSIZE, &tiny);
+    for (int i = 0; i < 20000; i++) rs_slog_metric(log, run, 0, i, 0, "loss", i);
+    rs_slog_flush(log);
+    int64_t c = rs_slog_command_begin(log, "train m on d", "tty");
+    rs_slog_command_end(log, c, "ok", NULL);
+    const char *e = rs_slog_last_error(log);
+    RS_CHECK(e != NULL, "the failure is reported");
+    RS_CHECK(rs_slog_lost_rows(log) > 0 && rs_slog_lost_rows(log) <= 20000, "lost rows counted: %llu",
+             (unsigned long long)rs_slog_lost_rows(log));
+    printf("disk full: %s\n", e ? e : "(none)");
+    setrlimit(RLIMIT_FSIZE, &old);
+    signal(SIGXFSZ, SIG_DFL);
+    rs_slog_clear_error(log);
+    int64_t before = count(db, "metrics", run);
+    for (int i = 0; i < 10; i++) rs_slog_metric(log, run, 0, i, 0, "after", i);
+    c = rs_slog_command_begin(log, "runs", "tty");
+    rs_slog_command_end(log, c, "ok", NULL);
+    rs_slog_close(log);
+    RS_CHECK(c > 0, "commands logged again once there is room");
+    RS_CHECK(count(db, "metrics", run) == before + 10, "metrics too: %lld -> %lld", (long long)before,
+             (long long)count(db, "metrics", run));
+    RS_CHECK(strcmp(q_text(db, "PRAGMA integrity_check"), "ok") == 0, "file intact");
+}
+
 int main(void)
 {
     const char *dir = slog_tmpdir();
@@ -269,5 +322,6 @@ int main(void)
     test_buffering(dir);
     test_timing(dir);
     test_artifact(dir);
+    test_disk_full(dir);
     return rs_test_finish("slog-write");
 }

@@ -76,7 +76,8 @@ int main(void)
     free(s);
 
     RS_CHECK(rs_table_nrows(t) == 3 && rs_table_ncols(t) == 5, "sizes");
-    RS_CHECK(strcmp(rs_table_cell(t, 1, 4), "") == 0 && strcmp(rs_table_cell(t, 9, 0), "") == 0, "NULL and out of range");
+    RS_CHECK(strcmp(rs_table_cell(t, 1, 4), "") == 0 && strcmp(rs_table_cell(t, 9, 0), "") == 0,
+             "NULL and out of range");
     RS_CHECK(rs_table_find(t, "12") == 1 && rs_table_find(t, "x") == -1, "find");
     rs_table_free(t);
     rs_table_free(NULL);
