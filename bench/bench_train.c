@@ -240,7 +240,7 @@ int main(int argc, char **argv)
     printf("BLAS time = wall time of products called outside OpenMP regions + (time / team size) of those\n"
            "called inside one (conv's per-sample products); other = step time - BLAS time.\n"
            "busy: CPUs kept busy by other processes while the steps ran (/proc/stat minus this process);\n"
-           "above ~0.1 the figures are disturbed.\n\n");
+           "above ~0.1 the figures are disturbed. loss: mean training loss over the measured steps.\n\n");
 
     printf("%-5s %3s %5s %6s %10s %8s %6s %8s %8s   %-31s %7s %5s\n", "model", "thr", "batch", "steps",
            "samples/s", "ms/step", "BLAS%", "BLAS GF/s", "other ms", "phase ms/step data/fwd/bwd/opt", "loss",

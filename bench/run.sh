@@ -149,10 +149,11 @@ for model in mlp cnn; do
     done
 done
 echo
-echo "Each side: the fastest of $repeat runs. ratio > 1: ringside faster. RSS: getrusage ru_maxrss of each configuration's own process (data set included:"
-echo "both hold the train and test splits as f32, ~209 MiB; torch's figure includes its libraries)."
+echo "Each side: the fastest of $repeat runs; ratio > 1: ringside faster."
+echo "RSS: getrusage ru_maxrss of each configuration's own process. Both hold the train and test splits as"
+echo "f32 (~209 MiB); torch's figure also holds its libraries (the default wheel loads CUDA's too)."
 echo "BLAS share: ringside's time in OpenBLAS products / step time; products called inside an OpenMP region"
-echo "count time/team-size (engine/cpu/prof.h). Phase split and other columns: the per-program lines above."
+echo "count time/team-size (engine/cpu/prof.h). Phase split and other columns: the per-run lines above."
 echo "busy: CPUs kept busy by other processes during each timed run (/proc/stat minus the benchmark itself)."
 [ $any_disturbed = 1 ] && echo "* other work ran beside this configuration (busy > 0.15): its figures are disturbed; run again."
 [ $torch_ok = 0 ] && echo "PyTorch comparison skipped: $torch_why"

@@ -148,7 +148,8 @@ def main():
     x, y = load_split(torch, "train")
     xt, yt = load_split(torch, "t10k")  # held like ringside holds its test split: same footprint
     print(f"data: {x.shape[0]} training samples loaded in {time.perf_counter() - t:.2f} s (not timed below)")
-    print("busy: CPUs kept busy by other processes while the steps ran (/proc/stat minus this process)\n")
+    print("busy: CPUs kept busy by other processes while the steps ran (/proc/stat minus this process);")
+    print("loss: mean training loss over the measured steps.\n")
     print(f"{'model':<5} {'thr':>3} {'batch':>5} {'steps':>6} {'samples/s':>10} {'ms/step':>8}   "
           f"{'phase ms/step data/fwd/bwd/opt':<31} {'loss':>7} {'busy':>5}")
     models = ["mlp", "cnn"] if args.model == "both" else [args.model]

@@ -176,8 +176,9 @@ int rs_call_parse(rs_session *s, const char *line, const rs_tokens *t, rs_call *
     for (int j = 0; j < d->nargs; j++)
         if (!d->args[j].optional) required = j + 1;
     if (c->nargs < required)
-        return rs_session_error(s, c, t->end, 1, "%s: expected %s%s: %s", d->name,
-                                d->args[c->nargs].kind == RS_A_KEYWORD ? "'" : "", d->args[c->nargs].name, usage);
+        return rs_session_error(s, c, t->end, 1, d->args[c->nargs].kind == RS_A_KEYWORD ? "%s: expected '%s': %s"
+                                                                                          : "%s: expected %s: %s",
+                                d->name, d->args[c->nargs].name, usage);
     for (int j = 0; j < c->nargs; j++) {
         rs_arg_kind k = d->args[j].kind;
         if ((k == RS_A_MODEL || k == RS_A_DATA || k == RS_A_NAME) && !rs_call_lookup(s, c, j, k)) return 1;
@@ -234,7 +235,8 @@ rs_obj *rs_call_lookup(rs_session *s, const rs_call *c, int i, rs_arg_kind kind)
     int n = 0;
     for (int j = 0; j < s->nobjs && n < 256; j++)
         if (kind == RS_A_NAME || (kind == RS_A_MODEL) == (s->objs[j].kind == RS_OBJ_MODEL)) cands[n++] = s->objs[j].name;
-    const char *near = rs_val_near_miss(name, cands, n);
+    /* A one-letter name is one edit from every other one-letter name: no hint there. */
+    const char *near = strlen(name) > 1 ? rs_val_near_miss(name, cands, n) : NULL;
     if (near)
         rs_session_error(s, c, c->arg_pos[i], strlen(name), "%s: unknown %s '%s' (did you mean '%s'?)", c->cmd->name,
                          what, name, near);

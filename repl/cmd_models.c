@@ -53,8 +53,9 @@ int rs_cmd_model(rs_session *s, const rs_call *c)
         free(o.spec);
         return rs_session_error(s, c, (size_t)-1, 0, "out of memory");
     }
-    fprintf(s->out, "model %s: %d layers, %zu parameters, input %lld values, %d classes\n", c->bind,
-            rs_model_layer_count(m), rs_model_numel(m), (long long)rs_shape_numel(rs_model_input_shape(m)),
+    int nl = rs_model_layer_count(m);
+    fprintf(s->out, "model %s: %d layer%s, %zu parameters, input %lld values, %d classes\n", c->bind, nl,
+            nl == 1 ? "" : "s", rs_model_param_count(m), (long long)rs_shape_numel(rs_model_input_shape(m)),
             rs_model_classes(m));
     return 0;
 }
@@ -91,6 +92,11 @@ static int data_source(rs_session *s, const rs_call *c, char *src, size_t n)
     if (k == 0) {
         if (nw > 1) return rs_session_error(s, c, c->rest_pos, 6, "data: digits takes n= and seed=, not files");
         long long cnt = rs_call_int(c, "n", 20000);
+        if (cnt < 1 || cnt > 10000000) {
+            const rs_optval *v = rs_call_opt(c, "n");
+            return rs_session_error(s, c, v->pos, 2 + strlen(v->text), "data: digits n=%lld is out of range; use 1..10000000",
+                                    cnt);
+        }
         snprintf(src, n, "digits:%lld", cnt);
         return 0;
     }
@@ -115,8 +121,27 @@ int rs_cmd_data(rs_session *s, const rs_call *c)
     if (data_source(s, c, src, sizeof src)) return 1;
     rs_obj o = {.kind = RS_OBJ_DATA};
     rs_err err = {0};
-    if (rs_data_open(src, seed_opt(s, c), &o.data, &err))
-        return rs_session_error(s, c, c->rest_pos, 1, "data: %s", err.msg);
+    if (rs_data_open(src, seed_opt(s, c), &o.data, &err)) {
+        /* Put the caret under the file the message is about, if it names one we were given. */
+        size_t at = c->rest_pos, len = 1;
+        const char *p = c->rest;
+        while (*p) {
+            while (*p == ' ') p++;
+            const char *e = p;
+            while (*e && *e != ' ') e++;
+            if (e > p && p != c->rest) {
+                char w[512];
+                snprintf(w, sizeof w, "%.*s", (int)(e - p), p);
+                if (strstr(err.msg, w)) {
+                    at = c->rest_pos + (size_t)(p - c->rest);
+                    len = (size_t)(e - p);
+                    break;
+                }
+            }
+            p = e;
+        }
+        return rs_session_error(s, c, at, len, "data: %s", err.msg);
+    }
     snprintf(o.name, sizeof o.name, "%s", c->bind);
     snprintf(o.source, sizeof o.source, "%.255s", src); /* shown in ls; long file lists are cut */
     const rs_dataset *t = o.data.train;
@@ -150,7 +175,12 @@ int rs_cmd_show(rs_session *s, const rs_call *c)
 {
     if (!strcmp(c->args[0], "run")) {
         if (c->nargs < 2) return rs_session_error(s, c, c->arg_pos[0], 3, "show run: which run? e.g. show run 1 (see `runs`)");
-        return rs_log_show_run(s, c, atoll(c->args[1]));
+        char *end;
+        long long id = strtoll(c->args[1], &end, 10);
+        if (*end || id < 1)
+            return rs_session_error(s, c, c->arg_pos[1], strlen(c->args[1]),
+                                    "show run: '%s' is not a run number; `runs` lists them", c->args[1]);
+        return rs_log_show_run(s, c, id);
     }
     if (c->nargs > 1) return rs_session_error(s, c, c->arg_pos[1], strlen(c->args[1]), "show: one name at a time");
     rs_obj *o = rs_call_lookup(s, c, 0, RS_A_NAME);
@@ -165,7 +195,7 @@ int rs_cmd_show(rs_session *s, const rs_call *c)
     fprintf(s->out, "spec: %s\n", o->spec);
     rs_blas_info b;
     rs_blas_get_info(&b);
-    fprintf(s->out, "kernels: cpu, %d threads, OpenBLAS %s\n", rs_model_kernels(o->model)->get_threads(), b.core);
+    fprintf(s->out, "kernels: cpu, threads %d, OpenBLAS %s\n", rs_model_kernels(o->model)->get_threads(), b.core);
     return 0;
 }
 
@@ -178,12 +208,15 @@ int rs_cmd_ls(rs_session *s, const rs_call *c)
     }
     for (int i = 0; i < s->nobjs; i++) {
         const rs_obj *o = &s->objs[i];
-        if (o->kind == RS_OBJ_MODEL)
-            fprintf(s->out, "  %-12s model  %zu parameters  %s\n", o->name, rs_model_numel(o->model), o->spec);
-        else
-            fprintf(s->out, "  %-12s data   %u+%u samples  %dx%dx%d  %s\n", o->name, o->data.train->n,
-                    o->data.test ? o->data.test->n : 0, o->data.train->c, o->data.train->h, o->data.train->w,
-                    o->source);
+        char what[64];
+        if (o->kind == RS_OBJ_MODEL) {
+            snprintf(what, sizeof what, "%zu parameters", rs_model_param_count(o->model));
+            fprintf(s->out, "  %-12s model  %-28s %s\n", o->name, what, o->spec);
+        } else {
+            snprintf(what, sizeof what, "%u+%u samples %dx%dx%d", o->data.train->n, o->data.test ? o->data.test->n : 0,
+                     o->data.train->c, o->data.train->h, o->data.train->w);
+            fprintf(s->out, "  %-12s data   %-28s %s\n", o->name, what, o->source);
+        }
     }
     return 0;
 }
@@ -202,7 +235,7 @@ int rs_cmd_save(rs_session *s, const rs_call *c)
     if (rs_ckpt_save_model(c->args[1], o->model, &err))
         return rs_session_error(s, c, c->arg_pos[1], strlen(c->args[1]), "save: %s", err.msg);
     rs_log_artifact(s, c->args[1], "weights");
-    fprintf(s->out, "saved %s (%zu parameters) to %s\n", o->name, rs_model_numel(o->model), c->args[1]);
+    fprintf(s->out, "saved %s (%zu parameters) to %s\n", o->name, rs_model_param_count(o->model), c->args[1]);
     return 0;
 }
 
@@ -210,6 +243,9 @@ int rs_cmd_load(rs_session *s, const rs_call *c)
 {
     rs_err err = {0};
     rs_obj *o = rs_session_find(s, c->args[0]);
+    if (!o && rs_cmd_find(c->args[0]))
+        return rs_session_error(s, c, c->arg_pos[0], strlen(c->args[0]), "load: '%s' is a command; pick another name",
+                                c->args[0]);
     if (o && o->kind != RS_OBJ_MODEL)
         return rs_session_error(s, c, c->arg_pos[0], strlen(c->args[0]), "load: %s is a data set, not a model",
                                 c->args[0]);

@@ -51,7 +51,8 @@ static void help_all(rs_session *s)
             int ul = gap ? (int)(gap - c->synopsis) : (int)strlen(c->synopsis);
             const char *desc = gap ? gap : "";
             while (*desc == ' ') desc++;
-            fprintf(s->out, "  %-44.*s %s\n", ul, c->synopsis, desc);
+            if (ul > 44) fprintf(s->out, "  %.*s\n  %-44s %s\n", ul, c->synopsis, "", desc);
+            else fprintf(s->out, "  %-44.*s %s\n", ul, c->synopsis, desc);
         }
     }
 }
@@ -65,7 +66,7 @@ static int help_one(rs_session *s, const rs_call *c, const rs_cmddef *d)
     const char *gap = strstr(d->synopsis, "  ");
     const char *desc = gap ? gap : "";
     while (*desc == ' ') desc++;
-    fprintf(s->out, "  %s\n", d->help ? "" : desc);
+    if (!d->help) fprintf(s->out, "  %s\n", desc);
     if (d->help) {
         const char *p = d->help;
         while (*p) {

@@ -187,7 +187,9 @@ int rs_cmd_predict(rs_session *s, const rs_call *c)
     if (fit_check(s, c, m, d)) return 1;
     const rs_dataset *ds = split_of(c, d);
     long long n = rs_call_int(c, "n", 4);
-    if (n < 1 || n > 16) return rs_session_error(s, c, rs_call_opt(c, "n")->pos, 1, "predict: n must be 1..16");
+    if (n < 1 || n > 16)
+        return rs_session_error(s, c, rs_call_opt(c, "n")->pos, 2 + strlen(rs_call_opt(c, "n")->text),
+                                "predict: n must be 1..16, got %lld", n);
     if ((uint32_t)n > ds->n) n = ds->n;
     uint32_t idx[16];
     rs_rng r;

@@ -66,7 +66,7 @@ void rs_progress_event(void *ud, const rs_train_event *ev)
         }
         break;
     case RS_TRAIN_EV_EVAL:
-        fprintf(p->out, "%s epoch %d/%d: test accuracy %.4f, test loss %.4f%s\n", p->color ? "\033[1m" : "",
+        fprintf(p->out, "%sepoch %d/%d: test accuracy %.4f, test loss %.4f%s\n", p->color ? "\033[1m" : "",
                 ev->epoch + 1, ev->epochs, ev->test_acc, ev->test_loss, p->color ? "\033[0m" : "");
         break;
     case RS_TRAIN_EV_CKPT:

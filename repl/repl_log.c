@@ -98,11 +98,14 @@ static int no_log(rs_session *s, const rs_call *c)
 
 int rs_log_show_run(rs_session *s, const rs_call *c, int64_t run)
 {
-    if (!s->log) return no_log(s, c);
+    if (!s->log)
+        return rs_session_error(s, c, (size_t)-1, 0,
+                                "show run: there is no session log in this session (started with --no-db?)");
     rs_err err = {0};
     rs_slog_flush(s->log);
     if (rs_slog_show_run(s->log, run, s->out, width(), &err))
-        return rs_session_error(s, c, c->nargs > 1 ? c->arg_pos[1] : (size_t)-1, 1, "show run: %s", err.msg);
+        return rs_session_error(s, c, c->nargs > 1 ? c->arg_pos[1] : (size_t)-1, c->nargs > 1 ? strlen(c->args[1]) : 1,
+                                "show run: %s", err.msg);
     return 0;
 }
 
@@ -121,7 +124,9 @@ int rs_cmd_runs(rs_session *s, const rs_call *c)
     rs_table *t = NULL;
     rs_err err = {0};
     rs_slog_flush(s->log);
-    rs_status st = rs_slog_runs(s->log, (int)rs_call_int(c, "n", 20), &t, &err);
+    long long n = rs_call_int(c, "n", 20);
+    if (n < 1 || n > 100000) return rs_session_error(s, c, rs_call_opt(c, "n")->pos, 2, "runs: n must be 1..100000, got %lld", n);
+    rs_status st = rs_slog_runs(s->log, (int)n, &t, &err);
     return print_table(s, c, st, t, &err);
 }
 
@@ -140,7 +145,9 @@ int rs_cmd_history(rs_session *s, const rs_call *c)
     if (!s->log) return no_log(s, c);
     rs_table *t = NULL;
     rs_err err = {0};
-    rs_status st = rs_slog_history(s->log, (int)rs_call_int(c, "n", 20), &t, &err);
+    long long n = rs_call_int(c, "n", 20);
+    if (n < 1 || n > 100000) return rs_session_error(s, c, rs_call_opt(c, "n")->pos, 2, "history: n must be 1..100000, got %lld", n);
+    rs_status st = rs_slog_history(s->log, (int)n, &t, &err);
     return print_table(s, c, st, t, &err);
 }
 
@@ -166,9 +173,11 @@ static int replay_one(void *ud, int64_t seq, const char *text, const char *sourc
     (void)status;
     replay_ctx *r = ud;
     if (r->s->quit || (r->s->interrupt && *r->s->interrupt)) return 1;
-    fprintf(r->s->out, "%s> %s%s\n", rs_sty(r->s, "\033[2m"), text, rs_sty(r->s, "\033[0m"));
+    bool echo = r->s->echo;
+    r->s->echo = true; /* the runner shows each replayed command once */
     r->ran++;
     r->errors += rs_repl_line(r->s, text) ? 1 : 0;
+    r->s->echo = echo;
     return r->errors && !r->s->keep_going ? 1 : 0;
 }
 
@@ -200,8 +209,10 @@ int rs_cmd_export(rs_session *s, const rs_call *c)
     int n = 0;
     rs_err err = {0};
     rs_slog_flush(s->log);
-    if (rs_slog_export_session(s->log, atoll(c->args[1]), c->args[2], &n, &err))
-        return rs_session_error(s, c, c->arg_pos[1], strlen(c->args[1]), "export: %s", err.msg);
+    if (rs_slog_export_session(s->log, atoll(c->args[1]), c->args[2], &n, &err)) {
+        int a = strstr(err.msg, c->args[2]) ? 2 : 1; /* point at the file when the file is what failed */
+        return rs_session_error(s, c, c->arg_pos[a], strlen(c->args[a]), "export: %s", err.msg);
+    }
     rs_log_artifact(s, c->args[2], "script");
     fprintf(s->out, "wrote %d commands of session %s to %s\n", n, c->args[1], c->args[2]);
     return 0;

@@ -29,23 +29,30 @@ static int run_command(rs_session *s, const char *line, rs_span span)
     size_t pos = (size_t)-1;
     rs_err err = {0};
     int rc = 0;
-    if (rs_lex_command(line, span, &t, &pos, &err)) {
-        rs_session_line_error(s, line, pos, 1, "%s", err.msg);
-        rs_lex_free(&t);
-        return 1;
-    }
-    if (t.n == 0) {
+    rs_status lexed = rs_lex_command(line, span, &t, &pos, &err);
+    if (lexed == RS_OK && t.n == 0) {
         rs_lex_free(&t);
         return 0;
     }
-    /* The command's own text, for echo and the log. */
-    char *text = strndup(line + span.off, t.end > span.off ? t.end - span.off : span.len);
-    if (s->echo) fprintf(s->out, "%s> %s%s\n", rs_sty(s, "\033[2m"), text ? text : "", rs_sty(s, "\033[0m"));
+    /* The command's own text, for echo and the log: what was typed, even when it does not lex. */
+    size_t end = lexed == RS_OK && t.end > span.off ? t.end : span.off + span.len;
+    while (end > span.off && (line[end - 1] == ' ' || line[end - 1] == '\t')) end--;
+    const char *from = line + span.off;
+    while (*from == ' ' || *from == '\t') from++;
+    char *text = strndup(from, end > (size_t)(from - line) ? end - (size_t)(from - line) : 0);
+    /* Narration is its own output: echoing `say "..."` before it would print it twice. */
+    bool narration = lexed == RS_OK && t.tok[0].kind == RS_TOK_WORD &&
+                     (!strcmp(t.tok[0].text, "say") || !strcmp(t.tok[0].text, "pause"));
+    if (s->echo && !narration)
+        fprintf(s->out, "%s> %s%s\n", rs_sty(s, "\033[2m"), text ? text : "", rs_sty(s, "\033[0m"));
     int64_t saved_cmd = s->cmd_id;
     s->cmd_id = s->log ? rs_slog_command_begin(s->log, text ? text : "", s->source) : 0;
     int errors_before = s->errors;
-    rs_call c;
-    if (rs_call_parse(s, line, &t, &c)) {
+    rs_call c = {0};
+    if (lexed != RS_OK) {
+        rs_session_line_error(s, line, pos, 1, "%s", err.msg);
+        rc = 1;
+    } else if (rs_call_parse(s, line, &t, &c)) {
         rc = 1;
     } else {
         rc = c.cmd->fn(s, &c);
@@ -144,8 +151,12 @@ int rs_cmd_play(rs_session *s, const rs_call *c)
         /* A bare name: look in the tutorials folder, with or without .ring. */
         snprintf(path, sizeof path, "%s/%s%s", rs_repl_tutorial_dir(), arg, strstr(arg, ".ring") ? "" : ".ring");
     } else snprintf(path, sizeof path, "%s", arg);
-    if (access(path, R_OK) != 0)
+    if (access(path, R_OK) != 0) {
+        if (!strcmp(arg, "tour") || strcmp(path, arg))
+            return rs_session_error(s, c, c->arg_pos[0], strlen(arg),
+                                    "play: no file '%s' here, and no tutorial %s (%s)", arg, path, strerror(errno));
         return rs_session_error(s, c, c->arg_pos[0], strlen(arg), "play: cannot read %s: %s", path, strerror(errno));
+    }
     rs_play_mode mode = (rs_play_mode)rs_call_opt(c, "mode")->v.choice;
     if (c->nargs > 1) {
         if (!strcmp(c->args[1], "auto")) mode = RS_PLAY_AUTO;

@@ -645,7 +645,7 @@ rs_status rs_st_write(const char *path, const rs_st_tensor *t, int n, const char
     if (!fp) {
         int e = errno;
         free(json);
-        s = rs_err_set(err, RS_ERR_IO, "%s: cannot create '%s': %s%s", path, tmp, strerror(e),
+        s = rs_err_set(err, RS_ERR_IO, "cannot write '%s': %s%s", path, strerror(e),
                        e == ENOENT ? " (does the folder exist?)" : "");
         free(tmp);
         return s;

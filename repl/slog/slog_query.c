@@ -374,7 +374,7 @@ rs_status rs_slog_show_run(rs_slog *log, int64_t run, FILE *f, int max_width, rs
     sqlite3_stmt *r;
     rs_status s = load_run(log, run, &r, err);
     if (s) return s;
-    char b[8][64], title[128];
+    char b[8][1024], title[128]; /* b[0] holds a whole model spec */
     rs_table *head = NULL, *opts = NULL, *fin = NULL, *met = NULL, *ev = NULL, *art = NULL;
     kv_list lo = {0}, lf = {0};
     static const char *const kv_names[] = {"key", "value"};
@@ -383,10 +383,10 @@ rs_status rs_slog_show_run(rs_slog *log, int64_t run, FILE *f, int max_width, rs
     snprintf(title, sizeof title, "session %s, command %s", rs_slog__col(r, R_SESSION), rs_slog__col(r, R_CMD));
     const char *spec = rs_slog__col(r, R_SPEC);
     if (*spec && *rs_slog__col(r, R_MODEL))
-        snprintf(b[0], 64, "%s = %s", rs_slog__col(r, R_MODEL), spec);
+        snprintf(b[0], sizeof b[0], "%s = %s", rs_slog__col(r, R_MODEL), spec);
     else
-        snprintf(b[0], 64, "%s%s", rs_slog__col(r, R_MODEL), spec);
-    snprintf(b[1], 64, "%s", rs_slog__col(r, R_WORLD));
+        snprintf(b[0], sizeof b[0], "%s%s", rs_slog__col(r, R_MODEL), spec);
+    snprintf(b[1], sizeof b[1], "%s", rs_slog__col(r, R_WORLD));
     if ((s = kv_row(head, "kind", rs_slog__col(r, R_KIND), err)) ||
         (s = kv_row(head, "command", rs_slog__col(r, R_CMD_TEXT), err)) ||
         (s = kv_row(head, "from", sqlite3_column_type(r, R_CMD) == SQLITE_NULL ? "" : title, err)) ||
