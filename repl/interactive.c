@@ -85,6 +85,7 @@ static char **complete(const char *text, int start, int end)
     const rs_cmddef *c = line_command(rl_line_buffer, start, &nwords, &in_rest);
     if (nwords == 0) {
         for (const rs_cmddef *k = rs_commands; k->name; k++) add_match(text, k->name, " ");
+        rl_completion_suppress_append = 1; /* the match carries its own space */
         return rl_completion_matches(text, gen);
     }
     if (!c) return NULL;

@@ -197,7 +197,7 @@ class Checks:
     def __init__(self):
         self.fails = 0
 
-    def wait_ok(self, what, cond, term, timeout=5.0, detail=None):
+    def wait_ok(self, what, cond, term, timeout=10.0, detail=None):
         """A check that polls: passes when cond() holds before the deadline, else fails with the screen."""
         try:
             wait(what, cond, term, timeout)
@@ -293,7 +293,7 @@ def main():
         t_train = time.monotonic()
         def progress():  # the bar of epoch 1 past 10%: the step loop is running
             for l in term.screen():
-                m = re.search(r"epoch 1/5 \[[#-]*\] +(\d+)%", l)
+                m = re.search(r"epoch 1/50 \[[#-]*\] +(\d+)%", l)
                 if m and int(m.group(1)) >= 10:
                     return True
             return False
