@@ -72,6 +72,8 @@ const char *rs_sty(const rs_session *s, const char *code) { return s->color ? co
 
 static void vreport(rs_session *s, const char *line, size_t pos, size_t len, const char *fmt, va_list ap)
 {
+    /* GCC with -fsanitize=undefined otherwise "finds" a NULL format on an inlined path. */
+    if (!fmt) fmt = "(no message)";
     FILE *f = s->out;
     fflush(f);
     if (s->where_file) fprintf(f, "%s:%d: ", s->where_file, s->where_line);
