@@ -30,6 +30,7 @@ target_sources() {
     csv) echo "tests/fuzz/fuzz_csv.c $core $data" ;;
     spec) echo "tests/fuzz/fuzz_spec.c $core $nn" ;;
     repl) echo "tests/fuzz/fuzz_repl.c $core $nn $data $repl" ;;
+    store) echo "tests/dist/store/fuzz_store.c $core dist/store/wire.c" ;;
     lex) echo "tests/fuzz/fuzz_lex.c repl/lang/lex.c repl/lang/value.c $core $nn" ;;
     *) return 1 ;;
   esac
@@ -40,7 +41,7 @@ flags="-std=c17 -g -O1 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L -I$root -I$he
 
 status=0
 for t in $targets; do
-  list=$(target_sources "$t") || { echo "unknown fuzz target '$t' (known: idx csv spec lex repl)" >&2; exit 2; }
+  list=$(target_sources "$t") || { echo "unknown fuzz target '$t' (known: idx csv spec lex repl store)" >&2; exit 2; }
   src=""
   srcs=""
   for f in $list; do

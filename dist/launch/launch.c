@@ -1,0 +1,495 @@
+/* The rank launcher (see launch.h): posix_spawn of N ranks into one process group, a poll loop over
+ * their stdout/stderr pipes that cuts lines, and a watcher that stops everyone when one rank fails.
+ * No signal handler and no global state: exits are found with waitpid(WNOHANG) every loop turn. */
+#define _GNU_SOURCE /* pipe2, posix_spawn_file_actions_addclosefrom_np (glibc >= 2.34) */
+#include "dist/launch/launch.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#define LINE_MAX_BYTES (1u << 20) /* a longer line is handed over in pieces, so memory stays bounded */
+#define READ_CHUNK 65536
+#define LOOP_TICK_S 0.02          /* how often exits and should_stop are looked at */
+#define DEFAULT_GRACE_S 5.0
+#define N_TORCHRUN_VARS 6
+
+static const char *const torchrun_vars[N_TORCHRUN_VARS] = {
+    "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+};
+
+typedef struct stream {
+    int fd;      /* read end of the pipe, -1 once closed */
+    char *buf;   /* (cap) bytes not yet handed over as a line */
+    size_t len, cap;
+} stream;
+
+struct rs_launch {
+    int nranks;
+    pid_t pgid;             /* the ranks' common process group (rank 0's pid) */
+    rs_launch_rank *ranks;  /* (nranks) */
+    stream *streams;        /* (nranks, 2): [2r] stdout, [2r+1] stderr */
+    struct pollfd *pfds;    /* (2 * nranks) scratch for poll */
+    int *pfd_stream;        /* (2 * nranks) which stream each pfds entry is */
+    int live;               /* ranks not yet reaped */
+    rs_launch_line_fn on_line;
+    void *line_ud;
+    rs_launch_stop_fn should_stop;
+    void *stop_ud;
+    double grace_s;
+    double t0;              /* monotonic start time */
+    int stopping, killed, cancelled, failed_rank;
+    double stop_t0, last_end;
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void default_sink(void *ud, int rank, int is_stderr, const char *line)
+{
+    (void)ud;
+    printf("[rank %d%s] %s\n", rank, is_stderr ? " stderr" : "", line);
+    fflush(stdout); /* interleaves sensibly with the REPL's own output */
+}
+
+/* Signals every rank not yet reaped (a pid cannot be reused before we reap it) and the group, which
+ * also reaches what a rank forked (a shell's children), so their pipes close too. */
+static void signal_all(rs_launch *l, int sig)
+{
+    for (int r = 0; r < l->nranks; r++)
+        if (l->ranks[r].state == RS_LAUNCH_RUNNING && l->ranks[r].pid > 0) kill(l->ranks[r].pid, sig);
+    if (l->pgid > 0 && l->live > 0) killpg(l->pgid, sig);
+}
+
+static void begin_stop(rs_launch *l)
+{
+    if (l->stopping) return;
+    l->stopping = 1;
+    l->stop_t0 = now_s();
+    signal_all(l, SIGTERM);
+}
+
+static void emit(rs_launch *l, int s, const char *line)
+{
+    l->on_line(l->line_ud, s / 2, s % 2, line);
+}
+
+/* Hands over every complete line in the buffer; with `flush`, the unterminated tail too. */
+static void cut_lines(rs_launch *l, int s, int flush)
+{
+    stream *st = &l->streams[s];
+    size_t start = 0;
+    for (;;) {
+        char *nl = memchr(st->buf + start, '\n', st->len - start);
+        if (!nl) break;
+        *nl = '\0';
+        emit(l, s, st->buf + start);
+        start = (size_t)(nl - st->buf) + 1;
+    }
+    size_t rest = st->len - start;
+    if (rest > 0 && (flush || rest >= LINE_MAX_BYTES)) {
+        st->buf[st->len] = '\0'; /* cap keeps one byte spare for this */
+        emit(l, s, st->buf + start);
+        rest = 0;
+        start = st->len;
+    }
+    if (start > 0 && rest > 0) memmove(st->buf, st->buf + start, rest);
+    st->len = rest;
+}
+
+static void close_stream(rs_launch *l, int s)
+{
+    stream *st = &l->streams[s];
+    if (st->fd < 0) return;
+    cut_lines(l, s, 1);
+    close(st->fd);
+    st->fd = -1;
+}
+
+/* Reads what is there (a bounded amount, so one flooding rank cannot starve the loop). Returns -1
+ * only when out of memory. */
+static int read_stream(rs_launch *l, int s)
+{
+    stream *st = &l->streams[s];
+    for (int i = 0; i < 16 && st->fd >= 0; i++) {
+        if (st->cap - st->len < READ_CHUNK + 1) {
+            size_t ncap = st->cap ? st->cap * 2 : 2 * READ_CHUNK;
+            char *nb = realloc(st->buf, ncap);
+            if (!nb) return -1;
+            st->buf = nb;
+            st->cap = ncap;
+        }
+        ssize_t n = read(st->fd, st->buf + st->len, READ_CHUNK);
+        if (n > 0) {
+            st->len += (size_t)n;
+            cut_lines(l, s, 0);
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno == EAGAIN) return 0;
+        close_stream(l, s); /* EOF, or an error that will not go away */
+        return 0;
+    }
+    return 0;
+}
+
+static void record_end(rs_launch *l, int r, int wstatus)
+{
+    rs_launch_rank *k = &l->ranks[r];
+    if (WIFSIGNALED(wstatus)) {
+        k->state = RS_LAUNCH_SIGNALED;
+        k->status = WTERMSIG(wstatus);
+        k->exit_code = 128 + k->status;
+    } else {
+        k->state = RS_LAUNCH_EXITED;
+        k->status = WEXITSTATUS(wstatus);
+        k->exit_code = k->status;
+    }
+    double t = now_s();
+    k->end_s = t - l->t0;
+    l->last_end = t;
+    l->live--;
+    if (l->stopping) {
+        k->stopped_by_launcher = 1;
+    } else if (k->exit_code != 0) {
+        l->failed_rank = r;
+        begin_stop(l);
+    }
+}
+
+static void reap(rs_launch *l, int block)
+{
+    for (int r = 0; r < l->nranks; r++) {
+        if (l->ranks[r].state != RS_LAUNCH_RUNNING) continue;
+        int st;
+        pid_t p;
+        do p = waitpid(l->ranks[r].pid, &st, block ? 0 : WNOHANG);
+        while (p < 0 && errno == EINTR);
+        if (p == l->ranks[r].pid) {
+            record_end(l, r, st);
+        } else if (p < 0) { /* ECHILD: someone else reaped it (waitpid(-1) elsewhere); count it gone */
+            l->ranks[r].state = RS_LAUNCH_EXITED;
+            l->ranks[r].status = l->ranks[r].exit_code = -1;
+            l->live--;
+        }
+    }
+}
+
+static const char *sig_name(int sig)
+{
+    switch (sig) {
+    case SIGHUP: return "SIGHUP";
+    case SIGINT: return "SIGINT";
+    case SIGQUIT: return "SIGQUIT";
+    case SIGILL: return "SIGILL";
+    case SIGTRAP: return "SIGTRAP";
+    case SIGABRT: return "SIGABRT";
+    case SIGBUS: return "SIGBUS";
+    case SIGFPE: return "SIGFPE";
+    case SIGKILL: return "SIGKILL";
+    case SIGUSR1: return "SIGUSR1";
+    case SIGSEGV: return "SIGSEGV";
+    case SIGUSR2: return "SIGUSR2";
+    case SIGPIPE: return "SIGPIPE";
+    case SIGALRM: return "SIGALRM";
+    case SIGTERM: return "SIGTERM";
+    default: return "?";
+    }
+}
+
+/* Appends "ranks 0, 1, 3" for the ranks matching `want` (1: stopped by launcher, 2: running). */
+static size_t list_ranks(const rs_launch *l, int want, char *buf, size_t cap, size_t at)
+{
+    int n = 0;
+    for (int r = 0; r < l->nranks; r++) {
+        const rs_launch_rank *k = &l->ranks[r];
+        int match = want == 1 ? k->stopped_by_launcher : k->state == RS_LAUNCH_RUNNING;
+        if (!match) continue;
+        if (at < cap) at += (size_t)snprintf(buf + at, cap - at, "%s%d", n ? ", " : "", r);
+        n++;
+    }
+    return at;
+}
+
+static void fill_result(const rs_launch *l, rs_launch_result *res, int timed_out)
+{
+    if (!res) return;
+    res->nranks = l->nranks;
+    res->ranks = l->ranks;
+    res->failed_rank = l->failed_rank;
+    res->cancelled = l->cancelled;
+    res->timed_out = timed_out;
+    res->elapsed_s = now_s() - l->t0;
+    res->stop_s = l->stopping && l->live == 0 ? l->last_end - l->stop_t0 : 0.0;
+    if (res->stop_s < 0) res->stop_s = 0;
+}
+
+static rs_status report(const rs_launch *l, int timed_out, double timeout_s, rs_err *err)
+{
+    char msg[RS_ERR_MSG_MAX];
+    size_t at = 0, cap = sizeof msg;
+    rs_status code;
+    if (timed_out) {
+        at += (size_t)snprintf(msg, cap, "ranks still running after %.1f s: ", timeout_s);
+        list_ranks(l, 2, msg, cap, at);
+        return rs_err_set(err, RS_ERR_TIMEOUT, "%s", msg);
+    }
+    if (l->failed_rank >= 0) {
+        const rs_launch_rank *k = &l->ranks[l->failed_rank];
+        if (k->state == RS_LAUNCH_SIGNALED)
+            at += (size_t)snprintf(msg, cap, "rank %d was killed by signal %d (%s)", l->failed_rank,
+                                   k->status, sig_name(k->status));
+        else
+            at += (size_t)snprintf(msg, cap, "rank %d exited with status %d", l->failed_rank, k->status);
+        code = RS_ERR_IO;
+    } else if (l->cancelled) {
+        at += (size_t)snprintf(msg, cap, "cancelled");
+        code = RS_ERR_CANCELLED;
+    } else {
+        rs_err_clear(err);
+        return RS_OK;
+    }
+    int any = 0;
+    for (int r = 0; r < l->nranks; r++) any |= l->ranks[r].stopped_by_launcher;
+    if (any && at < cap) {
+        at += (size_t)snprintf(msg + at, cap - at, "; stopped by the launcher: ranks ");
+        list_ranks(l, 1, msg, cap, at);
+    }
+    return rs_err_set(err, code, "%s", msg);
+}
+
+rs_status rs_launch_wait(rs_launch *l, double timeout_s, rs_launch_result *res, rs_err *err)
+{
+    if (!l) return rs_err_set(err, RS_ERR_ARG, "rs_launch_wait: no launcher (NULL)");
+    double deadline = timeout_s > 0 ? now_s() + timeout_s : -1.0;
+    int n2 = 2 * l->nranks;
+    for (;;) {
+        reap(l, 0);
+        if (l->live == 0) {
+            /* Everything a rank wrote before exiting is in the pipe now; take it without waiting
+             * for EOF, which a forked grandchild holding the pipe could delay forever. */
+            for (int s = 0; s < n2; s++) {
+                if (l->streams[s].fd < 0) continue;
+                if (read_stream(l, s) < 0) return rs_err_set(err, RS_ERR_NOMEM, "launcher: output buffer");
+                close_stream(l, s);
+            }
+            break;
+        }
+        if (!l->stopping && l->should_stop && l->should_stop(l->stop_ud)) {
+            l->cancelled = 1;
+            begin_stop(l);
+        }
+        double t = now_s();
+        if (l->stopping && !l->killed && t >= l->stop_t0 + l->grace_s) {
+            signal_all(l, SIGKILL);
+            l->killed = 1;
+        }
+        if (deadline >= 0 && t >= deadline) {
+            fill_result(l, res, 1);
+            return report(l, 1, timeout_s, err);
+        }
+        double wait = LOOP_TICK_S;
+        if (deadline >= 0 && deadline - t < wait) wait = deadline - t;
+        if (l->stopping && !l->killed && l->stop_t0 + l->grace_s - t < wait) wait = l->stop_t0 + l->grace_s - t;
+        int nf = 0;
+        for (int s = 0; s < n2; s++) {
+            if (l->streams[s].fd < 0) continue;
+            l->pfds[nf] = (struct pollfd){.fd = l->streams[s].fd, .events = POLLIN};
+            l->pfd_stream[nf++] = s;
+        }
+        int ms = wait > 0 ? (int)(wait * 1000.0) + 1 : 0;
+        int pr = nf ? poll(l->pfds, (nfds_t)nf, ms) : 0;
+        if (nf == 0) nanosleep(&(struct timespec){0, (long)ms * 1000000L}, NULL);
+        if (pr < 0 && errno != EINTR) return rs_err_set(err, RS_ERR_IO, "launcher: poll: %s", strerror(errno));
+        for (int i = 0; pr > 0 && i < nf; i++) {
+            if (!(l->pfds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+            if (read_stream(l, l->pfd_stream[i]) < 0)
+                return rs_err_set(err, RS_ERR_NOMEM, "launcher: output buffer");
+        }
+    }
+    fill_result(l, res, 0);
+    return report(l, 0, timeout_s, err);
+}
+
+void rs_launch_stop(rs_launch *l)
+{
+    if (!l || l->stopping || l->live == 0) return;
+    l->cancelled = 1;
+    begin_stop(l);
+}
+
+void rs_launch_free(rs_launch *l)
+{
+    if (!l) return;
+    if (l->live > 0) {
+        signal_all(l, SIGKILL);
+        reap(l, 1);
+    }
+    for (int s = 0; l->streams && s < 2 * l->nranks; s++) {
+        if (l->streams[s].fd >= 0) close(l->streams[s].fd);
+        free(l->streams[s].buf);
+    }
+    free(l->streams);
+    free(l->ranks);
+    free(l->pfds);
+    free(l->pfd_stream);
+    free(l);
+}
+
+static int is_torchrun_var(const char *entry)
+{
+    for (int i = 0; i < N_TORCHRUN_VARS; i++) {
+        size_t n = strlen(torchrun_vars[i]);
+        if (strncmp(entry, torchrun_vars[i], n) == 0 && entry[n] == '=') return 1;
+    }
+    return 0;
+}
+
+static int overridden(const char *entry, const char *const *extra)
+{
+    const char *eq = strchr(entry, '=');
+    size_t n = eq ? (size_t)(eq - entry) : strlen(entry);
+    for (; extra && *extra; extra++)
+        if (strncmp(*extra, entry, n) == 0 && (*extra)[n] == '=') return 1;
+    return 0;
+}
+
+/* Spawns rank r with its pipes; the read ends go into l->streams. */
+static rs_status spawn_rank(rs_launch *l, const rs_launch_cfg *cfg, int r, char **envp, rs_err *err)
+{
+    int po[2] = {-1, -1}, pe[2] = {-1, -1};
+    if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0) {
+        int e = errno;
+        for (int i = 0; i < 2; i++) {
+            if (po[i] >= 0) close(po[i]);
+            if (pe[i] >= 0) close(pe[i]);
+        }
+        return rs_err_set(err, RS_ERR_IO, "cannot start rank %d: pipe: %s", r, strerror(e));
+    }
+    /* Only our read ends are non-blocking; the rank's write ends stay blocking, as stdout should. */
+    fcntl(po[0], F_SETFL, O_NONBLOCK);
+    fcntl(pe[0], F_SETFL, O_NONBLOCK);
+    l->streams[2 * r].fd = po[0];
+    l->streams[2 * r + 1].fd = pe[0];
+
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t at;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawnattr_init(&at);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0); /* the REPL keeps the tty */
+    posix_spawn_file_actions_adddup2(&fa, po[1], 1);
+    posix_spawn_file_actions_adddup2(&fa, pe[1], 2);
+    /* Whatever this process has open without O_CLOEXEC (sockets, logs) stays out of the ranks. */
+    posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+    sigset_t none, all;
+    sigemptyset(&none);
+    sigfillset(&all);
+    posix_spawnattr_setsigmask(&at, &none);
+    posix_spawnattr_setsigdefault(&at, &all); /* a REPL that ignores SIGINT/SIGPIPE must not pass it on */
+    posix_spawnattr_setpgroup(&at, l->pgid);  /* 0 for rank 0: it leads the new group */
+    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    pid_t pid;
+    int rc = posix_spawnp(&pid, cfg->argv[0], &fa, &at, (char *const *)cfg->argv, envp);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&at);
+    close(po[1]);
+    close(pe[1]);
+    if (rc != 0)
+        return rs_err_set(err, RS_ERR_IO, "cannot start rank %d: '%s': %s%s", r, cfg->argv[0], strerror(rc),
+                          rc == ENOENT ? " (give a path, or put it on PATH)" : "");
+    l->ranks[r].pid = pid;
+    l->ranks[r].exit_code = -1;
+    l->live++;
+    if (r == 0) l->pgid = pid;
+    return RS_OK;
+}
+
+rs_status rs_launch_start(const rs_launch_cfg *cfg, rs_launch **out, rs_err *err)
+{
+    if (!cfg || !out) return rs_err_set(err, RS_ERR_ARG, "rs_launch_start: cfg and out are required");
+    *out = NULL;
+    if (cfg->nranks < 1 || cfg->nranks > RS_LAUNCH_MAX_RANKS)
+        return rs_err_set(err, RS_ERR_ARG, "launch: ranks=%d is out of range (use 1..%d)", cfg->nranks,
+                          RS_LAUNCH_MAX_RANKS);
+    if (!cfg->argv || !cfg->argv[0] || !cfg->argv[0][0])
+        return rs_err_set(err, RS_ERR_ARG, "launch: no program to run (argv is empty)");
+    if (cfg->master_port < 1 || cfg->master_port > 65535)
+        return rs_err_set(err, RS_ERR_ARG, "launch: master port %d is out of range (use 1..65535)",
+                          cfg->master_port);
+    const char *addr = cfg->master_addr ? cfg->master_addr : "127.0.0.1";
+    if (!addr[0] || strlen(addr) >= RS_LAUNCH_ADDR_MAX)
+        return rs_err_set(err, RS_ERR_ARG, "launch: master address '%s' is empty or too long", addr);
+    for (const char *const *e = cfg->extra_env; e && *e; e++)
+        if (!strchr(*e, '=') || **e == '=')
+            return rs_err_set(err, RS_ERR_ARG, "launch: environment entry '%s' is not NAME=VALUE", *e);
+
+    int n = cfg->nranks;
+    rs_launch *l = calloc(1, sizeof *l);
+    if (!l) return rs_err_set(err, RS_ERR_NOMEM, "launch: out of memory");
+    l->nranks = n;
+    l->ranks = calloc((size_t)n, sizeof *l->ranks);
+    l->streams = calloc((size_t)(2 * n), sizeof *l->streams);
+    l->pfds = calloc((size_t)(2 * n), sizeof *l->pfds);
+    l->pfd_stream = calloc((size_t)(2 * n), sizeof *l->pfd_stream);
+    l->on_line = cfg->on_line ? cfg->on_line : default_sink;
+    l->line_ud = cfg->line_ud;
+    l->should_stop = cfg->should_stop;
+    l->stop_ud = cfg->stop_ud;
+    l->grace_s = cfg->grace_s > 0 ? cfg->grace_s : DEFAULT_GRACE_S;
+    l->failed_rank = -1;
+    l->t0 = now_s();
+    if (l->streams)
+        for (int s = 0; s < 2 * n; s++) l->streams[s].fd = -1;
+
+    /* envp: inherited entries (minus the torchrun set and what extra_env overrides), this rank's
+     * torchrun set, extra_env. The pointers borrow from environ/cfg; only vars[] is ours. */
+    size_t ninh = 0, nextra = 0;
+    if (!cfg->clear_env)
+        for (char **e = environ; e && *e; e++) ninh++;
+    for (const char *const *e = cfg->extra_env; e && *e; e++) nextra++;
+    char **envp = calloc(ninh + N_TORCHRUN_VARS + nextra + 1, sizeof *envp);
+    char(*vars)[RS_LAUNCH_ADDR_MAX + 32] = calloc(N_TORCHRUN_VARS, sizeof *vars);
+    rs_status st = RS_OK;
+    if (!l->ranks || !l->streams || !l->pfds || !l->pfd_stream || !envp || !vars) {
+        st = rs_err_set(err, RS_ERR_NOMEM, "launch: out of memory for %d ranks", n);
+        goto done;
+    }
+    size_t base = 0;
+    for (size_t i = 0; i < ninh; i++)
+        if (!is_torchrun_var(environ[i]) && !overridden(environ[i], cfg->extra_env)) envp[base++] = environ[i];
+    for (int i = 0; i < N_TORCHRUN_VARS; i++) envp[base + (size_t)i] = vars[i];
+    for (size_t i = 0; i < nextra; i++) envp[base + N_TORCHRUN_VARS + i] = (char *)cfg->extra_env[i];
+    envp[base + N_TORCHRUN_VARS + nextra] = NULL;
+
+    for (int r = 0; r < n && st == RS_OK; r++) {
+        /* One host for now: the local rank is the global rank. */
+        int vals[4] = {r, n, r, n};
+        for (int i = 0; i < 4; i++) snprintf(vars[i], sizeof vars[i], "%s=%d", torchrun_vars[i], vals[i]);
+        snprintf(vars[4], sizeof vars[4], "MASTER_ADDR=%s", addr);
+        snprintf(vars[5], sizeof vars[5], "MASTER_PORT=%d", cfg->master_port);
+        st = spawn_rank(l, cfg, r, envp, err);
+    }
+done:
+    free(envp);
+    free(vars);
+    if (st != RS_OK) {
+        rs_launch_free(l); /* kills and reaps the ranks already started */
+        return st;
+    }
+    *out = l;
+    return RS_OK;
+}

@@ -1,0 +1,100 @@
+/* The rank launcher: spawns N copies of a program with the torchrun environment (RANK, WORLD_SIZE,
+ * LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT), hands their output to a callback line by
+ * line, and stops them all when one fails, so a learner is told which rank died and how, never left
+ * with a hang. rs_launch_env_from_environ is the other side: a rank reading what it was given. */
+#ifndef RS_LAUNCH_H
+#define RS_LAUNCH_H
+
+#include "engine/core/status.h"
+
+#include <sys/types.h>
+
+#define RS_LAUNCH_MAX_RANKS 1024
+#define RS_LAUNCH_ADDR_MAX 256
+
+/* Receives each complete line of a rank's output, without its '\n' (a line longer than 1 MiB is
+ * handed over in 1 MiB pieces). `line` is valid only during the call. */
+typedef void (*rs_launch_line_fn)(void *ud, int rank, int is_stderr, const char *line);
+
+/* Polled by the event loop about every 20 ms; non-zero stops all ranks and reports "cancelled". */
+typedef int (*rs_launch_stop_fn)(void *ud);
+
+typedef struct rs_launch_cfg {
+    int nranks;                   /* 1..RS_LAUNCH_MAX_RANKS */
+    const char *const *argv;      /* NULL-terminated; argv[0] is looked up in PATH without a '/' */
+    const char *master_addr;      /* NULL: "127.0.0.1" */
+    int master_port;              /* 1..65535 */
+    const char *const *extra_env; /* NULL or NULL-terminated "NAME=VALUE" list, set last (wins) */
+    int clear_env;                /* 0: ranks inherit this process's environment (OPENBLAS_CORETYPE,
+                                     PATH, OMP_NUM_THREADS...); 1: only the torchrun set + extra_env */
+    double grace_s;               /* SIGTERM -> SIGKILL delay when stopping; <= 0: 5 s. All ranks
+                                     are down about grace_s after a failure, inside the 10 s bound. */
+    rs_launch_line_fn on_line;    /* NULL: print "[rank N] line" ("[rank N stderr] line") to stdout */
+    void *line_ud;
+    rs_launch_stop_fn should_stop; /* NULL: never */
+    void *stop_ud;
+} rs_launch_cfg;
+
+typedef enum rs_launch_rank_state {
+    RS_LAUNCH_RUNNING = 0,
+    RS_LAUNCH_EXITED,   /* `status` is the exit code */
+    RS_LAUNCH_SIGNALED, /* `status` is the signal number */
+} rs_launch_rank_state;
+
+typedef struct rs_launch_rank {
+    pid_t pid;
+    rs_launch_rank_state state;
+    int status;            /* exit code or signal number, by state */
+    int exit_code;         /* shell convention: exit code, or 128 + signal; -1 while running */
+    int stopped_by_launcher; /* ended after the launcher began stopping the ranks */
+    double end_s;          /* seconds from start to when the launcher saw it end */
+} rs_launch_rank;
+
+typedef struct rs_launch_result {
+    int nranks;
+    const rs_launch_rank *ranks; /* (nranks), borrowed from the rs_launch, valid until its _free */
+    int failed_rank;       /* first rank that exited abnormally, -1 if none */
+    int cancelled;         /* should_stop or rs_launch_stop asked to stop */
+    int timed_out;         /* rs_launch_wait's timeout passed with ranks still running */
+    double elapsed_s;      /* from start to the end of this wait */
+    double stop_s;         /* from the start of stopping to the last rank's end; 0 if no stop */
+} rs_launch_result;
+
+typedef struct rs_launch rs_launch;
+
+/* Spawns cfg->nranks processes, all in one new process group. *out is owned by the caller
+ * (rs_launch_free). cfg and the strings it points to are only read during the call. On failure no
+ * process is left running. */
+rs_status rs_launch_start(const rs_launch_cfg *cfg, rs_launch **out, rs_err *err);
+
+/* Runs the event loop (output, exits, should_stop) until every rank has ended or timeout_s passes
+ * (<= 0: no timeout). Returns RS_OK when every rank exited with 0; RS_ERR_IO when a rank failed (the
+ * message names it, how, and the ranks stopped by the launcher); RS_ERR_CANCELLED when stopped on
+ * request; RS_ERR_TIMEOUT with the ranks left running (wait again, rs_launch_stop, or _free).
+ * res may be NULL. */
+rs_status rs_launch_wait(rs_launch *l, double timeout_s, rs_launch_result *res, rs_err *err);
+
+/* Starts stopping every rank (SIGTERM, SIGKILL after the grace period) as a cancel; the next
+ * rs_launch_wait completes it. */
+void rs_launch_stop(rs_launch *l);
+
+/* Kills (SIGKILL) and reaps any rank still running, closes the pipes, frees. NULL is a no-op. */
+void rs_launch_free(rs_launch *l);
+
+/* What a rank was told about itself. */
+typedef struct rs_launch_env {
+    int rank, world_size;
+    int local_rank, local_world_size;
+    char master_addr[RS_LAUNCH_ADDR_MAX]; /* "" when not given (mpirun without MASTER_ADDR) */
+    int master_port;                      /* 0 when not given (mpirun without MASTER_PORT) */
+    const char *source;                   /* "torchrun" or "mpirun" (static string) */
+} rs_launch_env;
+
+/* Reads RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT from the environment,
+ * falling back to Open MPI's OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK/LOCAL_SIZE when RANK is not set.
+ * With the torchrun variables MASTER_ADDR and MASTER_PORT are required; LOCAL_RANK defaults to RANK
+ * and LOCAL_WORLD_SIZE to WORLD_SIZE. A missing or malformed value is an RS_ERR_ARG naming the
+ * variable, its value, and what would work. */
+rs_status rs_launch_env_from_environ(rs_launch_env *out, rs_err *err);
+
+#endif
