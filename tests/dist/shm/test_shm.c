@@ -1,0 +1,408 @@
+/* The shm backend against a serial computation: the parent hosts the store and forks `world` ranks;
+ * each rank builds the group, runs every operation over dtypes x reduce ops x counts, and checks its
+ * result against the reduction it computes itself in rank order. A rank exits non-zero on a mismatch. */
+#define _GNU_SOURCE
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "dist/pg/pg.h"
+#include "dist/store/store.h"
+#include "tests/rs_test.h"
+
+typedef struct ctx {
+    rs_pg *g;
+    int r, w;
+    int fails;
+    const char *what; /* the case being checked, for messages */
+    rs_pg_event ev[64];
+    int nev;
+} ctx;
+
+static const rs_dtype dtypes[] = {RS_F32, RS_F64, RS_I32, RS_I64};
+
+/* Rank r's element i. Products use factors in {±1, ±2} (or [0.5, 1.5] for floats) so 8 ranks cannot
+ * overflow; the rest small values with fractions for floats, so sums round differently by order. */
+static double value(rs_redop op, bool isf, int r, size_t i)
+{
+    if (op == RS_PRODUCT) {
+        static const double f[5] = {1, 2, -1, 1, -2};
+        return isf ? 0.5 + (double)(((size_t)r * 7 + i * 3) % 11) * 0.1 : f[((size_t)r * 5 + i * 3) % 5];
+    }
+    double v = (double)(((size_t)r * 31 + i * 17) % 23) - 11;
+    return isf ? v * 0.37 + r * 0.001 : v;
+}
+
+static void fill(void *buf, size_t n, rs_dtype t, rs_redop op, int r, size_t base)
+{
+    for (size_t i = 0; i < n; i++) {
+        double v = value(op, t == RS_F32 || t == RS_F64, r, base + i);
+        switch (t) {
+        case RS_F32: ((float *)buf)[i] = (float)v; break;
+        case RS_F64: ((double *)buf)[i] = v; break;
+        case RS_I32: ((int32_t *)buf)[i] = (int32_t)v; break;
+        default: ((int64_t *)buf)[i] = (int64_t)v; break;
+        }
+    }
+}
+
+static double get(const void *buf, size_t i, rs_dtype t)
+{
+    switch (t) {
+    case RS_F32: return ((const float *)buf)[i];
+    case RS_F64: return ((const double *)buf)[i];
+    case RS_I32: return ((const int32_t *)buf)[i];
+    default: return (double)((const int64_t *)buf)[i];
+    }
+}
+
+/* The serial reference: rank 0's data, then ranks 1..w-1 folded in, AVG divided once. */
+static void expected(void *out, size_t n, rs_dtype t, rs_redop op, int w, size_t base)
+{
+    fill(out, n, t, op, 0, base);
+    void *tmp = malloc(n * rs_dtype_size(t) + 1);
+    for (int r = 1; r < w; r++) {
+        fill(tmp, n, t, op, r, base);
+        rs_pg_reduce_into(out, tmp, n, t, op);
+    }
+    free(tmp);
+    if (op == RS_AVG) rs_pg_scale_avg(out, n, t, w);
+}
+
+/* Integers, MIN and MAX exactly; float sums and products within a tolerance (their order differs). */
+static void compare(ctx *c, const void *got, const void *want, size_t n, rs_dtype t, rs_redop op, const char *what)
+{
+    bool exact = t == RS_I32 || t == RS_I64 || op == RS_MIN || op == RS_MAX;
+    double tol = t == RS_F32 ? 2e-5 : 1e-12;
+    for (size_t i = 0; i < n; i++) {
+        double a = get(got, i, t), b = get(want, i, t);
+        if (exact ? a != b : fabs(a - b) > tol * (1 + fabs(b))) {
+            fprintf(stderr, "rank %d: %s %s %s n=%zu: element %zu: got %.9g want %.9g\n", c->r, what, rs_dtype_name(t),
+                    rs_redop_name(op), n, i, a, b);
+            c->fails++;
+            return;
+        }
+    }
+}
+
+static bool ok(ctx *c, rs_status st, const rs_err *e, const char *what)
+{
+    if (st == RS_OK) return true;
+    fprintf(stderr, "rank %d: %s: %s\n", c->r, what, e->msg);
+    c->fails++;
+    return false;
+}
+
+static uint64_t hash(const void *p, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ ((const unsigned char *)p)[i]) * 1099511628211ull;
+    return h;
+}
+
+/* Every rank must hold the same bits: all_gather the hashes and compare. */
+static void same_everywhere(ctx *c, const void *buf, size_t bytes, const char *what)
+{
+    int64_t h = (int64_t)hash(buf, bytes), all[64];
+    rs_err e = {0};
+    if (!ok(c, rs_pg_all_gather(c->g, &h, all, 1, RS_I64, &e), &e, "all_gather of hashes")) return;
+    for (int r = 0; r < c->w; r++)
+        if (all[r] != h) {
+            fprintf(stderr, "rank %d: %s: result bits differ from rank %d's\n", c->r, what, r);
+            c->fails++;
+            return;
+        }
+}
+
+static void check_all_reduce(ctx *c, size_t n, rs_dtype t, rs_redop op, rs_pg_algo a)
+{
+    size_t es = rs_dtype_size(t);
+    char *buf = malloc(n * es + 1), *want = malloc(n * es + 1), what[64];
+    snprintf(what, sizeof what, "all_reduce(%s)", rs_pg_algo_name(a));
+    fill(buf, n, t, op, c->r, 0);
+    expected(want, n, t, op, c->w, 0);
+    rs_err e = {0};
+    c->g->algo = a;
+    if (ok(c, rs_pg_all_reduce(c->g, buf, n, t, op, &e), &e, what)) {
+        compare(c, buf, want, n, t, op, what);
+        same_everywhere(c, buf, n * es, what);
+    }
+    c->g->algo = RS_ALGO_AUTO;
+    free(buf);
+    free(want);
+}
+
+static void check_reduce(ctx *c, size_t n, rs_dtype t, rs_redop op, int root)
+{
+    size_t es = rs_dtype_size(t);
+    char *buf = malloc(n * es + 1), *want = malloc(n * es + 1);
+    fill(buf, n, t, op, c->r, 0);
+    if (c->r == root) expected(want, n, t, op, c->w, 0);
+    else fill(want, n, t, op, c->r, 0); /* non-root inputs are left alone */
+    rs_err e = {0};
+    if (ok(c, rs_pg_reduce(c->g, buf, n, t, op, root, &e), &e, "reduce")) compare(c, buf, want, n, t, op, "reduce");
+    free(buf);
+    free(want);
+}
+
+static void check_reduce_scatter(ctx *c, size_t n, rs_dtype t, rs_redop op)
+{
+    size_t es = rs_dtype_size(t), w = (size_t)c->w;
+    char *send = malloc(w * n * es + 1), *recv = malloc(n * es + 1), *want = malloc(n * es + 1);
+    fill(send, w * n, t, op, c->r, 0);
+    expected(want, n, t, op, c->w, (size_t)c->r * n);
+    rs_err e = {0};
+    if (ok(c, rs_pg_reduce_scatter(c->g, send, recv, n, t, op, &e), &e, "reduce_scatter"))
+        compare(c, recv, want, n, t, op, "reduce_scatter");
+    free(send);
+    free(recv);
+    free(want);
+}
+
+/* The copying operations: broadcast, scatter, gather, all_gather, all_to_all, send/recv. */
+static void check_moves(ctx *c, size_t n, rs_dtype t, int root)
+{
+    size_t es = rs_dtype_size(t), w = (size_t)c->w;
+    char *a = malloc(w * n * es + 1), *b = malloc(w * n * es + 1), *want = malloc(w * n * es + 1);
+    rs_err e = {0};
+
+    if (c->r == root) fill(a, n, t, RS_SUM, root, 0);
+    else memset(a, 0x5a, n * es);
+    fill(want, n, t, RS_SUM, root, 0);
+    if (ok(c, rs_pg_broadcast(c->g, a, n, t, root, &e), &e, "broadcast")) compare(c, a, want, n, t, RS_MAX, "broadcast");
+
+    fill(a, w * n, t, RS_SUM, root, 0); /* only the root's is read */
+    fill(want, n, t, RS_SUM, root, (size_t)c->r * n);
+    if (ok(c, rs_pg_scatter(c->g, a, b, n, t, root, &e), &e, "scatter")) compare(c, b, want, n, t, RS_MAX, "scatter");
+
+    fill(a, n, t, RS_SUM, c->r, 0);
+    for (size_t r = 0; r < w; r++) fill(want + r * n * es, n, t, RS_SUM, (int)r, 0);
+    if (ok(c, rs_pg_gather(c->g, a, b, n, t, root, &e), &e, "gather") && c->r == root)
+        compare(c, b, want, w * n, t, RS_MAX, "gather");
+    if (ok(c, rs_pg_all_gather(c->g, a, b, n, t, &e), &e, "all_gather")) compare(c, b, want, w * n, t, RS_MAX, "all_gather");
+
+    fill(a, w * n, t, RS_SUM, c->r, 0);
+    for (size_t r = 0; r < w; r++) fill(want + r * n * es, n, t, RS_SUM, (int)r, (size_t)c->r * n);
+    if (ok(c, rs_pg_all_to_all(c->g, a, b, n, t, &e), &e, "all_to_all"))
+        compare(c, b, want, w * n, t, RS_MAX, "all_to_all");
+
+    /* send/recv within pairs (0,1), (2,3), ...: there and back; a last odd rank sits out */
+    int peer = c->r ^ 1;
+    if (peer < c->w) {
+        int lo = c->r < peer ? c->r : peer;
+        fill(want, n, t, RS_SUM, lo, 0);
+        if (c->r == lo) {
+            fill(a, n, t, RS_SUM, c->r, 0);
+            if (ok(c, rs_pg_send(c->g, a, n, t, peer, &e), &e, "send") &&
+                ok(c, rs_pg_recv(c->g, b, n, t, peer, &e), &e, "recv"))
+                compare(c, b, want, n, t, RS_MAX, "send/recv");
+        } else if (ok(c, rs_pg_recv(c->g, b, n, t, peer, &e), &e, "recv")) {
+            compare(c, b, want, n, t, RS_MAX, "send/recv");
+            ok(c, rs_pg_send(c->g, b, n, t, peer, &e), &e, "send");
+        }
+    }
+    free(a);
+    free(b);
+    free(want);
+}
+
+static const rs_redop redops[] = {RS_SUM, RS_PRODUCT, RS_MIN, RS_MAX, RS_AVG};
+
+static void matrix(ctx *c)
+{
+    int w = c->w, root = w - 1;
+    size_t counts[] = {0, 1, 7, (size_t)(3 * w + 1) + (w == 1 ? 4 : 0)};
+    rs_err e = {0};
+    for (size_t ti = 0; ti < 4; ti++)
+        for (size_t ci = 0; ci < 4; ci++) {
+            size_t n = counts[ci];
+            rs_dtype t = dtypes[ti];
+            for (size_t oi = 0; oi < 5; oi++) {
+                for (int a = RS_ALGO_AUTO; a < RS_ALGO_COUNT; a++) check_all_reduce(c, n, t, redops[oi], (rs_pg_algo)a);
+                check_reduce(c, n, t, redops[oi], root);
+                check_reduce(c, n, t, redops[oi], 0);
+                check_reduce_scatter(c, n, t, redops[oi]);
+            }
+            check_moves(c, n, t, root);
+            check_moves(c, n, t, w / 2);
+        }
+    ok(c, rs_pg_barrier(c->g, &e), &e, "barrier");
+    /* the big count, on a subset so the suite stays fast on 2 cores */
+    size_t big = 1000003, per = big / (size_t)w + 1;
+    check_all_reduce(c, big, RS_F32, RS_SUM, RS_ALGO_RING);
+    check_all_reduce(c, big, RS_F32, RS_SUM, RS_ALGO_TREE);
+    check_all_reduce(c, big, RS_F32, RS_SUM, RS_ALGO_RECDOUBLING);
+    check_all_reduce(c, big, RS_F64, RS_AVG, RS_ALGO_AUTO);
+    check_all_reduce(c, big, RS_I64, RS_MAX, RS_ALGO_RECDOUBLING);
+    check_all_reduce(c, big, RS_I32, RS_PRODUCT, RS_ALGO_RING);
+    check_reduce(c, big, RS_F64, RS_SUM, root);
+    check_reduce_scatter(c, per, RS_F32, RS_SUM);
+    check_moves(c, per, RS_I32, 0);
+    ok(c, rs_pg_barrier(c->g, &e), &e, "barrier");
+}
+
+/* The lecture's examples, on 2 ranks. */
+static void examples(ctx *c)
+{
+    rs_err e = {0};
+    float all[4] = {0, 1, 2, 3}, mine[2] = {-1, -1};
+    if (ok(c, rs_pg_scatter(c->g, all, mine, 2, RS_F32, 0, &e), &e, "scatter")) {
+        printf("rank %d: scatter -> [%g, %g]\n", c->r, mine[0], mine[1]);
+        RS_CHECK(mine[0] == 2 * c->r && mine[1] == 2 * c->r + 1, "rank %d got [%g,%g]", c->r, mine[0], mine[1]);
+    }
+    float x[2] = {(float)(1 + c->r), (float)(10 + c->r)};
+    if (ok(c, rs_pg_reduce(c->g, x, 2, RS_F32, RS_PRODUCT, 0, &e), &e, "reduce") && c->r == 0) {
+        printf("rank 0: reduce(product) of [1,10] and [2,11] -> [%g, %g]\n", x[0], x[1]);
+        RS_CHECK(x[0] == 2 && x[1] == 110, "got [%g,%g]", x[0], x[1]);
+    }
+    c->fails += rs_test_failures;
+}
+
+static void on_event(void *ud, const rs_pg_event *ev)
+{
+    ctx *c = ud;
+    if (c->nev < 64) c->ev[c->nev++] = *ev;
+}
+
+/* One ring all_reduce of 4 ranks: 2(n-1) = 6 steps on every rank, each sending to the next rank. */
+static void trace(ctx *c)
+{
+    rs_err e = {0};
+    float buf[1000];
+    fill(buf, 1000, RS_F32, RS_SUM, c->r, 0);
+    c->g->algo = RS_ALGO_RING;
+    c->g->trace = on_event;
+    c->g->trace_ud = c;
+    ok(c, rs_pg_all_reduce(c->g, buf, 1000, RS_F32, RS_SUM, &e), &e, "all_reduce");
+    c->g->trace = NULL;
+    int steps = 0, begins = 0, ends = 0;
+    for (int i = 0; i < c->nev; i++) {
+        const rs_pg_event *ev = &c->ev[i];
+        if (ev->kind == RS_PG_EV_BEGIN) begins++;
+        if (ev->kind == RS_PG_EV_END) ends++;
+        if (ev->kind != RS_PG_EV_STEP) continue;
+        RS_CHECK(ev->step == steps && ev->steps == 2 * (c->w - 1) && ev->peer == (c->r + 1) % c->w &&
+                     ev->rank == c->r && ev->op == RS_OP_ALL_REDUCE && ev->algo == RS_ALGO_RING && ev->bytes == 250 * 4,
+                 "rank %d event %d: step %d/%d peer %d chunk %d bytes %zu", c->r, i, ev->step, ev->steps, ev->peer,
+                 ev->chunk, ev->bytes);
+        steps++;
+    }
+    RS_CHECK(steps == 2 * (c->w - 1) && begins == 1 && ends == 1, "rank %d: %d steps, %d begins, %d ends", c->r,
+             steps, begins, ends);
+    c->fails += rs_test_failures;
+}
+
+/* Rank 2 dies at step 3 of a ring all_reduce (from inside its trace hook, so truly mid-operation); the
+ * others must fail with RS_ERR_TIMEOUT within the timeout plus slack, rank 0's message naming rank 2. */
+static void die_mid_step(void *ud, const rs_pg_event *ev)
+{
+    (void)ud;
+    if (ev->kind == RS_PG_EV_STEP && ev->step == 2) _exit(3);
+}
+
+#define FAULT_TIMEOUT 1.5
+
+static void fault(ctx *c)
+{
+    rs_err e = {0};
+    size_t n = 1000003;
+    float *buf = malloc(n * sizeof *buf);
+    fill(buf, n, RS_F32, RS_SUM, c->r, 0);
+    c->g->algo = RS_ALGO_RING;
+    if (c->r == 2) c->g->trace = die_mid_step;
+    double t0 = rs_pg_now();
+    rs_status st = rs_pg_all_reduce(c->g, buf, n, RS_F32, RS_SUM, &e);
+    double dt = rs_pg_now() - t0;
+    printf("rank %d: %s after %.2f s: %s\n", c->r, rs_status_name(st), dt, e.msg);
+    RS_CHECK(st == RS_ERR_TIMEOUT, "rank %d: status %s", c->r, rs_status_name(st));
+    RS_CHECK(dt < FAULT_TIMEOUT + 3, "rank %d took %.2f s", c->r, dt);
+    RS_CHECK(strstr(e.msg, "all_reduce") != NULL, "message does not name the operation: %s", e.msg);
+    if (c->r == 0) RS_CHECK(strstr(e.msg, "rank 2") != NULL, "message does not name rank 2: %s", e.msg);
+    free(buf);
+    c->fails += rs_test_failures;
+}
+
+static int child(const char *mode, int w, int r, int rfd)
+{
+    alarm(120); /* a hang becomes a visible failure, not a stuck suite */
+    int port = 0;
+    if (read(rfd, &port, sizeof port) != (ssize_t)sizeof port) return 2;
+    close(rfd);
+    double timeout = strcmp(mode, "fault") == 0 ? FAULT_TIMEOUT : 30;
+    rs_err e = {0};
+    rs_store *st = NULL;
+    if (rs_store_connect("127.0.0.1", port, 10, &st, &e)) {
+        fprintf(stderr, "rank %d: %s\n", r, e.msg);
+        return 2;
+    }
+    ctx c = {.r = r, .w = w};
+    char name[64];
+    snprintf(name, sizeof name, "test-%s-%d", mode, w);
+    if (rs_pg_shm_new(st, name, r, w, timeout, &c.g, &e)) {
+        fprintf(stderr, "rank %d: %s\n", r, e.msg);
+        rs_store_close(st);
+        return 2;
+    }
+    double t0 = rs_pg_now();
+    if (strcmp(mode, "matrix") == 0) matrix(&c);
+    else if (strcmp(mode, "examples") == 0) examples(&c);
+    else if (strcmp(mode, "trace") == 0) trace(&c);
+    else if (strcmp(mode, "fault") == 0) fault(&c);
+    if (r == 0) printf("%s world %d: %.2f s, %d failures on rank 0\n", mode, w, rs_pg_now() - t0, c.fails);
+    rs_pg_destroy(c.g);
+    rs_store_close(st);
+    return c.fails ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: test-shm matrix|examples|trace|fault WORLD\n");
+        return 2;
+    }
+    const char *mode = argv[1];
+    int w = atoi(argv[2]);
+    int fds[2];
+    if (w < 1 || w > 64 || pipe(fds) != 0) return 2;
+    fflush(stdout);
+    pid_t pids[64];
+    /* Fork before the store's server thread exists; the children learn the port through the pipe. */
+    for (int r = 0; r < w; r++) {
+        pids[r] = fork();
+        if (pids[r] == 0) {
+            close(fds[1]);
+            int rc = child(mode, w, r, fds[0]);
+            fflush(stdout);
+            fflush(stderr);
+            _exit(rc);
+        }
+    }
+    close(fds[0]);
+    rs_err e = {0};
+    rs_store_server *srv = NULL;
+    int fails = 0;
+    if (rs_store_server_start("127.0.0.1", 0, &srv, &e)) {
+        fprintf(stderr, "store: %s\n", e.msg);
+        fails++;
+    } else {
+        int port = rs_store_server_port(srv);
+        for (int r = 0; r < w; r++)
+            if (write(fds[1], &port, sizeof port) != (ssize_t)sizeof port) fails++;
+    }
+    close(fds[1]);
+    for (int r = 0; r < w; r++) {
+        int status = 0;
+        waitpid(pids[r], &status, 0);
+        int want = strcmp(mode, "fault") == 0 && r == 2 ? 3 : 0;
+        bool good = WIFEXITED(status) && WEXITSTATUS(status) == want;
+        RS_CHECK(good, "rank %d: %s %d (wanted exit %d)", r, WIFEXITED(status) ? "exit" : "signal",
+                 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), want);
+    }
+    rs_store_server_stop(srv);
+    if (fails) rs_test_failures += fails;
+    return rs_test_finish("test-shm");
+}
