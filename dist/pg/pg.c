@@ -29,31 +29,10 @@ const char *rs_pg_op_name(rs_pg_opkind k)
 
 bool rs_pg_dtype_ok(rs_dtype t) { return t == RS_F32 || t == RS_F64 || t == RS_I32 || t == RS_I64; }
 
-#define REDUCE_LOOP(T)                                                                             \
-    do {                                                                                           \
-        T *d = dst;                                                                                \
-        const T *s = src;                                                                          \
-        switch (op) {                                                                              \
-        case RS_SUM:                                                                               \
-        case RS_AVG:                                                                               \
-            for (size_t i = 0; i < n; i++) d[i] += s[i];                                           \
-            break;                                                                                 \
-        case RS_PRODUCT:                                                                           \
-            for (size_t i = 0; i < n; i++) d[i] *= s[i];                                           \
-            break;                                                                                 \
-        case RS_MIN:                                                                               \
-            for (size_t i = 0; i < n; i++) d[i] = s[i] < d[i] ? s[i] : d[i];                       \
-            break;                                                                                 \
-        case RS_MAX:                                                                               \
-            for (size_t i = 0; i < n; i++) d[i] = s[i] > d[i] ? s[i] : d[i];                       \
-            break;                                                                                 \
-        default: break;                                                                            \
-        }                                                                                          \
-    } while (0)
-
-/* Integer sums and products wrap as two's complement, like torch's; done in unsigned arithmetic
- * so the wrap is defined behaviour in C. */
-#define REDUCE_LOOP_INT(T, U)                                                                      \
+/* One loop per (type, op). Sums and products go through U: the type itself for floats, and the
+ * unsigned type of the same width for integers, so integer overflow wraps as two's complement like
+ * torch's instead of being undefined behaviour in C. */
+#define REDUCE_LOOP(T, U)                                                                          \
     do {                                                                                           \
         T *d = dst;                                                                                \
         const T *s = src;                                                                          \
@@ -78,10 +57,10 @@ bool rs_pg_dtype_ok(rs_dtype t) { return t == RS_F32 || t == RS_F64 || t == RS_I
 void rs_pg_reduce_into(void *dst, const void *src, size_t n, rs_dtype t, rs_redop op)
 {
     switch (t) {
-    case RS_F32: REDUCE_LOOP(float); break;
-    case RS_F64: REDUCE_LOOP(double); break;
-    case RS_I32: REDUCE_LOOP_INT(int32_t, uint32_t); break;
-    case RS_I64: REDUCE_LOOP_INT(int64_t, uint64_t); break;
+    case RS_F32: REDUCE_LOOP(float, float); break;
+    case RS_F64: REDUCE_LOOP(double, double); break;
+    case RS_I32: REDUCE_LOOP(int32_t, uint32_t); break;
+    case RS_I64: REDUCE_LOOP(int64_t, uint64_t); break;
     default: break;
     }
 }
