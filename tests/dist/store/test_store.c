@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -31,6 +32,50 @@ static rs_store_server *start(void)
     rs_status st = rs_store_server_start(HOST, 0, &s, &e);
     RS_CHECK(st == RS_OK, "server start: %s", e.msg);
     return s;
+}
+
+/* Tests that fork client processes run the server in a process of its own: forking a process that
+ * has a server thread running can hand the child a lock that thread held (an allocator lock under
+ * some sanitizer runtimes), and the child then hangs. The test process stays single-threaded. */
+typedef struct srvproc {
+    pid_t pid;
+    int port;
+} srvproc;
+
+static srvproc start_proc(void)
+{
+    srvproc sp = {-1, 0};
+    int fds[2];
+    if (pipe(fds) != 0) {
+        RS_CHECK(0, "pipe: %s", strerror(errno));
+        return sp;
+    }
+    pid_t p = fork();
+    if (p == 0) {
+        close(fds[0]);
+        rs_store_server *s = NULL;
+        rs_err e = {0};
+        int port = rs_store_server_start(HOST, 0, &s, &e) == RS_OK ? rs_store_server_port(s) : -1;
+        if (write(fds[1], &port, sizeof port) != (ssize_t)sizeof port) _exit(2);
+        close(fds[1]);
+        for (;;) pause(); /* serves from its thread until the test kills it */
+    }
+    close(fds[1]);
+    int port = -1;
+    if (read(fds[0], &port, sizeof port) != (ssize_t)sizeof port) port = -1;
+    close(fds[0]);
+    RS_CHECK(port > 0, "server process did not start");
+    sp.pid = p;
+    sp.port = port;
+    return sp;
+}
+
+static void stop_proc(srvproc *sp)
+{
+    if (sp->pid <= 0) return;
+    kill(sp->pid, SIGKILL); /* like a server that goes away: clients see the connection close */
+    waitpid(sp->pid, NULL, 0);
+    sp->pid = -1;
 }
 
 static rs_store *dial(int port)
@@ -121,8 +166,8 @@ static void child_get(int port, int i)
 
 static void test_setget(void)
 {
-    rs_store_server *s = start();
-    int port = rs_store_server_port(s);
+    srvproc s = start_proc();
+    int port = s.port;
     pid_t p[2] = {spawn(child_get, port, 0), spawn(child_set, port, 1)};
     RS_CHECK(reap(p, 2) == 0, "a child failed");
 
@@ -153,7 +198,7 @@ static void test_setget(void)
     free(v);
     RS_CHECK(rs_store_set(c, "", "x", 1, &e) == RS_ERR_ARG, "empty key refused");
     rs_store_close(c);
-    rs_store_server_stop(s);
+    stop_proc(&s);
 }
 
 /* ---- get blocks until a later set ---- */
@@ -176,8 +221,8 @@ static void child_get_late(int port, int i)
 
 static void test_get_blocks(void)
 {
-    rs_store_server *s = start();
-    int port = rs_store_server_port(s);
+    srvproc s = start_proc();
+    int port = s.port;
     pid_t p[3];
     for (int i = 0; i < 3; i++) p[i] = spawn(child_get_late, port, i);
     rs_store *c = dial(port);
@@ -186,7 +231,7 @@ static void test_get_blocks(void)
     RS_CHECK(rs_store_set(c, "late", "finally", 7, &e) == RS_OK, "set: %s", e.msg);
     RS_CHECK(reap(p, 3) == 0, "a child failed");
     rs_store_close(c);
-    rs_store_server_stop(s);
+    stop_proc(&s);
 }
 
 /* ---- add from 8 processes ---- */
@@ -210,8 +255,8 @@ static void child_add(int port, int i)
 
 static void test_add(void)
 {
-    rs_store_server *s = start();
-    int port = rs_store_server_port(s);
+    srvproc s = start_proc();
+    int port = s.port;
     RS_CHECK(run_children(child_add, port, 8) == 0, "a child failed");
     rs_store *c = dial(port);
     rs_err e = {0};
@@ -224,15 +269,15 @@ static void test_add(void)
     free(v);
     RS_CHECK(rs_store_add(c, "neg", -5, &r, &e) == RS_OK && r == -5, "negative delta: %lld", (long long)r);
     rs_store_close(c);
-    rs_store_server_stop(s);
+    stop_proc(&s);
 }
 
 /* ---- wait ---- */
 
 static void test_wait(void)
 {
-    rs_store_server *s = start();
-    int port = rs_store_server_port(s);
+    srvproc s = start_proc();
+    int port = s.port;
     rs_store *c = dial(port);
     rs_err e = {0};
     RS_CHECK(rs_store_set(c, "alpha", "1", 1, &e) == RS_OK, "set: %s", e.msg);
@@ -247,7 +292,7 @@ static void test_wait(void)
     RS_CHECK(rs_store_set(c, "beta", "1", 1, &e) == RS_OK && rs_store_set(c, "gamma", "1", 1, &e) == RS_OK, "set");
     RS_CHECK(rs_store_wait(c, keys, 3, 0.3, &e) == RS_OK, "wait on present keys: %s", e.msg);
     rs_store_close(c);
-    rs_store_server_stop(s);
+    stop_proc(&s);
 }
 
 /* ---- rendezvous and barrier ---- */
@@ -274,9 +319,9 @@ static void child_rdzv(int port, int rank)
 
 static void test_rendezvous(void)
 {
-    rs_store_server *s = start();
-    RS_CHECK(run_children(child_rdzv, rs_store_server_port(s), 4) == 0, "a rank failed");
-    rs_store_server_stop(s);
+    srvproc s = start_proc();
+    RS_CHECK(run_children(child_rdzv, s.port, 4) == 0, "a rank failed");
+    stop_proc(&s);
 }
 
 static void child_rdzv_missing(int port, int i)
@@ -295,10 +340,10 @@ static void child_rdzv_missing(int port, int i)
 
 static void test_rendezvous_missing(void)
 {
-    rs_store_server *s = start();
-    RS_CHECK(run_children(child_rdzv_missing, rs_store_server_port(s), 3) == 0, "a rank failed");
+    srvproc s = start_proc();
+    RS_CHECK(run_children(child_rdzv_missing, s.port, 3) == 0, "a rank failed");
     /* Two missing of four: the numbers come as a list. */
-    rs_store *c = dial(rs_store_server_port(s));
+    rs_store *c = dial(s.port);
     rs_err e = {0};
     rs_store_server *s2 = start();
     rs_store *c2 = dial(rs_store_server_port(s2));
@@ -309,7 +354,7 @@ static void test_rendezvous_missing(void)
     rs_store_close(c2);
     rs_store_server_stop(s2);
     rs_store_close(c);
-    rs_store_server_stop(s);
+    stop_proc(&s);
 }
 
 /* ---- failures: nobody listening, port in use, server stopped ---- */
@@ -404,13 +449,13 @@ static void child_wait_forever(int port, int i)
 
 static void test_stop_while_waiting(void)
 {
-    rs_store_server *s = start();
-    int port = rs_store_server_port(s);
+    srvproc s = start_proc();
+    int port = s.port;
     pid_t p[4];
     for (int i = 0; i < 4; i++) p[i] = spawn(child_wait_forever, port, i);
     rs_store *c = dial(port);
     await_ready(c, 4);
-    rs_store_server_stop(s);
+    stop_proc(&s);
     rs_store_close(c);
     RS_CHECK(reap(p, 4) == 0, "a waiting client failed");
 }
