@@ -40,6 +40,22 @@ static void check_one(const char *what, const char *tag, size_t idx, double anal
     }
 }
 
+/* Central differences of the loss in each of up to 80 of vals[0..n), against analytic[]. */
+static void check_values(gc_layer *g, const char *what, const char *tag, float *vals, const float *analytic,
+                         size_t n, double eps, double atol, double rtol, gc_result *res)
+{
+    size_t step = n / 80 + 1;
+    for (size_t i = 0; i < n; i += step) {
+        float keep = vals[i];
+        vals[i] = keep + (float)eps;
+        double lp = loss_of(g);
+        vals[i] = keep - (float)eps;
+        double lm = loss_of(g);
+        vals[i] = keep;
+        check_one(what, tag, i, analytic[i], (lp - lm) / (2 * eps), atol, rtol, res);
+    }
+}
+
 gc_result gc_check_layer(const char *what, const rs_layer_cfg *cfg, const rs_shape *in, int B, bool training,
                          double eps, double atol, double rtol, uint64_t seed)
 {
@@ -99,27 +115,9 @@ gc_result gc_check_layer(const char *what, const rs_layer_cfg *cfg, const rs_sha
     loss_of(&g);
     g.l.ops->backward(&g.l, &g.x, g.in, g.out, g.r, g.din, B);
 
-    /* Input gradient at up to 80 positions spread over the tensor. */
-    size_t step_in = g.nin / 80 + 1;
-    for (size_t i = 0; i < g.nin; i += step_in) {
-        float keep = g.in[i];
-        g.in[i] = keep + (float)eps;
-        double lp = loss_of(&g);
-        g.in[i] = keep - (float)eps;
-        double lm = loss_of(&g);
-        g.in[i] = keep;
-        check_one(what, "input", i, g.din[i], (lp - lm) / (2 * eps), atol, rtol, &res);
-    }
-    size_t step_p = g.np / 80 + 1;
-    for (size_t i = 0; i < g.np; i += step_p) {
-        float keep = g.params[i];
-        g.params[i] = keep + (float)eps;
-        double lp = loss_of(&g);
-        g.params[i] = keep - (float)eps;
-        double lm = loss_of(&g);
-        g.params[i] = keep;
-        check_one(what, "param", i, g.grads[i], (lp - lm) / (2 * eps), atol, rtol, &res);
-    }
+    /* Input and parameter gradients, each at up to 80 positions spread over the tensor. */
+    check_values(&g, what, "input", g.in, g.din, g.nin, eps, atol, rtol, &res);
+    check_values(&g, what, "param", g.params, g.grads, g.np, eps, atol, rtol, &res);
     printf("%-34s %4d values, max abs err %.2e%s\n", what, res.checked, res.max_abs_err,
            res.failed ? "  FAILED" : "");
     free(g.params);
