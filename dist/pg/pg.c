@@ -99,15 +99,142 @@ double rs_pg_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-void rs_pg_emit(rs_pg *g, const rs_pg_event *ev)
+int rs_pg_global_rank(const rs_pg *g, int r)
 {
-    if (g->trace) g->trace(g->trace_ud, ev);
+    return g->members && r >= 0 && r < g->world ? g->members[r] : r;
 }
 
+/* Backends report group ranks; the trace speaks global ranks so a dashboard can place them. */
+void rs_pg_emit(rs_pg *g, const rs_pg_event *ev)
+{
+    if (!g->trace) return;
+    rs_pg_event e = *ev;
+    e.group = g->group_id;
+    e.rank = rs_pg_global_rank(g, e.rank);
+    if (e.peer >= 0) e.peer = rs_pg_global_rank(g, e.peer);
+    g->trace(g->trace_ud, &e);
+}
+
+/* The common part is freed here, after the backend's destroy has used it; backends free only g->impl
+ * (and the struct itself when they allocated it: every backend does, with calloc). */
 void rs_pg_destroy(rs_pg *g)
 {
-    if (g && g->ops && g->ops->destroy) g->ops->destroy(g);
+    if (!g) return;
+    int *members = g->members;
+    if (g->ops && g->ops->destroy) g->ops->destroy(g);
     else free(g);
+    free(members);
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+rs_status rs_pg_new_group(rs_pg *g, const int *ranks, int n, rs_pg **out, rs_err *err)
+{
+    *out = NULL;
+    if (!g) return rs_err_set(err, RS_ERR_ARG, "new_group: no process group");
+    if (!g->ops->new_group)
+        return rs_err_set(err, RS_ERR_UNSUPPORTED, "new_group is not supported by the %s backend", g->ops->name);
+    if (n < 1 || n > g->world || !ranks)
+        return rs_err_set(err, RS_ERR_ARG, "new_group: give 1..%d ranks of this group, got %d", g->world, n);
+    int *sorted = malloc(sizeof *sorted * (size_t)n), *members = malloc(sizeof *members * (size_t)n);
+    if (!sorted || !members) {
+        free(sorted);
+        free(members);
+        return rs_err_set(err, RS_ERR_NOMEM, "new_group: out of memory");
+    }
+    memcpy(sorted, ranks, sizeof *sorted * (size_t)n);
+    qsort(sorted, (size_t)n, sizeof *sorted, cmp_int);
+    rs_status st = RS_OK;
+    for (int i = 0; i < n && !st; i++) {
+        if (sorted[i] < 0 || sorted[i] >= g->world)
+            st = rs_err_set(err, RS_ERR_ARG, "new_group: rank %d is not in this group (0..%d)", sorted[i], g->world - 1);
+        else if (i && sorted[i] == sorted[i - 1])
+            st = rs_err_set(err, RS_ERR_ARG, "new_group: rank %d is listed twice", sorted[i]);
+    }
+    /* Every rank of g counts the call, members or not, so the next group's name agrees everywhere. */
+    unsigned k = ++g->nsub;
+    int *ctr = g->next_group_id ? g->next_group_id : &g->group_counter;
+    int id = ++*ctr;
+    int me = -1;
+    for (int i = 0; i < n && !st; i++)
+        if (sorted[i] == g->rank) me = i;
+    if (st || me < 0) {
+        free(sorted);
+        free(members);
+        return st;
+    }
+    char name[64];
+    int len = snprintf(name, sizeof name, "%s.%u", g->name, k);
+    if (len < 0 || (size_t)len >= sizeof name) {
+        /* Deep nesting: keep the name unique with a hash of the full path instead of truncating it. */
+        uint64_t h = 1469598103934665603ull;
+        for (const char *c = g->name; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
+        snprintf(name, sizeof name, "g%016llx.%u", (unsigned long long)h, k);
+    }
+    rs_pg *sub = NULL;
+    st = g->ops->new_group(g, sorted, n, name, &sub, err);
+    if (st) {
+        rs_err_prefix(err, "new_group of %d ranks", n);
+        free(sorted);
+        free(members);
+        return st;
+    }
+    for (int i = 0; i < n; i++) members[i] = rs_pg_global_rank(g, sorted[i]);
+    free(sorted);
+    sub->members = members;
+    sub->group_id = id;
+    sub->next_group_id = ctr;
+    sub->algo = g->algo;
+    sub->trace = g->trace;
+    sub->trace_ud = g->trace_ud;
+    *out = sub;
+    return RS_OK;
+}
+
+/* ---------------------------------------------------------------- immediate point to point */
+
+static void work_end(rs_work *w)
+{
+    rs_pg_event ev = {.kind = RS_PG_EV_END, .op = w->op, .algo = w->g->algo, .coll = w->g->coll,
+                      .rank = w->g->rank, .peer = -1, .bytes = w->bytes, .t = rs_pg_now()};
+    rs_pg_emit(w->g, &ev);
+}
+
+rs_status rs_work_wait(rs_work *w, rs_err *err)
+{
+    if (!w) return rs_err_set(err, RS_ERR_ARG, "wait: no work handle");
+    if (w->done) return RS_OK;
+    rs_status st = w->wait(w, err);
+    if (!st) {
+        w->done = true;
+        work_end(w);
+    }
+    return st;
+}
+
+rs_status rs_work_test(rs_work *w, bool *done, rs_err *err)
+{
+    *done = false;
+    if (!w) return rs_err_set(err, RS_ERR_ARG, "test: no work handle");
+    if (w->done) {
+        *done = true;
+        return RS_OK;
+    }
+    rs_status st = w->test(w, done, err);
+    if (!st && *done) {
+        w->done = true;
+        work_end(w);
+    }
+    return st;
+}
+
+void rs_work_free(rs_work *w)
+{
+    if (w) w->free(w);
 }
 
 static rs_status check(rs_pg *g, rs_pg_opkind op, const void *fn, rs_dtype t, int root, bool has_root, rs_err *err)
@@ -210,4 +337,23 @@ rs_status rs_pg_all_to_all(rs_pg *g, const void *send, void *recv, size_t n, rs_
 rs_status rs_pg_barrier(rs_pg *g, rs_err *err)
 {
     RUN(RS_OP_BARRIER, g->ops->barrier, RS_F32, 0, false, 0, g->ops->barrier(g, err));
+}
+
+/* Immediate operations report BEGIN when posted; their end is the wait, which the caller sees. */
+rs_status rs_pg_isend(rs_pg *g, const void *buf, size_t n, rs_dtype t, int dst, rs_work **out, rs_err *err)
+{
+    *out = NULL;
+    rs_status st = check(g, RS_OP_SEND, (const void *)(g && g->ops ? g->ops->isend : NULL), t, dst, true, err);
+    if (st) return st;
+    begin(g, RS_OP_SEND, n * rs_dtype_size(t));
+    return g->ops->isend(g, buf, n, t, dst, out, err);
+}
+
+rs_status rs_pg_irecv(rs_pg *g, void *buf, size_t n, rs_dtype t, int src, rs_work **out, rs_err *err)
+{
+    *out = NULL;
+    rs_status st = check(g, RS_OP_RECV, (const void *)(g && g->ops ? g->ops->irecv : NULL), t, src, true, err);
+    if (st) return st;
+    begin(g, RS_OP_RECV, n * rs_dtype_size(t));
+    return g->ops->irecv(g, buf, n, t, src, out, err);
 }

@@ -47,11 +47,12 @@ const char *rs_pg_op_name(rs_pg_opkind k);
 typedef enum rs_pg_ev_kind { RS_PG_EV_BEGIN, RS_PG_EV_STEP, RS_PG_EV_END } rs_pg_ev_kind;
 typedef struct rs_pg_event {
     rs_pg_ev_kind kind;
+    int group;          /* 0: the world group; sub-groups count up from 1 in creation order */
     rs_pg_opkind op;
     rs_pg_algo algo;
     uint64_t coll;      /* collective number in this group, the same on every rank */
     int step, steps;    /* algorithm step k of K (STEP) */
-    int rank, peer;     /* STEP: this rank sends chunk `chunk` to peer (peer < 0: local reduce) */
+    int rank, peer;     /* global ranks. STEP: this rank sends chunk `chunk` to peer (peer < 0: local reduce) */
     int chunk;
     size_t bytes;       /* BEGIN/END: the message; STEP: bytes moved in this step */
     double t;           /* monotonic seconds */
@@ -59,6 +60,11 @@ typedef struct rs_pg_event {
 typedef void (*rs_pg_trace_fn)(void *ud, const rs_pg_event *ev);
 
 typedef struct rs_pg rs_pg;
+typedef struct rs_work rs_work;
+struct rs_pg_transport; /* dist/pg/step.h: backends whose collectives are steps over point-to-point */
+
+/* Where a backend's buffers live: CPU memory, or GPU memory (nccl). */
+enum { RS_PG_DEV_CPU = 1u, RS_PG_DEV_GPU = 2u };
 
 /* The backend table. Every entry returns RS_OK or an error in err. Buffers: send/recv may alias for
  * in-place operations where torch allows it (all_reduce is always in place: buf). */
@@ -80,7 +86,23 @@ typedef struct rs_pg_ops {
     /* all_to_all: block j of rank i's send (n elements) lands as block i of rank j's recv. */
     rs_status (*all_to_all)(rs_pg *g, const void *send, void *recv, size_t n, rs_dtype t, rs_err *err);
     rs_status (*barrier)(rs_pg *g, rs_err *err);
+    /* Immediate point-to-point: start the transfer and return a work handle (rs_work_wait/test).
+     * Messages between one pair of ranks arrive in the order they were posted. */
+    rs_status (*isend)(rs_pg *g, const void *buf, size_t n, rs_dtype t, int dst, rs_work **out, rs_err *err);
+    rs_status (*irecv)(rs_pg *g, void *buf, size_t n, rs_dtype t, int src, rs_work **out, rs_err *err);
+    /* A group of the `n` ranks of g listed (sorted, distinct, including this rank), named `name`; called
+     * by the members only (rs_pg_new_group checks the list and fills members/group_id afterwards). */
+    rs_status (*new_group)(rs_pg *g, const int *ranks, int n, const char *name, rs_pg **out, rs_err *err);
     void (*destroy)(rs_pg *g);
+    unsigned devices;       /* RS_PG_DEV_* where its buffers may live */
+    /* Backends whose buffers are not host memory (nccl): allocate, free and copy device buffers so
+     * generic code (the worker's `collective` and `bench`) can fill inputs and read results. NULL for
+     * host-memory backends. to_device: 1 host -> device, 0 device -> host. */
+    void *(*dev_alloc)(rs_pg *g, size_t bytes);
+    void (*dev_free)(rs_pg *g, void *p);
+    rs_status (*dev_copy)(rs_pg *g, void *dst, const void *src, size_t bytes, int to_device, rs_err *err);
+    const char *algos;      /* what `backends` says about its algorithms */
+    const struct rs_pg_transport *transport; /* non-NULL for step-based backends (shm, tcp) */
 } rs_pg_ops;
 
 /* The state every backend shares; a backend keeps its own after it (g->impl). */
@@ -95,12 +117,59 @@ struct rs_pg {
     rs_pg_trace_fn trace;   /* optional */
     void *trace_ud;
     void *impl;             /* backend state */
+    /* Sub-groups: the global rank of each group rank (owned; NULL in a world group, where they are equal),
+     * this group's number in trace events, and how many sub-groups were made from it (names them). */
+    int *members;
+    int group_id;
+    unsigned nsub;
+    int *next_group_id;     /* shared counter of the world group (borrowed by sub-groups) */
+    int group_counter;      /* the storage behind next_group_id in a world group */
+    /* Step-based backends: the current operation (errors, trace) and the immediate transfers still
+     * in flight, oldest first, which every blocking wait also moves along so two ranks cannot
+     * deadlock on each other's isends. */
+    rs_pg_opkind cur_op;
+    rs_pg_algo cur_algo;
+    rs_work *pending;
 };
 
-/* Creates this rank's member of a shm group named `name` of `world` ranks, meeting through store.
- * All ranks call it with the same name and world. Caller owns the result (rs_pg_destroy). */
+/* The backends this build has, for `backends` and for rs_pg_new. */
+typedef struct rs_pg_backend {
+    const char *name;
+    const rs_pg_ops *ops;
+    const char *about;      /* one line */
+    bool needs_launcher;    /* true for mpi: ranks must come from mpirun */
+    rs_status (*create)(rs_store *store, const char *name, int rank, int world, double timeout_s, rs_pg **out,
+                        rs_err *err);
+} rs_pg_backend;
+/* NULL-terminated by a {NULL} entry. */
+const rs_pg_backend *rs_pg_backends(void);
+const rs_pg_backend *rs_pg_backend_find(const char *name);
+
+/* Creates this rank's member of a group of `world` ranks of backend `backend` ("shm", "tcp", "mpi",
+ * "nccl"), meeting through store under `name`. All ranks call it with the same arguments but rank.
+ * An unknown or unbuilt backend is RS_ERR_UNSUPPORTED listing those that exist. Caller owns *out. */
+rs_status rs_pg_new(const char *backend, rs_store *store, const char *name, int rank, int world, double timeout_s,
+                    rs_pg **out, rs_err *err);
+
+/* torch.distributed.new_group: every rank of g calls it with the same rank list (any order, no
+ * duplicates, group ranks of g); members get their own group (ranks renumbered in sorted order), the
+ * others *out = NULL. Caller owns *out (rs_pg_destroy, before g). */
+rs_status rs_pg_new_group(rs_pg *g, const int *ranks, int n, rs_pg **out, rs_err *err);
+/* The global rank of group rank r (r itself in a world group). */
+int rs_pg_global_rank(const rs_pg *g, int r);
+
+/* The backends' own constructors (rs_pg_new dispatches to them). */
 rs_status rs_pg_shm_new(rs_store *store, const char *name, int rank, int world, double timeout_s, rs_pg **out,
                         rs_err *err);
+rs_status rs_pg_tcp_new(rs_store *store, const char *name, int rank, int world, double timeout_s, rs_pg **out,
+                        rs_err *err);
+/* mpi: rank and world must be MPI_COMM_WORLD's (the store is only borrowed for names); MPI is
+ * initialised on first use and finalised at exit. */
+rs_status rs_pg_mpi_new(rs_store *store, const char *name, int rank, int world, double timeout_s, rs_pg **out,
+                        rs_err *err);
+/* nccl: buffers are device pointers on this rank's GPU (LOCAL_RANK modulo the device count). */
+rs_status rs_pg_nccl_new(rs_store *store, const char *name, int rank, int world, double timeout_s, rs_pg **out,
+                         rs_err *err);
 void rs_pg_destroy(rs_pg *g);
 
 /* Thin wrappers that check arguments (dtype, root in range, counts) with messages, report BEGIN/END
@@ -117,6 +186,28 @@ rs_status rs_pg_reduce_scatter(rs_pg *g, const void *send, void *recv, size_t n,
                                rs_err *err);
 rs_status rs_pg_all_to_all(rs_pg *g, const void *send, void *recv, size_t n, rs_dtype t, rs_err *err);
 rs_status rs_pg_barrier(rs_pg *g, rs_err *err);
+
+/* Immediate send/recv (torch's isend/irecv): the buffer must stay untouched until the work is done. */
+rs_status rs_pg_isend(rs_pg *g, const void *buf, size_t n, rs_dtype t, int dst, rs_work **out, rs_err *err);
+rs_status rs_pg_irecv(rs_pg *g, void *buf, size_t n, rs_dtype t, int src, rs_work **out, rs_err *err);
+/* Blocks until done (or the group's timeout without progress: RS_ERR_TIMEOUT naming the peer). */
+rs_status rs_work_wait(rs_work *w, rs_err *err);
+/* Moves the transfer along without blocking; *done = true once complete. */
+rs_status rs_work_test(rs_work *w, bool *done, rs_err *err);
+/* Frees a finished work. Freeing one still in flight abandons it: its peer will time out. */
+void rs_work_free(rs_work *w);
+
+/* The common part of every work handle; a backend allocates its own struct with this first. */
+struct rs_work {
+    rs_pg *g;
+    rs_pg_opkind op;
+    size_t bytes;
+    bool done;
+    rs_status (*wait)(rs_work *w, rs_err *err);
+    rs_status (*test)(rs_work *w, bool *done, rs_err *err);
+    void (*free)(rs_work *w);
+    rs_work *next;          /* step-based backends: the group's pending list */
+};
 
 /* Helpers for backends: report a trace event (no-op without a trace hook), monotonic time. */
 void rs_pg_emit(rs_pg *g, const rs_pg_event *ev);
