@@ -1,6 +1,8 @@
-/* The shm backend against a serial computation: the parent hosts the store and forks `world` ranks;
- * each rank builds the group, runs every operation over dtypes x reduce ops x counts, and checks its
- * result against the reduction it computes itself in rank order. A rank exits non-zero on a mismatch. */
+/* Every backend against a serial computation: `test-coll BACKEND MODE WORLD`. For shm and tcp the
+ * parent hosts the store and forks `world` ranks; with mpi the process is one rank of an mpirun job.
+ * Each rank builds the group, runs the operations over dtypes x reduce ops x counts (also on
+ * sub-groups, and immediate send/recv), and checks its result against the reduction it computes
+ * itself in rank order. A rank exits non-zero on a mismatch. */
 #define _GNU_SOURCE
 #include <signal.h>
 #include <stdint.h>
@@ -10,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "dist/launch/launch.h"
 #include "dist/pg/pg.h"
 #include "dist/store/store.h"
 #include "tests/rs_test.h"
@@ -19,6 +22,7 @@ typedef struct ctx {
     int r, w;
     int fails;
     const char *what; /* the case being checked, for messages */
+    const char *backend;
     rs_pg_event ev[64];
     int nev;
 } ctx;
@@ -318,7 +322,9 @@ static void fault(ctx *c)
     rs_status st = rs_pg_all_reduce(c->g, buf, n, RS_F32, RS_SUM, &e);
     double dt = rs_pg_now() - t0;
     printf("rank %d: %s after %.2f s: %s\n", c->r, rs_status_name(st), dt, e.msg);
-    RS_CHECK(st == RS_ERR_TIMEOUT, "rank %d: status %s", c->r, rs_status_name(st));
+    /* shm can only notice silence (the timeout); tcp sees the connection close */
+    bool want = st == RS_ERR_TIMEOUT || (strcmp(c->backend, "tcp") == 0 && st == RS_ERR_IO);
+    RS_CHECK(want, "rank %d: status %s", c->r, rs_status_name(st));
     RS_CHECK(dt < FAULT_TIMEOUT + 3, "rank %d took %.2f s", c->r, dt);
     RS_CHECK(strstr(e.msg, "all_reduce") != NULL, "message does not name the operation: %s", e.msg);
     if (c->r == 0) RS_CHECK(strstr(e.msg, "rank 2") != NULL, "message does not name rank 2: %s", e.msg);
@@ -326,23 +332,190 @@ static void fault(ctx *c)
     c->fails += rs_test_failures;
 }
 
-static int child(const char *mode, int w, int r, int rfd)
+/* A smaller matrix, for sub-groups: every operation, two dtypes, three reduce ops. */
+static void sub_matrix(ctx *c)
+{
+    int w = c->w;
+    size_t counts[] = {0, 1, 7, (size_t)(3 * w + 1)};
+    rs_dtype ts[] = {RS_F32, RS_I64};
+    rs_redop ops[] = {RS_SUM, RS_MAX, RS_AVG};
+    for (size_t ti = 0; ti < 2; ti++)
+        for (size_t ci = 0; ci < 4; ci++) {
+            for (size_t oi = 0; oi < 3; oi++) {
+                check_all_reduce(c, counts[ci], ts[ti], ops[oi], RS_ALGO_AUTO);
+                check_all_reduce(c, counts[ci], ts[ti], ops[oi], RS_ALGO_RING);
+                check_reduce(c, counts[ci], ts[ti], ops[oi], w - 1);
+                check_reduce_scatter(c, counts[ci], ts[ti], ops[oi]);
+            }
+            check_moves(c, counts[ci], ts[ti], 0);
+        }
+}
+
+/* new_group: evens and odds (every rank calls both, as torch requires), each runs the smaller matrix;
+ * a group inside a group; trace events in global ranks; bad rank lists refused with a message. */
+static void groups(ctx *c)
+{
+    rs_err e = {0};
+    int w = c->w, ev[64], od[64], ne = 0, no = 0;
+    for (int r = 0; r < w; r++) {
+        if (r % 2) od[no++] = r;
+        else ev[ne++] = r;
+    }
+    rs_pg *ge = NULL, *go = NULL;
+    /* the odd list reversed: order does not matter, group ranks follow sorted global ranks */
+    int odr[64];
+    for (int i = 0; i < no; i++) odr[i] = od[no - 1 - i];
+    if (!ok(c, rs_pg_new_group(c->g, ev, ne, &ge, &e), &e, "new_group(evens)")) return;
+    if (no && !ok(c, rs_pg_new_group(c->g, odr, no, &go, &e), &e, "new_group(odds)")) return;
+    rs_pg *mine = c->r % 2 ? go : ge, *other = c->r % 2 ? ge : go;
+    RS_CHECK(mine && !other, "rank %d: member of its group %p, not of the other %p", c->r, (void *)mine, (void *)other);
+    if (!mine) {
+        c->fails += rs_test_failures;
+        return;
+    }
+    RS_CHECK(mine->rank == c->r / 2 && mine->world == (c->r % 2 ? no : ne) &&
+                 rs_pg_global_rank(mine, mine->rank) == c->r,
+             "rank %d: group rank %d of %d, global %d", c->r, mine->rank, mine->world,
+             rs_pg_global_rank(mine, mine->rank));
+    ctx s = {.g = mine, .r = mine->rank, .w = mine->world, .backend = c->backend};
+    sub_matrix(&s);
+
+    /* trace events of a sub-group speak global ranks and carry the group's number (evens 1, odds 2) */
+    ctx t = {.g = mine, .r = mine->rank, .w = mine->world};
+    mine->trace = on_event;
+    mine->trace_ud = &t;
+    float x[5] = {1, 2, 3, 4, 5};
+    ok(&s, rs_pg_all_reduce(mine, x, 5, RS_F32, RS_SUM, &e), &e, "traced all_reduce");
+    mine->trace = NULL;
+    for (int i = 0; i < t.nev; i++)
+        RS_CHECK(t.ev[i].rank == c->r && t.ev[i].group == (c->r % 2 ? 2 : 1) &&
+                     (t.ev[i].peer < 0 || t.ev[i].peer % 2 == c->r % 2),
+                 "rank %d: event %d says rank %d group %d peer %d", c->r, i, t.ev[i].rank, t.ev[i].group, t.ev[i].peer);
+
+    /* a group inside a group: the first two members of each, if there are two */
+    if (mine->world >= 2) {
+        int two[2] = {0, 1};
+        rs_pg *inner = NULL;
+        if (ok(&s, rs_pg_new_group(mine, two, 2, &inner, &e), &e, "nested new_group")) {
+            RS_CHECK((mine->rank < 2) == (inner != NULL), "rank %d: nested membership wrong", c->r);
+            if (inner) {
+                int64_t v = c->r, want = rs_pg_global_rank(mine, 0) + rs_pg_global_rank(mine, 1);
+                if (ok(&s, rs_pg_all_reduce(inner, &v, 1, RS_I64, RS_SUM, &e), &e, "nested all_reduce"))
+                    RS_CHECK(v == want, "rank %d: nested sum %lld, want %lld", c->r, (long long)v, (long long)want);
+                rs_pg_destroy(inner);
+            }
+        }
+    }
+    /* the world group still works while sub-groups exist */
+    check_all_reduce(c, 7, RS_F32, RS_SUM, RS_ALGO_AUTO);
+
+    int dup[2] = {0, 0}, out_of_range[1] = {w};
+    rs_pg *bad = NULL;
+    rs_status st = rs_pg_new_group(c->g, dup, 2, &bad, &e);
+    RS_CHECK(st == RS_ERR_ARG && strstr(e.msg, "twice") && !bad, "duplicate rank: %s", e.msg);
+    st = rs_pg_new_group(c->g, out_of_range, 1, &bad, &e);
+    RS_CHECK(st == RS_ERR_ARG && strstr(e.msg, "not in this group") && !bad, "rank out of range: %s", e.msg);
+    if (c->r == 0)
+        printf("groups: evens %d ranks, odds %d ranks, %d traced events, %d failures\n", ne, no, t.nev, s.fails);
+    rs_pg_destroy(ge);
+    rs_pg_destroy(go);
+    c->fails += s.fails + rs_test_failures;
+}
+
+/* Immediate send/recv: every rank isends two ~1 MiB messages to every other rank before posting any
+ * receive (more than any mailbox or socket buffer holds, so progress must come from the waits), then
+ * waits in reverse order; order between one pair is posting order. Then a blocking recv while our own
+ * isend to the same neighbour is pending, and test() polling. */
+static void p2p(ctx *c)
+{
+    rs_err e = {0};
+    int w = c->w, r = c->r;
+    size_t n = (1u << 18) + 3, es = sizeof(float);
+    float *out = malloc(2 * (size_t)w * n * es), *in = malloc(2 * (size_t)w * n * es),
+          *want = malloc(n * es);
+    rs_work *works[4 * 64];
+    int nw = 0;
+    for (int k = 0; k < 2; k++)
+        for (int p = 0; p < w; p++) {
+            if (p == r) continue;
+            float *o = out + ((size_t)k * (size_t)w + (size_t)p) * n;
+            fill(o, n, RS_F32, RS_SUM, r, ((size_t)k * (size_t)w + (size_t)p) * n);
+            if (!ok(c, rs_pg_isend(c->g, o, n, RS_F32, p, &works[nw], &e), &e, "isend")) goto out;
+            nw++;
+        }
+    for (int k = 0; k < 2; k++)
+        for (int p = 0; p < w; p++) {
+            if (p == r) continue;
+            if (!ok(c, rs_pg_irecv(c->g, in + ((size_t)k * (size_t)w + (size_t)p) * n, n, RS_F32, p, &works[nw], &e), &e,
+                    "irecv"))
+                goto out;
+            nw++;
+        }
+    for (int i = nw - 1; i >= 0; i--) ok(c, rs_work_wait(works[i], &e), &e, "wait");
+    for (int k = 0; k < 2 && !c->fails; k++)
+        for (int p = 0; p < w; p++) {
+            if (p == r) continue;
+            fill(want, n, RS_F32, RS_SUM, p, ((size_t)k * (size_t)w + (size_t)r) * n);
+            compare(c, in + ((size_t)k * (size_t)w + (size_t)p) * n, want, n, RS_F32, RS_MAX, "isend/irecv");
+        }
+    for (int i = 0; i < nw; i++) rs_work_free(works[i]);
+    nw = 0;
+    if (w >= 2) {
+        /* ring shift: isend right, blocking recv from the left, then wait */
+        int right = (r + 1) % w, left = (r - 1 + w) % w;
+        rs_work *s = NULL;
+        fill(out, n, RS_F32, RS_SUM, r, 7);
+        if (ok(c, rs_pg_isend(c->g, out, n, RS_F32, right, &s, &e), &e, "isend right") &&
+            ok(c, rs_pg_recv(c->g, in, n, RS_F32, left, &e), &e, "recv left") && ok(c, rs_work_wait(s, &e), &e, "wait")) {
+            fill(want, n, RS_F32, RS_SUM, left, 7);
+            compare(c, in, want, n, RS_F32, RS_MAX, "isend + blocking recv");
+        }
+        rs_work_free(s);
+        /* test(): rank 0 polls for a message rank 1 sends after a pause */
+        if (r == 0) {
+            rs_work *q = NULL;
+            int64_t v = -1;
+            bool done = false;
+            long polls = 0;
+            if (ok(c, rs_pg_irecv(c->g, &v, 1, RS_I64, 1, &q, &e), &e, "irecv")) {
+                double t0 = rs_pg_now();
+                while (!done && rs_pg_now() - t0 < 10 && ok(c, rs_work_test(q, &done, &e), &e, "test")) {
+                    polls++;
+                    usleep(1000);
+                }
+                RS_CHECK(done && v == 4242 && polls > 1, "test(): done %d v %lld after %ld polls", done, (long long)v, polls);
+            }
+            rs_work_free(q);
+        } else if (r == 1) {
+            usleep(50000);
+            int64_t v = 4242;
+            ok(c, rs_pg_send(c->g, &v, 1, RS_I64, 0, &e), &e, "send");
+        }
+    }
+    ok(c, rs_pg_barrier(c->g, &e), &e, "barrier");
+out:
+    for (int i = 0; i < nw; i++) rs_work_wait(works[i], &e), rs_work_free(works[i]);
+    free(out);
+    free(in);
+    free(want);
+    c->fails += rs_test_failures;
+}
+
+/* One rank: port < 0 means no store (mpi). */
+static int run_rank(const char *backend, const char *mode, int w, int r, int port)
 {
     alarm(120); /* a hang becomes a visible failure, not a stuck suite */
-    int port = 0;
-    if (read(rfd, &port, sizeof port) != (ssize_t)sizeof port) return 2;
-    close(rfd);
     double timeout = strcmp(mode, "fault") == 0 ? FAULT_TIMEOUT : 30;
     rs_err e = {0};
     rs_store *st = NULL;
-    if (rs_store_connect("127.0.0.1", port, 10, &st, &e)) {
+    if (port >= 0 && rs_store_connect("127.0.0.1", port, 10, &st, &e)) {
         fprintf(stderr, "rank %d: %s\n", r, e.msg);
         return 2;
     }
-    ctx c = {.r = r, .w = w};
+    ctx c = {.r = r, .w = w, .backend = backend};
     char name[64];
-    snprintf(name, sizeof name, "test-%s-%d", mode, w);
-    if (rs_pg_shm_new(st, name, r, w, timeout, &c.g, &e)) {
+    snprintf(name, sizeof name, "test-%s-%s-%d", backend, mode, w);
+    if (rs_pg_new(backend, st, name, r, w, timeout, &c.g, &e)) {
         fprintf(stderr, "rank %d: %s\n", r, e.msg);
         rs_store_close(st);
         return 2;
@@ -352,20 +525,50 @@ static int child(const char *mode, int w, int r, int rfd)
     else if (strcmp(mode, "examples") == 0) examples(&c);
     else if (strcmp(mode, "trace") == 0) trace(&c);
     else if (strcmp(mode, "fault") == 0) fault(&c);
-    if (r == 0) printf("%s world %d: %.2f s, %d failures on rank 0\n", mode, w, rs_pg_now() - t0, c.fails);
+    else if (strcmp(mode, "groups") == 0) groups(&c);
+    else if (strcmp(mode, "p2p") == 0) p2p(&c);
+    if (r == 0)
+        printf("%s %s world %d: %.2f s, %d failures on rank 0\n", backend, mode, w, rs_pg_now() - t0, c.fails);
     rs_pg_destroy(c.g);
     rs_store_close(st);
     return c.fails ? 1 : 0;
 }
 
+static int child(const char *backend, const char *mode, int w, int r, int rfd)
+{
+    int port = 0;
+    if (read(rfd, &port, sizeof port) != (ssize_t)sizeof port) return 2;
+    close(rfd);
+    return run_rank(backend, mode, w, r, port);
+}
+
 int main(int argc, char **argv)
 {
-    if (argc < 3) {
-        fprintf(stderr, "usage: test-shm matrix|examples|trace|fault WORLD\n");
+    if (argc < 4) {
+        fprintf(stderr, "usage: test-coll shm|tcp|mpi matrix|examples|trace|fault|groups|p2p WORLD\n");
         return 2;
     }
-    const char *mode = argv[1];
-    int w = atoi(argv[2]);
+    const char *backend = argv[1], *mode = argv[2];
+    int w = atoi(argv[3]);
+    if (!rs_pg_backend_find(backend)) {
+        printf("SKIP: backend %s is not in this build\n", backend);
+        return 77;
+    }
+    if (rs_pg_backend_find(backend)->needs_launcher) {
+        /* one rank of an mpirun job: who we are comes from the launcher's environment */
+        rs_launch_env env;
+        rs_err e = {0};
+        if (rs_launch_env_from_environ(&env, &e)) {
+            fprintf(stderr, "%s\n", e.msg);
+            return 2;
+        }
+        if (env.world_size != w) {
+            fprintf(stderr, "started with %d ranks, the test wants %d\n", env.world_size, w);
+            return 2;
+        }
+        int rc = run_rank(backend, mode, w, env.rank, -1);
+        return rc;
+    }
     int fds[2];
     if (w < 1 || w > 64 || pipe(fds) != 0) return 2;
     fflush(stdout);
@@ -375,7 +578,7 @@ int main(int argc, char **argv)
         pids[r] = fork();
         if (pids[r] == 0) {
             close(fds[1]);
-            int rc = child(mode, w, r, fds[0]);
+            int rc = child(backend, mode, w, r, fds[0]);
             fflush(stdout);
             fflush(stderr);
             _exit(rc);
@@ -404,5 +607,5 @@ int main(int argc, char **argv)
     }
     rs_store_server_stop(srv);
     if (fails) rs_test_failures += fails;
-    return rs_test_finish("test-shm");
+    return rs_test_finish("test-coll");
 }
