@@ -41,9 +41,9 @@ void rs_cmd_usage(const rs_cmddef *c, char *buf, size_t n)
 
 static void help_all(rs_session *s)
 {
-    static const char *const groups[] = {"models", "training", "session log", "playback", "session"};
+    static const char *const groups[] = {"models", "training", "ranks", "session log", "playback", "session"};
     fprintf(s->out, "Commands (`help CMD` for one in full; `play tour` for a three-minute tour):\n");
-    for (int g = 0; g < 5; g++) {
+    for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {
         fprintf(s->out, "%s%s%s\n", rs_sty(s, "\033[1m"), groups[g], rs_sty(s, "\033[0m"));
         for (const rs_cmddef *c = rs_commands; c->name; c++) {
             if (strcmp(c->group, groups[g])) continue;

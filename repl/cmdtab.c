@@ -28,6 +28,10 @@ int rs_cmd_set(rs_session *, const rs_call *);
 int rs_cmd_help(rs_session *, const rs_call *);
 int rs_cmd_quit(rs_session *, const rs_call *);
 int rs_cmd_version(rs_session *, const rs_call *);
+int rs_cmd_collective(rs_session *, const rs_call *);
+int rs_cmd_bench(rs_session *, const rs_call *);
+int rs_cmd_p2p(rs_session *, const rs_call *);
+int rs_cmd_backends(rs_session *, const rs_call *);
 
 static const char *const opt_kinds[] = {"sgd", "adam", "adamw", NULL};
 static const char *const sched_kinds[] = {"constant", "step", "cosine", NULL};
@@ -103,6 +107,45 @@ static const rs_optdef play_opts[] = {
     {NULL, 0, NULL, NULL, NULL},
 };
 
+static const char *const backend_kinds[] = {"shm", "tcp", "mpi", "nccl", NULL};
+static const char *const algo_kinds[] = {"auto", "ring", "tree", "recursive-doubling", NULL};
+static const char *const redop_kinds[] = {"sum", "product", "min", "max", "avg", NULL};
+static const char *const coll_dtypes[] = {"f32", "f64", "i32", "i64", NULL};
+
+#define DIST_OPTS                                                                                                      \
+    {"ranks", RS_T_INT, "2", "rank processes to start", NULL},                                                     \
+        {"backend", RS_T_ENUM, "shm", "how the ranks talk: shm, tcp, mpi (mpirun), nccl (GPUs)", backend_kinds},    \
+        {"timeout", RS_T_DURATION, "30s", "a rank waiting this long for another fails, naming it", NULL}
+
+static const rs_optdef collective_opts[] = {
+    DIST_OPTS,
+    {"count", RS_T_INT, NULL, "elements per rank (default 2, or size=)", NULL},
+    {"size", RS_T_SIZE, NULL, "bytes per rank instead of count=", NULL},
+    {"op", RS_T_ENUM, "sum", "reduction", redop_kinds},
+    {"dtype", RS_T_ENUM, "f32", "element type", coll_dtypes},
+    {"algo", RS_T_ENUM, "auto", "shm/tcp all_reduce algorithm", algo_kinds},
+    {"root", RS_T_INT, "0", "root rank of broadcast, reduce, scatter, gather", NULL},
+    {"show", RS_T_INT, "16", "elements printed per rank", NULL},
+    {NULL, 0, NULL, NULL, NULL},
+};
+
+static const rs_optdef bench_opts[] = {
+    DIST_OPTS,
+    {"sizes", RS_T_STRING, "8..64M", "message sizes LO..HI, doubling (nccl-tests' -b/-e)", NULL},
+    {"op", RS_T_ENUM, "sum", "reduction", redop_kinds},
+    {"dtype", RS_T_ENUM, "f32", "element type", coll_dtypes},
+    {"algo", RS_T_ENUM, "auto", "shm/tcp all_reduce algorithm", algo_kinds},
+    {"iters", RS_T_INT, "0", "timed iterations per size (0: enough to move ~256 MiB)", NULL},
+    {NULL, 0, NULL, NULL, NULL},
+};
+
+static const rs_optdef p2p_opts[] = {
+    DIST_OPTS,
+    {"size", RS_T_SIZE, "1M", "message size", NULL},
+    {"iters", RS_T_INT, "0", "iterations per measurement (0: automatic)", NULL},
+    {NULL, 0, NULL, NULL, NULL},
+};
+
 #define A(n, k) {n, k, false}
 #define AOPT(n, k) {n, k, true}
 
@@ -143,6 +186,26 @@ const rs_cmddef rs_commands[] = {
      {A("MODEL", RS_A_MODEL), A("FILE", RS_A_PATH)}, 2, NULL, false, rs_cmd_save},
     {"load", "models", "load NAME FILE.safetensors    read weights (builds the model if NAME is new)", NULL, false,
      NULL, {A("NAME", RS_A_WORD), A("FILE", RS_A_PATH)}, 2, NULL, false, rs_cmd_load},
+    {"collective", "ranks",
+     "collective OP [ranks=2] [count=2|size=] [backend=shm] [algo=] [op=sum]    one operation on real ranks",
+     "Starts the ranks, runs one collective and prints each rank's input and result, checked against a\n"
+     "serial computation. OP: broadcast reduce all_reduce scatter gather all_gather reduce_scatter\n"
+     "all_to_all barrier. Inputs: rank r holds 1+r, 10+r, 19+r, ... (a scatter's root 0, 1, 2, ...).\n"
+     "  collective scatter ranks=2                   [0,1] to rank 0, [2,3] to rank 1\n"
+     "  collective reduce ranks=2 op=product         [1,10] x [2,11] = [2,110] on rank 0\n"
+     "  collective all_reduce ranks=4 algo=ring size=1M\n"
+     "Every algorithm step goes to the session log (sql \"SELECT * FROM events WHERE kind='coll_step'\").",
+     false, NULL, {A("OP", RS_A_WORD)}, 1, collective_opts, false, rs_cmd_collective},
+    {"bench", "ranks", "bench OP [ranks=2] [sizes=8..64M] [backend=shm]    bandwidth table, as nccl-tests prints",
+     "Times OP at each size from LO to HI (doubling) on real ranks and prints nccl-tests' columns:\n"
+     "time (us, slowest rank), algbw = bytes/time and busbw = algbw x the bus factor (all_reduce\n"
+     "2(n-1)/n; all_gather, reduce_scatter, all_to_all (n-1)/n; others 1), and #wrong, the elements\n"
+     "that differ from a serial computation. Rows go to the session log as metrics.",
+     false, NULL, {A("OP", RS_A_WORD)}, 1, bench_opts, false, rs_cmd_bench},
+    {"p2p", "ranks", "p2p [ranks=2] [size=1M] [backend=shm]    blocking vs immediate send/recv, with timings",
+     NULL, false, NULL, {{0}}, 0, p2p_opts, false, rs_cmd_p2p},
+    {"backends", "ranks", "backends    which operations each backend has, on CPU and GPU", NULL, false, NULL, {{0}}, 0,
+     NULL, false, rs_cmd_backends},
     {"runs", "session log", "runs [n=20]    recent runs from the session log", NULL, false, NULL, {{0}}, 0, runs_opts,
      false, rs_cmd_runs},
     {"compare", "session log", "compare N M    two runs' settings and results side by side", NULL, false, NULL,

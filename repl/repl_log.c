@@ -45,12 +45,18 @@ static json_t *options_json(const rs_call *c)
 int64_t rs_log_run_begin(rs_session *s, const char *kind, const char *model, const char *spec, const char *data,
                          const rs_call *c)
 {
+    return rs_log_run_begin_dist(s, kind, model, spec, data, c, "single", "cpu", 1);
+}
+
+int64_t rs_log_run_begin_dist(rs_session *s, const char *kind, const char *model, const char *spec, const char *data,
+                              const rs_call *c, const char *mode, const char *backend, int world)
+{
     if (!s->log) return 0;
     json_t *o = options_json(c);
     char *text = o ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(9)) : NULL;
     json_decref(o);
     rs_slog_run_info info = {.kind = kind, .model = model, .model_spec = spec, .dataset = data,
-                             .options_json = text, .mode = "single", .backend = "cpu", .world_size = 1};
+                             .options_json = text, .mode = mode, .backend = backend, .world_size = world};
     int64_t id = rs_slog_run_begin(s->log, s->cmd_id, &info);
     free(text);
     rs_log_check(s);
@@ -60,6 +66,11 @@ int64_t rs_log_run_begin(rs_session *s, const char *kind, const char *model, con
 void rs_log_metric(rs_session *s, int64_t run, int64_t step, int epoch, const char *name, double value)
 {
     if (s->log && run > 0) rs_slog_metric(s->log, run, 0, step, epoch, name, value);
+}
+
+void rs_log_event(rs_session *s, int64_t run, const rs_slog_event_info *ev)
+{
+    if (s->log && run > 0) rs_slog_event(s->log, run, ev);
 }
 
 void rs_log_run_end(rs_session *s, int64_t run, const char *status, int64_t steps, const char *final_json,

@@ -1,0 +1,154 @@
+/* The machine lines between a worker and the REPL (see worker.h), and the names both sides use.
+ * Text, one record per line, so they travel through the launcher's line capture and through mpirun's
+ * output forwarding alike, and a person reading a worker's raw output can follow them. */
+#include "worker.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const op_names[RS_OP_KIND_COUNT] = {"send", "recv", "broadcast", "reduce", "all_reduce",
+                                                       "scatter", "gather", "all_gather", "reduce_scatter",
+                                                       "all_to_all", "barrier"};
+
+bool rs_pg_op_from_name(const char *s, rs_pg_opkind *out)
+{
+    for (int k = 0; k < RS_OP_KIND_COUNT; k++)
+        if (!strcmp(s, op_names[k])) {
+            *out = (rs_pg_opkind)k;
+            return true;
+        }
+    return false;
+}
+
+bool rs_redop_from_name(const char *s, rs_redop *out)
+{
+    for (int k = 0; k < RS_REDOP_COUNT; k++)
+        if (!strcmp(s, rs_redop_name((rs_redop)k))) {
+            *out = (rs_redop)k;
+            return true;
+        }
+    return false;
+}
+
+bool rs_pg_algo_from_name(const char *s, rs_pg_algo *out)
+{
+    for (int k = 0; k < RS_ALGO_COUNT; k++)
+        if (!strcmp(s, rs_pg_algo_name((rs_pg_algo)k))) {
+            *out = (rs_pg_algo)k;
+            return true;
+        }
+    return false;
+}
+
+double rs_pg_bus_factor(rs_pg_opkind op, int world)
+{
+    if (world < 1) return 1;
+    double n = world;
+    switch (op) {
+    case RS_OP_ALL_REDUCE: return 2 * (n - 1) / n;
+    case RS_OP_ALL_GATHER:
+    case RS_OP_REDUCE_SCATTER:
+    case RS_OP_ALL_TO_ALL: return (n - 1) / n;
+    default: return 1;
+    }
+}
+
+static bool dtype_from_name(const char *s, rs_dtype *out)
+{
+    for (int k = 0; k < RS_DTYPE_COUNT; k++)
+        if (!strcmp(s, rs_dtype_name((rs_dtype)k))) {
+            *out = (rs_dtype)k;
+            return true;
+        }
+    return false;
+}
+
+int rs_wire_format_event(char *buf, size_t cap, const rs_pg_event *ev)
+{
+    static const char kinds[] = {'b', 's', 'e'};
+    return snprintf(buf, cap, "@ev %c %s %s %llu %d %d %d %d %d %zu %d %.9f", kinds[ev->kind % 3],
+                    rs_pg_op_name(ev->op), rs_pg_algo_name(ev->algo), (unsigned long long)ev->coll, ev->step,
+                    ev->steps, ev->rank, ev->peer, ev->chunk, ev->bytes, ev->group, ev->t);
+}
+
+bool rs_wire_parse_event(const char *line, rs_pg_event *ev)
+{
+    char kind, op[24], algo[24];
+    unsigned long long coll;
+    int step, steps, rank, peer, chunk, group, used = 0;
+    unsigned long long bytes;
+    double t;
+    if (strncmp(line, "@ev ", 4) != 0) return false;
+    if (sscanf(line, "@ev %c %23s %23s %llu %d %d %d %d %d %llu %d %lf%n", &kind, op, algo, &coll, &step, &steps,
+               &rank, &peer, &chunk, &bytes, &group, &t, &used) != 12 ||
+        line[used] != 0)
+        return false;
+    rs_pg_event e = {0};
+    if (kind == 'b') e.kind = RS_PG_EV_BEGIN;
+    else if (kind == 's') e.kind = RS_PG_EV_STEP;
+    else if (kind == 'e') e.kind = RS_PG_EV_END;
+    else return false;
+    if (!rs_pg_op_from_name(op, &e.op) || !rs_pg_algo_from_name(algo, &e.algo) || !isfinite(t) || rank < 0 ||
+        peer < -1 || step < 0 || steps < 0 || group < 0)
+        return false;
+    e.coll = coll;
+    e.step = step;
+    e.steps = steps;
+    e.rank = rank;
+    e.peer = peer;
+    e.chunk = chunk;
+    e.bytes = (size_t)bytes;
+    e.group = group;
+    e.t = t;
+    *ev = e;
+    return true;
+}
+
+int rs_wire_format_bench(char *buf, size_t cap, const rs_bench_row *r)
+{
+    return snprintf(buf, cap, "@bench %s %llu %llu %s %s %.3f %.4f %.4f %llu %d", rs_pg_op_name(r->op),
+                    (unsigned long long)r->bytes, (unsigned long long)r->count, rs_dtype_name(r->dtype),
+                    rs_redop_name(r->redop), r->time_us, r->algbw, r->busbw, (unsigned long long)r->wrong, r->iters);
+}
+
+bool rs_wire_parse_bench(const char *line, rs_bench_row *row)
+{
+    char op[24], dt[8], red[12];
+    unsigned long long bytes, count, wrong;
+    double us, alg, bus;
+    int iters, used = 0;
+    if (strncmp(line, "@bench ", 7) != 0) return false;
+    if (sscanf(line, "@bench %23s %llu %llu %7s %11s %lf %lf %lf %llu %d%n", op, &bytes, &count, dt, red, &us, &alg,
+               &bus, &wrong, &iters, &used) != 10 ||
+        line[used] != 0)
+        return false;
+    rs_bench_row r = {0};
+    if (!rs_pg_op_from_name(op, &r.op) || !dtype_from_name(dt, &r.dtype) || !rs_redop_from_name(red, &r.redop) ||
+        !isfinite(us) || !isfinite(alg) || !isfinite(bus) || iters < 0)
+        return false;
+    r.bytes = bytes;
+    r.count = count;
+    r.time_us = us;
+    r.algbw = alg;
+    r.busbw = bus;
+    r.wrong = wrong;
+    r.iters = iters;
+    *row = r;
+    return true;
+}
+
+bool rs_wire_parse_check(const char *line, int *rank, uint64_t *wrong, double *seconds)
+{
+    unsigned long long w;
+    int r, used = 0;
+    double s;
+    if (strncmp(line, "@check ", 7) != 0) return false;
+    if (sscanf(line, "@check %d %llu %lf%n", &r, &w, &s, &used) != 3 || line[used] != 0 || r < 0 || !isfinite(s))
+        return false;
+    *rank = r;
+    *wrong = w;
+    *seconds = s;
+    return true;
+}

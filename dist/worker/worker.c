@@ -1,0 +1,600 @@
+/* Worker mode (see worker.h): one rank joins its group and runs `collective`, `bench` or `p2p`. */
+#define _GNU_SOURCE
+#include "worker.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "dist/launch/launch.h"
+#include "dist/store/store.h"
+
+/* ---------------------------------------------------------------- arguments */
+
+typedef struct wk {
+    FILE *out, *errf;
+    int rank, world;
+    rs_pg *g;
+    rs_store *store;
+    rs_store_server *server; /* when this rank hosts the store (started by hand, rank 0) */
+    /* job options (key=value), with defaults */
+    const char *backend, *group;
+    rs_pg_opkind op;
+    rs_dtype dtype;
+    rs_redop redop;
+    rs_pg_algo algo;
+    uint64_t count, minbytes, maxbytes, size;
+    int root, show, trace, iters, warmup;
+    double timeout;
+    bool store_from_launcher;
+} wk;
+
+static int usage_error(wk *w, const char *fmt, const char *a)
+{
+    fprintf(w->errf, "ringside --worker: ");
+    fprintf(w->errf, fmt, a);
+    fprintf(w->errf, "\n");
+    return 2;
+}
+
+static bool parse_u64(const char *s, uint64_t *out)
+{
+    char *end;
+    if (!*s || *s == '-') return false;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (*end) return false;
+    *out = v;
+    return true;
+}
+
+static int parse_args(wk *w, int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        char *eq = strchr(argv[i], '=');
+        if (!eq) return usage_error(w, "'%s' is not key=value", argv[i]);
+        *eq = 0;
+        const char *k = argv[i], *v = eq + 1;
+        uint64_t u = 0;
+        bool good = true;
+        if (!strcmp(k, "backend")) w->backend = v;
+        else if (!strcmp(k, "group")) w->group = v;
+        else if (!strcmp(k, "op")) good = rs_pg_op_from_name(v, &w->op);
+        else if (!strcmp(k, "redop")) good = rs_redop_from_name(v, &w->redop);
+        else if (!strcmp(k, "algo")) good = rs_pg_algo_from_name(v, &w->algo);
+        else if (!strcmp(k, "dtype")) {
+            good = false;
+            for (int t = 0; t < RS_DTYPE_COUNT; t++)
+                if (!strcmp(v, rs_dtype_name((rs_dtype)t))) w->dtype = (rs_dtype)t, good = true;
+            good = good && rs_pg_dtype_ok(w->dtype);
+        } else if (!strcmp(k, "count")) good = parse_u64(v, &w->count);
+        else if (!strcmp(k, "size")) good = parse_u64(v, &w->size);
+        else if (!strcmp(k, "minbytes")) good = parse_u64(v, &w->minbytes);
+        else if (!strcmp(k, "maxbytes")) good = parse_u64(v, &w->maxbytes);
+        else if (!strcmp(k, "root") || !strcmp(k, "show") || !strcmp(k, "trace") || !strcmp(k, "iters") ||
+                 !strcmp(k, "warmup")) {
+            good = parse_u64(v, &u) && u < 1000000;
+            int *dst = !strcmp(k, "root") ? &w->root : !strcmp(k, "show") ? &w->show : !strcmp(k, "trace") ? &w->trace
+                       : !strcmp(k, "iters")                                                 ? &w->iters
+                                                                                             : &w->warmup;
+            *dst = (int)u;
+        } else if (!strcmp(k, "timeout")) {
+            char *end;
+            w->timeout = strtod(v, &end);
+            good = !*end && w->timeout > 0;
+        } else if (!strcmp(k, "store")) {
+            good = !strcmp(v, "launcher") || !strcmp(v, "rank0");
+            w->store_from_launcher = !strcmp(v, "launcher");
+        } else {
+            *eq = '=';
+            return usage_error(w, "unknown option '%s'", argv[i]);
+        }
+        if (!good) {
+            *eq = '=';
+            return usage_error(w, "bad value in '%s'", argv[i]);
+        }
+        *eq = '=';
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- data */
+
+static double get(const void *b, size_t i, rs_dtype t)
+{
+    switch (t) {
+    case RS_F32: return ((const float *)b)[i];
+    case RS_F64: return ((const double *)b)[i];
+    case RS_I32: return ((const int32_t *)b)[i];
+    default: return (double)((const int64_t *)b)[i];
+    }
+}
+
+static void put(void *b, size_t i, rs_dtype t, double v)
+{
+    switch (t) {
+    case RS_F32: ((float *)b)[i] = (float)v; break;
+    case RS_F64: ((double *)b)[i] = v; break;
+    case RS_I32: ((int32_t *)b)[i] = (int32_t)v; break;
+    default: ((int64_t *)b)[i] = (int64_t)v; break;
+    }
+}
+
+/* The inputs the lecture's examples use: rank r holds 1 + r + 9i ([1,10] and [2,11] on two ranks), a
+ * scatter's root holds 0, 1, 2, ... and all_to_all's rank r holds r*len + i, as in torch's docs.
+ * Indices wrap at 1000 so large messages keep small, exactly representable values. */
+static double pattern(rs_pg_opkind op, int r, size_t i, size_t len)
+{
+    if (op == RS_OP_SCATTER || op == RS_OP_ALL_TO_ALL) return (double)((size_t)r * len + i) ;
+    return 1 + r + 9 * (double)(i % 1000);
+}
+
+static void fill(void *b, size_t n, rs_dtype t, rs_pg_opkind op, int r, size_t len)
+{
+    for (size_t i = 0; i < n; i++) put(b, i, t, pattern(op, r, i, len));
+}
+
+/* The reduction of every rank's pattern in rank order, the serial reference. */
+static void reduced(void *out, size_t off, size_t n, wk *w, size_t len)
+{
+    size_t es = rs_dtype_size(w->dtype);
+    void *tmp = malloc(n * es + 1);
+    for (size_t i = 0; i < n; i++) put(out, i, w->dtype, pattern(w->op, 0, off + i, len));
+    for (int r = 1; r < w->world && tmp; r++) {
+        for (size_t i = 0; i < n; i++) put(tmp, i, w->dtype, pattern(w->op, r, off + i, len));
+        rs_pg_reduce_into(out, tmp, n, w->dtype, w->redop);
+    }
+    free(tmp);
+    if (w->redop == RS_AVG) rs_pg_scale_avg(out, n, w->dtype, w->world);
+}
+
+static uint64_t count_wrong(const void *got, const void *want, size_t n, rs_dtype t, bool exact)
+{
+    double tol = t == RS_F32 ? 1e-5 : 1e-12;
+    uint64_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        double a = get(got, i, t), b = get(want, i, t);
+        if (a == b) continue;
+        if (exact || !(fabs(a - b) <= tol * (1 + fabs(b)))) bad++;
+    }
+    return bad;
+}
+
+static void print_vals(FILE *f, const void *b, size_t n, rs_dtype t, int show)
+{
+    if (!b) {
+        fputs("-", f);
+        return;
+    }
+    fputc('[', f);
+    size_t head = n <= (size_t)show ? n : (size_t)(show > 1 ? show - 1 : 1);
+    for (size_t i = 0; i < head; i++) {
+        if (i) fputs(", ", f);
+        if (t == RS_F32 || t == RS_F64) fprintf(f, "%g", get(b, i, t));
+        else fprintf(f, "%lld", (long long)get(b, i, t));
+    }
+    if (head < n) {
+        fputs(", ..., ", f);
+        if (t == RS_F32 || t == RS_F64) fprintf(f, "%g", get(b, n - 1, t));
+        else fprintf(f, "%lld", (long long)get(b, n - 1, t));
+        fprintf(f, "] (%zu elements)", n);
+    } else {
+        fputc(']', f);
+    }
+}
+
+/* ---------------------------------------------------------------- running one operation */
+
+/* Buffers of one operation on this rank: `in` and `out` (the same for in-place operations), their
+ * element counts, and which of them mean something on this rank (a scatter's non-roots have no input). */
+typedef struct opbufs {
+    void *in, *out;
+    size_t nin, nout;
+    bool has_in, has_out, in_place;
+} opbufs;
+
+static rs_status opbufs_make(wk *w, size_t count, opbufs *b, rs_err *err)
+{
+    int W = w->world, r = w->rank;
+    bool root = r == w->root;
+    size_t wc = (size_t)W * count;
+    *b = (opbufs){.nin = count, .nout = count, .has_in = true, .has_out = true};
+    switch (w->op) {
+    case RS_OP_BROADCAST:
+    case RS_OP_ALL_REDUCE:
+    case RS_OP_REDUCE: b->in_place = true; break;
+    case RS_OP_SCATTER: b->nin = wc, b->has_in = root; break;
+    case RS_OP_GATHER: b->nout = wc, b->has_out = root; break;
+    case RS_OP_ALL_GATHER: b->nout = wc; break;
+    case RS_OP_REDUCE_SCATTER: b->nin = wc; break;
+    case RS_OP_ALL_TO_ALL: b->nin = b->nout = wc; break;
+    case RS_OP_BARRIER: b->nin = b->nout = 0, b->has_in = b->has_out = false; break;
+    default: return rs_err_set(err, RS_ERR_ARG, "%s is not a collective; try `p2p`", rs_pg_op_name(w->op));
+    }
+    size_t es = rs_dtype_size(w->dtype);
+    b->in = malloc(b->nin * es + 1);
+    b->out = b->in_place ? b->in : malloc(b->nout * es + 1);
+    if (!b->in || !b->out) return rs_err_set(err, RS_ERR_NOMEM, "out of memory for %zu elements", b->nin + b->nout);
+    return RS_OK;
+}
+
+static void opbufs_free(opbufs *b)
+{
+    if (b->out != b->in) free(b->out);
+    free(b->in);
+}
+
+/* Fills this rank's input (a broadcast's non-roots start from zeros, so the copy shows). */
+static void opbufs_fill(wk *w, opbufs *b, size_t count)
+{
+    if (w->op == RS_OP_BROADCAST && w->rank != w->root) memset(b->in, 0, b->nin * rs_dtype_size(w->dtype));
+    else fill(b->in, b->nin, w->dtype, w->op, w->rank, b->nin);
+    (void)count;
+}
+
+static rs_status run_op(wk *w, opbufs *b, size_t count, rs_err *err)
+{
+    rs_pg *g = w->g;
+    rs_dtype t = w->dtype;
+    switch (w->op) {
+    case RS_OP_BROADCAST: return rs_pg_broadcast(g, b->in, count, t, w->root, err);
+    case RS_OP_REDUCE: return rs_pg_reduce(g, b->in, count, t, w->redop, w->root, err);
+    case RS_OP_ALL_REDUCE: return rs_pg_all_reduce(g, b->in, count, t, w->redop, err);
+    case RS_OP_SCATTER: return rs_pg_scatter(g, b->in, b->out, count, t, w->root, err);
+    case RS_OP_GATHER: return rs_pg_gather(g, b->in, b->out, count, t, w->root, err);
+    case RS_OP_ALL_GATHER: return rs_pg_all_gather(g, b->in, b->out, count, t, err);
+    case RS_OP_REDUCE_SCATTER: return rs_pg_reduce_scatter(g, b->in, b->out, count, t, w->redop, err);
+    case RS_OP_ALL_TO_ALL: return rs_pg_all_to_all(g, b->in, b->out, count, t, err);
+    case RS_OP_BARRIER: return rs_pg_barrier(g, err);
+    default: return rs_err_set(err, RS_ERR_ARG, "%s is not a collective", rs_pg_op_name(w->op));
+    }
+}
+
+/* What this rank's output must be, from the serial reference; returns the number of wrong elements. */
+static uint64_t verify(wk *w, const opbufs *b, size_t count)
+{
+    int W = w->world, r = w->rank;
+    rs_dtype t = w->dtype;
+    size_t es = rs_dtype_size(t);
+    if (!b->has_out || b->nout == 0) return 0;
+    void *want = malloc(b->nout * es + 1);
+    if (!want) return b->nout;
+    bool exact = t == RS_I32 || t == RS_I64 || w->redop == RS_MIN || w->redop == RS_MAX;
+    switch (w->op) {
+    case RS_OP_BROADCAST: fill(want, count, t, w->op, w->root, count); exact = true; break;
+    case RS_OP_REDUCE:
+        if (r == w->root) reduced(want, 0, count, w, count);
+        else fill(want, count, t, w->op, r, count), exact = true;
+        break;
+    case RS_OP_ALL_REDUCE: reduced(want, 0, count, w, count); break;
+    case RS_OP_SCATTER:
+        for (size_t i = 0; i < count; i++) put(want, i, t, pattern(w->op, w->root, (size_t)r * count + i, (size_t)W * count));
+        exact = true;
+        break;
+    case RS_OP_GATHER:
+    case RS_OP_ALL_GATHER:
+        for (int q = 0; q < W; q++) fill((char *)want + (size_t)q * count * es, count, t, w->op, q, count);
+        exact = true;
+        break;
+    case RS_OP_REDUCE_SCATTER: reduced(want, (size_t)r * count, count, w, (size_t)W * count); break;
+    case RS_OP_ALL_TO_ALL:
+        for (int q = 0; q < W; q++)
+            for (size_t i = 0; i < count; i++)
+                put((char *)want + (size_t)q * count * es, i, t,
+                    pattern(w->op, q, (size_t)r * count + i, (size_t)W * count));
+        exact = true;
+        break;
+    default: break;
+    }
+    uint64_t bad = count_wrong(b->out, want, b->nout, t, exact);
+    free(want);
+    return bad;
+}
+
+/* ---------------------------------------------------------------- jobs */
+
+static int job_collective(wk *w)
+{
+    rs_err e = {0};
+    opbufs b;
+    size_t count = w->count;
+    if (opbufs_make(w, count, &b, &e)) {
+        fprintf(w->errf, "rank %d: %s\n", w->rank, e.msg);
+        opbufs_free(&b);
+        return 1;
+    }
+    opbufs_fill(w, &b, count);
+    /* The input is printed before the operation overwrites it (in-place operations). */
+    char *line = NULL;
+    size_t cap = 0;
+    FILE *mem = open_memstream(&line, &cap);
+    if (mem) {
+        fprintf(mem, "rank %d: in ", w->rank);
+        print_vals(mem, b.has_in ? b.in : NULL, b.nin, w->dtype, w->show);
+    }
+    /* the start line is not part of the lesson: only the operation itself is traced */
+    rs_pg_trace_fn tr = w->g->trace;
+    w->g->trace = NULL;
+    rs_status st = rs_pg_barrier(w->g, &e);
+    w->g->trace = tr;
+    double t0 = rs_pg_now();
+    if (!st) st = run_op(w, &b, count, &e);
+    double dt = rs_pg_now() - t0;
+    if (st) {
+        if (mem) fclose(mem);
+        free(line);
+        fprintf(w->errf, "rank %d: %s\n", w->rank, e.msg);
+        opbufs_free(&b);
+        return 1;
+    }
+    uint64_t bad = verify(w, &b, count);
+    if (mem) {
+        fputs(" -> out ", mem);
+        print_vals(mem, b.has_out ? b.out : NULL, b.nout, w->dtype, w->show);
+        fclose(mem);
+        fprintf(w->out, "%s\n", line);
+    }
+    free(line);
+    fprintf(w->out, "@check %d %llu %.9f\n", w->rank, (unsigned long long)bad, dt);
+    fflush(w->out);
+    opbufs_free(&b);
+    return bad ? 1 : 0;
+}
+
+/* One bench size: `bytes` is what nccl-tests calls size (the whole buffer; for the gathering and
+ * scattering operations, all ranks' blocks together). */
+static int bench_one(wk *w, uint64_t bytes)
+{
+    rs_err e = {0};
+    size_t es = rs_dtype_size(w->dtype), W = (size_t)w->world;
+    bool split = w->op == RS_OP_ALL_GATHER || w->op == RS_OP_REDUCE_SCATTER || w->op == RS_OP_ALL_TO_ALL ||
+                 w->op == RS_OP_SCATTER || w->op == RS_OP_GATHER;
+    size_t total = bytes / es, count = split ? total / W : total;
+    if (split) total = count * W;
+    opbufs b;
+    if (opbufs_make(w, count, &b, &e)) {
+        fprintf(w->errf, "rank %d: %s\n", w->rank, e.msg);
+        opbufs_free(&b);
+        return 1;
+    }
+    /* correctness first, on the known pattern */
+    opbufs_fill(w, &b, count);
+    rs_status st = run_op(w, &b, count, &e);
+    int64_t wrong = st ? 0 : (int64_t)verify(w, &b, count);
+    if (!st) st = rs_pg_all_reduce(w->g, &wrong, 1, RS_I64, RS_SUM, &e);
+    /* then time: enough iterations to move ~256 MiB (5..1000), after a warm-up */
+    size_t moved = total * es > 0 ? total * es : 1;
+    int iters = w->iters ? w->iters : (int)fmin(1000, fmax(5, (double)(256u << 20) / (double)moved));
+    int warm = w->warmup ? w->warmup : iters / 10 + 2;
+    for (int i = 0; i < warm && !st; i++) st = run_op(w, &b, count, &e);
+    if (!st) st = rs_pg_barrier(w->g, &e);
+    double t0 = rs_pg_now();
+    for (int i = 0; i < iters && !st; i++) st = run_op(w, &b, count, &e);
+    double dt = (rs_pg_now() - t0) / iters;
+    if (!st) st = rs_pg_all_reduce(w->g, &dt, 1, RS_F64, RS_MAX, &e);
+    opbufs_free(&b);
+    if (st) {
+        fprintf(w->errf, "rank %d: bench %s at %llu bytes: %s\n", w->rank, rs_pg_op_name(w->op),
+                (unsigned long long)bytes, e.msg);
+        return 1;
+    }
+    if (w->rank == 0) {
+        rs_bench_row row = {.op = w->op, .bytes = total * es, .count = total, .dtype = w->dtype, .redop = w->redop,
+                            .time_us = dt * 1e6, .wrong = (uint64_t)wrong, .iters = iters};
+        row.algbw = dt > 0 ? (double)(total * es) / dt / 1e9 : 0;
+        row.busbw = row.algbw * rs_pg_bus_factor(w->op, w->world);
+        char line[256];
+        rs_wire_format_bench(line, sizeof line, &row);
+        fprintf(w->out, "%s\n", line);
+        fflush(w->out);
+    }
+    return wrong ? 1 : 0;
+}
+
+static int job_bench(wk *w)
+{
+    uint64_t lo = w->minbytes ? w->minbytes : 8, hi = w->maxbytes ? w->maxbytes : lo;
+    int rc = 0;
+    for (uint64_t s = lo; s <= hi; s *= 2) {
+        int r = bench_one(w, s);
+        if (r) rc = r;
+        if (s > UINT64_MAX / 2) break;
+    }
+    return rc;
+}
+
+static void busy(double seconds)
+{
+    double t0 = rs_pg_now();
+    volatile double x = 1;
+    while (rs_pg_now() - t0 < seconds) x = x * 1.0000001 + 1e-9;
+}
+
+/* Point to point between ranks 0 and 1 (any others wait at the barriers): blocking ping-pong, then
+ * an exchange in both directions, blocking and immediate, then computation while a message is in
+ * flight — with and without test() calls, since a library without a progress thread moves data only
+ * inside its calls (as MPI does). Rank 0 prints the timings. */
+typedef struct p2p_ctx {
+    wk *w;
+    int32_t *a, *b;
+    size_t n;
+    int peer;
+    double compute;
+} p2p_ctx;
+
+static rs_status p2p_round(p2p_ctx *c, int kind, rs_err *err)
+{
+    rs_pg *g = c->w->g;
+    bool first = c->w->rank == 0;
+    rs_status st = RS_OK;
+    rs_work *s = NULL, *r = NULL;
+    switch (kind) {
+    case 0: /* ping-pong */
+        if (first) {
+            st = rs_pg_send(g, c->a, c->n, RS_I32, c->peer, err);
+            if (!st) st = rs_pg_recv(g, c->b, c->n, RS_I32, c->peer, err);
+        } else {
+            st = rs_pg_recv(g, c->b, c->n, RS_I32, c->peer, err);
+            if (!st) st = rs_pg_send(g, c->a, c->n, RS_I32, c->peer, err);
+        }
+        return st;
+    case 1: /* immediate exchange, both directions at once */
+    case 3: /* the same with computation before the waits */
+    case 4: /* ... computation in slices, calling test() between them */
+        st = rs_pg_irecv(g, c->b, c->n, RS_I32, c->peer, &r, err);
+        if (!st) st = rs_pg_isend(g, c->a, c->n, RS_I32, c->peer, &s, err);
+        if (!st && kind == 3) busy(c->compute);
+        if (!st && kind == 4)
+            for (int k = 0; k < 50 && !st; k++) {
+                bool d1, d2;
+                busy(c->compute / 50);
+                st = rs_work_test(s, &d1, err);
+                if (!st) st = rs_work_test(r, &d2, err);
+            }
+        if (!st) st = rs_work_wait(s, err);
+        if (!st) st = rs_work_wait(r, err);
+        rs_work_free(s);
+        rs_work_free(r);
+        return st;
+    case 2: /* blocking: send, then compute (the receiver receives, then computes) */
+        st = first ? rs_pg_send(g, c->a, c->n, RS_I32, c->peer, err) : rs_pg_recv(g, c->b, c->n, RS_I32, c->peer, err);
+        if (!st) busy(c->compute);
+        return st;
+    default: return RS_OK;
+    }
+}
+
+static int job_p2p(wk *w)
+{
+    rs_err e = {0};
+    if (w->world < 2) {
+        fprintf(w->errf, "p2p needs at least 2 ranks\n");
+        return 2;
+    }
+    size_t bytes = w->size ? w->size : (1u << 20), n = bytes / 4 ? bytes / 4 : 1;
+    p2p_ctx c = {.w = w, .a = malloc(n * 4), .b = malloc(n * 4), .n = n, .peer = 1 - w->rank};
+    if (!c.a || !c.b) {
+        free(c.a), free(c.b);
+        fprintf(w->errf, "rank %d: out of memory for %zu bytes\n", w->rank, 2 * n * 4);
+        return 1;
+    }
+    for (size_t i = 0; i < n; i++) c.a[i] = (int32_t)(i * 7 + (size_t)w->rank);
+    int iters = w->iters ? w->iters : (int)fmax(3, fmin(200, 64e6 / (double)(n * 4)));
+    double t[5] = {0};
+    rs_status st = RS_OK;
+    for (int kind = 0; kind < 5 && !st; kind++) {
+        st = rs_pg_barrier(w->g, &e);
+        if (st || w->rank > 1) continue;
+        if (kind == 2) c.compute = fmax(t[0] * 2, 20e-6); /* compute as long as a round trip takes */
+        st = p2p_round(&c, kind, &e); /* warm-up */
+        double t0 = rs_pg_now();
+        for (int i = 0; i < iters && !st; i++) st = p2p_round(&c, kind, &e);
+        t[kind] = (rs_pg_now() - t0) / iters;
+    }
+    if (!st) st = rs_pg_barrier(w->g, &e);
+    /* the data must be the peer's */
+    uint64_t bad = 0;
+    for (size_t i = 0; w->rank <= 1 && i < n; i++) bad += c.b[i] != (int32_t)(i * 7 + (size_t)c.peer);
+    if (st) fprintf(w->errf, "rank %d: p2p: %s\n", w->rank, e.msg);
+    else if (w->rank == 0) {
+        double one = t[0] / 2, gb = (double)(n * 4) / 1e9;
+        fprintf(w->out, "p2p between rank 0 and rank 1: %zu-byte messages, %s backend, %d iterations each\n", n * 4,
+                w->backend, iters);
+        fprintf(w->out, "  blocking send/recv ping-pong, one way   %10.1f us  %6.2f GB/s\n", one * 1e6, gb / one);
+        fprintf(w->out, "  isend+irecv both ways at once           %10.1f us  %6.2f GB/s each way\n", t[1] * 1e6,
+                gb / t[1]);
+        fprintf(w->out, "  with %.0f us of computation per message:\n", c.compute * 1e6);
+        fprintf(w->out, "    blocking send, then compute           %10.1f us\n", t[2] * 1e6);
+        fprintf(w->out, "    isend, compute, wait                  %10.1f us\n", t[3] * 1e6);
+        fprintf(w->out, "    isend, compute calling test(), wait   %10.1f us\n", t[4] * 1e6);
+        fprintf(w->out, "  (data moves only inside library calls: test() during the computation lets it overlap)\n");
+    }
+    if (w->rank <= 1) fprintf(w->out, "@check %d %llu %.9f\n", w->rank, (unsigned long long)bad, t[0]);
+    fflush(w->out);
+    free(c.a);
+    free(c.b);
+    return st || bad ? 1 : 0;
+}
+
+/* ---------------------------------------------------------------- setup */
+
+static void trace_line(void *ud, const rs_pg_event *ev)
+{
+    wk *w = ud;
+    char line[256];
+    rs_wire_format_event(line, sizeof line, ev);
+    fprintf(w->out, "%s\n", line);
+}
+
+static int join(wk *w)
+{
+    rs_err e = {0};
+    rs_launch_env env;
+    if (rs_launch_env_from_environ(&env, &e)) {
+        fprintf(w->errf, "ringside --worker: %s\n", e.msg);
+        return 2;
+    }
+    w->rank = env.rank;
+    w->world = env.world_size;
+    const rs_pg_backend *be = rs_pg_backend_find(w->backend);
+    if (!be) {
+        rs_pg_new(w->backend, NULL, "x", 0, 1, 1, &w->g, &e); /* for its message listing what exists */
+        fprintf(w->errf, "rank %d: %s\n", w->rank, e.msg);
+        return 2;
+    }
+    if (!be->needs_launcher) {
+        if (!env.master_port) {
+            fprintf(w->errf, "rank %d: backend %s needs MASTER_ADDR and MASTER_PORT\n", w->rank, w->backend);
+            return 2;
+        }
+        /* Started by hand (no launcher hosting the store): rank 0 hosts it, as c10d's TCPStore does. */
+        if (!w->store_from_launcher && w->rank == 0 &&
+            rs_store_server_start(env.master_addr, env.master_port, &w->server, &e)) {
+            fprintf(w->errf, "rank 0: hosting the store: %s\n", e.msg);
+            return 1;
+        }
+        if (rs_store_connect(env.master_addr, env.master_port, w->timeout, &w->store, &e) ||
+            rs_store_rendezvous(w->store, w->rank, w->world, w->timeout, &e)) {
+            fprintf(w->errf, "rank %d: %s\n", w->rank, e.msg);
+            return 1;
+        }
+    }
+    if (rs_pg_new(w->backend, w->store, w->group, w->rank, w->world, w->timeout, &w->g, &e)) {
+        fprintf(w->errf, "rank %d: %s\n", w->rank, e.msg);
+        return 1;
+    }
+    w->g->algo = w->algo;
+    if (w->trace) {
+        w->g->trace = trace_line;
+        w->g->trace_ud = w;
+    }
+    return 0;
+}
+
+int rs_worker_main(int argc, char **argv, FILE *out, FILE *errf)
+{
+    wk w = {.out = out, .errf = errf, .backend = "shm", .group = "w", .op = RS_OP_ALL_REDUCE, .dtype = RS_F32,
+            .redop = RS_SUM, .algo = RS_ALGO_AUTO, .count = 2, .show = 16, .timeout = 30};
+    if (argc < 1) return usage_error(&w, "%s", "no job (collective, bench or p2p)");
+    const char *job = argv[0];
+    if (strcmp(job, "collective") && strcmp(job, "bench") && strcmp(job, "p2p"))
+        return usage_error(&w, "unknown job '%s' (collective, bench or p2p)", job);
+    int rc = parse_args(&w, argc, argv);
+    if (rc) return rc;
+    rc = join(&w);
+    if (!rc) {
+        if (!strcmp(job, "collective")) rc = job_collective(&w);
+        else if (!strcmp(job, "bench")) rc = job_bench(&w);
+        else rc = job_p2p(&w);
+    }
+    fflush(out);
+    /* A last barrier through the store so no rank tears down its group while a peer still reads it. */
+    if (w.store && !rc) {
+        rs_err e = {0};
+        rs_store_barrier(w.store, "worker/end", w.world, w.timeout, &e);
+    }
+    rs_pg_destroy(w.g);
+    rs_store_close(w.store);
+    rs_store_server_stop(w.server);
+    return rc;
+}
