@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "dist/launch/launch.h"
 #include "dist/store/store.h"
@@ -28,6 +29,7 @@ typedef struct wk {
     int root, show, trace, iters, warmup;
     double timeout;
     bool store_from_launcher;
+    int die_rank, die_step; /* tests: RINGSIDE_TEST_DIE=RANK:STEP kills that rank mid-operation */
 } wk;
 
 static int usage_error(wk *w, const char *fmt, const char *a)
@@ -521,6 +523,11 @@ static int job_p2p(wk *w)
 static void trace_line(void *ud, const rs_pg_event *ev)
 {
     wk *w = ud;
+    if (ev->kind == RS_PG_EV_STEP && ev->rank == w->die_rank && ev->step == w->die_step) {
+        fflush(w->out);
+        _exit(3); /* a rank dying in the middle of an algorithm, for the fault tests */
+    }
+    if (!w->trace) return;
     char line[256];
     rs_wire_format_event(line, sizeof line, ev);
     fprintf(w->out, "%s\n", line);
@@ -530,13 +537,19 @@ static int join(wk *w)
 {
     rs_err e = {0};
     rs_launch_env env;
+    const rs_pg_backend *be = rs_pg_backend_find(w->backend);
+    /* Under mpirun, who we are is mpirun's to say: the torchrun variables the REPL's launcher gave the
+     * mpirun process itself (rank 0 of 1) are not ours. */
+    if (be && be->needs_launcher && getenv("OMPI_COMM_WORLD_SIZE")) {
+        static const char *const torchrun[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"};
+        for (size_t i = 0; i < 4; i++) unsetenv(torchrun[i]);
+    }
     if (rs_launch_env_from_environ(&env, &e)) {
         fprintf(w->errf, "ringside --worker: %s\n", e.msg);
         return 2;
     }
     w->rank = env.rank;
     w->world = env.world_size;
-    const rs_pg_backend *be = rs_pg_backend_find(w->backend);
     if (!be) {
         rs_pg_new(w->backend, NULL, "x", 0, 1, 1, &w->g, &e); /* for its message listing what exists */
         fprintf(w->errf, "rank %d: %s\n", w->rank, e.msg);
@@ -564,7 +577,9 @@ static int join(wk *w)
         return 1;
     }
     w->g->algo = w->algo;
-    if (w->trace) {
+    const char *die = getenv("RINGSIDE_TEST_DIE");
+    if (!die || sscanf(die, "%d:%d", &w->die_rank, &w->die_step) != 2) w->die_rank = -1;
+    if (w->trace || w->die_rank >= 0) {
         w->g->trace = trace_line;
         w->g->trace_ud = w;
     }

@@ -1,0 +1,214 @@
+#!/usr/bin/env python3
+"""The rank-starting commands driven from outside: `ringside -c ...` with a session log, checked on
+what a learner sees (each rank's input and result, the lecture's examples, nccl-tests' columns) and
+on what lands in the log (every ring step, with its peer). Also the worker mode started by hand
+with the torchrun variables and by `mpirun -np 4`.
+
+usage: ranks_test.py CASE RINGSIDE"""
+import os
+import re
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+
+CASE, EXE = sys.argv[1], os.path.abspath(sys.argv[2])
+failures = 0
+
+
+def check(cond, what):
+    global failures
+    if not cond:
+        failures += 1
+        print("FAIL:", what)
+    else:
+        print("ok:", what)
+
+
+def run(cmds, db=None, env=None, timeout=120):
+    """Runs ringside -c; returns (exit code, stdout followed by stderr)."""
+    args = [EXE, "--keep-going"] + (["--db", db] if db else ["--no-db"]) + ["-c", cmds]
+    e = dict(os.environ)
+    e.update(env or {})
+    p = subprocess.run(args, capture_output=True, text=True, timeout=timeout, env=e)
+    return p.returncode, p.stdout + p.stderr
+
+
+def case_collective(tmp):
+    db = os.path.join(tmp, "log.db")
+    rc, out = run("collective scatter ranks=2; collective reduce ranks=2 op=product; "
+                  "collective all_reduce ranks=4 algo=ring count=8; collective all_to_all ranks=2; "
+                  "collective all_gather ranks=3 dtype=i64; collective reduce_scatter ranks=3 op=max count=1", db)
+    print(out)
+    check(rc == 0, "all collectives succeed")
+    check("rank 0: in [0, 1, 2, 3] -> out [0, 1]" in out and "rank 1: in - -> out [2, 3]" in out,
+          "scatter of [0,1],[2,3] (the lecture's example)")
+    check("rank 0: in [1, 10] -> out [2, 110]" in out, "reduce with PRODUCT of [1,10] and [2,11] gives [2,110] on rank 0")
+    check("rank 1: in [2, 11] -> out [2, 11]" in out, "reduce leaves a non-root's buffer alone")
+    want = "[10, 46, 82, 118, 154, 190, 226, 262]"
+    check(all("rank %d: in" % r in out for r in range(4)) and out.count("-> out " + want) == 4,
+          "ring all_reduce: every rank holds the sum")
+    check("rank 0: in [0, 1, 2, 3] -> out [0, 1, 4, 5]" in out and "rank 1: in [4, 5, 6, 7] -> out [2, 3, 6, 7]" in out,
+          "all_to_all as torch's docs show it")
+    check("rank 2: in [3, 12] -> out [1, 10, 2, 11, 3, 12]" in out, "all_gather of i64")
+    check("ring in 6 steps" in out, "4-rank ring all_reduce takes 2(n-1) = 6 steps")
+    check(out.count("every rank's result equals the serial computation") == 6, "each run checked against serial")
+    # rank lines come out in rank order
+    ranks = [int(m) for m in re.findall(r"^  rank (\d+): in", out, re.M)]
+    check(ranks == [0, 1, 0, 1, 0, 1, 2, 3, 0, 1, 0, 1, 2, 0, 1, 2], "rank lines in rank order per run: %s" % ranks)
+
+    con = sqlite3.connect(db)
+    runs = con.execute("SELECT id, kind, backend, world_size, status FROM runs ORDER BY id").fetchall()
+    check([r[1] for r in runs] == ["collective"] * 6 and all(r[4] == "done" for r in runs), "six collective runs done")
+    ring = runs[2][0]
+    check(runs[2][2] == "shm" and runs[2][3] == 4, "the ring run logged backend shm, world 4")
+    steps = con.execute("SELECT rank, astep, peer, chunk, bytes, algo, name FROM events "
+                        "WHERE run_id=? AND kind='coll_step' ORDER BY rank, astep", (ring,)).fetchall()
+    check(len(steps) == 24, "4 ranks x 6 ring steps in the log (got %d)" % len(steps))
+    check(all(p == (r + 1) % 4 and a == "ring" and n == "all_reduce" and b == 8 for r, s, p, c, b, a, n in steps),
+          "every step sends 2 floats to the next rank")
+    # step s of rank r sends chunk (r - s) mod 4 in the reduce-scatter half
+    check(all(c == (r - s) % 4 for r, s, p, c, b, a, n in steps if s < 3), "reduce-scatter chunks rotate round the ring")
+    be = con.execute("SELECT count(*) FROM events WHERE run_id=? AND kind IN ('coll_begin','coll_end')", (ring,)).fetchone()
+    check(be[0] == 8, "one begin and one end per rank")
+    dur = con.execute("SELECT min(value) FROM events WHERE run_id=? AND kind='coll_end'", (ring,)).fetchone()[0]
+    check(dur is not None and dur > 0, "coll_end carries the duration")
+
+
+def case_bench(tmp):
+    db = os.path.join(tmp, "log.db")
+    rc, out = run("bench all_reduce ranks=2 sizes=8..64K; bench all_gather ranks=3 sizes=1K..4K dtype=f64", db)
+    print(out)
+    check(rc == 0, "bench runs")
+    rows = [l.split() for l in out.splitlines() if re.match(r"^\s+\d+\s+\d+\s+f(32|64)\s", l)]
+    ar = [r for r in rows if r[2] == "f32"]
+    ag = [r for r in rows if r[2] == "f64"]
+    check([int(r[0]) for r in ar] == [8 << k for k in range(14)], "all_reduce sizes 8 B .. 64 KiB, doubling")
+    check(all(int(r[1]) * 4 == int(r[0]) for r in ar), "count = size / 4 for f32")
+    check(all(r[7] == "0" for r in rows), "#wrong is 0 everywhere")
+    # busbw = algbw x 2(n-1)/n = algbw for 2 ranks; algbw = size / time
+    check(all(abs(float(r[6]) - float(r[5])) <= 0.011 for r in ar), "all_reduce busbw = algbw x 1 for 2 ranks")
+    check(all(abs(float(r[5]) - int(r[0]) / float(r[4]) / 1e3) <= 0.011 + 0.01 * float(r[5]) for r in ar),
+          "algbw = bytes / time")
+    # all_gather of 3 ranks: size rounds down to a multiple of 3 elements; busbw = algbw x 2/3
+    check(len(ag) == 3 and all(int(r[1]) % 3 == 0 for r in ag), "all_gather counts divisible by the world size")
+    check(all(abs(float(r[6]) - float(r[5]) * 2 / 3) <= 0.011 for r in ag), "all_gather busbw = algbw x (n-1)/n")
+    check("# Avg bus bandwidth" in out and "Out of bounds values : 0 OK" in out, "nccl-tests' footer")
+    con = sqlite3.connect(db)
+    n = con.execute("SELECT count(*) FROM metrics m JOIN runs r ON r.id=m.run_id "
+                    "WHERE r.kind='bench' AND m.name='busbw'").fetchone()[0]
+    check(n == 17, "one busbw metric per row in the log (%d)" % n)
+
+
+def case_p2p(tmp):
+    rc, out = run("p2p ranks=2 size=256K")
+    print(out)
+    check(rc == 0, "p2p runs")
+    for what in ("blocking send/recv ping-pong", "isend+irecv both ways", "isend, compute calling test()"):
+        check(what in out, "p2p reports " + what)
+
+
+def case_errors(tmp):
+    db = os.path.join(tmp, "log.db")
+    rc, out = run("collective allreduse ranks=2; collective all_reduce ranks=0; collective all_reduce backend=gloo; "
+                  "collective send; collective all_reduce ranks=2 root=5; collective all_reduce backend=mpi algo=ring; "
+                  "bench all_reduce sizes=64M..8; collective all_reduce ranks=2", db)
+    print(out)
+    check(rc == 1, "errors make the script fail (exit 1)")
+    check("did you mean 'all_reduce'" in out, "a misspelt operation gets a near miss")
+    check("ranks must be 1..64" in out, "ranks=0 refused with the range")
+    check("gloo" in out and "shm" in out, "unknown backend refused, listing the choices")
+    check("try `p2p`" in out, "send is pointed to p2p")
+    check("root 5 is not a rank (0..1)" in out, "root out of range")
+    check("chooses its own algorithms" in out, "algo= refused for mpi")
+    check("sizes" in out, "a reversed size range refused")
+    check("every rank's result equals the serial computation" in out, "the session goes on after the errors")
+    con = sqlite3.connect(db)
+    st = [r[0] for r in con.execute("SELECT status FROM commands ORDER BY id")]
+    check(st.count("error") == 7 and st[-1] == "ok", "the log has 7 failed commands then an ok one: %s" % st)
+
+
+def case_fault(tmp):
+    db = os.path.join(tmp, "log.db")
+    t0 = time.time()
+    rc, out = run("collective all_reduce ranks=4 algo=ring size=4M timeout=5s; collective all_reduce ranks=2", db,
+                  env={"RINGSIDE_TEST_DIE": "2:3"})
+    dt = time.time() - t0
+    print(out)
+    check(rc == 1, "the failed run fails the script")
+    check("rank 2 exited with status 3" in out, "the user is told which rank failed and how")
+    check(dt < 15, "everything ended within the bound (%.1f s)" % dt)
+    con = sqlite3.connect(db)
+    st = [r[0] for r in con.execute("SELECT status FROM runs ORDER BY id")]
+    check(st[0] == "failed", "the run is marked failed in the log: %s" % st)
+
+
+def case_by_hand(tmp):
+    """Ranks started by hand with the torchrun variables (rank 0 hosts the store, as c10d does)."""
+    port = 29000 + os.getpid() % 2000
+    procs = []
+    for r in range(3):
+        env = dict(os.environ, RANK=str(r), WORLD_SIZE="3", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        procs.append(subprocess.Popen([EXE, "--worker", "collective", "op=all_reduce", "count=3", "backend=shm"],
+                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    outs = [p.communicate(timeout=60)[0] for p in procs]
+    print("".join(outs))
+    check(all(p.returncode == 0 for p in procs), "three hand-started ranks succeed")
+    check(all("-> out [6, 33, 60]" in o for o in outs), "each holds the sum of [1,10,19],[2,11,20],[3,12,21]")
+    check(all(re.search(r"^@check %d 0 " % r, o, re.M) for r, o in enumerate(outs)), "each rank checks itself")
+    # a rank that never arrives: rendezvous times out naming it
+    env = dict(os.environ, RANK="0", WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port + 1))
+    t0 = time.time()
+    p = subprocess.run([EXE, "--worker", "collective", "op=all_reduce", "timeout=1.5"], env=env, capture_output=True,
+                       text=True, timeout=60)
+    print(p.stdout + p.stderr)
+    check(p.returncode != 0 and "1" in p.stderr and time.time() - t0 < 10, "a missing rank times out at rendezvous")
+    check(re.search(r"rank.? 1", p.stderr) is not None, "the message names the missing rank")
+    # the port already in use is reported, not hung on
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen()
+    busy = s.getsockname()[1]
+    env = dict(os.environ, RANK="0", WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(busy))
+    t0 = time.time()
+    p = subprocess.run([EXE, "--worker", "collective", "op=all_reduce", "timeout=20"], env=env, capture_output=True,
+                       text=True, timeout=60)
+    print(p.stdout + p.stderr)
+    check(p.returncode != 0 and time.time() - t0 < 5, "a port in use fails at once")
+    check("in use" in p.stderr, "and says the port is in use")
+    s.close()
+
+
+def case_mpirun(tmp):
+    mpirun = shutil.which("mpirun")
+    rc, out = run("backends")
+    if not mpirun or "  mpi " not in out:
+        print("SKIP: mpirun or the mpi backend is missing")
+        sys.exit(77)
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(k, None)
+    for op, extra, want in (("all_reduce", [], "-> out [10, 46, 82]"),
+                            ("reduce", ["redop=product", "count=2"], "rank 0: in [1, 10] -> out [24, 17160]"),
+                            ("all_gather", ["dtype=i32", "count=1"], "-> out [1, 2, 3, 4]"),
+                            ("reduce_scatter", ["redop=max", "count=1"], "rank 3: in [4, 13, 22, 31] -> out [31]")):
+        args = [mpirun, "--oversubscribe", "-np", "4", EXE, "--worker", "collective", "backend=mpi", "op=" + op,
+                "count=3"] + extra
+        p = subprocess.run(args, capture_output=True, text=True, timeout=120, env=env)
+        print(p.stdout + p.stderr)
+        check(p.returncode == 0, "mpirun -np 4 worker %s succeeds" % op)
+        check(want in p.stdout, "%s result %s" % (op, want))
+        check(len(re.findall(r"^@check \d 0 ", p.stdout, re.M)) == 4, "%s: four ranks check out" % op)
+    # and from the REPL, which starts mpirun itself
+    rc, out = run("collective all_reduce ranks=4 backend=mpi count=3", env=env)
+    print(out)
+    check(rc == 0 and out.count("-> out [10, 46, 82]") == 4, "collective backend=mpi from the REPL")
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    globals()["case_" + CASE.replace("-", "_")](tmp)
+print("%d failed" % failures)
+sys.exit(1 if failures else 0)
