@@ -1,0 +1,61 @@
+/* Fuzz target for the lines the REPL reads from its ranks (dist/worker/worker.h): any bytes, as a
+ * line, must parse or be refused without a crash; whatever parses must survive a format round trip
+ * (format, parse again, same record), so nothing a rank could print is read two ways. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dist/worker/worker.h"
+#include "fuzz.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    char *line = malloc(size + 1);
+    if (!line) return 0;
+    memcpy(line, data, size);
+    line[size] = 0;
+    char buf[512];
+    rs_pg_event ev, ev2;
+    if (rs_wire_parse_event(line, &ev)) {
+        rs_wire_format_event(buf, sizeof buf, &ev);
+        if (!rs_wire_parse_event(buf, &ev2) || ev2.kind != ev.kind || ev2.op != ev.op || ev2.algo != ev.algo ||
+            ev2.coll != ev.coll || ev2.step != ev.step || ev2.rank != ev.rank || ev2.peer != ev.peer ||
+            ev2.bytes != ev.bytes || ev2.group != ev.group || ev2.chunk != ev.chunk)
+            __builtin_trap();
+    }
+    rs_bench_row row, row2;
+    if (rs_wire_parse_bench(line, &row)) {
+        if (fabs(row.time_us) > 1e300 || fabs(row.algbw) > 1e300 || fabs(row.busbw) > 1e300) goto out;
+        rs_wire_format_bench(buf, sizeof buf, &row);
+        if (strlen(buf) < sizeof buf - 1 &&
+            (!rs_wire_parse_bench(buf, &row2) || row2.op != row.op || row2.bytes != row.bytes ||
+             row2.count != row.count || row2.dtype != row.dtype || row2.redop != row.redop ||
+             row2.wrong != row.wrong || row2.iters != row.iters))
+            __builtin_trap();
+    }
+    int r;
+    uint64_t w;
+    double s;
+    if (rs_wire_parse_check(line, &r, &w, &s) && (r < 0 || !isfinite(s))) __builtin_trap();
+out:
+    free(line);
+    return 0;
+}
+
+size_t rs_fuzz_seeds(const rs_fuzz_seed **seeds)
+{
+#define S(x) {(const uint8_t *)(x), sizeof(x) - 1}
+    static const rs_fuzz_seed s[] = {
+        S("@ev s all_reduce ring 3 2 6 1 2 0 1000 0 8128.104819700"),
+        S("@ev b barrier auto 0 0 0 1 -1 0 0 0 8128.1"),
+        S("@ev e reduce tree 1 0 1 0 -1 0 8 2 1.5"),
+        S("@bench all_reduce 1048576 262144 f32 sum 145.110 7.2300 7.2300 0 200"),
+        S("@bench all_gather 1026 129 f64 max 3.5 0.1 0.06 3 1000"),
+        S("@check 3 0 0.000024817"),
+        S("rank 0: in [1, 10] -> out [2, 110]"),
+        S("@ev s all_reduce ring 18446744073709551615 2147483647 6 1 2 0 1000 0 1e308"),
+    };
+#undef S
+    *seeds = s;
+    return sizeof s / sizeof s[0];
+}
