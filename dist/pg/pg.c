@@ -258,6 +258,7 @@ static rs_status check(rs_pg *g, rs_pg_opkind op, const void *fn, rs_dtype t, in
 
 static void begin(rs_pg *g, rs_pg_opkind op, size_t bytes)
 {
+    if (!g->trace) return; /* no clock reads on the untraced path: small messages take ~1 us */
     rs_pg_event ev = {.kind = RS_PG_EV_BEGIN, .op = op, .algo = g->algo, .coll = g->coll, .rank = g->rank,
                       .peer = -1, .bytes = bytes, .t = rs_pg_now()};
     rs_pg_emit(g, &ev);
@@ -265,9 +266,13 @@ static void begin(rs_pg *g, rs_pg_opkind op, size_t bytes)
 
 static rs_status end(rs_pg *g, rs_pg_opkind op, size_t bytes, rs_status st)
 {
-    rs_pg_event ev = {.kind = RS_PG_EV_END, .op = op, .algo = g->algo, .coll = g->coll, .rank = g->rank,
-                      .peer = -1, .bytes = bytes, .t = rs_pg_now()};
-    rs_pg_emit(g, &ev);
+    if (g->trace) {
+        /* the algorithm the backend actually used, where it says (step-based backends do) */
+        rs_pg_algo a = g->cur_op == op && g->cur_algo != RS_ALGO_AUTO ? g->cur_algo : g->algo;
+        rs_pg_event ev = {.kind = RS_PG_EV_END, .op = op, .algo = a, .coll = g->coll, .rank = g->rank,
+                          .peer = -1, .bytes = bytes, .t = rs_pg_now()};
+        rs_pg_emit(g, &ev);
+    }
     if (op != RS_OP_SEND && op != RS_OP_RECV) g->coll++;
     return st;
 }

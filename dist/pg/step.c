@@ -105,7 +105,7 @@ static rs_status run_until(rs_pg *g, rs_pg_xfer *cur, rs_pg_xfer *target, rs_pg_
                               rs_pg_op_name(op), rs_pg_algo_name(algo), target->step + 1, target->steps,
                               rs_pg_global_rank(g, g->rank), g->timeout_s, who);
         }
-        if (idle > (1u << 30)) idle = 1024;
+        if (idle > (1u << 30)) idle = 1u << 20; /* stay in the sleeping phase */
     }
 }
 

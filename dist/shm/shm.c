@@ -18,25 +18,36 @@
 
 /* Layout of the segment, all offsets fixed by (world):
  *   header (one cache line): magic, world, chunk size, slots per mailbox
- *   world*world mailbox heads, box(src,dst) = heads[src*world+dst]: `posted` (written only by src) and
- *     `consumed` (written only by dst), each on its own cache line so the two sides never share one
+ *   world*world mailboxes, box(src,dst): SHM_SLOTS slot heads, each one cache line written only by src
+ *     (a sequence number and, for a chunk of at most SHM_SMALL bytes, the chunk itself), and
+ *     `consumed` on a line of its own, written only by dst
  *   world*world data areas of SHM_SLOTS slots of SHM_CHUNK bytes each.
  * A message of B bytes moves as ceil(B/SHM_CHUNK) chunks; chunk k of a pair's stream goes to slot
- * k % SHM_SLOTS. Two slots let the sender fill one while the receiver drains the other (pipelining);
- * 64 KiB chunks keep a world of 8 at 8 MiB of segment while staying large enough for memcpy speed. */
-#define SHM_MAGIC 0x72736d68u /* "rshm" */
+ * k % SHM_SLOTS, and is there once the slot head's sequence number reads k+1 (release/acquire). Two
+ * slots let the sender fill one while the receiver drains the other (pipelining); 64 KiB chunks keep a
+ * world of 8 at 8 MiB of segment while staying large enough for memcpy speed. A small message rides in
+ * the slot head itself, so it costs the receiver one cache line from the sender's core, as Open MPI's
+ * "fast boxes" do. Each side counts its own chunks, and the sender re-reads `consumed` (a line the
+ * receiver owns) only when the slots look full. */
+#define SHM_MAGIC 0x72736832u /* "rsh2" */
 #define SHM_CHUNK (64u << 10)
 #define SHM_SLOTS 2u
 #define SHM_MAX_WORLD 64 /* 4096 mailboxes, 512 MiB of (sparse) segment */
 #define SHM_LINE 64
+#define SHM_SMALL (SHM_LINE - 8)
 
 typedef struct shm_head {
     uint32_t magic, world, chunk, slots;
     char pad[SHM_LINE - 16];
 } shm_head;
 
+typedef struct shm_slot_head {
+    _Alignas(SHM_LINE) _Atomic uint64_t seq; /* k+1 once chunk k is in this slot */
+    char small[SHM_SMALL];                    /* the chunk, when it is at most SHM_SMALL bytes */
+} shm_slot_head;
+
 typedef struct shm_box {
-    _Alignas(SHM_LINE) _Atomic uint64_t posted; /* chunks the sender has published */
+    shm_slot_head head[SHM_SLOTS];
     _Alignas(SHM_LINE) _Atomic uint64_t consumed; /* chunks the receiver has finished with */
 } shm_box;
 
@@ -46,6 +57,10 @@ typedef struct shm_impl {
     shm_box *boxes;        /* (world*world) */
     char *data;            /* (world*world, SHM_SLOTS, SHM_CHUNK) */
     char *tmp;             /* (SHM_CHUNK) scratch for "peer's data first" reductions */
+    uint64_t *sent;        /* (world) chunks this rank has published to each peer */
+    uint64_t *recvd;       /* (world) chunks this rank has taken from each peer */
+    uint64_t *seen;        /* (world) each peer's `consumed` as last read: re-read only when full */
+    bool own_core;         /* world <= online CPUs: waiting may spin */
 } shm_impl;
 
 static shm_impl *impl(rs_pg *g) { return g->impl; }
@@ -61,13 +76,18 @@ static char *slot(rs_pg *g, int src, int dst, uint64_t k)
 static bool send_some(rs_pg *g, rs_pg_xfer *x)
 {
     if (x->to < 0 || x->hold_send || x->soff >= x->sbytes) return false;
+    shm_impl *s = impl(g);
     shm_box *b = box(g, g->rank, x->to);
-    uint64_t posted = atomic_load_explicit(&b->posted, memory_order_relaxed);
-    uint64_t consumed = atomic_load_explicit(&b->consumed, memory_order_acquire);
-    if (posted - consumed >= SHM_SLOTS) return false;
+    uint64_t k = s->sent[x->to];
+    if (k - s->seen[x->to] >= SHM_SLOTS) {
+        s->seen[x->to] = atomic_load_explicit(&b->consumed, memory_order_acquire);
+        if (k - s->seen[x->to] >= SHM_SLOTS) return false;
+    }
     size_t len = x->sbytes - x->soff < SHM_CHUNK ? x->sbytes - x->soff : SHM_CHUNK;
-    memcpy(slot(g, g->rank, x->to, posted), x->sp + x->soff, len);
-    atomic_store_explicit(&b->posted, posted + 1, memory_order_release);
+    shm_slot_head *h = &b->head[k % SHM_SLOTS];
+    memcpy(len <= SHM_SMALL ? h->small : slot(g, g->rank, x->to, k), x->sp + x->soff, len);
+    atomic_store_explicit(&h->seq, k + 1, memory_order_release);
+    s->sent[x->to] = k + 1;
     x->soff += len;
     return true;
 }
@@ -77,23 +97,25 @@ static bool recv_some(rs_pg *g, rs_pg_xfer *x)
     if (x->from < 0 || x->hold_recv || x->roff >= x->rbytes) return false;
     size_t len = x->rbytes - x->roff < SHM_CHUNK ? x->rbytes - x->roff : SHM_CHUNK;
     if (x->after_send && x->soff < x->sbytes && x->roff + len > x->soff) return false;
+    shm_impl *s = impl(g);
     shm_box *b = box(g, x->from, g->rank);
-    uint64_t consumed = atomic_load_explicit(&b->consumed, memory_order_relaxed);
-    uint64_t posted = atomic_load_explicit(&b->posted, memory_order_acquire);
-    if (posted == consumed) return false;
-    const char *src = slot(g, x->from, g->rank, consumed);
+    uint64_t k = s->recvd[x->from];
+    shm_slot_head *h = &b->head[k % SHM_SLOTS];
+    if (atomic_load_explicit(&h->seq, memory_order_acquire) != k + 1) return false;
+    const char *src = len <= SHM_SMALL ? h->small : slot(g, x->from, g->rank, k);
     char *dst = x->rp + x->roff;
     size_t n = len / rs_dtype_size(x->t);
     if (x->mode == RS_XF_COPY) {
         memcpy(dst, src, len);
     } else if (x->peer_first) {
-        memcpy(impl(g)->tmp, src, len);
-        rs_pg_reduce_into(impl(g)->tmp, dst, n, x->t, x->op);
-        memcpy(dst, impl(g)->tmp, len);
+        memcpy(s->tmp, src, len);
+        rs_pg_reduce_into(s->tmp, dst, n, x->t, x->op);
+        memcpy(dst, s->tmp, len);
     } else {
         rs_pg_reduce_into(dst, src, n, x->t, x->op);
     }
-    atomic_store_explicit(&b->consumed, consumed + 1, memory_order_release);
+    s->recvd[x->from] = k + 1;
+    atomic_store_explicit(&b->consumed, k + 1, memory_order_release);
     x->roff += len;
     return true;
 }
@@ -107,16 +129,24 @@ static bool shm_progress(rs_pg *g, rs_pg_xfer *x, rs_status *st, rs_err *err)
     return moved;
 }
 
-/* Waiting: a few spins (a peer on another core answers within ~100 ns), then sched_yield (so an
- * oversubscribed host — 8 ranks on 2 cores — runs the peer we wait for), then short sleeps. */
+/* Waiting. With a core per rank the peer we wait for is running: spin (with the CPU's pause hint)
+ * for some tens of microseconds, since a message then arrives in well under one. With more ranks
+ * than cores (8 ranks on 2) the peer may be the one not running: yield almost at once so it can.
+ * Past that, short sleeps, so a rank waiting on a slow peer costs no CPU. */
 static void shm_idle(rs_pg *g, unsigned idle)
 {
-    (void)g;
-    if (idle < 64) return;
-    if (idle < 256) {
+    bool own_core = impl(g)->own_core;
+    unsigned spin = own_core ? 4096 : 16, yield = own_core ? 8192 : 1024;
+    if (idle < spin) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+        return;
+    }
+    if (idle < yield) {
         sched_yield();
     } else {
-        struct timespec ts = {0, idle < 1024 ? 20000 : 200000};
+        struct timespec ts = {0, idle < yield + 1024 ? 20000 : 200000};
         nanosleep(&ts, NULL);
     }
 }
@@ -132,6 +162,9 @@ static void shm_destroy(rs_pg *g)
     if (s) {
         if (s->base) munmap(s->base, s->size);
         free(s->tmp);
+        free(s->sent);
+        free(s->recvd);
+        free(s->seen);
         free(s);
     }
     free(g);
@@ -232,15 +265,18 @@ rs_status rs_pg_shm_new(rs_store *store, const char *name, int rank, int world, 
     rs_status st = rs_step_pg_alloc(&rs_pg_shm_ops, store, name, rank, world, SHM_MAX_WORLD, timeout_s, &g, err);
     if (st) return st;
     shm_impl *s = calloc(1, sizeof *s);
-    char *tmp = malloc(SHM_CHUNK);
-    if (!s || !tmp) {
-        free(s);
-        free(tmp);
-        free(g);
+    g->impl = s;
+    if (s) {
+        s->tmp = malloc(SHM_CHUNK);
+        s->sent = calloc((size_t)world, sizeof *s->sent);
+        s->recvd = calloc((size_t)world, sizeof *s->recvd);
+        s->seen = calloc((size_t)world, sizeof *s->seen);
+        s->own_core = world <= sysconf(_SC_NPROCESSORS_ONLN);
+    }
+    if (!s || !s->tmp || !s->sent || !s->recvd || !s->seen) {
+        shm_destroy(g);
         return rs_err_set(err, RS_ERR_NOMEM, "shm: out of memory");
     }
-    g->impl = s;
-    s->tmp = tmp;
 
     char key[128], seg[96];
     snprintf(key, sizeof key, "shm/%s/segment", name);
