@@ -378,8 +378,11 @@ int rs_cmd_collective(rs_session *s, const rs_call *c)
         if (j.steps)
             snprintf(algo, sizeof algo, ", %s%s%d step%s", strcmp(j.algo, "auto") ? j.algo : "",
                      strcmp(j.algo, "auto") ? " in " : "", j.steps, j.steps == 1 ? "" : "s");
-        fprintf(s->out, "%s (%s) of %lld x %s on %d ranks, %s%s: %s (slowest rank)\n", rs_pg_op_name(op),
-                rs_call_str(c, "op", "sum"), count, rs_dtype_name(dt), j.world, j.backend, algo, when);
+        bool reduces = op == RS_OP_REDUCE || op == RS_OP_ALL_REDUCE || op == RS_OP_REDUCE_SCATTER;
+        char red[32] = "";
+        if (reduces) snprintf(red, sizeof red, " (%s)", rs_call_str(c, "op", "sum"));
+        fprintf(s->out, "%s%s of %lld x %s on %d ranks, %s%s: %s (slowest rank)\n", rs_pg_op_name(op), red, count,
+                rs_dtype_name(dt), j.world, j.backend, algo, when);
         if (missing || wrong) {
             for (int r = 0; r < j.world; r++)
                 if (j.wrong[r]) fprintf(s->out, "  rank %d: %llu elements differ from the serial computation\n", r,

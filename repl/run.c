@@ -1,5 +1,6 @@
 /* Running commands from a line, a script file or a tutorial: split, lex, parse against the table,
  * log, dispatch. Scripts stop at the first error unless --keep-going; errors start with file:line:. */
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -148,8 +149,19 @@ int rs_cmd_play(rs_session *s, const rs_call *c)
     const char *arg = c->args[0];
     if (!strcmp(arg, "tour")) snprintf(path, sizeof path, "%s/00-tour.ring", rs_repl_tutorial_dir());
     else if (access(arg, R_OK) != 0 && !strchr(arg, '/')) {
-        /* A bare name: look in the tutorials folder, with or without .ring. */
+        /* A bare name: look in the tutorials folder, with or without .ring, and without its number
+         * (`play collectives` finds 01-collectives.ring). */
         snprintf(path, sizeof path, "%s/%s%s", rs_repl_tutorial_dir(), arg, strstr(arg, ".ring") ? "" : ".ring");
+        DIR *d = access(path, R_OK) != 0 ? opendir(rs_repl_tutorial_dir()) : NULL;
+        for (struct dirent *e; d && (e = readdir(d));) {
+            const char *dash = strchr(e->d_name, '-');
+            size_t n = strlen(arg);
+            if (dash && !strncmp(dash + 1, arg, n) && !strcmp(dash + 1 + n, strstr(arg, ".ring") ? "" : ".ring")) {
+                snprintf(path, sizeof path, "%s/%s", rs_repl_tutorial_dir(), e->d_name);
+                break;
+            }
+        }
+        if (d) closedir(d);
     } else snprintf(path, sizeof path, "%s", arg);
     if (access(path, R_OK) != 0) {
         if (!strcmp(arg, "tour") || strcmp(path, arg))

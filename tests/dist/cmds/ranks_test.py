@@ -130,6 +130,17 @@ def case_errors(tmp):
     check(st.count("error") == 7 and st[-1] == "ok", "the log has 7 failed commands then an ok one: %s" % st)
 
 
+def case_tutorial(tmp):
+    db = os.path.join(tmp, "log.db")
+    rc, out = run("play collectives auto", db, timeout=300)
+    print(out)
+    check(rc == 0, "the collectives tutorial plays to the end")
+    check("rank 0: in [1, 10] -> out [2, 110]" in out and "Avg bus bandwidth" in out and "isend" in out,
+          "it shows the lecture's examples, a bench table and p2p")
+    check(re.search(r"^\s+0\s+0\s+0\s+1\s+8$", out, re.M) is not None,
+          "its sql shows rank 0's first ring step sending chunk 0 to rank 1")
+
+
 def case_fault(tmp):
     db = os.path.join(tmp, "log.db")
     t0 = time.time()
