@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <arpa/inet.h>
 #include <inttypes.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -123,6 +124,20 @@ void rs_store_close(rs_store *st)
     if (!st) return;
     close(st->fd);
     free(st);
+}
+
+rs_status rs_store_local_addr(rs_store *st, char *host, size_t cap, rs_err *err)
+{
+    struct sockaddr_in a;
+    socklen_t al = sizeof a;
+    if (getsockname(st->fd, (struct sockaddr *)&a, &al) != 0)
+        return rs_err_set(err, RS_ERR_IO, "store: local address of the connection to %s: %s", st->where,
+                          strerror(errno));
+    if (a.sin_family != AF_INET)
+        return rs_err_set(err, RS_ERR_IO, "store: the connection to %s has no IPv4 local address", st->where);
+    if (!inet_ntop(AF_INET, &a.sin_addr, host, (socklen_t)cap))
+        return rs_err_set(err, RS_ERR_ARG, "store: local address: %zu bytes is too small (give INET_ADDRSTRLEN)", cap);
+    return RS_OK;
 }
 
 static rs_status io_fail(rs_store *st, rs_err *err, const char *what, int e)

@@ -25,6 +25,9 @@ void rs_store_server_stop(rs_store_server *s);
  * and ends it with rs_store_close. */
 rs_status rs_store_connect(const char *host, int port, double timeout_s, rs_store **out, rs_err *err);
 void rs_store_close(rs_store *st);
+/* The local IPv4 address of this client's connection (dotted text into host, cap bytes): the interface
+ * that reaches the store's host, so the one a backend should listen on for ranks on other hosts. */
+rs_status rs_store_local_addr(rs_store *st, char *host, size_t cap, rs_err *err);
 
 /* Keys are non-empty, at most RS_STORE_KEY_MAX bytes; values at most RS_STORE_VAL_MAX bytes. */
 rs_status rs_store_set(rs_store *st, const char *key, const void *val, size_t n, rs_err *err);
