@@ -174,6 +174,21 @@ static int by_rank(const void *a, const void *b, void *ud)
     return r[x] != r[y] ? (r[x] > r[y]) - (r[x] < r[y]) : (x > y) - (x < y);
 }
 
+/* The kept lines: those a rank tagged ("rank 2: ...") in rank order, then the others as they came. */
+static void print_lines(dist_job *j, const char *indent)
+{
+    int *idx = malloc(sizeof *idx * (size_t)(j->nlines + 1));
+    if (!idx) return;
+    int n = 0;
+    for (int i = 0; i < j->nlines; i++)
+        if (!strncmp(j->lines[i], "rank ", 5)) idx[n++] = i;
+    qsort_r(idx, (size_t)n, sizeof *idx, by_rank, j->line_rank);
+    for (int i = 0; i < j->nlines; i++)
+        if (strncmp(j->lines[i], "rank ", 5)) idx[n++] = i;
+    for (int i = 0; i < n; i++) fprintf(j->s->out, "%s%s\n", indent, j->lines[idx[i]]);
+    free(idx);
+}
+
 static void job_free(dist_job *j)
 {
     for (int i = 0; i < j->nlines; i++) free(j->lines[i]);
@@ -357,12 +372,7 @@ int rs_cmd_collective(rs_session *s, const rs_call *c)
     snprintf(a_be, sizeof a_be, "backend=%s", j.backend);
     const char *args[] = {a_be, a_op, a_cnt, a_dt, a_red, a_algo, a_root, a_show, "trace=1"};
     rc = run_ranks(&j, args, 9, timeout);
-    /* each rank's line, in rank order */
-    int *idx = malloc(sizeof *idx * (size_t)(j.nlines + 1));
-    for (int i = 0; idx && i < j.nlines; i++) idx[i] = i;
-    if (idx) qsort_r(idx, (size_t)j.nlines, sizeof *idx, by_rank, j.line_rank);
-    for (int i = 0; idx && i < j.nlines; i++) fprintf(s->out, "  %s\n", j.lines[idx[i]]);
-    free(idx);
+    print_lines(&j, "  ");
     if (!rc) {
         uint64_t wrong = 0;
         double slowest = 0;
@@ -456,7 +466,7 @@ int rs_cmd_bench(rs_session *s, const rs_call *c)
 
 int rs_cmd_p2p(rs_session *s, const rs_call *c)
 {
-    dist_job j = {.what = "p2p"};
+    dist_job j = {.what = "p2p", .collect = true};
     double timeout = 30;
     int rc = common_opts(s, c, &j, &timeout);
     if (!rc && j.world < 2) {
@@ -480,6 +490,7 @@ int rs_cmd_p2p(rs_session *s, const rs_call *c)
     snprintf(a_it, sizeof a_it, "iters=%lld", rs_call_int(c, "iters", 0));
     const char *args[] = {a_be, a_size, a_it};
     rc = run_ranks(&j, args, 3, timeout);
+    print_lines(&j, "");
     if (!rc) {
         bool bad = j.wrong[0] || j.wrong[1] || !j.checked[0] || !j.checked[1];
         if (bad) rc = rs_session_error(s, c, (size_t)-1, 0, "p2p: the received data was not the peer's");

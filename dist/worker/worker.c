@@ -481,9 +481,24 @@ static int job_p2p(wk *w)
         return 1;
     }
     for (size_t i = 0; i < n; i++) c.a[i] = (int32_t)(i * 7 + (size_t)w->rank);
+    /* The lecture's example first: rank 0 sends a 2x2 tensor of ones; rank 1's own code never touches
+     * its zeros, yet it ends holding ones. Blocking, then immediate (the work's wait). */
+    rs_status st = RS_OK;
+    for (int immediate = 0; immediate < 2 && !st; immediate++) {
+        float t4[4] = {0, 0, 0, 0};
+        if (w->rank == 0) for (int i = 0; i < 4; i++) t4[i] += 1;
+        rs_work *req = NULL;
+        if (w->rank == 0) st = immediate ? rs_pg_isend(w->g, t4, 4, RS_F32, 1, &req, &e) : rs_pg_send(w->g, t4, 4, RS_F32, 1, &e);
+        else if (w->rank == 1) st = immediate ? rs_pg_irecv(w->g, t4, 4, RS_F32, 0, &req, &e) : rs_pg_recv(w->g, t4, 4, RS_F32, 0, &e);
+        if (!st && req) st = rs_work_wait(req, &e);
+        rs_work_free(req);
+        if (!st && w->rank <= 1)
+            fprintf(w->out, "rank %d: %s: has data [%g, %g, %g, %g]\n", w->rank,
+                    immediate ? (w->rank ? "irecv + wait" : "isend + wait") : (w->rank ? "recv" : "send"), t4[0], t4[1],
+                    t4[2], t4[3]);
+    }
     int iters = w->iters ? w->iters : (int)fmax(3, fmin(200, 64e6 / (double)(n * 4)));
     double t[5] = {0};
-    rs_status st = RS_OK;
     for (int kind = 0; kind < 5 && !st; kind++) {
         st = rs_pg_barrier(w->g, &e);
         if (st || w->rank > 1) continue;

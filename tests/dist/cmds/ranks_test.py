@@ -106,6 +106,8 @@ def case_p2p(tmp):
     rc, out = run("p2p ranks=2 size=256K")
     print(out)
     check(rc == 0, "p2p runs")
+    check("rank 1: recv: has data [1, 1, 1, 1]" in out and "rank 1: irecv + wait: has data [1, 1, 1, 1]" in out,
+          "the lecture's send/recv and isend/irecv examples: rank 1 ends with rank 0's ones")
     for what in ("blocking send/recv ping-pong", "isend+irecv both ways", "isend, compute calling test()"):
         check(what in out, "p2p reports " + what)
 
