@@ -18,6 +18,19 @@ static double now_s(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+double rs_train_now(void) { return now_s(); }
+
+const char *rs_phase_name(rs_phase p)
+{
+    static const char *const n[RS_PHASE_COUNT] = {"data", "forward", "backward", "comm", "optimizer", "idle"};
+    return (unsigned)p < RS_PHASE_COUNT ? n[p] : "?";
+}
+
+static void phase(const rs_train_hooks *h, int64_t step, rs_phase p, double t0, double t1)
+{
+    if (h && h->on_phase) h->on_phase(h->ud, step, p, t0, t1);
+}
+
 rs_train_cfg rs_train_defaults(void)
 {
     rs_train_cfg c = {0};
@@ -121,6 +134,17 @@ rs_status rs_train(rs_model *m, const rs_data_pair *data, const rs_train_cfg *cf
     if (cfg.ckpt_every < 0) return rs_err_set(err, RS_ERR_ARG, "ckpt_every must be >= 0");
     if (cfg.ckpt_every > 0 && !cfg.ckpt_path)
         return rs_err_set(err, RS_ERR_ARG, "ckpt_every needs a checkpoint path (ckpt=FILE.safetensors)");
+    const rs_train_strategy *sg = cfg.strategy;
+    int world = sg ? sg->world : 1, accum = cfg.accum > 1 ? cfg.accum : 1;
+    if (accum > 4096) return rs_err_set(err, RS_ERR_ARG, "accum must be 1..4096, got %d", cfg.accum);
+    if (sg && (world < 1 || sg->rank < 0 || sg->rank >= world || !sg->step))
+        return rs_err_set(err, RS_ERR_ARG, "training strategy %s: rank %d of world %d", sg->name, sg->rank, world);
+    if (cfg.batch % world)
+        return rs_err_set(err, RS_ERR_ARG,
+                          "batch=%d does not split over %d ranks; the global batch must be a multiple of the ranks "
+                          "(try batch=%d)",
+                          cfg.batch, world, (cfg.batch / world + 1) * world);
+    bool report = !sg || sg->report;
     rs_status st = rs_opt_cfg_check(&cfg.opt, err);
     if (st) return st;
     st = rs_train_check_data(m, train, err);
@@ -131,9 +155,19 @@ rs_status rs_train(rs_model *m, const rs_data_pair *data, const rs_train_cfg *cf
 
     rs_sampler_cfg sc = rs_sampler_cfg_default();
     sc.seed = cfg.seed;
-    rs_loader *loader = rs_loader_new(train, cfg.batch, &sc, err);
+    sc.rank = sg ? sg->rank : 0;
+    sc.world = world;
+    int local = cfg.batch / world; /* this rank's part of every (micro-)batch */
+    rs_loader *loader = rs_loader_new(train, local, &sc, err);
     if (!loader) return err ? err->code : RS_ERR_NOMEM;
-    int64_t batches = rs_loader_batches(loader);
+    /* Optimizer steps per epoch: micro-batches in groups of accum (a last incomplete group is dropped,
+     * as a batch of accum*batch with drop_last would be). */
+    int64_t micro = rs_loader_batches(loader), batches = micro / accum;
+    if (batches == 0) {
+        rs_loader_free(loader);
+        return rs_err_set(err, RS_ERR_ARG, "an epoch of %u samples per rank has no full step of %d x %d", 
+                          rs_loader_samples(loader), accum, local);
+    }
     int64_t steps_total = batches * cfg.epochs;
     if (cfg.max_steps && cfg.max_steps < steps_total) steps_total = cfg.max_steps;
     cfg.sched.base_lr = cfg.opt.lr;
@@ -145,16 +179,22 @@ rs_status rs_train(rs_model *m, const rs_data_pair *data, const rs_train_cfg *cf
     }
 
     size_t per = rs_dataset_sample_numel(train);
-    float *x = malloc((size_t)cfg.batch * per * sizeof *x); /* owned here, freed at the end */
-    int32_t *y = malloc((size_t)cfg.batch * sizeof *y);
-    rs_optim *opt = rs_optim_new(&cfg.opt, rs_model_device(m), rs_model_numel(m), rs_model_mem(m), err);
-    if (!x || !y || !opt) {
-        if (!opt) st = err ? err->code : RS_ERR_NOMEM;
-        else st = rs_err_set(err, RS_ERR_NOMEM, "out of memory for a batch of %d", cfg.batch);
+    float *x = malloc((size_t)local * per * sizeof *x); /* owned here, freed at the end */
+    int32_t *y = malloc((size_t)local * sizeof *y);
+    /* One process keeps the whole optimizer; a strategy keeps its own (whole or a shard). */
+    rs_optim *opt = sg ? NULL : rs_optim_new(&cfg.opt, rs_model_device(m), rs_model_numel(m), rs_model_mem(m), err);
+    if (!x || !y || (!sg && !opt)) {
+        if (!sg && !opt) st = err ? err->code : RS_ERR_NOMEM;
+        else st = rs_err_set(err, RS_ERR_NOMEM, "out of memory for a batch of %d", local);
         goto out;
     }
-    st = rs_model_reserve(m, cfg.batch, err);
+    st = rs_model_reserve(m, local, err);
     if (st) goto out;
+    if (sg && sg->setup) {
+        st = sg->setup(sg->ud, m, &cfg.opt, err);
+        if (st) goto out;
+    }
+    rs_optim *ckpt_opt = sg ? (sg->optimizer ? sg->optimizer(sg->ud) : NULL) : opt;
 
     int start_epoch = 0;
     int64_t skip = 0;
@@ -178,7 +218,7 @@ rs_status rs_train(rs_model *m, const rs_data_pair *data, const rs_train_cfg *cf
                             cfg.resume, (long long)pos.batch, cfg.batch, (long long)pos.batch);
             goto out;
         }
-        st = rs_ckpt_load_train(cfg.resume, m, opt, &pos, err);
+        st = rs_ckpt_load_train(cfg.resume, m, ckpt_opt, &pos, err);
         if (st) goto out;
         start_epoch = pos.epoch;
         skip = pos.batch_in_epoch;
@@ -215,33 +255,67 @@ rs_status rs_train(rs_model *m, const rs_data_pair *data, const rs_train_cfg *cf
                 done = true;
                 break;
             }
-            double a = now_s();
-            int B = rs_loader_next(loader, x, y);
+            /* One optimizer step: accum micro-batches, their gradients summed (each loss scaled by
+             * 1/accum), then combined across ranks or replicas by the strategy and applied. */
+            double a = now_s(), c, d;
+            const float *logits = NULL;
+            float loss = 0;
+            int B = 0;
+            double t_fwd = 0, t_bwd = 0;
+            for (int k = 0; k < accum; k++) {
+                double a1 = now_s();
+                int rows = rs_loader_next(loader, x, y);
+                if (rows <= 0) break;
+                double b1 = now_s();
+                phase(h, step, RS_PHASE_DATA, a1, b1);
+                float l = 0;
+                if (k == 0) rs_model_zero_grad(m);
+                double c1, d1;
+                if (sg && sg->forward_backward) {
+                    st = sg->forward_backward(sg->ud, x, y, rows, 1.0f / (float)accum, &l, &logits, err);
+                    c1 = d1 = now_s();
+                    if (!st) phase(h, step, RS_PHASE_BACKWARD, b1, d1);
+                } else {
+                    st = rs_model_forward(m, x, rows, &logits, err);
+                    if (!st) st = rs_model_loss(m, y, rows, &l, err);
+                    c1 = now_s();
+                    if (!st) phase(h, step, RS_PHASE_FORWARD, b1, c1);
+                    if (!st && sg && sg->before_backward) st = sg->before_backward(sg->ud, k == accum - 1, err);
+                    if (!st) rs_model_backward(m, x, y, rows, 1.0f / (float)accum);
+                    d1 = now_s();
+                    if (!st) phase(h, step, RS_PHASE_BACKWARD, c1, d1);
+                }
+                if (st) goto out;
+                t_fwd += c1 - b1;
+                t_bwd += d1 - c1;
+                loss += l / (float)accum;
+                B += rows;
+                for (int i = 0; i < rows; i++) correct += argmax(logits + (size_t)i * C, C) == y[i];
+            }
             if (B <= 0) break;
-            double b = now_s();
-            const float *logits;
-            float loss;
-            st = rs_model_forward(m, x, B, &logits, err);
-            if (!st) st = rs_model_loss(m, y, B, &loss, err);
-            if (st) goto out;
-            double c = now_s();
-            rs_model_zero_grad(m);
-            rs_model_backward(m, x, y, B, 1.0f);
-            double d = now_s();
+            c = d = now_s();
             float lr = rs_sched_lr(&cfg.sched, step);
-            st = rs_optim_step(opt, rs_model_params(m), rs_model_grads(m), lr);
+            if (sg) {
+                /* combining gradients counts as backward time here; the strategy reports its own
+                 * communication spans through on_phase */
+                if (sg->after_backward) st = sg->after_backward(sg->ud, err);
+                d = now_s();
+                if (!st) st = sg->step(sg->ud, lr, err);
+            } else {
+                st = rs_optim_step(opt, rs_model_params(m), rs_model_grads(m), lr);
+            }
             if (st) goto out;
             double e = now_s();
-            td += b - a;
-            tf += c - b;
-            tb += d - c;
+            phase(h, step, RS_PHASE_OPTIM, d, e);
+            td += (c - a) - t_fwd - t_bwd;
+            tf += t_fwd;
+            tb += t_bwd + (d - c);
             to += e - d;
             step++;
             nb++;
             ns += B;
             samples_run += B;
             lsum += (double)loss * B;
-            for (int i = 0; i < B; i++) correct += argmax(logits + (size_t)i * C, C) == y[i];
             if (!isfinite(loss)) {
                 st = rs_err_set(err, RS_ERR_ARG,
                                 "loss became %g at step %lld (epoch %d); lower the learning rate (lr=%g now)",
@@ -267,7 +341,9 @@ rs_status rs_train(rs_model *m, const rs_data_pair *data, const rs_train_cfg *cf
             ev.t_opt = to;
             emit(h, &ev);
             if (cfg.ckpt_every && step % cfg.ckpt_every == 0) {
-                st = checkpoint(&cfg, m, opt, nb == batches ? epoch + 1 : epoch, nb == batches ? 0 : nb, step, h,
+                if (sg && sg->gather) st = sg->gather(sg->ud, err);
+                if (!st && report)
+                    st = checkpoint(&cfg, m, ckpt_opt, nb == batches ? epoch + 1 : epoch, nb == batches ? 0 : nb, step, h,
                                 &ev, err);
                 if (st) goto out;
             }
@@ -284,7 +360,11 @@ rs_status rs_train(rs_model *m, const rs_data_pair *data, const rs_train_cfg *cf
             r.epochs_done++;
             ev.kind = RS_TRAIN_EV_EPOCH;
             emit(h, &ev);
-            if (cfg.eval && data->test && data->test->n && !r.stopped) {
+            if (cfg.eval && data->test && data->test->n && !r.stopped && sg && sg->gather) {
+                st = sg->gather(sg->ud, err);
+                if (st) goto out;
+            }
+            if (cfg.eval && report && data->test && data->test->n && !r.stopped) {
                 st = rs_evaluate(m, data->test, cfg.eval_batch ? cfg.eval_batch : cfg.batch, &r.test_acc, &r.test_loss, err);
                 rs_model_set_training(m, true);
                 if (st) goto out;
@@ -296,9 +376,15 @@ rs_status rs_train(rs_model *m, const rs_data_pair *data, const rs_train_cfg *cf
         }
         r.train_loss = ns > ns_start ? lsum / (double)(ns - ns_start) : 0;
         if (cfg.ckpt_path && (done || epoch + 1 == cfg.epochs) && !(cfg.ckpt_every && step % cfg.ckpt_every == 0)) {
-            st = checkpoint(&cfg, m, opt, nb == batches ? epoch + 1 : epoch, nb == batches ? 0 : nb, step, h, &ev, err);
+            if (sg && sg->gather) st = sg->gather(sg->ud, err);
+            if (!st && report)
+                st = checkpoint(&cfg, m, ckpt_opt, nb == batches ? epoch + 1 : epoch, nb == batches ? 0 : nb, step, h, &ev, err);
             if (st) goto out;
         }
+    }
+    if (sg && sg->gather) {
+        st = sg->gather(sg->ud, err);
+        if (st) goto out;
     }
     r.seconds = now_s() - t_run;
     r.samples_per_s = samples_run / (r.seconds > 0 ? r.seconds : 1e-9);
@@ -312,6 +398,7 @@ out:
         *res = r;
     }
     rs_optim_free(opt);
+    if (sg && sg->teardown) sg->teardown(sg->ud);
     rs_loader_free(loader);
     free(x);
     free(y);

@@ -10,6 +10,8 @@
 #include "engine/optim/optim.h"
 #include "engine/optim/sched.h"
 
+typedef struct rs_train_strategy rs_train_strategy;
+
 typedef struct rs_train_cfg {
     int epochs;             /* default 1 */
     int batch;              /* default 64 */
@@ -23,7 +25,44 @@ typedef struct rs_train_cfg {
     const char *ckpt_path;  /* checkpoint here (weights; optimizer state beside it) ... */
     int64_t ckpt_every;     /* ... every N steps, and at the end; 0 = only at the end */
     const char *resume;     /* continue exactly from this checkpoint */
+    int accum;              /* micro-batches of `batch` per optimizer step (gradient accumulation, the
+                               loss of each scaled by 1/accum); 0 or 1 = none */
+    const rs_train_strategy *strategy; /* NULL: one process, one optimizer over the whole buffer */
 } rs_train_cfg;
+
+/* The phases of a step, for timelines (rs_train_hooks.on_phase). */
+typedef enum rs_phase {
+    RS_PHASE_DATA, RS_PHASE_FORWARD, RS_PHASE_BACKWARD, RS_PHASE_COMM, RS_PHASE_OPTIM, RS_PHASE_IDLE,
+    RS_PHASE_COUNT
+} rs_phase;
+const char *rs_phase_name(rs_phase p);
+
+/* How the loop combines gradients and updates parameters when training is split: DataParallel's
+ * replicas (engine/train/dp.c), DDP and ZeRO across ranks (dist/train). The loop keeps everything
+ * else — data order, micro-batches, schedule, events, evaluation — so every mode is the same loop.
+ * Every entry but step may be NULL. */
+struct rs_train_strategy {
+    const char *name;
+    void *ud;
+    int rank, world;      /* the sampler's split: this rank reads batch/world samples of each global
+                             batch (batch must divide by world) */
+    bool report;          /* this rank evaluates and writes checkpoints (rank 0) */
+    /* Once, before the first step: the optimizer state this rank keeps, parameters made equal. */
+    rs_status (*setup)(void *ud, rs_model *m, const rs_opt_cfg *opt, rs_err *err);
+    /* Forward, loss and backward of one micro-batch in the strategy's own way (replicas); NULL: the
+     * loop's own. loss: the micro-batch's mean; *logits: B rows for accuracy. */
+    rs_status (*forward_backward)(void *ud, const float *x, const int32_t *y, int B, float loss_scale, float *loss,
+                                  const float **logits, rs_err *err);
+    /* Around the backward of each micro-batch; last: the one whose gradients complete the step. */
+    rs_status (*before_backward)(void *ud, bool last, rs_err *err);
+    rs_status (*after_backward)(void *ud, rs_err *err); /* after the last micro-batch: combine */
+    rs_status (*step)(void *ud, float lr, rs_err *err);   /* the update */
+    /* The whole parameters in the model, before evaluation, a checkpoint or the end. */
+    rs_status (*gather)(void *ud, rs_err *err);
+    /* The whole optimizer for checkpoints (NULL: this strategy checkpoints weights only). */
+    rs_optim *(*optimizer)(void *ud);
+    void (*teardown)(void *ud);
+};
 
 rs_train_cfg rs_train_defaults(void);
 
@@ -56,6 +95,8 @@ typedef struct rs_train_event {
 
 typedef struct rs_train_hooks {
     void (*on_event)(void *ud, const rs_train_event *ev); /* may be NULL */
+    /* A phase of step `step` ran from t0 to t1 (rs_train_now seconds); may be NULL. */
+    void (*on_phase)(void *ud, int64_t step, rs_phase p, double t0, double t1);
     bool (*should_stop)(void *ud);                        /* may be NULL; polled between steps */
     void *ud;
 } rs_train_hooks;
@@ -76,6 +117,9 @@ rs_status rs_train(rs_model *m, const rs_data_pair *data, const rs_train_cfg *cf
 
 /* Accuracy and mean loss of the model on d, in eval mode (dropout off), batch by batch. */
 rs_status rs_evaluate(rs_model *m, const rs_dataset *d, int batch, double *acc, double *loss, rs_err *err);
+
+/* The clock phases and events are stamped with (monotonic seconds). */
+double rs_train_now(void);
 
 /* Checks that d's samples fit m's input (same number of values) and its labels m's classes. */
 rs_status rs_train_check_data(const rs_model *m, const rs_dataset *d, rs_err *err);
