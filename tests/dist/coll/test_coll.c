@@ -15,6 +15,7 @@
 #include "dist/launch/launch.h"
 #include "dist/pg/pg.h"
 #include "dist/store/store.h"
+#include "tests/dist/forkranks.h"
 #include "tests/rs_test.h"
 
 typedef struct ctx {
@@ -501,23 +502,17 @@ out:
     c->fails += rs_test_failures;
 }
 
-/* One rank: port < 0 means no store (mpi). */
-static int run_rank(const char *backend, const char *mode, int w, int r, int port)
+/* One rank; st is NULL for mpi (no store). */
+static int run_rank(const char *backend, const char *mode, int w, int r, rs_store *st)
 {
     alarm(120); /* a hang becomes a visible failure, not a stuck suite */
     double timeout = strcmp(mode, "fault") == 0 ? FAULT_TIMEOUT : 30;
     rs_err e = {0};
-    rs_store *st = NULL;
-    if (port >= 0 && rs_store_connect("127.0.0.1", port, 10, &st, &e)) {
-        fprintf(stderr, "rank %d: %s\n", r, e.msg);
-        return 2;
-    }
     ctx c = {.r = r, .w = w, .backend = backend};
     char name[64];
     snprintf(name, sizeof name, "test-%s-%s-%d", backend, mode, w);
     if (rs_pg_new(backend, st, name, r, w, timeout, &c.g, &e)) {
         fprintf(stderr, "rank %d: %s\n", r, e.msg);
-        rs_store_close(st);
         return 2;
     }
     double t0 = rs_pg_now();
@@ -530,16 +525,17 @@ static int run_rank(const char *backend, const char *mode, int w, int r, int por
     if (r == 0)
         printf("%s %s world %d: %.2f s, %d failures on rank 0\n", backend, mode, w, rs_pg_now() - t0, c.fails);
     rs_pg_destroy(c.g);
-    rs_store_close(st);
     return c.fails ? 1 : 0;
 }
 
-static int child(const char *backend, const char *mode, int w, int r, int rfd)
+typedef struct job {
+    const char *backend, *mode;
+} job;
+
+static int rank_main(void *ud, int rank, int world, rs_store *st)
 {
-    int port = 0;
-    if (read(rfd, &port, sizeof port) != (ssize_t)sizeof port) return 2;
-    close(rfd);
-    return run_rank(backend, mode, w, r, port);
+    job *j = ud;
+    return run_rank(j->backend, j->mode, world, rank, st);
 }
 
 int main(int argc, char **argv)
@@ -566,46 +562,14 @@ int main(int argc, char **argv)
             fprintf(stderr, "started with %d ranks, the test wants %d\n", env.world_size, w);
             return 2;
         }
-        int rc = run_rank(backend, mode, w, env.rank, -1);
+        int rc = run_rank(backend, mode, w, env.rank, NULL);
         return rc;
     }
-    int fds[2];
-    if (w < 1 || w > 64 || pipe(fds) != 0) return 2;
-    fflush(stdout);
-    pid_t pids[64];
-    /* Fork before the store's server thread exists; the children learn the port through the pipe. */
-    for (int r = 0; r < w; r++) {
-        pids[r] = fork();
-        if (pids[r] == 0) {
-            close(fds[1]);
-            int rc = child(backend, mode, w, r, fds[0]);
-            fflush(stdout);
-            fflush(stderr);
-            _exit(rc);
-        }
-    }
-    close(fds[0]);
-    rs_err e = {0};
-    rs_store_server *srv = NULL;
-    int fails = 0;
-    if (rs_store_server_start("127.0.0.1", 0, &srv, &e)) {
-        fprintf(stderr, "store: %s\n", e.msg);
-        fails++;
-    } else {
-        int port = rs_store_server_port(srv);
-        for (int r = 0; r < w; r++)
-            if (write(fds[1], &port, sizeof port) != (ssize_t)sizeof port) fails++;
-    }
-    close(fds[1]);
-    for (int r = 0; r < w; r++) {
-        int status = 0;
-        waitpid(pids[r], &status, 0);
-        int want = strcmp(mode, "fault") == 0 && r == 2 ? 3 : 0;
-        bool good = WIFEXITED(status) && WEXITSTATUS(status) == want;
-        RS_CHECK(good, "rank %d: %s %d (wanted exit %d)", r, WIFEXITED(status) ? "exit" : "signal",
-                 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), want);
-    }
-    rs_store_server_stop(srv);
-    if (fails) rs_test_failures += fails;
+    if (w < 1 || w > 64) return 2;
+    job j = {backend, mode};
+    int want[64] = {0};
+    if (strcmp(mode, "fault") == 0 && w > 2) want[2] = 3; /* the rank that dies on purpose */
+    int bad = rs_fork_ranks(w, rank_main, &j, want, NULL);
+    RS_CHECK(bad == 0, "%d ranks ended unexpectedly", bad);
     return rs_test_finish("test-coll");
 }
