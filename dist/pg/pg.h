@@ -117,6 +117,7 @@ struct rs_pg {
     rs_pg_trace_fn trace;   /* optional */
     void *trace_ud;
     void *impl;             /* backend state */
+    bool polite;            /* waiting yields at once: a communication thread shares cores with compute */
     /* Sub-groups: the global rank of each group rank (owned; NULL in a world group, where they are equal),
      * this group's number in trace events, and how many sub-groups were made from it (names them). */
     int *members;

@@ -135,7 +135,7 @@ static bool shm_progress(rs_pg *g, rs_pg_xfer *x, rs_status *st, rs_err *err)
  * Past that, short sleeps, so a rank waiting on a slow peer costs no CPU. */
 static void shm_idle(rs_pg *g, unsigned idle)
 {
-    bool own_core = impl(g)->own_core;
+    bool own_core = impl(g)->own_core && !g->polite;
     unsigned spin = own_core ? 4096 : 16, yield = own_core ? 8192 : 1024;
     if (idle < spin) {
 #if defined(__x86_64__) || defined(__i386__)

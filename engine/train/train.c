@@ -119,8 +119,8 @@ static rs_status checkpoint(const rs_train_cfg *cfg, rs_model *m, rs_optim *o, i
     return RS_OK;
 }
 
-rs_status rs_train(rs_model *m, const rs_data_pair *data, const rs_train_cfg *cfg_in, const rs_train_hooks *h,
-                   rs_train_result *res, rs_err *err)
+static rs_status train_loop(rs_model *m, const rs_data_pair *data, const rs_train_cfg *cfg_in,
+                            const rs_train_hooks *h, rs_train_result *res, rs_err *err)
 {
     rs_train_cfg cfg = cfg_in ? *cfg_in : rs_train_defaults();
     rs_train_result r = {.test_acc = -1, .test_loss = -1};
@@ -398,9 +398,17 @@ out:
         *res = r;
     }
     rs_optim_free(opt);
-    if (sg && sg->teardown) sg->teardown(sg->ud);
     rs_loader_free(loader);
     free(x);
     free(y);
+    return st;
+}
+
+/* The strategy's teardown runs exactly once, whichever way the loop ended. */
+rs_status rs_train(rs_model *m, const rs_data_pair *data, const rs_train_cfg *cfg, const rs_train_hooks *h,
+                   rs_train_result *res, rs_err *err)
+{
+    rs_status st = train_loop(m, data, cfg, h, res, err);
+    if (cfg && cfg->strategy && cfg->strategy->teardown) cfg->strategy->teardown(cfg->strategy->ud);
     return st;
 }

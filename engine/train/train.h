@@ -27,7 +27,8 @@ typedef struct rs_train_cfg {
     const char *resume;     /* continue exactly from this checkpoint */
     int accum;              /* micro-batches of `batch` per optimizer step (gradient accumulation, the
                                loss of each scaled by 1/accum); 0 or 1 = none */
-    const rs_train_strategy *strategy; /* NULL: one process, one optimizer over the whole buffer */
+    const rs_train_strategy *strategy; /* NULL: one process, one optimizer over the whole buffer;
+                                          rs_train calls its teardown once, however it ends */
 } rs_train_cfg;
 
 /* The phases of a step, for timelines (rs_train_hooks.on_phase). */

@@ -1,0 +1,180 @@
+/* DDP against one process: `test-ddp BACKEND WORLD [accum|overlap|nooverlap]`. Every rank trains the
+ * same model (same spec and seed) on its share of each global batch with the DDP strategy; rank 0
+ * then trains a copy in one process with the same global batch and compares the weights (the only
+ * difference is the order of floating-point sums in the all-reduce); every rank must hold the same
+ * bits. `accum` compares accum=2 against one process with the batch doubled; `overlap` checks from
+ * the trace that a bucket's all-reduce starts before backward ends. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dist/pg/pg.h"
+#include "dist/train/dtrain.h"
+#include "engine/data/source.h"
+#include "engine/nn/spec.h"
+#include "tests/dist/forkranks.h"
+#include "tests/rs_test.h"
+
+#define MAX_SPANS 4096
+
+typedef struct job {
+    const char *backend, *mode;
+    const char *spec;
+    int batch, accum, steps;
+} job;
+
+typedef struct trace {
+    int n;
+    struct span { int64_t step; int kind; double t0, t1; } s[MAX_SPANS]; /* kind: phase, or -1 comm */
+} trace;
+
+static void on_comm(void *ud, int64_t step, const char *op, int index, size_t bytes, double t0, double t1)
+{
+    trace *t = ud;
+    (void)op, (void)index, (void)bytes;
+    if (t->n < MAX_SPANS) t->s[t->n++] = (struct span){step, -1, t0, t1};
+}
+
+static void on_phase(void *ud, int64_t step, rs_phase p, double t0, double t1)
+{
+    trace *t = ud;
+    if (t->n < MAX_SPANS) t->s[t->n++] = (struct span){step, (int)p, t0, t1};
+}
+
+static rs_train_cfg cfg_for(const job *j, int batch, int accum)
+{
+    rs_train_cfg c = rs_train_defaults();
+    c.batch = batch;
+    c.accum = accum;
+    c.max_steps = j->steps;
+    c.seed = 7;
+    c.eval = false;
+    c.opt.lr = 3e-3f;
+    if (!strcmp(j->mode, "sgd")) {
+        c.opt = rs_opt_defaults(RS_OPT_SGD);
+        c.opt.lr = 0.05f;
+        c.opt.momentum = 0.9f;
+    }
+    return c;
+}
+
+/* Relative difference of the whole weight vector, ||a - b|| / ||b||. Element-wise relative error is
+ * the wrong yardstick for Adam: a weight whose gradient is ~1e-8 (a pixel that is almost always 0)
+ * moves by lr * g / (|g| + eps), so the rounding of g in the 7th digit decides most of its update.
+ * Those weights are few and tiny; the norm weighs them as what they are. */
+static double rel_diff(const float *a, const float *b, size_t n, double *worst_elem)
+{
+    double num = 0, den = 0, worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)a[i] - (double)b[i];
+        num += d * d;
+        den += (double)b[i] * (double)b[i];
+        double e = fabs(d) / (fabs((double)b[i]) + 1e-2);
+        if (e > worst) worst = e;
+    }
+    *worst_elem = worst;
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+static int rank_main(void *ud, int rank, int world, rs_store *st)
+{
+    job *j = ud;
+    rs_err e = {0};
+    rs_pg *g = NULL;
+    rs_model *m = NULL, *ref = NULL;
+    rs_data_pair data = {0};
+    trace *tr = calloc(1, sizeof *tr);
+    int fails = 0;
+    if (rs_pg_new(j->backend, st, "ddp", rank, world, 30, &g, &e) ||
+        rs_model_parse(j->spec, "m", rs_device_cpu(), NULL, 11, &m, NULL, &e) ||
+        rs_data_open("digits:2400", 3, &data, &e)) {
+        fprintf(stderr, "rank %d: %s\n", rank, e.msg);
+        return 2;
+    }
+    /* different initial weights on the other ranks: DDP's broadcast must make them rank 0's */
+    if (rank) {
+        float *p = rs_model_params(m);
+        for (size_t i = 0; i < rs_model_numel(m); i++) p[i] += 0.5f;
+    }
+    rs_dtrain_cfg dc = rs_dtrain_defaults();
+    dc.bucket_bytes = 16 << 10; /* several buckets even for a small model */
+    dc.overlap = strcmp(j->mode, "nooverlap") != 0;
+    rs_train_strategy sg;
+    rs_train_cfg cfg = cfg_for(j, j->batch, j->accum);
+    rs_train_hooks hooks = {.on_phase = on_phase, .ud = tr};
+    rs_train_result res;
+    if (rs_ddp_strategy(g, m, &dc, on_comm, tr, &sg, &e)) {
+        fprintf(stderr, "rank %d: %s\n", rank, e.msg);
+        return 2;
+    }
+    cfg.strategy = &sg;
+    if (rs_train(m, &data, &cfg, &hooks, &res, &e)) {
+        fprintf(stderr, "rank %d: train: %s\n", rank, e.msg);
+        return 1;
+    }
+    RS_CHECK(res.steps == cfg.max_steps, "rank %d: %lld steps", rank, (long long)res.steps);
+
+    /* every rank holds the same bits */
+    uint64_t h = 1469598103934665603ull;
+    const unsigned char *pb = (const unsigned char *)rs_model_params(m);
+    for (size_t i = 0; i < rs_model_numel(m) * sizeof(float); i++) h = (h ^ pb[i]) * 1099511628211ull;
+    int64_t mine = (int64_t)h, all[64];
+    if (rs_pg_all_gather(g, &mine, all, 1, RS_I64, &e)) fails++;
+    for (int r = 0; r < world; r++) RS_CHECK(all[r] == mine, "rank %d's weights differ from rank %d's", rank, r);
+
+    if (!strcmp(j->mode, "overlap") && world > 1) {
+        /* in some step, a bucket's all-reduce began while backward was still running */
+        int early = 0;
+        for (int a = 0; a < tr->n; a++) {
+            if (tr->s[a].kind != -1) continue;
+            for (int b = 0; b < tr->n; b++)
+                if (tr->s[b].kind == RS_PHASE_BACKWARD && tr->s[b].step == tr->s[a].step && tr->s[a].t0 < tr->s[b].t1)
+                    early++;
+        }
+        printf("rank %d: %d bucket all-reduces began before their step's backward ended\n", rank, early);
+        RS_CHECK(early > 0, "rank %d: no all-reduce overlapped backward", rank);
+    }
+
+    if (rank == 0) {
+        /* one process, the same global batch (accum=K: the batch K times larger, no accumulation) */
+        if (rs_model_parse(j->spec, "ref", rs_device_cpu(), NULL, 11, &ref, NULL, &e)) {
+            fprintf(stderr, "%s\n", e.msg);
+            return 2;
+        }
+        rs_train_cfg one = cfg_for(j, j->batch * j->accum, 1);
+        if (rs_train(ref, &data, &one, NULL, &res, &e)) {
+            fprintf(stderr, "reference: %s\n", e.msg);
+            return 1;
+        }
+        double worst, d = rel_diff(rs_model_params(m), rs_model_params(ref), rs_model_numel(m), &worst);
+        printf("ddp %s world %d %s: weights differ from one process by %.3g (||a-b||/||b||; worst element %.3g) "
+               "after %lld steps\n",
+               j->backend, world, j->mode, d, worst, (long long)cfg.max_steps);
+        RS_CHECK(d <= 1e-5, "weights differ from one process by %.3g (relative)", d);
+        /* without Adam's division by sqrt(v) every single weight agrees too */
+        if (!strcmp(j->mode, "sgd")) RS_CHECK(worst <= 1e-5, "a weight differs by %.3g (relative)", worst);
+        rs_model_free(ref);
+    }
+    rs_model_free(m);
+    rs_data_pair_free(&data);
+    rs_pg_destroy(g);
+    free(tr);
+    return fails + rs_test_failures ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: test-ddp shm|tcp WORLD [plain|accum|overlap|nooverlap|cnn|sgd]\n");
+        return 2;
+    }
+    job j = {.backend = argv[1], .mode = argc > 3 ? argv[3] : "plain", .spec = "mlp 784-64-32-10", .batch = 24,
+             .accum = 1, .steps = 25};
+    int w = atoi(argv[2]);
+    if (!strcmp(j.mode, "accum")) j.accum = 2;
+    if (!strcmp(j.mode, "cnn")) j.spec = "seq conv(4,3,pad=1) relu maxpool(2) conv(8,3,pad=1) relu maxpool(2) flatten linear(10)";
+    int bad = rs_fork_ranks(w, rank_main, &j, NULL, NULL);
+    RS_CHECK(bad == 0, "%d ranks failed", bad);
+    return rs_test_finish("test-ddp");
+}
