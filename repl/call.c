@@ -224,6 +224,7 @@ rs_obj *rs_call_lookup(rs_session *s, const rs_call *c, int i, rs_arg_kind kind)
         if (rs_data_open("digits:20000", s->seed, &n.data, &err) == RS_OK) {
             snprintf(n.name, sizeof n.name, "digits");
             snprintf(n.source, sizeof n.source, "digits:20000");
+            n.data_seed = s->seed;
             fprintf(s->out, "data digits = digits (built in: %u train + %u test samples, seed %llu)\n",
                     n.data.train->n, n.data.test->n, (unsigned long long)s->seed);
             rs_obj *put = rs_session_put(s, &n);

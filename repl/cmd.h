@@ -51,7 +51,7 @@ typedef struct rs_argdef {
 } rs_argdef;
 
 #define RS_MAX_ARGS 6
-#define RS_MAX_OPTS 24
+#define RS_MAX_OPTS 40
 
 typedef struct rs_call rs_call;
 /* Returns 0 on success, 1 on an error (already reported through rs_session_error). */

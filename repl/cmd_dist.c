@@ -3,6 +3,7 @@
  * reads their output line by line (dist/worker/worker.h: human lines and '@' machine lines), stores
  * their trace events in the session log, and prints what they found. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -15,7 +16,9 @@
 #include "dist/launch/launch.h"
 #include "dist/pg/pg.h"
 #include "dist/store/store.h"
+#include "dist/train/dtrain.h"
 #include "dist/worker/worker.h"
+#include "engine/ckpt/checkpoint.h"
 #include "lang/value.h"
 #include "repl_log.h"
 #include "session.h"
@@ -45,6 +48,15 @@ typedef struct dist_job {
     int nrows;
     double busbw_sum;
     uint64_t wrong_rows;
+    /* train */
+    rs_train_line *mem;     /* (world) each rank's last @mem */
+    rs_train_line *done;    /* (world) each rank's @done */
+    struct tspan { int rank; int64_t step; bool comm; double t0, t1; } *spans; /* backward and comm spans */
+    int nspans, capspans;
+    double eval_acc, eval_loss, last_print, t_start;
+    int64_t last_step;
+    double last_loss;
+    bool evaluated;
 } dist_job;
 
 static void keep_line(dist_job *j, int rank, const char *line)
@@ -125,6 +137,87 @@ static void bench_row(dist_job *j, const rs_bench_row *r)
     rs_log_metric(j->s, j->run, step, 0, "wrong", (double)r->wrong);
 }
 
+static void keep_span(dist_job *j, int rank, int64_t step, bool comm, double t0, double t1)
+{
+    if (j->nspans == j->capspans) {
+        int cap = j->capspans ? 2 * j->capspans : 256;
+        struct tspan *p = realloc(j->spans, sizeof *p * (size_t)cap);
+        if (!p) return;
+        j->spans = p;
+        j->capspans = cap;
+    }
+    j->spans[j->nspans++] = (struct tspan){rank, step, comm, t0, t1};
+}
+
+/* A training rank's report: into the session log, and the figures the summary prints. */
+static void train_line(dist_job *j, const rs_train_line *t)
+{
+    rs_session *s = j->s;
+    if (t->rank >= j->world) return;
+    rs_slog_event_info e = RS_SLOG_EVENT_INIT;
+    e.rank = t->rank;
+    e.step = t->step;
+    char detail[96];
+    switch (t->kind) {
+    case RS_TL_PHASE:
+        e.kind = "phase";
+        e.name = t->name;
+        e.t = t->t0 + j->mono_to_unix;
+        e.value = t->t1 - t->t0;
+        rs_log_event(s, j->run, &e);
+        if (!strcmp(t->name, "backward")) keep_span(j, t->rank, t->step, false, t->t0, t->t1);
+        break;
+    case RS_TL_COMM:
+        e.kind = "phase";
+        e.name = "comm";
+        e.t = t->t0 + j->mono_to_unix;
+        e.value = t->t1 - t->t0;
+        e.bytes = (int64_t)t->bytes;
+        e.chunk = t->index;
+        snprintf(detail, sizeof detail, "{\"op\":\"%s\",\"bucket\":%d}", t->name, t->index);
+        e.detail_json = detail;
+        rs_log_event(s, j->run, &e);
+        keep_span(j, t->rank, t->step, true, t->t0, t->t1);
+        break;
+    case RS_TL_STEP:
+        if (s->log && j->run > 0) {
+            rs_slog_metric(s->log, j->run, t->rank, t->step, t->epoch, "loss", t->loss);
+            if (t->rank == 0) rs_slog_metric(s->log, j->run, 0, t->step, t->epoch, "lr", t->lr);
+        }
+        if (t->rank == 0) {
+            j->last_step = t->step;
+            j->last_loss = t->loss;
+            double now = rs_pg_now();
+            if (now - j->last_print > 2) {
+                fprintf(s->out, "  step %lld: loss %.4f (rank 0), %.0f samples/s per rank\n", (long long)t->step,
+                        t->loss, t->sps);
+                fflush(s->out);
+                j->last_print = now;
+            }
+        }
+        break;
+    case RS_TL_MEM:
+        j->mem[t->rank] = *t;
+        for (int p = 0; p < 6; p++) {
+            e.kind = "memory";
+            e.name = rs_pool_name((rs_pool)p);
+            e.bytes = t->live[p];
+            e.value = (double)t->peak[p];
+            rs_log_event(s, j->run, &e);
+        }
+        break;
+    case RS_TL_EVAL:
+        j->eval_acc = t->acc;
+        j->eval_loss = t->loss;
+        j->evaluated = true;
+        fprintf(s->out, "  epoch %d: test accuracy %.4f, test loss %.4f\n", t->epoch + 1, t->acc, t->loss);
+        rs_log_metric(s, j->run, j->last_step, t->epoch, "test_acc", t->acc);
+        rs_log_metric(s, j->run, j->last_step, t->epoch, "test_loss", t->loss);
+        break;
+    case RS_TL_DONE: j->done[t->rank] = *t; break;
+    }
+}
+
 static void on_line(void *ud, int rank, int is_stderr, const char *line)
 {
     dist_job *j = ud;
@@ -148,6 +241,11 @@ static void on_line(void *ud, int rank, int is_stderr, const char *line)
         }
         if (rs_wire_parse_bench(line, &row)) {
             bench_row(j, &row);
+            return;
+        }
+        rs_train_line tl;
+        if (rs_wire_parse_train(line, &tl)) {
+            train_line(j, &tl);
             return;
         }
     }
@@ -198,6 +296,9 @@ static void job_free(dist_job *j)
     free(j->seconds);
     free(j->begin_t);
     free(j->checked);
+    free(j->mem);
+    free(j->done);
+    free(j->spans);
 }
 
 static double mono_to_unix(void)
@@ -547,4 +648,190 @@ int rs_cmd_backends(rs_session *s, const rs_call *c)
                     !strcmp(all[i], "mpi") ? "Open MPI (apt-get install libopenmpi-dev)" : "CUDA and NCCL");
     fprintf(f, "\nTry: collective all_reduce ranks=4 backend=shm algo=ring   bench all_reduce ranks=2 sizes=8..64M\n");
     return 0;
+}
+
+/* ---------------------------------------------------------------- train across ranks */
+
+static void fmt_bytes(double b, char *buf, size_t n)
+{
+    if (b >= 1 << 20) snprintf(buf, n, "%.2f MiB", b / (1 << 20));
+    else if (b >= 1 << 10) snprintf(buf, n, "%.1f KiB", b / (1 << 10));
+    else snprintf(buf, n, "%.0f B", b);
+}
+
+/* Of the communication time each rank spent, how much ran while its backward was still going. */
+static void comm_hidden(const dist_job *j, int rank, double *comm, double *hidden)
+{
+    *comm = *hidden = 0;
+    for (int a = 0; a < j->nspans; a++) {
+        const struct tspan *c = &j->spans[a];
+        if (c->rank != rank || !c->comm || c->step < 0) continue;
+        *comm += c->t1 - c->t0;
+        for (int b = 0; b < j->nspans; b++) {
+            const struct tspan *k = &j->spans[b];
+            if (k->rank != rank || k->comm || k->step != c->step) continue;
+            double lo = c->t0 > k->t0 ? c->t0 : k->t0, hi = c->t1 < k->t1 ? c->t1 : k->t1;
+            if (hi > lo) *hidden += hi - lo;
+        }
+    }
+}
+
+static void print_memory(dist_job *j, const rs_obj *m, int zero, int opt_states)
+{
+    FILE *f = j->s->out;
+    size_t P = rs_model_param_count(m->model);
+    rs_zero_bytes z = rs_zero_predict(P, j->world, zero, opt_states);
+    char a[24], b[24], c[24], d[24], e[24];
+    fprintf(f, "memory per rank after the last step, measured at the allocator (live bytes by pool):\n");
+    fprintf(f, "  %-5s %12s %12s %12s %12s %12s\n", "rank", "parameters", "gradients", "optimizer", "activations",
+            "comm");
+    for (int r = 0; r < j->world; r++) {
+        const rs_train_line *t = &j->mem[r];
+        fmt_bytes((double)t->live[RS_POOL_PARAMS], a, sizeof a);
+        fmt_bytes((double)t->live[RS_POOL_GRADS], b, sizeof b);
+        fmt_bytes((double)t->live[RS_POOL_OPTIM], c, sizeof c);
+        fmt_bytes((double)t->live[RS_POOL_ACTS], d, sizeof d);
+        fmt_bytes((double)t->live[RS_POOL_COMM], e, sizeof e);
+        fprintf(f, "  %-5d %12s %12s %12s %12s %12s\n", r, a, b, c, d, e);
+    }
+    fmt_bytes(z.params, a, sizeof a);
+    fmt_bytes(z.grads, b, sizeof b);
+    fmt_bytes(z.optim, c, sizeof c);
+    fprintf(f, "  %-5s %12s %12s %12s   ZeRO paper, %zu parameters, N=%d: %s\n", "model", a, b, c, P, j->world,
+            zero == 0   ? "4P + 4P + 4kP"
+            : zero == 1 ? "4P + 4P + 4kP/N"
+            : zero == 2 ? "4P + (4P + 4kP)/N"
+                        : "(4P + 4P + 4kP)/N");
+}
+
+int rs_cmd_train_ranks(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, const rs_train_cfg *cfg)
+{
+    dist_job j = {.what = "train"};
+    double timeout = 60;
+    int rc = common_opts(s, c, &j, &timeout);
+    if (rc) {
+        job_free(&j);
+        return rc;
+    }
+    const char *mode = rs_call_str(c, "mode", "ddp");
+    bool fsdp = !strcmp(mode, "fsdp");
+    long long zero = fsdp ? rs_call_int(c, "zero", 3) : 0;
+    if (fsdp && (zero < 1 || zero > 3)) {
+        const rs_optval *v = rs_call_opt(c, "zero");
+        job_free(&j);
+        return rs_session_error(s, c, v->pos, 5 + strlen(v->text), "train: zero must be 1, 2 or 3, got %lld", zero);
+    }
+    if (cfg->batch % j.world) {
+        const rs_optval *v = rs_call_opt(c, "batch");
+        job_free(&j);
+        return rs_session_error(s, c, v->pos, v->set ? 6 + strlen(v->text) : 0,
+                                "train: batch=%d is the global batch and does not split over %d ranks (try batch=%d)",
+                                cfg->batch, j.world, (cfg->batch / j.world + 1) * j.world);
+    }
+    if (d->source_cut) {
+        job_free(&j);
+        return rs_session_error(s, c, c->arg_pos[2], strlen(c->args[2]),
+                                "train: data %s's source is too long to hand to the ranks; use fewer or shorter paths",
+                                d->name);
+    }
+    j.mem = calloc((size_t)j.world, sizeof *j.mem);
+    j.done = calloc((size_t)j.world, sizeof *j.done);
+    char dir[] = "/tmp/ringside-train-XXXXXX";
+    if (!j.mem || !j.done || !mkdtemp(dir)) {
+        job_free(&j);
+        return rs_session_error(s, c, (size_t)-1, 0, "train: cannot make a folder for the ranks' files: %s",
+                                strerror(errno));
+    }
+    char init[64], outp[64];
+    snprintf(init, sizeof init, "%s/init.safetensors", dir);
+    snprintf(outp, sizeof outp, "%s/out.safetensors", dir);
+    rs_err err = {0};
+    if (rs_ckpt_save_model(init, m->model, &err)) {
+        rmdir(dir);
+        job_free(&j);
+        return rs_session_error(s, c, (size_t)-1, 0, "train: %s", err.msg);
+    }
+    char *spec = rs_model_spec(m->model);
+    j.run = rs_log_run_begin_dist(s, "train", m->name, m->spec, d->name, c, mode, j.backend, j.world);
+    j.t_start = j.last_print = rs_pg_now();
+    fprintf(s->out, "%s: %d ranks on %s, global batch %d (%d per rank)%s\n", mode, j.world, j.backend, cfg->batch,
+            cfg->batch / j.world, fsdp ? (zero == 3 ? ", ZeRO-3" : zero == 2 ? ", ZeRO-2" : ", ZeRO-1") : "");
+
+    /* every option, as the worker reads them */
+    char a[32][300];
+    int n = 0;
+#define ARG(...) snprintf(a[n++], sizeof a[0], __VA_ARGS__)
+    ARG("backend=%s", j.backend);
+    ARG("mode=%s", mode);
+    ARG("init=%s", init);
+    ARG("out=%s", outp);
+    ARG("data=%s", d->source);
+    ARG("data_seed=%llu", (unsigned long long)d->data_seed);
+    ARG("model_seed=%llu", (unsigned long long)rs_model_seed(m->model));
+    ARG("seed=%llu", (unsigned long long)cfg->seed);
+    ARG("zero=%lld", zero);
+    ARG("accum=%d", cfg->accum);
+    ARG("epochs=%d", cfg->epochs);
+    ARG("batch=%d", cfg->batch);
+    ARG("opt=%s", rs_opt_kind_name(cfg->opt.kind));
+    ARG("lr=%.9g", (double)cfg->opt.lr);
+    ARG("momentum=%.9g", (double)cfg->opt.momentum);
+    ARG("nesterov=%d", cfg->opt.nesterov);
+    ARG("wd=%.9g", (double)cfg->opt.weight_decay);
+    ARG("sched=%s", cfg->sched.kind == RS_SCHED_COSINE ? "cosine" : cfg->sched.kind == RS_SCHED_STEP ? "step" : "constant");
+    ARG("warmup=%lld", (long long)cfg->sched.warmup);
+    ARG("step_size=%lld", (long long)cfg->sched.step_size);
+    ARG("gamma=%.9g", (double)cfg->sched.gamma);
+    ARG("min_lr=%.9g", (double)cfg->sched.min_lr);
+    ARG("steps=%lld", (long long)cfg->max_steps);
+    ARG("eval=%d", cfg->eval);
+    ARG("bucket=%llu", (unsigned long long)rs_call_opt(c, "bucket")->v.size);
+    ARG("overlap=%d", rs_call_bool(c, "overlap", true));
+#undef ARG
+    const char *args[40];
+    for (int i = 0; i < n; i++) args[i] = a[i];
+    char specarg[4200];
+    snprintf(specarg, sizeof specarg, "spec=%s", spec ? spec : m->spec);
+    args[n++] = specarg;
+    free(spec);
+    rc = run_ranks(&j, args, n, timeout);
+    if (!rc) {
+        rs_status st = rs_ckpt_load_model(outp, m->model, &err);
+        if (st) rc = rs_session_error(s, c, (size_t)-1, 0, "train: reading the trained weights back: %s", err.msg);
+    }
+    unlink(init);
+    unlink(outp);
+    rmdir(dir);
+    if (!rc) {
+        double sps = 0, secs = 0;
+        for (int r = 0; r < j.world; r++) {
+            sps += j.done[r].sps;
+            if (j.done[r].seconds > secs) secs = j.done[r].seconds;
+        }
+        fprintf(s->out, "trained %s on %s with %s on %d ranks: %lld steps in %.1fs, %.0f samples/s in all", m->name,
+                d->name, mode, j.world, (long long)j.done[0].step, secs, sps);
+        if (j.evaluated) fprintf(s->out, ", test accuracy %.4f", j.eval_acc);
+        fputc('\n', s->out);
+        double comm0 = 0, hid0 = 0;
+        for (int r = 0; r < j.world; r++) {
+            double cm, hd;
+            comm_hidden(&j, r, &cm, &hd);
+            comm0 += cm;
+            hid0 += hd;
+        }
+        if (comm0 > 0)
+            fprintf(s->out, "communication: %.3f s per rank, %.0f%% of it hidden behind backward\n", comm0 / j.world,
+                    100 * hid0 / comm0);
+        int states = cfg->opt.kind == RS_OPT_SGD ? (cfg->opt.momentum != 0 ? 1 : 0) : 2;
+        print_memory(&j, m, (int)zero, states);
+        char final[256];
+        snprintf(final, sizeof final,
+                 "{\"steps\":%lld,\"seconds\":%.6g,\"samples_per_s\":%.6g,\"comm_hidden\":%.6g%s%.6g}",
+                 (long long)j.done[0].step, secs, sps, comm0 > 0 ? hid0 / comm0 : 0,
+                 j.evaluated ? ",\"test_acc\":" : ",\"test_acc_none\":", j.evaluated ? j.eval_acc : 0);
+        rs_log_run_end(s, j.run, "done", j.done[0].step, final, NULL);
+        if (j.run > 0) fprintf(s->out, "run %lld logged: `show run %lld`\n", (long long)j.run, (long long)j.run);
+    }
+    job_free(&j);
+    return rc;
 }

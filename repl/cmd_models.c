@@ -144,6 +144,8 @@ int rs_cmd_data(rs_session *s, const rs_call *c)
     }
     snprintf(o.name, sizeof o.name, "%s", c->bind);
     snprintf(o.source, sizeof o.source, "%.255s", src); /* shown in ls; long file lists are cut */
+    o.source_cut = strlen(src) >= sizeof o.source;
+    o.data_seed = seed_opt(s, c);
     const rs_dataset *t = o.data.train;
     fprintf(s->out, "data %s: %u train + %u test samples of %dx%dx%d, %d classes (%s)\n", c->bind, t->n,
             o.data.test ? o.data.test->n : 0, t->c, t->h, t->w, t->n_classes, src);

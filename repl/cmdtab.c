@@ -68,6 +68,15 @@ static const rs_optdef train_opts[] = {
     {"ckpt", RS_T_PATH, NULL, "write a training checkpoint to FILE.safetensors", NULL},
     {"ckpt_every", RS_T_INT, "0", "checkpoint every N steps (0: at the end)", NULL},
     {"resume", RS_T_PATH, NULL, "continue exactly from a training checkpoint", NULL},
+    {"accum", RS_T_INT, "1", "micro-batches of `batch` per optimizer step (gradient accumulation)", NULL},
+    {"mode", RS_T_ENUM, "single", "single process; dp: threads as replicas; ddp or fsdp: rank processes",
+     (const char *const[]){"single", "dp", "ddp", "fsdp", NULL}},
+    {"ranks", RS_T_INT, "2", "dp: replicas; ddp/fsdp: rank processes (batch is split over them)", NULL},
+    {"backend", RS_T_ENUM, "shm", "ddp/fsdp: how the ranks talk", (const char *const[]){"shm", "tcp", "mpi", "nccl", NULL}},
+    {"zero", RS_T_INT, "3", "fsdp: 1 shards optimizer state, 2 also gradients, 3 also parameters", NULL},
+    {"bucket", RS_T_SIZE, "25M", "ddp: gradient bucket size", NULL},
+    {"overlap", RS_T_BOOL, "on", "ddp: all-reduce buckets during backward", NULL},
+    {"timeout", RS_T_DURATION, "60s", "ddp/fsdp: a rank waiting this long for another fails, naming it", NULL},
     {NULL, 0, NULL, NULL, NULL},
 };
 
@@ -174,7 +183,12 @@ const rs_cmddef rs_commands[] = {
      false, rs_cmd_drop},
     {"train", "training", "train MODEL on DATA [epochs=1] [batch=64] [lr=] [opt=adam] ...    train in this process",
      "Trains MODEL on DATA's training part and evaluates on its test part after each epoch.\n"
-     "Ctrl-C stops at the next step boundary; the model keeps the weights of the last finished step.",
+     "Ctrl-C stops at the next step boundary; the model keeps the weights of the last finished step.\n"
+     "Across ranks: mode=ddp ranks=2 (DistributedDataParallel: gradients all-reduced in buckets during\n"
+     "backward), mode=fsdp zero=1|2|3 (ZeRO: optimizer state, gradients, parameters sharded), mode=dp\n"
+     "(DataParallel: threads as replicas in this process). batch is the global batch; each rank takes\n"
+     "batch/ranks of it, so every mode trains the model one process would. At the end each rank's memory\n"
+     "by pool is printed, measured, beside the ZeRO paper's formula.",
      false, NULL, {A("MODEL", RS_A_MODEL), A("on", RS_A_KEYWORD), A("DATA", RS_A_DATA)}, 3, train_opts, false,
      rs_cmd_train},
     {"eval", "training", "eval MODEL on DATA    accuracy and loss", NULL, false, NULL,

@@ -21,7 +21,9 @@ typedef struct rs_obj {
     rs_model *model;        /* RS_OBJ_MODEL, owned */
     char *spec;             /* the spec it was built from (owned) */
     rs_data_pair data;      /* RS_OBJ_DATA, owned */
-    char source[256];       /* what `data` was given */
+    char source[256];       /* what `data` was given, as rs_data_open reads it ("digits:6000") */
+    uint64_t data_seed;     /* the seed it was opened with: ranks open the same data from both */
+    bool source_cut;        /* source was too long to keep whole: ranks cannot reopen it */
 } rs_obj;
 
 typedef enum rs_play_mode { RS_PLAY_INTERACTIVE, RS_PLAY_AUTO, RS_PLAY_STEP } rs_play_mode;

@@ -152,3 +152,54 @@ bool rs_wire_parse_check(const char *line, int *rank, uint64_t *wrong, double *s
     *seconds = s;
     return true;
 }
+
+static bool finite_all(const double *v, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (!isfinite(v[i])) return false;
+    return true;
+}
+
+bool rs_wire_parse_train(const char *line, rs_train_line *out)
+{
+    rs_train_line t = {0};
+    long long step = 0, a[12];
+    unsigned long long bytes = 0;
+    int used = 0;
+    double v[3];
+    if (line[0] != '@') return false;
+    if (sscanf(line, "@phase %d %lld %23s %lf %lf%n", &t.rank, &step, t.name, &v[0], &v[1], &used) == 5 && !line[used]) {
+        t.kind = RS_TL_PHASE;
+        t.t0 = v[0], t.t1 = v[1];
+        if (!finite_all(v, 2)) return false;
+    } else if (sscanf(line, "@comm %d %lld %23s %d %llu %lf %lf%n", &t.rank, &step, t.name, &t.index, &bytes, &v[0],
+                      &v[1], &used) == 7 && !line[used]) {
+        t.kind = RS_TL_COMM;
+        t.bytes = bytes;
+        t.t0 = v[0], t.t1 = v[1];
+        if (!finite_all(v, 2)) return false;
+    } else if (sscanf(line, "@step %d %lld %d %lf %lf %lf%n", &t.rank, &step, &t.epoch, &v[0], &v[1], &v[2], &used) ==
+                   6 && !line[used]) {
+        t.kind = RS_TL_STEP;
+        t.loss = v[0], t.lr = v[1], t.sps = v[2];
+        if (!finite_all(v + 1, 2)) return false; /* a NaN loss is reported, not refused */
+    } else if (sscanf(line, "@mem %d %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld%n", &t.rank, &step,
+                      &a[0], &a[1], &a[2], &a[3], &a[4], &a[5], &a[6], &a[7], &a[8], &a[9], &a[10], &a[11],
+                      &used) == 14 && !line[used]) {
+        t.kind = RS_TL_MEM;
+        for (int i = 0; i < 6; i++) t.live[i] = a[i], t.peak[i] = a[6 + i];
+    } else if (sscanf(line, "@eval %d %d %lf %lf%n", &t.rank, &t.epoch, &v[0], &v[1], &used) == 4 && !line[used]) {
+        t.kind = RS_TL_EVAL;
+        t.acc = v[0], t.loss = v[1];
+    } else if (sscanf(line, "@done %d %lld %lf %lf%n", &t.rank, &step, &v[0], &v[1], &used) == 4 && !line[used]) {
+        t.kind = RS_TL_DONE;
+        t.seconds = v[0], t.sps = v[1];
+        if (!finite_all(v, 2)) return false;
+    } else {
+        return false;
+    }
+    if (t.rank < 0 || step < 0) return false;
+    t.step = step;
+    *out = t;
+    return true;
+}

@@ -550,47 +550,14 @@ static void trace_line(void *ud, const rs_pg_event *ev)
 
 static int join(wk *w)
 {
-    rs_err e = {0};
-    rs_launch_env env;
-    const rs_pg_backend *be = rs_pg_backend_find(w->backend);
-    /* Under mpirun, who we are is mpirun's to say: the torchrun variables the REPL's launcher gave the
-     * mpirun process itself (rank 0 of 1) are not ours. */
-    if (be && be->needs_launcher && getenv("OMPI_COMM_WORLD_SIZE")) {
-        static const char *const torchrun[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"};
-        for (size_t i = 0; i < 4; i++) unsetenv(torchrun[i]);
-    }
-    if (rs_launch_env_from_environ(&env, &e)) {
-        fprintf(w->errf, "ringside --worker: %s\n", e.msg);
-        return 2;
-    }
-    w->rank = env.rank;
-    w->world = env.world_size;
-    if (!be) {
-        rs_pg_new(w->backend, NULL, "x", 0, 1, 1, &w->g, &e); /* for its message listing what exists */
-        fprintf(w->errf, "rank %d: %s\n", w->rank, e.msg);
-        return 2;
-    }
-    if (!be->needs_launcher) {
-        if (!env.master_port) {
-            fprintf(w->errf, "rank %d: backend %s needs MASTER_ADDR and MASTER_PORT\n", w->rank, w->backend);
-            return 2;
-        }
-        /* Started by hand (no launcher hosting the store): rank 0 hosts it, as c10d's TCPStore does. */
-        if (!w->store_from_launcher && w->rank == 0 &&
-            rs_store_server_start(env.master_addr, env.master_port, &w->server, &e)) {
-            fprintf(w->errf, "rank 0: hosting the store: %s\n", e.msg);
-            return 1;
-        }
-        if (rs_store_connect(env.master_addr, env.master_port, w->timeout, &w->store, &e) ||
-            rs_store_rendezvous(w->store, w->rank, w->world, w->timeout, &e)) {
-            fprintf(w->errf, "rank %d: %s\n", w->rank, e.msg);
-            return 1;
-        }
-    }
-    if (rs_pg_new(w->backend, w->store, w->group, w->rank, w->world, w->timeout, &w->g, &e)) {
-        fprintf(w->errf, "rank %d: %s\n", w->rank, e.msg);
-        return 1;
-    }
+    rs_worker_conn c;
+    int rc = rs_worker_join(w->backend, w->group, w->timeout, w->store_from_launcher, w->errf, &c);
+    w->rank = c.rank;
+    w->world = c.world;
+    w->g = c.g;
+    w->store = c.store;
+    w->server = c.server;
+    if (rc) return rc;
     w->g->algo = w->algo;
     const char *die = getenv("RINGSIDE_TEST_DIE");
     if (!die || sscanf(die, "%d:%d", &w->die_rank, &w->die_step) != 2) w->die_rank = -1;
@@ -605,10 +572,11 @@ int rs_worker_main(int argc, char **argv, FILE *out, FILE *errf)
 {
     wk w = {.out = out, .errf = errf, .backend = "shm", .group = "w", .op = RS_OP_ALL_REDUCE, .dtype = RS_F32,
             .redop = RS_SUM, .algo = RS_ALGO_AUTO, .count = 2, .show = 16, .timeout = 30};
-    if (argc < 1) return usage_error(&w, "%s", "no job (collective, bench or p2p)");
+    if (argc < 1) return usage_error(&w, "%s", "no job (collective, bench, p2p or train)");
     const char *job = argv[0];
+    if (!strcmp(job, "train")) return rs_worker_train(argc, argv, out, errf);
     if (strcmp(job, "collective") && strcmp(job, "bench") && strcmp(job, "p2p"))
-        return usage_error(&w, "unknown job '%s' (collective, bench or p2p)", job);
+        return usage_error(&w, "unknown job '%s' (collective, bench, p2p or train)", job);
     int rc = parse_args(&w, argc, argv);
     if (rc) return rc;
     rc = join(&w);
@@ -618,13 +586,7 @@ int rs_worker_main(int argc, char **argv, FILE *out, FILE *errf)
         else rc = job_p2p(&w);
     }
     fflush(out);
-    /* A last barrier through the store so no rank tears down its group while a peer still reads it. */
-    if (w.store && !rc) {
-        rs_err e = {0};
-        rs_store_barrier(w.store, "worker/end", w.world, w.timeout, &e);
-    }
-    rs_pg_destroy(w.g);
-    rs_store_close(w.store);
-    rs_store_server_stop(w.server);
+    rs_worker_conn c = {.rank = w.rank, .world = w.world, .g = w.g, .store = w.store, .server = w.server};
+    rs_worker_leave(&c, rc == 0, w.timeout);
     return rc;
 }

@@ -17,6 +17,27 @@
  * exit code (0 ok, 1 the job failed or found wrong results, 2 bad arguments). Messages go to out/errf. */
 int rs_worker_main(int argc, char **argv, FILE *out, FILE *errf);
 
+/* ---- joining the group (shared by the jobs) ----------------------------------------------------- */
+
+typedef struct rs_worker_conn {
+    int rank, world;
+    rs_pg *g;                 /* owned */
+    rs_store *store;          /* owned; NULL under mpirun */
+    rs_store_server *server;  /* owned; rank 0 hosts the store when started by hand */
+} rs_worker_conn;
+
+/* Who am I (torchrun variables, or Open MPI's under mpirun), the store (the launcher's, or rank 0
+ * hosts it), the rendezvous, and the group of `backend` named `group`. Returns 0, or the exit code
+ * after printing why to errf (c holds what was made: rs_worker_leave frees it). */
+int rs_worker_join(const char *backend, const char *group, double timeout, bool store_from_launcher, FILE *errf,
+                   rs_worker_conn *c);
+/* A last barrier through the store (when ok) so no rank tears down its group while a peer still reads
+ * it, then frees everything. */
+void rs_worker_leave(rs_worker_conn *c, bool ok, double timeout);
+
+/* The `train` job (dist/worker/train_job.c): one rank of `train ... mode=ddp|fsdp`. */
+int rs_worker_train(int argc, char **argv, FILE *out, FILE *errf);
+
 /* ---- the lines a worker writes and the REPL reads --------------------------------------------- */
 
 /* "@ev KIND OP ALGO COLL STEP STEPS RANK PEER CHUNK BYTES GROUP T": one trace event (KIND b|s|e). */
@@ -39,6 +60,25 @@ bool rs_wire_parse_bench(const char *line, rs_bench_row *row);
 
 /* "@check RANK WRONG SECONDS": a rank's own verdict on its result of `collective`. */
 bool rs_wire_parse_check(const char *line, int *rank, uint64_t *wrong, double *seconds);
+
+/* What a training rank reports, one line each:
+ *   @phase R STEP NAME T0 T1                 a phase span (rs_phase_name)
+ *   @comm R STEP OP INDEX BYTES T0 T1        a collective of the strategy (bucket/unit INDEX, -1 none)
+ *   @step R STEP EPOCH LOSS LR SAMPLES_PER_S after each optimizer step
+ *   @mem R STEP LIVE*6 PEAK*6                bytes by pool (rs_pool order) after each step
+ *   @eval R EPOCH ACC LOSS                   test figures of an epoch
+ *   @done R STEPS SECONDS SAMPLES_PER_S      the rank finished */
+typedef enum rs_tline_kind { RS_TL_PHASE, RS_TL_COMM, RS_TL_STEP, RS_TL_MEM, RS_TL_EVAL, RS_TL_DONE } rs_tline_kind;
+typedef struct rs_train_line {
+    rs_tline_kind kind;
+    int rank, epoch, index;
+    int64_t step;
+    char name[24];
+    uint64_t bytes;
+    double t0, t1, loss, lr, sps, acc, seconds;
+    int64_t live[6], peak[6];
+} rs_train_line;
+bool rs_wire_parse_train(const char *line, rs_train_line *out);
 
 /* Names as the REPL and the worker spell them. */
 bool rs_pg_op_from_name(const char *s, rs_pg_opkind *out);

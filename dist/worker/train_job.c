@@ -1,0 +1,226 @@
+/* The `train` job: one rank of `train m on d mode=ddp|fsdp ranks=N`. The REPL hands over the model
+ * spec and its current weights (a safetensors file), the data source and seed, and every option; each
+ * rank builds the same model, joins the group, trains its share with the mode's strategy, and reports
+ * phases, collectives, loss and memory as '@' lines (worker.h). Rank 0 writes the trained weights where
+ * the REPL reads them back. */
+#define _GNU_SOURCE
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dist/train/dtrain.h"
+#include "engine/ckpt/checkpoint.h"
+#include "engine/data/source.h"
+#include "engine/nn/spec.h"
+#include "worker.h"
+
+typedef struct tjob {
+    FILE *out, *errf;
+    int rank;
+    /* options */
+    const char *backend, *group, *spec, *data, *init, *outp, *mode, *ckpt, *resume;
+    uint64_t data_seed, model_seed, seed;
+    int zero, accum, epochs, batch, warmup, threads, overlap, eval, nesterov;
+    size_t bucket;
+    int64_t steps, step_size, ckpt_every;
+    double lr, momentum, wd, gamma, min_lr, timeout;
+    const char *opt, *sched;
+    bool store_from_launcher, has_lr, has_wd;
+} tjob;
+
+static bool num(const char *v, double *out)
+{
+    char *end;
+    *out = strtod(v, &end);
+    return *v && !*end && isfinite(*out);
+}
+
+static int parse(tjob *j, int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *eq = strchr(argv[i], '=');
+        if (!eq) {
+            fprintf(j->errf, "ringside --worker train: '%s' is not key=value\n", argv[i]);
+            return 2;
+        }
+        size_t kl = (size_t)(eq - argv[i]);
+        const char *v = eq + 1;
+        double d = 0;
+#define KEY(k) (kl == strlen(k) && !strncmp(argv[i], k, kl))
+        bool good = true;
+        if (KEY("backend")) j->backend = v;
+        else if (KEY("group")) j->group = v;
+        else if (KEY("spec")) j->spec = v;
+        else if (KEY("data")) j->data = v;
+        else if (KEY("init")) j->init = v;
+        else if (KEY("out")) j->outp = v;
+        else if (KEY("mode")) j->mode = v;
+        else if (KEY("ckpt")) j->ckpt = v;
+        else if (KEY("resume")) j->resume = v;
+        else if (KEY("opt")) j->opt = v;
+        else if (KEY("sched")) j->sched = v;
+        else if (KEY("store")) j->store_from_launcher = !strcmp(v, "launcher");
+        else if ((good = num(v, &d))) {
+            if (KEY("data_seed")) j->data_seed = (uint64_t)d;
+            else if (KEY("model_seed")) j->model_seed = (uint64_t)d;
+            else if (KEY("seed")) j->seed = (uint64_t)d;
+            else if (KEY("zero")) j->zero = (int)d;
+            else if (KEY("accum")) j->accum = (int)d;
+            else if (KEY("epochs")) j->epochs = (int)d;
+            else if (KEY("batch")) j->batch = (int)d;
+            else if (KEY("warmup")) j->warmup = (int)d;
+            else if (KEY("threads")) j->threads = (int)d;
+            else if (KEY("overlap")) j->overlap = (int)d;
+            else if (KEY("eval")) j->eval = (int)d;
+            else if (KEY("nesterov")) j->nesterov = (int)d;
+            else if (KEY("bucket")) j->bucket = (size_t)d;
+            else if (KEY("steps")) j->steps = (int64_t)d;
+            else if (KEY("step_size")) j->step_size = (int64_t)d;
+            else if (KEY("ckpt_every")) j->ckpt_every = (int64_t)d;
+            else if (KEY("lr")) j->lr = d, j->has_lr = true;
+            else if (KEY("momentum")) j->momentum = d;
+            else if (KEY("wd")) j->wd = d, j->has_wd = true;
+            else if (KEY("gamma")) j->gamma = d;
+            else if (KEY("min_lr")) j->min_lr = d;
+            else if (KEY("timeout")) j->timeout = d;
+            else good = false;
+        }
+#undef KEY
+        if (!good) {
+            fprintf(j->errf, "ringside --worker train: unknown option or bad value '%s'\n", argv[i]);
+            return 2;
+        }
+    }
+    if (!j->spec || !j->data) {
+        fprintf(j->errf, "ringside --worker train: needs spec= and data=\n");
+        return 2;
+    }
+    return 0;
+}
+
+typedef struct watch {
+    struct tjob *j;
+    rs_model *m;
+} watch;
+
+static void on_phase(void *ud, int64_t step, rs_phase p, double t0, double t1)
+{
+    tjob *j = ((watch *)ud)->j;
+    fprintf(j->out, "@phase %d %lld %s %.9f %.9f\n", j->rank, (long long)step, rs_phase_name(p), t0, t1);
+}
+
+/* From the communication thread too: one fprintf per line, which stdio keeps whole. */
+static void on_comm(void *ud, int64_t step, const char *op, int index, size_t bytes, double t0, double t1)
+{
+    tjob *j = ud;
+    fprintf(j->out, "@comm %d %lld %s %d %zu %.9f %.9f\n", j->rank, (long long)step, op, index, bytes, t0, t1);
+}
+
+static void on_event(void *ud, const rs_train_event *ev)
+{
+    watch *w = ud;
+    tjob *j = w->j;
+    if (ev->kind == RS_TRAIN_EV_STEP) {
+        fprintf(j->out, "@step %d %lld %d %.9g %.9g %.6g\n", j->rank, (long long)ev->step, ev->epoch, (double)ev->loss,
+                (double)ev->lr, ev->samples_per_s);
+        const rs_mem *mem = rs_model_mem(w->m);
+        fprintf(j->out, "@mem %d %lld", j->rank, (long long)ev->step);
+        for (int p = 0; p < 6; p++) fprintf(j->out, " %lld", (long long)mem->live[p]);
+        for (int p = 0; p < 6; p++) fprintf(j->out, " %lld", (long long)mem->peak[p]);
+        fputc('\n', j->out);
+        fflush(j->out);
+    } else if (ev->kind == RS_TRAIN_EV_EVAL) {
+        fprintf(j->out, "@eval %d %d %.9g %.9g\n", j->rank, ev->epoch, ev->test_acc, ev->test_loss);
+        fflush(j->out);
+    }
+}
+
+static rs_train_cfg train_cfg(const tjob *j, rs_err *err, rs_status *st)
+{
+    rs_train_cfg c = rs_train_defaults();
+    rs_opt_kind kind = RS_OPT_ADAM;
+    *st = j->opt ? rs_opt_kind_parse(j->opt, &kind, err) : RS_OK;
+    c.opt = rs_opt_defaults(kind);
+    if (j->has_lr) c.opt.lr = (float)j->lr;
+    c.opt.momentum = (float)j->momentum;
+    c.opt.nesterov = j->nesterov;
+    if (j->has_wd) c.opt.weight_decay = (float)j->wd;
+    if (j->sched && !strcmp(j->sched, "step")) c.sched.kind = RS_SCHED_STEP;
+    else if (j->sched && !strcmp(j->sched, "cosine")) c.sched.kind = RS_SCHED_COSINE;
+    c.sched.warmup = j->warmup;
+    c.sched.step_size = j->step_size ? j->step_size : 1000;
+    c.sched.gamma = j->gamma > 0 ? (float)j->gamma : 0.1f;
+    c.sched.min_lr = (float)j->min_lr;
+    c.epochs = j->epochs ? j->epochs : 1;
+    c.batch = j->batch ? j->batch : 64;
+    c.max_steps = j->steps;
+    c.seed = j->seed;
+    c.threads = j->threads ? j->threads : 1;
+    c.eval = j->eval;
+    c.accum = j->accum;
+    c.ckpt_path = j->ckpt;
+    c.ckpt_every = j->ckpt_every;
+    c.resume = j->resume;
+    return c;
+}
+
+int rs_worker_train(int argc, char **argv, FILE *out, FILE *errf)
+{
+    tjob j = {.out = out, .errf = errf, .backend = "shm", .group = "train", .mode = "ddp", .timeout = 30,
+              .overlap = 1, .eval = 1, .accum = 1};
+    int rc = parse(&j, argc, argv);
+    if (rc) return rc;
+    rs_worker_conn conn;
+    rc = rs_worker_join(j.backend, j.group, j.timeout, j.store_from_launcher, errf, &conn);
+    j.rank = conn.rank;
+    rs_err e = {0};
+    rs_model *m = NULL;
+    rs_data_pair data = {0};
+    rs_status st = RS_OK;
+    if (!rc) {
+        size_t pos = 0;
+        st = rs_model_parse(j.spec, "m", rs_device_cpu(), NULL, j.model_seed, &m, &pos, &e);
+        /* Rank 0 starts from the REPL's weights; DDP's broadcast (or ZeRO's) gives them to the others. */
+        if (!st && j.init && j.rank == 0) st = rs_ckpt_load_model(j.init, m, &e);
+        if (!st) st = rs_data_open(j.data, j.data_seed, &data, &e);
+        if (st) {
+            fprintf(errf, "rank %d: %s\n", j.rank, e.msg);
+            rc = 1;
+        }
+    }
+    if (!rc) {
+        rs_train_cfg cfg = train_cfg(&j, &e, &st);
+        rs_dtrain_cfg dc = rs_dtrain_defaults();
+        if (j.bucket) dc.bucket_bytes = j.bucket;
+        dc.overlap = j.overlap;
+        dc.zero = j.zero;
+        rs_train_strategy sg;
+        if (!st) {
+            st = !strcmp(j.mode, "fsdp") ? rs_zero_strategy(conn.g, m, &dc, on_comm, &j, &sg, &e)
+                                         : rs_ddp_strategy(conn.g, m, &dc, on_comm, &j, &sg, &e);
+        }
+        /* only rank 0 evaluates and writes checkpoints (the others would write the same) */
+        if (!st) {
+            cfg.strategy = &sg;
+            if (j.rank != 0) cfg.eval = false;
+            watch w = {&j, m};
+            rs_train_hooks hooks = {.on_event = on_event, .on_phase = on_phase, .ud = &w};
+            rs_train_result res;
+            st = rs_train(m, &data, &cfg, &hooks, &res, &e);
+            if (!st) {
+                fprintf(out, "@done %d %lld %.6f %.6g\n", j.rank, (long long)res.global_step, res.seconds,
+                        res.samples_per_s);
+                if (j.rank == 0 && j.outp) st = rs_ckpt_save_model(j.outp, m, &e);
+            }
+        }
+        if (st) {
+            fprintf(errf, "rank %d: train: %s\n", j.rank, e.msg);
+            rc = 1;
+        }
+    }
+    fflush(out);
+    rs_worker_leave(&conn, rc == 0, j.timeout);
+    rs_model_free(m);
+    rs_data_pair_free(&data);
+    return rc;
+}
