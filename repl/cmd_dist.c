@@ -57,6 +57,8 @@ typedef struct dist_job {
     int64_t last_step;
     double last_loss;
     bool evaluated;
+    int ckpts;
+    int64_t last_ckpt_step;
 } dist_job;
 
 static void keep_line(dist_job *j, int rank, const char *line)
@@ -215,6 +217,10 @@ static void train_line(dist_job *j, const rs_train_line *t)
         rs_log_metric(s, j->run, j->last_step, t->epoch, "test_loss", t->loss);
         break;
     case RS_TL_DONE: j->done[t->rank] = *t; break;
+    case RS_TL_CKPT:
+        j->ckpts++;
+        j->last_ckpt_step = t->step;
+        break;
     }
 }
 
@@ -363,7 +369,7 @@ static int run_ranks(dist_job *j, const char *const *job_args, int nargs, double
         return rs_session_error(s, c, (size_t)-1, 0, "%s: stopped (Ctrl-C); the ranks were ended", j->what);
     }
     if (st) {
-        rs_log_run_end(s, j->run, "failed", 0, NULL, e.msg);
+        rs_log_run_end(s, j->run, "failed", j->last_step, NULL, e.msg);
         return rs_session_error(s, c, (size_t)-1, 0, "%s: %s", j->what, e.msg);
     }
     return 0;
@@ -787,6 +793,9 @@ int rs_cmd_train_ranks(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, co
     ARG("eval=%d", cfg->eval);
     ARG("bucket=%llu", (unsigned long long)rs_call_opt(c, "bucket")->v.size);
     ARG("overlap=%d", rs_call_bool(c, "overlap", true));
+    if (cfg->ckpt_path) ARG("ckpt=%s", cfg->ckpt_path);
+    if (cfg->ckpt_every) ARG("ckpt_every=%lld", (long long)cfg->ckpt_every);
+    if (cfg->resume) ARG("resume=%s", cfg->resume);
 #undef ARG
     const char *args[40];
     for (int i = 0; i < n; i++) args[i] = a[i];
@@ -795,6 +804,9 @@ int rs_cmd_train_ranks(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, co
     args[n++] = specarg;
     free(spec);
     rc = run_ranks(&j, args, n, timeout);
+    if (rc && cfg->ckpt_path && j.ckpts > 0)
+        fprintf(s->out, "the last checkpoint is %s (step %lld); continue with `train %s on %s ... resume=%s`\n",
+                cfg->ckpt_path, (long long)j.last_ckpt_step, m->name, d->name, cfg->ckpt_path);
     if (!rc) {
         rs_status st = rs_ckpt_load_model(outp, m->model, &err);
         if (st) rc = rs_session_error(s, c, (size_t)-1, 0, "train: reading the trained weights back: %s", err.msg);

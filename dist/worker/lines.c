@@ -195,6 +195,8 @@ bool rs_wire_parse_train(const char *line, rs_train_line *out)
         t.kind = RS_TL_DONE;
         t.seconds = v[0], t.sps = v[1];
         if (!finite_all(v, 2)) return false;
+    } else if (sscanf(line, "@ckpt %d %lld%n", &t.rank, &step, &used) == 2 && !line[used]) {
+        t.kind = RS_TL_CKPT;
     } else {
         return false;
     }

@@ -5,6 +5,7 @@
  * the REPL reads them back. */
 #define _GNU_SOURCE
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,6 +27,7 @@ typedef struct tjob {
     double lr, momentum, wd, gamma, min_lr, timeout;
     const char *opt, *sched;
     bool store_from_launcher, has_lr, has_wd;
+    int64_t die_rank, die_step; /* RINGSIDE_TEST_KILL=RANK:STEP (tests) */
 } tjob;
 
 static bool num(const char *v, double *out)
@@ -120,6 +122,10 @@ static void on_event(void *ud, const rs_train_event *ev)
 {
     watch *w = ud;
     tjob *j = w->j;
+    if (ev->kind == RS_TRAIN_EV_STEP && j->rank == j->die_rank && ev->step == j->die_step) {
+        fflush(j->out);
+        raise(SIGKILL); /* the fault tests: kill -9 in the middle of a run */
+    }
     if (ev->kind == RS_TRAIN_EV_STEP) {
         fprintf(j->out, "@step %d %lld %d %.9g %.9g %.6g\n", j->rank, (long long)ev->step, ev->epoch, (double)ev->loss,
                 (double)ev->lr, ev->samples_per_s);
@@ -128,6 +134,9 @@ static void on_event(void *ud, const rs_train_event *ev)
         for (int p = 0; p < 6; p++) fprintf(j->out, " %lld", (long long)mem->live[p]);
         for (int p = 0; p < 6; p++) fprintf(j->out, " %lld", (long long)mem->peak[p]);
         fputc('\n', j->out);
+        fflush(j->out);
+    } else if (ev->kind == RS_TRAIN_EV_CKPT) {
+        fprintf(j->out, "@ckpt %d %lld\n", j->rank, (long long)ev->step);
         fflush(j->out);
     } else if (ev->kind == RS_TRAIN_EV_EVAL) {
         fprintf(j->out, "@eval %d %d %.9g %.9g\n", j->rank, ev->epoch, ev->test_acc, ev->test_loss);
@@ -170,6 +179,10 @@ int rs_worker_train(int argc, char **argv, FILE *out, FILE *errf)
               .overlap = 1, .eval = 1, .accum = 1};
     int rc = parse(&j, argc, argv);
     if (rc) return rc;
+    const char *kill = getenv("RINGSIDE_TEST_KILL");
+    long long kr, ks;
+    j.die_rank = -1;
+    if (kill && sscanf(kill, "%lld:%lld", &kr, &ks) == 2) j.die_rank = kr, j.die_step = ks;
     rs_worker_conn conn;
     rc = rs_worker_join(j.backend, j.group, j.timeout, j.store_from_launcher, errf, &conn);
     j.rank = conn.rank;

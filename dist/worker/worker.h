@@ -67,8 +67,11 @@ bool rs_wire_parse_check(const char *line, int *rank, uint64_t *wrong, double *s
  *   @step R STEP EPOCH LOSS LR SAMPLES_PER_S after each optimizer step
  *   @mem R STEP LIVE*6 PEAK*6                bytes by pool (rs_pool order) after each step
  *   @eval R EPOCH ACC LOSS                   test figures of an epoch
- *   @done R STEPS SECONDS SAMPLES_PER_S      the rank finished */
-typedef enum rs_tline_kind { RS_TL_PHASE, RS_TL_COMM, RS_TL_STEP, RS_TL_MEM, RS_TL_EVAL, RS_TL_DONE } rs_tline_kind;
+ *   @done R STEPS SECONDS SAMPLES_PER_S      the rank finished
+ *   @ckpt R STEP                             a checkpoint was written (rank 0) */
+typedef enum rs_tline_kind {
+    RS_TL_PHASE, RS_TL_COMM, RS_TL_STEP, RS_TL_MEM, RS_TL_EVAL, RS_TL_DONE, RS_TL_CKPT
+} rs_tline_kind;
 typedef struct rs_train_line {
     rs_tline_kind kind;
     int rank, epoch, index;

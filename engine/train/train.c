@@ -243,11 +243,12 @@ static rs_status train_loop(rs_model *m, const rs_data_pair *data, const rs_trai
         int64_t nb = 0, ns = 0;
         double td = 0, tf = 0, tb = 0, to = 0;
         /* Resuming mid-epoch: the epoch's order is a function of (seed, epoch); skip what was done. */
-        for (; skip > 0; skip--, nb++) {
-            int rows = rs_loader_next(loader, x, y);
-            if (rows <= 0) break;
-            ns += rows;
-        }
+        for (; skip > 0; skip--, nb++)
+            for (int k = 0; k < accum; k++) { /* a step is accum micro-batches */
+                int rows = rs_loader_next(loader, x, y);
+                if (rows <= 0) break;
+                ns += rows;
+            }
         int64_t nb_start = nb, ns_start = ns;
         for (;;) {
             if (h && h->should_stop && h->should_stop(h->ud)) {

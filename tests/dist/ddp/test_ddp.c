@@ -22,6 +22,8 @@ typedef struct job {
     const char *backend, *mode;
     const char *spec;
     int batch, accum, steps;
+    const char *ckpt, *resume; /* resume mode: the first run writes ckpt, the second resumes from it */
+    int total_steps;           /* resume mode: the reference's steps */
 } job;
 
 typedef struct trace {
@@ -102,6 +104,8 @@ static int rank_main(void *ud, int rank, int world, rs_store *st)
     dc.overlap = strcmp(j->mode, "nooverlap") != 0;
     rs_train_strategy sg;
     rs_train_cfg cfg = cfg_for(j, j->batch, j->accum);
+    cfg.ckpt_path = j->ckpt;
+    cfg.resume = j->resume;
     rs_train_hooks hooks = {.on_phase = on_phase, .ud = tr};
     rs_train_result res;
     if (rs_ddp_strategy(g, m, &dc, on_comm, tr, &sg, &e)) {
@@ -113,7 +117,7 @@ static int rank_main(void *ud, int rank, int world, rs_store *st)
         fprintf(stderr, "rank %d: train: %s\n", rank, e.msg);
         return 1;
     }
-    RS_CHECK(res.steps == cfg.max_steps, "rank %d: %lld steps", rank, (long long)res.steps);
+    RS_CHECK(res.global_step == cfg.max_steps, "rank %d: %lld steps", rank, (long long)res.global_step);
 
     /* every rank holds the same bits */
     uint64_t h = 1469598103934665603ull;
@@ -136,13 +140,14 @@ static int rank_main(void *ud, int rank, int world, rs_store *st)
         RS_CHECK(early > 0, "rank %d: no all-reduce overlapped backward", rank);
     }
 
-    if (rank == 0) {
+    if (rank == 0 && !j->ckpt) {
         /* one process, the same global batch (accum=K: the batch K times larger, no accumulation) */
         if (rs_model_parse(j->spec, "ref", rs_device_cpu(), NULL, 11, &ref, NULL, &e)) {
             fprintf(stderr, "%s\n", e.msg);
             return 2;
         }
         rs_train_cfg one = cfg_for(j, j->batch * j->accum, 1);
+        if (j->total_steps) one.max_steps = j->total_steps;
         if (rs_train(ref, &data, &one, NULL, &res, &e)) {
             fprintf(stderr, "reference: %s\n", e.msg);
             return 1;
@@ -173,6 +178,32 @@ int main(int argc, char **argv)
              .accum = 1, .steps = 25};
     int w = atoi(argv[2]);
     if (!strcmp(j.mode, "accum")) j.accum = 2;
+    if (!strcmp(j.mode, "resume")) {
+        /* 12 steps on w ranks with a checkpoint, then on another world size from it to 25 steps: the same
+         * weights as one process for 25 steps (the checkpoint holds the global position and the whole
+         * optimizer, so a different world size re-splits the same global batches) */
+        char path[] = "/tmp/ringside-ddp-XXXXXX", file[64];
+        if (!mkdtemp(path)) return 2;
+        snprintf(file, sizeof file, "%s/c.safetensors", path);
+        job first = j;
+        first.steps = 12;
+        first.ckpt = file;
+        int bad = rs_fork_ranks(w, rank_main, &first, NULL, NULL);
+        RS_CHECK(bad == 0, "first run: %d ranks failed", bad);
+        job second = j;
+        second.resume = file;
+        second.total_steps = j.steps;
+        int w2 = w % 4 + 1;
+        printf("resuming on %d ranks from a checkpoint written by %d\n", w2, w);
+        bad = rs_fork_ranks(w2, rank_main, &second, NULL, NULL);
+        RS_CHECK(bad == 0, "resumed run: %d ranks failed", bad);
+        char optim[80];
+        snprintf(optim, sizeof optim, "%s/c.optim.safetensors", path);
+        unlink(file);
+        unlink(optim);
+        rmdir(path);
+        return rs_test_finish("test-ddp");
+    }
     if (!strcmp(j.mode, "cnn")) j.spec = "seq conv(4,3,pad=1) relu maxpool(2) conv(8,3,pad=1) relu maxpool(2) flatten linear(10)";
     int bad = rs_fork_ranks(w, rank_main, &j, NULL, NULL);
     RS_CHECK(bad == 0, "%d ranks failed", bad);
