@@ -21,13 +21,25 @@ void rs_log_check(rs_session *s)
     }
 }
 
+/* An option that only a mode across ranks reads ("ddp: gradient bucket size") says so in its help. */
+static bool ranks_only(const rs_optdef *d)
+{
+    return !strncmp(d->help, "dp:", 3) || !strncmp(d->help, "ddp:", 4) || !strncmp(d->help, "fsdp:", 5) ||
+           !strncmp(d->help, "ddp/fsdp:", 9);
+}
+
+/* Every option of the run, defaults included, except the defaults of options the run's mode does not
+ * read (a single-process run has no bucket size). */
 static json_t *options_json(const rs_call *c)
 {
     json_t *o = json_object();
+    const rs_optval *mv = rs_call_opt(c, "mode");
+    bool single = !mv || !mv->text || !strcmp(mv->text, "single");
     for (int i = 0; c->cmd->opts && c->cmd->opts[i].name; i++) {
         const rs_optdef *d = &c->cmd->opts[i];
         const rs_optval *v = &c->opts[i];
         if (!v->text) continue;
+        if (single && !v->set && ranks_only(d)) continue;
         json_t *j = NULL;
         switch (d->type) {
         case RS_T_INT: j = json_integer(v->v.i); break;

@@ -1,9 +1,333 @@
-/* placeholder: the ZeRO strategy is being written */
+/* ZeRO / FSDP as a training strategy (see dtrain.h): each rank keeps the optimizer state of its
+ * shard only (zero=1), also only its shard of the gradients (zero=2), also only its shard of the
+ * parameters, gathering each unit's parameters around its forward and backward (zero=3).
+ * The flat buffer is split per unit (one unit, the whole buffer, for zero 1 and 2; the model's
+ * top-level units for zero 3), each unit padded to a multiple of world so collectives move equal
+ * blocks: rank r owns elements [r*s, r*s + mine) of a unit of length len, s = ceil(len/world).
+ * One optimizer per unit slice steps bit-for-bit like one over the whole buffer (engine/optim). */
+#include <stdlib.h>
+#include <string.h>
+
 #include "dtrain.h"
+
+typedef struct zunit {
+    size_t off, len; /* the unit's range of the model's buffers */
+    size_t s;        /* block per rank: ceil(len/world) */
+    size_t mine;     /* elements of this rank's block inside the range (the rest is padding) */
+    size_t soff;     /* zero 3: where this unit's block sits in the shard buffers */
+} zunit;
+
+typedef struct zero {
+    rs_pg *g;
+    rs_model *m;
+    rs_mem *mem;
+    int zero, rank, world;
+    rs_dtrain_comm_fn comm;
+    void *comm_ud;
+    int64_t step;        /* optimizer steps done: the step comm spans belong to */
+    zunit *u;            /* (nu) owned; zero 3: indexed like the model's units */
+    int nu, last_param;  /* zero 3: the last unit with parameters (kept gathered from forward to backward) */
+    rs_optim **opt;      /* (nu) owned; NULL for a unit without parameters */
+    size_t shard_n;      /* zero 3: sum of s over units */
+    float *pshard;       /* zero 3: (shard_n) PARAMS pool, owned */
+    float *gshard;       /* zero 2: (s) zero 3: (shard_n) GRADS pool, owned */
+    float *stage;        /* (stage_n) COMM pool, owned: padded copies for units whose length does not
+                            divide by world (NULL when all divide) */
+    size_t stage_n;
+    float *rs_out;       /* zero 3: (max s) COMM pool, owned: a unit's reduce-scattered block before it
+                            is added to the gradient shard (micro-batches accumulate) */
+    size_t rs_out_n;
+    rs_status hook_st;   /* zero 3: the first failure inside backward (which has no status) */
+    rs_err hook_err;
+} zero;
+
+static void report(zero *z, const char *op, int index, size_t bytes, double t0)
+{
+    if (z->comm) z->comm(z->comm_ud, z->step, op, index, bytes, t0, rs_train_now());
+}
+
+/* The unit's parameters from every rank's block into the model's range. pshard NULL: the blocks
+ * are already in place in the model's buffer (zero 1 and 2). */
+static rs_status gather_unit(zero *z, int i, const float *block, rs_err *err)
+{
+    zunit *u = &z->u[i];
+    float *dst = rs_model_params(z->m) + u->off;
+    size_t n = u->s * (size_t)z->world;
+    double t0 = rs_train_now();
+    rs_status st;
+    if (n == u->len) {
+        /* in place when the block already sits at its place (send == recv + rank*s) */
+        st = rs_pg_all_gather(z->g, block, dst, u->s, RS_F32, err);
+    } else {
+        memset(z->stage + (size_t)z->rank * u->s, 0, u->s * sizeof(float));
+        memcpy(z->stage + (size_t)z->rank * u->s, block, u->mine * sizeof(float));
+        st = rs_pg_all_gather(z->g, z->stage + (size_t)z->rank * u->s, z->stage, u->s, RS_F32, err);
+        if (!st) memcpy(dst, z->stage, u->len * sizeof(float));
+    }
+    report(z, rs_pg_op_name(RS_OP_ALL_GATHER), z->zero == 3 ? i : -1, n * sizeof(float), t0);
+    return st;
+}
+
+/* The average over ranks of this rank's block of the unit's gradients, into out (s floats). */
+static rs_status reduce_scatter_unit(zero *z, int i, float *out, rs_err *err)
+{
+    zunit *u = &z->u[i];
+    const float *src = rs_model_grads(z->m) + u->off;
+    size_t n = u->s * (size_t)z->world;
+    if (n != u->len) {
+        memcpy(z->stage, src, u->len * sizeof(float));
+        memset(z->stage + u->len, 0, (n - u->len) * sizeof(float));
+        src = z->stage;
+    }
+    double t0 = rs_train_now();
+    rs_status st = rs_pg_reduce_scatter(z->g, src, out, u->s, RS_F32, RS_AVG, err);
+    report(z, rs_pg_op_name(RS_OP_REDUCE_SCATTER), z->zero == 3 ? i : -1, n * sizeof(float), t0);
+    return st;
+}
+
+/* ---- zero 3: the unit hooks ---- */
+
+static rs_status fetch_params(zero *z, int i, rs_err *err)
+{
+    if (rs_model_unit_resident(z->m, RS_POOL_PARAMS, i)) return RS_OK;
+    rs_model_unit_acquire(z->m, RS_POOL_PARAMS, i);
+    return gather_unit(z, i, z->pshard + z->u[i].soff, err);
+}
+
+static rs_status h_before_forward(void *ud, const rs_unit *un, rs_err *err)
+{
+    zero *z = ud;
+    if (z->u[un->index].len == 0) return RS_OK;
+    /* Evaluation runs on the reporting rank alone, so it cannot gather: gather() must come first. */
+    if (!rs_model_training(z->m) && !rs_model_unit_resident(z->m, RS_POOL_PARAMS, un->index))
+        return rs_err_set(err, RS_ERR_ARG, "zero=3: unit %d is sharded; evaluation needs the strategy's gather first",
+                          un->index);
+    return fetch_params(z, un->index, err);
+}
+
+static rs_status h_after_forward(void *ud, const rs_unit *un, rs_err *err)
+{
+    zero *z = ud;
+    (void)err;
+    /* Training only (evaluation keeps what gather() gave); the last unit is kept for its backward,
+     * which comes next, as FSDP does not reshard the root after forward. */
+    if (rs_model_training(z->m) && un->index != z->last_param) rs_model_unit_release(z->m, RS_POOL_PARAMS, un->index);
+    return RS_OK;
+}
+
+static rs_status h_before_backward(void *ud, const rs_unit *un, rs_err *err)
+{
+    zero *z = ud;
+    if (z->u[un->index].len == 0) return RS_OK;
+    rs_status st = fetch_params(z, un->index, err);
+    if (st) {
+        z->hook_st = st;
+        z->hook_err = *err;
+        return st;
+    }
+    rs_model_unit_acquire(z->m, RS_POOL_GRADS, un->index);
+    return RS_OK;
+}
+
+static rs_status h_after_backward(void *ud, const rs_unit *un, rs_err *err)
+{
+    zero *z = ud;
+    int i = un->index;
+    zunit *u = &z->u[i];
+    if (u->len == 0) return RS_OK;
+    rs_status st = reduce_scatter_unit(z, i, z->rs_out, err);
+    if (st) {
+        z->hook_st = st;
+        z->hook_err = *err;
+        return st;
+    }
+    /* Micro-batches accumulate into the shard; step() zeroes it after using it. */
+    float *g = z->gshard + u->soff;
+    for (size_t k = 0; k < u->mine; k++) g[k] += z->rs_out[k];
+    rs_model_unit_release(z->m, RS_POOL_GRADS, i);
+    rs_model_unit_release(z->m, RS_POOL_PARAMS, i);
+    return RS_OK;
+}
+
+/* ---- the strategy entries ---- */
+
+static rs_status z_setup(void *ud, rs_model *m, const rs_opt_cfg *opt, rs_err *err)
+{
+    zero *z = ud;
+    if (m != z->m) return rs_err_set(err, RS_ERR_ARG, "zero: set up for model %s, trained with %s", rs_model_name(z->m),
+                                     rs_model_name(m));
+    /* Every rank starts from rank 0's parameters. */
+    double t0 = rs_train_now();
+    rs_status st = rs_pg_broadcast(z->g, rs_model_params(m), rs_model_numel(m), RS_F32, 0, err);
+    report(z, rs_pg_op_name(RS_OP_BROADCAST), -1, rs_model_numel(m) * sizeof(float), t0);
+    if (st) return st;
+
+    int W = z->world, r = z->rank;
+    z->nu = z->zero == 3 ? rs_model_unit_count(m) : 1;
+    z->u = calloc((size_t)z->nu, sizeof *z->u);
+    z->opt = calloc((size_t)z->nu, sizeof *z->opt);
+    if (!z->u || !z->opt) return rs_err_set(err, RS_ERR_NOMEM, "zero: out of memory");
+    size_t smax = 0;
+    z->last_param = -1;
+    for (int i = 0; i < z->nu; i++) {
+        zunit *u = &z->u[i];
+        if (z->zero == 3) {
+            u->off = rs_model_unit(m, i)->offset;
+            u->len = rs_model_unit(m, i)->numel;
+        } else {
+            u->len = rs_model_numel(m);
+        }
+        u->s = (u->len + (size_t)W - 1) / (size_t)W;
+        size_t lo = (size_t)r * u->s;
+        u->mine = lo >= u->len ? 0 : (u->len - lo < u->s ? u->len - lo : u->s);
+        u->soff = z->shard_n;
+        z->shard_n += u->s;
+        if (u->len) z->last_param = i;
+        if (u->s > smax) smax = u->s;
+        if (u->s * (size_t)W != u->len && u->s * (size_t)W > z->stage_n) z->stage_n = u->s * (size_t)W;
+    }
+    if (z->stage_n) {
+        z->stage = rs_mem_alloc(z->mem, RS_POOL_COMM, z->stage_n * sizeof(float));
+        if (!z->stage) return rs_err_set(err, RS_ERR_NOMEM, "zero: out of memory for a staging buffer");
+    }
+    /* One optimizer per unit over this rank's block, counted in OPTIM. */
+    for (int i = 0; i < z->nu; i++) {
+        if (!z->u[i].len) continue;
+        z->opt[i] = rs_optim_new(opt, rs_model_device(m), z->u[i].mine, z->mem, err);
+        if (!z->opt[i]) return err ? err->code : RS_ERR_NOMEM;
+    }
+    if (z->zero == 2) {
+        z->gshard = rs_mem_alloc(z->mem, RS_POOL_GRADS, z->u[0].s * sizeof(float));
+        if (!z->gshard) return rs_err_set(err, RS_ERR_NOMEM, "zero: out of memory for the gradient shard");
+        rs_model_release_grads(m); /* acquired again before the next backward */
+    }
+    if (z->zero == 3) {
+        z->pshard = rs_mem_alloc(z->mem, RS_POOL_PARAMS, z->shard_n * sizeof(float));
+        z->gshard = rs_mem_alloc(z->mem, RS_POOL_GRADS, z->shard_n * sizeof(float));
+        z->rs_out_n = smax;
+        z->rs_out = rs_mem_alloc(z->mem, RS_POOL_COMM, smax * sizeof(float));
+        if (!z->pshard || !z->gshard || !z->rs_out)
+            return rs_err_set(err, RS_ERR_NOMEM, "zero: out of memory for %zu-element shards", z->shard_n);
+        const float *p = rs_model_params(m);
+        for (int i = 0; i < z->nu; i++)
+            memcpy(z->pshard + z->u[i].soff, p + z->u[i].off + (size_t)r * z->u[i].s, z->u[i].mine * sizeof(float));
+        st = rs_model_shard_buffers(m, err); /* the full buffers become reservations */
+        if (st) return st;
+        rs_unit_hooks h = {.before_forward = h_before_forward, .after_forward = h_after_forward,
+                           .before_backward = h_before_backward, .after_backward = h_after_backward, .ud = z};
+        rs_model_set_unit_hooks(m, &h);
+    }
+    return RS_OK;
+}
+
+static rs_status z_before_backward(void *ud, bool last, rs_err *err)
+{
+    zero *z = ud;
+    (void)last;
+    /* zero 2: the full gradient buffer lives from the first backward of a step to the reduce-scatter. */
+    if (z->zero == 2) return rs_model_acquire_grads(z->m, err);
+    return RS_OK;
+}
+
+static rs_status z_after_backward(void *ud, rs_err *err)
+{
+    zero *z = ud;
+    if (z->zero == 1) {
+        double t0 = rs_train_now();
+        rs_status st = rs_pg_all_reduce(z->g, rs_model_grads(z->m), rs_model_numel(z->m), RS_F32, RS_AVG, err);
+        report(z, rs_pg_op_name(RS_OP_ALL_REDUCE), -1, rs_model_numel(z->m) * sizeof(float), t0);
+        return st;
+    }
+    if (z->zero == 2) {
+        rs_status st = reduce_scatter_unit(z, 0, z->gshard, err);
+        rs_model_release_grads(z->m);
+        return st;
+    }
+    if (z->hook_st) { /* a unit's backward hook failed */
+        if (err) *err = z->hook_err;
+        return z->hook_st;
+    }
+    return RS_OK;
+}
+
+static rs_status z_step(void *ud, float lr, rs_err *err)
+{
+    zero *z = ud;
+    rs_status st = RS_OK;
+    if (z->zero == 3) {
+        for (int i = 0; i < z->nu && !st; i++)
+            if (z->opt[i]) st = rs_optim_step(z->opt[i], z->pshard + z->u[i].soff, z->gshard + z->u[i].soff, lr);
+        memset(z->gshard, 0, z->shard_n * sizeof(float));
+        /* What gather() left resident is stale now; the next forward gathers the new values. */
+        for (int i = 0; i < z->nu; i++) rs_model_unit_release(z->m, RS_POOL_PARAMS, i);
+        if (!st) z->step++;
+        return st ? rs_err_set(err, st, "zero: optimizer step failed (lr=%g)", (double)lr) : RS_OK;
+    }
+    zunit *u = &z->u[0];
+    size_t lo = (size_t)z->rank * u->s;
+    float *p = rs_model_params(z->m) + (lo < u->len ? lo : 0);
+    const float *g = z->zero == 2 ? z->gshard : rs_model_grads(z->m) + (lo < u->len ? lo : 0);
+    st = rs_optim_step(z->opt[0], p, g, lr);
+    if (st) return rs_err_set(err, st, "zero: optimizer step failed (lr=%g)", (double)lr);
+    st = gather_unit(z, 0, rs_model_params(z->m) + lo, err);
+    z->step++;
+    return st;
+}
+
+static rs_status z_gather(void *ud, rs_err *err)
+{
+    zero *z = ud;
+    if (z->zero != 3) return RS_OK; /* every step ends with the full parameters on every rank */
+    for (int i = 0; i < z->nu; i++) {
+        if (!z->u[i].len) continue;
+        rs_status st = fetch_params(z, i, err);
+        if (st) return st;
+    }
+    return RS_OK;
+}
+
+static void z_teardown(void *ud)
+{
+    zero *z = ud;
+    if (!z) return;
+    rs_model_set_unit_hooks(z->m, NULL);
+    if (rs_model_buffers_sharded(z->m)) {
+        rs_err e = {0};
+        if (rs_model_unshard_buffers(z->m, &e)) {
+            /* teardown has no status; the model keeps its reservations, which rs_model_free handles */
+        }
+    }
+    rs_model_acquire_grads(z->m, NULL);
+    if (z->opt)
+        for (int i = 0; i < z->nu; i++) rs_optim_free(z->opt[i]);
+    free(z->opt);
+    size_t gn = z->zero == 2 && z->u ? z->u[0].s : z->shard_n;
+    rs_mem_free(z->mem, RS_POOL_PARAMS, z->pshard, z->shard_n * sizeof(float));
+    rs_mem_free(z->mem, RS_POOL_GRADS, z->gshard, gn * sizeof(float));
+    rs_mem_free(z->mem, RS_POOL_COMM, z->stage, z->stage_n * sizeof(float));
+    rs_mem_free(z->mem, RS_POOL_COMM, z->rs_out, z->rs_out_n * sizeof(float));
+    free(z->u);
+    free(z);
+}
 
 rs_status rs_zero_strategy(rs_pg *g, rs_model *m, const rs_dtrain_cfg *cfg, rs_dtrain_comm_fn comm, void *comm_ud,
                            rs_train_strategy *out, rs_err *err)
 {
-    (void)g, (void)m, (void)cfg, (void)comm, (void)comm_ud, (void)out;
-    return rs_err_set(err, RS_ERR_UNSUPPORTED, "fsdp: not yet");
+    if (!g || !m || !cfg || !out) return rs_err_set(err, RS_ERR_ARG, "zero: missing group, model or configuration");
+    if (cfg->zero < 1 || cfg->zero > 3)
+        return rs_err_set(err, RS_ERR_ARG, "zero=%d: ZeRO stages are 1 (optimizer state), 2 (also gradients) and 3 "
+                                           "(also parameters)", cfg->zero);
+    if (cfg->offload) return rs_err_set(err, RS_ERR_UNSUPPORTED, "zero: offload is not supported yet");
+    if (rs_model_device(m).kind != RS_DEV_CPU || !(g->ops->devices & RS_PG_DEV_CPU))
+        return rs_err_set(err, RS_ERR_UNSUPPORTED, "zero: needs a CPU model and a host-memory backend (shm, tcp, mpi)");
+    zero *z = calloc(1, sizeof *z); /* owned by the strategy; z_teardown frees it */
+    if (!z) return rs_err_set(err, RS_ERR_NOMEM, "zero: out of memory");
+    *z = (zero){.g = g, .m = m, .mem = rs_model_mem(m), .zero = cfg->zero, .rank = g->rank, .world = g->world,
+                .comm = comm, .comm_ud = comm_ud};
+    *out = (rs_train_strategy){.name = cfg->zero == 1 ? "zero1" : cfg->zero == 2 ? "zero2" : "zero3",
+                               .ud = z, .rank = g->rank, .world = g->world, .report = g->rank == 0,
+                               .setup = z_setup, .before_backward = z_before_backward,
+                               .after_backward = z_after_backward, .step = z_step, .gather = z_gather,
+                               .optimizer = NULL, .teardown = z_teardown};
+    return RS_OK;
 }

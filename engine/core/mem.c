@@ -45,6 +45,17 @@ void rs_mem_free(rs_mem *m, rs_pool p, void *ptr, size_t bytes)
     }
 }
 
+void rs_mem_count(rs_mem *m, rs_pool p, int64_t delta)
+{
+    if (!m || (unsigned)p >= RS_POOL_COUNT || delta == 0) return;
+    int64_t now = __atomic_add_fetch(&m->live[p], delta, __ATOMIC_RELAXED);
+    int64_t tot = __atomic_add_fetch(&m->live_total, delta, __ATOMIC_RELAXED);
+    if (delta > 0) {
+        bump_peak(&m->peak[p], now);
+        bump_peak(&m->peak_total, tot);
+    }
+}
+
 void rs_mem_reset_peaks(rs_mem *m)
 {
     if (!m) return;

@@ -33,6 +33,9 @@ const char *rs_pool_name(rs_pool p);
  * The caller owns the result and releases it with rs_mem_free(m, p, ptr, bytes) using the same size. */
 void *rs_mem_alloc(rs_mem *m, rs_pool p, size_t bytes);
 void rs_mem_free(rs_mem *m, rs_pool p, void *ptr, size_t bytes);
+/* Counts delta bytes (negative: released) in pool p for memory managed outside rs_mem_alloc, such as
+ * the ranges of a reserved mapping that ZeRO-3 fills and gives back (engine/nn/model.h). m may be NULL. */
+void rs_mem_count(rs_mem *m, rs_pool p, int64_t delta);
 /* Resets peaks to the current live figures (e.g. at the start of a measured step). */
 void rs_mem_reset_peaks(rs_mem *m);
 

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #define MAX_DEPTH 8
@@ -45,6 +46,16 @@ struct rs_model {
     int failed_layer; /* layer whose setup failed in the last layout, or -1 */
     rs_grad_ready_fn grad_hook;
     void *grad_hook_ud;
+
+    /* Sharded training (see model.h): the units (top-level items, owned), their hooks, whether the
+     * gradient buffer is released (ZeRO-2), and whether params/grads are reservations of map_bytes
+     * each (ZeRO-3) with a resident flag per unit for each (owned, nunits bytes each). */
+    rs_unit *units;
+    int nunits;
+    rs_unit_hooks uh;
+    bool has_uh, grads_released, sharded;
+    size_t map_bytes;
+    unsigned char *resident[2]; /* [0] params, [1] grads */
 };
 
 rs_model *rs_model_new(const char *name, const rs_shape *in, rs_device dev, rs_mem *mem)
@@ -187,6 +198,49 @@ rs_status rs_model_layout(rs_model *m, rs_err *err)
     return RS_OK;
 }
 
+/* The first parameter offset of layers [first, first+count), or SIZE_MAX when they have none. */
+static size_t layers_first_offset(const rs_model *m, int first, int count)
+{
+    for (int i = first; i < first + count; i++)
+        if (m->layers[i].np) return m->layers[i].p[0].offset;
+    return SIZE_MAX;
+}
+
+/* Units: each depth-0 block, and each top-level layer outside blocks, in execution order. A unit's
+ * range runs from its first parameter to the next unit's first parameter (or the end), so the ranges
+ * tile the buffer, padding included. */
+static rs_status build_units(rs_model *m, rs_err *err)
+{
+    m->units = calloc((size_t)(unsigned)m->nlayers + 1, sizeof *m->units); /* at most one unit per layer */
+    if (!m->units) return rs_err_set(err, RS_ERR_NOMEM, "model %s: out of memory for its units", m->name);
+    int n = 0;
+    for (int i = 0; i < m->nlayers;) {
+        int count = 1;
+        for (int b = 0; b < m->nblocks; b++)
+            if (m->blocks[b].depth == 0 && m->blocks[b].first == i) count = m->blocks[b].count;
+        m->units[n] = (rs_unit){.index = n, .first = i, .count = count};
+        n++;
+        i += count;
+    }
+    m->nunits = n;
+    for (int u = 0; u < n; u++) {
+        rs_unit *x = &m->units[u];
+        size_t off = layers_first_offset(m, x->first, x->count);
+        if (off == SIZE_MAX) continue;
+        size_t end = m->numel;
+        for (int v = u + 1; v < n; v++) {
+            size_t o = layers_first_offset(m, m->units[v].first, m->units[v].count);
+            if (o != SIZE_MAX) {
+                end = o;
+                break;
+            }
+        }
+        x->offset = off;
+        x->numel = end - off;
+    }
+    return RS_OK;
+}
+
 rs_status rs_model_build(rs_model *m, uint64_t seed, rs_err *err)
 {
     if (m->built) return RS_OK;
@@ -224,6 +278,8 @@ rs_status rs_model_build(rs_model *m, uint64_t seed, rs_err *err)
         rs_rng r = rs_rng_fork(&root, (uint64_t)i);
         if (l->ops->init) l->ops->init(l, m->params, &r);
     }
+    st = build_units(m, err);
+    if (st) return st;
     m->built = true;
     return RS_OK;
 }
@@ -323,10 +379,15 @@ rs_status rs_model_forward(rs_model *m, const float *x, int B, const float **log
     if (m->training) m->step++;
     rs_exec ex = exec_ctx(m);
     const float *in = x;
-    for (int i = 0; i < m->nlayers; i++) {
-        float *out = m->acts + m->act_off[i];
-        m->layers[i].ops->forward(&m->layers[i], &ex, in, out, B);
-        in = out;
+    for (int u = 0; u < m->nunits; u++) {
+        const rs_unit *un = &m->units[u];
+        if (m->has_uh && m->uh.before_forward && (st = m->uh.before_forward(m->uh.ud, un, err))) return st;
+        for (int i = un->first; i < un->first + un->count; i++) {
+            float *out = m->acts + m->act_off[i];
+            m->layers[i].ops->forward(&m->layers[i], &ex, in, out, B);
+            in = out;
+        }
+        if (m->has_uh && m->uh.after_forward && (st = m->uh.after_forward(m->uh.ud, un, err))) return st;
     }
     if (logits) *logits = in;
     return RS_OK;
@@ -357,7 +418,18 @@ void rs_model_backward(rs_model *m, const float *x, const int32_t *y, int B, flo
     int C = rs_model_classes(m);
     float *dcur = m->dbuf[0], *dnext = m->dbuf[1];
     m->k->softmax_xent_bwd(m->probs, y, dcur, B, C, loss_scale / (float)B);
+    /* Units in reverse; a failing unit hook stops the pass (its owner keeps the error). */
+    int u = m->nunits - 1;
+    rs_err herr = {0};
+    if (m->has_uh && m->uh.before_backward && m->uh.before_backward(m->uh.ud, &m->units[u], &herr)) return;
+    /* exec_ctx read the buffers' addresses, which a hook may not change: acquire_grads happens before
+     * backward, and sharded buffers keep their addresses. */
     for (int i = m->nlayers - 1; i >= 0; i--) {
+        if (i < m->units[u].first) {
+            if (m->has_uh && m->uh.after_backward && m->uh.after_backward(m->uh.ud, &m->units[u], &herr)) return;
+            u--;
+            if (m->has_uh && m->uh.before_backward && m->uh.before_backward(m->uh.ud, &m->units[u], &herr)) return;
+        }
         rs_layer *l = &m->layers[i];
         const float *in = i ? m->acts + m->act_off[i - 1] : x;
         const float *out = m->acts + m->act_off[i];
@@ -371,9 +443,15 @@ void rs_model_backward(rs_model *m, const float *x, const int32_t *y, int B, flo
         dcur = dnext;
         dnext = t;
     }
+    if (m->has_uh && m->uh.after_backward) m->uh.after_backward(m->uh.ud, &m->units[0], &herr);
 }
 
-void rs_model_zero_grad(rs_model *m) { m->k->fill(m->grads, m->numel, 0.0f); }
+void rs_model_zero_grad(rs_model *m)
+{
+    /* Released (ZeRO-2) or sharded (ZeRO-3) gradients are zero-filled when acquired. */
+    if (m->grads_released || m->sharded) return;
+    m->k->fill(m->grads, m->numel, 0.0f);
+}
 
 void rs_model_set_grad_hook(rs_model *m, rs_grad_ready_fn fn, void *ud)
 {
@@ -534,10 +612,167 @@ void rs_model_free(rs_model *m)
 {
     if (!m) return;
     free_acts(m);
-    rs_mem_free(m->mem, RS_POOL_PARAMS, m->params, (m->numel ? m->numel : 1) * sizeof(float));
-    rs_mem_free(m->mem, RS_POOL_GRADS, m->grads, (m->numel ? m->numel : 1) * sizeof(float));
+    if (m->sharded) {
+        for (int u = 0; u < m->nunits; u++) {
+            rs_model_unit_release(m, RS_POOL_PARAMS, u);
+            rs_model_unit_release(m, RS_POOL_GRADS, u);
+        }
+        munmap(m->params, m->map_bytes);
+        munmap(m->grads, m->map_bytes);
+    } else {
+        rs_mem_free(m->mem, RS_POOL_PARAMS, m->params, (m->numel ? m->numel : 1) * sizeof(float));
+        rs_mem_free(m->mem, RS_POOL_GRADS, m->grads, (m->numel ? m->numel : 1) * sizeof(float));
+    }
+    free(m->resident[0]);
+    free(m->resident[1]);
+    free(m->units);
     free(m->tensors);
     free(m->layers);
     free(m->blocks);
     free(m);
+}
+
+/* ---- Sharded training (see model.h) ---- */
+
+int rs_model_unit_count(const rs_model *m) { return m->nunits; }
+const rs_unit *rs_model_unit(const rs_model *m, int i) { return (i >= 0 && i < m->nunits) ? &m->units[i] : NULL; }
+
+void rs_model_set_unit_hooks(rs_model *m, const rs_unit_hooks *h)
+{
+    m->has_uh = h != NULL;
+    m->uh = h ? *h : (rs_unit_hooks){0};
+}
+
+static size_t buf_bytes(const rs_model *m) { return (m->numel ? m->numel : 1) * sizeof(float); }
+
+bool rs_model_grads_released(const rs_model *m) { return m->grads_released; }
+
+void rs_model_release_grads(rs_model *m)
+{
+    if (!m->built || m->grads_released || m->sharded) return;
+    rs_mem_free(m->mem, RS_POOL_GRADS, m->grads, buf_bytes(m));
+    m->grads = NULL;
+    m->grads_released = true;
+}
+
+rs_status rs_model_acquire_grads(rs_model *m, rs_err *err)
+{
+    if (!m->grads_released) return RS_OK;
+    m->grads = rs_mem_alloc(m->mem, RS_POOL_GRADS, buf_bytes(m)); /* zero-filled; owned by m */
+    if (!m->grads)
+        return rs_err_set(err, RS_ERR_NOMEM, "model %s: out of memory for %zu gradients", m->name, m->numel);
+    m->grads_released = false;
+    return RS_OK;
+}
+
+bool rs_model_buffers_sharded(const rs_model *m) { return m->sharded; }
+
+/* A reservation: address space only; pages are committed when first written. */
+static float *reserve(size_t bytes)
+{
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+rs_status rs_model_shard_buffers(rs_model *m, rs_err *err)
+{
+    if (!m->built) return rs_err_set(err, RS_ERR_ARG, "model %s is not built", m->name);
+    if (m->sharded) return RS_OK;
+    if (m->dev.kind != RS_DEV_CPU)
+        return rs_err_set(err, RS_ERR_UNSUPPORTED, "model %s: sharded buffers are for CPU models", m->name);
+    rs_status st = rs_model_acquire_grads(m, err);
+    if (st) return st;
+    long page = sysconf(_SC_PAGESIZE);
+    size_t pg = page > 0 ? (size_t)page : 4096;
+    size_t bytes = (buf_bytes(m) + pg - 1) / pg * pg;
+    float *p = reserve(bytes), *g = reserve(bytes);
+    unsigned char *rp = calloc((size_t)m->nunits + 1, 1), *rg = calloc((size_t)m->nunits + 1, 1);
+    if (!p || !g || !rp || !rg) {
+        if (p) munmap(p, bytes);
+        if (g) munmap(g, bytes);
+        free(rp);
+        free(rg);
+        return rs_err_set(err, RS_ERR_NOMEM, "model %s: cannot reserve %zu bytes of address space", m->name, bytes);
+    }
+    rs_mem_free(m->mem, RS_POOL_PARAMS, m->params, buf_bytes(m));
+    rs_mem_free(m->mem, RS_POOL_GRADS, m->grads, buf_bytes(m));
+    m->params = p;
+    m->grads = g;
+    m->map_bytes = bytes;
+    m->resident[0] = rp;
+    m->resident[1] = rg;
+    m->sharded = true;
+    return RS_OK;
+}
+
+rs_status rs_model_unshard_buffers(rs_model *m, rs_err *err)
+{
+    if (!m->sharded) return RS_OK;
+    float *p = rs_mem_alloc(m->mem, RS_POOL_PARAMS, buf_bytes(m)); /* owned by m */
+    float *g = rs_mem_alloc(m->mem, RS_POOL_GRADS, buf_bytes(m));
+    if (!p || !g) {
+        rs_mem_free(m->mem, RS_POOL_PARAMS, p, buf_bytes(m));
+        rs_mem_free(m->mem, RS_POOL_GRADS, g, buf_bytes(m));
+        return rs_err_set(err, RS_ERR_NOMEM, "model %s: out of memory for %zu parameters", m->name, m->numel);
+    }
+    /* Released ranges read as zero, except what shares a page with a resident neighbour: zero those
+     * explicitly so the result does not depend on page boundaries. */
+    memcpy(p, m->params, m->numel * sizeof(float));
+    for (int u = 0; u < m->nunits; u++)
+        if (!m->resident[0][u]) memset(p + m->units[u].offset, 0, m->units[u].numel * sizeof(float));
+    for (int u = 0; u < m->nunits; u++) {
+        rs_model_unit_release(m, RS_POOL_PARAMS, u);
+        rs_model_unit_release(m, RS_POOL_GRADS, u);
+    }
+    munmap(m->params, m->map_bytes);
+    munmap(m->grads, m->map_bytes);
+    free(m->resident[0]);
+    free(m->resident[1]);
+    m->resident[0] = m->resident[1] = NULL;
+    m->params = p;
+    m->grads = g;
+    m->map_bytes = 0;
+    m->sharded = false;
+    return RS_OK;
+}
+
+static unsigned char *resident_flag(const rs_model *m, rs_pool which, int unit)
+{
+    if (!m->sharded || unit < 0 || unit >= m->nunits || (which != RS_POOL_PARAMS && which != RS_POOL_GRADS))
+        return NULL;
+    return &m->resident[which == RS_POOL_GRADS][unit];
+}
+
+bool rs_model_unit_resident(const rs_model *m, rs_pool which, int unit)
+{
+    const unsigned char *f = resident_flag(m, which, unit);
+    return f && *f;
+}
+
+void rs_model_unit_acquire(rs_model *m, rs_pool which, int unit)
+{
+    unsigned char *f = resident_flag(m, which, unit);
+    if (!f || *f) return;
+    const rs_unit *u = &m->units[unit];
+    /* Gradients accumulate, so they start at zero; a released range's whole pages already read as
+     * zero but the pages it shares with neighbours may hold old values. */
+    if (which == RS_POOL_GRADS) memset(m->grads + u->offset, 0, u->numel * sizeof(float));
+    rs_mem_count(m->mem, which, (int64_t)(u->numel * sizeof(float)));
+    *f = 1;
+}
+
+void rs_model_unit_release(rs_model *m, rs_pool which, int unit)
+{
+    unsigned char *f = resident_flag(m, which, unit);
+    if (!f || !*f) return;
+    const rs_unit *u = &m->units[unit];
+    float *base = which == RS_POOL_GRADS ? m->grads : m->params;
+    long page = sysconf(_SC_PAGESIZE);
+    uintptr_t pg = page > 0 ? (uintptr_t)page : 4096;
+    uintptr_t a = (uintptr_t)(base + u->offset), b = (uintptr_t)(base + u->offset + u->numel);
+    a = (a + pg - 1) / pg * pg; /* whole pages inside the range only: neighbours keep theirs */
+    b = b / pg * pg;
+    if (b > a) madvise((void *)a, b - a, MADV_DONTNEED);
+    rs_mem_count(m->mem, which, -(int64_t)(u->numel * sizeof(float)));
+    *f = 0;
 }

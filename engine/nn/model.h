@@ -92,6 +92,59 @@ void rs_model_set_step(rs_model *m, uint64_t step);
 char *rs_model_spec(const rs_model *m);
 /* A printable table: layers, output shapes, parameter counts and bytes. Caller frees. */
 char *rs_model_summary(const rs_model *m);
+/* ---- Sharded training (ZeRO, dist/train/zero.c) ----
+ * Units: what FSDP wraps. Every top-level item is one unit: a depth-0 block, or a layer outside any
+ * block. Unit i runs layers [first, first+count) and owns the offset range [offset, offset+numel) of
+ * the buffers; the ranges of the units follow each other and cover [0, rs_model_numel) (a unit
+ * without parameters has numel 0; alignment padding belongs to the unit before it). */
+typedef struct rs_unit {
+    int index;
+    int first, count; /* layers */
+    size_t offset, numel;
+} rs_unit;
+int rs_model_unit_count(const rs_model *m);
+const rs_unit *rs_model_unit(const rs_model *m, int i);
+
+/* ZeRO-2: the full gradient buffer is only needed from backward until the gradients have been
+ * reduce-scattered. release frees it (GRADS pool); while released rs_model_grads is NULL,
+ * rs_model_zero_grad does nothing (there is nothing to zero) and rs_model_backward must not run.
+ * acquire allocates it again zero-filled, which is what zero_grad would have left, so a loop that
+ * calls zero_grad before forward and the strategy's acquire before backward trains as usual.
+ * Both are no-ops when there is nothing to do. */
+void rs_model_release_grads(rs_model *m);
+rs_status rs_model_acquire_grads(rs_model *m, rs_err *err);
+bool rs_model_grads_released(const rs_model *m);
+
+/* Called around each unit's forward and backward (ZeRO-3 gathers a unit's parameters before and
+ * gives them back after). A hook that fails stops the pass: forward returns its status; backward,
+ * which has none, just stops, so the hook must keep its error for its owner to report. Any entry
+ * may be NULL; h is copied; NULL removes the hooks. */
+typedef struct rs_unit_hooks {
+    rs_status (*before_forward)(void *ud, const rs_unit *u, rs_err *err);
+    rs_status (*after_forward)(void *ud, const rs_unit *u, rs_err *err);
+    rs_status (*before_backward)(void *ud, const rs_unit *u, rs_err *err);
+    rs_status (*after_backward)(void *ud, const rs_unit *u, rs_err *err);
+    void *ud;
+} rs_unit_hooks;
+void rs_model_set_unit_hooks(rs_model *m, const rs_unit_hooks *h);
+
+/* ZeRO-3: the parameter and gradient buffers become reservations of address space
+ * (mmap MAP_NORESERVE): same addresses, same layout, but no memory is committed or counted until a
+ * unit's range is acquired. Their contents are dropped (the caller keeps its shards first).
+ * rs_model_unit_acquire(m, RS_POOL_PARAMS or RS_POOL_GRADS, i) counts unit i's range in that pool
+ * (gradients are zero-filled; parameters are the caller's to fill); release gives the whole pages
+ * inside the range back to the system (madvise MADV_DONTNEED; the at most two pages a range shares
+ * with its neighbours stay) and uncounts the range. Acquiring a resident range or releasing a
+ * released one does nothing. While sharded, rs_model_zero_grad does nothing (acquired gradients
+ * start at zero). rs_model_unshard_buffers makes ordinary allocations again, keeping what the
+ * parameter ranges hold (released ranges read as zero), gradients zeroed. */
+rs_status rs_model_shard_buffers(rs_model *m, rs_err *err);
+rs_status rs_model_unshard_buffers(rs_model *m, rs_err *err);
+bool rs_model_buffers_sharded(const rs_model *m);
+void rs_model_unit_acquire(rs_model *m, rs_pool which, int unit);
+void rs_model_unit_release(rs_model *m, rs_pool which, int unit);
+bool rs_model_unit_resident(const rs_model *m, rs_pool which, int unit);
+
 void rs_model_free(rs_model *m);
 
 #endif

@@ -144,6 +144,68 @@ def case_tutorial(tmp):
           "its sql shows rank 0's first ring step sending chunk 0 to rank 1")
 
 
+def load_weights(path):
+    from safetensors.numpy import load_file
+    import numpy as np
+    t = load_file(path)
+    return np.concatenate([t[k].ravel().astype(np.float64) for k in sorted(t)])
+
+
+def rel(a, b):
+    import numpy as np
+    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
+
+
+def case_train(tmp):
+    db = os.path.join(tmp, "log.db")
+    a, b, c = (os.path.join(tmp, x + ".safetensors") for x in "abc")
+    rc, out = run("model m = mlp 784-32-10 seed=1; model r = mlp 784-32-10 seed=1; model q = mlp 784-32-10 seed=1; "
+                  "data d = digits n=2400; "
+                  "train m on d mode=ddp ranks=2 batch=32 bucket=8K; save m %s; "
+                  "train r on d batch=32; save r %s; "
+                  "train q on d mode=ddp ranks=3 backend=tcp batch=30 steps=10 accum=2 eval=off; save q %s; "
+                  "runs" % (a, b, c), db)
+    print(out)
+    check(rc == 0, "ddp training runs from the REPL")
+    d = rel(load_weights(a), load_weights(b))
+    check(d <= 1e-5, "the REPL's model holds the ranks' trained weights, equal to one process (%.3g)" % d)
+    check("memory per rank after the last step" in out and "ZeRO paper" in out, "memory by pool beside the formula")
+    check(re.search(r"communication: [0-9.]+ s per rank, \d+% of it hidden behind backward", out) is not None,
+          "communication time and the part hidden behind backward")
+    check(re.search(r"test accuracy 0\.\d+", out) is not None, "rank 0 evaluates")
+    con = sqlite3.connect(db)
+    runs = con.execute("SELECT id, mode, backend, world_size, status FROM runs WHERE kind='train' ORDER BY id").fetchall()
+    check([r[1:] for r in runs] == [("ddp", "shm", 2, "done"), ("single", "cpu", 1, "done"), ("ddp", "tcp", 3, "done")],
+          "runs logged with mode, backend, world: %s" % runs)
+    ddp = runs[0][0]
+    ph = dict(con.execute("SELECT name, count(DISTINCT rank) FROM events WHERE run_id=? AND kind='phase' GROUP BY name",
+                          (ddp,)).fetchall())
+    check(all(ph.get(p) == 2 for p in ("forward", "backward", "comm", "optimizer")),
+          "every rank's phases and communication in the log: %s" % ph)
+    mem = con.execute("SELECT count(*) FROM events WHERE run_id=? AND kind='memory' AND name='optimizer' AND bytes > 0",
+                      (ddp,)).fetchone()[0]
+    check(mem == 150, "memory by pool after each of 75 steps on 2 ranks (%d optimizer rows)" % mem)
+    loss = con.execute("SELECT count(DISTINCT rank) FROM metrics WHERE run_id=? AND name='loss'", (ddp,)).fetchone()[0]
+    check(loss == 2, "each rank's loss in the metrics")
+
+
+def case_train_fault(tmp):
+    db = os.path.join(tmp, "log.db")
+    ck = os.path.join(tmp, "c.safetensors")
+    t0 = time.time()
+    rc, out = run("model m = mlp 784-32-10; data d = digits n=3000; "
+                  "train m on d mode=ddp ranks=2 batch=32 ckpt=%s ckpt_every=20; "
+                  "train m on d mode=ddp ranks=4 batch=32 resume=%s; runs" % (ck, ck), db,
+                  env={"RINGSIDE_TEST_KILL": "1:30"})
+    print(out)
+    check("rank 1 was killed by signal 9 (SIGKILL)" in out, "the killed rank is named with its signal")
+    check("resume=" + ck in out, "the user is pointed at the last checkpoint")
+    check(time.time() - t0 < 60, "everything ended within the bound")
+    con = sqlite3.connect(db)
+    st = [r[0] for r in con.execute("SELECT status FROM runs WHERE kind='train' ORDER BY id")]
+    check(st[:1] == ["failed"], "the killed run is marked failed: %s" % st)
+
+
 def case_fault(tmp):
     db = os.path.join(tmp, "log.db")
     t0 = time.time()
