@@ -703,7 +703,8 @@ static void print_memory(dist_job *j, const rs_obj *m, int zero, int opt_states)
     fmt_bytes(z.params, a, sizeof a);
     fmt_bytes(z.grads, b, sizeof b);
     fmt_bytes(z.optim, c, sizeof c);
-    fprintf(f, "  %-5s %12s %12s %12s   ZeRO paper, %zu parameters, N=%d: %s\n", "model", a, b, c, P, j->world,
+    fprintf(f, "  %-5s %12s %12s %12s   the ZeRO paper's formula, P=%zu parameters, N=%d: %s\n", "paper", a, b, c,
+            P, j->world,
             zero == 0   ? "4P + 4P + 4kP"
             : zero == 1 ? "4P + 4P + 4kP/N"
             : zero == 2 ? "4P + (4P + 4kP)/N"

@@ -1,6 +1,6 @@
 /* DistributedDataParallel as a training strategy (see dtrain.h). Like torch's DDP: rank 0's initial
  * parameters are broadcast; the flat gradient buffer is cut into buckets of whole layers, in the
- * order backward produces them (last layer first); each bucket is all-reduced (AVG) as soon as its
+ * order backward produces them (last layer first; the first bucket at most 1 MiB, as torch's); each bucket is all-reduced (AVG) as soon as its
  * last layer's backward is done, by a communication thread, so communication overlaps the rest of
  * backward; the optimizer step waits for every bucket and is the same on every rank. With
  * accumulation only the last micro-batch's backward communicates (no_sync for the others). */
@@ -143,12 +143,14 @@ static rs_status make_buckets(ddp *d, rs_err *err)
         }
     }
     qsort(d->layers, (size_t)d->nl, sizeof *d->layers, cmp_layer);
-    size_t cap = d->cfg.bucket_bytes / sizeof(float);
+    /* torch caps the first bucket at 1 MiB so that communication starts early in backward */
+    size_t cap = d->cfg.bucket_bytes / sizeof(float), first = (1u << 20) / sizeof(float);
     if (cap == 0) cap = 1;
+    if (first > cap) first = cap;
     d->nb = 0;
     for (int i = d->nl - 1; i >= 0; i--) {
         ddp_bucket *k = d->nb ? &d->buckets[d->nb - 1] : NULL;
-        if (!k || k->hi - k->lo >= cap) {
+        if (!k || k->hi - k->lo >= (d->nb == 1 ? first : cap)) {
             k = &d->buckets[d->nb++];
             *k = (ddp_bucket){.lo = d->layers[i].first, .hi = d->layers[i].last};
         }
