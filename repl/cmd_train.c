@@ -5,16 +5,30 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/train/dp.h"
 #include "engine/train/train.h"
 #include "progress.h"
 #include "repl_log.h"
 #include "session.h"
 
+/* repl/cmd_dist.c: training across rank processes, and DataParallel's threads. */
+int rs_cmd_train_ranks(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, const rs_train_cfg *cfg);
+
+
 typedef struct train_watch {
     rs_session *s;
     rs_progress bar;
     int64_t run;
+    double dp_phase[RS_DP_PHASE_COUNT]; /* mode=dp: seconds in each DataParallel phase */
 } train_watch;
+
+static void on_dp_phase(void *ud, int64_t step, rs_dp_phase p, int replica, double t0, double t1)
+{
+    train_watch *w = ud;
+    (void)step;
+    /* the replicas compute side by side: count replica 0's span as the wall time of the phase */
+    if (p != RS_DP_COMPUTE || replica == 0) w->dp_phase[p] += t1 - t0;
+}
 
 static void on_event(void *ud, const rs_train_event *ev)
 {
@@ -56,11 +70,9 @@ static int fit_check(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d)
     return 0;
 }
 
-int rs_cmd_train(rs_session *s, const rs_call *c)
+/* The run's settings from the call (shared by every mode). Returns 0, or 1 after reporting. */
+static int train_cfg(rs_session *s, const rs_call *c, rs_train_cfg *out)
 {
-    rs_obj *m, *d;
-    operands(s, c, &m, &d);
-    if (fit_check(s, c, m, d)) return 1;
     rs_train_cfg cfg = rs_train_defaults();
     rs_err err = {0};
     cfg.opt = rs_opt_defaults((rs_opt_kind)rs_call_opt(c, "opt")->v.choice);
@@ -89,10 +101,42 @@ int rs_cmd_train(rs_session *s, const rs_call *c)
         return rs_session_error(s, c, rs_call_opt(c, "batch")->pos, 5, "train: batch must be 1..65536, got %d",
                                 cfg.batch);
     if (rs_opt_cfg_check(&cfg.opt, &err)) return rs_session_error(s, c, (size_t)-1, 0, "train: %s", err.msg);
+    cfg.accum = (int)rs_call_int(c, "accum", 1);
+    if (cfg.accum < 1 || cfg.accum > 4096)
+        return rs_session_error(s, c, rs_call_opt(c, "accum")->pos, 5, "train: accum must be 1..4096, got %d",
+                                cfg.accum);
+    *out = cfg;
+    return 0;
+}
+
+int rs_cmd_train(rs_session *s, const rs_call *c)
+{
+    rs_obj *m, *d;
+    operands(s, c, &m, &d);
+    if (fit_check(s, c, m, d)) return 1;
+    rs_train_cfg cfg;
+    rs_err err = {0};
+    if (train_cfg(s, c, &cfg)) return 1;
+    const char *mode = rs_call_str(c, "mode", "single");
+    if (!strcmp(mode, "ddp") || !strcmp(mode, "fsdp")) return rs_cmd_train_ranks(s, c, m, d, &cfg);
 
     train_watch w = {.s = s};
+    rs_dp *dp = NULL;
+    if (!strcmp(mode, "dp")) {
+        long long n = rs_call_int(c, "ranks", 2);
+        const rs_optval *v = rs_call_opt(c, "ranks");
+        if (n < 1 || n > RS_DP_MAX_REPLICAS)
+            return rs_session_error(s, c, v->pos, 6 + strlen(v->text), "train: dp replicas (ranks=) must be 1..%d",
+                                    RS_DP_MAX_REPLICAS);
+        if (rs_dp_new(m->model, (int)n, on_dp_phase, &w, &dp, &err))
+            return rs_session_error(s, c, (size_t)-1, 0, "train: %s", err.msg);
+        cfg.strategy = rs_dp_strategy(dp);
+        fprintf(s->out, "dp: %lld replicas as threads of this process (nn.DataParallel)\n", n);
+    }
     rs_progress_init(&w.bar, s->out);
-    w.run = rs_log_run_begin(s, "train", m->name, m->spec, d->name, c);
+    w.run = dp ? rs_log_run_begin_dist(s, "train", m->name, m->spec, d->name, c, "dp", "threads",
+                                       rs_dp_replicas(dp))
+               : rs_log_run_begin(s, "train", m->name, m->spec, d->name, c);
     rs_train_hooks hooks = {.on_event = on_event, .should_stop = should_stop, .ud = &w};
     rs_train_result r;
     rs_status st = rs_train(m->model, &d->data, &cfg, &hooks, &r, &err);
@@ -105,6 +149,20 @@ int rs_cmd_train(rs_session *s, const rs_call *c)
     }
     char *fin_text = fin ? json_dumps(fin, JSON_COMPACT | JSON_REAL_PRECISION(6)) : NULL;
     json_decref(fin);
+    if (dp) {
+        if (!st) {
+            double tot = 0;
+            for (int p = 0; p < RS_DP_PHASE_COUNT; p++) tot += w.dp_phase[p];
+            fprintf(s->out, "dp step time by phase:");
+            for (int p = 0; p < RS_DP_PHASE_COUNT; p++)
+                fprintf(s->out, " %s %.0f%%", rs_dp_phase_name((rs_dp_phase)p), tot > 0 ? 100 * w.dp_phase[p] / tot : 0);
+            rs_mem extra;
+            rs_dp_replica_mem(dp, &extra);
+            fprintf(s->out, "\nreplicas hold %.1f KiB of parameters and %.1f KiB of gradients beyond the model\n",
+                    (double)extra.live[RS_POOL_PARAMS] / 1024, (double)extra.live[RS_POOL_GRADS] / 1024);
+        }
+        rs_dp_free(dp);
+    }
     if (st) {
         rs_log_run_end(s, w.run, "failed", r.global_step, fin_text, err.msg);
         free(fin_text);
