@@ -227,6 +227,15 @@ static void train_line(dist_job *j, const rs_train_line *t)
 static void on_line(void *ud, int rank, int is_stderr, const char *line)
 {
     dist_job *j = ud;
+    /* mpirun --tag-output: "[job,rank]<stdout>:line" (it forwards output in pieces; tagged, it keeps
+     * each rank's lines whole) */
+    int job, r, used = 0;
+    char which[8];
+    if (line[0] == '[' && sscanf(line, "[%d,%d]<%6[a-z]>:%n", &job, &r, which, &used) == 3 && used > 0) {
+        rank = r;
+        is_stderr = !strcmp(which, "stderr");
+        line += used;
+    }
     if (!is_stderr && line[0] == '@') {
         rs_pg_event ev;
         rs_bench_row row;
@@ -343,6 +352,7 @@ static int run_ranks(dist_job *j, const char *const *job_args, int nargs, double
         argv[a++] = "mpirun";
         if (geteuid() == 0) argv[a++] = "--allow-run-as-root";
         argv[a++] = "--oversubscribe";
+        argv[a++] = "--tag-output";
         argv[a++] = "-np";
         argv[a++] = world;
     }

@@ -282,6 +282,15 @@ def case_mpirun(tmp):
     rc, out = run("collective all_reduce ranks=4 backend=mpi count=3", env=env)
     print(out)
     check(rc == 0 and out.count("-> out [10, 46, 82]") == 4, "collective backend=mpi from the REPL")
+    a, b = os.path.join(tmp, "a.safetensors"), os.path.join(tmp, "b.safetensors")
+    rc, out = run("model m = mlp 784-32-10 seed=1; model r = mlp 784-32-10 seed=1; data d = digits n=1200; "
+                  "train m on d mode=ddp ranks=2 backend=mpi batch=32 eval=off; save m %s; "
+                  "train r on d batch=32 eval=off; save r %s" % (a, b), env=env)
+    print(out)
+    check(rc == 0, "ddp on mpi from the REPL")
+    if rc == 0:
+        d = rel(load_weights(a), load_weights(b))
+        check(d <= 1e-5, "ddp on mpi equals one process (%.3g)" % d)
 
 
 with tempfile.TemporaryDirectory() as tmp:
