@@ -15,7 +15,7 @@ PACKAGES=(
   libmicrohttpd-dev libnghttp2-dev libopenmpi-dev openmpi-bin tmux libssl-dev
 )
 # Python packages for the interop tests; the tests skip their part (and say so) when these are absent.
-PY_MODULES=(safetensors numpy)
+PY_MODULES=(safetensors numpy onnx onnxruntime)
 
 say() { printf 'setup: %s\n' "$*"; }
 
