@@ -24,7 +24,7 @@ data="engine/data/dataset.c engine/data/read.c engine/data/idx.c engine/data/fas
 # The REPL parser target links the REPL library (all but main) and what it uses.
 repl="$(cd "$root" && echo engine/data/gen/digits.c engine/data/source.c engine/data/sampler.c engine/data/loader.c engine/optim/*.c engine/train/*.c engine/ckpt/*.c repl/[!m]*.c repl/lang/*.c repl/slog/*.c)"
 # The REPL starts ranks (repl/cmd_dist.c): the dist parts without the optional mpi and nccl backends.
-dist="$(cd "$root" && echo dist/store/*.c dist/launch/*.c dist/pg/*.c dist/shm/*.c dist/tcp/*.c dist/worker/*.c)"
+dist="$(cd "$root" && echo dist/store/*.c dist/launch/*.c dist/pg/*.c dist/shm/*.c dist/tcp/*.c dist/worker/*.c dist/train/*.c)"
 nn="engine/core/mem.c engine/core/tensor.c engine/core/device.c $(cd "$root" && echo engine/nn/*.c engine/cpu/*.c)"
 target_sources() {
   case $1 in
