@@ -39,6 +39,10 @@ typedef struct zero {
     size_t rs_out_n;
     rs_status hook_st;   /* zero 3: the first failure inside backward (which has no status) */
     rs_err hook_err;
+    rs_opt_cfg optcfg;
+    rs_optim *full;      /* checkpoints: the whole optimizer, made only when a run checkpoints or resumes;
+                            its state is tracked by full_mem and counted in the model's SCRATCH pool */
+    rs_mem full_mem;
 } zero;
 
 static void report(zero *z, const char *op, int index, size_t bytes, double t0)
@@ -48,10 +52,9 @@ static void report(zero *z, const char *op, int index, size_t bytes, double t0)
 
 /* The unit's parameters from every rank's block into the model's range. pshard NULL: the blocks
  * are already in place in the model's buffer (zero 1 and 2). */
-static rs_status gather_unit(zero *z, int i, const float *block, rs_err *err)
+static rs_status gather_into(zero *z, int i, const float *block, float *dst, rs_err *err)
 {
     zunit *u = &z->u[i];
-    float *dst = rs_model_params(z->m) + u->off;
     size_t n = u->s * (size_t)z->world;
     double t0 = rs_train_now();
     rs_status st;
@@ -66,6 +69,11 @@ static rs_status gather_unit(zero *z, int i, const float *block, rs_err *err)
     }
     report(z, rs_pg_op_name(RS_OP_ALL_GATHER), z->zero == 3 ? i : -1, n * sizeof(float), t0);
     return st;
+}
+
+static rs_status gather_unit(zero *z, int i, const float *block, rs_err *err)
+{
+    return gather_into(z, i, block, rs_model_params(z->m) + z->u[i].off, err);
 }
 
 /* The average over ranks of this rank's block of the unit's gradients, into out (s floats). */
@@ -156,6 +164,7 @@ static rs_status z_setup(void *ud, rs_model *m, const rs_opt_cfg *opt, rs_err *e
     zero *z = ud;
     if (m != z->m) return rs_err_set(err, RS_ERR_ARG, "zero: set up for model %s, trained with %s", rs_model_name(z->m),
                                      rs_model_name(m));
+    z->optcfg = *opt;
     /* Every rank starts from rank 0's parameters. */
     double t0 = rs_train_now();
     rs_status st = rs_pg_broadcast(z->g, rs_model_params(m), rs_model_numel(m), RS_F32, 0, err);
@@ -286,6 +295,57 @@ static rs_status z_gather(void *ud, rs_err *err)
     return RS_OK;
 }
 
+/* ---- checkpoints: the whole optimizer, gathered from and scattered to the shards ---- */
+
+static rs_optim *z_optimizer(void *ud)
+{
+    zero *z = ud;
+    if (!z->full) {
+        rs_err e = {0};
+        z->full = rs_optim_new(&z->optcfg, rs_model_device(z->m), rs_model_numel(z->m), &z->full_mem, &e);
+        if (z->full) rs_mem_count(z->mem, RS_POOL_SCRATCH, (int64_t)rs_optim_state_bytes(z->full));
+    }
+    return z->full;
+}
+
+static rs_status z_sync_optimizer(void *ud, bool to_full, rs_err *err)
+{
+    zero *z = ud;
+    if (!z->full) return rs_err_set(err, RS_ERR_NOMEM, "zero: no memory for the checkpoint's optimizer state");
+    int64_t steps = 0;
+    for (int i = 0; i < z->nu; i++) {
+        zunit *u = &z->u[i];
+        if (!z->opt[i]) continue;
+        steps = rs_optim_step_count(z->opt[i]);
+        for (int k = 0; k < rs_optim_state_count(z->full); k++) {
+            float *full = rs_optim_state(z->full, k) + u->off, *mine = rs_optim_state(z->opt[i], k);
+            if (to_full) {
+                rs_status st = gather_into(z, i, mine, full, err);
+                if (st) return st;
+            } else if (u->mine) {
+                memcpy(mine, full + (size_t)z->rank * u->s, u->mine * sizeof(float));
+            }
+        }
+        if (!to_full) rs_optim_set_step_count(z->opt[i], rs_optim_step_count(z->full));
+    }
+    if (to_full) {
+        rs_optim_set_step_count(z->full, steps);
+        return RS_OK;
+    }
+    /* After a resume the model's buffer holds the loaded weights: zero 3 takes its shard from them and
+     * gives the pages back (acquire counts the range and zero-fills it, release returns it). */
+    if (z->zero == 3) {
+        const float *p = rs_model_params(z->m);
+        for (int i = 0; i < z->nu; i++) {
+            memcpy(z->pshard + z->u[i].soff, p + z->u[i].off + (size_t)z->rank * z->u[i].s,
+                   z->u[i].mine * sizeof(float));
+            rs_model_unit_acquire(z->m, RS_POOL_PARAMS, i);
+            rs_model_unit_release(z->m, RS_POOL_PARAMS, i);
+        }
+    }
+    return RS_OK;
+}
+
 static void z_teardown(void *ud)
 {
     zero *z = ud;
@@ -300,6 +360,10 @@ static void z_teardown(void *ud)
     rs_model_acquire_grads(z->m, NULL);
     if (z->opt)
         for (int i = 0; i < z->nu; i++) rs_optim_free(z->opt[i]);
+    if (z->full) {
+        rs_mem_count(z->mem, RS_POOL_SCRATCH, -(int64_t)rs_optim_state_bytes(z->full));
+        rs_optim_free(z->full);
+    }
     free(z->opt);
     size_t gn = z->zero == 2 && z->u ? z->u[0].s : z->shard_n;
     rs_mem_free(z->mem, RS_POOL_PARAMS, z->pshard, z->shard_n * sizeof(float));
@@ -328,6 +392,7 @@ rs_status rs_zero_strategy(rs_pg *g, rs_model *m, const rs_dtrain_cfg *cfg, rs_d
                                .ud = z, .rank = g->rank, .world = g->world, .report = g->rank == 0,
                                .setup = z_setup, .before_backward = z_before_backward,
                                .after_backward = z_after_backward, .step = z_step, .gather = z_gather,
-                               .optimizer = NULL, .teardown = z_teardown};
+                               .optimizer = z_optimizer, .sync_optimizer = z_sync_optimizer,
+                               .teardown = z_teardown};
     return RS_OK;
 }

@@ -194,7 +194,10 @@ static rs_status train_loop(rs_model *m, const rs_data_pair *data, const rs_trai
         st = sg->setup(sg->ud, m, &cfg.opt, err);
         if (st) goto out;
     }
-    rs_optim *ckpt_opt = sg ? (sg->optimizer ? sg->optimizer(sg->ud) : NULL) : opt;
+    /* The whole optimizer for checkpoints; a sharding strategy makes one only when a run checkpoints or
+     * resumes (it costs a full copy of the state). */
+    bool ckpts = cfg.ckpt_path || cfg.resume;
+    rs_optim *ckpt_opt = sg ? (sg->optimizer && ckpts ? sg->optimizer(sg->ud) : NULL) : opt;
 
     int start_epoch = 0;
     int64_t skip = 0;
@@ -219,6 +222,7 @@ static rs_status train_loop(rs_model *m, const rs_data_pair *data, const rs_trai
             goto out;
         }
         st = rs_ckpt_load_train(cfg.resume, m, ckpt_opt, &pos, err);
+        if (!st && sg && sg->sync_optimizer) st = sg->sync_optimizer(sg->ud, false, err);
         if (st) goto out;
         start_epoch = pos.epoch;
         skip = pos.batch_in_epoch;
@@ -343,6 +347,7 @@ static rs_status train_loop(rs_model *m, const rs_data_pair *data, const rs_trai
             emit(h, &ev);
             if (cfg.ckpt_every && step % cfg.ckpt_every == 0) {
                 if (sg && sg->gather) st = sg->gather(sg->ud, err);
+                if (!st && sg && sg->sync_optimizer) st = sg->sync_optimizer(sg->ud, true, err);
                 if (!st && report)
                     st = checkpoint(&cfg, m, ckpt_opt, nb == batches ? epoch + 1 : epoch, nb == batches ? 0 : nb, step, h,
                                 &ev, err);
@@ -378,6 +383,7 @@ static rs_status train_loop(rs_model *m, const rs_data_pair *data, const rs_trai
         r.train_loss = ns > ns_start ? lsum / (double)(ns - ns_start) : 0;
         if (cfg.ckpt_path && (done || epoch + 1 == cfg.epochs) && !(cfg.ckpt_every && step % cfg.ckpt_every == 0)) {
             if (sg && sg->gather) st = sg->gather(sg->ud, err);
+            if (!st && sg && sg->sync_optimizer) st = sg->sync_optimizer(sg->ud, true, err);
             if (!st && report)
                 st = checkpoint(&cfg, m, ckpt_opt, nb == batches ? epoch + 1 : epoch, nb == batches ? 0 : nb, step, h, &ev, err);
             if (st) goto out;

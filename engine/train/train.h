@@ -60,8 +60,13 @@ struct rs_train_strategy {
     rs_status (*step)(void *ud, float lr, rs_err *err);   /* the update */
     /* The whole parameters in the model, before evaluation, a checkpoint or the end. */
     rs_status (*gather)(void *ud, rs_err *err);
-    /* The whole optimizer for checkpoints (NULL: this strategy checkpoints weights only). */
+    /* The whole optimizer for checkpoints (NULL: this strategy checkpoints weights only). Called once,
+     * only when the run checkpoints or resumes. */
     rs_optim *(*optimizer)(void *ud);
+    /* Strategies that shard the optimizer: to_full gathers every rank's state into optimizer()'s before
+     * a checkpoint (every rank calls it); !to_full takes this rank's shard back out of it after a
+     * resume loaded it, which is how a checkpoint re-shards for another world size. */
+    rs_status (*sync_optimizer)(void *ud, bool to_full, rs_err *err);
     void (*teardown)(void *ud);
 };
 

@@ -23,6 +23,7 @@ typedef struct job {
     const char *spec;
     int batch, accum, steps;
     const char *ckpt, *resume; /* resume mode: the first run writes ckpt, the second resumes from it */
+    int zero;                  /* 0: DDP; 1..3: the ZeRO strategy (resume mode re-shards its checkpoint) */
     int total_steps;           /* resume mode: the reference's steps */
 } job;
 
@@ -108,7 +109,8 @@ static int rank_main(void *ud, int rank, int world, rs_store *st)
     cfg.resume = j->resume;
     rs_train_hooks hooks = {.on_phase = on_phase, .ud = tr};
     rs_train_result res;
-    if (rs_ddp_strategy(g, m, &dc, on_comm, tr, &sg, &e)) {
+    dc.zero = j->zero;
+    if (j->zero ? rs_zero_strategy(g, m, &dc, on_comm, tr, &sg, &e) : rs_ddp_strategy(g, m, &dc, on_comm, tr, &sg, &e)) {
         fprintf(stderr, "rank %d: %s\n", rank, e.msg);
         return 2;
     }
@@ -153,9 +155,10 @@ static int rank_main(void *ud, int rank, int world, rs_store *st)
             return 1;
         }
         double worst, d = rel_diff(rs_model_params(m), rs_model_params(ref), rs_model_numel(m), &worst);
-        printf("ddp %s world %d %s: weights differ from one process by %.3g (||a-b||/||b||; worst element %.3g) "
+        printf("%s %s world %d %s: weights differ from one process by %.3g (||a-b||/||b||; worst element %.3g) "
                "after %lld steps\n",
-               j->backend, world, j->mode, d, worst, (long long)cfg.max_steps);
+               j->zero == 0 ? "ddp" : j->zero == 1 ? "zero1" : j->zero == 2 ? "zero2" : "zero3", j->backend, world,
+               j->mode, d, worst, (long long)cfg.max_steps);
         RS_CHECK(d <= 1e-5, "weights differ from one process by %.3g (relative)", d);
         /* without Adam's division by sqrt(v) every single weight agrees too */
         if (!strcmp(j->mode, "sgd")) RS_CHECK(worst <= 1e-5, "a weight differs by %.3g (relative)", worst);
@@ -171,12 +174,13 @@ static int rank_main(void *ud, int rank, int world, rs_store *st)
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: test-ddp shm|tcp WORLD [plain|accum|overlap|nooverlap|cnn|sgd]\n");
+        fprintf(stderr, "usage: test-ddp shm|tcp WORLD [plain|accum|overlap|nooverlap|cnn|sgd|resume] [zero1|zero2|zero3]\n");
         return 2;
     }
     job j = {.backend = argv[1], .mode = argc > 3 ? argv[3] : "plain", .spec = "mlp 784-64-32-10", .batch = 24,
              .accum = 1, .steps = 25};
     int w = atoi(argv[2]);
+    if (argc > 4 && !strncmp(argv[4], "zero", 4)) j.zero = atoi(argv[4] + 4);
     if (!strcmp(j.mode, "accum")) j.accum = 2;
     if (!strcmp(j.mode, "resume")) {
         /* 12 steps on w ranks with a checkpoint, then on another world size from it to 25 steps: the same
