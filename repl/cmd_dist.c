@@ -200,7 +200,7 @@ static void train_line(dist_job *j, const rs_train_line *t)
         break;
     case RS_TL_MEM:
         j->mem[t->rank] = *t;
-        for (int p = 0; p < 6; p++) {
+        for (int p = 0; p < RS_POOL_COUNT; p++) {
             e.kind = "memory";
             e.name = rs_pool_name((rs_pool)p);
             e.bytes = t->live[p];
@@ -697,28 +697,36 @@ static void print_memory(dist_job *j, const rs_obj *m, int zero, int opt_states)
     FILE *f = j->s->out;
     size_t P = rs_model_param_count(m->model);
     rs_zero_bytes z = rs_zero_predict(P, j->world, zero, opt_states);
-    char a[24], b[24], c[24], d[24], e[24];
-    fprintf(f, "memory per rank after the last step, measured at the allocator (live bytes by pool):\n");
-    fprintf(f, "  %-5s %12s %12s %12s %12s %12s\n", "rank", "parameters", "gradients", "optimizer", "activations",
-            "comm");
+    bool off = false;
+    for (int r = 0; r < j->world; r++) off |= j->mem[r].live[RS_POOL_OFFLOAD] > 0;
+    static const rs_pool pools[] = {RS_POOL_PARAMS, RS_POOL_GRADS, RS_POOL_OPTIM, RS_POOL_ACTS, RS_POOL_COMM,
+                                    RS_POOL_OFFLOAD};
+    static const char *const heads[] = {"parameters", "gradients", "optimizer", "activations", "comm", "offload (host)"};
+    int np = off ? 6 : 5;
+    char b[32];
+    fprintf(f, "memory per rank after the last step, measured at the allocator (live bytes by pool):\n  %-5s", "rank");
+    for (int p = 0; p < np; p++) fprintf(f, " %14s", heads[p]);
+    fputc('\n', f);
     for (int r = 0; r < j->world; r++) {
-        const rs_train_line *t = &j->mem[r];
-        fmt_bytes((double)t->live[RS_POOL_PARAMS], a, sizeof a);
-        fmt_bytes((double)t->live[RS_POOL_GRADS], b, sizeof b);
-        fmt_bytes((double)t->live[RS_POOL_OPTIM], c, sizeof c);
-        fmt_bytes((double)t->live[RS_POOL_ACTS], d, sizeof d);
-        fmt_bytes((double)t->live[RS_POOL_COMM], e, sizeof e);
-        fprintf(f, "  %-5d %12s %12s %12s %12s %12s\n", r, a, b, c, d, e);
+        fprintf(f, "  %-5d", r);
+        for (int p = 0; p < np; p++) {
+            fmt_bytes((double)j->mem[r].live[pools[p]], b, sizeof b);
+            fprintf(f, " %14s", b);
+        }
+        fputc('\n', f);
     }
-    fmt_bytes(z.params, a, sizeof a);
-    fmt_bytes(z.grads, b, sizeof b);
-    fmt_bytes(z.optim, c, sizeof c);
-    fprintf(f, "  %-5s %12s %12s %12s   the ZeRO paper's formula, P=%zu parameters, N=%d: %s\n", "paper", a, b, c,
-            P, j->world,
+    double zp[3] = {z.params, z.grads, z.optim};
+    fprintf(f, "  %-5s", "paper");
+    for (int p = 0; p < 3; p++) {
+        fmt_bytes(zp[p], b, sizeof b);
+        fprintf(f, " %14s", b);
+    }
+    fprintf(f, "   the ZeRO paper's formula, P=%zu parameters, N=%d: %s%s\n", P, j->world,
             zero == 0   ? "4P + 4P + 4kP"
             : zero == 1 ? "4P + 4P + 4kP/N"
             : zero == 2 ? "4P + (4P + 4kP)/N"
-                        : "(4P + 4P + 4kP)/N");
+                        : "(4P + 4P + 4kP)/N",
+            off ? " (offloaded state counted under offload)" : "");
 }
 
 int rs_cmd_train_ranks(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, const rs_train_cfg *cfg)
@@ -804,6 +812,7 @@ int rs_cmd_train_ranks(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, co
     ARG("eval=%d", cfg->eval);
     ARG("bucket=%llu", (unsigned long long)rs_call_opt(c, "bucket")->v.size);
     ARG("overlap=%d", rs_call_bool(c, "overlap", true));
+    ARG("offload=%d", !strcmp(rs_call_str(c, "offload", "none"), "cpu"));
     if (cfg->ckpt_path) ARG("ckpt=%s", cfg->ckpt_path);
     if (cfg->ckpt_every) ARG("ckpt_every=%lld", (long long)cfg->ckpt_every);
     if (cfg->resume) ARG("resume=%s", cfg->resume);

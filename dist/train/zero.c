@@ -40,6 +40,13 @@ typedef struct zero {
     rs_status hook_st;   /* zero 3: the first failure inside backward (which has no status) */
     rs_err hook_err;
     rs_opt_cfg optcfg;
+    /* offload=cpu: optimizer state (and the master copy of the parameter shard, and for zero 3 the
+     * parameter shard itself) in host memory, the OFFLOAD pool; each step copies this rank's gradient
+     * block out and the updated parameter block back, as ZeRO-Offload does over PCIe. On a CPU-only
+     * machine the copies are memcpy, but the pools show where each byte would live. */
+    bool offload;
+    rs_mem off_mem;      /* tracks the offloaded optimizers; mirrored into the model's OFFLOAD pool */
+    float *host_p, *host_g; /* zero 1/2 offload: (u[0].mine) master parameters and gradient block */
     rs_optim *full;      /* checkpoints: the whole optimizer, made only when a run checkpoints or resumes;
                             its state is tracked by full_mem and counted in the model's SCRATCH pool */
     rs_mem full_mem;
@@ -202,8 +209,16 @@ static rs_status z_setup(void *ud, rs_model *m, const rs_opt_cfg *opt, rs_err *e
     /* One optimizer per unit over this rank's block, counted in OPTIM. */
     for (int i = 0; i < z->nu; i++) {
         if (!z->u[i].len) continue;
-        z->opt[i] = rs_optim_new(opt, rs_model_device(m), z->u[i].mine, z->mem, err);
+        z->opt[i] = rs_optim_new(opt, rs_model_device(m), z->u[i].mine, z->offload ? &z->off_mem : z->mem, err);
         if (!z->opt[i]) return err ? err->code : RS_ERR_NOMEM;
+        if (z->offload) rs_mem_count(z->mem, RS_POOL_OFFLOAD, (int64_t)rs_optim_state_bytes(z->opt[i]));
+    }
+    if (z->offload && z->zero != 3) {
+        size_t n = z->u[0].mine ? z->u[0].mine : 1;
+        z->host_p = rs_mem_alloc(z->mem, RS_POOL_OFFLOAD, n * sizeof(float));
+        z->host_g = rs_mem_alloc(z->mem, RS_POOL_OFFLOAD, n * sizeof(float));
+        if (!z->host_p || !z->host_g) return rs_err_set(err, RS_ERR_NOMEM, "zero: out of host memory for offload");
+        memcpy(z->host_p, rs_model_params(m) + (size_t)r * z->u[0].s, z->u[0].mine * sizeof(float));
     }
     if (z->zero == 2) {
         z->gshard = rs_mem_alloc(z->mem, RS_POOL_GRADS, z->u[0].s * sizeof(float));
@@ -211,7 +226,7 @@ static rs_status z_setup(void *ud, rs_model *m, const rs_opt_cfg *opt, rs_err *e
         rs_model_release_grads(m); /* acquired again before the next backward */
     }
     if (z->zero == 3) {
-        z->pshard = rs_mem_alloc(z->mem, RS_POOL_PARAMS, z->shard_n * sizeof(float));
+        z->pshard = rs_mem_alloc(z->mem, z->offload ? RS_POOL_OFFLOAD : RS_POOL_PARAMS, z->shard_n * sizeof(float));
         z->gshard = rs_mem_alloc(z->mem, RS_POOL_GRADS, z->shard_n * sizeof(float));
         z->rs_out_n = smax;
         z->rs_out = rs_mem_alloc(z->mem, RS_POOL_COMM, smax * sizeof(float));
@@ -276,7 +291,14 @@ static rs_status z_step(void *ud, float lr, rs_err *err)
     size_t lo = (size_t)z->rank * u->s;
     float *p = rs_model_params(z->m) + (lo < u->len ? lo : 0);
     const float *g = z->zero == 2 ? z->gshard : rs_model_grads(z->m) + (lo < u->len ? lo : 0);
-    st = rs_optim_step(z->opt[0], p, g, lr);
+    if (z->offload) {
+        /* the gradient block goes to the host, the host updates its master copy, the block comes back */
+        memcpy(z->host_g, g, u->mine * sizeof(float));
+        st = rs_optim_step(z->opt[0], z->host_p, z->host_g, lr);
+        if (!st) memcpy(p, z->host_p, u->mine * sizeof(float));
+    } else {
+        st = rs_optim_step(z->opt[0], p, g, lr);
+    }
     if (st) return rs_err_set(err, st, "zero: optimizer step failed (lr=%g)", (double)lr);
     st = gather_unit(z, 0, rs_model_params(z->m) + lo, err);
     z->step++;
@@ -332,6 +354,8 @@ static rs_status z_sync_optimizer(void *ud, bool to_full, rs_err *err)
         rs_optim_set_step_count(z->full, steps);
         return RS_OK;
     }
+    if (z->host_p)
+        memcpy(z->host_p, rs_model_params(z->m) + (size_t)z->rank * z->u[0].s, z->u[0].mine * sizeof(float));
     /* After a resume the model's buffer holds the loaded weights: zero 3 takes its shard from them and
      * gives the pages back (acquire counts the range and zero-fills it, release returns it). */
     if (z->zero == 3) {
@@ -359,14 +383,23 @@ static void z_teardown(void *ud)
     }
     rs_model_acquire_grads(z->m, NULL);
     if (z->opt)
-        for (int i = 0; i < z->nu; i++) rs_optim_free(z->opt[i]);
+        for (int i = 0; i < z->nu; i++) {
+            if (z->opt[i] && z->offload)
+                rs_mem_count(z->mem, RS_POOL_OFFLOAD, -(int64_t)rs_optim_state_bytes(z->opt[i]));
+            rs_optim_free(z->opt[i]);
+        }
+    if (z->host_p) {
+        size_t n = z->u[0].mine ? z->u[0].mine : 1;
+        rs_mem_free(z->mem, RS_POOL_OFFLOAD, z->host_p, n * sizeof(float));
+        rs_mem_free(z->mem, RS_POOL_OFFLOAD, z->host_g, n * sizeof(float));
+    }
     if (z->full) {
         rs_mem_count(z->mem, RS_POOL_SCRATCH, -(int64_t)rs_optim_state_bytes(z->full));
         rs_optim_free(z->full);
     }
     free(z->opt);
     size_t gn = z->zero == 2 && z->u ? z->u[0].s : z->shard_n;
-    rs_mem_free(z->mem, RS_POOL_PARAMS, z->pshard, z->shard_n * sizeof(float));
+    rs_mem_free(z->mem, z->offload ? RS_POOL_OFFLOAD : RS_POOL_PARAMS, z->pshard, z->shard_n * sizeof(float));
     rs_mem_free(z->mem, RS_POOL_GRADS, z->gshard, gn * sizeof(float));
     rs_mem_free(z->mem, RS_POOL_COMM, z->stage, z->stage_n * sizeof(float));
     rs_mem_free(z->mem, RS_POOL_COMM, z->rs_out, z->rs_out_n * sizeof(float));
@@ -381,13 +414,12 @@ rs_status rs_zero_strategy(rs_pg *g, rs_model *m, const rs_dtrain_cfg *cfg, rs_d
     if (cfg->zero < 1 || cfg->zero > 3)
         return rs_err_set(err, RS_ERR_ARG, "zero=%d: ZeRO stages are 1 (optimizer state), 2 (also gradients) and 3 "
                                            "(also parameters)", cfg->zero);
-    if (cfg->offload) return rs_err_set(err, RS_ERR_UNSUPPORTED, "zero: offload is not supported yet");
     if (rs_model_device(m).kind != RS_DEV_CPU || !(g->ops->devices & RS_PG_DEV_CPU))
         return rs_err_set(err, RS_ERR_UNSUPPORTED, "zero: needs a CPU model and a host-memory backend (shm, tcp, mpi)");
     zero *z = calloc(1, sizeof *z); /* owned by the strategy; z_teardown frees it */
     if (!z) return rs_err_set(err, RS_ERR_NOMEM, "zero: out of memory");
     *z = (zero){.g = g, .m = m, .mem = rs_model_mem(m), .zero = cfg->zero, .rank = g->rank, .world = g->world,
-                .comm = comm, .comm_ud = comm_ud};
+                .comm = comm, .comm_ud = comm_ud, .offload = cfg->offload};
     *out = (rs_train_strategy){.name = cfg->zero == 1 ? "zero1" : cfg->zero == 2 ? "zero2" : "zero3",
                                .ud = z, .rank = g->rank, .world = g->world, .report = g->rank == 0,
                                .setup = z_setup, .before_backward = z_before_backward,

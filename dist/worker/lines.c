@@ -160,10 +160,21 @@ static bool finite_all(const double *v, int n)
     return true;
 }
 
+/* Exactly 2 * RS_POOL_COUNT non-negative integers, then the end of the line. */
+static bool mem_values(const char *p, long long *a)
+{
+    for (int i = 0; i < 2 * RS_POOL_COUNT; i++) {
+        int used = 0;
+        if (sscanf(p, " %lld%n", &a[i], &used) != 1 || a[i] < 0) return false;
+        p += used;
+    }
+    return *p == 0;
+}
+
 bool rs_wire_parse_train(const char *line, rs_train_line *out)
 {
     rs_train_line t = {0};
-    long long step = 0, a[12];
+    long long step = 0, a[2 * RS_POOL_COUNT];
     unsigned long long bytes = 0;
     int used = 0;
     double v[3];
@@ -183,11 +194,9 @@ bool rs_wire_parse_train(const char *line, rs_train_line *out)
         t.kind = RS_TL_STEP;
         t.loss = v[0], t.lr = v[1], t.sps = v[2];
         if (!finite_all(v + 1, 2)) return false; /* a NaN loss is reported, not refused */
-    } else if (sscanf(line, "@mem %d %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld%n", &t.rank, &step,
-                      &a[0], &a[1], &a[2], &a[3], &a[4], &a[5], &a[6], &a[7], &a[8], &a[9], &a[10], &a[11],
-                      &used) == 14 && !line[used]) {
+    } else if (sscanf(line, "@mem %d %lld%n", &t.rank, &step, &used) == 2 && mem_values(line + used, a)) {
         t.kind = RS_TL_MEM;
-        for (int i = 0; i < 6; i++) t.live[i] = a[i], t.peak[i] = a[6 + i];
+        for (int i = 0; i < RS_POOL_COUNT; i++) t.live[i] = a[i], t.peak[i] = a[RS_POOL_COUNT + i];
     } else if (sscanf(line, "@eval %d %d %lf %lf%n", &t.rank, &t.epoch, &v[0], &v[1], &used) == 4 && !line[used]) {
         t.kind = RS_TL_EVAL;
         t.acc = v[0], t.loss = v[1];

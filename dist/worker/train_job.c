@@ -21,7 +21,7 @@ typedef struct tjob {
     /* options */
     const char *backend, *group, *spec, *data, *init, *outp, *mode, *ckpt, *resume;
     uint64_t data_seed, model_seed, seed;
-    int zero, accum, epochs, batch, warmup, threads, overlap, eval, nesterov;
+    int zero, accum, epochs, batch, warmup, threads, overlap, offload, eval, nesterov;
     size_t bucket;
     int64_t steps, step_size, ckpt_every;
     double lr, momentum, wd, gamma, min_lr, timeout;
@@ -73,6 +73,7 @@ static int parse(tjob *j, int argc, char **argv)
             else if (KEY("warmup")) j->warmup = (int)d;
             else if (KEY("threads")) j->threads = (int)d;
             else if (KEY("overlap")) j->overlap = (int)d;
+            else if (KEY("offload")) j->offload = (int)d;
             else if (KEY("eval")) j->eval = (int)d;
             else if (KEY("nesterov")) j->nesterov = (int)d;
             else if (KEY("bucket")) j->bucket = (size_t)d;
@@ -131,8 +132,8 @@ static void on_event(void *ud, const rs_train_event *ev)
                 (double)ev->lr, ev->samples_per_s);
         const rs_mem *mem = rs_model_mem(w->m);
         fprintf(j->out, "@mem %d %lld", j->rank, (long long)ev->step);
-        for (int p = 0; p < 6; p++) fprintf(j->out, " %lld", (long long)mem->live[p]);
-        for (int p = 0; p < 6; p++) fprintf(j->out, " %lld", (long long)mem->peak[p]);
+        for (int p = 0; p < RS_POOL_COUNT; p++) fprintf(j->out, " %lld", (long long)mem->live[p]);
+        for (int p = 0; p < RS_POOL_COUNT; p++) fprintf(j->out, " %lld", (long long)mem->peak[p]);
         fputc('\n', j->out);
         fflush(j->out);
     } else if (ev->kind == RS_TRAIN_EV_CKPT) {
@@ -207,6 +208,7 @@ int rs_worker_train(int argc, char **argv, FILE *out, FILE *errf)
         if (j.bucket) dc.bucket_bytes = j.bucket;
         dc.overlap = j.overlap;
         dc.zero = j.zero;
+        dc.offload = j.offload;
         rs_train_strategy sg;
         if (!st) {
             st = !strcmp(j.mode, "fsdp") ? rs_zero_strategy(conn.g, m, &dc, on_comm, &j, &sg, &e)

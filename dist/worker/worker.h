@@ -65,7 +65,7 @@ bool rs_wire_parse_check(const char *line, int *rank, uint64_t *wrong, double *s
  *   @phase R STEP NAME T0 T1                 a phase span (rs_phase_name)
  *   @comm R STEP OP INDEX BYTES T0 T1        a collective of the strategy (bucket/unit INDEX, -1 none)
  *   @step R STEP EPOCH LOSS LR SAMPLES_PER_S after each optimizer step
- *   @mem R STEP LIVE*6 PEAK*6                bytes by pool (rs_pool order) after each step
+ *   @mem R STEP LIVE*P PEAK*P                bytes by pool (rs_pool order, P = RS_POOL_COUNT) after each step
  *   @eval R EPOCH ACC LOSS                   test figures of an epoch
  *   @done R STEPS SECONDS SAMPLES_PER_S      the rank finished
  *   @ckpt R STEP                             a checkpoint was written (rank 0) */
@@ -79,7 +79,7 @@ typedef struct rs_train_line {
     char name[24];
     uint64_t bytes;
     double t0, t1, loss, lr, sps, acc, seconds;
-    int64_t live[6], peak[6];
+    int64_t live[RS_POOL_COUNT], peak[RS_POOL_COUNT];
 } rs_train_line;
 bool rs_wire_parse_train(const char *line, rs_train_line *out);
 

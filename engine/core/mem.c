@@ -7,7 +7,7 @@
 const char *rs_pool_name(rs_pool p)
 {
     static const char *names[RS_POOL_COUNT] = {"params", "grads", "optimizer", "activations",
-                                               "comm", "scratch"};
+                                               "comm", "scratch", "offload"};
     return (unsigned)p < RS_POOL_COUNT ? names[p] : "?";
 }
 

@@ -16,6 +16,7 @@ typedef enum rs_pool {
     RS_POOL_ACTS,   /* activations saved for backward and their gradients */
     RS_POOL_COMM,   /* communication buffers (buckets, gathered shards) */
     RS_POOL_SCRATCH,/* workspaces such as im2col columns */
+    RS_POOL_OFFLOAD,/* state moved out of the compute device's memory (FSDP offload=cpu): host memory */
     RS_POOL_COUNT
 } rs_pool;
 

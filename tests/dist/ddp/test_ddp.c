@@ -24,10 +24,13 @@ typedef struct job {
     int batch, accum, steps;
     const char *ckpt, *resume; /* resume mode: the first run writes ckpt, the second resumes from it */
     int zero;                  /* 0: DDP; 1..3: the ZeRO strategy (resume mode re-shards its checkpoint) */
+    bool offload;              /* ZeRO offload=cpu: the optimizer state must sit in the OFFLOAD pool */
     int total_steps;           /* resume mode: the reference's steps */
 } job;
 
 typedef struct trace {
+    rs_model *m;
+    int64_t live[RS_POOL_COUNT]; /* the model's tracker after the last step */
     int n;
     struct span { int64_t step; int kind; double t0, t1; } s[MAX_SPANS]; /* kind: phase, or -1 comm */
 } trace;
@@ -37,6 +40,13 @@ static void on_comm(void *ud, int64_t step, const char *op, int index, size_t by
     trace *t = ud;
     (void)op, (void)index, (void)bytes;
     if (t->n < MAX_SPANS) t->s[t->n++] = (struct span){step, -1, t0, t1};
+}
+
+static void on_event(void *ud, const rs_train_event *ev)
+{
+    trace *t = ud;
+    if (ev->kind == RS_TRAIN_EV_STEP)
+        for (int p = 0; p < RS_POOL_COUNT; p++) t->live[p] = rs_model_mem(t->m)->live[p];
 }
 
 static void on_phase(void *ud, int64_t step, rs_phase p, double t0, double t1)
@@ -107,9 +117,11 @@ static int rank_main(void *ud, int rank, int world, rs_store *st)
     rs_train_cfg cfg = cfg_for(j, j->batch, j->accum);
     cfg.ckpt_path = j->ckpt;
     cfg.resume = j->resume;
-    rs_train_hooks hooks = {.on_phase = on_phase, .ud = tr};
+    rs_train_hooks hooks = {.on_event = on_event, .on_phase = on_phase, .ud = tr};
     rs_train_result res;
     dc.zero = j->zero;
+    dc.offload = j->offload;
+    tr->m = m;
     if (j->zero ? rs_zero_strategy(g, m, &dc, on_comm, tr, &sg, &e) : rs_ddp_strategy(g, m, &dc, on_comm, tr, &sg, &e)) {
         fprintf(stderr, "rank %d: %s\n", rank, e.msg);
         return 2;
@@ -120,6 +132,10 @@ static int rank_main(void *ud, int rank, int world, rs_store *st)
         return 1;
     }
     RS_CHECK(res.global_step == cfg.max_steps, "rank %d: %lld steps", rank, (long long)res.global_step);
+    if (j->offload)
+        RS_CHECK(tr->live[RS_POOL_OPTIM] == 0 && tr->live[RS_POOL_OFFLOAD] > 0,
+                 "rank %d: offload: optimizer pool %lld bytes, offload pool %lld", rank,
+                 (long long)tr->live[RS_POOL_OPTIM], (long long)tr->live[RS_POOL_OFFLOAD]);
 
     /* every rank holds the same bits */
     uint64_t h = 1469598103934665603ull;
@@ -181,6 +197,7 @@ int main(int argc, char **argv)
              .accum = 1, .steps = 25};
     int w = atoi(argv[2]);
     if (argc > 4 && !strncmp(argv[4], "zero", 4)) j.zero = atoi(argv[4] + 4);
+    j.offload = argc > 5 && !strcmp(argv[5], "offload");
     if (!strcmp(j.mode, "accum")) j.accum = 2;
     if (!strcmp(j.mode, "resume")) {
         /* 12 steps on w ranks with a checkpoint, then on another world size from it to 25 steps: the same
