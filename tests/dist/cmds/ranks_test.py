@@ -190,6 +190,35 @@ def case_train(tmp):
     check(loss == 2, "each rank's loss in the metrics")
 
 
+def case_train_fsdp(tmp):
+    db = os.path.join(tmp, "log.db")
+    a, b, c = (os.path.join(tmp, x + ".safetensors") for x in "abc")
+    rc, out = run("model m = mlp 784-64-32-10 seed=2; model r = mlp 784-64-32-10 seed=2; model q = mlp 784-64-32-10 seed=2; "
+                  "data d = digits n=1200; "
+                  "train m on d mode=fsdp ranks=4 zero=3 batch=32; save m %s; "
+                  "train r on d batch=32; save r %s; "
+                  "train q on d mode=fsdp ranks=2 zero=2 offload=cpu batch=32 eval=off; save q %s; "
+                  "train q on d mode=dp ranks=2 batch=32 steps=5 eval=off" % (a, b, c), db)
+    print(out)
+    check(rc == 0, "fsdp, offload and dp training run from the REPL")
+    d = rel(load_weights(a), load_weights(b))
+    check(d <= 1e-5, "fsdp zero=3 on 4 ranks ends with one process's weights (%.3g)" % d)
+    d = rel(load_weights(c), load_weights(b))
+    check(d <= 1e-5, "fsdp zero=2 with offload on 2 ranks too (%.3g)" % d)
+    # the ZeRO-3 table: each rank's parameters are a quarter of the model's (plus alignment padding)
+    tab = out[out.index("memory per rank"):]
+    rows = re.findall(r"^  (\d)\s+([0-9.]+) (KiB|MiB|B)", tab, re.M)[:4]
+    params = 4 * (784 * 64 + 64 + 64 * 32 + 32 + 32 * 10 + 10)
+    kib = [float(v) * (1024 if u == "MiB" else 1 if u == "KiB" else 1 / 1024) for _, v, u in rows]
+    check(len(kib) == 4 and all(abs(k * 1024 - params / 4) <= 0.02 * params / 4 + 256 for k in kib),
+          "zero=3: each of 4 ranks holds a quarter of the parameters: %s KiB of %.1f" % (kib, params / 1024))
+    check("offload (host)" in out, "offload shows the host pool")
+    check("dp step time by phase: replicate" in out, "dp shows where its time goes")
+    con = sqlite3.connect(db)
+    modes = [r[0] for r in con.execute("SELECT mode FROM runs WHERE kind='train' ORDER BY id")]
+    check(modes == ["fsdp", "single", "fsdp", "dp"], "modes in the log: %s" % modes)
+
+
 def case_train_fault(tmp):
     db = os.path.join(tmp, "log.db")
     ck = os.path.join(tmp, "c.safetensors")
