@@ -305,6 +305,9 @@ static rs_status train_loop(rs_model *m, const rs_data_pair *data, const rs_trai
                  * communication spans through on_phase */
                 if (sg->after_backward) st = sg->after_backward(sg->ud, err);
                 d = now_s();
+                /* the compute thread waits here for communication still in flight (ddp's buckets) or
+                 * runs the strategy's blocking collectives: idle, as far as computing goes */
+                if (!st && d > c) phase(h, step, RS_PHASE_IDLE, c, d);
                 if (!st) st = sg->step(sg->ud, lr, err);
             } else {
                 st = rs_optim_step(opt, rs_model_params(m), rs_model_grads(m), lr);
