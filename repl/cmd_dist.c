@@ -813,6 +813,7 @@ int rs_cmd_train_ranks(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, co
     ARG("bucket=%llu", (unsigned long long)rs_call_opt(c, "bucket")->v.size);
     ARG("overlap=%d", rs_call_bool(c, "overlap", true));
     ARG("offload=%d", !strcmp(rs_call_str(c, "offload", "none"), "cpu"));
+    ARG("wrap=%d", rs_call_opt(c, "wrap")->v.choice);
     if (cfg->ckpt_path) ARG("ckpt=%s", cfg->ckpt_path);
     if (cfg->ckpt_every) ARG("ckpt_every=%lld", (long long)cfg->ckpt_every);
     if (cfg->resume) ARG("resume=%s", cfg->resume);

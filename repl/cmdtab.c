@@ -75,6 +75,8 @@ static const rs_optdef train_opts[] = {
     {"backend", RS_T_ENUM, "shm", "ddp/fsdp: how the ranks talk", (const char *const[]){"shm", "tcp", "mpi", "nccl", NULL}},
     {"zero", RS_T_INT, "3", "fsdp: 1 shards optimizer state, 2 also gradients, 3 also parameters", NULL},
     {"bucket", RS_T_SIZE, "25M", "ddp: gradient bucket size", NULL},
+    {"wrap", RS_T_ENUM, "top", "fsdp zero=3: a unit per top-level item, per layer, or the whole model",
+     (const char *const[]){"top", "layer", "model", NULL}},
     {"offload", RS_T_ENUM, "none", "fsdp: cpu keeps optimizer state and parameter shards in host memory",
      (const char *const[]){"none", "cpu", NULL}},
     {"overlap", RS_T_BOOL, "on", "ddp: all-reduce buckets during backward", NULL},

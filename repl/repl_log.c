@@ -24,7 +24,7 @@ void rs_log_check(rs_session *s)
 /* An option that only a mode across ranks reads ("ddp: gradient bucket size") says so in its help. */
 static bool ranks_only(const rs_optdef *d)
 {
-    return !strncmp(d->help, "dp:", 3) || !strncmp(d->help, "ddp:", 4) || !strncmp(d->help, "fsdp:", 5) ||
+    return !strncmp(d->help, "dp:", 3) || !strncmp(d->help, "ddp:", 4) || !strncmp(d->help, "fsdp", 4) ||
            !strncmp(d->help, "ddp/fsdp:", 9);
 }
 

@@ -20,6 +20,7 @@ typedef struct rs_dtrain_cfg {
     bool overlap;           /* DDP: all-reduce each bucket from a communication thread as soon as
                                backward has produced it (default on); off: all after backward */
     bool offload;           /* FSDP: parameter shards and optimizer state in host memory */
+    int wrap;               /* FSDP zero=3: rs_wrap, which layers make a unit (default: top-level items) */
 } rs_dtrain_cfg;
 
 rs_dtrain_cfg rs_dtrain_defaults(void);

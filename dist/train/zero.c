@@ -45,6 +45,7 @@ typedef struct zero {
      * block out and the updated parameter block back, as ZeRO-Offload does over PCIe. On a CPU-only
      * machine the copies are memcpy, but the pools show where each byte would live. */
     bool offload;
+    int wrap;
     rs_mem off_mem;      /* tracks the offloaded optimizers; mirrored into the model's OFFLOAD pool */
     float *host_p, *host_g; /* zero 1/2 offload: (u[0].mine) master parameters and gradient block */
     rs_optim *full;      /* checkpoints: the whole optimizer, made only when a run checkpoints or resumes;
@@ -179,6 +180,10 @@ static rs_status z_setup(void *ud, rs_model *m, const rs_opt_cfg *opt, rs_err *e
     if (st) return st;
 
     int W = z->world, r = z->rank;
+    if (z->zero == 3) {
+        st = rs_model_set_wrap(m, (rs_wrap)z->wrap, err);
+        if (st) return st;
+    }
     z->nu = z->zero == 3 ? rs_model_unit_count(m) : 1;
     z->u = calloc((size_t)z->nu, sizeof *z->u);
     z->opt = calloc((size_t)z->nu, sizeof *z->opt);
@@ -419,7 +424,7 @@ rs_status rs_zero_strategy(rs_pg *g, rs_model *m, const rs_dtrain_cfg *cfg, rs_d
     zero *z = calloc(1, sizeof *z); /* owned by the strategy; z_teardown frees it */
     if (!z) return rs_err_set(err, RS_ERR_NOMEM, "zero: out of memory");
     *z = (zero){.g = g, .m = m, .mem = rs_model_mem(m), .zero = cfg->zero, .rank = g->rank, .world = g->world,
-                .comm = comm, .comm_ud = comm_ud, .offload = cfg->offload};
+                .comm = comm, .comm_ud = comm_ud, .offload = cfg->offload, .wrap = cfg->wrap};
     *out = (rs_train_strategy){.name = cfg->zero == 1 ? "zero1" : cfg->zero == 2 ? "zero2" : "zero3",
                                .ud = z, .rank = g->rank, .world = g->world, .report = g->rank == 0,
                                .setup = z_setup, .before_backward = z_before_backward,

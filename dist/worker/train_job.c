@@ -21,7 +21,7 @@ typedef struct tjob {
     /* options */
     const char *backend, *group, *spec, *data, *init, *outp, *mode, *ckpt, *resume;
     uint64_t data_seed, model_seed, seed;
-    int zero, accum, epochs, batch, warmup, threads, overlap, offload, eval, nesterov;
+    int zero, accum, epochs, batch, warmup, threads, overlap, offload, wrap, eval, nesterov;
     size_t bucket;
     int64_t steps, step_size, ckpt_every;
     double lr, momentum, wd, gamma, min_lr, timeout;
@@ -74,6 +74,7 @@ static int parse(tjob *j, int argc, char **argv)
             else if (KEY("threads")) j->threads = (int)d;
             else if (KEY("overlap")) j->overlap = (int)d;
             else if (KEY("offload")) j->offload = (int)d;
+            else if (KEY("wrap")) j->wrap = (int)d;
             else if (KEY("eval")) j->eval = (int)d;
             else if (KEY("nesterov")) j->nesterov = (int)d;
             else if (KEY("bucket")) j->bucket = (size_t)d;
@@ -209,6 +210,7 @@ int rs_worker_train(int argc, char **argv, FILE *out, FILE *errf)
         dc.overlap = j.overlap;
         dc.zero = j.zero;
         dc.offload = j.offload;
+        dc.wrap = j.wrap;
         rs_train_strategy sg;
         if (!st) {
             st = !strcmp(j.mode, "fsdp") ? rs_zero_strategy(conn.g, m, &dc, on_comm, &j, &sg, &e)

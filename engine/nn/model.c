@@ -52,6 +52,7 @@ struct rs_model {
      * each (ZeRO-3) with a resident flag per unit for each (owned, nunits bytes each). */
     rs_unit *units;
     int nunits;
+    rs_wrap wrap;
     rs_unit_hooks uh;
     bool has_uh, grads_released, sharded;
     size_t map_bytes;
@@ -211,13 +212,16 @@ static size_t layers_first_offset(const rs_model *m, int first, int count)
  * tile the buffer, padding included. */
 static rs_status build_units(rs_model *m, rs_err *err)
 {
+    free(m->units);
     m->units = calloc((size_t)(unsigned)m->nlayers + 1, sizeof *m->units); /* at most one unit per layer */
     if (!m->units) return rs_err_set(err, RS_ERR_NOMEM, "model %s: out of memory for its units", m->name);
     int n = 0;
     for (int i = 0; i < m->nlayers;) {
         int count = 1;
-        for (int b = 0; b < m->nblocks; b++)
-            if (m->blocks[b].depth == 0 && m->blocks[b].first == i) count = m->blocks[b].count;
+        if (m->wrap == RS_WRAP_MODEL) count = m->nlayers;
+        else if (m->wrap == RS_WRAP_TOP)
+            for (int b = 0; b < m->nblocks; b++)
+                if (m->blocks[b].depth == 0 && m->blocks[b].first == i) count = m->blocks[b].count;
         m->units[n] = (rs_unit){.index = n, .first = i, .count = count};
         n++;
         i += count;
@@ -635,6 +639,15 @@ void rs_model_free(rs_model *m)
 /* ---- Sharded training (see model.h) ---- */
 
 int rs_model_unit_count(const rs_model *m) { return m->nunits; }
+
+rs_status rs_model_set_wrap(rs_model *m, rs_wrap w, rs_err *err)
+{
+    if (w < RS_WRAP_TOP || w > RS_WRAP_MODEL) return rs_err_set(err, RS_ERR_ARG, "model %s: unknown wrap policy", m->name);
+    if (m->sharded || m->has_uh)
+        return rs_err_set(err, RS_ERR_ARG, "model %s: its units are in use (sharded); set wrap= before training", m->name);
+    m->wrap = w;
+    return m->built ? build_units(m, err) : RS_OK;
+}
 const rs_unit *rs_model_unit(const rs_model *m, int i) { return (i >= 0 && i < m->nunits) ? &m->units[i] : NULL; }
 
 void rs_model_set_unit_hooks(rs_model *m, const rs_unit_hooks *h)

@@ -102,6 +102,11 @@ typedef struct rs_unit {
     int first, count; /* layers */
     size_t offset, numel;
 } rs_unit;
+/* Which layers make a unit (FSDP's wrapping policy): TOP, the default, each top-level item; LAYER,
+ * every layer on its own (blocks ignored); MODEL, the whole model as one unit (nothing is gained
+ * over ZeRO-2 but the lesson: peak memory is the whole model). Not while the units are in use. */
+typedef enum rs_wrap { RS_WRAP_TOP = 0, RS_WRAP_LAYER, RS_WRAP_MODEL } rs_wrap;
+rs_status rs_model_set_wrap(rs_model *m, rs_wrap w, rs_err *err);
 int rs_model_unit_count(const rs_model *m);
 const rs_unit *rs_model_unit(const rs_model *m, int i);
 

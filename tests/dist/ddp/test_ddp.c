@@ -25,6 +25,7 @@ typedef struct job {
     const char *ckpt, *resume; /* resume mode: the first run writes ckpt, the second resumes from it */
     int zero;                  /* 0: DDP; 1..3: the ZeRO strategy (resume mode re-shards its checkpoint) */
     bool offload;              /* ZeRO offload=cpu: the optimizer state must sit in the OFFLOAD pool */
+    int wrap;                  /* zero=3: rs_wrap */
     int total_steps;           /* resume mode: the reference's steps */
 } job;
 
@@ -121,6 +122,7 @@ static int rank_main(void *ud, int rank, int world, rs_store *st)
     rs_train_result res;
     dc.zero = j->zero;
     dc.offload = j->offload;
+    dc.wrap = j->wrap;
     tr->m = m;
     if (j->zero ? rs_zero_strategy(g, m, &dc, on_comm, tr, &sg, &e) : rs_ddp_strategy(g, m, &dc, on_comm, tr, &sg, &e)) {
         fprintf(stderr, "rank %d: %s\n", rank, e.msg);
@@ -198,6 +200,8 @@ int main(int argc, char **argv)
     int w = atoi(argv[2]);
     if (argc > 4 && !strncmp(argv[4], "zero", 4)) j.zero = atoi(argv[4] + 4);
     j.offload = argc > 5 && !strcmp(argv[5], "offload");
+    if (argc > 5 && !strcmp(argv[5], "wrap-layer")) j.wrap = RS_WRAP_LAYER;
+    if (argc > 5 && !strcmp(argv[5], "wrap-model")) j.wrap = RS_WRAP_MODEL;
     if (!strcmp(j.mode, "accum")) j.accum = 2;
     if (!strcmp(j.mode, "resume")) {
         /* 12 steps on w ranks with a checkpoint, then on another world size from it to 25 steps: the same
