@@ -1,0 +1,366 @@
+/* Folding rank lines into the dashboard's model (model.h). Every ring is allocated once, in
+ * rs_view_model_new, so a stream of any length costs the same bounded memory, and junk from a rank
+ * (a line cut in half, a rank number out of range) is counted and dropped, never trusted. */
+#include "model.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *rs_view_state_word(rs_view_state s)
+{
+    static const char *const w[RS_VIEW_ST_COUNT] = {"waiting", "data", "forward", "backward",
+                                                    "comm", "optimizer", "idle", "done"};
+    return (unsigned)s < RS_VIEW_ST_COUNT ? w[s] : "?";
+}
+
+char rs_view_state_letter(rs_view_state s)
+{
+    static const char l[RS_VIEW_ST_COUNT] = {'?', 'D', 'F', 'B', 'C', 'O', '.', '='};
+    return (unsigned)s < RS_VIEW_ST_COUNT ? l[s] : '?';
+}
+
+/* The phase names rs_phase_name writes; anything else is not a phase we can draw. */
+static bool state_from_phase(const char *name, rs_view_state *out)
+{
+    static const struct { const char *n; rs_view_state s; } t[] = {
+        {"data", RS_VIEW_ST_DATA},   {"forward", RS_VIEW_ST_FORWARD},  {"backward", RS_VIEW_ST_BACKWARD},
+        {"comm", RS_VIEW_ST_COMM},   {"optimizer", RS_VIEW_ST_OPTIM}, {"idle", RS_VIEW_ST_IDLE},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        if (!strcmp(name, t[i].n)) {
+            *out = t[i].s;
+            return true;
+        }
+    return false;
+}
+
+static void copy_str(char *dst, size_t cap, const char *src)
+{
+    if (!src) src = "";
+    size_t n = strlen(src);
+    if (n >= cap) n = cap - 1;
+    memcpy(dst, src, n);
+    dst[n] = 0;
+}
+
+static void clear_rank(rs_view_rank *r)
+{
+    memset(r, 0, sizeof *r);
+    r->coll_peer = -1;
+    r->coll_chunk = -1;
+    r->coll_t0 = -1;
+    r->comm_index = -1;
+}
+
+void rs_view_model_reset(rs_view_model *vm)
+{
+    vm->run_id[0] = vm->kind[0] = vm->mode[0] = vm->backend[0] = 0;
+    vm->world = 0;
+    vm->steps_total = 0;
+    vm->epochs = 0;
+    vm->t_start = -1;
+    vm->t_last = 0;
+    vm->nranks = 0;
+    for (int i = 0; i < RS_VIEW_MAX_RANKS; i++) clear_rank(&vm->ranks[i]);
+    memset(&vm->coll, 0, sizeof vm->coll);
+    memset(&vm->last_coll, 0, sizeof vm->last_coll);
+    vm->log_head = vm->n_log = 0;
+    vm->fed = vm->ignored = vm->dropped = 0;
+    vm->eval_acc = vm->eval_loss = 0;
+    vm->eval_epoch = -1;
+}
+
+rs_view_model *rs_view_model_new(rs_err *err)
+{
+    rs_view_model *vm = calloc(1, sizeof *vm);                          /* owned by the caller */
+    if (vm) vm->ranks = calloc(RS_VIEW_MAX_RANKS, sizeof *vm->ranks);   /* owned by vm */
+    if (vm && vm->ranks) vm->log = calloc(RS_VIEW_LOG_N, sizeof *vm->log); /* owned by vm */
+    if (!vm || !vm->ranks || !vm->log) {
+        rs_view_model_free(vm);
+        rs_err_set(err, RS_ERR_NOMEM, "dashboard: out of memory for the view model");
+        return NULL;
+    }
+    rs_view_model_reset(vm);
+    return vm;
+}
+
+void rs_view_model_free(rs_view_model *vm)
+{
+    if (!vm) return;
+    free(vm->ranks);
+    free(vm->log);
+    free(vm);
+}
+
+void rs_view_set_run(rs_view_model *vm, const rs_view_run *run)
+{
+    copy_str(vm->run_id, sizeof vm->run_id, run->id);
+    copy_str(vm->kind, sizeof vm->kind, run->kind);
+    copy_str(vm->mode, sizeof vm->mode, run->mode);
+    copy_str(vm->backend, sizeof vm->backend, run->backend);
+    vm->world = run->world < 0 ? 0 : run->world > RS_VIEW_MAX_RANKS ? RS_VIEW_MAX_RANKS : run->world;
+    if (vm->nranks < vm->world) vm->nranks = vm->world;
+    vm->steps_total = run->steps_total > 0 ? run->steps_total : 0;
+    vm->epochs = run->epochs > 0 ? run->epochs : 0;
+    vm->t_start = run->t_start >= 0 ? run->t_start : -1;
+}
+
+/* The rank's slot, or NULL (counted) for ranks out of range. */
+static rs_view_rank *rank_slot(rs_view_model *vm, int rank)
+{
+    if (rank < 0 || rank >= RS_VIEW_MAX_RANKS) {
+        vm->dropped++;
+        return NULL;
+    }
+    if (rank >= vm->nranks) vm->nranks = rank + 1;
+    rs_view_rank *r = &vm->ranks[rank];
+    r->seen = true;
+    return r;
+}
+
+static void saw_time(rs_view_model *vm, double t)
+{
+    if (!isfinite(t)) return;
+    if (vm->t_start < 0) vm->t_start = t;
+    if (t > vm->t_last) vm->t_last = t;
+}
+
+static void set_state(rs_view_rank *r, rs_view_state s, double t)
+{
+    if (r->state == RS_VIEW_ST_DONE) return; /* a late line does not wake a finished rank */
+    if (t < r->state_t) return;              /* lines of one rank arrive in order, but spans end out of order */
+    r->state = s;
+    r->state_t = t;
+}
+
+static void push_span(rs_view_rank *r, double t0, double t1, int64_t step, rs_view_state s, bool comm)
+{
+    if (!(t1 >= t0)) return; /* also refuses NaN */
+    rs_view_span *sp = &r->spans[r->span_head];
+    sp->t0 = t0;
+    sp->t1 = t1;
+    sp->step = step;
+    sp->state = (uint8_t)s;
+    sp->comm = comm;
+    r->span_head = (r->span_head + 1) % RS_VIEW_SPAN_N;
+    if (r->n_span < RS_VIEW_SPAN_N) r->n_span++;
+}
+
+const rs_view_span *rs_view_span_at(const rs_view_rank *r, int i)
+{
+    if (i < 0 || i >= r->n_span) return NULL;
+    return &r->spans[(r->span_head - 1 - i + 2 * RS_VIEW_SPAN_N) % RS_VIEW_SPAN_N];
+}
+
+bool rs_view_rank_loss(const rs_view_rank *r, int i, float *out)
+{
+    if (i < 0 || i >= r->n_loss) return false;
+    *out = r->losses[(r->loss_head - 1 - i + 2 * RS_VIEW_LOSS_N) % RS_VIEW_LOSS_N];
+    return true;
+}
+
+const rs_view_log_line *rs_view_log_at(const rs_view_model *vm, int i)
+{
+    if (i < 0 || i >= vm->n_log) return NULL;
+    return &vm->log[(vm->log_head - 1 - i + 2 * RS_VIEW_LOG_N) % RS_VIEW_LOG_N];
+}
+
+int64_t rs_view_min_step(const rs_view_model *vm)
+{
+    int64_t m = -1;
+    for (int i = 0; i < vm->nranks; i++)
+        if (vm->ranks[i].seen && (m < 0 || vm->ranks[i].step < m)) m = vm->ranks[i].step;
+    return m < 0 ? 0 : m;
+}
+
+void rs_view_coll_progress(const rs_view_model *vm, int *kmin, int *kmax)
+{
+    int lo = -1, hi = 0, world = vm->world > 0 ? vm->world : vm->nranks;
+    for (int i = 0; i < world && i < RS_VIEW_MAX_RANKS; i++) {
+        int k = vm->ranks[i].coll_step;
+        if (lo < 0 || k < lo) lo = k;
+        if (k > hi) hi = k;
+    }
+    *kmin = lo < 0 ? 0 : lo;
+    *kmax = hi;
+}
+
+const char *rs_view_local_step_word(rs_pg_opkind op)
+{
+    return op == RS_OP_REDUCE || op == RS_OP_ALL_REDUCE || op == RS_OP_REDUCE_SCATTER ? "reduces" : "receives";
+}
+
+bool rs_view_training(const rs_view_model *vm)
+{
+    if (!strcmp(vm->kind, "train")) return true;
+    for (int i = 0; i < vm->nranks; i++)
+        if (vm->ranks[i].n_loss) return true;
+    return false;
+}
+
+/* A newer collective replaces the running one; the finished one is kept for its figures. */
+static void coll_start(rs_view_model *vm, const rs_pg_event *ev)
+{
+    if (vm->coll.any && vm->coll.ended > 0) vm->last_coll = vm->coll;
+    memset(&vm->coll, 0, sizeof vm->coll);
+    vm->coll.any = true;
+    vm->coll.active = true;
+    vm->coll.op = ev->op;
+    vm->coll.algo = ev->algo;
+    vm->coll.coll = ev->coll;
+    vm->coll.t_begin = ev->t;
+    for (int i = 0; i < vm->nranks; i++) {
+        rs_view_rank *r = &vm->ranks[i];
+        r->coll_step = r->coll_steps = 0;
+        r->coll_peer = r->coll_chunk = -1;
+        r->coll_step_bytes = 0;
+    }
+}
+
+void rs_view_feed_event(rs_view_model *vm, const rs_pg_event *ev)
+{
+    if (ev->group != 0) { /* sub-groups (pipeline stages, tensor-parallel groups) are not drawn yet */
+        vm->ignored++;
+        return;
+    }
+    rs_view_rank *r = rank_slot(vm, ev->rank);
+    if (!r) return;
+    vm->fed++;
+    saw_time(vm, ev->t);
+    /* Events of an older collective (a slow rank's END) still count for it, but never restart the pane. */
+    bool current = vm->coll.any && ev->coll == vm->coll.coll;
+    if (!current && (!vm->coll.any || ev->coll > vm->coll.coll)) {
+        coll_start(vm, ev);
+        current = true;
+    }
+    rs_view_coll *c = current ? &vm->coll : NULL;
+    switch (ev->kind) {
+    case RS_PG_EV_BEGIN:
+        if (c) {
+            c->begun++;
+            c->msg_bytes = ev->bytes;
+            if (ev->t < c->t_begin) c->t_begin = ev->t;
+        }
+        r->coll_t0 = ev->t;
+        set_state(r, RS_VIEW_ST_COMM, ev->t);
+        break;
+    case RS_PG_EV_STEP:
+        if (!c) break;
+        if (ev->peer >= 0) c->moved += ev->bytes; /* a receive or local reduce moves nothing more */
+        if (ev->steps > c->steps) c->steps = ev->steps;
+        r->coll_step = ev->step + 1; /* events count steps from 0; the pane says "step 1 of K" */
+        r->coll_steps = ev->steps;
+        r->coll_peer = ev->peer;
+        r->coll_chunk = ev->chunk;
+        r->coll_step_bytes = ev->bytes;
+        break;
+    case RS_PG_EV_END:
+        if (r->coll_t0 >= 0) push_span(r, r->coll_t0, ev->t, r->step, RS_VIEW_ST_COMM, true);
+        r->coll_t0 = -1;
+        set_state(r, RS_VIEW_ST_IDLE, ev->t);
+        if (!c) break;
+        c->ended++;
+        if (ev->t > c->t_end) c->t_end = ev->t;
+        int world = vm->world > 0 ? vm->world : vm->nranks;
+        if (c->ended >= world) {
+            c->active = false;
+            double dt = c->t_end - c->t_begin;
+            if (dt > 0) {
+                c->algbw = (double)c->msg_bytes / dt / 1e9;
+                c->busbw = c->algbw * rs_pg_bus_factor(c->op, world);
+            }
+        }
+        break;
+    }
+}
+
+void rs_view_feed_train(rs_view_model *vm, const rs_train_line *tl)
+{
+    rs_view_rank *r = rank_slot(vm, tl->rank);
+    if (!r) return;
+    vm->fed++;
+    rs_view_state s;
+    switch (tl->kind) {
+    case RS_TL_PHASE:
+        if (!state_from_phase(tl->name, &s)) {
+            vm->ignored++;
+            break;
+        }
+        saw_time(vm, tl->t1);
+        push_span(r, tl->t0, tl->t1, tl->step, s, s == RS_VIEW_ST_COMM);
+        set_state(r, s, tl->t1);
+        break;
+    case RS_TL_COMM:
+        saw_time(vm, tl->t1);
+        push_span(r, tl->t0, tl->t1, tl->step, RS_VIEW_ST_COMM, true);
+        copy_str(r->comm_op, sizeof r->comm_op, tl->name);
+        r->comm_index = tl->index;
+        r->comm_bytes = tl->bytes;
+        r->comm_t0 = tl->t0;
+        r->comm_t1 = tl->t1;
+        break;
+    case RS_TL_STEP:
+        r->step = tl->step;
+        r->epoch = tl->epoch;
+        r->loss = tl->loss;
+        r->lr = tl->lr;
+        r->sps = tl->sps;
+        r->losses[r->loss_head] = (float)tl->loss;
+        r->loss_head = (r->loss_head + 1) % RS_VIEW_LOSS_N;
+        if (r->n_loss < RS_VIEW_LOSS_N) r->n_loss++;
+        break;
+    case RS_TL_MEM:
+        memcpy(r->live, tl->live, sizeof r->live);
+        memcpy(r->peak, tl->peak, sizeof r->peak);
+        r->has_mem = true;
+        break;
+    case RS_TL_EVAL:
+        vm->eval_epoch = tl->epoch;
+        vm->eval_acc = tl->acc;
+        vm->eval_loss = tl->loss;
+        break;
+    case RS_TL_DONE:
+        r->step = tl->step;
+        r->done_s = tl->seconds;
+        r->done_sps = tl->sps;
+        set_state(r, RS_VIEW_ST_DONE, r->state_t);
+        break;
+    case RS_TL_CKPT: break;
+    }
+}
+
+void rs_view_feed_log(rs_view_model *vm, int rank, const char *line)
+{
+    if (rank < -1 || rank >= RS_VIEW_MAX_RANKS) {
+        vm->dropped++;
+        return;
+    }
+    rs_view_log_line *l = &vm->log[vm->log_head];
+    size_t n = strlen(line);
+    while (n && (line[n - 1] == '\n' || line[n - 1] == '\r')) n--;
+    if (n > RS_VIEW_LOG_W - 1) {
+        n = RS_VIEW_LOG_W - 1;
+        while (n && ((unsigned char)line[n] & 0xC0) == 0x80) n--; /* do not split a UTF-8 sequence */
+    }
+    memcpy(l->text, line, n);
+    l->text[n] = 0;
+    l->rank = rank;
+    vm->log_head = (vm->log_head + 1) % RS_VIEW_LOG_N;
+    if (vm->n_log < RS_VIEW_LOG_N) vm->n_log++;
+}
+
+bool rs_view_feed_line(rs_view_model *vm, int rank, const char *line)
+{
+    if (line[0] != '@') {
+        rs_view_feed_log(vm, rank, line);
+        return true;
+    }
+    rs_pg_event ev;
+    rs_train_line tl;
+    uint64_t before = vm->fed;
+    if (rs_wire_parse_event(line, &ev)) rs_view_feed_event(vm, &ev);
+    else if (rs_wire_parse_train(line, &tl)) rs_view_feed_train(vm, &tl);
+    else vm->ignored++;
+    return vm->fed != before;
+}

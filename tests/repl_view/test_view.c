@@ -1,0 +1,307 @@
+/* The dashboard's panes, headless: recorded streams of real 4-rank runs (a DDP training with overlap,
+ * a ring all_reduce) replayed into the model and drawn at 80x24 and 160x48; the text must match the
+ * snapshots beside this file (run with --update to rewrite them after a deliberate change, then read
+ * the diff). Also: layouts never overlap, ASCII mode writes no byte >= 0x80, NO_COLOR writes no colour,
+ * and junk lines are counted and dropped. Usage: test-view SRCDIR [--update] */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "replay.h"
+#include "repl/view/render.h"
+#include "rs_test.h"
+
+static const char *srcdir = ".";
+static int update = 0;
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)n + 1);
+    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) n = 0;
+    if (b) b[n] = 0;
+    fclose(f);
+    return b;
+}
+
+/* Compares text with the snapshot NAME (or writes it with --update); prints the first differing line. */
+static void snapshot(const char *name, const char *text)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", srcdir, name);
+    if (update) {
+        FILE *f = fopen(path, "wb");
+        RS_CHECK(f && fputs(text, f) >= 0 && fclose(f) == 0, "cannot write %s", path);
+        return;
+    }
+    char *want = slurp(path);
+    RS_CHECK(want != NULL, "no snapshot %s (run with --update to create it)", path);
+    if (!want) return;
+    if (strcmp(want, text) != 0) {
+        int line = 1;
+        const char *a = want, *b = text;
+        while (*a && *a == *b) {
+            if (*a == '\n') line++;
+            a++, b++;
+        }
+        const char *ae = strchr(a, '\n'), *be = strchr(b, '\n');
+        while (a > want && a[-1] != '\n') a--;
+        while (b > text && b[-1] != '\n') b--;
+        RS_CHECK(0, "%s differs at line %d:\n  want: %.*s\n  got:  %.*s\n--- got, whole ---\n%s", name, line,
+                 (int)(ae ? ae - a : (long)strlen(a)), a, (int)(be ? be - b : (long)strlen(b)), b, text);
+    }
+    free(want);
+}
+
+static rs_view_model *load(const char *stream, int lines, const rs_view_run *run)
+{
+    rs_view_model *vm = rs_view_model_new(NULL);
+    RS_CHECK(vm != NULL, "model_new");
+    if (!vm) exit(1);
+    rs_view_set_run(vm, run);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", srcdir, stream);
+    int n = rs_test_replay(vm, path, lines);
+    RS_CHECK(n > 0, "cannot read %s", path);
+    return vm;
+}
+
+/* Draws vm at w x h: colour and NO_COLOR give the same text, NO_COLOR no colour at all; the UTF-8
+ * text is compared with the snapshot, and the ASCII one checked for bytes >= 0x80. */
+static char *draw(const rs_view_model *vm, int w, int h, const char *snap, const char *ascii_snap)
+{
+    rs_view_screen *s = rs_view_screen_new(w, h, NULL);
+    RS_CHECK(s != NULL, "screen_new");
+    rs_view_opts color = rs_view_opts_detect("xterm-256color", NULL, true);
+    rs_view_opts mono = rs_view_opts_detect("xterm-256color", "1", true);
+    rs_view_opts dumb = rs_view_opts_detect("dumb", NULL, true);
+    RS_CHECK(color.color && color.utf8 && !mono.color && mono.utf8 && !dumb.color && !dumb.utf8, "opts_detect");
+    double now = vm->t_last;
+
+    rs_view_draw(s, vm, now, &color);
+    char *t = strdup(rs_view_screen_text(s));
+    int colored = 0;
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++) colored += rs_view_screen_at(s, x, y)->color != 0;
+    RS_CHECK(colored > 0, "%s: colour mode drew no colour", snap);
+
+    rs_view_draw(s, vm, now, &mono);
+    RS_CHECK(!strcmp(t, rs_view_screen_text(s)), "%s: NO_COLOR changed the text", snap);
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++)
+            if (rs_view_screen_at(s, x, y)->color != 0) {
+                RS_CHECK(0, "%s: NO_COLOR drew colour %d at %d,%d", snap, rs_view_screen_at(s, x, y)->color, x, y);
+                y = h;
+                break;
+            }
+    snapshot(snap, t);
+
+    rs_view_draw(s, vm, now, &dumb);
+    const char *a = rs_view_screen_text(s);
+    for (const unsigned char *p = (const unsigned char *)a; *p; p++)
+        if (*p >= 0x80) {
+            RS_CHECK(0, "%s: ASCII mode wrote byte 0x%02x at offset %ld", snap, *p, (long)(p - (const unsigned char *)a));
+            break;
+        }
+    if (ascii_snap) snapshot(ascii_snap, a);
+    rs_view_screen_free(s);
+    return t;
+}
+
+static const rs_view_run ring_run = {"r1", "collective", "ring", "shm", 4, 0, 0, -1};
+static const rs_view_run ddp_run = {"r2", "train", "ddp", "shm", 4, 6, 1, -1};
+
+static void test_ring(void)
+{
+    /* mid-operation: 19 lines in, the ranks are at steps 3 and 4 of 6 */
+    rs_view_model *vm = load("ring4.lines", 19, &ring_run);
+    RS_CHECK(vm->coll.active && vm->coll.steps == 6, "ring mid: active %d steps %d", vm->coll.active, vm->coll.steps);
+    char *a = draw(vm, 80, 24, "ring4-mid-80x24.txt", NULL);
+    char *b = draw(vm, 160, 48, "ring4-mid-160x48.txt", NULL);
+    RS_CHECK(strstr(a, "of 6") && strstr(b, "of 6"), "ring mid: no 'step k of 6'");
+    RS_CHECK(strstr(b, "r0 -c1-> r1"), "ring mid: no move of rank 0 listed");
+    RS_CHECK(strstr(a, "moved 4.25 MiB") || strstr(a, "moved"), "ring mid: no bytes moved");
+    free(a);
+    free(b);
+    rs_view_model_free(vm);
+
+    vm = load("ring4.lines", -1, &ring_run);
+    RS_CHECK(!vm->coll.active && vm->coll.ended == 4 && vm->coll.algbw > 0, "ring end: ended %d algbw %g",
+             vm->coll.ended, vm->coll.algbw);
+    RS_CHECK(vm->coll.moved == 24ull * 262144, "ring end: moved %llu bytes, want 6 steps x 4 ranks x 256 KiB",
+             (unsigned long long)vm->coll.moved);
+    RS_CHECK_CLOSE(vm->coll.busbw, vm->coll.algbw * 1.5, 1e-12, 1e-9, "busbw = algbw * 2(n-1)/n");
+    a = draw(vm, 80, 24, "ring4-end-80x24.txt", "ring4-end-80x24-ascii.txt");
+    b = draw(vm, 160, 48, "ring4-end-160x48.txt", NULL);
+    RS_CHECK(strstr(b, "busbw") && strstr(b, "[r0] rank 0: in"), "ring end: no busbw or rank-prefixed log");
+    free(a);
+    free(b);
+    rs_view_model_free(vm);
+}
+
+static void test_ddp(void)
+{
+    rs_view_model *vm = load("ddp4.lines", 112, &ddp_run);
+    char *a = draw(vm, 80, 24, "ddp4-mid-80x24.txt", NULL);
+    char *b = draw(vm, 160, 48, "ddp4-mid-160x48.txt", NULL);
+    free(a);
+    free(b);
+    rs_view_model_free(vm);
+
+    vm = load("ddp4.lines", -1, &ddp_run);
+    for (int r = 0; r < 4; r++) {
+        RS_CHECK(vm->ranks[r].step == 6 && vm->ranks[r].state == RS_VIEW_ST_DONE && vm->ranks[r].n_loss == 6,
+                 "ddp rank %d: step %lld state %d losses %d", r, (long long)vm->ranks[r].step, vm->ranks[r].state,
+                 vm->ranks[r].n_loss);
+        RS_CHECK(vm->ranks[r].has_mem && vm->ranks[r].live[RS_POOL_PARAMS] == 940608, "ddp rank %d params bytes", r);
+    }
+    a = draw(vm, 80, 24, "ddp4-end-80x24.txt", "ddp4-end-80x24-ascii.txt");
+    b = draw(vm, 160, 48, "ddp4-end-160x48.txt", "ddp4-end-160x48-ascii.txt");
+    /* the timeline shows the phases; the rank panes the bytes */
+    RS_CHECK(strstr(a, "FB") || strstr(a, "Fb") || strstr(a, "fb"), "ddp 80x24: no forward then backward");
+    RS_CHECK(strstr(b, "C"), "ddp 160x48: no communication");
+    RS_CHECK(strstr(b, "919 KiB") && strstr(b, "1.79 MiB"), "ddp 160x48: no pool bytes in the rank boxes");
+    RS_CHECK(strstr(b, "rank 3") && strstr(a, "r3"), "ddp: rank panes");
+    free(a);
+    free(b);
+    rs_view_model_free(vm);
+}
+
+static int overlap(rs_view_rect a, rs_view_rect b)
+{
+    if (a.w <= 0 || a.h <= 0 || b.w <= 0 || b.h <= 0) return 0;
+    return a.x < b.x + b.w && b.x < a.x + a.w && a.y < b.y + b.h && b.y < a.y + a.h;
+}
+
+static void test_layout(void)
+{
+    int bad = 0;
+    for (int w = 80; w <= 200 && bad < 5; w++)
+        for (int h = 24; h <= 60 && bad < 5; h++)
+            for (int n = 1; n <= 16 && bad < 5; n++) {
+                rs_view_layout l = rs_view_layout_for(w, h, n);
+                rs_view_rect r[5] = {l.header, l.ranks, l.coll, l.timeline, l.log};
+                bool ok = !l.too_small;
+                for (int i = 0; i < 5; i++) {
+                    ok = ok && r[i].x >= 0 && r[i].y >= 0 && r[i].w >= 0 && r[i].h >= 0 && r[i].x + r[i].w <= w &&
+                         r[i].y + r[i].h <= h;
+                    for (int j = i + 1; j < 5; j++) ok = ok && !overlap(r[i], r[j]);
+                }
+                /* every pane gets a usable size on a screen we claim to support */
+                ok = ok && l.ranks.h >= 2 && l.coll.h >= 4 && l.coll.w >= 30 && l.timeline.h >= 3 && l.log.h >= 3;
+                ok = ok && (l.boxes ? l.boxes == (n < 8 ? n : 8) : 1);
+                if (!ok) {
+                    bad++;
+                    RS_CHECK(0, "layout %dx%d world %d: header %d,%d %dx%d ranks %d,%d %dx%d coll %d,%d %dx%d "
+                                "timeline %d,%d %dx%d log %d,%d %dx%d", w, h, n, r[0].x, r[0].y, r[0].w, r[0].h,
+                             r[1].x, r[1].y, r[1].w, r[1].h, r[2].x, r[2].y, r[2].w, r[2].h, r[3].x, r[3].y, r[3].w,
+                             r[3].h, r[4].x, r[4].y, r[4].w, r[4].h);
+                }
+            }
+    RS_CHECK(rs_view_layout_for(79, 24, 4).too_small && rs_view_layout_for(80, 23, 4).too_small, "too small");
+    rs_view_model *vm = rs_view_model_new(NULL);
+    rs_view_screen *s = rs_view_screen_new(60, 20, NULL);
+    rs_view_opts o = rs_view_opts_detect("xterm", NULL, true);
+    rs_view_draw(s, vm, 0, &o);
+    RS_CHECK(strstr(rs_view_screen_text(s), "terminal too small: need 80x24"), "small screen message");
+    /* 16 ranks from 80x24 to 200x60 draw without writing outside (ASan) and name the last rank somewhere */
+    rs_view_run run = {"r3", "train", "ddp", "shm", 16, 10, 1, 0};
+    rs_view_set_run(vm, &run);
+    for (int w = 80; w <= 200; w += 40)
+        for (int h = 24; h <= 60; h += 12) {
+            rs_view_screen_resize(s, w, h, NULL);
+            rs_view_draw(s, vm, 1, &o);
+            RS_CHECK(strstr(rs_view_screen_text(s), "world 16"), "%dx%d: header", w, h);
+        }
+    rs_view_screen_free(s);
+    rs_view_model_free(vm);
+}
+
+static uint64_t rng = 88172645463325252ull;
+static uint64_t next(void)
+{
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return rng;
+}
+
+static void test_junk(void)
+{
+    rs_view_model *vm = rs_view_model_new(NULL);
+    rs_view_set_run(vm, &ddp_run);
+    static const char *const junk[] = {
+        "@ev", "@ev s", "@ev s all_reduce ring 1 0 6 0 1 0 8 0", "@ev s all_reduce ring 1 0 6 99999 1 0 8 0 1.0",
+        "@ev s all_reduce ring 1 0 6 -5 1 0 8 0 1.0", "@ev x all_reduce ring 1 0 6 0 1 0 8 0 1.0",
+        "@ev s all_reduce ring 1 0 6 0 1 0 8 0 nan", "@phase 0 1 forward 2.0 1.0", "@phase 0 1 dancing 1.0 2.0",
+        "@phase 70 1 forward 1.0 2.0", "@mem 0 1 1 2 3", "@step 0 1 0 nan 0.1 100", "@step -1 1 0 1 0.1 100",
+        "@comm 0 1 all_reduce 0 100 inf 2", "@", "@@@@", "@done", "\xff\xfe\xc3", "plain \x1b[31mred\x1b[0m",
+    };
+    for (size_t i = 0; i < sizeof junk / sizeof junk[0]; i++) rs_view_feed_line(vm, 0, junk[i]);
+    RS_CHECK(vm->ignored >= 12, "junk ignored: %llu", (unsigned long long)vm->ignored);
+    RS_CHECK(vm->dropped >= 1, "rank 99999/70 dropped: %llu", (unsigned long long)vm->dropped);
+    RS_CHECK(vm->ranks[0].n_loss == 1, "a NaN loss is kept (and drawn as '!')");
+
+    /* mutations of the real lines: bytes flipped, cut, digits changed; nothing may crash or leak */
+    char path[1024];
+    snprintf(path, sizeof path, "%s/ddp4.lines", srcdir);
+    char *all = slurp(path);
+    RS_CHECK(all != NULL, "read %s", path);
+    rs_view_screen *s = rs_view_screen_new(160, 48, NULL);
+    rs_view_opts o = rs_view_opts_detect("xterm", NULL, true);
+    for (int round = 0; round < 3000 && all; round++) {
+        size_t len = strlen(all);
+        size_t at = next() % len;
+        while (at > 0 && all[at - 1] != '\n') at--;
+        const char *nl = strchr(all + at, '\n');
+        size_t ll = nl ? (size_t)(nl - (all + at)) : strlen(all + at);
+        char line[512];
+        if (ll >= sizeof line) ll = sizeof line - 1;
+        memcpy(line, all + at + 2, ll > 2 ? ll - 2 : 0); /* without the "R " the merge put in front */
+        line[ll > 2 ? ll - 2 : 0] = 0;
+        size_t n = strlen(line);
+        for (int k = 0; k < 3 && n; k++) {
+            size_t p = next() % n;
+            switch (next() % 4) {
+            case 0: line[p] = (char)(next() & 0xff); break;
+            case 1: line[p] = (char)('0' + next() % 10); break;
+            case 2: line[p] = 0; break;
+            case 3: line[p] = '-'; break;
+            }
+            if (line[p] == 0) break;
+        }
+        rs_view_feed_line(vm, (int)(next() % 6) - 1, line);
+        if (round % 500 == 0) rs_view_draw(s, vm, vm->t_last, &o);
+    }
+    rs_view_draw(s, vm, vm->t_last, &o);
+    /* bounded: the log keeps its last RS_VIEW_LOG_N lines, the spans their ring */
+    for (int i = 0; i < 1000; i++) rs_view_feed_log(vm, i % 4, "a log line");
+    RS_CHECK(vm->n_log == RS_VIEW_LOG_N, "log lines kept: %d", vm->n_log);
+    for (int i = 0; i < 3 * RS_VIEW_SPAN_N; i++) {
+        char l[128];
+        snprintf(l, sizeof l, "@phase 1 %d forward %d.0 %d.5", i, i, i);
+        rs_view_feed_line(vm, 1, l);
+    }
+    RS_CHECK(vm->ranks[1].n_span == RS_VIEW_SPAN_N && rs_view_span_at(&vm->ranks[1], 0)->step == 3 * RS_VIEW_SPAN_N - 1,
+             "span ring");
+    rs_view_draw(s, vm, vm->t_last, &o);
+    rs_view_screen_free(s);
+    free(all);
+    rs_view_model_free(vm);
+}
+
+int main(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--update")) update = 1;
+        else srcdir = argv[i];
+    }
+    test_layout();
+    test_junk();
+    test_ring();
+    test_ddp();
+    return rs_test_finish("view");
+}
