@@ -22,6 +22,7 @@
 #include "lang/value.h"
 #include "repl_log.h"
 #include "session.h"
+#include "view_live.h"
 
 /* ---------------------------------------------------------------- one job across ranks */
 
@@ -59,6 +60,15 @@ typedef struct dist_job {
     bool evaluated;
     int ckpts;
     int64_t last_ckpt_step;
+    /* the live dashboard (view_live.h); NULL without a terminal, with view=off, or after `q` */
+    rs_live *live;
+    rs_view_model *dump_vm;  /* RINGSIDE_VIEW_DUMP=FILE: the same model fed headless, its last frame saved */
+    /* step=1: the ranks wait on store key "step/<coll>/<k>" before step k; the REPL sets it on a key */
+    bool stepwise;
+    rs_store *step_store;    /* owned: the REPL's own client of the store it hosts */
+    uint64_t step_coll;      /* the collective whose steps are counted */
+    int step_max;            /* highest step index a rank reported (-1: none yet) */
+    int step_next;           /* the next step index to release */
 } dist_job;
 
 static void keep_line(dist_job *j, int rank, const char *line)
@@ -224,6 +234,109 @@ static void train_line(dist_job *j, const rs_train_line *t)
     }
 }
 
+/* ---------------------------------------------------------------- the live view's side of a job */
+
+/* A rank's monotonic stamp as the session log keeps it (unix seconds lose the bits below ~0.2 us) and
+ * back: the model sees the times a replay of the log will see, so both draw the same frame. */
+static double logged_time(const dist_job *j, double t) { return (t + j->mono_to_unix) - j->mono_to_unix; }
+
+/* Every line of every rank goes to the dashboard's model as it came. */
+static void view_feed(dist_job *j, int rank, int is_stderr, const char *line)
+{
+    rs_view_model *vms[2] = {j->live ? rs_live_model(j->live) : NULL, j->dump_vm};
+    if (!vms[0] && !vms[1]) return;
+    rs_pg_event ev;
+    rs_train_line tl;
+    char buf[RS_VIEW_LOG_W + 16];
+    bool is_ev = !is_stderr && rs_wire_parse_event(line, &ev), is_tl = !is_ev && !is_stderr && rs_wire_parse_train(line, &tl);
+    if (is_ev) ev.t = logged_time(j, ev.t);
+    if (is_tl) tl.t0 = logged_time(j, tl.t0), tl.t1 = logged_time(j, tl.t1);
+    if (is_stderr) snprintf(buf, sizeof buf, "stderr: %s", line); /* never parsed as a machine line */
+    for (int i = 0; i < 2; i++) {
+        if (!vms[i]) continue;
+        if (is_ev) rs_view_feed_event(vms[i], &ev);
+        else if (is_tl) rs_view_feed_train(vms[i], &tl);
+        else rs_view_feed_line(vms[i], rank, is_stderr ? buf : line);
+    }
+}
+
+/* JSON string body of s (quotes, backslashes and control characters escaped), cut to fit out. */
+static void json_text(char *out, size_t cap, const char *s)
+{
+    size_t o = 0;
+    for (; *s && o + 7 < cap; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\') out[o++] = '\\', out[o++] = (char)ch;
+        else if (ch < 0x20) o += (size_t)snprintf(out + o, cap - o, "\\u%04x", ch);
+        else out[o++] = (char)ch;
+    }
+    out[o] = 0;
+}
+
+/* A rank's plain line into the session log (kind 'log', detail {"text": ...}), so `view run N` can show
+ * the log pane the live view showed. */
+static void log_plain(dist_job *j, int rank, int is_stderr, const char *line)
+{
+    char text[512], detail[560];
+    json_text(text, sizeof text, line);
+    snprintf(detail, sizeof detail, "{\"text\":\"%s\"}", text);
+    rs_slog_event_info e = RS_SLOG_EVENT_INIT;
+    e.rank = rank;
+    e.t = rs_pg_now() + j->mono_to_unix;
+    e.kind = "log";
+    e.name = is_stderr ? "stderr" : "stdout";
+    e.detail_json = detail;
+    rs_log_event(j->s, j->run, &e);
+}
+
+/* A training rank's @done (its step count, seconds and samples/s), for replays. */
+static void log_done(dist_job *j, const rs_train_line *t)
+{
+    char detail[64];
+    snprintf(detail, sizeof detail, "{\"sps\":%.9g}", t->sps);
+    rs_slog_event_info e = RS_SLOG_EVENT_INIT;
+    e.rank = t->rank;
+    e.t = rs_pg_now() + j->mono_to_unix;
+    e.kind = "done";
+    e.step = t->step;
+    e.value = t->seconds;
+    e.detail_json = detail;
+    rs_log_event(j->s, j->run, &e);
+}
+
+/* step=1: lets the ranks run algorithm step k of the current collective (once some rank reached it). */
+static void step_release(dist_job *j, int k)
+{
+    if (!j->stepwise || !j->step_store || k > j->step_max || k < j->step_next) return;
+    for (; j->step_next <= k; j->step_next++) {
+        char key[64];
+        rs_err e = {0};
+        snprintf(key, sizeof key, "step/%llu/%d", (unsigned long long)j->step_coll, j->step_next);
+        rs_store_set(j->step_store, key, "1", 1, &e);
+    }
+}
+
+static void step_reported(dist_job *j, const rs_pg_event *ev)
+{
+    if (j->step_max < 0 || ev->coll > j->step_coll) {
+        j->step_coll = ev->coll;
+        j->step_next = 0;
+        j->step_max = -1;
+    } else if (ev->coll < j->step_coll) return;
+    if (ev->step > j->step_max) j->step_max = ev->step;
+    if (!j->live) step_release(j, j->step_max); /* nobody is stepping: let them run */
+}
+
+/* `q`: the view goes, the run goes on in the foreground with plain lines. */
+static void leave_view(dist_job *j)
+{
+    rs_live_end(j->live);
+    j->live = NULL;
+    fprintf(j->s->out, "%s: left the dashboard; the run goes on\n", j->what);
+    fflush(j->s->out);
+    step_release(j, j->step_max);
+}
+
 static void on_line(void *ud, int rank, int is_stderr, const char *line)
 {
     dist_job *j = ud;
@@ -236,6 +349,7 @@ static void on_line(void *ud, int rank, int is_stderr, const char *line)
         is_stderr = !strcmp(which, "stderr");
         line += used;
     }
+    view_feed(j, line_owner(line, rank), is_stderr, line);
     if (!is_stderr && line[0] == '@') {
         rs_pg_event ev;
         rs_bench_row row;
@@ -244,6 +358,7 @@ static void on_line(void *ud, int rank, int is_stderr, const char *line)
         double secs;
         if (rs_wire_parse_event(line, &ev)) {
             log_trace(j, &ev);
+            if (j->stepwise && ev.kind == RS_PG_EV_STEP) step_reported(j, &ev);
             return;
         }
         if (rs_wire_parse_check(line, &r, &wrong, &secs)) {
@@ -260,11 +375,13 @@ static void on_line(void *ud, int rank, int is_stderr, const char *line)
         }
         rs_train_line tl;
         if (rs_wire_parse_train(line, &tl)) {
+            if (tl.kind == RS_TL_DONE) log_done(j, &tl);
             train_line(j, &tl);
             return;
         }
     }
     int owner = line_owner(line, rank);
+    if (line[0] != '@') log_plain(j, owner, is_stderr, line);
     if (j->collect && !is_stderr) {
         keep_line(j, owner, line);
         return;
@@ -277,6 +394,11 @@ static void on_line(void *ud, int rank, int is_stderr, const char *line)
 static int stop_requested(void *ud)
 {
     dist_job *j = ud;
+    if (j->live) {
+        int k = rs_live_tick(j->live);
+        if (k & RS_LIVE_NEXT) step_release(j, j->step_next);
+        if (k & RS_LIVE_QUIT) leave_view(j);
+    }
     return j->s->interrupt && *j->s->interrupt;
 }
 
@@ -337,9 +459,42 @@ static int run_ranks(dist_job *j, const char *const *job_args, int nargs, double
     if (n <= 0) return rs_session_error(s, c, (size_t)-1, 0, "%s: cannot find the ringside binary to start ranks", j->what);
     exe[n] = 0;
 
+    /* the dashboard: on a terminal unless view=off; step=1 needs it (a person presses the keys) */
+    bool want_view = rs_call_bool(c, "view", true);
+    j->stepwise = !strcmp(j->what, "collective") && rs_call_bool(c, "step", false);
+    j->step_max = -1;
+    if (j->stepwise && (!want_view || !rs_live_possible(s) || be->needs_launcher || !be->ops->transport)) {
+        rs_log_run_end(s, j->run, "failed", 0, NULL, "step=1 refused");
+        return rs_session_error(s, c, rs_call_opt(c, "step")->pos, 6,
+                                "%s: step=1 waits for a key between algorithm steps, so it needs the live view on a "
+                                "terminal (not view=off, a script or a pipe) and a backend with algorithm steps (shm, "
+                                "tcp)", j->what);
+    }
+    char run_id[32];
+    snprintf(run_id, sizeof run_id, "r%lld", (long long)j->run);
+    rs_view_run vr = {.id = j->run > 0 ? run_id : NULL, .kind = j->what, .backend = j->backend, .world = j->world,
+                      .mode = !strcmp(j->what, "train") ? rs_call_str(c, "mode", NULL) : NULL, .t_start = -1};
+    const char *dump = getenv("RINGSIDE_VIEW_DUMP");
+    if (dump && *dump && (j->dump_vm = rs_view_model_new(&e)) != NULL) rs_view_set_run(j->dump_vm, &vr);
+
+    /* the replay's way back from the log's unix times to the ranks' clock (see logged_time) */
+    rs_slog_event_info clock = RS_SLOG_EVENT_INIT;
+    clock.kind = "clock";
+    clock.value = j->mono_to_unix;
+    rs_log_event(s, j->run, &clock);
+
     rs_store_server *srv = NULL;
-    if (!be->needs_launcher && rs_store_server_start("127.0.0.1", 0, &srv, &e))
+    if (!be->needs_launcher && rs_store_server_start("127.0.0.1", 0, &srv, &e)) {
+        rs_view_model_free(j->dump_vm);
+        j->dump_vm = NULL;
         return rs_session_error(s, c, (size_t)-1, 0, "%s: starting the rendezvous store: %s", j->what, e.msg);
+    }
+    if (j->stepwise && rs_store_connect("127.0.0.1", rs_store_server_port(srv), timeout_s, &j->step_store, &e)) {
+        rs_store_server_stop(srv);
+        rs_view_model_free(j->dump_vm);
+        j->dump_vm = NULL;
+        return rs_session_error(s, c, (size_t)-1, 0, "%s: connecting to the rendezvous store: %s", j->what, e.msg);
+    }
 
     char world[16], port[16], group[48], tmo[32];
     snprintf(world, sizeof world, "%d", j->world);
@@ -362,7 +517,8 @@ static int run_ranks(dist_job *j, const char *const *job_args, int nargs, double
     argv[a++] = group;
     argv[a++] = tmo;
     argv[a++] = "store=launcher";
-    for (int i = 0; i < nargs && a < 62; i++) argv[a++] = job_args[i];
+    for (int i = 0; i < nargs && a < 61; i++) argv[a++] = job_args[i];
+    if (j->stepwise) argv[a++] = "stepwise=1";
     argv[a] = NULL;
 
     rs_launch_cfg cfg = {.nranks = be->needs_launcher ? 1 : j->world, .argv = argv,
@@ -370,10 +526,30 @@ static int run_ranks(dist_job *j, const char *const *job_args, int nargs, double
                          .on_line = on_line, .line_ud = j, .should_stop = stop_requested, .stop_ud = j};
     rs_launch *l = NULL;
     rs_launch_result res;
+    if (want_view) j->live = rs_live_start(s, &vr);
+    if (j->live && j->stepwise) rs_live_status(j->live, "step=1: n / Enter / Right for the next step");
     rs_status st = rs_launch_start(&cfg, &l, &e);
     if (!st) st = rs_launch_wait(l, 0, &res, &e);
     rs_launch_free(l);
+    if (j->live && j->stepwise && !st) {
+        /* the last step's picture stays until a key: the lesson ends when the teacher says so */
+        rs_live_status(j->live, "done: press n, Enter or q");
+        while (!(rs_live_tick(j->live) & (RS_LIVE_NEXT | RS_LIVE_QUIT | RS_LIVE_STOP))) usleep(20000);
+    }
+    rs_live_end(j->live);
+    j->live = NULL;
+    rs_store_close(j->step_store);
+    j->step_store = NULL;
     rs_store_server_stop(srv);
+    if (j->dump_vm) {
+        char *text = rs_live_frame_text(j->dump_vm, 100, 30);
+        FILE *f = fopen(dump, "w");
+        if (f && text) fputs(text, f);
+        if (f) fclose(f);
+        free(text);
+        rs_view_model_free(j->dump_vm);
+        j->dump_vm = NULL;
+    }
     if (st == RS_ERR_CANCELLED) {
         rs_log_run_end(s, j->run, "cancelled", 0, NULL, "stopped by Ctrl-C");
         return rs_session_error(s, c, (size_t)-1, 0, "%s: stopped (Ctrl-C); the ranks were ended", j->what);

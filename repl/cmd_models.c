@@ -7,6 +7,8 @@
 #include "engine/ckpt/checkpoint.h"
 #include "engine/cpu/blas.h"
 #include "engine/data/source.h"
+#include "onnx/graph.h"
+#include "onnx/import.h"
 #include "engine/nn/spec.h"
 #include "call.h"
 #include "repl_log.h"
@@ -33,10 +35,55 @@ static int check_name(rs_session *s, const rs_call *c)
     return 0;
 }
 
+/* `model m = onnx FILE`: a trainable model when the graph is a plain sequence of engine layers,
+ * else the graph itself, which eval and predict run. */
+static int model_from_onnx(rs_session *s, const rs_call *c, const char *path, size_t path_pos)
+{
+    rs_err err = {0};
+    rs_onnx_graph *g = NULL;
+    if (rs_onnx_load(path, &g, &err)) return rs_session_error(s, c, path_pos, strlen(path), "model: %s", err.msg);
+    rs_model *m = NULL;
+    rs_err why = {0};
+    rs_obj o = {.kind = RS_OBJ_MODEL};
+    snprintf(o.name, sizeof o.name, "%s", c->bind);
+    if (rs_onnx_to_model(g, c->bind, &m, &why) == RS_OK) {
+        rs_onnx_graph_free(g);
+        o.model = m;
+        o.spec = rs_model_spec(m);
+    } else {
+        o.graph = g;
+        size_t n = strlen(path) + 8;
+        o.spec = malloc(n);
+        if (o.spec) snprintf(o.spec, n, "onnx %s", path);
+    }
+    if (!o.spec || !rs_session_put(s, &o)) {
+        rs_model_free(o.model);
+        rs_onnx_graph_free(o.graph);
+        free(o.spec);
+        return rs_session_error(s, c, (size_t)-1, 0, "out of memory");
+    }
+    if (m)
+        fprintf(s->out, "model %s: imported from %s as %s (%zu parameters): it trains, saves and exports like any model\n",
+                c->bind, path, o.spec, rs_model_param_count(m));
+    else
+        fprintf(s->out, "model %s: imported from %s as an inference graph (input %zu values, output %zu); it runs with "
+                        "eval and predict but does not train: %s\n",
+                c->bind, path, rs_onnx_graph_input_numel(g), rs_onnx_graph_output_numel(g), why.msg);
+    return 0;
+}
+
 int rs_cmd_model(rs_session *s, const rs_call *c)
 {
     if (check_name(s, c)) return 1;
     rs_err err = {0};
+    if (!strncmp(c->rest, "onnx ", 5)) {
+        const char *p = c->rest + 5;
+        while (*p == ' ') p++;
+        char path[1024];
+        snprintf(path, sizeof path, "%s", p);
+        for (size_t n = strlen(path); n && path[n - 1] == ' '; n--) path[n - 1] = 0;
+        return model_from_onnx(s, c, path, c->rest_pos + (size_t)(p - c->rest));
+    }
     size_t pos = (size_t)-1;
     rs_model *m = NULL;
     if (rs_model_parse(c->rest, c->bind, rs_device_cpu(), NULL, seed_opt(s, c), &m, &pos, &err)) {
@@ -191,6 +238,13 @@ int rs_cmd_show(rs_session *s, const rs_call *c)
         show_data(s, o);
         return 0;
     }
+    if (!o->model) { /* an imported ONNX graph */
+        char *gs = rs_onnx_graph_summary(o->graph);
+        if (gs) fputs(gs, s->out);
+        free(gs);
+        fprintf(s->out, "from: %s\n", o->spec);
+        return 0;
+    }
     char *sum = rs_model_summary(o->model);
     fputs(sum, s->out);
     free(sum);
@@ -212,7 +266,8 @@ int rs_cmd_ls(rs_session *s, const rs_call *c)
         const rs_obj *o = &s->objs[i];
         char what[64];
         if (o->kind == RS_OBJ_MODEL) {
-            snprintf(what, sizeof what, "%zu parameters", rs_model_param_count(o->model));
+            if (o->model) snprintf(what, sizeof what, "%zu parameters", rs_model_param_count(o->model));
+            else snprintf(what, sizeof what, "ONNX inference graph");
             fprintf(s->out, "  %-12s model  %-28s %s\n", o->name, what, o->spec);
         } else {
             snprintf(what, sizeof what, "%u+%u samples %dx%dx%d", o->data.train->n, o->data.test ? o->data.test->n : 0,

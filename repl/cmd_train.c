@@ -1,11 +1,13 @@
 /* Commands that run models: train, eval, predict. Training reports through the engine's observer
  * callback to the progress bar and the session log; Ctrl-C is polled between steps. */
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/train/dp.h"
+#include "onnx/graph.h"
 #include "engine/train/train.h"
 #include "progress.h"
 #include "repl_log.h"
@@ -62,9 +64,25 @@ static void operands(rs_session *s, const rs_call *c, rs_obj **m, rs_obj **d)
     *d = rs_session_find(s, c->args[2]);
 }
 
+/* Forward of an imported ONNX graph for eval and predict: logits (B x classes) into a buffer. */
+static rs_status graph_logits(rs_obj *m, const float *x, int B, float *out, rs_err *err)
+{
+    return rs_onnx_run(m->graph, x, B, out, err);
+}
+
 static int fit_check(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d)
 {
     rs_err err = {0};
+    if (!m->model) {
+        size_t in = rs_onnx_graph_input_numel(m->graph), out = rs_onnx_graph_output_numel(m->graph);
+        size_t per = rs_dataset_sample_numel(d->data.train);
+        if (in != per || (int)out != d->data.train->n_classes)
+            return rs_session_error(s, c, c->arg_pos[2], strlen(c->args[2]),
+                                    "%s: %s takes %zu values and gives %zu scores; %s's samples have %zu values and %d "
+                                    "classes",
+                                    c->cmd->name, m->name, in, out, d->name, per, d->data.train->n_classes);
+        return 0;
+    }
     if (rs_train_check_data(m->model, d->data.train, &err))
         return rs_session_error(s, c, c->arg_pos[2], strlen(c->args[2]), "%s: %s", c->cmd->name, err.msg);
     return 0;
@@ -192,6 +210,38 @@ static const rs_dataset *split_of(const rs_call *c, rs_obj *d)
     return train || !d->data.test || !d->data.test->n ? d->data.train : d->data.test;
 }
 
+/* rs_evaluate's accuracy and mean cross-entropy, for an imported graph. */
+static rs_status graph_evaluate(rs_obj *m, const rs_dataset *ds, int batch, double *acc, double *loss, rs_err *err)
+{
+    size_t per = rs_dataset_sample_numel(ds);
+    int C = (int)rs_onnx_graph_output_numel(m->graph);
+    if (batch < 1) batch = 256;
+    float *z = malloc((size_t)batch * (size_t)C * sizeof *z); /* owned here */
+    if (!z) return rs_err_set(err, RS_ERR_NOMEM, "out of memory for a batch of %d", batch);
+    double correct = 0, lsum = 0;
+    rs_status st = RS_OK;
+    for (uint32_t i = 0; i < ds->n && !st; i += (uint32_t)batch) {
+        int B = (int)(ds->n - i < (uint32_t)batch ? ds->n - i : (uint32_t)batch);
+        st = graph_logits(m, ds->x + (size_t)i * per, B, z, err);
+        for (int b = 0; b < B && !st; b++) {
+            const float *r = z + (size_t)b * C;
+            int best = 0;
+            double mx = r[0], se = 0;
+            for (int j = 1; j < C; j++)
+                if (r[j] > r[best]) best = j;
+            mx = r[best];
+            for (int j = 0; j < C; j++) se += exp((double)r[j] - mx);
+            int y = ds->y[i + (uint32_t)b];
+            correct += best == y;
+            lsum += log(se) + mx - (double)r[y];
+        }
+    }
+    free(z);
+    *acc = ds->n ? correct / ds->n : 0;
+    *loss = ds->n ? lsum / ds->n : 0;
+    return st;
+}
+
 int rs_cmd_eval(rs_session *s, const rs_call *c)
 {
     rs_obj *m, *d;
@@ -201,7 +251,9 @@ int rs_cmd_eval(rs_session *s, const rs_call *c)
     double acc, loss;
     rs_err err = {0};
     int64_t run = rs_log_run_begin(s, "eval", m->name, m->spec, d->name, c);
-    if (rs_evaluate(m->model, ds, (int)rs_call_int(c, "batch", 256), &acc, &loss, &err)) {
+    rs_status est = m->model ? rs_evaluate(m->model, ds, (int)rs_call_int(c, "batch", 256), &acc, &loss, &err)
+                             : graph_evaluate(m, ds, (int)rs_call_int(c, "batch", 256), &acc, &loss, &err);
+    if (est) {
         rs_log_run_end(s, run, "failed", 0, NULL, err.msg);
         return rs_session_error(s, c, (size_t)-1, 0, "eval: %s", err.msg);
     }
@@ -267,16 +319,27 @@ int rs_cmd_predict(rs_session *s, const rs_call *c)
     }
     const float *logits;
     rs_err err = {0};
-    bool was = rs_model_training(m->model);
-    rs_model_set_training(m->model, false);
-    rs_status st = rs_model_forward(m->model, x, (int)n, &logits, &err);
-    rs_model_set_training(m->model, was);
+    rs_status st;
+    float *gz = NULL; /* an imported graph's scores (owned here) */
+    int C;
+    if (m->model) {
+        bool was = rs_model_training(m->model);
+        rs_model_set_training(m->model, false);
+        st = rs_model_forward(m->model, x, (int)n, &logits, &err);
+        rs_model_set_training(m->model, was);
+        C = rs_model_classes(m->model);
+    } else {
+        C = (int)rs_onnx_graph_output_numel(m->graph);
+        gz = malloc((size_t)n * (size_t)C * sizeof *gz);
+        st = gz ? graph_logits(m, x, (int)n, gz, &err) : rs_err_set(&err, RS_ERR_NOMEM, "out of memory");
+        logits = gz;
+    }
     if (st) {
         free(x);
         free(y);
+        free(gz);
         return rs_session_error(s, c, (size_t)-1, 0, "predict: %s", err.msg);
     }
-    int C = rs_model_classes(m->model);
     bool image = ds->h > 1 && ds->w > 1;
     const int per_row = 4;
     for (int base = 0; base < n; base += per_row) {
@@ -310,5 +373,6 @@ int rs_cmd_predict(rs_session *s, const rs_call *c)
     }
     free(x);
     free(y);
+    free(gz);
     return 0;
 }

@@ -28,10 +28,12 @@ int rs_cmd_set(rs_session *, const rs_call *);
 int rs_cmd_help(rs_session *, const rs_call *);
 int rs_cmd_quit(rs_session *, const rs_call *);
 int rs_cmd_version(rs_session *, const rs_call *);
+int rs_cmd_onnx(rs_session *, const rs_call *);
 int rs_cmd_collective(rs_session *, const rs_call *);
 int rs_cmd_bench(rs_session *, const rs_call *);
 int rs_cmd_p2p(rs_session *, const rs_call *);
 int rs_cmd_backends(rs_session *, const rs_call *);
+int rs_cmd_view(rs_session *, const rs_call *);
 
 static const char *const opt_kinds[] = {"sgd", "adam", "adamw", NULL};
 static const char *const sched_kinds[] = {"constant", "step", "cosine", NULL};
@@ -81,6 +83,7 @@ static const rs_optdef train_opts[] = {
      (const char *const[]){"none", "cpu", NULL}},
     {"overlap", RS_T_BOOL, "on", "ddp: all-reduce buckets during backward", NULL},
     {"timeout", RS_T_DURATION, "60s", "ddp/fsdp: a rank waiting this long for another fails, naming it", NULL},
+    {"view", RS_T_BOOL, "on", "ddp/fsdp: live dashboard while the ranks run (on a terminal)", NULL},
     {NULL, 0, NULL, NULL, NULL},
 };
 
@@ -120,6 +123,11 @@ static const rs_optdef play_opts[] = {
     {NULL, 0, NULL, NULL, NULL},
 };
 
+static const rs_optdef view_opts[] = {
+    {"speed", RS_T_FLOAT, "1", "playback speed (0.001: a millisecond collective takes a second)", NULL},
+    {NULL, 0, NULL, NULL, NULL},
+};
+
 static const char *const backend_kinds[] = {"shm", "tcp", "mpi", "nccl", NULL};
 static const char *const algo_kinds[] = {"auto", "ring", "tree", "recursive-doubling", NULL};
 static const char *const redop_kinds[] = {"sum", "product", "min", "max", "avg", NULL};
@@ -139,6 +147,8 @@ static const rs_optdef collective_opts[] = {
     {"algo", RS_T_ENUM, "auto", "shm/tcp all_reduce algorithm", algo_kinds},
     {"root", RS_T_INT, "0", "root rank of broadcast, reduce, scatter, gather", NULL},
     {"show", RS_T_INT, "16", "elements printed per rank", NULL},
+    {"step", RS_T_BOOL, "off", "wait for a key (n, Enter, Right) before each algorithm step (needs a terminal)", NULL},
+    {"view", RS_T_BOOL, "on", "live dashboard while the ranks run (on a terminal)", NULL},
     {NULL, 0, NULL, NULL, NULL},
 };
 
@@ -149,6 +159,7 @@ static const rs_optdef bench_opts[] = {
     {"dtype", RS_T_ENUM, "f32", "element type", coll_dtypes},
     {"algo", RS_T_ENUM, "auto", "shm/tcp all_reduce algorithm", algo_kinds},
     {"iters", RS_T_INT, "0", "timed iterations per size (0: enough to move ~256 MiB)", NULL},
+    {"view", RS_T_BOOL, "on", "live dashboard while the ranks run (on a terminal)", NULL},
     {NULL, 0, NULL, NULL, NULL},
 };
 
@@ -156,6 +167,19 @@ static const rs_optdef p2p_opts[] = {
     DIST_OPTS,
     {"size", RS_T_SIZE, "1M", "message size", NULL},
     {"iters", RS_T_INT, "0", "iterations per measurement (0: automatic)", NULL},
+    {NULL, 0, NULL, NULL, NULL},
+};
+
+static const rs_optdef export_opts[] = {
+    {"opset", RS_T_INT, "17", "ONNX opset to write (13..21)", NULL},
+    {"softmax", RS_T_BOOL, "off", "end the graph with Softmax (output \"probs\" instead of \"logits\")", NULL},
+    {NULL, 0, NULL, NULL, NULL},
+};
+
+static const rs_optdef onnx_opts[] = {
+    {"opset", RS_T_INT, "17", "save: ONNX opset to write", NULL},
+    {"dtype", RS_T_STRING, "float", "input/output/init: element type", NULL},
+    {"seed", RS_T_INT, NULL, "init: random initial values from this seed (0: zeros)", NULL},
     {NULL, 0, NULL, NULL, NULL},
 };
 
@@ -224,6 +248,36 @@ const rs_cmddef rs_commands[] = {
      NULL, false, NULL, {{0}}, 0, p2p_opts, false, rs_cmd_p2p},
     {"backends", "ranks", "backends    which operations each backend has, on CPU and GPU", NULL, false, NULL, {{0}}, 0,
      NULL, false, rs_cmd_backends},
+    {"view", "ranks", "view run N [speed=1]    replay a logged run in the dashboard",
+     "Replays run N of the session log (collective, bench, train across ranks) in the live dashboard's\n"
+     "panes, at speed= times real time. Keys: space pauses, + and - change the speed, Left and Right\n"
+     "scrub back and forth, tab moves the focus between panes, q leaves. Without a terminal it prints\n"
+     "the run's final frame as text (100x30).",
+     false, NULL, {A("run", RS_A_KEYWORD), A("N", RS_A_INT)}, 2, view_opts, false, rs_cmd_view},
+    {"export", "models", "export MODEL FILE.onnx [opset=17] | export session N FILE.ring    ONNX, or a session as a script",
+     "  export MODEL FILE.onnx [opset=17] [softmax=on]\n"
+     "Writes MODEL as an ONNX file: Gemm, Conv, MaxPool, AveragePool, Relu, Gelu, Tanh, Flatten,\n"
+     "LayerNormalization; weights as initializers named after the layers; a symbolic batch dimension.\n"
+     "ONNX Runtime runs it with ringside's answers; `onnx check FILE` says what the ONNX checker would.\n"
+     "  export session N FILE.ring\n"
+     "Writes the commands of a past session of the log as a script that `play` or `ringside FILE` runs.",
+     false, NULL, {A("MODEL|session", RS_A_WORD), A("FILE|N", RS_A_WORD), AOPT("FILE", RS_A_PATH)}, 3, export_opts,
+     false, rs_cmd_export},
+    {"onnx", "models", "onnx show|check FILE | onnx new|input|output|init|node|save ...    inspect or build ONNX",
+     "  onnx show FILE                 inputs, outputs, initializers and nodes\n"
+     "  onnx check FILE                the structural checks of the ONNX checker\n"
+     "Building a graph by hand:\n"
+     "  onnx new gemm                  start a graph\n"
+     "  onnx input X N,4               an input of shape [N, 4] (N: a symbolic batch)\n"
+     "  onnx init W 3,4 seed=1         an initializer (seed 0: zeros)\n"
+     "  onnx init B 3\n"
+     "  onnx node Gemm X,W,B Y \"transB=1\"\n"
+     "  onnx output Y N,3\n"
+     "  onnx save gemm.onnx            write it and check it\n"
+     "Import: model m = onnx FILE (a trainable model when the graph is a plain layer sequence).",
+     false, NULL, {A("WHAT", RS_A_WORD), AOPT("A", RS_A_STRING), AOPT("B", RS_A_STRING), AOPT("C", RS_A_STRING),
+                   AOPT("D", RS_A_STRING)},
+     5, onnx_opts, false, rs_cmd_onnx},
     {"runs", "session log", "runs [n=20]    recent runs from the session log", NULL, false, NULL, {{0}}, 0, runs_opts,
      false, rs_cmd_runs},
     {"compare", "session log", "compare N M    two runs' settings and results side by side", NULL, false, NULL,
@@ -234,8 +288,6 @@ const rs_cmddef rs_commands[] = {
      rs_cmd_history},
     {"replay", "session log", "replay SESSION    run a past session's commands again", NULL, false, NULL,
      {A("SESSION", RS_A_INT)}, 1, NULL, false, rs_cmd_replay},
-    {"export", "session log", "export session N FILE.ring    write a past session as a script", NULL, false, NULL,
-     {A("session", RS_A_KEYWORD), A("N", RS_A_INT), A("FILE", RS_A_PATH)}, 3, NULL, false, rs_cmd_export},
     {"play", "playback", "play FILE|tour [mode=interactive|auto|step]    play a tutorial script", NULL, false, NULL,
      {A("FILE", RS_A_PATH), AOPT("MODE", RS_A_WORD)}, 2, play_opts, false, rs_cmd_play},
     {"say", "playback", "say \"TEXT\"    narration in a tutorial", NULL, false, NULL, {A("TEXT", RS_A_STRING)}, 1,

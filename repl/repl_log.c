@@ -226,8 +226,21 @@ int rs_cmd_replay(rs_session *s, const rs_call *c)
     return r.errors ? 1 : 0;
 }
 
+int rs_cmd_export_onnx(rs_session *s, const rs_call *c); /* repl/cmd_onnx.c */
+
+/* `export session N FILE.ring`, or `export MODEL FILE.onnx` (cmd_onnx.c). */
 int rs_cmd_export(rs_session *s, const rs_call *c)
 {
+    if (strcmp(c->args[0], "session")) return rs_cmd_export_onnx(s, c);
+    if (c->nargs < 3)
+        return rs_session_error(s, c, (size_t)-1, 0, "export session: give the session number and a file: export "
+                                                     "session N FILE.ring");
+    char *end;
+    long long id = strtoll(c->args[1], &end, 10);
+    if (*end || id < 1)
+        return rs_session_error(s, c, c->arg_pos[1], strlen(c->args[1]),
+                                "export session: '%s' is not a session number (`sql \"select id from sessions\"`)",
+                                c->args[1]);
     if (!s->log) return no_log(s, c);
     int n = 0;
     rs_err err = {0};

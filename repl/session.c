@@ -1,6 +1,9 @@
 /* Session state and error reporting (see session.h). */
 #include "session.h"
 
+#include "onnx/build.h"
+#include "onnx/graph.h"
+
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +21,7 @@ rs_session *rs_session_new(FILE *out)
 static void free_obj(rs_obj *o)
 {
     rs_model_free(o->model);
+    rs_onnx_graph_free(o->graph);
     free(o->spec);
     rs_data_pair_free(&o->data);
     memset(o, 0, sizeof *o);
@@ -28,6 +32,7 @@ void rs_session_free(rs_session *s)
     if (!s) return;
     for (int i = 0; i < s->nobjs; i++) free_obj(&s->objs[i]);
     free(s->objs);
+    rs_onnx_builder_free(s->onnx_builder);
     free(s);
 }
 

@@ -18,7 +18,10 @@ typedef enum rs_obj_kind { RS_OBJ_MODEL, RS_OBJ_DATA } rs_obj_kind;
 typedef struct rs_obj {
     char name[64];
     rs_obj_kind kind;
-    rs_model *model;        /* RS_OBJ_MODEL, owned */
+    rs_model *model;        /* RS_OBJ_MODEL, owned; NULL for an imported ONNX graph that is not a plain
+                               sequence of engine layers (then `graph` runs it: eval, predict, show) */
+    void *graph;            /* RS_OBJ_MODEL imported from ONNX without a trainable equivalent:
+                               rs_onnx_graph, owned */
     char *spec;             /* the spec it was built from (owned) */
     rs_data_pair data;      /* RS_OBJ_DATA, owned */
     char source[256];       /* what `data` was given, as rs_data_open reads it ("digits:6000") */
@@ -50,6 +53,7 @@ struct rs_session {
     int errors;             /* errors so far (scripts exit with it) */
     bool warned_log;        /* the log's write failure was reported once */
     char last_error[512];   /* the message of the last error, for the log */
+    void *onnx_builder;     /* the graph `onnx new` started (rs_onnx_builder, owned), or NULL */
 };
 
 rs_session *rs_session_new(FILE *out);

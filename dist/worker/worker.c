@@ -27,6 +27,7 @@ typedef struct wk {
     rs_pg_algo algo;
     uint64_t count, minbytes, maxbytes, size;
     int root, show, trace, iters, warmup;
+    int stepwise; /* 1: before each traced algorithm step, wait for the launcher's key "step/<coll>/<k>" */
     double timeout;
     bool store_from_launcher;
     int die_rank, die_step; /* tests: RINGSIDE_TEST_DIE=RANK:STEP kills that rank mid-operation */
@@ -73,6 +74,10 @@ static int parse_args(wk *w, int argc, char **argv)
         else if (!strcmp(k, "size")) good = parse_u64(v, &w->size);
         else if (!strcmp(k, "minbytes")) good = parse_u64(v, &w->minbytes);
         else if (!strcmp(k, "maxbytes")) good = parse_u64(v, &w->maxbytes);
+        else if (!strcmp(k, "stepwise")) {
+            good = parse_u64(v, &u) && u <= 1;
+            w->stepwise = (int)u;
+        }
         else if (!strcmp(k, "root") || !strcmp(k, "show") || !strcmp(k, "trace") || !strcmp(k, "iters") ||
                  !strcmp(k, "warmup")) {
             good = parse_u64(v, &u) && u < 1000000;
@@ -546,6 +551,19 @@ static void trace_line(void *ud, const rs_pg_event *ev)
     char line[256];
     rs_wire_format_event(line, sizeof line, ev);
     fprintf(w->out, "%s\n", line);
+    if (w->stepwise && ev->kind == RS_PG_EV_STEP && w->store) {
+        /* a class walks through the algorithm: the step is announced, then runs when the REPL's user
+         * presses a key (it sets the key); a teacher may talk for a while, hence the long wait */
+        fflush(w->out);
+        char key[64];
+        snprintf(key, sizeof key, "step/%llu/%d", (unsigned long long)ev->coll, ev->step);
+        void *val = NULL;
+        size_t n = 0;
+        rs_err e = {0};
+        if (rs_store_get(w->store, key, &val, &n, w->timeout > 3600 ? w->timeout : 3600, &e))
+            fprintf(w->errf, "rank %d: step=1: %s\n", w->rank, e.msg);
+        free(val);
+    }
 }
 
 static int join(wk *w)

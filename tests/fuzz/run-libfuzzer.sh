@@ -25,13 +25,15 @@ data="engine/data/dataset.c engine/data/read.c engine/data/idx.c engine/data/fas
 repl="$(cd "$root" && echo engine/data/gen/digits.c engine/data/source.c engine/data/sampler.c engine/data/loader.c engine/optim/*.c engine/train/*.c engine/ckpt/*.c repl/[!m]*.c repl/lang/*.c repl/slog/*.c)"
 # The REPL starts ranks (repl/cmd_dist.c): the dist parts without the optional mpi and nccl backends.
 dist="$(cd "$root" && echo dist/store/*.c dist/launch/*.c dist/pg/*.c dist/shm/*.c dist/tcp/*.c dist/worker/*.c dist/train/*.c)"
+# ... and ONNX (its protobuf-c code generated here from onnx/onnx.proto) and the dashboard.
+onnx="$(cd "$root" && echo onnx/export.c onnx/inspect.c onnx/build.c onnx/import.c onnx/graph.c repl/view/*.c)"
 nn="engine/core/mem.c engine/core/tensor.c engine/core/device.c $(cd "$root" && echo engine/nn/*.c engine/cpu/*.c)"
 target_sources() {
   case $1 in
     idx) echo "tests/fuzz/fuzz_idx.c $core $data" ;;
     csv) echo "tests/fuzz/fuzz_csv.c $core $data" ;;
     spec) echo "tests/fuzz/fuzz_spec.c $core $nn" ;;
-    repl) echo "tests/fuzz/fuzz_repl.c $core $nn $data $repl $dist" ;;
+    repl) echo "tests/fuzz/fuzz_repl.c $core $nn $data $repl $dist $onnx GEN/onnx/onnx.pb-c.c" ;;
     lines) echo "tests/dist/worker/fuzz_lines.c $core $nn dist/worker/lines.c dist/pg/pg.c" ;;
     store) echo "tests/dist/store/fuzz_store.c $core dist/store/wire.c" ;;
     lex) echo "tests/fuzz/fuzz_lex.c repl/lang/lex.c repl/lang/value.c $core $nn" ;;
@@ -40,7 +42,11 @@ target_sources() {
 }
 # The engine's kernels use OpenMP (GCC's runtime, which clang can target) and OpenBLAS.
 libs="-fopenmp=libgomp $(pkg-config --cflags --libs openblas) -lgomp -lz -lm -ljansson -lsqlite3 -lcrypto -lreadline"
-flags="-std=c17 -g -O1 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L -I$root -I$here -I$root/repl -DRS_VERSION=\"fuzz\""
+libs="$libs -lprotobuf-c $(pkg-config --libs ncursesw 2>/dev/null || echo -lncursesw)"
+# The ONNX messages, generated as meson does (sources named GEN/... below live here).
+mkdir -p "$out/gen/onnx"
+protoc-c --proto_path="$root/onnx" --c_out="$out/gen/onnx" "$root/onnx/onnx.proto" || exit 1
+flags="-std=c17 -g -O1 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L -I$root -I$here -I$root/repl -I$out/gen -DRS_VERSION=\"fuzz\""
 
 status=0
 for t in $targets; do
@@ -48,7 +54,8 @@ for t in $targets; do
   src=""
   srcs=""
   for f in $list; do
-    if [ -z "$src" ]; then src="$root/$f"; else srcs="$srcs $root/$f"; fi
+    case $f in GEN/*) p="$out/gen/${f#GEN/}" ;; *) p="$root/$f" ;; esac
+    if [ -z "$src" ]; then src="$p"; else srcs="$srcs $p"; fi
   done
   echo "== fuzz_$t: building"
   # shellcheck disable=SC2086

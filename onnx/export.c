@@ -1,0 +1,264 @@
+/* Model -> ONNX, one layer at a time through the hand builder (onnx/build.c), so export and the
+ * REPL lesson write files the same way. Values are named after the layer that makes them
+ * ("3.conv"), nodes PyTorch-style ("/3/Conv"), and the last value is renamed "logits". */
+#include "onnx/export.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "onnx/build.h"
+
+#define NAME_MAX_LEN 96
+
+typedef struct exporter {
+    rs_onnx_builder *b;
+    rs_model *m;
+    const float *params; /* (numel) host parameters */
+    int opset;
+    char cur[NAME_MAX_LEN]; /* the value the next layer reads */
+    bool have_gelu_consts, have_ln_eps;
+    rs_err *err;
+} exporter;
+
+/* The parameter `suffix` of layer i, or NULL. */
+static const rs_param_info *param_of(const rs_model *m, const rs_layer *l, const char *suffix)
+{
+    char name[64];
+    snprintf(name, sizeof name, "%s.%s", l->name, suffix);
+    return rs_model_find_tensor(m, name);
+}
+
+/* An initializer holding a model tensor, under the model's name for it. */
+static rs_status add_param(exporter *x, const rs_param_info *p)
+{
+    return rs_onnx_builder_initializer(x->b, p->name, p->shape.ndim, p->shape.d, x->params + p->offset, 0, x->err);
+}
+
+static rs_status scalar(exporter *x, const char *name, float v)
+{
+    return rs_onnx_builder_initializer(x->b, name, 0, NULL, &v, 0, x->err);
+}
+
+/* Appends op(inputs) -> "<layer>.<tag>", names the node "/<layer>/<op>[tag]" and makes it current. */
+static rs_status node(exporter *x, const rs_layer *l, const char *op, const char *tag, int n_in,
+                      const char *const *in)
+{
+    char out[NAME_MAX_LEN], nm[NAME_MAX_LEN];
+    snprintf(out, sizeof out, "%s.%s", l->name, tag);
+    snprintf(nm, sizeof nm, "/%s/%s", l->name, tag);
+    const char *outs[1] = {out};
+    rs_status st = rs_onnx_builder_node(x->b, op, n_in, in, 1, outs, NULL, x->err);
+    if (!st) st = rs_onnx_builder_name_last(x->b, nm, x->err);
+    if (!st) snprintf(x->cur, sizeof x->cur, "%s", out);
+    return st;
+}
+
+/* Gemm or Conv: the layer's input, weight and (when it has one) bias. */
+static rs_status weighted(exporter *x, const rs_layer *l, const char *op, const char *tag)
+{
+    const rs_param_info *w = param_of(x->m, l, "weight"), *bias = param_of(x->m, l, "bias");
+    if (!w) return rs_err_set(x->err, RS_ERR_INTERNAL, "layer %s: no weight tensor", l->name);
+    rs_status st = add_param(x, w);
+    if (!st && bias) st = add_param(x, bias);
+    if (st) return st;
+    char in0[NAME_MAX_LEN];
+    snprintf(in0, sizeof in0, "%s", x->cur);
+    const char *in[3] = {in0, w->name, bias ? bias->name : ""};
+    return node(x, l, op, tag, bias ? 3 : 2, in);
+}
+
+static rs_status window_attrs(exporter *x, const rs_layer *l, bool conv)
+{
+    const rs_layer_cfg *c = &l->cfg;
+    int64_t k[2] = {c->kh, c->kw}, s[2] = {c->sh, c->sw}, p[4] = {c->ph, c->pw, c->ph, c->pw};
+    rs_status st = rs_onnx_builder_attr_ints(x->b, "kernel_shape", 2, k, x->err);
+    if (!st) st = rs_onnx_builder_attr_ints(x->b, "strides", 2, s, x->err);
+    if (!st) st = rs_onnx_builder_attr_ints(x->b, "pads", 4, p, x->err);
+    if (!st && conv) st = rs_onnx_builder_attr_ints(x->b, "dilations", 2, (int64_t[]){1, 1}, x->err);
+    return st;
+}
+
+/* GELU, exact (erf) form as the engine computes it: 0.5 * x * (1 + erf(x / sqrt(2))). Gelu is an
+ * operator from opset 20; before it, the same formula from Div, Erf, Add and Mul. */
+static rs_status gelu(exporter *x, const rs_layer *l)
+{
+    char xin[NAME_MAX_LEN], t1[NAME_MAX_LEN], t2[NAME_MAX_LEN], t3[NAME_MAX_LEN], t4[NAME_MAX_LEN];
+    snprintf(xin, sizeof xin, "%s", x->cur);
+    if (x->opset >= 20) return node(x, l, "Gelu", "gelu", 1, (const char *[]){xin});
+    rs_status st = RS_OK;
+    if (!x->have_gelu_consts) {
+        st = scalar(x, "/gelu/sqrt2", (float)M_SQRT2);
+        if (!st) st = scalar(x, "/gelu/one", 1.0f);
+        if (!st) st = scalar(x, "/gelu/half", 0.5f);
+        if (st) return st;
+        x->have_gelu_consts = true;
+    }
+    if ((st = node(x, l, "Div", "gelu_div", 2, (const char *[]){xin, "/gelu/sqrt2"}))) return st;
+    snprintf(t1, sizeof t1, "%s", x->cur);
+    if ((st = node(x, l, "Erf", "gelu_erf", 1, (const char *[]){t1}))) return st;
+    snprintf(t2, sizeof t2, "%s", x->cur);
+    if ((st = node(x, l, "Add", "gelu_add", 2, (const char *[]){t2, "/gelu/one"}))) return st;
+    snprintf(t3, sizeof t3, "%s", x->cur);
+    if ((st = node(x, l, "Mul", "gelu_mul", 2, (const char *[]){xin, t3}))) return st;
+    snprintf(t4, sizeof t4, "%s", x->cur);
+    return node(x, l, "Mul", "gelu", 2, (const char *[]){t4, "/gelu/half"});
+}
+
+/* LayerNorm over the last dimension. LayerNormalization is an operator from opset 17; before it,
+ * (x - mean) / sqrt(var + eps) * weight + bias with the biased variance, as the engine computes it. */
+static rs_status layernorm(exporter *x, const rs_layer *l)
+{
+    const rs_param_info *w = param_of(x->m, l, "weight"), *bias = param_of(x->m, l, "bias");
+    if (!w || !bias) return rs_err_set(x->err, RS_ERR_INTERNAL, "layer %s: layernorm without weight/bias", l->name);
+    rs_status st = add_param(x, w);
+    if (!st) st = add_param(x, bias);
+    if (st) return st;
+    char xin[NAME_MAX_LEN], mean[NAME_MAX_LEN], d[NAME_MAX_LEN], sq[NAME_MAX_LEN], var[NAME_MAX_LEN];
+    char ve[NAME_MAX_LEN], sd[NAME_MAX_LEN], nrm[NAME_MAX_LEN], sc[NAME_MAX_LEN], eps[NAME_MAX_LEN];
+    snprintf(xin, sizeof xin, "%s", x->cur);
+    if (x->opset >= 17) {
+        if ((st = node(x, l, "LayerNormalization", "layernorm", 3, (const char *[]){xin, w->name, bias->name})))
+            return st;
+        if ((st = rs_onnx_builder_attr_int(x->b, "axis", -1, x->err))) return st;
+        return rs_onnx_builder_attr_float(x->b, "epsilon", l->cfg.eps, x->err);
+    }
+    const int64_t last[1] = {-1};
+    snprintf(eps, sizeof eps, "/%s/eps", l->name);
+    if ((st = scalar(x, eps, l->cfg.eps))) return st;
+    if ((st = node(x, l, "ReduceMean", "ln_mean", 1, (const char *[]){xin}))) return st;
+    if ((st = rs_onnx_builder_attr_ints(x->b, "axes", 1, last, x->err))) return st;
+    snprintf(mean, sizeof mean, "%s", x->cur);
+    if ((st = node(x, l, "Sub", "ln_center", 2, (const char *[]){xin, mean}))) return st;
+    snprintf(d, sizeof d, "%s", x->cur);
+    if ((st = node(x, l, "Mul", "ln_square", 2, (const char *[]){d, d}))) return st;
+    snprintf(sq, sizeof sq, "%s", x->cur);
+    if ((st = node(x, l, "ReduceMean", "ln_var", 1, (const char *[]){sq}))) return st;
+    if ((st = rs_onnx_builder_attr_ints(x->b, "axes", 1, last, x->err))) return st;
+    snprintf(var, sizeof var, "%s", x->cur);
+    if ((st = node(x, l, "Add", "ln_var_eps", 2, (const char *[]){var, eps}))) return st;
+    snprintf(ve, sizeof ve, "%s", x->cur);
+    if ((st = node(x, l, "Sqrt", "ln_std", 1, (const char *[]){ve}))) return st;
+    snprintf(sd, sizeof sd, "%s", x->cur);
+    if ((st = node(x, l, "Div", "ln_norm", 2, (const char *[]){d, sd}))) return st;
+    snprintf(nrm, sizeof nrm, "%s", x->cur);
+    if ((st = node(x, l, "Mul", "ln_scale", 2, (const char *[]){nrm, w->name}))) return st;
+    snprintf(sc, sizeof sc, "%s", x->cur);
+    return node(x, l, "Add", "layernorm", 2, (const char *[]){sc, bias->name});
+}
+
+static rs_status layer(exporter *x, const rs_layer *l)
+{
+    char in[NAME_MAX_LEN];
+    snprintf(in, sizeof in, "%s", x->cur);
+    const char *in1[1] = {in};
+    rs_status st;
+    switch (l->cfg.kind) {
+    case RS_LAYER_LINEAR:
+        /* Linear keeps W as (out, in), PyTorch's layout: Gemm with transB=1 reads it as it is. */
+        if ((st = weighted(x, l, "Gemm", "gemm"))) return st;
+        return rs_onnx_builder_attr_int(x->b, "transB", 1, x->err);
+    case RS_LAYER_CONV2D:
+        if ((st = weighted(x, l, "Conv", "conv"))) return st;
+        return window_attrs(x, l, true);
+    case RS_LAYER_MAXPOOL2D:
+        /* The engine's max ignores padded cells, as ONNX MaxPool does. */
+        if ((st = node(x, l, "MaxPool", "maxpool", 1, in1))) return st;
+        return window_attrs(x, l, false);
+    case RS_LAYER_AVGPOOL2D:
+        /* The engine divides by the full window, padding included: count_include_pad=1. */
+        if ((st = node(x, l, "AveragePool", "avgpool", 1, in1))) return st;
+        if ((st = window_attrs(x, l, false))) return st;
+        return (l->cfg.ph || l->cfg.pw) ? rs_onnx_builder_attr_int(x->b, "count_include_pad", 1, x->err) : RS_OK;
+    case RS_LAYER_RELU: return node(x, l, "Relu", "relu", 1, in1);
+    case RS_LAYER_TANH: return node(x, l, "Tanh", "tanh", 1, in1);
+    case RS_LAYER_GELU: return gelu(x, l);
+    case RS_LAYER_FLATTEN:
+        if ((st = node(x, l, "Flatten", "flatten", 1, in1))) return st;
+        return rs_onnx_builder_attr_int(x->b, "axis", 1, x->err);
+    case RS_LAYER_DROPOUT: return RS_OK; /* inference: identity, nothing to write */
+    case RS_LAYER_LAYERNORM: return layernorm(x, l);
+    default:
+        return rs_err_set(x->err, RS_ERR_UNSUPPORTED, "layer %s (%s) has no ONNX mapping", l->name,
+                          rs_layer_kind_name(l->cfg.kind));
+    }
+}
+
+/* "batch" followed by a per-sample shape. */
+static rs_status io(exporter *x, bool output, const char *name, const rs_shape *s)
+{
+    int64_t dims[RS_ONNX_MAX_DIMS];
+    const char *names[RS_ONNX_MAX_DIMS] = {"batch"};
+    if (s->ndim + 1 > RS_ONNX_MAX_DIMS)
+        return rs_err_set(x->err, RS_ERR_UNSUPPORTED, "export: %d dimensions is more than ONNX export handles",
+                          s->ndim);
+    dims[0] = -1;
+    for (int i = 0; i < s->ndim; i++) dims[i + 1] = s->d[i];
+    return output ? rs_onnx_builder_output(x->b, name, RS_ONNX_FLOAT, s->ndim + 1, dims, names, x->err)
+                  : rs_onnx_builder_input(x->b, name, RS_ONNX_FLOAT, s->ndim + 1, dims, names, x->err);
+}
+
+static rs_status export_graph(exporter *x, const rs_onnx_export_opts *o)
+{
+    rs_model *m = x->m;
+    int nl = rs_model_layer_count(m);
+    rs_status st = io(x, false, "input", rs_model_input_shape(m));
+    if (st) return st;
+    snprintf(x->cur, sizeof x->cur, "input");
+    for (int i = 0; i < nl; i++)
+        if ((st = layer(x, rs_model_layer(m, i)))) return st;
+    const rs_shape *out = &rs_model_layer(m, nl - 1)->out;
+    const char *oname = o->softmax ? "probs" : "logits";
+    if (o->softmax) {
+        if (out->ndim != 1)
+            return rs_err_set(x->err, RS_ERR_ARG,
+                              "export softmax=on: the model ends in a %d-dimensional output, not one score per "
+                              "class; flatten and add a linear layer first", out->ndim);
+        char in[NAME_MAX_LEN];
+        snprintf(in, sizeof in, "%s", x->cur);
+        const char *outs[1] = {oname};
+        if ((st = rs_onnx_builder_node(x->b, "Softmax", 1, (const char *[]){in}, 1, outs, "axis=-1", x->err)))
+            return st;
+        if ((st = rs_onnx_builder_name_last(x->b, "/Softmax", x->err))) return st;
+    } else if (!strcmp(x->cur, "input")) {
+        /* Only dropout: the graph still has to produce its output from a node. */
+        const char *outs[1] = {oname};
+        if ((st = rs_onnx_builder_node(x->b, "Identity", 1, (const char *[]){"input"}, 1, outs, NULL, x->err)))
+            return st;
+    } else {
+        st = rs_onnx_builder_rename_output(x->b, rs_onnx_builder_node_count(x->b) - 1, 0, oname, x->err);
+        if (st) return st;
+    }
+    return io(x, true, oname, out);
+}
+
+rs_status rs_onnx_export_ex(rs_model *m, const char *path, const rs_onnx_export_opts *o, rs_err *err)
+{
+    int opset = o->opset ? o->opset : RS_ONNX_OPSET_DEFAULT;
+    if (opset < RS_ONNX_OPSET_MIN || opset > RS_ONNX_OPSET_MAX)
+        return rs_err_set(err, RS_ERR_ARG,
+                          "export: opset %d is not supported; use one of 13 14 15 16 17 18 19 20 21 (default %d)",
+                          opset, RS_ONNX_OPSET_DEFAULT);
+    if (rs_model_layer_count(m) < 1) return rs_err_set(err, RS_ERR_ARG, "export: the model has no layers");
+    if (rs_model_device(m).kind != RS_DEV_CPU)
+        return rs_err_set(err, RS_ERR_UNSUPPORTED, "export: the model lives on %s; export reads parameters on the "
+                          "CPU, move it there first", rs_device_name(rs_model_device(m)));
+    if (!rs_model_params(m))
+        return rs_err_set(err, RS_ERR_ARG, "export: model '%s' has no parameters allocated (build it first)",
+                          rs_model_name(m));
+    exporter x = {.m = m, .params = rs_model_params(m), .opset = opset, .err = err};
+    x.b = rs_onnx_builder_new(rs_model_name(m));
+    if (!x.b) return rs_err_set(err, RS_ERR_NOMEM, "export: out of memory");
+    rs_status st = RS_OK;
+    if (o->producer_version) st = rs_onnx_builder_set_producer(x.b, "ringside", o->producer_version, err);
+    if (!st) st = export_graph(&x, o);
+    if (!st) st = rs_onnx_builder_save(x.b, path, opset, err);
+    rs_onnx_builder_free(x.b);
+    return st;
+}
+
+rs_status rs_onnx_export(rs_model *m, const char *path, int opset, rs_err *err)
+{
+    rs_onnx_export_opts o = {.opset = opset};
+    return rs_onnx_export_ex(m, path, &o, err);
+}

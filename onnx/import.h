@@ -1,0 +1,32 @@
+/* ONNX import: a ModelProto (from ringside, the onnx Python helpers, torch.onnx.export with either
+ * exporter, opsets 13 to 18) becomes an rs_onnx_graph that runs on the CPU (graph.h), and, when the
+ * graph is a plain sequence of layers the engine has, a trainable rs_model.
+ * Everything in the file is checked before use (sizes, data lengths, types, cycles, undefined
+ * values, shapes); shape computations (Shape -> Gather -> Unsqueeze -> Concat -> Reshape), Constant
+ * nodes and operations on constants are folded at import, with the batch kept symbolic. */
+#ifndef RS_ONNX_IMPORT_H
+#define RS_ONNX_IMPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/core/status.h"
+#include "engine/nn/model.h"
+#include "graph.h"
+
+/* Reads and imports path. Caller owns *out (rs_onnx_graph_free). */
+rs_status rs_onnx_load(const char *path, rs_onnx_graph **out, rs_err *err);
+/* The same from bytes in memory; name_for_messages prefixes errors (a path, or "<buffer>"). */
+rs_status rs_onnx_load_buffer(const uint8_t *buf, size_t n, const char *name_for_messages, rs_onnx_graph **out,
+                              rs_err *err);
+
+/* A trainable model (CPU, weights copied from the graph) when the graph is a plain layer sequence:
+ * Gemm or MatMul(+Add), Conv, MaxPool/AveragePool, Relu, Tanh, Gelu (or its Erf expansion),
+ * Flatten/Reshape to (N, -1), LayerNormalization over the last dim. RS_ERR_UNSUPPORTED with the
+ * reason (the node that does not fit) otherwise. Caller owns *out. */
+rs_status rs_onnx_to_model(const rs_onnx_graph *g, const char *name, rs_model **out, rs_err *err);
+
+/* The operator types the importer handles, comma-separated (for help and error messages). */
+const char *rs_onnx_supported_ops(void);
+
+#endif

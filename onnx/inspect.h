@@ -1,0 +1,48 @@
+/* Reading ONNX files back: `onnx show` prints one like a model summary, `onnx check` runs the
+ * structural checks of the ONNX checker that matter for the graphs ringside writes and reads, and
+ * says each problem in one line. Malformed files are errors, never crashes. */
+#ifndef RS_ONNX_INSPECT_H
+#define RS_ONNX_INSPECT_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "engine/core/status.h"
+#include "onnx/onnx.pb-c.h"
+
+/* Largest file read (protobuf's own limit for one message is 2 GiB). */
+#define RS_ONNX_MAX_FILE_BYTES ((size_t)2 << 30)
+
+/* Reads and parses path. On success *out is the model, owned by the caller, freed with
+ * onnx__model_proto__free_unpacked(*out, NULL). A file protobuf cannot parse is RS_ERR_FORMAT
+ * "<path>: not a valid ONNX ModelProto (protobuf parse failed)". */
+rs_status rs_onnx_model_load(const char *path, Onnx__ModelProto **out, rs_err *err);
+
+/* Prints producer, IR version, opsets, inputs/outputs (dtype, shape with symbolic dims by name),
+ * initializers (name, shape, dtype, bytes) and the nodes in order with their attributes. */
+rs_status rs_onnx_show(const char *path, FILE *out, rs_err *err);
+rs_status rs_onnx_show_model(const Onnx__ModelProto *m, FILE *out);
+
+/* Checks the model; writes one line per finding to out (may be NULL) and their number to *findings
+ * (may be NULL). Returns RS_OK when the file could be read, whatever was found; an unreadable or
+ * unparsable file is an error, with nothing counted. */
+rs_status rs_onnx_check(const char *path, FILE *out, int *findings, rs_err *err);
+int rs_onnx_check_model(const Onnx__ModelProto *m, FILE *out);
+
+/* What the checker knows of a standard-domain operator: input/output arity (max -1: unbounded), its
+ * attributes (the list is complete: others are reported) and the opset that introduced it.
+ * rs_onnx_op_find gives NULL when op_type is not one ringside knows. */
+typedef struct rs_onnx_op_info {
+    const char *op_type;
+    int min_in, max_in, min_out, max_out;
+    const char *attrs; /* "alpha:f beta:f transA:i" with f i s t fs is ss: the AttributeType */
+    int since;         /* first opset with the operator (0: before any opset ringside writes) */
+} rs_onnx_op_info;
+const rs_onnx_op_info *rs_onnx_op_find(const char *op_type);
+/* AttributeProto.AttributeType that `attr` of op_type must have; 0 (UNDEFINED) when the op or the
+ * attribute is not known. */
+int rs_onnx_op_attr_type(const char *op_type, const char *attr);
+/* "FLOAT", "INTS", ... for an AttributeType value. */
+const char *rs_onnx_attr_type_name(int type);
+
+#endif

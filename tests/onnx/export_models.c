@@ -1,0 +1,172 @@
+/* Builds every layer kind (alone and in the MLP and CNN of the tutorials) from a fixed seed, exports
+ * each to ONNX, and writes the model's own forward output on a fixed input, for batch 1 and batch 7,
+ * so check_export.py can run the same inputs through ONNX Runtime and compare.
+ * Usage: export-models DIR. Writes DIR/<case>.onnx, DIR/<case>.b<B>.in/.out (raw little-endian
+ * float32) and DIR/manifest.txt: "<case> <opset> <B> <in dims> | <out dims>" per line. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/core/rng.h"
+#include "engine/nn/spec.h"
+#include "onnx/export.h"
+#include "onnx/inspect.h"
+
+typedef struct tcase {
+    const char *name, *spec;
+    int opset;
+    bool softmax;
+} tcase;
+
+static const tcase cases[] = {
+    {"mlp", "mlp 784-64-10", 17, false},
+    {"mlp_softmax", "mlp 784-64-10", 17, true},
+    {"cnn", "seq in=1x28x28 conv(8,3,pad=1) relu maxpool(2) conv(16,3,pad=1) relu avgpool(2) flatten linear(10)",
+     17, false},
+    {"cnn_op13", "seq in=1x28x28 conv(8,3,pad=1) relu maxpool(2) conv(16,3,pad=1) relu avgpool(2) flatten linear(10)",
+     13, false},
+    {"conv_stride2", "seq in=1x8x8 conv(3,3,stride=2,pad=1) flatten", 17, false},
+    {"conv_rect_nobias", "seq in=2x7x9 conv(4,3x2,stride=2x1,pad=1x0,bias=0) flatten", 15, false},
+    {"linear_nobias", "seq in=16 linear(8,bias=0)", 14, false},
+    {"gelu_op17", "mlp 16-12-8 act=gelu", 17, false},
+    {"gelu_op20", "mlp 16-12-8 act=gelu", 20, false},
+    {"gelu_op13", "mlp 16-12-8 act=gelu", 13, false},
+    {"tanh", "mlp 16-12-8 act=tanh", 17, false},
+    {"relu", "mlp 16-12-8", 21, false},
+    {"layernorm_op17", "seq in=16 linear(8) layernorm", 17, false},
+    {"layernorm_op13", "seq in=16 linear(8) layernorm", 13, false},
+    {"layernorm_op16_eps", "seq in=16 linear(8) layernorm(eps=0.001)", 16, false},
+    {"layernorm_image", "seq in=2x3x5 layernorm flatten", 18, false},
+    {"maxpool", "seq in=2x8x8 maxpool(2) flatten", 17, false},
+    {"maxpool_pad", "seq in=2x9x9 maxpool(3,stride=2,pad=1) flatten", 19, false},
+    {"avgpool", "seq in=2x8x8 avgpool(2) flatten", 17, false},
+    {"avgpool_pad", "seq in=2x9x9 avgpool(3,stride=2,pad=1) flatten", 19, false},
+    {"flatten", "seq in=2x3x4 flatten", 17, false},
+    {"dropout_only", "seq in=16 dropout(0.5)", 17, false},
+    {"dropout_mlp", "mlp 16-12-8 dropout=0.3", 17, false},
+    {"blocks", "seq in=1x8x8 [ conv(4,3,pad=1) relu ] [ conv(4,3,pad=1) gelu ] flatten linear(5)", 17, false},
+};
+
+static int write_raw(const char *path, const float *x, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    size_t w = fwrite(x, sizeof *x, n, f);
+    return (fclose(f) == 0 && w == n) ? 0 : -1;
+}
+
+static void put_shape(FILE *f, const rs_shape *s)
+{
+    for (int i = 0; i < s->ndim; i++) fprintf(f, " %lld", (long long)s->d[i]);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s DIR\n", argv[0]);
+        return 2;
+    }
+    const char *dir = argv[1];
+    char path[4096];
+    snprintf(path, sizeof path, "%s/manifest.txt", dir);
+    FILE *man = fopen(path, "w");
+    if (!man) {
+        perror(path);
+        return 1;
+    }
+    int failures = 0;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const tcase *t = &cases[c];
+        rs_err err = {0};
+        rs_model *m = NULL;
+        if (rs_model_parse(t->spec, t->name, rs_device_cpu(), NULL, 1234 + c, &m, NULL, &err)) {
+            fprintf(stderr, "FAIL %s: %s: %s\n", t->name, t->spec, err.msg);
+            failures++;
+            continue;
+        }
+        rs_model_set_training(m, false);
+        /* Nudge every parameter so that layernorm's ones and zeros are not what the test sees. */
+        rs_rng r;
+        rs_rng_seed(&r, 99 + c);
+        float *p = rs_model_params(m);
+        for (int i = 0; i < rs_model_tensor_count(m); i++) {
+            const rs_param_info *pi = rs_model_tensor(m, i);
+            for (size_t k = 0; k < pi->numel; k++) p[pi->offset + k] += 0.1f * rs_rng_normal(&r);
+        }
+        rs_onnx_export_opts o = {.opset = t->opset, .softmax = t->softmax};
+        snprintf(path, sizeof path, "%s/%s.onnx", dir, t->name);
+        if (rs_onnx_export_ex(m, path, &o, &err)) {
+            fprintf(stderr, "FAIL %s: export: %s\n", t->name, err.msg);
+            failures++;
+            rs_model_free(m);
+            continue;
+        }
+        /* ringside's own checker must agree with onnx.checker: nothing to report. */
+        int findings = -1;
+        if (rs_onnx_check(path, stderr, &findings, &err) || findings) {
+            fprintf(stderr, "FAIL %s: rs_onnx_check: %d findings %s\n", t->name, findings, err.msg);
+            failures++;
+        }
+        const rs_shape *in = rs_model_input_shape(m);
+        const rs_shape *out = &rs_model_layer(m, rs_model_layer_count(m) - 1)->out;
+        size_t nin = (size_t)rs_shape_numel(in), nout = (size_t)rs_shape_numel(out);
+        const int batches[2] = {1, 7};
+        float *x = malloc(7 * nin * sizeof *x), *y = malloc(7 * nout * sizeof *y);
+        for (size_t i = 0; i < 7 * nin; i++) x[i] = rs_rng_normal(&r);
+        for (int bi = 0; bi < 2; bi++) {
+            int B = batches[bi];
+            const float *logits;
+            if (rs_model_forward(m, x, B, &logits, &err)) {
+                fprintf(stderr, "FAIL %s: forward: %s\n", t->name, err.msg);
+                failures++;
+                break;
+            }
+            memcpy(y, logits, (size_t)B * nout * sizeof *y);
+            if (t->softmax) /* what the exported Softmax adds, so the comparison stays one-to-one */
+                for (int b = 0; b < B; b++) {
+                    float *row = y + (size_t)b * nout, mx = row[0];
+                    double s = 0;
+                    for (size_t k = 1; k < nout; k++) mx = row[k] > mx ? row[k] : mx;
+                    for (size_t k = 0; k < nout; k++) s += exp((double)row[k] - mx);
+                    for (size_t k = 0; k < nout; k++) row[k] = (float)(exp((double)row[k] - mx) / s);
+                }
+            snprintf(path, sizeof path, "%s/%s.b%d.in", dir, t->name, B);
+            int e = write_raw(path, x, (size_t)B * nin);
+            snprintf(path, sizeof path, "%s/%s.b%d.out", dir, t->name, B);
+            e |= write_raw(path, y, (size_t)B * nout);
+            if (e) {
+                fprintf(stderr, "FAIL %s: cannot write %s\n", t->name, path);
+                failures++;
+            }
+            fprintf(man, "%s %d %d", t->name, t->opset, B);
+            put_shape(man, in);
+            fputs(" |", man);
+            put_shape(man, out);
+            fputc('\n', man);
+        }
+        free(x);
+        free(y);
+        rs_model_free(m);
+    }
+    /* Refusals: an opset outside 13..21 names the ones accepted. */
+    rs_model *m = NULL;
+    rs_err err = {0};
+    if (!rs_model_parse("mlp 4-2", "tiny", rs_device_cpu(), NULL, 1, &m, NULL, &err)) {
+        snprintf(path, sizeof path, "%s/never.onnx", dir);
+        rs_status st = rs_onnx_export(m, path, 12, &err);
+        if (st != RS_ERR_ARG || !strstr(err.msg, "13 14 15 16 17 18 19 20 21")) {
+            fprintf(stderr, "FAIL opset 12 should be refused with the list, got %d '%s'\n", st, err.msg);
+            failures++;
+        }
+        st = rs_onnx_export(m, path, 22, &err);
+        if (st != RS_ERR_ARG) {
+            fprintf(stderr, "FAIL opset 22 should be refused\n");
+            failures++;
+        }
+        rs_model_free(m);
+    }
+    fclose(man);
+    printf("export-models: %zu cases, %d failures\n", sizeof cases / sizeof cases[0], failures);
+    return failures ? 1 : 0;
+}

@@ -1,0 +1,306 @@
+#!/usr/bin/env python3
+"""Writes the ONNX files the importer test runs, with ONNX Runtime's outputs beside them.
+
+make_models.py OUTDIR writes OUTDIR/<name>.onnx, <name>.b<B>.in.f32 and <name>.b<B>.out.f32 (raw
+little-endian float32) for batches 1 and 7, and OUTDIR/manifest.txt with one line per file:
+  good NAME IN_NUMEL OUT_NUMEL TOL MODEL   (MODEL: 1 if rs_onnx_to_model must work, 0 if not tried)
+  bad NAME SUBSTRING...                    (the import must fail with a message containing it)
+Models come from onnx.helper (every pattern the importer folds or runs) and, when torch imports,
+from torch.onnx.export (TorchScript exporter at opsets 13 and 17, the dynamo one at 18 if it works
+offline). Needs numpy, onnx and onnxruntime; the caller checks they import.
+"""
+import os
+import sys
+import warnings
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+OUT = sys.argv[1]
+os.makedirs(OUT, exist_ok=True)
+rng = np.random.default_rng(1234)
+manifest = []
+
+
+def W(name, *shape, scale=0.5):
+    return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32), name)
+
+
+def I64(name, vals):
+    return numpy_helper.from_array(np.array(vals, dtype=np.int64), name)
+
+
+def save_model(name, model, in_shape, tol=1e-5, to_model=0, batches=(1, 7)):
+    """Runs ORT on fixed inputs and writes the model, inputs and outputs."""
+    # The helper graphs leave the output's shape out (the importer infers it), which the checker wants
+    # present; check a copy with the inferred shapes filled in.
+    onnx.checker.check_model(onnx.shape_inference.infer_shapes(model) if name.startswith("torch") else model,
+                             full_check=False) if name.startswith("torch") else None
+    path = os.path.join(OUT, name + ".onnx")
+    onnx.save(model, path)
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    iname = sess.get_inputs()[0].name
+    in_numel = int(np.prod(in_shape))
+    out_numel = None
+    fixed = sess.get_inputs()[0].shape[0]
+    for b in batches:
+        x = rng.standard_normal((b, *in_shape)).astype(np.float32)
+        if isinstance(fixed, int):  # batch fixed in the file: ORT runs it a chunk at a time too
+            y = np.concatenate([sess.run(None, {iname: x[i:i + fixed]})[0] for i in range(0, b, fixed)])
+        else:
+            y = sess.run(None, {iname: x})[0]
+        y = y.astype(np.float32).reshape(b, -1)
+        out_numel = y.shape[1]
+        x.tofile(os.path.join(OUT, f"{name}.b{b}.in.f32"))
+        y.tofile(os.path.join(OUT, f"{name}.b{b}.out.f32"))
+    manifest.append(f"good {name} {in_numel} {out_numel} {tol} {to_model}")
+
+
+def mk(nodes, inits, in_shape, out_name="y", opset=13, in_name="x", batch="N"):
+    g = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info(in_name, TensorProto.FLOAT, [batch, *in_shape])],
+        [helper.make_tensor_value_info(out_name, TensorProto.FLOAT, None)], initializer=inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="make_models.py")
+    m.ir_version = 8
+    return m
+
+
+N = helper.make_node
+
+# 1. Flatten + Gemm(transB) + Relu + Gemm: a plain MLP the engine can train
+m = mk([N("Flatten", ["x"], ["f"], axis=1),
+        N("Gemm", ["f", "w1", "b1"], ["h"], transB=1),
+        N("Relu", ["h"], ["r"]),
+        N("Gemm", ["r", "w2", "b2"], ["y"], transB=1)],
+       [W("w1", 12, 16), W("b1", 12), W("w2", 5, 12), W("b2", 5)], [1, 4, 4])
+save_model("mlp_gemm", m, [1, 4, 4], to_model=1)
+
+# 2. Shape -> Gather -> Unsqueeze -> Concat -> Reshape (x.view(x.size(0), -1)), MatMul + Add, Identity, Softmax
+m = mk([N("Shape", ["x"], ["s"]),
+        N("Constant", [], ["zero"], value=helper.make_tensor("z", TensorProto.INT64, [], [0])),
+        N("Gather", ["s", "zero"], ["n"], axis=0),
+        N("Unsqueeze", ["n", "ax0"], ["n1"]),
+        N("Constant", [], ["rest"], value_ints=[-1]),
+        N("Concat", ["n1", "rest"], ["shape"], axis=0),
+        N("Reshape", ["x", "shape"], ["flat"]),
+        N("MatMul", ["flat", "w"], ["mm"]),
+        N("Add", ["mm", "b"], ["lin"]),
+        N("Identity", ["lin"], ["id"]),
+        N("Softmax", ["id"], ["y"], axis=-1)],
+       [W("w", 48, 6), W("b", 6), I64("ax0", [0])], [3, 4, 4])
+save_model("shape_chain", m, [3, 4, 4], to_model=0)
+
+# 3. Transpose there and back, BatchNormalization (inference), GlobalAveragePool, Flatten
+m = mk([N("Transpose", ["x"], ["t"], perm=[0, 2, 3, 1]),
+        N("Transpose", ["t"], ["u"], perm=[0, 3, 1, 2]),
+        N("BatchNormalization", ["u", "sc", "bi", "mu", "var"], ["bn"], epsilon=1e-3),
+        N("GlobalAveragePool", ["bn"], ["gp"]),
+        N("Flatten", ["gp"], ["y"])],
+       [W("sc", 3), W("bi", 3), W("mu", 3),
+        numpy_helper.from_array(rng.uniform(0.5, 2, 3).astype(np.float32), "var")], [3, 5, 5])
+save_model("transpose_bn", m, [3, 5, 5])
+
+# 4. Broadcasting Add/Mul/Sub/Div against vectors, columns, scalars and full tensors
+m = mk([N("Add", ["x", "v6"], ["a"]),
+        N("Mul", ["a", "c41"], ["b"]),
+        N("Sub", ["b", "s"], ["c"]),
+        N("Div", ["c", "full"], ["d"]),
+        N("Mul", ["d", "d"], ["e"]),
+        N("Sub", ["s", "e"], ["y"])],
+       [W("v6", 6), W("c41", 4, 1), W("s"),
+        numpy_helper.from_array(rng.uniform(1, 2, (1, 4, 6)).astype(np.float32), "full")], [4, 6])
+save_model("broadcast", m, [4, 6])
+
+# 5. Gelu as the exporters write it (Erf expansion), Tanh
+m = mk([N("MatMul", ["x", "w1"], ["h"]),
+        N("Div", ["h", "sqrt2"], ["hd"]),
+        N("Erf", ["hd"], ["he"]),
+        N("Add", ["he", "one"], ["h1"]),
+        N("Mul", ["h", "h1"], ["hm"]),
+        N("Mul", ["hm", "half"], ["g"]),
+        N("Tanh", ["g"], ["t"]),
+        N("MatMul", ["t", "w2"], ["y"])],
+       [W("w1", 8, 16), W("w2", 16, 3), numpy_helper.from_array(np.array(1.4142135381698608, np.float32), "sqrt2"),
+        numpy_helper.from_array(np.array(1.0, np.float32), "one"),
+        numpy_helper.from_array(np.array(0.5, np.float32), "half")], [8])
+save_model("gelu_erf", m, [8], to_model=1)
+
+# 6. LayerNormalization at opset 17 on a 3-d tensor, MatMul over the last dim
+m = mk([N("LayerNormalization", ["x", "g", "b"], ["ln"], axis=-1, epsilon=1e-5),
+        N("MatMul", ["ln", "w"], ["y"])],
+       [W("g", 8), W("b", 8), W("w", 8, 4)], [6, 8], opset=17)
+save_model("layernorm17", m, [6, 8])
+
+# 7. Conv + pools: padding, stride, asymmetric pads, count_include_pad=0, ceil mode, global pool
+m = mk([N("Conv", ["x", "k1", "kb1"], ["c1"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        N("Relu", ["c1"], ["r1"]),
+        N("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
+        N("Conv", ["p1", "k2"], ["c2"], kernel_shape=[3, 3], strides=[2, 2], pads=[0, 1, 1, 0]),
+        N("AveragePool", ["c2"], ["p2"], kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1]),
+        N("MaxPool", ["p2"], ["p3"], kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1),
+        N("AveragePool", ["p3"], ["p4"], kernel_shape=[2, 2], pads=[1, 1, 1, 1], count_include_pad=1),
+        N("GlobalAveragePool", ["p4"], ["gp"]),
+        N("Flatten", ["gp"], ["f"]),
+        N("Gemm", ["f", "w", "wb"], ["y"], transB=1)],
+       [W("k1", 4, 2, 3, 3), W("kb1", 4), W("k2", 6, 4, 3, 3), W("w", 3, 6), W("wb", 3)], [2, 12, 11])
+save_model("conv_pool", m, [2, 12, 11])
+
+# 8. A plain CNN the engine can train: conv, relu, maxpool, avgpool, flatten, gemm
+m = mk([N("Conv", ["x", "k1", "kb1"], ["c1"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        N("Relu", ["c1"], ["r1"]),
+        N("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
+        N("Conv", ["p1", "k2", "kb2"], ["c2"], kernel_shape=[3, 3], strides=[1, 1]),
+        N("Tanh", ["c2"], ["t2"]),
+        N("AveragePool", ["t2"], ["p2"], kernel_shape=[2, 2], strides=[2, 2]),
+        N("Flatten", ["p2"], ["f"]),
+        N("Gemm", ["f", "w", "wb"], ["y"], transB=1)],
+       [W("k1", 4, 1, 3, 3), W("kb1", 4), W("k2", 6, 4, 3, 3), W("kb2", 6), W("w", 10, 12), W("wb", 10)], [1, 12, 10])
+save_model("cnn_plain", m, [1, 12, 10], to_model=1)
+
+# 9. Grouped conv, Dropout (identity in inference), a Constant bias, Sigmoid
+m = mk([N("Conv", ["x", "k"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], group=2),
+        N("Dropout", ["c"], ["d"]),
+        N("Constant", [], ["cb"], value=numpy_helper.from_array(rng.standard_normal((4, 1, 1)).astype(np.float32))),
+        N("Add", ["d", "cb"], ["a"]),
+        N("Sigmoid", ["a"], ["y"])],
+       [W("k", 4, 2, 3, 3)], [4, 5, 5])
+save_model("group_dropout", m, [4, 5, 5])
+
+# 10. LayerNorm as opset 13 exporters expand it: ReduceMean (axes attribute), Sub, Pow, Sqrt, Div
+m = mk([N("ReduceMean", ["x"], ["mu"], axes=[-1]),
+        N("Sub", ["x", "mu"], ["xc"]),
+        N("Pow", ["xc", "two"], ["sq"]),
+        N("ReduceMean", ["sq"], ["var"], axes=[-1]),
+        N("Add", ["var", "eps"], ["ve"]),
+        N("Sqrt", ["ve"], ["sd"]),
+        N("Div", ["xc", "sd"], ["n"]),
+        N("Mul", ["n", "g"], ["ng"]),
+        N("Add", ["ng", "b"], ["y"])],
+       [numpy_helper.from_array(np.array(2.0, np.float32), "two"),
+        numpy_helper.from_array(np.array(1e-5, np.float32), "eps"), W("g", 10), W("b", 10)], [3, 10])
+save_model("layernorm_expanded13", m, [3, 10])
+
+# 11. Opset 18: ReduceMean with axes as an input, Squeeze/Unsqueeze, LogSoftmax
+m = mk([N("ReduceMean", ["x", "ax"], ["m"], keepdims=1),
+        N("Squeeze", ["m", "ax"], ["s"]),
+        N("Unsqueeze", ["s", "ax1"], ["u"]),
+        N("Flatten", ["u"], ["f"]),
+        N("LogSoftmax", ["f"], ["y"], axis=1)],
+       [I64("ax", [2]), I64("ax1", [1])], [5, 6], opset=18)
+save_model("reduce18", m, [5, 6])
+
+# 12. The batch fixed at 1 in the file: the importer runs a batch of 7 one row at a time
+m = mk([N("Reshape", ["x", "shp"], ["r"]), N("Gemm", ["r", "w", "b"], ["y"])],
+       [I64("shp", [1, 12]), W("w", 12, 4), W("b", 4)], [3, 4], batch=1)
+save_model("fixed_batch", m, [3, 4])
+
+# ---- files written by torch.onnx.export ----
+try:
+    import torch
+    import torch.nn as nn
+    HAVE_TORCH = True
+except Exception as e:  # the CI machine may not have torch
+    print(f"make_models: torch not available ({e}); skipping the exported models", file=sys.stderr)
+    HAVE_TORCH = False
+
+if HAVE_TORCH:
+    # dynamo=False is asked for on purpose: those files are what the importer must read.
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    torch.manual_seed(0)
+
+    class CNN(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c1 = nn.Conv2d(1, 8, 3, padding=1)
+            self.c2 = nn.Conv2d(8, 16, 3, padding=1)
+            self.fc = nn.Linear(16 * 7 * 7, 10)
+
+        def forward(self, x):
+            x = torch.max_pool2d(torch.relu(self.c1(x)), 2)
+            x = torch.max_pool2d(torch.relu(self.c2(x)), 2)
+            return self.fc(x.view(x.size(0), -1))  # Shape/Gather/Unsqueeze/Concat/Reshape in TorchScript
+
+    mlp = nn.Sequential(nn.Flatten(), nn.Linear(64, 32), nn.ReLU(), nn.Dropout(0.1), nn.Linear(32, 32), nn.GELU(),
+                        nn.LayerNorm(32), nn.Linear(32, 10)).eval()
+    cnn = CNN().eval()
+    cnn_bn = nn.Sequential(nn.Conv2d(3, 6, 3, padding=1), nn.BatchNorm2d(6), nn.ReLU(), nn.AvgPool2d(2),
+                           nn.Conv2d(6, 8, 3), nn.Tanh(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                           nn.Linear(8, 4)).eval()
+    with torch.no_grad():  # make the BatchNorm statistics non-trivial
+        cnn_bn[1].running_mean.uniform_(-1, 1)
+        cnn_bn[1].running_var.uniform_(0.5, 2)
+    cases = [("mlp", mlp, (1, 8, 8), 1), ("cnn", cnn, (1, 28, 28), 1), ("cnnbn", cnn_bn, (3, 10, 10), 0)]
+    for opset in (13, 17):
+        for name, mod, shape, to_model in cases:
+            path = os.path.join(OUT, f"torch_{name}_op{opset}.onnx")
+            torch.onnx.export(mod, torch.randn(2, *shape), path, dynamo=False, opset_version=opset,
+                              input_names=["x"], output_names=["y"], dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
+            save_model(f"torch_{name}_op{opset}", onnx.load(path), list(shape), to_model=to_model)
+    try:
+        for name, mod, shape, to_model in cases:
+            path = os.path.join(OUT, f"torch_{name}_dynamo18.onnx")
+            batch = torch.export.Dim("batch", min=1, max=1024)
+            prog = torch.onnx.export(mod, (torch.randn(2, *shape),), dynamo=True, opset_version=18,
+                                     input_names=["x"], output_names=["y"], dynamic_shapes=({0: batch},))
+            prog.save(path)
+            save_model(f"torch_{name}_dynamo18", onnx.load(path), list(shape), to_model=0)
+    except Exception as e:
+        print(f"make_models: dynamo exporter unavailable ({type(e).__name__}: {str(e)[:120]}); skipped",
+              file=sys.stderr)
+
+# ---- files the importer must refuse with a clear message ----
+good = open(os.path.join(OUT, "mlp_gemm.onnx"), "rb").read()
+
+
+def bad(name, data, substring):
+    with open(os.path.join(OUT, name + ".onnx"), "wb") as f:
+        f.write(data if isinstance(data, bytes) else data.SerializeToString())
+    manifest.append(f"bad {name} {substring}")
+
+
+def tensor(name, dims, floats):
+    """A TensorProto built by hand: make_tensor refuses dims that disagree with the data."""
+    t = TensorProto(name=name, data_type=TensorProto.FLOAT)
+    t.dims.extend(dims)
+    t.float_data.extend(floats)
+    return t
+
+
+bad("bad_truncated", good[: len(good) // 2], "not a valid ONNX ModelProto")
+bad("bad_random", rng.integers(0, 256, 3000, dtype=np.uint8).tobytes(), "not a valid ONNX ModelProto")
+# field 7 (graph) written as a varint instead of a message
+bad("bad_wiretype", bytes([0x08, 0x08, 0x38, 0x05]), "not a valid ONNX ModelProto")
+bad("bad_attr_type", mk([N("Gemm", ["x", "w", "b"], ["y"], transB=1.0)], [W("w", 3, 4), W("b", 3)], [4]),
+    "attribute 'transB' should be an int")
+bad("bad_missing_init", mk([N("MatMul", ["x", "w_missing"], ["y"])], [], [4]), "input 'w_missing' is not defined")
+bad("bad_cycle", mk([N("Add", ["x", "b"], ["a"], name="first"), N("Relu", ["a"], ["b"], name="second"),
+                     N("Identity", ["a"], ["y"])], [], [4]), "cyclic graph")
+bad("bad_gemm_k", mk([N("Gemm", ["x", "w"], ["y"])], [W("w", 5, 3)], [6]), "inner dimensions differ")
+bad("bad_conv_shape", mk([N("Conv", ["x", "k"], ["y"])], [W("k", 4, 3, 3, 3)], [2, 8, 8]), "does not fit input")
+t = tensor("w", [1 << 40], [1.0])
+bad("bad_huge_dims", mk([N("Add", ["x", "w"], ["y"])], [t], [4]), "more than 2^31")
+t = tensor("w", [1 << 20, 1 << 20], [1.0])
+bad("bad_huge_product", mk([N("Add", ["x", "w"], ["y"])], [t], [4]), "more than 2^31")
+t = tensor("w", [3, 4], [1.0] * 11)
+bad("bad_float_count", mk([N("Add", ["x", "w"], ["y"])], [t], [4]), "does not match its data")
+t = numpy_helper.from_array(np.ones((3, 4), np.float32), "w")
+t.raw_data = t.raw_data[:-2]
+bad("bad_raw_len", mk([N("Add", ["x", "w"], ["y"])], [t], [4]), "does not match its data")
+t = tensor("w", [-3], [])
+bad("bad_negative_dim", mk([N("Add", ["x", "w"], ["y"])], [t], [4]), "negative dimension")
+bad("bad_unsupported_op", mk([N("Frobnicate", ["x"], ["y"], name="frob")], [], [4]), "unsupported operator 'Frobnicate'")
+bad("bad_reshape", mk([N("Reshape", ["x", "s"], ["y"])], [I64("s", [-1, 5])], [4]), "cannot")
+bad("bad_two_inputs", helper.make_model(helper.make_graph(
+    [N("Add", ["a", "b"], ["y"])], "g",
+    [helper.make_tensor_value_info("a", TensorProto.FLOAT, ["N", 3]),
+     helper.make_tensor_value_info("b", TensorProto.FLOAT, ["N", 3])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]), opset_imports=[helper.make_opsetid("", 13)]),
+    "exactly one input")
+bad("bad_defined_twice", mk([N("Relu", ["x"], ["y"]), N("Tanh", ["x"], ["y"])], [], [4]), "defined twice")
+bad("bad_no_graph", onnx.ModelProto(ir_version=8), "no graph")
+
+with open(os.path.join(OUT, "manifest.txt"), "w") as f:
+    f.write("\n".join(manifest) + "\n")
+print(f"make_models: {len(manifest)} files in {OUT}")

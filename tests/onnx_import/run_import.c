@@ -1,0 +1,237 @@
+/* Runs the files make_models.py wrote (manifest.txt in the folder given as argv[1]): every good file
+ * is imported, run on the saved inputs at batch 1 and 7 and compared with ONNX Runtime's outputs;
+ * files marked for it also become engine models whose forward must agree; every bad file must be
+ * refused with the expected words in the message. Then every prefix and a few thousand byte flips
+ * of one good file must load or fail cleanly (never crash). Returns the number of failures. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <time.h>
+
+#include "engine/core/rng.h"
+#include "engine/cpu/cpu_kernels.h"
+#include "onnx/import.h"
+#include "rs_test.h"
+
+static float *read_f32(const char *dir, const char *name, int b, const char *kind, size_t n)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s.b%d.%s.f32", dir, name, b, kind);
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    float *x = malloc(sizeof(float) * n);
+    size_t got = x ? fread(x, sizeof(float), n, f) : 0;
+    fclose(f);
+    if (got != n) {
+        free(x);
+        return NULL;
+    }
+    return x;
+}
+
+/* max |a - b|; prints the first few pairs over tol */
+static double compare(const char *what, const float *got, const float *want, size_t n, double tol)
+{
+    double worst = 0.0;
+    int shown = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - (double)want[i]);
+        if (!(d <= tol) && shown++ < 4) fprintf(stderr, "  %s[%zu]: got %.8g want %.8g\n", what, i, got[i], want[i]);
+        if (!(d <= worst)) worst = d;
+    }
+    return worst;
+}
+
+static void check_good(const char *dir, const char *name, size_t in_n, size_t out_n, double tol, int to_model)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s.onnx", dir, name);
+    rs_onnx_graph *g = NULL;
+    rs_err e = {0};
+    rs_status st = rs_onnx_load(path, &g, &e);
+    RS_CHECK(st == RS_OK, "%s: %s", name, e.msg);
+    if (st) return;
+    RS_CHECK(rs_onnx_graph_input_numel(g) == in_n, "%s: input numel %zu, want %zu", name, rs_onnx_graph_input_numel(g), in_n);
+    RS_CHECK(rs_onnx_graph_output_numel(g) == out_n, "%s: output numel %zu, want %zu", name,
+             rs_onnx_graph_output_numel(g), out_n);
+    rs_model *m = NULL;
+    if (to_model) {
+        st = rs_onnx_to_model(g, name, &m, &e);
+        RS_CHECK(st == RS_OK, "%s: to_model: %s", name, e.msg);
+    }
+    for (int b = 1; b <= 7; b += 6) {
+        float *x = read_f32(dir, name, b, "in", in_n * (size_t)b), *want = read_f32(dir, name, b, "out", out_n * (size_t)b);
+        RS_CHECK(x && want, "%s: missing inputs/outputs for batch %d", name, b);
+        if (!x || !want || rs_onnx_graph_output_numel(g) != out_n) {
+            free(x), free(want);
+            continue;
+        }
+        float *y = malloc(sizeof(float) * out_n * (size_t)b);
+        st = rs_onnx_run(g, x, b, y, &e);
+        RS_CHECK(st == RS_OK, "%s: run: %s", name, e.msg);
+        if (!st) {
+            double d = compare(name, y, want, out_n * (size_t)b, tol);
+            RS_CHECK(d <= tol, "%s batch %d: max |diff| %.3g > %.1g vs ONNX Runtime", name, b, d, tol);
+            printf("  %-24s batch %d: max |diff| vs ORT %.2e\n", name, b, d);
+        }
+        if (m) {
+            const float *logits = NULL;
+            st = rs_model_forward(m, x, b, &logits, &e);
+            RS_CHECK(st == RS_OK, "%s: model forward: %s", name, e.msg);
+            if (!st) {
+                double d = compare("model", logits, want, out_n * (size_t)b, tol);
+                RS_CHECK(d <= tol, "%s batch %d: engine model max |diff| %.3g > %.1g vs ONNX Runtime", name, b, d, tol);
+                double d2 = compare("model-vs-graph", logits, y, out_n * (size_t)b, tol);
+                printf("  %-24s batch %d: engine model vs ORT %.2e, vs graph %.2e\n", name, b, d, d2);
+            }
+        }
+        free(x), free(want), free(y);
+    }
+    if (m) {
+        char *spec = rs_model_spec(m);
+        printf("  %-24s model: %s\n", name, spec ? spec : "?");
+        free(spec);
+    }
+    rs_model_free(m);
+    rs_onnx_graph_free(g);
+}
+
+static void check_bad(const char *dir, const char *name, const char *want)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s.onnx", dir, name);
+    rs_onnx_graph *g = NULL;
+    rs_err e = {0};
+    rs_status st = rs_onnx_load(path, &g, &e);
+    RS_CHECK(st != RS_OK && g == NULL, "%s: imported, should have been refused", name);
+    RS_CHECK(strstr(e.msg, want) != NULL, "%s: message '%s' lacks '%s'", name, e.msg, want);
+    printf("  %-24s refused: %s\n", name, e.msg);
+    rs_onnx_graph_free(g);
+}
+
+/* Loads (and, when it imports, runs) bytes that must never crash the importer. */
+static int try_bytes(const uint8_t *b, size_t n)
+{
+    rs_onnx_graph *g = NULL;
+    rs_err e = {0};
+    if (rs_onnx_load_buffer(b, n, "mutant", &g, &e) != RS_OK) {
+        RS_CHECK(g == NULL && e.msg[0], "a failed load must leave no graph and say why");
+        return 0;
+    }
+    size_t in = rs_onnx_graph_input_numel(g), out = rs_onnx_graph_output_numel(g);
+    if (in * 2 < (1u << 20) && out < (1u << 20)) {
+        float *x = calloc(in * 2 + 1, sizeof(float)), *y = calloc(out * 2 + 1, sizeof(float));
+        rs_onnx_run(g, x, g->fixed_batch > 1 ? (int)g->fixed_batch : 2, y, &e);
+        free(x), free(y);
+    }
+    rs_onnx_graph_free(g);
+    return 1;
+}
+
+static void mutate(const char *dir, const char *name)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s.onnx", dir, name);
+    FILE *f = fopen(path, "rb");
+    RS_CHECK(f != NULL, "open %s", path);
+    if (!f) return;
+    static uint8_t buf[1 << 16], tmp[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    int ok = 0, tries = 0;
+    for (size_t len = 0; len < n; len++, tries++) ok += try_bytes(buf, len);
+    rs_rng rng;
+    rs_rng_seed(&rng, 7);
+    for (int t = 0; t < 3000; t++, tries++) {
+        memcpy(tmp, buf, n);
+        int flips = 1 + (int)(rs_rng_u64(&rng) % 4);
+        for (int k = 0; k < flips; k++) tmp[rs_rng_u64(&rng) % n] ^= (uint8_t)(1u << (rs_rng_u64(&rng) % 8));
+        ok += try_bytes(tmp, n);
+    }
+    printf("  mutations of %s: %d tries, %d still imported, no crash\n", name, tries, ok);
+}
+
+static double now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+/* run-import --bench FILE THREADS BATCH: import time, first run, and the median of 50 runs. */
+static int bench(const char *path, int threads, int batch)
+{
+    rs_cpu_set_threads(threads);
+    double t0 = now_ms();
+    rs_onnx_graph *g = NULL;
+    rs_err e = {0};
+    if (rs_onnx_load(path, &g, &e)) {
+        fprintf(stderr, "%s\n", e.msg);
+        return 1;
+    }
+    double t1 = now_ms();
+    size_t in = rs_onnx_graph_input_numel(g) * (size_t)batch, out = rs_onnx_graph_output_numel(g) * (size_t)batch;
+    float *x = calloc(in, sizeof(float)), *y = calloc(out, sizeof(float));
+    for (size_t i = 0; i < in; i++) x[i] = (float)(i % 17) * 0.05f;
+    rs_onnx_run(g, x, batch, y, &e);
+    double t2 = now_ms(), runs[50];
+    for (int r = 0; r < 50; r++) {
+        double a = now_ms();
+        rs_onnx_run(g, x, batch, y, &e);
+        runs[r] = now_ms() - a;
+    }
+    for (int i = 0; i < 50; i++)
+        for (int j = i + 1; j < 50; j++)
+            if (runs[j] < runs[i]) {
+                double t = runs[i];
+                runs[i] = runs[j];
+                runs[j] = t;
+            }
+    printf("ringside threads=%d batch=%d import %.3f ms, first run %.3f ms, run median %.3f ms\n", threads, batch,
+           t1 - t0, t2 - t1, runs[25]);
+    free(x), free(y);
+    rs_onnx_graph_free(g);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 5 && !strcmp(argv[1], "--bench")) return bench(argv[2], atoi(argv[3]), atoi(argv[4]));
+    if (argc < 2) {
+        fprintf(stderr, "usage: run-import DIR (from make_models.py)\n");
+        return 2;
+    }
+    const char *dir = argv[1];
+    char path[1024], line[1024];
+    snprintf(path, sizeof path, "%s/manifest.txt", dir);
+    FILE *mf = fopen(path, "r");
+    if (!mf) {
+        fprintf(stderr, "%s: cannot open\n", path);
+        return 2;
+    }
+    int good = 0, bad = 0;
+    while (fgets(line, sizeof line, mf)) {
+        char kind[16], name[256], rest[512] = "";
+        size_t in_n, out_n;
+        double tol;
+        int to_model;
+        line[strcspn(line, "\n")] = '\0';
+        if (sscanf(line, "%15s %255s", kind, name) != 2) continue;
+        if (!strcmp(kind, "good") && sscanf(line, "%*s %*s %zu %zu %lf %d", &in_n, &out_n, &tol, &to_model) == 4) {
+            check_good(dir, name, in_n, out_n, tol, to_model);
+            good++;
+        } else if (!strcmp(kind, "bad")) {
+            const char *p = strstr(line, name) + strlen(name);
+            snprintf(rest, sizeof rest, "%s", p + (*p == ' '));
+            check_bad(dir, name, rest);
+            bad++;
+        }
+    }
+    fclose(mf);
+    RS_CHECK(good > 0 && bad > 0, "manifest had %d good and %d bad files", good, bad);
+    mutate(dir, "mlp_gemm");
+    mutate(dir, "conv_pool");
+    printf("run-import: %d good files, %d bad files\n", good, bad);
+    return rs_test_finish("run-import");
+}
