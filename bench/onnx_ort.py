@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Figures, not a test: import + run of one .onnx file in ringside (run-import --bench) against ONNX
 Runtime session creation + run, at 1 and 2 threads and batch 1 and 64.
-usage: bench_ort.py RUN_IMPORT FILE.onnx"""
+usage: onnx_ort.py RUN_IMPORT FILE.onnx (bench/onnx.sh runs it on the CNN)"""
 import statistics
 import subprocess
 import sys
