@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""The live dashboard, from outside the binary.
+
+  live_test.py tmux PATH/TO/ringside
+      ringside in a detached tmux pane (160x48, TERM=xterm-256color): `collective all_reduce ranks=4
+      algo=ring count=8 step=1` shows the ring and "step k of 6", and every press of `n` moves the ranks
+      one algorithm step; then `train m on d mode=ddp ranks=4` shows the header and four rank boxes; the
+      window is resized to 100x30 and the smaller layout is drawn (no frames, compact rank rows); `q`
+      leaves the view and the run still finishes ("trained m on d"). Exit 77 when tmux is missing.
+  live_test.py headless PATH/TO/ringside
+      No terminal: a collective run with RINGSIDE_VIEW_DUMP=FILE writes the live model's final frame
+      (100x30); `view run 1` prints the same frame, twice the same; `step=1` is refused.
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "repl_term"))
+import term_test as tt  # noqa: E402  (the tmux driver the REPL's terminal test uses)
+
+
+class Term(tt.Term):
+    """tt.Term at a chosen size."""
+
+    def __init__(self, tmp, argv, env, name, w, h):
+        self.sock = os.path.join(tmp, "tmux.sock")
+        self.env = env
+        self.rcfile = os.path.join(tmp, name + ".rc")
+        cmd = "trap : INT; " + " ".join(tt.shq(a) for a in argv) + f"; echo $? > {tt.shq(self.rcfile)}"
+        self.tmux("-f", "/dev/null", "start-server", ";", "set-option", "-g", "remain-on-exit", "on", ";",
+                  "set-option", "-g", "history-limit", "5000", ";",
+                  "new-session", "-d", "-s", "rs", "-x", str(w), "-y", str(h), "sh -c " + tt.shq(cmd))
+        self.sh = int(self.fmt("#{pane_pid}"))
+        self.pid = tt.wait("ringside to start under the pane's shell", lambda: tt.child_of(self.sh), self, 10)
+
+    def visible(self):
+        """The visible pane only (the dashboard lives on the alternate screen)."""
+        return self.tmux("capture-pane", "-p", "-t", "rs").split("\n")
+
+
+def has(term, *words):
+    scr = "\n".join(term.visible())
+    return all(w in scr for w in words)
+
+
+def tmux_mode(rs):
+    if not shutil.which("tmux"):
+        tt.skip("tmux is not installed (scripts/setup.sh installs it): no live-dashboard terminal test")
+    tmp = tempfile.mkdtemp(prefix="rs-live-")
+    home = os.path.join(tmp, "home")
+    os.makedirs(home)
+    db = os.path.join(tmp, "s.db")
+    env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE", "NO_COLOR", "XDG_DATA_HOME")}
+    env.update(HOME=home, XDG_DATA_HOME=os.path.join(home, "data"), TERM="xterm-256color", LC_ALL="C.UTF-8")
+    argv = ["env", "-u", "NO_COLOR", f"HOME={home}", f"XDG_DATA_HOME={home}/data", rs, "--db", db]
+    c = tt.Checks()
+    term = None
+    try:
+        term = Term(tmp, argv, env, "s1", 160, 48)
+        tt.wait("a prompt", lambda: tt.at_prompt(term), term, 30)
+        # ---- step by step through a ring all-reduce
+        line = "collective all_reduce ranks=4 algo=ring count=8 step=1"
+        term.text(line)
+        tt.wait("the line echoed", lambda: tt.at_prompt(term, line), term)
+        term.keys("Enter")
+        c.wait_ok("step=1: the dashboard shows the ring and 'step 1 of 6'",
+                  lambda: has(term, "step 1 of 6", "r0", "r3", "collective") and has(term, "ring"), term, 30)
+        for k in range(2, 7):
+            term.text("n")
+            c.wait_ok(f"`n` moves the ranks on: 'step {k} of 6'", lambda: has(term, f"step {k} of 6"), term, 15)
+        term.text("n")
+        c.wait_ok("after the last step the collective is done and the picture stays",
+                  lambda: has(term, "done: press n"), term, 15)
+        term.text("n")
+        out = tt.wait("the collective's summary and a prompt",
+                      lambda: tt.at_prompt(term) and any("every rank's result equals" in l for l in term.screen()),
+                      term, 15)
+        c.ok("the view closed and the summary printed as usual", bool(out))
+        # ---- training across ranks
+        tt.run_line(term, "data d = digits n=3000", expect="d")
+        tt.run_line(term, "model m = mlp 784-64-10", expect="m")
+        line = "train m on d mode=ddp ranks=4 epochs=200"
+        term.text(line)
+        tt.wait("the line echoed", lambda: tt.at_prompt(term, line), term)
+        term.keys("Enter")
+        c.wait_ok("train: header (mode ddp, world 4) and four rank boxes at 160x48",
+                  lambda: has(term, "ringside", "train", "mode ddp", "world 4", "rank 0", "rank 1", "rank 2", "rank 3")
+                  and has(term, "┌"), term, 30)
+        term.tmux("resize-window", "-t", "rs", "-x", "100", "-y", "30")
+
+        def small():
+            v = [l.rstrip() for l in term.visible()]
+            return (len(v) <= 31 and max(len(l) for l in v) <= 100 and has(term, "mode ddp", "r0", "r3")
+                    and not has(term, "┌") and not has(term, "rank 0 "))
+
+        c.wait_ok("resized to 100x30: the smaller layout (compact rank rows, no frames)", small, term, 15,
+                  detail=lambda: "\n".join(term.visible()))
+        term.text("q")
+        c.wait_ok("`q`: plain output, the run goes on and finishes ('trained m on d')",
+                  lambda: any(l.startswith("trained m on d with ddp on 4 ranks") for l in term.screen())
+                  and any("left the dashboard" in l for l in term.screen()) and tt.at_prompt(term), term, 120)
+        # ---- the stepped collective again, replayed from the session log
+        line = "view run 1 speed=8"
+        term.text(line)
+        tt.wait("the line echoed", lambda: tt.at_prompt(term, line), term)
+        term.keys("Enter")
+        c.wait_ok("`view run 1`: the replay runs in the dashboard ('replay 8x', the ring)",
+                  lambda: has(term, "replay 8x", "collective r1", "r2"), term, 15)
+        term.text("+")
+        c.wait_ok("`+` doubles the playback speed", lambda: has(term, "replay 16x"), term, 10)
+        c.wait_ok("the replay reaches the end: the collective is done", lambda: has(term, "end: q leaves",
+                  "all_reduce #1 done"), term, 20)
+        term.text(" ")
+        c.wait_ok("space pauses the replay", lambda: has(term, "paused"), term, 10)
+        term.keys("Left")
+        c.wait_ok("Left scrubs back (paused: the end is no longer shown)",
+                  lambda: has(term, "paused") and not has(term, "end: q leaves"), term, 10)
+        term.text("q")
+        c.wait_ok("`q` leaves the replay: a prompt", lambda: tt.at_prompt(term), term, 10)
+        term.text("quit")
+        term.keys("Enter")
+        c.wait_ok("ringside exits after quit", term.dead, term, 15, detail=term.state)
+        c.ok("exit status 0 (under ASan: no leak or error)", term.dead_status() == "0", term.state())
+    except tt.Fail as e:
+        c.ok("the test ran to its end", False, str(e))
+    finally:
+        if term:
+            term.kill()
+    shutil.rmtree(tmp, ignore_errors=True)
+    return 1 if c.fails else 0
+
+
+def headless_mode(rs):
+    tmp = tempfile.mkdtemp(prefix="rs-live-")
+    db = os.path.join(tmp, "s.db")
+    dump = os.path.join(tmp, "frame.txt")
+    env = dict(os.environ, HOME=tmp, XDG_DATA_HOME=tmp, LC_ALL="C.UTF-8", TERM="xterm-256color")
+    c = tt.Checks()
+
+    def ringside(cmd, extra=None):
+        return subprocess.run([rs, "--db", db, "-c", cmd], env=dict(env, **(extra or {})), capture_output=True,
+                              text=True, timeout=120, stdin=subprocess.DEVNULL)
+
+    r = ringside("collective all_reduce ranks=4 algo=ring count=8", {"RINGSIDE_VIEW_DUMP": dump})
+    c.ok("collective with RINGSIDE_VIEW_DUMP runs and prints plain lines (no terminal: no view)",
+         r.returncode == 0 and "every rank's result equals" in r.stdout and "\x1b[?1049h" not in r.stdout,
+         r.stdout + r.stderr)
+    live = open(dump).read() if os.path.exists(dump) else ""
+    c.ok("the live model's final frame was written: ring, 'all_reduce #1 done', rank lines in the log",
+         "all_reduce #1 done" in live and "step 6 of 6" in live and "rank 0: in [1, 10" in live, live)
+    v1, v2 = ringside("view run 1"), ringside("view run 1")
+    c.ok("`view run 1` without a terminal prints a frame", v1.returncode == 0 and "ringside" in v1.stdout,
+         v1.stdout + v1.stderr)
+    c.ok("replaying twice gives the same frame", v1.stdout == v2.stdout)
+    c.ok("the replay's final frame equals the live run's", v1.stdout == live,
+         "--- live ---\n" + live + "--- replay ---\n" + v1.stdout)
+    r = ringside("collective all_reduce ranks=4 algo=ring count=8 step=1")
+    c.ok("step=1 without a terminal is refused, saying why", r.returncode != 0 and "needs the live view" in r.stdout + r.stderr,
+         r.stdout + r.stderr)
+    r = ringside("view run 99")
+    c.ok("view run of a missing run: an error naming it", r.returncode != 0 and "no run 99" in r.stdout + r.stderr,
+         r.stdout + r.stderr)
+    shutil.rmtree(tmp, ignore_errors=True)
+    return 1 if c.fails else 0
+
+
+def main():
+    if len(sys.argv) < 3 or sys.argv[1] not in ("tmux", "headless"):
+        print(__doc__)
+        return 2
+    rs = os.path.abspath(sys.argv[2])
+    t0 = time.monotonic()
+    rc = tmux_mode(rs) if sys.argv[1] == "tmux" else headless_mode(rs)
+    print(f"{'FAILED' if rc else 'passed'} in {time.monotonic() - t0:.1f}s")
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
