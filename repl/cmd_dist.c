@@ -26,11 +26,17 @@
 
 /* ---------------------------------------------------------------- one job across ranks */
 
-typedef struct dist_job {
+/* One run across ranks, from its start to its end. Heap-allocated (the launcher keeps a pointer to it):
+ * the command owns it while the run is in the foreground; after `q` at the prompt the session's
+ * background list (s->jobs) owns it until the ranks end, `finish` has printed the command's end, and
+ * job_finish has freed it. */
+typedef struct rs_job dist_job;
+struct rs_job {
     rs_session *s;
-    const rs_call *c;
-    const char *what;       /* "collective", "bench", "p2p" */
-    const char *backend;
+    const rs_call *c;       /* borrowed; NULL once in the background (the call is gone by then) */
+    const char *what;       /* "collective", "bench", "p2p", "train" */
+    const char *backend;    /* points into backend_name */
+    char backend_name[32];
     int world;
     int64_t run;
     double mono_to_unix;    /* add to a rank's monotonic stamp (same host) */
@@ -69,7 +75,34 @@ typedef struct dist_job {
     uint64_t step_coll;      /* the collective whose steps are counted */
     int step_max;            /* highest step index a rank reported (-1: none yet) */
     int step_next;           /* the next step index to release */
-} dist_job;
+    /* the ranks while they run */
+    rs_launch *l;            /* owned */
+    rs_store_server *srv;    /* owned; NULL under mpirun */
+    char *dump;              /* owned copy of RINGSIDE_VIEW_DUMP, or NULL */
+    double t_begin;          /* rs_pg_now() at the start, for `jobs` */
+    /* the background (`q` at the prompt) */
+    int64_t id;              /* the run id `jobs` shows (the log's run, or a number of our own without a log) */
+    bool detach;             /* `q` was pressed: hand the run to the background at the next pump */
+    bool background;         /* in s->jobs: nothing printed until the end */
+    bool stopping;           /* `jobs stop=N` or quit asked the ranks to stop */
+    FILE *held;              /* background: bench rows wait here (open_memstream over held_buf) */
+    char *held_buf;
+    size_t held_len;
+    struct rs_job *next;     /* the background list */
+    /* what the command does when the ranks end (prints its results, ends the run in the log); runs with
+     * rc = 0 when every rank exited 0, else after the error was reported; returns the command's rc */
+    int (*finish)(dist_job *j, int rc);
+    /* collective, bench: what the end prints */
+    rs_pg_opkind op;
+    rs_dtype dt;
+    long long count;
+    char redop[16];
+    /* train: the session names (looked up again at the end: s->objs may move meanwhile) and the files */
+    char mname[64], dname[64], mode[8];
+    char dir[32], init[64], outp[64];
+    char *ckpt;              /* owned copy of ckpt=, or NULL */
+    int zero, opt_states;
+};
 
 static void keep_line(dist_job *j, int rank, const char *line)
 {
@@ -130,7 +163,7 @@ static void log_trace(dist_job *j, const rs_pg_event *ev)
 
 static void bench_row(dist_job *j, const rs_bench_row *r)
 {
-    FILE *f = j->s->out;
+    FILE *f = j->held ? j->held : j->s->out; /* the background's rows are printed at its end */
     if (j->nrows++ == 0) {
         fprintf(f, "#\n#%12s %13s %6s %7s %10s %8s %8s %7s\n", "size", "count", "type", "redop", "time", "algbw",
                 "busbw", "#wrong");
@@ -200,7 +233,7 @@ static void train_line(dist_job *j, const rs_train_line *t)
             j->last_step = t->step;
             j->last_loss = t->loss;
             double now = rs_pg_now();
-            if (now - j->last_print > 2) {
+            if (!j->background && now - j->last_print > 2) {
                 fprintf(s->out, "  step %lld: loss %.4f (rank 0), %.0f samples/s per rank\n", (long long)t->step,
                         t->loss, t->sps);
                 fflush(s->out);
@@ -222,7 +255,7 @@ static void train_line(dist_job *j, const rs_train_line *t)
         j->eval_acc = t->acc;
         j->eval_loss = t->loss;
         j->evaluated = true;
-        fprintf(s->out, "  epoch %d: test accuracy %.4f, test loss %.4f\n", t->epoch + 1, t->acc, t->loss);
+        if (!j->background) fprintf(s->out, "  epoch %d: test accuracy %.4f, test loss %.4f\n", t->epoch + 1, t->acc, t->loss);
         rs_log_metric(s, j->run, j->last_step, t->epoch, "test_acc", t->acc);
         rs_log_metric(s, j->run, j->last_step, t->epoch, "test_loss", t->loss);
         break;
@@ -386,6 +419,7 @@ static void on_line(void *ud, int rank, int is_stderr, const char *line)
         keep_line(j, owner, line);
         return;
     }
+    if (j->background) return; /* in the session log already; the prompt is not theirs */
     if (is_stderr && owner == rank && strncmp(line, "rank ", 5) != 0) fprintf(j->s->out, "[rank %d] %s\n", rank, line);
     else fprintf(j->s->out, "%s\n", line);
     fflush(j->s->out);
@@ -397,8 +431,14 @@ static int stop_requested(void *ud)
     if (j->live) {
         int k = rs_live_tick(j->live);
         if (k & RS_LIVE_NEXT) step_release(j, j->step_next);
-        if (k & RS_LIVE_QUIT) leave_view(j);
+        /* at the prompt `q` sends the run to the background (run_ranks sees j->detach); elsewhere (a
+         * script being played) the run goes on in the foreground with plain lines */
+        if (k & RS_LIVE_QUIT) {
+            if (j->s->can_detach && !j->s->play_depth) j->detach = true;
+            else leave_view(j);
+        }
     }
+    if (j->background) return 0; /* Ctrl-C at the prompt is not for background runs: `jobs stop=N` is */
     return j->s->interrupt && *j->s->interrupt;
 }
 
@@ -426,6 +466,7 @@ static void print_lines(dist_job *j, const char *indent)
 
 static void job_free(dist_job *j)
 {
+    if (!j) return;
     for (int i = 0; i < j->nlines; i++) free(j->lines[i]);
     free(j->lines);
     free(j->line_rank);
@@ -436,6 +477,19 @@ static void job_free(dist_job *j)
     free(j->mem);
     free(j->done);
     free(j->spans);
+    if (j->held) fclose(j->held);
+    free(j->held_buf);
+    free(j->dump);
+    free(j->ckpt);
+    free(j);
+}
+
+/* The command's end (j->finish), then the job is gone. Returns the command's rc. */
+static int job_finish(dist_job *j, int rc)
+{
+    if (j->finish) rc = j->finish(j, rc);
+    job_free(j);
+    return rc;
 }
 
 static double mono_to_unix(void)
@@ -446,8 +500,86 @@ static double mono_to_unix(void)
     return (double)(r.tv_sec - m.tv_sec) + (double)(r.tv_nsec - m.tv_nsec) * 1e-9;
 }
 
-/* Starts the ranks with `job_args` (after `--worker JOB`), waits for them, and reports a failure.
- * Returns 0 when every rank exited 0. */
+/* The ranks have ended (st from rs_launch_wait): the launcher, view, store and dump go, a failure is
+ * reported, and the command's end runs. Returns the command's rc; j is freed. */
+static int ranks_ended(dist_job *j, rs_status st, const rs_err *e)
+{
+    rs_session *s = j->s;
+    rs_launch_free(j->l);
+    j->l = NULL;
+    if (j->live && j->stepwise && !st) {
+        /* the last step's picture stays until a key: the lesson ends when the teacher says so */
+        rs_live_status(j->live, "done: press n, Enter or q");
+        while (!(rs_live_tick(j->live) & (RS_LIVE_NEXT | RS_LIVE_QUIT | RS_LIVE_STOP))) usleep(20000);
+    }
+    rs_live_end(j->live);
+    j->live = NULL;
+    rs_store_close(j->step_store);
+    j->step_store = NULL;
+    rs_store_server_stop(j->srv);
+    j->srv = NULL;
+    if (j->dump_vm) {
+        char *text = rs_live_frame_text(j->dump_vm, 100, 30);
+        FILE *f = fopen(j->dump, "w");
+        if (f && text) fputs(text, f);
+        if (f) fclose(f);
+        free(text);
+        rs_view_model_free(j->dump_vm);
+        j->dump_vm = NULL;
+    }
+    if (j->held) {
+        /* what waited while the run was in the background */
+        fclose(j->held);
+        j->held = NULL;
+        if (j->held_len) fwrite(j->held_buf, 1, j->held_len, s->out);
+    }
+    int rc = 0;
+    if (st == RS_ERR_CANCELLED) {
+        rs_log_run_end(s, j->run, "cancelled", 0, NULL, j->background ? "stopped in the background" : "stopped by Ctrl-C");
+        rc = rs_session_error(s, j->c, (size_t)-1, 0, "%s: stopped (%s); the ranks were ended", j->what,
+                              j->background ? "jobs stop" : "Ctrl-C");
+    } else if (st) {
+        rs_log_run_end(s, j->run, "failed", j->last_step, NULL, e->msg);
+        rc = rs_session_error(s, j->c, (size_t)-1, 0, "%s: %s", j->what, e->msg);
+    }
+    return job_finish(j, rc);
+}
+
+/* Marks the objects a background run uses (train: its model and data) busy, or free again (id 0). */
+static void mark_busy(dist_job *j, int64_t id)
+{
+    const char *names[2] = {j->mname, j->dname};
+    for (int i = 0; i < 2; i++) {
+        rs_obj *o = names[i][0] ? rs_session_find(j->s, names[i]) : NULL;
+        if (o && (id || o->busy_run == j->id)) o->busy_run = id;
+    }
+}
+
+/* `q` at the prompt: the run goes on in the session's background list, which the prompt pumps. */
+static int detach(dist_job *j)
+{
+    rs_session *s = j->s;
+    rs_live_end(j->live);
+    j->live = NULL;
+    step_release(j, j->step_max);
+    j->background = true;
+    j->c = NULL;
+    if (!j->collect) j->held = open_memstream(&j->held_buf, &j->held_len); /* NULL: rows print as they come */
+    static int64_t own_ids = 1000000; /* no session log: ids of our own, away from the log's */
+    j->id = j->run > 0 ? j->run : ++own_ids;
+    mark_busy(j, j->id);
+    dist_job **pp = &s->jobs;
+    while (*pp) pp = &(*pp)->next;
+    *pp = j;
+    fprintf(s->out, "run %lld continues in the background; its end will be printed here (`jobs` lists runs in "
+                    "progress, `jobs stop=%lld` stops it)\n", (long long)j->id, (long long)j->id);
+    fflush(s->out);
+    return 0;
+}
+
+/* Starts the ranks with `job_args` (after `--worker JOB`), waits for them, reports a failure and runs
+ * j->finish; j is freed. Returns the command's rc. At the prompt, `q` in the live view hands j to the
+ * background instead and returns 0 at once. */
 static int run_ranks(dist_job *j, const char *const *job_args, int nargs, double timeout_s)
 {
     rs_session *s = j->s;
@@ -456,7 +588,9 @@ static int run_ranks(dist_job *j, const char *const *job_args, int nargs, double
     const rs_pg_backend *be = rs_pg_backend_find(j->backend);
     char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0) return rs_session_error(s, c, (size_t)-1, 0, "%s: cannot find the ringside binary to start ranks", j->what);
+    if (n <= 0)
+        return job_finish(j, rs_session_error(s, c, (size_t)-1, 0, "%s: cannot find the ringside binary to start ranks",
+                                              j->what));
     exe[n] = 0;
 
     /* the dashboard: on a terminal unless view=off; step=1 needs it (a person presses the keys) */
@@ -465,17 +599,18 @@ static int run_ranks(dist_job *j, const char *const *job_args, int nargs, double
     j->step_max = -1;
     if (j->stepwise && (!want_view || !rs_live_possible(s) || be->needs_launcher || !be->ops->transport)) {
         rs_log_run_end(s, j->run, "failed", 0, NULL, "step=1 refused");
-        return rs_session_error(s, c, rs_call_opt(c, "step")->pos, 6,
-                                "%s: step=1 waits for a key between algorithm steps, so it needs the live view on a "
-                                "terminal (not view=off, a script or a pipe) and a backend with algorithm steps (shm, "
-                                "tcp)", j->what);
+        return job_finish(j, rs_session_error(s, c, rs_call_opt(c, "step")->pos, 6,
+                                              "%s: step=1 waits for a key between algorithm steps, so it needs the live "
+                                              "view on a terminal (not view=off, a script or a pipe) and a backend with "
+                                              "algorithm steps (shm, tcp)", j->what));
     }
     char run_id[32];
     snprintf(run_id, sizeof run_id, "r%lld", (long long)j->run);
     rs_view_run vr = {.id = j->run > 0 ? run_id : NULL, .kind = j->what, .backend = j->backend, .world = j->world,
                       .mode = !strcmp(j->what, "train") ? rs_call_str(c, "mode", NULL) : NULL, .t_start = -1};
     const char *dump = getenv("RINGSIDE_VIEW_DUMP");
-    if (dump && *dump && (j->dump_vm = rs_view_model_new(&e)) != NULL) rs_view_set_run(j->dump_vm, &vr);
+    if (dump && *dump && (j->dump = strdup(dump)) != NULL && (j->dump_vm = rs_view_model_new(&e)) != NULL)
+        rs_view_set_run(j->dump_vm, &vr);
 
     /* the replay's way back from the log's unix times to the ranks' clock (see logged_time) */
     rs_slog_event_info clock = RS_SLOG_EVENT_INIT;
@@ -487,13 +622,17 @@ static int run_ranks(dist_job *j, const char *const *job_args, int nargs, double
     if (!be->needs_launcher && rs_store_server_start("127.0.0.1", 0, &srv, &e)) {
         rs_view_model_free(j->dump_vm);
         j->dump_vm = NULL;
-        return rs_session_error(s, c, (size_t)-1, 0, "%s: starting the rendezvous store: %s", j->what, e.msg);
+        return job_finish(j, rs_session_error(s, c, (size_t)-1, 0, "%s: starting the rendezvous store: %s", j->what,
+                                              e.msg));
     }
+    j->srv = srv;
     if (j->stepwise && rs_store_connect("127.0.0.1", rs_store_server_port(srv), timeout_s, &j->step_store, &e)) {
         rs_store_server_stop(srv);
+        j->srv = NULL;
         rs_view_model_free(j->dump_vm);
         j->dump_vm = NULL;
-        return rs_session_error(s, c, (size_t)-1, 0, "%s: connecting to the rendezvous store: %s", j->what, e.msg);
+        return job_finish(j, rs_session_error(s, c, (size_t)-1, 0, "%s: connecting to the rendezvous store: %s",
+                                              j->what, e.msg));
     }
 
     char world[16], port[16], group[48], tmo[32];
@@ -524,39 +663,89 @@ static int run_ranks(dist_job *j, const char *const *job_args, int nargs, double
     rs_launch_cfg cfg = {.nranks = be->needs_launcher ? 1 : j->world, .argv = argv,
                          .master_port = srv ? rs_store_server_port(srv) : 1, .grace_s = 2,
                          .on_line = on_line, .line_ud = j, .should_stop = stop_requested, .stop_ud = j};
-    rs_launch *l = NULL;
     rs_launch_result res;
     if (want_view) j->live = rs_live_start(s, &vr);
     if (j->live && j->stepwise) rs_live_status(j->live, "step=1: n / Enter / Right for the next step");
-    rs_status st = rs_launch_start(&cfg, &l, &e);
-    if (!st) st = rs_launch_wait(l, 0, &res, &e);
-    rs_launch_free(l);
-    if (j->live && j->stepwise && !st) {
-        /* the last step's picture stays until a key: the lesson ends when the teacher says so */
-        rs_live_status(j->live, "done: press n, Enter or q");
-        while (!(rs_live_tick(j->live) & (RS_LIVE_NEXT | RS_LIVE_QUIT | RS_LIVE_STOP))) usleep(20000);
+    j->t_begin = rs_pg_now();
+    rs_status st = rs_launch_start(&cfg, &j->l, &e);
+    /* with the view up, short waits, so that `q` can hand the run to the background; without it one wait
+     * to the end, as ever */
+    if (!st)
+        while ((st = rs_launch_wait(j->l, j->live ? 0.05 : 0, &res, &e)) == RS_ERR_TIMEOUT)
+            if (j->detach) return detach(j);
+    return ranks_ended(j, st, &e);
+}
+
+/* ---------------------------------------------------------------- runs in the background */
+
+int rs_jobs_count(const rs_session *s)
+{
+    int n = 0;
+    for (const dist_job *j = s->jobs; j; j = j->next) n++;
+    return n;
+}
+
+/* A job that ended leaves the list, then prints its end under a line saying which run it was. */
+static void job_ended(rs_session *s, dist_job **link, rs_status st, const rs_err *e)
+{
+    dist_job *j = *link;
+    *link = j->next;
+    fprintf(s->out, "run %lld (%s, in the background) has ended:\n", (long long)j->id, j->what);
+    ranks_ended(j, st, e);
+    fflush(s->out);
+}
+
+void rs_jobs_pump(rs_session *s)
+{
+    dist_job **link = &s->jobs;
+    while (*link) {
+        rs_err e = {0};
+        /* drains the ranks' pipes for a while (a rank blocked on a full pipe stalls them all), then
+         * back to the keyboard: the prompt's select waits only 5 ms between pumps */
+        rs_status st = rs_launch_wait((*link)->l, 0.015, NULL, &e);
+        if (st == RS_ERR_TIMEOUT) link = &(*link)->next;
+        else job_ended(s, link, st, &e);
     }
-    rs_live_end(j->live);
-    j->live = NULL;
-    rs_store_close(j->step_store);
-    j->step_store = NULL;
-    rs_store_server_stop(srv);
-    if (j->dump_vm) {
-        char *text = rs_live_frame_text(j->dump_vm, 100, 30);
-        FILE *f = fopen(dump, "w");
-        if (f && text) fputs(text, f);
-        if (f) fclose(f);
-        free(text);
-        rs_view_model_free(j->dump_vm);
-        j->dump_vm = NULL;
+}
+
+void rs_jobs_stop_all(rs_session *s, bool say)
+{
+    while (s->jobs) {
+        if (say) fprintf(s->out, "stopping run %lld (%s in the background)\n", (long long)s->jobs->id, s->jobs->what);
+        rs_launch_stop(s->jobs->l);
+        rs_err e = {0};
+        rs_status st = rs_launch_wait(s->jobs->l, 0, NULL, &e);
+        job_ended(s, &s->jobs, st, &e);
     }
-    if (st == RS_ERR_CANCELLED) {
-        rs_log_run_end(s, j->run, "cancelled", 0, NULL, "stopped by Ctrl-C");
-        return rs_session_error(s, c, (size_t)-1, 0, "%s: stopped (Ctrl-C); the ranks were ended", j->what);
+}
+
+int rs_cmd_jobs(rs_session *s, const rs_call *c)
+{
+    if (rs_call_given(c, "stop")) {
+        long long id = rs_call_int(c, "stop", 0);
+        const rs_optval *v = rs_call_opt(c, "stop");
+        dist_job *j = s->jobs;
+        while (j && j->id != id) j = j->next;
+        if (!j)
+            return rs_session_error(s, c, v->pos, 5 + strlen(v->text),
+                                    "jobs: no run %lld in the background (`jobs` lists them)", id);
+        rs_launch_stop(j->l);
+        j->stopping = true;
+        fprintf(s->out, "stopping run %lld (%s); its end will be printed here\n", id, j->what);
+        return 0;
     }
-    if (st) {
-        rs_log_run_end(s, j->run, "failed", j->last_step, NULL, e.msg);
-        return rs_session_error(s, c, (size_t)-1, 0, "%s: %s", j->what, e.msg);
+    if (!s->jobs) {
+        fprintf(s->out, "no runs in the background (press q in the live view of a run to send it there)\n");
+        return 0;
+    }
+    fprintf(s->out, "  %-6s %-11s %5s %9s  %s\n", "run", "kind", "ranks", "elapsed", "what");
+    double now = rs_pg_now();
+    for (const dist_job *j = s->jobs; j; j = j->next) {
+        char what[160];
+        if (j->mname[0]) snprintf(what, sizeof what, "%s on %s, %s on %s", j->mname, j->dname, j->mode, j->backend);
+        else snprintf(what, sizeof what, "on %s", j->backend);
+        fprintf(s->out, "  %-6lld %-11s %5d %8.1fs  %s%s\n", (long long)j->id, j->what, j->world, now - j->t_begin, what,
+                j->stopping ? " (stopping)" : "");
     }
     return 0;
 }
@@ -571,7 +760,8 @@ static int common_opts(rs_session *s, const rs_call *c, dist_job *j, double *tim
                                 "%s: ranks must be 1..64 (this machine has %ld cores; more ranks share them), got %lld",
                                 c->cmd->name, sysconf(_SC_NPROCESSORS_ONLN), ranks);
     j->world = (int)ranks;
-    j->backend = rs_call_str(c, "backend", "shm");
+    snprintf(j->backend_name, sizeof j->backend_name, "%s", rs_call_str(c, "backend", "shm"));
+    j->backend = j->backend_name; /* a copy: the call is gone when a background run ends */
     const rs_optval *bv = rs_call_opt(c, "backend");
     if (!rs_pg_backend_find(j->backend)) {
         rs_err e = {0};
@@ -622,17 +812,73 @@ static int parse_op(rs_session *s, const rs_call *c, rs_pg_opkind *op)
 
 /* ---------------------------------------------------------------- collective */
 
+/* The job's end: the ranks' lines in rank order, the verdict, the run's end in the log. */
+static int collective_end(dist_job *j, int rc)
+{
+    rs_session *s = j->s;
+    print_lines(j, "  ");
+    if (rc) return rc;
+    uint64_t wrong = 0;
+    double slowest = 0;
+    int missing = 0;
+    for (int r = 0; r < j->world; r++) {
+        wrong += j->wrong[r];
+        if (j->seconds[r] > slowest) slowest = j->seconds[r];
+        if (!j->checked[r]) missing++;
+    }
+    char when[32], algo[64] = "";
+    if (slowest < 1e-3) snprintf(when, sizeof when, "%.1f us", slowest * 1e6);
+    else snprintf(when, sizeof when, "%.3f ms", slowest * 1e3);
+    if (j->steps)
+        snprintf(algo, sizeof algo, ", %s%s%d step%s", strcmp(j->algo, "auto") ? j->algo : "",
+                 strcmp(j->algo, "auto") ? " in " : "", j->steps, j->steps == 1 ? "" : "s");
+    rs_pg_opkind op = j->op;
+    bool reduces = op == RS_OP_REDUCE || op == RS_OP_ALL_REDUCE || op == RS_OP_REDUCE_SCATTER;
+    char red[32] = "";
+    if (reduces) snprintf(red, sizeof red, " (%s)", j->redop);
+    fprintf(s->out, "%s%s of %lld x %s on %d ranks, %s%s: %s (slowest rank)\n", rs_pg_op_name(op), red, j->count,
+            rs_dtype_name(j->dt), j->world, j->backend, algo, when);
+    if (missing || wrong) {
+        for (int r = 0; r < j->world; r++)
+            if (j->wrong[r]) fprintf(s->out, "  rank %d: %llu elements differ from the serial computation\n", r,
+                                     (unsigned long long)j->wrong[r]);
+        rc = rs_session_error(s, j->c, (size_t)-1, 0, "collective: %s", missing ? "some ranks did not report a result"
+                                                                                : "wrong results (see above)");
+        rs_log_run_end(s, j->run, "failed", 1, NULL, s->last_error);
+    } else {
+        fprintf(s->out, "every rank's result equals the serial computation%s\n",
+                j->run > 0 ? "; trace in the session log" : "");
+        char final[128];
+        snprintf(final, sizeof final, "{\"seconds\":%.9g,\"events\":%lld}", slowest, (long long)j->nevents);
+        rs_log_run_end(s, j->run, "done", 1, final, NULL);
+    }
+    return rc;
+}
+
+/* A job for a command, with what common_opts checks; NULL after reporting an error. */
+static dist_job *job_new(rs_session *s, const rs_call *c, const char *what, bool collect, double *timeout)
+{
+    dist_job *j = calloc(1, sizeof *j);
+    if (!j) {
+        rs_session_error(s, c, (size_t)-1, 0, "%s: out of memory", what);
+        return NULL;
+    }
+    j->what = what;
+    j->collect = collect;
+    if (common_opts(s, c, j, timeout)) {
+        job_free(j);
+        return NULL;
+    }
+    return j;
+}
+
 int rs_cmd_collective(rs_session *s, const rs_call *c)
 {
-    dist_job j = {.what = "collective", .collect = true};
     double timeout = 30;
     rs_pg_opkind op;
-    int rc = parse_op(s, c, &op);
-    if (!rc) rc = common_opts(s, c, &j, &timeout);
-    if (rc) {
-        job_free(&j);
-        return rc;
-    }
+    if (parse_op(s, c, &op)) return 1;
+    dist_job *j = job_new(s, c, "collective", true, &timeout);
+    if (!j) return 1;
     rs_dtype dt = RS_F32;
     const char *dts = rs_call_str(c, "dtype", "f32");
     for (int t = 0; t < RS_DTYPE_COUNT; t++)
@@ -643,94 +889,75 @@ int rs_cmd_collective(rs_session *s, const rs_call *c)
     long long root = rs_call_int(c, "root", 0);
     if (count < 0 || count > (1ll << 31)) {
         const rs_optval *v = rs_call_given(c, "count") ? rs_call_opt(c, "count") : rs_call_opt(c, "size");
-        job_free(&j);
+        job_free(j);
         return rs_session_error(s, c, v->pos, strlen(v->text) + 6, "collective: %lld elements per rank is out of range "
                                 "(0..2^31)", count);
     }
-    if (root < 0 || root >= j.world) {
+    if (root < 0 || root >= j->world) {
         const rs_optval *v = rs_call_opt(c, "root");
-        job_free(&j);
+        int world = j->world;
+        job_free(j);
         return rs_session_error(s, c, v->pos, strlen(v->text) + 5, "collective: root %lld is not a rank (0..%d)", root,
-                                j.world - 1);
+                                world - 1);
     }
-    j.run = rs_log_run_begin_dist(s, "collective", NULL, NULL, NULL, c, "collective", j.backend, j.world);
-    char a_op[48], a_cnt[48], a_dt[24], a_red[32], a_algo[48], a_root[24], a_show[24], a_be[32];
+    j->op = op;
+    j->dt = dt;
+    j->count = count;
+    snprintf(j->redop, sizeof j->redop, "%s", rs_call_str(c, "op", "sum"));
+    j->finish = collective_end;
+    j->run = rs_log_run_begin_dist(s, "collective", NULL, NULL, NULL, c, "collective", j->backend, j->world);
+    char a_op[48], a_cnt[48], a_dt[24], a_red[32], a_algo[48], a_root[24], a_show[24], a_be[48];
     snprintf(a_op, sizeof a_op, "op=%s", rs_pg_op_name(op));
     snprintf(a_cnt, sizeof a_cnt, "count=%lld", count);
     snprintf(a_dt, sizeof a_dt, "dtype=%s", rs_dtype_name(dt));
-    snprintf(a_red, sizeof a_red, "redop=%s", rs_call_str(c, "op", "sum"));
+    snprintf(a_red, sizeof a_red, "redop=%s", j->redop);
     snprintf(a_algo, sizeof a_algo, "algo=%s", rs_call_str(c, "algo", "auto"));
     snprintf(a_root, sizeof a_root, "root=%lld", root);
     snprintf(a_show, sizeof a_show, "show=%lld", rs_call_int(c, "show", 16));
-    snprintf(a_be, sizeof a_be, "backend=%s", j.backend);
+    snprintf(a_be, sizeof a_be, "backend=%s", j->backend);
     const char *args[] = {a_be, a_op, a_cnt, a_dt, a_red, a_algo, a_root, a_show, "trace=1"};
-    rc = run_ranks(&j, args, 9, timeout);
-    print_lines(&j, "  ");
-    if (!rc) {
-        uint64_t wrong = 0;
-        double slowest = 0;
-        int missing = 0;
-        for (int r = 0; r < j.world; r++) {
-            wrong += j.wrong[r];
-            if (j.seconds[r] > slowest) slowest = j.seconds[r];
-            if (!j.checked[r]) missing++;
-        }
-        char when[32], algo[64] = "";
-        if (slowest < 1e-3) snprintf(when, sizeof when, "%.1f us", slowest * 1e6);
-        else snprintf(when, sizeof when, "%.3f ms", slowest * 1e3);
-        if (j.steps)
-            snprintf(algo, sizeof algo, ", %s%s%d step%s", strcmp(j.algo, "auto") ? j.algo : "",
-                     strcmp(j.algo, "auto") ? " in " : "", j.steps, j.steps == 1 ? "" : "s");
-        bool reduces = op == RS_OP_REDUCE || op == RS_OP_ALL_REDUCE || op == RS_OP_REDUCE_SCATTER;
-        char red[32] = "";
-        if (reduces) snprintf(red, sizeof red, " (%s)", rs_call_str(c, "op", "sum"));
-        fprintf(s->out, "%s%s of %lld x %s on %d ranks, %s%s: %s (slowest rank)\n", rs_pg_op_name(op), red, count,
-                rs_dtype_name(dt), j.world, j.backend, algo, when);
-        if (missing || wrong) {
-            for (int r = 0; r < j.world; r++)
-                if (j.wrong[r]) fprintf(s->out, "  rank %d: %llu elements differ from the serial computation\n", r,
-                                        (unsigned long long)j.wrong[r]);
-            rc = rs_session_error(s, c, (size_t)-1, 0, "collective: %s", missing ? "some ranks did not report a result"
-                                                                                  : "wrong results (see above)");
-            rs_log_run_end(s, j.run, "failed", 1, NULL, s->last_error);
-        } else {
-            fprintf(s->out, "every rank's result equals the serial computation%s\n",
-                    j.run > 0 ? "; trace in the session log" : "");
-            char final[128];
-            snprintf(final, sizeof final, "{\"seconds\":%.9g,\"events\":%lld}", slowest, (long long)j.nevents);
-            rs_log_run_end(s, j.run, "done", 1, final, NULL);
-        }
-    }
-    job_free(&j);
-    return rc;
+    return run_ranks(j, args, 9, timeout);
 }
 
 /* ---------------------------------------------------------------- bench */
 
+/* The job's end: nccl-tests' footer and the run's end in the log. */
+static int bench_end(dist_job *j, int rc)
+{
+    rs_session *s = j->s;
+    if (rc) return rc;
+    double avg = j->nrows ? j->busbw_sum / j->nrows : 0;
+    fprintf(s->out, "# Out of bounds values : %llu %s\n", (unsigned long long)j->wrong_rows,
+            j->wrong_rows ? "WRONG" : "OK");
+    fprintf(s->out, "# Avg bus bandwidth    : %.4f GB/s\n#\n", avg);
+    char final[96];
+    snprintf(final, sizeof final, "{\"avg_busbw\":%.6g,\"rows\":%d}", avg, j->nrows);
+    rs_log_run_end(s, j->run, j->wrong_rows ? "failed" : "done", j->nrows, final, j->wrong_rows ? "wrong results" : NULL);
+    if (j->wrong_rows) rc = rs_session_error(s, j->c, (size_t)-1, 0, "bench: some sizes gave wrong results");
+    return rc;
+}
+
 int rs_cmd_bench(rs_session *s, const rs_call *c)
 {
-    dist_job j = {.what = "bench"};
     double timeout = 30;
     rs_pg_opkind op;
-    int rc = parse_op(s, c, &op);
-    if (!rc) rc = common_opts(s, c, &j, &timeout);
-    if (rc) {
-        job_free(&j);
-        return rc;
-    }
+    if (parse_op(s, c, &op)) return 1;
+    dist_job *j = job_new(s, c, "bench", false, &timeout);
+    if (!j) return 1;
     uint64_t lo, hi;
     rs_err e = {0};
     const rs_optval *sv = rs_call_opt(c, "sizes");
     if (rs_val_size_range(rs_call_str(c, "sizes", "8..64M"), &lo, &hi, &e) || lo == 0 || hi > (1ull << 32)) {
-        job_free(&j);
+        job_free(j);
         return rs_session_error(s, c, sv->pos, strlen(sv->text) + 6, "bench: sizes: %s",
                                 e.msg[0] ? e.msg : "give LO..HI between 1 and 4G, e.g. sizes=8..64M");
     }
     const char *dts = rs_call_str(c, "dtype", "f32");
-    j.run = rs_log_run_begin_dist(s, "bench", NULL, NULL, NULL, c, "bench", j.backend, j.world);
-    fprintf(s->out, "# bench %s: %d ranks, %s backend, %s, %s%s\n", rs_pg_op_name(op), j.world, j.backend, dts,
-            rs_call_str(c, "op", "sum"), j.run > 0 ? "" : " (no session log)");
-    char a_op[48], a_lo[48], a_hi[48], a_dt[24], a_red[32], a_algo[48], a_it[32], a_be[32];
+    j->finish = bench_end;
+    j->run = rs_log_run_begin_dist(s, "bench", NULL, NULL, NULL, c, "bench", j->backend, j->world);
+    fprintf(s->out, "# bench %s: %d ranks, %s backend, %s, %s%s\n", rs_pg_op_name(op), j->world, j->backend, dts,
+            rs_call_str(c, "op", "sum"), j->run > 0 ? "" : " (no session log)");
+    char a_op[48], a_lo[48], a_hi[48], a_dt[24], a_red[32], a_algo[48], a_it[32], a_be[48];
     snprintf(a_op, sizeof a_op, "op=%s", rs_pg_op_name(op));
     snprintf(a_lo, sizeof a_lo, "minbytes=%llu", (unsigned long long)lo);
     snprintf(a_hi, sizeof a_hi, "maxbytes=%llu", (unsigned long long)hi);
@@ -738,59 +965,48 @@ int rs_cmd_bench(rs_session *s, const rs_call *c)
     snprintf(a_red, sizeof a_red, "redop=%s", rs_call_str(c, "op", "sum"));
     snprintf(a_algo, sizeof a_algo, "algo=%s", rs_call_str(c, "algo", "auto"));
     snprintf(a_it, sizeof a_it, "iters=%lld", rs_call_int(c, "iters", 0));
-    snprintf(a_be, sizeof a_be, "backend=%s", j.backend);
+    snprintf(a_be, sizeof a_be, "backend=%s", j->backend);
     const char *args[] = {a_be, a_op, a_lo, a_hi, a_dt, a_red, a_algo, a_it};
-    rc = run_ranks(&j, args, 8, timeout);
-    if (!rc) {
-        fprintf(s->out, "# Out of bounds values : %llu %s\n", (unsigned long long)j.wrong_rows,
-                j.wrong_rows ? "WRONG" : "OK");
-        fprintf(s->out, "# Avg bus bandwidth    : %.4f GB/s\n#\n", j.nrows ? j.busbw_sum / j.nrows : 0);
-        char final[96];
-        snprintf(final, sizeof final, "{\"avg_busbw\":%.6g,\"rows\":%d}", j.nrows ? j.busbw_sum / j.nrows : 0, j.nrows);
-        rs_log_run_end(s, j.run, j.wrong_rows ? "failed" : "done", j.nrows, final,
-                       j.wrong_rows ? "wrong results" : NULL);
-        if (j.wrong_rows) rc = rs_session_error(s, c, (size_t)-1, 0, "bench: some sizes gave wrong results");
-    }
-    job_free(&j);
-    return rc;
+    return run_ranks(j, args, 8, timeout);
 }
 
 /* ---------------------------------------------------------------- p2p */
 
+static int p2p_end(dist_job *j, int rc)
+{
+    rs_session *s = j->s;
+    print_lines(j, "");
+    if (rc) return rc;
+    bool bad = j->wrong[0] || j->wrong[1] || !j->checked[0] || !j->checked[1];
+    if (bad) rc = rs_session_error(s, j->c, (size_t)-1, 0, "p2p: the received data was not the peer's");
+    rs_log_run_end(s, j->run, bad ? "failed" : "done", 1, NULL, bad ? "wrong data" : NULL);
+    return rc;
+}
+
 int rs_cmd_p2p(rs_session *s, const rs_call *c)
 {
-    dist_job j = {.what = "p2p", .collect = true};
     double timeout = 30;
-    int rc = common_opts(s, c, &j, &timeout);
-    if (!rc && j.world < 2) {
+    dist_job *j = job_new(s, c, "p2p", true, &timeout);
+    if (!j) return 1;
+    if (j->world < 2) {
         const rs_optval *v = rs_call_opt(c, "ranks");
-        rc = rs_session_error(s, c, v->pos, 5 + strlen(v->text), "p2p: needs 2 ranks or more");
-    }
-    if (rc) {
-        job_free(&j);
-        return rc;
+        job_free(j);
+        return rs_session_error(s, c, v->pos, 5 + strlen(v->text), "p2p: needs 2 ranks or more");
     }
     uint64_t size = rs_call_opt(c, "size")->v.size;
     if (size < 4 || size > (1ull << 31)) {
         const rs_optval *v = rs_call_opt(c, "size");
-        job_free(&j);
+        job_free(j);
         return rs_session_error(s, c, v->pos, 5 + strlen(v->text), "p2p: size must be 4 bytes .. 2G");
     }
-    j.run = rs_log_run_begin_dist(s, "p2p", NULL, NULL, NULL, c, "p2p", j.backend, j.world);
-    char a_size[48], a_be[32], a_it[32];
+    j->finish = p2p_end;
+    j->run = rs_log_run_begin_dist(s, "p2p", NULL, NULL, NULL, c, "p2p", j->backend, j->world);
+    char a_size[48], a_be[48], a_it[32];
     snprintf(a_size, sizeof a_size, "size=%llu", (unsigned long long)size);
-    snprintf(a_be, sizeof a_be, "backend=%s", j.backend);
+    snprintf(a_be, sizeof a_be, "backend=%s", j->backend);
     snprintf(a_it, sizeof a_it, "iters=%lld", rs_call_int(c, "iters", 0));
     const char *args[] = {a_be, a_size, a_it};
-    rc = run_ranks(&j, args, 3, timeout);
-    print_lines(&j, "");
-    if (!rc) {
-        bool bad = j.wrong[0] || j.wrong[1] || !j.checked[0] || !j.checked[1];
-        if (bad) rc = rs_session_error(s, c, (size_t)-1, 0, "p2p: the received data was not the peer's");
-        rs_log_run_end(s, j.run, bad ? "failed" : "done", 1, NULL, bad ? "wrong data" : NULL);
-    }
-    job_free(&j);
-    return rc;
+    return run_ranks(j, args, 3, timeout);
 }
 
 /* ---------------------------------------------------------------- backends */
@@ -905,64 +1121,117 @@ static void print_memory(dist_job *j, const rs_obj *m, int zero, int opt_states)
             off ? " (offloaded state counted under offload)" : "");
 }
 
+/* The job's end: the trained weights back into the model, the summary, the memory table, the run's end. */
+static int train_end(dist_job *j, int rc)
+{
+    rs_session *s = j->s;
+    mark_busy(j, 0);
+    rs_obj *m = rs_session_find(s, j->mname);
+    if (rc && j->ckpt && j->ckpts > 0)
+        fprintf(s->out, "the last checkpoint is %s (step %lld); continue with `train %s on %s ... resume=%s`\n",
+                j->ckpt, (long long)j->last_ckpt_step, j->mname, j->dname, j->ckpt);
+    if (!rc && (!m || !m->model)) /* cannot happen while busy: drop and rebinding refuse */
+        rc = rs_session_error(s, j->c, (size_t)-1, 0, "train: model %s is gone; the trained weights are lost", j->mname);
+    rs_err err = {0};
+    if (!rc && rs_ckpt_load_model(j->outp, m->model, &err))
+        rc = rs_session_error(s, j->c, (size_t)-1, 0, "train: reading the trained weights back: %s", err.msg);
+    unlink(j->init);
+    unlink(j->outp);
+    rmdir(j->dir);
+    if (rc) return rc;
+    double sps = 0, secs = 0;
+    for (int r = 0; r < j->world; r++) {
+        sps += j->done[r].sps;
+        if (j->done[r].seconds > secs) secs = j->done[r].seconds;
+    }
+    fprintf(s->out, "trained %s on %s with %s on %d ranks: %lld steps in %.1fs, %.0f samples/s in all", j->mname,
+            j->dname, j->mode, j->world, (long long)j->done[0].step, secs, sps);
+    if (j->evaluated) fprintf(s->out, ", test accuracy %.4f", j->eval_acc);
+    fputc('\n', s->out);
+    double comm0 = 0, hid0 = 0;
+    for (int r = 0; r < j->world; r++) {
+        double cm, hd;
+        comm_hidden(j, r, &cm, &hd);
+        comm0 += cm;
+        hid0 += hd;
+    }
+    if (comm0 > 0)
+        fprintf(s->out, "communication: %.3f s per rank, %.0f%% of it hidden behind backward\n", comm0 / j->world,
+                100 * hid0 / comm0);
+    print_memory(j, m, j->zero, j->opt_states);
+    char final[256];
+    snprintf(final, sizeof final, "{\"steps\":%lld,\"seconds\":%.6g,\"samples_per_s\":%.6g,\"comm_hidden\":%.6g%s%.6g}",
+             (long long)j->done[0].step, secs, sps, comm0 > 0 ? hid0 / comm0 : 0,
+             j->evaluated ? ",\"test_acc\":" : ",\"test_acc_none\":", j->evaluated ? j->eval_acc : 0);
+    rs_log_run_end(s, j->run, "done", j->done[0].step, final, NULL);
+    if (j->run > 0) fprintf(s->out, "run %lld logged: `show run %lld`\n", (long long)j->run, (long long)j->run);
+    return rc;
+}
+
 int rs_cmd_train_ranks(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, const rs_train_cfg *cfg)
 {
-    dist_job j = {.what = "train"};
     double timeout = 60;
-    int rc = common_opts(s, c, &j, &timeout);
-    if (rc) {
-        job_free(&j);
-        return rc;
-    }
+    dist_job *j = job_new(s, c, "train", false, &timeout);
+    if (!j) return 1;
     const char *mode = rs_call_str(c, "mode", "ddp");
     bool fsdp = !strcmp(mode, "fsdp");
     long long zero = fsdp ? rs_call_int(c, "zero", 3) : 0;
     if (fsdp && (zero < 1 || zero > 3)) {
         const rs_optval *v = rs_call_opt(c, "zero");
-        job_free(&j);
+        job_free(j);
         return rs_session_error(s, c, v->pos, 5 + strlen(v->text), "train: zero must be 1, 2 or 3, got %lld", zero);
     }
-    if (cfg->batch % j.world) {
+    if (cfg->batch % j->world) {
         const rs_optval *v = rs_call_opt(c, "batch");
-        job_free(&j);
+        int world = j->world;
+        job_free(j);
         return rs_session_error(s, c, v->pos, v->set ? 6 + strlen(v->text) : 0,
                                 "train: batch=%d is the global batch and does not split over %d ranks (try batch=%d)",
-                                cfg->batch, j.world, (cfg->batch / j.world + 1) * j.world);
+                                cfg->batch, world, (cfg->batch / world + 1) * world);
     }
     if (d->source_cut) {
-        job_free(&j);
+        job_free(j);
         return rs_session_error(s, c, c->arg_pos[2], strlen(c->args[2]),
                                 "train: data %s's source is too long to hand to the ranks; use fewer or shorter paths",
                                 d->name);
     }
-    j.mem = calloc((size_t)j.world, sizeof *j.mem);
-    j.done = calloc((size_t)j.world, sizeof *j.done);
-    char dir[] = "/tmp/ringside-train-XXXXXX";
-    if (!j.mem || !j.done || !mkdtemp(dir)) {
-        job_free(&j);
+    j->mem = calloc((size_t)j->world, sizeof *j->mem);
+    j->done = calloc((size_t)j->world, sizeof *j->done);
+    char *dir = j->dir;
+    snprintf(j->dir, sizeof j->dir, "/tmp/ringside-train-XXXXXX");
+    if (!j->mem || !j->done || !mkdtemp(dir)) {
+        job_free(j);
         return rs_session_error(s, c, (size_t)-1, 0, "train: cannot make a folder for the ranks' files: %s",
                                 strerror(errno));
     }
-    char init[64], outp[64];
-    snprintf(init, sizeof init, "%s/init.safetensors", dir);
-    snprintf(outp, sizeof outp, "%s/out.safetensors", dir);
+    char *init = j->init, *outp = j->outp;
+    snprintf(j->init, sizeof j->init, "%s/init.safetensors", dir);
+    snprintf(j->outp, sizeof j->outp, "%s/out.safetensors", dir);
     rs_err err = {0};
     if (rs_ckpt_save_model(init, m->model, &err)) {
         rmdir(dir);
-        job_free(&j);
+        job_free(j);
         return rs_session_error(s, c, (size_t)-1, 0, "train: %s", err.msg);
     }
     char *spec = rs_model_spec(m->model);
-    j.run = rs_log_run_begin_dist(s, "train", m->name, m->spec, d->name, c, mode, j.backend, j.world);
-    j.t_start = j.last_print = rs_pg_now();
-    fprintf(s->out, "%s: %d ranks on %s, global batch %d (%d per rank)%s\n", mode, j.world, j.backend, cfg->batch,
-            cfg->batch / j.world, fsdp ? (zero == 3 ? ", ZeRO-3" : zero == 2 ? ", ZeRO-2" : ", ZeRO-1") : "");
+    /* what the end needs, copied: the call and cfg are gone when a background run ends */
+    snprintf(j->mname, sizeof j->mname, "%s", m->name);
+    snprintf(j->dname, sizeof j->dname, "%s", d->name);
+    snprintf(j->mode, sizeof j->mode, "%s", mode);
+    j->ckpt = cfg->ckpt_path ? strdup(cfg->ckpt_path) : NULL;
+    j->zero = (int)zero;
+    j->opt_states = cfg->opt.kind == RS_OPT_SGD ? (cfg->opt.momentum != 0 ? 1 : 0) : 2;
+    j->finish = train_end;
+    j->run = rs_log_run_begin_dist(s, "train", m->name, m->spec, d->name, c, mode, j->backend, j->world);
+    j->t_start = j->last_print = rs_pg_now();
+    fprintf(s->out, "%s: %d ranks on %s, global batch %d (%d per rank)%s\n", mode, j->world, j->backend, cfg->batch,
+            cfg->batch / j->world, fsdp ? (zero == 3 ? ", ZeRO-3" : zero == 2 ? ", ZeRO-2" : ", ZeRO-1") : "");
 
     /* every option, as the worker reads them */
     char a[32][300];
     int n = 0;
 #define ARG(...) snprintf(a[n++], sizeof a[0], __VA_ARGS__)
-    ARG("backend=%s", j.backend);
+    ARG("backend=%s", j->backend);
     ARG("mode=%s", mode);
     ARG("init=%s", init);
     ARG("out=%s", outp);
@@ -1000,47 +1269,5 @@ int rs_cmd_train_ranks(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, co
     snprintf(specarg, sizeof specarg, "spec=%s", spec ? spec : m->spec);
     args[n++] = specarg;
     free(spec);
-    rc = run_ranks(&j, args, n, timeout);
-    if (rc && cfg->ckpt_path && j.ckpts > 0)
-        fprintf(s->out, "the last checkpoint is %s (step %lld); continue with `train %s on %s ... resume=%s`\n",
-                cfg->ckpt_path, (long long)j.last_ckpt_step, m->name, d->name, cfg->ckpt_path);
-    if (!rc) {
-        rs_status st = rs_ckpt_load_model(outp, m->model, &err);
-        if (st) rc = rs_session_error(s, c, (size_t)-1, 0, "train: reading the trained weights back: %s", err.msg);
-    }
-    unlink(init);
-    unlink(outp);
-    rmdir(dir);
-    if (!rc) {
-        double sps = 0, secs = 0;
-        for (int r = 0; r < j.world; r++) {
-            sps += j.done[r].sps;
-            if (j.done[r].seconds > secs) secs = j.done[r].seconds;
-        }
-        fprintf(s->out, "trained %s on %s with %s on %d ranks: %lld steps in %.1fs, %.0f samples/s in all", m->name,
-                d->name, mode, j.world, (long long)j.done[0].step, secs, sps);
-        if (j.evaluated) fprintf(s->out, ", test accuracy %.4f", j.eval_acc);
-        fputc('\n', s->out);
-        double comm0 = 0, hid0 = 0;
-        for (int r = 0; r < j.world; r++) {
-            double cm, hd;
-            comm_hidden(&j, r, &cm, &hd);
-            comm0 += cm;
-            hid0 += hd;
-        }
-        if (comm0 > 0)
-            fprintf(s->out, "communication: %.3f s per rank, %.0f%% of it hidden behind backward\n", comm0 / j.world,
-                    100 * hid0 / comm0);
-        int states = cfg->opt.kind == RS_OPT_SGD ? (cfg->opt.momentum != 0 ? 1 : 0) : 2;
-        print_memory(&j, m, (int)zero, states);
-        char final[256];
-        snprintf(final, sizeof final,
-                 "{\"steps\":%lld,\"seconds\":%.6g,\"samples_per_s\":%.6g,\"comm_hidden\":%.6g%s%.6g}",
-                 (long long)j.done[0].step, secs, sps, comm0 > 0 ? hid0 / comm0 : 0,
-                 j.evaluated ? ",\"test_acc\":" : ",\"test_acc_none\":", j.evaluated ? j.eval_acc : 0);
-        rs_log_run_end(s, j.run, "done", j.done[0].step, final, NULL);
-        if (j.run > 0) fprintf(s->out, "run %lld logged: `show run %lld`\n", (long long)j.run, (long long)j.run);
-    }
-    job_free(&j);
-    return rc;
+    return run_ranks(j, args, n, timeout);
 }

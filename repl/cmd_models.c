@@ -23,6 +23,8 @@ static uint64_t seed_opt(rs_session *s, const rs_call *c)
 static int check_name(rs_session *s, const rs_call *c)
 {
     const char *n = c->bind;
+    /* rebinding a name a background run uses would free what its ranks' results go back into */
+    if (rs_session_check_busy(s, c, rs_session_find(s, n), c->bind_pos, strlen(n))) return 1;
     bool ok = (n[0] >= 'a' && n[0] <= 'z') || (n[0] >= 'A' && n[0] <= 'Z') || n[0] == '_';
     for (const char *p = n; *p && ok; p++)
         ok = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_';
@@ -280,6 +282,7 @@ int rs_cmd_ls(rs_session *s, const rs_call *c)
 
 int rs_cmd_drop(rs_session *s, const rs_call *c)
 {
+    if (rs_session_check_busy(s, c, rs_session_find(s, c->args[0]), c->arg_pos[0], strlen(c->args[0]))) return 1;
     rs_session_drop(s, c->args[0]);
     fprintf(s->out, "dropped %s\n", c->args[0]);
     return 0;
@@ -306,6 +309,7 @@ int rs_cmd_load(rs_session *s, const rs_call *c)
     if (o && o->kind != RS_OBJ_MODEL)
         return rs_session_error(s, c, c->arg_pos[0], strlen(c->args[0]), "load: %s is a data set, not a model",
                                 c->args[0]);
+    if (rs_session_check_busy(s, c, o, c->arg_pos[0], strlen(c->args[0]))) return 1;
     if (o) {
         if (rs_ckpt_load_model(c->args[1], o->model, &err))
             return rs_session_error(s, c, c->arg_pos[1], strlen(c->args[1]), "load: %s", err.msg);

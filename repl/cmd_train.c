@@ -131,6 +131,8 @@ int rs_cmd_train(rs_session *s, const rs_call *c)
 {
     rs_obj *m, *d;
     operands(s, c, &m, &d);
+    /* a background run is still changing m's weights (its data may be shared: reading it is fine) */
+    if (rs_session_check_busy(s, c, m, c->arg_pos[0], strlen(c->args[0]))) return 1;
     if (fit_check(s, c, m, d)) return 1;
     rs_train_cfg cfg;
     rs_err err = {0};

@@ -34,6 +34,7 @@ int rs_cmd_bench(rs_session *, const rs_call *);
 int rs_cmd_p2p(rs_session *, const rs_call *);
 int rs_cmd_backends(rs_session *, const rs_call *);
 int rs_cmd_view(rs_session *, const rs_call *);
+int rs_cmd_jobs(rs_session *, const rs_call *);
 
 static const char *const opt_kinds[] = {"sgd", "adam", "adamw", NULL};
 static const char *const sched_kinds[] = {"constant", "step", "cosine", NULL};
@@ -125,6 +126,11 @@ static const rs_optdef play_opts[] = {
 
 static const rs_optdef view_opts[] = {
     {"speed", RS_T_FLOAT, "1", "playback speed (0.001: a millisecond collective takes a second)", NULL},
+    {NULL, 0, NULL, NULL, NULL},
+};
+
+static const rs_optdef jobs_opts[] = {
+    {"stop", RS_T_INT, NULL, "stop the background run with this number (its ranks are ended)", NULL},
     {NULL, 0, NULL, NULL, NULL},
 };
 
@@ -254,6 +260,13 @@ const rs_cmddef rs_commands[] = {
      "scrub back and forth, tab moves the focus between panes, q leaves. Without a terminal it prints\n"
      "the run's final frame as text (100x30).",
      false, NULL, {A("run", RS_A_KEYWORD), A("N", RS_A_INT)}, 2, view_opts, false, rs_cmd_view},
+    {"jobs", "ranks", "jobs [stop=N]    runs going on in the background (q in the live view sends one there)",
+     "Lists the runs that left the live view with `q` at the prompt and go on in the background: run\n"
+     "number, kind, ranks, time so far. Each one's end is printed at the prompt when its ranks finish.\n"
+     "While a training run is in the background its model (and data) cannot be trained, dropped,\n"
+     "loaded into or rebound; eval, predict and show see the weights from before the run.\n"
+     "`jobs stop=N` stops run N; `quit` stops every one (Ctrl-C at the prompt does not).",
+     false, NULL, {{0}}, 0, jobs_opts, false, rs_cmd_jobs},
     {"export", "models", "export MODEL FILE.onnx [opset=17] | export session N FILE.ring    ONNX, or a session as a script",
      "  export MODEL FILE.onnx [opset=17] [softmax=on]\n"
      "Writes MODEL as an ONNX file: Gemm, Conv, MaxPool, AveragePool, Relu, Gelu, Tanh, Flatten,\n"

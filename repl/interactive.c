@@ -2,6 +2,7 @@
  * is handled in the main loop (discard the line, new prompt) rather than inside a signal handler,
  * and Ctrl-C during a command only raises the flag the command polls. Completion is generated from
  * the command table: commands, option names (`epochs=`), enum values, session names and paths. */
+#define _GNU_SOURCE /* open_memstream */
 #include <errno.h>
 #include <readline/history.h>
 #include <readline/readline.h>
@@ -168,6 +169,44 @@ static void on_sigint(int sig)
     if (cur && cur->interrupt) *cur->interrupt = 1;
 }
 
+/* Text printed above the prompt without breaking the line being typed: the line and its cursor are
+ * saved, the prompt line cleared, the text written, then the prompt and the line drawn again. */
+static void print_above(const char *text, size_t len)
+{
+    int point = rl_point;
+    char *saved = rl_copy_text(0, rl_end);
+    rl_save_prompt();
+    rl_replace_line("", 0);
+    rl_redisplay();
+    fputs("\r\033[K", stdout); /* the (now empty) prompt line: the text starts at its column 0 */
+    fwrite(text, 1, len, stdout);
+    if (len && text[len - 1] != '\n') fputc('\n', stdout);
+    fflush(stdout);
+    rl_restore_prompt();
+    rl_replace_line(saved ? saved : "", 0);
+    rl_point = point <= rl_end ? point : rl_end;
+    rl_on_new_line();
+    rl_forced_update_display();
+    free(saved);
+}
+
+/* Background runs (`q` in the live view): their output and exits, and the end of those that finished,
+ * printed above the prompt. */
+static void pump_jobs(rs_session *s)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    if (!m) return;
+    FILE *out = s->out;
+    s->out = m;
+    rs_jobs_pump(s);
+    s->out = out;
+    fclose(m);
+    if (len) print_above(buf, len);
+    free(buf);
+}
+
 static void prompt_for(rs_session *s, char *buf, size_t n)
 {
     /* \001 \002 tell readline the colour codes take no columns. */
@@ -199,7 +238,10 @@ int rs_repl_interactive(rs_session *s, const char *history_path)
         fd_set fds;
         FD_ZERO(&fds);
         FD_SET(STDIN_FILENO, &fds);
-        int r = select(STDIN_FILENO + 1, &fds, NULL, NULL, NULL);
+        /* with runs in the background, wake often to service them (rs_jobs_pump drains for ~15 ms) */
+        struct timeval tick = {0, 5000};
+        int r = select(STDIN_FILENO + 1, &fds, NULL, NULL, rs_jobs_count(s) ? &tick : NULL);
+        if (rs_jobs_count(s)) pump_jobs(s);
         if (sigint_seen) {
             /* Ctrl-C at the prompt: drop what was typed, start a fresh line. */
             sigint_seen = 0;
@@ -216,6 +258,7 @@ int rs_repl_interactive(rs_session *s, const char *history_path)
             if (errno == EINTR) continue;
             break;
         }
+        if (r == 0 || !FD_ISSET(STDIN_FILENO, &fds)) continue; /* a tick for the background runs, no key */
         rl_callback_read_char();
         if (pending_line) {
             char *line = pending_line;
@@ -229,7 +272,9 @@ int rs_repl_interactive(rs_session *s, const char *history_path)
                     if (append_history(1, history_path) != 0) write_history(history_path);
                 }
             }
+            s->can_detach = true; /* `q` in a live view sends the run to the background */
             errors += rs_repl_line(s, line) ? 1 : 0;
+            s->can_detach = false;
             sigint_seen = 0;
             if (s->interrupt) *s->interrupt = 0;
             free(line);
@@ -238,6 +283,7 @@ int rs_repl_interactive(rs_session *s, const char *history_path)
     }
     if (got_eof) fputc('\n', stdout);
     rl_callback_handler_remove();
+    rs_jobs_stop_all(s, true); /* quit or end of input: background runs end with the session */
     if (history_path) history_truncate_file(history_path, 2000);
     for (int i = 0; i < nmatches; i++) free(matches[i]);
     free(matches);

@@ -73,6 +73,16 @@ bool rs_session_drop(rs_session *s, const char *name)
     return true;
 }
 
+int rs_session_check_busy(rs_session *s, const rs_call *c, const rs_obj *o, size_t pos, size_t len)
+{
+    if (!o || o->busy_run <= 0) return 0;
+    return rs_session_error(s, c, pos, len,
+                            "%s: %s is in use by run %lld, which is still going in the background; wait for its end "
+                            "(`jobs` lists runs in progress) or stop it with `jobs stop=%lld`",
+                            c && c->cmd ? c->cmd->name : "ringside", o->name, (long long)o->busy_run,
+                            (long long)o->busy_run);
+}
+
 const char *rs_sty(const rs_session *s, const char *code) { return s->color ? code : ""; }
 
 static void vreport(rs_session *s, const char *line, size_t pos, size_t len, const char *fmt, va_list ap)

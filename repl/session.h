@@ -27,6 +27,8 @@ typedef struct rs_obj {
     char source[256];       /* what `data` was given, as rs_data_open reads it ("digits:6000") */
     uint64_t data_seed;     /* the seed it was opened with: ranks open the same data from both */
     bool source_cut;        /* source was too long to keep whole: ranks cannot reopen it */
+    int64_t busy_run;       /* > 0: a background run (`jobs`) uses it; it must not change or go until
+                               that run ends (0: free) */
 } rs_obj;
 
 typedef enum rs_play_mode { RS_PLAY_INTERACTIVE, RS_PLAY_AUTO, RS_PLAY_STEP } rs_play_mode;
@@ -54,6 +56,10 @@ struct rs_session {
     bool warned_log;        /* the log's write failure was reported once */
     char last_error[512];   /* the message of the last error, for the log */
     void *onnx_builder;     /* the graph `onnx new` started (rs_onnx_builder, owned), or NULL */
+    bool can_detach;        /* the interactive prompt runs this line: `q` in the live view may send a
+                               run to the background (scripts and -c never detach) */
+    struct rs_job *jobs;    /* background runs (cmd_dist.c's list, owned); the prompt pumps them with
+                               rs_jobs_pump and ends them with rs_jobs_stop_all */
 };
 
 rs_session *rs_session_new(FILE *out);
@@ -75,6 +81,17 @@ int rs_session_error(rs_session *s, const rs_call *c, size_t pos, size_t len, co
 int rs_session_line_error(rs_session *s, const char *line, size_t pos, size_t len, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 void rs_session_warn(rs_session *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* A name a background run uses (rs_obj.busy_run): reports "CMD: NAME is in use by run N ..." for call c
+ * (caret under [pos, pos+len)) and returns 1; 0 when o is NULL or free. */
+int rs_session_check_busy(rs_session *s, const rs_call *c, const rs_obj *o, size_t pos, size_t len);
+
+/* Background runs (cmd_dist.c). rs_jobs_count: how many are in progress. rs_jobs_pump: services each one
+ * once without blocking (a few ms at most) and prints the end of those that finished to s->out.
+ * rs_jobs_stop_all: stops every one, waits for their ranks, says so when `say`, and frees them. */
+int rs_jobs_count(const rs_session *s);
+void rs_jobs_pump(rs_session *s);
+void rs_jobs_stop_all(rs_session *s, bool say);
 
 /* Styling that honours NO_COLOR: returns "" when colour is off. */
 const char *rs_sty(const rs_session *s, const char *code);

@@ -6,7 +6,9 @@
       algo=ring count=8 step=1` shows the ring and "step k of 6", and every press of `n` moves the ranks
       one algorithm step; then `train m on d mode=ddp ranks=4` shows the header and four rank boxes; the
       window is resized to 100x30 and the smaller layout is drawn (no frames, compact rank rows); `q`
-      leaves the view and the run still finishes ("trained m on d"). Exit 77 when tmux is missing.
+      returns to the prompt while the run continues in the background: `jobs` lists it, `train m on d`
+      is refused (m is busy), and its end ("trained m on d") is printed at the prompt above a half-typed
+      line; `runs` shows it done. Exit 77 when tmux is missing.
   live_test.py headless PATH/TO/ringside
       No terminal: a collective run with RINGSIDE_VIEW_DUMP=FILE writes the live model's final frame
       (100x30); `view run 1` prints the same frame, twice the same; `step=1` is refused.
@@ -99,9 +101,27 @@ def tmux_mode(rs):
         c.wait_ok("resized to 100x30: the smaller layout (compact rank rows, no frames)", small, term, 15,
                   detail=lambda: "\n".join(term.visible()))
         term.text("q")
-        c.wait_ok("`q`: plain output, the run goes on and finishes ('trained m on d')",
+        c.wait_ok("`q`: back at the prompt at once, the run going on in the background",
+                  lambda: tt.at_prompt(term) and any("continues in the background" in l for l in term.screen())
+                  and not any(l.startswith("trained m on d") for l in term.screen()), term, 15,
+                  detail=lambda: "\n".join(term.screen()))
+        out = tt.run_line(term, "jobs", expect="train")
+        c.ok("`jobs` lists the run (kind train, 4 ranks, m on d)",
+             any("train" in l and " 4 " in l and "m on d" in l for l in out) or any(
+                 l.startswith("trained m on d") for l in term.screen()), "\n".join(out))
+        out = tt.run_line(term, "train m on d", expect="in use by run")
+        c.ok("`train m on d` meanwhile is refused, naming the run",
+             any("m is in use by run" in l for l in out) or any(l.startswith("trained m on d") for l in term.screen()),
+             "\n".join(out))
+        term.text("sho")  # a half-typed line: the end is printed above it, the line stays
+        c.wait_ok("the run's end is printed at the prompt ('trained m on d with ddp'), the typed line kept",
                   lambda: any(l.startswith("trained m on d with ddp on 4 ranks") for l in term.screen())
-                  and any("left the dashboard" in l for l in term.screen()) and tt.at_prompt(term), term, 120)
+                  and any("in the background) has ended" in l for l in term.screen()) and tt.at_prompt(term, "sho"),
+                  term, 180, detail=lambda: "\n".join(term.screen()))
+        term.keys("C-u")
+        tt.wait("an empty prompt", lambda: tt.at_prompt(term), term)
+        out = tt.run_line(term, "runs", expect="train")
+        c.ok("`runs` shows the training run done", any("train" in l and "done" in l for l in out), "\n".join(out))
         # ---- the stepped collective again, replayed from the session log
         line = "view run 1 speed=8"
         term.text(line)
