@@ -24,6 +24,11 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import term_test as tt  # noqa: E402  (the tmux driver the REPL's terminal test uses)
 
 
+def wait(what, cond, term, timeout=45.0):
+    """tt.wait with room for a loaded machine (the suite runs two tests at a time, under ASan too)."""
+    return tt.wait(what, cond, term, max(timeout, 45.0))
+
+
 class Term(tt.Term):
     """tt.Term at a chosen size."""
 
@@ -36,7 +41,7 @@ class Term(tt.Term):
                   "set-option", "-g", "history-limit", "5000", ";",
                   "new-session", "-d", "-s", "rs", "-x", str(w), "-y", str(h), "sh -c " + tt.shq(cmd))
         self.sh = int(self.fmt("#{pane_pid}"))
-        self.pid = tt.wait("ringside to start under the pane's shell", lambda: tt.child_of(self.sh), self, 10)
+        self.pid = wait("ringside to start under the pane's shell", lambda: tt.child_of(self.sh), self, 10)
 
     def visible(self):
         """The visible pane only (the dashboard lives on the alternate screen)."""
@@ -62,11 +67,11 @@ def tmux_mode(rs):
     term = None
     try:
         term = Term(tmp, argv, env, "s1", 160, 48)
-        tt.wait("a prompt", lambda: tt.at_prompt(term), term, 30)
+        wait("a prompt", lambda: tt.at_prompt(term), term, 30)
         # ---- step by step through a ring all-reduce
         line = "collective all_reduce ranks=4 algo=ring count=8 step=1"
         term.text(line)
-        tt.wait("the line echoed", lambda: tt.at_prompt(term, line), term)
+        wait("the line echoed", lambda: tt.at_prompt(term, line), term)
         term.keys("Enter")
         c.wait_ok("step=1: the dashboard shows the ring and 'step 1 of 6'",
                   lambda: has(term, "step 1 of 6", "r0", "r3", "collective") and has(term, "ring"), term, 30)
@@ -77,7 +82,7 @@ def tmux_mode(rs):
         c.wait_ok("after the last step the collective is done and the picture stays",
                   lambda: has(term, "done: press n"), term, 15)
         term.text("n")
-        out = tt.wait("the collective's summary and a prompt",
+        out = wait("the collective's summary and a prompt",
                       lambda: tt.at_prompt(term) and any("every rank's result equals" in l for l in term.screen()),
                       term, 15)
         c.ok("the view closed and the summary printed as usual", bool(out))
@@ -86,7 +91,7 @@ def tmux_mode(rs):
         tt.run_line(term, "model m = mlp 784-64-10", expect="m")
         line = "train m on d mode=ddp ranks=4 epochs=200"
         term.text(line)
-        tt.wait("the line echoed", lambda: tt.at_prompt(term, line), term)
+        wait("the line echoed", lambda: tt.at_prompt(term, line), term)
         term.keys("Enter")
         c.wait_ok("train: header (mode ddp, world 4) and four rank boxes at 160x48",
                   lambda: has(term, "ringside", "train", "mode ddp", "world 4", "rank 0", "rank 1", "rank 2", "rank 3")
@@ -119,13 +124,13 @@ def tmux_mode(rs):
                   and any("in the background) has ended" in l for l in term.screen()) and tt.at_prompt(term, "sho"),
                   term, 180, detail=lambda: "\n".join(term.screen()))
         term.keys("C-u")
-        tt.wait("an empty prompt", lambda: tt.at_prompt(term), term)
+        wait("an empty prompt", lambda: tt.at_prompt(term), term)
         out = tt.run_line(term, "runs", expect="train")
         c.ok("`runs` shows the training run done", any("train" in l and "done" in l for l in out), "\n".join(out))
         # ---- the stepped collective again, replayed from the session log
         line = "view run 1 speed=8"
         term.text(line)
-        tt.wait("the line echoed", lambda: tt.at_prompt(term, line), term)
+        wait("the line echoed", lambda: tt.at_prompt(term, line), term)
         term.keys("Enter")
         c.wait_ok("`view run 1`: the replay runs in the dashboard ('replay 8x', the ring)",
                   lambda: has(term, "replay 8x", "collective r1", "r2"), term, 15)

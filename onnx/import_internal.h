@@ -1,0 +1,81 @@
+/* Private to the ONNX importer: what import.c (reading the ModelProto, the name table, building and
+ * folding the graph) and import_ops.c (one handler per ONNX operator) share. Not for other users. */
+#ifndef RS_ONNX_IMPORT_INTERNAL_H
+#define RS_ONNX_IMPORT_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "import.h"
+#include "onnx/onnx.pb-c.h"
+
+/* TensorProto.DataType and AttributeProto.AttributeType numbers from the ONNX specification, spelled
+ * out so the importer does not depend on which enum members the project's .proto subset declares. */
+enum { DT_FLOAT = 1, DT_UINT8 = 2, DT_INT8 = 3, DT_INT16 = 5, DT_INT32 = 6, DT_INT64 = 7, DT_BOOL = 9,
+       DT_DOUBLE = 11 };
+enum { AT_FLOAT = 1, AT_INT = 2, AT_STRING = 3, AT_TENSOR = 4, AT_FLOATS = 6, AT_INTS = 7 };
+
+typedef enum { IV_NONE = 0, IV_DYN, IV_F, IV_I } iv_kind;
+
+typedef struct ival {
+    iv_kind kind;
+    rs_onnx_shape shape;
+    float *f;    /* IV_F: owned */
+    int64_t *i;  /* IV_I: owned; may hold RS_ONNX_BATCH (folded shapes) */
+    int vid;     /* graph value (IV_DYN, or a constant once a node uses it), -1 before */
+} ival;
+
+typedef struct imp {
+    const char *file;
+    rs_err *err;
+    int64_t opset;
+    rs_onnx_graph *g;
+    int cap_values, cap_nodes;
+    /* name -> ival, open addressing */
+    char **keys;
+    ival *vals;
+    size_t ht_cap;
+    int64_t budget;
+    const Onnx__NodeProto *node; /* the node being imported, for messages */
+    int node_index;              /* its position in the file */
+} imp;
+
+/* The node being imported, as its handler sees it. */
+typedef struct nctx {
+    imp *p;
+    const Onnx__NodeProto *np;
+    int index;
+    ival *in[8];  /* resolved inputs; NULL for absent optional ones */
+    int nin;
+    const char *in_names[8];
+    ival res;     /* the result for output 0 */
+} nctx;
+
+typedef rs_status (*rs_onnx_handler)(nctx *c);
+
+static inline const char *rs_onnx_str_or(const char *s, const char *d) { return s && *s ? s : d; }
+static inline bool rs_onnx_is_const(const ival *v) { return v && (v->kind == IV_F || v->kind == IV_I); }
+
+/* import.c */
+
+/* Sets p->err to "file: node 'name' (op): message" (the node part when a node is being imported). */
+rs_status rs_onnx_fail(imp *p, rs_status code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* A name for an ONNX element type number, for the importer's messages. */
+const char *rs_onnx_import_dtype_name(int t);
+/* Checks nd dims (rank, signs, element count) from the file into *s; what names them in messages. */
+rs_status rs_onnx_check_dims(imp *p, const char *what, size_t nd, const int64_t *dims, rs_onnx_shape *s);
+/* A TensorProto as a constant import value (owned by *out). */
+rs_status rs_onnx_tensor_to_ival(imp *p, const Onnx__TensorProto *t, const char *what, ival *out);
+/* Frees an import value's constant data. */
+void rs_onnx_ival_clear(ival *v);
+/* Adds node op over inputs ins (ival pointers, NULL = absent), or evaluates it now when every input is
+ * known. The result goes to c->res. */
+rs_status rs_onnx_emit(nctx *c, rs_onnx_op op, const rs_onnx_attrs *a, ival **ins, int nin);
+
+/* import_ops.c */
+
+/* The handler for an ONNX operator type; NULL when unsupported (see rs_onnx_supported_ops). */
+rs_onnx_handler rs_onnx_op_handler(const char *op_type);
+
+#endif

@@ -1,0 +1,231 @@
+/* `train ... mode=ddp|fsdp`: the model spec, its weights, the data source and every option handed to
+ * rank processes (the worker's train job), the trained weights read back, and the summary: samples/s,
+ * communication hidden behind backward, memory per rank by pool beside the ZeRO paper's formula. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "call.h"
+#include "dist/train/dtrain.h"
+#include "engine/ckpt/checkpoint.h"
+#include "ranks_job.h"
+#include "repl_log.h"
+#include "session.h"
+
+/* ---------------------------------------------------------------- train across ranks */
+
+static void fmt_bytes(double b, char *buf, size_t n)
+{
+    if (b >= 1 << 20) snprintf(buf, n, "%.2f MiB", b / (1 << 20));
+    else if (b >= 1 << 10) snprintf(buf, n, "%.1f KiB", b / (1 << 10));
+    else snprintf(buf, n, "%.0f B", b);
+}
+
+/* Of the communication time each rank spent, how much ran while its backward was still going. */
+static void comm_hidden(const dist_job *j, int rank, double *comm, double *hidden)
+{
+    *comm = *hidden = 0;
+    for (int a = 0; a < j->nspans; a++) {
+        const struct tspan *c = &j->spans[a];
+        if (c->rank != rank || !c->comm || c->step < 0) continue;
+        *comm += c->t1 - c->t0;
+        for (int b = 0; b < j->nspans; b++) {
+            const struct tspan *k = &j->spans[b];
+            if (k->rank != rank || k->comm || k->step != c->step) continue;
+            double lo = c->t0 > k->t0 ? c->t0 : k->t0, hi = c->t1 < k->t1 ? c->t1 : k->t1;
+            if (hi > lo) *hidden += hi - lo;
+        }
+    }
+}
+
+static void print_memory(dist_job *j, const rs_obj *m, int zero, int opt_states)
+{
+    FILE *f = j->s->out;
+    size_t P = rs_model_param_count(m->model);
+    rs_zero_bytes z = rs_zero_predict(P, j->world, zero, opt_states);
+    bool off = false;
+    for (int r = 0; r < j->world; r++) off |= j->mem[r].live[RS_POOL_OFFLOAD] > 0;
+    static const rs_pool pools[] = {RS_POOL_PARAMS, RS_POOL_GRADS, RS_POOL_OPTIM, RS_POOL_ACTS, RS_POOL_COMM,
+                                    RS_POOL_OFFLOAD};
+    static const char *const heads[] = {"parameters", "gradients", "optimizer", "activations", "comm", "offload (host)"};
+    int np = off ? 6 : 5;
+    char b[32];
+    fprintf(f, "memory per rank after the last step, measured at the allocator (live bytes by pool):\n  %-5s", "rank");
+    for (int p = 0; p < np; p++) fprintf(f, " %14s", heads[p]);
+    fputc('\n', f);
+    for (int r = 0; r < j->world; r++) {
+        fprintf(f, "  %-5d", r);
+        for (int p = 0; p < np; p++) {
+            fmt_bytes((double)j->mem[r].live[pools[p]], b, sizeof b);
+            fprintf(f, " %14s", b);
+        }
+        fputc('\n', f);
+    }
+    double zp[3] = {z.params, z.grads, z.optim};
+    fprintf(f, "  %-5s", "paper");
+    for (int p = 0; p < 3; p++) {
+        fmt_bytes(zp[p], b, sizeof b);
+        fprintf(f, " %14s", b);
+    }
+    fprintf(f, "   the ZeRO paper's formula, P=%zu parameters, N=%d: %s%s\n", P, j->world,
+            zero == 0   ? "4P + 4P + 4kP"
+            : zero == 1 ? "4P + 4P + 4kP/N"
+            : zero == 2 ? "4P + (4P + 4kP)/N"
+                        : "(4P + 4P + 4kP)/N",
+            off ? " (offloaded state counted under offload)" : "");
+}
+
+/* The job's end: the trained weights back into the model, the summary, the memory table, the run's end. */
+static int train_end(dist_job *j, int rc)
+{
+    rs_session *s = j->s;
+    rs_job_mark_busy(j, 0);
+    rs_obj *m = rs_session_find(s, j->mname);
+    if (rc && j->ckpt && j->ckpts > 0)
+        fprintf(s->out, "the last checkpoint is %s (step %lld); continue with `train %s on %s ... resume=%s`\n",
+                j->ckpt, (long long)j->last_ckpt_step, j->mname, j->dname, j->ckpt);
+    if (!rc && (!m || !m->model)) /* cannot happen while busy: drop and rebinding refuse */
+        rc = rs_session_error(s, j->c, (size_t)-1, 0, "train: model %s is gone; the trained weights are lost", j->mname);
+    rs_err err = {0};
+    if (!rc && rs_ckpt_load_model(j->outp, m->model, &err))
+        rc = rs_session_error(s, j->c, (size_t)-1, 0, "train: reading the trained weights back: %s", err.msg);
+    unlink(j->init);
+    unlink(j->outp);
+    rmdir(j->dir);
+    if (rc) return rc;
+    double sps = 0, secs = 0;
+    for (int r = 0; r < j->world; r++) {
+        sps += j->done[r].sps;
+        if (j->done[r].seconds > secs) secs = j->done[r].seconds;
+    }
+    fprintf(s->out, "trained %s on %s with %s on %d ranks: %lld steps in %.1fs, %.0f samples/s in all", j->mname,
+            j->dname, j->mode, j->world, (long long)j->done[0].step, secs, sps);
+    if (j->evaluated) fprintf(s->out, ", test accuracy %.4f", j->eval_acc);
+    fputc('\n', s->out);
+    double comm0 = 0, hid0 = 0;
+    for (int r = 0; r < j->world; r++) {
+        double cm, hd;
+        comm_hidden(j, r, &cm, &hd);
+        comm0 += cm;
+        hid0 += hd;
+    }
+    if (comm0 > 0)
+        fprintf(s->out, "communication: %.3f s per rank, %.0f%% of it hidden behind backward\n", comm0 / j->world,
+                100 * hid0 / comm0);
+    print_memory(j, m, j->zero, j->opt_states);
+    char final[256];
+    snprintf(final, sizeof final, "{\"steps\":%lld,\"seconds\":%.6g,\"samples_per_s\":%.6g,\"comm_hidden\":%.6g%s%.6g}",
+             (long long)j->done[0].step, secs, sps, comm0 > 0 ? hid0 / comm0 : 0,
+             j->evaluated ? ",\"test_acc\":" : ",\"test_acc_none\":", j->evaluated ? j->eval_acc : 0);
+    rs_log_run_end(s, j->run, "done", j->done[0].step, final, NULL);
+    if (j->run > 0) fprintf(s->out, "run %lld logged: `show run %lld`\n", (long long)j->run, (long long)j->run);
+    return rc;
+}
+
+int rs_cmd_train_ranks(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, const rs_train_cfg *cfg)
+{
+    double timeout = 60;
+    dist_job *j = rs_job_new(s, c, "train", false, &timeout);
+    if (!j) return 1;
+    const char *mode = rs_call_str(c, "mode", "ddp");
+    bool fsdp = !strcmp(mode, "fsdp");
+    long long zero = fsdp ? rs_call_int(c, "zero", 3) : 0;
+    if (fsdp && (zero < 1 || zero > 3)) {
+        const rs_optval *v = rs_call_opt(c, "zero");
+        rs_job_free(j);
+        return rs_session_error(s, c, v->pos, 5 + strlen(v->text), "train: zero must be 1, 2 or 3, got %lld", zero);
+    }
+    if (cfg->batch % j->world) {
+        const rs_optval *v = rs_call_opt(c, "batch");
+        int world = j->world;
+        rs_job_free(j);
+        return rs_session_error(s, c, v->pos, v->set ? 6 + strlen(v->text) : 0,
+                                "train: batch=%d is the global batch and does not split over %d ranks (try batch=%d)",
+                                cfg->batch, world, (cfg->batch / world + 1) * world);
+    }
+    if (d->source_cut) {
+        rs_job_free(j);
+        return rs_session_error(s, c, c->arg_pos[2], strlen(c->args[2]),
+                                "train: data %s's source is too long to hand to the ranks; use fewer or shorter paths",
+                                d->name);
+    }
+    j->mem = calloc((size_t)j->world, sizeof *j->mem);
+    j->done = calloc((size_t)j->world, sizeof *j->done);
+    char *dir = j->dir;
+    snprintf(j->dir, sizeof j->dir, "/tmp/ringside-train-XXXXXX");
+    if (!j->mem || !j->done || !mkdtemp(dir)) {
+        rs_job_free(j);
+        return rs_session_error(s, c, (size_t)-1, 0, "train: cannot make a folder for the ranks' files: %s",
+                                strerror(errno));
+    }
+    char *init = j->init, *outp = j->outp;
+    snprintf(j->init, sizeof j->init, "%s/init.safetensors", dir);
+    snprintf(j->outp, sizeof j->outp, "%s/out.safetensors", dir);
+    rs_err err = {0};
+    if (rs_ckpt_save_model(init, m->model, &err)) {
+        rmdir(dir);
+        rs_job_free(j);
+        return rs_session_error(s, c, (size_t)-1, 0, "train: %s", err.msg);
+    }
+    char *spec = rs_model_spec(m->model);
+    /* what the end needs, copied: the call and cfg are gone when a background run ends */
+    snprintf(j->mname, sizeof j->mname, "%s", m->name);
+    snprintf(j->dname, sizeof j->dname, "%s", d->name);
+    snprintf(j->mode, sizeof j->mode, "%s", mode);
+    j->ckpt = cfg->ckpt_path ? strdup(cfg->ckpt_path) : NULL;
+    j->zero = (int)zero;
+    j->opt_states = cfg->opt.kind == RS_OPT_SGD ? (cfg->opt.momentum != 0 ? 1 : 0) : 2;
+    j->finish = train_end;
+    j->run = rs_log_run_begin_dist(s, "train", m->name, m->spec, d->name, c, mode, j->backend, j->world);
+    j->t_start = j->last_print = rs_pg_now();
+    fprintf(s->out, "%s: %d ranks on %s, global batch %d (%d per rank)%s\n", mode, j->world, j->backend, cfg->batch,
+            cfg->batch / j->world, fsdp ? (zero == 3 ? ", ZeRO-3" : zero == 2 ? ", ZeRO-2" : ", ZeRO-1") : "");
+
+    /* every option, as the worker reads them */
+    char a[32][300];
+    int n = 0;
+#define ARG(...) snprintf(a[n++], sizeof a[0], __VA_ARGS__)
+    ARG("backend=%s", j->backend);
+    ARG("mode=%s", mode);
+    ARG("init=%s", init);
+    ARG("out=%s", outp);
+    ARG("data=%s", d->source);
+    ARG("data_seed=%llu", (unsigned long long)d->data_seed);
+    ARG("model_seed=%llu", (unsigned long long)rs_model_seed(m->model));
+    ARG("seed=%llu", (unsigned long long)cfg->seed);
+    ARG("zero=%lld", zero);
+    ARG("accum=%d", cfg->accum);
+    ARG("epochs=%d", cfg->epochs);
+    ARG("batch=%d", cfg->batch);
+    ARG("opt=%s", rs_opt_kind_name(cfg->opt.kind));
+    ARG("lr=%.9g", (double)cfg->opt.lr);
+    ARG("momentum=%.9g", (double)cfg->opt.momentum);
+    ARG("nesterov=%d", cfg->opt.nesterov);
+    ARG("wd=%.9g", (double)cfg->opt.weight_decay);
+    ARG("sched=%s", cfg->sched.kind == RS_SCHED_COSINE ? "cosine" : cfg->sched.kind == RS_SCHED_STEP ? "step" : "constant");
+    ARG("warmup=%lld", (long long)cfg->sched.warmup);
+    ARG("step_size=%lld", (long long)cfg->sched.step_size);
+    ARG("gamma=%.9g", (double)cfg->sched.gamma);
+    ARG("min_lr=%.9g", (double)cfg->sched.min_lr);
+    ARG("steps=%lld", (long long)cfg->max_steps);
+    ARG("eval=%d", cfg->eval);
+    ARG("bucket=%llu", (unsigned long long)rs_call_opt(c, "bucket")->v.size);
+    ARG("overlap=%d", rs_call_bool(c, "overlap", true));
+    ARG("offload=%d", !strcmp(rs_call_str(c, "offload", "none"), "cpu"));
+    ARG("wrap=%d", rs_call_opt(c, "wrap")->v.choice);
+    if (cfg->ckpt_path) ARG("ckpt=%s", cfg->ckpt_path);
+    if (cfg->ckpt_every) ARG("ckpt_every=%lld", (long long)cfg->ckpt_every);
+    if (cfg->resume) ARG("resume=%s", cfg->resume);
+#undef ARG
+    const char *args[40];
+    for (int i = 0; i < n; i++) args[i] = a[i];
+    char specarg[4200];
+    snprintf(specarg, sizeof specarg, "spec=%s", spec ? spec : m->spec);
+    args[n++] = specarg;
+    free(spec);
+    return rs_job_run(j, args, n, timeout);
+}
+

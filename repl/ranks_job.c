@@ -1,0 +1,719 @@
+/* One run across ranks: launch, the ranks' lines, the live view's side, the end, and runs in the
+ * background (see ranks_job.h). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "call.h"
+#include "dist/launch/launch.h"
+#include "dist/pg/pg.h"
+#include "dist/store/store.h"
+#include "dist/train/dtrain.h"
+#include "dist/worker/worker.h"
+#include "engine/ckpt/checkpoint.h"
+#include "lang/value.h"
+#include "repl_log.h"
+#include "session.h"
+#include "view_live.h"
+
+#include "ranks_job.h"
+
+static void keep_line(dist_job *j, int rank, const char *line)
+{
+    if (j->nlines == j->cap) {
+        int cap = j->cap ? 2 * j->cap : 16;
+        char **l = realloc(j->lines, sizeof *l * (size_t)cap);
+        if (!l) return;
+        j->lines = l;
+        int *r = realloc(j->line_rank, sizeof *r * (size_t)cap);
+        if (!r) return;
+        j->line_rank = r;
+        j->cap = cap;
+    }
+    char *copy = strdup(line);
+    if (!copy) return;
+    j->lines[j->nlines] = copy;
+    j->line_rank[j->nlines++] = rank;
+}
+
+/* "rank 3: ..." lines carry their own rank (mpirun's output all comes through one pipe). */
+static int line_owner(const char *line, int fallback)
+{
+    int r;
+    return sscanf(line, "rank %d:", &r) == 1 ? r : fallback;
+}
+
+static void log_trace(dist_job *j, const rs_pg_event *ev)
+{
+    static const char *const kinds[] = {"coll_begin", "coll_step", "coll_end"};
+    rs_slog_event_info e = RS_SLOG_EVENT_INIT;
+    e.rank = ev->rank;
+    e.t = ev->t + j->mono_to_unix;
+    e.kind = kinds[ev->kind];
+    e.name = rs_pg_op_name(ev->op);
+    e.coll = (int64_t)ev->coll;
+    e.algo = rs_pg_algo_name(ev->algo);
+    e.bytes = (int64_t)ev->bytes;
+    char detail[64];
+    if (ev->kind == RS_PG_EV_STEP) {
+        e.astep = ev->step;
+        e.peer = ev->peer;
+        e.chunk = ev->chunk;
+        snprintf(detail, sizeof detail, "{\"steps\":%d,\"group\":%d}", ev->steps, ev->group);
+        e.detail_json = detail;
+        if (!j->algo[0]) snprintf(j->algo, sizeof j->algo, "%s", rs_pg_algo_name(ev->algo));
+        if (ev->steps > j->steps) j->steps = ev->steps;
+    } else if (ev->group) {
+        snprintf(detail, sizeof detail, "{\"group\":%d}", ev->group);
+        e.detail_json = detail;
+    }
+    if (ev->rank < j->world) {
+        if (ev->kind == RS_PG_EV_BEGIN) j->begin_t[ev->rank] = ev->t;
+        if (ev->kind == RS_PG_EV_END) e.value = ev->t - j->begin_t[ev->rank];
+    }
+    rs_log_event(j->s, j->run, &e);
+    j->nevents++;
+}
+
+static void bench_row(dist_job *j, const rs_bench_row *r)
+{
+    FILE *f = j->held ? j->held : j->s->out; /* the background's rows are printed at its end */
+    if (j->nrows++ == 0) {
+        fprintf(f, "#\n#%12s %13s %6s %7s %10s %8s %8s %7s\n", "size", "count", "type", "redop", "time", "algbw",
+                "busbw", "#wrong");
+        fprintf(f, "#%12s %13s %6s %7s %10s %8s %8s %7s\n", "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "");
+    }
+    fprintf(f, " %12llu %13llu %6s %7s %10.2f %8.2f %8.2f %7llu\n", (unsigned long long)r->bytes,
+            (unsigned long long)r->count, rs_dtype_name(r->dtype), rs_redop_name(r->redop), r->time_us, r->algbw,
+            r->busbw, (unsigned long long)r->wrong);
+    fflush(f);
+    j->busbw_sum += r->busbw;
+    if (r->wrong) j->wrong_rows++;
+    int64_t step = (int64_t)r->bytes;
+    rs_log_metric(j->s, j->run, step, 0, "time_us", r->time_us);
+    rs_log_metric(j->s, j->run, step, 0, "algbw", r->algbw);
+    rs_log_metric(j->s, j->run, step, 0, "busbw", r->busbw);
+    rs_log_metric(j->s, j->run, step, 0, "wrong", (double)r->wrong);
+}
+
+static void keep_span(dist_job *j, int rank, int64_t step, bool comm, double t0, double t1)
+{
+    if (j->nspans == j->capspans) {
+        int cap = j->capspans ? 2 * j->capspans : 256;
+        struct tspan *p = realloc(j->spans, sizeof *p * (size_t)cap);
+        if (!p) return;
+        j->spans = p;
+        j->capspans = cap;
+    }
+    j->spans[j->nspans++] = (struct tspan){rank, step, comm, t0, t1};
+}
+
+/* A training rank's report: into the session log, and the figures the summary prints. */
+static void train_line(dist_job *j, const rs_train_line *t)
+{
+    rs_session *s = j->s;
+    if (t->rank >= j->world) return;
+    rs_slog_event_info e = RS_SLOG_EVENT_INIT;
+    e.rank = t->rank;
+    e.step = t->step;
+    char detail[96];
+    switch (t->kind) {
+    case RS_TL_PHASE:
+        e.kind = "phase";
+        e.name = t->name;
+        e.t = t->t0 + j->mono_to_unix;
+        e.value = t->t1 - t->t0;
+        rs_log_event(s, j->run, &e);
+        if (!strcmp(t->name, "backward")) keep_span(j, t->rank, t->step, false, t->t0, t->t1);
+        break;
+    case RS_TL_COMM:
+        e.kind = "phase";
+        e.name = "comm";
+        e.t = t->t0 + j->mono_to_unix;
+        e.value = t->t1 - t->t0;
+        e.bytes = (int64_t)t->bytes;
+        e.chunk = t->index;
+        snprintf(detail, sizeof detail, "{\"op\":\"%s\",\"bucket\":%d}", t->name, t->index);
+        e.detail_json = detail;
+        rs_log_event(s, j->run, &e);
+        keep_span(j, t->rank, t->step, true, t->t0, t->t1);
+        break;
+    case RS_TL_STEP:
+        if (s->log && j->run > 0) {
+            rs_slog_metric(s->log, j->run, t->rank, t->step, t->epoch, "loss", t->loss);
+            if (t->rank == 0) rs_slog_metric(s->log, j->run, 0, t->step, t->epoch, "lr", t->lr);
+        }
+        if (t->rank == 0) {
+            j->last_step = t->step;
+            j->last_loss = t->loss;
+            double now = rs_pg_now();
+            if (!j->background && now - j->last_print > 2) {
+                fprintf(s->out, "  step %lld: loss %.4f (rank 0), %.0f samples/s per rank\n", (long long)t->step,
+                        t->loss, t->sps);
+                fflush(s->out);
+                j->last_print = now;
+            }
+        }
+        break;
+    case RS_TL_MEM:
+        j->mem[t->rank] = *t;
+        for (int p = 0; p < RS_POOL_COUNT; p++) {
+            e.kind = "memory";
+            e.name = rs_pool_name((rs_pool)p);
+            e.bytes = t->live[p];
+            e.value = (double)t->peak[p];
+            rs_log_event(s, j->run, &e);
+        }
+        break;
+    case RS_TL_EVAL:
+        j->eval_acc = t->acc;
+        j->eval_loss = t->loss;
+        j->evaluated = true;
+        if (!j->background) fprintf(s->out, "  epoch %d: test accuracy %.4f, test loss %.4f\n", t->epoch + 1, t->acc, t->loss);
+        rs_log_metric(s, j->run, j->last_step, t->epoch, "test_acc", t->acc);
+        rs_log_metric(s, j->run, j->last_step, t->epoch, "test_loss", t->loss);
+        break;
+    case RS_TL_DONE: j->done[t->rank] = *t; break;
+    case RS_TL_CKPT:
+        j->ckpts++;
+        j->last_ckpt_step = t->step;
+        break;
+    }
+}
+
+/* ---------------------------------------------------------------- the live view's side of a job */
+
+/* A rank's monotonic stamp as the session log keeps it (unix seconds lose the bits below ~0.2 us) and
+ * back: the model sees the times a replay of the log will see, so both draw the same frame. */
+static double logged_time(const dist_job *j, double t) { return (t + j->mono_to_unix) - j->mono_to_unix; }
+
+/* Every line of every rank goes to the dashboard's model as it came. */
+static void view_feed(dist_job *j, int rank, int is_stderr, const char *line)
+{
+    rs_view_model *vms[2] = {j->live ? rs_live_model(j->live) : NULL, j->dump_vm};
+    if (!vms[0] && !vms[1]) return;
+    rs_pg_event ev;
+    rs_train_line tl;
+    char buf[RS_VIEW_LOG_W + 16];
+    bool is_ev = !is_stderr && rs_wire_parse_event(line, &ev), is_tl = !is_ev && !is_stderr && rs_wire_parse_train(line, &tl);
+    if (is_ev) ev.t = logged_time(j, ev.t);
+    if (is_tl) tl.t0 = logged_time(j, tl.t0), tl.t1 = logged_time(j, tl.t1);
+    if (is_stderr) snprintf(buf, sizeof buf, "stderr: %s", line); /* never parsed as a machine line */
+    for (int i = 0; i < 2; i++) {
+        if (!vms[i]) continue;
+        if (is_ev) rs_view_feed_event(vms[i], &ev);
+        else if (is_tl) rs_view_feed_train(vms[i], &tl);
+        else rs_view_feed_line(vms[i], rank, is_stderr ? buf : line);
+    }
+}
+
+/* JSON string body of s (quotes, backslashes and control characters escaped), cut to fit out. */
+static void json_text(char *out, size_t cap, const char *s)
+{
+    size_t o = 0;
+    for (; *s && o + 7 < cap; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\') out[o++] = '\\', out[o++] = (char)ch;
+        else if (ch < 0x20) o += (size_t)snprintf(out + o, cap - o, "\\u%04x", ch);
+        else out[o++] = (char)ch;
+    }
+    out[o] = 0;
+}
+
+/* A rank's plain line into the session log (kind 'log', detail {"text": ...}), so `view run N` can show
+ * the log pane the live view showed. */
+static void log_plain(dist_job *j, int rank, int is_stderr, const char *line)
+{
+    char text[512], detail[560];
+    json_text(text, sizeof text, line);
+    snprintf(detail, sizeof detail, "{\"text\":\"%s\"}", text);
+    rs_slog_event_info e = RS_SLOG_EVENT_INIT;
+    e.rank = rank;
+    e.t = rs_pg_now() + j->mono_to_unix;
+    e.kind = "log";
+    e.name = is_stderr ? "stderr" : "stdout";
+    e.detail_json = detail;
+    rs_log_event(j->s, j->run, &e);
+}
+
+/* A training rank's @done (its step count, seconds and samples/s), for replays. */
+static void log_done(dist_job *j, const rs_train_line *t)
+{
+    char detail[64];
+    snprintf(detail, sizeof detail, "{\"sps\":%.9g}", t->sps);
+    rs_slog_event_info e = RS_SLOG_EVENT_INIT;
+    e.rank = t->rank;
+    e.t = rs_pg_now() + j->mono_to_unix;
+    e.kind = "done";
+    e.step = t->step;
+    e.value = t->seconds;
+    e.detail_json = detail;
+    rs_log_event(j->s, j->run, &e);
+}
+
+/* step=1: lets the ranks run algorithm step k of the current collective (once some rank reached it). */
+static void step_release(dist_job *j, int k)
+{
+    if (!j->stepwise || !j->step_store || k > j->step_max || k < j->step_next) return;
+    for (; j->step_next <= k; j->step_next++) {
+        char key[64];
+        rs_err e = {0};
+        snprintf(key, sizeof key, "step/%llu/%d", (unsigned long long)j->step_coll, j->step_next);
+        rs_store_set(j->step_store, key, "1", 1, &e);
+    }
+}
+
+static void step_reported(dist_job *j, const rs_pg_event *ev)
+{
+    if (j->step_max < 0 || ev->coll > j->step_coll) {
+        j->step_coll = ev->coll;
+        j->step_next = 0;
+        j->step_max = -1;
+    } else if (ev->coll < j->step_coll) return;
+    if (ev->step > j->step_max) j->step_max = ev->step;
+    if (!j->live) step_release(j, j->step_max); /* nobody is stepping: let them run */
+}
+
+/* `q`: the view goes, the run goes on in the foreground with plain lines. */
+static void leave_view(dist_job *j)
+{
+    rs_live_end(j->live);
+    j->live = NULL;
+    fprintf(j->s->out, "%s: left the dashboard; the run goes on\n", j->what);
+    fflush(j->s->out);
+    step_release(j, j->step_max);
+}
+
+static void on_line(void *ud, int rank, int is_stderr, const char *line)
+{
+    dist_job *j = ud;
+    /* mpirun --tag-output: "[job,rank]<stdout>:line" (it forwards output in pieces; tagged, it keeps
+     * each rank's lines whole) */
+    int job, r, used = 0;
+    char which[8];
+    if (line[0] == '[' && sscanf(line, "[%d,%d]<%6[a-z]>:%n", &job, &r, which, &used) == 3 && used > 0) {
+        rank = r;
+        is_stderr = !strcmp(which, "stderr");
+        line += used;
+    }
+    view_feed(j, line_owner(line, rank), is_stderr, line);
+    if (!is_stderr && line[0] == '@') {
+        rs_pg_event ev;
+        rs_bench_row row;
+        int r;
+        uint64_t wrong;
+        double secs;
+        if (rs_wire_parse_event(line, &ev)) {
+            log_trace(j, &ev);
+            if (j->stepwise && ev.kind == RS_PG_EV_STEP) step_reported(j, &ev);
+            return;
+        }
+        if (rs_wire_parse_check(line, &r, &wrong, &secs)) {
+            if (r < j->world) {
+                j->wrong[r] = wrong;
+                j->seconds[r] = secs;
+                j->checked[r] = true;
+            }
+            return;
+        }
+        if (rs_wire_parse_bench(line, &row)) {
+            bench_row(j, &row);
+            return;
+        }
+        rs_train_line tl;
+        if (rs_wire_parse_train(line, &tl)) {
+            if (tl.kind == RS_TL_DONE) log_done(j, &tl);
+            train_line(j, &tl);
+            return;
+        }
+    }
+    int owner = line_owner(line, rank);
+    if (line[0] != '@') log_plain(j, owner, is_stderr, line);
+    if (j->collect && !is_stderr) {
+        keep_line(j, owner, line);
+        return;
+    }
+    if (j->background) return; /* in the session log already; the prompt is not theirs */
+    if (is_stderr && owner == rank && strncmp(line, "rank ", 5) != 0) fprintf(j->s->out, "[rank %d] %s\n", rank, line);
+    else fprintf(j->s->out, "%s\n", line);
+    fflush(j->s->out);
+}
+
+static int stop_requested(void *ud)
+{
+    dist_job *j = ud;
+    if (j->live) {
+        int k = rs_live_tick(j->live);
+        if (k & RS_LIVE_NEXT) step_release(j, j->step_next);
+        /* at the prompt `q` sends the run to the background (run_ranks sees j->detach); elsewhere (a
+         * script being played) the run goes on in the foreground with plain lines */
+        if (k & RS_LIVE_QUIT) {
+            if (j->s->can_detach && !j->s->play_depth) j->detach = true;
+            else leave_view(j);
+        }
+    }
+    if (j->background) return 0; /* Ctrl-C at the prompt is not for background runs: `jobs stop=N` is */
+    return j->s->interrupt && *j->s->interrupt;
+}
+
+static int by_rank(const void *a, const void *b, void *ud)
+{
+    const int *r = ud;
+    int x = *(const int *)a, y = *(const int *)b;
+    return r[x] != r[y] ? (r[x] > r[y]) - (r[x] < r[y]) : (x > y) - (x < y);
+}
+
+/* The kept lines: those a rank tagged ("rank 2: ...") in rank order, then the others as they came. */
+void rs_job_print_lines(dist_job *j, const char *indent)
+{
+    int *idx = malloc(sizeof *idx * (size_t)(j->nlines + 1));
+    if (!idx) return;
+    int n = 0;
+    for (int i = 0; i < j->nlines; i++)
+        if (!strncmp(j->lines[i], "rank ", 5)) idx[n++] = i;
+    qsort_r(idx, (size_t)n, sizeof *idx, by_rank, j->line_rank);
+    for (int i = 0; i < j->nlines; i++)
+        if (strncmp(j->lines[i], "rank ", 5)) idx[n++] = i;
+    for (int i = 0; i < n; i++) fprintf(j->s->out, "%s%s\n", indent, j->lines[idx[i]]);
+    free(idx);
+}
+
+void rs_job_free(dist_job *j)
+{
+    if (!j) return;
+    for (int i = 0; i < j->nlines; i++) free(j->lines[i]);
+    free(j->lines);
+    free(j->line_rank);
+    free(j->wrong);
+    free(j->seconds);
+    free(j->begin_t);
+    free(j->checked);
+    free(j->mem);
+    free(j->done);
+    free(j->spans);
+    if (j->held) fclose(j->held);
+    free(j->held_buf);
+    free(j->dump);
+    free(j->ckpt);
+    free(j);
+}
+
+/* The command's end (j->finish), then the job is gone. Returns the command's rc. */
+int rs_job_finish(dist_job *j, int rc)
+{
+    if (j->finish) rc = j->finish(j, rc);
+    rs_job_free(j);
+    return rc;
+}
+
+static double mono_to_unix(void)
+{
+    struct timespec m, r;
+    clock_gettime(CLOCK_MONOTONIC, &m);
+    clock_gettime(CLOCK_REALTIME, &r);
+    return (double)(r.tv_sec - m.tv_sec) + (double)(r.tv_nsec - m.tv_nsec) * 1e-9;
+}
+
+/* The ranks have ended (st from rs_launch_wait): the launcher, view, store and dump go, a failure is
+ * reported, and the command's end runs. Returns the command's rc; j is freed. */
+static int ranks_ended(dist_job *j, rs_status st, const rs_err *e)
+{
+    rs_session *s = j->s;
+    rs_launch_free(j->l);
+    j->l = NULL;
+    if (j->live && j->stepwise && !st) {
+        /* the last step's picture stays until a key: the lesson ends when the teacher says so */
+        rs_live_status(j->live, "done: press n, Enter or q");
+        while (!(rs_live_tick(j->live) & (RS_LIVE_NEXT | RS_LIVE_QUIT | RS_LIVE_STOP))) usleep(20000);
+    }
+    rs_live_end(j->live);
+    j->live = NULL;
+    rs_store_close(j->step_store);
+    j->step_store = NULL;
+    rs_store_server_stop(j->srv);
+    j->srv = NULL;
+    if (j->dump_vm) {
+        char *text = rs_live_frame_text(j->dump_vm, 100, 30);
+        FILE *f = fopen(j->dump, "w");
+        if (f && text) fputs(text, f);
+        if (f) fclose(f);
+        free(text);
+        rs_view_model_free(j->dump_vm);
+        j->dump_vm = NULL;
+    }
+    if (j->held) {
+        /* what waited while the run was in the background */
+        fclose(j->held);
+        j->held = NULL;
+        if (j->held_len) fwrite(j->held_buf, 1, j->held_len, s->out);
+    }
+    int rc = 0;
+    if (st == RS_ERR_CANCELLED) {
+        rs_log_run_end(s, j->run, "cancelled", 0, NULL, j->background ? "stopped in the background" : "stopped by Ctrl-C");
+        rc = rs_session_error(s, j->c, (size_t)-1, 0, "%s: stopped (%s); the ranks were ended", j->what,
+                              j->background ? "jobs stop" : "Ctrl-C");
+    } else if (st) {
+        rs_log_run_end(s, j->run, "failed", j->last_step, NULL, e->msg);
+        rc = rs_session_error(s, j->c, (size_t)-1, 0, "%s: %s", j->what, e->msg);
+    }
+    return rs_job_finish(j, rc);
+}
+
+/* Marks the objects a background run uses (train: its model and data) busy, or free again (id 0). */
+void rs_job_mark_busy(dist_job *j, int64_t id)
+{
+    const char *names[2] = {j->mname, j->dname};
+    for (int i = 0; i < 2; i++) {
+        rs_obj *o = names[i][0] ? rs_session_find(j->s, names[i]) : NULL;
+        if (o && (id || o->busy_run == j->id)) o->busy_run = id;
+    }
+}
+
+/* `q` at the prompt: the run goes on in the session's background list, which the prompt pumps. */
+static int detach(dist_job *j)
+{
+    rs_session *s = j->s;
+    rs_live_end(j->live);
+    j->live = NULL;
+    step_release(j, j->step_max);
+    j->background = true;
+    j->c = NULL;
+    if (!j->collect) j->held = open_memstream(&j->held_buf, &j->held_len); /* NULL: rows print as they come */
+    static int64_t own_ids = 1000000; /* no session log: ids of our own, away from the log's */
+    j->id = j->run > 0 ? j->run : ++own_ids;
+    rs_job_mark_busy(j, j->id);
+    dist_job **pp = &s->jobs;
+    while (*pp) pp = &(*pp)->next;
+    *pp = j;
+    fprintf(s->out, "run %lld continues in the background; its end will be printed here (`jobs` lists runs in "
+                    "progress, `jobs stop=%lld` stops it)\n", (long long)j->id, (long long)j->id);
+    fflush(s->out);
+    return 0;
+}
+
+/* Starts the ranks with `job_args` (after `--worker JOB`), waits for them, reports a failure and runs
+ * j->finish; j is freed. Returns the command's rc. At the prompt, `q` in the live view hands j to the
+ * background instead and returns 0 at once. */
+int rs_job_run(dist_job *j, const char *const *job_args, int nargs, double timeout_s)
+{
+    rs_session *s = j->s;
+    const rs_call *c = j->c;
+    rs_err e = {0};
+    const rs_pg_backend *be = rs_pg_backend_find(j->backend);
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0)
+        return rs_job_finish(j, rs_session_error(s, c, (size_t)-1, 0, "%s: cannot find the ringside binary to start ranks",
+                                              j->what));
+    exe[n] = 0;
+
+    /* the dashboard: on a terminal unless view=off; step=1 needs it (a person presses the keys) */
+    bool want_view = rs_call_bool(c, "view", true);
+    j->stepwise = !strcmp(j->what, "collective") && rs_call_bool(c, "step", false);
+    j->step_max = -1;
+    if (j->stepwise && (!want_view || !rs_live_possible(s) || be->needs_launcher || !be->ops->transport)) {
+        rs_log_run_end(s, j->run, "failed", 0, NULL, "step=1 refused");
+        return rs_job_finish(j, rs_session_error(s, c, rs_call_opt(c, "step")->pos, 6,
+                                              "%s: step=1 waits for a key between algorithm steps, so it needs the live "
+                                              "view on a terminal (not view=off, a script or a pipe) and a backend with "
+                                              "algorithm steps (shm, tcp)", j->what));
+    }
+    char run_id[32];
+    snprintf(run_id, sizeof run_id, "r%lld", (long long)j->run);
+    rs_view_run vr = {.id = j->run > 0 ? run_id : NULL, .kind = j->what, .backend = j->backend, .world = j->world,
+                      .mode = !strcmp(j->what, "train") ? rs_call_str(c, "mode", NULL) : NULL, .t_start = -1};
+    const char *dump = getenv("RINGSIDE_VIEW_DUMP");
+    if (dump && *dump && (j->dump = strdup(dump)) != NULL && (j->dump_vm = rs_view_model_new(&e)) != NULL)
+        rs_view_set_run(j->dump_vm, &vr);
+
+    /* the replay's way back from the log's unix times to the ranks' clock (see logged_time) */
+    rs_slog_event_info clock = RS_SLOG_EVENT_INIT;
+    clock.kind = "clock";
+    clock.value = j->mono_to_unix;
+    rs_log_event(s, j->run, &clock);
+
+    rs_store_server *srv = NULL;
+    if (!be->needs_launcher && rs_store_server_start("127.0.0.1", 0, &srv, &e)) {
+        rs_view_model_free(j->dump_vm);
+        j->dump_vm = NULL;
+        return rs_job_finish(j, rs_session_error(s, c, (size_t)-1, 0, "%s: starting the rendezvous store: %s", j->what,
+                                              e.msg));
+    }
+    j->srv = srv;
+    if (j->stepwise && rs_store_connect("127.0.0.1", rs_store_server_port(srv), timeout_s, &j->step_store, &e)) {
+        rs_store_server_stop(srv);
+        j->srv = NULL;
+        rs_view_model_free(j->dump_vm);
+        j->dump_vm = NULL;
+        return rs_job_finish(j, rs_session_error(s, c, (size_t)-1, 0, "%s: connecting to the rendezvous store: %s",
+                                              j->what, e.msg));
+    }
+
+    char world[16], port[16], group[48], tmo[32];
+    snprintf(world, sizeof world, "%d", j->world);
+    snprintf(port, sizeof port, "%d", srv ? rs_store_server_port(srv) : 0);
+    snprintf(group, sizeof group, "group=r%lld-%ld", (long long)j->run, (long)getpid());
+    snprintf(tmo, sizeof tmo, "timeout=%g", timeout_s);
+    const char *argv[64];
+    int a = 0;
+    if (be->needs_launcher) {
+        argv[a++] = "mpirun";
+        if (geteuid() == 0) argv[a++] = "--allow-run-as-root";
+        argv[a++] = "--oversubscribe";
+        argv[a++] = "--tag-output";
+        argv[a++] = "-np";
+        argv[a++] = world;
+    }
+    argv[a++] = exe;
+    argv[a++] = "--worker";
+    argv[a++] = j->what;
+    argv[a++] = group;
+    argv[a++] = tmo;
+    argv[a++] = "store=launcher";
+    for (int i = 0; i < nargs && a < 61; i++) argv[a++] = job_args[i];
+    if (j->stepwise) argv[a++] = "stepwise=1";
+    argv[a] = NULL;
+
+    rs_launch_cfg cfg = {.nranks = be->needs_launcher ? 1 : j->world, .argv = argv,
+                         .master_port = srv ? rs_store_server_port(srv) : 1, .grace_s = 2,
+                         .on_line = on_line, .line_ud = j, .should_stop = stop_requested, .stop_ud = j};
+    rs_launch_result res;
+    if (want_view) j->live = rs_live_start(s, &vr);
+    if (j->live && j->stepwise) rs_live_status(j->live, "step=1: n / Enter / Right for the next step");
+    j->t_begin = rs_pg_now();
+    rs_status st = rs_launch_start(&cfg, &j->l, &e);
+    /* with the view up, short waits, so that `q` can hand the run to the background; without it one wait
+     * to the end, as ever */
+    if (!st)
+        while ((st = rs_launch_wait(j->l, j->live ? 0.05 : 0, &res, &e)) == RS_ERR_TIMEOUT)
+            if (j->detach) return detach(j);
+    return ranks_ended(j, st, &e);
+}
+
+/* ---------------------------------------------------------------- runs in the background */
+
+int rs_jobs_count(const rs_session *s)
+{
+    int n = 0;
+    for (const dist_job *j = s->jobs; j; j = j->next) n++;
+    return n;
+}
+
+/* A job that ended leaves the list, then prints its end under a line saying which run it was. */
+static void job_ended(rs_session *s, dist_job **link, rs_status st, const rs_err *e)
+{
+    dist_job *j = *link;
+    *link = j->next;
+    fprintf(s->out, "run %lld (%s, in the background) has ended:\n", (long long)j->id, j->what);
+    ranks_ended(j, st, e);
+    fflush(s->out);
+}
+
+void rs_jobs_pump(rs_session *s)
+{
+    dist_job **link = &s->jobs;
+    while (*link) {
+        rs_err e = {0};
+        /* drains the ranks' pipes for a while (a rank blocked on a full pipe stalls them all), then
+         * back to the keyboard: the prompt's select waits only 5 ms between pumps */
+        rs_status st = rs_launch_wait((*link)->l, 0.015, NULL, &e);
+        if (st == RS_ERR_TIMEOUT) link = &(*link)->next;
+        else job_ended(s, link, st, &e);
+    }
+}
+
+void rs_jobs_stop_all(rs_session *s, bool say)
+{
+    while (s->jobs) {
+        if (say) fprintf(s->out, "stopping run %lld (%s in the background)\n", (long long)s->jobs->id, s->jobs->what);
+        rs_launch_stop(s->jobs->l);
+        rs_err e = {0};
+        rs_status st = rs_launch_wait(s->jobs->l, 0, NULL, &e);
+        job_ended(s, &s->jobs, st, &e);
+    }
+}
+
+
+/* The checks every rank-starting command shares: ranks, backend, algo (for step-based backends). */
+int rs_job_common_opts(rs_session *s, const rs_call *c, dist_job *j, double *timeout_s)
+{
+    long long ranks = rs_call_int(c, "ranks", 2);
+    const rs_optval *rv = rs_call_opt(c, "ranks");
+    if (ranks < 1 || ranks > 64)
+        return rs_session_error(s, c, rv->pos, 5 + strlen(rv->text ? rv->text : ""),
+                                "%s: ranks must be 1..64 (this machine has %ld cores; more ranks share them), got %lld",
+                                c->cmd->name, sysconf(_SC_NPROCESSORS_ONLN), ranks);
+    j->world = (int)ranks;
+    snprintf(j->backend_name, sizeof j->backend_name, "%s", rs_call_str(c, "backend", "shm"));
+    j->backend = j->backend_name; /* a copy: the call is gone when a background run ends */
+    const rs_optval *bv = rs_call_opt(c, "backend");
+    if (!rs_pg_backend_find(j->backend)) {
+        rs_err e = {0};
+        rs_pg *g = NULL;
+        rs_pg_new(j->backend, NULL, "x", 0, 1, 1, &g, &e);
+        return rs_session_error(s, c, bv->pos, 8 + strlen(j->backend), "%s: %s", c->cmd->name, e.msg);
+    }
+    const rs_optval *av = rs_call_opt(c, "algo");
+    if (av && av->set && rs_pg_backend_find(j->backend)->ops->transport == NULL &&
+        strcmp(rs_call_str(c, "algo", "auto"), "auto") != 0)
+        return rs_session_error(s, c, av->pos, 5 + strlen(av->text),
+                                "%s: backend %s chooses its own algorithms; algo= applies to shm and tcp",
+                                c->cmd->name, j->backend);
+    *timeout_s = rs_call_float(c, "timeout", 30);
+    j->s = s;
+    j->c = c;
+    j->wrong = calloc((size_t)j->world, sizeof *j->wrong);
+    j->seconds = calloc((size_t)j->world, sizeof *j->seconds);
+    j->begin_t = calloc((size_t)j->world, sizeof *j->begin_t);
+    j->checked = calloc((size_t)j->world, sizeof *j->checked);
+    j->mono_to_unix = mono_to_unix();
+    if (!j->wrong || !j->seconds || !j->begin_t || !j->checked)
+        return rs_session_error(s, c, (size_t)-1, 0, "%s: out of memory", c->cmd->name);
+    return 0;
+}
+
+/* OP as users write it: torch's names, and nccl-tests' / MPI's spellings. */
+int rs_job_parse_op(rs_session *s, const rs_call *c, rs_pg_opkind *op)
+{
+    static const char *const alias[][2] = {{"allreduce", "all_reduce"}, {"allgather", "all_gather"},
+                                           {"reducescatter", "reduce_scatter"}, {"alltoall", "all_to_all"},
+                                           {"bcast", "broadcast"}};
+    const char *w = c->args[0];
+    for (size_t i = 0; i < sizeof alias / sizeof alias[0]; i++)
+        if (!strcmp(w, alias[i][0])) w = alias[i][1];
+    if (rs_pg_op_from_name(w, op) && *op != RS_OP_SEND && *op != RS_OP_RECV) return 0;
+    static const char *const names[] = {"broadcast", "reduce", "all_reduce", "scatter", "gather", "all_gather",
+                                        "reduce_scatter", "all_to_all", "barrier"};
+    const char *near = rs_val_near_miss(c->args[0], names, 9);
+    char hint[64] = "";
+    if (near) snprintf(hint, sizeof hint, " (did you mean '%s'?)", near);
+    bool p2p = !strcmp(w, "send") || !strcmp(w, "recv");
+    return rs_session_error(s, c, c->arg_pos[0], strlen(c->args[0]),
+                            "%s: '%s' is not a collective%s; one of broadcast, reduce, all_reduce, scatter, gather, "
+                            "all_gather, reduce_scatter, all_to_all, barrier%s",
+                            c->cmd->name, c->args[0], hint, p2p ? " (send and recv: try `p2p`)" : "");
+}
+
+/* A job for a command, with what common_opts checks; NULL after reporting an error. */
+dist_job *rs_job_new(rs_session *s, const rs_call *c, const char *what, bool collect, double *timeout)
+{
+    dist_job *j = calloc(1, sizeof *j);
+    if (!j) {
+        rs_session_error(s, c, (size_t)-1, 0, "%s: out of memory", what);
+        return NULL;
+    }
+    j->what = what;
+    j->collect = collect;
+    if (rs_job_common_opts(s, c, j, timeout)) {
+        rs_job_free(j);
+        return NULL;
+    }
+    return j;
+}
+
