@@ -112,8 +112,7 @@ int rs_cmd_collective(rs_session *s, const rs_call *c)
     if (!j) return 1;
     rs_dtype dt = RS_F32;
     const char *dts = rs_call_str(c, "dtype", "f32");
-    for (int t = 0; t < RS_DTYPE_COUNT; t++)
-        if (!strcmp(dts, rs_dtype_name((rs_dtype)t))) dt = (rs_dtype)t;
+    rs_dtype_from_name(dts, &dt); /* the table's choices are all names it knows */
     long long count = rs_call_int(c, "count", 2);
     if (rs_call_given(c, "size") && !rs_call_given(c, "count"))
         count = (long long)(rs_call_opt(c, "size")->v.size / rs_dtype_size(dt));

@@ -14,15 +14,9 @@
 #include "ranks_job.h"
 #include "repl_log.h"
 #include "session.h"
+#include "view/render.h"
 
 /* ---------------------------------------------------------------- train across ranks */
-
-static void fmt_bytes(double b, char *buf, size_t n)
-{
-    if (b >= 1 << 20) snprintf(buf, n, "%.2f MiB", b / (1 << 20));
-    else if (b >= 1 << 10) snprintf(buf, n, "%.1f KiB", b / (1 << 10));
-    else snprintf(buf, n, "%.0f B", b);
-}
 
 /* Of the communication time each rank spent, how much ran while its backward was still going. */
 static void comm_hidden(const dist_job *j, int rank, double *comm, double *hidden)
@@ -59,7 +53,7 @@ static void print_memory(dist_job *j, const rs_obj *m, int zero, int opt_states)
     for (int r = 0; r < j->world; r++) {
         fprintf(f, "  %-5d", r);
         for (int p = 0; p < np; p++) {
-            fmt_bytes((double)j->mem[r].live[pools[p]], b, sizeof b);
+            rs_view_fmt_bytes(b, (double)j->mem[r].live[pools[p]]);
             fprintf(f, " %14s", b);
         }
         fputc('\n', f);
@@ -67,7 +61,7 @@ static void print_memory(dist_job *j, const rs_obj *m, int zero, int opt_states)
     double zp[3] = {z.params, z.grads, z.optim};
     fprintf(f, "  %-5s", "paper");
     for (int p = 0; p < 3; p++) {
-        fmt_bytes(zp[p], b, sizeof b);
+        rs_view_fmt_bytes(b, zp[p]);
         fprintf(f, " %14s", b);
     }
     fprintf(f, "   the ZeRO paper's formula, P=%zu parameters, N=%d: %s%s\n", P, j->world,

@@ -57,6 +57,17 @@ rs_status rs_step_reduce_scatter(rs_pg *g, const void *send, void *recv, size_t 
 rs_status rs_step_all_to_all(rs_pg *g, const void *send, void *recv, size_t n, rs_dtype t, rs_err *err);
 rs_status rs_step_barrier(rs_pg *g, rs_err *err);
 
+/* The entries of rs_pg_ops every step-based backend shares: a backend's table is
+ *   {RS_PG_STEP_OPS("shm", &shm_transport), .new_group = ..., .destroy = ...}. */
+#define RS_PG_STEP_OPS(backend_name, transport_ptr)                                                                  \
+    .name = (backend_name), .send = rs_step_send, .recv = rs_step_recv, .broadcast = rs_step_broadcast,            \
+    .reduce = rs_step_reduce, .all_reduce = rs_step_all_reduce, .scatter = rs_step_scatter,                        \
+    .gather = rs_step_gather, .all_gather = rs_step_all_gather, .reduce_scatter = rs_step_reduce_scatter,          \
+    .all_to_all = rs_step_all_to_all, .barrier = rs_step_barrier, .isend = rs_step_isend, .irecv = rs_step_irecv, \
+    .devices = RS_PG_DEV_CPU,                                                                                      \
+    .algos = "all_reduce: ring, tree, recursive-doubling (auto: recursive doubling below 64 KiB, ring above)",     \
+    .transport = (transport_ptr)
+
 /* Runs one transfer to completion (also moving the group's pending immediate transfers along), with
  * the group timeout counted from the last progress. */
 rs_status rs_step_run(rs_pg *g, rs_pg_xfer *x, rs_err *err);

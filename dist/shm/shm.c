@@ -178,27 +178,8 @@ static rs_status shm_new_group(rs_pg *g, const int *ranks, int n, const char *na
     return rs_pg_shm_new(g->store, name, me, n, g->timeout_s, out, err);
 }
 
-const rs_pg_ops rs_pg_shm_ops = {
-    .name = "shm",
-    .send = rs_step_send,
-    .recv = rs_step_recv,
-    .broadcast = rs_step_broadcast,
-    .reduce = rs_step_reduce,
-    .all_reduce = rs_step_all_reduce,
-    .scatter = rs_step_scatter,
-    .gather = rs_step_gather,
-    .all_gather = rs_step_all_gather,
-    .reduce_scatter = rs_step_reduce_scatter,
-    .all_to_all = rs_step_all_to_all,
-    .barrier = rs_step_barrier,
-    .isend = rs_step_isend,
-    .irecv = rs_step_irecv,
-    .new_group = shm_new_group,
-    .destroy = shm_destroy,
-    .devices = RS_PG_DEV_CPU,
-    .algos = "all_reduce: ring, tree, recursive-doubling (auto: recursive doubling below 64 KiB, ring above)",
-    .transport = &shm_transport,
-};
+const rs_pg_ops rs_pg_shm_ops = {RS_PG_STEP_OPS("shm", &shm_transport), .new_group = shm_new_group,
+                                 .destroy = shm_destroy};
 
 static size_t seg_size(int world)
 {

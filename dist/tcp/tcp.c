@@ -202,27 +202,8 @@ static rs_status tcp_new_group(rs_pg *g, const int *ranks, int n, const char *na
     return st;
 }
 
-const rs_pg_ops rs_pg_tcp_ops = {
-    .name = "tcp",
-    .send = rs_step_send,
-    .recv = rs_step_recv,
-    .broadcast = rs_step_broadcast,
-    .reduce = rs_step_reduce,
-    .all_reduce = rs_step_all_reduce,
-    .scatter = rs_step_scatter,
-    .gather = rs_step_gather,
-    .all_gather = rs_step_all_gather,
-    .reduce_scatter = rs_step_reduce_scatter,
-    .all_to_all = rs_step_all_to_all,
-    .barrier = rs_step_barrier,
-    .isend = rs_step_isend,
-    .irecv = rs_step_irecv,
-    .new_group = tcp_new_group,
-    .destroy = tcp_destroy,
-    .devices = RS_PG_DEV_CPU,
-    .algos = "all_reduce: ring, tree, recursive-doubling (auto: recursive doubling below 64 KiB, ring above)",
-    .transport = &tcp_transport,
-};
+const rs_pg_ops rs_pg_tcp_ops = {RS_PG_STEP_OPS("tcp", &tcp_transport), .new_group = tcp_new_group,
+                                 .destroy = tcp_destroy};
 
 /* Setup's view of one rank: its global number for messages (a sub-group is built before pg.c fills in
  * g->members), and the time left before the group's deadline. */

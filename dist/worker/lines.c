@@ -55,16 +55,6 @@ double rs_pg_bus_factor(rs_pg_opkind op, int world)
     }
 }
 
-static bool dtype_from_name(const char *s, rs_dtype *out)
-{
-    for (int k = 0; k < RS_DTYPE_COUNT; k++)
-        if (!strcmp(s, rs_dtype_name((rs_dtype)k))) {
-            *out = (rs_dtype)k;
-            return true;
-        }
-    return false;
-}
-
 int rs_wire_format_event(char *buf, size_t cap, const rs_pg_event *ev)
 {
     static const char kinds[] = {'b', 's', 'e'};
@@ -125,7 +115,7 @@ bool rs_wire_parse_bench(const char *line, rs_bench_row *row)
         line[used] != 0)
         return false;
     rs_bench_row r = {0};
-    if (!rs_pg_op_from_name(op, &r.op) || !dtype_from_name(dt, &r.dtype) || !rs_redop_from_name(red, &r.redop) ||
+    if (!rs_pg_op_from_name(op, &r.op) || !rs_dtype_from_name(dt, &r.dtype) || !rs_redop_from_name(red, &r.redop) ||
         !isfinite(us) || !isfinite(alg) || !isfinite(bus) || iters < 0)
         return false;
     r.bytes = bytes;

@@ -65,12 +65,7 @@ static int parse_args(wk *w, int argc, char **argv)
         else if (!strcmp(k, "op")) good = rs_pg_op_from_name(v, &w->op);
         else if (!strcmp(k, "redop")) good = rs_redop_from_name(v, &w->redop);
         else if (!strcmp(k, "algo")) good = rs_pg_algo_from_name(v, &w->algo);
-        else if (!strcmp(k, "dtype")) {
-            good = false;
-            for (int t = 0; t < RS_DTYPE_COUNT; t++)
-                if (!strcmp(v, rs_dtype_name((rs_dtype)t))) w->dtype = (rs_dtype)t, good = true;
-            good = good && rs_pg_dtype_ok(w->dtype);
-        } else if (!strcmp(k, "count")) good = parse_u64(v, &w->count);
+        else if (!strcmp(k, "dtype")) good = rs_dtype_from_name(v, &w->dtype) && rs_pg_dtype_ok(w->dtype); else if (!strcmp(k, "count")) good = parse_u64(v, &w->count);
         else if (!strcmp(k, "size")) good = parse_u64(v, &w->size);
         else if (!strcmp(k, "minbytes")) good = parse_u64(v, &w->minbytes);
         else if (!strcmp(k, "maxbytes")) good = parse_u64(v, &w->maxbytes);
@@ -132,7 +127,7 @@ static void put(void *b, size_t i, rs_dtype t, double v)
  * Indices wrap at 1000 so large messages keep small, exactly representable values. */
 static double pattern(rs_pg_opkind op, int r, size_t i, size_t len)
 {
-    if (op == RS_OP_SCATTER || op == RS_OP_ALL_TO_ALL) return (double)((size_t)r * len + i) ;
+    if (op == RS_OP_SCATTER || op == RS_OP_ALL_TO_ALL) return (double)((size_t)r * len + i);
     return 1 + r + 9 * (double)(i % 1000);
 }
 
@@ -232,11 +227,10 @@ static void opbufs_free(opbufs *b)
 }
 
 /* Fills this rank's input (a broadcast's non-roots start from zeros, so the copy shows). */
-static void opbufs_fill(wk *w, opbufs *b, size_t count)
+static void opbufs_fill(wk *w, opbufs *b)
 {
     if (w->op == RS_OP_BROADCAST && w->rank != w->root) memset(b->in, 0, b->nin * rs_dtype_size(w->dtype));
     else fill(b->in, b->nin, w->dtype, w->op, w->rank, b->nin);
-    (void)count;
 }
 
 static rs_status run_op(wk *w, opbufs *b, size_t count, rs_err *err)
@@ -310,7 +304,7 @@ static int job_collective(wk *w)
         opbufs_free(&b);
         return 1;
     }
-    opbufs_fill(w, &b, count);
+    opbufs_fill(w, &b);
     /* The input is printed before the operation overwrites it (in-place operations). */
     char *line = NULL;
     size_t cap = 0;
@@ -365,7 +359,7 @@ static int bench_one(wk *w, uint64_t bytes)
         return 1;
     }
     /* correctness first, on the known pattern */
-    opbufs_fill(w, &b, count);
+    opbufs_fill(w, &b);
     rs_status st = run_op(w, &b, count, &e);
     int64_t wrong = st ? 0 : (int64_t)verify(w, &b, count);
     if (!st) st = rs_pg_all_reduce(w->g, &wrong, 1, RS_I64, RS_SUM, &e);

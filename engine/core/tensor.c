@@ -18,6 +18,16 @@ size_t rs_dtype_size(rs_dtype t) { return (unsigned)t < RS_DTYPE_COUNT ? dtypes[
 const char *rs_dtype_name(rs_dtype t) { return (unsigned)t < RS_DTYPE_COUNT ? dtypes[t].name : "?"; }
 const char *rs_dtype_st_name(rs_dtype t) { return (unsigned)t < RS_DTYPE_COUNT ? dtypes[t].st : "?"; }
 
+bool rs_dtype_from_name(const char *s, rs_dtype *out)
+{
+    for (int i = 0; i < RS_DTYPE_COUNT; i++)
+        if (strcmp(s, dtypes[i].name) == 0) {
+            *out = (rs_dtype)i;
+            return true;
+        }
+    return false;
+}
+
 bool rs_dtype_from_st_name(const char *s, rs_dtype *out)
 {
     for (int i = 0; i < RS_DTYPE_COUNT; i++)

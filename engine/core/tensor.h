@@ -32,6 +32,8 @@ const char *rs_dtype_name(rs_dtype t);       /* "f32" */
 const char *rs_dtype_st_name(rs_dtype t);    /* safetensors spelling: "F32" */
 /* Parses a safetensors dtype name; returns false for one this build does not know. */
 bool rs_dtype_from_st_name(const char *s, rs_dtype *out);
+/* The other way round from rs_dtype_name: "f32" -> RS_F32; false for an unknown name. */
+bool rs_dtype_from_name(const char *s, rs_dtype *out);
 
 #define RS_MAX_DIMS 6
 
