@@ -105,6 +105,33 @@ typedef struct rs_kernels {
     void (*softmax_xent_bwd)(const float *probs, const int32_t *labels, float *dlogits, int B, int C,
                              float scale);
 
+    /* ---- transformer (engine/cpu/attn_kernels.c); shapes (B, T, C), row-major ---- */
+    /* out (B,T,C) = wte[tok[b,t]] + wpe[t]; tok (B,T) int32, already checked to lie in [0, V). */
+    void (*embed_fwd)(const int32_t *tok, const float *wte, const float *wpe, float *out, int B, int T, int C);
+    /* dwte[tok[b,t]] += dout[b,t]; dwpe[t] += sum over b of dout[b,t] (both ACCUMULATE). */
+    void (*embed_bwd)(const int32_t *tok, const float *dout, float *dwte, float *dwpe, int B, int T, int C);
+    /* Causal multi-head self-attention. qkv (B,T,3C) holds [q | k | v] per position, NH heads of
+     * hs = C/NH (head h is columns [h*hs, (h+1)*hs) of each part). out (B,T,C) = per head
+     * softmax(q k^T / sqrt(hs), keys s <= t only) v, heads side by side. att (B,NH,T,T) receives the
+     * probabilities (entries s > t are 0) for backward. */
+    void (*attn_fwd)(const float *qkv, float *out, float *att, int B, int T, int C, int NH);
+    /* Bytes of ws attn_bwd needs (may depend on the thread count). */
+    size_t (*attn_workspace)(int B, int T, int C, int NH);
+    /* dqkv (B,T,3C) is OVERWRITTEN with d(loss)/d(qkv) from dout (B,T,C) and the saved att. */
+    void (*attn_bwd)(const float *qkv, const float *att, const float *dout, float *dqkv, float *ws, int B,
+                     int T, int C, int NH);
+    /* One decoding step with a KV cache: q (B,C) is the query of position len-1; kc, vc (B,maxT,C) hold
+     * the keys and values of positions [0, len) (the caller wrote row len-1). out (B,C). Equal to row
+     * len-1 of attn_fwd over the whole prefix. */
+    void (*attn_step)(const float *q, const float *kc, const float *vc, float *out, int B, int len, int maxT,
+                      int C, int NH);
+    /* GELU, tanh approximation as GPT-2 (torch approximate='tanh'):
+     * 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
+    void (*gelu_tanh_fwd)(const float *in, float *out, size_t n);
+    void (*gelu_tanh_bwd)(const float *in, const float *dout, float *din, size_t n);
+    /* out = a + b (out may alias a or b). */
+    void (*add)(const float *a, const float *b, float *out, size_t n);
+
     /* ---- optimizers over a flat slice of n parameters (a ZeRO shard is just a smaller slice) ---- */
     /* PyTorch SGD: g' = g + wd*p; buf = first ? g' : momentum*buf + (1-dampening)*g';
      * d = nesterov ? g' + momentum*buf : buf; p -= lr*d. mom may be NULL when momentum == 0. */
