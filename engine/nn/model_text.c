@@ -55,7 +55,9 @@ char *rs_model_spec(const rs_model *m)
 {
     sbuf b = {0};
     char s[64];
-    if (m->in.ndim == 3)
+    if (m->tokens)
+        sb_printf(&b, "seq ctx=%lld", (long long)m->in.d[0]);
+    else if (m->in.ndim == 3)
         sb_printf(&b, "seq in=%lldx%lldx%lld", (long long)m->in.d[0], (long long)m->in.d[1], (long long)m->in.d[2]);
     else
         sb_printf(&b, "seq in=%lld", (long long)rs_shape_numel(&m->in));
@@ -71,9 +73,10 @@ char *rs_model_spec(const rs_model *m)
                 depth--;
             }
             open[depth++] = (int)(bl - m->blocks);
-            sb_printf(&b, " [");
+            sb_printf(&b, bl->residual ? " res[" : " [");
         }
-        sb_printf(&b, " %s", rs_layer_cfg_str(&m->layers[i].cfg, s, sizeof s));
+        /* The add closing a res[ ... ] block is implied by the brackets. */
+        if (m->layers[i].cfg.kind != RS_LAYER_ADD) sb_printf(&b, " %s", rs_layer_cfg_str(&m->layers[i].cfg, s, sizeof s));
         while (depth > 0) {
             const rs_block *bl = &m->blocks[open[depth - 1]];
             if (bl->first + bl->count - 1 != i) break;
@@ -99,17 +102,22 @@ char *rs_model_summary(const rs_model *m)
     size_t real = 0;
     for (int i = 0; i < m->ntensors; i++) real += m->tensors[i].numel;
     human_bytes(real * sizeof(float), by, sizeof by);
-    sb_printf(&b, "model %s: %d layers, %zu parameters (%s as f32), input %s, %d classes, on %s\n", m->name,
-              m->nlayers, real, by, rs_shape_str(&m->in, s, sizeof s), rs_model_classes(m), rs_device_name(m->dev));
+    if (m->tokens)
+        sb_printf(&b, "model %s: %d layers, %zu parameters (%s as f32), input %lld tokens, vocabulary %d, on %s\n",
+                  m->name, m->nlayers, real, by, (long long)m->in.d[0], rs_model_vocab(m), rs_device_name(m->dev));
+    else
+        sb_printf(&b, "model %s: %d layers, %zu parameters (%s as f32), input %s, %d classes, on %s\n", m->name,
+                  m->nlayers, real, by, rs_shape_str(&m->in, s, sizeof s), rs_model_classes(m), rs_device_name(m->dev));
     sb_printf(&b, "  %-8s %-24s %-16s %12s\n", "name", "layer", "output", "params");
     for (int i = 0; i < m->nlayers; i++) {
         const rs_layer *l = &m->layers[i];
         for (int d = 0; d < MAX_DEPTH; d++) {
             const rs_block *bl = block_starting(m, i, d);
-            if (bl) sb_printf(&b, "  %*s%-8s block (%d layers)\n", 2 * d, "", bl->name, bl->count);
+            if (bl) sb_printf(&b, "  %*s%-8s %s (%d layers)\n", 2 * d, "", bl->name,
+                              bl->residual ? "residual block" : "block", bl->count);
         }
         size_t np = 0;
-        for (int j = 0; j < l->np; j++) np += l->p[j].numel;
+        for (int j = 0; j < l->np; j++) np += l->p[j].tied ? 0 : l->p[j].numel;
         int d = block_depth_at(m, i);
         sb_printf(&b, "  %*s%-*s %-24s %-16s %12zu\n", 2 * d, "", 8 - 2 * d > 0 ? 8 - 2 * d : 1, l->name,
                   rs_layer_cfg_str(&l->cfg, cfg, sizeof cfg), rs_shape_str(&l->out, s, sizeof s), np);
