@@ -34,6 +34,13 @@ void rs_cpu_scale(float *x, size_t n, float a)
     for (size_t i = 0; i < n; i++) x[i] *= a;
 }
 
+void rs_cpu_add(const float *a, const float *b, float *out, size_t n)
+{
+    /* out may alias a or b: each element is read before it is written, at the same index. */
+    #pragma omp parallel for schedule(static) if (n >= PAR_MIN)
+    for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+}
+
 void rs_cpu_gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda,
                  const float *B, int ldb, float beta, float *C, int ldc)
 {
