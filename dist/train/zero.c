@@ -216,6 +216,8 @@ static rs_status z_setup(void *ud, rs_model *m, const rs_opt_cfg *opt, rs_err *e
         if (!z->u[i].len) continue;
         z->opt[i] = rs_optim_new(opt, rs_model_device(m), z->u[i].mine, z->offload ? &z->off_mem : z->mem, err);
         if (!z->opt[i]) return err ? err->code : RS_ERR_NOMEM;
+        rs_status gst = rs_train_apply_groups(z->opt[i], m, z->u[i].off + (size_t)r * z->u[i].s, err);
+        if (gst) return gst;
         if (z->offload) rs_mem_count(z->mem, RS_POOL_OFFLOAD, (int64_t)rs_optim_state_bytes(z->opt[i]));
     }
     if (z->offload && z->zero != 3) {
@@ -277,6 +279,43 @@ static rs_status z_after_backward(void *ud, rs_err *err)
         return z->hook_st;
     }
     return RS_OK;
+}
+
+/* The gradient step() applies: zero 1 the whole all-reduced buffer on every rank; zero 2 and 3 this
+ * rank's block(s), so the sum of squares is all-reduced (padding past a range is zero). */
+static float *grad_part(zero *z, size_t *n)
+{
+    if (z->zero == 1) {
+        *n = rs_model_numel(z->m);
+        return rs_model_grads(z->m);
+    }
+    *n = z->zero == 2 ? z->u[0].mine : z->shard_n;
+    return z->gshard;
+}
+
+static rs_status z_grad_sumsq(void *ud, double *sumsq, rs_err *err)
+{
+    zero *z = ud;
+    size_t n;
+    const float *g = grad_part(z, &n);
+    double s = 0.0;
+    for (size_t i = 0; i < n; i++) s += (double)g[i] * g[i];
+    if (z->zero != 1) {
+        double t0 = rs_train_now();
+        rs_status st = rs_pg_all_reduce(z->g, &s, 1, RS_F64, RS_SUM, err);
+        report(z, rs_pg_op_name(RS_OP_ALL_REDUCE), -1, sizeof s, t0);
+        if (st) return st;
+    }
+    *sumsq = s;
+    return RS_OK;
+}
+
+static void z_grad_scale(void *ud, float s)
+{
+    zero *z = ud;
+    size_t n;
+    float *g = grad_part(z, &n);
+    for (size_t i = 0; i < n; i++) g[i] *= s;
 }
 
 static rs_status z_step(void *ud, float lr, rs_err *err)
@@ -428,7 +467,7 @@ rs_status rs_zero_strategy(rs_pg *g, rs_model *m, const rs_dtrain_cfg *cfg, rs_d
     *out = (rs_train_strategy){.name = cfg->zero == 1 ? "zero1" : cfg->zero == 2 ? "zero2" : "zero3",
                                .ud = z, .rank = g->rank, .world = g->world, .report = g->rank == 0,
                                .setup = z_setup, .before_backward = z_before_backward,
-                               .after_backward = z_after_backward, .step = z_step, .gather = z_gather,
+                               .after_backward = z_after_backward, .step = z_step, .grad_sumsq = z_grad_sumsq, .grad_scale = z_grad_scale, .gather = z_gather,
                                .optimizer = z_optimizer, .sync_optimizer = z_sync_optimizer,
                                .teardown = z_teardown};
     return RS_OK;

@@ -302,6 +302,22 @@ rs_status rs_model_build(rs_model *m, uint64_t seed, rs_err *err)
     return RS_OK;
 }
 
+int rs_model_decay_ranges(const rs_model *m, size_t (*out)[2], int max)
+{
+    int n = 0;
+    for (int i = 0; i < m->ntensors; i++) {
+        const rs_param_info *t = &m->tensors[i];
+        rs_layer_kind k = m->layers[t->layer].cfg.kind;
+        if ((k != RS_LAYER_LINEAR && k != RS_LAYER_CONV2D) || t->shape.ndim < 2) continue;
+        if (n < max) {
+            out[n][0] = t->offset;
+            out[n][1] = t->offset + t->numel;
+        }
+        n++;
+    }
+    return n;
+}
+
 const char *rs_model_name(const rs_model *m) { return m->name; }
 void rs_model_set_name(rs_model *m, const char *name) { snprintf(m->name, sizeof m->name, "%s", name); }
 const rs_shape *rs_model_input_shape(const rs_model *m) { return &m->in; }

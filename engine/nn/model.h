@@ -68,6 +68,11 @@ void rs_model_backward(rs_model *m, const void *x, const int32_t *y, int B, floa
 void rs_model_zero_grad(rs_model *m);
 void rs_model_set_grad_hook(rs_model *m, rs_grad_ready_fn fn, void *ud);
 
+/* nanoGPT's decay group: the weights of linear and conv layers, as {begin, end} ranges of the buffer
+ * in offset order (biases, norms and embeddings are left out; a tied weight counts with its owner).
+ * Writes at most max, returns how many there are. */
+int rs_model_decay_ranges(const rs_model *m, size_t (*out)[2], int max);
+
 const char *rs_model_name(const rs_model *m);
 void rs_model_set_name(rs_model *m, const char *name);
 const rs_shape *rs_model_input_shape(const rs_model *m);

@@ -100,6 +100,39 @@ rs_status rs_evaluate(rs_model *m, const rs_dataset *d, int batch, double *acc, 
     return RS_OK;
 }
 
+rs_status rs_train_apply_groups(rs_optim *o, const rs_model *m, size_t base, rs_err *err)
+{
+    if (!o || !rs_optim_cfg(o)->groups) return RS_OK;
+    int n = rs_model_decay_ranges(m, NULL, 0);
+    size_t (*r)[2] = calloc((size_t)(n ? n : 1), sizeof *r); /* freed here */
+    if (!r) return rs_err_set(err, RS_ERR_NOMEM, "out of memory");
+    rs_model_decay_ranges(m, r, n);
+    rs_status st = rs_optim_set_decay_ranges(o, base, (const size_t (*)[2])r, n, err);
+    free(r);
+    return st;
+}
+
+/* torch.nn.utils.clip_grad_norm_: the norm over every gradient, scaled down to max when above it. */
+static rs_status clip_grads(rs_model *m, const rs_train_strategy *sg, float max, double *norm, rs_err *err)
+{
+    double sq = 0.0;
+    if (sg && sg->grad_sumsq) {
+        rs_status st = sg->grad_sumsq(sg->ud, &sq, err);
+        if (st) return st;
+    } else {
+        const float *g = rs_model_grads(m);
+        size_t n = rs_model_numel(m);
+        for (size_t i = 0; i < n; i++) sq += (double)g[i] * g[i];
+    }
+    *norm = sqrt(sq);
+    double coef = max / (*norm + 1e-6);
+    if (coef < 1.0) {
+        if (sg && sg->grad_scale) sg->grad_scale(sg->ud, (float)coef);
+        else rs_model_kernels(m)->scale(rs_model_grads(m), rs_model_numel(m), (float)coef);
+    }
+    return RS_OK;
+}
+
 static void emit(const rs_train_hooks *h, rs_train_event *ev)
 {
     if (h && h->on_event) h->on_event(h->ud, ev);
@@ -179,10 +212,15 @@ static rs_status train_loop(rs_model *m, const rs_data_pair *data, const rs_trai
     }
 
     size_t per = rs_dataset_sample_numel(train);
+    int R = rs_model_rows(m); /* labels per sample: one per position for a token model */
     float *x = malloc((size_t)local * per * sizeof *x); /* owned here, freed at the end */
-    int32_t *y = malloc((size_t)local * sizeof *y);
+    int32_t *y = malloc((size_t)local * (size_t)R * sizeof *y);
     /* One process keeps the whole optimizer; a strategy keeps its own (whole or a shard). */
     rs_optim *opt = sg ? NULL : rs_optim_new(&cfg.opt, rs_model_device(m), rs_model_numel(m), rs_model_mem(m), err);
+    if (!sg && opt) {
+        st = rs_train_apply_groups(opt, m, 0, err);
+        if (st) goto out;
+    }
     if (!x || !y || (!sg && !opt)) {
         if (!sg && !opt) st = err ? err->code : RS_ERR_NOMEM;
         else st = rs_err_set(err, RS_ERR_NOMEM, "out of memory for a batch of %d", local);
@@ -295,7 +333,7 @@ static rs_status train_loop(rs_model *m, const rs_data_pair *data, const rs_trai
                 t_bwd += d1 - c1;
                 loss += l / (float)accum;
                 B += rows;
-                for (int i = 0; i < rows; i++) correct += argmax(logits + (size_t)i * C, C) == y[i];
+                for (int i = 0; i < rows * R; i++) correct += argmax(logits + (size_t)i * C, C) == y[i];
             }
             if (B <= 0) break;
             c = d = now_s();
@@ -308,9 +346,11 @@ static rs_status train_loop(rs_model *m, const rs_data_pair *data, const rs_trai
                 /* the compute thread waits here for communication still in flight (ddp's buckets) or
                  * runs the strategy's blocking collectives: idle, as far as computing goes */
                 if (!st && d > c) phase(h, step, RS_PHASE_IDLE, c, d);
+                if (!st && cfg.clip > 0) st = clip_grads(m, sg, cfg.clip, &ev.grad_norm, err);
                 if (!st) st = sg->step(sg->ud, lr, err);
             } else {
-                st = rs_optim_step(opt, rs_model_params(m), rs_model_grads(m), lr);
+                if (cfg.clip > 0) st = clip_grads(m, NULL, cfg.clip, &ev.grad_norm, err);
+                if (!st) st = rs_optim_step(opt, rs_model_params(m), rs_model_grads(m), lr);
             }
             if (st) goto out;
             double e = now_s();
@@ -339,7 +379,7 @@ static rs_status train_loop(rs_model *m, const rs_data_pair *data, const rs_trai
             ev.loss = loss;
             ev.lr = lr;
             ev.epoch_loss = lsum / (double)(ns - ns_start);
-            ev.epoch_acc = correct / (double)(ns - ns_start);
+            ev.epoch_acc = correct / ((double)(ns - ns_start) * R);
             ev.elapsed_s = el;
             ev.samples_per_s = (double)(ns - ns_start) / (el > 0 ? el : 1e-9);
             ev.eta_s = (nb > nb_start) ? el / (double)(nb - nb_start) * (double)(batches - nb) : 0;
