@@ -189,6 +189,11 @@ rs_status rs_data_text_load(const char *path, int ctx, rs_data_pair *out, rs_err
     rs_status st = rs_data_read_file(path, 0, &buf, &len, err);
     if (st) {
         rs_err_prefix(err, "text");
+        if (st == RS_ERR_IO) {
+            rs_err e = *err;
+            rs_err_set(err, st, "%s; give a readable text file, `text fortunes` or `text` for the built-in corpus",
+                       e.msg);
+        }
         return st;
     }
     st = rs_data_text_parse(buf, len, path, ctx, out, err);
@@ -211,12 +216,13 @@ rs_status rs_data_text_builtin(int ctx, rs_data_pair *out, rs_err *err)
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-/* Appends one fortune file to *all, each line of a lone '%' (the separator) made an empty line. */
+/* Appends one fortune file to *all, each line of a lone '%' (the separator) made an empty line, and the
+ * terminal tricks of a few old fortunes taken out: a bell goes, and so does an overstrike "c<BS>"
+ * (underlining written as "_<BS>x" keeps the x). */
 static rs_status add_fortunes(const uint8_t *f, size_t n, const char *path, uint8_t **all, size_t *len,
                               size_t *cap, rs_err *err)
 {
-    rs_status st = check_text(f, n, path, err);
-    if (st) return st;
+    size_t start = *len;
     if (*len + n + 1 > *cap) {
         size_t nc = (*len + n + 1) * 2;
         uint8_t *na = realloc(*all, nc);
@@ -228,14 +234,15 @@ static rs_status add_fortunes(const uint8_t *f, size_t n, const char *path, uint
         size_t e = i;
         while (e < n && f[e] != '\n') e++;
         bool sep = (e - i == 1 && f[i] == '%') || (e - i == 2 && f[i] == '%' && f[i + 1] == '\r');
-        if (!sep) {
-            memcpy(*all + *len, f + i, e - i);
-            *len += e - i;
+        size_t line = *len;
+        for (size_t k = i; k < e && !sep; k++) {
+            if (f[k] == '\b') *len -= *len > line;
+            else if (f[k] != '\a') (*all)[(*len)++] = f[k];
         }
         if (e < n || sep) (*all)[(*len)++] = '\n';
         i = e + 1;
     }
-    return RS_OK;
+    return check_text(*all + start, *len - start, path, err); /* the bells and overstrikes are gone by now */
 }
 
 rs_status rs_data_text_fortunes(const char *dir, int ctx, rs_data_pair *out, rs_err *err)
