@@ -74,6 +74,10 @@ static int fit_check(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d)
 {
     rs_err err = {0};
     if (!m->model) {
+        if (d->data.train->tokens)
+            return rs_session_error(s, c, c->arg_pos[2], strlen(c->args[2]),
+                                    "%s: %s is an imported graph of floats; data set %s holds token ids (text)",
+                                    c->cmd->name, m->name, d->name);
         size_t in = rs_onnx_graph_input_numel(m->graph), out = rs_onnx_graph_output_numel(m->graph);
         size_t per = rs_dataset_sample_numel(d->data.train);
         if (in != per || (int)out != d->data.train->n_classes)
@@ -218,13 +222,21 @@ static rs_status graph_evaluate(rs_obj *m, const rs_dataset *ds, int batch, doub
     size_t per = rs_dataset_sample_numel(ds);
     int C = (int)rs_onnx_graph_output_numel(m->graph);
     if (batch < 1) batch = 256;
-    float *z = malloc((size_t)batch * (size_t)C * sizeof *z); /* owned here */
-    if (!z) return rs_err_set(err, RS_ERR_NOMEM, "out of memory for a batch of %d", batch);
+    float *z = malloc((size_t)batch * (size_t)C * sizeof *z); /* owned here, with x and y */
+    float *x = malloc((size_t)batch * per * sizeof *x);
+    int32_t *ys = malloc((size_t)batch * sizeof *ys); /* fit_check let only one label a sample through */
+    if (!z || !x || !ys) {
+        free(z);
+        free(x);
+        free(ys);
+        return rs_err_set(err, RS_ERR_NOMEM, "out of memory for a batch of %d", batch);
+    }
     double correct = 0, lsum = 0;
     rs_status st = RS_OK;
     for (uint32_t i = 0; i < ds->n && !st; i += (uint32_t)batch) {
         int B = (int)(ds->n - i < (uint32_t)batch ? ds->n - i : (uint32_t)batch);
-        st = graph_logits(m, ds->x + (size_t)i * per, B, z, err);
+        for (int b = 0; b < B; b++) rs_dataset_get(ds, i + (uint32_t)b, x + (size_t)b * per, ys + b);
+        st = graph_logits(m, x, B, z, err);
         for (int b = 0; b < B && !st; b++) {
             const float *r = z + (size_t)b * C;
             int best = 0;
@@ -233,12 +245,14 @@ static rs_status graph_evaluate(rs_obj *m, const rs_dataset *ds, int batch, doub
                 if (r[j] > r[best]) best = j;
             mx = r[best];
             for (int j = 0; j < C; j++) se += exp((double)r[j] - mx);
-            int y = ds->y[i + (uint32_t)b];
+            int y = ys[b];
             correct += best == y;
             lsum += log(se) + mx - (double)r[y];
         }
     }
     free(z);
+    free(x);
+    free(ys);
     *acc = ds->n ? correct / ds->n : 0;
     *loss = ds->n ? lsum / ds->n : 0;
     return st;
@@ -267,12 +281,11 @@ int rs_cmd_eval(rs_session *s, const rs_call *c)
     return 0;
 }
 
-/* One image as rows of a brightness ramp, two image rows per text row. */
-static void render_rows(const rs_dataset *ds, uint32_t idx, char rows[][64], int *nrows, int width)
+/* One image x of ds's shape as rows of a brightness ramp, two image rows per text row. */
+static void render_rows(const rs_dataset *ds, const float *x, char rows[][64], int *nrows, int width)
 {
     static const char ramp[] = " .:-=+*#%@";
     int H = ds->h, W = ds->w, C = ds->c;
-    const float *x = ds->x + (size_t)idx * rs_dataset_sample_numel(ds);
     int step = W > width ? (W + width - 1) / width : 1;
     int cols = W / step;
     *nrows = 0;
@@ -298,6 +311,11 @@ int rs_cmd_predict(rs_session *s, const rs_call *c)
     operands(s, c, &m, &d);
     if (fit_check(s, c, m, d)) return 1;
     const rs_dataset *ds = split_of(c, d);
+    if (ds->y_len != 1)
+        return rs_session_error(s, c, c->arg_pos[2], strlen(c->args[2]),
+                                "predict: %s holds windows of text with a label per token; predict shows one class "
+                                "per sample (eval %s on %s gives the per-token accuracy)",
+                                d->name, m->name, d->name);
     long long n = rs_call_int(c, "n", 4);
     if (n < 1 || n > 16)
         return rs_session_error(s, c, rs_call_opt(c, "n")->pos, 2 + strlen(rs_call_opt(c, "n")->text),
@@ -315,10 +333,7 @@ int rs_cmd_predict(rs_session *s, const rs_call *c)
         free(y);
         return rs_session_error(s, c, (size_t)-1, 0, "out of memory");
     }
-    for (int i = 0; i < n; i++) {
-        memcpy(x + (size_t)i * per, ds->x + (size_t)idx[i] * per, per * sizeof *x);
-        y[i] = ds->y[idx[i]];
-    }
+    for (int i = 0; i < n; i++) rs_dataset_get(ds, idx[i], x + (size_t)i * per, y + i);
     const float *logits;
     rs_err err = {0};
     rs_status st;
@@ -350,7 +365,7 @@ int rs_cmd_predict(rs_session *s, const rs_call *c)
         int nrows[per_row];
         int maxr = 0;
         for (int i = 0; i < k && image; i++) {
-            render_rows(ds, idx[base + i], rows[i], &nrows[i], 28);
+            render_rows(ds, x + (size_t)(base + i) * per, rows[i], &nrows[i], 28);
             maxr = nrows[i] > maxr ? nrows[i] : maxr;
         }
         for (int r0 = 0; r0 < maxr; r0++) {

@@ -48,6 +48,7 @@ static const rs_optdef model_opts[] = {
 static const rs_optdef data_opts[] = {
     {"n", RS_T_INT, "20000", "digits: number of training samples (a sixth as many for test)", NULL},
     {"seed", RS_T_INT, NULL, "generator seed / split seed (default: the session's seed)", NULL},
+    {"ctx", RS_T_INT, "64", "text: characters per window, the model's context", NULL},
     {NULL, 0, NULL, NULL, NULL},
 };
 
@@ -200,14 +201,16 @@ const rs_cmddef rs_commands[] = {
      "Layers: linear(OUT) conv(OUT,K,stride=S,pad=P) maxpool(K) avgpool(K) relu gelu tanh flatten\n"
      "dropout(P) layernorm; [ ... ] groups layers into a block. seed= sets the initial weights.",
      true, "SPEC", {{0}}, 0, model_opts, true, rs_cmd_model},
-    {"data", "models", "data NAME = digits | fashion | idx F F | cifar F.. | csv F  load a data set",
+    {"data", "models", "data NAME = digits | fashion | idx F F | cifar F.. | csv F | text [F]  load a data set",
      "Loads a data set and gives it a name:\n"
      "  data d = digits [n=20000] [seed=1]   built-in handwritten-style digits, no download\n"
      "  data f = fashion                     Fashion-MNIST (Debian package dataset-fashion-mnist)\n"
      "  data x = idx IMAGES LABELS [TEST_IMAGES TEST_LABELS]   MNIST-format files (.gz too)\n"
      "  data c = cifar FILE...               CIFAR-10 binary batches\n"
      "  data t = csv FILE                    label first, then features\n"
-     "Sources without a test part keep a sixth of the samples aside.",
+     "  data s = text [FILE|fortunes] [ctx=64]   characters: the built-in corpus, a text file or\n"
+     "                                       Debian's fortunes; windows of ctx characters\n"
+     "Sources without a test part keep a sixth of the samples aside; text keeps its last tenth.",
      true, "SOURCE", {{0}}, 0, data_opts, true, rs_cmd_data},
     {"show", "models", "show NAME | show run N    describe a model, a data set or a run", NULL, false, NULL,
      {A("NAME", RS_A_WORD), AOPT("N", RS_A_WORD)}, 2, NULL, false, rs_cmd_show},

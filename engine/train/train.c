@@ -43,11 +43,47 @@ rs_train_cfg rs_train_defaults(void)
     return c;
 }
 
+/* Whether m reads token ids: its first layer is an embedding (a lookup of int32 ids), not a layer of
+ * floats. */
+static bool takes_tokens(const rs_model *m)
+{
+    rs_layer *first = rs_model_layer_count(m) > 0 ? rs_model_layer((rs_model *)m, 0) : NULL;
+    return first && first->ops && first->ops->kind && !strcmp(first->ops->kind, "embedding");
+}
+
 rs_status rs_train_check_data(const rs_model *m, const rs_dataset *d, rs_err *err)
 {
     char ms[64], ds[64];
     const rs_shape *in = rs_model_input_shape(m);
     rs_shape dshape = {3, {d->c, d->h, d->w}};
+    bool tok = takes_tokens(m);
+    if (d->tokens != tok)
+        return d->tokens
+                   ? rs_err_set(err, RS_ERR_SHAPE,
+                                "data set %s holds token ids (text windows of %zu characters, %d in its vocabulary) "
+                                "but model %s takes floats; a text model starts with an embedding of %d tokens "
+                                "and its context must be %zu",
+                                d->name, rs_dataset_sample_numel(d), d->n_classes, rs_model_name(m), d->n_classes,
+                                rs_dataset_sample_numel(d))
+                   : rs_err_set(err, RS_ERR_SHAPE,
+                                "model %s takes token ids (its first layer is an embedding) but data set %s holds "
+                                "floats; train it on text (e.g. data t = text)",
+                                rs_model_name(m), d->name);
+    if (d->tokens) {
+        /* a window of T ids in, T rows of next-token scores out, one per vocabulary entry */
+        if (rs_shape_numel(in) != (int64_t)rs_dataset_sample_numel(d))
+            return rs_err_set(err, RS_ERR_SHAPE,
+                              "model %s has a context of %lld tokens but data set %s has windows of %zu; build the "
+                              "model with a context of %zu or open the data with ctx=%lld",
+                              rs_model_name(m), (long long)rs_shape_numel(in), d->name, rs_dataset_sample_numel(d),
+                              rs_dataset_sample_numel(d), (long long)rs_shape_numel(in));
+        if (rs_model_classes(m) != d->n_classes)
+            return rs_err_set(err, RS_ERR_SHAPE,
+                              "data set %s has a vocabulary of %d characters but model %s gives %d scores per token; "
+                              "its vocabulary size must be %d",
+                              d->name, d->n_classes, rs_model_name(m), rs_model_classes(m), d->n_classes);
+        return RS_OK;
+    }
     if (rs_shape_numel(in) != (int64_t)rs_dataset_sample_numel(d))
         return rs_err_set(err, RS_ERR_SHAPE,
                           "model %s takes inputs of shape %s (%lld values) but data set %s has samples of "
@@ -78,24 +114,37 @@ rs_status rs_evaluate(rs_model *m, const rs_dataset *d, int batch, double *acc, 
     if (st) return st;
     if (batch < 1) batch = 256;
     if (d->n == 0) return rs_err_set(err, RS_ERR_ARG, "data set %s is empty", d->name);
-    size_t per = rs_dataset_sample_numel(d);
+    if ((uint32_t)batch > d->n) batch = (int)d->n;
+    /* Samples are copied out batch by batch (a text set makes its windows on demand). A sample has
+     * y_len labels and the model gives y_len rows of scores for it: one per token of a window. */
+    size_t per = rs_dataset_sample_numel(d), ny = (size_t)d->y_len;
+    float *x = malloc((size_t)batch * per * sizeof *x); /* owned here: 4-byte elements, floats or ids */
+    int32_t *y = malloc((size_t)batch * ny * sizeof *y);
+    if (!x || !y) {
+        free(x);
+        free(y);
+        return rs_err_set(err, RS_ERR_NOMEM, "out of memory for an evaluation batch of %d", batch);
+    }
     int C = rs_model_classes(m);
     bool was_training = rs_model_training(m);
     rs_model_set_training(m, false);
     double correct = 0, lsum = 0;
     for (uint32_t i = 0; i < d->n; i += (uint32_t)batch) {
         int B = (int)((d->n - i) < (uint32_t)batch ? d->n - i : (uint32_t)batch);
+        for (int b = 0; b < B; b++) rs_dataset_get(d, i + (uint32_t)b, x + (size_t)b * per, y + (size_t)b * ny);
         const float *logits;
         float l;
-        st = rs_model_forward(m, d->x + (size_t)i * per, B, &logits, err);
-        if (!st) st = rs_model_loss(m, d->y + i, B, &l, err);
+        st = rs_model_forward(m, x, B, &logits, err);
+        if (!st) st = rs_model_loss(m, y, B, &l, err); /* the mean over B * y_len labels */
         if (st) break;
         lsum += (double)l * B;
-        for (int b = 0; b < B; b++) correct += argmax(logits + (size_t)b * C, C) == d->y[i + b];
+        for (size_t r = 0; r < (size_t)B * ny; r++) correct += argmax(logits + r * (size_t)C, C) == y[r];
     }
     rs_model_set_training(m, was_training);
+    free(x);
+    free(y);
     if (st) return st;
-    if (acc) *acc = correct / d->n;
+    if (acc) *acc = correct / ((double)d->n * (double)ny); /* per label: per token for text */
     if (loss) *loss = lsum / d->n;
     return RS_OK;
 }

@@ -128,7 +128,8 @@ typedef struct rs_train_result {
 rs_status rs_train(rs_model *m, const rs_data_pair *data, const rs_train_cfg *cfg, const rs_train_hooks *hooks,
                    rs_train_result *res, rs_err *err);
 
-/* Accuracy and mean loss of the model on d, in eval mode (dropout off), batch by batch. */
+/* Accuracy and mean loss of the model on d, in eval mode (dropout off), batch by batch. With y_len > 1
+ * (text windows) both are per label: the share of tokens predicted right and the mean loss per token. */
 rs_status rs_evaluate(rs_model *m, const rs_dataset *d, int batch, double *acc, double *loss, rs_err *err);
 
 /* With opt.groups, gives o nanoGPT's weight-decay group of m (rs_model_decay_ranges); base is the
@@ -138,7 +139,9 @@ rs_status rs_train_apply_groups(rs_optim *o, const rs_model *m, size_t base, rs_
 /* The clock phases and events are stamped with (monotonic seconds). */
 double rs_train_now(void);
 
-/* Checks that d's samples fit m's input (same number of values) and its labels m's classes. */
+/* Checks that d's samples fit m's input (same number of values) and its labels m's classes. Token data
+ * (d->tokens) needs a model that reads token ids (its first layer an embedding) with a context of the
+ * window length and exactly n_classes scores per token; a model of ids refuses float data. */
 rs_status rs_train_check_data(const rs_model *m, const rs_dataset *d, rs_err *err);
 
 #endif
