@@ -29,6 +29,9 @@ typedef struct rs_train_cfg {
                                loss of each scaled by 1/accum); 0 or 1 = none */
     const rs_train_strategy *strategy; /* NULL: one process, one optimizer over the whole buffer;
                                           rs_train calls its teardown once, however it ends */
+    int64_t eval_every;     /* > 0: evaluate every N steps (and after the last) instead of after each
+                               epoch, on eval_samples samples of the test split spread over it */
+    int64_t eval_samples;   /* 0 = all */
     float clip;             /* > 0: scale the gradient to this global L2 norm when it is larger
                                (torch.nn.utils.clip_grad_norm_), after it is combined across ranks */
 } rs_train_cfg;
@@ -103,6 +106,8 @@ typedef struct rs_train_event {
     double test_acc, test_loss; /* EVAL */
     double t_data, t_fwd, t_bwd, t_opt; /* seconds in each phase within the epoch */
     double grad_norm;           /* STEP with clip=: the norm before clipping */
+    int rows;                   /* labels per sample: 1, or the positions of a token model (tokens/s =
+                                   samples_per_s * rows) */
     const char *path;           /* CKPT */
 } rs_train_event;
 
@@ -128,6 +133,9 @@ typedef struct rs_train_result {
 rs_status rs_train(rs_model *m, const rs_data_pair *data, const rs_train_cfg *cfg, const rs_train_hooks *hooks,
                    rs_train_result *res, rs_err *err);
 
+/* The same on max_samples samples spread evenly over d (0 or >= n: all of them). */
+rs_status rs_evaluate_n(rs_model *m, const rs_dataset *d, int batch, uint32_t max_samples, double *acc,
+                        double *loss, rs_err *err);
 /* Accuracy and mean loss of the model on d, in eval mode (dropout off), batch by batch. With y_len > 1
  * (text windows) both are per label: the share of tokens predicted right and the mean loss per token. */
 rs_status rs_evaluate(rs_model *m, const rs_dataset *d, int batch, double *acc, double *loss, rs_err *err);
