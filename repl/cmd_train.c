@@ -216,9 +216,16 @@ int rs_cmd_train(rs_session *s, const rs_call *c)
         if (s->interrupt) *s->interrupt = 0;
         return 2;
     }
-    fprintf(s->out, "trained %s on %s: %lld steps in %.1fs, %.0f samples/s", m->name, d->name, (long long)r.steps,
-            r.seconds, r.samples_per_s);
-    if (r.test_acc >= 0) fprintf(s->out, ", test accuracy %.4f", r.test_acc);
+    int rows = m->model ? rs_model_rows(m->model) : 1;
+    if (rows > 1) {
+        fprintf(s->out, "trained %s on %s: %lld steps in %.1fs, %.0f tokens/s", m->name, d->name, (long long)r.steps,
+                r.seconds, r.samples_per_s * rows);
+        if (r.test_loss >= 0) fprintf(s->out, ", validation loss %.4f", r.test_loss);
+    } else {
+        fprintf(s->out, "trained %s on %s: %lld steps in %.1fs, %.0f samples/s", m->name, d->name, (long long)r.steps,
+                r.seconds, r.samples_per_s);
+        if (r.test_acc >= 0) fprintf(s->out, ", test accuracy %.4f", r.test_acc);
+    }
     fprintf(s->out, "%s\n", w.run > 0 ? "" : "");
     if (w.run > 0) fprintf(s->out, "run %lld logged: `show run %lld`\n", (long long)w.run, (long long)w.run);
     rs_log_run_end(s, w.run, "done", r.global_step, fin_text, NULL);
