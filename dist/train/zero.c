@@ -110,15 +110,23 @@ static rs_status fetch_params(zero *z, int i, rs_err *err)
     return gather_unit(z, i, z->pshard + z->u[i].soff, err);
 }
 
+/* A unit may read another unit's parameters through a tied slot (un->uses): those are gathered
+ * with it and their gradient range is acquired with its own, so the contribution it adds there is
+ * kept until the owner's own backward reduce-scatters the sum. */
 static rs_status h_before_forward(void *ud, const rs_unit *un, rs_err *err)
 {
     zero *z = ud;
-    if (z->u[un->index].len == 0) return RS_OK;
-    /* Evaluation runs on the reporting rank alone, so it cannot gather: gather() must come first. */
-    if (!rs_model_training(z->m) && !rs_model_unit_resident(z->m, RS_POOL_PARAMS, un->index))
-        return rs_err_set(err, RS_ERR_ARG, "zero=3: unit %d is sharded; evaluation needs the strategy's gather first",
-                          un->index);
-    return fetch_params(z, un->index, err);
+    int ids[2] = {un->index, un->uses};
+    for (int k = 0; k < 2; k++) {
+        if (ids[k] < 0 || z->u[ids[k]].len == 0) continue;
+        /* Evaluation runs on the reporting rank alone, so it cannot gather: gather() must come first. */
+        if (!rs_model_training(z->m) && !rs_model_unit_resident(z->m, RS_POOL_PARAMS, ids[k]))
+            return rs_err_set(err, RS_ERR_ARG, "zero=3: unit %d is sharded; evaluation needs the strategy's gather first",
+                              ids[k]);
+        rs_status st = fetch_params(z, ids[k], err);
+        if (st) return st;
+    }
+    return RS_OK;
 }
 
 static rs_status h_after_forward(void *ud, const rs_unit *un, rs_err *err)
@@ -127,21 +135,26 @@ static rs_status h_after_forward(void *ud, const rs_unit *un, rs_err *err)
     (void)err;
     /* Training only (evaluation keeps what gather() gave); the last unit is kept for its backward,
      * which comes next, as FSDP does not reshard the root after forward. */
-    if (rs_model_training(z->m) && un->index != z->last_param) rs_model_unit_release(z->m, RS_POOL_PARAMS, un->index);
+    if (!rs_model_training(z->m) || un->index == z->last_param || un->index == z->nu - 1) return RS_OK;
+    rs_model_unit_release(z->m, RS_POOL_PARAMS, un->index);
+    if (un->uses >= 0 && un->uses != z->last_param) rs_model_unit_release(z->m, RS_POOL_PARAMS, un->uses);
     return RS_OK;
 }
 
 static rs_status h_before_backward(void *ud, const rs_unit *un, rs_err *err)
 {
     zero *z = ud;
-    if (z->u[un->index].len == 0) return RS_OK;
-    rs_status st = fetch_params(z, un->index, err);
-    if (st) {
-        z->hook_st = st;
-        z->hook_err = *err;
-        return st;
+    int ids[2] = {un->index, un->uses};
+    for (int k = 0; k < 2; k++) {
+        if (ids[k] < 0 || z->u[ids[k]].len == 0) continue;
+        rs_status st = fetch_params(z, ids[k], err);
+        if (st) {
+            z->hook_st = st;
+            z->hook_err = *err;
+            return st;
+        }
+        rs_model_unit_acquire(z->m, RS_POOL_GRADS, ids[k]); /* a resident range keeps what it holds */
     }
-    rs_model_unit_acquire(z->m, RS_POOL_GRADS, un->index);
     return RS_OK;
 }
 
@@ -150,6 +163,7 @@ static rs_status h_after_backward(void *ud, const rs_unit *un, rs_err *err)
     zero *z = ud;
     int i = un->index;
     zunit *u = &z->u[i];
+    if (un->uses >= 0) rs_model_unit_release(z->m, RS_POOL_PARAMS, un->uses); /* its gradient stays */
     if (u->len == 0) return RS_OK;
     rs_status st = reduce_scatter_unit(z, i, z->rs_out, err);
     if (st) {

@@ -255,6 +255,19 @@ static rs_status build_units(rs_model *m, rs_err *err)
         x->offset = off;
         x->numel = end - off;
     }
+    for (int u = 0; u < n; u++) {
+        rs_unit *x = &m->units[u];
+        x->uses = -1;
+        for (int i = x->first; i < x->first + x->count; i++)
+            for (int j = 0; j < m->layers[i].np; j++) {
+                if (!m->layers[i].p[j].tied) continue;
+                size_t off = m->layers[i].p[j].offset;
+                for (int v = 0; v < n; v++)
+                    if (v != u && m->units[v].numel && off >= m->units[v].offset &&
+                        off < m->units[v].offset + m->units[v].numel)
+                        x->uses = v;
+            }
+    }
     return RS_OK;
 }
 

@@ -122,6 +122,8 @@ typedef struct rs_unit {
     int index;
     int first, count; /* layers */
     size_t offset, numel;
+    int uses;         /* another unit whose parameters this one reads through a tied slot (GPT-2's
+                         head reads the token embedding), -1 = none: ZeRO-3 gathers it too */
 } rs_unit;
 /* Which layers make a unit (FSDP's wrapping policy): TOP, the default, each top-level item; LAYER,
  * every layer on its own (blocks ignored); MODEL, the whole model as one unit (nothing is gained
