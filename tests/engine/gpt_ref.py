@@ -36,6 +36,7 @@ LOSS_RTOL = 1e-5
 TRAIN_TOL = 1e-4   # the 20 losses, absolute
 NORM_RTOL = 1e-4
 PARAM_TOL = 1e-4   # the weights after 20 steps (lr 1e-3)
+GRAD_RTOL = 1e-4   # per tensor, of its largest |gradient|
 failures = 0
 
 
@@ -257,7 +258,26 @@ def compare(got, want, tol, what):
     return worst
 
 
-def numpy_forward_checks(w, wide, io, cfg):
+def compare_grads(ref, c, what):
+    """Tensor by tensor: max |ref - C| within GRAD_RTOL of the tensor's largest |ref| (plus a floor far
+    below float32's rounding of the loss). Prints the worst tensor; every tensor that misses on failure."""
+    import numpy as np
+    worst, at = 0.0, ""
+    for k in sorted(c):
+        g = np.asarray(ref[k], dtype=np.float64)
+        scale = float(np.abs(g).max())
+        d = float(np.abs(g - c[k]).max())
+        rel = d / (scale + 1e-9)
+        if not check(d <= GRAD_RTOL * scale + 1e-9, "%s: d/d %s: max |diff| %.3g, largest |grad| %.3g" % (what, k, d, scale)):
+            i = int(np.abs(g - c[k]).argmax())
+            print("    first pairs (reference, C):", ", ".join("%.7g %.7g" % (g.flat[j], c[k].flat[j])
+                                                            for j in range(min(3, g.size))), "; worst at", i)
+        if rel > worst:
+            worst, at = rel, k
+    print("  %-52s max |diff| / max |grad| %.2e (%s; tol %.0e)" % (what, worst, at, GRAD_RTOL))
+
+
+def numpy_forward_checks(w, wide, io, cfg, wide_grad):
     import numpy as np
     tok, tgt = io["tokens"].astype(np.int64), io["targets"].astype(np.int64)
     print("(a) NumPy float64 forward")
@@ -283,6 +303,9 @@ def numpy_forward_checks(w, wide, io, cfg):
             z2, _ = forward(ws, t2, cfg)
             check(np.array_equal(z2[:, :-1], z[:, :-1]) and not np.allclose(z2[:, -1], z[:, -1]),
                   "the reference is causal")
+            _, cache = forward(ws, tok, cfg)
+            compare_grads(backward(ws, cfg, cache, cross_entropy(z, tgt)[1]), wide_grad,
+                          "wide weights: gradient, 28 tensors")
 
 
 def gradcheck(w, cfg, io):
@@ -308,7 +331,7 @@ def gradcheck(w, cfg, io):
     print("  NumPy backward vs central differences (float64):    max rel diff %.2e" % worst)
 
 
-def numpy_training(w0, cfg, io, meta, final):
+def numpy_training(w0, cfg, io, meta, final, grad0):
     import numpy as np
     print("(c) NumPy float64 training: backward, clip_grad_norm_(1.0), AdamW in nanoGPT's groups")
     gradcheck({k: v.copy() for k, v in w0.items()}, cfg, io)
@@ -316,6 +339,11 @@ def numpy_training(w0, cfg, io, meta, final):
     b1, b2 = (float(b) for b in meta["betas"].split(","))
     eps, clip = float(meta["eps"]), float(meta["clip"])
     decay = set(meta["decay"].split(","))
+    # nanoGPT's groups as the engine states them: the 2-D weights of linear layers decay; biases,
+    # layer norms and the embeddings (wte, with the head tied to it, and wpe) do not.
+    want = {k for k, a in w0.items() if a.ndim == 2 and not k.startswith("0.")}
+    check(decay == want, "decay group: the engine's %s, expected %s" % (sorted(decay), sorted(want)))
+    print("  decay group: %s" % " ".join(sorted(decay)))
     w = {k: v.copy() for k, v in w0.items()}
     m = {k: np.zeros_like(v) for k, v in w.items()}
     v = {k: np.zeros_like(v) for k, v in w.items()}
@@ -326,6 +354,8 @@ def numpy_training(w0, cfg, io, meta, final):
         z, cache = forward(w, x, cfg)
         loss, dz = cross_entropy(z, y)
         gr = backward(w, cfg, cache, dz)
+        if t == 1:
+            compare_grads(gr, grad0, "step 1: gradient, 28 tensors")
         norm = math.sqrt(sum(float((g * g).sum()) for g in gr.values()))
         coef = min(1.0, clip / (norm + 1e-6))
         losses.append(loss)
@@ -353,7 +383,7 @@ def numpy_training(w0, cfg, io, meta, final):
 
 # ---- (b) torch ----------------------------------------------------------------------------------------
 
-def torch_part(w, wide, final, io, meta, cfg):
+def torch_part(w, wide, final, io, meta, cfg, grad0, wide_grad):
     import numpy as np
     import torch
     import torch.nn as nn
@@ -441,6 +471,14 @@ def torch_part(w, wide, final, io, meta, cfg):
         check(abs(loss.item() - c) <= 1e-5 * abs(c), "torch %s weights: loss %.9g, C %.9g" % (name, loss.item(), c))
         print("  %-52s torch %.7f C %.7f" % ("torch " + name + " weights: loss", loss.item(), c))
 
+    def grads(model):
+        return {k: model.get_parameter(names[k]).grad.double().numpy() for k in w}
+
+    model = load(wide).train()
+    _, loss = model(tok, tgt)
+    loss.backward()
+    compare_grads(grads(model), wide_grad, "torch wide weights: gradient")
+
     # nanoGPT's groups: Linear weights decay; biases, LayerNorm and the (tied) embeddings do not.
     model = load(w).train()
     decay_t = [p for n, p in model.named_parameters() if p.dim() >= 2 and "wte" not in n and "wpe" not in n]
@@ -459,6 +497,8 @@ def torch_part(w, wide, final, io, meta, cfg):
         opt.zero_grad(set_to_none=True)
         _, loss = model(x, y)
         loss.backward()
+        if s == 0:
+            compare_grads(grads(model), grad0, "torch step 1: gradient")
         norms.append(float(torch.nn.utils.clip_grad_norm_(model.parameters(), float(meta["clip"]))))
         opt.step()
         losses.append(loss.item())
@@ -490,6 +530,8 @@ def main():
         wide32, _ = read_st(os.path.join(tmp, "gpt.wide.safetensors"))
         final32, _ = read_st(os.path.join(tmp, "gpt.final.safetensors"))
         io, meta = read_st(os.path.join(tmp, "gpt.io.safetensors"))
+        grad0, _ = read_st(os.path.join(tmp, "gpt.grad.safetensors"))
+        wide_grad, _ = read_st(os.path.join(tmp, "gpt.wide.grad.safetensors"))
     cfg = parse_preset(meta["model"])
     names = torch_names(cfg["layers"])
     check(sorted(w32) == sorted(names), "tensors %s, want %s" % (sorted(w32), sorted(names)))
@@ -498,14 +540,14 @@ def main():
     print("weights: %d tensors, %d parameters; model %r" % (len(w32), sum(v.size for v in w32.values()), wmeta.get("model")))
     w = {k: v.astype(np.float64) for k, v in w32.items()}
     wide = {k: v.astype(np.float64) for k, v in wide32.items()}
-    numpy_forward_checks(w, wide, io, cfg)
-    numpy_training(w, cfg, io, meta, final32)
+    numpy_forward_checks(w, wide, io, cfg, wide_grad)
+    numpy_training(w, cfg, io, meta, final32, grad0)
     try:
         import torch  # noqa: F401
     except ImportError:
         print("SKIP torch part: torch is not installed")
     else:
-        torch_part(w32, wide32, final32, io, meta, cfg)
+        torch_part(w32, wide32, final32, io, meta, cfg, grad0, wide_grad)
     print("gpt-ref: %d failed" % failures)
     return 1 if failures else 0
 

@@ -8,6 +8,8 @@
  *   DIR/gpt.final.safetensors  the weights after the 20 steps
  *   DIR/gpt.wide.safetensors   every parameter redrawn wide (N(0, 0.5); norms' gains 1 + N(0, 0.5)), so
  *                              attention is far from uniform and head layout, mask and scale all show
+ *   DIR/gpt.grad.safetensors   the gradient of the first training step (before clipping), per tensor
+ *   DIR/gpt.wide.grad.safetensors  the gradient of the eval batch's loss at the wide weights
  *   DIR/gpt.io.safetensors     "tokens", "targets" (B, T) I32; "logits" (B, T, V), "loss" (1) of the
  *                              initial weights in eval mode; "wide_logits", "wide_loss" likewise for
  *                              the wide weights; "train_tokens", "train_targets" (STEPS, TB, T) I32;
@@ -76,6 +78,23 @@ static double clip(rs_model *m, double max)
     return norm;
 }
 
+/* The gradient buffer as one tensor per parameter, named as the weights ("1.1.weight"). */
+static void save_grads(rs_model *m, const char *path)
+{
+    rs_err e = {0};
+    int n = rs_model_tensor_count(m);
+    rs_st_tensor *t = calloc((size_t)n, sizeof *t);
+    RS_CHECK(t != NULL, "out of memory");
+    if (!t) return;
+    for (int i = 0; i < n; i++) {
+        const rs_param_info *pi = rs_model_tensor(m, i);
+        t[i] = (rs_st_tensor){.name = pi->name, .dtype = RS_F32, .shape = pi->shape,
+                              .data = rs_model_grads(m) + pi->offset};
+    }
+    RS_CHECK(rs_st_write(path, t, n, NULL, 0, &e) == RS_OK, "%s: %s", path, e.msg);
+    free(t);
+}
+
 /* Every parameter redrawn wide; the layer norms' gains around 1. */
 static void widen(rs_model *m)
 {
@@ -139,6 +158,10 @@ int main(int argc, char **argv)
         RS_CHECK(rs_model_forward(m, x, TB, NULL, &e) == RS_OK, "step %d: forward: %s", s, e.msg);
         RS_CHECK(rs_model_loss(m, y, TB, &losses[s], &e) == RS_OK, "step %d: loss: %s", s, e.msg);
         rs_model_backward(m, x, y, TB, 1.0f);
+        if (s == 0) {
+            snprintf(path, sizeof path, "%s/gpt.grad.safetensors", dir);
+            save_grads(m, path);
+        }
         norms[s] = (float)clip(m, CLIP);
         RS_CHECK(rs_optim_step(o, rs_model_params(m), rs_model_grads(m), LR) == RS_OK, "step %d", s);
     }
@@ -151,6 +174,17 @@ int main(int argc, char **argv)
     widen(m);
     float wide_loss = eval_forward(m, tok, tgt, B, wide_logits);
     printf("C: wide weights: eval loss %.6f\n", (double)wide_loss);
+    /* The gradient at the wide weights, on the eval batch: attention far from uniform makes every
+     * term of its backward count. */
+    rs_model_set_training(m, true);
+    rs_model_zero_grad(m);
+    float wl = NAN;
+    RS_CHECK(rs_model_forward(m, tok, B, NULL, &e) == RS_OK && rs_model_loss(m, tgt, B, &wl, &e) == RS_OK,
+             "wide: %s", e.msg);
+    RS_CHECK(wl == wide_loss, "wide: training-mode loss %.9g, eval %.9g (no dropout)", (double)wl, (double)wide_loss);
+    rs_model_backward(m, tok, tgt, B, 1.0f);
+    snprintf(path, sizeof path, "%s/gpt.wide.grad.safetensors", dir);
+    save_grads(m, path);
     snprintf(path, sizeof path, "%s/gpt.wide.safetensors", dir);
     RS_CHECK(rs_ckpt_save_model(path, m, &e) == RS_OK, "%s: %s", path, e.msg);
 
