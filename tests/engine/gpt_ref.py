@@ -12,14 +12,22 @@ batches and the losses and gradient norms of 20 AdamW steps (nanoGPT's decay gro
     residual; ln_2, c_fc, tanh GELU, c_proj, residual; ln_f; logits = x wte^T) and must give the C
     logits within 1e-4 (1e-5 of their scale for the wide weights) and the loss within 1e-5 relative.
     Mutants of the reference (no causal mask, heads interleaved, no 1/sqrt(hs), erf GELU, no position
-    embedding) must miss by far more than that, or the comparison could not fail.
-(c) NumPy float64 training: a hand-written backward, clip_grad_norm_ and AdamW retrain the 20 steps
-    from the initial weights; the losses must match within 1e-4, the gradient norms within 1e-4
-    relative, and the losses must fall.
+    embedding) must miss by far more than that, or the comparison could not fail. The weights are
+    written twice: at GPT-2's init (std 0.02, where attention is nearly uniform and a wrong score
+    scale hardly shows) and redrawn wide, where every part of the block shows.
+(c) NumPy float64 training: a hand-written backward (itself checked against central differences),
+    clip_grad_norm_ and AdamW retrain the 20 steps from the initial weights. The gradient is compared
+    tensor by tensor (first step, and at the wide weights: within 1e-4 of each tensor's largest
+    entry), the losses within 1e-4, the gradient norms within 1e-4 relative, the weights after 20
+    steps within 1e-4; the decay group must be nanoGPT's; the losses must fall.
 (b) torch, when importable: a nanoGPT module (Block, CausalSelfAttention with c_attn/c_proj, MLP with
     c_fc/GELU(approximate='tanh')/c_proj, wte/wpe, ln_f, lm_head tied to wte) is loaded from our
-    safetensors through the name mapping, its logits compared, then trained the same 20 steps with
-    torch.optim.AdamW over nanoGPT's groups and clip_grad_norm_(1.0); losses within 1e-4.
+    safetensors through the name mapping, its logits and gradients compared, then trained the same 20
+    steps with torch.optim.AdamW over nanoGPT's groups and clip_grad_norm_(1.0); losses within 1e-4.
+    Without torch: "SKIP torch part: torch is not installed", and the NumPy parts decide.
+Groups: the engine leaves the embeddings (wte, which the head shares, and wpe) out of weight decay,
+as minGPT and nanoGPT's first version did; nanoGPT today decays every parameter with dim >= 2,
+embeddings included. The torch part builds the engine's groups.
 Exit 77 (skipped) only when NumPy is missing.
 """
 import json
@@ -155,6 +163,7 @@ def attention(qkv, H, mutant=None):
 
 
 def attention_bwd(dy, cache):
+    import numpy as np
     q, k, v, p, scale = cache
     B, H, T, hs = q.shape
     dy = dy.reshape(B, T, H, hs).transpose(0, 2, 1, 3)
@@ -163,8 +172,7 @@ def attention_bwd(dy, cache):
     ds = p * (dp - (dp * p).sum(axis=-1, keepdims=True)) * scale  # masked entries have p = 0
     dq = ds @ k
     dk = ds.transpose(0, 1, 3, 2) @ q
-    return __import__("numpy").concatenate(
-        [d.transpose(0, 2, 1, 3).reshape(B, T, H * hs) for d in (dq, dk, dv)], axis=-1)
+    return np.concatenate([d.transpose(0, 2, 1, 3).reshape(B, T, H * hs) for d in (dq, dk, dv)], axis=-1)
 
 
 def forward(w, tok, cfg, mutant=None):
@@ -270,8 +278,9 @@ def compare_grads(ref, c, what):
         rel = d / (scale + 1e-9)
         if not check(d <= GRAD_RTOL * scale + 1e-9, "%s: d/d %s: max |diff| %.3g, largest |grad| %.3g" % (what, k, d, scale)):
             i = int(np.abs(g - c[k]).argmax())
-            print("    first pairs (reference, C):", ", ".join("%.7g %.7g" % (g.flat[j], c[k].flat[j])
-                                                            for j in range(min(3, g.size))), "; worst at", i)
+            print("    (reference, C): first %s; worst [%d] %.7g %.7g" % (
+                ", ".join("%.7g %.7g" % (g.flat[j], c[k].flat[j]) for j in range(min(3, g.size))),
+                i, g.flat[i], c[k].flat[i]))
         if rel > worst:
             worst, at = rel, k
     print("  %-52s max |diff| / max |grad| %.2e (%s; tol %.0e)" % (what, worst, at, GRAD_RTOL))
