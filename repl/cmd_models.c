@@ -89,7 +89,38 @@ int rs_cmd_model(rs_session *s, const rs_call *c)
     }
     size_t pos = (size_t)-1;
     rs_model *m = NULL;
-    if (rs_model_parse(c->rest, c->bind, rs_device_cpu(), NULL, seed_opt(s, c), &m, &pos, &err)) {
+    /* gpt takes its vocabulary from the text it will learn: the newest text data set, else the
+     * built-in corpus (what `data t = text` gives). */
+    char *spec = NULL;
+    const char *text = c->rest;
+    if (!strncmp(c->rest, "gpt", 3) && (!c->rest[3] || c->rest[3] == ' ') && !strstr(c->rest, "vocab=")) {
+        int vocab = 0;
+        const char *from = NULL;
+        for (int i = s->nobjs - 1; i >= 0 && !vocab; i--) {
+            const rs_obj *o = &s->objs[i];
+            const rs_text_vocab *v = o->kind == RS_OBJ_DATA && o->data.train ? rs_text_vocab_of(o->data.train) : NULL;
+            if (v) {
+                vocab = v->n;
+                from = o->name;
+            }
+        }
+        if (!vocab) {
+            rs_data_pair tp = {0};
+            if (!rs_data_text_builtin(RS_DATA_TEXT_CTX, &tp, &err) && rs_text_vocab_of(tp.train))
+                vocab = rs_text_vocab_of(tp.train)->n;
+            rs_data_pair_free(&tp);
+        }
+        size_t n = strlen(c->rest) + 32;
+        spec = malloc(n); /* freed below */
+        if (!spec) return rs_session_error(s, c, (size_t)-1, 0, "out of memory");
+        snprintf(spec, n, "%s vocab=%d", c->rest, vocab);
+        text = spec;
+        fprintf(s->out, "gpt: vocab=%d, the characters of %s\n", vocab,
+                from ? from : "the built-in corpus (`data t = text`)");
+    }
+    rs_status pst = rs_model_parse(text, c->bind, rs_device_cpu(), NULL, seed_opt(s, c), &m, &pos, &err);
+    free(spec);
+    if (pst) {
         size_t at = pos == (size_t)-1 ? c->rest_pos : c->rest_pos + pos;
         size_t len = 1;
         while (c->line[at + len] && c->line[at + len] != ' ' && c->line[at + len] != '(' && c->line[at + len] != '=')
@@ -104,6 +135,11 @@ int rs_cmd_model(rs_session *s, const rs_call *c)
         return rs_session_error(s, c, (size_t)-1, 0, "out of memory");
     }
     int nl = rs_model_layer_count(m);
+    if (rs_model_tokens(m)) {
+        fprintf(s->out, "model %s: %d layers, %zu parameters, input %lld tokens, vocabulary %d\n", c->bind, nl,
+                rs_model_param_count(m), (long long)rs_shape_numel(rs_model_input_shape(m)), rs_model_vocab(m));
+        return 0;
+    }
     fprintf(s->out, "model %s: %d layer%s, %zu parameters, input %lld values, %d classes\n", c->bind, nl,
             nl == 1 ? "" : "s", rs_model_param_count(m), (long long)rs_shape_numel(rs_model_input_shape(m)),
             rs_model_classes(m));

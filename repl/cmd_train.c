@@ -46,6 +46,7 @@ static void on_event(void *ud, const rs_train_event *ev)
     } else if (ev->kind == RS_TRAIN_EV_EVAL) {
         rs_log_metric(w->s, w->run, ev->step, ev->epoch, "test_acc", ev->test_acc);
         rs_log_metric(w->s, w->run, ev->step, ev->epoch, "test_loss", ev->test_loss);
+        if (ev->rows > 1) rs_log_metric(w->s, w->run, ev->step, ev->epoch, "val_loss", ev->test_loss);
     } else if (ev->kind == RS_TRAIN_EV_CKPT) {
         rs_log_artifact_run(w->s, w->run, ev->path, "checkpoint");
     }
@@ -123,6 +124,14 @@ static int train_cfg(rs_session *s, const rs_call *c, rs_train_cfg *out)
         return rs_session_error(s, c, rs_call_opt(c, "batch")->pos, 5, "train: batch must be 1..65536, got %d",
                                 cfg.batch);
     if (rs_opt_cfg_check(&cfg.opt, &err)) return rs_session_error(s, c, (size_t)-1, 0, "train: %s", err.msg);
+    cfg.clip = (float)rs_call_float(c, "clip", 0);
+    if (!(cfg.clip >= 0.0f) || !isfinite(cfg.clip))
+        return rs_session_error(s, c, rs_call_opt(c, "clip")->pos, 4, "train: clip must be a norm >= 0 (0 is off), got %g",
+                                (double)cfg.clip);
+    cfg.eval_every = rs_call_int(c, "eval_every", 0);
+    cfg.eval_samples = rs_call_int(c, "eval_samples", 0);
+    if (cfg.eval_every < 0 || cfg.eval_samples < 0)
+        return rs_session_error(s, c, (size_t)-1, 0, "train: eval_every and eval_samples must be >= 0");
     cfg.accum = (int)rs_call_int(c, "accum", 1);
     if (cfg.accum < 1 || cfg.accum > 4096)
         return rs_session_error(s, c, rs_call_opt(c, "accum")->pos, 5, "train: accum must be 1..4096, got %d",
@@ -141,6 +150,13 @@ int rs_cmd_train(rs_session *s, const rs_call *c)
     rs_train_cfg cfg;
     rs_err err = {0};
     if (train_cfg(s, c, &cfg)) return 1;
+    /* A language model trains as nanoGPT does: decay on matrix weights only, and its long epoch is
+     * measured by validation loss every few hundred steps unless told otherwise. */
+    if (m->model && rs_model_tokens(m->model)) {
+        cfg.opt.groups = true;
+        if (!rs_call_given(c, "eval_every") && cfg.max_steps) cfg.eval_every = cfg.max_steps >= 1000 ? 250 : (cfg.max_steps + 3) / 4;
+        if (!rs_call_given(c, "eval_samples")) cfg.eval_samples = 20 * (int64_t)cfg.batch;
+    }
     const char *mode = rs_call_str(c, "mode", "single");
     if (!strcmp(mode, "ddp") || !strcmp(mode, "fsdp")) return rs_cmd_train_ranks(s, c, m, d, &cfg);
 
@@ -200,9 +216,16 @@ int rs_cmd_train(rs_session *s, const rs_call *c)
         if (s->interrupt) *s->interrupt = 0;
         return 2;
     }
-    fprintf(s->out, "trained %s on %s: %lld steps in %.1fs, %.0f samples/s", m->name, d->name, (long long)r.steps,
-            r.seconds, r.samples_per_s);
-    if (r.test_acc >= 0) fprintf(s->out, ", test accuracy %.4f", r.test_acc);
+    int rows = m->model ? rs_model_rows(m->model) : 1;
+    if (rows > 1) {
+        fprintf(s->out, "trained %s on %s: %lld steps in %.1fs, %.0f tokens/s", m->name, d->name, (long long)r.steps,
+                r.seconds, r.samples_per_s * rows);
+        if (r.test_loss >= 0) fprintf(s->out, ", validation loss %.4f", r.test_loss);
+    } else {
+        fprintf(s->out, "trained %s on %s: %lld steps in %.1fs, %.0f samples/s", m->name, d->name, (long long)r.steps,
+                r.seconds, r.samples_per_s);
+        if (r.test_acc >= 0) fprintf(s->out, ", test accuracy %.4f", r.test_acc);
+    }
     fprintf(s->out, "%s\n", w.run > 0 ? "" : "");
     if (w.run > 0) fprintf(s->out, "run %lld logged: `show run %lld`\n", (long long)w.run, (long long)w.run);
     rs_log_run_end(s, w.run, "done", r.global_step, fin_text, NULL);

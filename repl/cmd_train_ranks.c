@@ -179,7 +179,7 @@ int rs_cmd_train_ranks(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, co
             cfg->batch / j->world, fsdp ? (zero == 3 ? ", ZeRO-3" : zero == 2 ? ", ZeRO-2" : ", ZeRO-1") : "");
 
     /* every option, as the worker reads them */
-    char a[32][300];
+    char a[48][300];
     int n = 0;
 #define ARG(...) snprintf(a[n++], sizeof a[0], __VA_ARGS__)
     ARG("backend=%s", j->backend);
@@ -210,11 +210,15 @@ int rs_cmd_train_ranks(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, co
     ARG("overlap=%d", rs_call_bool(c, "overlap", true));
     ARG("offload=%d", !strcmp(rs_call_str(c, "offload", "none"), "cpu"));
     ARG("wrap=%d", rs_call_opt(c, "wrap")->v.choice);
+    ARG("clip=%.9g", (double)cfg->clip);
+    ARG("groups=%d", cfg->opt.groups);
+    ARG("eval_every=%lld", (long long)cfg->eval_every);
+    ARG("eval_samples=%lld", (long long)cfg->eval_samples);
     if (cfg->ckpt_path) ARG("ckpt=%s", cfg->ckpt_path);
     if (cfg->ckpt_every) ARG("ckpt_every=%lld", (long long)cfg->ckpt_every);
     if (cfg->resume) ARG("resume=%s", cfg->resume);
 #undef ARG
-    const char *args[40];
+    const char *args[56];
     for (int i = 0; i < n; i++) args[i] = a[i];
     char specarg[4200];
     snprintf(specarg, sizeof specarg, "spec=%s", spec ? spec : m->spec);

@@ -11,6 +11,7 @@ int rs_cmd_show(rs_session *, const rs_call *);
 int rs_cmd_ls(rs_session *, const rs_call *);
 int rs_cmd_drop(rs_session *, const rs_call *);
 int rs_cmd_train(rs_session *, const rs_call *);
+int rs_cmd_generate(rs_session *, const rs_call *);
 int rs_cmd_eval(rs_session *, const rs_call *);
 int rs_cmd_predict(rs_session *, const rs_call *);
 int rs_cmd_save(rs_session *, const rs_call *);
@@ -73,6 +74,10 @@ static const rs_optdef train_opts[] = {
     {"ckpt_every", RS_T_INT, "0", "checkpoint every N steps (0: at the end)", NULL},
     {"resume", RS_T_PATH, NULL, "continue exactly from a training checkpoint", NULL},
     {"accum", RS_T_INT, "1", "micro-batches of `batch` per optimizer step (gradient accumulation)", NULL},
+    {"clip", RS_T_FLOAT, "0", "clip the gradient's global L2 norm to this (0: off; nanoGPT uses 1.0)", NULL},
+    {"eval_every", RS_T_INT, "0", "evaluate every N steps instead of after each epoch (text: validation loss)",
+     NULL},
+    {"eval_samples", RS_T_INT, "0", "eval_every: samples of the test split to evaluate on (0: all)", NULL},
     {"mode", RS_T_ENUM, "single", "single process; dp: threads as replicas; ddp or fsdp: rank processes",
      (const char *const[]){"single", "dp", "ddp", "fsdp", NULL}},
     {"ranks", RS_T_INT, "2", "dp: replicas; ddp/fsdp: rank processes (batch is split over them)", NULL},
@@ -86,6 +91,17 @@ static const rs_optdef train_opts[] = {
     {"overlap", RS_T_BOOL, "on", "ddp: all-reduce buckets during backward", NULL},
     {"timeout", RS_T_DURATION, "60s", "ddp/fsdp: a rank waiting this long for another fails, naming it", NULL},
     {"view", RS_T_BOOL, "on", "ddp/fsdp: live dashboard while the ranks run (on a terminal)", NULL},
+    {NULL, 0, NULL, NULL, NULL},
+};
+
+static const rs_optdef generate_opts[] = {
+    {"prompt", RS_T_STRING, NULL, "text to continue (default: a new line)", NULL},
+    {"n", RS_T_INT, "200", "characters to sample", NULL},
+    {"temp", RS_T_FLOAT, "0.8", "temperature: lower is more predictable, 0 always takes the likeliest", NULL},
+    {"top_k", RS_T_INT, "40", "sample among the k likeliest characters (0: all)", NULL},
+    {"seed", RS_T_INT, NULL, "sampling seed (default: the session's seed)", NULL},
+    {"cache", RS_T_BOOL, "on", "KV cache: each character runs the model on one position", NULL},
+    {"data", RS_T_STRING, NULL, "the text data set whose characters the model uses (default: the newest)", NULL},
     {NULL, 0, NULL, NULL, NULL},
 };
 
@@ -230,6 +246,12 @@ const rs_cmddef rs_commands[] = {
      rs_cmd_train},
     {"eval", "training", "eval MODEL on DATA    accuracy and loss", NULL, false, NULL,
      {A("MODEL", RS_A_MODEL), A("on", RS_A_KEYWORD), A("DATA", RS_A_DATA)}, 3, eval_opts, false, rs_cmd_eval},
+    {"generate", "training", "generate MODEL [prompt=\"...\"] [n=200] [temp=0.8] [top_k=40]    sample text",
+     "Samples characters from a language model (model g = gpt, trained on text) and prints each as it is\n"
+     "drawn; Ctrl-C stops. With the KV cache (cache=on) each new character runs every layer on one\n"
+     "position and attention reads the earlier keys and values from the cache; cache=off recomputes the\n"
+     "whole context per character, as nanoGPT's generate does. Both give the same text.",
+     false, NULL, {A("MODEL", RS_A_MODEL)}, 1, generate_opts, false, rs_cmd_generate},
     {"predict", "training", "predict MODEL on DATA [n=4]    show samples with predicted and true labels", NULL,
      false, NULL, {A("MODEL", RS_A_MODEL), A("on", RS_A_KEYWORD), A("DATA", RS_A_DATA)}, 3, predict_opts, false,
      rs_cmd_predict},

@@ -23,8 +23,9 @@ typedef struct tjob {
     uint64_t data_seed, model_seed, seed;
     int zero, accum, epochs, batch, warmup, threads, overlap, offload, wrap, eval, nesterov;
     size_t bucket;
-    int64_t steps, step_size, ckpt_every;
-    double lr, momentum, wd, gamma, min_lr, timeout;
+    int64_t steps, step_size, ckpt_every, eval_every, eval_samples;
+    double lr, momentum, wd, gamma, min_lr, timeout, clip;
+    int groups;
     const char *opt, *sched;
     bool store_from_launcher, has_lr, has_wd;
     int64_t die_rank, die_step; /* RINGSIDE_TEST_KILL=RANK:STEP (tests) */
@@ -87,6 +88,10 @@ static int parse(tjob *j, int argc, char **argv)
             else if (KEY("gamma")) j->gamma = d;
             else if (KEY("min_lr")) j->min_lr = d;
             else if (KEY("timeout")) j->timeout = d;
+            else if (KEY("clip")) j->clip = d;
+            else if (KEY("groups")) j->groups = (int)d;
+            else if (KEY("eval_every")) j->eval_every = (int64_t)d;
+            else if (KEY("eval_samples")) j->eval_samples = (int64_t)d;
             else good = false;
         }
 #undef KEY
@@ -169,6 +174,10 @@ static rs_train_cfg train_cfg(const tjob *j, rs_err *err, rs_status *st)
     c.threads = j->threads ? j->threads : 1;
     c.eval = j->eval;
     c.accum = j->accum;
+    c.clip = (float)j->clip;
+    c.opt.groups = j->groups != 0;
+    c.eval_every = j->eval_every;
+    c.eval_samples = j->eval_samples;
     c.ckpt_path = j->ckpt;
     c.ckpt_every = j->ckpt_every;
     c.resume = j->resume;

@@ -40,6 +40,17 @@ void rs_cpu_softmax_xent_fwd(const float *logits, const int32_t *labels, float *
                              int B, int C);
 void rs_cpu_softmax_xent_bwd(const float *probs, const int32_t *labels, float *dlogits, int B, int C,
                              float scale);
+void rs_cpu_embed_fwd(const int32_t *tok, const float *wte, const float *wpe, float *out, int B, int T, int C);
+void rs_cpu_embed_bwd(const int32_t *tok, const float *dout, float *dwte, float *dwpe, int B, int T, int C);
+void rs_cpu_attn_fwd(const float *qkv, float *out, float *att, int B, int T, int C, int NH);
+size_t rs_cpu_attn_workspace(int B, int T, int C, int NH);
+void rs_cpu_attn_bwd(const float *qkv, const float *att, const float *dout, float *dqkv, float *ws, int B, int T,
+                     int C, int NH);
+void rs_cpu_attn_step(const float *q, const float *kc, const float *vc, float *out, int B, int len, int maxT, int C,
+                      int NH);
+void rs_cpu_gelu_tanh_fwd(const float *in, float *out, size_t n);
+void rs_cpu_gelu_tanh_bwd(const float *in, const float *dout, float *din, size_t n);
+void rs_cpu_add(const float *a, const float *b, float *out, size_t n);
 void rs_cpu_sgd_update(float *p, const float *g, float *mom, size_t n, float lr, float momentum,
                        float dampening, float wd, bool nesterov, bool first_step);
 void rs_cpu_adam_update(float *p, const float *g, float *m, float *v, size_t n, float lr, float b1,

@@ -323,6 +323,32 @@ def case_mpirun(tmp):
         check(d <= 1e-5, "ddp on mpi equals one process (%.3g)" % d)
 
 
+def case_train_gpt(tmp):
+    """The GPT across ranks: ddp and fsdp zero=3 (the head tied to the token embedding, in another
+    ZeRO-3 unit) train what one process trains, with AdamW's groups and clipping."""
+    paths = [os.path.join(tmp, "%s.safetensors" % x) for x in ("single", "ddp", "z3", "z3layer", "z2")]
+    spec = "gpt layers=2 heads=2 dim=16 ctx=16"
+    opts = "steps=6 batch=8 opt=adamw lr=3e-3 clip=0.5 eval=off view=off"
+    cmds = ["data t = text ctx=16"]
+    for name in ("s", "d", "z", "l", "w"):
+        cmds.append("model %s = %s seed=5" % (name, spec))
+    cmds += ["train s on t %s; save s %s" % (opts, paths[0]),
+             "train d on t mode=ddp ranks=2 %s; save d %s" % (opts, paths[1]),
+             "train z on t mode=fsdp zero=3 ranks=2 %s; save z %s" % (opts, paths[2]),
+             "train l on t mode=fsdp zero=3 wrap=layer ranks=2 backend=tcp %s; save l %s" % (opts, paths[3]),
+             "train w on t mode=fsdp zero=2 ranks=2 %s; save w %s" % (opts, paths[4])]
+    rc, out = run("; ".join(cmds), timeout=170)
+    print(out)
+    check(rc == 0, "the GPT trains under ddp and fsdp from the REPL")
+    if rc != 0:
+        return
+    ref = load_weights(paths[0])
+    for what, p in (("ddp 2 ranks", paths[1]), ("fsdp zero=3 2 ranks", paths[2]),
+                    ("fsdp zero=3 wrap=layer on tcp", paths[3]), ("fsdp zero=2", paths[4])):
+        d = rel(load_weights(p), ref)
+        check(d <= 1e-5, "GPT, %s equals one process (%.3g)" % (what, d))
+
+
 with tempfile.TemporaryDirectory() as tmp:
     globals()["case_" + CASE.replace("-", "_")](tmp)
 print("%d failed" % failures)

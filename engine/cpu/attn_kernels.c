@@ -1,0 +1,242 @@
+/* CPU transformer kernels: token + position embedding, causal multi-head self-attention (forward,
+ * backward, one decoding step against a KV cache).
+ * Attention works on one (batch, head) pair at a time: Q, K, V of a head are strided views into qkv
+ * (row stride 3C), so the products go straight to OpenBLAS with no packing. Queries are taken in
+ * blocks of ROW_BLOCK rows; rows [t0, t1) see keys [0, t1) only, which skips most of the masked upper
+ * triangle. Pairs are spread over OpenMP threads (OpenBLAS runs single-threaded inside the region);
+ * each pair is computed the same way whatever the thread count, so results do not depend on it. */
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#include "cpu_kernels.h"
+#include "vmath.h"
+
+#define PAR_MIN 32768
+#define ROW_BLOCK 32
+#define STEP_CHUNK 128 /* keys per chunk of the decoding step's online softmax */
+
+static inline int imin(int a, int b) { return a < b ? a : b; }
+
+/* Threads for a loop over n independent items: the configured count, at most n. */
+static int team_for(int n)
+{
+    int nt = omp_get_max_threads();
+    if (nt > n) nt = n;
+    return nt < 1 ? 1 : nt;
+}
+
+/* ---- embedding ---- */
+
+void rs_cpu_embed_fwd(const int32_t *tok, const float *wte, const float *wpe, float *out, int B, int T, int C)
+{
+    const int rows = B * T;
+    #pragma omp parallel for schedule(static) if ((size_t)rows * C >= PAR_MIN)
+    for (int r = 0; r < rows; r++) {
+        const float *e = wte + (size_t)tok[r] * C, *p = wpe + (size_t)(r % T) * C;
+        float *o = out + (size_t)r * C;
+        for (int c = 0; c < C; c++) o[c] = e[c] + p[c];
+    }
+}
+
+/* Repeated tokens add into the same dwte row, so threads split the channels, not the tokens: each
+ * thread owns a column slice of dwte and dwpe and walks every (b, t) in order. No races, and every
+ * element sees its additions in the same order for any thread count. */
+void rs_cpu_embed_bwd(const int32_t *tok, const float *dout, float *dwte, float *dwpe, int B, int T, int C)
+{
+    int nt = (size_t)B * T * C >= PAR_MIN ? team_for((C + 15) / 16) : 1;
+    #pragma omp parallel num_threads(nt)
+    {
+        int nth = omp_get_num_threads(), tid = omp_get_thread_num();
+        int chunk = ((C + nth - 1) / nth + 15) & ~15; /* whole cache lines per thread */
+        int c0 = imin(C, tid * chunk), c1 = imin(C, c0 + chunk);
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < T; t++) {
+                const float *d = dout + ((size_t)b * T + t) * C;
+                float *gp = dwpe + (size_t)t * C, *ge = dwte + (size_t)tok[(size_t)b * T + t] * C;
+                for (int c = c0; c < c1; c++) gp[c] += d[c];
+                for (int c = c0; c < c1; c++) ge[c] += d[c];
+            }
+    }
+}
+
+/* ---- row helpers (partial sums in independent lanes so they vectorize without -ffast-math) ---- */
+
+static float row_max(const float *x, int n)
+{
+    float m[8];
+    for (int l = 0; l < 8; l++) m[l] = x[0];
+    int j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int l = 0; l < 8; l++) m[l] = x[j + l] > m[l] ? x[j + l] : m[l];
+    for (int l = 0; j < n; j++, l++) m[l] = x[j] > m[l] ? x[j] : m[l];
+    for (int l = 1; l < 8; l++) m[0] = m[l] > m[0] ? m[l] : m[0];
+    return m[0];
+}
+
+static float row_sum(const float *x, int n)
+{
+    float acc[8] = {0};
+    int j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int l = 0; l < 8; l++) acc[l] += x[j + l];
+    for (int l = 0; j < n; j++, l++) acc[l] += x[j];
+    for (int w = 4; w > 0; w /= 2)
+        for (int l = 0; l < w; l++) acc[l] += acc[l + w];
+    return acc[0];
+}
+
+static float row_dot(const float *x, const float *y, int n)
+{
+    float acc[8] = {0};
+    int j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int l = 0; l < 8; l++) acc[l] += x[j + l] * y[j + l];
+    for (int l = 0; j < n; j++, l++) acc[l] += x[j] * y[j];
+    for (int w = 4; w > 0; w /= 2)
+        for (int l = 0; l < w; l++) acc[l] += acc[l + w];
+    return acc[0];
+}
+
+/* Row t of the scores (already scaled) -> probabilities over keys [0, n), zeros on [n, T). */
+static void softmax_causal_row(float *row, int n, int T)
+{
+    float mx = row_max(row, n);
+    for (int s = 0; s < n; s++) row[s] = rs_vexpf(row[s] - mx);
+    float inv = 1.0f / row_sum(row, n);
+    for (int s = 0; s < n; s++) row[s] *= inv;
+    if (n < T) memset(row + n, 0, (size_t)(T - n) * sizeof *row);
+}
+
+/* ---- attention ---- */
+
+/* One (b, h) pair. q, k, v: (T, hs) with row stride 3C; out (T, hs) with row stride C; att (T, T). */
+static void attn_fwd_pair(const float *q, const float *k, const float *v, float *out, float *att, int T, int C,
+                          int hs, float scale)
+{
+    const int C3 = 3 * C;
+    for (int t0 = 0; t0 < T; t0 += ROW_BLOCK) {
+        const int t1 = imin(t0 + ROW_BLOCK, T), m = t1 - t0;
+        float *a = att + (size_t)t0 * T;
+        /* S[t0:t1, 0:t1] = scale * Q[t0:t1] K[0:t1]^T */
+        rs_cpu_gemm(false, true, m, t1, hs, scale, q + (size_t)t0 * C3, C3, k, C3, 0.0f, a, T);
+        for (int t = t0; t < t1; t++) softmax_causal_row(att + (size_t)t * T, t + 1, T);
+        /* O[t0:t1] = P[t0:t1, 0:t1] V[0:t1] */
+        rs_cpu_gemm(false, false, m, hs, t1, 1.0f, a, T, v, C3, 0.0f, out + (size_t)t0 * C, C);
+    }
+}
+
+void rs_cpu_attn_fwd(const float *qkv, float *out, float *att, int B, int T, int C, int NH)
+{
+    const int hs = C / NH, pairs = B * NH;
+    const float scale = 1.0f / sqrtf((float)hs);
+    const size_t work = (size_t)pairs * T * T * hs;
+    #pragma omp parallel for schedule(static) num_threads(team_for(pairs)) if (work >= PAR_MIN)
+    for (int p = 0; p < pairs; p++) {
+        const int b = p / NH, h = p % NH;
+        const float *q = qkv + (size_t)b * T * 3 * C + (size_t)h * hs;
+        attn_fwd_pair(q, q + C, q + 2 * C, out + (size_t)b * T * C + (size_t)h * hs, att + (size_t)p * T * T, T,
+                      C, hs, scale);
+    }
+}
+
+/* Per thread: one (T, T) block for dP / dS, rounded to whole cache lines. */
+static size_t bwd_thread_floats(int T) { return ((size_t)T * T + 15) & ~(size_t)15; }
+
+size_t rs_cpu_attn_workspace(int B, int T, int C, int NH)
+{
+    (void)C;
+    return (size_t)team_for(B * NH) * bwd_thread_floats(T) * sizeof(float);
+}
+
+/* One (b, h) pair, with P = att (T, T) and dP = dO V^T:
+ *   dV = P^T dO,   dS[t,s] = P[t,s] (dP[t,s] - sum_u P[t,u] dP[t,u]),   dQ = scale dS K,   dK = scale dS^T Q.
+ * Row blocks go last first: the last block covers keys [0, T), so its dK/dV products overwrite
+ * (beta 0) and the earlier, shorter blocks add. dq, dk, dv have row stride 3C, dout stride C. */
+static void attn_bwd_pair(const float *q, const float *k, const float *v, const float *att, const float *dout,
+                          float *dq, float *dk, float *dv, float *dp, int T, int C, int hs, float scale)
+{
+    const int C3 = 3 * C;
+    const int last = ((T - 1) / ROW_BLOCK) * ROW_BLOCK;
+    for (int t0 = last; t0 >= 0; t0 -= ROW_BLOCK) {
+        const int t1 = imin(t0 + ROW_BLOCK, T), m = t1 - t0;
+        const float beta = t0 == last ? 0.0f : 1.0f;
+        const float *P = att + (size_t)t0 * T, *dO = dout + (size_t)t0 * C;
+        float *D = dp + (size_t)t0 * T;
+        /* dP[t0:t1, 0:t1] = dO[t0:t1] V[0:t1]^T */
+        rs_cpu_gemm(false, true, m, t1, hs, 1.0f, dO, C, v, C3, 0.0f, D, T);
+        for (int t = t0; t < t1; t++) {
+            const float *pr = att + (size_t)t * T;
+            float *dr = dp + (size_t)t * T;
+            const int n = t + 1;
+            const float dot = row_dot(pr, dr, n);
+            for (int s = 0; s < n; s++) dr[s] = pr[s] * (dr[s] - dot);
+            for (int s = n; s < t1; s++) dr[s] = 0.0f;
+        }
+        /* dQ[t0:t1] = scale dS[t0:t1, 0:t1] K[0:t1] */
+        rs_cpu_gemm(false, false, m, hs, t1, scale, D, T, k, C3, 0.0f, dq + (size_t)t0 * C3, C3);
+        /* dK[0:t1] (+)= scale dS[t0:t1, 0:t1]^T Q[t0:t1];  dV[0:t1] (+)= P[t0:t1, 0:t1]^T dO[t0:t1] */
+        rs_cpu_gemm(true, false, t1, hs, m, scale, D, T, q + (size_t)t0 * C3, C3, beta, dk, C3);
+        rs_cpu_gemm(true, false, t1, hs, m, 1.0f, P, T, dO, C, beta, dv, C3);
+    }
+}
+
+void rs_cpu_attn_bwd(const float *qkv, const float *att, const float *dout, float *dqkv, float *ws, int B, int T,
+                     int C, int NH)
+{
+    const int hs = C / NH, pairs = B * NH, nt = team_for(pairs);
+    const float scale = 1.0f / sqrtf((float)hs);
+    const size_t work = (size_t)pairs * T * T * hs, tf = bwd_thread_floats(T);
+    #pragma omp parallel for schedule(static) num_threads(nt) if (work >= PAR_MIN)
+    for (int p = 0; p < pairs; p++) {
+        const int b = p / NH, h = p % NH;
+        const size_t o3 = (size_t)b * T * 3 * C + (size_t)h * hs;
+        const float *q = qkv + o3;
+        float *dq = dqkv + o3;
+        attn_bwd_pair(q, q + C, q + 2 * C, att + (size_t)p * T * T, dout + (size_t)b * T * C + (size_t)h * hs, dq,
+                      dq + C, dq + 2 * C, ws + (size_t)omp_get_thread_num() * tf, T, C, hs, scale);
+    }
+}
+
+/* One query against len cached keys, for one (b, h): an online softmax over chunks of keys keeps the
+ * running maximum m, the running sum l and the unnormalised output in o, so no scratch beyond a
+ * chunk of scores on the stack is needed whatever the cache length. */
+static void attn_step_pair(const float *q, const float *kc, const float *vc, float *o, int len, int C, int hs,
+                           float scale)
+{
+    float sc[STEP_CHUNK], m = -INFINITY, l = 0.0f;
+    memset(o, 0, (size_t)hs * sizeof *o);
+    for (int s0 = 0; s0 < len; s0 += STEP_CHUNK) {
+        const int n = imin(STEP_CHUNK, len - s0);
+        for (int j = 0; j < n; j++) sc[j] = scale * row_dot(q, kc + (size_t)(s0 + j) * C, hs);
+        const float cm = row_max(sc, n);
+        if (cm > m) { /* rescale what was summed under the old maximum (nothing on the first chunk) */
+            const float r = s0 == 0 ? 0.0f : rs_vexpf(m - cm);
+            l *= r;
+            for (int i = 0; i < hs; i++) o[i] *= r;
+            m = cm;
+        }
+        for (int j = 0; j < n; j++) sc[j] = rs_vexpf(sc[j] - m);
+        l += row_sum(sc, n);
+        for (int j = 0; j < n; j++) {
+            const float w = sc[j], *vr = vc + (size_t)(s0 + j) * C;
+            for (int i = 0; i < hs; i++) o[i] += w * vr[i];
+        }
+    }
+    const float inv = 1.0f / l;
+    for (int i = 0; i < hs; i++) o[i] *= inv;
+}
+
+void rs_cpu_attn_step(const float *q, const float *kc, const float *vc, float *out, int B, int len, int maxT, int C,
+                      int NH)
+{
+    const int hs = C / NH, pairs = B * NH;
+    const float scale = 1.0f / sqrtf((float)hs);
+    const size_t work = (size_t)pairs * len * hs * 2;
+    #pragma omp parallel for schedule(static) num_threads(team_for(pairs)) if (work >= PAR_MIN)
+    for (int p = 0; p < pairs; p++) {
+        const int b = p / NH, h = p % NH;
+        const size_t kv = (size_t)b * maxT * C + (size_t)h * hs, qo = (size_t)b * C + (size_t)h * hs;
+        attn_step_pair(q + qo, kc + kv, vc + kv, out + qo, len, C, hs, scale);
+    }
+}
