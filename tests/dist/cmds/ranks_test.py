@@ -288,6 +288,77 @@ def case_by_hand(tmp):
     s.close()
 
 
+def worker_children(pid):
+    """The pids of pid's children that are rank workers (from /proc, before anything is killed)."""
+    kids = []
+    try:
+        for t in os.listdir("/proc/%d/task" % pid):
+            with open("/proc/%d/task/%s/children" % (pid, t)) as f:
+                kids += [int(k) for k in f.read().split()]
+    except OSError:
+        return []
+    out = []
+    for k in kids:
+        try:
+            with open("/proc/%d/cmdline" % k, "rb") as f:
+                if b"--worker" in f.read():
+                    out.append(k)
+        except OSError:
+            pass
+    return out
+
+
+def alive(pid):
+    """True while pid runs (a zombie has ended)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def case_orphans(tmp):
+    """Ranks never outlive what started them: the REPL killed with SIGKILL mid-run takes its ranks
+    along (the launcher's death signal), and a rank started by hand stops when rank 0, which hosts the
+    store, is killed (the store's connection closing)."""
+    repl = subprocess.Popen([EXE, "--no-db", "-c", "data d = digits n=2000 seed=1; model m = mlp 784-32-10 seed=1; "
+                             "train m on d mode=ddp ranks=2 epochs=500 batch=16 view=off"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    ranks = []
+    t0 = time.time()
+    while len(ranks) < 2 and time.time() - t0 < 30:
+        time.sleep(0.1)
+        ranks = worker_children(repl.pid)
+    time.sleep(0.5)
+    check(len(ranks) == 2 and all(alive(r) for r in ranks), "the REPL started 2 training ranks: %s" % ranks)
+    repl.kill()
+    repl.wait()
+    time.sleep(1)
+    left = [r for r in ranks if alive(r)]
+    check(not left, "1 s after SIGKILL of the REPL no rank is alive (left: %s)" % left)
+    for r in left:
+        os.kill(r, 9)
+
+    port = 31000 + os.getpid() % 2000
+    procs = []
+    for r in range(2):
+        env = dict(os.environ, RANK=str(r), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        procs.append(subprocess.Popen([EXE, "--worker", "bench", "op=all_reduce", "minbytes=4194304", "maxbytes=4194304",
+                                       "iters=200000", "backend=shm", "timeout=60"], env=env,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+    time.sleep(2)
+    check(all(p.poll() is None for p in procs), "two hand-started ranks run a long bench")
+    procs[0].kill()
+    procs[0].wait()
+    time.sleep(1)
+    check(procs[1].poll() is not None, "1 s after SIGKILL of rank 0 (the store's host) rank 1 has stopped")
+    if procs[1].poll() is None:
+        procs[1].kill()
+    err = procs[1].communicate(timeout=30)[1]
+    print(err)
+    check("closed the connection" in err, "and it says why")
+
+
 def case_mpirun(tmp):
     mpirun = shutil.which("mpirun")
     rc, out = run("backends")
