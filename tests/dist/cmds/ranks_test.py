@@ -359,6 +359,32 @@ def case_orphans(tmp):
     check("closed the connection" in err, "and it says why")
 
 
+def case_too_big(tmp):
+    """A size that cannot fit in memory is refused before any rank starts, with the arithmetic."""
+    db = os.path.join(tmp, "log.db")
+    with open("/proc/meminfo") as f:
+        avail = int(re.search(r"MemAvailable:\s+(\d+) kB", f.read()).group(1)) * 1024
+    cases = [("collective all_reduce ranks=64 count=2000000000", "2000000000 x f32 (4 B) x 2 buffers per rank "
+              "(in, expected) x 64 ranks = 1024.0 GB")]
+    if avail < 32e9:  # the brief's example: 4 x 10^9 x 4 B x 2 = 32 GB
+        cases.append(("collective all_reduce ranks=4 count=1000000000", "1000000000 x f32 (4 B) x 2 buffers per rank "
+                      "(in, expected) x 4 ranks = 32.0 GB"))
+    else:
+        print("note: %.1f GB available: the 32 GB case would fit here" % (avail / 1e9))
+    cases.append(("collective all_gather ranks=8 count=2000000000 dtype=f64", "x 17 buffers per rank (in, out, expected)"))
+    for cmd, want in cases:
+        t0 = time.time()
+        rc, out = run(cmd, db)
+        print(out)
+        check(rc != 0 and want in out, "%s: refused with the arithmetic" % cmd)
+        check("GB available (MemAvailable in /proc/meminfo)" in out, "and what memory it compared with")
+        check("rank 0" not in out and time.time() - t0 < 5, "and no rank started")
+    con = sqlite3.connect(db)
+    check(con.execute("SELECT count(*) FROM runs").fetchone()[0] == 0, "no run in the session log")
+    rc, out = run("collective all_reduce ranks=2 count=1000", db)
+    check(rc == 0, "a size that fits still runs")
+
+
 def case_mpirun(tmp):
     mpirun = shutil.which("mpirun")
     rc, out = run("backends")
