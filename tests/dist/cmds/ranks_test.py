@@ -385,6 +385,43 @@ def case_too_big(tmp):
     check(rc == 0, "a size that fits still runs")
 
 
+def case_train_stop(tmp):
+    """Ctrl-C during a run across ranks keeps the weights of the last step every rank finished, as in
+    single mode: rank 0 writes them when stopped, the REPL reads them back, `eval` shows them trained."""
+    import select
+    import signal
+    for mode in ["ddp", "fsdp"]:
+        p = subprocess.Popen([EXE, "--no-db", "--keep-going"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, bufsize=1)
+        p.stdin.write("data d = digits n=3000 seed=1\nmodel m = mlp 784-64-10 seed=1\n"
+                      "train m on d mode=%s ranks=2 epochs=500 batch=32 view=off\n" % mode)
+        p.stdin.flush()
+        out, t0 = "", time.time()
+        while time.time() - t0 < 60 and "epoch 2:" not in out:
+            if select.select([p.stdout], [], [], 0.2)[0]:
+                line = p.stdout.readline()
+                if not line:
+                    break
+                out += line
+        p.send_signal(signal.SIGINT)
+        while time.time() - t0 < 90 and "keeps the weights" not in out and "stopped" not in out:
+            if select.select([p.stdout], [], [], 0.2)[0]:
+                out += p.stdout.readline()
+        try:
+            p.stdin.write("eval m on d\n")
+            p.stdin.close()
+        except BrokenPipeError:
+            pass
+        out += p.stdout.read()
+        p.wait(timeout=60)
+        print(out)
+        check(re.search(r"m keeps the weights of step \d+, the last one every rank finished", out) is not None,
+              "%s: stopped by Ctrl-C, the model keeps the last finished step's weights" % mode)
+        m = re.search(r"accuracy (\d\.\d+)", out.split("> eval m on d")[-1])
+        acc = float(m.group(1)) if m else 0.0
+        check(acc > 0.7, "%s: eval after the stop gives a trained accuracy (%.3f), not chance" % (mode, acc))
+
+
 def case_mpirun(tmp):
     mpirun = shutil.which("mpirun")
     rc, out = run("backends")
