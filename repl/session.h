@@ -39,6 +39,7 @@ struct rs_session {
     uint64_t seed;
     int threads;
     FILE *out;
+    FILE *err;              /* errors and warnings: stderr in scripts, -c and pipes; NULL: out (the prompt) */
     bool color;             /* NO_COLOR, TERM=dumb and non-terminals turn it off */
     bool interactive;       /* a person at a terminal: prompts, pauses wait */
     bool echo;              /* scripts: print each command before running it */
