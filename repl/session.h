@@ -27,6 +27,8 @@ typedef struct rs_obj {
     char source[256];       /* what `data` was given, as rs_data_open reads it ("digits:6000") */
     uint64_t data_seed;     /* the seed it was opened with: ranks open the same data from both */
     bool source_cut;        /* source was too long to keep whole: ranks cannot reopen it */
+    int64_t trained_run;    /* RS_OBJ_MODEL: the run whose weights it holds (> 0 its id in the session log,
+                               -1 a run not logged), 0 while it has its initial weights */
     int64_t busy_run;       /* > 0: a background run (`jobs`) uses it; it must not change or go until
                                that run ends (0: free) */
 } rs_obj;
