@@ -13,7 +13,7 @@
 #include "repl_log.h"
 #include "session.h"
 
-/* repl/cmd_dist.c: training across rank processes, and DataParallel's threads. */
+/* repl/cmd_train_ranks.c: training across rank processes (ddp, fsdp). */
 int rs_cmd_train_ranks(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, const rs_train_cfg *cfg);
 
 

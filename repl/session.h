@@ -61,8 +61,8 @@ struct rs_session {
     void *onnx_builder;     /* the graph `onnx new` started (rs_onnx_builder, owned), or NULL */
     bool can_detach;        /* the interactive prompt runs this line: `q` in the live view may send a
                                run to the background (scripts and -c never detach) */
-    struct rs_job *jobs;    /* background runs (cmd_dist.c's list, owned); the prompt pumps them with
-                               rs_jobs_pump and ends them with rs_jobs_stop_all */
+    struct rs_job *jobs;    /* background runs (repl/ranks_job.c's list, owned); the prompt pumps them
+                               with rs_jobs_pump and ends them with rs_jobs_stop_all */
 };
 
 rs_session *rs_session_new(FILE *out);
@@ -89,7 +89,7 @@ void rs_session_warn(rs_session *s, const char *fmt, ...) __attribute__((format(
  * (caret under [pos, pos+len)) and returns 1; 0 when o is NULL or free. */
 int rs_session_check_busy(rs_session *s, const rs_call *c, const rs_obj *o, size_t pos, size_t len);
 
-/* Background runs (cmd_dist.c). rs_jobs_count: how many are in progress. rs_jobs_pump: services each one
+/* Background runs (repl/ranks_job.c). rs_jobs_count: how many are in progress. rs_jobs_pump: services each one
  * once without blocking (a few ms at most) and prints the end of those that finished to s->out.
  * rs_jobs_stop_all: stops every one, waits for their ranks, says so when `say`, and frees them. */
 int rs_jobs_count(const rs_session *s);
