@@ -432,6 +432,8 @@ static rs_status spawn_rank(rs_launch *l, const rs_launch_cfg *cfg, int r, char 
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != parent) _exit(127); /* the launcher died before the prctl */
         setpgid(0, pgid);                     /* 0 for rank 0: it leads the new group */
+        int xfd = px[1];
+        if (xfd < 3) xfd = fcntl(xfd, F_DUPFD_CLOEXEC, 3); /* out of the way of 0..2 */
         int in = open("/dev/null", O_RDONLY); /* the REPL keeps the tty */
         if (in >= 0 && in != 0) {
             dup2(in, 0);
@@ -439,8 +441,6 @@ static rs_status spawn_rank(rs_launch *l, const rs_launch_cfg *cfg, int r, char 
         }
         dup2(po[1], 1);
         dup2(pe[1], 2);
-        int xfd = px[1];
-        if (xfd < 3) xfd = fcntl(xfd, F_DUPFD_CLOEXEC, 3);
         /* Whatever this process has open without O_CLOEXEC (sockets, logs) stays out of the ranks. */
         if (xfd > 3) close_range(3, (unsigned)xfd - 1, 0);
         close_range((unsigned)xfd + 1, ~0u, 0);

@@ -264,7 +264,8 @@ int rs_worker_train(int argc, char **argv, FILE *out, FILE *errf)
             watch w = {.j = &j, .m = m, .store = conn.store, .stop_at = -1};
             rs_train_hooks hooks = {.on_event = on_event, .on_phase = on_phase, .ud = &w,
                                     .should_stop = conn.store ? should_stop : NULL};
-            if (conn.store) sigaction(SIGTERM, &(struct sigaction){.sa_handler = on_term}, NULL);
+            if (conn.store)
+                sigaction(SIGTERM, &(struct sigaction){.sa_handler = on_term, .sa_flags = SA_RESTART}, NULL);
             rs_train_result res;
             st = rs_train(m, &data, &cfg, &hooks, &res, &e);
             /* stopped or not, the model holds the last finished step: rank 0 hands it back */
