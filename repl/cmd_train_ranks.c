@@ -86,6 +86,19 @@ static int train_end(dist_job *j, int rc)
     rs_err err = {0};
     if (!rc && rs_ckpt_load_model(j->outp, m->model, &err))
         rc = rs_session_error(s, j->c, (size_t)-1, 0, "train: reading the trained weights back: %s", err.msg);
+    if (!rc) m->trained_run = j->run > 0 ? j->run : -1;
+    /* stopped: rank 0 wrote the weights of the last step every rank finished (its @done says which) */
+    if (rc && j->cancelled && m && m->model && j->done[0].kind == RS_TL_DONE && access(j->outp, R_OK) == 0) {
+        if (rs_ckpt_load_model(j->outp, m->model, &err))
+            fprintf(s->out, "train: the stopped run's weights could not be read back (%s); %s is as before\n", err.msg,
+                    j->mname);
+        else {
+            fprintf(s->out, "%s keeps the weights of step %lld, the last one every rank finished\n", j->mname,
+                    (long long)j->done[0].step);
+            m->trained_run = j->run > 0 ? j->run : -1;
+        }
+        if (s->interrupt) *s->interrupt = 0; /* as in single mode: the script or prompt goes on */
+    }
     unlink(j->init);
     unlink(j->outp);
     rmdir(j->dir);

@@ -10,6 +10,7 @@ int rs_cmd_data(rs_session *, const rs_call *);
 int rs_cmd_show(rs_session *, const rs_call *);
 int rs_cmd_ls(rs_session *, const rs_call *);
 int rs_cmd_drop(rs_session *, const rs_call *);
+int rs_cmd_reset(rs_session *, const rs_call *);
 int rs_cmd_train(rs_session *, const rs_call *);
 int rs_cmd_generate(rs_session *, const rs_call *);
 int rs_cmd_eval(rs_session *, const rs_call *);
@@ -234,6 +235,10 @@ const rs_cmddef rs_commands[] = {
      rs_cmd_ls},
     {"drop", "models", "drop NAME    forget a model or data set", NULL, false, NULL, {A("NAME", RS_A_NAME)}, 1, NULL,
      false, rs_cmd_drop},
+    {"reset", "models", "reset MODEL    back to its initial weights (from its seed), as `model` made them",
+     "Training continues from a model's current weights; `reset m` puts back the weights `model m = ...`\n"
+     "made from its seed, so that the next `train` starts afresh. Refused while a background run trains it.",
+     false, NULL, {A("MODEL", RS_A_MODEL)}, 1, NULL, false, rs_cmd_reset},
     {"train", "training", "train MODEL on DATA [epochs=1] [batch=64] [lr=] [opt=adam] ...    train in this process",
      "Trains MODEL on DATA's training part and evaluates on its test part after each epoch.\n"
      "Ctrl-C stops at the next step boundary; the model keeps the weights of the last finished step.\n"

@@ -454,6 +454,7 @@ static int ranks_ended(dist_job *j, rs_status st, const rs_err *e)
         if (j->held_len) fwrite(j->held_buf, 1, j->held_len, s->out);
     }
     int rc = 0;
+    j->cancelled = st == RS_ERR_CANCELLED;
     if (st == RS_ERR_CANCELLED) {
         rs_log_run_end(s, j->run, "cancelled", 0, NULL, j->background ? "stopped in the background" : "stopped by Ctrl-C");
         rc = rs_session_error(s, j->c, (size_t)-1, 0, "%s: stopped (%s); the ranks were ended", j->what,
@@ -581,7 +582,9 @@ int rs_job_run(dist_job *j, const char *const *job_args, int nargs, double timeo
     argv[a] = NULL;
 
     rs_launch_cfg cfg = {.nranks = be->needs_launcher ? 1 : j->world, .argv = argv,
-                         .master_port = srv ? rs_store_server_port(srv) : 1, .grace_s = 2,
+                         .master_port = srv ? rs_store_server_port(srv) : 1,
+                         /* training ranks finish a step, gather and write the weights when stopped */
+                         .grace_s = !strcmp(j->what, "train") ? 10 : 2,
                          .on_line = on_line, .line_ud = j, .should_stop = stop_requested, .stop_ud = j};
     rs_launch_result res;
     if (want_view) j->live = rs_live_start(s, &vr);
