@@ -688,9 +688,10 @@ int rs_job_parse_op(rs_session *s, const rs_call *c, rs_pg_opkind *op)
     for (size_t i = 0; i < sizeof alias / sizeof alias[0]; i++)
         if (!strcmp(w, alias[i][0])) w = alias[i][1];
     if (rs_pg_op_from_name(w, op) && *op != RS_OP_SEND && *op != RS_OP_RECV) return 0;
-    static const char *const names[] = {"broadcast", "reduce", "all_reduce", "scatter", "gather", "all_gather",
-                                        "reduce_scatter", "all_to_all", "barrier"};
-    const char *near = rs_val_near_miss(c->args[0], names, 9);
+    const char *const *names = c->cmd->args[0].choices; /* the command table's list (completion offers it) */
+    int n = 0;
+    while (names && names[n]) n++;
+    const char *near = n ? rs_val_near_miss(c->args[0], names, n) : NULL;
     char hint[64] = "";
     if (near) snprintf(hint, sizeof hint, " (did you mean '%s'?)", near);
     bool p2p = !strcmp(w, "send") || !strcmp(w, "recv");
