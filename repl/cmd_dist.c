@@ -234,6 +234,10 @@ int rs_cmd_bench(rs_session *s, const rs_call *c)
                                 e.msg[0] ? e.msg : "give LO..HI between 1 and 4G, e.g. sizes=8..64M");
     }
     const char *dts = rs_call_str(c, "dtype", "f32");
+    for (uint64_t b = lo; b <= hi; b *= 2) { /* the sizes the ranks will go through, as job_bench doubles */
+        j->steps_total++;
+        if (b > UINT64_MAX / 2) break;
+    }
     j->finish = bench_end;
     j->run = rs_log_run_begin_dist(s, "bench", NULL, NULL, NULL, c, "bench", j->backend, j->world);
     fprintf(s->out, "# bench %s: %d ranks, %s backend, %s, %s%s\n", rs_pg_op_name(op), j->world, j->backend, dts,

@@ -89,6 +89,9 @@ struct rs_job {
     rs_dtype dt;
     long long count;
     char redop[16];
+    /* the live view's header: train: planned optimizer steps and epochs; bench: message sizes */
+    int64_t steps_total;
+    int epochs;
     /* train: the session names (looked up again at the end: s->objs may move meanwhile) and the files */
     char mname[64], dname[64], mode[8];
     char dir[32], init[64], outp[64];
