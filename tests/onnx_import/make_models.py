@@ -32,14 +32,19 @@ def I64(name, vals):
     return numpy_helper.from_array(np.array(vals, dtype=np.int64), name)
 
 
-def save_model(name, model, in_shape, tol=1e-5, to_model=0, batches=(1, 7)):
-    """Runs ORT on fixed inputs and writes the model, inputs and outputs."""
+def save_model(name, model, in_shape, tol=1e-5, to_model=0, batches=(1, 7), external=False):
+    """Runs ORT on fixed inputs and writes the model, inputs and outputs (external=True: the weights go
+    to NAME.onnx.data beside it, as torch's dynamo exporter writes big models)."""
     # The helper graphs leave the output's shape out (the importer infers it), which the checker wants
     # present; check a copy with the inferred shapes filled in.
     onnx.checker.check_model(onnx.shape_inference.infer_shapes(model) if name.startswith("torch") else model,
                              full_check=False) if name.startswith("torch") else None
     path = os.path.join(OUT, name + ".onnx")
-    onnx.save(model, path)
+    if external:
+        onnx.save(model, path, save_as_external_data=True, all_tensors_to_one_file=True,
+                  location=name + ".onnx.data", size_threshold=0)
+    else:
+        onnx.save(model, path)
     sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
     iname = sess.get_inputs()[0].name
     in_numel = int(np.prod(in_shape))
@@ -195,6 +200,165 @@ save_model("reduce18", m, [5, 6])
 m = mk([N("Reshape", ["x", "shp"], ["r"]), N("Gemm", ["r", "w", "b"], ["y"])],
        [I64("shp", [1, 12]), W("w", 12, 4), W("b", 4)], [3, 4], batch=1)
 save_model("fixed_batch", m, [3, 4])
+
+
+# ---- what torch.onnx.export writes for transformer and modern CNN blocks ----
+F32 = lambda name, a: numpy_helper.from_array(np.asarray(a, np.float32), name)
+
+# 13. Split with the opset-13 input form; the parts meet again through ReduceMean and Add
+m = mk([N("Split", ["x", "sp"], ["a", "b"], axis=1),
+        N("ReduceMean", ["b"], ["bm"], axes=[1], keepdims=1),
+        N("Add", ["a", "bm"], ["y"])],
+       [I64("sp", [2, 4])], [6, 4])
+save_model("split13", m, [6, 4])
+
+# 14. Split at opset 11 (split attribute, three outputs, last axis), Concat in another order
+m = mk([N("Split", ["x"], ["a", "b", "c"], axis=-1, split=[1, 3, 2]),
+        N("Concat", ["c", "a", "b"], ["y"], axis=-1)], [], [3, 6], opset=11)
+save_model("split11_attr", m, [3, 6])
+
+# 15. Split at opset 18 with num_outputs and an uneven last part (7 = 3 + 3 + 1)
+m = mk([N("Split", ["x"], ["a", "b", "c"], axis=2, num_outputs=3),
+        N("Mul", ["a", "b"], ["ab"]),
+        N("Concat", ["ab", "c"], ["y"], axis=2)], [], [2, 7], opset=18)
+save_model("split18_num_outputs", m, [2, 7])
+
+# 16. Range, Mod (fmod 0 on ints, 1 on floats), Equal, Where, Cast chains on constants and on x
+m = mk([N("Range", ["r0", "r6", "r1"], ["pos"]),                 # [0..5] int64
+        N("Mod", ["pos", "two"], ["odd"]),                          # fmod=0
+        N("Equal", ["odd", "zero"], ["even"]),                      # bool
+        N("Cast", ["even"], ["evenf"], to=TensorProto.FLOAT),
+        N("Cast", ["pos"], ["posf"], to=TensorProto.FLOAT),
+        N("Mod", ["x", "mf"], ["xm"], fmod=1),                      # float fmod on computed values
+        N("Where", ["even", "x", "xm"], ["w"]),
+        N("Mul", ["w", "evenf"], ["w2"]),
+        N("Add", ["w2", "posf"], ["w3"]),
+        N("Cast", ["x"], ["xi"], to=TensorProto.INT64),             # truncation toward zero
+        N("Cast", ["xi"], ["xif"], to=TensorProto.FLOAT),
+        N("Cast", ["x"], ["xb"], to=TensorProto.BOOL),
+        N("Cast", ["xb"], ["xbf"], to=TensorProto.FLOAT),
+        N("Add", ["w3", "xif"], ["w4"]),
+        N("Add", ["w4", "xbf"], ["y"])],
+       [I64("r0", 0), I64("r6", 6), I64("r1", 1), I64("two", 2), I64("zero", 0), F32("mf", 0.7)], [6])
+save_model("range_mod_where_cast", m, [6])
+
+# 17. Trilu: on x (upper with k=1, lower with k=-1) and on a constant that becomes a causal mask
+m = mk([N("Trilu", ["x", "k1"], ["u"], upper=1),
+        N("Trilu", ["x", "km1"], ["l"], upper=0),
+        N("Add", ["u", "l"], ["ul"]),
+        N("Trilu", ["ones"], ["tri"], upper=0),
+        N("Equal", ["tri", "fzero"], ["masked"]),
+        N("Where", ["masked", "ninf", "ul"], ["att"]),
+        N("Softmax", ["att"], ["y"], axis=-1)],
+       [I64("k1", 1), I64("km1", -1), F32("ones", np.ones((5, 5))), F32("fzero", 0.0), F32("ninf", -np.inf)], [5, 5],
+       opset=14)
+save_model("trilu_mask", m, [5, 5])
+
+# 18. Expand: a constant to x's shape (batch included, through Shape), x along a new axis, and the
+# Equal(shape, -1) / Where pattern TorchScript writes for x.expand(-1, 3, -1)
+m = mk([N("Shape", ["x"], ["s"]),
+        N("Expand", ["row", "s"], ["rowx"]),
+        N("Add", ["x", "rowx"], ["a"]),
+        N("Unsqueeze", ["a", "ax1"], ["a1"]),
+        N("Concat", ["s0", "three", "s1"], ["tgt"], axis=0),
+        N("Equal", ["tgt", "m1"], ["isneg"]),
+        N("ConstantOfShape", ["three"], ["ones"], value=helper.make_tensor("v", TensorProto.INT64, [1], [1])),
+        N("Where", ["isneg", "ones", "tgt"], ["tgt2"]),
+        N("Expand", ["a1", "tgt2"], ["e"]),
+        N("Mul", ["e", "scale"], ["y"])],
+       [W("row", 1, 4), I64("ax1", [1]), I64("s0", [-1]), I64("three", [3]), I64("s1", [-1]), I64("m1", -1),
+        W("scale", 3, 1)], [4])
+save_model("expand", m, [4])
+
+# 19. HardSigmoid (alpha, beta) and HardSwish
+m = mk([N("HardSigmoid", ["x"], ["hs"], alpha=0.3, beta=0.4),
+        N("HardSwish", ["x"], ["hw"]),
+        N("HardSigmoid", ["x"], ["hd"]),
+        N("Add", ["hs", "hw"], ["a"]),
+        N("Add", ["a", "hd"], ["y"])], [], [3, 8], opset=14)
+save_model("hard_ops", m, [3, 8])
+
+# 20. A MobileNetV3-style block: 1x1 expand + BN + HardSwish, depthwise 3x3 (group = channels) + HardSwish,
+# squeeze-excite (GlobalAveragePool, 1x1 convs, Relu, HardSigmoid, Mul), 1x1 project, residual
+C, E = 8, 24
+m = mk([N("Conv", ["x", "we"], ["e"], kernel_shape=[1, 1]),
+        N("BatchNormalization", ["e", "g1", "b1", "m1", "v1"], ["eb"]),
+        N("HardSwish", ["eb"], ["eh"]),
+        N("Conv", ["eh", "wd", "bd"], ["d"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], group=E),
+        N("HardSwish", ["d"], ["dh"]),
+        N("GlobalAveragePool", ["dh"], ["sq"]),
+        N("Conv", ["sq", "ws1", "bs1"], ["s1"], kernel_shape=[1, 1]),
+        N("Relu", ["s1"], ["s1r"]),
+        N("Conv", ["s1r", "ws2", "bs2"], ["s2"], kernel_shape=[1, 1]),
+        N("HardSigmoid", ["s2"], ["gate"], alpha=1.0 / 6, beta=0.5),
+        N("Mul", ["dh", "gate"], ["se"]),
+        N("Conv", ["se", "wp"], ["pj"], kernel_shape=[1, 1]),
+        N("Add", ["pj", "x"], ["res"]),
+        N("Conv", ["res", "wdw2"], ["y"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], group=C)],
+       [W("we", E, C, 1, 1), W("g1", E), W("b1", E), W("m1", E),
+        numpy_helper.from_array(rng.uniform(0.5, 2, E).astype(np.float32), "v1"),
+        W("wd", E, 1, 3, 3), W("bd", E), W("ws1", 6, E, 1, 1), W("bs1", 6), W("ws2", E, 6, 1, 1), W("bs2", E),
+        W("wp", C, E, 1, 1), W("wdw2", 2 * C, 1, 3, 3)], [C, 9, 9], opset=14)
+save_model("mobilenet_block", m, [C, 9, 9], tol=1e-4)
+
+# 21. SiLU both ways torch writes it: Sigmoid then Mul(x, sigmoid(x)), in an MLP and after a conv
+m = mk([N("Conv", ["x", "k", "kb"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        N("Sigmoid", ["c"], ["cs"]),
+        N("Mul", ["c", "cs"], ["silu1"]),
+        N("Flatten", ["silu1"], ["f"]),
+        N("MatMul", ["f", "w1"], ["h"]),
+        N("Sigmoid", ["h"], ["hs"]),
+        N("Mul", ["hs", "h"], ["silu2"]),
+        N("MatMul", ["silu2", "w2"], ["y"])],
+       [W("k", 4, 2, 3, 3), W("kb", 4), W("w1", 4 * 5 * 5, 16, scale=0.1), W("w2", 16, 5)], [2, 5, 5])
+save_model("silu_block", m, [2, 5, 5], tol=1e-4)
+
+# 22. Causal self-attention as TorchScript writes nanoGPT's: fused qkv, Split, view through Shape/Gather,
+# Transpose, q @ k^T * scale, the registered tril buffer sliced to [:, :, :T, :T], masked_fill as
+# Equal + Where(-inf), Softmax, @ v, back to (N, T, C), projection
+T, Cm, H = 5, 8, 2
+hs = Cm // H
+tril = np.tril(np.ones((16, 16), np.float32)).reshape(1, 1, 16, 16)
+
+
+def view_shape(prefix, src, dims):
+    """Shape(src) -> Gather(0) -> Unsqueeze -> Concat with constant dims: x.view(B, *dims)."""
+    return [N("Shape", [src], [prefix + "_s"]),
+            N("Gather", [prefix + "_s", "i0"], [prefix + "_b"], axis=0),
+            N("Unsqueeze", [prefix + "_b", "ax0"], [prefix + "_b1"]),
+            N("Concat", [prefix + "_b1", prefix + "_dims"], [prefix + "_shape"], axis=0)], [I64(prefix + "_dims", dims)]
+
+
+vq, iq = view_shape("vq", "x", [T, H, hs])
+vk, ik = view_shape("vk", "x", [T, H, hs])
+vv, iv = view_shape("vv", "x", [T, H, hs])
+vo, io = view_shape("vo", "x", [T, Cm])
+nodes = [N("MatMul", ["x", "wqkv"], ["qkv0"]), N("Add", ["qkv0", "bqkv"], ["qkv"]),
+         N("Split", ["qkv", "split3"], ["q0", "k0", "v0"], axis=2)] + vq + vk + vv + [
+         N("Reshape", ["q0", "vq_shape"], ["q1"]), N("Transpose", ["q1"], ["q"], perm=[0, 2, 1, 3]),
+         N("Reshape", ["k0", "vk_shape"], ["k1"]), N("Transpose", ["k1"], ["k"], perm=[0, 2, 3, 1]),
+         N("Reshape", ["v0", "vv_shape"], ["v1"]), N("Transpose", ["v1"], ["v"], perm=[0, 2, 1, 3]),
+         N("MatMul", ["q", "k"], ["att0"]), N("Mul", ["att0", "scale"], ["att1"]),
+         N("Shape", ["x"], ["xs"]), N("Gather", ["xs", "i1"], ["tlen"], axis=0),
+         N("Unsqueeze", ["tlen", "ax0"], ["t1"]),
+         N("Concat", ["t1", "t1"], ["t1t1"], axis=0),
+         N("Slice", ["bias", "zz", "t1t1", "ax23"], ["mask"]),
+         N("Equal", ["mask", "fzero"], ["isz"]),
+         N("Where", ["isz", "ninf", "att1"], ["att2"]),
+         N("Softmax", ["att2"], ["p"], axis=-1),
+         N("MatMul", ["p", "v"], ["o0"]), N("Transpose", ["o0"], ["o1"], perm=[0, 2, 1, 3])] + vo + [
+         N("Reshape", ["o1", "vo_shape"], ["o2"]), N("MatMul", ["o2", "wproj"], ["y"])]
+m = mk(nodes, [W("wqkv", Cm, 3 * Cm), W("bqkv", 3 * Cm), I64("split3", [Cm, Cm, Cm]), I64("i0", 0), I64("i1", 1),
+               I64("ax0", [0]), F32("scale", 1.0 / np.sqrt(hs)), F32("bias", tril), I64("zz", [0, 0]),
+               I64("ax23", [2, 3]), F32("fzero", 0.0), F32("ninf", -np.inf), W("wproj", Cm, Cm)] + iq + ik + iv + io,
+       [T, Cm])
+save_model("causal_attention", m, [T, Cm], tol=1e-4)
+
+# 23. Weights in an external file, as the dynamo exporter writes them (NAME.onnx.data beside NAME.onnx)
+ext_model = mk([N("Gemm", ["x", "w1", "b1"], ["h"], transB=1), N("Relu", ["h"], ["r"]),
+                N("Gemm", ["r", "w2", "b2"], ["y"], transB=1)],
+               [W("w1", 12, 6), W("b1", 12), W("w2", 3, 12), W("b2", 3)], [6])
+save_model("external_data", ext_model, [6], to_model=1, external=True)
 
 # ---- files written by torch.onnx.export ----
 try:
