@@ -348,6 +348,7 @@ static void unary(const rs_onnx_attrs *a, const float *x, float *y, size_t n)
         return;
     case RS_ONNX_CAST_INT: for (size_t i = 0; i < n; i++) y[i] = isfinite(x[i]) ? truncf(x[i]) : 0.0f; return;
     case RS_ONNX_CAST_BOOL: for (size_t i = 0; i < n; i++) y[i] = x[i] != 0.0f ? 1.0f : 0.0f; return;
+    case RS_ONNX_NOT: for (size_t i = 0; i < n; i++) y[i] = x[i] == 0.0f ? 1.0f : 0.0f; return;
     }
 }
 
@@ -365,6 +366,9 @@ static inline float binop(int op, float u, float v)
     case RS_ONNX_LESS_EQ: return u <= v ? 1.0f : 0.0f;
     case RS_ONNX_GREATER_EQ: return u >= v ? 1.0f : 0.0f;
     case RS_ONNX_FMOD: return fmodf(u, v);
+    case RS_ONNX_AND: return u != 0.0f && v != 0.0f ? 1.0f : 0.0f;
+    case RS_ONNX_OR: return u != 0.0f || v != 0.0f ? 1.0f : 0.0f;
+    case RS_ONNX_XOR: return (u != 0.0f) != (v != 0.0f) ? 1.0f : 0.0f;
     default: {
         /* integer mod as Python and ONNX's fmod=0: the result takes the divisor's sign */
         float r = fmodf(u, v);

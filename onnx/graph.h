@@ -53,12 +53,14 @@ typedef enum rs_onnx_unary {
     RS_ONNX_HARDSWISH,    /* x * hardsigmoid(x, 1/6, 1/2) */
     RS_ONNX_CAST_INT,     /* Cast of computed floats to an integer type: truncation toward zero */
     RS_ONNX_CAST_BOOL,    /* Cast to bool: x != 0 as 0/1 */
+    RS_ONNX_NOT,          /* Not on bools: x == 0 as 0/1 */
 } rs_onnx_unary;
 
 /* Comparisons give 0/1 (ONNX bool); MOD is Python's (sign of the divisor, fmod=0), FMOD C's. */
 typedef enum rs_onnx_binary {
     RS_ONNX_ADD, RS_ONNX_SUB, RS_ONNX_MUL, RS_ONNX_DIV, RS_ONNX_POW,
     RS_ONNX_EQUAL, RS_ONNX_LESS, RS_ONNX_GREATER, RS_ONNX_LESS_EQ, RS_ONNX_GREATER_EQ, RS_ONNX_MOD, RS_ONNX_FMOD,
+    RS_ONNX_AND, RS_ONNX_OR, RS_ONNX_XOR, /* on bools (0/1), as masks are combined */
 } rs_onnx_binary;
 
 typedef struct rs_onnx_shape {

@@ -300,7 +300,8 @@ void rs_onnx_ival_clear(ival *v)
  * exactly), so Range -> Equal -> Where -> Cast chains keep feeding shapes and indices. */
 static bool int_result(rs_onnx_op op, const rs_onnx_attrs *a, ival **ins, int nin, const float *out, int64_t n)
 {
-    bool cmp = op == RS_ONNX_OP_BINARY && a->sub >= RS_ONNX_EQUAL && a->sub <= RS_ONNX_GREATER_EQ;
+    bool cmp = (op == RS_ONNX_OP_BINARY && ((a->sub >= RS_ONNX_EQUAL && a->sub <= RS_ONNX_GREATER_EQ) || a->sub >= RS_ONNX_AND)) ||
+               (op == RS_ONNX_OP_UNARY && (a->sub == RS_ONNX_NOT || a->sub == RS_ONNX_CAST_BOOL));
     bool moves = op == RS_ONNX_OP_WHERE || op == RS_ONNX_OP_EXPAND || op == RS_ONNX_OP_SLICE ||
                  op == RS_ONNX_OP_TRILU || op == RS_ONNX_OP_CONCAT || op == RS_ONNX_OP_TRANSPOSE ||
                  op == RS_ONNX_OP_RESHAPE ||

@@ -651,7 +651,7 @@ static rs_status h_unary(nctx *c)
         {"Gelu", RS_ONNX_GELU}, {"Sqrt", RS_ONNX_SQRT}, {"Exp", RS_ONNX_EXP}, {"Log", RS_ONNX_LOG},
         {"Neg", RS_ONNX_NEG}, {"Abs", RS_ONNX_ABS}, {"Reciprocal", RS_ONNX_RECIPROCAL},
         {"LeakyRelu", RS_ONNX_LEAKYRELU}, {"Clip", RS_ONNX_CLIP}, {"HardSigmoid", RS_ONNX_HARDSIGMOID},
-        {"HardSwish", RS_ONNX_HARDSWISH},
+        {"HardSwish", RS_ONNX_HARDSWISH}, {"Not", RS_ONNX_NOT},
     };
     imp *p = c->p;
     rs_status st = need_inputs(c, 1, 3);
@@ -710,6 +710,9 @@ static rs_status int_binop(nctx *c, int op, int64_t u, int64_t v, int64_t *out)
     case RS_ONNX_LESS_EQ: *out = u <= v; break;
     case RS_ONNX_GREATER_EQ: *out = u >= v; break;
     case RS_ONNX_FMOD: *out = u % v; break;
+    case RS_ONNX_AND: *out = u && v; break;
+    case RS_ONNX_OR: *out = u || v; break;
+    case RS_ONNX_XOR: *out = !u != !v; break;
     default: *out = u % v != 0 && ((u % v < 0) != (v < 0)) ? u % v + v : u % v; break;
     }
     return RS_OK;
@@ -721,6 +724,7 @@ static rs_status h_binary(nctx *c)
         {"Add", RS_ONNX_ADD}, {"Sub", RS_ONNX_SUB}, {"Mul", RS_ONNX_MUL}, {"Div", RS_ONNX_DIV}, {"Pow", RS_ONNX_POW},
         {"Equal", RS_ONNX_EQUAL}, {"Less", RS_ONNX_LESS}, {"Greater", RS_ONNX_GREATER},
         {"LessOrEqual", RS_ONNX_LESS_EQ}, {"GreaterOrEqual", RS_ONNX_GREATER_EQ}, {"Mod", RS_ONNX_MOD},
+        {"And", RS_ONNX_AND}, {"Or", RS_ONNX_OR}, {"Xor", RS_ONNX_XOR},
     };
     rs_status st = need_inputs(c, 2, 2);
     if (st) return st;
@@ -1105,7 +1109,7 @@ static rs_status h_reduce(nctx *c)
 }
 
 static const struct { const char *name; rs_onnx_handler fn; } handlers[] = {
-    {"Abs", h_unary}, {"Add", h_binary}, {"AveragePool", h_pool}, {"BatchNormalization", h_batchnorm},
+    {"Abs", h_unary}, {"Add", h_binary}, {"And", h_binary}, {"AveragePool", h_pool}, {"BatchNormalization", h_batchnorm},
     {"Cast", h_cast}, {"Clip", h_unary}, {"Concat", h_concat}, {"Constant", h_constant},
     {"ConstantOfShape", h_constant_of_shape}, {"Conv", h_conv}, {"Div", h_binary}, {"Dropout", h_identity},
     {"Equal", h_binary}, {"Erf", h_unary}, {"Exp", h_unary}, {"Expand", h_expand}, {"Flatten", h_flatten},
@@ -1113,18 +1117,19 @@ static const struct { const char *name; rs_onnx_handler fn; } handlers[] = {
     {"Greater", h_binary}, {"GreaterOrEqual", h_binary}, {"HardSigmoid", h_unary}, {"HardSwish", h_unary},
     {"Identity", h_identity}, {"LayerNormalization", h_layernorm}, {"LeakyRelu", h_unary}, {"Less", h_binary},
     {"LessOrEqual", h_binary}, {"Log", h_unary}, {"LogSoftmax", h_softmax}, {"MatMul", h_matmul},
-    {"MaxPool", h_pool}, {"Mod", h_binary}, {"Mul", h_binary}, {"Neg", h_unary}, {"Pow", h_binary},
+    {"MaxPool", h_pool}, {"Mod", h_binary}, {"Mul", h_binary}, {"Neg", h_unary}, {"Not", h_unary}, {"Or", h_binary},
+    {"Pow", h_binary},
     {"Range", h_range}, {"Reciprocal", h_unary}, {"ReduceMean", h_reduce}, {"ReduceSum", h_reduce},
     {"Relu", h_unary}, {"Reshape", h_reshape}, {"Shape", h_shape}, {"Sigmoid", h_unary}, {"Slice", h_slice},
     {"Softmax", h_softmax}, {"Split", h_split}, {"Sqrt", h_unary}, {"Squeeze", h_squeeze}, {"Sub", h_binary},
     {"Tanh", h_unary}, {"Transpose", h_transpose}, {"Trilu", h_trilu}, {"Unsqueeze", h_unsqueeze},
-    {"Where", h_where},
+    {"Where", h_where}, {"Xor", h_binary},
 };
 #define NHANDLERS (sizeof handlers / sizeof *handlers)
 
 const char *rs_onnx_supported_ops(void)
 {
-    static char list[1024];
+    static char list[2048];
     if (!list[0]) {
         size_t k = 0;
         for (size_t i = 0; i < NHANDLERS && k < sizeof list; i++)

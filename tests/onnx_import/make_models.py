@@ -63,6 +63,18 @@ def save_model(name, model, in_shape, tol=1e-5, to_model=0, batches=(1, 7), exte
     manifest.append(f"good {name} {in_numel} {out_numel} {tol} {to_model}")
 
 
+def save_model_file(name, path, in_shape, tol=1e-5):
+    """save_model for a file already written in OUT (with its external data beside it)."""
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    iname = sess.get_inputs()[0].name
+    for b in (1, 7):
+        x = rng.standard_normal((b, *in_shape)).astype(np.float32)
+        y = sess.run(None, {iname: x})[0].astype(np.float32).reshape(b, -1)
+        x.tofile(os.path.join(OUT, f"{name}.b{b}.in.f32"))
+        y.tofile(os.path.join(OUT, f"{name}.b{b}.out.f32"))
+    manifest.append(f"good {name} {int(np.prod(in_shape))} {y.shape[1]} {tol} 0")
+
+
 def mk(nodes, inits, in_shape, out_name="y", opset=13, in_name="x", batch="N"):
     g = helper.make_graph(
         nodes, "g", [helper.make_tensor_value_info(in_name, TensorProto.FLOAT, [batch, *in_shape])],
@@ -402,7 +414,95 @@ if HAVE_TORCH:
             torch.onnx.export(mod, torch.randn(2, *shape), path, dynamo=False, opset_version=opset,
                               input_names=["x"], output_names=["y"], dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
             save_model(f"torch_{name}_op{opset}", onnx.load(path), list(shape), to_model=to_model)
+    # Transformer and modern CNN blocks: a nanoGPT block (causal attention with the tril buffer and
+    # masked_fill, GELU MLP, LayerNorm), a MobileNetV3 block (depthwise conv, Hardswish, squeeze-excite
+    # with Hardsigmoid), a SiLU MLP, and a block that chunks qkv and builds its mask with arange.
+    class CausalSelfAttention(nn.Module):
+        def __init__(self, C=16, nh=4, block=32):
+            super().__init__()
+            self.c_attn, self.c_proj, self.nh = nn.Linear(C, 3 * C), nn.Linear(C, C), nh
+            self.register_buffer("bias", torch.tril(torch.ones(block, block)).view(1, 1, block, block))
+
+        def forward(self, x):
+            B, T, C = x.size()
+            q, k, v = self.c_attn(x).split(C, dim=2)
+            q = q.view(B, T, self.nh, C // self.nh).transpose(1, 2)
+            k = k.view(B, T, self.nh, C // self.nh).transpose(1, 2)
+            v = v.view(B, T, self.nh, C // self.nh).transpose(1, 2)
+            att = (q @ k.transpose(-2, -1)) * (1.0 / (k.size(-1) ** 0.5))
+            att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+            y = torch.softmax(att, dim=-1) @ v
+            return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
+
+    class GPTBlock(nn.Module):
+        def __init__(self, C=16):
+            super().__init__()
+            self.ln1, self.attn, self.ln2 = nn.LayerNorm(C), CausalSelfAttention(C), nn.LayerNorm(C)
+            self.mlp = nn.Sequential(nn.Linear(C, 4 * C), nn.GELU(), nn.Linear(4 * C, C))
+
+        def forward(self, x):
+            x = x + self.attn(self.ln1(x))
+            return x + self.mlp(self.ln2(x))
+
+    class ArangeMaskAttention(nn.Module):
+        """chunk() for qkv, the causal mask from arange comparisons, integer mod for alternate heads."""
+        def __init__(self, C=12):
+            super().__init__()
+            self.qkv, self.C = nn.Linear(C, 3 * C), C
+
+        def forward(self, x):
+            T = x.shape[1]
+            q, k, v = self.qkv(x).chunk(3, dim=-1)
+            i = torch.arange(T)
+            mask = (i[:, None] >= i[None, :]) & ((i[None, :] % 2 == 0) | (i[:, None] == i[None, :]))
+            att = (q @ k.transpose(-2, -1)).masked_fill(~mask, float("-inf"))
+            return torch.softmax(att / self.C ** 0.5, dim=-1) @ v
+
+    class MBV3Block(nn.Module):
+        def __init__(self, C=8, E=24):
+            super().__init__()
+            self.expand = nn.Sequential(nn.Conv2d(C, E, 1, bias=False), nn.BatchNorm2d(E), nn.Hardswish())
+            self.dw = nn.Sequential(nn.Conv2d(E, E, 3, padding=1, groups=E, bias=False), nn.BatchNorm2d(E),
+                                    nn.Hardswish())
+            self.se = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Conv2d(E, 8, 1), nn.ReLU(), nn.Conv2d(8, E, 1),
+                                    nn.Hardsigmoid())
+            self.project = nn.Sequential(nn.Conv2d(E, C, 1, bias=False), nn.BatchNorm2d(C))
+            self.head = nn.Sequential(nn.Conv2d(C, 2 * C, 3, stride=2, padding=1, groups=C), nn.SiLU())
+
+        def forward(self, x):
+            h = self.dw(self.expand(x))
+            return self.head(x + self.project(h * self.se(h)))
+
+    silu_mlp = nn.Sequential(nn.Linear(10, 32), nn.SiLU(), nn.Linear(32, 32), nn.SiLU(), nn.Linear(32, 4)).eval()
+    mbv3 = MBV3Block().eval()
+    with torch.no_grad():
+        for mmod in mbv3.modules():
+            if isinstance(mmod, nn.BatchNorm2d):
+                mmod.running_mean.uniform_(-0.5, 0.5)
+                mmod.running_var.uniform_(0.5, 2)
+    blocks = [("gpt", GPTBlock().eval(), (7, 16)), ("arange_attn", ArangeMaskAttention().eval(), (6, 12)),
+              ("mbv3", mbv3, (8, 10, 10)), ("silu", silu_mlp, (10,))]
+    for opset in (11, 13, 17):
+        for name, mod, shape in blocks:
+            path = os.path.join(OUT, f"torch_{name}_op{opset}.onnx")
+            torch.onnx.export(mod, torch.randn(2, *shape), path, dynamo=False, opset_version=opset,
+                              input_names=["x"], output_names=["y"], dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
+            save_model(f"torch_{name}_op{opset}", onnx.load(path), list(shape), tol=1e-4)
     try:
+        import onnxscript  # noqa: F401  (the dynamo exporter needs it)
+    except Exception as e:
+        print(f"make_models: onnxscript not available ({e}); skipping the dynamo exporter's files", file=sys.stderr)
+        cases, blocks = [], []
+    try:
+        # the dynamo exporter's files, the blocks with their weights in NAME.onnx.data as it writes them
+        for name, mod, shape in blocks:
+            path = os.path.join(OUT, f"torch_{name}_dynamo18.onnx")
+            batch = torch.export.Dim("batch", min=1, max=1024)
+            prog = torch.onnx.export(mod, (torch.randn(2, *shape),), dynamo=True, opset_version=18,
+                                     input_names=["x"], output_names=["y"], dynamic_shapes=({0: batch},))
+            prog.save(path, external_data=True)
+            assert os.path.exists(path + ".data"), "the exporter wrote no external data file"
+            save_model_file(f"torch_{name}_dynamo18", path, list(shape), tol=1e-4)
         for name, mod, shape, to_model in cases:
             path = os.path.join(OUT, f"torch_{name}_dynamo18.onnx")
             batch = torch.export.Dim("batch", min=1, max=1024)
