@@ -565,6 +565,53 @@ bad("bad_two_inputs", helper.make_model(helper.make_graph(
 bad("bad_defined_twice", mk([N("Relu", ["x"], ["y"]), N("Tanh", ["x"], ["y"])], [], [4]), "defined twice")
 bad("bad_no_graph", onnx.ModelProto(ir_version=8), "no graph")
 
+
+
+def ext_bad(name, location, substring, offset=0, length=None, data_bytes=None):
+    """A model whose initializer 'w1' (12x6 floats) lives in an external file that is wrong somehow."""
+    w1 = W("w1", 12, 6)
+    raw = w1.raw_data
+    w1.ClearField("raw_data")
+    w1.data_location = TensorProto.EXTERNAL
+    for k, v in (("location", location), ("offset", str(offset)), ("length", str(len(raw) if length is None else length))):
+        e = w1.external_data.add()
+        e.key, e.value = k, v
+    if data_bytes is not None:
+        with open(os.path.join(OUT, name + ".bin"), "wb") as f:
+            f.write(data_bytes(raw))
+    bad(name, mk([N("Gemm", ["x", "w1"], ["y"], transB=1, name="fc")], [w1], [6]), substring)
+
+
+ext_bad("bad_ext_truncated", "bad_ext_truncated.bin",
+        "initializer 'w1': external data (offset 0, length 288) runs past the end", data_bytes=lambda r: r[:100])
+ext_bad("bad_ext_offset", "bad_ext_offset.bin",
+        "initializer 'w1': external data (offset 64, length 288) runs past the end", offset=64, data_bytes=lambda r: r)
+ext_bad("bad_ext_traversal", "../bad_ext_traversal.bin",
+        "initializer 'w1': external data location '../bad_ext_traversal.bin' leaves the model's folder")
+ext_bad("bad_ext_traversal_inner", "sub/../../x.bin", "initializer 'w1': external data location 'sub/../../x.bin' leaves")
+ext_bad("bad_ext_absolute", "/etc/hostname", "initializer 'w1': external data location '/etc/hostname' leaves")
+ext_bad("bad_ext_missing", "no_such_file.onnx.data", "initializer 'w1': external data file")
+ext_bad("bad_ext_length", "bad_ext_length.bin", "initializer 'w1': external data length 200 does not match",
+        length=200, data_bytes=lambda r: r)
+bad("bad_split_sizes", mk([N("Split", ["x", "sp"], ["a", "b"], axis=1, name="split_qkv"), N("Add", ["a", "b"], ["y"])],
+                          [I64("sp", [2, 2])], [6]),
+    "node 'split_qkv' (Split): split sizes (2 of them, total 4) do not cover dimension 1 of size 6")
+bad("bad_split_batch", mk([N("Split", ["x"], ["a", "b"], axis=0, name="split_b"), N("Add", ["a", "b"], ["y"])], [], [6]),
+    "node 'split_b' (Split): splitting the batch dimension")
+bad("bad_mod_float", mk([N("Mod", ["x", "m"], ["y"], name="modf")], [W("m", 6)], [6]),
+    "node 'modf' (Mod): fmod=0 is for integer inputs")
+bad("bad_slice_batch", mk([N("Slice", ["x", "s0", "s1", "a0"], ["y"], name="rows")],
+                          [I64("s0", [1]), I64("s1", [3]), I64("a0", [0])], [6]),
+    "node 'rows' (Slice): slicing the batch dimension")
+bad("bad_trilu_upper", mk([N("Trilu", ["x"], ["y"], upper=2, name="tri")], [], [4, 4], opset=14),
+    "node 'tri' (Trilu): upper must be 0 or 1")
+bad("bad_range_dynamic", mk([N("ReduceSum", ["x"], ["s"], axes=[1], keepdims=0, name="sum"),
+                             N("Range", ["z", "s", "one"], ["y"], name="rng")],
+                            [F32("z", 0.0), F32("one", 1.0)], [4]),
+    "node 'rng' (Range): input 1 must be a scalar constant")
+bad("bad_unsupported_opset", mk([N("NonZero", ["x"], ["y"], name="nz")], [], [4], opset=11),
+    "unsupported operator 'NonZero' (node 'nz', opset 11)")
+
 with open(os.path.join(OUT, "manifest.txt"), "w") as f:
     f.write("\n".join(manifest) + "\n")
 print(f"make_models: {len(manifest)} files in {OUT}")
