@@ -473,6 +473,24 @@ if HAVE_TORCH:
             h = self.dw(self.expand(x))
             return self.head(x + self.project(h * self.se(h)))
 
+    class Tokens(nn.Module):
+        """ViT-style: a class token expanded to the batch, Concat, positions from arange, Cast chains."""
+        def __init__(self, C=6):
+            super().__init__()
+            self.cls, self.pos = nn.Parameter(torch.randn(1, 1, C)), nn.Parameter(torch.randn(1, 6, C) * 0.1)
+            self.fc = nn.Linear(C, 3)
+
+        def forward(self, x):
+            h = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1) + self.pos
+            h = h * (h > 0).float() + h.long().float() * 0.1 + torch.arange(h.shape[1]).float()[None, :, None] * 0.01
+            return self.fc(h)
+
+    class TrilScores(nn.Module):
+        """tril/triu of computed scores (Trilu, opset 14 on)."""
+        def forward(self, x):
+            s = x @ x.transpose(-1, -2)
+            return torch.tril(s, -1) + torch.triu(s, 2) * 0.5
+
     silu_mlp = nn.Sequential(nn.Linear(10, 32), nn.SiLU(), nn.Linear(32, 32), nn.SiLU(), nn.Linear(32, 4)).eval()
     mbv3 = MBV3Block().eval()
     with torch.no_grad():
@@ -481,9 +499,12 @@ if HAVE_TORCH:
                 mmod.running_mean.uniform_(-0.5, 0.5)
                 mmod.running_var.uniform_(0.5, 2)
     blocks = [("gpt", GPTBlock().eval(), (7, 16)), ("arange_attn", ArangeMaskAttention().eval(), (6, 12)),
-              ("mbv3", mbv3, (8, 10, 10)), ("silu", silu_mlp, (10,))]
+              ("mbv3", mbv3, (8, 10, 10)), ("silu", silu_mlp, (10,)), ("tokens", Tokens().eval(), (5, 6)),
+              ("tril", TrilScores().eval(), (5, 4))]
     for opset in (11, 13, 17):
         for name, mod, shape in blocks:
+            if name == "tril" and opset < 14:
+                continue  # aten::tril exports from opset 14 (Trilu) on
             path = os.path.join(OUT, f"torch_{name}_op{opset}.onnx")
             torch.onnx.export(mod, torch.randn(2, *shape), path, dynamo=False, opset_version=opset,
                               input_names=["x"], output_names=["y"], dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
