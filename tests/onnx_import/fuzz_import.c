@@ -1,7 +1,8 @@
 /* Fuzz target for the ONNX importer: any bytes must either be refused with a message and no graph, or
  * import into a graph that runs (batch 1 or its fixed batch) without touching memory it does not own.
  * Seeds are small valid models built here with protobuf-c: an MLP, the exporters' Shape -> Gather ->
- * Unsqueeze -> Concat -> Reshape chain, a conv/pool chain and a LayerNormalization/Softmax head. */
+ * Unsqueeze -> Concat -> Reshape chain, a conv/pool chain, a LayerNormalization/Softmax head, and the
+ * mask patterns of attention blocks (Split, Range, Mod, Equal, Trilu, Where, Expand, Cast, HardSwish). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -200,7 +201,7 @@ static rs_fuzz_seed pack(mb *b)
 
 size_t rs_fuzz_seeds(const rs_fuzz_seed **seeds)
 {
-    static rs_fuzz_seed s[4];
+    static rs_fuzz_seed s[5];
     static mb b;
     static const int64_t w1[] = {8, 12}, b1[] = {8}, w2[] = {3, 8}, b2[] = {3};
     static const int64_t mlp_in[] = {0, 3, 4};
@@ -248,6 +249,33 @@ size_t rs_fuzz_seeds(const rs_fuzz_seed **seeds)
     attr_i(&b, node(&b, "Softmax", "m", NULL, NULL, "y"), "axis", 1);
     init_f(&b, "g", g6, 1), init_f(&b, "bb", g6, 1);
     s[3] = pack(&b);
+
+    /* what torch writes for attention masks: Split (two outputs), Range/Mod/Equal folded to a bool
+     * mask, Trilu, Where, Expand of a constant, Cast, HardSwish */
+    static const int64_t xin[] = {0, 4, 6}, split[] = {2, 4}, two_d[] = {2}, r0[] = {0}, r4[] = {4}, r1[] = {1};
+    static const int64_t two[] = {2}, e41[] = {4, 1}, eshape[] = {4, 4}, c1[] = {1};
+    mb_init(&b, 14, xin, 3);
+    Onnx__NodeProto *sp = node(&b, "Split", "x", "split", NULL, "a");
+    attr_i(&b, sp, "axis", 2);
+    const char **souts = malloc(2 * sizeof(char *));
+    souts[0] = "a", souts[1] = "bq";
+    b.strs[b.nstr++] = (char *)souts;
+    sp->output = (char **)souts;
+    sp->n_output = 2;
+    node(&b, "Range", "r0", "r4", "r1", "pos");
+    node(&b, "Mod", "pos", "two", NULL, "odd");
+    node(&b, "Equal", "odd", "r0", NULL, "ev");
+    attr_i(&b, node(&b, "Trilu", "bq", NULL, NULL, "tri"), "upper", 0);
+    node(&b, "Where", "ev", "tri", "c0", "w");
+    node(&b, "Expand", "e41", "eshape", NULL, "e");
+    node(&b, "Add", "w", "e", NULL, "sum");
+    attr_i(&b, node(&b, "Cast", "sum", NULL, NULL, "cf"), "to", 1);
+    node(&b, "HardSwish", "cf", NULL, NULL, "h");
+    attr_i(&b, node(&b, "Softmax", "h", NULL, NULL, "y"), "axis", -1);
+    init_i(&b, "split", split, 2, two_d, 1), init_i(&b, "r0", r0, 1, NULL, 0), init_i(&b, "r4", r4, 1, NULL, 0);
+    init_i(&b, "r1", r1, 1, NULL, 0), init_i(&b, "two", two, 1, NULL, 0), init_i(&b, "eshape", eshape, 2, two_d, 1);
+    init_f(&b, "e41", e41, 2), init_f(&b, "c0", c1, 0);
+    s[4] = pack(&b);
     *seeds = s;
-    return 4;
+    return 5;
 }
