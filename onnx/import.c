@@ -26,11 +26,11 @@ rs_status rs_onnx_fail(imp *p, rs_status code, const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     if (p->node && p->node->name && *p->node->name)
-        return rs_err_set(p->err, code, "%s: node '%s' (%s): %s", p->file, p->node->name,
-                          rs_onnx_str_or(p->node->op_type, "?"), msg);
+        return rs_err_set(p->err, code, "%s: node '%s' (%s, opset %lld): %s", p->file, p->node->name,
+                          rs_onnx_str_or(p->node->op_type, "?"), (long long)p->opset, msg);
     if (p->node)
-        return rs_err_set(p->err, code, "%s: node #%d (%s, unnamed): %s", p->file, p->node_index,
-                          rs_onnx_str_or(p->node->op_type, "?"), msg);
+        return rs_err_set(p->err, code, "%s: node #%d (%s, opset %lld, unnamed): %s", p->file, p->node_index,
+                          rs_onnx_str_or(p->node->op_type, "?"), (long long)p->opset, msg);
     return rs_err_set(p->err, code, "%s: %s", p->file, msg);
 }
 
@@ -333,7 +333,8 @@ rs_status rs_onnx_emit(nctx *c, rs_onnx_op op, const rs_onnx_attrs *a, ival **in
     }
     rs_onnx_shape os;
     rs_err e2 = {0};
-    if (rs_onnx_infer(&n, is, RS_ONNX_BATCH, &os, &e2)) return rs_err_set(p->err, e2.code, "%s: %s", p->file, e2.msg);
+    if (rs_onnx_infer(&n, is, RS_ONNX_BATCH, &os, &e2))
+        return rs_err_set(p->err, e2.code, "%s: %s (opset %lld)", p->file, e2.msg, (long long)p->opset);
     int64_t on = rs_onnx_shape_numel(&os, 1);
     if (on < 0) return rs_onnx_fail(p, RS_ERR_SHAPE, "output would exceed 2^31 elements");
     int batch_dims = 0;

@@ -66,7 +66,7 @@ static inline bool rs_onnx_is_const(const ival *v) { return v && (v->kind == IV_
 
 /* import.c */
 
-/* Sets p->err to "file: node 'name' (op): message" (the node part when a node is being imported). */
+/* Sets p->err to "file: node 'name' (Op, opset N): message" (the node part when a node is being imported). */
 rs_status rs_onnx_fail(imp *p, rs_status code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* A name for an ONNX element type number, for the importer's messages. */
 const char *rs_onnx_import_dtype_name(int t);

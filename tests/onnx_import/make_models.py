@@ -616,20 +616,20 @@ ext_bad("bad_ext_length", "bad_ext_length.bin", "initializer 'w1': external data
         length=200, data_bytes=lambda r: r)
 bad("bad_split_sizes", mk([N("Split", ["x", "sp"], ["a", "b"], axis=1, name="split_qkv"), N("Add", ["a", "b"], ["y"])],
                           [I64("sp", [2, 2])], [6]),
-    "node 'split_qkv' (Split): split sizes (2 of them, total 4) do not cover dimension 1 of size 6")
+    "node 'split_qkv' (Split, opset 13): split sizes (2 of them, total 4) do not cover dimension 1 of size 6")
 bad("bad_split_batch", mk([N("Split", ["x"], ["a", "b"], axis=0, name="split_b"), N("Add", ["a", "b"], ["y"])], [], [6]),
-    "node 'split_b' (Split): splitting the batch dimension")
+    "node 'split_b' (Split, opset 13): splitting the batch dimension")
 bad("bad_mod_float", mk([N("Mod", ["x", "m"], ["y"], name="modf")], [W("m", 6)], [6]),
-    "node 'modf' (Mod): fmod=0 is for integer inputs")
+    "node 'modf' (Mod, opset 13): fmod=0 is for integer inputs")
 bad("bad_slice_batch", mk([N("Slice", ["x", "s0", "s1", "a0"], ["y"], name="rows")],
                           [I64("s0", [1]), I64("s1", [3]), I64("a0", [0])], [6]),
-    "node 'rows' (Slice): slicing the batch dimension")
+    "node 'rows' (Slice, opset 13): slicing the batch dimension")
 bad("bad_trilu_upper", mk([N("Trilu", ["x"], ["y"], upper=2, name="tri")], [], [4, 4], opset=14),
-    "node 'tri' (Trilu): upper must be 0 or 1")
+    "node 'tri' (Trilu, opset 14): upper must be 0 or 1")
 bad("bad_range_dynamic", mk([N("ReduceSum", ["x"], ["s"], axes=[1], keepdims=0, name="sum"),
                              N("Range", ["z", "s", "one"], ["y"], name="rng")],
                             [F32("z", 0.0), F32("one", 1.0)], [4]),
-    "node 'rng' (Range): input 1 must be a scalar constant")
+    "node 'rng' (Range, opset 13): input 1 must be a scalar constant")
 bad("bad_unsupported_opset", mk([N("NonZero", ["x"], ["y"], name="nz")], [], [4], opset=11),
     "unsupported operator 'NonZero' (node 'nz', opset 11)")
 
