@@ -80,9 +80,44 @@ void rs_onnx_ival_clear(ival *v);
  * known. The result goes to c->res. */
 rs_status rs_onnx_emit(nctx *c, rs_onnx_op op, const rs_onnx_attrs *a, ival **ins, int nin);
 
-/* import_ops.c */
+/* import_ops.c: the handler table, and the attribute and input helpers every handler uses */
 
 /* The handler for an ONNX operator type; NULL when unsupported (see rs_onnx_supported_ops). */
 rs_onnx_handler rs_onnx_op_handler(const char *op_type);
+/* The node's attribute called name, or NULL. */
+const Onnx__AttributeProto *rs_onnx_attr(const Onnx__NodeProto *np, const char *name);
+/* Typed attributes of the node being imported, def when absent; a wrong type is an error. */
+rs_status rs_onnx_attr_int(imp *p, const char *name, int64_t def, int64_t *out);
+rs_status rs_onnx_attr_float(imp *p, const char *name, float def, float *out);
+/* An ints attribute of at most max values into out; *n = -1 when absent. */
+rs_status rs_onnx_attr_ints(imp *p, const char *name, int64_t *out, int max, int *n);
+/* A string attribute (in a per-thread buffer, cut at 63 bytes), def when absent. */
+const char *rs_onnx_attr_str(imp *p, const char *name, const char *def);
+/* axis in [-rank, rank) made non-negative. */
+rs_status rs_onnx_norm_axis(imp *p, int64_t axis, int rank, int *out);
+/* A view of x with shape s: constants are copied, computed values get a RESHAPE node. */
+rs_status rs_onnx_reshape_to(nctx *c, ival *x, const rs_onnx_shape *s);
+/* Checks the node has lo..hi inputs with the first lo present. */
+rs_status rs_onnx_need_inputs(nctx *c, int lo, int hi);
+/* A 1-d constant of at most max integers (axes, shapes, pads); RS_ONNX_BATCH only where allow_batch. */
+rs_status rs_onnx_const_ints(nctx *c, const ival *v, const char *what, int64_t *out, int max, int *n, bool allow_batch);
+/* axes from the attribute (before opset 13/18) or the second input; *n = -1 when there are none. */
+rs_status rs_onnx_get_axes(nctx *c, int64_t *axes, int *n);
+
+/* import_shape.c: shape and data-movement operators */
+
+rs_status rs_onnx_h_shape(nctx *c);
+rs_status rs_onnx_h_gather(nctx *c);
+rs_status rs_onnx_h_unsqueeze(nctx *c);
+rs_status rs_onnx_h_squeeze(nctx *c);
+rs_status rs_onnx_h_flatten(nctx *c);
+rs_status rs_onnx_h_reshape(nctx *c);
+rs_status rs_onnx_h_concat(nctx *c);
+rs_status rs_onnx_h_slice(nctx *c);
+rs_status rs_onnx_h_split(nctx *c);
+rs_status rs_onnx_h_where(nctx *c);
+rs_status rs_onnx_h_expand(nctx *c);
+rs_status rs_onnx_h_range(nctx *c);
+rs_status rs_onnx_h_trilu(nctx *c);
 
 #endif
