@@ -135,6 +135,9 @@ rs_status rs_onnx_infer(const rs_onnx_node *n, const rs_onnx_shape *const *in, i
  * optional input. Used by run and, on constants, by the importer's folding. */
 rs_status rs_onnx_exec(const rs_onnx_node *n, const float *const *ins, const rs_onnx_shape *const *in_shapes,
                        float *out, const rs_onnx_shape *out_shape, rs_err *err);
+/* Sets err to "node 'name' (Op): message" and returns code. */
+rs_status rs_onnx_node_err(rs_err *err, rs_status code, const rs_onnx_node *n, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 /* Elements of s with the batch set to `batch`; -1 when it reaches RS_ONNX_MAX_ELEMS. */
 int64_t rs_onnx_shape_numel(const rs_onnx_shape *s, int64_t batch);
 /* "(N, 3, 28, 28)" */
