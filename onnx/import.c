@@ -6,6 +6,7 @@
 #include "import_internal.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -187,6 +188,20 @@ static rs_status read_external(imp *p, const Onnx__TensorProto *t, const char *w
     char path[4096];
     if ((size_t)snprintf(path, sizeof path, "%s/%s", p->dir, loc) >= sizeof path)
         return rs_onnx_fail(p, RS_ERR_FORMAT, "%s: external data path too long", what);
+    /* a link inside the folder must not lead out of it either */
+    char *real_dir = realpath(p->dir, NULL), *real_file = realpath(path, NULL);
+    if (!real_file) {
+        int e = errno;
+        free(real_dir);
+        return rs_onnx_fail(p, RS_ERR_IO, "%s: external data file '%s': %s", what, path, strerror(e));
+    }
+    size_t dl = real_dir ? strlen(real_dir) : 0;
+    bool inside = real_dir && !strncmp(real_file, real_dir, dl) && (real_file[dl] == '/' || (dl == 1 && real_dir[0] == '/'));
+    free(real_dir);
+    free(real_file);
+    if (!inside)
+        return rs_onnx_fail(p, RS_ERR_FORMAT, "%s: external data location '%.100s' leads out of the model's folder "
+                            "(through a link); refused", what, loc);
     FILE *f = fopen(path, "rb");
     if (!f) return rs_onnx_fail(p, RS_ERR_IO, "%s: external data file '%s': %s", what, path, strerror(errno));
     long size = -1;

@@ -612,6 +612,16 @@ ext_bad("bad_ext_traversal", "../bad_ext_traversal.bin",
 ext_bad("bad_ext_traversal_inner", "sub/../../x.bin", "initializer 'w1': external data location 'sub/../../x.bin' leaves")
 ext_bad("bad_ext_absolute", "/etc/hostname", "initializer 'w1': external data location '/etc/hostname' leaves")
 ext_bad("bad_ext_missing", "no_such_file.onnx.data", "initializer 'w1': external data file")
+# a link inside the model's folder (OUT/linked/) that leads out of it, to a file that exists (OUT/outside.bin)
+os.makedirs(os.path.join(OUT, "linked"), exist_ok=True)
+with open(os.path.join(OUT, "outside.bin"), "wb") as f:
+    f.write(bytes(288))
+try:
+    os.symlink("../outside.bin", os.path.join(OUT, "linked", "bad_ext_link.bin"))
+    ext_bad("linked/bad_ext_link", "bad_ext_link.bin",
+            "initializer 'w1': external data location 'bad_ext_link.bin' leads out of the model's folder")
+except OSError as e:
+    print(f"make_models: cannot make a symbolic link here ({e}); the link case is skipped", file=sys.stderr)
 ext_bad("bad_ext_length", "bad_ext_length.bin", "initializer 'w1': external data length 200 does not match",
         length=200, data_bytes=lambda r: r)
 bad("bad_split_sizes", mk([N("Split", ["x", "sp"], ["a", "b"], axis=1, name="split_qkv"), N("Add", ["a", "b"], ["y"])],
