@@ -250,7 +250,15 @@ m = mk([N("Range", ["r0", "r6", "r1"], ["pos"]),                 # [0..5] int64
         N("Cast", ["x"], ["xb"], to=TensorProto.BOOL),
         N("Cast", ["xb"], ["xbf"], to=TensorProto.FLOAT),
         N("Add", ["w3", "xif"], ["w4"]),
-        N("Add", ["w4", "xbf"], ["y"])],
+        N("Add", ["w4", "xbf"], ["w5"]),
+        N("Cast", ["x"], ["x32"], to=TensorProto.INT32),            # float -> int32 -> double -> float
+        N("Cast", ["x32"], ["x32d"], to=TensorProto.DOUBLE),
+        N("Cast", ["x32d"], ["x32f"], to=TensorProto.FLOAT),
+        N("Cast", ["pos"], ["pos32"], to=TensorProto.INT32),        # folded: int64 -> int32 -> bool -> float
+        N("Cast", ["pos32"], ["posb"], to=TensorProto.BOOL),
+        N("Cast", ["posb"], ["posbf"], to=TensorProto.FLOAT),
+        N("Mul", ["x32f", "posbf"], ["w6"]),
+        N("Add", ["w5", "w6"], ["y"])],
        [I64("r0", 0), I64("r6", 6), I64("r1", 1), I64("two", 2), I64("zero", 0), F32("mf", 0.7)], [6])
 save_model("range_mod_where_cast", m, [6])
 
