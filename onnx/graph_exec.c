@@ -1,7 +1,7 @@
 /* The kernels of imported ONNX graphs (see graph.h), one per op, behind rs_onnx_exec. Products and
- * convolutions go to the engine's CPU kernels (OpenBLAS sgemm, im2col conv, pools) or, for depthwise
- * convolutions, a direct loop; the rest are plain loops that follow the ONNX operator definitions,
- * written for clarity first since imported graphs are small. */
+ * convolutions go to the engine's CPU kernels (OpenBLAS sgemm, im2col conv, pools); the rest are plain
+ * loops that follow the ONNX operator definitions, written for clarity first since imported graphs are
+ * small. */
 #include "graph.h"
 
 #include <float.h>
@@ -202,37 +202,6 @@ static rs_conv_geom window_geom(const rs_onnx_attrs *a, const rs_onnx_shape *xs,
                           .ph = a->pt, .pw = a->pl, .oh = two ? (int)ys->d[2] : 1, .ow = (int)ys->d[ys->rank - 1]};
 }
 
-/* Depthwise convolution (one input channel per group, MobileNet's 3x3 layers): a direct loop per output
- * plane, which beats an im2col product of one channel. Output channel o reads input channel o / M. */
-static rs_status depthwise(const rs_onnx_attrs *a, const rs_conv_geom *g, int B, const float *x, const float *w,
-                           const float *bias, float *y)
-{
-    int M = g->oc / g->c;
-    size_t planes = (size_t)B * g->oc;
-    #pragma omp parallel for schedule(static) if (planes * g->oh * g->ow >= 65536)
-    for (size_t p = 0; p < planes; p++) {
-        int o = (int)(p % (size_t)g->oc);
-        const float *xp = x + (p / (size_t)g->oc * g->c + (size_t)(o / M)) * g->h * g->w;
-        const float *wp = w + (size_t)o * g->kh * g->kw;
-        float *yp = y + p * g->oh * g->ow, b0 = bias ? bias[o] : 0.0f;
-        for (int oy = 0; oy < g->oh; oy++)
-            for (int ox = 0; ox < g->ow; ox++) {
-                int y0 = oy * g->sh - a->pt, x0 = ox * g->sw - a->pl;
-                float s = 0.0f;
-                for (int ki = 0; ki < g->kh; ki++) {
-                    int iy = y0 + ki;
-                    if (iy < 0 || iy >= g->h) continue;
-                    for (int kj = 0; kj < g->kw; kj++) {
-                        int ix = x0 + kj;
-                        if (ix >= 0 && ix < g->w) s += xp[iy * g->w + ix] * wp[ki * g->kw + kj];
-                    }
-                }
-                yp[oy * g->ow + ox] = s + b0;
-            }
-    }
-    return RS_OK;
-}
-
 static rs_status conv_op(const rs_onnx_node *n, const float *x, const rs_onnx_shape *xs, const float *w,
                          const float *bias, float *y, const rs_onnx_shape *ys, rs_err *err)
 {
@@ -250,9 +219,10 @@ static rs_status conv_op(const rs_onnx_node *n, const float *x, const rs_onnx_sh
         free(ws);
         return RS_OK;
     }
-    if (g.c == G) return depthwise(a, &g, B, x, w, bias, y);
-    /* grouped: per sample and group, the input channels, weights and outputs are contiguous slices,
-     * which the engine's kernel takes as a batch of one */
+    /* grouped (depthwise included): per sample and group, the input channels, weights and outputs are
+     * contiguous slices, which the engine's kernel takes as a batch of one. (Tried for depthwise: a
+     * direct loop, per tap a row segment multiply-add; 8.0 ms against this path's 5.8 ms for 8 x 96 x
+     * 56 x 56, 3x3, 2 threads, as OpenBLAS's product runs AVX2 and the loop only SSE2 here.) */
     rs_conv_geom gg = g;
     gg.c = g.c / G;
     gg.oc = g.oc / G;
