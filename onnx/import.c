@@ -104,12 +104,17 @@ static rs_status materialize(imp *p, ival *v, const char *name, int *vid)
     return RS_OK;
 }
 
-static char *node_name(const Onnx__NodeProto *np, int k)
+/* The file's node name, or "OpType_k"; ":o" after it for output o > 0 of a multi-output node (Split),
+ * which becomes one graph node per output. */
+static char *node_name(const Onnx__NodeProto *np, int k, int o)
 {
     char buf[96];
-    if (np->name && *np->name) return strdup(np->name);
-    snprintf(buf, sizeof buf, "%.60s_%d", rs_onnx_str_or(np->op_type, "node"), k);
-    return strdup(buf);
+    const char *base = np->name && *np->name ? np->name : buf;
+    if (base == buf) snprintf(buf, sizeof buf, "%.60s_%d", rs_onnx_str_or(np->op_type, "node"), k);
+    size_t n = strlen(base) + 16;
+    char *s = malloc(n);
+    if (s) snprintf(s, n, o > 0 ? "%s:%d" : "%s", base, o);
+    return s;
 }
 
 /* ---- tensors from the file ---- */
@@ -415,7 +420,7 @@ rs_status rs_onnx_emit(nctx *c, rs_onnx_op op, const rs_onnx_attrs *a, ival **in
     const char *oname = (size_t)c->out_index < c->np->n_output ? c->np->output[c->out_index] : "";
     int out = add_value(p, oname, &os, NULL);
     if (out < 0) return rs_onnx_fail(p, RS_ERR_NOMEM, "out of memory");
-    n.name = node_name(c->np, c->index);
+    n.name = node_name(c->np, c->index, c->out_index);
     n.op_type = strdup(rs_onnx_str_or(c->np->op_type, "?"));
     n.out = out;
     if (!n.name || !n.op_type) {
