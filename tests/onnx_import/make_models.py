@@ -290,6 +290,13 @@ m = mk([N("Shape", ["x"], ["s"]),
         W("scale", 3, 1)], [4])
 save_model("expand", m, [4])
 
+# 18b. Slice of computed values over several axes: the batch taken whole, a stride, a negative step
+m = mk([N("Slice", ["x", "st", "en", "ax", "sp"], ["s"]),
+        N("Slice", ["s", "st2", "en2"], ["y"])],
+       [I64("st", [0, 1, -1]), I64("en", [2 ** 63 - 1, 5, -2 ** 63]), I64("ax", [0, 1, 2]), I64("sp", [1, 2, -2]),
+        I64("st2", [0, 0, 1]), I64("en2", [2 ** 63 - 1, 2, 3])], [6, 8])
+save_model("slice_nd", m, [6, 8])
+
 # 19. HardSigmoid (alpha, beta) and HardSwish
 m = mk([N("HardSigmoid", ["x"], ["hs"], alpha=0.3, beta=0.4),
         N("HardSwish", ["x"], ["hw"]),
