@@ -51,10 +51,10 @@ void rs_cpu_gelu_bwd(const float *in, const float *dout, float *din, size_t n)
  * hidden layer of every block). */
 #define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
 #define GELU_A 0.044715f
+#define SPAN 4096 /* elements per call of a cloned span function */
 
-void rs_cpu_gelu_tanh_fwd(const float *in, float *out, size_t n)
+RS_CPU_CLONES static void gelu_tanh_fwd_span(const float *in, float *out, size_t n)
 {
-    #pragma omp parallel for schedule(static) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) {
         float x = in[i];
         float en = rs_vexpf(-2.0f * GELU_K * (x + GELU_A * x * x * x));
@@ -64,15 +64,34 @@ void rs_cpu_gelu_tanh_fwd(const float *in, float *out, size_t n)
 
 /* d/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) u', t = tanh(u), u' = sqrt(2/pi) (1 + 3 * 0.044715 x^2);
  * with g = sigmoid(2u) = (1 + t)/2 and 1 - g = g e^{-2u}: d/dx = g + 2 x g (1 - g) u'. */
-void rs_cpu_gelu_tanh_bwd(const float *in, const float *dout, float *din, size_t n)
+RS_CPU_CLONES static void gelu_tanh_bwd_span(const float *in, const float *dout, float *din, size_t n)
 {
-    #pragma omp parallel for schedule(static) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) {
         float x = in[i], x2 = x * x;
         float en = rs_vexpf(-2.0f * GELU_K * (x + GELU_A * x2 * x));
         float g = 1.0f / (1.0f + en), g1 = en * g;
         float du = GELU_K * (1.0f + 3.0f * GELU_A * x2);
         din[i] = dout[i] * (g + 2.0f * x * g * g1 * du);
+    }
+}
+
+void rs_cpu_gelu_tanh_fwd(const float *in, float *out, size_t n)
+{
+    const size_t spans = (n + SPAN - 1) / SPAN;
+    #pragma omp parallel for schedule(static) if (n >= PAR_MIN)
+    for (size_t b = 0; b < spans; b++) {
+        size_t i0 = b * SPAN;
+        gelu_tanh_fwd_span(in + i0, out + i0, n - i0 < SPAN ? n - i0 : SPAN);
+    }
+}
+
+void rs_cpu_gelu_tanh_bwd(const float *in, const float *dout, float *din, size_t n)
+{
+    const size_t spans = (n + SPAN - 1) / SPAN;
+    #pragma omp parallel for schedule(static) if (n >= PAR_MIN)
+    for (size_t b = 0; b < spans; b++) {
+        size_t i0 = b * SPAN;
+        gelu_tanh_bwd_span(in + i0, dout + i0, din + i0, n - i0 < SPAN ? n - i0 : SPAN);
     }
 }
 

@@ -60,52 +60,132 @@ void rs_cpu_embed_bwd(const int32_t *tok, const float *dout, float *dwte, float 
     }
 }
 
-/* ---- row helpers (partial sums in independent lanes so they vectorize without -ffast-math) ---- */
+/* ---- row helpers: 8 independent lanes (element j goes to lane j % 8) so they vectorize without
+ *      -ffast-math; the tail is padded with the neutral value into one more full step, which keeps
+ *      the lanes in registers and gives the same bits as adding the tail one by one. ---- */
 
-static float row_max(const float *x, int n)
+static inline float row_max(const float *x, int n)
 {
-    float m[8];
+    float m[8], tail[8];
     for (int l = 0; l < 8; l++) m[l] = x[0];
     int j = 0;
     for (; j + 8 <= n; j += 8)
         for (int l = 0; l < 8; l++) m[l] = x[j + l] > m[l] ? x[j + l] : m[l];
-    for (int l = 0; j < n; j++, l++) m[l] = x[j] > m[l] ? x[j] : m[l];
-    for (int l = 1; l < 8; l++) m[0] = m[l] > m[0] ? m[l] : m[0];
+    if (j < n) {
+        for (int l = 0; l < 8; l++) tail[l] = j + l < n ? x[j + l] : -INFINITY;
+        for (int l = 0; l < 8; l++) m[l] = tail[l] > m[l] ? tail[l] : m[l];
+    }
+    for (int w = 4; w > 0; w /= 2)
+        for (int l = 0; l < w; l++) m[l] = m[l + w] > m[l] ? m[l + w] : m[l];
     return m[0];
 }
 
-static float row_sum(const float *x, int n)
+static inline float row_sum(const float *x, int n)
 {
-    float acc[8] = {0};
+    float acc[8] = {0}, tail[8];
     int j = 0;
     for (; j + 8 <= n; j += 8)
         for (int l = 0; l < 8; l++) acc[l] += x[j + l];
-    for (int l = 0; j < n; j++, l++) acc[l] += x[j];
+    if (j < n) {
+        for (int l = 0; l < 8; l++) tail[l] = j + l < n ? x[j + l] : 0.0f;
+        for (int l = 0; l < 8; l++) acc[l] += tail[l];
+    }
     for (int w = 4; w > 0; w /= 2)
         for (int l = 0; l < w; l++) acc[l] += acc[l + w];
     return acc[0];
 }
 
-static float row_dot(const float *x, const float *y, int n)
+static inline float row_dot(const float *x, const float *y, int n)
 {
-    float acc[8] = {0};
+    float acc[8] = {0}, tail[8];
     int j = 0;
     for (; j + 8 <= n; j += 8)
         for (int l = 0; l < 8; l++) acc[l] += x[j + l] * y[j + l];
-    for (int l = 0; j < n; j++, l++) acc[l] += x[j] * y[j];
+    if (j < n) {
+        for (int l = 0; l < 8; l++) tail[l] = j + l < n ? x[j + l] * y[j + l] : 0.0f;
+        for (int l = 0; l < 8; l++) acc[l] += tail[l];
+    }
     for (int w = 4; w > 0; w /= 2)
         for (int l = 0; l < w; l++) acc[l] += acc[l + w];
     return acc[0];
 }
 
-/* Row t of the scores (already scaled) -> probabilities over keys [0, n), zeros on [n, T). */
-static void softmax_causal_row(float *row, int n, int T)
+/* Rows [t0, t1) of the scores (already scaled) -> probabilities over keys s <= t, zeros after.
+ * Rows are short (T keys at most), so one row's max -> exp -> sum -> scale is a chain of latencies
+ * rather than of work; the passes below go over all the block's rows in turn, so the rows of one
+ * pass are independent and overlap in the core. The masked entries past t pad each row to a
+ * multiple of 16 (one AVX-512 vector) where it has room (all rows when T % 16 == 0), so the loops
+ * have no scalar tail; other rows keep a tail. Same bits either way: padding is -inf, exp(-inf) = 0. */
+#define SM_LANES 16
+RS_CPU_CLONES static void softmax_causal_rows(float *att, int t0, int t1, int T)
 {
-    float mx = row_max(row, n);
-    for (int s = 0; s < n; s++) row[s] = rs_vexpf(row[s] - mx);
-    float inv = 1.0f / row_sum(row, n);
-    for (int s = 0; s < n; s++) row[s] *= inv;
-    if (n < T) memset(row + n, 0, (size_t)(T - n) * sizeof *row);
+    float mx[ROW_BLOCK], inv[ROW_BLOCK];
+    for (int t = t0; t < t1; t++) {
+        float *row = att + (size_t)t * T, m[SM_LANES];
+        const int n = t + 1, np = (n + SM_LANES - 1) & ~(SM_LANES - 1), len = np <= T ? np : n;
+        for (int s = n; s < len; s++) row[s] = -INFINITY;
+        for (int l = 0; l < SM_LANES; l++) m[l] = row[0];
+        int j = 0;
+        for (; j + SM_LANES <= len; j += SM_LANES)
+            for (int l = 0; l < SM_LANES; l++) m[l] = row[j + l] > m[l] ? row[j + l] : m[l];
+        for (int l = 0; j < len; j++, l++) m[l] = row[j] > m[l] ? row[j] : m[l];
+        for (int w = SM_LANES / 2; w > 0; w /= 2)
+            for (int l = 0; l < w; l++) m[l] = m[l + w] > m[l] ? m[l + w] : m[l];
+        mx[t - t0] = m[0];
+    }
+    for (int t = t0; t < t1; t++) {
+        float *row = att + (size_t)t * T, acc[SM_LANES] = {0};
+        const int n = t + 1, np = (n + SM_LANES - 1) & ~(SM_LANES - 1), len = np <= T ? np : n;
+        const float x0 = mx[t - t0];
+        int j = 0;
+        for (; j + SM_LANES <= len; j += SM_LANES)
+            for (int l = 0; l < SM_LANES; l++) {
+                float e = rs_vexpf(row[j + l] - x0);
+                row[j + l] = e;
+                acc[l] += e;
+            }
+        for (int l = 0; j < len; j++, l++) {
+            float e = rs_vexpf(row[j] - x0);
+            row[j] = e;
+            acc[l] += e;
+        }
+        for (int w = SM_LANES / 2; w > 0; w /= 2)
+            for (int l = 0; l < w; l++) acc[l] += acc[l + w];
+        inv[t - t0] = 1.0f / acc[0];
+    }
+    for (int t = t0; t < t1; t++) {
+        float *row = att + (size_t)t * T;
+        const int n = t + 1, np = (n + SM_LANES - 1) & ~(SM_LANES - 1), len = np <= T ? np : n;
+        const float r = inv[t - t0];
+        for (int s = 0; s < len; s++) row[s] *= r;
+        if (len < T) memset(row + len, 0, (size_t)(T - len) * sizeof *row);
+    }
+}
+
+/* Rows [t0, t1) of dP -> dS[t,s] = P[t,s] (dP[t,s] - sum_u P[t,u] dP[t,u]) for s <= t, zeros on (t, t1).
+ * P is 0 past t, so where the block has room the loops run to a multiple of 8 with no tail. */
+RS_CPU_CLONES static void softmax_causal_rows_bwd(const float *att, float *dp, int t0, int t1, int T)
+{
+    for (int t = t0; t < t1; t++) {
+        const float *pr = att + (size_t)t * T;
+        float *dr = dp + (size_t)t * T;
+        const int n = t + 1, np = (n + 7) & ~7;
+        if (np <= t1) {
+            float acc[8] = {0};
+            for (int j = 0; j < np; j += 8)
+                for (int l = 0; l < 8; l++) acc[l] += pr[j + l] * dr[j + l];
+            for (int w = 4; w > 0; w /= 2)
+                for (int l = 0; l < w; l++) acc[l] += acc[l + w];
+            const float dot = acc[0];
+            for (int j = 0; j < np; j += 8)
+                for (int l = 0; l < 8; l++) dr[j + l] = j + l < n ? pr[j + l] * (dr[j + l] - dot) : 0.0f;
+            for (int s = np; s < t1; s++) dr[s] = 0.0f;
+        } else {
+            const float dot = row_dot(pr, dr, n);
+            for (int s = 0; s < n; s++) dr[s] = pr[s] * (dr[s] - dot);
+            for (int s = n; s < t1; s++) dr[s] = 0.0f;
+        }
+    }
 }
 
 /* ---- attention ---- */
@@ -120,7 +200,7 @@ static void attn_fwd_pair(const float *q, const float *k, const float *v, float 
         float *a = att + (size_t)t0 * T;
         /* S[t0:t1, 0:t1] = scale * Q[t0:t1] K[0:t1]^T */
         rs_cpu_gemm(false, true, m, t1, hs, scale, q + (size_t)t0 * C3, C3, k, C3, 0.0f, a, T);
-        for (int t = t0; t < t1; t++) softmax_causal_row(att + (size_t)t * T, t + 1, T);
+        softmax_causal_rows(att, t0, t1, T);
         /* O[t0:t1] = P[t0:t1, 0:t1] V[0:t1] */
         rs_cpu_gemm(false, false, m, hs, t1, 1.0f, a, T, v, C3, 0.0f, out + (size_t)t0 * C, C);
     }
@@ -165,14 +245,7 @@ static void attn_bwd_pair(const float *q, const float *k, const float *v, const 
         float *D = dp + (size_t)t0 * T;
         /* dP[t0:t1, 0:t1] = dO[t0:t1] V[0:t1]^T */
         rs_cpu_gemm(false, true, m, t1, hs, 1.0f, dO, C, v, C3, 0.0f, D, T);
-        for (int t = t0; t < t1; t++) {
-            const float *pr = att + (size_t)t * T;
-            float *dr = dp + (size_t)t * T;
-            const int n = t + 1;
-            const float dot = row_dot(pr, dr, n);
-            for (int s = 0; s < n; s++) dr[s] = pr[s] * (dr[s] - dot);
-            for (int s = n; s < t1; s++) dr[s] = 0.0f;
-        }
+        softmax_causal_rows_bwd(att, dp, t0, t1, T);
         /* dQ[t0:t1] = scale dS[t0:t1, 0:t1] K[0:t1] */
         rs_cpu_gemm(false, false, m, hs, t1, scale, D, T, k, C3, 0.0f, dq + (size_t)t0 * C3, C3);
         /* dK[0:t1] (+)= scale dS[t0:t1, 0:t1]^T Q[t0:t1];  dV[0:t1] (+)= P[t0:t1, 0:t1]^T dO[t0:t1] */
@@ -201,7 +274,7 @@ void rs_cpu_attn_bwd(const float *qkv, const float *att, const float *dout, floa
 /* One query against len cached keys, for one (b, h): an online softmax over chunks of keys keeps the
  * running maximum m, the running sum l and the unnormalised output in o, so no scratch beyond a
  * chunk of scores on the stack is needed whatever the cache length. */
-static void attn_step_pair(const float *q, const float *kc, const float *vc, float *o, int len, int C, int hs,
+RS_CPU_CLONES static void attn_step_pair(const float *q, const float *kc, const float *vc, float *o, int len, int C, int hs,
                            float scale)
 {
     float sc[STEP_CHUNK], m = -INFINITY, l = 0.0f;

@@ -9,6 +9,18 @@
 #include <stdint.h>
 #include <string.h>
 
+/* RS_CPU_CLONES on a function that runs such loops: GCC compiles it for AVX-512 (x86-64-v4), AVX2
+ * (x86-64-v3) and the baseline, and the loader picks the best the CPU has (an ifunc, once). The
+ * results do not depend on the pick: ISO C mode (-std=c17) keeps -ffp-contract=off, so no clone fuses
+ * a multiply-add, and every loop here is elementwise or keeps its partial sums in explicit lanes.
+ * Put it on a function called per block of work, not per element (each call is an indirect call),
+ * and not on a function holding an OpenMP region (the region's body is outlined before cloning). */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define RS_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define RS_CPU_CLONES
+#endif
+
 static inline float rs_vexpf(float x)
 {
     const float hi = 88.0f, lo = -87.0f;
