@@ -5,6 +5,7 @@
  * blocks of ROW_BLOCK rows; rows [t0, t1) see keys [0, t1) only, which skips most of the masked upper
  * triangle. Pairs are spread over OpenMP threads (OpenBLAS runs single-threaded inside the region);
  * each pair is computed the same way whatever the thread count, so results do not depend on it. */
+#include <cblas.h>
 #include <math.h>
 #include <omp.h>
 #include <string.h>
@@ -273,28 +274,29 @@ void rs_cpu_attn_bwd(const float *qkv, const float *att, const float *dout, floa
 
 /* One query against len cached keys, for one (b, h): an online softmax over chunks of keys keeps the
  * running maximum m, the running sum l and the unnormalised output in o, so no scratch beyond a
- * chunk of scores on the stack is needed whatever the cache length. */
-RS_CPU_CLONES static void attn_step_pair(const float *q, const float *kc, const float *vc, float *o, int len, int C, int hs,
+ * chunk of scores on the stack is needed whatever the cache length. The chunk's scores and its
+ * weighted sum of values are two matrix-vector products (K and V rows have stride C). */
+static void attn_step_pair(const float *q, const float *kc, const float *vc, float *o, int len, int C, int hs,
                            float scale)
 {
     float sc[STEP_CHUNK], m = -INFINITY, l = 0.0f;
-    memset(o, 0, (size_t)hs * sizeof *o);
+    memset(o, 0, (size_t)hs * sizeof *o); /* BLAS says beta 0 ignores y; some OpenBLAS releases scale it */
     for (int s0 = 0; s0 < len; s0 += STEP_CHUNK) {
         const int n = imin(STEP_CHUNK, len - s0);
-        for (int j = 0; j < n; j++) sc[j] = scale * row_dot(q, kc + (size_t)(s0 + j) * C, hs);
+        /* sc (n) = scale * K[s0:s0+n] (n, hs) . q */
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, n, hs, scale, kc + (size_t)s0 * C, C, q, 1, 0.0f, sc, 1);
         const float cm = row_max(sc, n);
-        if (cm > m) { /* rescale what was summed under the old maximum (nothing on the first chunk) */
-            const float r = s0 == 0 ? 0.0f : rs_vexpf(m - cm);
-            l *= r;
-            for (int i = 0; i < hs; i++) o[i] *= r;
+        float r = 0.0f; /* weight of what was summed under the old maximum (nothing before the first chunk) */
+        if (cm > m) {
+            if (s0 > 0) r = rs_vexpf(m - cm);
             m = cm;
+        } else {
+            r = 1.0f;
         }
         for (int j = 0; j < n; j++) sc[j] = rs_vexpf(sc[j] - m);
-        l += row_sum(sc, n);
-        for (int j = 0; j < n; j++) {
-            const float w = sc[j], *vr = vc + (size_t)(s0 + j) * C;
-            for (int i = 0; i < hs; i++) o[i] += w * vr[i];
-        }
+        l = l * r + row_sum(sc, n);
+        /* o (hs) = r * o + V[s0:s0+n]^T (hs, n) . w */
+        cblas_sgemv(CblasRowMajor, CblasTrans, n, hs, 1.0f, vc + (size_t)s0 * C, C, sc, 1, r, o, 1);
     }
     const float inv = 1.0f / l;
     for (int i = 0; i < hs; i++) o[i] *= inv;
