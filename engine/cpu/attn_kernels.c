@@ -164,28 +164,30 @@ RS_CPU_CLONES static void softmax_causal_rows(float *att, int t0, int t1, int T)
 }
 
 /* Rows [t0, t1) of dP -> dS[t,s] = P[t,s] (dP[t,s] - sum_u P[t,u] dP[t,u]) for s <= t, zeros on (t, t1).
- * P is 0 past t, so where the block has room the loops run to a multiple of 8 with no tail. */
+ * Two passes over the block's rows (all the dots, then all the updates) for the same reason as the
+ * forward; P is 0 past t, so rows run to a multiple of 16 where the block has room. */
 RS_CPU_CLONES static void softmax_causal_rows_bwd(const float *att, float *dp, int t0, int t1, int T)
 {
+    float dot[ROW_BLOCK];
+    for (int t = t0; t < t1; t++) {
+        const float *pr = att + (size_t)t * T, *dr = dp + (size_t)t * T;
+        const int n = t + 1, np = (n + SM_LANES - 1) & ~(SM_LANES - 1), len = np <= t1 ? np : n;
+        float acc[SM_LANES] = {0};
+        int j = 0;
+        for (; j + SM_LANES <= len; j += SM_LANES)
+            for (int l = 0; l < SM_LANES; l++) acc[l] += pr[j + l] * dr[j + l];
+        for (int l = 0; j < len; j++, l++) acc[l] += pr[j] * dr[j];
+        for (int w = SM_LANES / 2; w > 0; w /= 2)
+            for (int l = 0; l < w; l++) acc[l] += acc[l + w];
+        dot[t - t0] = acc[0];
+    }
     for (int t = t0; t < t1; t++) {
         const float *pr = att + (size_t)t * T;
         float *dr = dp + (size_t)t * T;
-        const int n = t + 1, np = (n + 7) & ~7;
-        if (np <= t1) {
-            float acc[8] = {0};
-            for (int j = 0; j < np; j += 8)
-                for (int l = 0; l < 8; l++) acc[l] += pr[j + l] * dr[j + l];
-            for (int w = 4; w > 0; w /= 2)
-                for (int l = 0; l < w; l++) acc[l] += acc[l + w];
-            const float dot = acc[0];
-            for (int j = 0; j < np; j += 8)
-                for (int l = 0; l < 8; l++) dr[j + l] = j + l < n ? pr[j + l] * (dr[j + l] - dot) : 0.0f;
-            for (int s = np; s < t1; s++) dr[s] = 0.0f;
-        } else {
-            const float dot = row_dot(pr, dr, n);
-            for (int s = 0; s < n; s++) dr[s] = pr[s] * (dr[s] - dot);
-            for (int s = n; s < t1; s++) dr[s] = 0.0f;
-        }
+        const int n = t + 1;
+        const float d = dot[t - t0];
+        for (int s = 0; s < n; s++) dr[s] = pr[s] * (dr[s] - d);
+        for (int s = n; s < t1; s++) dr[s] = 0.0f;
     }
 }
 
