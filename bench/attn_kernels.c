@@ -148,7 +148,8 @@ int main(int argc, char **argv)
         free(s.ws);
     }
     free(t);
-    float *bufs[] = {s.qkv, s.out, s.att, s.dout, s.dqkv, s.wte, s.wpe, s.dwte, s.dwpe, s.emb, s.h, s.hout, s.hd, s.kc, s.vc};
+    float *bufs[] = {s.qkv, s.out,  s.att, s.dout, s.dqkv, s.wte, s.wpe, s.dwte,
+                     s.dwpe, s.emb, s.h,   s.hout, s.hd,   s.kc,  s.vc};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
     free(s.tok);
     return 0;

@@ -61,7 +61,7 @@ void rs_cpu_embed_bwd(const int32_t *tok, const float *dout, float *dwte, float 
     }
 }
 
-/* ---- row helpers: 8 independent lanes (element j goes to lane j % 8) so they vectorize without
+/* ---- row helpers of the decoding step: 8 independent lanes (element j to lane j % 8) so they vectorize without
  *      -ffast-math; the tail is padded with the neutral value into one more full step, which keeps
  *      the lanes in registers and gives the same bits as adding the tail one by one. ---- */
 
@@ -89,21 +89,6 @@ static inline float row_sum(const float *x, int n)
         for (int l = 0; l < 8; l++) acc[l] += x[j + l];
     if (j < n) {
         for (int l = 0; l < 8; l++) tail[l] = j + l < n ? x[j + l] : 0.0f;
-        for (int l = 0; l < 8; l++) acc[l] += tail[l];
-    }
-    for (int w = 4; w > 0; w /= 2)
-        for (int l = 0; l < w; l++) acc[l] += acc[l + w];
-    return acc[0];
-}
-
-static inline float row_dot(const float *x, const float *y, int n)
-{
-    float acc[8] = {0}, tail[8];
-    int j = 0;
-    for (; j + 8 <= n; j += 8)
-        for (int l = 0; l < 8; l++) acc[l] += x[j + l] * y[j + l];
-    if (j < n) {
-        for (int l = 0; l < 8; l++) tail[l] = j + l < n ? x[j + l] * y[j + l] : 0.0f;
         for (int l = 0; l < 8; l++) acc[l] += tail[l];
     }
     for (int w = 4; w > 0; w /= 2)
@@ -278,8 +263,8 @@ void rs_cpu_attn_bwd(const float *qkv, const float *att, const float *dout, floa
  * running maximum m, the running sum l and the unnormalised output in o, so no scratch beyond a
  * chunk of scores on the stack is needed whatever the cache length. The chunk's scores and its
  * weighted sum of values are two matrix-vector products (K and V rows have stride C). */
-static void attn_step_pair(const float *q, const float *kc, const float *vc, float *o, int len, int C, int hs,
-                           float scale)
+RS_CPU_CLONES static void attn_step_pair(const float *q, const float *kc, const float *vc, float *o, int len, int C,
+                                        int hs, float scale)
 {
     float sc[STEP_CHUNK], m = -INFINITY, l = 0.0f;
     memset(o, 0, (size_t)hs * sizeof *o); /* BLAS says beta 0 ignores y; some OpenBLAS releases scale it */

@@ -67,7 +67,8 @@ static size_t compare(const char *what, const float *got, const double *want, si
         if (d > max_abs || d != d) max_abs = d;
         if (rel > max_rel || rel != rel) max_rel = rel;
     }
-    if (!quiet) printf("  %-44s n=%-6zu max abs %.2e  max rel %.2e  %s\n", what, n, max_abs, max_rel, bad ? "FAIL" : "ok");
+    if (!quiet)
+        printf("  %-44s n=%-6zu max abs %.2e  max rel %.2e  %s\n", what, n, max_abs, max_rel, bad ? "FAIL" : "ok");
     return bad;
 }
 
