@@ -96,72 +96,102 @@ static inline float row_sum(const float *x, int n)
     return acc[0];
 }
 
+/* Lanes of the softmax loops: one AVX-512 vector. Element j of a row goes to lane j % SM_LANES. */
+#define SM_LANES 16
+
+/* max over row[0, np) and sum over row[0, np) of a row padded to np, a multiple of SM_LANES. Only
+ * constant lane indices, so the lanes stay in registers (a variable-index tail would put them on
+ * the stack, and the reduction tree would wait on store forwarding). */
+static inline float lanes_max(const float *row, int np)
+{
+    float m[SM_LANES];
+    for (int l = 0; l < SM_LANES; l++) m[l] = row[l];
+    for (int j = SM_LANES; j < np; j += SM_LANES)
+        for (int l = 0; l < SM_LANES; l++) m[l] = row[j + l] > m[l] ? row[j + l] : m[l];
+    for (int w = SM_LANES / 2; w > 0; w /= 2)
+        for (int l = 0; l < w; l++) m[l] = m[l + w] > m[l] ? m[l + w] : m[l];
+    return m[0];
+}
+
+/* Row t of the scores when the row has no room for padding (the last rows when T % 16 != 0): the
+ * same lanes, the tail added one element at a time; same bits as padding would give. */
+static void softmax_row_tail(float *row, int n)
+{
+    float m = row[0], acc[SM_LANES] = {0};
+    for (int s = 1; s < n; s++) m = row[s] > m ? row[s] : m;
+    for (int s = 0; s < n; s++) {
+        row[s] = rs_vexpf(row[s] - m);
+        acc[s % SM_LANES] += row[s];
+    }
+    for (int w = SM_LANES / 2; w > 0; w /= 2)
+        for (int l = 0; l < w; l++) acc[l] += acc[l + w];
+    const float inv = 1.0f / acc[0];
+    for (int s = 0; s < n; s++) row[s] *= inv;
+}
+
 /* Rows [t0, t1) of the scores (already scaled) -> probabilities over keys s <= t, zeros after.
  * Rows are short (T keys at most), so one row's max -> exp -> sum -> scale is a chain of latencies
  * rather than of work; the passes below go over all the block's rows in turn, so the rows of one
- * pass are independent and overlap in the core. The masked entries past t pad each row to a
- * multiple of 16 (one AVX-512 vector) where it has room (all rows when T % 16 == 0), so the loops
- * have no scalar tail; other rows keep a tail. Same bits either way: padding is -inf, exp(-inf) = 0. */
-#define SM_LANES 16
+ * pass are independent and overlap in the core. The masked entries past t pad each row with -inf to
+ * a multiple of SM_LANES (exp gives 0 there) where the row has room: every row when T % 16 == 0. */
 RS_CPU_CLONES static void softmax_causal_rows(float *att, int t0, int t1, int T)
 {
     float mx[ROW_BLOCK], inv[ROW_BLOCK];
     for (int t = t0; t < t1; t++) {
-        float *row = att + (size_t)t * T, m[SM_LANES];
-        const int n = t + 1, np = (n + SM_LANES - 1) & ~(SM_LANES - 1), len = np <= T ? np : n;
-        for (int s = n; s < len; s++) row[s] = -INFINITY;
-        for (int l = 0; l < SM_LANES; l++) m[l] = row[0];
-        int j = 0;
-        for (; j + SM_LANES <= len; j += SM_LANES)
-            for (int l = 0; l < SM_LANES; l++) m[l] = row[j + l] > m[l] ? row[j + l] : m[l];
-        for (int l = 0; j < len; j++, l++) m[l] = row[j] > m[l] ? row[j] : m[l];
-        for (int w = SM_LANES / 2; w > 0; w /= 2)
-            for (int l = 0; l < w; l++) m[l] = m[l + w] > m[l] ? m[l + w] : m[l];
-        mx[t - t0] = m[0];
+        float *row = att + (size_t)t * T;
+        const int n = t + 1, np = (n + SM_LANES - 1) & ~(SM_LANES - 1);
+        if (np > T) continue;
+        for (int s = n; s < np; s++) row[s] = -INFINITY;
+        mx[t - t0] = lanes_max(row, np);
     }
     for (int t = t0; t < t1; t++) {
         float *row = att + (size_t)t * T, acc[SM_LANES] = {0};
-        const int n = t + 1, np = (n + SM_LANES - 1) & ~(SM_LANES - 1), len = np <= T ? np : n;
+        const int n = t + 1, np = (n + SM_LANES - 1) & ~(SM_LANES - 1);
+        if (np > T) {
+            softmax_row_tail(row, n);
+            continue;
+        }
         const float x0 = mx[t - t0];
-        int j = 0;
-        for (; j + SM_LANES <= len; j += SM_LANES)
+        for (int j = 0; j < np; j += SM_LANES)
             for (int l = 0; l < SM_LANES; l++) {
                 float e = rs_vexpf(row[j + l] - x0);
                 row[j + l] = e;
                 acc[l] += e;
             }
-        for (int l = 0; j < len; j++, l++) {
-            float e = rs_vexpf(row[j] - x0);
-            row[j] = e;
-            acc[l] += e;
-        }
         for (int w = SM_LANES / 2; w > 0; w /= 2)
             for (int l = 0; l < w; l++) acc[l] += acc[l + w];
         inv[t - t0] = 1.0f / acc[0];
     }
     for (int t = t0; t < t1; t++) {
         float *row = att + (size_t)t * T;
-        const int n = t + 1, np = (n + SM_LANES - 1) & ~(SM_LANES - 1), len = np <= T ? np : n;
-        const float r = inv[t - t0];
-        for (int s = 0; s < len; s++) row[s] *= r;
+        const int n = t + 1, np = (n + SM_LANES - 1) & ~(SM_LANES - 1);
+        int len = n;
+        if (np <= T) {
+            const float r = inv[t - t0];
+            for (int j = 0; j < np; j += SM_LANES)
+                for (int l = 0; l < SM_LANES; l++) row[j + l] *= r;
+            len = np;
+        }
         if (len < T) memset(row + len, 0, (size_t)(T - len) * sizeof *row);
     }
 }
 
 /* Rows [t0, t1) of dP -> dS[t,s] = P[t,s] (dP[t,s] - sum_u P[t,u] dP[t,u]) for s <= t, zeros on (t, t1).
  * Two passes over the block's rows (all the dots, then all the updates) for the same reason as the
- * forward; P is 0 past t, so rows run to a multiple of 16 where the block has room. */
+ * forward; P is 0 past t, so the dots run to a multiple of SM_LANES where the block has room. */
 RS_CPU_CLONES static void softmax_causal_rows_bwd(const float *att, float *dp, int t0, int t1, int T)
 {
     float dot[ROW_BLOCK];
     for (int t = t0; t < t1; t++) {
         const float *pr = att + (size_t)t * T, *dr = dp + (size_t)t * T;
-        const int n = t + 1, np = (n + SM_LANES - 1) & ~(SM_LANES - 1), len = np <= t1 ? np : n;
+        const int n = t + 1, np = (n + SM_LANES - 1) & ~(SM_LANES - 1);
         float acc[SM_LANES] = {0};
-        int j = 0;
-        for (; j + SM_LANES <= len; j += SM_LANES)
-            for (int l = 0; l < SM_LANES; l++) acc[l] += pr[j + l] * dr[j + l];
-        for (int l = 0; j < len; j++, l++) acc[l] += pr[j] * dr[j];
+        if (np <= t1) {
+            for (int j = 0; j < np; j += SM_LANES)
+                for (int l = 0; l < SM_LANES; l++) acc[l] += pr[j + l] * dr[j + l];
+        } else {
+            for (int s = 0; s < n; s++) acc[s % SM_LANES] += pr[s] * dr[s];
+        }
         for (int w = SM_LANES / 2; w > 0; w /= 2)
             for (int l = 0; l < w; l++) acc[l] += acc[l + w];
         dot[t - t0] = acc[0];
