@@ -236,7 +236,7 @@ static void test_attn(attn_case c, size_t fd_cap, bool mutants)
     /* backward: dqkv starts as NaN and must be overwritten */
     float *dqkv = fnan(nqkv);
     size_t wsb = rs_cpu_attn_workspace(B, T, C, NH);
-    float *ws = fnan(wsb / sizeof(float) + 1);
+    float *ws = fnan(wsb / sizeof(float)); /* exact size: ASan sees an overrun */
     rs_cpu_attn_bwd(qkv, att, dout, dqkv, ws, B, T, C, NH);
 
     size_t *idx = calloc(nqkv, sizeof *idx);
@@ -561,12 +561,14 @@ int main(void)
 {
     rs_cpu_set_threads(2);
     /* T = 1; odd T with heads of 4 and 5 columns and C not a multiple of 8; T past one row block (32),
-     * not a multiple of it; hs = 1. Finite differences on every input up to fd_cap, sampled beyond. */
+     * not a multiple of it (rows past the last multiple of 16 take the kernels' tail paths); T a
+     * multiple of 16; hs = 1. Finite differences on every input up to fd_cap, sampled beyond. */
     test_attn((attn_case){1, 1, 4, 1}, 4096, false); /* one key: every mutant agrees here */
     test_attn((attn_case){3, 7, 12, 3}, 4096, true);
     test_attn((attn_case){2, 7, 10, 2}, 4096, false);
     test_attn((attn_case){3, 7, 20, 4}, 4096, false);
     test_attn((attn_case){2, 45, 24, 3}, 400, true);
+    test_attn((attn_case){2, 48, 16, 2}, 400, true); /* T % 16 == 0: every softmax row padded to whole vectors */
     test_attn((attn_case){1, 70, 6, 6}, 400, false);
     test_attn_step((attn_case){3, 7, 12, 3}, NULL, 0);
     test_attn_step((attn_case){2, 40, 20, 4}, NULL, 0);
