@@ -6,6 +6,7 @@
 
 #include "engine/ckpt/checkpoint.h"
 #include "engine/cpu/blas.h"
+#include "engine/data/data.h"
 #include "engine/data/source.h"
 #include "onnx/graph.h"
 #include "onnx/import.h"
@@ -88,7 +89,38 @@ int rs_cmd_model(rs_session *s, const rs_call *c)
     }
     size_t pos = (size_t)-1;
     rs_model *m = NULL;
-    if (rs_model_parse(c->rest, c->bind, rs_device_cpu(), NULL, seed_opt(s, c), &m, &pos, &err)) {
+    /* gpt takes its vocabulary from the text it will learn: the newest text data set, else the
+     * built-in corpus (what `data t = text` gives). */
+    char *spec = NULL;
+    const char *text = c->rest;
+    if (!strncmp(c->rest, "gpt", 3) && (!c->rest[3] || c->rest[3] == ' ') && !strstr(c->rest, "vocab=")) {
+        int vocab = 0;
+        const char *from = NULL;
+        for (int i = s->nobjs - 1; i >= 0 && !vocab; i--) {
+            const rs_obj *o = &s->objs[i];
+            const rs_text_vocab *v = o->kind == RS_OBJ_DATA && o->data.train ? rs_text_vocab_of(o->data.train) : NULL;
+            if (v) {
+                vocab = v->n;
+                from = o->name;
+            }
+        }
+        if (!vocab) {
+            rs_data_pair tp = {0};
+            if (!rs_data_text_builtin(RS_DATA_TEXT_CTX, &tp, &err) && rs_text_vocab_of(tp.train))
+                vocab = rs_text_vocab_of(tp.train)->n;
+            rs_data_pair_free(&tp);
+        }
+        size_t n = strlen(c->rest) + 32;
+        spec = malloc(n); /* freed below */
+        if (!spec) return rs_session_error(s, c, (size_t)-1, 0, "out of memory");
+        snprintf(spec, n, "%s vocab=%d", c->rest, vocab);
+        text = spec;
+        fprintf(s->out, "gpt: vocab=%d, the characters of %s\n", vocab,
+                from ? from : "the built-in corpus (`data t = text`)");
+    }
+    rs_status pst = rs_model_parse(text, c->bind, rs_device_cpu(), NULL, seed_opt(s, c), &m, &pos, &err);
+    free(spec);
+    if (pst) {
         size_t at = pos == (size_t)-1 ? c->rest_pos : c->rest_pos + pos;
         size_t len = 1;
         while (c->line[at + len] && c->line[at + len] != ' ' && c->line[at + len] != '(' && c->line[at + len] != '=')
@@ -103,6 +135,11 @@ int rs_cmd_model(rs_session *s, const rs_call *c)
         return rs_session_error(s, c, (size_t)-1, 0, "out of memory");
     }
     int nl = rs_model_layer_count(m);
+    if (rs_model_tokens(m)) {
+        fprintf(s->out, "model %s: %d layers, %zu parameters, input %lld tokens, vocabulary %d\n", c->bind, nl,
+                rs_model_param_count(m), (long long)rs_shape_numel(rs_model_input_shape(m)), rs_model_vocab(m));
+        return 0;
+    }
     fprintf(s->out, "model %s: %d layer%s, %zu parameters, input %lld values, %d classes\n", c->bind, nl,
             nl == 1 ? "" : "s", rs_model_param_count(m), (long long)rs_shape_numel(rs_model_input_shape(m)),
             rs_model_classes(m));
@@ -123,20 +160,45 @@ static int data_source(rs_session *s, const rs_call *c, char *src, size_t n)
         snprintf(words[nw++], sizeof words[0], "%.*s", (int)(e - p), p);
         p = e;
     }
-    static const char *const kinds[] = {"digits", "fashion", "idx", "cifar", "csv"};
+    static const char *const kinds[] = {"digits", "fashion", "idx", "cifar", "csv", "text"};
+    enum { NKINDS = sizeof kinds / sizeof kinds[0] };
     if (nw == 0)
-        return rs_session_error(s, c, c->rest_pos, 1, "data: expected a source: digits, fashion, idx, cifar or csv");
+        return rs_session_error(s, c, c->rest_pos, 1,
+                                "data: expected a source: digits, fashion, idx, cifar, csv or text");
     int k = -1;
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < NKINDS; i++)
         if (!strcmp(words[0], kinds[i])) k = i;
     if (k < 0) {
-        const char *near = rs_spec_near_miss(words[0], kinds, 5);
+        const char *near = rs_spec_near_miss(words[0], kinds, NKINDS);
         size_t at = (size_t)(strstr(c->line + c->rest_pos, words[0]) - c->line);
         if (near)
             return rs_session_error(s, c, at, strlen(words[0]), "data: unknown source '%s' (did you mean '%s'?)",
                                     words[0], near);
         return rs_session_error(s, c, at, strlen(words[0]),
-                                "data: unknown source '%s'; expected digits, fashion, idx, cifar or csv", words[0]);
+                                "data: unknown source '%s'; expected digits, fashion, idx, cifar, csv or text",
+                                words[0]);
+    }
+    /* n= is the digits' count and ctx= the text's window: each is refused elsewhere, not ignored */
+    const char *wrong = k != 0 && rs_call_given(c, "n") ? "n" : k != 5 && rs_call_given(c, "ctx") ? "ctx" : NULL;
+    if (wrong) {
+        const rs_optval *v = rs_call_opt(c, wrong);
+        return rs_session_error(s, c, v->pos, strlen(wrong) + 1 + strlen(v->text), "data: %s= is for %s, not %s",
+                                wrong, *wrong == 'n' ? "digits" : "text", words[0]);
+    }
+    if (k == 5) {
+        long long ctx = rs_call_int(c, "ctx", RS_DATA_TEXT_CTX);
+        if (ctx < 1 || ctx > RS_DATA_TEXT_CTX_MAX) {
+            const rs_optval *v = rs_call_opt(c, "ctx");
+            return rs_session_error(s, c, v->pos, 4 + strlen(v->text),
+                                    "data: text ctx=%lld is out of range; use 1..%d (the model's context)", ctx,
+                                    RS_DATA_TEXT_CTX_MAX);
+        }
+        if (nw > 2)
+            return rs_session_error(s, c, c->rest_pos, 4, "data: text takes one file, or fortunes, or nothing for "
+                                                          "the built-in corpus");
+        /* `fortunes` names Debian's package; a file called so is ./fortunes */
+        snprintf(src, n, "text:%s,ctx=%lld", nw > 1 ? words[1] : "builtin", ctx);
+        return 0;
     }
     if (k == 0) {
         if (nw > 1) return rs_session_error(s, c, c->rest_pos, 6, "data: digits takes n= and seed=, not files");
@@ -196,8 +258,12 @@ int rs_cmd_data(rs_session *s, const rs_call *c)
     o.source_cut = strlen(src) >= sizeof o.source;
     o.data_seed = seed_opt(s, c);
     const rs_dataset *t = o.data.train;
-    fprintf(s->out, "data %s: %u train + %u test samples of %dx%dx%d, %d classes (%s)\n", c->bind, t->n,
-            o.data.test ? o.data.test->n : 0, t->c, t->h, t->w, t->n_classes, src);
+    if (rs_text_vocab_of(t))
+        fprintf(s->out, "data %s: text of %zu characters, %d distinct; windows of %d: %u train + %u validation (%s)\n",
+                c->bind, rs_text_len(t) + rs_text_len(o.data.test), t->n_classes, t->w, t->n, o.data.test->n, src);
+    else
+        fprintf(s->out, "data %s: %u train + %u test samples of %dx%dx%d, %d classes (%s)\n", c->bind, t->n,
+                o.data.test ? o.data.test->n : 0, t->c, t->h, t->w, t->n_classes, src);
     if (!rs_session_put(s, &o)) {
         rs_data_pair_free(&o.data);
         return rs_session_error(s, c, (size_t)-1, 0, "out of memory");
@@ -205,15 +271,45 @@ int rs_cmd_data(rs_session *s, const rs_call *c)
     return 0;
 }
 
+/* A text's vocabulary as a quoted string, with C escapes for what does not print. */
+static void show_vocab(rs_session *s, const rs_text_vocab *v)
+{
+    fputc('"', s->out);
+    for (int i = 0; i < v->n; i++) {
+        int ch = v->chars[i];
+        if (ch == '\n') fputs("\\n", s->out);
+        else if (ch == '\t') fputs("\\t", s->out);
+        else if (ch == '"' || ch == '\\') fprintf(s->out, "\\%c", ch);
+        else if (ch < 0x20 || ch >= 0x7f) fprintf(s->out, "\\x%02x", ch);
+        else fputc(ch, s->out);
+    }
+    fputs("\"\n", s->out);
+}
+
 static void show_data(rs_session *s, const rs_obj *o)
 {
-    const rs_dataset *t = o->data.train;
+    const rs_dataset *t = o->data.train, *v = o->data.test;
     fprintf(s->out, "data %s from %s\n", o->name, o->source);
-    fprintf(s->out, "  samples: %u train, %u test; shape %dx%dx%d; %d classes\n", t->n,
-            o->data.test ? o->data.test->n : 0, t->c, t->h, t->w, t->n_classes);
+    const rs_text_vocab *voc = rs_text_vocab_of(t);
+    if (voc) {
+        size_t nt = rs_text_len(t), nv = rs_text_len(v);
+        fprintf(s->out, "  text: %zu characters, %zu train (%s) and %zu validation (%s)\n", nt + nv, nt, t->name, nv,
+                v->name);
+        fprintf(s->out, "  samples: windows of %d token ids, labels the next %d; %u train, %u validation\n", t->w,
+                t->y_len, t->n, v->n);
+        fprintf(s->out, "  vocabulary: %d characters ", voc->n);
+        show_vocab(s, voc);
+        return;
+    }
+    fprintf(s->out, "  samples: %u train, %u test; shape %dx%dx%d; %d classes\n", t->n, v ? v->n : 0, t->c, t->h,
+            t->w, t->n_classes);
+    if (t->y_len != 1) return;
     long counts[64] = {0};
-    for (uint32_t i = 0; i < t->n; i++)
-        if (t->y[i] >= 0 && t->y[i] < 64) counts[t->y[i]]++;
+    for (uint32_t i = 0; i < t->n; i++) {
+        int32_t y;
+        rs_dataset_get(t, i, NULL, &y);
+        if (y >= 0 && y < 64) counts[y]++;
+    }
     fprintf(s->out, "  training labels:");
     for (int k = 0; k < t->n_classes && k < 64; k++) {
         if (t->class_names) fprintf(s->out, " %s=%ld", t->class_names[k], counts[k]);
@@ -271,6 +367,10 @@ int rs_cmd_ls(rs_session *s, const rs_call *c)
             if (o->model) snprintf(what, sizeof what, "%zu parameters", rs_model_param_count(o->model));
             else snprintf(what, sizeof what, "ONNX inference graph");
             fprintf(s->out, "  %-12s model  %-28s %s\n", o->name, what, o->spec);
+        } else if (o->data.train->tokens) {
+            snprintf(what, sizeof what, "%u+%u windows of %d", o->data.train->n, o->data.test ? o->data.test->n : 0,
+                     o->data.train->w);
+            fprintf(s->out, "  %-12s data   %-28s %s\n", o->name, what, o->source);
         } else {
             snprintf(what, sizeof what, "%u+%u samples %dx%dx%d", o->data.train->n, o->data.test ? o->data.test->n : 0,
                      o->data.train->c, o->data.train->h, o->data.train->w);
@@ -285,6 +385,27 @@ int rs_cmd_drop(rs_session *s, const rs_call *c)
     if (rs_session_check_busy(s, c, rs_session_find(s, c->args[0]), c->arg_pos[0], strlen(c->args[0]))) return 1;
     rs_session_drop(s, c->args[0]);
     fprintf(s->out, "dropped %s\n", c->args[0]);
+    return 0;
+}
+
+int rs_cmd_reset(rs_session *s, const rs_call *c)
+{
+    rs_obj *o = rs_session_find(s, c->args[0]);
+    size_t pos = c->arg_pos[0], len = strlen(c->args[0]);
+    if (rs_session_check_busy(s, c, o, pos, len)) return 1;
+    if (!o->model || !o->spec)
+        return rs_session_error(s, c, pos, len, "reset: %s is an imported ONNX graph: its weights are the file's; "
+                                "`model %s = onnx FILE` reads them again", o->name, o->name);
+    uint64_t seed = rs_model_seed(o->model);
+    rs_model *m = NULL;
+    rs_err err = {0};
+    if (rs_model_parse(o->spec, o->name, rs_device_cpu(), NULL, seed, &m, NULL, &err))
+        return rs_session_error(s, c, pos, len, "reset: %s", err.msg);
+    rs_model_free(o->model);
+    o->model = m;
+    o->trained_run = 0;
+    fprintf(s->out, "reset %s: its initial weights again (seed %llu); the next `train` starts afresh\n", o->name,
+            (unsigned long long)seed);
     return 0;
 }
 

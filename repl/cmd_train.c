@@ -13,7 +13,7 @@
 #include "repl_log.h"
 #include "session.h"
 
-/* repl/cmd_dist.c: training across rank processes, and DataParallel's threads. */
+/* repl/cmd_train_ranks.c: training across rank processes (ddp, fsdp). */
 int rs_cmd_train_ranks(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, const rs_train_cfg *cfg);
 
 
@@ -46,6 +46,7 @@ static void on_event(void *ud, const rs_train_event *ev)
     } else if (ev->kind == RS_TRAIN_EV_EVAL) {
         rs_log_metric(w->s, w->run, ev->step, ev->epoch, "test_acc", ev->test_acc);
         rs_log_metric(w->s, w->run, ev->step, ev->epoch, "test_loss", ev->test_loss);
+        if (ev->rows > 1) rs_log_metric(w->s, w->run, ev->step, ev->epoch, "val_loss", ev->test_loss);
     } else if (ev->kind == RS_TRAIN_EV_CKPT) {
         rs_log_artifact_run(w->s, w->run, ev->path, "checkpoint");
     }
@@ -74,6 +75,10 @@ static int fit_check(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d)
 {
     rs_err err = {0};
     if (!m->model) {
+        if (d->data.train->tokens)
+            return rs_session_error(s, c, c->arg_pos[2], strlen(c->args[2]),
+                                    "%s: %s is an imported graph of floats; data set %s holds token ids (text)",
+                                    c->cmd->name, m->name, d->name);
         size_t in = rs_onnx_graph_input_numel(m->graph), out = rs_onnx_graph_output_numel(m->graph);
         size_t per = rs_dataset_sample_numel(d->data.train);
         if (in != per || (int)out != d->data.train->n_classes)
@@ -119,6 +124,14 @@ static int train_cfg(rs_session *s, const rs_call *c, rs_train_cfg *out)
         return rs_session_error(s, c, rs_call_opt(c, "batch")->pos, 5, "train: batch must be 1..65536, got %d",
                                 cfg.batch);
     if (rs_opt_cfg_check(&cfg.opt, &err)) return rs_session_error(s, c, (size_t)-1, 0, "train: %s", err.msg);
+    cfg.clip = (float)rs_call_float(c, "clip", 0);
+    if (!(cfg.clip >= 0.0f) || !isfinite(cfg.clip))
+        return rs_session_error(s, c, rs_call_opt(c, "clip")->pos, 4, "train: clip must be a norm >= 0 (0 is off), got %g",
+                                (double)cfg.clip);
+    cfg.eval_every = rs_call_int(c, "eval_every", 0);
+    cfg.eval_samples = rs_call_int(c, "eval_samples", 0);
+    if (cfg.eval_every < 0 || cfg.eval_samples < 0)
+        return rs_session_error(s, c, (size_t)-1, 0, "train: eval_every and eval_samples must be >= 0");
     cfg.accum = (int)rs_call_int(c, "accum", 1);
     if (cfg.accum < 1 || cfg.accum > 4096)
         return rs_session_error(s, c, rs_call_opt(c, "accum")->pos, 5, "train: accum must be 1..4096, got %d",
@@ -137,7 +150,20 @@ int rs_cmd_train(rs_session *s, const rs_call *c)
     rs_train_cfg cfg;
     rs_err err = {0};
     if (train_cfg(s, c, &cfg)) return 1;
+    /* A language model trains as nanoGPT does: decay on matrix weights only, and its long epoch is
+     * measured by validation loss every few hundred steps unless told otherwise. */
+    if (m->model && rs_model_tokens(m->model)) {
+        cfg.opt.groups = true;
+        if (!rs_call_given(c, "eval_every") && cfg.max_steps) cfg.eval_every = cfg.max_steps >= 1000 ? 250 : (cfg.max_steps + 3) / 4;
+        if (!rs_call_given(c, "eval_samples")) cfg.eval_samples = 20 * (int64_t)cfg.batch;
+    }
     const char *mode = rs_call_str(c, "mode", "single");
+    if (m->trained_run) {
+        char from[48] = "its last training";
+        if (m->trained_run > 0) snprintf(from, sizeof from, "run %lld", (long long)m->trained_run);
+        fprintf(s->out, "train: %s continues from the weights of %s; `reset %s` starts afresh\n", m->name, from,
+                m->name);
+    }
     if (!strcmp(mode, "ddp") || !strcmp(mode, "fsdp")) return rs_cmd_train_ranks(s, c, m, d, &cfg);
 
     train_watch w = {.s = s};
@@ -188,6 +214,7 @@ int rs_cmd_train(rs_session *s, const rs_call *c)
         free(fin_text);
         return rs_session_error(s, c, (size_t)-1, 0, "train: %s", err.msg);
     }
+    if (r.global_step > 0) m->trained_run = w.run > 0 ? w.run : -1;
     if (r.stopped) {
         fprintf(s->out, "\ncancelled: stopped after step %lld (%d full epochs done); %s keeps the weights of that step\n",
                 (long long)r.global_step, r.epochs_done, m->name);
@@ -196,9 +223,16 @@ int rs_cmd_train(rs_session *s, const rs_call *c)
         if (s->interrupt) *s->interrupt = 0;
         return 2;
     }
-    fprintf(s->out, "trained %s on %s: %lld steps in %.1fs, %.0f samples/s", m->name, d->name, (long long)r.steps,
-            r.seconds, r.samples_per_s);
-    if (r.test_acc >= 0) fprintf(s->out, ", test accuracy %.4f", r.test_acc);
+    int rows = m->model ? rs_model_rows(m->model) : 1;
+    if (rows > 1) {
+        fprintf(s->out, "trained %s on %s: %lld steps in %.1fs, %.0f tokens/s", m->name, d->name, (long long)r.steps,
+                r.seconds, r.samples_per_s * rows);
+        if (r.test_loss >= 0) fprintf(s->out, ", validation loss %.4f", r.test_loss);
+    } else {
+        fprintf(s->out, "trained %s on %s: %lld steps in %.1fs, %.0f samples/s", m->name, d->name, (long long)r.steps,
+                r.seconds, r.samples_per_s);
+        if (r.test_acc >= 0) fprintf(s->out, ", test accuracy %.4f", r.test_acc);
+    }
     fprintf(s->out, "%s\n", w.run > 0 ? "" : "");
     if (w.run > 0) fprintf(s->out, "run %lld logged: `show run %lld`\n", (long long)w.run, (long long)w.run);
     rs_log_run_end(s, w.run, "done", r.global_step, fin_text, NULL);
@@ -218,13 +252,21 @@ static rs_status graph_evaluate(rs_obj *m, const rs_dataset *ds, int batch, doub
     size_t per = rs_dataset_sample_numel(ds);
     int C = (int)rs_onnx_graph_output_numel(m->graph);
     if (batch < 1) batch = 256;
-    float *z = malloc((size_t)batch * (size_t)C * sizeof *z); /* owned here */
-    if (!z) return rs_err_set(err, RS_ERR_NOMEM, "out of memory for a batch of %d", batch);
+    float *z = malloc((size_t)batch * (size_t)C * sizeof *z); /* owned here, with x and y */
+    float *x = malloc((size_t)batch * per * sizeof *x);
+    int32_t *ys = malloc((size_t)batch * sizeof *ys); /* fit_check let only one label a sample through */
+    if (!z || !x || !ys) {
+        free(z);
+        free(x);
+        free(ys);
+        return rs_err_set(err, RS_ERR_NOMEM, "out of memory for a batch of %d", batch);
+    }
     double correct = 0, lsum = 0;
     rs_status st = RS_OK;
     for (uint32_t i = 0; i < ds->n && !st; i += (uint32_t)batch) {
         int B = (int)(ds->n - i < (uint32_t)batch ? ds->n - i : (uint32_t)batch);
-        st = graph_logits(m, ds->x + (size_t)i * per, B, z, err);
+        for (int b = 0; b < B; b++) rs_dataset_get(ds, i + (uint32_t)b, x + (size_t)b * per, ys + b);
+        st = graph_logits(m, x, B, z, err);
         for (int b = 0; b < B && !st; b++) {
             const float *r = z + (size_t)b * C;
             int best = 0;
@@ -233,12 +275,14 @@ static rs_status graph_evaluate(rs_obj *m, const rs_dataset *ds, int batch, doub
                 if (r[j] > r[best]) best = j;
             mx = r[best];
             for (int j = 0; j < C; j++) se += exp((double)r[j] - mx);
-            int y = ds->y[i + (uint32_t)b];
+            int y = ys[b];
             correct += best == y;
             lsum += log(se) + mx - (double)r[y];
         }
     }
     free(z);
+    free(x);
+    free(ys);
     *acc = ds->n ? correct / ds->n : 0;
     *loss = ds->n ? lsum / ds->n : 0;
     return st;
@@ -267,12 +311,11 @@ int rs_cmd_eval(rs_session *s, const rs_call *c)
     return 0;
 }
 
-/* One image as rows of a brightness ramp, two image rows per text row. */
-static void render_rows(const rs_dataset *ds, uint32_t idx, char rows[][64], int *nrows, int width)
+/* One image x of ds's shape as rows of a brightness ramp, two image rows per text row. */
+static void render_rows(const rs_dataset *ds, const float *x, char rows[][64], int *nrows, int width)
 {
     static const char ramp[] = " .:-=+*#%@";
     int H = ds->h, W = ds->w, C = ds->c;
-    const float *x = ds->x + (size_t)idx * rs_dataset_sample_numel(ds);
     int step = W > width ? (W + width - 1) / width : 1;
     int cols = W / step;
     *nrows = 0;
@@ -298,6 +341,11 @@ int rs_cmd_predict(rs_session *s, const rs_call *c)
     operands(s, c, &m, &d);
     if (fit_check(s, c, m, d)) return 1;
     const rs_dataset *ds = split_of(c, d);
+    if (ds->y_len != 1)
+        return rs_session_error(s, c, c->arg_pos[2], strlen(c->args[2]),
+                                "predict: %s holds windows of text with a label per token; predict shows one class "
+                                "per sample (eval %s on %s gives the per-token accuracy)",
+                                d->name, m->name, d->name);
     long long n = rs_call_int(c, "n", 4);
     if (n < 1 || n > 16)
         return rs_session_error(s, c, rs_call_opt(c, "n")->pos, 2 + strlen(rs_call_opt(c, "n")->text),
@@ -315,10 +363,7 @@ int rs_cmd_predict(rs_session *s, const rs_call *c)
         free(y);
         return rs_session_error(s, c, (size_t)-1, 0, "out of memory");
     }
-    for (int i = 0; i < n; i++) {
-        memcpy(x + (size_t)i * per, ds->x + (size_t)idx[i] * per, per * sizeof *x);
-        y[i] = ds->y[idx[i]];
-    }
+    for (int i = 0; i < n; i++) rs_dataset_get(ds, idx[i], x + (size_t)i * per, y + i);
     const float *logits;
     rs_err err = {0};
     rs_status st;
@@ -350,7 +395,7 @@ int rs_cmd_predict(rs_session *s, const rs_call *c)
         int nrows[per_row];
         int maxr = 0;
         for (int i = 0; i < k && image; i++) {
-            render_rows(ds, idx[base + i], rows[i], &nrows[i], 28);
+            render_rows(ds, x + (size_t)(base + i) * per, rows[i], &nrows[i], 28);
             maxr = nrows[i] > maxr ? nrows[i] : maxr;
         }
         for (int r0 = 0; r0 < maxr; r0++) {

@@ -29,8 +29,28 @@ static void fmt_eta(double s, char *buf, size_t n)
     else snprintf(buf, n, "%dh%02dm", (int)s / 3600, ((int)s % 3600) / 60);
 }
 
+/* A language model counts steps and tokens: its epoch is far longer than a run. */
+static void lm_bar(rs_progress *p, const rs_train_event *ev)
+{
+    const int width = 20;
+    double frac = ev->steps_total ? (double)ev->step / (double)ev->steps_total : 0;
+    int fill = (int)(frac * width + 0.5);
+    char b[64], eta[16];
+    for (int i = 0; i < width; i++) b[i] = i < fill ? '#' : '-';
+    b[width] = '\0';
+    double per_step = ev->batch > 0 ? ev->elapsed_s / (double)ev->batch : 0;
+    fmt_eta(per_step * (double)(ev->steps_total - ev->step), eta, sizeof eta);
+    fprintf(p->out, "\r\033[K step %lld/%lld [%s] %3.0f%%  %.0f tok/s  loss %.4f  ETA %s", (long long)ev->step,
+            (long long)ev->steps_total, b, frac * 100, ev->samples_per_s * ev->rows, ev->loss, eta);
+    fflush(p->out);
+}
+
 static void bar(rs_progress *p, const rs_train_event *ev)
 {
+    if (ev->rows > 1) {
+        lm_bar(p, ev);
+        return;
+    }
     const int width = 24;
     double frac = ev->epoch_samples ? (double)ev->samples / (double)ev->epoch_samples : 0;
     int fill = (int)(frac * width + 0.5);
@@ -66,6 +86,13 @@ void rs_progress_event(void *ud, const rs_train_event *ev)
         }
         break;
     case RS_TRAIN_EV_EVAL:
+        if (ev->rows > 1) {
+            if (p->tty) fputs("\r\033[K", p->out);
+            fprintf(p->out, "%sstep %lld/%lld: val loss %.4f%s  train loss %.4f  %.0f tok/s\n", p->color ? "\033[1m" : "",
+                    (long long)ev->step, (long long)ev->steps_total, ev->test_loss, p->color ? "\033[0m" : "",
+                    ev->epoch_loss, ev->samples_per_s * ev->rows);
+            break;
+        }
         fprintf(p->out, "%sepoch %d/%d: test accuracy %.4f, test loss %.4f%s\n", p->color ? "\033[1m" : "",
                 ev->epoch + 1, ev->epochs, ev->test_acc, ev->test_loss, p->color ? "\033[0m" : "");
         break;

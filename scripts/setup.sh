@@ -5,11 +5,12 @@
 # Usage: scripts/setup.sh
 set -euo pipefail
 
-# Build and tests, then clang for the libFuzzer script and sanitizer builds, then what later parts
-# use (REPL, session log, ONNX, serving, MPI ranks, tutorials in tmux).
+# Build and tests (with Debian's data: Fashion-MNIST, and fortunes for `data t = text fortunes`), then
+# clang for the libFuzzer script and sanitizer builds, then what later parts use (REPL, session log,
+# ONNX, serving, MPI ranks, tutorials in tmux).
 PACKAGES=(
   build-essential pkg-config meson ninja-build libopenblas-openmp-dev zlib1g-dev libjansson-dev
-  dataset-fashion-mnist python3 python3-numpy
+  dataset-fashion-mnist fortunes python3 python3-numpy
   clang libclang-rt-14-dev
   libreadline-dev libncurses-dev libsqlite3-dev sqlite3 protobuf-c-compiler libprotobuf-c-dev
   libmicrohttpd-dev libnghttp2-dev libopenmpi-dev openmpi-bin tmux libssl-dev

@@ -171,6 +171,8 @@ static rs_status ddp_setup(void *ud, rs_model *m, const rs_opt_cfg *opt, rs_err 
     if (st) return st;
     d->opt = rs_optim_new(opt, rs_model_device(m), rs_model_numel(m), rs_model_mem(m), err);
     if (!d->opt) return err ? err->code : RS_ERR_NOMEM;
+    st = rs_train_apply_groups(d->opt, m, 0, err);
+    if (st) return st;
     st = make_buckets(d, err);
     if (st) return st;
     rs_model_set_grad_hook(m, on_grad_ready, d);

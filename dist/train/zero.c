@@ -110,15 +110,23 @@ static rs_status fetch_params(zero *z, int i, rs_err *err)
     return gather_unit(z, i, z->pshard + z->u[i].soff, err);
 }
 
+/* A unit may read another unit's parameters through a tied slot (un->uses): those are gathered
+ * with it and their gradient range is acquired with its own, so the contribution it adds there is
+ * kept until the owner's own backward reduce-scatters the sum. */
 static rs_status h_before_forward(void *ud, const rs_unit *un, rs_err *err)
 {
     zero *z = ud;
-    if (z->u[un->index].len == 0) return RS_OK;
-    /* Evaluation runs on the reporting rank alone, so it cannot gather: gather() must come first. */
-    if (!rs_model_training(z->m) && !rs_model_unit_resident(z->m, RS_POOL_PARAMS, un->index))
-        return rs_err_set(err, RS_ERR_ARG, "zero=3: unit %d is sharded; evaluation needs the strategy's gather first",
-                          un->index);
-    return fetch_params(z, un->index, err);
+    int ids[2] = {un->index, un->uses};
+    for (int k = 0; k < 2; k++) {
+        if (ids[k] < 0 || z->u[ids[k]].len == 0) continue;
+        /* Evaluation runs on the reporting rank alone, so it cannot gather: gather() must come first. */
+        if (!rs_model_training(z->m) && !rs_model_unit_resident(z->m, RS_POOL_PARAMS, ids[k]))
+            return rs_err_set(err, RS_ERR_ARG, "zero=3: unit %d is sharded; evaluation needs the strategy's gather first",
+                              ids[k]);
+        rs_status st = fetch_params(z, ids[k], err);
+        if (st) return st;
+    }
+    return RS_OK;
 }
 
 static rs_status h_after_forward(void *ud, const rs_unit *un, rs_err *err)
@@ -127,21 +135,26 @@ static rs_status h_after_forward(void *ud, const rs_unit *un, rs_err *err)
     (void)err;
     /* Training only (evaluation keeps what gather() gave); the last unit is kept for its backward,
      * which comes next, as FSDP does not reshard the root after forward. */
-    if (rs_model_training(z->m) && un->index != z->last_param) rs_model_unit_release(z->m, RS_POOL_PARAMS, un->index);
+    if (!rs_model_training(z->m) || un->index == z->last_param || un->index == z->nu - 1) return RS_OK;
+    rs_model_unit_release(z->m, RS_POOL_PARAMS, un->index);
+    if (un->uses >= 0 && un->uses != z->last_param) rs_model_unit_release(z->m, RS_POOL_PARAMS, un->uses);
     return RS_OK;
 }
 
 static rs_status h_before_backward(void *ud, const rs_unit *un, rs_err *err)
 {
     zero *z = ud;
-    if (z->u[un->index].len == 0) return RS_OK;
-    rs_status st = fetch_params(z, un->index, err);
-    if (st) {
-        z->hook_st = st;
-        z->hook_err = *err;
-        return st;
+    int ids[2] = {un->index, un->uses};
+    for (int k = 0; k < 2; k++) {
+        if (ids[k] < 0 || z->u[ids[k]].len == 0) continue;
+        rs_status st = fetch_params(z, ids[k], err);
+        if (st) {
+            z->hook_st = st;
+            z->hook_err = *err;
+            return st;
+        }
+        rs_model_unit_acquire(z->m, RS_POOL_GRADS, ids[k]); /* a resident range keeps what it holds */
     }
-    rs_model_unit_acquire(z->m, RS_POOL_GRADS, un->index);
     return RS_OK;
 }
 
@@ -150,6 +163,7 @@ static rs_status h_after_backward(void *ud, const rs_unit *un, rs_err *err)
     zero *z = ud;
     int i = un->index;
     zunit *u = &z->u[i];
+    if (un->uses >= 0) rs_model_unit_release(z->m, RS_POOL_PARAMS, un->uses); /* its gradient stays */
     if (u->len == 0) return RS_OK;
     rs_status st = reduce_scatter_unit(z, i, z->rs_out, err);
     if (st) {
@@ -216,6 +230,8 @@ static rs_status z_setup(void *ud, rs_model *m, const rs_opt_cfg *opt, rs_err *e
         if (!z->u[i].len) continue;
         z->opt[i] = rs_optim_new(opt, rs_model_device(m), z->u[i].mine, z->offload ? &z->off_mem : z->mem, err);
         if (!z->opt[i]) return err ? err->code : RS_ERR_NOMEM;
+        rs_status gst = rs_train_apply_groups(z->opt[i], m, z->u[i].off + (size_t)r * z->u[i].s, err);
+        if (gst) return gst;
         if (z->offload) rs_mem_count(z->mem, RS_POOL_OFFLOAD, (int64_t)rs_optim_state_bytes(z->opt[i]));
     }
     if (z->offload && z->zero != 3) {
@@ -277,6 +293,43 @@ static rs_status z_after_backward(void *ud, rs_err *err)
         return z->hook_st;
     }
     return RS_OK;
+}
+
+/* The gradient step() applies: zero 1 the whole all-reduced buffer on every rank; zero 2 and 3 this
+ * rank's block(s), so the sum of squares is all-reduced (padding past a range is zero). */
+static float *grad_part(zero *z, size_t *n)
+{
+    if (z->zero == 1) {
+        *n = rs_model_numel(z->m);
+        return rs_model_grads(z->m);
+    }
+    *n = z->zero == 2 ? z->u[0].mine : z->shard_n;
+    return z->gshard;
+}
+
+static rs_status z_grad_sumsq(void *ud, double *sumsq, rs_err *err)
+{
+    zero *z = ud;
+    size_t n;
+    const float *g = grad_part(z, &n);
+    double s = 0.0;
+    for (size_t i = 0; i < n; i++) s += (double)g[i] * g[i];
+    if (z->zero != 1) {
+        double t0 = rs_train_now();
+        rs_status st = rs_pg_all_reduce(z->g, &s, 1, RS_F64, RS_SUM, err);
+        report(z, rs_pg_op_name(RS_OP_ALL_REDUCE), -1, sizeof s, t0);
+        if (st) return st;
+    }
+    *sumsq = s;
+    return RS_OK;
+}
+
+static void z_grad_scale(void *ud, float s)
+{
+    zero *z = ud;
+    size_t n;
+    float *g = grad_part(z, &n);
+    for (size_t i = 0; i < n; i++) g[i] *= s;
 }
 
 static rs_status z_step(void *ud, float lr, rs_err *err)
@@ -428,7 +481,7 @@ rs_status rs_zero_strategy(rs_pg *g, rs_model *m, const rs_dtrain_cfg *cfg, rs_d
     *out = (rs_train_strategy){.name = cfg->zero == 1 ? "zero1" : cfg->zero == 2 ? "zero2" : "zero3",
                                .ud = z, .rank = g->rank, .world = g->world, .report = g->rank == 0,
                                .setup = z_setup, .before_backward = z_before_backward,
-                               .after_backward = z_after_backward, .step = z_step, .gather = z_gather,
+                               .after_backward = z_after_backward, .step = z_step, .grad_sumsq = z_grad_sumsq, .grad_scale = z_grad_scale, .gather = z_gather,
                                .optimizer = z_optimizer, .sync_optimizer = z_sync_optimizer,
                                .teardown = z_teardown};
     return RS_OK;

@@ -134,7 +134,7 @@ static void softmax_row_tail(float *row, int n)
  * rather than of work; the passes below go over all the block's rows in turn, so the rows of one
  * pass are independent and overlap in the core. The masked entries past t pad each row with -inf to
  * a multiple of SM_LANES (exp gives 0 there) where the row has room: every row when T % 16 == 0. */
-RS_CPU_CLONES static void softmax_causal_rows(float *att, int t0, int t1, int T)
+RS_SIMD static void softmax_causal_rows(float *att, int t0, int t1, int T)
 {
     float mx[ROW_BLOCK], inv[ROW_BLOCK];
     for (int t = t0; t < t1; t++) {
@@ -179,7 +179,7 @@ RS_CPU_CLONES static void softmax_causal_rows(float *att, int t0, int t1, int T)
 /* Rows [t0, t1) of dP -> dS[t,s] = P[t,s] (dP[t,s] - sum_u P[t,u] dP[t,u]) for s <= t, zeros on (t, t1).
  * Two passes over the block's rows (all the dots, then all the updates) for the same reason as the
  * forward; P is 0 past t, so the dots run to a multiple of SM_LANES where the block has room. */
-RS_CPU_CLONES static void softmax_causal_rows_bwd(const float *att, float *dp, int t0, int t1, int T)
+RS_SIMD static void softmax_causal_rows_bwd(const float *att, float *dp, int t0, int t1, int T)
 {
     float dot[ROW_BLOCK];
     for (int t = t0; t < t1; t++) {
@@ -293,7 +293,7 @@ void rs_cpu_attn_bwd(const float *qkv, const float *att, const float *dout, floa
  * running maximum m, the running sum l and the unnormalised output in o, so no scratch beyond a
  * chunk of scores on the stack is needed whatever the cache length. The chunk's scores and its
  * weighted sum of values are two matrix-vector products (K and V rows have stride C). */
-RS_CPU_CLONES static void attn_step_pair(const float *q, const float *kc, const float *vc, float *o, int len, int C,
+RS_SIMD static void attn_step_pair(const float *q, const float *kc, const float *vc, float *o, int len, int C,
                                         int hs, float scale)
 {
     float sc[STEP_CHUNK], m = -INFINITY, l = 0.0f;

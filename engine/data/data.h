@@ -1,5 +1,5 @@
 /* Readers of the data set formats ringside accepts: IDX (MNIST), Fashion-MNIST from Debian's package,
- * CIFAR-10 binary batches and CSV, plus a seeded train/test split. Every reader has a parse function
+ * CIFAR-10 binary batches, CSV and character-level text, plus a seeded train/test split. Every reader has a parse function
  * over memory (what the fuzz targets call) and a load function over files, plain or gzip. */
 #ifndef RS_DATA_H
 #define RS_DATA_H
@@ -89,6 +89,51 @@ typedef struct rs_csv_opts {
 rs_status rs_data_csv_parse(const char *buf, size_t len, const char *name, const rs_csv_opts *opts,
                             rs_dataset **out, rs_err *err);
 rs_status rs_data_csv_load(const char *path, const rs_csv_opts *opts, rs_dataset **out, rs_err *err);
+
+/* ---- Text: a character-level corpus (nanoGPT's shakespeare_char) ----
+ * The vocabulary is the text's distinct bytes in increasing order (token id k is the k-th of them); the
+ * first 90% of the characters are the training part and the rest the validation part. Each part is a
+ * lazy token data set (tokens, y_len = T, shape (1, 1, T), n_classes = vocabulary size) whose sample i
+ * is the window x = ids [i, i+T), y = ids [i+1, i+T+1): n = part length - T windows, made on demand.
+ * Shuffled sampling over window offsets gives nanoGPT's random windows. A text is refused when it is
+ * empty, binary (a NUL byte, or more than 5% control characters) or shorter than
+ * rs_data_text_min_chars(ctx); each message names the text and what would work. */
+
+#define RS_DATA_TEXT_CTX 64        /* default window length */
+#define RS_DATA_TEXT_CTX_MAX 8192
+#define RS_DATA_FORTUNES_DIR "/usr/share/games/fortunes"
+
+typedef struct rs_text_vocab {
+    int n;              /* distinct characters */
+    uint8_t chars[256]; /* chars[id]: the byte of token id, in increasing byte order */
+    int16_t id[256];    /* id[byte]: its token id, -1 when the text does not have it */
+} rs_text_vocab;
+
+/* Characters a text needs for ctx: a tenth of it validates and each part needs ctx+1 (10*ctx+1). */
+size_t rs_data_text_min_chars(int ctx);
+
+/* A text in memory (name names it in messages and gives the data sets' names, e.g. "tiny.txt" ->
+ * "tiny-train", "tiny-val"). out owns both parts; free with rs_data_pair_free. */
+rs_status rs_data_text_parse(const uint8_t *buf, size_t len, const char *name, int ctx, rs_data_pair *out,
+                             rs_err *err);
+/* A text file, plain or .gz. */
+rs_status rs_data_text_load(const char *path, int ctx, rs_data_pair *out, rs_err *err);
+/* The fortune files of Debian's fortunes package in dir (NULL: RS_DATA_FORTUNES_DIR): every regular
+ * file but strfile's .dat indexes and the .u8 links, in name order, each '%' separator line made an
+ * empty line (about 2.5 MB). Names "fortunes-train" / "fortunes-val". */
+rs_status rs_data_text_fortunes(const char *dir, int ctx, rs_data_pair *out, rs_err *err);
+/* The built-in corpus (engine/data/gen/story.h, about 200 KB): needs nothing installed. Names
+ * "text-train" / "text-val". */
+rs_status rs_data_text_builtin(int ctx, rs_data_pair *out, rs_err *err);
+
+/* A text part's vocabulary (borrowed from d), or NULL when d is not a text part. */
+const rs_text_vocab *rs_text_vocab_of(const rs_dataset *d);
+/* Characters in a text part (0 when d is not one). */
+size_t rs_text_len(const rs_dataset *d);
+/* n characters of s to ids; a character the vocabulary lacks is an error that names it and its offset. */
+rs_status rs_text_encode(const rs_text_vocab *v, const char *s, size_t n, int32_t *ids, rs_err *err);
+/* n ids to characters in out (n+1 bytes: NUL-terminated); an id outside the vocabulary becomes '?'. */
+void rs_text_decode(const rs_text_vocab *v, const int32_t *ids, size_t n, char *out);
 
 /* ---- Split ---- */
 

@@ -63,7 +63,7 @@ uint32_t rs_loader_batches(const rs_loader *l)
 
 uint32_t rs_loader_samples(const rs_loader *l) { return rs_sampler_count(l->s); }
 
-int rs_loader_next(rs_loader *l, float *x, int32_t *y)
+int rs_loader_next(rs_loader *l, void *x, int32_t *y)
 {
     uint32_t count = rs_sampler_count(l->s), left = count - l->pos;
     uint32_t rows = left < (uint32_t)l->batch ? left : (uint32_t)l->batch;
@@ -73,11 +73,8 @@ int rs_loader_next(rs_loader *l, float *x, int32_t *y)
         return 0;
     }
     const uint32_t *idx = rs_sampler_indices(l->s) + l->pos;
-    size_t per = rs_dataset_sample_numel(l->d);
-    for (uint32_t i = 0; i < rows; i++) {
-        memcpy(x + i * per, l->d->x + (size_t)idx[i] * per, per * sizeof(float));
-        y[i] = l->d->y[idx[i]];
-    }
+    size_t per = rs_dataset_sample_numel(l->d) * 4, ny = (size_t)l->d->y_len; /* 4-byte elements */
+    for (uint32_t i = 0; i < rows; i++) rs_dataset_get(l->d, idx[i], (char *)x + i * per, y + i * ny);
     l->last_pos = l->pos;
     l->last_n = rows;
     l->pos += rows;

@@ -65,10 +65,11 @@ void rs_loader_set_epoch(rs_loader *l, int epoch);
 uint32_t rs_loader_batches(const rs_loader *l);
 /* Samples per epoch on this rank (rs_sampler_count). */
 uint32_t rs_loader_samples(const rs_loader *l);
-/* Copies the next batch into x (batch, c*h*w) and y (batch) and returns its row count: `batch`, or
- * fewer for the last one unless drop_last_batch. Returns 0 at the end of the epoch, and keeps
+/* Copies the next batch into x (batch, c*h*w) and y (batch, y_len) and returns its row count: `batch`,
+ * or fewer for the last one unless drop_last_batch. x's elements are 4 bytes: floats, or int32 token
+ * ids when the data set's `tokens` is set. Returns 0 at the end of the epoch, and keeps
  * returning 0 until rs_loader_set_epoch starts another. */
-int rs_loader_next(rs_loader *l, float *x, int32_t *y);
+int rs_loader_next(rs_loader *l, void *x, int32_t *y);
 /* The data set indices of the batch the last rs_loader_next returned (its row count entries), for
  * traces and tests; borrowed from l and valid until the next call. */
 const uint32_t *rs_loader_last_indices(const rs_loader *l);

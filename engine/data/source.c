@@ -19,9 +19,43 @@ static int split_commas(char *s, char **parts, int max)
     return n;
 }
 
+/* text[:WHAT][,ctx=N]: WHAT is builtin (the default), fortunes[=DIR] or a file path, which may itself
+ * hold commas (only a last ",ctx=N" is taken off). */
+static rs_status open_text(const char *arg, rs_data_pair *out, rs_err *err)
+{
+    char what[2048];
+    snprintf(what, sizeof what, "%s", arg ? arg : "");
+    long ctx = RS_DATA_TEXT_CTX;
+    char *num = NULL; /* the digits after ctx=, cut off what */
+    char *c = strrchr(what, ',');
+    if (!strncmp(what, "ctx=", 4)) { /* "text:ctx=32" */
+        num = what + 4;
+        c = what;
+    } else if (c && !strncmp(c + 1, "ctx=", 4)) {
+        num = c + 5;
+    }
+    if (num) {
+        char *end;
+        ctx = strtol(num, &end, 10);
+        if (*end || end == num)
+            return rs_err_set(err, RS_ERR_ARG, "text: ctx=%s is not a number; e.g. text:builtin,ctx=64", num);
+        if (ctx < 1 || ctx > RS_DATA_TEXT_CTX_MAX) ctx = RS_DATA_TEXT_CTX_MAX + 1; /* let the reader say the range */
+        *c = '\0';
+    }
+    if (!what[0] || !strcmp(what, "builtin")) return rs_data_text_builtin((int)ctx, out, err);
+    if (!strcmp(what, "fortunes")) return rs_data_text_fortunes(NULL, (int)ctx, out, err);
+    if (!strncmp(what, "fortunes=", 9)) return rs_data_text_fortunes(what + 9, (int)ctx, out, err);
+    return rs_data_text_load(what, (int)ctx, out, err);
+}
+
 rs_status rs_data_open(const char *source, uint64_t seed, rs_data_pair *out, rs_err *err)
 {
     memset(out, 0, sizeof *out);
+    if (!strncmp(source, "text", 4) && (source[4] == '\0' || source[4] == ':')) {
+        rs_status st = open_text(source[4] ? source + 5 : NULL, out, err);
+        if (st) rs_data_pair_free(out);
+        return st;
+    }
     const char *colon = strchr(source, ':');
     size_t kl = colon ? (size_t)(colon - source) : strlen(source);
     const char *arg = colon ? colon + 1 : NULL;
@@ -69,7 +103,7 @@ rs_status rs_data_open(const char *source, uint64_t seed, rs_data_pair *out, rs_
         free(buf);
         return rs_err_set(err, RS_ERR_ARG,
                           "unknown data source '%.*s'; expected digits[:N], fashion[:DIR], idx:IMAGES,LABELS, "
-                          "cifar:FILE[,FILE..] or csv:FILE",
+                          "cifar:FILE[,FILE..], csv:FILE or text[:FILE|fortunes][,ctx=N]",
                           (int)kl, source);
     }
     free(buf);

@@ -4,7 +4,10 @@
  *   idx:IMAGES,LABELS[,TIMAGES,TLABELS]   MNIST-format files (plain or .gz)
  *   cifar:FILE[,FILE...]            CIFAR-10 binary batches
  *   csv:FILE                        label column first, features after
- * Sources without a test part keep 1/6 of the samples aside (seeded split). */
+ *   text[:builtin|fortunes[=DIR]|FILE][,ctx=N]   character-level text, windows of N (default 64)
+ *                                   characters; the built-in corpus when nothing is named
+ * Sources without a test part keep 1/6 of the samples aside (seeded split); text keeps its last 10%
+ * for validation (and ignores the seed: the built-in corpus is always the same). */
 #ifndef RS_DATA_SOURCE_H
 #define RS_DATA_SOURCE_H
 

@@ -17,13 +17,11 @@ static int cmp_u32(const void *a, const void *b)
 /* A new data set of the samples idx[0..n) of src, in that order. Caller owns it. */
 static rs_dataset *gather(const rs_dataset *src, const uint32_t *idx, uint32_t n, const char *suffix)
 {
-    rs_dataset *d = rs_dataset_new(n, src->c, src->h, src->w, src->n_classes);
+    rs_dataset *d = rs_dataset_new_labels(n, src->c, src->h, src->w, src->n_classes, src->y_len);
     if (!d) return NULL;
-    size_t per = rs_dataset_sample_numel(src);
-    for (uint32_t i = 0; i < n; i++) {
-        memcpy(d->x + (size_t)i * per, src->x + (size_t)idx[i] * per, per * sizeof(float));
-        d->y[i] = src->y[idx[i]];
-    }
+    size_t per = rs_dataset_sample_numel(src), ny = (size_t)src->y_len;
+    for (uint32_t i = 0; i < n; i++) rs_dataset_get(src, idx[i], d->x + (size_t)i * per, d->y + (size_t)i * ny);
+    d->tokens = src->tokens;
     d->class_names = src->class_names;
     snprintf(d->name, sizeof d->name, "%.*s-%s", (int)(sizeof d->name - 7), src->name, suffix);
     memcpy(d->source, src->source, sizeof d->source);

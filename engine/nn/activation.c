@@ -1,4 +1,4 @@
-/* Elementwise activations: ReLU, GELU (exact, erf form) and Tanh. ReLU and Tanh differentiate from
+/* Elementwise activations: ReLU, GELU (exact erf form, or GPT-2's tanh form with gelu(tanh)) and Tanh. ReLU and Tanh differentiate from
  * their output, GELU from its input; the model keeps both, so nothing extra is saved. */
 #include "layer.h"
 
@@ -25,14 +25,16 @@ static void relu_bwd(rs_layer *l, const rs_exec *x, const float *in, const float
 
 static void gelu_fwd(rs_layer *l, const rs_exec *x, const float *in, float *out, int B)
 {
-    x->k->gelu_fwd(in, out, numel(l, B));
+    if (l->cfg.approx_tanh) x->k->gelu_tanh_fwd(in, out, numel(l, B));
+    else x->k->gelu_fwd(in, out, numel(l, B));
 }
 
 static void gelu_bwd(rs_layer *l, const rs_exec *x, const float *in, const float *out, const float *dout,
                      float *din, int B)
 {
     (void)out;
-    if (din) x->k->gelu_bwd(in, dout, din, numel(l, B));
+    if (din && l->cfg.approx_tanh) x->k->gelu_tanh_bwd(in, dout, din, numel(l, B));
+    else if (din) x->k->gelu_bwd(in, dout, din, numel(l, B));
 }
 
 static void tanh_fwd(rs_layer *l, const rs_exec *x, const float *in, float *out, int B)

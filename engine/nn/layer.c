@@ -9,6 +9,8 @@ static const rs_layer_ops *const ops_by_kind[RS_LAYER_KIND_COUNT] = {
     [RS_LAYER_RELU] = &rs_relu_ops,           [RS_LAYER_GELU] = &rs_gelu_ops,
     [RS_LAYER_TANH] = &rs_tanh_ops,           [RS_LAYER_FLATTEN] = &rs_flatten_ops,
     [RS_LAYER_DROPOUT] = &rs_dropout_ops,     [RS_LAYER_LAYERNORM] = &rs_layernorm_ops,
+    [RS_LAYER_EMBED] = &rs_embed_ops,         [RS_LAYER_ATTN] = &rs_attn_ops,
+    [RS_LAYER_ADD] = &rs_add_ops,
 };
 
 const rs_layer_ops *rs_layer_ops_for(rs_layer_kind k)
@@ -24,7 +26,7 @@ const char *rs_layer_kind_name(rs_layer_kind k)
 
 rs_layer_cfg rs_layer_cfg_default(rs_layer_kind k)
 {
-    rs_layer_cfg c = {.kind = k, .bias = true, .eps = 1e-5f, .p = 0.5f};
+    rs_layer_cfg c = {.kind = k, .bias = true, .eps = 1e-5f, .p = 0.5f, .heads = 1};
     c.kh = c.kw = (k == RS_LAYER_CONV2D) ? 3 : 2;
     c.sh = c.sw = (k == RS_LAYER_CONV2D) ? 1 : c.kh;
     return c;
@@ -37,8 +39,17 @@ char *rs_layer_cfg_str(const rs_layer_cfg *c, char *buf, size_t n)
     char win[64] = "";
     switch (c->kind) {
     case RS_LAYER_LINEAR:
-        snprintf(buf, n, "%s(%d%s)", name, c->out, c->bias ? "" : ",bias=0");
+        k = snprintf(buf, n, "%s(%d%s", name, c->out, c->bias ? "" : ",bias=0");
+        if (c->init_std > 0.0f && k >= 0 && (size_t)k < n) k += snprintf(buf + k, n - (size_t)k, ",std=%g", (double)c->init_std);
+        if (c->tie[0] && k >= 0 && (size_t)k < n) k += snprintf(buf + k, n - (size_t)k, ",tie=%s", c->tie);
+        if (k >= 0 && (size_t)k < n) snprintf(buf + k, n - (size_t)k, ")");
         return buf;
+    case RS_LAYER_EMBED:
+        if (c->init_std > 0.0f) snprintf(buf, n, "%s(%d,%d,std=%g)", name, c->vocab, c->out, (double)c->init_std);
+        else snprintf(buf, n, "%s(%d,%d)", name, c->vocab, c->out);
+        return buf;
+    case RS_LAYER_ATTN: snprintf(buf, n, "%s(%d)", name, c->heads); return buf;
+    case RS_LAYER_GELU: snprintf(buf, n, c->approx_tanh ? "%s(tanh)" : "%s", name); return buf;
     case RS_LAYER_CONV2D:
     case RS_LAYER_MAXPOOL2D:
     case RS_LAYER_AVGPOOL2D: {
@@ -108,4 +119,15 @@ rs_status rs_layer_window_geom(rs_layer *l, const rs_shape *in, int out_channels
 void rs_layer_init_uniform(float *x, size_t n, float bound, rs_rng *rng)
 {
     for (size_t i = 0; i < n; i++) x[i] = rs_rng_range(rng, -bound, bound);
+}
+
+void rs_layer_init_normal(float *x, size_t n, float std, rs_rng *rng)
+{
+    for (size_t i = 0; i < n; i++) x[i] = std * rs_rng_normal(rng);
+}
+
+int64_t rs_layer_rows(const rs_shape *s, int B)
+{
+    int64_t last = s->ndim ? s->d[s->ndim - 1] : 1;
+    return last > 0 ? (int64_t)B * rs_shape_numel(s) / last : 0;
 }

@@ -25,6 +25,9 @@ typedef enum rs_layer_kind {
     RS_LAYER_FLATTEN,
     RS_LAYER_DROPOUT,
     RS_LAYER_LAYERNORM,
+    RS_LAYER_EMBED,       /* token + position embedding: tokens (T) -> (T, C) */
+    RS_LAYER_ATTN,        /* causal multi-head self-attention core: qkv (T, 3C) -> (T, C) */
+    RS_LAYER_ADD,         /* sum of two inputs of one shape (the residual of a res[ ... ] block) */
     RS_LAYER_KIND_COUNT
 } rs_layer_kind;
 
@@ -36,6 +39,12 @@ typedef struct rs_layer_cfg {
     bool bias;            /* linear, conv */
     float p;              /* dropout probability */
     float eps;            /* layernorm */
+    int vocab;            /* embed: vocabulary size (its `out` is the width C) */
+    int heads;            /* attn */
+    bool approx_tanh;     /* gelu: the tanh form of GPT-2 (torch approximate='tanh') */
+    float init_std;       /* linear, embed: weights ~ N(0, init_std), biases 0 (GPT-2's init);
+                             0 = PyTorch's default for the kind */
+    char tie[24];         /* linear: use this parameter ("0.wte") as the weight, shared (tied) */
 } rs_layer_cfg;
 
 /* One parameter tensor of a layer: a view {offset, shape} into the model's buffers. */
@@ -44,9 +53,13 @@ typedef struct rs_param_slot {
     rs_shape shape;
     size_t offset;        /* in floats, into the model's params/grads buffers */
     size_t numel;
+    bool tied;            /* a view of another layer's parameter (weight tying): it owns no range,
+                             is no tensor of its own, and its gradient adds into the owner's */
 } rs_param_slot;
 
 #define RS_LAYER_MAX_PARAMS 2
+/* Inputs of one node: its producers in the model's graph. */
+#define RS_LAYER_MAX_SRC 2
 
 typedef struct rs_layer rs_layer;
 
@@ -73,6 +86,12 @@ typedef struct rs_layer_ops {
     /* din may be NULL when no gradient is wanted below this layer. */
     void (*backward)(rs_layer *l, const rs_exec *x, const float *in, const float *out,
                      const float *dout, float *din, int B);
+    /* Layers of two inputs (nin == 2; add) use these instead of forward/backward; setup gets the
+     * first input's shape and the model checks that the second matches (in2 below). da or db may be
+     * NULL when that input needs no gradient. */
+    int nin;              /* 0 means 1 */
+    void (*forward2)(rs_layer *l, const rs_exec *x, const float *a, const float *b, float *out, int B);
+    void (*backward2)(rs_layer *l, const rs_exec *x, const float *dout, float *da, float *db, int B);
 } rs_layer_ops;
 
 struct rs_layer {
@@ -81,6 +100,8 @@ struct rs_layer {
     char name[48];        /* path in the model, PyTorch-style: "0", "3.1" */
     int index;            /* position in execution order */
     rs_shape in, out;     /* per sample */
+    int nsrc;             /* inputs: the layers whose outputs this one reads, -1 = the model's input */
+    int src[RS_LAYER_MAX_SRC];
     int np;
     rs_param_slot p[RS_LAYER_MAX_PARAMS];
     rs_conv_geom geom;    /* conv and pools */
@@ -97,11 +118,16 @@ char *rs_layer_cfg_str(const rs_layer_cfg *c, char *buf, size_t n);
 
 /* Per-kind operation tables (engine/nn/<kind>.c). */
 extern const rs_layer_ops rs_linear_ops, rs_conv2d_ops, rs_maxpool2d_ops, rs_avgpool2d_ops,
-    rs_relu_ops, rs_gelu_ops, rs_tanh_ops, rs_flatten_ops, rs_dropout_ops, rs_layernorm_ops;
+    rs_relu_ops, rs_gelu_ops, rs_tanh_ops, rs_flatten_ops, rs_dropout_ops, rs_layernorm_ops, rs_embed_ops,
+    rs_attn_ops, rs_add_ops;
 
 /* Shared by conv and pools: output size of a window, or an error naming the layer. */
 rs_status rs_layer_window_geom(rs_layer *l, const rs_shape *in, int out_channels, rs_err *err);
 /* PyTorch's kaiming_uniform_(a=sqrt(5)) for weights and U(-1/sqrt(fan_in), ..) for biases. */
 void rs_layer_init_uniform(float *x, size_t n, float bound, rs_rng *rng);
+/* N(0, std) for weights (GPT-2's initialisation). */
+void rs_layer_init_normal(float *x, size_t n, float std, rs_rng *rng);
+/* Rows of the last dimension in a batch: B * numel(s) / last(s) (tokens x positions for a sequence). */
+int64_t rs_layer_rows(const rs_shape *s, int B);
 
 #endif

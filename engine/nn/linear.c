@@ -1,5 +1,7 @@
-/* Linear: out (B,O) = in (B,I) . W^T + b, with W (O,I) as PyTorch stores it, so a checkpoint's
- * "N.weight" loads into torch.nn.Linear unchanged. */
+/* Linear: out (R,O) = in (R,I) . W^T + b over the last dimension, with W (O,I) as PyTorch stores
+ * it, so a checkpoint's "N.weight" loads into torch.nn.Linear unchanged. R is the batch for a flat
+ * input and batch x positions for a sequence (T, I). With tie= the weight is another layer's
+ * parameter (GPT-2's head shares the token embedding): same offsets, gradients added together. */
 #include <math.h>
 
 #include "layer.h"
@@ -7,29 +9,39 @@
 static rs_status setup(rs_layer *l, const rs_shape *in, rs_err *err)
 {
     char s[64];
-    if (in->ndim != 1)
+    if (in->ndim != 1 && in->ndim != 2)
         return rs_err_set(err, RS_ERR_SHAPE,
                           "layer %s (linear) needs a flat input, got %s; put `flatten` before it",
                           l->name, rs_shape_str(in, s, sizeof s));
     if (l->cfg.out < 1)
         return rs_err_set(err, RS_ERR_ARG, "layer %s (linear): out features must be >= 1, got %d",
                           l->name, l->cfg.out);
-    int64_t I = in->d[0], O = l->cfg.out;
-    l->out = (rs_shape){1, {O}};
+    int64_t I = in->d[in->ndim - 1], O = l->cfg.out;
+    l->out = *in;
+    l->out.d[in->ndim - 1] = O;
     l->np = l->cfg.bias ? 2 : 1;
-    l->p[0] = (rs_param_slot){.suffix = "weight", .shape = {2, {O, I}}, .numel = (size_t)(O * I)};
+    l->p[0] = (rs_param_slot){.suffix = "weight", .shape = {2, {O, I}}, .numel = (size_t)(O * I),
+                              .tied = l->cfg.tie[0] != 0};
     if (l->cfg.bias) l->p[1] = (rs_param_slot){.suffix = "bias", .shape = {1, {O}}, .numel = (size_t)O};
     return RS_OK;
 }
 
 static void init(rs_layer *l, float *params, rs_rng *rng)
 {
+    int first = l->p[0].tied ? 1 : 0; /* a tied weight is its owner's to initialise */
+    if (l->cfg.init_std > 0.0f) {
+        if (!first) rs_layer_init_normal(params + l->p[0].offset, l->p[0].numel, l->cfg.init_std, rng);
+        for (int i = 1; i < l->np; i++)
+            for (size_t j = 0; j < l->p[i].numel; j++) params[l->p[i].offset + j] = 0.0f;
+        return;
+    }
     float bound = 1.0f / sqrtf((float)l->p[0].shape.d[1]);
-    for (int i = 0; i < l->np; i++) rs_layer_init_uniform(params + l->p[i].offset, l->p[i].numel, bound, rng);
+    for (int i = first; i < l->np; i++) rs_layer_init_uniform(params + l->p[i].offset, l->p[i].numel, bound, rng);
 }
 
 static void forward(rs_layer *l, const rs_exec *x, const float *in, float *out, int B)
 {
+    B = (int)rs_layer_rows(&l->out, B);
     int O = (int)l->p[0].shape.d[0], I = (int)l->p[0].shape.d[1];
     const float *W = x->params + l->p[0].offset;
     x->k->gemm(false, true, B, O, I, 1.0f, in, I, W, I, 0.0f, out, O);
@@ -40,6 +52,7 @@ static void backward(rs_layer *l, const rs_exec *x, const float *in, const float
                      float *din, int B)
 {
     (void)out;
+    B = (int)rs_layer_rows(&l->out, B);
     int O = (int)l->p[0].shape.d[0], I = (int)l->p[0].shape.d[1];
     const float *W = x->params + l->p[0].offset;
     x->k->gemm(true, false, O, I, B, 1.0f, dout, O, in, I, 1.0f, x->grads + l->p[0].offset, I);

@@ -1,5 +1,5 @@
-/* The model: layer list, parameter layout, activation memory, forward/loss/backward (see model.h). */
-#include "model.h"
+/* The model: layer list, parameter layout, units, accessors (see model.h). */
+#include "model_internal.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -7,57 +7,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
-
-#define MAX_DEPTH 8
-
-struct rs_model {
-    char name[64];
-    rs_shape in;
-    rs_device dev;
-    const rs_kernels *k;
-    rs_mem own_mem;   /* used when the caller gave no tracker */
-    rs_mem *mem;
-    uint64_t seed;
-    bool laid_out, built, training;
-
-    rs_layer *layers; /* execution order */
-    int nlayers, cap_layers;
-    rs_block *blocks;
-    int nblocks, cap_blocks;
-    /* building state: the open block at each depth and the child counter at each depth */
-    int depth, open_block[MAX_DEPTH], child_count[MAX_DEPTH + 1];
-
-    rs_param_info *tensors;
-    int ntensors;
-    size_t numel;
-    float *params, *grads;
-
-    /* activation memory for batches up to cap_B */
-    int cap_B;
-    float *acts;      /* every layer's output, back to back */
-    size_t *act_off;  /* (nlayers) offsets into acts */
-    float *dbuf[2];   /* ping-pong activation gradients */
-    unsigned char *saved;
-    float *probs, *losses;
-    float *ws;
-    size_t acts_bytes, dbuf_bytes, saved_bytes, probs_bytes, ws_bytes;
-
-    uint64_t step; /* forward calls in training mode: varies the dropout mask */
-    int failed_layer; /* layer whose setup failed in the last layout, or -1 */
-    rs_grad_ready_fn grad_hook;
-    void *grad_hook_ud;
-
-    /* Sharded training (see model.h): the units (top-level items, owned), their hooks, whether the
-     * gradient buffer is released (ZeRO-2), and whether params/grads are reservations of map_bytes
-     * each (ZeRO-3) with a resident flag per unit for each (owned, nunits bytes each). */
-    rs_unit *units;
-    int nunits;
-    rs_wrap wrap;
-    rs_unit_hooks uh;
-    bool has_uh, grads_released, sharded;
-    size_t map_bytes;
-    unsigned char *resident[2]; /* [0] params, [1] grads */
-};
 
 rs_model *rs_model_new(const char *name, const rs_shape *in, rs_device dev, rs_mem *mem)
 {
@@ -99,6 +48,8 @@ rs_status rs_model_add(rs_model *m, const rs_layer_cfg *cfg, rs_err *err)
     memset(l, 0, sizeof *l);
     l->ops = ops;
     l->cfg = *cfg;
+    l->nsrc = 1;
+    l->src[0] = m->nlayers - 1; /* a chain by default: the previous node, or the model's input */
     l->index = m->nlayers++;
     layer_name(m, l->name, sizeof l->name);
     m->child_count[m->depth]++;
@@ -106,7 +57,7 @@ rs_status rs_model_add(rs_model *m, const rs_layer_cfg *cfg, rs_err *err)
     return RS_OK;
 }
 
-rs_status rs_model_begin_block(rs_model *m, rs_err *err)
+static rs_status begin_block(rs_model *m, bool residual, rs_err *err)
 {
     if (m->built) return rs_err_set(err, RS_ERR_ARG, "model %s is already built", m->name);
     if (m->depth + 1 >= MAX_DEPTH) return rs_err_set(err, RS_ERR_ARG, "blocks nest at most %d deep", MAX_DEPTH - 1);
@@ -122,17 +73,32 @@ rs_status rs_model_begin_block(rs_model *m, rs_err *err)
     layer_name(m, b->name, sizeof b->name);
     b->first = m->nlayers;
     b->depth = m->depth;
+    b->residual = residual;
+    b->input = m->nlayers - 1;
     m->open_block[m->depth] = m->nblocks++;
     m->depth++;
     m->child_count[m->depth] = 0;
     return RS_OK;
 }
 
+rs_status rs_model_begin_block(rs_model *m, rs_err *err) { return begin_block(m, false, err); }
+rs_status rs_model_begin_residual(rs_model *m, rs_err *err) { return begin_block(m, true, err); }
+
 rs_status rs_model_end_block(rs_model *m, rs_err *err)
 {
     if (m->depth == 0) return rs_err_set(err, RS_ERR_ARG, "end of a block that was not begun");
-    rs_block *b = &m->blocks[m->open_block[m->depth - 1]];
-    if (b->count == 0) return rs_err_set(err, RS_ERR_ARG, "block %s is empty; put at least one layer in it", b->name);
+    int bi = m->open_block[m->depth - 1];
+    if (m->blocks[bi].count == 0)
+        return rs_err_set(err, RS_ERR_ARG, "block %s is empty; put at least one layer in it", m->blocks[bi].name);
+    if (m->blocks[bi].residual) {
+        /* The block's output plus its input, as the block's last node. */
+        rs_layer_cfg add = rs_layer_cfg_default(RS_LAYER_ADD);
+        rs_status st = rs_model_add(m, &add, err);
+        if (st) return st;
+        rs_layer *l = &m->layers[m->nlayers - 1];
+        l->nsrc = 2;
+        l->src[1] = m->blocks[bi].input;
+    }
     m->depth--;
     m->child_count[m->depth]++;
     return RS_OK;
@@ -148,6 +114,30 @@ static bool numel_within(const rs_shape *s, int64_t limit, int64_t *out)
     return true;
 }
 
+/* A tied slot takes the offset of the parameter its tie= names ("0.wte"), which must belong to an
+ * earlier layer (its owner runs backward last, so the range is complete when the owner reports it)
+ * and have the same shape. */
+static rs_status resolve_tie(rs_model *m, rs_layer *l, rs_param_slot *p, rs_err *err)
+{
+    char s1[64], s2[64];
+    for (int i = 0; i < l->index; i++) {
+        const rs_layer *o = &m->layers[i];
+        for (int j = 0; j < o->np; j++) {
+            char full[64];
+            snprintf(full, sizeof full, "%s.%s", o->name, o->p[j].suffix);
+            if (strcmp(full, l->cfg.tie) || o->p[j].tied) continue;
+            if (!rs_shape_eq(&o->p[j].shape, &p->shape))
+                return rs_err_set(err, RS_ERR_SHAPE, "layer %s (%s): tie=%s is %s but its %s must be %s", l->name,
+                                  l->ops->kind, l->cfg.tie, rs_shape_str(&o->p[j].shape, s1, sizeof s1), p->suffix,
+                                  rs_shape_str(&p->shape, s2, sizeof s2));
+            p->offset = o->p[j].offset;
+            return RS_OK;
+        }
+    }
+    return rs_err_set(err, RS_ERR_ARG, "layer %s (%s): tie=%s names no parameter of an earlier layer "
+                      "(write LAYER.NAME as `show` lists them, e.g. 0.wte)", l->name, l->ops->kind, l->cfg.tie);
+}
+
 rs_status rs_model_layout(rs_model *m, rs_err *err)
 {
     if (m->laid_out) return RS_OK;
@@ -158,7 +148,7 @@ rs_status rs_model_layout(rs_model *m, rs_err *err)
     if (!numel_within(&m->in, RS_MODEL_MAX_ELEMS, &n))
         return rs_err_set(err, RS_ERR_SHAPE, "model %s: input %s is too large (at most %lld values per sample)",
                           m->name, rs_shape_str(&m->in, s, sizeof s), (long long)RS_MODEL_MAX_ELEMS);
-    /* Shapes and the parameter layout, in forward order. */
+    /* Shapes and the parameter layout, in forward order: a node's producers come before it. */
     rs_shape cur = m->in;
     int nt = 0;
     size_t off = 0;
@@ -166,8 +156,25 @@ rs_status rs_model_layout(rs_model *m, rs_err *err)
     for (int i = 0; i < m->nlayers; i++) {
         rs_layer *l = &m->layers[i];
         m->failed_layer = i;
-        rs_status st = l->ops->setup(l, &cur, err);
+        const rs_shape *src_shape[RS_LAYER_MAX_SRC];
+        for (int k = 0; k < l->nsrc; k++)
+            src_shape[k] = l->src[k] < 0 ? &m->in : &m->layers[l->src[k]].out;
+        if (m->tokens && l->src[0] < 0 && l->ops != &rs_embed_ops)
+            return rs_err_set(err, RS_ERR_SHAPE, "layer %s (%s) reads the model's tokens; a token model starts "
+                              "with embed(VOCAB,WIDTH)", l->name, l->ops->kind);
+        if (!m->tokens && l->ops == &rs_embed_ops)
+            return rs_err_set(err, RS_ERR_SHAPE, "layer %s (embed) needs token input: give the model ctx=T "
+                              "(e.g. seq ctx=64 embed(65,128) ...)", l->name);
+        l->in = *src_shape[0];
+        rs_status st = l->ops->setup(l, src_shape[0], err);
         if (st) return st;
+        for (int k = 1; k < l->nsrc; k++)
+            if (!rs_shape_eq(src_shape[k], src_shape[0])) {
+                char s2[64];
+                return rs_err_set(err, RS_ERR_SHAPE, "layer %s (%s): inputs %s and %s differ; a residual block "
+                                  "must give back the shape it was given", l->name, l->ops->kind,
+                                  rs_shape_str(src_shape[0], s, sizeof s), rs_shape_str(src_shape[k], s2, sizeof s2));
+            }
         if (!numel_within(&l->out, RS_MODEL_MAX_ELEMS, &n))
             return rs_err_set(err, RS_ERR_SHAPE, "layer %s (%s): output %s is too large (at most %lld values per sample)",
                               l->name, l->ops->kind, rs_shape_str(&l->out, s, sizeof s), (long long)RS_MODEL_MAX_ELEMS);
@@ -177,6 +184,11 @@ rs_status rs_model_layout(rs_model *m, rs_err *err)
                                   l->ops->kind, l->p[j].suffix, rs_shape_str(&l->p[j].shape, s, sizeof s),
                                   (long long)RS_MODEL_MAX_ELEMS);
             l->p[j].numel = (size_t)n;
+            if (l->p[j].tied) {
+                st = resolve_tie(m, l, &l->p[j], err);
+                if (st) return st;
+                continue;
+            }
             l->p[j].offset = off;
             off += l->p[j].numel;
             /* Keep every tensor 16-float (64-byte) aligned so views are SIMD friendly. */
@@ -186,7 +198,7 @@ rs_status rs_model_layout(rs_model *m, rs_err *err)
         cur = l->out;
     }
     m->failed_layer = m->nlayers - 1;
-    if (cur.ndim != 1) {
+    if (cur.ndim != 1 && !(m->tokens && cur.ndim == 2)) {
         return rs_err_set(err, RS_ERR_SHAPE,
                           "model %s ends with output %s; the last layer must give one score per class: "
                           "add `flatten linear(CLASSES)`",
@@ -203,7 +215,8 @@ rs_status rs_model_layout(rs_model *m, rs_err *err)
 static size_t layers_first_offset(const rs_model *m, int first, int count)
 {
     for (int i = first; i < first + count; i++)
-        if (m->layers[i].np) return m->layers[i].p[0].offset;
+        for (int j = 0; j < m->layers[i].np; j++)
+            if (!m->layers[i].p[j].tied) return m->layers[i].p[j].offset;
     return SIZE_MAX;
 }
 
@@ -242,6 +255,19 @@ static rs_status build_units(rs_model *m, rs_err *err)
         x->offset = off;
         x->numel = end - off;
     }
+    for (int u = 0; u < n; u++) {
+        rs_unit *x = &m->units[u];
+        x->uses = -1;
+        for (int i = x->first; i < x->first + x->count; i++)
+            for (int j = 0; j < m->layers[i].np; j++) {
+                if (!m->layers[i].p[j].tied) continue;
+                size_t off = m->layers[i].p[j].offset;
+                for (int v = 0; v < n; v++)
+                    if (v != u && m->units[v].numel && off >= m->units[v].offset &&
+                        off < m->units[v].offset + m->units[v].numel)
+                        x->uses = v;
+            }
+    }
     return RS_OK;
 }
 
@@ -270,8 +296,9 @@ rs_status rs_model_build(rs_model *m, uint64_t seed, rs_err *err)
     rs_rng_seed(&root, seed);
     for (int i = 0; i < m->nlayers; i++) {
         rs_layer *l = &m->layers[i];
-        for (int j = 0; j < l->np; j++, t++) {
-            rs_param_info *pi = &m->tensors[t];
+        for (int j = 0; j < l->np; j++) {
+            if (l->p[j].tied) continue;
+            rs_param_info *pi = &m->tensors[t++];
             snprintf(pi->name, sizeof pi->name, "%s.%s", l->name, l->p[j].suffix);
             pi->shape = l->p[j].shape;
             pi->offset = l->p[j].offset;
@@ -288,179 +315,20 @@ rs_status rs_model_build(rs_model *m, uint64_t seed, rs_err *err)
     return RS_OK;
 }
 
-static void free_acts(rs_model *m)
+int rs_model_decay_ranges(const rs_model *m, size_t (*out)[2], int max)
 {
-    rs_mem_free(m->mem, RS_POOL_ACTS, m->acts, m->acts_bytes);
-    rs_mem_free(m->mem, RS_POOL_ACTS, m->dbuf[0], m->dbuf_bytes);
-    rs_mem_free(m->mem, RS_POOL_ACTS, m->dbuf[1], m->dbuf_bytes);
-    rs_mem_free(m->mem, RS_POOL_ACTS, m->saved, m->saved_bytes);
-    rs_mem_free(m->mem, RS_POOL_ACTS, m->probs, m->probs_bytes);
-    rs_mem_free(m->mem, RS_POOL_SCRATCH, m->ws, m->ws_bytes);
-    free(m->act_off);
-    m->acts = m->dbuf[0] = m->dbuf[1] = m->probs = m->ws = NULL;
-    m->saved = NULL;
-    m->act_off = NULL;
-    m->losses = NULL;
-    m->cap_B = 0;
-}
-
-static size_t layer_ws(const rs_model *m, const rs_layer *l, int B)
-{
-    return l->ops->workspace_bytes ? l->ops->workspace_bytes(l, m->k, B) : 0;
-}
-
-rs_status rs_model_reserve(rs_model *m, int B, rs_err *err)
-{
-    if (!m->built) return rs_err_set(err, RS_ERR_ARG, "model %s is not built", m->name);
-    if (B < 1) return rs_err_set(err, RS_ERR_ARG, "batch size must be >= 1, got %d", B);
-    size_t ws = 0;
-    for (int i = 0; i < m->nlayers; i++) {
-        size_t w = layer_ws(m, &m->layers[i], B);
-        ws = w > ws ? w : ws;
-    }
-    /* Workspace can grow with the thread count even when B does not. */
-    if (B <= m->cap_B && ws <= m->ws_bytes) return RS_OK;
-    if (B < m->cap_B) B = m->cap_B;
-    free_acts(m);
-    size_t acts = 0, dmax = (size_t)rs_shape_numel(&m->in), saved = 0;
-    m->act_off = malloc((size_t)m->nlayers * sizeof *m->act_off);
-    if (!m->act_off) return rs_err_set(err, RS_ERR_NOMEM, "out of memory");
-    for (int i = 0; i < m->nlayers; i++) {
-        rs_layer *l = &m->layers[i];
-        size_t o = (size_t)rs_shape_numel(&l->out);
-        m->act_off[i] = acts;
-        acts += ((size_t)B * o + 15) & ~(size_t)15;
-        dmax = o > dmax ? o : dmax;
-        if (l->ops->saved_bytes) saved += (l->ops->saved_bytes(l, B) + 63) & ~(size_t)63;
-        size_t w = layer_ws(m, l, B);
-        ws = w > ws ? w : ws;
-    }
-    int C = rs_model_classes(m);
-    m->acts_bytes = acts * sizeof(float);
-    m->dbuf_bytes = (size_t)B * dmax * sizeof(float);
-    m->saved_bytes = saved ? saved : 64;
-    m->probs_bytes = ((size_t)B * C + (size_t)B) * sizeof(float);
-    m->ws_bytes = ws ? ws : 64;
-    m->acts = rs_mem_alloc(m->mem, RS_POOL_ACTS, m->acts_bytes);
-    m->dbuf[0] = rs_mem_alloc(m->mem, RS_POOL_ACTS, m->dbuf_bytes);
-    m->dbuf[1] = rs_mem_alloc(m->mem, RS_POOL_ACTS, m->dbuf_bytes);
-    m->saved = rs_mem_alloc(m->mem, RS_POOL_ACTS, m->saved_bytes);
-    m->probs = rs_mem_alloc(m->mem, RS_POOL_ACTS, m->probs_bytes);
-    m->ws = rs_mem_alloc(m->mem, RS_POOL_SCRATCH, m->ws_bytes);
-    if (!m->acts || !m->dbuf[0] || !m->dbuf[1] || !m->saved || !m->probs || !m->ws) {
-        free_acts(m);
-        return rs_err_set(err, RS_ERR_NOMEM, "model %s: out of memory for activations of batch %d", m->name, B);
-    }
-    m->losses = m->probs + (size_t)B * C;
-    size_t so = 0;
-    for (int i = 0; i < m->nlayers; i++) {
-        rs_layer *l = &m->layers[i];
-        l->saved = NULL;
-        if (l->ops->saved_bytes) {
-            l->saved = m->saved + so;
-            so += (l->ops->saved_bytes(l, B) + 63) & ~(size_t)63;
+    int n = 0;
+    for (int i = 0; i < m->ntensors; i++) {
+        const rs_param_info *t = &m->tensors[i];
+        rs_layer_kind k = m->layers[t->layer].cfg.kind;
+        if ((k != RS_LAYER_LINEAR && k != RS_LAYER_CONV2D) || t->shape.ndim < 2) continue;
+        if (n < max) {
+            out[n][0] = t->offset;
+            out[n][1] = t->offset + t->numel;
         }
+        n++;
     }
-    m->cap_B = B;
-    return RS_OK;
-}
-
-static rs_exec exec_ctx(rs_model *m)
-{
-    uint64_t z = m->seed ^ (m->step * 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 31)) * 0xbf58476d1ce4e5b9ULL;
-    return (rs_exec){.k = m->k, .params = m->params, .grads = m->grads, .ws = m->ws,
-                     .training = m->training, .dropout_seed = z ^ (z >> 29)};
-}
-
-void rs_model_set_training(rs_model *m, bool training) { m->training = training; }
-bool rs_model_training(const rs_model *m) { return m->training; }
-
-rs_status rs_model_forward(rs_model *m, const float *x, int B, const float **logits, rs_err *err)
-{
-    rs_status st = rs_model_reserve(m, B, err);
-    if (st) return st;
-    if (m->training) m->step++;
-    rs_exec ex = exec_ctx(m);
-    const float *in = x;
-    for (int u = 0; u < m->nunits; u++) {
-        const rs_unit *un = &m->units[u];
-        if (m->has_uh && m->uh.before_forward && (st = m->uh.before_forward(m->uh.ud, un, err))) return st;
-        for (int i = un->first; i < un->first + un->count; i++) {
-            float *out = m->acts + m->act_off[i];
-            m->layers[i].ops->forward(&m->layers[i], &ex, in, out, B);
-            in = out;
-        }
-        if (m->has_uh && m->uh.after_forward && (st = m->uh.after_forward(m->uh.ud, un, err))) return st;
-    }
-    if (logits) *logits = in;
-    return RS_OK;
-}
-
-rs_status rs_model_loss(rs_model *m, const int32_t *y, int B, float *loss, rs_err *err)
-{
-    int C = rs_model_classes(m);
-    if (B > m->cap_B) return rs_err_set(err, RS_ERR_ARG, "loss of batch %d before a forward of that batch", B);
-    for (int b = 0; b < B; b++)
-        if (y[b] < 0 || y[b] >= C)
-            return rs_err_set(err, RS_ERR_ARG,
-                              "label %d of sample %d is outside the model's %d classes (0..%d); "
-                              "the last layer needs as many outputs as the data has classes",
-                              (int)y[b], b, C, C - 1);
-    const float *logits = m->acts + m->act_off[m->nlayers - 1];
-    m->k->softmax_xent_fwd(logits, y, m->probs, m->losses, B, C);
-    /* Mean over the batch in double: the figure reported does not drift with batch size. */
-    double s = 0.0;
-    for (int b = 0; b < B; b++) s += m->losses[b];
-    if (loss) *loss = (float)(s / B);
-    return RS_OK;
-}
-
-void rs_model_backward(rs_model *m, const float *x, const int32_t *y, int B, float loss_scale)
-{
-    rs_exec ex = exec_ctx(m);
-    int C = rs_model_classes(m);
-    float *dcur = m->dbuf[0], *dnext = m->dbuf[1];
-    m->k->softmax_xent_bwd(m->probs, y, dcur, B, C, loss_scale / (float)B);
-    /* Units in reverse; a failing unit hook stops the pass (its owner keeps the error). */
-    int u = m->nunits - 1;
-    rs_err herr = {0};
-    if (m->has_uh && m->uh.before_backward && m->uh.before_backward(m->uh.ud, &m->units[u], &herr)) return;
-    /* exec_ctx read the buffers' addresses, which a hook may not change: acquire_grads happens before
-     * backward, and sharded buffers keep their addresses. */
-    for (int i = m->nlayers - 1; i >= 0; i--) {
-        if (i < m->units[u].first) {
-            if (m->has_uh && m->uh.after_backward && m->uh.after_backward(m->uh.ud, &m->units[u], &herr)) return;
-            u--;
-            if (m->has_uh && m->uh.before_backward && m->uh.before_backward(m->uh.ud, &m->units[u], &herr)) return;
-        }
-        rs_layer *l = &m->layers[i];
-        const float *in = i ? m->acts + m->act_off[i - 1] : x;
-        const float *out = m->acts + m->act_off[i];
-        float *din = i ? dnext : NULL; /* nobody needs d(loss)/d(input) */
-        l->ops->backward(l, &ex, in, out, dcur, din, B);
-        if (m->grad_hook && l->np) {
-            size_t first = l->p[0].offset, last = l->p[l->np - 1].offset + l->p[l->np - 1].numel;
-            m->grad_hook(m->grad_hook_ud, first, last - first);
-        }
-        float *t = dcur;
-        dcur = dnext;
-        dnext = t;
-    }
-    if (m->has_uh && m->uh.after_backward) m->uh.after_backward(m->uh.ud, &m->units[0], &herr);
-}
-
-void rs_model_zero_grad(rs_model *m)
-{
-    /* Released (ZeRO-2) or sharded (ZeRO-3) gradients are zero-filled when acquired. */
-    if (m->grads_released || m->sharded) return;
-    m->k->fill(m->grads, m->numel, 0.0f);
-}
-
-void rs_model_set_grad_hook(rs_model *m, rs_grad_ready_fn fn, void *ud)
-{
-    m->grad_hook = fn;
-    m->grad_hook_ud = ud;
+    return n;
 }
 
 const char *rs_model_name(const rs_model *m) { return m->name; }
@@ -468,7 +336,26 @@ void rs_model_set_name(rs_model *m, const char *name) { snprintf(m->name, sizeof
 const rs_shape *rs_model_input_shape(const rs_model *m) { return &m->in; }
 int rs_model_classes(const rs_model *m)
 {
-    return m->nlayers ? (int)rs_shape_numel(&m->layers[m->nlayers - 1].out) : 0;
+    if (!m->nlayers) return 0;
+    const rs_shape *o = &m->layers[m->nlayers - 1].out;
+    return o->ndim ? (int)o->d[o->ndim - 1] : 0;
+}
+
+int rs_model_rows(const rs_model *m)
+{
+    int C = rs_model_classes(m);
+    return C ? (int)(rs_shape_numel(&m->layers[m->nlayers - 1].out) / C) : 0;
+}
+
+void rs_model_set_tokens(rs_model *m, bool tokens)
+{
+    if (!m->laid_out) m->tokens = tokens;
+}
+bool rs_model_tokens(const rs_model *m) { return m->tokens; }
+
+int rs_model_vocab(const rs_model *m)
+{
+    return m->tokens && m->nlayers && m->layers[0].ops == &rs_embed_ops ? m->layers[0].cfg.vocab : 0;
 }
 int rs_model_layer_count(const rs_model *m) { return m->nlayers; }
 rs_layer *rs_model_layer(rs_model *m, int i) { return (i >= 0 && i < m->nlayers) ? &m->layers[i] : NULL; }
@@ -503,119 +390,11 @@ const rs_param_info *rs_model_find_tensor(const rs_model *m, const char *name)
 }
 
 /* A growing string for the text renderers below. */
-typedef struct sbuf {
-    char *s;
-    size_t len, cap;
-} sbuf;
-
-static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(sbuf *b, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (n < 0) return;
-    if (b->len + (size_t)n + 1 > b->cap) {
-        size_t cap = (b->cap ? b->cap * 2 : 256) + (size_t)n;
-        char *ns = realloc(b->s, cap);
-        if (!ns) return;
-        b->s = ns;
-        b->cap = cap;
-    }
-    va_start(ap, fmt);
-    vsnprintf(b->s + b->len, b->cap - b->len, fmt, ap);
-    va_end(ap);
-    b->len += (size_t)n;
-}
-
-static const rs_block *block_starting(const rs_model *m, int layer, int depth)
-{
-    for (int i = 0; i < m->nblocks; i++)
-        if (m->blocks[i].first == layer && m->blocks[i].depth == depth) return &m->blocks[i];
-    return NULL;
-}
-
-static int block_depth_at(const rs_model *m, int layer)
-{
-    int d = 0;
-    for (int i = 0; i < m->nblocks; i++)
-        if (layer >= m->blocks[i].first && layer < m->blocks[i].first + m->blocks[i].count &&
-            m->blocks[i].depth + 1 > d)
-            d = m->blocks[i].depth + 1;
-    return d;
-}
-
-char *rs_model_spec(const rs_model *m)
-{
-    sbuf b = {0};
-    char s[64];
-    if (m->in.ndim == 3)
-        sb_printf(&b, "seq in=%lldx%lldx%lld", (long long)m->in.d[0], (long long)m->in.d[1], (long long)m->in.d[2]);
-    else
-        sb_printf(&b, "seq in=%lld", (long long)rs_shape_numel(&m->in));
-    /* The blocks open at each layer, outermost first; a block ends after its last layer. Sibling
-     * blocks ([ a ] [ b ]) are told apart by where each one starts, not by depth alone. */
-    int open[MAX_DEPTH], depth = 0; /* indices of the blocks currently open */
-    for (int i = 0; i < m->nlayers; i++) {
-        for (int d = 0; d < MAX_DEPTH; d++) {
-            const rs_block *bl = block_starting(m, i, d);
-            if (!bl) continue;
-            while (depth > d) { /* close blocks that end before this one starts */
-                sb_printf(&b, " ]");
-                depth--;
-            }
-            open[depth++] = (int)(bl - m->blocks);
-            sb_printf(&b, " [");
-        }
-        sb_printf(&b, " %s", rs_layer_cfg_str(&m->layers[i].cfg, s, sizeof s));
-        while (depth > 0) {
-            const rs_block *bl = &m->blocks[open[depth - 1]];
-            if (bl->first + bl->count - 1 != i) break;
-            sb_printf(&b, " ]");
-            depth--;
-        }
-    }
-    while (depth-- > 0) sb_printf(&b, " ]");
-    return b.s;
-}
-
-static void human_bytes(size_t n, char *buf, size_t len)
-{
-    if (n < 1024) snprintf(buf, len, "%zu B", n);
-    else if (n < 1024 * 1024) snprintf(buf, len, "%.1f KiB", n / 1024.0);
-    else snprintf(buf, len, "%.2f MiB", n / (1024.0 * 1024.0));
-}
-
-char *rs_model_summary(const rs_model *m)
-{
-    sbuf b = {0};
-    char s[64], cfg[64], by[32];
-    size_t real = 0;
-    for (int i = 0; i < m->ntensors; i++) real += m->tensors[i].numel;
-    human_bytes(real * sizeof(float), by, sizeof by);
-    sb_printf(&b, "model %s: %d layers, %zu parameters (%s as f32), input %s, %d classes, on %s\n", m->name,
-              m->nlayers, real, by, rs_shape_str(&m->in, s, sizeof s), rs_model_classes(m), rs_device_name(m->dev));
-    sb_printf(&b, "  %-8s %-24s %-16s %12s\n", "name", "layer", "output", "params");
-    for (int i = 0; i < m->nlayers; i++) {
-        const rs_layer *l = &m->layers[i];
-        for (int d = 0; d < MAX_DEPTH; d++) {
-            const rs_block *bl = block_starting(m, i, d);
-            if (bl) sb_printf(&b, "  %*s%-8s block (%d layers)\n", 2 * d, "", bl->name, bl->count);
-        }
-        size_t np = 0;
-        for (int j = 0; j < l->np; j++) np += l->p[j].numel;
-        int d = block_depth_at(m, i);
-        sb_printf(&b, "  %*s%-*s %-24s %-16s %12zu\n", 2 * d, "", 8 - 2 * d > 0 ? 8 - 2 * d : 1, l->name,
-                  rs_layer_cfg_str(&l->cfg, cfg, sizeof cfg), rs_shape_str(&l->out, s, sizeof s), np);
-    }
-    return b.s;
-}
 
 void rs_model_free(rs_model *m)
 {
     if (!m) return;
-    free_acts(m);
+    rs_model_free_acts(m);
     if (m->sharded) {
         for (int u = 0; u < m->nunits; u++) {
             rs_model_unit_release(m, RS_POOL_PARAMS, u);
@@ -654,138 +433,4 @@ void rs_model_set_unit_hooks(rs_model *m, const rs_unit_hooks *h)
 {
     m->has_uh = h != NULL;
     m->uh = h ? *h : (rs_unit_hooks){0};
-}
-
-static size_t buf_bytes(const rs_model *m) { return (m->numel ? m->numel : 1) * sizeof(float); }
-
-bool rs_model_grads_released(const rs_model *m) { return m->grads_released; }
-
-void rs_model_release_grads(rs_model *m)
-{
-    if (!m->built || m->grads_released || m->sharded) return;
-    rs_mem_free(m->mem, RS_POOL_GRADS, m->grads, buf_bytes(m));
-    m->grads = NULL;
-    m->grads_released = true;
-}
-
-rs_status rs_model_acquire_grads(rs_model *m, rs_err *err)
-{
-    if (!m->grads_released) return RS_OK;
-    m->grads = rs_mem_alloc(m->mem, RS_POOL_GRADS, buf_bytes(m)); /* zero-filled; owned by m */
-    if (!m->grads)
-        return rs_err_set(err, RS_ERR_NOMEM, "model %s: out of memory for %zu gradients", m->name, m->numel);
-    m->grads_released = false;
-    return RS_OK;
-}
-
-bool rs_model_buffers_sharded(const rs_model *m) { return m->sharded; }
-
-/* A reservation: address space only; pages are committed when first written. */
-static float *reserve(size_t bytes)
-{
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    return p == MAP_FAILED ? NULL : p;
-}
-
-rs_status rs_model_shard_buffers(rs_model *m, rs_err *err)
-{
-    if (!m->built) return rs_err_set(err, RS_ERR_ARG, "model %s is not built", m->name);
-    if (m->sharded) return RS_OK;
-    if (m->dev.kind != RS_DEV_CPU)
-        return rs_err_set(err, RS_ERR_UNSUPPORTED, "model %s: sharded buffers are for CPU models", m->name);
-    rs_status st = rs_model_acquire_grads(m, err);
-    if (st) return st;
-    long page = sysconf(_SC_PAGESIZE);
-    size_t pg = page > 0 ? (size_t)page : 4096;
-    size_t bytes = (buf_bytes(m) + pg - 1) / pg * pg;
-    float *p = reserve(bytes), *g = reserve(bytes);
-    unsigned char *rp = calloc((size_t)m->nunits + 1, 1), *rg = calloc((size_t)m->nunits + 1, 1);
-    if (!p || !g || !rp || !rg) {
-        if (p) munmap(p, bytes);
-        if (g) munmap(g, bytes);
-        free(rp);
-        free(rg);
-        return rs_err_set(err, RS_ERR_NOMEM, "model %s: cannot reserve %zu bytes of address space", m->name, bytes);
-    }
-    rs_mem_free(m->mem, RS_POOL_PARAMS, m->params, buf_bytes(m));
-    rs_mem_free(m->mem, RS_POOL_GRADS, m->grads, buf_bytes(m));
-    m->params = p;
-    m->grads = g;
-    m->map_bytes = bytes;
-    m->resident[0] = rp;
-    m->resident[1] = rg;
-    m->sharded = true;
-    return RS_OK;
-}
-
-rs_status rs_model_unshard_buffers(rs_model *m, rs_err *err)
-{
-    if (!m->sharded) return RS_OK;
-    float *p = rs_mem_alloc(m->mem, RS_POOL_PARAMS, buf_bytes(m)); /* owned by m */
-    float *g = rs_mem_alloc(m->mem, RS_POOL_GRADS, buf_bytes(m));
-    if (!p || !g) {
-        rs_mem_free(m->mem, RS_POOL_PARAMS, p, buf_bytes(m));
-        rs_mem_free(m->mem, RS_POOL_GRADS, g, buf_bytes(m));
-        return rs_err_set(err, RS_ERR_NOMEM, "model %s: out of memory for %zu parameters", m->name, m->numel);
-    }
-    /* Released ranges read as zero, except what shares a page with a resident neighbour: zero those
-     * explicitly so the result does not depend on page boundaries. */
-    memcpy(p, m->params, m->numel * sizeof(float));
-    for (int u = 0; u < m->nunits; u++)
-        if (!m->resident[0][u]) memset(p + m->units[u].offset, 0, m->units[u].numel * sizeof(float));
-    for (int u = 0; u < m->nunits; u++) {
-        rs_model_unit_release(m, RS_POOL_PARAMS, u);
-        rs_model_unit_release(m, RS_POOL_GRADS, u);
-    }
-    munmap(m->params, m->map_bytes);
-    munmap(m->grads, m->map_bytes);
-    free(m->resident[0]);
-    free(m->resident[1]);
-    m->resident[0] = m->resident[1] = NULL;
-    m->params = p;
-    m->grads = g;
-    m->map_bytes = 0;
-    m->sharded = false;
-    return RS_OK;
-}
-
-static unsigned char *resident_flag(const rs_model *m, rs_pool which, int unit)
-{
-    if (!m->sharded || unit < 0 || unit >= m->nunits || (which != RS_POOL_PARAMS && which != RS_POOL_GRADS))
-        return NULL;
-    return &m->resident[which == RS_POOL_GRADS][unit];
-}
-
-bool rs_model_unit_resident(const rs_model *m, rs_pool which, int unit)
-{
-    const unsigned char *f = resident_flag(m, which, unit);
-    return f && *f;
-}
-
-void rs_model_unit_acquire(rs_model *m, rs_pool which, int unit)
-{
-    unsigned char *f = resident_flag(m, which, unit);
-    if (!f || *f) return;
-    const rs_unit *u = &m->units[unit];
-    /* Gradients accumulate, so they start at zero; a released range's whole pages already read as
-     * zero but the pages it shares with neighbours may hold old values. */
-    if (which == RS_POOL_GRADS) memset(m->grads + u->offset, 0, u->numel * sizeof(float));
-    rs_mem_count(m->mem, which, (int64_t)(u->numel * sizeof(float)));
-    *f = 1;
-}
-
-void rs_model_unit_release(rs_model *m, rs_pool which, int unit)
-{
-    unsigned char *f = resident_flag(m, which, unit);
-    if (!f || !*f) return;
-    const rs_unit *u = &m->units[unit];
-    float *base = which == RS_POOL_GRADS ? m->grads : m->params;
-    long page = sysconf(_SC_PAGESIZE);
-    uintptr_t pg = page > 0 ? (uintptr_t)page : 4096;
-    uintptr_t a = (uintptr_t)(base + u->offset), b = (uintptr_t)(base + u->offset + u->numel);
-    a = (a + pg - 1) / pg * pg; /* whole pages inside the range only: neighbours keep theirs */
-    b = b / pg * pg;
-    if (b > a) madvise((void *)a, b - a, MADV_DONTNEED);
-    rs_mem_count(m->mem, which, -(int64_t)(u->numel * sizeof(float)));
-    *f = 0;
 }

@@ -21,6 +21,8 @@ typedef struct rs_block {
     char name[48];
     int first, count; /* layers [first, first+count) */
     int depth;        /* 0 = top level */
+    bool residual;    /* res[ ... ]: its last layer is an add of the block's output and input */
+    int input;        /* the node feeding the block (-1: the model's input) */
 } rs_block;
 
 /* Called after a layer's backward with the gradient range it has finished (DDP buckets listen). */
@@ -33,6 +35,8 @@ typedef struct rs_model rs_model;
 rs_model *rs_model_new(const char *name, const rs_shape *in, rs_device dev, rs_mem *mem);
 rs_status rs_model_add(rs_model *m, const rs_layer_cfg *cfg, rs_err *err);
 rs_status rs_model_begin_block(rs_model *m, rs_err *err);
+/* A residual block: end_block appends an add of the block's output and the block's input. */
+rs_status rs_model_begin_residual(rs_model *m, rs_err *err);
 rs_status rs_model_end_block(rs_model *m, rs_err *err);
 /* Largest per-sample activation or parameter tensor, in elements: beyond it shapes are rejected
  * before any size is computed in a type that could overflow. */
@@ -50,22 +54,39 @@ rs_status rs_model_reserve(rs_model *m, int B, rs_err *err);
 
 void rs_model_set_training(rs_model *m, bool training);
 bool rs_model_training(const rs_model *m);
-/* x (B, in) must stay valid until backward. *logits points into the model (valid until the next
- * forward). */
-rs_status rs_model_forward(rs_model *m, const float *x, int B, const float **logits, rs_err *err);
-/* Mean softmax cross-entropy of the last forward against labels y (B); keeps probabilities for
- * backward. Labels outside [0, classes) are an error. */
+/* x (B, in) must stay valid until backward: floats, or int32 token ids for a token model (ids outside
+ * the vocabulary are an error). *logits (B * rows, classes) points into the model (valid until the
+ * next forward). */
+rs_status rs_model_forward(rs_model *m, const void *x, int B, const float **logits, rs_err *err);
+/* Mean softmax cross-entropy of the last forward against labels y (B * rows: one per row of scores,
+ * so one per position for a token model); keeps probabilities for backward. Labels outside
+ * [0, classes) are an error. */
 rs_status rs_model_loss(rs_model *m, const int32_t *y, int B, float *loss, rs_err *err);
 /* Accumulates d(loss)/d(params) into the gradient buffer (call zero_grad first unless accumulating).
  * loss_scale multiplies the loss gradient: 1 for one batch, 1/K when accumulating K micro-batches. */
-void rs_model_backward(rs_model *m, const float *x, const int32_t *y, int B, float loss_scale);
+void rs_model_backward(rs_model *m, const void *x, const int32_t *y, int B, float loss_scale);
 void rs_model_zero_grad(rs_model *m);
 void rs_model_set_grad_hook(rs_model *m, rs_grad_ready_fn fn, void *ud);
+
+/* nanoGPT's decay group: the weights of linear and conv layers, as {begin, end} ranges of the buffer
+ * in offset order (biases, norms and embeddings are left out; a tied weight counts with its owner).
+ * Writes at most max, returns how many there are. */
+int rs_model_decay_ranges(const rs_model *m, size_t (*out)[2], int max);
 
 const char *rs_model_name(const rs_model *m);
 void rs_model_set_name(rs_model *m, const char *name);
 const rs_shape *rs_model_input_shape(const rs_model *m);
+/* Scores per row: the last dimension of the output (classes, or the vocabulary of a token model). */
 int rs_model_classes(const rs_model *m);
+/* Rows of scores per sample, each with its own label: 1 for a classifier, T for a token model
+ * (one next-token prediction per position). */
+int rs_model_rows(const rs_model *m);
+/* A token model's input is T int32 token ids per sample (stored in the 4-byte elements of the input
+ * buffer); set before layout. Its first layer is embed(V, C). */
+void rs_model_set_tokens(rs_model *m, bool tokens);
+bool rs_model_tokens(const rs_model *m);
+/* The vocabulary of a token model (its embedding's), 0 for other models. */
+int rs_model_vocab(const rs_model *m);
 int rs_model_layer_count(const rs_model *m);
 rs_layer *rs_model_layer(rs_model *m, int i);
 int rs_model_block_count(const rs_model *m);
@@ -101,6 +122,8 @@ typedef struct rs_unit {
     int index;
     int first, count; /* layers */
     size_t offset, numel;
+    int uses;         /* another unit whose parameters this one reads through a tied slot (GPT-2's
+                         head reads the token embedding), -1 = none: ZeRO-3 gathers it too */
 } rs_unit;
 /* Which layers make a unit (FSDP's wrapping policy): TOP, the default, each top-level item; LAYER,
  * every layer on its own (blocks ignored); MODEL, the whole model as one unit (nothing is gained

@@ -3,11 +3,14 @@
 #include "spec.h"
 
 #include <ctype.h>
+#include <math.h>
 #include <stdarg.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct parser {
     const char *s;
@@ -17,11 +20,11 @@ typedef struct parser {
 } parser;
 
 static const char *const layer_names[] = {"linear", "conv", "maxpool", "avgpool", "relu", "gelu",
-                                          "tanh", "flatten", "dropout", "layernorm"};
+                                          "tanh", "flatten", "dropout", "layernorm", "embed", "attn"};
 static const rs_layer_kind layer_kinds[] = {RS_LAYER_LINEAR, RS_LAYER_CONV2D, RS_LAYER_MAXPOOL2D,
                                             RS_LAYER_AVGPOOL2D, RS_LAYER_RELU, RS_LAYER_GELU,
                                             RS_LAYER_TANH, RS_LAYER_FLATTEN, RS_LAYER_DROPOUT,
-                                            RS_LAYER_LAYERNORM};
+                                            RS_LAYER_LAYERNORM, RS_LAYER_EMBED, RS_LAYER_ATTN};
 #define NLAYER_NAMES ((int)(sizeof layer_names / sizeof *layer_names))
 
 static int edit_distance(const char *a, const char *b)
@@ -126,13 +129,19 @@ static bool parse_bool(const char *w, bool *out)
 /* Options each layer accepts, by position first then by name. */
 static const char *const *layer_opts(rs_layer_kind k, int *n)
 {
-    static const char *const lin[] = {"out", "bias"};
+    static const char *const lin[] = {"out", "bias", "std", "tie"};
+    static const char *const emb[] = {"vocab", "out", "std"};
+    static const char *const att[] = {"heads"};
+    static const char *const gel[] = {"approx"};
     static const char *const conv[] = {"out", "k", "stride", "pad", "bias"};
     static const char *const pool[] = {"k", "stride", "pad"};
     static const char *const drop[] = {"p"};
     static const char *const ln[] = {"eps"};
     switch (k) {
-    case RS_LAYER_LINEAR: *n = 2; return lin;
+    case RS_LAYER_LINEAR: *n = 4; return lin;
+    case RS_LAYER_EMBED: *n = 3; return emb;
+    case RS_LAYER_ATTN: *n = 1; return att;
+    case RS_LAYER_GELU: *n = 1; return gel;
     case RS_LAYER_CONV2D: *n = 5; return conv;
     case RS_LAYER_MAXPOOL2D:
     case RS_LAYER_AVGPOOL2D: *n = 3; return pool;
@@ -174,6 +183,31 @@ static rs_status set_layer_opt(parser *p, rs_layer_cfg *c, const char *key, cons
         if (end == val || *end || !(v >= 0.0 && v < 1.0))
             return fail(p, at, RS_ERR_ARG, "dropout: p='%s' is not valid; expected a number in [0, 1)", val);
         c->p = (float)v;
+    } else if (!strcmp(key, "vocab")) {
+        long v;
+        if (!parse_int(val, 1, 1 << 24, &v))
+            return fail(p, at, RS_ERR_ARG, "%s: vocabulary '%s' is not valid; expected a whole number >= 1", kind, val);
+        c->vocab = (int)v;
+    } else if (!strcmp(key, "heads")) {
+        long v;
+        if (!parse_int(val, 1, 4096, &v))
+            return fail(p, at, RS_ERR_ARG, "%s: heads '%s' is not valid; expected a whole number >= 1", kind, val);
+        c->heads = (int)v;
+    } else if (!strcmp(key, "approx")) {
+        if (!strcmp(val, "tanh")) c->approx_tanh = true;
+        else if (!strcmp(val, "none")) c->approx_tanh = false;
+        else return fail(p, at, RS_ERR_ARG, "gelu: '%s' is not an approximation; expected gelu(tanh) or gelu(none)", val);
+    } else if (!strcmp(key, "std")) {
+        char *end;
+        double v = strtod(val, &end);
+        if (end == val || *end || !(v > 0.0 && v < 10.0))
+            return fail(p, at, RS_ERR_ARG, "%s: std='%s' is not valid; expected a small number > 0, e.g. 0.02", kind, val);
+        c->init_std = (float)v;
+    } else if (!strcmp(key, "tie")) {
+        if (strlen(val) >= sizeof c->tie || !strchr(val, '.'))
+            return fail(p, at, RS_ERR_ARG, "%s: tie='%s' is not a parameter name; expected LAYER.NAME, e.g. tie=0.wte",
+                        kind, val);
+        snprintf(c->tie, sizeof c->tie, "%s", val);
     } else if (!strcmp(key, "eps")) {
         char *end;
         double v = strtod(val, &end);
@@ -199,7 +233,8 @@ static rs_status parse_layer_at(parser *p, rs_layer_cfg *cfg)
             return fail(p, a, RS_ERR_ARG, "unknown layer '%s' (did you mean '%s'?)", name, near);
         return fail(p, a, RS_ERR_ARG,
                     "unknown layer '%s'; layers are linear(OUT), conv(OUT,K,stride=,pad=), maxpool(K), "
-                    "avgpool(K), relu, gelu, tanh, flatten, dropout(P), layernorm",
+                    "avgpool(K), relu, gelu, tanh, flatten, dropout(P), layernorm, embed(V,C), attn(H); "
+                    "res[ ... ] adds a block's input to its output",
                     name);
     }
     *cfg = rs_layer_cfg_default(layer_kinds[which]);
@@ -243,7 +278,7 @@ static rs_status parse_layer_at(parser *p, rs_layer_cfg *cfg)
                 if (nopts == 0)
                     return fail(p, ka, RS_ERR_ARG, "%s takes no arguments; write it as plain `%s`", name, name);
                 if (npos >= nopts || (cfg->kind == RS_LAYER_CONV2D && npos >= 2) ||
-                    (cfg->kind == RS_LAYER_LINEAR && npos >= 1) ||
+                    (cfg->kind == RS_LAYER_LINEAR && npos >= 1) || (cfg->kind == RS_LAYER_EMBED && npos >= 2) ||
                     ((cfg->kind == RS_LAYER_MAXPOOL2D || cfg->kind == RS_LAYER_AVGPOOL2D) && npos >= 1))
                     return fail(p, ka, RS_ERR_ARG, "%s: too many arguments at '%s'; name it, e.g. pad=%s", name, key, key);
                 snprintf(val, sizeof val, "%s", key);
@@ -264,6 +299,8 @@ static rs_status parse_layer_at(parser *p, rs_layer_cfg *cfg)
             return fail(p, p->pos, RS_ERR_ARG, "%s: expected ',' or ')' here", name);
         }
     }
+    if (cfg->kind == RS_LAYER_EMBED && (!have_out || !cfg->vocab))
+        return fail(p, a, RS_ERR_ARG, "embed needs the vocabulary and the width, e.g. embed(65,128)");
     if ((cfg->kind == RS_LAYER_LINEAR || cfg->kind == RS_LAYER_CONV2D) && !have_out)
         return fail(p, a, RS_ERR_ARG, "%s needs its output size, e.g. %s", name,
                     cfg->kind == RS_LAYER_LINEAR ? "linear(10)" : "conv(16,3,pad=1)");
@@ -305,6 +342,7 @@ static bool parse_shape(const char *w, rs_shape *out)
 typedef struct spec_opts {
     rs_shape in;
     bool have_in;
+    int ctx;          /* seq ctx=T: the input is T tokens */
     rs_layer_kind act;
     float dropout;
 } spec_opts;
@@ -312,8 +350,14 @@ typedef struct spec_opts {
 static rs_status parse_opt(parser *p, size_t a, const char *key, const char *val, spec_opts *o, bool mlp)
 {
     static const char *const mlp_keys[] = {"act", "dropout", "in"};
-    static const char *const seq_keys[] = {"in"};
-    if (!strcmp(key, "in")) {
+    static const char *const seq_keys[] = {"in", "ctx"};
+    if (!mlp && !strcmp(key, "ctx")) {
+        long v;
+        if (!parse_int(val, 1, 1 << 16, &v))
+            return fail(p, a, RS_ERR_ARG, "ctx='%s' is not a context length; expected a whole number >= 1, e.g. ctx=64", val);
+        o->ctx = (int)v;
+        o->in = (rs_shape){1, {v}};
+    } else if (!strcmp(key, "in")) {
         if (!parse_shape(val, &o->in))
             return fail(p, a, RS_ERR_ARG, "in='%s' is not a shape; expected FEATURES or CxHxW, e.g. in=1x28x28", val);
         o->have_in = true;
@@ -329,10 +373,10 @@ static rs_status parse_opt(parser *p, size_t a, const char *key, const char *val
             return fail(p, a, RS_ERR_ARG, "dropout='%s' is not valid; expected a number in [0, 1)", val);
         o->dropout = (float)v;
     } else {
-        const char *near = mlp ? rs_spec_near_miss(key, mlp_keys, 3) : rs_spec_near_miss(key, seq_keys, 1);
+        const char *near = mlp ? rs_spec_near_miss(key, mlp_keys, 3) : rs_spec_near_miss(key, seq_keys, 2);
         if (near) return fail(p, a, RS_ERR_ARG, "unknown option '%s' (did you mean '%s='?)", key, near);
         return fail(p, a, RS_ERR_ARG, "unknown option '%s'; %s takes %s", key, mlp ? "mlp" : "seq",
-                    mlp ? "act=, dropout=, in=" : "in=");
+                    mlp ? "act=, dropout=, in=" : "in=, ctx=");
     }
     return RS_OK;
 }
@@ -346,14 +390,50 @@ static rs_status parse_mlp(parser *p, const char *name, rs_device dev, rs_mem *m
     memcpy(work, sizes, sizeof work); /* strtok_r cuts its input; messages quote the original */
     p->pos = b;
     long dims[32];
+    size_t at[32]; /* where each size starts in the line */
     int nd = 0;
-    char *save = NULL;
-    for (char *t = strtok_r(work, "-", &save); t; t = strtok_r(NULL, "-", &save)) {
+    /* Sizes split at each '-' by hand: strtok would read 784--10 as 784-10. */
+    for (size_t i = 0;; nd++) {
+        size_t j = i;
+        while (sizes[j] && sizes[j] != '-') j++;
         if (nd == 32) return fail(p, a, RS_ERR_ARG, "mlp: at most 32 sizes");
-        if (!parse_int(t, 1, 1 << 24, &dims[nd]))
-            return fail(p, a, RS_ERR_ARG, "mlp: '%s' is not a list of sizes; expected e.g. 784-256-10", sizes);
-        nd++;
+        at[nd] = a + i;
+        if (j == i)
+            return fail(p, a + i, RS_ERR_ARG, "mlp: an empty size in '%s'%s; expected e.g. 784-256-10", sizes,
+                        i > 0 && sizes[j] ? " (two '-' in a row)" : "");
+        char t[64];
+        snprintf(t, sizeof t, "%.*s", (int)(j - i < 63 ? j - i : 63), sizes + i);
+        if (!parse_int(t, 1, LONG_MAX, &dims[nd]))
+            return fail(p, a + i, RS_ERR_ARG, "mlp: '%s' in '%s' is not a size; expected e.g. 784-256-10", t, sizes);
+        if (!sizes[j]) {
+            nd++;
+            break;
+        }
+        i = j + 1;
     }
+    /* A typo such as 784-100000000-10 is refused here, with the arithmetic, before anything is allocated. */
+    double params = 0;
+    int widest = 0;
+    for (int k = 0; k + 1 < nd; k++) params += (double)dims[k] * (double)dims[k + 1] + (double)dims[k + 1];
+    for (int k = 0; k < nd; k++)
+        if (dims[k] > dims[widest]) widest = k;
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    double have = pages > 0 && page > 0 ? (double)pages * (double)page : 0, need = params * 4.0 * 2.0;
+    if (have > 0 && need > 0.75 * have) {
+        char terms[160] = "";
+        size_t tn = 0;
+        for (int k = 0; k + 1 < nd && tn + 48 < sizeof terms; k++)
+            tn += (size_t)snprintf(terms + tn, sizeof terms - tn, "%s%ldx%ld+%ld", k ? " + " : "", dims[k], dims[k + 1],
+                                   dims[k + 1]);
+        if (nd > 4) snprintf(terms, sizeof terms, "%d layers", nd - 1);
+        return fail(p, at[widest], RS_ERR_NOMEM,
+                    "mlp: %ld is too large: %s = %.0f parameters, x 4 B x 2 (parameters and gradients) = %.1f GiB, "
+                    "more than 3/4 of this machine's %.1f GiB of memory",
+                    dims[widest], terms, params, need / (1 << 30), have / (1 << 30));
+    }
+    if (dims[widest] > (1l << 24))
+        return fail(p, at[widest], RS_ERR_ARG, "mlp: %ld is too large: a layer holds at most %ld units", dims[widest],
+                    1l << 24);
     if (nd < 2) return fail(p, a, RS_ERR_ARG, "mlp needs at least an input and an output size, e.g. mlp 784-256-10");
     spec_opts o = {.act = RS_LAYER_RELU};
     for (;;) {
@@ -437,6 +517,7 @@ static rs_status parse_seq(parser *p, const char *name, rs_device dev, rs_mem *m
     p->pos = start;
     rs_model *m = rs_model_new(name, &o.in, dev, mem);
     if (!m) return rs_err_set(p->err, RS_ERR_NOMEM, "out of memory");
+    if (o.ctx) rs_model_set_tokens(m, true);
     int depth = 0, nl = 0;
     rs_status st = RS_OK;
     for (;;) {
@@ -463,6 +544,13 @@ static rs_status parse_seq(parser *p, const char *name, rs_device dev, rs_mem *m
                 p->pos = word_end(p->s, kb + 1);
                 continue;
             }
+            if (p->s[kb] == '[' && kb - at == 3 && !strncmp(p->s + at, "res", 3)) {
+                p->pos = kb + 1;
+                st = rs_model_begin_residual(m, p->err);
+                depth++;
+                if (st) break;
+                continue;
+            }
             rs_layer_cfg cfg;
             skip_ws(p);
             size_t lpos = p->pos;
@@ -484,6 +572,77 @@ static rs_status parse_seq(parser *p, const char *name, rs_device dev, rs_mem *m
     return RS_OK;
 }
 
+
+/* gpt layers=L heads=H dim=C ctx=T vocab=V [dropout=P]: nanoGPT's GPT-2 model written out in the
+ * seq grammar (pre-norm residual blocks of attention and a 4x MLP, a final norm, the head tied to the
+ * token embedding, GPT-2's N(0, 0.02) initialisation with the residual projections scaled by
+ * 1/sqrt(2L)), so `show` and the spec of a GPT are ordinary layers. */
+static rs_status parse_gpt(parser *p, const char *name, rs_device dev, rs_mem *mem, rs_model **out)
+{
+    static const char *const keys[] = {"layers", "heads", "dim", "ctx", "vocab", "dropout"};
+    long v[5] = {4, 4, 128, 64, 0}; /* layers heads dim ctx vocab */
+    long hi[5] = {256, 256, 1 << 14, 1 << 16, 1 << 24};
+    double drop = 0.0;
+    size_t at[6] = {0};
+    for (;;) {
+        skip_ws(p);
+        if (!p->s[p->pos]) break;
+        size_t ka = p->pos, kb = word_end(p->s, ka);
+        char key[64], val[128] = "";
+        copy_word(p, ka, kb, key, sizeof key);
+        if (p->s[kb] != '=')
+            return fail(p, ka, RS_ERR_ARG, "gpt: expected an option such as layers=4 here, got '%s'", key);
+        size_t vb = word_end(p->s, kb + 1);
+        copy_word(p, kb + 1, vb, val, sizeof val);
+        p->pos = vb;
+        int k = -1;
+        for (int i = 0; i < 6; i++)
+            if (!strcmp(key, keys[i])) k = i;
+        if (k < 0) {
+            const char *near = rs_spec_near_miss(key, keys, 6);
+            if (near) return fail(p, ka, RS_ERR_ARG, "gpt: unknown option '%s' (did you mean '%s='?)", key, near);
+            return fail(p, ka, RS_ERR_ARG, "gpt: unknown option '%s'; gpt takes layers=, heads=, dim=, ctx=, vocab=, dropout=", key);
+        }
+        at[k] = ka;
+        if (k == 5) {
+            char *end;
+            drop = strtod(val, &end);
+            if (end == val || *end || !(drop >= 0.0 && drop < 1.0))
+                return fail(p, ka, RS_ERR_ARG, "gpt: dropout='%s' is not valid; expected a number in [0, 1)", val);
+        } else if (!parse_int(val, 1, hi[k], &v[k])) {
+            return fail(p, ka, RS_ERR_ARG, "gpt: %s='%s' is not valid; expected a whole number from 1 to %ld", key, val, hi[k]);
+        }
+    }
+    long L = v[0], H = v[1], C = v[2], T = v[3], V = v[4];
+    if (!V)
+        return fail(p, p->pos, RS_ERR_ARG, "gpt needs vocab=N, the number of distinct tokens (a text data set's "
+                    "vocabulary: `show DATA` prints it)");
+    if (C % H) return fail(p, at[1] ? at[1] : at[2], RS_ERR_ARG, "gpt: %ld heads do not divide dim=%ld", H, C);
+    /* Worst case per block: two residual blocks of ~110 characters; generous. */
+    size_t cap = 256 + (size_t)L * 320;
+    char *spec = malloc(cap); /* owned here */
+    if (!spec) return rs_err_set(p->err, RS_ERR_NOMEM, "out of memory");
+    char dr[32] = "";
+    if (drop > 0.0) snprintf(dr, sizeof dr, " dropout(%g)", drop);
+    double s2 = 0.02 / sqrt(2.0 * (double)L);
+    size_t n = (size_t)snprintf(spec, cap, "seq ctx=%ld embed(%ld,%ld,std=0.02)%s", T, V, C, dr);
+    for (long i = 0; i < L && n < cap; i++)
+        n += (size_t)snprintf(spec + n, cap - n,
+                              " res[ layernorm linear(%ld,std=0.02) attn(%ld) linear(%ld,std=%.6g)%s ]"
+                              " res[ layernorm linear(%ld,std=0.02) gelu(tanh) linear(%ld,std=%.6g)%s ]",
+                              3 * C, H, C, s2, dr, 4 * C, C, s2, dr);
+    if (n < cap) n += (size_t)snprintf(spec + n, cap - n, " layernorm linear(%ld,bias=0,tie=0.wte)", V);
+    rs_status st;
+    if (n >= cap) {
+        st = rs_err_set(p->err, RS_ERR_ARG, "gpt: the expanded spec is too long");
+    } else {
+        parser q = {.s = spec, .pos = 3, .err_pos = NULL, .err = p->err};
+        st = parse_seq(&q, name, dev, mem, out);
+    }
+    free(spec);
+    return st;
+}
+
 rs_status rs_model_parse_layout(const char *spec, const char *name, rs_device dev, rs_mem *mem, rs_model **out,
                                 size_t *err_pos, rs_err *err)
 {
@@ -498,14 +657,18 @@ rs_status rs_model_parse_layout(const char *spec, const char *name, rs_device de
     rs_status st;
     if (!strcmp(kind, "mlp")) st = parse_mlp(&p, name, dev, mem, &m);
     else if (!strcmp(kind, "seq")) st = parse_seq(&p, name, dev, mem, &m);
+    else if (!strcmp(kind, "gpt")) st = parse_gpt(&p, name, dev, mem, &m);
     else {
-        static const char *const kinds[] = {"mlp", "seq"};
-        const char *near = rs_spec_near_miss(kind, kinds, 2);
+        static const char *const kinds[] = {"mlp", "seq", "gpt"};
+        const char *near = rs_spec_near_miss(kind, kinds, 3);
         if (near) return fail(&p, a, RS_ERR_ARG, "unknown model kind '%s' (did you mean '%s'?)", kind, near);
         return fail(&p, a, RS_ERR_ARG,
-                    "unknown model kind '%s'; expected `mlp 784-256-10` or `seq conv(16,3,pad=1) relu ...`", kind);
+                    "unknown model kind '%s'; expected `mlp 784-256-10`, `seq conv(16,3,pad=1) relu ...` or "
+                    "`gpt layers=4 heads=4 dim=128 ctx=64 vocab=65`", kind);
     }
     if (st) return st;
+    if (!strcmp(kind, "gpt")) /* its layers come from the expansion: point at the word gpt */
+        for (int i = 0; i < rs_model_layer_count(m); i++) rs_model_layer(m, i)->src_pos = a;
     st = rs_model_layout(m, err);
     if (st) {
         int bad = rs_model_failed_layer(m);

@@ -19,6 +19,8 @@ struct rs_optim {
     int nstate;
     float *state[MAX_STATE];       /* (n) each, owned, from RS_POOL_OPTIM */
     const char *names[MAX_STATE];  /* static strings */
+    size_t (*decay)[2];            /* (ndecay) ranges of the slice that decay, owned; NULL: all */
+    int ndecay;
 };
 
 static const char *const kind_names[RS_OPT_KIND_COUNT] = {"sgd", "adam", "adamw"};
@@ -155,13 +157,60 @@ void rs_optim_free(rs_optim *o)
     if (!o) return;
     for (int i = 0; i < o->nstate; i++)
         rs_mem_free(o->mem, RS_POOL_OPTIM, o->state[i], o->n * sizeof(float));
+    free(o->decay);
     free(o);
+}
+
+rs_status rs_optim_set_decay_ranges(rs_optim *o, size_t base, const size_t (*ranges)[2], int n, rs_err *err)
+{
+    size_t (*d)[2] = calloc((size_t)(n > 0 ? n : 1), sizeof *d); /* owned by o */
+    if (!d) return rs_err_set(err, RS_ERR_NOMEM, "out of memory for weight decay ranges");
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        size_t a = ranges[i][0] > base ? ranges[i][0] - base : 0, b = ranges[i][1] > base ? ranges[i][1] - base : 0;
+        if (b > o->n) b = o->n;
+        if (a < b) {
+            d[k][0] = a;
+            d[k][1] = b;
+            k++;
+        }
+    }
+    free(o->decay);
+    o->decay = d;
+    o->ndecay = k;
+    return RS_OK;
+}
+
+/* One update of elements [a, b) of the slice with weight decay wd. */
+static void update(rs_optim *o, float *p, const float *g, size_t a, size_t b, float lr, float wd)
+{
+    const rs_opt_cfg *c = &o->cfg;
+    if (b <= a) return;
+    if (c->kind == RS_OPT_SGD)
+        o->k->sgd_update(p + a, g + a, o->nstate ? o->state[0] + a : NULL, b - a, lr, c->momentum, c->dampening, wd,
+                         c->nesterov, o->step == 0);
+    else
+        o->k->adam_update(p + a, g + a, o->state[0] + a, o->state[1] + a, b - a, lr, c->beta1, c->beta2, c->eps, wd,
+                          c->kind == RS_OPT_ADAMW, o->step);
 }
 
 rs_status rs_optim_step(rs_optim *o, float *p, const float *g, float lr)
 {
     if (!o || !at_least_zero(lr) || (o->n > 0 && (!p || !g))) return RS_ERR_ARG;
     const rs_opt_cfg *c = &o->cfg;
+    if (o->decay) {
+        /* Alternate: no decay up to each range, decay inside it. Adam counts steps from 1. */
+        if (c->kind != RS_OPT_SGD) o->step++;
+        size_t at = 0;
+        for (int i = 0; i < o->ndecay; i++) {
+            update(o, p, g, at, o->decay[i][0], lr, 0.0f);
+            update(o, p, g, o->decay[i][0], o->decay[i][1], lr, c->weight_decay);
+            at = o->decay[i][1];
+        }
+        update(o, p, g, at, o->n, lr, 0.0f);
+        if (c->kind == RS_OPT_SGD) o->step++;
+        return RS_OK;
+    }
     if (c->kind == RS_OPT_SGD) {
         /* torch creates the momentum buffer from the first gradient; step 0 is that step. */
         o->k->sgd_update(p, g, o->nstate ? o->state[0] : NULL, o->n, lr, c->momentum, c->dampening,

@@ -26,6 +26,9 @@ typedef struct rs_opt_cfg {
     float beta1, beta2; /* Adam/AdamW */
     float eps;          /* Adam/AdamW */
     bool nesterov;      /* SGD */
+    bool groups;        /* nanoGPT's parameter groups: weight decay on matrix weights only, none on
+                           biases, norms and embeddings (the optimizer's owner sets the ranges with
+                           rs_optim_set_decay_ranges) */
 } rs_opt_cfg;
 
 /* torch.optim's defaults; SGD gets lr 0.01 because torch has none to copy. */
@@ -44,6 +47,12 @@ typedef struct rs_optim rs_optim;
  * rank may own an empty shard. */
 rs_optim *rs_optim_new(const rs_opt_cfg *cfg, rs_device dev, size_t n, rs_mem *mem, rs_err *err);
 void rs_optim_free(rs_optim *o);
+
+/* Weight decay applies only inside ranges[0..n) (pairs {begin, end} of the model's buffer, sorted);
+ * base is the model offset of this optimizer's element 0, so a ZeRO shard keeps the ranges that fall
+ * inside it. Without a call every element decays, as in a single torch param group. Elementwise
+ * updates make the split exact: an element steps as it would in its torch group. */
+rs_status rs_optim_set_decay_ranges(rs_optim *o, size_t base, const size_t (*ranges)[2], int n, rs_err *err);
 
 /* One update of p(n) from g(n), both pointing at the start of this optimizer's slice, with learning
  * rate lr (from a schedule). Increments the step count; never allocates. RS_ERR_ARG for a negative

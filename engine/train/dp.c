@@ -118,7 +118,8 @@ static rs_status dp_setup(void *ud, rs_model *m, const rs_opt_cfg *opt, rs_err *
                           "rs_dp_new for this model", rs_model_name(d->m), rs_model_name(m));
     rs_optim_free(d->opt);
     d->opt = rs_optim_new(opt, rs_model_device(m), rs_model_numel(m), rs_model_mem(m), err);
-    return d->opt ? RS_OK : (err ? err->code : RS_ERR_NOMEM);
+    if (!d->opt) return err ? err->code : RS_ERR_NOMEM;
+    return rs_train_apply_groups(d->opt, m, 0, err);
 }
 
 static rs_status dp_forward_backward(void *ud, const float *x, const int32_t *y, int B, float loss_scale,

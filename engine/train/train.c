@@ -48,6 +48,34 @@ rs_status rs_train_check_data(const rs_model *m, const rs_dataset *d, rs_err *er
     char ms[64], ds[64];
     const rs_shape *in = rs_model_input_shape(m);
     rs_shape dshape = {3, {d->c, d->h, d->w}};
+    bool tok = rs_model_tokens(m);
+    if (d->tokens != tok)
+        return d->tokens
+                   ? rs_err_set(err, RS_ERR_SHAPE,
+                                "data set %s holds token ids (text windows of %zu characters, %d in its vocabulary) "
+                                "but model %s takes floats; a text model starts with an embedding of %d tokens "
+                                "and its context must be %zu",
+                                d->name, rs_dataset_sample_numel(d), d->n_classes, rs_model_name(m), d->n_classes,
+                                rs_dataset_sample_numel(d))
+                   : rs_err_set(err, RS_ERR_SHAPE,
+                                "model %s takes token ids (its first layer is an embedding) but data set %s holds "
+                                "floats; train it on text (e.g. data t = text)",
+                                rs_model_name(m), d->name);
+    if (d->tokens) {
+        /* a window of T ids in, T rows of next-token scores out, one per vocabulary entry */
+        if (rs_shape_numel(in) != (int64_t)rs_dataset_sample_numel(d))
+            return rs_err_set(err, RS_ERR_SHAPE,
+                              "model %s has a context of %lld tokens but data set %s has windows of %zu; build the "
+                              "model with a context of %zu or open the data with ctx=%lld",
+                              rs_model_name(m), (long long)rs_shape_numel(in), d->name, rs_dataset_sample_numel(d),
+                              rs_dataset_sample_numel(d), (long long)rs_shape_numel(in));
+        if (rs_model_classes(m) != d->n_classes)
+            return rs_err_set(err, RS_ERR_SHAPE,
+                              "data set %s has a vocabulary of %d characters but model %s gives %d scores per token; "
+                              "its vocabulary size must be %d",
+                              d->name, d->n_classes, rs_model_name(m), rs_model_classes(m), d->n_classes);
+        return RS_OK;
+    }
     if (rs_shape_numel(in) != (int64_t)rs_dataset_sample_numel(d))
         return rs_err_set(err, RS_ERR_SHAPE,
                           "model %s takes inputs of shape %s (%lld values) but data set %s has samples of "
@@ -74,29 +102,85 @@ static int argmax(const float *z, int C)
 
 rs_status rs_evaluate(rs_model *m, const rs_dataset *d, int batch, double *acc, double *loss, rs_err *err)
 {
+    return rs_evaluate_n(m, d, batch, 0, acc, loss, err);
+}
+
+rs_status rs_evaluate_n(rs_model *m, const rs_dataset *d, int batch, uint32_t max_samples, double *acc, double *loss,
+                        rs_err *err)
+{
     rs_status st = rs_train_check_data(m, d, err);
     if (st) return st;
     if (batch < 1) batch = 256;
     if (d->n == 0) return rs_err_set(err, RS_ERR_ARG, "data set %s is empty", d->name);
-    size_t per = rs_dataset_sample_numel(d);
+    /* A subset is spread evenly over the set (the same samples every time, so figures compare). */
+    uint32_t n = max_samples && max_samples < d->n ? max_samples : d->n;
+    uint32_t stride = d->n / n;
+    if ((uint32_t)batch > n) batch = (int)n;
+    /* Samples are copied out batch by batch (a text set makes its windows on demand). A sample has
+     * y_len labels and the model gives y_len rows of scores for it: one per token of a window. */
+    size_t per = rs_dataset_sample_numel(d), ny = (size_t)d->y_len;
+    float *x = malloc((size_t)batch * per * sizeof *x); /* owned here: 4-byte elements, floats or ids */
+    int32_t *y = malloc((size_t)batch * ny * sizeof *y);
+    if (!x || !y) {
+        free(x);
+        free(y);
+        return rs_err_set(err, RS_ERR_NOMEM, "out of memory for an evaluation batch of %d", batch);
+    }
     int C = rs_model_classes(m);
     bool was_training = rs_model_training(m);
     rs_model_set_training(m, false);
     double correct = 0, lsum = 0;
-    for (uint32_t i = 0; i < d->n; i += (uint32_t)batch) {
-        int B = (int)((d->n - i) < (uint32_t)batch ? d->n - i : (uint32_t)batch);
+    for (uint32_t i = 0; i < n; i += (uint32_t)batch) {
+        int B = (int)((n - i) < (uint32_t)batch ? n - i : (uint32_t)batch);
+        for (int b = 0; b < B; b++)
+            rs_dataset_get(d, (i + (uint32_t)b) * stride, x + (size_t)b * per, y + (size_t)b * ny);
         const float *logits;
         float l;
-        st = rs_model_forward(m, d->x + (size_t)i * per, B, &logits, err);
-        if (!st) st = rs_model_loss(m, d->y + i, B, &l, err);
+        st = rs_model_forward(m, x, B, &logits, err);
+        if (!st) st = rs_model_loss(m, y, B, &l, err); /* the mean over B * y_len labels */
         if (st) break;
         lsum += (double)l * B;
-        for (int b = 0; b < B; b++) correct += argmax(logits + (size_t)b * C, C) == d->y[i + b];
+        for (size_t r = 0; r < (size_t)B * ny; r++) correct += argmax(logits + r * (size_t)C, C) == y[r];
     }
     rs_model_set_training(m, was_training);
+    free(x);
+    free(y);
     if (st) return st;
-    if (acc) *acc = correct / d->n;
-    if (loss) *loss = lsum / d->n;
+    if (acc) *acc = correct / ((double)n * (double)ny); /* per label: per token for text */
+    if (loss) *loss = lsum / n;
+    return RS_OK;
+}
+
+rs_status rs_train_apply_groups(rs_optim *o, const rs_model *m, size_t base, rs_err *err)
+{
+    if (!o || !rs_optim_cfg(o)->groups) return RS_OK;
+    int n = rs_model_decay_ranges(m, NULL, 0);
+    size_t (*r)[2] = calloc((size_t)(n ? n : 1), sizeof *r); /* freed here */
+    if (!r) return rs_err_set(err, RS_ERR_NOMEM, "out of memory");
+    rs_model_decay_ranges(m, r, n);
+    rs_status st = rs_optim_set_decay_ranges(o, base, (const size_t (*)[2])r, n, err);
+    free(r);
+    return st;
+}
+
+/* torch.nn.utils.clip_grad_norm_: the norm over every gradient, scaled down to max when above it. */
+static rs_status clip_grads(rs_model *m, const rs_train_strategy *sg, float max, double *norm, rs_err *err)
+{
+    double sq = 0.0;
+    if (sg && sg->grad_sumsq) {
+        rs_status st = sg->grad_sumsq(sg->ud, &sq, err);
+        if (st) return st;
+    } else {
+        const float *g = rs_model_grads(m);
+        size_t n = rs_model_numel(m);
+        for (size_t i = 0; i < n; i++) sq += (double)g[i] * g[i];
+    }
+    *norm = sqrt(sq);
+    double coef = max / (*norm + 1e-6);
+    if (coef < 1.0) {
+        if (sg && sg->grad_scale) sg->grad_scale(sg->ud, (float)coef);
+        else rs_model_kernels(m)->scale(rs_model_grads(m), rs_model_numel(m), (float)coef);
+    }
     return RS_OK;
 }
 
@@ -179,10 +263,15 @@ static rs_status train_loop(rs_model *m, const rs_data_pair *data, const rs_trai
     }
 
     size_t per = rs_dataset_sample_numel(train);
+    int R = rs_model_rows(m); /* labels per sample: one per position for a token model */
     float *x = malloc((size_t)local * per * sizeof *x); /* owned here, freed at the end */
-    int32_t *y = malloc((size_t)local * sizeof *y);
+    int32_t *y = malloc((size_t)local * (size_t)R * sizeof *y);
     /* One process keeps the whole optimizer; a strategy keeps its own (whole or a shard). */
     rs_optim *opt = sg ? NULL : rs_optim_new(&cfg.opt, rs_model_device(m), rs_model_numel(m), rs_model_mem(m), err);
+    if (!sg && opt) {
+        st = rs_train_apply_groups(opt, m, 0, err);
+        if (st) goto out;
+    }
     if (!x || !y || (!sg && !opt)) {
         if (!sg && !opt) st = err ? err->code : RS_ERR_NOMEM;
         else st = rs_err_set(err, RS_ERR_NOMEM, "out of memory for a batch of %d", local);
@@ -295,7 +384,7 @@ static rs_status train_loop(rs_model *m, const rs_data_pair *data, const rs_trai
                 t_bwd += d1 - c1;
                 loss += l / (float)accum;
                 B += rows;
-                for (int i = 0; i < rows; i++) correct += argmax(logits + (size_t)i * C, C) == y[i];
+                for (int i = 0; i < rows * R; i++) correct += argmax(logits + (size_t)i * C, C) == y[i];
             }
             if (B <= 0) break;
             c = d = now_s();
@@ -308,9 +397,11 @@ static rs_status train_loop(rs_model *m, const rs_data_pair *data, const rs_trai
                 /* the compute thread waits here for communication still in flight (ddp's buckets) or
                  * runs the strategy's blocking collectives: idle, as far as computing goes */
                 if (!st && d > c) phase(h, step, RS_PHASE_IDLE, c, d);
+                if (!st && cfg.clip > 0) st = clip_grads(m, sg, cfg.clip, &ev.grad_norm, err);
                 if (!st) st = sg->step(sg->ud, lr, err);
             } else {
-                st = rs_optim_step(opt, rs_model_params(m), rs_model_grads(m), lr);
+                if (cfg.clip > 0) st = clip_grads(m, NULL, cfg.clip, &ev.grad_norm, err);
+                if (!st) st = rs_optim_step(opt, rs_model_params(m), rs_model_grads(m), lr);
             }
             if (st) goto out;
             double e = now_s();
@@ -339,7 +430,7 @@ static rs_status train_loop(rs_model *m, const rs_data_pair *data, const rs_trai
             ev.loss = loss;
             ev.lr = lr;
             ev.epoch_loss = lsum / (double)(ns - ns_start);
-            ev.epoch_acc = correct / (double)(ns - ns_start);
+            ev.epoch_acc = correct / ((double)(ns - ns_start) * R);
             ev.elapsed_s = el;
             ev.samples_per_s = (double)(ns - ns_start) / (el > 0 ? el : 1e-9);
             ev.eta_s = (nb > nb_start) ? el / (double)(nb - nb_start) * (double)(batches - nb) : 0;
@@ -347,7 +438,25 @@ static rs_status train_loop(rs_model *m, const rs_data_pair *data, const rs_trai
             ev.t_fwd = tf;
             ev.t_bwd = tb;
             ev.t_opt = to;
+            ev.rows = R;
             emit(h, &ev);
+            bool last = (cfg.max_steps && step >= cfg.max_steps) || (epoch + 1 == cfg.epochs && nb == batches);
+            if (cfg.eval_every && (step % cfg.eval_every == 0 || last) && data->test && data->test->n) {
+                /* A language model's epoch is long: its validation loss comes every eval_every steps,
+                 * on eval_samples windows (nanoGPT's estimate_loss). */
+                if (sg && sg->gather) st = sg->gather(sg->ud, err);
+                if (!st && report)
+                    st = rs_evaluate_n(m, data->test, cfg.eval_batch ? cfg.eval_batch : cfg.batch,
+                                       (uint32_t)cfg.eval_samples, &r.test_acc, &r.test_loss, err);
+                rs_model_set_training(m, true);
+                if (st) goto out;
+                if (report) {
+                    ev.kind = RS_TRAIN_EV_EVAL;
+                    ev.test_acc = r.test_acc;
+                    ev.test_loss = r.test_loss;
+                    emit(h, &ev);
+                }
+            }
             if (cfg.ckpt_every && step % cfg.ckpt_every == 0) {
                 if (sg && sg->gather) st = sg->gather(sg->ud, err);
                 if (!st && sg && sg->sync_optimizer) st = sg->sync_optimizer(sg->ud, true, err);
@@ -369,11 +478,11 @@ static rs_status train_loop(rs_model *m, const rs_data_pair *data, const rs_trai
             r.epochs_done++;
             ev.kind = RS_TRAIN_EV_EPOCH;
             emit(h, &ev);
-            if (cfg.eval && data->test && data->test->n && !r.stopped && sg && sg->gather) {
+            if (cfg.eval && !cfg.eval_every && data->test && data->test->n && !r.stopped && sg && sg->gather) {
                 st = sg->gather(sg->ud, err);
                 if (st) goto out;
             }
-            if (cfg.eval && report && data->test && data->test->n && !r.stopped) {
+            if (cfg.eval && !cfg.eval_every && report && data->test && data->test->n && !r.stopped) {
                 st = rs_evaluate(m, data->test, cfg.eval_batch ? cfg.eval_batch : cfg.batch, &r.test_acc, &r.test_loss, err);
                 rs_model_set_training(m, true);
                 if (st) goto out;

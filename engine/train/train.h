@@ -29,6 +29,11 @@ typedef struct rs_train_cfg {
                                loss of each scaled by 1/accum); 0 or 1 = none */
     const rs_train_strategy *strategy; /* NULL: one process, one optimizer over the whole buffer;
                                           rs_train calls its teardown once, however it ends */
+    int64_t eval_every;     /* > 0: evaluate every N steps (and after the last) instead of after each
+                               epoch, on eval_samples samples of the test split spread over it */
+    int64_t eval_samples;   /* 0 = all */
+    float clip;             /* > 0: scale the gradient to this global L2 norm when it is larger
+                               (torch.nn.utils.clip_grad_norm_), after it is combined across ranks */
 } rs_train_cfg;
 
 /* The phases of a step, for timelines (rs_train_hooks.on_phase). */
@@ -68,6 +73,10 @@ struct rs_train_strategy {
      * resume loaded it, which is how a checkpoint re-shards for another world size. */
     rs_status (*sync_optimizer)(void *ud, bool to_full, rs_err *err);
     void (*teardown)(void *ud);
+    /* For clip=: the global sum of squares of the gradient step() will apply, and scaling it. NULL:
+     * the model's gradient buffer holds the whole combined gradient after after_backward. */
+    rs_status (*grad_sumsq)(void *ud, double *sumsq, rs_err *err);
+    void (*grad_scale)(void *ud, float s);
 };
 
 rs_train_cfg rs_train_defaults(void);
@@ -96,6 +105,9 @@ typedef struct rs_train_event {
     double elapsed_s, eta_s;    /* within the epoch */
     double test_acc, test_loss; /* EVAL */
     double t_data, t_fwd, t_bwd, t_opt; /* seconds in each phase within the epoch */
+    double grad_norm;           /* STEP with clip=: the norm before clipping */
+    int rows;                   /* labels per sample: 1, or the positions of a token model (tokens/s =
+                                   samples_per_s * rows) */
     const char *path;           /* CKPT */
 } rs_train_event;
 
@@ -121,13 +133,23 @@ typedef struct rs_train_result {
 rs_status rs_train(rs_model *m, const rs_data_pair *data, const rs_train_cfg *cfg, const rs_train_hooks *hooks,
                    rs_train_result *res, rs_err *err);
 
-/* Accuracy and mean loss of the model on d, in eval mode (dropout off), batch by batch. */
+/* The same on max_samples samples spread evenly over d (0 or >= n: all of them). */
+rs_status rs_evaluate_n(rs_model *m, const rs_dataset *d, int batch, uint32_t max_samples, double *acc,
+                        double *loss, rs_err *err);
+/* Accuracy and mean loss of the model on d, in eval mode (dropout off), batch by batch. With y_len > 1
+ * (text windows) both are per label: the share of tokens predicted right and the mean loss per token. */
 rs_status rs_evaluate(rs_model *m, const rs_dataset *d, int batch, double *acc, double *loss, rs_err *err);
+
+/* With opt.groups, gives o nanoGPT's weight-decay group of m (rs_model_decay_ranges); base is the
+ * model offset of o's first element (a shard's start). Does nothing without opt.groups. */
+rs_status rs_train_apply_groups(rs_optim *o, const rs_model *m, size_t base, rs_err *err);
 
 /* The clock phases and events are stamped with (monotonic seconds). */
 double rs_train_now(void);
 
-/* Checks that d's samples fit m's input (same number of values) and its labels m's classes. */
+/* Checks that d's samples fit m's input (same number of values) and its labels m's classes. Token data
+ * (d->tokens) needs a model that reads token ids (its first layer an embedding) with a context of the
+ * window length and exactly n_classes scores per token; a model of ids refuses float data. */
 rs_status rs_train_check_data(const rs_model *m, const rs_dataset *d, rs_err *err);
 
 #endif

@@ -156,6 +156,15 @@ int main(void)
     layer_case("dropout (eval)", "dropout(0.3)", img, 3, false);
     layer_case("layernorm (features)", "layernorm", flat, 3, true);
     layer_case("layernorm (rows of images)", "layernorm", img, 3, true);
+    /* Transformer layers on a sequence (T, C) = (5, 6) and (5, 18) = 3 x C for attention. The embedding
+     * reads tokens, so its gradients are checked through whole models in test_graph.c. */
+    rs_shape seq = {2, {5, 6}}, qkv = {2, {5, 18}};
+    layer_case("linear over a sequence", "linear(4)", seq, 3, true);
+    layer_case("gelu(tanh)", "gelu(tanh)", seq, 3, true);
+    layer_case("layernorm (tokens)", "layernorm", seq, 3, true);
+    layer_case("attn 2 heads", "attn(2)", qkv, 3, true);
+    layer_case("attn 3 heads", "attn(3)", qkv, 2, true);
+    layer_case("attn 1 head", "attn(1)", qkv, 2, true);
     loss_case(3, 7);
     loss_case(5, 10);
     model_case("seq in=2x5x7 conv(4,3,pad=2,stride=2) gelu maxpool(2) [ conv(3,1) tanh ] flatten "

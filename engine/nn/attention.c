@@ -1,0 +1,52 @@
+/* The core of causal multi-head self-attention: qkv (T, 3C) -> (T, C), with no parameters of its
+ * own. The projections around it are ordinary linear layers (linear(3C) before, linear(C) after),
+ * which is what lets tensor parallelism split them by columns and rows. The attention probabilities
+ * (B, heads, T, T) are the one T x T buffer kept, from forward until backward. */
+#include "layer.h"
+
+static rs_status setup(rs_layer *l, const rs_shape *in, rs_err *err)
+{
+    char s[64];
+    if (in->ndim != 2 || in->d[1] % 3)
+        return rs_err_set(err, RS_ERR_SHAPE,
+                          "layer %s (attn) needs queries, keys and values side by side, (T, 3C); got %s: "
+                          "put linear(3C) before it",
+                          l->name, rs_shape_str(in, s, sizeof s));
+    int64_t T = in->d[0], C = in->d[1] / 3;
+    if (l->cfg.heads < 1 || C % l->cfg.heads)
+        return rs_err_set(err, RS_ERR_ARG, "layer %s (attn): %d heads do not divide the width %lld", l->name,
+                          l->cfg.heads, (long long)C);
+    l->out = (rs_shape){2, {T, C}};
+    l->np = 0;
+    return RS_OK;
+}
+
+static int seq(const rs_layer *l) { return (int)l->out.d[0]; }
+static int width(const rs_layer *l) { return (int)l->out.d[1]; }
+
+static size_t saved(const rs_layer *l, int B)
+{
+    return (size_t)B * (size_t)l->cfg.heads * (size_t)seq(l) * (size_t)seq(l) * sizeof(float);
+}
+
+static size_t workspace(const rs_layer *l, const rs_kernels *k, int B)
+{
+    return k->attn_workspace ? k->attn_workspace(B, seq(l), width(l), l->cfg.heads) : 0;
+}
+
+static void forward(rs_layer *l, const rs_exec *x, const float *in, float *out, int B)
+{
+    x->k->attn_fwd(in, out, l->saved, B, seq(l), width(l), l->cfg.heads);
+}
+
+static void backward(rs_layer *l, const rs_exec *x, const float *in, const float *out, const float *dout,
+                     float *din, int B)
+{
+    (void)out;
+    if (din) x->k->attn_bwd(in, l->saved, dout, din, x->ws, B, seq(l), width(l), l->cfg.heads);
+}
+
+const rs_layer_ops rs_attn_ops = {
+    .kind = "attn", .setup = setup, .saved_bytes = saved, .workspace_bytes = workspace, .forward = forward,
+    .backward = backward,
+};
