@@ -40,24 +40,31 @@ void rs_cpu_embed_fwd(const int32_t *tok, const float *wte, const float *wpe, fl
     }
 }
 
-/* Repeated tokens add into the same dwte row, so threads split the channels, not the tokens: each
- * thread owns a column slice of dwte and dwpe and walks every (b, t) in order. No races, and every
- * element sees its additions in the same order for any thread count. */
+/* Repeated tokens add into the same dwte row, so a thread owns whole rows: thread k of n takes the
+ * tokens with id % n == k (and positions [T k / n, T (k+1) / n) for dwpe), scanning every (b, t) in
+ * order. No races, and each row receives its additions in the same order for any thread count, so
+ * the result does not depend on it. (Splitting the channels instead would make every thread touch
+ * every row of the large table: the same page walks on each thread, and no gain on two threads.) */
 void rs_cpu_embed_bwd(const int32_t *tok, const float *dout, float *dwte, float *dwpe, int B, int T, int C)
 {
-    int nt = (size_t)B * T * C >= PAR_MIN ? team_for((C + 15) / 16) : 1;
+    int nt = (size_t)B * T * C >= PAR_MIN ? team_for(B * T) : 1;
     #pragma omp parallel num_threads(nt)
     {
-        int nth = omp_get_num_threads(), tid = omp_get_thread_num();
-        int chunk = ((C + nth - 1) / nth + 15) & ~15; /* whole cache lines per thread */
-        int c0 = imin(C, tid * chunk), c1 = imin(C, c0 + chunk);
-        for (int b = 0; b < B; b++)
-            for (int t = 0; t < T; t++) {
+        const int nth = omp_get_num_threads(), tid = omp_get_thread_num();
+        const int p0 = (int)((int64_t)T * tid / nth), p1 = (int)((int64_t)T * (tid + 1) / nth);
+        for (int t = p0; t < p1; t++) {
+            float *gp = dwpe + (size_t)t * C;
+            for (int b = 0; b < B; b++) {
                 const float *d = dout + ((size_t)b * T + t) * C;
-                float *gp = dwpe + (size_t)t * C, *ge = dwte + (size_t)tok[(size_t)b * T + t] * C;
-                for (int c = c0; c < c1; c++) gp[c] += d[c];
-                for (int c = c0; c < c1; c++) ge[c] += d[c];
+                for (int c = 0; c < C; c++) gp[c] += d[c];
             }
+        }
+        for (size_t r = 0; r < (size_t)B * T; r++) {
+            if (tok[r] % nth != tid) continue;
+            const float *d = dout + r * C;
+            float *ge = dwte + (size_t)tok[r] * C;
+            for (int c = 0; c < C; c++) ge[c] += d[c];
+        }
     }
 }
 

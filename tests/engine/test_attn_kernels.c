@@ -533,6 +533,18 @@ static void test_threads(void)
     same_bytes("embed_fwd", emb[0], emb[1], nout);
     same_bytes("embed_bwd dwte", dwte[0], dwte[1], (size_t)V * C);
     same_bytes("embed_bwd dwpe", dwpe[0], dwpe[1], (size_t)T * C);
+    { /* and right on 2 threads, with 9 distinct tokens over 512 positions */
+        double *rte = calloc((size_t)V * C, sizeof *rte), *rpe = calloc((size_t)T * C, sizeof *rpe);
+        for (int r = 0; r < B * T; r++)
+            for (int c = 0; c < C; c++) {
+                rte[(size_t)tok[r] * C + c] += dout[(size_t)r * C + c];
+                rpe[(size_t)(r % T) * C + c] += dout[(size_t)r * C + c];
+            }
+        check_close("embed_bwd dwte on 2 threads", dwte[1], rte, (size_t)V * C, 2e-5, 1e-5);
+        check_close("embed_bwd dwpe on 2 threads", dwpe[1], rpe, (size_t)T * C, 2e-5, 1e-5);
+        free(rte);
+        free(rpe);
+    }
     same_bytes("gelu_tanh_fwd", gf[0], gf[1], ng);
     same_bytes("gelu_tanh_bwd", gb[0], gb[1], ng);
     for (int k = 0; k < 2; k++) {
