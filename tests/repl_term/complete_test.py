@@ -129,6 +129,7 @@ def main():
         term.text("quit")
         term.keys("Enter")
         wait("ringside exits after quit", term.dead, term, 15)
+        c.ok("`quit` exits with status 0 (under ASan: no leak)", term.dead_status() == "0", term.state())
         term.kill()
         term = None
 
