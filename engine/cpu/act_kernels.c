@@ -2,6 +2,7 @@
  * Reductions that feed the loss run in double so the reported loss does not depend on batch order
  * more than float rounding of the inputs allows. */
 #include <math.h>
+#include <omp.h>
 #include <string.h>
 
 #include "cpu_kernels.h"
@@ -52,28 +53,46 @@ void rs_cpu_gelu_bwd(const float *in, const float *dout, float *din, size_t n)
 #define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
 #define GELU_A 0.044715f
 
-void rs_cpu_gelu_tanh_fwd(const float *in, float *out, size_t n)
+RS_SIMD static void gelu_tanh_fwd_span(const float *in, float *out, size_t a, size_t b)
 {
-    #pragma omp parallel for schedule(static) if (n >= PAR_MIN)
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = a; i < b; i++) {
         float x = in[i];
         float en = rs_vexpf(-2.0f * GELU_K * (x + GELU_A * x * x * x));
         out[i] = x / (1.0f + en);
     }
 }
 
-/* d/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) u', t = tanh(u), u' = sqrt(2/pi) (1 + 3 * 0.044715 x^2);
- * with g = sigmoid(2u) = (1 + t)/2 and 1 - g = g e^{-2u}: d/dx = g + 2 x g (1 - g) u'. */
-void rs_cpu_gelu_tanh_bwd(const float *in, const float *dout, float *din, size_t n)
+RS_SIMD static void gelu_tanh_bwd_span(const float *in, const float *dout, float *din, size_t a, size_t b)
 {
-    #pragma omp parallel for schedule(static) if (n >= PAR_MIN)
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = a; i < b; i++) {
         float x = in[i], x2 = x * x;
         float en = rs_vexpf(-2.0f * GELU_K * (x + GELU_A * x2 * x));
         float g = 1.0f / (1.0f + en), g1 = en * g;
         float du = GELU_K * (1.0f + 3.0f * GELU_A * x2);
         din[i] = dout[i] * (g + 2.0f * x * g * g1 * du);
     }
+}
+
+/* Threads take contiguous spans; each span runs the CPU's widest clone. */
+#define SPANS(n, body)                                                                                 \
+    do {                                                                                               \
+        int nt_ = (n) >= PAR_MIN ? omp_get_max_threads() : 1;                                         \
+        _Pragma("omp parallel for schedule(static) if (nt_ > 1)") for (int t_ = 0; t_ < nt_; t_++) {   \
+            size_t a = (n) * (size_t)t_ / (size_t)nt_, b = (n) * (size_t)(t_ + 1) / (size_t)nt_;       \
+            body;                                                                                      \
+        }                                                                                              \
+    } while (0)
+
+void rs_cpu_gelu_tanh_fwd(const float *in, float *out, size_t n)
+{
+    SPANS(n, gelu_tanh_fwd_span(in, out, a, b));
+}
+
+/* d/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) u', t = tanh(u), u' = sqrt(2/pi) (1 + 3 * 0.044715 x^2);
+ * with g = sigmoid(2u) = (1 + t)/2 and 1 - g = g e^{-2u}: d/dx = g + 2 x g (1 - g) u'. */
+void rs_cpu_gelu_tanh_bwd(const float *in, const float *dout, float *din, size_t n)
+{
+    SPANS(n, gelu_tanh_bwd_span(in, dout, din, a, b));
 }
 
 void rs_cpu_tanh_fwd(const float *in, float *out, size_t n)
@@ -116,11 +135,10 @@ void rs_cpu_dropout_bwd(const float *dout, const uint8_t *mask, float *din, size
     for (size_t i = 0; i < n; i++) din[i] = mask[i] ? dout[i] * scale : 0.0f;
 }
 
-void rs_cpu_layernorm_fwd(const float *in, const float *gamma, const float *beta, float *out, float *mean,
-                          float *rstd, int B, int N, float eps)
+RS_SIMD static void ln_fwd_rows(const float *in, const float *gamma, const float *beta, float *out, float *mean,
+                                float *rstd, int b0, int b1, int N, float eps)
 {
-    #pragma omp parallel for schedule(static) if ((size_t)B * N >= PAR_MIN)
-    for (int b = 0; b < B; b++) {
+    for (int b = b0; b < b1; b++) {
         const float *x = in + (size_t)b * N;
         float *y = out + (size_t)b * N;
         double s = 0.0;
@@ -138,13 +156,19 @@ void rs_cpu_layernorm_fwd(const float *in, const float *gamma, const float *beta
     }
 }
 
-void rs_cpu_layernorm_bwd(const float *in, const float *gamma, const float *mean, const float *rstd,
-                          const float *dout, float *din, float *dgamma, float *dbeta, int B, int N)
+void rs_cpu_layernorm_fwd(const float *in, const float *gamma, const float *beta, float *out, float *mean,
+                          float *rstd, int B, int N, float eps)
 {
-    /* Input gradient per row (parallel over rows), parameter gradients per column (parallel over
-     * columns) so no two threads write the same element. */
-    #pragma omp parallel for schedule(static) if (din && (size_t)B * N >= PAR_MIN)
-    for (int b = 0; b < (din ? B : 0); b++) {
+    int nt = (size_t)B * N >= PAR_MIN ? omp_get_max_threads() : 1;
+    #pragma omp parallel for schedule(static) if (nt > 1)
+    for (int t = 0; t < nt; t++)
+        ln_fwd_rows(in, gamma, beta, out, mean, rstd, (int)((int64_t)B * t / nt), (int)((int64_t)B * (t + 1) / nt), N, eps);
+}
+
+RS_SIMD static void ln_bwd_rows(const float *in, const float *gamma, const float *mean, const float *rstd,
+                                const float *dout, float *din, int b0, int b1, int N)
+{
+    for (int b = b0; b < b1; b++) {
         const float *x = in + (size_t)b * N, *dy = dout + (size_t)b * N;
         float mu = mean[b], rs = rstd[b];
         double sum_g = 0.0, sum_gx = 0.0;
@@ -160,17 +184,45 @@ void rs_cpu_layernorm_bwd(const float *in, const float *gamma, const float *mean
             dx[j] = rs * (dy[j] * gamma[j] - mg - xhat * mgx);
         }
     }
-    #pragma omp parallel for schedule(static) if ((size_t)B * N >= PAR_MIN)
-    for (int j = 0; j < N; j++) {
-        float sg = 0.0f, sb = 0.0f;
+}
+
+/* Column sums for the parameter gradients, a block of at most 256 columns at a time, rows in order
+ * (the same additions, in the same order, as one running sum per column, but over contiguous rows). */
+RS_SIMD static void ln_bwd_cols(const float *in, const float *mean, const float *rstd, const float *dout,
+                                float *dgamma, float *dbeta, int B, int N, int j0, int j1)
+{
+    float sg[256], sb[256];
+    for (int c0 = j0; c0 < j1; c0 += 256) {
+        int c1 = c0 + 256 < j1 ? c0 + 256 : j1, w = c1 - c0;
+        for (int j = 0; j < w; j++) sg[j] = sb[j] = 0.0f;
         for (int b = 0; b < B; b++) {
-            float dy = dout[(size_t)b * N + j];
-            sg += dy * (in[(size_t)b * N + j] - mean[b]) * rstd[b];
-            sb += dy;
+            const float *dy = dout + (size_t)b * N + c0, *x = in + (size_t)b * N + c0;
+            float mu = mean[b], rs = rstd[b];
+            for (int j = 0; j < w; j++) {
+                sg[j] += dy[j] * (x[j] - mu) * rs;
+                sb[j] += dy[j];
+            }
         }
-        dgamma[j] += sg;
-        dbeta[j] += sb;
+        for (int j = 0; j < w; j++) {
+            dgamma[c0 + j] += sg[j];
+            dbeta[c0 + j] += sb[j];
+        }
     }
+}
+
+void rs_cpu_layernorm_bwd(const float *in, const float *gamma, const float *mean, const float *rstd,
+                          const float *dout, float *din, float *dgamma, float *dbeta, int B, int N)
+{
+    /* Input gradient by rows, parameter gradients by columns: no two threads write one element. */
+    int nt = (size_t)B * N >= PAR_MIN ? omp_get_max_threads() : 1;
+    #pragma omp parallel for schedule(static) if (nt > 1)
+    for (int t = 0; t < nt; t++) {
+        if (din)
+            ln_bwd_rows(in, gamma, mean, rstd, dout, din, (int)((int64_t)B * t / nt), (int)((int64_t)B * (t + 1) / nt), N);
+    }
+    #pragma omp parallel for schedule(static) if (nt > 1)
+    for (int t = 0; t < nt; t++)
+        ln_bwd_cols(in, mean, rstd, dout, dgamma, dbeta, B, N, (int)((int64_t)N * t / nt), (int)((int64_t)N * (t + 1) / nt));
 }
 
 void rs_cpu_softmax_xent_fwd(const float *logits, const int32_t *labels, float *probs, float *losses,

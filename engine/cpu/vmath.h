@@ -9,6 +9,16 @@
 #include <stdint.h>
 #include <string.h>
 
+/* Elementwise loops compiled three times (AVX-512, AVX2, baseline) and picked at load time by the
+ * CPU: Debian builds for baseline x86-64, where GCC vectorizes 4 floats at a time. OpenMP's outlined
+ * loop bodies are called from inside the clone and so are compiled for the parent's target only when
+ * the loop is serial: the hot loops call an RS_SIMD helper per thread chunk instead. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#define RS_SIMD __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define RS_SIMD
+#endif
+
 static inline float rs_vexpf(float x)
 {
     const float hi = 88.0f, lo = -87.0f;

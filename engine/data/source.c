@@ -26,16 +26,21 @@ static rs_status open_text(const char *arg, rs_data_pair *out, rs_err *err)
     char what[2048];
     snprintf(what, sizeof what, "%s", arg ? arg : "");
     long ctx = RS_DATA_TEXT_CTX;
+    char *num = NULL; /* the digits after ctx=, cut off what */
     char *c = strrchr(what, ',');
-    if (!c && !strncmp(what, "ctx=", 4)) c = what - 1; /* "text:ctx=32" */
-    if (c && !strncmp(c + 1, "ctx=", 4)) {
+    if (!strncmp(what, "ctx=", 4)) { /* "text:ctx=32" */
+        num = what + 4;
+        c = what;
+    } else if (c && !strncmp(c + 1, "ctx=", 4)) {
+        num = c + 5;
+    }
+    if (num) {
         char *end;
-        ctx = strtol(c + 5, &end, 10);
-        if (*end || end == c + 5)
-            return rs_err_set(err, RS_ERR_ARG, "text: ctx=%s is not a number; e.g. text:builtin,ctx=64", c + 5);
+        ctx = strtol(num, &end, 10);
+        if (*end || end == num)
+            return rs_err_set(err, RS_ERR_ARG, "text: ctx=%s is not a number; e.g. text:builtin,ctx=64", num);
         if (ctx < 1 || ctx > RS_DATA_TEXT_CTX_MAX) ctx = RS_DATA_TEXT_CTX_MAX + 1; /* let the reader say the range */
-        if (c >= what) *c = '\0';
-        else what[0] = '\0';
+        *c = '\0';
     }
     if (!what[0] || !strcmp(what, "builtin")) return rs_data_text_builtin((int)ctx, out, err);
     if (!strcmp(what, "fortunes")) return rs_data_text_fortunes(NULL, (int)ctx, out, err);

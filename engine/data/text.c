@@ -266,7 +266,7 @@ rs_status rs_data_text_fortunes(const char *dir, int ctx, rs_data_pair *out, rs_
             continue; /* strfile's index files and the UTF-8 links to the same texts */
         struct stat sb;
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        if (lstat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) continue;
+        if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) continue; /* what a link points at counts */
         if (nn == capn) {
             capn = capn ? capn * 2 : 32;
             char **nv = realloc(names, capn * sizeof *names);

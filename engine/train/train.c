@@ -43,9 +43,6 @@ rs_train_cfg rs_train_defaults(void)
     return c;
 }
 
-/* Whether m reads token ids: its first layer is an embedding (a lookup of int32 ids), not a layer of
- * floats. */
-
 rs_status rs_train_check_data(const rs_model *m, const rs_dataset *d, rs_err *err)
 {
     char ms[64], ds[64];

@@ -20,7 +20,7 @@ mkdir -p "$out"
 # elsewhere in the engine cannot break the build). Add a target with one line here.
 core="engine/core/status.c engine/core/rng.c"
 data="engine/data/dataset.c engine/data/read.c engine/data/idx.c engine/data/fashion.c \
-  engine/data/cifar.c engine/data/csv.c engine/data/split.c"
+  engine/data/cifar.c engine/data/csv.c engine/data/split.c engine/data/text.c engine/data/gen/story.c"
 # The REPL parser target links the REPL library (all but main) and what it uses.
 repl="$(cd "$root" && echo engine/data/gen/digits.c engine/data/source.c engine/data/sampler.c engine/data/loader.c engine/optim/*.c engine/train/*.c engine/ckpt/*.c repl/[!m]*.c repl/lang/*.c repl/slog/*.c)"
 # The REPL starts ranks (repl/cmd_dist.c): the dist parts without the optional mpi and nccl backends.
@@ -32,6 +32,7 @@ target_sources() {
   case $1 in
     idx) echo "tests/fuzz/fuzz_idx.c $core $data" ;;
     csv) echo "tests/fuzz/fuzz_csv.c $core $data" ;;
+    text) echo "tests/fuzz/fuzz_text.c $core $data" ;;
     spec) echo "tests/fuzz/fuzz_spec.c $core $nn" ;;
     repl) echo "tests/fuzz/fuzz_repl.c $core $nn $data $repl $dist $onnx GEN/onnx/onnx.pb-c.c" ;;
     lines) echo "tests/dist/worker/fuzz_lines.c $core $nn dist/worker/lines.c dist/pg/pg.c" ;;
@@ -50,7 +51,7 @@ flags="-std=c17 -g -O1 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L -I$root -I$he
 
 status=0
 for t in $targets; do
-  list=$(target_sources "$t") || { echo "unknown fuzz target '$t' (known: idx csv spec lex repl store lines)" >&2; exit 2; }
+  list=$(target_sources "$t") || { echo "unknown fuzz target '$t' (known: idx csv text spec lex repl store lines)" >&2; exit 2; }
   src=""
   srcs=""
   for f in $list; do
