@@ -220,11 +220,15 @@ static const char *const export_words[] = {"session", NULL};
 
 /* The words of a model spec after `seq` (engine/nn/spec.c parses them; "(" where arguments follow). */
 static const char *const layer_words[] = {"linear(", "conv(", "maxpool(", "avgpool(", "relu", "gelu", "tanh",
-                                          "flatten", "dropout(", "layernorm", "[", "]", NULL};
+                                          "flatten", "dropout(", "layernorm", "embed(", "attn(", "res[", "ctx=",
+                                          "[", "]", NULL};
+
+static const char *const gpt_words[] = {"layers=", "heads=", "dim=", "ctx=", "vocab=", "dropout=", NULL};
 
 static const rs_formdef model_forms[] = {
     {"mlp", RS_A_WORD, NULL},
     {"seq", RS_A_WORD, layer_words},
+    {"gpt", RS_A_WORD, gpt_words},
     {"onnx", RS_A_PATH, NULL},
     {NULL, 0, NULL},
 };
@@ -239,12 +243,16 @@ static const rs_formdef data_forms[] = {
 };
 
 const rs_cmddef rs_commands[] = {
-    {"model", "models", "model NAME = mlp 784-256-10 | seq LAYERS...  build a model",
-     "Builds a model and gives it a name. Two forms:\n"
+    {"model", "models", "model NAME = mlp 784-256-10 | seq LAYERS... | gpt ...  build a model",
+     "Builds a model and gives it a name. Three forms:\n"
      "  model m = mlp 784-256-10 [act=relu|gelu|tanh] [dropout=P] [in=1x28x28]\n"
      "  model c = seq [in=1x28x28] conv(16,3,pad=1) relu maxpool(2) ... flatten linear(10)\n"
+     "  model g = gpt [layers=4] [heads=4] [dim=128] [ctx=64] [vocab=] [dropout=0]   a GPT for text\n"
      "Layers: linear(OUT) conv(OUT,K,stride=S,pad=P) maxpool(K) avgpool(K) relu gelu tanh flatten\n"
-     "dropout(P) layernorm; [ ... ] groups layers into a block. seed= sets the initial weights.",
+     "dropout(P) layernorm; [ ... ] groups layers into a block, res[ ... ] adds the block's input to\n"
+     "its output. Text models: seq ctx=T embed(VOCAB,WIDTH) ... attn(HEADS) gelu(tanh)\n"
+     "linear(V,bias=0,tie=0.wte); gpt writes nanoGPT's model that way (show g lists it) and takes vocab=\n"
+     "from the newest text data set. seed= sets the initial weights.",
      true, "SPEC", {{0}}, 0, model_opts, true, rs_cmd_model, model_forms},
     {"data", "models", "data NAME = digits | fashion | idx F F | cifar F.. | csv F | text [F]  load a data set",
      "Loads a data set and gives it a name:\n"
