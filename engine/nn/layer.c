@@ -38,11 +38,9 @@ rs_layer_cfg rs_layer_cfg_default(rs_layer_kind k)
  * never a value the parser would refuse (0.99999994 is not "1"). */
 static const char *flt(float v, char *buf, size_t n)
 {
-    static const char *const fmts[] = {"%g", "%.7g", "%.9g"};
-    for (int i = 0; i < 3; i++) {
-        snprintf(buf, n, fmts[i], (double)v);
-        if (strtof(buf, NULL) == v) break;
-    }
+    snprintf(buf, n, "%g", (double)v);
+    if (strtof(buf, NULL) != v) snprintf(buf, n, "%.7g", (double)v);
+    if (strtof(buf, NULL) != v) snprintf(buf, n, "%.9g", (double)v);
     return buf;
 }
 
