@@ -16,6 +16,7 @@
 static const char *const op_names[RS_ONNX_OP_COUNT] = {
     "reshape", "gemm", "matmul", "conv", "maxpool", "avgpool", "globalavgpool", "unary", "binary",
     "softmax", "logsoftmax", "layernorm", "batchnorm", "transpose", "concat", "reducemean", "reducesum",
+    "where", "expand", "slice", "trilu",
 };
 
 const char *rs_onnx_op_name(rs_onnx_op op) { return op < RS_ONNX_OP_COUNT ? op_names[op] : "?"; }
@@ -265,6 +266,39 @@ rs_status rs_onnx_infer(const rs_onnx_node *n, const rs_onnx_shape *const *in, i
         }
         return RS_OK;
     }
+    case RS_ONNX_OP_WHERE: {
+        rs_onnx_shape t;
+        rs_status st = broadcast(n, x, in[1], &t, err);
+        return st ? st : broadcast(n, &t, in[2], out, err);
+    }
+    case RS_ONNX_OP_EXPAND: {
+        rs_onnx_shape t = a->shape;
+        for (int i = 0; i < t.rank; i++)
+            if (t.d[i] == RS_ONNX_BATCH) t.d[i] = batch;
+        return broadcast(n, x, &t, out, err);
+    }
+    case RS_ONNX_OP_SLICE:
+        if (a->shape.rank != x->rank)
+            return node_err(err, RS_ERR_SHAPE, n, "slice of rank %d applied to %s", a->shape.rank,
+                            rs_onnx_shape_str(x, sa, sizeof sa));
+        *out = a->shape;
+        for (int i = 0; i < x->rank; i++) {
+            if (out->d[i] == RS_ONNX_BATCH) {
+                /* the batch is only ever taken whole */
+                out->d[i] = x->d[i];
+                continue;
+            }
+            int64_t last = a->starts[i] + (out->d[i] - 1) * a->steps[i];
+            if (out->d[i] && (a->starts[i] < 0 || a->starts[i] >= x->d[i] || last < 0 || last >= x->d[i]))
+                return node_err(err, RS_ERR_SHAPE, n, "slice of dim %d leaves %s", i, rs_onnx_shape_str(x, sa, sizeof sa));
+        }
+        return RS_OK;
+    case RS_ONNX_OP_TRILU:
+        if (x->rank < 2 || !concrete(x->d[x->rank - 1]) || !concrete(x->d[x->rank - 2]))
+            return node_err(err, RS_ERR_SHAPE, n, "Trilu needs a matrix in the last two dims (not the batch), got %s",
+                            rs_onnx_shape_str(x, sa, sizeof sa));
+        *out = *x;
+        return RS_OK;
     case RS_ONNX_OP_COUNT: break;
     }
     return node_err(err, RS_ERR_INTERNAL, n, "no shape rule");
@@ -300,6 +334,21 @@ static void unary(const rs_onnx_attrs *a, const float *x, float *y, size_t n)
     case RS_ONNX_CLIP:
         for (size_t i = 0; i < n; i++) y[i] = x[i] < a->alpha ? a->alpha : x[i] > a->beta ? a->beta : x[i];
         return;
+    case RS_ONNX_HARDSIGMOID:
+        for (size_t i = 0; i < n; i++) {
+            float v = a->alpha * x[i] + a->beta;
+            y[i] = v < 0.0f ? 0.0f : v > 1.0f ? 1.0f : v;
+        }
+        return;
+    case RS_ONNX_HARDSWISH:
+        for (size_t i = 0; i < n; i++) {
+            float v = x[i] * (1.0f / 6.0f) + 0.5f;
+            y[i] = x[i] * (v < 0.0f ? 0.0f : v > 1.0f ? 1.0f : v);
+        }
+        return;
+    case RS_ONNX_CAST_INT: for (size_t i = 0; i < n; i++) y[i] = isfinite(x[i]) ? truncf(x[i]) : 0.0f; return;
+    case RS_ONNX_CAST_BOOL: for (size_t i = 0; i < n; i++) y[i] = x[i] != 0.0f ? 1.0f : 0.0f; return;
+    case RS_ONNX_NOT: for (size_t i = 0; i < n; i++) y[i] = x[i] == 0.0f ? 1.0f : 0.0f; return;
     }
 }
 
@@ -310,7 +359,21 @@ static inline float binop(int op, float u, float v)
     case RS_ONNX_SUB: return u - v;
     case RS_ONNX_MUL: return u * v;
     case RS_ONNX_DIV: return u / v;
-    default: return v == 2.0f ? u * u : powf(u, v);
+    case RS_ONNX_POW: return v == 2.0f ? u * u : powf(u, v);
+    case RS_ONNX_EQUAL: return u == v ? 1.0f : 0.0f;
+    case RS_ONNX_LESS: return u < v ? 1.0f : 0.0f;
+    case RS_ONNX_GREATER: return u > v ? 1.0f : 0.0f;
+    case RS_ONNX_LESS_EQ: return u <= v ? 1.0f : 0.0f;
+    case RS_ONNX_GREATER_EQ: return u >= v ? 1.0f : 0.0f;
+    case RS_ONNX_FMOD: return fmodf(u, v);
+    case RS_ONNX_AND: return u != 0.0f && v != 0.0f ? 1.0f : 0.0f;
+    case RS_ONNX_OR: return u != 0.0f || v != 0.0f ? 1.0f : 0.0f;
+    case RS_ONNX_XOR: return (u != 0.0f) != (v != 0.0f) ? 1.0f : 0.0f;
+    default: {
+        /* integer mod as Python and ONNX's fmod=0: the result takes the divisor's sign */
+        float r = fmodf(u, v);
+        return r != 0.0f && (r < 0.0f) != (v < 0.0f) ? r + v : r;
+    }
     }
 }
 
@@ -433,6 +496,37 @@ static rs_conv_geom window_geom(const rs_onnx_attrs *a, const rs_onnx_shape *xs,
                           .ph = a->pt, .pw = a->pl, .oh = two ? (int)ys->d[2] : 1, .ow = (int)ys->d[ys->rank - 1]};
 }
 
+/* Depthwise convolution (one input channel per group, MobileNet's 3x3 layers): a direct loop per output
+ * plane, which beats an im2col product of one channel. Output channel o reads input channel o / M. */
+static rs_status depthwise(const rs_onnx_attrs *a, const rs_conv_geom *g, int B, const float *x, const float *w,
+                           const float *bias, float *y)
+{
+    int M = g->oc / g->c;
+    size_t planes = (size_t)B * g->oc;
+    #pragma omp parallel for schedule(static) if (planes * g->oh * g->ow >= 65536)
+    for (size_t p = 0; p < planes; p++) {
+        int o = (int)(p % (size_t)g->oc);
+        const float *xp = x + (p / (size_t)g->oc * g->c + (size_t)(o / M)) * g->h * g->w;
+        const float *wp = w + (size_t)o * g->kh * g->kw;
+        float *yp = y + p * g->oh * g->ow, b0 = bias ? bias[o] : 0.0f;
+        for (int oy = 0; oy < g->oh; oy++)
+            for (int ox = 0; ox < g->ow; ox++) {
+                int y0 = oy * g->sh - a->pt, x0 = ox * g->sw - a->pl;
+                float s = 0.0f;
+                for (int ki = 0; ki < g->kh; ki++) {
+                    int iy = y0 + ki;
+                    if (iy < 0 || iy >= g->h) continue;
+                    for (int kj = 0; kj < g->kw; kj++) {
+                        int ix = x0 + kj;
+                        if (ix >= 0 && ix < g->w) s += xp[iy * g->w + ix] * wp[ki * g->kw + kj];
+                    }
+                }
+                yp[oy * g->ow + ox] = s + b0;
+            }
+    }
+    return RS_OK;
+}
+
 static rs_status conv_op(const rs_onnx_node *n, const float *x, const rs_onnx_shape *xs, const float *w,
                          const float *bias, float *y, const rs_onnx_shape *ys, rs_err *err)
 {
@@ -450,6 +544,7 @@ static rs_status conv_op(const rs_onnx_node *n, const float *x, const rs_onnx_sh
         free(ws);
         return RS_OK;
     }
+    if (g.c == G) return depthwise(a, &g, B, x, w, bias, y);
     /* grouped: per sample and group, the input channels, weights and outputs are contiguous slices,
      * which the engine's kernel takes as a batch of one */
     rs_conv_geom gg = g;
@@ -692,6 +787,70 @@ static void reduce_op(const rs_onnx_node *n, const float *x, const rs_onnx_shape
     free(s);
 }
 
+/* Where(c, x, y) and Expand (x alone) over numpy broadcasting: walks the output with one stride per
+ * input, 0 where that input broadcasts. */
+static void select_op(const float *c, const rs_onnx_shape *cs, const float *x, const rs_onnx_shape *xs, const float *w,
+                      const rs_onnx_shape *ws, float *y, const rs_onnx_shape *ys)
+{
+    int64_t sc[RS_ONNX_MAX_RANK] = {0}, sx[RS_ONNX_MAX_RANK], sw[RS_ONNX_MAX_RANK] = {0}, idx[RS_ONNX_MAX_RANK] = {0};
+    if (c) bstrides(cs, ys, sc);
+    bstrides(xs, ys, sx);
+    if (w) bstrides(ws, ys, sw);
+    int r = ys->rank;
+    size_t n = numel(ys);
+    for (size_t k = 0; k < n; k++) {
+        int64_t oc = 0, ox = 0, ow = 0;
+        for (int i = 0; i < r; i++) {
+            oc += idx[i] * sc[i];
+            ox += idx[i] * sx[i];
+            ow += idx[i] * sw[i];
+        }
+        y[k] = !c || c[oc] != 0.0f ? x[ox] : w[ow];
+        for (int i = r - 1; i >= 0; i--) {
+            if (++idx[i] < ys->d[i]) break;
+            idx[i] = 0;
+        }
+    }
+}
+
+static void slice_op(const rs_onnx_attrs *a, const float *x, const rs_onnx_shape *xs, float *y, const rs_onnx_shape *ys)
+{
+    int r = xs->rank;
+    int64_t sx[RS_ONNX_MAX_RANK], idx[RS_ONNX_MAX_RANK] = {0}, base = 0, acc = 1;
+    for (int i = r - 1; i >= 0; i--) {
+        bool whole = a->shape.d[i] == RS_ONNX_BATCH;
+        sx[i] = acc * (whole ? 1 : a->steps[i]);
+        base += acc * (whole ? 0 : a->starts[i]);
+        acc *= xs->d[i];
+    }
+    size_t n = numel(ys);
+    int64_t inner = r ? ys->d[r - 1] : 1, is = r ? sx[r - 1] : 0;
+    for (size_t k = 0; k < n; k += (size_t)inner) {
+        int64_t off = base;
+        for (int i = 0; i < r - 1; i++) off += idx[i] * sx[i];
+        if (is == 1) memcpy(y + k, x + off, sizeof(float) * (size_t)inner);
+        else
+            for (int64_t j = 0; j < inner; j++) y[k + (size_t)j] = x[off + j * is];
+        for (int i = r - 2; i >= 0; i--) {
+            if (++idx[i] < ys->d[i]) break;
+            idx[i] = 0;
+        }
+    }
+}
+
+static void trilu_op(const rs_onnx_attrs *a, const float *x, const rs_onnx_shape *xs, float *y)
+{
+    int64_t R = xs->d[xs->rank - 2], C = xs->d[xs->rank - 1];
+    size_t mats = R > 0 && C > 0 ? numel(xs) / (size_t)(R * C) : 0;
+    for (size_t m = 0; m < mats; m++)
+        for (int64_t i = 0; i < R; i++)
+            for (int64_t j = 0; j < C; j++) {
+                size_t o = (m * (size_t)R + (size_t)i) * (size_t)C + (size_t)j;
+                bool keep = a->upper ? j - i >= a->k : j - i <= a->k;
+                y[o] = keep ? x[o] : 0.0f;
+            }
+}
+
 rs_status rs_onnx_exec(const rs_onnx_node *n, const float *const *ins, const rs_onnx_shape *const *is,
                        float *out, const rs_onnx_shape *os, rs_err *err)
 {
@@ -731,6 +890,10 @@ rs_status rs_onnx_exec(const rs_onnx_node *n, const float *const *ins, const rs_
     case RS_ONNX_OP_CONCAT: concat_op(n, ins, is, out, os); return RS_OK;
     case RS_ONNX_OP_REDUCEMEAN:
     case RS_ONNX_OP_REDUCESUM: reduce_op(n, ins[0], is[0], out, os); return RS_OK;
+    case RS_ONNX_OP_WHERE: select_op(ins[0], is[0], ins[1], is[1], ins[2], is[2], out, os); return RS_OK;
+    case RS_ONNX_OP_EXPAND: select_op(NULL, NULL, ins[0], is[0], NULL, NULL, out, os); return RS_OK;
+    case RS_ONNX_OP_SLICE: slice_op(a, ins[0], is[0], out, os); return RS_OK;
+    case RS_ONNX_OP_TRILU: trilu_op(a, ins[0], is[0], out); return RS_OK;
     case RS_ONNX_OP_COUNT: break;
     }
     return node_err(err, RS_ERR_INTERNAL, n, "no kernel");

@@ -38,6 +38,10 @@ typedef enum rs_onnx_op {
     RS_ONNX_OP_CONCAT,
     RS_ONNX_OP_REDUCEMEAN,
     RS_ONNX_OP_REDUCESUM,
+    RS_ONNX_OP_WHERE,       /* Where(cond, x, y) with broadcasting; cond is 0/1 as float */
+    RS_ONNX_OP_EXPAND,      /* Expand: broadcast x to attrs.shape (numpy rules both ways) */
+    RS_ONNX_OP_SLICE,       /* Slice / Split: attrs.starts/steps per dim, output shape in attrs.shape */
+    RS_ONNX_OP_TRILU,       /* Trilu over the last two dims: attrs.upper, attrs.k */
     RS_ONNX_OP_COUNT
 } rs_onnx_op;
 
@@ -45,9 +49,19 @@ typedef enum rs_onnx_unary {
     RS_ONNX_RELU, RS_ONNX_TANH, RS_ONNX_SIGMOID, RS_ONNX_ERF, RS_ONNX_GELU, RS_ONNX_GELU_TANH,
     RS_ONNX_SQRT, RS_ONNX_EXP, RS_ONNX_LOG, RS_ONNX_NEG, RS_ONNX_ABS, RS_ONNX_RECIPROCAL,
     RS_ONNX_LEAKYRELU, RS_ONNX_CLIP,
+    RS_ONNX_HARDSIGMOID,  /* max(0, min(1, alpha x + beta)) */
+    RS_ONNX_HARDSWISH,    /* x * hardsigmoid(x, 1/6, 1/2) */
+    RS_ONNX_CAST_INT,     /* Cast of computed floats to an integer type: truncation toward zero */
+    RS_ONNX_CAST_BOOL,    /* Cast to bool: x != 0 as 0/1 */
+    RS_ONNX_NOT,          /* Not on bools: x == 0 as 0/1 */
 } rs_onnx_unary;
 
-typedef enum rs_onnx_binary { RS_ONNX_ADD, RS_ONNX_SUB, RS_ONNX_MUL, RS_ONNX_DIV, RS_ONNX_POW } rs_onnx_binary;
+/* Comparisons give 0/1 (ONNX bool); MOD is Python's (sign of the divisor, fmod=0), FMOD C's. */
+typedef enum rs_onnx_binary {
+    RS_ONNX_ADD, RS_ONNX_SUB, RS_ONNX_MUL, RS_ONNX_DIV, RS_ONNX_POW,
+    RS_ONNX_EQUAL, RS_ONNX_LESS, RS_ONNX_GREATER, RS_ONNX_LESS_EQ, RS_ONNX_GREATER_EQ, RS_ONNX_MOD, RS_ONNX_FMOD,
+    RS_ONNX_AND, RS_ONNX_OR, RS_ONNX_XOR, /* on bools (0/1), as masks are combined */
+} rs_onnx_binary;
 
 typedef struct rs_onnx_shape {
     int rank;
@@ -78,7 +92,11 @@ typedef struct rs_onnx_attrs {
     uint32_t axes_mask;       /* reductions: bit i = reduce dim i */
     bool keepdims;
     bool legacy_softmax;      /* opset < 13: softmax over everything from axis on */
-    rs_onnx_shape shape;      /* reshape-like ops: the output shape, RS_ONNX_BATCH for the batch */
+    rs_onnx_shape shape;      /* reshape-like ops, expand, slice: the output (expand: target) shape,
+                                 RS_ONNX_BATCH for the batch */
+    int64_t starts[RS_ONNX_MAX_RANK], steps[RS_ONNX_MAX_RANK]; /* slice: first index and step per dim */
+    bool upper;               /* trilu */
+    int64_t k;                /* trilu: diagonal offset */
 } rs_onnx_attrs;
 
 typedef struct rs_onnx_node {

@@ -6,6 +6,7 @@
 #include "import_internal.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -134,14 +135,85 @@ const char *rs_onnx_import_dtype_name(int t)
     return t >= 0 && t < (int)(sizeof n / sizeof *n) ? n[t] : "unknown";
 }
 
+/* A decimal field of external_data ("offset", "length"): digits only, below 2^62. */
+static bool parse_size(const char *v, uint64_t *out)
+{
+    uint64_t x = 0;
+    if (!v || !*v) return false;
+    for (; *v; v++) {
+        if (*v < '0' || *v > '9' || x > (UINT64_C(1) << 62) / 10) return false;
+        x = x * 10 + (uint64_t)(*v - '0');
+    }
+    *out = x;
+    return true;
+}
+
+/* The bytes of a tensor kept outside the model (data_location EXTERNAL, as torch's dynamo exporter and
+ * onnx.save(save_as_external_data=True) write): external_data names the file (relative to the model's
+ * folder, never above it), an offset and a length. want is what the tensor's shape and type need. */
+static rs_status read_external(imp *p, const Onnx__TensorProto *t, const char *what, size_t want, uint8_t **out)
+{
+    const char *loc = NULL;
+    uint64_t off = 0, len = want;
+    bool has_len = false;
+    *out = NULL;
+    if (t->raw_data.len || t->n_float_data || t->n_int32_data || t->n_int64_data || t->n_double_data)
+        return rs_onnx_fail(p, RS_ERR_FORMAT, "%s has both external and inline data", what);
+    for (size_t k = 0; k < t->n_external_data; k++) {
+        const char *key = rs_onnx_str_or(t->external_data[k]->key, ""), *val = t->external_data[k]->value;
+        if (!strcmp(key, "location")) loc = val;
+        else if (!strcmp(key, "offset") && !parse_size(val, &off))
+            return rs_onnx_fail(p, RS_ERR_FORMAT, "%s: external data offset '%.40s' is not a number", what, val ? val : "");
+        else if (!strcmp(key, "length") && !(has_len = parse_size(val, &len)))
+            return rs_onnx_fail(p, RS_ERR_FORMAT, "%s: external data length '%.40s' is not a number", what, val ? val : "");
+    }
+    if (!loc || !*loc) return rs_onnx_fail(p, RS_ERR_FORMAT, "%s is marked external but names no location", what);
+    if (!p->dir)
+        return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "%s keeps its data in '%.100s', and a model read from memory has no "
+                            "folder to find it in; load the file by its path", what, loc);
+    /* the file must sit in the model's folder or below it: no absolute paths, no '..' component */
+    bool escapes = loc[0] == '/' || loc[0] == '\\' || strchr(loc, ':') != NULL;
+    for (const char *c = loc; *c && !escapes; c++) {
+        bool start = c == loc || c[-1] == '/' || c[-1] == '\\';
+        escapes = start && c[0] == '.' && c[1] == '.' && (c[2] == '\0' || c[2] == '/' || c[2] == '\\');
+    }
+    if (escapes)
+        return rs_onnx_fail(p, RS_ERR_FORMAT, "%s: external data location '%.100s' leaves the model's folder "
+                            "(absolute or with '..'); refused", what, loc);
+    if (len != want)
+        return rs_onnx_fail(p, RS_ERR_FORMAT, "%s: external data length %llu does not match its shape and type (%zu "
+                            "bytes)", what, (unsigned long long)len, want);
+    (void)has_len;
+    char path[4096];
+    if ((size_t)snprintf(path, sizeof path, "%s/%s", p->dir, loc) >= sizeof path)
+        return rs_onnx_fail(p, RS_ERR_FORMAT, "%s: external data path too long", what);
+    FILE *f = fopen(path, "rb");
+    if (!f) return rs_onnx_fail(p, RS_ERR_IO, "%s: external data file '%s': %s", what, path, strerror(errno));
+    long size = -1;
+    if (!fseek(f, 0, SEEK_END)) size = ftell(f);
+    if (size < 0 || off > (uint64_t)size || len > (uint64_t)size - off) {
+        fclose(f);
+        return rs_onnx_fail(p, RS_ERR_FORMAT, "%s: external data (offset %llu, length %llu) runs past the end of "
+                            "'%s' (%ld bytes); truncated file?", what, (unsigned long long)off, (unsigned long long)len,
+                            path, size);
+    }
+    uint8_t *buf = malloc(want ? want : 1);
+    bool ok = buf && !fseek(f, (long)off, SEEK_SET) && fread(buf, 1, want, f) == want;
+    fclose(f);
+    if (!ok) {
+        free(buf);
+        return rs_onnx_fail(p, buf ? RS_ERR_IO : RS_ERR_NOMEM, "%s: cannot read %zu bytes of external data from '%s'",
+                            what, want, path);
+    }
+    *out = buf;
+    return RS_OK;
+}
+
 rs_status rs_onnx_tensor_to_ival(imp *p, const Onnx__TensorProto *t, const char *what, ival *out)
 {
     rs_onnx_shape s;
     rs_status st = rs_onnx_check_dims(p, what, t->n_dims, t->dims, &s);
     if (st) return st;
-    if (t->data_location == 1 || t->n_external_data)
-        return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "%s keeps its data in an external file; save the model with the "
-                    "weights inside (onnx.save(..., save_as_external_data=False))", what);
     size_t n = (size_t)rs_onnx_shape_numel(&s, 1), esz;
     int dt = t->data_type;
     bool is_float = dt == DT_FLOAT || dt == DT_DOUBLE;
@@ -154,21 +226,30 @@ rs_status rs_onnx_tensor_to_ival(imp *p, const Onnx__TensorProto *t, const char 
         return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "%s has element type %s (%d); supported: float, double, int8/16/32/64, "
                     "uint8, bool", what, rs_onnx_import_dtype_name(dt), dt);
     }
-    size_t have;
-    bool raw = t->raw_data.len > 0;
-    if (raw) have = t->raw_data.len / esz;
+    size_t have, raw_len = t->raw_data.len;
+    const uint8_t *r = t->raw_data.data;
+    uint8_t *ext = NULL;
+    if (t->data_location == 1 || t->n_external_data) {
+        if ((st = read_external(p, t, what, n * esz, &ext))) return st;
+        r = ext;
+        raw_len = n * esz;
+    }
+    bool raw = raw_len > 0;
+    if (raw) have = raw_len / esz;
     else if (dt == DT_FLOAT) have = t->n_float_data;
     else if (dt == DT_DOUBLE) have = t->n_double_data;
     else if (dt == DT_INT64) have = t->n_int64_data;
     else have = t->n_int32_data;
-    if ((raw && t->raw_data.len != n * esz) || (!raw && have != n))
+    if ((raw && raw_len != n * esz) || (!raw && have != n))
         return rs_onnx_fail(p, RS_ERR_FORMAT, "%s: shape (%zu elements) does not match its data (%zu %s)", what, n,
-                    raw ? t->raw_data.len : have, raw ? "bytes of raw_data" : "values");
+                    raw ? raw_len : have, raw ? "bytes of raw_data" : "values");
     *out = (ival){.kind = is_float ? IV_F : IV_I, .shape = s, .vid = -1};
     if (is_float) out->f = malloc(sizeof(float) * (n ? n : 1));
     else out->i = malloc(sizeof(int64_t) * (n ? n : 1));
-    if (!out->f && !out->i) return rs_onnx_fail(p, RS_ERR_NOMEM, "out of memory for %s", what);
-    const uint8_t *r = t->raw_data.data;
+    if (!out->f && !out->i) {
+        free(ext);
+        return rs_onnx_fail(p, RS_ERR_NOMEM, "out of memory for %s", what);
+    }
     for (size_t k = 0; k < n; k++) {
         /* raw_data is little-endian and may be unaligned: memcpy each element */
         switch (dt) {
@@ -196,6 +277,7 @@ rs_status rs_onnx_tensor_to_ival(imp *p, const Onnx__TensorProto *t, const char 
         default: out->i[k] = raw ? r[k] : (uint8_t)t->int32_data[k]; break;
         }
     }
+    free(ext);
     /* ints are shape material: keep them out of the batch sentinel's way */
     if (!is_float)
         for (size_t k = 0; k < n; k++)
@@ -212,6 +294,26 @@ void rs_onnx_ival_clear(ival *v)
 }
 
 /* ---- node emission ---- */
+
+/* Whether a folded result stays an integer constant: comparisons give bools, and data movement or
+ * exact arithmetic on integer constants gives integers (when every value is one that a float holds
+ * exactly), so Range -> Equal -> Where -> Cast chains keep feeding shapes and indices. */
+static bool int_result(rs_onnx_op op, const rs_onnx_attrs *a, ival **ins, int nin, const float *out, int64_t n)
+{
+    bool cmp = (op == RS_ONNX_OP_BINARY && ((a->sub >= RS_ONNX_EQUAL && a->sub <= RS_ONNX_GREATER_EQ) || a->sub >= RS_ONNX_AND)) ||
+               (op == RS_ONNX_OP_UNARY && (a->sub == RS_ONNX_NOT || a->sub == RS_ONNX_CAST_BOOL));
+    bool moves = op == RS_ONNX_OP_WHERE || op == RS_ONNX_OP_EXPAND || op == RS_ONNX_OP_SLICE ||
+                 op == RS_ONNX_OP_TRILU || op == RS_ONNX_OP_CONCAT || op == RS_ONNX_OP_TRANSPOSE ||
+                 op == RS_ONNX_OP_RESHAPE ||
+                 (op == RS_ONNX_OP_BINARY && a->sub != RS_ONNX_DIV && a->sub != RS_ONNX_POW && !cmp);
+    if (!cmp && !moves) return false;
+    if (!cmp)
+        for (int k = op == RS_ONNX_OP_WHERE ? 1 : 0; k < nin; k++)
+            if (ins[k] && ins[k]->kind != IV_I) return false;
+    for (int64_t k = 0; k < n; k++)
+        if (!(fabsf(out[k]) <= 16777216.0f) || out[k] != truncf(out[k])) return false;
+    return true;
+}
 
 /* Adds node op over inputs ins (ival pointers, NULL = absent), or evaluates it now when every input is
  * known. The result goes to c->res. */
@@ -269,12 +371,20 @@ rs_status rs_onnx_emit(nctx *c, rs_onnx_op op, const rs_onnx_attrs *a, ival **in
         }
         p->budget -= on;
         c->res = (ival){.kind = IV_F, .shape = os, .f = out, .vid = -1};
+        if (int_result(op, a, ins, nin, out, on)) {
+            int64_t *iv = malloc(sizeof(int64_t) * (size_t)(on ? on : 1));
+            if (!iv) return rs_onnx_fail(p, RS_ERR_NOMEM, "out of memory");
+            for (int64_t k = 0; k < on; k++) iv[k] = (int64_t)out[k];
+            free(out);
+            c->res = (ival){.kind = IV_I, .shape = os, .i = iv, .vid = -1};
+        }
         return RS_OK;
     }
     for (int k = 0; k < nin; k++) {
         if (!ins[k]) continue;
-        if (ins[k]->kind == IV_I && op != RS_ONNX_OP_RESHAPE)
-            return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "integer input '%s' to a computed node", c->in_names[k]);
+        /* int constants (masks, bools) become floats; only a division would mean something else */
+        if (ins[k]->kind == IV_I && op == RS_ONNX_OP_BINARY && a->sub == RS_ONNX_DIV)
+            return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "integer input '%s' to a computed division", c->in_names[k]);
         rs_status st = materialize(p, ins[k], c->in_names[k], &n.in[k]);
         if (st) return st;
     }
@@ -286,7 +396,7 @@ rs_status rs_onnx_emit(nctx *c, rs_onnx_op op, const rs_onnx_attrs *a, ival **in
         g->nodes = nn;
         p->cap_nodes = nc;
     }
-    const char *oname = c->np->n_output ? c->np->output[0] : "";
+    const char *oname = (size_t)c->out_index < c->np->n_output ? c->np->output[c->out_index] : "";
     int out = add_value(p, oname, &os, NULL);
     if (out < 0) return rs_onnx_fail(p, RS_ERR_NOMEM, "out of memory");
     n.name = node_name(c->np, c->index);
@@ -589,17 +699,20 @@ static rs_status import_model(imp *p, const Onnx__ModelProto *m)
         if (st) break;
         if (np->n_output < 1 || !np->output[0] || !*np->output[0]) continue; /* nothing to produce */
         c.res.vid = -1;
-        if ((st = fn(&c))) {
-            rs_onnx_ival_clear(&c.res);
-            break;
+        st = fn(&c);
+        for (int o = 0; !st && o <= c.nmore; o++) {
+            const char *oname = (size_t)o < np->n_output ? np->output[o] : NULL;
+            ival *out = oname && *oname ? lookup(p, oname, false) : NULL;
+            if (oname && *oname && !out) st = rs_onnx_fail(p, RS_ERR_INTERNAL, "output slot missing");
+            else if (out) {
+                *out = o ? c.more[o - 1] : c.res;
+                if (o) c.more[o - 1] = (ival){.vid = -1};
+                else c.res = (ival){.vid = -1};
+            }
         }
-        ival *out = lookup(p, np->output[0], false);
-        if (!out) {
-            rs_onnx_ival_clear(&c.res);
-            st = rs_onnx_fail(p, RS_ERR_INTERNAL, "output slot missing");
-            break;
-        }
-        *out = c.res;
+        rs_onnx_ival_clear(&c.res);
+        for (int o = 0; o < c.nmore; o++) rs_onnx_ival_clear(&c.more[o]);
+        if (st) break;
     }
     free(order);
     p->node = NULL;
@@ -629,7 +742,8 @@ static void imp_free(imp *p)
     free(p->vals);
 }
 
-rs_status rs_onnx_load_buffer(const uint8_t *buf, size_t n, const char *name, rs_onnx_graph **out, rs_err *err)
+static rs_status load_buffer(const uint8_t *buf, size_t n, const char *name, const char *dir, rs_onnx_graph **out,
+                             rs_err *err)
 {
     *out = NULL;
     name = name ? name : "<buffer>";
@@ -638,7 +752,7 @@ rs_status rs_onnx_load_buffer(const uint8_t *buf, size_t n, const char *name, rs
     if (!m)
         return rs_err_set(err, RS_ERR_FORMAT, "%s: not a valid ONNX ModelProto (%zu bytes did not parse as protobuf; "
                           "truncated, or not an .onnx file?)", name, n);
-    imp p = {.file = name, .err = err, .budget = FOLD_BUDGET};
+    imp p = {.file = name, .err = err, .budget = FOLD_BUDGET, .dir = dir};
     rs_status st = import_model(&p, m);
     imp_free(&p);
     onnx__model_proto__free_unpacked(m, NULL);
@@ -648,6 +762,11 @@ rs_status rs_onnx_load_buffer(const uint8_t *buf, size_t n, const char *name, rs
     }
     *out = p.g;
     return RS_OK;
+}
+
+rs_status rs_onnx_load_buffer(const uint8_t *buf, size_t n, const char *name, rs_onnx_graph **out, rs_err *err)
+{
+    return load_buffer(buf, n, name, NULL, out, err);
 }
 
 rs_status rs_onnx_load(const char *path, rs_onnx_graph **out, rs_err *err)
@@ -678,7 +797,17 @@ rs_status rs_onnx_load(const char *path, rs_onnx_graph **out, rs_err *err)
         free(buf);
         return rs_err_set(err, RS_ERR_IO, "%s: read error", path);
     }
-    rs_status st = rs_onnx_load_buffer(buf, len, path, out, err);
+    /* external data files are found next to the model */
+    char *dir = strdup(path);
+    char *slash = dir ? strrchr(dir, '/') : NULL;
+    if (!dir) {
+        free(buf);
+        return rs_err_set(err, RS_ERR_NOMEM, "%s: out of memory", path);
+    }
+    if (slash) *(slash == dir ? slash + 1 : slash) = '\0';
+    else strcpy(dir, ".");
+    rs_status st = load_buffer(buf, len, path, dir, out, err);
+    free(dir);
     free(buf);
     return st;
 }

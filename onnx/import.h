@@ -1,6 +1,7 @@
 /* ONNX import: a ModelProto (from ringside, the onnx Python helpers, torch.onnx.export with either
- * exporter, opsets 13 to 18) becomes an rs_onnx_graph that runs on the CPU (graph.h), and, when the
- * graph is a plain sequence of layers the engine has, a trainable rs_model.
+ * exporter, opsets 11 to 18, weights inline or in an external data file beside the model) becomes an
+ * rs_onnx_graph that runs on the CPU (graph.h), and, when the graph is a plain sequence of layers the
+ * engine has, a trainable rs_model.
  * Everything in the file is checked before use (sizes, data lengths, types, cycles, undefined
  * values, shapes); shape computations (Shape -> Gather -> Unsqueeze -> Concat -> Reshape), Constant
  * nodes and operations on constants are folded at import, with the batch kept symbolic. */
@@ -14,9 +15,11 @@
 #include "engine/nn/model.h"
 #include "graph.h"
 
-/* Reads and imports path. Caller owns *out (rs_onnx_graph_free). */
+/* Reads and imports path; external data files are looked up in path's folder (never above it).
+ * Caller owns *out (rs_onnx_graph_free). */
 rs_status rs_onnx_load(const char *path, rs_onnx_graph **out, rs_err *err);
-/* The same from bytes in memory; name_for_messages prefixes errors (a path, or "<buffer>"). */
+/* The same from bytes in memory; name_for_messages prefixes errors (a path, or "<buffer>"). Tensors with
+ * external data are refused: a buffer has no folder to find their files in. */
 rs_status rs_onnx_load_buffer(const uint8_t *buf, size_t n, const char *name_for_messages, rs_onnx_graph **out,
                               rs_err *err);
 

@@ -16,6 +16,9 @@ enum { DT_FLOAT = 1, DT_UINT8 = 2, DT_INT8 = 3, DT_INT16 = 5, DT_INT32 = 6, DT_I
        DT_DOUBLE = 11 };
 enum { AT_FLOAT = 1, AT_INT = 2, AT_STRING = 3, AT_TENSOR = 4, AT_FLOATS = 6, AT_INTS = 7 };
 
+/* Outputs of one node the importer fills (Split); more are refused with the node named. */
+#define RS_ONNX_MAX_OUTS 16
+
 typedef enum { IV_NONE = 0, IV_DYN, IV_F, IV_I } iv_kind;
 
 typedef struct ival {
@@ -37,6 +40,7 @@ typedef struct imp {
     ival *vals;
     size_t ht_cap;
     int64_t budget;
+    const char *dir;             /* the model file's folder, for external data; NULL for a buffer */
     const Onnx__NodeProto *node; /* the node being imported, for messages */
     int node_index;              /* its position in the file */
 } imp;
@@ -49,7 +53,10 @@ typedef struct nctx {
     ival *in[8];  /* resolved inputs; NULL for absent optional ones */
     int nin;
     const char *in_names[8];
-    ival res;     /* the result for output 0 */
+    ival res;     /* the result for output 0 (or for out_index, while a multi-output handler works) */
+    int out_index; /* the output rs_onnx_emit names its value after (0 but for Split) */
+    int nmore;    /* outputs 1..nmore of a multi-output node, in more[0..nmore-1] */
+    ival more[RS_ONNX_MAX_OUTS - 1];
 } nctx;
 
 typedef rs_status (*rs_onnx_handler)(nctx *c);

@@ -407,11 +407,22 @@ static rs_status h_cast(nctx *c)
     bool to_i = to == DT_INT64 || to == DT_INT32 || to == DT_INT16 || to == DT_INT8 || to == DT_UINT8 || to == DT_BOOL;
     if (!to_f && !to_i) return rs_onnx_fail(c->p, RS_ERR_UNSUPPORTED, "cast to %s", rs_onnx_import_dtype_name((int)to));
     if (x->kind == IV_DYN) {
-        if (!to_f)
-            return rs_onnx_fail(c->p, RS_ERR_UNSUPPORTED, "cast of computed values to %s", rs_onnx_import_dtype_name((int)to));
-        return reshape_to(c, x, &x->shape);
+        /* computed values are floats: integer casts truncate, bool ones compare with 0; the result stays
+         * a float tensor holding those values */
+        if (to_f) return reshape_to(c, x, &x->shape);
+        rs_onnx_attrs a = {.sub = to == DT_BOOL ? RS_ONNX_CAST_BOOL : RS_ONNX_CAST_INT};
+        return rs_onnx_emit(c, RS_ONNX_OP_UNARY, &a, c->in, 1);
     }
     size_t n = (size_t)rs_onnx_shape_numel(&x->shape, 1);
+    if (x->kind == IV_I && to == DT_BOOL) {
+        c->res = (ival){.kind = IV_I, .shape = x->shape, .i = malloc(sizeof(int64_t) * (n ? n : 1)), .vid = -1};
+        if (!c->res.i) return rs_onnx_fail(c->p, RS_ERR_NOMEM, "out of memory");
+        for (size_t k = 0; k < n; k++) {
+            if (x->i[k] == RS_ONNX_BATCH) return rs_onnx_fail(c->p, RS_ERR_UNSUPPORTED, "the batch size as data");
+            c->res.i[k] = x->i[k] != 0;
+        }
+        return RS_OK;
+    }
     if ((x->kind == IV_F) == to_f) return reshape_to(c, x, &x->shape);
     c->res = (ival){.kind = to_f ? IV_F : IV_I, .shape = x->shape, .vid = -1};
     if (to_f) c->res.f = malloc(sizeof(float) * (n ? n : 1));
@@ -429,44 +440,169 @@ static rs_status h_cast(nctx *c)
     return RS_OK;
 }
 
-/* Slice on 1-d constants (shape tensors), step 1 or more */
+/* x[starts + steps * i] along each dim into shape os (RS_ONNX_BATCH in os: that dim whole). Constants
+ * are sliced here keeping their kind (int lists keep the batch they carry); computed values get a
+ * SLICE node. Slice and Split both end here. */
+static rs_status slice_value(nctx *c, ival *x, const int64_t *starts, const int64_t *steps, const rs_onnx_shape *os)
+{
+    rs_onnx_attrs a = {.shape = *os};
+    memcpy(a.starts, starts, sizeof a.starts);
+    memcpy(a.steps, steps, sizeof a.steps);
+    if (x->kind == IV_DYN) return rs_onnx_emit(c, RS_ONNX_OP_SLICE, &a, &x, 1);
+    int r = x->shape.rank;
+    int64_t n = rs_onnx_shape_numel(os, 1);
+    if (n < 0 || n > c->p->budget) return rs_onnx_fail(c->p, RS_ERR_UNSUPPORTED, "slice result too large");
+    c->res = (ival){.kind = x->kind, .shape = *os, .vid = -1};
+    if (x->kind == IV_F) c->res.f = malloc(sizeof(float) * (size_t)(n ? n : 1));
+    else c->res.i = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+    if (!c->res.f && !c->res.i) return rs_onnx_fail(c->p, RS_ERR_NOMEM, "out of memory");
+    int64_t sx[RS_ONNX_MAX_RANK], idx[RS_ONNX_MAX_RANK] = {0}, acc = 1;
+    for (int i = r - 1; i >= 0; i--) {
+        sx[i] = acc;
+        acc *= x->shape.d[i];
+    }
+    for (int64_t k = 0; k < n; k++) {
+        int64_t off = 0;
+        for (int i = 0; i < r; i++) off += (starts[i] + idx[i] * steps[i]) * sx[i];
+        if (x->kind == IV_F) c->res.f[k] = x->f[off];
+        else c->res.i[k] = x->i[off];
+        for (int i = r - 1; i >= 0; i--) {
+            if (++idx[i] < os->d[i]) break;
+            idx[i] = 0;
+        }
+    }
+    c->p->budget -= n;
+    return RS_OK;
+}
+
+/* Slice: starts/ends/axes/steps as inputs (opset 10 on) or attributes (before); any rank, constants or
+ * computed values; the batch dimension only whole. */
 static rs_status h_slice(nctx *c)
 {
     imp *p = c->p;
     rs_status st = need_inputs(c, 1, 5);
     if (st) return st;
     ival *x = c->in[0];
-    if (!rs_onnx_is_const(x) || x->shape.rank != 1)
-        return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "Slice of computed or multi-dimensional values");
-    int64_t s[1], e[1], stp = 1;
-    int ns, ne;
+    int r = x->shape.rank;
+    int64_t s[RS_ONNX_MAX_RANK], e[RS_ONNX_MAX_RANK], ax[RS_ONNX_MAX_RANK], sp[RS_ONNX_MAX_RANK];
+    int ns, ne, na = -1, nsp = -1;
     if (p->opset < 10) {
-        if ((st = attr_ints(p, "starts", s, 1, &ns)) || (st = attr_ints(p, "ends", e, 1, &ne))) return st;
-    } else {
-        if (c->nin < 3) return rs_onnx_fail(p, RS_ERR_FORMAT, "needs starts and ends");
-        if ((st = const_ints(c, c->in[1], "starts", s, 1, &ns, false)) ||
-            (st = const_ints(c, c->in[2], "ends", e, 1, &ne, false)))
+        if ((st = attr_ints(p, "starts", s, RS_ONNX_MAX_RANK, &ns)) || (st = attr_ints(p, "ends", e, RS_ONNX_MAX_RANK, &ne)) ||
+            (st = attr_ints(p, "axes", ax, RS_ONNX_MAX_RANK, &na)))
             return st;
-        if (c->nin > 4 && c->in[4]) {
-            int64_t sv[1];
-            int n4;
-            if ((st = const_ints(c, c->in[4], "steps", sv, 1, &n4, false))) return st;
-            if (n4 == 1) stp = sv[0];
+    } else {
+        if (c->nin < 3 || !c->in[1] || !c->in[2]) return rs_onnx_fail(p, RS_ERR_FORMAT, "needs starts and ends");
+        if ((st = const_ints(c, c->in[1], "starts", s, RS_ONNX_MAX_RANK, &ns, false)) ||
+            (st = const_ints(c, c->in[2], "ends", e, RS_ONNX_MAX_RANK, &ne, true)))
+            return st;
+        if (c->nin > 3 && c->in[3] && (st = const_ints(c, c->in[3], "axes", ax, RS_ONNX_MAX_RANK, &na, false))) return st;
+        if (c->nin > 4 && c->in[4] && (st = const_ints(c, c->in[4], "steps", sp, RS_ONNX_MAX_RANK, &nsp, false))) return st;
+    }
+    if (ns < 0 || ns != ne || (na >= 0 && na != ns) || (nsp >= 0 && nsp != ns))
+        return rs_onnx_fail(p, RS_ERR_FORMAT, "starts, ends, axes and steps differ in length");
+    int64_t starts[RS_ONNX_MAX_RANK] = {0}, steps[RS_ONNX_MAX_RANK];
+    rs_onnx_shape os = x->shape;
+    bool seen[RS_ONNX_MAX_RANK] = {0};
+    for (int i = 0; i < RS_ONNX_MAX_RANK; i++) steps[i] = 1;
+    for (int k = 0; k < ns; k++) {
+        int a = 0;
+        if ((st = norm_axis(p, na >= 0 ? ax[k] : k, r, &a))) return st;
+        if (seen[a]) return rs_onnx_fail(p, RS_ERR_FORMAT, "axis %d sliced twice", a);
+        seen[a] = true;
+        int64_t step = nsp >= 0 ? sp[k] : 1, d = x->shape.d[a], b = s[k], en = e[k];
+        if (step == 0) return rs_onnx_fail(p, RS_ERR_FORMAT, "step 0 on axis %d", a);
+        if (d == RS_ONNX_BATCH) {
+            /* only x[0:] (ends INT64_MAX, or the batch itself) keeps rows as samples */
+            if (b != 0 || step != 1 || (en != RS_ONNX_BATCH && en < (int64_t)1 << 31))
+                return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "slicing the batch dimension (axis %d)", a);
+            continue;
         }
+        if (en == RS_ONNX_BATCH) return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "a slice end that is the batch size");
+        /* clamp as the ONNX definition does: to [0, d] going forward, [-1, d-1] going back */
+        if (b < 0) b += d;
+        if (en < 0) en += d;
+        int64_t len;
+        if (step > 0) {
+            b = b < 0 ? 0 : b > d ? d : b;
+            en = en < 0 ? 0 : en > d ? d : en;
+            len = en > b ? (en - b + step - 1) / step : 0;
+        } else {
+            b = b < 0 ? -1 : b > d - 1 ? d - 1 : b;
+            en = en < -1 ? -1 : en > d - 1 ? d - 1 : en;
+            len = b > en ? (b - en + (-step) - 1) / (-step) : 0;
+        }
+        starts[a] = len ? b : 0;
+        steps[a] = step;
+        os.d[a] = len;
     }
-    if (ns != 1 || ne != 1 || stp < 1) return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "Slice other than one axis with a positive step");
-    int64_t d = x->shape.d[0], a = s[0] < 0 ? s[0] + d : s[0], b = e[0] < 0 ? e[0] + d : e[0];
-    a = a < 0 ? 0 : a > d ? d : a;
-    b = b < a ? a : b > d ? d : b;
-    int64_t n = (b - a + stp - 1) / stp;
-    c->res = (ival){.kind = x->kind, .shape = {1, {n}}, .vid = -1};
-    if (x->kind == IV_F) c->res.f = malloc(sizeof(float) * (size_t)(n ? n : 1));
-    else c->res.i = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
-    if (!c->res.f && !c->res.i) return rs_onnx_fail(p, RS_ERR_NOMEM, "out of memory");
-    for (int64_t k = 0; k < n; k++) {
-        if (x->kind == IV_F) c->res.f[k] = x->f[a + k * stp];
-        else c->res.i[k] = x->i[a + k * stp];
+    for (int i = 0; i < r; i++)
+        if (x->shape.d[i] == RS_ONNX_BATCH) os.d[i] = RS_ONNX_BATCH;
+    return slice_value(c, x, starts, steps, &os);
+}
+
+/* Split into n_output parts along axis: sizes from the 'split' attribute (before opset 13), the second
+ * input (13 on), or equal parts (num_outputs at 18, or the number of outputs), the last one smaller. */
+static rs_status h_split(nctx *c)
+{
+    imp *p = c->p;
+    rs_status st = need_inputs(c, 1, 2);
+    if (st) return st;
+    ival *x = c->in[0];
+    int64_t ax, sizes[RS_ONNX_MAX_OUTS], nout = (int64_t)c->np->n_output, num;
+    int axis = 0, ns = -1;
+    if ((st = attr_int(p, "axis", 0, &ax)) || (st = norm_axis(p, ax, x->shape.rank, &axis)) ||
+        (st = attr_int(p, "num_outputs", 0, &num)))
+        return st;
+    if (nout < 1 || nout > RS_ONNX_MAX_OUTS)
+        return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "%lld outputs (at most %d)", (long long)nout, RS_ONNX_MAX_OUTS);
+    if (num && num != nout) return rs_onnx_fail(p, RS_ERR_FORMAT, "num_outputs %lld but %lld outputs", (long long)num, (long long)nout);
+    int64_t d = x->shape.d[axis];
+    if (d == RS_ONNX_BATCH) return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "splitting the batch dimension (axis %d)", axis);
+    if (p->opset < 13) {
+        if ((st = attr_ints(p, "split", sizes, RS_ONNX_MAX_OUTS, &ns))) return st;
+    } else if (c->nin > 1 && c->in[1]) {
+        if ((st = const_ints(c, c->in[1], "split", sizes, RS_ONNX_MAX_OUTS, &ns, false))) return st;
     }
+    if (ns < 0) {
+        int64_t part = (d + nout - 1) / nout;
+        for (int k = 0; k < nout; k++) sizes[k] = d - k * part < part ? (d - k * part > 0 ? d - k * part : 0) : part;
+        ns = (int)nout;
+        if (p->opset < 18 && d % nout)
+            return rs_onnx_fail(p, RS_ERR_SHAPE, "dimension %lld does not split into %lld equal parts", (long long)d, (long long)nout);
+    }
+    int64_t total = 0;
+    for (int k = 0; k < ns; k++) {
+        if (sizes[k] < 0) return rs_onnx_fail(p, RS_ERR_FORMAT, "negative split size %lld", (long long)sizes[k]);
+        total += sizes[k];
+    }
+    if (ns != nout || total != d)
+        return rs_onnx_fail(p, RS_ERR_SHAPE, "split sizes (%d of them, total %lld) do not cover dimension %d of size %lld "
+                            "in %lld outputs", ns, (long long)total, axis, (long long)d, (long long)nout);
+    ival parts[RS_ONNX_MAX_OUTS];
+    int done = 0;
+    int64_t at = 0;
+    for (int k = 0; k < nout && !st; k++) {
+        int64_t starts[RS_ONNX_MAX_RANK] = {0}, steps[RS_ONNX_MAX_RANK];
+        for (int i = 0; i < RS_ONNX_MAX_RANK; i++) steps[i] = 1;
+        starts[axis] = at;
+        rs_onnx_shape os = x->shape;
+        os.d[axis] = sizes[k];
+        at += sizes[k];
+        c->out_index = k;
+        c->res = (ival){.vid = -1};
+        st = slice_value(c, x, starts, steps, &os);
+        parts[k] = c->res;
+        done++;
+    }
+    c->out_index = 0;
+    if (st) {
+        for (int k = 0; k < done; k++) rs_onnx_ival_clear(&parts[k]);
+        c->res = (ival){.vid = -1};
+        return st;
+    }
+    c->res = parts[0];
+    for (int k = 1; k < nout; k++) c->more[k - 1] = parts[k];
+    c->nmore = (int)nout - 1;
     return RS_OK;
 }
 
@@ -514,7 +650,8 @@ static rs_status h_unary(nctx *c)
         {"Relu", RS_ONNX_RELU}, {"Tanh", RS_ONNX_TANH}, {"Sigmoid", RS_ONNX_SIGMOID}, {"Erf", RS_ONNX_ERF},
         {"Gelu", RS_ONNX_GELU}, {"Sqrt", RS_ONNX_SQRT}, {"Exp", RS_ONNX_EXP}, {"Log", RS_ONNX_LOG},
         {"Neg", RS_ONNX_NEG}, {"Abs", RS_ONNX_ABS}, {"Reciprocal", RS_ONNX_RECIPROCAL},
-        {"LeakyRelu", RS_ONNX_LEAKYRELU}, {"Clip", RS_ONNX_CLIP},
+        {"LeakyRelu", RS_ONNX_LEAKYRELU}, {"Clip", RS_ONNX_CLIP}, {"HardSigmoid", RS_ONNX_HARDSIGMOID},
+        {"HardSwish", RS_ONNX_HARDSWISH}, {"Not", RS_ONNX_NOT},
     };
     imp *p = c->p;
     rs_status st = need_inputs(c, 1, 3);
@@ -524,6 +661,9 @@ static rs_status h_unary(nctx *c)
         if (!strcmp(map[k].name, c->np->op_type)) a.sub = map[k].u;
     if (a.sub == RS_ONNX_GELU && !strcmp(attr_str(p, "approximate", "none"), "tanh")) a.sub = RS_ONNX_GELU_TANH;
     if (a.sub == RS_ONNX_LEAKYRELU && (st = attr_float(p, "alpha", 0.01f, &a.alpha))) return st;
+    if (a.sub == RS_ONNX_HARDSIGMOID &&
+        ((st = attr_float(p, "alpha", 0.2f, &a.alpha)) || (st = attr_float(p, "beta", 0.5f, &a.beta))))
+        return st;
     if (a.sub == RS_ONNX_CLIP) {
         a.alpha = -FLT_MAX;
         a.beta = FLT_MAX;
@@ -543,36 +683,176 @@ static rs_status h_unary(nctx *c)
     return rs_onnx_emit(c, RS_ONNX_OP_UNARY, &a, c->in, 1);
 }
 
+/* One integer operation of a shape list; the batch only takes part in comparisons whose answer does
+ * not depend on its size (N == N; N == k for k < 1, as the -1 of an Expand shape is compared). */
+static rs_status int_binop(nctx *c, int op, int64_t u, int64_t v, int64_t *out)
+{
+    bool ub = u == RS_ONNX_BATCH, vb = v == RS_ONNX_BATCH;
+    if (ub || vb) {
+        int64_t other = ub ? v : u;
+        if (op == RS_ONNX_EQUAL && ub && vb) *out = 1;
+        else if (op == RS_ONNX_EQUAL && other < 1) *out = 0;
+        else return rs_onnx_fail(c->p, RS_ERR_UNSUPPORTED, "arithmetic on the batch size");
+        return RS_OK;
+    }
+    if (llabs(u) > (1LL << 31) || llabs(v) > (1LL << 31))
+        return rs_onnx_fail(c->p, RS_ERR_UNSUPPORTED, "integer too large");
+    if ((op == RS_ONNX_DIV || op == RS_ONNX_MOD || op == RS_ONNX_FMOD) && v == 0)
+        return rs_onnx_fail(c->p, RS_ERR_FORMAT, "integer division by zero");
+    switch (op) {
+    case RS_ONNX_ADD: *out = u + v; break;
+    case RS_ONNX_SUB: *out = u - v; break;
+    case RS_ONNX_MUL: *out = u * v; break;
+    case RS_ONNX_DIV: *out = u / v; break;
+    case RS_ONNX_EQUAL: *out = u == v; break;
+    case RS_ONNX_LESS: *out = u < v; break;
+    case RS_ONNX_GREATER: *out = u > v; break;
+    case RS_ONNX_LESS_EQ: *out = u <= v; break;
+    case RS_ONNX_GREATER_EQ: *out = u >= v; break;
+    case RS_ONNX_FMOD: *out = u % v; break;
+    case RS_ONNX_AND: *out = u && v; break;
+    case RS_ONNX_OR: *out = u || v; break;
+    case RS_ONNX_XOR: *out = !u != !v; break;
+    default: *out = u % v != 0 && ((u % v < 0) != (v < 0)) ? u % v + v : u % v; break;
+    }
+    return RS_OK;
+}
+
 static rs_status h_binary(nctx *c)
 {
-    static const char *const names[] = {"Add", "Sub", "Mul", "Div", "Pow"};
+    static const struct { const char *name; rs_onnx_binary b; } map[] = {
+        {"Add", RS_ONNX_ADD}, {"Sub", RS_ONNX_SUB}, {"Mul", RS_ONNX_MUL}, {"Div", RS_ONNX_DIV}, {"Pow", RS_ONNX_POW},
+        {"Equal", RS_ONNX_EQUAL}, {"Less", RS_ONNX_LESS}, {"Greater", RS_ONNX_GREATER},
+        {"LessOrEqual", RS_ONNX_LESS_EQ}, {"GreaterOrEqual", RS_ONNX_GREATER_EQ}, {"Mod", RS_ONNX_MOD},
+        {"And", RS_ONNX_AND}, {"Or", RS_ONNX_OR}, {"Xor", RS_ONNX_XOR},
+    };
     rs_status st = need_inputs(c, 2, 2);
     if (st) return st;
     rs_onnx_attrs a = {0};
-    for (int k = 0; k < 5; k++)
-        if (!strcmp(names[k], c->np->op_type)) a.sub = k;
+    for (size_t k = 0; k < sizeof map / sizeof *map; k++)
+        if (!strcmp(map[k].name, c->np->op_type)) a.sub = map[k].b;
+    if (a.sub == RS_ONNX_MOD) {
+        int64_t fm;
+        if ((st = attr_int(c->p, "fmod", 0, &fm))) return st;
+        if (fm != 0 && fm != 1) return rs_onnx_fail(c->p, RS_ERR_FORMAT, "fmod must be 0 or 1, not %lld", (long long)fm);
+        if (fm) a.sub = RS_ONNX_FMOD;
+        else if (c->in[0]->kind != IV_I || c->in[1]->kind != IV_I)
+            return rs_onnx_fail(c->p, RS_ERR_FORMAT, "fmod=0 is for integer inputs; floats need fmod=1");
+    }
     ival *x = c->in[0], *y = c->in[1];
-    if (x->kind == IV_I && y->kind == IV_I && a.sub != RS_ONNX_POW) {
-        /* integer shape arithmetic (never on the batch) */
-        int64_t nx = rs_onnx_shape_numel(&x->shape, 1), ny = rs_onnx_shape_numel(&y->shape, 1);
-        if (x->shape.rank > 1 || y->shape.rank > 1 || (nx != ny && nx != 1 && ny != 1))
-            return rs_onnx_fail(c->p, RS_ERR_UNSUPPORTED, "integer arithmetic beyond 1-d lists");
+    int64_t nx = rs_onnx_shape_numel(&x->shape, 1), ny = rs_onnx_shape_numel(&y->shape, 1);
+    if (x->kind == IV_I && y->kind == IV_I && a.sub != RS_ONNX_POW && x->shape.rank <= 1 && y->shape.rank <= 1 &&
+        (nx == ny || nx == 1 || ny == 1)) {
+        /* integer shape arithmetic on lists, which may carry the batch */
         int64_t n = nx > ny ? nx : ny;
         c->res = (ival){.kind = IV_I, .shape = {nx == 1 && ny == 1 ? (x->shape.rank > y->shape.rank ? x->shape.rank : y->shape.rank) : 1, {n}},
                         .i = malloc(sizeof(int64_t) * (size_t)(n ? n : 1)), .vid = -1};
         if (!c->res.i) return rs_onnx_fail(c->p, RS_ERR_NOMEM, "out of memory");
-        for (int64_t k = 0; k < n; k++) {
-            int64_t u = x->i[nx == 1 ? 0 : k], v = y->i[ny == 1 ? 0 : k];
-            if (u == RS_ONNX_BATCH || v == RS_ONNX_BATCH)
-                return rs_onnx_fail(c->p, RS_ERR_UNSUPPORTED, "arithmetic on the batch size");
-            if (llabs(u) > (1LL << 31) || llabs(v) > (1LL << 31))
-                return rs_onnx_fail(c->p, RS_ERR_UNSUPPORTED, "integer too large");
-            if (a.sub == RS_ONNX_DIV && v == 0) return rs_onnx_fail(c->p, RS_ERR_FORMAT, "integer division by zero");
-            c->res.i[k] = a.sub == RS_ONNX_ADD ? u + v : a.sub == RS_ONNX_SUB ? u - v : a.sub == RS_ONNX_MUL ? u * v : u / v;
+        for (int64_t k = 0; k < n; k++)
+            if ((st = int_binop(c, a.sub, x->i[nx == 1 ? 0 : k], y->i[ny == 1 ? 0 : k], &c->res.i[k]))) return st;
+        return RS_OK;
+    }
+    if (x->kind == IV_I && y->kind == IV_I && a.sub == RS_ONNX_DIV)
+        return rs_onnx_fail(c->p, RS_ERR_UNSUPPORTED, "integer division beyond 1-d lists");
+    return rs_onnx_emit(c, RS_ONNX_OP_BINARY, &a, c->in, 2);
+}
+
+/* Where(cond, x, y): on shape lists elementwise here (the batch passes through), else a node or a
+ * fold. torch writes it for masked_fill (causal masks) and for the -1 of expand shapes. */
+static rs_status h_where(nctx *c)
+{
+    rs_status st = need_inputs(c, 3, 3);
+    if (st) return st;
+    ival *cd = c->in[0], *x = c->in[1], *y = c->in[2];
+    int64_t n[3];
+    bool lists = true;
+    for (int k = 0; k < 3; k++) {
+        n[k] = rs_onnx_shape_numel(&c->in[k]->shape, 1);
+        lists &= c->in[k]->kind == IV_I && c->in[k]->shape.rank <= 1;
+    }
+    int64_t m = n[0] > n[1] ? n[0] : n[1];
+    m = m > n[2] ? m : n[2];
+    if (lists && (n[0] == m || n[0] == 1) && (n[1] == m || n[1] == 1) && (n[2] == m || n[2] == 1)) {
+        int r = cd->shape.rank > x->shape.rank ? cd->shape.rank : x->shape.rank;
+        r = r > y->shape.rank ? r : y->shape.rank;
+        c->res = (ival){.kind = IV_I, .shape = {r, {m}}, .i = malloc(sizeof(int64_t) * (size_t)(m ? m : 1)), .vid = -1};
+        if (!c->res.i) return rs_onnx_fail(c->p, RS_ERR_NOMEM, "out of memory");
+        for (int64_t k = 0; k < m; k++) {
+            int64_t q = cd->i[n[0] == 1 ? 0 : k];
+            if (q == RS_ONNX_BATCH) return rs_onnx_fail(c->p, RS_ERR_UNSUPPORTED, "a condition that is the batch size");
+            c->res.i[k] = q ? x->i[n[1] == 1 ? 0 : k] : y->i[n[2] == 1 ? 0 : k];
         }
         return RS_OK;
     }
-    return rs_onnx_emit(c, RS_ONNX_OP_BINARY, &a, c->in, 2);
+    rs_onnx_attrs a = {0};
+    return rs_onnx_emit(c, RS_ONNX_OP_WHERE, &a, c->in, 3);
+}
+
+/* Expand(x, shape): numpy broadcasting of x against shape, which may hold the batch (x.expand(B, ...)). */
+static rs_status h_expand(nctx *c)
+{
+    rs_status st = need_inputs(c, 2, 2);
+    if (st) return st;
+    int64_t d[RS_ONNX_MAX_RANK];
+    int nd;
+    if ((st = const_ints(c, c->in[1], "the shape", d, RS_ONNX_MAX_RANK, &nd, true))) return st;
+    rs_onnx_attrs a = {.shape = {nd, {0}}};
+    for (int k = 0; k < nd; k++) {
+        if (d[k] < 0 && d[k] != RS_ONNX_BATCH)
+            return rs_onnx_fail(c->p, RS_ERR_FORMAT, "negative dimension %lld in the shape", (long long)d[k]);
+        a.shape.d[k] = d[k];
+    }
+    return rs_onnx_emit(c, RS_ONNX_OP_EXPAND, &a, c->in, 1);
+}
+
+/* Range(start, limit, delta) on constants: torch's arange, e.g. positions for a causal mask. */
+static rs_status h_range(nctx *c)
+{
+    imp *p = c->p;
+    rs_status st = need_inputs(c, 3, 3);
+    if (st) return st;
+    bool ints = true;
+    double v[3];
+    for (int k = 0; k < 3; k++) {
+        const ival *x = c->in[k];
+        if (!rs_onnx_is_const(x) || rs_onnx_shape_numel(&x->shape, 1) != 1)
+            return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "input %d must be a scalar constant (known at import)", k);
+        if (x->kind == IV_I && x->i[0] == RS_ONNX_BATCH)
+            return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "a range over the batch size");
+        ints &= x->kind == IV_I;
+        v[k] = x->kind == IV_I ? (double)x->i[0] : (double)x->f[0];
+    }
+    if (v[2] == 0.0 || !isfinite(v[0]) || !isfinite(v[1]) || !isfinite(v[2]))
+        return rs_onnx_fail(p, RS_ERR_FORMAT, "delta must be non-zero and the bounds finite");
+    double cnt = ceil((v[1] - v[0]) / v[2]);
+    int64_t n = cnt > 0 ? (cnt > (double)p->budget ? p->budget + 1 : (int64_t)cnt) : 0;
+    if (n > p->budget) return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "range of %.0f elements is too large", cnt);
+    c->res = (ival){.kind = ints ? IV_I : IV_F, .shape = {1, {n}}, .vid = -1};
+    if (ints) c->res.i = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+    else c->res.f = malloc(sizeof(float) * (size_t)(n ? n : 1));
+    if (!c->res.f && !c->res.i) return rs_onnx_fail(p, RS_ERR_NOMEM, "out of memory");
+    for (int64_t k = 0; k < n; k++) {
+        if (ints) c->res.i[k] = c->in[0]->i[0] + k * c->in[2]->i[0];
+        else c->res.f[k] = (float)(v[0] + (double)k * v[2]);
+    }
+    p->budget -= n;
+    return RS_OK;
+}
+
+/* Trilu(x, k): upper (attribute, 1 by default) or lower triangle of the last two dims. */
+static rs_status h_trilu(nctx *c)
+{
+    rs_status st = need_inputs(c, 1, 2);
+    if (st) return st;
+    int64_t up, kk[1] = {0};
+    int nk = 0;
+    if ((st = attr_int(c->p, "upper", 1, &up))) return st;
+    if (up != 0 && up != 1) return rs_onnx_fail(c->p, RS_ERR_FORMAT, "upper must be 0 or 1, not %lld", (long long)up);
+    if (c->nin > 1 && c->in[1] && (st = const_ints(c, c->in[1], "k", kk, 1, &nk, false))) return st;
+    if (c->nin > 1 && c->in[1] && nk != 1) return rs_onnx_fail(c->p, RS_ERR_FORMAT, "k must be one value");
+    rs_onnx_attrs a = {.upper = up != 0, .k = kk[0]};
+    if (llabs(a.k) > (1LL << 40)) a.k = a.k < 0 ? -(1LL << 40) : 1LL << 40;
+    return rs_onnx_emit(c, RS_ONNX_OP_TRILU, &a, c->in, 1);
 }
 
 static rs_status h_matmul(nctx *c)
@@ -829,23 +1109,27 @@ static rs_status h_reduce(nctx *c)
 }
 
 static const struct { const char *name; rs_onnx_handler fn; } handlers[] = {
-    {"Abs", h_unary}, {"Add", h_binary}, {"AveragePool", h_pool}, {"BatchNormalization", h_batchnorm},
+    {"Abs", h_unary}, {"Add", h_binary}, {"And", h_binary}, {"AveragePool", h_pool}, {"BatchNormalization", h_batchnorm},
     {"Cast", h_cast}, {"Clip", h_unary}, {"Concat", h_concat}, {"Constant", h_constant},
     {"ConstantOfShape", h_constant_of_shape}, {"Conv", h_conv}, {"Div", h_binary}, {"Dropout", h_identity},
-    {"Erf", h_unary}, {"Exp", h_unary}, {"Flatten", h_flatten}, {"Gather", h_gather}, {"Gelu", h_unary},
-    {"Gemm", h_gemm}, {"GlobalAveragePool", h_gap}, {"Identity", h_identity},
-    {"LayerNormalization", h_layernorm}, {"LeakyRelu", h_unary}, {"Log", h_unary}, {"LogSoftmax", h_softmax},
-    {"MatMul", h_matmul}, {"MaxPool", h_pool}, {"Mul", h_binary}, {"Neg", h_unary}, {"Pow", h_binary},
-    {"Reciprocal", h_unary}, {"ReduceMean", h_reduce}, {"ReduceSum", h_reduce}, {"Relu", h_unary},
-    {"Reshape", h_reshape}, {"Shape", h_shape}, {"Sigmoid", h_unary}, {"Slice", h_slice},
-    {"Softmax", h_softmax}, {"Sqrt", h_unary}, {"Squeeze", h_squeeze}, {"Sub", h_binary}, {"Tanh", h_unary},
-    {"Transpose", h_transpose}, {"Unsqueeze", h_unsqueeze},
+    {"Equal", h_binary}, {"Erf", h_unary}, {"Exp", h_unary}, {"Expand", h_expand}, {"Flatten", h_flatten},
+    {"Gather", h_gather}, {"Gelu", h_unary}, {"Gemm", h_gemm}, {"GlobalAveragePool", h_gap},
+    {"Greater", h_binary}, {"GreaterOrEqual", h_binary}, {"HardSigmoid", h_unary}, {"HardSwish", h_unary},
+    {"Identity", h_identity}, {"LayerNormalization", h_layernorm}, {"LeakyRelu", h_unary}, {"Less", h_binary},
+    {"LessOrEqual", h_binary}, {"Log", h_unary}, {"LogSoftmax", h_softmax}, {"MatMul", h_matmul},
+    {"MaxPool", h_pool}, {"Mod", h_binary}, {"Mul", h_binary}, {"Neg", h_unary}, {"Not", h_unary}, {"Or", h_binary},
+    {"Pow", h_binary},
+    {"Range", h_range}, {"Reciprocal", h_unary}, {"ReduceMean", h_reduce}, {"ReduceSum", h_reduce},
+    {"Relu", h_unary}, {"Reshape", h_reshape}, {"Shape", h_shape}, {"Sigmoid", h_unary}, {"Slice", h_slice},
+    {"Softmax", h_softmax}, {"Split", h_split}, {"Sqrt", h_unary}, {"Squeeze", h_squeeze}, {"Sub", h_binary},
+    {"Tanh", h_unary}, {"Transpose", h_transpose}, {"Trilu", h_trilu}, {"Unsqueeze", h_unsqueeze},
+    {"Where", h_where}, {"Xor", h_binary},
 };
 #define NHANDLERS (sizeof handlers / sizeof *handlers)
 
 const char *rs_onnx_supported_ops(void)
 {
-    static char list[1024];
+    static char list[2048];
     if (!list[0]) {
         size_t k = 0;
         for (size_t i = 0; i < NHANDLERS && k < sizeof list; i++)

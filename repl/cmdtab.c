@@ -328,7 +328,8 @@ const rs_cmddef rs_commands[] = {
     {"export", "models", "export MODEL FILE.onnx [opset=17] | export session N FILE.ring    ONNX, or a session as a script",
      "  export MODEL FILE.onnx [opset=17] [softmax=on]\n"
      "Writes MODEL as an ONNX file: Gemm, Conv, MaxPool, AveragePool, Relu, Gelu, Tanh, Flatten,\n"
-     "LayerNormalization; weights as initializers named after the layers; a symbolic batch dimension.\n"
+     "LayerNormalization; a GPT's Gather, MatMul and causal attention (int64 tokens in, (batch, T, V)\n"
+     "logits out); weights as initializers named after the layers; a symbolic batch dimension.\n"
      "ONNX Runtime runs it with ringside's answers; `onnx check FILE` says what the ONNX checker would.\n"
      "  export session N FILE.ring\n"
      "Writes the commands of a past session of the log as a script that `play` or `ringside FILE` runs.",
