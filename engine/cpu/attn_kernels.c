@@ -233,6 +233,7 @@ static void attn_fwd_pair(const float *q, const float *k, const float *v, float 
 
 void rs_cpu_attn_fwd(const float *qkv, float *out, float *att, int B, int T, int C, int NH)
 {
+    if (B <= 0 || T <= 0 || NH <= 0) return;
     const int hs = C / NH, pairs = B * NH;
     const float scale = 1.0f / sqrtf((float)hs);
     const size_t work = (size_t)pairs * T * T * hs;
@@ -282,6 +283,7 @@ static void attn_bwd_pair(const float *q, const float *k, const float *v, const 
 void rs_cpu_attn_bwd(const float *qkv, const float *att, const float *dout, float *dqkv, float *ws, int B, int T,
                      int C, int NH)
 {
+    if (B <= 0 || T <= 0 || NH <= 0) return;
     const int hs = C / NH, pairs = B * NH, nt = team_for(pairs);
     const float scale = 1.0f / sqrtf((float)hs);
     const size_t work = (size_t)pairs * T * T * hs, tf = bwd_thread_floats(T);
@@ -329,6 +331,7 @@ RS_SIMD static void attn_step_pair(const float *q, const float *kc, const float 
 void rs_cpu_attn_step(const float *q, const float *kc, const float *vc, float *out, int B, int len, int maxT, int C,
                       int NH)
 {
+    if (B <= 0 || len <= 0 || NH <= 0) return; /* len >= 1 always: the caller wrote row len-1 */
     const int hs = C / NH, pairs = B * NH;
     const float scale = 1.0f / sqrtf((float)hs);
     const size_t work = (size_t)pairs * len * hs * 2;
