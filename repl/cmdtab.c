@@ -239,6 +239,7 @@ static const rs_formdef data_forms[] = {
     {"idx", RS_A_PATH, NULL},
     {"cifar", RS_A_PATH, NULL},
     {"csv", RS_A_PATH, NULL},
+    {"text", RS_A_PATH, NULL},
     {NULL, 0, NULL},
 };
 
@@ -247,12 +248,12 @@ const rs_cmddef rs_commands[] = {
      "Builds a model and gives it a name. Three forms:\n"
      "  model m = mlp 784-256-10 [act=relu|gelu|tanh] [dropout=P] [in=1x28x28]\n"
      "  model c = seq [in=1x28x28] conv(16,3,pad=1) relu maxpool(2) ... flatten linear(10)\n"
-     "  model g = gpt [layers=4] [heads=4] [dim=128] [ctx=64] [vocab=] [dropout=0]   a GPT for text\n"
+     "  model g = gpt [layers=4 heads=4 dim=128 ctx=64 vocab= dropout=0]   a GPT for text\n"
      "Layers: linear(OUT) conv(OUT,K,stride=S,pad=P) maxpool(K) avgpool(K) relu gelu tanh flatten\n"
-     "dropout(P) layernorm; [ ... ] groups layers into a block, res[ ... ] adds the block's input to\n"
-     "its output. Text models: seq ctx=T embed(VOCAB,WIDTH) ... attn(HEADS) gelu(tanh)\n"
-     "linear(V,bias=0,tie=0.wte); gpt writes nanoGPT's model that way (show g lists it) and takes vocab=\n"
-     "from the newest text data set. seed= sets the initial weights.",
+     "dropout(P) layernorm; [ ... ] groups layers into a block, res[ ... ] adds the block's\n"
+     "input to its output. Text: seq ctx=T embed(VOCAB,WIDTH) ... attn(HEADS) gelu(tanh)\n"
+     "linear(V,bias=0,tie=0.wte). gpt writes nanoGPT's model in those layers (show g lists\n"
+     "them); its vocab= comes from the newest text data set. seed= sets the initial weights.",
      true, "SPEC", {{0}}, 0, model_opts, true, rs_cmd_model, model_forms},
     {"data", "models", "data NAME = digits | fashion | idx F F | cifar F.. | csv F | text [F]  load a data set",
      "Loads a data set and gives it a name:\n"

@@ -50,11 +50,11 @@ int main(void)
     want("help tr", "train |", false);
     want("play t", "tour |", true);
     want("save m ", "", true);
-    want("data x = ", "digits |fashion |idx |cifar |csv |n=|seed=|", false); /* no layer names */
+    want("data x = ", "digits |fashion |idx |cifar |csv |text |n=|seed=|ctx=|", false); /* no layer names */
     want("data x = l", "", false);
-    want("data x = idx ", "n=|seed=|", true);
+    want("data x = idx ", "n=|seed=|ctx=|", true);
     want("data x = csv tr", "", true);
-    want("data x = digits ", "n=|seed=|", false);
+    want("data x = digits ", "n=|seed=|ctx=|", false);
     want("model m = seq li", "linear(|", false);
     want("model m = seq conv(8,3) r", "relu |", false);
     want("model m = onnx ", "seed=|", true);
