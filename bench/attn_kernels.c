@@ -6,12 +6,14 @@
  *
  * Every kernel runs iters calls per repetition after one warm-up repetition; the table gives the
  * fastest repetition's mean (the machine is shared, the minimum is the least disturbed) and the
- * median. GFLOP/s for attention counts the causal half only: 2 products of T(T+1)/2 * hs per head
+ * median, and the CPU time per call of that fastest repetition summed over threads (on a loaded machine
+ * wall time includes waits for a descheduled thread; CPU time shows the work). GFLOP/s for attention counts the causal half only: 2 products of T(T+1)/2 * hs per head
  * forward, 4 backward. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "engine/cpu/blas.h"
@@ -22,6 +24,14 @@ static double now_s(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static double cpu_s(void) /* CPU seconds of every thread of this process */
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + (double)ru.ru_stime.tv_sec +
+           ru.ru_stime.tv_usec * 1e-6;
 }
 
 static float *rnd(size_t n, uint64_t seed)
@@ -124,8 +134,8 @@ int main(int argc, char **argv)
     printf("bench_attn_kernels: B=%d T=%d C=%d NH=%d (hs=%d), %d calls x %d reps, OpenBLAS kernel %s\n", B, T, C,
            NH, C / NH, iters, reps, bi.core);
     const double causal = (double)B * NH * T * (T + 1) / 2 * (C / NH) * 2; /* FLOPs of one causal product */
-    printf("%-26s %7s %10s %10s %8s\n", "kernel", "threads", "min us", "median us", "GFLOP/s");
-    double *t = malloc((size_t)reps * sizeof *t);
+    printf("%-26s %7s %10s %10s %10s %8s\n", "kernel", "threads", "min us", "median us", "cpu us", "GFLOP/s");
+    double *t = malloc((size_t)reps * sizeof *t), *tc = malloc((size_t)reps * sizeof *tc);
     for (int ti = 0; ti < nthreads; ti++) {
         rs_cpu_set_threads(threads[ti]);
         size_t wsb = rs_cpu_attn_workspace(B, T, C, NH);
@@ -134,21 +144,29 @@ int main(int argc, char **argv)
         for (int k = 0; k < K_COUNT; k++) {
             if (k == K_ATTN_BWD) run_kernel(K_ATTN_FWD, &s); /* a real att for backward */
             for (int i = 0; i < iters / 4 + 1; i++) run_kernel(k, &s);
+            double best_cpu = 0, best = 1e300;
             for (int r = 0; r < reps; r++) {
-                double t0 = now_s();
+                double t0 = now_s(), c0 = cpu_s();
                 for (int i = 0; i < iters; i++) run_kernel(k, &s);
                 t[r] = (now_s() - t0) / iters * 1e6;
+                tc[r] = (cpu_s() - c0) / iters * 1e6;
+                if (t[r] < best) {
+                    best = t[r];
+                    best_cpu = tc[r];
+                }
             }
             qsort(t, (size_t)reps, sizeof *t, cmp_double);
             double flops = k == K_ATTN_FWD ? 2 * causal : k == K_ATTN_BWD ? 4 * causal : 0;
             char gf[16] = "";
             if (flops > 0) snprintf(gf, sizeof gf, "%.1f", flops / (t[0] * 1e-6) * 1e-9);
-            printf("%-26s %7d %10.1f %10.1f %8s\n", KNAMES[k], threads[ti], t[0], t[reps / 2], gf);
+            printf("%-26s %7d %10.1f %10.1f %10.1f %8s\n", KNAMES[k], threads[ti], t[0], t[reps / 2], best_cpu, gf);
         }
         free(s.ws);
     }
     free(t);
-    float *bufs[] = {s.qkv, s.out, s.att, s.dout, s.dqkv, s.wte, s.wpe, s.dwte, s.dwpe, s.emb, s.h, s.hout, s.hd, s.kc, s.vc};
+    free(tc);
+    float *bufs[] = {s.qkv, s.out,  s.att, s.dout, s.dqkv, s.wte, s.wpe, s.dwte,
+                     s.dwpe, s.emb, s.h,   s.hout, s.hd,   s.kc,  s.vc};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) free(bufs[i]);
     free(s.tok);
     return 0;

@@ -1,48 +1,63 @@
 /* Model -> ONNX, one layer at a time through the hand builder (onnx/build.c), so export and the
- * REPL lesson write files the same way. Values are named after the layer that makes them
- * ("3.conv"), nodes PyTorch-style ("/3/Conv"), and the last value is renamed "logits". */
+ * REPL lesson write files the same way. The walk follows the model's graph: each layer's nodes read
+ * the values of its sources (a residual's add reads two). Values are named after the layer that makes
+ * them ("3.conv"), nodes PyTorch-style ("/3/conv"), and the last value is renamed "logits". The
+ * transformer's layers are in export_seq.c. */
 #include "onnx/export.h"
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "onnx/build.h"
+#include "onnx/export_internal.h"
 
-#define NAME_MAX_LEN 96
+#define NAME_MAX_LEN RS_ONNX_NAME_LEN
 
-typedef struct exporter {
-    rs_onnx_builder *b;
-    rs_model *m;
-    const float *params; /* (numel) host parameters */
-    int opset;
-    char cur[NAME_MAX_LEN]; /* the value the next layer reads */
-    bool have_gelu_consts, have_ln_eps;
-    rs_err *err;
-} exporter;
+typedef rs_onnx_exporter exporter;
 
-/* The parameter `suffix` of layer i, or NULL. */
-static const rs_param_info *param_of(const rs_model *m, const rs_layer *l, const char *suffix)
+const char *rs_onnx_ex_src(const exporter *x, const rs_layer *l, int k)
 {
-    char name[64];
-    snprintf(name, sizeof name, "%s.%s", l->name, suffix);
-    return rs_model_find_tensor(m, name);
+    int s = k < l->nsrc ? l->src[k] : -1;
+    return s < 0 ? x->input : x->val[s];
 }
 
-/* An initializer holding a model tensor, under the model's name for it. */
-static rs_status add_param(exporter *x, const rs_param_info *p)
+const rs_param_info *rs_onnx_ex_param(const exporter *x, const rs_layer *l, const char *suffix)
 {
+    for (int j = 0; j < l->np; j++) {
+        if (strcmp(l->p[j].suffix, suffix)) continue;
+        if (l->p[j].tied) return rs_model_find_tensor(x->m, l->cfg.tie);
+        char name[64];
+        snprintf(name, sizeof name, "%s.%s", l->name, suffix);
+        return rs_model_find_tensor(x->m, name);
+    }
+    return NULL;
+}
+
+/* Each model tensor is written once, however many layers read it (a tied weight has one owner). */
+rs_status rs_onnx_ex_add_param(exporter *x, const rs_param_info *p)
+{
+    for (int i = 0; i < rs_model_tensor_count(x->m); i++) {
+        if (rs_model_tensor(x->m, i) != p) continue;
+        if (x->added[i]) return RS_OK;
+        x->added[i] = true;
+    }
     return rs_onnx_builder_initializer(x->b, p->name, p->shape.ndim, p->shape.d, x->params + p->offset, 0, x->err);
 }
 
-static rs_status scalar(exporter *x, const char *name, float v)
+rs_status rs_onnx_ex_const(exporter *x, const char *name, float v)
 {
+    for (int i = 0; i < x->nconsts; i++)
+        if (!strcmp(x->consts[i], name)) return RS_OK;
+    if (x->nconsts == RS_ONNX_MAX_CONSTS)
+        return rs_err_set(x->err, RS_ERR_INTERNAL, "export: more than %d shared constants", RS_ONNX_MAX_CONSTS);
+    snprintf(x->consts[x->nconsts++], RS_ONNX_NAME_LEN, "%s", name);
     return rs_onnx_builder_initializer(x->b, name, 0, NULL, &v, 0, x->err);
 }
 
-/* Appends op(inputs) -> "<layer>.<tag>", names the node "/<layer>/<op>[tag]" and makes it current. */
-static rs_status node(exporter *x, const rs_layer *l, const char *op, const char *tag, int n_in,
-                      const char *const *in)
+rs_status rs_onnx_ex_node(exporter *x, const rs_layer *l, const char *op, const char *tag, int n_in,
+                          const char *const *in)
 {
     char out[NAME_MAX_LEN], nm[NAME_MAX_LEN];
     snprintf(out, sizeof out, "%s.%s", l->name, tag);
@@ -54,17 +69,21 @@ static rs_status node(exporter *x, const rs_layer *l, const char *op, const char
     return st;
 }
 
+static rs_status node(exporter *x, const rs_layer *l, const char *op, const char *tag, int n_in,
+                      const char *const *in)
+{
+    return rs_onnx_ex_node(x, l, op, tag, n_in, in);
+}
+
 /* Gemm or Conv: the layer's input, weight and (when it has one) bias. */
 static rs_status weighted(exporter *x, const rs_layer *l, const char *op, const char *tag)
 {
-    const rs_param_info *w = param_of(x->m, l, "weight"), *bias = param_of(x->m, l, "bias");
+    const rs_param_info *w = rs_onnx_ex_param(x, l, "weight"), *bias = rs_onnx_ex_param(x, l, "bias");
     if (!w) return rs_err_set(x->err, RS_ERR_INTERNAL, "layer %s: no weight tensor", l->name);
-    rs_status st = add_param(x, w);
-    if (!st && bias) st = add_param(x, bias);
+    rs_status st = rs_onnx_ex_add_param(x, w);
+    if (!st && bias) st = rs_onnx_ex_add_param(x, bias);
     if (st) return st;
-    char in0[NAME_MAX_LEN];
-    snprintf(in0, sizeof in0, "%s", x->cur);
-    const char *in[3] = {in0, w->name, bias ? bias->name : ""};
+    const char *in[3] = {rs_onnx_ex_src(x, l, 0), w->name, bias ? bias->name : ""};
     return node(x, l, op, tag, bias ? 3 : 2, in);
 }
 
@@ -84,16 +103,12 @@ static rs_status window_attrs(exporter *x, const rs_layer *l, bool conv)
 static rs_status gelu(exporter *x, const rs_layer *l)
 {
     char xin[NAME_MAX_LEN], t1[NAME_MAX_LEN], t2[NAME_MAX_LEN], t3[NAME_MAX_LEN], t4[NAME_MAX_LEN];
-    snprintf(xin, sizeof xin, "%s", x->cur);
+    snprintf(xin, sizeof xin, "%s", rs_onnx_ex_src(x, l, 0));
     if (x->opset >= 20) return node(x, l, "Gelu", "gelu", 1, (const char *[]){xin});
-    rs_status st = RS_OK;
-    if (!x->have_gelu_consts) {
-        st = scalar(x, "/gelu/sqrt2", (float)M_SQRT2);
-        if (!st) st = scalar(x, "/gelu/one", 1.0f);
-        if (!st) st = scalar(x, "/gelu/half", 0.5f);
-        if (st) return st;
-        x->have_gelu_consts = true;
-    }
+    rs_status st = rs_onnx_ex_const(x, "/gelu/sqrt2", (float)M_SQRT2);
+    if (!st) st = rs_onnx_ex_const(x, "/gelu/one", 1.0f);
+    if (!st) st = rs_onnx_ex_const(x, "/gelu/half", 0.5f);
+    if (st) return st;
     if ((st = node(x, l, "Div", "gelu_div", 2, (const char *[]){xin, "/gelu/sqrt2"}))) return st;
     snprintf(t1, sizeof t1, "%s", x->cur);
     if ((st = node(x, l, "Erf", "gelu_erf", 1, (const char *[]){t1}))) return st;
@@ -109,14 +124,14 @@ static rs_status gelu(exporter *x, const rs_layer *l)
  * (x - mean) / sqrt(var + eps) * weight + bias with the biased variance, as the engine computes it. */
 static rs_status layernorm(exporter *x, const rs_layer *l)
 {
-    const rs_param_info *w = param_of(x->m, l, "weight"), *bias = param_of(x->m, l, "bias");
+    const rs_param_info *w = rs_onnx_ex_param(x, l, "weight"), *bias = rs_onnx_ex_param(x, l, "bias");
     if (!w || !bias) return rs_err_set(x->err, RS_ERR_INTERNAL, "layer %s: layernorm without weight/bias", l->name);
-    rs_status st = add_param(x, w);
-    if (!st) st = add_param(x, bias);
+    rs_status st = rs_onnx_ex_add_param(x, w);
+    if (!st) st = rs_onnx_ex_add_param(x, bias);
     if (st) return st;
     char xin[NAME_MAX_LEN], mean[NAME_MAX_LEN], d[NAME_MAX_LEN], sq[NAME_MAX_LEN], var[NAME_MAX_LEN];
     char ve[NAME_MAX_LEN], sd[NAME_MAX_LEN], nrm[NAME_MAX_LEN], sc[NAME_MAX_LEN], eps[NAME_MAX_LEN];
-    snprintf(xin, sizeof xin, "%s", x->cur);
+    snprintf(xin, sizeof xin, "%s", rs_onnx_ex_src(x, l, 0));
     if (x->opset >= 17) {
         if ((st = node(x, l, "LayerNormalization", "layernorm", 3, (const char *[]){xin, w->name, bias->name})))
             return st;
@@ -125,7 +140,7 @@ static rs_status layernorm(exporter *x, const rs_layer *l)
     }
     const int64_t last[1] = {-1};
     snprintf(eps, sizeof eps, "/%s/eps", l->name);
-    if ((st = scalar(x, eps, l->cfg.eps))) return st;
+    if ((st = rs_onnx_builder_initializer(x->b, eps, 0, NULL, &l->cfg.eps, 0, x->err))) return st;
     if ((st = node(x, l, "ReduceMean", "ln_mean", 1, (const char *[]){xin}))) return st;
     if ((st = rs_onnx_builder_attr_ints(x->b, "axes", 1, last, x->err))) return st;
     snprintf(mean, sizeof mean, "%s", x->cur);
@@ -147,14 +162,15 @@ static rs_status layernorm(exporter *x, const rs_layer *l)
     return node(x, l, "Add", "layernorm", 2, (const char *[]){sc, bias->name});
 }
 
+/* One layer: its nodes read the values of its sources, and x->val[l->index] becomes its output. */
 static rs_status layer(exporter *x, const rs_layer *l)
 {
-    char in[NAME_MAX_LEN];
-    snprintf(in, sizeof in, "%s", x->cur);
-    const char *in1[1] = {in};
+    const char *in1[1] = {rs_onnx_ex_src(x, l, 0)};
+    bool seq = l->in.ndim == 2; /* (T, C) per sample: a token model's activations */
     rs_status st;
     switch (l->cfg.kind) {
     case RS_LAYER_LINEAR:
+        if (seq) return rs_onnx_ex_linear_seq(x, l);
         /* Linear keeps W as (out, in), PyTorch's layout: Gemm with transB=1 reads it as it is. */
         if ((st = weighted(x, l, "Gemm", "gemm"))) return st;
         return rs_onnx_builder_attr_int(x->b, "transB", 1, x->err);
@@ -172,20 +188,27 @@ static rs_status layer(exporter *x, const rs_layer *l)
         return (l->cfg.ph || l->cfg.pw) ? rs_onnx_builder_attr_int(x->b, "count_include_pad", 1, x->err) : RS_OK;
     case RS_LAYER_RELU: return node(x, l, "Relu", "relu", 1, in1);
     case RS_LAYER_TANH: return node(x, l, "Tanh", "tanh", 1, in1);
-    case RS_LAYER_GELU: return gelu(x, l);
+    case RS_LAYER_GELU: return l->cfg.approx_tanh ? rs_onnx_ex_gelu_tanh(x, l) : gelu(x, l);
     case RS_LAYER_FLATTEN:
         if ((st = node(x, l, "Flatten", "flatten", 1, in1))) return st;
         return rs_onnx_builder_attr_int(x->b, "axis", 1, x->err);
     case RS_LAYER_DROPOUT: return RS_OK; /* inference: identity, nothing to write */
     case RS_LAYER_LAYERNORM: return layernorm(x, l);
+    case RS_LAYER_EMBED: return rs_onnx_ex_embed(x, l);
+    case RS_LAYER_ATTN: return rs_onnx_ex_attn(x, l);
+    case RS_LAYER_ADD:
+        /* The residual: src[0] the block's last layer, src[1] the block's input. */
+        if (l->nsrc != 2)
+            return rs_err_set(x->err, RS_ERR_INTERNAL, "layer %s (add) has %d inputs, not 2", l->name, l->nsrc);
+        return node(x, l, "Add", "add", 2, (const char *[]){rs_onnx_ex_src(x, l, 0), rs_onnx_ex_src(x, l, 1)});
     default:
         return rs_err_set(x->err, RS_ERR_UNSUPPORTED, "layer %s (%s) has no ONNX mapping", l->name,
                           rs_layer_kind_name(l->cfg.kind));
     }
 }
 
-/* "batch" followed by a per-sample shape. */
-static rs_status io(exporter *x, bool output, const char *name, const rs_shape *s)
+/* "batch" followed by a per-sample shape: float, or int64 token ids for a token model's input. */
+static rs_status io(exporter *x, bool output, const char *name, int dtype, const rs_shape *s)
 {
     int64_t dims[RS_ONNX_MAX_DIMS];
     const char *names[RS_ONNX_MAX_DIMS] = {"batch"};
@@ -194,42 +217,48 @@ static rs_status io(exporter *x, bool output, const char *name, const rs_shape *
                           s->ndim);
     dims[0] = -1;
     for (int i = 0; i < s->ndim; i++) dims[i + 1] = s->d[i];
-    return output ? rs_onnx_builder_output(x->b, name, RS_ONNX_FLOAT, s->ndim + 1, dims, names, x->err)
-                  : rs_onnx_builder_input(x->b, name, RS_ONNX_FLOAT, s->ndim + 1, dims, names, x->err);
+    return output ? rs_onnx_builder_output(x->b, name, dtype, s->ndim + 1, dims, names, x->err)
+                  : rs_onnx_builder_input(x->b, name, dtype, s->ndim + 1, dims, names, x->err);
 }
 
 static rs_status export_graph(exporter *x, const rs_onnx_export_opts *o)
 {
     rs_model *m = x->m;
     int nl = rs_model_layer_count(m);
-    rs_status st = io(x, false, "input", rs_model_input_shape(m));
+    bool tokens = rs_model_tokens(m);
+    /* torch.onnx.export's convention for token ids: int64 (batch, T). */
+    snprintf(x->input, sizeof x->input, "%s", tokens ? "tokens" : "input");
+    rs_status st = io(x, false, x->input, tokens ? RS_ONNX_INT64 : RS_ONNX_FLOAT, rs_model_input_shape(m));
     if (st) return st;
-    snprintf(x->cur, sizeof x->cur, "input");
-    for (int i = 0; i < nl; i++)
-        if ((st = layer(x, rs_model_layer(m, i)))) return st;
+    for (int i = 0; i < nl; i++) {
+        const rs_layer *l = rs_model_layer(m, i);
+        int before = rs_onnx_builder_node_count(x->b);
+        if ((st = layer(x, l))) return st;
+        /* A layer that wrote nothing (dropout) passes its input's value on. */
+        const char *v = rs_onnx_builder_node_count(x->b) > before ? x->cur : rs_onnx_ex_src(x, l, 0);
+        snprintf(x->val[i], sizeof x->val[i], "%s", v);
+    }
     const rs_shape *out = &rs_model_layer(m, nl - 1)->out;
-    const char *oname = o->softmax ? "probs" : "logits";
+    const char *oname = o->softmax ? "probs" : "logits", *last = x->val[nl - 1];
+    const char *outs[1] = {oname};
     if (o->softmax) {
-        if (out->ndim != 1)
+        if (out->ndim != 1 && !(tokens && out->ndim == 2))
             return rs_err_set(x->err, RS_ERR_ARG,
                               "export softmax=on: the model ends in a %d-dimensional output, not one score per "
                               "class; flatten and add a linear layer first", out->ndim);
-        char in[NAME_MAX_LEN];
-        snprintf(in, sizeof in, "%s", x->cur);
-        const char *outs[1] = {oname};
-        if ((st = rs_onnx_builder_node(x->b, "Softmax", 1, (const char *[]){in}, 1, outs, "axis=-1", x->err)))
+        if ((st = rs_onnx_builder_node(x->b, "Softmax", 1, (const char *[]){last}, 1, outs, "axis=-1", x->err)))
             return st;
         if ((st = rs_onnx_builder_name_last(x->b, "/Softmax", x->err))) return st;
-    } else if (!strcmp(x->cur, "input")) {
-        /* Only dropout: the graph still has to produce its output from a node. */
-        const char *outs[1] = {oname};
-        if ((st = rs_onnx_builder_node(x->b, "Identity", 1, (const char *[]){"input"}, 1, outs, NULL, x->err)))
-            return st;
-    } else {
+    } else if (rs_onnx_builder_node_count(x->b) > 0 && !strcmp(last, x->cur)) {
+        /* The last node made the last value and nothing reads it: it can be the output itself. */
         st = rs_onnx_builder_rename_output(x->b, rs_onnx_builder_node_count(x->b) - 1, 0, oname, x->err);
         if (st) return st;
+    } else {
+        /* Only dropout, or a trailing dropout of a value other nodes read: copy it out. */
+        if ((st = rs_onnx_builder_node(x->b, "Identity", 1, (const char *[]){last}, 1, outs, NULL, x->err)))
+            return st;
     }
-    return io(x, true, oname, out);
+    return io(x, true, oname, RS_ONNX_FLOAT, out);
 }
 
 rs_status rs_onnx_export_ex(rs_model *m, const char *path, const rs_onnx_export_opts *o, rs_err *err)
@@ -248,12 +277,16 @@ rs_status rs_onnx_export_ex(rs_model *m, const char *path, const rs_onnx_export_
                           rs_model_name(m));
     exporter x = {.m = m, .params = rs_model_params(m), .opset = opset, .err = err};
     x.b = rs_onnx_builder_new(rs_model_name(m));
-    if (!x.b) return rs_err_set(err, RS_ERR_NOMEM, "export: out of memory");
+    x.val = calloc((size_t)rs_model_layer_count(m), sizeof *x.val);
+    x.added = calloc((size_t)rs_model_tensor_count(m) + 1, sizeof *x.added);
     rs_status st = RS_OK;
-    if (o->producer_version) st = rs_onnx_builder_set_producer(x.b, "ringside", o->producer_version, err);
+    if (!x.b || !x.val || !x.added) st = rs_err_set(err, RS_ERR_NOMEM, "export: out of memory");
+    if (!st && o->producer_version) st = rs_onnx_builder_set_producer(x.b, "ringside", o->producer_version, err);
     if (!st) st = export_graph(&x, o);
     if (!st) st = rs_onnx_builder_save(x.b, path, opset, err);
     rs_onnx_builder_free(x.b);
+    free(x.val);
+    free(x.added);
     return st;
 }
 

@@ -1,7 +1,10 @@
 /* Export: a ringside model as an ONNX file that onnx.checker accepts and ONNX Runtime runs with the
- * model's own answers. Each layer becomes standard operators (linear -> Gemm transB=1, conv -> Conv,
- * gelu -> Gelu or its erf form, ...); the weights become initializers under the model's tensor names
- * ("0.weight"); the graph maps "input" [batch, ...] to the logits (the loss is not part of it). */
+ * model's own answers. The export follows the model's graph (a residual's add is an Add of its two
+ * sources); each layer becomes standard operators (linear -> Gemm transB=1, or MatMul over a
+ * sequence; conv -> Conv; gelu -> Gelu or its expansion; attn -> MatMul, a causal mask and Softmax;
+ * ...); the weights become initializers under the model's tensor names ("0.weight"); the graph maps
+ * "input" [batch, ...], or a token model's int64 "tokens" [batch, T], to the logits (the loss is not
+ * part of it). docs/onnx.md has the whole table. */
 #ifndef RS_ONNX_EXPORT_H
 #define RS_ONNX_EXPORT_H
 

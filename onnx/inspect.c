@@ -53,6 +53,7 @@ static const rs_onnx_op_info ops[] = {
     {"Concat", 1, -1, 1, 1, "axis:i", 0},
     {"Reshape", 2, 2, 1, 1, "allowzero:i", 0},
     {"Transpose", 1, 1, 1, 1, "perm:is", 0},
+    {"Split", 1, 2, 1, -1, "axis:i num_outputs:i", 0},
 };
 
 const rs_onnx_op_info *rs_onnx_op_find(const char *op_type)
@@ -618,6 +619,9 @@ static void check_attrs(checker *c, size_t i, const Onnx__NodeProto *n, const rs
         else if (want != type)
             finding(c, "node #%zu (%s): attribute '%s' must be %s, not %s", i, opn, an, rs_onnx_attr_type_name(want),
                     rs_onnx_attr_type_name(type));
+        else if (opset > 0 && opset < 18 && !strcmp(op->op_type, "Split") && !strcmp(a->name, "num_outputs"))
+            finding(c, "node #%zu (%s): Split has 'num_outputs' from opset 18; the model imports opset %" PRId64, i,
+                    opn, opset);
         else if (opset > 0 && attr_retired(op->op_type, a->name, opset))
             finding(c, "node #%zu (%s): in opset %" PRId64 " '%s' is an input of %s, not an attribute", i, opn, opset,
                     an, op->op_type);
@@ -748,7 +752,7 @@ int rs_onnx_check_model(const Onnx__ModelProto *m, FILE *out)
             if ((int)n->n_input < op->min_in || (op->max_in >= 0 && (int)n->n_input > op->max_in))
                 finding(&c, "node #%zu (%s): %zu inputs; %s takes %d..%d", i, opn, n->n_input, op->op_type,
                         op->min_in, op->max_in);
-            if ((int)n->n_output < op->min_out || (int)n->n_output > op->max_out)
+            if ((int)n->n_output < op->min_out || (op->max_out >= 0 && (int)n->n_output > op->max_out))
                 finding(&c, "node #%zu (%s): %zu outputs; %s gives %d..%d", i, opn, n->n_output, op->op_type,
                         op->min_out, op->max_out);
         }

@@ -153,6 +153,31 @@ int rs_cmd_train(rs_session *s, const rs_call *c)
     /* A language model trains as nanoGPT does: decay on matrix weights only, and its long epoch is
      * measured by validation loss every few hundred steps unless told otherwise. */
     if (m->model && rs_model_tokens(m->model)) {
+        /* An epoch of text is every window: far longer than a first try should wait. What is not
+         * given comes from nanoGPT's CPU recipe (batch 12, AdamW, weight decay 0.1, clip 1.0), and
+         * without steps= or epochs= a run is 500 steps (under a minute here). */
+        char said[160] = "";
+        size_t k = 0;
+        if (!rs_call_given(c, "steps") && !rs_call_given(c, "epochs")) {
+            cfg.max_steps = 500;
+            k += (size_t)snprintf(said + k, sizeof said - k, " steps=500");
+        }
+        if (!rs_call_given(c, "batch")) {
+            cfg.batch = 12;
+            k += (size_t)snprintf(said + k, sizeof said - k, " batch=12");
+        }
+        if (!rs_call_given(c, "opt")) {
+            float lr = cfg.opt.lr;
+            cfg.opt = rs_opt_defaults(RS_OPT_ADAMW);
+            cfg.opt.lr = lr;
+            cfg.opt.weight_decay = rs_call_given(c, "wd") ? (float)rs_call_float(c, "wd", 0) : 0.1f;
+            k += (size_t)snprintf(said + k, sizeof said - k, " opt=adamw wd=%g", (double)cfg.opt.weight_decay);
+        }
+        if (!rs_call_given(c, "clip")) {
+            cfg.clip = 1.0f;
+            k += (size_t)snprintf(said + k, sizeof said - k, " clip=1");
+        }
+        if (k) fprintf(s->out, "language model: nanoGPT's settings where none were given:%s\n", said);
         cfg.opt.groups = true;
         if (!rs_call_given(c, "eval_every") && cfg.max_steps) cfg.eval_every = cfg.max_steps >= 1000 ? 250 : (cfg.max_steps + 3) / 4;
         if (!rs_call_given(c, "eval_samples")) cfg.eval_samples = 20 * (int64_t)cfg.batch;

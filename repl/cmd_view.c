@@ -18,13 +18,13 @@
 #include "view_live.h"
 
 /* One thing a rank reported, in the order the replay feeds it. */
-typedef enum { IT_EVENT, IT_TRAIN, IT_LOG } item_kind;
+typedef enum { IT_EVENT, IT_TRAIN, IT_LOG, IT_RELEASE } item_kind;
 
 typedef struct item {
     double t;               /* the model's clock (the log's unix seconds) */
     item_kind kind;
     int rank;
-    rs_pg_event ev;         /* IT_EVENT */
+    rs_pg_event ev;         /* IT_EVENT; IT_RELEASE: coll and step (step=1: the key of that step set) */
     rs_train_line tl;       /* IT_TRAIN */
     char *text;             /* IT_LOG, owned */
 } item;
@@ -135,6 +135,10 @@ static void event_row(replay *r, const char *const *v)
             if (asprintf(&it->text, "stderr: %s", text) < 0) it->text = NULL;
         } else it->text = strdup(text);
         if (!it->text) r->n--;
+    } else if (!strcmp(kind, "step_release")) {
+        if (!(it = push(r))) return;
+        it->kind = IT_RELEASE;
+        it->ev = (rs_pg_event){.coll = (uint64_t)inum(v[C_COLL], 0), .step = (int)inum(v[C_ASTEP], 0), .t = t};
     } else if (!strcmp(kind, "done")) {
         rs_train_line tl = {.kind = RS_TL_DONE, .rank = rank, .step = inum(v[C_STEP], 0), .seconds = num(v[C_VALUE], 0),
                             .sps = num(v[C_SPS], 0)};
@@ -181,6 +185,7 @@ static void feed(rs_view_model *vm, const item *it)
     case IT_EVENT: rs_view_feed_event(vm, &it->ev); break;
     case IT_TRAIN: rs_view_feed_train(vm, &it->tl); break;
     case IT_LOG: rs_view_feed_log(vm, it->rank, it->text); break;
+    case IT_RELEASE: rs_view_feed_release(vm, it->ev.coll, it->ev.step, it->t); break;
     }
 }
 

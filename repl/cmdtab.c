@@ -220,11 +220,15 @@ static const char *const export_words[] = {"session", NULL};
 
 /* The words of a model spec after `seq` (engine/nn/spec.c parses them; "(" where arguments follow). */
 static const char *const layer_words[] = {"linear(", "conv(", "maxpool(", "avgpool(", "relu", "gelu", "tanh",
-                                          "flatten", "dropout(", "layernorm", "[", "]", NULL};
+                                          "flatten", "dropout(", "layernorm", "embed(", "attn(", "res[", "ctx=",
+                                          "[", "]", NULL};
+
+static const char *const gpt_words[] = {"layers=", "heads=", "dim=", "ctx=", "vocab=", "dropout=", NULL};
 
 static const rs_formdef model_forms[] = {
     {"mlp", RS_A_WORD, NULL},
     {"seq", RS_A_WORD, layer_words},
+    {"gpt", RS_A_WORD, gpt_words},
     {"onnx", RS_A_PATH, NULL},
     {NULL, 0, NULL},
 };
@@ -235,16 +239,21 @@ static const rs_formdef data_forms[] = {
     {"idx", RS_A_PATH, NULL},
     {"cifar", RS_A_PATH, NULL},
     {"csv", RS_A_PATH, NULL},
+    {"text", RS_A_PATH, NULL},
     {NULL, 0, NULL},
 };
 
 const rs_cmddef rs_commands[] = {
-    {"model", "models", "model NAME = mlp 784-256-10 | seq LAYERS...  build a model",
-     "Builds a model and gives it a name. Two forms:\n"
+    {"model", "models", "model NAME = mlp 784-256-10 | seq LAYERS... | gpt ...  build a model",
+     "Builds a model and gives it a name. Three forms:\n"
      "  model m = mlp 784-256-10 [act=relu|gelu|tanh] [dropout=P] [in=1x28x28]\n"
      "  model c = seq [in=1x28x28] conv(16,3,pad=1) relu maxpool(2) ... flatten linear(10)\n"
+     "  model g = gpt [layers=4 heads=4 dim=128 ctx=64 vocab= dropout=0]   a GPT for text\n"
      "Layers: linear(OUT) conv(OUT,K,stride=S,pad=P) maxpool(K) avgpool(K) relu gelu tanh flatten\n"
-     "dropout(P) layernorm; [ ... ] groups layers into a block. seed= sets the initial weights.",
+     "dropout(P) layernorm; [ ... ] groups layers into a block, res[ ... ] adds the block's\n"
+     "input to its output. Text: seq ctx=T embed(VOCAB,WIDTH) ... attn(HEADS) gelu(tanh)\n"
+     "linear(V,bias=0,tie=0.wte). gpt writes nanoGPT's model in those layers (show g lists\n"
+     "them); its vocab= comes from the newest text data set. seed= sets the initial weights.",
      true, "SPEC", {{0}}, 0, model_opts, true, rs_cmd_model, model_forms},
     {"data", "models", "data NAME = digits | fashion | idx F F | cifar F.. | csv F | text [F]  load a data set",
      "Loads a data set and gives it a name:\n"
@@ -328,7 +337,8 @@ const rs_cmddef rs_commands[] = {
     {"export", "models", "export MODEL FILE.onnx [opset=17] | export session N FILE.ring    ONNX, or a session as a script",
      "  export MODEL FILE.onnx [opset=17] [softmax=on]\n"
      "Writes MODEL as an ONNX file: Gemm, Conv, MaxPool, AveragePool, Relu, Gelu, Tanh, Flatten,\n"
-     "LayerNormalization; weights as initializers named after the layers; a symbolic batch dimension.\n"
+     "LayerNormalization; a GPT's Gather, MatMul and causal attention (int64 tokens in, (batch, T, V)\n"
+     "logits out); weights as initializers named after the layers; a symbolic batch dimension.\n"
      "ONNX Runtime runs it with ringside's answers; `onnx check FILE` says what the ONNX checker would.\n"
      "  export session N FILE.ring\n"
      "Writes the commands of a past session of the log as a script that `play` or `ringside FILE` runs.",

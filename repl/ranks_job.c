@@ -271,6 +271,12 @@ static void step_release(dist_job *j, int k)
         /* the models learn which ranks waited for this key and how long (not the collective's time) */
         if (j->live) rs_view_feed_release(rs_live_model(j->live), j->step_coll, j->step_next, t);
         if (j->dump_vm) rs_view_feed_release(j->dump_vm, j->step_coll, j->step_next, t);
+        rs_slog_event_info rel = RS_SLOG_EVENT_INIT; /* for replays (cmd_view.c feeds it the same way) */
+        rel.kind = "step_release";
+        rel.coll = (int64_t)j->step_coll;
+        rel.astep = j->step_next;
+        rel.t = t + j->mono_to_unix;
+        rs_log_event(j->s, j->run, &rel);
         char key[64];
         rs_err e = {0};
         snprintf(key, sizeof key, "step/%llu/%d", (unsigned long long)j->step_coll, j->step_next);

@@ -5,6 +5,7 @@
  * blocks of ROW_BLOCK rows; rows [t0, t1) see keys [0, t1) only, which skips most of the masked upper
  * triangle. Pairs are spread over OpenMP threads (OpenBLAS runs single-threaded inside the region);
  * each pair is computed the same way whatever the thread count, so results do not depend on it. */
+#include <cblas.h>
 #include <math.h>
 #include <omp.h>
 #include <string.h>
@@ -39,73 +40,177 @@ void rs_cpu_embed_fwd(const int32_t *tok, const float *wte, const float *wpe, fl
     }
 }
 
-/* Repeated tokens add into the same dwte row, so threads split the channels, not the tokens: each
- * thread owns a column slice of dwte and dwpe and walks every (b, t) in order. No races, and every
- * element sees its additions in the same order for any thread count. */
+/* Repeated tokens add into the same dwte row, so a thread owns whole rows: thread k of n takes the
+ * tokens with id % n == k (and positions [T k / n, T (k+1) / n) for dwpe), scanning every (b, t) in
+ * order. No races, and each row receives its additions in the same order for any thread count, so
+ * the result does not depend on it. (Splitting the channels instead would make every thread touch
+ * every row of the large table: the same page walks on each thread, and no gain on two threads.) */
 void rs_cpu_embed_bwd(const int32_t *tok, const float *dout, float *dwte, float *dwpe, int B, int T, int C)
 {
-    int nt = (size_t)B * T * C >= PAR_MIN ? team_for((C + 15) / 16) : 1;
+    int nt = (size_t)B * T * C >= PAR_MIN ? team_for(B * T) : 1;
     #pragma omp parallel num_threads(nt)
     {
-        int nth = omp_get_num_threads(), tid = omp_get_thread_num();
-        int chunk = ((C + nth - 1) / nth + 15) & ~15; /* whole cache lines per thread */
-        int c0 = imin(C, tid * chunk), c1 = imin(C, c0 + chunk);
-        for (int b = 0; b < B; b++)
-            for (int t = 0; t < T; t++) {
+        const int nth = omp_get_num_threads(), tid = omp_get_thread_num();
+        const int p0 = (int)((int64_t)T * tid / nth), p1 = (int)((int64_t)T * (tid + 1) / nth);
+        for (int t = p0; t < p1; t++) {
+            float *gp = dwpe + (size_t)t * C;
+            for (int b = 0; b < B; b++) {
                 const float *d = dout + ((size_t)b * T + t) * C;
-                float *gp = dwpe + (size_t)t * C, *ge = dwte + (size_t)tok[(size_t)b * T + t] * C;
-                for (int c = c0; c < c1; c++) gp[c] += d[c];
-                for (int c = c0; c < c1; c++) ge[c] += d[c];
+                for (int c = 0; c < C; c++) gp[c] += d[c];
             }
+        }
+        for (size_t r = 0; r < (size_t)B * T; r++) {
+            if (tok[r] % nth != tid) continue;
+            const float *d = dout + r * C;
+            float *ge = dwte + (size_t)tok[r] * C;
+            for (int c = 0; c < C; c++) ge[c] += d[c];
+        }
     }
 }
 
-/* ---- row helpers (partial sums in independent lanes so they vectorize without -ffast-math) ---- */
+/* ---- row helpers of the decoding step: 8 independent lanes (element j to lane j % 8) so they vectorize without
+ *      -ffast-math; the tail is padded with the neutral value into one more full step, which keeps
+ *      the lanes in registers and gives the same bits as adding the tail one by one. ---- */
 
-static float row_max(const float *x, int n)
+static inline float row_max(const float *x, int n)
 {
-    float m[8];
+    float m[8], tail[8];
     for (int l = 0; l < 8; l++) m[l] = x[0];
     int j = 0;
     for (; j + 8 <= n; j += 8)
         for (int l = 0; l < 8; l++) m[l] = x[j + l] > m[l] ? x[j + l] : m[l];
-    for (int l = 0; j < n; j++, l++) m[l] = x[j] > m[l] ? x[j] : m[l];
-    for (int l = 1; l < 8; l++) m[0] = m[l] > m[0] ? m[l] : m[0];
+    if (j < n) {
+        for (int l = 0; l < 8; l++) tail[l] = j + l < n ? x[j + l] : -INFINITY;
+        for (int l = 0; l < 8; l++) m[l] = tail[l] > m[l] ? tail[l] : m[l];
+    }
+    for (int w = 4; w > 0; w /= 2)
+        for (int l = 0; l < w; l++) m[l] = m[l + w] > m[l] ? m[l + w] : m[l];
     return m[0];
 }
 
-static float row_sum(const float *x, int n)
+static inline float row_sum(const float *x, int n)
 {
-    float acc[8] = {0};
+    float acc[8] = {0}, tail[8];
     int j = 0;
     for (; j + 8 <= n; j += 8)
         for (int l = 0; l < 8; l++) acc[l] += x[j + l];
-    for (int l = 0; j < n; j++, l++) acc[l] += x[j];
+    if (j < n) {
+        for (int l = 0; l < 8; l++) tail[l] = j + l < n ? x[j + l] : 0.0f;
+        for (int l = 0; l < 8; l++) acc[l] += tail[l];
+    }
     for (int w = 4; w > 0; w /= 2)
         for (int l = 0; l < w; l++) acc[l] += acc[l + w];
     return acc[0];
 }
 
-static float row_dot(const float *x, const float *y, int n)
+/* Lanes of the softmax loops: one AVX-512 vector. Element j of a row goes to lane j % SM_LANES. */
+#define SM_LANES 16
+
+/* max over row[0, np) and sum over row[0, np) of a row padded to np, a multiple of SM_LANES. Only
+ * constant lane indices, so the lanes stay in registers (a variable-index tail would put them on
+ * the stack, and the reduction tree would wait on store forwarding). */
+static inline float lanes_max(const float *row, int np)
 {
-    float acc[8] = {0};
-    int j = 0;
-    for (; j + 8 <= n; j += 8)
-        for (int l = 0; l < 8; l++) acc[l] += x[j + l] * y[j + l];
-    for (int l = 0; j < n; j++, l++) acc[l] += x[j] * y[j];
-    for (int w = 4; w > 0; w /= 2)
-        for (int l = 0; l < w; l++) acc[l] += acc[l + w];
-    return acc[0];
+    float m[SM_LANES];
+    for (int l = 0; l < SM_LANES; l++) m[l] = row[l];
+    for (int j = SM_LANES; j < np; j += SM_LANES)
+        for (int l = 0; l < SM_LANES; l++) m[l] = row[j + l] > m[l] ? row[j + l] : m[l];
+    for (int w = SM_LANES / 2; w > 0; w /= 2)
+        for (int l = 0; l < w; l++) m[l] = m[l + w] > m[l] ? m[l + w] : m[l];
+    return m[0];
 }
 
-/* Row t of the scores (already scaled) -> probabilities over keys [0, n), zeros on [n, T). */
-static void softmax_causal_row(float *row, int n, int T)
+/* Row t of the scores when the row has no room for padding (the last rows when T % 16 != 0): the
+ * same lanes, the tail added one element at a time; same bits as padding would give. */
+static void softmax_row_tail(float *row, int n)
 {
-    float mx = row_max(row, n);
-    for (int s = 0; s < n; s++) row[s] = rs_vexpf(row[s] - mx);
-    float inv = 1.0f / row_sum(row, n);
+    float m = row[0], acc[SM_LANES] = {0};
+    for (int s = 1; s < n; s++) m = row[s] > m ? row[s] : m;
+    for (int s = 0; s < n; s++) {
+        row[s] = rs_vexpf(row[s] - m);
+        acc[s % SM_LANES] += row[s];
+    }
+    for (int w = SM_LANES / 2; w > 0; w /= 2)
+        for (int l = 0; l < w; l++) acc[l] += acc[l + w];
+    const float inv = 1.0f / acc[0];
     for (int s = 0; s < n; s++) row[s] *= inv;
-    if (n < T) memset(row + n, 0, (size_t)(T - n) * sizeof *row);
+}
+
+/* Rows [t0, t1) of the scores (already scaled) -> probabilities over keys s <= t, zeros after.
+ * Rows are short (T keys at most), so one row's max -> exp -> sum -> scale is a chain of latencies
+ * rather than of work; the passes below go over all the block's rows in turn, so the rows of one
+ * pass are independent and overlap in the core. The masked entries past t pad each row with -inf to
+ * a multiple of SM_LANES (exp gives 0 there) where the row has room: every row when T % 16 == 0. */
+RS_SIMD static void softmax_causal_rows(float *att, int t0, int t1, int T)
+{
+    float mx[ROW_BLOCK], inv[ROW_BLOCK];
+    for (int t = t0; t < t1; t++) {
+        float *row = att + (size_t)t * T;
+        const int n = t + 1, np = (n + SM_LANES - 1) & ~(SM_LANES - 1);
+        if (np > T) continue;
+        for (int s = n; s < np; s++) row[s] = -INFINITY;
+        mx[t - t0] = lanes_max(row, np);
+    }
+    for (int t = t0; t < t1; t++) {
+        float *row = att + (size_t)t * T, acc[SM_LANES] = {0};
+        const int n = t + 1, np = (n + SM_LANES - 1) & ~(SM_LANES - 1);
+        if (np > T) {
+            softmax_row_tail(row, n);
+            continue;
+        }
+        const float x0 = mx[t - t0];
+        for (int j = 0; j < np; j += SM_LANES)
+            for (int l = 0; l < SM_LANES; l++) {
+                float e = rs_vexpf(row[j + l] - x0);
+                row[j + l] = e;
+                acc[l] += e;
+            }
+        for (int w = SM_LANES / 2; w > 0; w /= 2)
+            for (int l = 0; l < w; l++) acc[l] += acc[l + w];
+        inv[t - t0] = 1.0f / acc[0];
+    }
+    for (int t = t0; t < t1; t++) {
+        float *row = att + (size_t)t * T;
+        const int n = t + 1, np = (n + SM_LANES - 1) & ~(SM_LANES - 1);
+        int len = n;
+        if (np <= T) {
+            const float r = inv[t - t0];
+            for (int j = 0; j < np; j += SM_LANES)
+                for (int l = 0; l < SM_LANES; l++) row[j + l] *= r;
+            len = np;
+        }
+        if (len < T) memset(row + len, 0, (size_t)(T - len) * sizeof *row);
+    }
+}
+
+/* Rows [t0, t1) of dP -> dS[t,s] = P[t,s] (dP[t,s] - sum_u P[t,u] dP[t,u]) for s <= t, zeros on (t, t1).
+ * Two passes over the block's rows (all the dots, then all the updates) for the same reason as the
+ * forward; P is 0 past t, so the dots run to a multiple of SM_LANES where the block has room. */
+RS_SIMD static void softmax_causal_rows_bwd(const float *att, float *dp, int t0, int t1, int T)
+{
+    float dot[ROW_BLOCK];
+    for (int t = t0; t < t1; t++) {
+        const float *pr = att + (size_t)t * T, *dr = dp + (size_t)t * T;
+        const int n = t + 1, np = (n + SM_LANES - 1) & ~(SM_LANES - 1);
+        float acc[SM_LANES] = {0};
+        if (np <= t1) {
+            for (int j = 0; j < np; j += SM_LANES)
+                for (int l = 0; l < SM_LANES; l++) acc[l] += pr[j + l] * dr[j + l];
+        } else {
+            for (int s = 0; s < n; s++) acc[s % SM_LANES] += pr[s] * dr[s];
+        }
+        for (int w = SM_LANES / 2; w > 0; w /= 2)
+            for (int l = 0; l < w; l++) acc[l] += acc[l + w];
+        dot[t - t0] = acc[0];
+    }
+    for (int t = t0; t < t1; t++) {
+        const float *pr = att + (size_t)t * T;
+        float *dr = dp + (size_t)t * T;
+        const int n = t + 1;
+        const float d = dot[t - t0];
+        for (int s = 0; s < n; s++) dr[s] = pr[s] * (dr[s] - d);
+        for (int s = n; s < t1; s++) dr[s] = 0.0f;
+    }
 }
 
 /* ---- attention ---- */
@@ -120,7 +225,7 @@ static void attn_fwd_pair(const float *q, const float *k, const float *v, float 
         float *a = att + (size_t)t0 * T;
         /* S[t0:t1, 0:t1] = scale * Q[t0:t1] K[0:t1]^T */
         rs_cpu_gemm(false, true, m, t1, hs, scale, q + (size_t)t0 * C3, C3, k, C3, 0.0f, a, T);
-        for (int t = t0; t < t1; t++) softmax_causal_row(att + (size_t)t * T, t + 1, T);
+        softmax_causal_rows(att, t0, t1, T);
         /* O[t0:t1] = P[t0:t1, 0:t1] V[0:t1] */
         rs_cpu_gemm(false, false, m, hs, t1, 1.0f, a, T, v, C3, 0.0f, out + (size_t)t0 * C, C);
     }
@@ -128,6 +233,7 @@ static void attn_fwd_pair(const float *q, const float *k, const float *v, float 
 
 void rs_cpu_attn_fwd(const float *qkv, float *out, float *att, int B, int T, int C, int NH)
 {
+    if (B <= 0 || T <= 0 || NH <= 0) return;
     const int hs = C / NH, pairs = B * NH;
     const float scale = 1.0f / sqrtf((float)hs);
     const size_t work = (size_t)pairs * T * T * hs;
@@ -165,14 +271,7 @@ static void attn_bwd_pair(const float *q, const float *k, const float *v, const 
         float *D = dp + (size_t)t0 * T;
         /* dP[t0:t1, 0:t1] = dO[t0:t1] V[0:t1]^T */
         rs_cpu_gemm(false, true, m, t1, hs, 1.0f, dO, C, v, C3, 0.0f, D, T);
-        for (int t = t0; t < t1; t++) {
-            const float *pr = att + (size_t)t * T;
-            float *dr = dp + (size_t)t * T;
-            const int n = t + 1;
-            const float dot = row_dot(pr, dr, n);
-            for (int s = 0; s < n; s++) dr[s] = pr[s] * (dr[s] - dot);
-            for (int s = n; s < t1; s++) dr[s] = 0.0f;
-        }
+        softmax_causal_rows_bwd(att, dp, t0, t1, T);
         /* dQ[t0:t1] = scale dS[t0:t1, 0:t1] K[0:t1] */
         rs_cpu_gemm(false, false, m, hs, t1, scale, D, T, k, C3, 0.0f, dq + (size_t)t0 * C3, C3);
         /* dK[0:t1] (+)= scale dS[t0:t1, 0:t1]^T Q[t0:t1];  dV[0:t1] (+)= P[t0:t1, 0:t1]^T dO[t0:t1] */
@@ -184,6 +283,7 @@ static void attn_bwd_pair(const float *q, const float *k, const float *v, const 
 void rs_cpu_attn_bwd(const float *qkv, const float *att, const float *dout, float *dqkv, float *ws, int B, int T,
                      int C, int NH)
 {
+    if (B <= 0 || T <= 0 || NH <= 0) return;
     const int hs = C / NH, pairs = B * NH, nt = team_for(pairs);
     const float scale = 1.0f / sqrtf((float)hs);
     const size_t work = (size_t)pairs * T * T * hs, tf = bwd_thread_floats(T);
@@ -200,28 +300,29 @@ void rs_cpu_attn_bwd(const float *qkv, const float *att, const float *dout, floa
 
 /* One query against len cached keys, for one (b, h): an online softmax over chunks of keys keeps the
  * running maximum m, the running sum l and the unnormalised output in o, so no scratch beyond a
- * chunk of scores on the stack is needed whatever the cache length. */
-static void attn_step_pair(const float *q, const float *kc, const float *vc, float *o, int len, int C, int hs,
-                           float scale)
+ * chunk of scores on the stack is needed whatever the cache length. The chunk's scores and its
+ * weighted sum of values are two matrix-vector products (K and V rows have stride C). */
+RS_SIMD static void attn_step_pair(const float *q, const float *kc, const float *vc, float *o, int len, int C,
+                                        int hs, float scale)
 {
     float sc[STEP_CHUNK], m = -INFINITY, l = 0.0f;
-    memset(o, 0, (size_t)hs * sizeof *o);
+    memset(o, 0, (size_t)hs * sizeof *o); /* BLAS says beta 0 ignores y; some OpenBLAS releases scale it */
     for (int s0 = 0; s0 < len; s0 += STEP_CHUNK) {
         const int n = imin(STEP_CHUNK, len - s0);
-        for (int j = 0; j < n; j++) sc[j] = scale * row_dot(q, kc + (size_t)(s0 + j) * C, hs);
+        /* sc (n) = scale * K[s0:s0+n] (n, hs) . q */
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, n, hs, scale, kc + (size_t)s0 * C, C, q, 1, 0.0f, sc, 1);
         const float cm = row_max(sc, n);
-        if (cm > m) { /* rescale what was summed under the old maximum (nothing on the first chunk) */
-            const float r = s0 == 0 ? 0.0f : rs_vexpf(m - cm);
-            l *= r;
-            for (int i = 0; i < hs; i++) o[i] *= r;
+        float r = 0.0f; /* weight of what was summed under the old maximum (nothing before the first chunk) */
+        if (cm > m) {
+            if (s0 > 0) r = rs_vexpf(m - cm);
             m = cm;
+        } else {
+            r = 1.0f;
         }
         for (int j = 0; j < n; j++) sc[j] = rs_vexpf(sc[j] - m);
-        l += row_sum(sc, n);
-        for (int j = 0; j < n; j++) {
-            const float w = sc[j], *vr = vc + (size_t)(s0 + j) * C;
-            for (int i = 0; i < hs; i++) o[i] += w * vr[i];
-        }
+        l = l * r + row_sum(sc, n);
+        /* o (hs) = r * o + V[s0:s0+n]^T (hs, n) . w */
+        cblas_sgemv(CblasRowMajor, CblasTrans, n, hs, 1.0f, vc + (size_t)s0 * C, C, sc, 1, r, o, 1);
     }
     const float inv = 1.0f / l;
     for (int i = 0; i < hs; i++) o[i] *= inv;
@@ -230,6 +331,7 @@ static void attn_step_pair(const float *q, const float *kc, const float *vc, flo
 void rs_cpu_attn_step(const float *q, const float *kc, const float *vc, float *out, int B, int len, int maxT, int C,
                       int NH)
 {
+    if (B <= 0 || len <= 0 || NH <= 0) return; /* len >= 1 always: the caller wrote row len-1 */
     const int hs = C / NH, pairs = B * NH;
     const float scale = 1.0f / sqrtf((float)hs);
     const size_t work = (size_t)pairs * len * hs * 2;

@@ -12,7 +12,9 @@
 /* Elementwise loops compiled three times (AVX-512, AVX2, baseline) and picked at load time by the
  * CPU: Debian builds for baseline x86-64, where GCC vectorizes 4 floats at a time. OpenMP's outlined
  * loop bodies are called from inside the clone and so are compiled for the parent's target only when
- * the loop is serial: the hot loops call an RS_SIMD helper per thread chunk instead. */
+ * the loop is serial: the hot loops call an RS_SIMD helper per thread chunk instead. The clones give
+ * the same bits as the baseline: ISO C mode (-std=c17) keeps -ffp-contract=off, so no clone fuses a
+ * multiply-add, and the loops are elementwise or keep their partial sums in explicit lanes. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
 #define RS_SIMD __attribute__((target_clones("avx512f", "avx2", "default")))
 #else

@@ -2,6 +2,8 @@
 #include "layer.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 static const rs_layer_ops *const ops_by_kind[RS_LAYER_KIND_COUNT] = {
     [RS_LAYER_LINEAR] = &rs_linear_ops,       [RS_LAYER_CONV2D] = &rs_conv2d_ops,
@@ -32,20 +34,31 @@ rs_layer_cfg rs_layer_cfg_default(rs_layer_kind k)
     return c;
 }
 
+/* The shortest of %g, %.7g, %.9g that reads back as the same float: "0.1", not "0.100000001", and
+ * never a value the parser would refuse (0.99999994 is not "1"). */
+static const char *flt(float v, char *buf, size_t n)
+{
+    snprintf(buf, n, "%g", (double)v);
+    if (strtof(buf, NULL) != v) snprintf(buf, n, "%.7g", (double)v);
+    if (strtof(buf, NULL) != v) snprintf(buf, n, "%.9g", (double)v);
+    return buf;
+}
+
 char *rs_layer_cfg_str(const rs_layer_cfg *c, char *buf, size_t n)
 {
+    char f[32];
     const char *name = rs_layer_kind_name(c->kind);
     int k = 0;
     char win[64] = "";
     switch (c->kind) {
     case RS_LAYER_LINEAR:
         k = snprintf(buf, n, "%s(%d%s", name, c->out, c->bias ? "" : ",bias=0");
-        if (c->init_std > 0.0f && k >= 0 && (size_t)k < n) k += snprintf(buf + k, n - (size_t)k, ",std=%g", (double)c->init_std);
+        if (c->init_std > 0.0f && k >= 0 && (size_t)k < n) k += snprintf(buf + k, n - (size_t)k, ",std=%s", flt(c->init_std, f, sizeof f));
         if (c->tie[0] && k >= 0 && (size_t)k < n) k += snprintf(buf + k, n - (size_t)k, ",tie=%s", c->tie);
         if (k >= 0 && (size_t)k < n) snprintf(buf + k, n - (size_t)k, ")");
         return buf;
     case RS_LAYER_EMBED:
-        if (c->init_std > 0.0f) snprintf(buf, n, "%s(%d,%d,std=%g)", name, c->vocab, c->out, (double)c->init_std);
+        if (c->init_std > 0.0f) snprintf(buf, n, "%s(%d,%d,std=%s)", name, c->vocab, c->out, flt(c->init_std, f, sizeof f));
         else snprintf(buf, n, "%s(%d,%d)", name, c->vocab, c->out);
         return buf;
     case RS_LAYER_ATTN: snprintf(buf, n, "%s(%d)", name, c->heads); return buf;
@@ -70,9 +83,9 @@ char *rs_layer_cfg_str(const rs_layer_cfg *c, char *buf, size_t n)
         snprintf(buf, n, "%s(%s)", name, win);
         return buf;
     }
-    case RS_LAYER_DROPOUT: snprintf(buf, n, "%s(%g)", name, (double)c->p); return buf;
+    case RS_LAYER_DROPOUT: snprintf(buf, n, "%s(%s)", name, flt(c->p, f, sizeof f)); return buf;
     case RS_LAYER_LAYERNORM:
-        if (c->eps != 1e-5f) snprintf(buf, n, "%s(eps=%g)", name, (double)c->eps);
+        if (c->eps != 1e-5f) snprintf(buf, n, "%s(eps=%s)", name, flt(c->eps, f, sizeof f));
         else snprintf(buf, n, "%s", name);
         return buf;
     default: snprintf(buf, n, "%s", name); return buf;

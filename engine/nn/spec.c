@@ -180,7 +180,7 @@ static rs_status set_layer_opt(parser *p, rs_layer_cfg *c, const char *key, cons
     } else if (!strcmp(key, "p")) {
         char *end;
         double v = strtod(val, &end);
-        if (end == val || *end || !(v >= 0.0 && v < 1.0))
+        if (end == val || *end || !(v >= 0.0 && (float)v < 1.0f))
             return fail(p, at, RS_ERR_ARG, "dropout: p='%s' is not valid; expected a number in [0, 1)", val);
         c->p = (float)v;
     } else if (!strcmp(key, "vocab")) {
@@ -369,7 +369,7 @@ static rs_status parse_opt(parser *p, size_t a, const char *key, const char *val
     } else if (mlp && !strcmp(key, "dropout")) {
         char *end;
         double v = strtod(val, &end);
-        if (end == val || *end || !(v >= 0.0 && v < 1.0))
+        if (end == val || *end || !(v >= 0.0 && (float)v < 1.0f))
             return fail(p, a, RS_ERR_ARG, "dropout='%s' is not valid; expected a number in [0, 1)", val);
         o->dropout = (float)v;
     } else {
@@ -607,7 +607,7 @@ static rs_status parse_gpt(parser *p, const char *name, rs_device dev, rs_mem *m
         if (k == 5) {
             char *end;
             drop = strtod(val, &end);
-            if (end == val || *end || !(drop >= 0.0 && drop < 1.0))
+            if (end == val || *end || !(drop >= 0.0 && (float)drop < 1.0f))
                 return fail(p, ka, RS_ERR_ARG, "gpt: dropout='%s' is not valid; expected a number in [0, 1)", val);
         } else if (!parse_int(val, 1, hi[k], &v[k])) {
             return fail(p, ka, RS_ERR_ARG, "gpt: %s='%s' is not valid; expected a whole number from 1 to %ld", key, val, hi[k]);

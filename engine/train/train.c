@@ -1,6 +1,7 @@
 /* The training loop (see train.h). All buffers are allocated before the first step; a step itself
  * allocates nothing. */
 #include "train.h"
+#include "tune.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -209,6 +210,7 @@ static rs_status train_loop(rs_model *m, const rs_data_pair *data, const rs_trai
     rs_train_cfg cfg = cfg_in ? *cfg_in : rs_train_defaults();
     rs_train_result r = {.test_acc = -1, .test_loss = -1};
     int64_t step = 0, start_step = 0; /* read at `out:`, so set before any jump there */
+    rs_thread_tuner tune = {0};       /* likewise (off until set up) */
     if (!data || !data->train) return rs_err_set(err, RS_ERR_ARG, "no training data");
     const rs_dataset *train = data->train;
     if (cfg.epochs < 1) return rs_err_set(err, RS_ERR_ARG, "epochs must be >= 1, got %d", cfg.epochs);
@@ -329,6 +331,9 @@ static rs_status train_loop(rs_model *m, const rs_data_pair *data, const rs_trai
     emit(h, &ev);
     double t_run = now_s();
     int64_t samples_run = 0;
+    /* One process with N threads: never slower than one thread when another process takes a core
+     * (tune.h). A strategy's ranks and dp's replicas keep their counts. */
+    if (!sg && k->get_threads) rs_thread_tuner_init(&tune, k->get_threads(), k->set_threads, t_run);
     bool done = cfg.max_steps && step >= cfg.max_steps;
     for (int epoch = start_epoch; epoch < cfg.epochs && !done; epoch++) {
         rs_loader_set_epoch(loader, epoch);
@@ -406,6 +411,7 @@ static rs_status train_loop(rs_model *m, const rs_data_pair *data, const rs_trai
             if (st) goto out;
             double e = now_s();
             phase(h, step, RS_PHASE_OPTIM, d, e);
+            rs_thread_tuner_step(&tune, e - a, e);
             td += (c - a) - t_fwd - t_bwd;
             tf += t_fwd;
             tb += t_bwd + (d - c);
@@ -511,6 +517,7 @@ static rs_status train_loop(rs_model *m, const rs_data_pair *data, const rs_trai
     ev.kind = RS_TRAIN_EV_END;
     emit(h, &ev);
 out:
+    rs_thread_tuner_end(&tune);
     if (res) {
         r.global_step = step;
         r.steps = step - start_step;

@@ -67,7 +67,8 @@ static size_t compare(const char *what, const float *got, const double *want, si
         if (d > max_abs || d != d) max_abs = d;
         if (rel > max_rel || rel != rel) max_rel = rel;
     }
-    if (!quiet) printf("  %-44s n=%-6zu max abs %.2e  max rel %.2e  %s\n", what, n, max_abs, max_rel, bad ? "FAIL" : "ok");
+    if (!quiet)
+        printf("  %-44s n=%-6zu max abs %.2e  max rel %.2e  %s\n", what, n, max_abs, max_rel, bad ? "FAIL" : "ok");
     return bad;
 }
 
@@ -235,7 +236,7 @@ static void test_attn(attn_case c, size_t fd_cap, bool mutants)
     /* backward: dqkv starts as NaN and must be overwritten */
     float *dqkv = fnan(nqkv);
     size_t wsb = rs_cpu_attn_workspace(B, T, C, NH);
-    float *ws = fnan(wsb / sizeof(float) + 1);
+    float *ws = fnan(wsb / sizeof(float)); /* exact size: ASan sees an overrun */
     rs_cpu_attn_bwd(qkv, att, dout, dqkv, ws, B, T, C, NH);
 
     size_t *idx = calloc(nqkv, sizeof *idx);
@@ -532,6 +533,18 @@ static void test_threads(void)
     same_bytes("embed_fwd", emb[0], emb[1], nout);
     same_bytes("embed_bwd dwte", dwte[0], dwte[1], (size_t)V * C);
     same_bytes("embed_bwd dwpe", dwpe[0], dwpe[1], (size_t)T * C);
+    { /* and right on 2 threads, with 9 distinct tokens over 512 positions */
+        double *rte = calloc((size_t)V * C, sizeof *rte), *rpe = calloc((size_t)T * C, sizeof *rpe);
+        for (int r = 0; r < B * T; r++)
+            for (int c = 0; c < C; c++) {
+                rte[(size_t)tok[r] * C + c] += dout[(size_t)r * C + c];
+                rpe[(size_t)(r % T) * C + c] += dout[(size_t)r * C + c];
+            }
+        check_close("embed_bwd dwte on 2 threads", dwte[1], rte, (size_t)V * C, 2e-5, 1e-5);
+        check_close("embed_bwd dwpe on 2 threads", dwpe[1], rpe, (size_t)T * C, 2e-5, 1e-5);
+        free(rte);
+        free(rpe);
+    }
     same_bytes("gelu_tanh_fwd", gf[0], gf[1], ng);
     same_bytes("gelu_tanh_bwd", gb[0], gb[1], ng);
     for (int k = 0; k < 2; k++) {
@@ -560,12 +573,14 @@ int main(void)
 {
     rs_cpu_set_threads(2);
     /* T = 1; odd T with heads of 4 and 5 columns and C not a multiple of 8; T past one row block (32),
-     * not a multiple of it; hs = 1. Finite differences on every input up to fd_cap, sampled beyond. */
+     * not a multiple of it (rows past the last multiple of 16 take the kernels' tail paths); T a
+     * multiple of 16; hs = 1. Finite differences on every input up to fd_cap, sampled beyond. */
     test_attn((attn_case){1, 1, 4, 1}, 4096, false); /* one key: every mutant agrees here */
     test_attn((attn_case){3, 7, 12, 3}, 4096, true);
     test_attn((attn_case){2, 7, 10, 2}, 4096, false);
     test_attn((attn_case){3, 7, 20, 4}, 4096, false);
     test_attn((attn_case){2, 45, 24, 3}, 400, true);
+    test_attn((attn_case){2, 48, 16, 2}, 400, true); /* T % 16 == 0: every softmax row padded to whole vectors */
     test_attn((attn_case){1, 70, 6, 6}, 400, false);
     test_attn_step((attn_case){3, 7, 12, 3}, NULL, 0);
     test_attn_step((attn_case){2, 40, 20, 4}, NULL, 0);

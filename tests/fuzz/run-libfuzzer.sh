@@ -26,7 +26,7 @@ repl="$(cd "$root" && echo engine/data/gen/digits.c engine/data/source.c engine/
 # The REPL starts ranks (repl/cmd_dist.c): the dist parts without the optional mpi and nccl backends.
 dist="$(cd "$root" && echo dist/store/*.c dist/launch/*.c dist/pg/*.c dist/shm/*.c dist/tcp/*.c dist/worker/*.c dist/train/*.c)"
 # ... and ONNX (its protobuf-c code generated here from onnx/onnx.proto) and the dashboard.
-onnx="$(cd "$root" && echo onnx/export.c onnx/inspect.c onnx/build.c onnx/import.c onnx/import_ops.c onnx/to_model.c onnx/graph.c repl/view/*.c)"
+onnx="$(cd "$root" && echo onnx/*.c repl/view/*.c)"
 nn="engine/core/mem.c engine/core/tensor.c engine/core/device.c $(cd "$root" && echo engine/nn/*.c engine/cpu/*.c)"
 target_sources() {
   case $1 in

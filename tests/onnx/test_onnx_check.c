@@ -117,11 +117,16 @@ static void test_good_and_broken_graphs(void)
     b = lesson();
     rs_onnx_builder_node(b, "Gelu", 1, (const char *[]){"Y"}, 1, (const char *[]){"G"}, NULL, &err);
     rs_onnx_builder_node(b, "Unsqueeze", 1, (const char *[]){"G"}, 1, (const char *[]){"U"}, "axes=0", &err);
+    /* Split: any number of outputs, but num_outputs only from opset 18 (attention's q, k, v). */
+    rs_onnx_builder_node(b, "Split", 1, (const char *[]){"Y"}, 3, (const char *[]){"S0", "S1", "S2"}, "axis=1", &err);
+    rs_onnx_builder_node(b, "Split", 1, (const char *[]){"Y"}, 3, (const char *[]){"T0", "T1", "T2"},
+                         "axis=1 num_outputs=3", &err);
     save(b, "opsets.onnx", "Y");
     n = check_file(tmp_path("opsets.onnx"), out, sizeof out);
-    RS_CHECK(n == 2, "opsets: 2 findings expected, got %d\n%s", n, out);
+    RS_CHECK(n == 3, "opsets: 3 findings expected, got %d\n%s", n, out);
     RS_CHECK(strstr(out, "Gelu needs opset 20 or later") != NULL, "%s", out);
     RS_CHECK(strstr(out, "'axes' is an input of Unsqueeze") != NULL, "%s", out);
+    RS_CHECK(strstr(out, "Split has 'num_outputs' from opset 18") != NULL, "%s", out);
 
     /* Edits the builder cannot make: no opset, no ir_version, a short initializer, through the structs. */
     Onnx__ModelProto *m = NULL;

@@ -321,23 +321,26 @@ def case_orphans(tmp):
     """Ranks never outlive what started them: the REPL killed with SIGKILL mid-run takes its ranks
     along (the launcher's death signal), and a rank started by hand stops when rank 0, which hosts the
     store, is killed (the store's connection closing)."""
-    repl = subprocess.Popen([EXE, "--no-db", "-c", "data d = digits n=2000 seed=1; model m = mlp 784-32-10 seed=1; "
-                             "train m on d mode=ddp ranks=2 epochs=500 batch=16 view=off"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    ranks = []
-    t0 = time.time()
-    while len(ranks) < 2 and time.time() - t0 < 30:
-        time.sleep(0.1)
-        ranks = worker_children(repl.pid)
-    time.sleep(0.5)
-    check(len(ranks) == 2 and all(alive(r) for r in ranks), "the REPL started 2 training ranks: %s" % ranks)
-    repl.kill()
-    repl.wait()
-    time.sleep(1)
-    left = [r for r in ranks if alive(r)]
-    check(not left, "1 s after SIGKILL of the REPL no rank is alive (left: %s)" % left)
-    for r in left:
-        os.kill(r, 9)
+    # A bench with many iterations writes nothing for a long while (no SIGPIPE to end its ranks once
+    # the REPL's pipes close); a training run writes a line per step.
+    for what, cmds in [("bench", "bench all_reduce ranks=2 sizes=4M..4M iters=200000 view=off"),
+                       ("training", "data d = digits n=2000 seed=1; model m = mlp 784-32-10 seed=1; "
+                                    "train m on d mode=ddp ranks=2 epochs=500 batch=16 view=off")]:
+        repl = subprocess.Popen([EXE, "--no-db", "-c", cmds], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        ranks = []
+        t0 = time.time()
+        while len(ranks) < 2 and time.time() - t0 < 30:
+            time.sleep(0.1)
+            ranks = worker_children(repl.pid)
+        time.sleep(0.5)
+        check(len(ranks) == 2 and all(alive(r) for r in ranks), "the REPL started 2 %s ranks: %s" % (what, ranks))
+        repl.kill()
+        repl.wait()
+        time.sleep(1)
+        left = [r for r in ranks if alive(r)]
+        check(not left, "%s: 1 s after SIGKILL of the REPL no rank is alive (left: %s)" % (what, left))
+        for r in left:
+            os.kill(r, 9)
 
     port = 31000 + os.getpid() % 2000
     procs = []

@@ -1,0 +1,46 @@
+/* Thread count under contention. A team of N OpenMP threads pays at every parallel region for its
+ * slowest member, and a training step of a small model has about twenty regions (BLAS products,
+ * element-wise kernels, the optimizer). When another process runs on one of the cores, the thread
+ * that shares it gets the core a scheduler slice at a time, and the step waits for it at every
+ * region: on a 2-core machine with one busy core, 2 threads ran a step 30-50x slower than 1 thread.
+ *
+ * The tuner times the steps. It times a window of steps at 1 thread, then one at the threads asked
+ * for, and goes on with whichever was faster; it probes the other count again after an interval
+ * that doubles while the answer stays the same (1 s up to 16 s), and abandons a probe as soon as it
+ * has cost a step more than as many steps at the current count. So asking for N threads is never
+ * much slower than 1, and on an idle machine the probes cost well under 1% of the run.
+ *
+ * Results of kernels that fold per-thread partial sums (conv backward) depend on the thread count,
+ * so a tuned run is reproducible to rounding, not bit for bit: RINGSIDE_TUNE_THREADS=off keeps the
+ * count fixed. */
+#ifndef RS_TRAIN_TUNE_H
+#define RS_TRAIN_TUNE_H
+
+#include <stdbool.h>
+
+#define RS_TUNE_WINDOW 8
+
+typedef struct rs_thread_tuner {
+    void (*set_threads)(int n);
+    int want;                      /* threads asked for (> 1, or the tuner is off) */
+    int cur;                       /* threads in use */
+    bool on;
+    int state;                     /* see tune.c */
+    int n;                         /* steps timed in the current window */
+    bool skip;                     /* the next step follows a switch: not timed (caches, team start) */
+    double t[RS_TUNE_WINDOW];      /* step seconds of the current window */
+    double med_cur;                /* median step of the count in use, last measured */
+    double next_probe;             /* monotonic seconds */
+    double interval;               /* seconds between probes */
+    int switches;                  /* how often the count changed (for reports) */
+} rs_thread_tuner;
+
+/* want: the threads the run asked for; set_threads: the device table's (NULL: no tuning). Off when
+ * want < 2 or RINGSIDE_TUNE_THREADS is "off"/"0". */
+void rs_thread_tuner_init(rs_thread_tuner *t, int want, void (*set_threads)(int n), double now);
+/* After each step: its wall time and the clock now. May change the thread count. */
+void rs_thread_tuner_step(rs_thread_tuner *t, double step_s, double now);
+/* Puts the asked-for count back (end of the run). */
+void rs_thread_tuner_end(rs_thread_tuner *t);
+
+#endif
