@@ -108,7 +108,7 @@ char *rs_model_summary(const rs_model *m)
     else
         sb_printf(&b, "model %s: %d layers, %zu parameters (%s as f32), input %s, %d classes, on %s\n", m->name,
                   m->nlayers, real, by, rs_shape_str(&m->in, s, sizeof s), rs_model_classes(m), rs_device_name(m->dev));
-    sb_printf(&b, "  %-8s %-24s %-16s %12s\n", "name", "layer", "output", "params");
+    sb_printf(&b, "  %-8s %-30s %-12s %12s\n", "name", "layer", "output", "params");
     for (int i = 0; i < m->nlayers; i++) {
         const rs_layer *l = &m->layers[i];
         for (int d = 0; d < MAX_DEPTH; d++) {
@@ -119,7 +119,7 @@ char *rs_model_summary(const rs_model *m)
         size_t np = 0;
         for (int j = 0; j < l->np; j++) np += l->p[j].tied ? 0 : l->p[j].numel;
         int d = block_depth_at(m, i);
-        sb_printf(&b, "  %*s%-*s %-24s %-16s %12zu\n", 2 * d, "", 8 - 2 * d > 0 ? 8 - 2 * d : 1, l->name,
+        sb_printf(&b, "  %*s%-*s %-30s %-12s %12zu\n", 2 * d, "", 8 - 2 * d > 0 ? 8 - 2 * d : 1, l->name,
                   rs_layer_cfg_str(&l->cfg, cfg, sizeof cfg), rs_shape_str(&l->out, s, sizeof s), np);
     }
     return b.s;
