@@ -10,7 +10,7 @@
 #   bench/gpt.sh [--build-dir DIR] [--steps N] [--long] [--wait S]
 set -u
 cd "$(dirname "$0")/.." || exit 1
-build=build-bench steps=60 long=0 wait_s=60
+build=build-bench steps=300 long=0 wait_s=60
 while [ $# -gt 0 ]; do
     case "$1" in
         --build-dir) build=$2; shift 2 ;;
