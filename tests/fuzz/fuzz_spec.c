@@ -55,6 +55,10 @@ static const rs_fuzz_seed seed_list[] = {
     SEED("seq in=3x32x32 [ conv(8,3x5,stride=2x1,pad=1x2,bias=0) gelu avgpool(3,stride=2,pad=1) ] [ [ conv(4,1) "
          "tanh ] ] flatten layernorm(eps=1e-6) dropout(0.5) linear(10,bias=0)"),
     SEED("seq in=11 linear(7) tanh layernorm linear(3)"),
+    SEED("gpt layers=2 heads=2 dim=16 ctx=8 vocab=11 dropout=0.1"),
+    SEED("seq ctx=8 embed(11,16,std=0.02) res[ layernorm linear(48) attn(2) linear(16,std=0.01) ] "
+         "res[ layernorm linear(64) gelu(tanh) linear(16) ] layernorm linear(11,bias=0,tie=0.wte)"),
+    SEED("seq in=6 linear(8) res[ linear(8) res[ tanh linear(8) ] ] linear(4)"),
 };
 
 size_t rs_fuzz_seeds(const rs_fuzz_seed **seeds)
