@@ -8,18 +8,20 @@
 #   small messages (up to 4 KiB): median time <= 1.0x MPI's.
 #
 #   bench/shm_vs_mpi.sh [--build-dir DIR] [--ranks "2 4"] [--sizes 8..64M] [--runs 8] [--wait S]
-#                       [--mpi-args "..."] [--raw FILE]
+#                       [--load N] [--mpi-args "..."] [--raw FILE]
 #
 #   --build-dir  meson build folder (default build-bench; set up and compiled when needed)
 #   --runs N     runs of each (default 8)
 #   --wait S     before each run, wait up to S seconds (default 30) for the CPUs to go idle
+#   --load N     N busy processes (`yes`, not pinned) run beside each run, started after the quiet
+#                wait: a machine where builds or tests are running too (default 0)
 #   --mpi-args   extra mpirun arguments (default none: mpirun's own placement, as a user gets it)
 #   --raw FILE   also write every row: ranks backend run size time_us busbw
 # Exit status: the number of goals missed (0: all met).
 set -u
 cd "$(dirname "$0")/.." || exit 1
 
-build=build-bench ranks="2 4" sizes="8..64M" runs=8 wait_s=30 mpi_args="" raw=""
+build=build-bench ranks="2 4" sizes="8..64M" runs=8 wait_s=30 load=0 mpi_args="" raw=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --build-dir) build=$2; shift 2 ;;
@@ -27,6 +29,7 @@ while [ $# -gt 0 ]; do
         --sizes) sizes=$2; shift 2 ;;
         --runs) runs=$2; shift 2 ;;
         --wait) wait_s=$2; shift 2 ;;
+        --load) load=$2; shift 2 ;;
         --mpi-args) mpi_args=$2; shift 2 ;;
         --raw) raw=$2; shift 2 ;;
         -h|--help) sed -n '2,/^[^#]/{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
@@ -69,10 +72,14 @@ run_mpi() {
         awk -v n="$1" -v r="$2" '/^ +[0-9]+ +[0-9]+ +float/ {print n, "mpi", r, $1, $5, $7}'
 }
 
+hogs=""
+hogs_start() { local k; for k in $(seq 1 "$load"); do yes > /dev/null & hogs="$hogs $!"; done; [ "$load" -gt 0 ] && sleep 0.2; }
+hogs_stop() { local p; for p in $hogs; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; hogs=""; }
+
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+trap 'hogs_stop; rm -rf "$tmp"' EXIT
 echo "# all_reduce f32 sum, $sizes, $runs interleaved runs each; $(nproc) CPUs: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
-echo "# Open MPI $(mpirun --version 2>/dev/null | head -1 | awk '{print $NF}') (mpirun ${mpi_args:-defaults}); ringside $(git rev-parse --short HEAD 2>/dev/null)"
+echo "# Open MPI $(mpirun --version 2>/dev/null | head -1 | awk '{print $NF}') (mpirun ${mpi_args:-defaults}); ringside $(git rev-parse --short HEAD 2>/dev/null); $load busy processes beside"
 missed=0
 for n in $ranks; do
     : > "$tmp/rows"
@@ -81,7 +88,9 @@ for n in $ranks; do
         if [ $((i % 2)) = 1 ]; then order="shm mpi"; else order="mpi shm"; fi
         for b in $order; do
             quiet
+            hogs_start
             "run_$b" "$n" "$i" >> "$tmp/rows"
+            hogs_stop
         done
     done
     [ -n "$raw" ] && cat "$tmp/rows" >> "$raw"

@@ -18,6 +18,8 @@
 
 /* Layout of the segment, all offsets fixed by (world):
  *   header (one cache line): magic, world, chunk size, slots per mailbox
+ *   world rank lines: the CPU each rank last waited on (plus one; 0 before its first wait), written
+ *     only by that rank and only when it changes, read by a rank that waits for it (see shm_idle)
  *   world*world mailboxes, box(src,dst): SHM_SLOTS slot heads, each one cache line written only by src
  *     (a sequence number and, for a chunk of at most SHM_SMALL bytes, the chunk itself), and
  *     `consumed` on a line of its own, written only by dst
@@ -29,7 +31,7 @@
  * the slot head itself, so it costs the receiver one cache line from the sender's core, as Open MPI's
  * "fast boxes" do. Each side counts its own chunks, and the sender re-reads `consumed` (a line the
  * receiver owns) only when the slots look full. */
-#define SHM_MAGIC 0x72736832u /* "rsh2" */
+#define SHM_MAGIC 0x72736833u /* "rsh3" */
 #define SHM_CHUNK (64u << 10)
 #define SHM_SLOTS 2u
 #define SHM_MAX_WORLD 64 /* 4096 mailboxes, 512 MiB of (sparse) segment */
@@ -40,6 +42,10 @@ typedef struct shm_head {
     uint32_t magic, world, chunk, slots;
     char pad[SHM_LINE - 16];
 } shm_head;
+
+typedef struct shm_rank_line {
+    _Alignas(SHM_LINE) _Atomic int32_t cpu1; /* sched_getcpu() + 1 where the rank last waited; 0: not yet */
+} shm_rank_line;
 
 typedef struct shm_slot_head {
     _Alignas(SHM_LINE) _Atomic uint64_t seq; /* k+1 once chunk k is in this slot */
@@ -54,13 +60,16 @@ typedef struct shm_box {
 typedef struct shm_impl {
     char *base;
     size_t size;
+    shm_rank_line *ranks;  /* (world) */
     shm_box *boxes;        /* (world*world) */
     char *data;            /* (world*world, SHM_SLOTS, SHM_CHUNK) */
     char *tmp;             /* (SHM_CHUNK) scratch for "peer's data first" reductions */
     uint64_t *sent;        /* (world) chunks this rank has published to each peer */
     uint64_t *recvd;       /* (world) chunks this rank has taken from each peer */
     uint64_t *seen;        /* (world) each peer's `consumed` as last read: re-read only when full */
-    bool own_core;         /* world <= online CPUs: waiting may spin */
+    bool own_core;         /* world <= the CPUs this rank may run on: waiting may spin */
+    int cpu1;              /* what this rank last wrote to its rank line */
+    int wait_peer;         /* the peer the last side that could not move waits for; -1: none yet */
 } shm_impl;
 
 static shm_impl *impl(rs_pg *g) { return g->impl; }
@@ -81,7 +90,10 @@ static bool send_some(rs_pg *g, rs_pg_xfer *x)
     uint64_t k = s->sent[x->to];
     if (k - s->seen[x->to] >= SHM_SLOTS) {
         s->seen[x->to] = atomic_load_explicit(&b->consumed, memory_order_acquire);
-        if (k - s->seen[x->to] >= SHM_SLOTS) return false;
+        if (k - s->seen[x->to] >= SHM_SLOTS) {
+            s->wait_peer = x->to;
+            return false;
+        }
     }
     size_t len = x->sbytes - x->soff < SHM_CHUNK ? x->sbytes - x->soff : SHM_CHUNK;
     shm_slot_head *h = &b->head[k % SHM_SLOTS];
@@ -101,7 +113,10 @@ static bool recv_some(rs_pg *g, rs_pg_xfer *x)
     shm_box *b = box(g, x->from, g->rank);
     uint64_t k = s->recvd[x->from];
     shm_slot_head *h = &b->head[k % SHM_SLOTS];
-    if (atomic_load_explicit(&h->seq, memory_order_acquire) != k + 1) return false;
+    if (atomic_load_explicit(&h->seq, memory_order_acquire) != k + 1) {
+        s->wait_peer = x->from;
+        return false;
+    }
     const char *src = len <= SHM_SMALL ? h->small : slot(g, x->from, g->rank, k);
     char *dst = x->rp + x->roff;
     size_t n = len / rs_dtype_size(x->t);
@@ -132,11 +147,27 @@ static bool shm_progress(rs_pg *g, rs_pg_xfer *x, rs_status *st, rs_err *err)
 /* Waiting. With a core per rank the peer we wait for is running: spin (with the CPU's pause hint)
  * for some tens of microseconds, since a message then arrives in well under one. With more ranks
  * than cores (8 ranks on 2) the peer may be the one not running: yield almost at once so it can.
- * Past that, short sleeps, so a rank waiting on a slow peer costs no CPU. */
+ * Past that, short sleeps, so a rank waiting on a slow peer costs no CPU.
+ *
+ * Whatever the counts, the peer we wait for may share our CPU: on a machine where something else
+ * is busy (a build, a test suite), two ranks and one busy process on 2 CPUs leave the kernel one
+ * choice, and it puts the two ranks together. Then the peer cannot run while we spin, and each
+ * chunk handed over cost a whole spin phase (4096 pauses, ~100 us here) of the peer's CPU: 2 GB/s
+ * became 0.1 to 0.8 (docs/dist.md, "shm under load"). So each rank publishes the CPU it waits on
+ * (sched_getcpu: rdpid, a nanosecond; written only when it changes), and a rank whose peer was last
+ * seen on its own CPU yields at once. */
 static void shm_idle(rs_pg *g, unsigned idle)
 {
-    bool own_core = impl(g)->own_core && !g->polite;
-    unsigned spin = own_core ? 4096 : 16, yield = own_core ? 8192 : 1024;
+    shm_impl *s = impl(g);
+    int cpu1 = sched_getcpu() + 1;
+    if (cpu1 != s->cpu1) {
+        s->cpu1 = cpu1;
+        atomic_store_explicit(&s->ranks[g->rank].cpu1, cpu1, memory_order_relaxed);
+    }
+    bool peer_here = cpu1 > 0 && s->wait_peer >= 0 &&
+                     atomic_load_explicit(&s->ranks[s->wait_peer].cpu1, memory_order_relaxed) == cpu1;
+    bool own_core = s->own_core && !g->polite;
+    unsigned spin = peer_here ? 0 : own_core ? 4096 : 16, yield = own_core ? 8192 : 1024;
     if (idle < spin) {
 #if defined(__x86_64__) || defined(__i386__)
         __builtin_ia32_pause();
@@ -181,10 +212,20 @@ static rs_status shm_new_group(rs_pg *g, const int *ranks, int n, const char *na
 const rs_pg_ops rs_pg_shm_ops = {RS_PG_STEP_OPS("shm", &shm_transport), .new_group = shm_new_group,
                                  .destroy = shm_destroy};
 
+/* The CPUs this process may run on (its affinity mask: taskset, a cgroup), not all that are online. */
+static int usable_cpus(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
 static size_t seg_size(int world)
 {
     size_t pairs = (size_t)world * (size_t)world;
-    return sizeof(shm_head) + pairs * sizeof(shm_box) + pairs * SHM_SLOTS * SHM_CHUNK;
+    return sizeof(shm_head) + (size_t)world * sizeof(shm_rank_line) + pairs * sizeof(shm_box) +
+           pairs * SHM_SLOTS * SHM_CHUNK;
 }
 
 /* "/rs-<name with odd characters as '_'>-<pid><nanoseconds>": unique per run even when a crashed run
@@ -224,8 +265,9 @@ static rs_status map_segment(rs_pg *g, const char *seg, bool create, rs_err *err
     }
     s->base = p;
     s->size = size;
-    s->boxes = (shm_box *)(s->base + sizeof(shm_head));
-    s->data = s->base + sizeof(shm_head) + (size_t)g->world * (size_t)g->world * sizeof(shm_box);
+    s->ranks = (shm_rank_line *)(s->base + sizeof(shm_head));
+    s->boxes = (shm_box *)(s->base + sizeof(shm_head) + (size_t)g->world * sizeof(shm_rank_line));
+    s->data = (char *)(s->boxes + (size_t)g->world * (size_t)g->world);
     shm_head *h = (shm_head *)s->base;
     if (create) {
         *h = (shm_head){.magic = SHM_MAGIC, .world = (uint32_t)g->world, .chunk = SHM_CHUNK, .slots = SHM_SLOTS};
@@ -252,7 +294,8 @@ rs_status rs_pg_shm_new(rs_store *store, const char *name, int rank, int world, 
         s->sent = calloc((size_t)world, sizeof *s->sent);
         s->recvd = calloc((size_t)world, sizeof *s->recvd);
         s->seen = calloc((size_t)world, sizeof *s->seen);
-        s->own_core = world <= sysconf(_SC_NPROCESSORS_ONLN);
+        s->own_core = world <= usable_cpus();
+        s->wait_peer = -1;
     }
     if (!s || !s->tmp || !s->sent || !s->recvd || !s->seen) {
         shm_destroy(g);
