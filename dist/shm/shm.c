@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -13,13 +14,14 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 /* Layout of the segment, all offsets fixed by (world):
  *   header (one cache line): magic, world, chunk size, slots per mailbox
- *   world rank lines: the CPU each rank last waited on (plus one; 0 before its first wait), written
- *     only by that rank and only when it changes, read by a rank that waits for it (see shm_idle)
+ *   world rank lines, one per rank (see shm_idle): the CPU it last waited on, whether it may be
+ *     asleep, and its bell (a futex word that whoever hands it a chunk rings while it sleeps)
  *   world*world mailboxes, box(src,dst): SHM_SLOTS slot heads, each one cache line written only by src
  *     (a sequence number and, for a chunk of at most SHM_SMALL bytes, the chunk itself), and
  *     `consumed` on a line of its own, written only by dst
@@ -45,6 +47,8 @@ typedef struct shm_head {
 
 typedef struct shm_rank_line {
     _Alignas(SHM_LINE) _Atomic int32_t cpu1; /* sched_getcpu() + 1 where the rank last waited; 0: not yet */
+    _Atomic uint32_t sleeping;                /* 1 from just before it may sleep until it moves again */
+    _Atomic uint32_t bell;                    /* futex word: bumped by a peer that finds `sleeping` set */
 } shm_rank_line;
 
 typedef struct shm_slot_head {
@@ -70,6 +74,8 @@ typedef struct shm_impl {
     bool own_core;         /* world <= the CPUs this rank may run on: waiting may spin */
     int cpu1;              /* what this rank last wrote to its rank line */
     int wait_peer;         /* the peer the last side that could not move waits for; -1: none yet */
+    bool armed;            /* our `sleeping` is set; `bell` is the bell as read just before */
+    uint32_t bell;
 } shm_impl;
 
 static shm_impl *impl(rs_pg *g) { return g->impl; }
@@ -81,6 +87,26 @@ static char *slot(rs_pg *g, int src, int dst, uint64_t k)
 }
 
 /* ---------------------------------------------------------------- transport */
+
+/* Wakes `peer` if it may be asleep on its bell. Called after each store that can unblock it (a chunk
+ * published, a slot freed). The full fence pairs with the one in shm_idle after `sleeping` is set:
+ * either the peer's last look sees our store, or we see its flag and ring. */
+static void ring(rs_pg *g, int peer)
+{
+    shm_rank_line *p = &impl(g)->ranks[peer];
+    atomic_thread_fence(memory_order_seq_cst);
+    if (!atomic_load_explicit(&p->sleeping, memory_order_relaxed)) return;
+    atomic_fetch_add_explicit(&p->bell, 1, memory_order_release);
+    syscall(SYS_futex, &p->bell, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
+/* We moved again: publishers need not ring for us any more. */
+static void disarm(rs_pg *g)
+{
+    shm_impl *s = impl(g);
+    atomic_store_explicit(&s->ranks[g->rank].sleeping, 0, memory_order_relaxed);
+    s->armed = false;
+}
 
 static bool send_some(rs_pg *g, rs_pg_xfer *x)
 {
@@ -99,6 +125,7 @@ static bool send_some(rs_pg *g, rs_pg_xfer *x)
     shm_slot_head *h = &b->head[k % SHM_SLOTS];
     memcpy(len <= SHM_SMALL ? h->small : slot(g, g->rank, x->to, k), x->sp + x->soff, len);
     atomic_store_explicit(&h->seq, k + 1, memory_order_release);
+    ring(g, x->to);
     s->sent[x->to] = k + 1;
     x->soff += len;
     return true;
@@ -131,6 +158,7 @@ static bool recv_some(rs_pg *g, rs_pg_xfer *x)
     }
     s->recvd[x->from] = k + 1;
     atomic_store_explicit(&b->consumed, k + 1, memory_order_release);
+    ring(g, x->from);
     x->roff += len;
     return true;
 }
@@ -141,21 +169,33 @@ static bool shm_progress(rs_pg *g, rs_pg_xfer *x, rs_status *st, rs_err *err)
     bool moved = false;
     while (send_some(g, x)) moved = true;
     while (recv_some(g, x)) moved = true;
+    if (moved && impl(g)->armed) disarm(g);
     return moved;
 }
 
 /* Waiting. With a core per rank the peer we wait for is running: spin (with the CPU's pause hint)
- * for some tens of microseconds, since a message then arrives in well under one. With more ranks
- * than cores (8 ranks on 2) the peer may be the one not running: yield almost at once so it can.
- * Past that, short sleeps, so a rank waiting on a slow peer costs no CPU.
+ * for ~100 us, since a chunk then arrives in a few and a small message in well under one. With more
+ * ranks than cores (8 ranks on 2), or a communication thread beside compute (polite), spin briefly.
+ * Past the spin, sleep on our bell (a futex in the segment) until a peer hands us something.
  *
- * Whatever the counts, the peer we wait for may share our CPU: on a machine where something else
- * is busy (a build, a test suite), two ranks and one busy process on 2 CPUs leave the kernel one
- * choice, and it puts the two ranks together. Then the peer cannot run while we spin, and each
- * chunk handed over cost a whole spin phase (4096 pauses, ~100 us here) of the peer's CPU: 2 GB/s
- * became 0.1 to 0.8 (docs/dist.md, "shm under load"). So each rank publishes the CPU it waits on
- * (sched_getcpu: rdpid, a nanosecond; written only when it changes), and a rank whose peer was last
- * seen on its own CPU yields at once. */
+ * Whatever the counts, the peer we wait for may share our CPU: on a machine where something else is
+ * busy (a build, a test suite), two ranks and one busy process on 2 CPUs, and the kernel puts the two
+ * ranks together. Spinning there cost each 128 KiB handed over a whole spin phase of the CPU the peer
+ * needed, and yielding (the old next phase) is no better once anything else is on that CPU: under
+ * EEVDF each sched_yield pushes the yielder's deadline a slice later, so a busy process beside
+ * the ranks gets slice after slice. 16 MiB all_reduce at 2 ranks went from 17 GB/s to 0.1-0.8
+ * (docs/dist.md, "shm under load"). So each rank publishes the CPU it waits on (sched_getcpu: rdpid,
+ * a nanosecond; written only when it changes), a rank whose peer was last seen on its own CPU sleeps
+ * at once, and nobody yields: a sleeping rank leaves the CPU to its peer, and the peer's ring makes it
+ * runnable the moment there is work.
+ *
+ * Sleeping takes two calls: the first sets `sleeping` (then a full fence) and returns, so the caller
+ * looks at every transfer once more; the second sleeps on the bell as it read it before. A chunk
+ * published after that read finds `sleeping` set and bumps the bell, so the futex does not sleep. */
+#define SHM_SPIN_OWN 4096u    /* pauses (~23 ns each on this machine's Zen 5) */
+#define SHM_SPIN_SHARED 16u
+#define SHM_SLEEP_NS 20000000 /* a bell is never missed; this only bounds the gap between timeout checks */
+
 static void shm_idle(rs_pg *g, unsigned idle)
 {
     shm_impl *s = impl(g);
@@ -167,19 +207,24 @@ static void shm_idle(rs_pg *g, unsigned idle)
     bool peer_here = cpu1 > 0 && s->wait_peer >= 0 &&
                      atomic_load_explicit(&s->ranks[s->wait_peer].cpu1, memory_order_relaxed) == cpu1;
     bool own_core = s->own_core && !g->polite;
-    unsigned spin = peer_here ? 0 : own_core ? 4096 : 16, yield = own_core ? 8192 : 1024;
-    if (idle < spin) {
+    unsigned spin = peer_here ? 0 : own_core ? SHM_SPIN_OWN : SHM_SPIN_SHARED;
+    if (idle <= spin) {
 #if defined(__x86_64__) || defined(__i386__)
         __builtin_ia32_pause();
 #endif
         return;
     }
-    if (idle < yield) {
-        sched_yield();
-    } else {
-        struct timespec ts = {0, idle < yield + 1024 ? 20000 : 200000};
-        nanosleep(&ts, NULL);
+    shm_rank_line *me = &s->ranks[g->rank];
+    if (!s->armed) {
+        s->bell = atomic_load_explicit(&me->bell, memory_order_acquire);
+        atomic_store_explicit(&me->sleeping, 1, memory_order_relaxed);
+        atomic_thread_fence(memory_order_seq_cst);
+        s->armed = true;
+        return;
     }
+    struct timespec ts = {0, SHM_SLEEP_NS};
+    syscall(SYS_futex, &me->bell, FUTEX_WAIT, s->bell, &ts, NULL, 0);
+    s->bell = atomic_load_explicit(&me->bell, memory_order_acquire); /* stays armed: the caller looks again */
 }
 
 static const rs_pg_transport shm_transport = {.progress = shm_progress, .idle = shm_idle};
