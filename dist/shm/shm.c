@@ -194,6 +194,7 @@ static bool shm_progress(rs_pg *g, rs_pg_xfer *x, rs_status *st, rs_err *err)
  * published after that read finds `sleeping` set and bumps the bell, so the futex does not sleep. */
 #define SHM_SPIN_OWN 4096u    /* pauses (~23 ns each on this machine's Zen 5) */
 #define SHM_SPIN_SHARED 16u
+#define SHM_YIELDS 1024u
 #define SHM_SLEEP_NS 20000000 /* a bell is never missed; this only bounds the gap between timeout checks */
 
 static void shm_idle(rs_pg *g, unsigned idle)
@@ -207,11 +208,15 @@ static void shm_idle(rs_pg *g, unsigned idle)
     bool peer_here = cpu1 > 0 && s->wait_peer >= 0 &&
                      atomic_load_explicit(&s->ranks[s->wait_peer].cpu1, memory_order_relaxed) == cpu1;
     bool own_core = s->own_core && !g->polite;
-    unsigned spin = peer_here ? 0 : own_core ? SHM_SPIN_OWN : SHM_SPIN_SHARED;
+    unsigned spin = !own_core ? SHM_SPIN_SHARED : peer_here ? 0 : SHM_SPIN_OWN;
     if (idle <= spin) {
 #if defined(__x86_64__) || defined(__i386__)
         __builtin_ia32_pause();
 #endif
+        return;
+    }
+    if (!own_core && idle <= SHM_SPIN_SHARED + SHM_YIELDS) {
+        sched_yield();
         return;
     }
     shm_rank_line *me = &s->ranks[g->rank];
