@@ -76,6 +76,7 @@ typedef struct shm_impl {
     int wait_peer;         /* the peer the last side that could not move waits for; -1: none yet */
     bool armed;            /* our `sleeping` is set; `bell` is the bell as read just before */
     uint32_t bell;
+    uint64_t to_ring;      /* bit p: we gave peer p something since the last rings (SHM_MAX_WORLD <= 64) */
 } shm_impl;
 
 static shm_impl *impl(rs_pg *g) { return g->impl; }
@@ -88,9 +89,11 @@ static char *slot(rs_pg *g, int src, int dst, uint64_t k)
 
 /* ---------------------------------------------------------------- transport */
 
-/* Wakes `peer` if it may be asleep on its bell. Called after each store that can unblock it (a chunk
- * published, a slot freed). The full fence pairs with the one in shm_idle after `sleeping` is set:
- * either the peer's last look sees our store, or we see its flag and ring. */
+/* Wakes `peer` if it may be asleep on its bell. Called once a progress call has done all it can, for
+ * each peer it gave something (a chunk published, a slot freed): once per call rather than per chunk,
+ * since a peer woken on our CPU may take it from us at once, and 64 KiB a switch is too little. The
+ * full fence pairs with the one in shm_idle after `sleeping` is set: either the peer's last look sees
+ * our stores, or we see its flag and ring. */
 static void ring(rs_pg *g, int peer)
 {
     shm_rank_line *p = &impl(g)->ranks[peer];
@@ -125,7 +128,7 @@ static bool send_some(rs_pg *g, rs_pg_xfer *x)
     shm_slot_head *h = &b->head[k % SHM_SLOTS];
     memcpy(len <= SHM_SMALL ? h->small : slot(g, g->rank, x->to, k), x->sp + x->soff, len);
     atomic_store_explicit(&h->seq, k + 1, memory_order_release);
-    ring(g, x->to);
+    s->to_ring |= 1ull << x->to;
     s->sent[x->to] = k + 1;
     x->soff += len;
     return true;
@@ -158,7 +161,7 @@ static bool recv_some(rs_pg *g, rs_pg_xfer *x)
     }
     s->recvd[x->from] = k + 1;
     atomic_store_explicit(&b->consumed, k + 1, memory_order_release);
-    ring(g, x->from);
+    s->to_ring |= 1ull << x->from;
     x->roff += len;
     return true;
 }
@@ -169,7 +172,9 @@ static bool shm_progress(rs_pg *g, rs_pg_xfer *x, rs_status *st, rs_err *err)
     bool moved = false;
     while (send_some(g, x)) moved = true;
     while (recv_some(g, x)) moved = true;
-    if (moved && impl(g)->armed) disarm(g);
+    shm_impl *s = impl(g);
+    for (; s->to_ring; s->to_ring &= s->to_ring - 1) ring(g, __builtin_ctzll(s->to_ring));
+    if (moved && s->armed) disarm(g);
     return moved;
 }
 
