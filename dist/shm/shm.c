@@ -189,9 +189,9 @@ static bool shm_progress(rs_pg *g, rs_pg_xfer *x, rs_status *st, rs_err *err)
  * busy (a build, a test suite), two ranks and one busy process on 2 CPUs, and the kernel puts the two
  * ranks together. Spinning there cost each 128 KiB handed over a whole spin phase of the CPU the peer
  * needed, and yielding (the old next phase) is no better once anything else is on that CPU: under
- * EEVDF each sched_yield pushes the yielder's deadline a slice later, so a busy process beside
- * the ranks gets slice after slice. 16 MiB all_reduce at 2 ranks went from 17 GB/s to 0.1-0.8
- * (docs/dist.md, "shm under load"). So each rank publishes the CPU it waits on (sched_getcpu: rdpid,
+ * EEVDF a yield puts the yielder behind the others there, so a busy process beside the ranks gets
+ * slice after slice. 16 MiB all_reduce at 2 ranks went from 17 GB/s to 0.1-0.8
+ * (docs/dist.md, "shm on a busy machine"). So each rank publishes the CPU it waits on (sched_getcpu: rdpid,
  * a nanosecond; written only when it changes), a rank whose peer was last seen on its own CPU sleeps
  * at once, and nobody yields: a sleeping rank leaves the CPU to its peer, and the peer's ring makes it
  * runnable the moment there is work.
