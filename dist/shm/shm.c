@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -13,26 +14,31 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 /* Layout of the segment, all offsets fixed by (world):
  *   header (one cache line): magic, world, chunk size, slots per mailbox
+ *   world rank lines, one per rank (see shm_idle): the CPU it last waited on, whether it may be
+ *     asleep, and its bell (a futex word that whoever hands it a chunk rings while it sleeps)
  *   world*world mailboxes, box(src,dst): SHM_SLOTS slot heads, each one cache line written only by src
  *     (a sequence number and, for a chunk of at most SHM_SMALL bytes, the chunk itself), and
  *     `consumed` on a line of its own, written only by dst
  *   world*world data areas of SHM_SLOTS slots of SHM_CHUNK bytes each.
  * A message of B bytes moves as ceil(B/SHM_CHUNK) chunks; chunk k of a pair's stream goes to slot
- * k % SHM_SLOTS, and is there once the slot head's sequence number reads k+1 (release/acquire). Two
- * slots let the sender fill one while the receiver drains the other (pipelining); 64 KiB chunks keep a
- * world of 8 at 8 MiB of segment while staying large enough for memcpy speed. A small message rides in
+ * k % SHM_SLOTS, and is there once the slot head's sequence number reads k+1 (release/acquire). Slots
+ * let the sender fill some while the receiver drains others (pipelining); four rather than two halve
+ * the hand-overs when two ranks share a CPU (a busy machine: 16 MiB at 2 ranks beside one busy process,
+ * 4.8-5.3 -> 5.7-6.3 GB/s), and 64 KiB chunks keep a world of 8 at 16 MiB of segment while staying large
+ * enough for memcpy speed. A small message rides in
  * the slot head itself, so it costs the receiver one cache line from the sender's core, as Open MPI's
  * "fast boxes" do. Each side counts its own chunks, and the sender re-reads `consumed` (a line the
  * receiver owns) only when the slots look full. */
-#define SHM_MAGIC 0x72736832u /* "rsh2" */
+#define SHM_MAGIC 0x72736833u /* "rsh3" */
 #define SHM_CHUNK (64u << 10)
-#define SHM_SLOTS 2u
-#define SHM_MAX_WORLD 64 /* 4096 mailboxes, 512 MiB of (sparse) segment */
+#define SHM_SLOTS 4u
+#define SHM_MAX_WORLD 64 /* 4096 mailboxes, 1 GiB of (sparse) segment */
 #define SHM_LINE 64
 #define SHM_SMALL (SHM_LINE - 8)
 
@@ -40,6 +46,12 @@ typedef struct shm_head {
     uint32_t magic, world, chunk, slots;
     char pad[SHM_LINE - 16];
 } shm_head;
+
+typedef struct shm_rank_line {
+    _Alignas(SHM_LINE) _Atomic int32_t cpu1; /* sched_getcpu() + 1 where the rank last waited; 0: not yet */
+    _Atomic uint32_t sleeping;                /* 1 from just before it may sleep until it moves again */
+    _Atomic uint32_t bell;                    /* futex word: bumped by a peer that finds `sleeping` set */
+} shm_rank_line;
 
 typedef struct shm_slot_head {
     _Alignas(SHM_LINE) _Atomic uint64_t seq; /* k+1 once chunk k is in this slot */
@@ -54,13 +66,19 @@ typedef struct shm_box {
 typedef struct shm_impl {
     char *base;
     size_t size;
+    shm_rank_line *ranks;  /* (world) */
     shm_box *boxes;        /* (world*world) */
     char *data;            /* (world*world, SHM_SLOTS, SHM_CHUNK) */
     char *tmp;             /* (SHM_CHUNK) scratch for "peer's data first" reductions */
     uint64_t *sent;        /* (world) chunks this rank has published to each peer */
     uint64_t *recvd;       /* (world) chunks this rank has taken from each peer */
     uint64_t *seen;        /* (world) each peer's `consumed` as last read: re-read only when full */
-    bool own_core;         /* world <= online CPUs: waiting may spin */
+    bool own_core;         /* world <= the CPUs this rank may run on: waiting may spin */
+    int cpu1;              /* what this rank last wrote to its rank line */
+    int wait_peer;         /* the peer the last side that could not move waits for; -1: none yet */
+    bool armed;            /* our `sleeping` is set; `bell` is the bell as read just before */
+    uint32_t bell;
+    uint64_t to_ring;      /* bit p: we gave peer p something since the last rings (SHM_MAX_WORLD <= 64) */
 } shm_impl;
 
 static shm_impl *impl(rs_pg *g) { return g->impl; }
@@ -73,6 +91,28 @@ static char *slot(rs_pg *g, int src, int dst, uint64_t k)
 
 /* ---------------------------------------------------------------- transport */
 
+/* Wakes `peer` if it may be asleep on its bell. Called once a progress call has done all it can, for
+ * each peer it gave something (a chunk published, a slot freed): once per call rather than per chunk,
+ * since a peer woken on our CPU may take it from us at once, and 64 KiB a switch is too little. The
+ * full fence pairs with the one in shm_idle after `sleeping` is set: either the peer's last look sees
+ * our stores, or we see its flag and ring. */
+static void ring(rs_pg *g, int peer)
+{
+    shm_rank_line *p = &impl(g)->ranks[peer];
+    atomic_thread_fence(memory_order_seq_cst);
+    if (!atomic_load_explicit(&p->sleeping, memory_order_relaxed)) return;
+    atomic_fetch_add_explicit(&p->bell, 1, memory_order_release);
+    syscall(SYS_futex, &p->bell, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
+/* We moved again: publishers need not ring for us any more. */
+static void disarm(rs_pg *g)
+{
+    shm_impl *s = impl(g);
+    atomic_store_explicit(&s->ranks[g->rank].sleeping, 0, memory_order_relaxed);
+    s->armed = false;
+}
+
 static bool send_some(rs_pg *g, rs_pg_xfer *x)
 {
     if (x->to < 0 || x->hold_send || x->soff >= x->sbytes) return false;
@@ -81,12 +121,16 @@ static bool send_some(rs_pg *g, rs_pg_xfer *x)
     uint64_t k = s->sent[x->to];
     if (k - s->seen[x->to] >= SHM_SLOTS) {
         s->seen[x->to] = atomic_load_explicit(&b->consumed, memory_order_acquire);
-        if (k - s->seen[x->to] >= SHM_SLOTS) return false;
+        if (k - s->seen[x->to] >= SHM_SLOTS) {
+            s->wait_peer = x->to;
+            return false;
+        }
     }
     size_t len = x->sbytes - x->soff < SHM_CHUNK ? x->sbytes - x->soff : SHM_CHUNK;
     shm_slot_head *h = &b->head[k % SHM_SLOTS];
     memcpy(len <= SHM_SMALL ? h->small : slot(g, g->rank, x->to, k), x->sp + x->soff, len);
     atomic_store_explicit(&h->seq, k + 1, memory_order_release);
+    s->to_ring |= 1ull << x->to;
     s->sent[x->to] = k + 1;
     x->soff += len;
     return true;
@@ -101,7 +145,10 @@ static bool recv_some(rs_pg *g, rs_pg_xfer *x)
     shm_box *b = box(g, x->from, g->rank);
     uint64_t k = s->recvd[x->from];
     shm_slot_head *h = &b->head[k % SHM_SLOTS];
-    if (atomic_load_explicit(&h->seq, memory_order_acquire) != k + 1) return false;
+    if (atomic_load_explicit(&h->seq, memory_order_acquire) != k + 1) {
+        s->wait_peer = x->from;
+        return false;
+    }
     const char *src = len <= SHM_SMALL ? h->small : slot(g, x->from, g->rank, k);
     char *dst = x->rp + x->roff;
     size_t n = len / rs_dtype_size(x->t);
@@ -116,6 +163,7 @@ static bool recv_some(rs_pg *g, rs_pg_xfer *x)
     }
     s->recvd[x->from] = k + 1;
     atomic_store_explicit(&b->consumed, k + 1, memory_order_release);
+    s->to_ring |= 1ull << x->from;
     x->roff += len;
     return true;
 }
@@ -126,29 +174,69 @@ static bool shm_progress(rs_pg *g, rs_pg_xfer *x, rs_status *st, rs_err *err)
     bool moved = false;
     while (send_some(g, x)) moved = true;
     while (recv_some(g, x)) moved = true;
+    shm_impl *s = impl(g);
+    for (; s->to_ring; s->to_ring &= s->to_ring - 1) ring(g, __builtin_ctzll(s->to_ring));
+    if (moved && s->armed) disarm(g);
     return moved;
 }
 
 /* Waiting. With a core per rank the peer we wait for is running: spin (with the CPU's pause hint)
- * for some tens of microseconds, since a message then arrives in well under one. With more ranks
- * than cores (8 ranks on 2) the peer may be the one not running: yield almost at once so it can.
- * Past that, short sleeps, so a rank waiting on a slow peer costs no CPU. */
+ * for ~100 us, since a chunk then arrives in a few and a small message in well under one. With more
+ * ranks than cores (8 ranks on 2), or a communication thread beside compute (polite), spin briefly.
+ * Past the spin, sleep on our bell (a futex in the segment) until a peer hands us something.
+ *
+ * Whatever the counts, the peer we wait for may share our CPU: on a machine where something else is
+ * busy (a build, a test suite), two ranks and one busy process on 2 CPUs, and the kernel puts the two
+ * ranks together. Spinning there cost each 128 KiB handed over a whole spin phase of the CPU the peer
+ * needed, and yielding (the old next phase) is no better once anything else is on that CPU: under
+ * EEVDF a yield puts the yielder behind the others there, so a busy process beside the ranks gets
+ * slice after slice. 16 MiB all_reduce at 2 ranks went from 17 GB/s to 0.1-0.8
+ * (docs/dist.md, "shm on a busy machine"). So each rank publishes the CPU it waits on (sched_getcpu: rdpid,
+ * a nanosecond; written only when it changes), a rank whose peer was last seen on its own CPU sleeps
+ * at once, and nobody yields: a sleeping rank leaves the CPU to its peer, and the peer's ring makes it
+ * runnable the moment there is work.
+ *
+ * Sleeping takes two calls: the first sets `sleeping` (then a full fence) and returns, so the caller
+ * looks at every transfer once more; the second sleeps on the bell as it read it before. A chunk
+ * published after that read finds `sleeping` set and bumps the bell, so the futex does not sleep. */
+#define SHM_SPIN_OWN 4096u    /* pauses (~23 ns each on this machine's Zen 5) */
+#define SHM_SPIN_SHARED 16u
+#define SHM_YIELDS 1024u
+#define SHM_SLEEP_NS 20000000 /* a bell is never missed; this only bounds the gap between timeout checks */
+
 static void shm_idle(rs_pg *g, unsigned idle)
 {
-    bool own_core = impl(g)->own_core && !g->polite;
-    unsigned spin = own_core ? 4096 : 16, yield = own_core ? 8192 : 1024;
-    if (idle < spin) {
+    shm_impl *s = impl(g);
+    int cpu1 = sched_getcpu() + 1;
+    if (cpu1 != s->cpu1) {
+        s->cpu1 = cpu1;
+        atomic_store_explicit(&s->ranks[g->rank].cpu1, cpu1, memory_order_relaxed);
+    }
+    bool peer_here = cpu1 > 0 && s->wait_peer >= 0 &&
+                     atomic_load_explicit(&s->ranks[s->wait_peer].cpu1, memory_order_relaxed) == cpu1;
+    bool own_core = s->own_core && !g->polite;
+    unsigned spin = !own_core ? SHM_SPIN_SHARED : peer_here ? 0 : SHM_SPIN_OWN;
+    if (idle <= spin) {
 #if defined(__x86_64__) || defined(__i386__)
         __builtin_ia32_pause();
 #endif
         return;
     }
-    if (idle < yield) {
+    if (!own_core && idle <= SHM_SPIN_SHARED + SHM_YIELDS) {
         sched_yield();
-    } else {
-        struct timespec ts = {0, idle < yield + 1024 ? 20000 : 200000};
-        nanosleep(&ts, NULL);
+        return;
     }
+    shm_rank_line *me = &s->ranks[g->rank];
+    if (!s->armed) {
+        s->bell = atomic_load_explicit(&me->bell, memory_order_acquire);
+        atomic_store_explicit(&me->sleeping, 1, memory_order_relaxed);
+        atomic_thread_fence(memory_order_seq_cst);
+        s->armed = true;
+        return;
+    }
+    struct timespec ts = {0, SHM_SLEEP_NS};
+    syscall(SYS_futex, &me->bell, FUTEX_WAIT, s->bell, &ts, NULL, 0);
+    s->bell = atomic_load_explicit(&me->bell, memory_order_acquire); /* stays armed: the caller looks again */
 }
 
 static const rs_pg_transport shm_transport = {.progress = shm_progress, .idle = shm_idle};
@@ -181,10 +269,20 @@ static rs_status shm_new_group(rs_pg *g, const int *ranks, int n, const char *na
 const rs_pg_ops rs_pg_shm_ops = {RS_PG_STEP_OPS("shm", &shm_transport), .new_group = shm_new_group,
                                  .destroy = shm_destroy};
 
+/* The CPUs this process may run on (its affinity mask: taskset, a cgroup), not all that are online. */
+static int usable_cpus(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
 static size_t seg_size(int world)
 {
     size_t pairs = (size_t)world * (size_t)world;
-    return sizeof(shm_head) + pairs * sizeof(shm_box) + pairs * SHM_SLOTS * SHM_CHUNK;
+    return sizeof(shm_head) + (size_t)world * sizeof(shm_rank_line) + pairs * sizeof(shm_box) +
+           pairs * SHM_SLOTS * SHM_CHUNK;
 }
 
 /* "/rs-<name with odd characters as '_'>-<pid><nanoseconds>": unique per run even when a crashed run
@@ -224,8 +322,9 @@ static rs_status map_segment(rs_pg *g, const char *seg, bool create, rs_err *err
     }
     s->base = p;
     s->size = size;
-    s->boxes = (shm_box *)(s->base + sizeof(shm_head));
-    s->data = s->base + sizeof(shm_head) + (size_t)g->world * (size_t)g->world * sizeof(shm_box);
+    s->ranks = (shm_rank_line *)(s->base + sizeof(shm_head));
+    s->boxes = (shm_box *)(s->base + sizeof(shm_head) + (size_t)g->world * sizeof(shm_rank_line));
+    s->data = (char *)(s->boxes + (size_t)g->world * (size_t)g->world);
     shm_head *h = (shm_head *)s->base;
     if (create) {
         *h = (shm_head){.magic = SHM_MAGIC, .world = (uint32_t)g->world, .chunk = SHM_CHUNK, .slots = SHM_SLOTS};
@@ -252,7 +351,8 @@ rs_status rs_pg_shm_new(rs_store *store, const char *name, int rank, int world, 
         s->sent = calloc((size_t)world, sizeof *s->sent);
         s->recvd = calloc((size_t)world, sizeof *s->recvd);
         s->seen = calloc((size_t)world, sizeof *s->seen);
-        s->own_core = world <= sysconf(_SC_NPROCESSORS_ONLN);
+        s->own_core = world <= usable_cpus();
+        s->wait_peer = -1;
     }
     if (!s || !s->tmp || !s->sent || !s->recvd || !s->seen) {
         shm_destroy(g);

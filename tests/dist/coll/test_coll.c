@@ -2,8 +2,11 @@
  * parent hosts the store and forks `world` ranks; with mpi the process is one rank of an mpirun job.
  * Each rank builds the group, runs the operations over dtypes x reduce ops x counts (also on
  * sub-groups, and immediate send/recv), and checks its result against the reduction it computes
- * itself in rank order. A rank exits non-zero on a mismatch. */
+ * itself in rank order. A rank exits non-zero on a mismatch. `matrix-onecpu` runs the matrix with
+ * every rank moved onto one CPU after the group is made, as the kernel places them on a busy machine:
+ * each wait then finds its peer on its own CPU (shm sleeps on its bell, the peer rings it). */
 #define _GNU_SOURCE
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -515,8 +518,18 @@ static int run_rank(const char *backend, const char *mode, int w, int r, rs_stor
         fprintf(stderr, "rank %d: %s\n", r, e.msg);
         return 2;
     }
+    if (strcmp(mode, "matrix-onecpu") == 0) {
+        cpu_set_t set;
+        int first = 0;
+        CPU_ZERO(&set);
+        if (sched_getaffinity(0, sizeof set, &set) == 0)
+            while (first < CPU_SETSIZE - 1 && !CPU_ISSET(first, &set)) first++;
+        CPU_ZERO(&set);
+        CPU_SET(first, &set);
+        RS_CHECK(sched_setaffinity(0, sizeof set, &set) == 0, "rank %d: cannot move to CPU %d", r, first);
+    }
     double t0 = rs_pg_now();
-    if (strcmp(mode, "matrix") == 0) matrix(&c);
+    if (strcmp(mode, "matrix") == 0 || strcmp(mode, "matrix-onecpu") == 0) matrix(&c);
     else if (strcmp(mode, "examples") == 0) examples(&c);
     else if (strcmp(mode, "trace") == 0) trace(&c);
     else if (strcmp(mode, "fault") == 0) fault(&c);
@@ -541,7 +554,7 @@ static int rank_main(void *ud, int rank, int world, rs_store *st)
 int main(int argc, char **argv)
 {
     if (argc < 4) {
-        fprintf(stderr, "usage: test-coll shm|tcp|mpi matrix|examples|trace|fault|groups|p2p WORLD\n");
+        fprintf(stderr, "usage: test-coll shm|tcp|mpi matrix|matrix-onecpu|examples|trace|fault|groups|p2p WORLD\n");
         return 2;
     }
     const char *backend = argv[1], *mode = argv[2];
