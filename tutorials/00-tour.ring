@@ -2,7 +2,7 @@
 # Play it with `play tour` (pause waits for Enter), `play tour auto` (no waiting) or
 # `play tour step` (asks before each command). Every line is a command you can type yourself.
 
-say "Welcome to ringside, a workbench for learning how deep learning is trained, one process at a time today and across many processes soon. Everything you see in this tour is a command you can type yourself."
+say "Welcome to ringside, a workbench for learning how deep learning is trained, in one process or across many rank processes that talk through real collectives. Everything you see in this tour is a command you can type yourself."
 say "Numbers are easier to talk about when they come out the same every time, so this tour trains on one thread with a fixed seed: your screen will match your neighbour's. Afterwards, `set threads=4` (or however many cores you have) gives the speed back."
 set threads=1 seed=1
 pause
@@ -45,7 +45,7 @@ load m tour-mlp.safetensors
 eval m on d
 pause
 
-say "Soon you will train one model across many processes. Each process is a rank, numbered from 0, and the number of ranks is the world size. With data parallelism every rank holds a copy of the model, trains on its own slice of each batch, and the ranks average their gradients with an all-reduce after every step."
+say "The same model trains across many processes: `train m on d mode=ddp ranks=2` starts two. Each process is a rank, numbered from 0, and the number of ranks is the world size. With data parallelism every rank holds a copy of the model, trains on its own slice of each batch, and the ranks average their gradients with an all-reduce after every step; `play collectives` shows those all-reduces step by step."
 say "That is for the next tutorials. Every command has its own help, with every option and its default; here is the one for train."
 help train
 say "That was the tour. Type `help` for all the commands, and try changing an option: `train m on d epochs=2 lr=0.01 opt=sgd`."
