@@ -28,48 +28,37 @@ void rs_model_free_acts(rs_model *m)
 }
 
 /* Plans where each node's output gradient lives during backward (see model_internal.h): walking
- * backward, a node takes a free slot when its first consumer runs and gives it back after its own
- * backward. Returns the slots needed besides the two for second contributions (counted in *ntmp:
- * 0 when no value is used twice). */
+ * backward, a node takes the lowest free slot when its first consumer runs and gives it back after
+ * its own backward. Returns the slots needed (or -1 when out of memory); *ntmp gets the spare slots
+ * for second contributions: 2 when some value is read twice, else 0. */
 static int plan_grad_slots(const rs_model *m, int *slot, int *ntmp)
 {
-    int n = m->nlayers, used = 0, peak = 0, fanin = 0;
-    unsigned char busy[64] = {0};
+    int n = m->nlayers, nslots = 0;
+    unsigned char *busy = calloc((size_t)n + 1, 1); /* at most one live slot per node; freed here */
+    if (!busy) return -1;
+    *ntmp = 0;
     for (int i = 0; i < n; i++) slot[i] = -1;
-    int *uses = calloc((size_t)n, sizeof *uses);
-    for (int i = 0; i < n && uses; i++)
-        for (int k = 0; k < m->layers[i].nsrc; k++)
-            if (m->layers[i].src[k] >= 0 && ++uses[m->layers[i].src[k]] > 1) fanin = 1;
-    free(uses);
     for (int i = n - 1; i >= 0; i--) {
         const rs_layer *l = &m->layers[i];
-        if (slot[i] < 0) { /* the output (read by the loss), or a value nothing reads */
+        /* The output (read by the loss) or a value nothing reads takes its slot here; sources
+         * take theirs at their first consumer, and a second consumer means a second contribution. */
+        for (int k = -1; k < l->nsrc; k++) {
+            int v = k < 0 ? i : l->src[k];
+            if (v < 0) continue;
+            if (slot[v] >= 0) {
+                if (k >= 0) *ntmp = 2;
+                continue;
+            }
             int f = 0;
-            while (f < 63 && busy[f]) f++;
+            while (busy[f]) f++;
             busy[f] = 1;
-            slot[i] = f;
-            used++;
+            slot[v] = f;
+            if (f + 1 > nslots) nslots = f + 1;
         }
-        for (int k = 0; k < l->nsrc; k++) {
-            int s = l->src[k];
-            if (s < 0 || slot[s] >= 0) continue;
-            int f = 0;
-            while (f < 63 && busy[f]) f++;
-            busy[f] = 1;
-            slot[s] = f;
-            used++;
-        }
-        peak = used > peak ? used : peak;
-        if (slot[i] >= 0) {
-            /* Free unless a source shares the slot (it cannot: sources got their own above). */
-            busy[slot[i]] = 0;
-            used--;
-        }
+        busy[slot[i]] = 0;
     }
-    int top = 0;
-    for (int i = 0; i < n; i++) top = slot[i] + 1 > top ? slot[i] + 1 : top;
-    *ntmp = fanin ? 2 : 0;
-    return top > peak ? top : peak;
+    free(busy);
+    return nslots;
 }
 
 static size_t layer_ws(const rs_model *m, const rs_layer *l, int B)
@@ -113,6 +102,10 @@ rs_status rs_model_reserve(rs_model *m, int B, rs_err *err)
     }
     int ntmp = 0;
     m->nslots = plan_grad_slots(m, m->gslot, &ntmp);
+    if (m->nslots < 0) {
+        rs_model_free_acts(m);
+        return rs_err_set(err, RS_ERR_NOMEM, "out of memory");
+    }
     m->dslot = ((size_t)B * dmax + 15) & ~(size_t)15;
     m->acts_bytes = acts * sizeof(float);
     m->dbuf_bytes = (size_t)(m->nslots + ntmp) * m->dslot * sizeof(float);
