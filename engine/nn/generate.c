@@ -169,30 +169,27 @@ rs_status rs_gen_full_logits(rs_model *m, const int32_t *tokens, int len, float 
 
 rs_gen_cfg rs_gen_defaults(void) { return (rs_gen_cfg){.n = 200, .temp = 0.8f, .top_k = 40, .seed = 1, .cache = true}; }
 
-int32_t rs_gen_sample(float *z, int V, float temp, int top_k, rs_rng *rng)
+int32_t rs_gen_sample(float *z, int V, float temp, int top_k, rs_rng *rng, float *scratch)
 {
     int best = 0;
     for (int i = 1; i < V; i++)
         if (z[i] > z[best]) best = i;
     if (!(temp > 0.0f)) return best;
     if (top_k > 0 && top_k < V) {
-        /* The k-th largest value, by selection on a copy (V is small for characters). */
-        float *c = malloc((size_t)V * sizeof *c);
-        if (c) {
-            memcpy(c, z, (size_t)V * sizeof *c);
-            for (int j = 0; j < top_k; j++) {
-                int b = j;
-                for (int i = j + 1; i < V; i++)
-                    if (c[i] > c[b]) b = i;
-                float t = c[j];
-                c[j] = c[b];
-                c[b] = t;
-            }
-            float kth = c[top_k - 1];
-            free(c);
-            for (int i = 0; i < V; i++)
-                if (z[i] < kth) z[i] = -INFINITY;
+        /* The k-th largest value, by partial selection on a copy (V is small for characters). */
+        float *c = scratch;
+        memcpy(c, z, (size_t)V * sizeof *c);
+        for (int j = 0; j < top_k; j++) {
+            int b = j;
+            for (int i = j + 1; i < V; i++)
+                if (c[i] > c[b]) b = i;
+            float t = c[j];
+            c[j] = c[b];
+            c[b] = t;
         }
+        float kth = c[top_k - 1];
+        for (int i = 0; i < V; i++)
+            if (z[i] < kth) z[i] = -INFINITY;
     }
     double sum = 0.0, mx = z[best];
     for (int i = 0; i < V; i++) sum += exp(((double)z[i] - mx) / temp);
@@ -223,7 +220,7 @@ rs_status rs_generate(rs_model *m, const int32_t *prompt, int plen, const rs_gen
     double t0 = now_s();
     rs_rng rng;
     rs_rng_seed(&rng, cfg->seed);
-    float *z = malloc((size_t)V * sizeof *z);
+    float *z = malloc(2 * (size_t)V * sizeof *z); /* logits, then the sampler's scratch */
     int32_t *seq = malloc(((size_t)plen + (size_t)cfg->n) * sizeof *seq); /* the whole text, for the no-cache path */
     rs_gen *g = cfg->cache ? rs_gen_new(m, err) : NULL;
     rs_status st = RS_OK;
@@ -242,7 +239,7 @@ rs_status rs_generate(rs_model *m, const int32_t *prompt, int plen, const rs_gen
         }
         if (!g) st = rs_gen_full_logits(m, seq, len, z, err);
         if (st) break;
-        int32_t tok = rs_gen_sample(z, V, cfg->temp, cfg->top_k, &rng);
+        int32_t tok = rs_gen_sample(z, V, cfg->temp, cfg->top_k, &rng, z + V);
         seq[len++] = tok;
         s.tokens++;
         if (on_token) on_token(ud, tok);

@@ -51,7 +51,8 @@ rs_status rs_generate(rs_model *m, const int32_t *prompt, int plen, const rs_gen
                       void (*on_token)(void *ud, int32_t tok), bool (*stop)(void *ud), void *ud,
                       rs_gen_stats *stats, rs_err *err);
 
-/* One draw from logits (vocab) with temperature and top-k (logits is overwritten). */
-int32_t rs_gen_sample(float *logits, int vocab, float temp, int top_k, rs_rng *rng);
+/* One draw from logits (vocab) with temperature and top-k (logits is overwritten); scratch holds
+ * vocab floats (the sampler allocates nothing, it runs once per token). */
+int32_t rs_gen_sample(float *logits, int vocab, float temp, int top_k, rs_rng *rng, float *scratch);
 
 #endif

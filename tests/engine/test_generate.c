@@ -115,16 +115,17 @@ int main(void)
     rs_rng r;
     rs_rng_seed(&r, 5);
     int counts[V] = {0};
+    float scratch[V];
     for (int t = 0; t < 2000; t++) {
         float z[V];
         for (int v = 0; v < V; v++) z[v] = (float)v * 0.3f;
-        counts[rs_gen_sample(z, V, 1.0f, 3, &r)]++;
+        counts[rs_gen_sample(z, V, 1.0f, 3, &r, scratch)]++;
     }
     for (int v = 0; v < V - 3; v++) RS_CHECK(counts[v] == 0, "top_k=3 drew token %d", v);
     RS_CHECK(counts[V - 1] > counts[V - 2] && counts[V - 2] > counts[V - 3], "more likely tokens drawn more often");
     float z[V] = {0};
     z[7] = 0.5f;
-    RS_CHECK(rs_gen_sample(z, V, 0.0f, 0, &r) == 7, "temp 0 is argmax");
+    RS_CHECK(rs_gen_sample(z, V, 0.0f, 0, &r, scratch) == 7, "temp 0 is argmax");
     rs_model_free(m);
     return rs_test_finish("engine-generate");
 }
