@@ -381,6 +381,25 @@ static rs_status parse_opt(parser *p, size_t a, const char *key, const char *val
     return RS_OK;
 }
 
+/* The next `key=value` word of a preset's options (mlp, gpt) into key and val, *at where it starts;
+ * *done at the end of the text. A word that is not key=value is an error naming the preset. */
+static rs_status next_option(parser *p, const char *preset, const char *example, char key[64], char val[128],
+                             size_t *at, bool *done)
+{
+    skip_ws(p);
+    *done = !p->s[p->pos];
+    if (*done) return RS_OK;
+    size_t ka = p->pos, kb = word_end(p->s, ka);
+    copy_word(p, ka, kb, key, 64);
+    if (p->s[kb] != '=')
+        return fail(p, ka, RS_ERR_ARG, "%s: expected an option such as %s here, got '%s'", preset, example, key);
+    size_t vb = word_end(p->s, kb + 1);
+    copy_word(p, kb + 1, vb, val, 128);
+    p->pos = vb;
+    *at = ka;
+    return RS_OK;
+}
+
 static rs_status parse_mlp(parser *p, const char *name, rs_device dev, rs_mem *mem, rs_model **out)
 {
     skip_ws(p);
@@ -437,19 +456,13 @@ static rs_status parse_mlp(parser *p, const char *name, rs_device dev, rs_mem *m
     if (nd < 2) return fail(p, a, RS_ERR_ARG, "mlp needs at least an input and an output size, e.g. mlp 784-256-10");
     spec_opts o = {.act = RS_LAYER_RELU};
     for (;;) {
-        skip_ws(p);
-        if (!p->s[p->pos]) break;
-        size_t ka = p->pos, kb = word_end(p->s, ka);
-        char key[64], val[128] = "";
-        copy_word(p, ka, kb, key, sizeof key);
-        p->pos = kb;
-        if (p->s[p->pos] != '=')
-            return fail(p, ka, RS_ERR_ARG, "mlp: expected an option such as act=relu here, got '%s'", key);
-        p->pos++;
-        size_t vb = word_end(p->s, p->pos);
-        copy_word(p, p->pos, vb, val, sizeof val);
-        p->pos = vb;
-        rs_status st = parse_opt(p, ka, key, val, &o, true);
+        char key[64], val[128];
+        size_t ka;
+        bool done;
+        rs_status st = next_option(p, "mlp", "act=relu", key, val, &ka, &done);
+        if (st) return st;
+        if (done) break;
+        st = parse_opt(p, ka, key, val, &o, true);
         if (st) return st;
     }
     rs_shape in = {1, {dims[0]}};
@@ -585,16 +598,12 @@ static rs_status parse_gpt(parser *p, const char *name, rs_device dev, rs_mem *m
     double drop = 0.0;
     size_t at[6] = {0};
     for (;;) {
-        skip_ws(p);
-        if (!p->s[p->pos]) break;
-        size_t ka = p->pos, kb = word_end(p->s, ka);
-        char key[64], val[128] = "";
-        copy_word(p, ka, kb, key, sizeof key);
-        if (p->s[kb] != '=')
-            return fail(p, ka, RS_ERR_ARG, "gpt: expected an option such as layers=4 here, got '%s'", key);
-        size_t vb = word_end(p->s, kb + 1);
-        copy_word(p, kb + 1, vb, val, sizeof val);
-        p->pos = vb;
+        char key[64], val[128];
+        size_t ka;
+        bool done;
+        rs_status st = next_option(p, "gpt", "layers=4", key, val, &ka, &done);
+        if (st) return st;
+        if (done) break;
         int k = -1;
         for (int i = 0; i < 6; i++)
             if (!strcmp(key, keys[i])) k = i;
