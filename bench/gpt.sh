@@ -25,15 +25,7 @@ done
 ninja -C "$build" repl/ringside >/dev/null || exit 1
 exe=$build/repl/ringside
 
-# Waits (up to --wait seconds) for the machine to be idle, so the figures are not someone else's build.
-quiet() {
-    local deadline=$((SECONDS + wait_s))
-    while [ $SECONDS -lt $deadline ]; do
-        read -r _ u1 n1 s1 _ < /proc/stat; sleep 1; read -r _ u2 n2 s2 _ < /proc/stat
-        [ $(( (u2 + n2 + s2) - (u1 + n1 + s1) )) -lt 20 ] && return 0
-    done
-    echo "(the machine did not go quiet in ${wait_s}s; figures may be low)"
-}
+. bench/lib.sh
 
 cfg="layers=4 heads=4 dim=128 ctx=64"
 topt="batch=12 opt=adamw wd=0.1 clip=1.0"

@@ -22,13 +22,7 @@ done
 ninja -C "$build" repl/ringside >/dev/null || exit 1
 exe=$build/repl/ringside
 
-quiet() {
-    local deadline=$((SECONDS + wait_s))
-    while [ $SECONDS -lt $deadline ]; do
-        read -r _ u1 n1 s1 _ < /proc/stat; sleep 1; read -r _ u2 n2 s2 _ < /proc/stat
-        [ $(( (u2 + n2 + s2) - (u1 + n1 + s1) )) -lt 20 ] && return 0
-    done
-}
+. bench/lib.sh
 
 mlp="mlp 784-256-256-10"
 cnn="seq conv(16,3,pad=1) relu maxpool(2) conv(32,3,pad=1) relu maxpool(2) flatten linear(10)"

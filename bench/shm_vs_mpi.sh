@@ -48,18 +48,7 @@ lo=${sizes%%..*} hi=${sizes##*..}
 root_flag=""
 [ "$(id -u)" = 0 ] && root_flag=--allow-run-as-root
 
-# Wait for the CPUs to go quiet: busy jiffies over one second below 0.2 CPUs (as bench/coll.sh).
-quiet() {
-    local deadline=$((SECONDS + wait_s))
-    while [ $SECONDS -lt $deadline ]; do
-        read -r _ u1 n1 s1 i1 w1 q1 sq1 _ < /proc/stat
-        sleep 1
-        read -r _ u2 n2 s2 i2 w2 q2 sq2 _ < /proc/stat
-        local busy=$(( (u2 + n2 + s2 + q2 + sq2) - (u1 + n1 + s1 + q1 + sq1) ))
-        [ $busy -lt 20 ] && return 0
-    done
-    echo "# (the CPUs were still busy after ${wait_s}s; this run may be disturbed)" >&2
-}
+. bench/lib.sh
 
 # One run of each: rows "ranks backend run size time_us busbw" on stdout.
 run_shm() {
