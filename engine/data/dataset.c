@@ -16,6 +16,16 @@ static size_t sample_numel(int c, int h, int w)
     return per * (size_t)w;
 }
 
+static void set_shape(rs_dataset *d, uint32_t n, int c, int h, int w, int n_classes, int y_len)
+{
+    d->n = n;
+    d->c = c;
+    d->h = h;
+    d->w = w;
+    d->y_len = y_len;
+    d->n_classes = n_classes;
+}
+
 rs_dataset *rs_dataset_new_labels(uint32_t n, int c, int h, int w, int n_classes, int y_len)
 {
     size_t per = sample_numel(c, h, w);
@@ -30,12 +40,7 @@ rs_dataset *rs_dataset_new_labels(uint32_t n, int c, int h, int w, int n_classes
         rs_dataset_free(d);
         return NULL;
     }
-    d->n = n;
-    d->c = c;
-    d->h = h;
-    d->w = w;
-    d->y_len = y_len;
-    d->n_classes = n_classes;
+    set_shape(d, n, c, h, w, n_classes, y_len);
     return d;
 }
 
@@ -53,12 +58,7 @@ rs_dataset *rs_dataset_new_lazy(uint32_t n, int c, int h, int w, int n_classes, 
         if (impl_free) impl_free(impl);
         return NULL;
     }
-    d->n = n;
-    d->c = c;
-    d->h = h;
-    d->w = w;
-    d->y_len = y_len;
-    d->n_classes = n_classes;
+    set_shape(d, n, c, h, w, n_classes, y_len);
     d->fetch = fetch;
     d->impl = impl;
     d->impl_free = impl_free;
