@@ -181,7 +181,9 @@ int rs_call_parse(rs_session *s, const char *line, const rs_tokens *t, rs_call *
                                 d->name, d->args[c->nargs].name, usage);
     for (int j = 0; j < c->nargs; j++) {
         rs_arg_kind k = d->args[j].kind;
-        if ((k == RS_A_MODEL || k == RS_A_DATA || k == RS_A_NAME) && !rs_call_lookup(s, c, j, k)) return 1;
+        if (k != RS_A_MODEL && k != RS_A_DATA && k != RS_A_NAME) continue;
+        if (rs_arg_is_choice(&d->args[j], c->args[j])) continue; /* `show run 3`, `export session 2 f.ring` */
+        if (!rs_call_lookup(s, c, j, k)) return 1;
     }
     /* Defaults, parsed once so handlers read typed values alike. */
     for (int j = 0; d->opts && d->opts[j].name; j++) {
@@ -195,6 +197,13 @@ int rs_call_parse(rs_session *s, const char *line, const rs_tokens *t, rs_call *
         v->pos = (size_t)-1;
     }
     return 0;
+}
+
+bool rs_arg_is_choice(const rs_argdef *a, const char *word)
+{
+    for (int i = 0; a->choices && a->choices[i]; i++)
+        if (!strcmp(a->choices[i], word)) return true;
+    return false;
 }
 
 void rs_call_free(rs_call *c)

@@ -14,6 +14,8 @@ void rs_call_free(rs_call *c);
 /* The session object named by positional argument i, checked to be of kind (RS_A_MODEL, RS_A_DATA
  * or RS_A_NAME); reports "unknown model 'x' (did you mean 'm'?)" and returns NULL otherwise. */
 rs_obj *rs_call_lookup(rs_session *s, const rs_call *c, int i, rs_arg_kind kind);
+/* Whether word is one of the words argument a takes besides what its kind names (cmd.h). */
+bool rs_arg_is_choice(const rs_argdef *a, const char *word);
 
 void rs_cmd_usage(const rs_cmddef *c, char *buf, size_t n);
 

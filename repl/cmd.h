@@ -42,13 +42,28 @@ typedef enum rs_arg_kind {
     RS_A_KEYWORD,  /* the literal word in `help` (e.g. "on" in `train m on d`) */
     RS_A_INT,
     RS_A_STRING,   /* a word or "quoted string" */
+    RS_A_COMMAND,  /* a command of this table (`help train`) */
+    RS_A_NONE,     /* nothing (a binding's form that takes no further words: `data d = digits`) */
 } rs_arg_kind;
 
 typedef struct rs_argdef {
     const char *name;   /* shown in synopses: MODEL, DATA, FILE; for keywords the word itself */
     rs_arg_kind kind;
     bool optional;      /* may be left out (only at the end) */
+    /* Words the argument takes besides what its kind names, NULL-terminated (may be NULL): offered by
+     * completion. A WORD argument with choices is checked by its handler (which may take aliases);
+     * a MODEL/DATA/NAME one takes these words without looking them up (`show run 3`). */
+    const char *const *choices;
 } rs_argdef;
+
+/* A binding's forms: the word that starts the text after '=' and what the words after it are, e.g.
+ * {"idx", RS_A_PATH} (files), {"seq", RS_A_WORD, layers} (layer words). Completion reads them; the
+ * engine's own parser checks the text. */
+typedef struct rs_formdef {
+    const char *word;
+    rs_arg_kind then;            /* RS_A_PATH, RS_A_WORD, RS_A_NONE */
+    const char *const *words;    /* words that may follow (NULL-terminated; may be NULL) */
+} rs_formdef;
 
 #define RS_MAX_ARGS 6
 #define RS_MAX_OPTS 40
@@ -69,6 +84,7 @@ typedef struct rs_cmddef {
     const rs_optdef *opts;  /* terminated by a NULL name; may be NULL */
     bool opts_in_rest;      /* bindings whose trailing key=value options are ours, not the engine's */
     rs_cmd_fn fn;
+    const rs_formdef *forms;/* bindings: the forms of the text after '=' (terminated by a NULL word) */
 } rs_cmddef;
 
 typedef struct rs_optval {

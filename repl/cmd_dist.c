@@ -103,6 +103,53 @@ static int collective_end(dist_job *j, int rc)
 }
 
 
+/* Bytes this machine can still give (MemAvailable in /proc/meminfo; free pages where that is missing),
+ * and where the figure came from. */
+static double mem_available(const char **from)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[128];
+    unsigned long long kb = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+    if (f) fclose(f);
+    if (kb) {
+        *from = "MemAvailable in /proc/meminfo";
+        return (double)kb * 1024.0;
+    }
+    *from = "free pages (sysconf)";
+    long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? (double)pages * (double)page : 0.0;
+}
+
+/* Refuses (before any rank starts) a collective whose buffers cannot fit in this machine's memory:
+ * each rank holds its input, its output (unless the op works in place) and the expected result it
+ * checks against, so count x dtype size x buffers x ranks. 0, or the command's rc after the error. */
+static int refuse_too_big(rs_session *s, const rs_call *c, rs_pg_opkind op, rs_dtype dt, long long count, int world)
+{
+    double W = world, nin = 1, nout = 1;
+    bool in_place = op == RS_OP_BROADCAST || op == RS_OP_ALL_REDUCE || op == RS_OP_REDUCE;
+    switch (op) {
+    case RS_OP_SCATTER: case RS_OP_REDUCE_SCATTER: nin = W; break;
+    case RS_OP_GATHER: case RS_OP_ALL_GATHER: nout = W; break;
+    case RS_OP_ALL_TO_ALL: nin = nout = W; break;
+    case RS_OP_BARRIER: return 0;
+    default: break;
+    }
+    double bufs = nin + (in_place ? 0 : nout) + nout; /* in, out, the expected result */
+    double es = (double)rs_dtype_size(dt), need = (double)count * es * bufs * W;
+    const char *from;
+    double have = mem_available(&from);
+    if (have <= 0 || need <= have) return 0;
+    const rs_optval *v = rs_call_given(c, "count") ? rs_call_opt(c, "count") : rs_call_opt(c, "size");
+    size_t pos = v && v->set ? v->pos : (size_t)-1, len = v && v->set ? strlen(v->text) + 6 : 0;
+    return rs_session_error(s, c, pos, len,
+                            "collective: %lld x %s (%g B) x %g buffers per rank (in, %sexpected) x %d ranks = %.1f GB, "
+                            "more than the %.1f GB available (%s); use a smaller count or fewer ranks",
+                            count, rs_dtype_name(dt), es, bufs, in_place ? "" : "out, ", world, need / 1e9, have / 1e9,
+                            from);
+}
+
 int rs_cmd_collective(rs_session *s, const rs_call *c)
 {
     double timeout = 30;
@@ -129,6 +176,10 @@ int rs_cmd_collective(rs_session *s, const rs_call *c)
         rs_job_free(j);
         return rs_session_error(s, c, v->pos, strlen(v->text) + 5, "collective: root %lld is not a rank (0..%d)", root,
                                 world - 1);
+    }
+    if (refuse_too_big(s, c, op, dt, count, j->world)) {
+        rs_job_free(j);
+        return 1;
     }
     j->op = op;
     j->dt = dt;
@@ -183,6 +234,10 @@ int rs_cmd_bench(rs_session *s, const rs_call *c)
                                 e.msg[0] ? e.msg : "give LO..HI between 1 and 4G, e.g. sizes=8..64M");
     }
     const char *dts = rs_call_str(c, "dtype", "f32");
+    for (uint64_t b = lo; b <= hi; b *= 2) { /* the sizes the ranks will go through, as job_bench doubles */
+        j->steps_total++;
+        if (b > UINT64_MAX / 2) break;
+    }
     j->finish = bench_end;
     j->run = rs_log_run_begin_dist(s, "bench", NULL, NULL, NULL, c, "bench", j->backend, j->world);
     fprintf(s->out, "# bench %s: %d ranks, %s backend, %s, %s%s\n", rs_pg_op_name(op), j->world, j->backend, dts,

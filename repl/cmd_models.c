@@ -388,6 +388,27 @@ int rs_cmd_drop(rs_session *s, const rs_call *c)
     return 0;
 }
 
+int rs_cmd_reset(rs_session *s, const rs_call *c)
+{
+    rs_obj *o = rs_session_find(s, c->args[0]);
+    size_t pos = c->arg_pos[0], len = strlen(c->args[0]);
+    if (rs_session_check_busy(s, c, o, pos, len)) return 1;
+    if (!o->model || !o->spec)
+        return rs_session_error(s, c, pos, len, "reset: %s is an imported ONNX graph: its weights are the file's; "
+                                "`model %s = onnx FILE` reads them again", o->name, o->name);
+    uint64_t seed = rs_model_seed(o->model);
+    rs_model *m = NULL;
+    rs_err err = {0};
+    if (rs_model_parse(o->spec, o->name, rs_device_cpu(), NULL, seed, &m, NULL, &err))
+        return rs_session_error(s, c, pos, len, "reset: %s", err.msg);
+    rs_model_free(o->model);
+    o->model = m;
+    o->trained_run = 0;
+    fprintf(s->out, "reset %s: its initial weights again (seed %llu); the next `train` starts afresh\n", o->name,
+            (unsigned long long)seed);
+    return 0;
+}
+
 int rs_cmd_save(rs_session *s, const rs_call *c)
 {
     rs_obj *o = rs_session_find(s, c->args[0]);

@@ -13,7 +13,7 @@
 #include "repl_log.h"
 #include "session.h"
 
-/* repl/cmd_dist.c: training across rank processes, and DataParallel's threads. */
+/* repl/cmd_train_ranks.c: training across rank processes (ddp, fsdp). */
 int rs_cmd_train_ranks(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, const rs_train_cfg *cfg);
 
 
@@ -158,6 +158,12 @@ int rs_cmd_train(rs_session *s, const rs_call *c)
         if (!rs_call_given(c, "eval_samples")) cfg.eval_samples = 20 * (int64_t)cfg.batch;
     }
     const char *mode = rs_call_str(c, "mode", "single");
+    if (m->trained_run) {
+        char from[48] = "its last training";
+        if (m->trained_run > 0) snprintf(from, sizeof from, "run %lld", (long long)m->trained_run);
+        fprintf(s->out, "train: %s continues from the weights of %s; `reset %s` starts afresh\n", m->name, from,
+                m->name);
+    }
     if (!strcmp(mode, "ddp") || !strcmp(mode, "fsdp")) return rs_cmd_train_ranks(s, c, m, d, &cfg);
 
     train_watch w = {.s = s};
@@ -208,6 +214,7 @@ int rs_cmd_train(rs_session *s, const rs_call *c)
         free(fin_text);
         return rs_session_error(s, c, (size_t)-1, 0, "train: %s", err.msg);
     }
+    if (r.global_step > 0) m->trained_run = w.run > 0 ? w.run : -1;
     if (r.stopped) {
         fprintf(s->out, "\ncancelled: stopped after step %lld (%d full epochs done); %s keeps the weights of that step\n",
                 (long long)r.global_step, r.epochs_done, m->name);

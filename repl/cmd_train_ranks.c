@@ -86,6 +86,19 @@ static int train_end(dist_job *j, int rc)
     rs_err err = {0};
     if (!rc && rs_ckpt_load_model(j->outp, m->model, &err))
         rc = rs_session_error(s, j->c, (size_t)-1, 0, "train: reading the trained weights back: %s", err.msg);
+    if (!rc) m->trained_run = j->run > 0 ? j->run : -1;
+    /* stopped: rank 0 wrote the weights of the last step every rank finished (its @done says which) */
+    if (rc && j->cancelled && m && m->model && j->done[0].kind == RS_TL_DONE && access(j->outp, R_OK) == 0) {
+        if (rs_ckpt_load_model(j->outp, m->model, &err))
+            fprintf(s->out, "train: the stopped run's weights could not be read back (%s); %s is as before\n", err.msg,
+                    j->mname);
+        else {
+            fprintf(s->out, "%s keeps the weights of step %lld, the last one every rank finished\n", j->mname,
+                    (long long)j->done[0].step);
+            m->trained_run = j->run > 0 ? j->run : -1;
+        }
+        if (s->interrupt) *s->interrupt = 0; /* as in single mode: the script or prompt goes on */
+    }
     unlink(j->init);
     unlink(j->outp);
     rmdir(j->dir);
@@ -172,6 +185,13 @@ int rs_cmd_train_ranks(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, co
     j->ckpt = cfg->ckpt_path ? strdup(cfg->ckpt_path) : NULL;
     j->zero = (int)zero;
     j->opt_states = cfg->opt.kind == RS_OPT_SGD ? (cfg->opt.momentum != 0 ? 1 : 0) : 2;
+    /* the plan, for the view's header: each rank takes ceil(n/W) samples (DistributedSampler pads), in
+     * batches of batch/W, the last one partial; accum of them make a step */
+    int64_t per_rank = ((int64_t)d->data.train->n + j->world - 1) / j->world, local = cfg->batch / j->world;
+    int64_t batches = local > 0 ? (per_rank + local - 1) / local / (cfg->accum > 1 ? cfg->accum : 1) : 0;
+    j->steps_total = batches * cfg->epochs;
+    if (cfg->max_steps > 0 && cfg->max_steps < j->steps_total) j->steps_total = cfg->max_steps;
+    j->epochs = cfg->epochs;
     j->finish = train_end;
     j->run = rs_log_run_begin_dist(s, "train", m->name, m->spec, d->name, c, mode, j->backend, j->world);
     j->t_start = j->last_print = rs_pg_now();

@@ -131,7 +131,7 @@ static void event_row(replay *r, const char *const *v)
         const char *text = v[C_TEXT] ? v[C_TEXT] : "";
         it->kind = IT_LOG;
         if (name && !strcmp(name, "stderr")) {
-            /* as cmd_dist.c's view_feed shows a rank's stderr */
+            /* as ranks_job.c's view_feed shows a rank's stderr */
             if (asprintf(&it->text, "stderr: %s", text) < 0) it->text = NULL;
         } else it->text = strdup(text);
         if (!it->text) r->n--;

@@ -10,6 +10,7 @@ int rs_cmd_data(rs_session *, const rs_call *);
 int rs_cmd_show(rs_session *, const rs_call *);
 int rs_cmd_ls(rs_session *, const rs_call *);
 int rs_cmd_drop(rs_session *, const rs_call *);
+int rs_cmd_reset(rs_session *, const rs_call *);
 int rs_cmd_train(rs_session *, const rs_call *);
 int rs_cmd_generate(rs_session *, const rs_call *);
 int rs_cmd_eval(rs_session *, const rs_call *);
@@ -206,8 +207,36 @@ static const rs_optdef onnx_opts[] = {
     {NULL, 0, NULL, NULL, NULL},
 };
 
-#define A(n, k) {n, k, false}
-#define AOPT(n, k) {n, k, true}
+#define A(n, k) {n, k, false, NULL}
+#define AOPT(n, k) {n, k, true, NULL}
+#define ACH(n, k, ch) {n, k, false, ch}
+
+/* Collectives as `collective` and `bench` take them (rs_job_parse_op also takes nccl-tests' spellings). */
+static const char *const coll_ops[] = {"broadcast", "reduce", "all_reduce", "scatter", "gather", "all_gather",
+                                       "reduce_scatter", "all_to_all", "barrier", NULL};
+static const char *const show_words[] = {"run", NULL};
+static const char *const play_words[] = {"tour", NULL};
+static const char *const export_words[] = {"session", NULL};
+
+/* The words of a model spec after `seq` (engine/nn/spec.c parses them; "(" where arguments follow). */
+static const char *const layer_words[] = {"linear(", "conv(", "maxpool(", "avgpool(", "relu", "gelu", "tanh",
+                                          "flatten", "dropout(", "layernorm", "[", "]", NULL};
+
+static const rs_formdef model_forms[] = {
+    {"mlp", RS_A_WORD, NULL},
+    {"seq", RS_A_WORD, layer_words},
+    {"onnx", RS_A_PATH, NULL},
+    {NULL, 0, NULL},
+};
+
+static const rs_formdef data_forms[] = {
+    {"digits", RS_A_NONE, NULL},
+    {"fashion", RS_A_PATH, NULL},
+    {"idx", RS_A_PATH, NULL},
+    {"cifar", RS_A_PATH, NULL},
+    {"csv", RS_A_PATH, NULL},
+    {NULL, 0, NULL},
+};
 
 const rs_cmddef rs_commands[] = {
     {"model", "models", "model NAME = mlp 784-256-10 | seq LAYERS...  build a model",
@@ -216,7 +245,7 @@ const rs_cmddef rs_commands[] = {
      "  model c = seq [in=1x28x28] conv(16,3,pad=1) relu maxpool(2) ... flatten linear(10)\n"
      "Layers: linear(OUT) conv(OUT,K,stride=S,pad=P) maxpool(K) avgpool(K) relu gelu tanh flatten\n"
      "dropout(P) layernorm; [ ... ] groups layers into a block. seed= sets the initial weights.",
-     true, "SPEC", {{0}}, 0, model_opts, true, rs_cmd_model},
+     true, "SPEC", {{0}}, 0, model_opts, true, rs_cmd_model, model_forms},
     {"data", "models", "data NAME = digits | fashion | idx F F | cifar F.. | csv F | text [F]  load a data set",
      "Loads a data set and gives it a name:\n"
      "  data d = digits [n=20000] [seed=1]   built-in handwritten-style digits, no download\n"
@@ -227,13 +256,17 @@ const rs_cmddef rs_commands[] = {
      "  data s = text [FILE|fortunes] [ctx=64]   characters: the built-in corpus, a text file or\n"
      "                                       Debian's fortunes; windows of ctx characters\n"
      "Sources without a test part keep a sixth of the samples aside; text keeps its last tenth.",
-     true, "SOURCE", {{0}}, 0, data_opts, true, rs_cmd_data},
+     true, "SOURCE", {{0}}, 0, data_opts, true, rs_cmd_data, data_forms},
     {"show", "models", "show NAME | show run N    describe a model, a data set or a run", NULL, false, NULL,
-     {A("NAME", RS_A_WORD), AOPT("N", RS_A_WORD)}, 2, NULL, false, rs_cmd_show},
+     {ACH("NAME", RS_A_NAME, show_words), AOPT("N", RS_A_WORD)}, 2, NULL, false, rs_cmd_show, NULL},
     {"ls", "models", "ls    list the session's models and data sets", NULL, false, NULL, {{0}}, 0, NULL, false,
-     rs_cmd_ls},
+     rs_cmd_ls, NULL},
     {"drop", "models", "drop NAME    forget a model or data set", NULL, false, NULL, {A("NAME", RS_A_NAME)}, 1, NULL,
-     false, rs_cmd_drop},
+     false, rs_cmd_drop, NULL},
+    {"reset", "models", "reset MODEL    back to its initial weights (from its seed), as `model` made them",
+     "Training continues from a model's current weights; `reset m` puts back the weights `model m = ...`\n"
+     "made from its seed, so that the next `train` starts afresh. Refused while a background run trains it.",
+     false, NULL, {A("MODEL", RS_A_MODEL)}, 1, NULL, false, rs_cmd_reset, NULL},
     {"train", "training", "train MODEL on DATA [epochs=1] [batch=64] [lr=] [opt=adam] ...    train in this process",
      "Trains MODEL on DATA's training part and evaluates on its test part after each epoch.\n"
      "Ctrl-C stops at the next step boundary; the model keeps the weights of the last finished step.\n"
@@ -243,22 +276,22 @@ const rs_cmddef rs_commands[] = {
      "batch/ranks of it, so every mode trains the model one process would. At the end each rank's memory\n"
      "by pool is printed, measured, beside the ZeRO paper's formula.",
      false, NULL, {A("MODEL", RS_A_MODEL), A("on", RS_A_KEYWORD), A("DATA", RS_A_DATA)}, 3, train_opts, false,
-     rs_cmd_train},
+     rs_cmd_train, NULL},
     {"eval", "training", "eval MODEL on DATA    accuracy and loss", NULL, false, NULL,
-     {A("MODEL", RS_A_MODEL), A("on", RS_A_KEYWORD), A("DATA", RS_A_DATA)}, 3, eval_opts, false, rs_cmd_eval},
+     {A("MODEL", RS_A_MODEL), A("on", RS_A_KEYWORD), A("DATA", RS_A_DATA)}, 3, eval_opts, false, rs_cmd_eval, NULL},
     {"generate", "training", "generate MODEL [prompt=\"...\"] [n=200] [temp=0.8] [top_k=40]    sample text",
      "Samples characters from a language model (model g = gpt, trained on text) and prints each as it is\n"
      "drawn; Ctrl-C stops. With the KV cache (cache=on) each new character runs every layer on one\n"
      "position and attention reads the earlier keys and values from the cache; cache=off recomputes the\n"
      "whole context per character, as nanoGPT's generate does. Both give the same text.",
-     false, NULL, {A("MODEL", RS_A_MODEL)}, 1, generate_opts, false, rs_cmd_generate},
+     false, NULL, {A("MODEL", RS_A_MODEL)}, 1, generate_opts, false, rs_cmd_generate, NULL},
     {"predict", "training", "predict MODEL on DATA [n=4]    show samples with predicted and true labels", NULL,
      false, NULL, {A("MODEL", RS_A_MODEL), A("on", RS_A_KEYWORD), A("DATA", RS_A_DATA)}, 3, predict_opts, false,
-     rs_cmd_predict},
+     rs_cmd_predict, NULL},
     {"save", "models", "save MODEL FILE.safetensors    write the weights", NULL, false, NULL,
-     {A("MODEL", RS_A_MODEL), A("FILE", RS_A_PATH)}, 2, NULL, false, rs_cmd_save},
+     {A("MODEL", RS_A_MODEL), A("FILE", RS_A_PATH)}, 2, NULL, false, rs_cmd_save, NULL},
     {"load", "models", "load NAME FILE.safetensors    read weights (builds the model if NAME is new)", NULL, false,
-     NULL, {A("NAME", RS_A_WORD), A("FILE", RS_A_PATH)}, 2, NULL, false, rs_cmd_load},
+     NULL, {A("NAME", RS_A_WORD), A("FILE", RS_A_PATH)}, 2, NULL, false, rs_cmd_load, NULL},
     {"collective", "ranks",
      "collective OP [ranks=2] [count=2|size=] [backend=shm] [algo=] [op=sum]    one operation on real ranks",
      "Starts the ranks, runs one collective and prints each rank's input and result, checked against a\n"
@@ -268,30 +301,30 @@ const rs_cmddef rs_commands[] = {
      "  collective reduce ranks=2 op=product         [1,10] x [2,11] = [2,110] on rank 0\n"
      "  collective all_reduce ranks=4 algo=ring size=1M\n"
      "Every algorithm step goes to the session log (sql \"SELECT * FROM events WHERE kind='coll_step'\").",
-     false, NULL, {A("OP", RS_A_WORD)}, 1, collective_opts, false, rs_cmd_collective},
+     false, NULL, {ACH("OP", RS_A_WORD, coll_ops)}, 1, collective_opts, false, rs_cmd_collective, NULL},
     {"bench", "ranks", "bench OP [ranks=2] [sizes=8..64M] [backend=shm]    bandwidth table, as nccl-tests prints",
      "Times OP at each size from LO to HI (doubling) on real ranks and prints nccl-tests' columns:\n"
      "time (us, slowest rank), algbw = bytes/time and busbw = algbw x the bus factor (all_reduce\n"
      "2(n-1)/n; all_gather, reduce_scatter, all_to_all (n-1)/n; others 1), and #wrong, the elements\n"
      "that differ from a serial computation. Rows go to the session log as metrics.",
-     false, NULL, {A("OP", RS_A_WORD)}, 1, bench_opts, false, rs_cmd_bench},
+     false, NULL, {ACH("OP", RS_A_WORD, coll_ops)}, 1, bench_opts, false, rs_cmd_bench, NULL},
     {"p2p", "ranks", "p2p [ranks=2] [size=1M] [backend=shm]    blocking vs immediate send/recv, with timings",
-     NULL, false, NULL, {{0}}, 0, p2p_opts, false, rs_cmd_p2p},
+     NULL, false, NULL, {{0}}, 0, p2p_opts, false, rs_cmd_p2p, NULL},
     {"backends", "ranks", "backends    which operations each backend has, on CPU and GPU", NULL, false, NULL, {{0}}, 0,
-     NULL, false, rs_cmd_backends},
+     NULL, false, rs_cmd_backends, NULL},
     {"view", "ranks", "view run N [speed=1]    replay a logged run in the dashboard",
      "Replays run N of the session log (collective, bench, train across ranks) in the live dashboard's\n"
      "panes, at speed= times real time. Keys: space pauses, + and - change the speed, Left and Right\n"
      "scrub back and forth, tab moves the focus between panes, q leaves. Without a terminal it prints\n"
      "the run's final frame as text (100x30).",
-     false, NULL, {A("run", RS_A_KEYWORD), A("N", RS_A_INT)}, 2, view_opts, false, rs_cmd_view},
+     false, NULL, {A("run", RS_A_KEYWORD), A("N", RS_A_INT)}, 2, view_opts, false, rs_cmd_view, NULL},
     {"jobs", "ranks", "jobs [stop=N]    runs going on in the background (q in the live view sends one there)",
      "Lists the runs that left the live view with `q` at the prompt and go on in the background: run\n"
      "number, kind, ranks, time so far. Each one's end is printed at the prompt when its ranks finish.\n"
      "While a training run is in the background its model (and data) cannot be trained, dropped,\n"
      "loaded into or rebound; eval, predict and show see the weights from before the run.\n"
      "`jobs stop=N` stops run N; `quit` stops every one (Ctrl-C at the prompt does not).",
-     false, NULL, {{0}}, 0, jobs_opts, false, rs_cmd_jobs},
+     false, NULL, {{0}}, 0, jobs_opts, false, rs_cmd_jobs, NULL},
     {"export", "models", "export MODEL FILE.onnx [opset=17] | export session N FILE.ring    ONNX, or a session as a script",
      "  export MODEL FILE.onnx [opset=17] [softmax=on]\n"
      "Writes MODEL as an ONNX file: Gemm, Conv, MaxPool, AveragePool, Relu, Gelu, Tanh, Flatten,\n"
@@ -299,8 +332,8 @@ const rs_cmddef rs_commands[] = {
      "ONNX Runtime runs it with ringside's answers; `onnx check FILE` says what the ONNX checker would.\n"
      "  export session N FILE.ring\n"
      "Writes the commands of a past session of the log as a script that `play` or `ringside FILE` runs.",
-     false, NULL, {A("MODEL|session", RS_A_WORD), A("FILE|N", RS_A_WORD), AOPT("FILE", RS_A_PATH)}, 3, export_opts,
-     false, rs_cmd_export},
+     false, NULL, {ACH("MODEL|session", RS_A_WORD, export_words), A("FILE|N", RS_A_WORD), AOPT("FILE", RS_A_PATH)}, 3, export_opts,
+     false, rs_cmd_export, NULL},
     {"onnx", "models", "onnx show|check FILE | onnx new|input|output|init|node|save ...    inspect or build ONNX",
      "  onnx show FILE                 inputs, outputs, initializers and nodes\n"
      "  onnx check FILE                the structural checks of the ONNX checker\n"
@@ -315,31 +348,31 @@ const rs_cmddef rs_commands[] = {
      "Import: model m = onnx FILE (a trainable model when the graph is a plain layer sequence).",
      false, NULL, {A("WHAT", RS_A_WORD), AOPT("A", RS_A_STRING), AOPT("B", RS_A_STRING), AOPT("C", RS_A_STRING),
                    AOPT("D", RS_A_STRING)},
-     5, onnx_opts, false, rs_cmd_onnx},
+     5, onnx_opts, false, rs_cmd_onnx, NULL},
     {"runs", "session log", "runs [n=20]    recent runs from the session log", NULL, false, NULL, {{0}}, 0, runs_opts,
-     false, rs_cmd_runs},
+     false, rs_cmd_runs, NULL},
     {"compare", "session log", "compare N M    two runs' settings and results side by side", NULL, false, NULL,
-     {A("N", RS_A_INT), A("M", RS_A_INT)}, 2, NULL, false, rs_cmd_compare},
+     {A("N", RS_A_INT), A("M", RS_A_INT)}, 2, NULL, false, rs_cmd_compare, NULL},
     {"sql", "session log", "sql \"SELECT ...\"    query the session log (read-only)", NULL, false, NULL,
-     {A("QUERY", RS_A_STRING)}, 1, NULL, false, rs_cmd_sql},
+     {A("QUERY", RS_A_STRING)}, 1, NULL, false, rs_cmd_sql, NULL},
     {"history", "session log", "history [n=20]    recent commands", NULL, false, NULL, {{0}}, 0, history_opts, false,
-     rs_cmd_history},
+     rs_cmd_history, NULL},
     {"replay", "session log", "replay SESSION    run a past session's commands again", NULL, false, NULL,
-     {A("SESSION", RS_A_INT)}, 1, NULL, false, rs_cmd_replay},
+     {A("SESSION", RS_A_INT)}, 1, NULL, false, rs_cmd_replay, NULL},
     {"play", "playback", "play FILE|tour [mode=interactive|auto|step]    play a tutorial script", NULL, false, NULL,
-     {A("FILE", RS_A_PATH), AOPT("MODE", RS_A_WORD)}, 2, play_opts, false, rs_cmd_play},
+     {ACH("FILE", RS_A_PATH, play_words), AOPT("MODE", RS_A_WORD)}, 2, play_opts, false, rs_cmd_play, NULL},
     {"say", "playback", "say \"TEXT\"    narration in a tutorial", NULL, false, NULL, {A("TEXT", RS_A_STRING)}, 1,
-     NULL, false, rs_cmd_say},
+     NULL, false, rs_cmd_say, NULL},
     {"pause", "playback", "pause    wait for Enter (in a tutorial)", NULL, false, NULL, {{0}}, 0, NULL, false,
-     rs_cmd_pause},
+     rs_cmd_pause, NULL},
     {"set", "session", "set [threads=N] [seed=N] [color=on|off]    session settings (no options: show them)", NULL,
-     false, NULL, {{0}}, 0, set_opts, false, rs_cmd_set},
+     false, NULL, {{0}}, 0, set_opts, false, rs_cmd_set, NULL},
     {"version", "session", "version    version, BLAS kernel, threads", NULL, false, NULL, {{0}}, 0, NULL, false,
-     rs_cmd_version},
+     rs_cmd_version, NULL},
     {"help", "session", "help [COMMAND]    this list, or one command in full", NULL, false, NULL,
-     {AOPT("COMMAND", RS_A_WORD)}, 1, NULL, false, rs_cmd_help},
-    {"quit", "session", "quit    leave (Ctrl-D too)", NULL, false, NULL, {{0}}, 0, NULL, false, rs_cmd_quit},
-    {NULL, NULL, NULL, NULL, false, NULL, {{0}}, 0, NULL, false, NULL},
+     {AOPT("COMMAND", RS_A_COMMAND)}, 1, NULL, false, rs_cmd_help, NULL},
+    {"quit", "session", "quit    leave (Ctrl-D too)", NULL, false, NULL, {{0}}, 0, NULL, false, rs_cmd_quit, NULL},
+    {NULL, NULL, NULL, NULL, false, NULL, {{0}}, 0, NULL, false, NULL, NULL},
 };
 
 const rs_cmddef *rs_cmd_find(const char *name)

@@ -1,7 +1,8 @@
 /* The interactive prompt: GNU readline through its callback interface, so that Ctrl-C at the prompt
  * is handled in the main loop (discard the line, new prompt) rather than inside a signal handler,
  * and Ctrl-C during a command only raises the flag the command polls. Completion is generated from
- * the command table: commands, option names (`epochs=`), enum values, session names and paths. */
+ * the command table (complete.c): commands, arguments, option names (`epochs=`), their values, a
+ * binding's forms, session names and paths. */
 #define _GNU_SOURCE /* open_memstream */
 #include <errno.h>
 #include <readline/history.h>
@@ -11,8 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/select.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "complete.h"
 #include "repl.h"
 
 static rs_session *cur;          /* readline's callbacks take no user pointer */
@@ -26,44 +29,36 @@ static void on_line(char *line)
         rl_callback_handler_remove();
         return;
     }
+    /* Removed here, inside the handler, so readline does not draw a fresh prompt on return: the
+     * command's output would then start on that prompt's line (`1ingside>`, or after a stray
+     * `ringside> ` where the terminal cannot move the cursor). The loop installs it again after
+     * the command, below its output. */
+    rl_callback_handler_remove();
     pending_line = line;
 }
 
-/* ---- completion ---- */
-
-static const rs_cmddef *line_command(const char *buf, int upto, int *nwords, int *in_rest)
-{
-    /* Words before the cursor: the command is the first one. */
-    char first[64] = "";
-    int n = 0;
-    *in_rest = 0;
-    for (int i = 0; i < upto;) {
-        while (i < upto && (buf[i] == ' ' || buf[i] == '\t')) i++;
-        if (i >= upto) break;
-        int b = i;
-        while (i < upto && buf[i] != ' ' && buf[i] != '\t') i++;
-        if (i >= upto) break; /* the word being completed */
-        if (n == 0) snprintf(first, sizeof first, "%.*s", i - b, buf + b);
-        if (i - b == 1 && buf[b] == '=') *in_rest = 1;
-        n++;
-    }
-    *nwords = n;
-    return n ? rs_cmd_find(first) : NULL;
-}
+/* ---- completion (candidates from complete.c) ---- */
 
 static char **matches;
 static int nmatches, match_i;
 
-static void add_match(const char *prefix, const char *cand, const char *suffix)
+static void clear_matches(void)
 {
-    size_t pl = strlen(prefix);
-    if (strncmp(cand, prefix, pl)) return;
-    char **n = realloc(matches, (size_t)(nmatches + 2) * sizeof *n);
-    if (!n) return;
+    for (int i = 0; i < nmatches; i++) free(matches[i]);
+    free(matches);
+    matches = NULL;
+    nmatches = 0;
+}
+
+static void push_match(char *m)
+{
+    char **n = realloc(matches, (size_t)(nmatches + 1) * sizeof *n);
+    if (!n) {
+        free(m);
+        return;
+    }
     matches = n;
-    size_t len = strlen(cand) + strlen(suffix) + 1;
-    matches[nmatches] = malloc(len);
-    if (matches[nmatches]) snprintf(matches[nmatches++], len, "%s%s", cand, suffix);
+    matches[nmatches++] = m;
 }
 
 static char *gen(const char *text, int state)
@@ -74,88 +69,69 @@ static char *gen(const char *text, int state)
     return NULL;
 }
 
+/* Files after pre ("ckpt=" or ""): directories end in '/', so completion goes on inside them. */
+static void add_files(const char *text, const char *pre)
+{
+    size_t pl = strlen(pre);
+    if (strncmp(text, pre, pl)) return;
+    char *f;
+    for (int st = 0; (f = rl_filename_completion_function(text + pl, st)); st++) {
+        char *exp = tilde_expand(f);
+        struct stat sb;
+        bool dir = exp && stat(exp, &sb) == 0 && S_ISDIR(sb.st_mode);
+        free(exp);
+        size_t len = pl + strlen(f) + 2;
+        char *m = malloc(len);
+        if (m) {
+            snprintf(m, len, "%s%s%s", pre, f, dir ? "/" : " ");
+            push_match(m);
+        }
+        free(f);
+    }
+}
+
 static char **complete(const char *text, int start, int end)
 {
-    (void)end;
-    for (int i = 0; i < nmatches; i++) free(matches[i]);
-    free(matches);
-    matches = NULL;
-    nmatches = 0;
-    rl_attempted_completion_over = 1;
-    int nwords, in_rest;
-    const rs_cmddef *c = line_command(rl_line_buffer, start, &nwords, &in_rest);
-    if (nwords == 0) {
-        for (const rs_cmddef *k = rs_commands; k->name; k++) add_match(text, k->name, " ");
-        rl_completion_suppress_append = 1; /* the match carries its own space */
-        return rl_completion_matches(text, gen);
+    clear_matches();
+    rl_attempted_completion_over = 1;  /* never readline's default (file names) behind our back */
+    rl_completion_suppress_append = 1; /* each candidate carries what follows it */
+    rs_compl o;
+    rs_complete(cur, rl_line_buffer, start, end, &o);
+    for (int i = 0; i < o.n; i++) {
+        push_match(o.words[i]);
+        o.words[i] = NULL;
     }
-    if (!c) return NULL;
-    const char *eq = strchr(text, '=');
-    if (eq && c->opts) {
-        /* key=VALUE: enum choices, booleans, files */
-        char key[64];
-        snprintf(key, sizeof key, "%.*s", (int)(eq - text), text);
-        for (const rs_optdef *o = c->opts; o->name; o++) {
-            if (strcmp(o->name, key)) continue;
-            char pre[128];
-            snprintf(pre, sizeof pre, "%s=", key);
-            if (o->type == RS_T_ENUM)
-                for (int i = 0; o->choices[i]; i++) {
-                    char full[128];
-                    snprintf(full, sizeof full, "%s%s", pre, o->choices[i]);
-                    add_match(text, full, " ");
-                }
-            else if (o->type == RS_T_BOOL) {
-                char on[160], off[160];
-                snprintf(on, sizeof on, "%son", pre);
-                snprintf(off, sizeof off, "%soff", pre);
-                add_match(text, on, " ");
-                add_match(text, off, " ");
-            } else if (o->type == RS_T_PATH) {
-                char *f;
-                for (int st = 0; (f = rl_filename_completion_function(eq + 1, st)); st++) {
-                    char full[1024];
-                    snprintf(full, sizeof full, "%s%s", pre, f);
-                    add_match(text, full, "");
-                    free(f);
-                }
-            }
+    if (o.files) add_files(text, o.file_pre);
+    rs_compl_free(&o);
+    return nmatches ? rl_completion_matches(text, gen) : NULL;
+}
+
+/* Listing candidates (Tab Tab): `opt=adam opt=adamw opt=sgd` shows as `adam adamw sgd`, a file as its
+ * last path component, as shells list them. */
+static void display_matches(char **list, int num, int max_length)
+{
+    (void)max_length;
+    char **shown = calloc((size_t)num + 2, sizeof *shown);
+    if (!shown) return;
+    int longest = 0;
+    for (int i = 0; i <= num; i++) {
+        const char *m = list[i], *eq = strchr(m, '='), *sl = strrchr(m, '/');
+        const char *from = eq ? eq + 1 : m;
+        if (sl && sl > from && sl[1]) from = sl + 1;
+        else if (sl && sl > from && !sl[1]) { /* a directory "a/b/": show "b/" */
+            const char *p = sl;
+            while (p > from && p[-1] != '/') p--;
+            from = p;
         }
-        return nmatches ? rl_completion_matches(text, gen) : NULL;
+        size_t l = strlen(from);
+        if (l && from[l - 1] == ' ') l--;
+        shown[i] = strndup(from, l);
+        if (i && (int)l > longest) longest = (int)l;
     }
-    /* Positional argument at this index (bindings: the name, '=', then free text). */
-    int argi = c->binding ? -1 : nwords - 1;
-    if (argi >= 0 && argi < c->nargs) {
-        const rs_argdef *a = &c->args[argi];
-        if (a->kind == RS_A_KEYWORD) add_match(text, a->name, " ");
-        else if (a->kind == RS_A_PATH) {
-            rl_attempted_completion_over = 0; /* readline's own file name completion */
-            return NULL;
-        } else if (a->kind == RS_A_MODEL || a->kind == RS_A_DATA || a->kind == RS_A_NAME) {
-            for (int i = 0; i < cur->nobjs; i++) {
-                const rs_obj *o = &cur->objs[i];
-                if (a->kind == RS_A_NAME || (a->kind == RS_A_MODEL) == (o->kind == RS_OBJ_MODEL))
-                    add_match(text, o->name, " ");
-            }
-            if (!strcmp(c->name, "show")) add_match(text, "run", " ");
-        } else if (!strcmp(c->name, "help")) {
-            for (const rs_cmddef *k = rs_commands; k->name; k++) add_match(text, k->name, "");
-        } else if (!strcmp(c->name, "play")) {
-            add_match(text, "tour", " ");
-            rl_attempted_completion_over = 0;
-        }
-    }
-    if (c->binding && in_rest) {
-        static const char *const words[] = {"mlp", "seq", "digits", "fashion", "idx", "cifar", "csv", "linear(",
-                                            "conv(", "maxpool(", "avgpool(", "relu", "gelu", "tanh", "flatten",
-                                            "dropout(", "layernorm", NULL};
-        for (int i = 0; words[i]; i++) add_match(text, words[i], strchr(words[i], '(') ? "" : " ");
-    }
-    if (c->opts && (!c->binding || in_rest))
-        for (const rs_optdef *o = c->opts; o->name; o++) add_match(text, o->name, "=");
-    if (!nmatches) return NULL;
-    rl_completion_suppress_append = 1;
-    return rl_completion_matches(text, gen);
+    rl_display_match_list(shown, num, longest);
+    for (int i = 0; i <= num; i++) free(shown[i]);
+    free(shown);
+    rl_forced_update_display();
 }
 
 /* ---- the loop ---- */
@@ -219,6 +195,9 @@ int rs_repl_interactive(rs_session *s, const char *history_path)
     cur = s;
     rl_readline_name = "ringside";
     rl_attempted_completion_function = complete;
+    rl_completion_display_matches_hook = display_matches;
+    rl_basic_word_break_characters = " \t\n"; /* `opt=a` is one word: its key says what completes */
+    rl_completer_word_break_characters = rl_basic_word_break_characters;
     rl_catch_signals = 0; /* our handler; readline must not install its own */
     rl_catch_sigwinch = 1;
     using_history();
@@ -263,8 +242,7 @@ int rs_repl_interactive(rs_session *s, const char *history_path)
         if (pending_line) {
             char *line = pending_line;
             pending_line = NULL;
-            /* Run the command with readline's terminal settings restored to normal. */
-            rl_callback_handler_remove();
+            /* The handler is removed (on_line): the terminal is back to normal for the command. */
             if (*line) {
                 add_history(line);
                 if (history_path) {
@@ -285,10 +263,7 @@ int rs_repl_interactive(rs_session *s, const char *history_path)
     rl_callback_handler_remove();
     rs_jobs_stop_all(s, true); /* quit or end of input: background runs end with the session */
     if (history_path) history_truncate_file(history_path, 2000);
-    for (int i = 0; i < nmatches; i++) free(matches[i]);
-    free(matches);
-    matches = NULL;
-    nmatches = 0;
+    clear_matches();
     cur = NULL;
     return errors;
 }

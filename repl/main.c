@@ -96,6 +96,7 @@ int main(int argc, char **argv)
     bool tty_in = isatty(STDIN_FILENO), tty_out = isatty(STDOUT_FILENO);
     const char *term = getenv("TERM");
     s->interactive = tty_in && tty_out && !file && !cmdline;
+    if (!s->interactive) s->err = stderr; /* scripts: `ringside s.ring 2>/dev/null` hides only the errors */
     s->color = tty_out && !getenv("NO_COLOR") && !(term && !strcmp(term, "dumb"));
     s->keep_going = keep_going;
     s->interrupt = &interrupted;

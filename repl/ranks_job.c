@@ -84,6 +84,10 @@ static void log_trace(dist_job *j, const rs_pg_event *ev)
 static void bench_row(dist_job *j, const rs_bench_row *r)
 {
     FILE *f = j->held ? j->held : j->s->out; /* the background's rows are printed at its end */
+    /* the view has the row in its bench pane (fed from the @bench line): the table's text, as wide as
+     * nccl-tests prints it, stays out of its narrower log pane and is printed when the view closes */
+    bool quiet = j->live && f == j->s->out;
+    if (quiet) rs_live_quiet(j->live, true);
     if (j->nrows++ == 0) {
         fprintf(f, "#\n#%12s %13s %6s %7s %10s %8s %8s %7s\n", "size", "count", "type", "redop", "time", "algbw",
                 "busbw", "#wrong");
@@ -93,6 +97,7 @@ static void bench_row(dist_job *j, const rs_bench_row *r)
             (unsigned long long)r->count, rs_dtype_name(r->dtype), rs_redop_name(r->redop), r->time_us, r->algbw,
             r->busbw, (unsigned long long)r->wrong);
     fflush(f);
+    if (quiet) rs_live_quiet(j->live, false);
     j->busbw_sum += r->busbw;
     if (r->wrong) j->wrong_rows++;
     int64_t step = (int64_t)r->bytes;
@@ -261,7 +266,11 @@ static void log_done(dist_job *j, const rs_train_line *t)
 static void step_release(dist_job *j, int k)
 {
     if (!j->stepwise || !j->step_store || k > j->step_max || k < j->step_next) return;
+    double t = logged_time(j, rs_pg_now());
     for (; j->step_next <= k; j->step_next++) {
+        /* the models learn which ranks waited for this key and how long (not the collective's time) */
+        if (j->live) rs_view_feed_release(rs_live_model(j->live), j->step_coll, j->step_next, t);
+        if (j->dump_vm) rs_view_feed_release(j->dump_vm, j->step_coll, j->step_next, t);
         char key[64];
         rs_err e = {0};
         snprintf(key, sizeof key, "step/%llu/%d", (unsigned long long)j->step_coll, j->step_next);
@@ -454,6 +463,7 @@ static int ranks_ended(dist_job *j, rs_status st, const rs_err *e)
         if (j->held_len) fwrite(j->held_buf, 1, j->held_len, s->out);
     }
     int rc = 0;
+    j->cancelled = st == RS_ERR_CANCELLED;
     if (st == RS_ERR_CANCELLED) {
         rs_log_run_end(s, j->run, "cancelled", 0, NULL, j->background ? "stopped in the background" : "stopped by Ctrl-C");
         rc = rs_session_error(s, j->c, (size_t)-1, 0, "%s: stopped (%s); the ranks were ended", j->what,
@@ -529,8 +539,14 @@ int rs_job_run(dist_job *j, const char *const *job_args, int nargs, double timeo
     rs_view_run vr = {.id = j->run > 0 ? run_id : NULL, .kind = j->what, .backend = j->backend, .world = j->world,
                       .mode = !strcmp(j->what, "train") ? rs_call_str(c, "mode", NULL) : NULL, .t_start = -1};
     const char *dump = getenv("RINGSIDE_VIEW_DUMP");
+    /* the dump has what a replay of the log knows (`view run N` compares with it): the run's start is
+     * its first event, the plan unknown */
     if (dump && *dump && (j->dump = strdup(dump)) != NULL && (j->dump_vm = rs_view_model_new(&e)) != NULL)
         rs_view_set_run(j->dump_vm, &vr);
+    /* the live view counts from the launch (ranks that are still starting say nothing), with the plan */
+    rs_view_run vr_live = vr;
+    vr_live.steps_total = j->steps_total;
+    vr_live.epochs = j->epochs;
 
     /* the replay's way back from the log's unix times to the ranks' clock (see logged_time) */
     rs_slog_event_info clock = RS_SLOG_EVENT_INIT;
@@ -581,10 +597,13 @@ int rs_job_run(dist_job *j, const char *const *job_args, int nargs, double timeo
     argv[a] = NULL;
 
     rs_launch_cfg cfg = {.nranks = be->needs_launcher ? 1 : j->world, .argv = argv,
-                         .master_port = srv ? rs_store_server_port(srv) : 1, .grace_s = 2,
+                         .master_port = srv ? rs_store_server_port(srv) : 1,
+                         /* training ranks finish a step, gather and write the weights when stopped */
+                         .grace_s = !strcmp(j->what, "train") ? 10 : 2,
                          .on_line = on_line, .line_ud = j, .should_stop = stop_requested, .stop_ud = j};
     rs_launch_result res;
-    if (want_view) j->live = rs_live_start(s, &vr);
+    vr_live.t_start = logged_time(j, rs_pg_now());
+    if (want_view) j->live = rs_live_start(s, &vr_live);
     if (j->live && j->stepwise) rs_live_status(j->live, "step=1: n / Enter / Right for the next step");
     j->t_begin = rs_pg_now();
     rs_status st = rs_launch_start(&cfg, &j->l, &e);
@@ -688,9 +707,10 @@ int rs_job_parse_op(rs_session *s, const rs_call *c, rs_pg_opkind *op)
     for (size_t i = 0; i < sizeof alias / sizeof alias[0]; i++)
         if (!strcmp(w, alias[i][0])) w = alias[i][1];
     if (rs_pg_op_from_name(w, op) && *op != RS_OP_SEND && *op != RS_OP_RECV) return 0;
-    static const char *const names[] = {"broadcast", "reduce", "all_reduce", "scatter", "gather", "all_gather",
-                                        "reduce_scatter", "all_to_all", "barrier"};
-    const char *near = rs_val_near_miss(c->args[0], names, 9);
+    const char *const *names = c->cmd->args[0].choices; /* the command table's list (completion offers it) */
+    int n = 0;
+    while (names && names[n]) n++;
+    const char *near = n ? rs_val_near_miss(c->args[0], names, n) : NULL;
     char hint[64] = "";
     if (near) snprintf(hint, sizeof hint, " (did you mean '%s'?)", near);
     bool p2p = !strcmp(w, "send") || !strcmp(w, "recv");

@@ -75,6 +75,7 @@ struct rs_job {
     int64_t id;              /* the run id `jobs` shows (the log's run, or a number of our own without a log) */
     bool detach;             /* `q` was pressed: hand the run to the background at the next pump */
     bool background;         /* in s->jobs: nothing printed until the end */
+    bool cancelled;          /* the ranks were stopped (Ctrl-C, `jobs stop`): set before j->finish runs */
     bool stopping;           /* `jobs stop=N` or quit asked the ranks to stop */
     FILE *held;              /* background: bench rows wait here (open_memstream over held_buf) */
     char *held_buf;
@@ -88,6 +89,9 @@ struct rs_job {
     rs_dtype dt;
     long long count;
     char redop[16];
+    /* the live view's header: train: planned optimizer steps and epochs; bench: message sizes */
+    int64_t steps_total;
+    int epochs;
     /* train: the session names (looked up again at the end: s->objs may move meanwhile) and the files */
     char mname[64], dname[64], mode[8];
     char dir[32], init[64], outp[64];

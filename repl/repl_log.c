@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "call.h"
+#include "engine/optim/optim.h"
 #include "repl.h"
 #include "slog/slog.h"
 #include "slog/table.h"
@@ -22,25 +23,62 @@ void rs_log_check(rs_session *s)
 }
 
 /* An option that only a mode across ranks reads ("ddp: gradient bucket size") says so in its help. */
-static bool ranks_only(const rs_optdef *d)
+/* Which runs of `train` read an option: the modes (and the optimizer or schedule) it applies to. An
+ * option missing here applies to every run. */
+static const struct {
+    const char *name, *modes; /* " dp ddp fsdp " style lists; "opt=sgd" and "sched=..." test those options */
+} applies_to[] = {
+    {"ranks", " dp ddp fsdp "}, {"backend", " ddp fsdp "}, {"timeout", " ddp fsdp "}, {"view", " ddp fsdp "},
+    {"bucket", " ddp "},        {"overlap", " ddp "},      {"zero", " fsdp "},       {"wrap", " fsdp "},
+    {"offload", " fsdp "},      {"momentum", "opt=sgd"},   {"nesterov", "opt=sgd"},  {"step_size", "sched=step"},
+    {"gamma", "sched=step"},    {"min_lr", "sched=cosine"}, {"threads", " single dp "},
+};
+
+static bool applies(const rs_call *c, const char *name)
 {
-    return !strncmp(d->help, "dp:", 3) || !strncmp(d->help, "ddp:", 4) || !strncmp(d->help, "fsdp", 4) ||
-           !strncmp(d->help, "ddp/fsdp:", 9);
+    for (size_t i = 0; i < sizeof applies_to / sizeof applies_to[0]; i++) {
+        if (strcmp(applies_to[i].name, name)) continue;
+        const char *m = applies_to[i].modes, *eq = strchr(m, '=');
+        if (eq) {
+            char key[16];
+            snprintf(key, sizeof key, "%.*s", (int)(eq - m), m);
+            return !strcmp(rs_call_str(c, key, ""), eq + 1);
+        }
+        char word[24];
+        snprintf(word, sizeof word, " %s ", rs_call_str(c, "mode", "single"));
+        return strstr(m, word) != NULL;
+    }
+    return true;
 }
 
-/* Every option of the run, defaults included, except the defaults of options the run's mode does not
- * read (a single-process run has no bucket size). */
-static json_t *options_json(const rs_call *c)
+/* An option whose default depends on the run (the table gives none): the value the run used. */
+static json_t *run_default(const rs_session *s, const rs_call *c, const char *name)
+{
+    rs_opt_kind kind = RS_OPT_ADAM;
+    rs_opt_kind_parse(rs_call_str(c, "opt", "adam"), &kind, NULL);
+    if (!strcmp(name, "lr")) return json_real(rs_opt_defaults(kind).lr);
+    if (!strcmp(name, "wd")) return json_real(rs_opt_defaults(kind).weight_decay);
+    if (!strcmp(name, "seed")) return json_integer((json_int_t)s->seed);
+    if (!strcmp(name, "threads")) return json_integer(s->threads);
+    return NULL;
+}
+
+/* Every option of the run, defaults included (those the table leaves open as the run resolved them),
+ * and of `train` only those its mode, optimizer and schedule read unless they were given: so that
+ * `compare` lines up what mattered. */
+static json_t *options_json(const rs_session *s, const rs_call *c)
 {
     json_t *o = json_object();
-    const rs_optval *mv = rs_call_opt(c, "mode");
-    bool single = !mv || !mv->text || !strcmp(mv->text, "single");
+    bool train = !strcmp(c->cmd->name, "train");
     for (int i = 0; c->cmd->opts && c->cmd->opts[i].name; i++) {
         const rs_optdef *d = &c->cmd->opts[i];
         const rs_optval *v = &c->opts[i];
-        if (!v->text) continue;
-        if (single && !v->set && ranks_only(d)) continue;
+        if (train && !v->set && !applies(c, d->name)) continue;
         json_t *j = NULL;
+        if (!v->text) {
+            if (train && (j = run_default(s, c, d->name)) != NULL) json_object_set_new(o, d->name, j);
+            continue;
+        }
         switch (d->type) {
         case RS_T_INT: j = json_integer(v->v.i); break;
         case RS_T_FLOAT:
@@ -64,7 +102,7 @@ int64_t rs_log_run_begin_dist(rs_session *s, const char *kind, const char *model
                               const rs_call *c, const char *mode, const char *backend, int world)
 {
     if (!s->log) return 0;
-    json_t *o = options_json(c);
+    json_t *o = options_json(s, c);
     char *text = o ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(9)) : NULL;
     json_decref(o);
     rs_slog_run_info info = {.kind = kind, .model = model, .model_spec = spec, .dataset = data,

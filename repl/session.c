@@ -89,8 +89,8 @@ static void vreport(rs_session *s, const char *line, size_t pos, size_t len, con
 {
     /* GCC with -fsanitize=undefined otherwise "finds" a NULL format on an inlined path. */
     if (!fmt) fmt = "(no message)";
-    FILE *f = s->out;
-    fflush(f);
+    FILE *f = s->err ? s->err : s->out;
+    fflush(s->out); /* what came before the error is printed before it, merged or not */
     if (s->where_file) fprintf(f, "%s:%d: ", s->where_file, s->where_line);
     fprintf(f, "%serror:%s ", rs_sty(s, "\033[1;31m"), rs_sty(s, "\033[0m"));
     va_list copy;
@@ -139,8 +139,11 @@ void rs_session_warn(rs_session *s, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(s->out, "%swarning:%s ", rs_sty(s, "\033[1;33m"), rs_sty(s, "\033[0m"));
-    vfprintf(s->out, fmt, ap);
-    fputc('\n', s->out);
+    FILE *f = s->err ? s->err : s->out;
+    fflush(s->out);
+    fprintf(f, "%swarning:%s ", rs_sty(s, "\033[1;33m"), rs_sty(s, "\033[0m"));
+    vfprintf(f, fmt, ap);
+    fputc('\n', f);
+    fflush(f);
     va_end(ap);
 }

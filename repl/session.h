@@ -27,6 +27,8 @@ typedef struct rs_obj {
     char source[256];       /* what `data` was given, as rs_data_open reads it ("digits:6000") */
     uint64_t data_seed;     /* the seed it was opened with: ranks open the same data from both */
     bool source_cut;        /* source was too long to keep whole: ranks cannot reopen it */
+    int64_t trained_run;    /* RS_OBJ_MODEL: the run whose weights it holds (> 0 its id in the session log,
+                               -1 a run not logged), 0 while it has its initial weights */
     int64_t busy_run;       /* > 0: a background run (`jobs`) uses it; it must not change or go until
                                that run ends (0: free) */
 } rs_obj;
@@ -39,6 +41,7 @@ struct rs_session {
     uint64_t seed;
     int threads;
     FILE *out;
+    FILE *err;              /* errors and warnings: stderr in scripts, -c and pipes; NULL: out (the prompt) */
     bool color;             /* NO_COLOR, TERM=dumb and non-terminals turn it off */
     bool interactive;       /* a person at a terminal: prompts, pauses wait */
     bool echo;              /* scripts: print each command before running it */
@@ -58,8 +61,8 @@ struct rs_session {
     void *onnx_builder;     /* the graph `onnx new` started (rs_onnx_builder, owned), or NULL */
     bool can_detach;        /* the interactive prompt runs this line: `q` in the live view may send a
                                run to the background (scripts and -c never detach) */
-    struct rs_job *jobs;    /* background runs (cmd_dist.c's list, owned); the prompt pumps them with
-                               rs_jobs_pump and ends them with rs_jobs_stop_all */
+    struct rs_job *jobs;    /* background runs (repl/ranks_job.c's list, owned); the prompt pumps them
+                               with rs_jobs_pump and ends them with rs_jobs_stop_all */
 };
 
 rs_session *rs_session_new(FILE *out);
@@ -86,7 +89,7 @@ void rs_session_warn(rs_session *s, const char *fmt, ...) __attribute__((format(
  * (caret under [pos, pos+len)) and returns 1; 0 when o is NULL or free. */
 int rs_session_check_busy(rs_session *s, const rs_call *c, const rs_obj *o, size_t pos, size_t len);
 
-/* Background runs (cmd_dist.c). rs_jobs_count: how many are in progress. rs_jobs_pump: services each one
+/* Background runs (repl/ranks_job.c). rs_jobs_count: how many are in progress. rs_jobs_pump: services each one
  * once without blocking (a few ms at most) and prints the end of those that finished to s->out.
  * rs_jobs_stop_all: stops every one, waits for their ranks, says so when `say`, and frees them. */
 int rs_jobs_count(const rs_session *s);

@@ -179,6 +179,15 @@ static void pump_output(rs_live *lv)
     }
 }
 
+void rs_live_quiet(rs_live *lv, bool on)
+{
+    if (on) pump_output(lv); /* what came before still goes to the log pane */
+    else {
+        fflush(lv->cap);
+        lv->cap_off = lv->cap_len;
+    }
+}
+
 static void resize(rs_live *lv)
 {
     struct winsize ws;

@@ -50,6 +50,10 @@ void rs_live_set_speed(rs_live *lv, double speed, bool replay);
 bool rs_live_paused(const rs_live *lv);
 /* A status word for the header's corner ("paused", "replay 2x", "step: press n"), copied; NULL clears. */
 void rs_live_status(rs_live *lv, const char *text);
+/* Between rs_live_quiet(lv, true) and rs_live_quiet(lv, false), what the REPL prints is kept for the end
+ * (printed when the view closes) but left out of the log pane: text the panes show their own way (the
+ * bench table). */
+void rs_live_quiet(rs_live *lv, bool on);
 /* Draws the next tick even when paused or within the frame interval. */
 void rs_live_dirty(rs_live *lv);
 

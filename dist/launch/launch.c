@@ -1,17 +1,19 @@
-/* The rank launcher (see launch.h): posix_spawn of N ranks into one process group, a poll loop over
- * their stdout/stderr pipes that cuts lines, and a watcher that stops everyone when one rank fails.
+/* The rank launcher (see launch.h): fork/exec of N ranks into one process group, each killed when the
+ * launcher dies, a poll loop over their stdout/stderr pipes that cuts lines, and a watcher that stops
+ * everyone when one rank fails.
  * No signal handler and no global state: exits are found with waitpid(WNOHANG) every loop turn. */
-#define _GNU_SOURCE /* pipe2, posix_spawn_file_actions_addclosefrom_np (glibc >= 2.34) */
+#define _GNU_SOURCE /* pipe2, close_range (glibc >= 2.34) */
 #include "dist/launch/launch.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -368,15 +370,50 @@ static int overridden(const char *entry, const char *const *extra)
     return 0;
 }
 
-/* Spawns rank r with its pipes; the read ends go into l->streams. */
+/* argv[0] as execvp would find it, resolved here because only async-signal-safe calls may run in the
+ * child between fork and exec. 0, or an errno. */
+static int resolve_exe(const char *name, char *out, size_t cap)
+{
+    if (strchr(name, '/')) {
+        if (strlen(name) >= cap) return ENAMETOOLONG;
+        strcpy(out, name);
+        return 0;
+    }
+    const char *path = getenv("PATH");
+    if (!path || !*path) path = "/usr/local/bin:/usr/bin:/bin";
+    int found_err = ENOENT;
+    for (const char *p = path;;) {
+        const char *colon = strchr(p, ':');
+        size_t n = colon ? (size_t)(colon - p) : strlen(p);
+        int w = snprintf(out, cap, "%.*s%s%s", (int)n, p, n ? "/" : "", name);
+        if (w > 0 && (size_t)w < cap) {
+            if (access(out, X_OK) == 0) return 0;
+            if (errno == EACCES) found_err = EACCES;
+        }
+        if (!colon) break;
+        p = colon + 1;
+    }
+    return found_err;
+}
+
+/* Spawns rank r with its pipes; the read ends go into l->streams. fork rather than posix_spawn: the
+ * child asks for SIGKILL when the launcher dies (PR_SET_PDEATHSIG, kept across exec), so no rank
+ * outlives a launcher killed by anything, SIGKILL included; a launcher gone before the prctl is caught
+ * by getppid. An exec failure comes back through a close-on-exec pipe. */
 static rs_status spawn_rank(rs_launch *l, const rs_launch_cfg *cfg, int r, char **envp, rs_err *err)
 {
-    int po[2] = {-1, -1}, pe[2] = {-1, -1};
-    if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0) {
+    char exe[4096];
+    int rerr = resolve_exe(cfg->argv[0], exe, sizeof exe);
+    if (rerr)
+        return rs_err_set(err, RS_ERR_IO, "cannot start rank %d: '%s': %s%s", r, cfg->argv[0], strerror(rerr),
+                          rerr == ENOENT ? " (give a path, or put it on PATH)" : "");
+    int po[2] = {-1, -1}, pe[2] = {-1, -1}, px[2] = {-1, -1};
+    if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0 || pipe2(px, O_CLOEXEC) < 0) {
         int e = errno;
         for (int i = 0; i < 2; i++) {
             if (po[i] >= 0) close(po[i]);
             if (pe[i] >= 0) close(pe[i]);
+            if (px[i] >= 0) close(px[i]);
         }
         return rs_err_set(err, RS_ERR_IO, "cannot start rank %d: pipe: %s", r, strerror(e));
     }
@@ -386,31 +423,60 @@ static rs_status spawn_rank(rs_launch *l, const rs_launch_cfg *cfg, int r, char 
     l->streams[2 * r].fd = po[0];
     l->streams[2 * r + 1].fd = pe[0];
 
-    posix_spawn_file_actions_t fa;
-    posix_spawnattr_t at;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawnattr_init(&at);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0); /* the REPL keeps the tty */
-    posix_spawn_file_actions_adddup2(&fa, po[1], 1);
-    posix_spawn_file_actions_adddup2(&fa, pe[1], 2);
-    /* Whatever this process has open without O_CLOEXEC (sockets, logs) stays out of the ranks. */
-    posix_spawn_file_actions_addclosefrom_np(&fa, 3);
-    sigset_t none, all;
-    sigemptyset(&none);
+    pid_t parent = getpid(), pgid = l->pgid;
+    sigset_t all, old;
     sigfillset(&all);
-    posix_spawnattr_setsigmask(&at, &none);
-    posix_spawnattr_setsigdefault(&at, &all); /* a REPL that ignores SIGINT/SIGPIPE must not pass it on */
-    posix_spawnattr_setpgroup(&at, l->pgid);  /* 0 for rank 0: it leads the new group */
-    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    pid_t pid;
-    int rc = posix_spawnp(&pid, cfg->argv[0], &fa, &at, (char *const *)cfg->argv, envp);
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&at);
+    pthread_sigmask(SIG_SETMASK, &all, &old); /* no handler of ours runs in the child */
+    pid_t pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(127); /* the launcher died before the prctl */
+        setpgid(0, pgid);                     /* 0 for rank 0: it leads the new group */
+        int xfd = px[1];
+        if (xfd < 3) xfd = fcntl(xfd, F_DUPFD_CLOEXEC, 3); /* out of the way of 0..2 */
+        int in = open("/dev/null", O_RDONLY); /* the REPL keeps the tty */
+        if (in >= 0 && in != 0) {
+            dup2(in, 0);
+            close(in);
+        }
+        dup2(po[1], 1);
+        dup2(pe[1], 2);
+        /* Whatever this process has open without O_CLOEXEC (sockets, logs) stays out of the ranks. */
+        if (xfd > 3) close_range(3, (unsigned)xfd - 1, 0);
+        close_range((unsigned)xfd + 1, ~0u, 0);
+        fcntl(xfd, F_SETFD, FD_CLOEXEC);
+        /* a REPL that ignores SIGINT/SIGPIPE must not pass it on */
+        struct sigaction dfl = {.sa_handler = SIG_DFL};
+        for (int sig = 1; sig < NSIG; sig++) sigaction(sig, &dfl, NULL);
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        execve(exe, (char *const *)cfg->argv, envp);
+        int e = errno;
+        (void)!write(xfd, &e, sizeof e);
+        _exit(127);
+    }
+    int fork_errno = errno;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     close(po[1]);
     close(pe[1]);
-    if (rc != 0)
-        return rs_err_set(err, RS_ERR_IO, "cannot start rank %d: '%s': %s%s", r, cfg->argv[0], strerror(rc),
-                          rc == ENOENT ? " (give a path, or put it on PATH)" : "");
+    close(px[1]);
+    if (pid < 0) {
+        close(px[0]);
+        return rs_err_set(err, RS_ERR_IO, "cannot start rank %d: fork: %s", r, strerror(fork_errno));
+    }
+    if (r == 0) setpgid(pid, pid); /* both sides set the group, so neither order races */
+    else setpgid(pid, l->pgid);
+    int child_err = 0;
+    ssize_t got;
+    do got = read(px[0], &child_err, sizeof child_err);
+    while (got < 0 && errno == EINTR);
+    close(px[0]);
+    if (got == (ssize_t)sizeof child_err) {
+        waitpid(pid, NULL, 0);
+        return rs_err_set(err, RS_ERR_IO, "cannot start rank %d: '%s': %s%s", r, cfg->argv[0], strerror(child_err),
+                          child_err == ENOENT ? " (give a path, or put it on PATH)" : "");
+    }
     l->ranks[r].pid = pid;
     l->ranks[r].exit_code = -1;
     l->live++;

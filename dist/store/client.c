@@ -119,6 +119,8 @@ rs_status rs_store_connect(const char *host, int port, double timeout_s, rs_stor
     return RS_OK;
 }
 
+int rs_store_fd(const rs_store *st) { return st ? st->fd : -1; }
+
 void rs_store_close(rs_store *st)
 {
     if (!st) return;

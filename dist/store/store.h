@@ -25,6 +25,9 @@ void rs_store_server_stop(rs_store_server *s);
  * and ends it with rs_store_close. */
 rs_status rs_store_connect(const char *host, int port, double timeout_s, rs_store **out, rs_err *err);
 void rs_store_close(rs_store *st);
+/* The connection's socket, for a watcher that polls it for the server's end (POLLRDHUP); -1 for NULL.
+ * The client still owns it: never read, write or close it. */
+int rs_store_fd(const rs_store *st);
 /* The local IPv4 address of this client's connection (dotted text into host, cap bytes): the interface
  * that reaches the store's host, so the one a backend should listen on for ranks on other hosts. */
 rs_status rs_store_local_addr(rs_store *st, char *host, size_t cap, rs_err *err);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist/store/store.h"
 #include "dist/train/dtrain.h"
 #include "engine/ckpt/checkpoint.h"
 #include "engine/data/source.h"
@@ -110,7 +111,46 @@ static int parse(tjob *j, int argc, char **argv)
 typedef struct watch {
     struct tjob *j;
     rs_model *m;
+    rs_store *store;  /* where rank 0 posts the step every rank stops after; NULL under mpirun */
+    int64_t step;     /* steps finished (the global count, resumes included) */
+    int64_t stop_at;  /* -1 until a stop is agreed */
 } watch;
+
+/* The launcher's SIGTERM (Ctrl-C or `jobs stop` in the REPL) asks for a stop at a step boundary, so
+ * that rank 0 can hand back the weights of the last finished step. */
+static volatile sig_atomic_t term_asked;
+static void on_term(int sig)
+{
+    (void)sig;
+    term_asked = 1;
+}
+
+#define STOP_KEY "train/stop_at"
+
+/* Polled before each step. The ranks must stop after the same step (the gather that follows is a
+ * collective), so rank 0 decides: when asked, it posts "one more step" to the store before starting
+ * that step; no other rank can finish that step before the post (the step's collectives need rank
+ * 0), so each one sees it, at the latest, when it reaches the same boundary. */
+static bool should_stop(void *ud)
+{
+    watch *w = ud;
+    if (w->stop_at < 0 && w->j->rank == 0 && term_asked) {
+        char v[32];
+        int n = snprintf(v, sizeof v, "%lld", (long long)(w->step + 1));
+        rs_err e = {0};
+        if (!rs_store_set(w->store, STOP_KEY, v, (size_t)n, &e)) w->stop_at = w->step + 1;
+    } else if (w->stop_at < 0 && w->j->rank != 0) {
+        int exists = 0;
+        rs_err e = {0};
+        void *val = NULL;
+        size_t n = 0;
+        if (!rs_store_check(w->store, STOP_KEY, &exists, &e) && exists &&
+            !rs_store_get(w->store, STOP_KEY, &val, &n, 5, &e))
+            w->stop_at = strtoll(val, NULL, 10);
+        free(val);
+    }
+    return w->stop_at >= 0 && w->step >= w->stop_at;
+}
 
 static void on_phase(void *ud, int64_t step, rs_phase p, double t0, double t1)
 {
@@ -129,6 +169,7 @@ static void on_event(void *ud, const rs_train_event *ev)
 {
     watch *w = ud;
     tjob *j = w->j;
+    if (ev->kind == RS_TRAIN_EV_BEGIN || ev->kind == RS_TRAIN_EV_STEP) w->step = ev->step;
     if (ev->kind == RS_TRAIN_EV_STEP && j->rank == j->die_rank && ev->step == j->die_step) {
         fflush(j->out);
         raise(SIGKILL); /* the fault tests: kill -9 in the middle of a run */
@@ -229,10 +270,14 @@ int rs_worker_train(int argc, char **argv, FILE *out, FILE *errf)
         if (!st) {
             cfg.strategy = &sg;
             if (j.rank != 0) cfg.eval = false;
-            watch w = {&j, m};
-            rs_train_hooks hooks = {.on_event = on_event, .on_phase = on_phase, .ud = &w};
+            watch w = {.j = &j, .m = m, .store = conn.store, .stop_at = -1};
+            rs_train_hooks hooks = {.on_event = on_event, .on_phase = on_phase, .ud = &w,
+                                    .should_stop = conn.store ? should_stop : NULL};
+            if (conn.store)
+                sigaction(SIGTERM, &(struct sigaction){.sa_handler = on_term, .sa_flags = SA_RESTART}, NULL);
             rs_train_result res;
             st = rs_train(m, &data, &cfg, &hooks, &res, &e);
+            /* stopped or not, the model holds the last finished step: rank 0 hands it back */
             if (!st) {
                 fprintf(out, "@done %d %lld %.6f %.6g\n", j.rank, (long long)res.global_step, res.seconds,
                         res.samples_per_s);

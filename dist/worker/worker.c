@@ -28,6 +28,7 @@ typedef struct wk {
     uint64_t count, minbytes, maxbytes, size;
     int root, show, trace, iters, warmup;
     int stepwise; /* 1: before each traced algorithm step, wait for the launcher's key "step/<coll>/<k>" */
+    double held;  /* stepwise: seconds spent waiting for those keys (not the operation's time) */
     double timeout;
     bool store_from_launcher;
     int die_rank, die_step; /* tests: RINGSIDE_TEST_DIE=RANK:STEP kills that rank mid-operation */
@@ -318,9 +319,9 @@ static int job_collective(wk *w)
     w->g->trace = NULL;
     rs_status st = rs_pg_barrier(w->g, &e);
     w->g->trace = tr;
-    double t0 = rs_pg_now();
+    double t0 = rs_pg_now(), held0 = w->held;
     if (!st) st = run_op(w, &b, count, &e);
-    double dt = rs_pg_now() - t0;
+    double dt = rs_pg_now() - t0 - (w->held - held0); /* step=1: the time the class spent talking is not the op's */
     if (st) {
         if (mem) fclose(mem);
         free(line);
@@ -554,8 +555,10 @@ static void trace_line(void *ud, const rs_pg_event *ev)
         void *val = NULL;
         size_t n = 0;
         rs_err e = {0};
+        double t0 = rs_pg_now();
         if (rs_store_get(w->store, key, &val, &n, w->timeout > 3600 ? w->timeout : 3600, &e))
             fprintf(w->errf, "rank %d: step=1: %s\n", w->rank, e.msg);
+        w->held += rs_pg_now() - t0;
         free(val);
     }
 }

@@ -6,9 +6,11 @@
 #include <math.h>
 #include <stdarg.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct parser {
     const char *s;
@@ -388,14 +390,50 @@ static rs_status parse_mlp(parser *p, const char *name, rs_device dev, rs_mem *m
     memcpy(work, sizes, sizeof work); /* strtok_r cuts its input; messages quote the original */
     p->pos = b;
     long dims[32];
+    size_t at[32]; /* where each size starts in the line */
     int nd = 0;
-    char *save = NULL;
-    for (char *t = strtok_r(work, "-", &save); t; t = strtok_r(NULL, "-", &save)) {
+    /* Sizes split at each '-' by hand: strtok would read 784--10 as 784-10. */
+    for (size_t i = 0;; nd++) {
+        size_t j = i;
+        while (sizes[j] && sizes[j] != '-') j++;
         if (nd == 32) return fail(p, a, RS_ERR_ARG, "mlp: at most 32 sizes");
-        if (!parse_int(t, 1, 1 << 24, &dims[nd]))
-            return fail(p, a, RS_ERR_ARG, "mlp: '%s' is not a list of sizes; expected e.g. 784-256-10", sizes);
-        nd++;
+        at[nd] = a + i;
+        if (j == i)
+            return fail(p, a + i, RS_ERR_ARG, "mlp: an empty size in '%s'%s; expected e.g. 784-256-10", sizes,
+                        i > 0 && sizes[j] ? " (two '-' in a row)" : "");
+        char t[64];
+        snprintf(t, sizeof t, "%.*s", (int)(j - i < 63 ? j - i : 63), sizes + i);
+        if (!parse_int(t, 1, LONG_MAX, &dims[nd]))
+            return fail(p, a + i, RS_ERR_ARG, "mlp: '%s' in '%s' is not a size; expected e.g. 784-256-10", t, sizes);
+        if (!sizes[j]) {
+            nd++;
+            break;
+        }
+        i = j + 1;
     }
+    /* A typo such as 784-100000000-10 is refused here, with the arithmetic, before anything is allocated. */
+    double params = 0;
+    int widest = 0;
+    for (int k = 0; k + 1 < nd; k++) params += (double)dims[k] * (double)dims[k + 1] + (double)dims[k + 1];
+    for (int k = 0; k < nd; k++)
+        if (dims[k] > dims[widest]) widest = k;
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    double have = pages > 0 && page > 0 ? (double)pages * (double)page : 0, need = params * 4.0 * 2.0;
+    if (have > 0 && need > 0.75 * have) {
+        char terms[160] = "";
+        size_t tn = 0;
+        for (int k = 0; k + 1 < nd && tn + 48 < sizeof terms; k++)
+            tn += (size_t)snprintf(terms + tn, sizeof terms - tn, "%s%ldx%ld+%ld", k ? " + " : "", dims[k], dims[k + 1],
+                                   dims[k + 1]);
+        if (nd > 4) snprintf(terms, sizeof terms, "%d layers", nd - 1);
+        return fail(p, at[widest], RS_ERR_NOMEM,
+                    "mlp: %ld is too large: %s = %.0f parameters, x 4 B x 2 (parameters and gradients) = %.1f GiB, "
+                    "more than 3/4 of this machine's %.1f GiB of memory",
+                    dims[widest], terms, params, need / (1 << 30), have / (1 << 30));
+    }
+    if (dims[widest] > (1l << 24))
+        return fail(p, at[widest], RS_ERR_ARG, "mlp: %ld is too large: a layer holds at most %ld units", dims[widest],
+                    1l << 24);
     if (nd < 2) return fail(p, a, RS_ERR_ARG, "mlp needs at least an input and an output size, e.g. mlp 784-256-10");
     spec_opts o = {.act = RS_LAYER_RELU};
     for (;;) {

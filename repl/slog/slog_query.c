@@ -182,32 +182,6 @@ static bool flatten_text(const char *json, kv_list *out)
 }
 
 /* The headline of a run's final figures for `runs`: its first two numbers, "test_acc=0.9712 loss=0.08". */
-static const char *result_summary(const char *final, char *buf, size_t size)
-{
-    buf[0] = '\0';
-    json_t *v = final ? json_loads(final, 0, NULL) : NULL;
-    if (!json_is_object(v)) {
-        json_decref(v);
-        return buf;
-    }
-    const char *k;
-    json_t *x;
-    int shown = 0;
-    size_t len = 0;
-    json_object_foreach(v, k, x)
-    {
-        if (!json_is_number(x) || shown == 2) continue;
-        char num[32];
-        int n = snprintf(buf + len, size - len, "%s%s=%s", shown ? " " : "", k,
-                         fmt_num(json_number_value(x), num, sizeof num));
-        if (n < 0 || (size_t)n >= size - len) break;
-        len += (size_t)n;
-        shown++;
-    }
-    json_decref(v);
-    return buf;
-}
-
 static const char *mode_text(const char *mode, int64_t world, char *buf, size_t size)
 {
     if (world > 1)
@@ -219,20 +193,36 @@ static const char *mode_text(const char *mode, int64_t world, char *buf, size_t 
 
 /* ---- runs ------------------------------------------------------------------------------------- */
 
+/* The test accuracy a run ended with (train, eval), or "". */
+static const char *test_acc(const char *final, char *buf, size_t size)
+{
+    buf[0] = '\0';
+    json_t *v = final ? json_loads(final, 0, NULL) : NULL;
+    json_t *acc = json_is_object(v) ? json_object_get(v, "test_acc") : NULL;
+    if (json_is_number(acc)) snprintf(buf, size, "%.4f", json_number_value(acc));
+    json_decref(v);
+    return buf;
+}
+
 static void run_cells(sqlite3_stmt *st, const char **c, char (*buf)[64])
 {
     double start = sqlite3_column_double(st, 9);
     double end = sqlite3_column_type(st, 10) == SQLITE_NULL ? rs_slog__wall() : sqlite3_column_double(st, 10);
+    const char *kind = rs_slog__col(st, 1), *mode = rs_slog__col(st, 4);
     c[0] = rs_slog__col(st, 0);
-    c[1] = rs_slog__col(st, 1);
+    c[1] = kind;
     c[2] = rs_slog__col(st, 2);
     c[3] = rs_slog__col(st, 3);
-    c[4] = mode_text(rs_slog__col(st, 4), sqlite3_column_int64(st, 5), buf[4], 64);
+    /* a collective's mode is its kind again: its backend says more */
+    if ((!*mode || !strcmp(mode, kind)) && *rs_slog__col(st, 11)) mode = rs_slog__col(st, 11);
+    c[4] = mode_text(mode, sqlite3_column_int64(st, 5), buf[4], 64);
     c[5] = rs_slog__col(st, 6);
     c[6] = rs_slog__col(st, 7);
-    c[7] = result_summary((const char *)sqlite3_column_text(st, 8), buf[7], 64);
+    c[7] = test_acc((const char *)sqlite3_column_text(st, 8), buf[7], 64);
     c[8] = fmt_duration(end - start, buf[8], 64);
-    c[9] = rs_slog__fmt_time(start, buf[9], 64, false);
+    /* the year is in `show run N`; an 80-column table has no room for it */
+    const char *when = rs_slog__fmt_time(start, buf[9], 64, false);
+    c[9] = strlen(when) > 5 ? when + 5 : when;
 }
 
 rs_status rs_slog_runs(rs_slog *log, int limit, rs_table **out, rs_err *err)
@@ -240,13 +230,13 @@ rs_status rs_slog_runs(rs_slog *log, int limit, rs_table **out, rs_err *err)
     *out = NULL;
     if (!log) return rs_err_set(err, RS_ERR_ARG, "no session log");
     rs_slog_flush(log);
-    static const char *const names[] = {"id",     "kind",  "model",  "data", "mode",
-                                        "status", "steps", "result", "time", "started"};
+    static const char *const names[] = {"id",     "kind",  "model",    "data", "mode",
+                                        "status", "steps", "acc",   "time", "started"};
     sqlite3_stmt *st;
     rs_status s =
         rs_slog__query(log,
                        "SELECT * FROM (SELECT id, kind, model, dataset, mode, world_size, status, steps, final,"
-                       " started_at, ended_at FROM runs ORDER BY id DESC LIMIT ?1) ORDER BY id",
+                       " started_at, ended_at, backend FROM runs ORDER BY id DESC LIMIT ?1) ORDER BY id",
                        &st, err);
     if (s) return s;
     sqlite3_bind_int(st, 1, limit > 0 ? limit : 20);
@@ -259,6 +249,9 @@ rs_status rs_slog_runs(rs_slog *log, int limit, rs_table **out, rs_err *err)
         rs_table_free(t);
         return s;
     }
+    /* at 80 columns the names give way, never what says what a run was, how it went and how long */
+    static const int keep[] = {0, 1, 5, 6, 7, 8, 9};
+    for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++) rs_table_set_keep(t, keep[i], true);
     *out = t;
     return RS_OK;
 }

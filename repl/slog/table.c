@@ -10,6 +10,7 @@ struct rs_table {
     int ncols;
     char **names;          /* (ncols) */
     rs_table_align *align; /* (ncols) */
+    bool *keep;            /* (ncols) never narrowed to fit a width */
     char **cells;          /* (nrows * ncols), row-major */
     size_t nrows, cap;     /* cap in rows */
 };
@@ -27,7 +28,8 @@ rs_table *rs_table_new(int ncols, const char *const *names)
     t->ncols = ncols;
     t->names = calloc((size_t)ncols, sizeof *t->names);
     t->align = calloc((size_t)ncols, sizeof *t->align);
-    if (!t->names || !t->align) goto fail;
+    t->keep = calloc((size_t)ncols, sizeof *t->keep);
+    if (!t->names || !t->align || !t->keep) goto fail;
     for (int c = 0; c < ncols; c++)
         if (!(t->names[c] = dup_or_empty(names ? names[c] : NULL))) goto fail;
     return t;
@@ -45,6 +47,7 @@ void rs_table_free(rs_table *t)
         for (int c = 0; c < t->ncols; c++) free(t->names[c]);
     free(t->names);
     free(t->align);
+    free(t->keep);
     free(t);
 }
 
@@ -73,6 +76,11 @@ rs_status rs_table_add(rs_table *t, const char *const *cells)
 void rs_table_set_align(rs_table *t, int col, rs_table_align align)
 {
     if (t && col >= 0 && col < t->ncols) t->align[col] = align;
+}
+
+void rs_table_set_keep(rs_table *t, int col, bool keep)
+{
+    if (t && col >= 0 && col < t->ncols) t->keep[col] = keep;
 }
 
 int rs_table_ncols(const rs_table *t)
@@ -207,7 +215,7 @@ void rs_table_print(FILE *f, const rs_table *t, int max_width, unsigned flags)
         while (total > (size_t)max_width) {
             int widest = -1;
             for (int c = 0; c < nc; c++)
-                if (w[c] > min_w && (widest < 0 || w[c] > w[widest])) widest = c;
+                if (!t->keep[c] && w[c] > min_w && (widest < 0 || w[c] > w[widest])) widest = c;
             if (widest < 0) break;
             w[widest]--;
             total--;

@@ -4,6 +4,8 @@
 #ifndef RS_TABLE_H
 #define RS_TABLE_H
 
+#include <stdbool.h>
+
 #include <stddef.h>
 #include <stdio.h>
 
@@ -29,6 +31,9 @@ void rs_table_free(rs_table *t);
 /* Appends a row of ncols cells (copied; a NULL cell is empty). RS_ERR_NOMEM. */
 rs_status rs_table_add(rs_table *t, const char *const *cells);
 void rs_table_set_align(rs_table *t, int col, rs_table_align align);
+/* A column that keeps its full width when rs_table_print narrows the table (short, telling ones:
+ * kind, status, time); the others give way. */
+void rs_table_set_keep(rs_table *t, int col, bool keep);
 
 int rs_table_ncols(const rs_table *t);
 size_t rs_table_nrows(const rs_table *t);

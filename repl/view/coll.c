@@ -119,11 +119,51 @@ static void draw_strategy_comm(rs_view_screen *s, const rs_view_rect *in, const 
     if (!any) rs_view_screen_put(s, in->x, in->y, "no collective yet", -1, rs_view_role(o, RS_VIEW_C_DIM), 0);
 }
 
+/* `bench`: the rows so far as a table that fits the pane (newest at the bottom), then the size the
+ * ranks are at. The REPL prints nccl-tests' full table when the view closes. */
+static void draw_bench(rs_view_screen *s, const rs_view_rect *in, const rs_view_model *vm, const rs_view_opts *o)
+{
+    bool wrong_col = in->w >= 41;
+    int title = rs_view_role(o, RS_VIEW_C_TITLE);
+    rs_view_screen_printf(s, in->x, in->y, in->w, title, RS_VIEW_A_BOLD, "%9s %10s %6s %6s%s", "size", "time us",
+                          "algbw", "busbw", wrong_col ? " #wrong" : "");
+    bool more = vm->steps_total <= 0 || vm->bench_rows < vm->steps_total;
+    int room = in->h - 1 - (more ? 1 : 0);
+    int n = vm->n_bench < room ? vm->n_bench : room;
+    int y = in->y + 1;
+    char by[16];
+    for (int i = n - 1; i >= 0; i--, y++) {
+        const rs_view_bench_row *b = rs_view_bench_at(vm, i);
+        int x = in->x;
+        x += rs_view_screen_printf(s, x, y, in->w, 0, 0, "%9s %10.1f %6.2f ", rs_view_fmt_bytes(by, (double)b->bytes),
+                                   b->time_us, b->algbw);
+        x += rs_view_screen_printf(s, x, y, in->x + in->w - x, rs_view_role(o, RS_VIEW_C_COMM), RS_VIEW_A_BOLD, "%6.2f",
+                                   b->busbw);
+        if (wrong_col)
+            rs_view_screen_printf(s, x, y, in->x + in->w - x, b->wrong ? rs_view_role(o, RS_VIEW_C_WARN) : 0, 0,
+                                  " %6llu", (unsigned long long)b->wrong);
+    }
+    if (more && y < in->y + in->h) {
+        const rs_view_bench_row *b = rs_view_bench_at(vm, 0);
+        if (b) rs_view_screen_printf(s, in->x, y, in->w, rs_view_role(o, RS_VIEW_C_DIM), 0, "%9s running",
+                                     rs_view_fmt_bytes(by, 2.0 * (double)b->bytes));
+        else rs_view_screen_put(s, in->x, y, "  first size running", in->w, rs_view_role(o, RS_VIEW_C_DIM), 0);
+    }
+    if (!more && y < in->y + in->h)
+        rs_view_screen_put(s, in->x, y, "  every size done", in->w, rs_view_role(o, RS_VIEW_C_DONE), 0);
+}
+
 void rs_view_draw_coll(rs_view_screen *s, const rs_view_rect *r, const rs_view_model *vm, const rs_view_opts *o)
 {
-    rs_view_rect in = rs_view_pane_frame(s, r, "collective", o);
+    bool bench = !strcmp(vm->kind, "bench") || vm->bench_rows > 0;
+    rs_view_rect in = rs_view_pane_frame(s, r, bench ? "bench (GB/s)" : "collective", o);
     if (in.w <= 0 || in.h <= 0) return;
     rs_view_screen_clip(s, &in);
+    if (bench) {
+        draw_bench(s, &in, vm, o);
+        rs_view_screen_clip(s, NULL);
+        return;
+    }
     int world = vm->world > 0 ? vm->world : vm->nranks;
     if (world > RS_VIEW_MAX_RANKS) world = RS_VIEW_MAX_RANKS;
     const rs_view_coll *c = &vm->coll;
@@ -147,9 +187,9 @@ void rs_view_draw_coll(rs_view_screen *s, const rs_view_rect *r, const rs_view_m
         rs_view_screen_printf(s, in.x, y++, -1, 0, 0, "msg %s  moved %s", rs_view_fmt_bytes(by, (double)c->msg_bytes),
                               rs_view_fmt_bytes(mv, (double)c->moved));
     if (y < in.y + in.h) {
-        if (!c->active && c->algbw > 0)
+        if (!c->active && c->algbw > 0) /* step=1: the waits for keys are not the collective's time */
             rs_view_screen_printf(s, in.x, y++, -1, 0, 0, "%.3f ms  algbw %.3f GB/s  busbw %.3f GB/s",
-                                  (c->t_end - c->t_begin) * 1e3, c->algbw, c->busbw);
+                                  (c->t_end - c->t_begin - c->held) * 1e3, c->algbw, c->busbw);
         else
             rs_view_screen_printf(s, in.x, y++, -1, rs_view_role(o, RS_VIEW_C_DIM), 0, "%d of %d ranks ended",
                                   c->ended, world);

@@ -9,7 +9,7 @@
 
 const char *rs_view_state_word(rs_view_state s)
 {
-    static const char *const w[RS_VIEW_ST_COUNT] = {"waiting", "data", "forward", "backward",
+    static const char *const w[RS_VIEW_ST_COUNT] = {"starting", "data", "forward", "backward",
                                                     "comm", "optimizer", "idle", "done"};
     return (unsigned)s < RS_VIEW_ST_COUNT ? w[s] : "?";
 }
@@ -50,6 +50,7 @@ static void clear_rank(rs_view_rank *r)
     r->coll_peer = -1;
     r->coll_chunk = -1;
     r->coll_t0 = -1;
+    r->coll_released = -1;
     r->comm_index = -1;
 }
 
@@ -69,6 +70,7 @@ void rs_view_model_reset(rs_view_model *vm)
     vm->fed = vm->ignored = vm->dropped = 0;
     vm->eval_acc = vm->eval_loss = 0;
     vm->eval_epoch = -1;
+    vm->bench_head = vm->n_bench = vm->bench_rows = 0;
 }
 
 rs_view_model *rs_view_model_new(rs_err *err)
@@ -215,6 +217,30 @@ static void coll_start(rs_view_model *vm, const rs_pg_event *ev)
         r->coll_step = r->coll_steps = 0;
         r->coll_peer = r->coll_chunk = -1;
         r->coll_step_bytes = 0;
+        r->coll_held = 0;
+        r->coll_released = -1;
+    }
+}
+
+/* step=1: the least time any rank was held, i.e. the time every rank spent waiting for keys. */
+static double coll_held(const rs_view_model *vm, int world)
+{
+    double m = -1;
+    for (int i = 0; i < world && i < RS_VIEW_MAX_RANKS; i++)
+        if (m < 0 || vm->ranks[i].coll_held < m) m = vm->ranks[i].coll_held;
+    return m > 0 ? m : 0;
+}
+
+void rs_view_feed_release(rs_view_model *vm, uint64_t coll, int k, double t)
+{
+    if (!vm->coll.any || coll != vm->coll.coll || !isfinite(t)) return;
+    for (int i = 0; i < vm->nranks; i++) {
+        rs_view_rank *r = &vm->ranks[i];
+        /* held only if it stands at step k (reported it, not released yet): one that reports k later
+         * finds the key set and goes straight on */
+        if (r->coll_step - 1 != k || r->coll_released >= k || r->coll_t0 < 0) continue;
+        if (t > r->coll_step_t) r->coll_held += t - r->coll_step_t;
+        r->coll_released = k;
     }
 }
 
@@ -250,6 +276,7 @@ void rs_view_feed_event(rs_view_model *vm, const rs_pg_event *ev)
         if (ev->peer >= 0) c->moved += ev->bytes; /* a receive or local reduce moves nothing more */
         if (ev->steps > c->steps) c->steps = ev->steps;
         r->coll_step = ev->step + 1; /* events count steps from 0; the pane says "step 1 of K" */
+        r->coll_step_t = ev->t;
         r->coll_steps = ev->steps;
         r->coll_peer = ev->peer;
         r->coll_chunk = ev->chunk;
@@ -265,7 +292,8 @@ void rs_view_feed_event(rs_view_model *vm, const rs_pg_event *ev)
         int world = vm->world > 0 ? vm->world : vm->nranks;
         if (c->ended >= world) {
             c->active = false;
-            double dt = c->t_end - c->t_begin;
+            c->held = coll_held(vm, world);
+            double dt = c->t_end - c->t_begin - c->held;
             if (dt > 0) {
                 c->algbw = (double)c->msg_bytes / dt / 1e9;
                 c->busbw = c->algbw * rs_pg_bus_factor(c->op, world);
@@ -330,6 +358,40 @@ void rs_view_feed_train(rs_view_model *vm, const rs_train_line *tl)
     }
 }
 
+void rs_view_feed_bench(rs_view_model *vm, const rs_bench_row *row)
+{
+    vm->fed++;
+    vm->bench_op = row->op;
+    rs_view_bench_row *b = &vm->bench[vm->bench_head];
+    *b = (rs_view_bench_row){row->bytes, row->time_us, row->algbw, row->busbw, row->wrong};
+    vm->bench_head = (vm->bench_head + 1) % RS_VIEW_BENCH_N;
+    if (vm->n_bench < RS_VIEW_BENCH_N) vm->n_bench++;
+    vm->bench_rows++;
+    /* every rank took part in that size and is at the next one now (the ranks trace no events in a
+     * bench: a thousand iterations a size would drown the pipe) */
+    int world = vm->world > 0 ? vm->world : vm->nranks;
+    for (int i = 0; i < world && i < RS_VIEW_MAX_RANKS; i++) {
+        vm->ranks[i].seen = true;
+        set_state(&vm->ranks[i], RS_VIEW_ST_COMM, vm->ranks[i].state_t);
+    }
+    if (world > vm->nranks) vm->nranks = world < RS_VIEW_MAX_RANKS ? world : RS_VIEW_MAX_RANKS;
+}
+
+const rs_view_bench_row *rs_view_bench_at(const rs_view_model *vm, int i)
+{
+    if (i < 0 || i >= vm->n_bench) return NULL;
+    return &vm->bench[(vm->bench_head - 1 - i + 2 * RS_VIEW_BENCH_N) % RS_VIEW_BENCH_N];
+}
+
+bool rs_view_all_done(const rs_view_model *vm)
+{
+    int world = vm->world > 0 ? vm->world : vm->nranks;
+    if (world <= 0) return false;
+    for (int i = 0; i < world && i < RS_VIEW_MAX_RANKS; i++)
+        if (!vm->ranks[i].seen || vm->ranks[i].state != RS_VIEW_ST_DONE) return false;
+    return true;
+}
+
 void rs_view_feed_log(rs_view_model *vm, int rank, const char *line)
 {
     if (rank < -1 || rank >= RS_VIEW_MAX_RANKS) {
@@ -358,9 +420,11 @@ bool rs_view_feed_line(rs_view_model *vm, int rank, const char *line)
     }
     rs_pg_event ev;
     rs_train_line tl;
+    rs_bench_row br;
     uint64_t before = vm->fed;
     if (rs_wire_parse_event(line, &ev)) rs_view_feed_event(vm, &ev);
     else if (rs_wire_parse_train(line, &tl)) rs_view_feed_train(vm, &tl);
+    else if (rs_wire_parse_bench(line, &br)) rs_view_feed_bench(vm, &br);
     else vm->ignored++;
     return vm->fed != before;
 }

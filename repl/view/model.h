@@ -18,9 +18,11 @@
 #define RS_VIEW_SPAN_N 1024   /* timeline spans kept per rank (phases and communication together) */
 #define RS_VIEW_LOG_N 200     /* log lines kept */
 #define RS_VIEW_LOG_W 200     /* bytes kept of one log line (longer lines are cut) */
+#define RS_VIEW_BENCH_N 64    /* bench rows kept (sizes 1 B..4 GiB doubling are 33) */
 
 /* What a rank is doing, as the panes name it. The compute phases mirror rs_phase (engine/train);
- * WAIT is "nothing heard yet" and DONE "the rank said @done". */
+ * WAIT is "nothing heard yet" (the rank is starting: joining its group, filling its buffers) and DONE
+ * "the rank said @done". */
 typedef enum rs_view_state {
     RS_VIEW_ST_WAIT = 0,
     RS_VIEW_ST_DATA,
@@ -33,7 +35,7 @@ typedef enum rs_view_state {
     RS_VIEW_ST_COUNT
 } rs_view_state;
 const char *rs_view_state_word(rs_view_state s); /* "forward", ... */
-char rs_view_state_letter(rs_view_state s);      /* F B C O . D (data) ? (wait) = (done) */
+char rs_view_state_letter(rs_view_state s);      /* F B C O . D (data) ? (starting) = (done) */
 
 /* One span of the timeline. Communication spans (@comm, or a collective from BEGIN to END) are kept
  * beside the compute spans rather than replacing them, because their overlap with backward is the
@@ -62,6 +64,9 @@ typedef struct rs_view_rank {
     int coll_step, coll_steps, coll_peer, coll_chunk; /* last STEP: sends chunk to peer (-1: local) */
     uint64_t coll_step_bytes;
     double coll_t0;                 /* BEGIN of the collective this rank is in, or < 0 */
+    double coll_step_t;             /* when it reported its last STEP (step=1: it waits there for a key) */
+    double coll_held;               /* step=1: seconds this rank was held for keys in this collective */
+    int coll_released;              /* the last step index whose hold was counted (-1: none) */
     /* last strategy collective (@comm) */
     char comm_op[24];
     int comm_index;
@@ -82,7 +87,8 @@ typedef struct rs_view_coll {
     int steps;                /* K */
     int begun, ended;         /* ranks */
     double t_begin, t_end;    /* first BEGIN, last END */
-    double algbw, busbw;      /* GB/s (1e9 bytes/s), once every rank ended; else 0 */
+    double held;              /* step=1: the time every rank was held for keys (the least any rank was) */
+    double algbw, busbw;      /* GB/s (1e9 bytes/s) over t_end - t_begin - held, once every rank ended */
 } rs_view_coll;
 
 /* What the run is, from the command that started it (rs_view_set_run). Strings are copied. */
@@ -92,10 +98,17 @@ typedef struct rs_view_run {
     const char *mode;         /* "ddp", "fsdp", "ring", ... */
     const char *backend;      /* "shm", "tcp", ... */
     int world;
-    int64_t steps_total;      /* 0 when unknown */
+    int64_t steps_total;      /* train: planned optimizer steps; bench: message sizes; 0 when unknown */
     int epochs;               /* 0 when unknown */
     double t_start;           /* monotonic seconds; < 0: the first event's time */
 } rs_view_run;
+
+/* One row of `bench` (rank 0's @bench line): a message size done. */
+typedef struct rs_view_bench_row {
+    uint64_t bytes;
+    double time_us, algbw, busbw;
+    uint64_t wrong;
+} rs_view_bench_row;
 
 typedef struct rs_view_log_line {
     int rank;                 /* -1: the REPL itself */
@@ -117,6 +130,9 @@ typedef struct rs_view_model {
     uint64_t fed, ignored, dropped; /* events taken, lines not understood, events of ranks out of range */
     double eval_acc, eval_loss;
     int eval_epoch;           /* -1: none */
+    rs_view_bench_row bench[RS_VIEW_BENCH_N]; /* ring of `bench` rows, oldest at (bench_head - n_bench) */
+    int bench_head, n_bench, bench_rows; /* bench_rows: every row seen (n_bench: those kept) */
+    rs_pg_opkind bench_op;
 } rs_view_model;
 
 /* Returns a new, empty model (caller owns; rs_view_model_free). NULL and err set when out of memory. */
@@ -128,11 +144,16 @@ void rs_view_model_reset(rs_view_model *vm);
 void rs_view_set_run(rs_view_model *vm, const rs_view_run *run);
 void rs_view_feed_event(rs_view_model *vm, const rs_pg_event *ev);
 void rs_view_feed_train(rs_view_model *vm, const rs_train_line *tl);
+/* A `bench` row: the ranks finished that size and go on with the next one (all of them at work). */
+void rs_view_feed_bench(rs_view_model *vm, const rs_bench_row *row);
+/* step=1: the REPL let the ranks run step k (0-based) of collective coll at time t. A rank that had
+ * reported step k before t was held from its report to t; that wait is not the collective's time. */
+void rs_view_feed_release(rs_view_model *vm, uint64_t coll, int k, double t);
 /* A plain line of `rank` (-1: the REPL's own). Kept as given, cut to RS_VIEW_LOG_W - 1 bytes at a
  * UTF-8 boundary. */
 void rs_view_feed_log(rs_view_model *vm, int rank, const char *line);
-/* Any line a rank wrote: "@ev" and the training lines are parsed and fed; other '@' lines that no
- * parser takes (@check, @bench, or junk) are counted in `ignored`; everything else is a log line.
+/* Any line a rank wrote: "@ev", "@bench" and the training lines are parsed and fed; other '@' lines
+ * that no parser takes (@check, or junk) are counted in `ignored`; everything else is a log line.
  * Returns true when the line changed the model. */
 bool rs_view_feed_line(rs_view_model *vm, int rank, const char *line);
 
@@ -151,5 +172,9 @@ const char *rs_view_local_step_word(rs_pg_opkind op);
 bool rs_view_training(const rs_view_model *vm);
 /* Smallest step any seen rank has reported (the run's progress), 0 when none. */
 int64_t rs_view_min_step(const rs_view_model *vm);
+/* The i-th newest bench row (0 = newest), or NULL. */
+const rs_view_bench_row *rs_view_bench_at(const rs_view_model *vm, int i);
+/* Every rank of the world has been heard from and said @done. */
+bool rs_view_all_done(const rs_view_model *vm);
 
 #endif

@@ -194,6 +194,16 @@ void rs_view_draw_ranks(rs_view_screen *s, const rs_view_layout *l, const rs_vie
             rank_box(s, &b, vm, i, scale, o);
         }
         y += l->box_h;
+        rs_view_screen_clip(s, r);
+        bool mem = false;
+        for (int i = 0; i < world; i++) mem = mem || vm->ranks[i].has_mem;
+        rs_view_screen_put(s, r->x, y++,
+                           mem ? (r->w >= 100 ? " memory: P params  G grads  O optimizer  A activations  C comm  "
+                                                "S scratch  H host (offload)"
+                                              : " mem: P params G grads O optim A activ C comm S scratch H host")
+                               : " ? starting  D data  F forward  B backward  C comm  O optimizer  . idle  = done",
+                           -1, rs_view_role(o, RS_VIEW_C_DIM), 0);
+        rs_view_screen_clip(s, NULL);
         first_row = l->boxes;
         if (first_row >= world) return;
     }
@@ -206,7 +216,7 @@ void rs_view_draw_ranks(rs_view_screen *s, const rs_view_layout *l, const rs_vie
                        !train ? " rank phase      algorithm step, chunk sent -> to whom, bytes"
                        : r->w >= 100 ? " rank phase          step     loss  memory: P params G grads O optimizer "
                                      "A activations C comm S scratch H host"
-                                   : " rank phase          step     loss  mem: P par G grad O opt A act C comm",
+                                   : " rank phase          step     loss  P par G grd O opt A act C com S scr H host",
                        -1, rs_view_role(o, RS_VIEW_C_TITLE), RS_VIEW_A_REVERSE | RS_VIEW_A_BOLD);
     y++;
     int shown = 0;

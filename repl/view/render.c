@@ -72,7 +72,8 @@ rs_view_layout rs_view_layout_for(int w, int h, int world)
         int cap = imax(0, (h - y - l.box_h) / 2 - 2);
         l.rows = imin(extra, cap);
         int more = extra > l.rows ? 1 : 0;
-        l.ranks = (rs_view_rect){0, y, w, l.box_h + (extra > 0 ? 1 + l.rows + more : 0)};
+        /* under the boxes a legend row: the boxes spell the phases out but not the memory letters */
+        l.ranks = (rs_view_rect){0, y, w, l.box_h + 1 + (extra > 0 ? 1 + l.rows + more : 0)};
     } else {
         int cap = imax(1, h / 4 - 1);
         l.rows = imin(world, cap);
@@ -106,6 +107,15 @@ static void fmt_secs(char out[24], double s)
     else snprintf(out, 24, "%d:%02d:%02d", (int)s / 3600, (int)s / 60 % 60, (int)s % 60);
 }
 
+/* Time left, to the second: a countdown, not a measurement. */
+static void fmt_eta(char out[24], double s)
+{
+    if (!(s >= 0)) s = 0;
+    if (s < 60) snprintf(out, 24, "%.0fs", ceil(s));
+    else if (s < 3600) snprintf(out, 24, "%d:%02d", (int)s / 60, (int)s % 60);
+    else snprintf(out, 24, "%d:%02d:%02d", (int)s / 3600, (int)s / 60 % 60, (int)s % 60);
+}
+
 void rs_view_draw_header(rs_view_screen *s, const rs_view_rect *r, const rs_view_model *vm, double now,
                          const rs_view_opts *o)
 {
@@ -126,14 +136,9 @@ void rs_view_draw_header(rs_view_screen *s, const rs_view_rect *r, const rs_view
     double elapsed = vm->t_start >= 0 ? now - vm->t_start : 0;
     fmt_secs(el, elapsed);
     int64_t step = rs_view_min_step(vm);
-    bool all_done = vm->nranks > 0;
-    for (int i = 0; i < vm->nranks; i++)
-        if (vm->ranks[i].seen && vm->ranks[i].state != RS_VIEW_ST_DONE) all_done = false;
-    if (all_done) snprintf(right, sizeof right, "elapsed %s  done", el);
-    else if (vm->steps_total > 0 && step > 0) {
-        fmt_secs(eta, elapsed / (double)step * (double)(vm->steps_total - step));
-        snprintf(right, sizeof right, "elapsed %s  ETA %s", el, eta);
-    } else snprintf(right, sizeof right, "elapsed %s", el);
+    /* "done" once every rank said so; a rank not heard from yet is starting, not done */
+    if (rs_view_all_done(vm)) snprintf(right, sizeof right, "elapsed %s  done", el);
+    else snprintf(right, sizeof right, "elapsed %s", el);
     int rl = (int)strlen(right);
     bool right_done = x + 2 + rl <= r->x + r->w; /* else it goes to the end of the second line */
     if (right_done) rs_view_screen_put(s, r->x + r->w - rl, r->y, right, -1, 0, 0);
@@ -154,12 +159,31 @@ void rs_view_draw_header(rs_view_screen *s, const rs_view_rect *r, const rs_view
             x += rs_view_screen_printf(s, x, r->y + 1, -1, 0, 0, "step %lld/%lld  ", (long long)step,
                                        (long long)vm->steps_total);
         else x += rs_view_screen_printf(s, x, r->y + 1, -1, 0, 0, "step %lld  ", (long long)step);
-        x += rs_view_screen_printf(s, x, r->y + 1, -1, 0, 0, "epoch %d  ", epoch + 1);
+        if (vm->epochs > 0) x += rs_view_screen_printf(s, x, r->y + 1, -1, 0, 0, "epoch %d/%d  ", epoch + 1, vm->epochs);
+        else x += rs_view_screen_printf(s, x, r->y + 1, -1, 0, 0, "epoch %d  ", epoch + 1);
+        /* the time left at the pace so far (start-up included, so it errs long early on) */
+        if (vm->steps_total > 0 && step > 0 && step < vm->steps_total && !rs_view_all_done(vm)) {
+            fmt_eta(eta, elapsed / (double)step * (double)(vm->steps_total - step));
+            x += rs_view_screen_printf(s, x, r->y + 1, -1, 0, RS_VIEW_A_BOLD, "ETA %s  ", eta);
+        }
         if (nloss) x += rs_view_screen_printf(s, x, r->y + 1, -1, 0, 0, "loss %.4g  ", loss / nloss);
         /* each rank reports the samples it read itself, so the run's rate is their sum */
         if (sps > 0) x += rs_view_screen_printf(s, x, r->y + 1, -1, 0, 0, "%.0f samples/s  ", sps);
         if (vm->eval_epoch >= 0)
             x += rs_view_screen_printf(s, x, r->y + 1, -1, 0, 0, "eval acc %.1f%%  ", 100 * vm->eval_acc);
+    }
+    if (!strcmp(vm->kind, "bench") || vm->bench_rows) { /* bench: sizes done of all, the last one's figures */
+        const rs_view_bench_row *b = rs_view_bench_at(vm, 0);
+        char by[16];
+        x += rs_view_screen_printf(s, x, r->y + 1, -1, rs_view_role(o, RS_VIEW_C_COMM), 0, "bench %s",
+                                   vm->bench_rows ? rs_pg_op_name(vm->bench_op) : "");
+        if (vm->steps_total > 0)
+            x += rs_view_screen_printf(s, x, r->y + 1, -1, 0, 0, "  size %d of %lld", vm->bench_rows,
+                                       (long long)vm->steps_total);
+        else x += rs_view_screen_printf(s, x, r->y + 1, -1, 0, 0, "  %d sizes", vm->bench_rows);
+        if (b)
+            x += rs_view_screen_printf(s, x, r->y + 1, -1, 0, 0, "  last %s: busbw %.2f GB/s",
+                                       rs_view_fmt_bytes(by, (double)b->bytes), b->busbw);
     }
     const rs_view_coll *c = vm->coll.any ? &vm->coll : NULL;
     if (c) {

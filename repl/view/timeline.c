@@ -83,7 +83,10 @@ static void cover(const rs_view_rank *r, double t0, double dt, int n, double now
 void rs_view_draw_timeline(rs_view_screen *s, const rs_view_rect *r, int lanes, const rs_view_model *vm,
                            double now, const rs_view_opts *o)
 {
-    rs_view_rect in = rs_view_pane_frame(s, r, "timeline  F forward  B backward  C comm  O optimizer  . idle", o);
+    /* the legend is the title: every letter the rows use (single-spaced where a frame leaves less room) */
+    rs_view_rect in = rs_view_pane_frame(s, r, r->w >= 74 ? "timeline  D data  F forward  B backward  C comm  O optimizer  . idle"
+                                                         : "timeline D data F forward B backward C comm O optimizer . idle",
+                                         o);
     if (in.w <= 0 || in.h <= 0) return;
     rs_view_screen_clip(s, &in);
     int world = vm->world > 0 ? vm->world : vm->nranks;

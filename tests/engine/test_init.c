@@ -405,7 +405,17 @@ static void test_errors(void)
     check_error("mlp 784-256-10 actt=relu", "unknown option 'actt' (did you mean 'act='?)", "actt");
     check_error("mlp 784-256-10 act=sigmoid", "act='sigmoid' is not an activation", "act=");
     check_error("mlp 784", "mlp needs at least an input and an output size", "784");
-    check_error("mlp 784-25x-10", "mlp: '784-25x-10' is not a list of sizes", "784");
+    check_error("mlp 784-25x-10", "mlp: '25x' in '784-25x-10' is not a size", "25x");
+    /* strtok read 784--10 as 784-10 and built it silently */
+    check_error("mlp 784--10", "mlp: an empty size in '784--10' (two '-' in a row)", "-10");
+    check_error("mlp 784-10-", "mlp: an empty size in '784-10-'", "");
+    check_error("mlp -784-10", "mlp: an empty size in '-784-10'", "-784");
+    /* a size too large says so, with the arithmetic (it said "not a list of sizes") */
+    check_error("mlp 784-100000000-10",
+                "mlp: 100000000 is too large: 784x100000000+100000000 + 100000000x10+10 = 79500000010 parameters, "
+                "x 4 B x 2 (parameters and gradients) = 592.3 GiB",
+                "100000000");
+    check_error("mlp 2-20000000-2", "mlp: 20000000 is too large: a layer holds at most 16777216 units", "20000000");
     check_error("seq in=1x28 conv(4,3) flatten linear(10)", "in='1x28' is not a shape", "in=");
     check_error("seq in=1x28x28 [ conv(4,3) relu flatten linear(10)", "1 block(s) not closed; add ']'", "");
     check_error("seq in=1x28x28 [ [ conv(4,3) ] relu flatten linear(10)", "1 block(s) not closed", "");

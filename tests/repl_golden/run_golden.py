@@ -25,7 +25,7 @@ applied line by line in order; tables are re-aligned after their cells change, s
     OpenBLAS <kernel>       the OpenBLAS kernel ringside picked for this CPU, and in `version` why it
                             did and which vector extensions the CPU has
     threads: <n>            the thread count `version` reports (scripts `set threads=1` to be exact)
-    YYYY-MM-DD hh:mm[:ss]   dates and times of day (session log timestamps)
+    YYYY-MM-DD hh:mm[:ss]   dates and times of day (session log timestamps; MM-DD hh:mm in `runs`)
     #.#s                    durations (`in 0.4s`, the runs table's time column, `duration 0.1s`)
     # samples/s             throughput in training lines
     on <host>               the host name in an exported script's header
@@ -73,6 +73,7 @@ NORMALISE = [
     (re.compile(r'\b\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\b'), 'YYYY-MM-DD hh:mm:ss'),
     (re.compile(r'\b\d{4}-\d\d-\d\d \d\d:\d\d\b'), 'YYYY-MM-DD hh:mm'),
     (re.compile(r'\b\d{4}-\d\d-\d\d\b'), 'YYYY-MM-DD'),
+    (re.compile(r'(?<![\d-])\d\d-\d\d \d\d:\d\d\b'), 'MM-DD hh:mm'),  # the runs table's start
     # durations: 0.4s, 12.0s, 1m05s, 2h01m
     (re.compile(r'(?<![\w.])\d+\.\d+s\b'), '#.#s'),
     (re.compile(r'(?<![\w.])\d+m\d\ds\b'), '#.#s'),

@@ -222,6 +222,83 @@ static void test_layout(void)
     rs_view_model_free(vm);
 }
 
+/* The header and the legends: a run whose ranks have said nothing yet is starting, not done, and its
+ * time runs from the launch; a bench shows its sizes and rows; a training run its plan and ETA. */
+static void test_header(void)
+{
+    rs_view_screen *s = rs_view_screen_new(80, 24, NULL);
+    rs_view_opts o = rs_view_opts_detect("xterm-256color", NULL, true);
+    rs_view_model *vm = rs_view_model_new(NULL);
+    rs_view_run bench = {"r7", "bench", NULL, "shm", 2, 5, 0, 100.0};
+    rs_view_set_run(vm, &bench);
+    rs_view_draw(s, vm, 102.5, &o);
+    const char *t = rs_view_screen_text(s);
+    RS_CHECK(strstr(t, "elapsed 2.50s") && !strstr(t, "done"), "silent ranks: elapsed from the launch, not done:\n%s", t);
+    RS_CHECK(strstr(t, "? starting") && !strstr(t, "waiting"), "silent ranks are starting:\n%s", t);
+    RS_CHECK(strstr(t, "first size running"), "bench before its first row:\n%s", t);
+    /* three of five sizes done (rank 0's @bench lines, as the worker writes them) */
+    for (int i = 0; i < 3; i++) {
+        rs_bench_row row = {.op = RS_OP_ALL_REDUCE, .bytes = 1024ull << i, .count = 256ull << i, .dtype = RS_F32,
+                            .redop = RS_SUM, .time_us = 10.0 * (i + 1), .algbw = 0.1 * (i + 1), .busbw = 0.1 * (i + 1),
+                            .wrong = 0, .iters = 100};
+        char line[256];
+        rs_wire_format_bench(line, sizeof line, &row);
+        RS_CHECK(rs_view_feed_line(vm, 0, line), "@bench line taken: %s", line);
+    }
+    rs_view_draw(s, vm, 104.0, &o);
+    t = rs_view_screen_text(s);
+    RS_CHECK(strstr(t, "bench all_reduce  size 3 of 5  last 4.00 KiB: busbw 0.30 GB/s"), "bench header:\n%s", t);
+    RS_CHECK(strstr(t, "C comm") && !strstr(t, "starting"), "bench: the ranks are at work:\n%s", t);
+    RS_CHECK(strstr(t, "8.00 KiB running") && strstr(t, "4.00 KiB       30.0   0.30   0.30"), "bench pane:\n%s", t);
+    RS_CHECK(!strstr(t, "done"), "bench under way is not done:\n%s", t);
+    snapshot("bench2-80x24.txt", t);
+    rs_view_screen_resize(s, 160, 48, NULL);
+    rs_view_draw(s, vm, 104.0, &o);
+    snapshot("bench2-160x48.txt", rs_view_screen_text(s));
+    rs_view_model_free(vm);
+
+    /* training: "step N/TOTAL  epoch E/EPOCHS  ETA" from the plan the REPL passes; the legends */
+    rs_view_run plan = {"r2", "train", "ddp", "shm", 4, 18, 3, -1};
+    vm = load("ddp4.lines", 112, &plan);
+    rs_view_screen_resize(s, 80, 24, NULL);
+    rs_view_draw(s, vm, vm->t_last, &o);
+    t = rs_view_screen_text(s);
+    RS_CHECK(strstr(t, "step 2/18  epoch 1/3  ETA "), "training header with the plan:\n%s", t);
+    RS_CHECK(strstr(t, "D data") && strstr(t, "S scr"), "80x24 legends explain D and S:\n%s", t);
+    rs_view_screen_resize(s, 160, 48, NULL);
+    rs_view_draw(s, vm, vm->t_last, &o);
+    t = rs_view_screen_text(s);
+    RS_CHECK(strstr(t, "D data") && strstr(t, "S scratch"), "160x48 legends explain D and S:\n%s", t);
+    rs_view_model_free(vm);
+    rs_view_screen_free(s);
+}
+
+/* step=1: the ranks wait for a key after reporting each step; those waits are not the collective's
+ * time, so the bandwidth is the same as without them. */
+static void test_held(void)
+{
+    rs_view_model *vm = rs_view_model_new(NULL);
+    rs_view_run run = {"r4", "collective", NULL, "shm", 2, 0, 0, -1};
+    rs_view_set_run(vm, &run);
+    size_t bytes = 1 << 20;
+    for (int r = 0; r < 2; r++)
+        rs_view_feed_event(vm, &(rs_pg_event){RS_PG_EV_BEGIN, 0, RS_OP_ALL_REDUCE, RS_ALGO_RING, 1, 0, 0, r, -1, 0,
+                                              bytes, 1.000});
+    for (int k = 0; k < 2; k++) {
+        for (int r = 0; r < 2; r++) /* step k reported at 1.001 (then 3.002), held until the key at 3.0 (5.0) */
+            rs_view_feed_event(vm, &(rs_pg_event){RS_PG_EV_STEP, 0, RS_OP_ALL_REDUCE, RS_ALGO_RING, 1, k, 2, r, 1 - r,
+                                                  r, bytes / 2, k ? 3.002 : 1.001});
+        rs_view_feed_release(vm, 1, k, k ? 5.0 : 3.0);
+    }
+    for (int r = 0; r < 2; r++)
+        rs_view_feed_event(vm, &(rs_pg_event){RS_PG_EV_END, 0, RS_OP_ALL_REDUCE, RS_ALGO_RING, 1, 0, 0, r, -1, 0, bytes,
+                                              5.003});
+    RS_CHECK(!vm->coll.active, "held: the collective ended");
+    RS_CHECK_CLOSE(vm->coll.held, 3.997, 1e-9, 1e-9, "held: the waits for keys");
+    RS_CHECK_CLOSE(vm->coll.algbw, (double)bytes / 0.006 / 1e9, 1e-6, 1e-9, "held: algbw over the working time");
+    rs_view_model_free(vm);
+}
+
 static uint64_t rng = 88172645463325252ull;
 static uint64_t next(void)
 {
@@ -300,6 +377,8 @@ int main(int argc, char **argv)
         else srcdir = argv[i];
     }
     test_layout();
+    test_header();
+    test_held();
     test_junk();
     test_ring();
     test_ddp();

@@ -288,6 +288,140 @@ def case_by_hand(tmp):
     s.close()
 
 
+def worker_children(pid):
+    """The pids of pid's children that are rank workers (from /proc, before anything is killed)."""
+    kids = []
+    try:
+        for t in os.listdir("/proc/%d/task" % pid):
+            with open("/proc/%d/task/%s/children" % (pid, t)) as f:
+                kids += [int(k) for k in f.read().split()]
+    except OSError:
+        return []
+    out = []
+    for k in kids:
+        try:
+            with open("/proc/%d/cmdline" % k, "rb") as f:
+                if b"--worker" in f.read():
+                    out.append(k)
+        except OSError:
+            pass
+    return out
+
+
+def alive(pid):
+    """True while pid runs (a zombie has ended)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def case_orphans(tmp):
+    """Ranks never outlive what started them: the REPL killed with SIGKILL mid-run takes its ranks
+    along (the launcher's death signal), and a rank started by hand stops when rank 0, which hosts the
+    store, is killed (the store's connection closing)."""
+    repl = subprocess.Popen([EXE, "--no-db", "-c", "data d = digits n=2000 seed=1; model m = mlp 784-32-10 seed=1; "
+                             "train m on d mode=ddp ranks=2 epochs=500 batch=16 view=off"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    ranks = []
+    t0 = time.time()
+    while len(ranks) < 2 and time.time() - t0 < 30:
+        time.sleep(0.1)
+        ranks = worker_children(repl.pid)
+    time.sleep(0.5)
+    check(len(ranks) == 2 and all(alive(r) for r in ranks), "the REPL started 2 training ranks: %s" % ranks)
+    repl.kill()
+    repl.wait()
+    time.sleep(1)
+    left = [r for r in ranks if alive(r)]
+    check(not left, "1 s after SIGKILL of the REPL no rank is alive (left: %s)" % left)
+    for r in left:
+        os.kill(r, 9)
+
+    port = 31000 + os.getpid() % 2000
+    procs = []
+    for r in range(2):
+        env = dict(os.environ, RANK=str(r), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        procs.append(subprocess.Popen([EXE, "--worker", "bench", "op=all_reduce", "minbytes=4194304", "maxbytes=4194304",
+                                       "iters=200000", "backend=shm", "timeout=60"], env=env,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+    time.sleep(2)
+    check(all(p.poll() is None for p in procs), "two hand-started ranks run a long bench")
+    procs[0].kill()
+    procs[0].wait()
+    time.sleep(1)
+    check(procs[1].poll() is not None, "1 s after SIGKILL of rank 0 (the store's host) rank 1 has stopped")
+    if procs[1].poll() is None:
+        procs[1].kill()
+    err = procs[1].communicate(timeout=30)[1]
+    print(err)
+    check("closed the connection" in err, "and it says why")
+
+
+def case_too_big(tmp):
+    """A size that cannot fit in memory is refused before any rank starts, with the arithmetic."""
+    db = os.path.join(tmp, "log.db")
+    with open("/proc/meminfo") as f:
+        avail = int(re.search(r"MemAvailable:\s+(\d+) kB", f.read()).group(1)) * 1024
+    cases = [("collective all_reduce ranks=64 count=2000000000", "2000000000 x f32 (4 B) x 2 buffers per rank "
+              "(in, expected) x 64 ranks = 1024.0 GB")]
+    if avail < 32e9:  # the brief's example: 4 x 10^9 x 4 B x 2 = 32 GB
+        cases.append(("collective all_reduce ranks=4 count=1000000000", "1000000000 x f32 (4 B) x 2 buffers per rank "
+                      "(in, expected) x 4 ranks = 32.0 GB"))
+    else:
+        print("note: %.1f GB available: the 32 GB case would fit here" % (avail / 1e9))
+    cases.append(("collective all_gather ranks=8 count=2000000000 dtype=f64", "x 17 buffers per rank (in, out, expected)"))
+    for cmd, want in cases:
+        t0 = time.time()
+        rc, out = run(cmd, db)
+        print(out)
+        check(rc != 0 and want in out, "%s: refused with the arithmetic" % cmd)
+        check("GB available (MemAvailable in /proc/meminfo)" in out, "and what memory it compared with")
+        check("rank 0" not in out and time.time() - t0 < 5, "and no rank started")
+    con = sqlite3.connect(db)
+    check(con.execute("SELECT count(*) FROM runs").fetchone()[0] == 0, "no run in the session log")
+    rc, out = run("collective all_reduce ranks=2 count=1000", db)
+    check(rc == 0, "a size that fits still runs")
+
+
+def case_train_stop(tmp):
+    """Ctrl-C during a run across ranks keeps the weights of the last step every rank finished, as in
+    single mode: rank 0 writes them when stopped, the REPL reads them back, `eval` shows them trained."""
+    import select
+    import signal
+    for mode in ["ddp", "fsdp"]:
+        p = subprocess.Popen([EXE, "--no-db", "--keep-going"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, bufsize=1)
+        p.stdin.write("data d = digits n=3000 seed=1\nmodel m = mlp 784-64-10 seed=1\n"
+                      "train m on d mode=%s ranks=2 epochs=500 batch=32 view=off\n" % mode)
+        p.stdin.flush()
+        out, t0 = "", time.time()
+        while time.time() - t0 < 60 and "epoch 2:" not in out:
+            if select.select([p.stdout], [], [], 0.2)[0]:
+                line = p.stdout.readline()
+                if not line:
+                    break
+                out += line
+        p.send_signal(signal.SIGINT)
+        while time.time() - t0 < 90 and "keeps the weights" not in out and "stopped" not in out:
+            if select.select([p.stdout], [], [], 0.2)[0]:
+                out += p.stdout.readline()
+        try:
+            p.stdin.write("eval m on d\n")
+            p.stdin.close()
+        except BrokenPipeError:
+            pass
+        out += p.stdout.read()
+        p.wait(timeout=60)
+        print(out)
+        check(re.search(r"m keeps the weights of step \d+, the last one every rank finished", out) is not None,
+              "%s: stopped by Ctrl-C, the model keeps the last finished step's weights" % mode)
+        m = re.search(r"accuracy (\d\.\d+)", out.split("> eval m on d")[-1])
+        acc = float(m.group(1)) if m else 0.0
+        check(acc > 0.7, "%s: eval after the stop gives a trained accuracy (%.3f), not chance" % (mode, acc))
+
+
 def case_mpirun(tmp):
     mpirun = shutil.which("mpirun")
     rc, out = run("backends")

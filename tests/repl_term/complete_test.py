@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""Tab completion and where output lands, in a real terminal (tmux, as term_test.py drives it).
+
+Completion is generated from the command table (repl/complete.c); these check what a person sees:
+  - an option's value: `opt=a`<Tab> -> `opt=adam` (not `opt=accum=`), `opt=`<Tab><Tab> lists adam adamw
+    sgd (not the option names), `mode=f`<Tab> -> `mode=fsdp `, `mode=d`<Tab><Tab> lists ddp and dp;
+  - an argument's choices: `collective all_`<Tab><Tab> lists all_reduce all_gather all_to_all,
+    `collective bro`<Tab> -> `broadcast `; `help tr`<Tab> -> `help train `;
+  - a binding's forms: `data x = `<Tab><Tab> lists the sources and no layer names, `data x = l`<Tab>
+    completes nothing, `data x = idx tr`<Tab> and `data x = csv tr`<Tab> complete a file name,
+    `model m = seq li`<Tab> -> `linear(`;
+  - `show `<Tab><Tab> lists the session's names and `run`.
+Output placement: `sql "select 1"` prints `1` on the line after the command (not over a redrawn
+prompt: `1ingside>`), and the prompt comes after the output; the same with TERM=dumb, where no output
+line starts with a stray `ringside> `.
+
+Usage: complete_test.py PATH/TO/ringside"""
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from term_test import PROMPT, Checks, Fail, Term, at_prompt, run_line, shq, skip, wait  # noqa: E402
+
+
+def typed_then(term, c, typed, keys, want_line, what):
+    """Types `typed`, presses keys, checks the prompt line becomes want_line; clears the line."""
+    wait(f"an empty prompt before {typed!r}", lambda: at_prompt(term), term)
+    term.text(typed)
+    wait(f"{typed!r} on the prompt line", lambda: at_prompt(term, typed), term)
+    for k in keys:
+        term.keys(k)
+        time.sleep(0.15)
+    c.wait_ok(what, lambda: at_prompt(term, want_line), term, 5,
+              detail=lambda: "cursor x=%d, line %r" % term.cursor())
+    term.keys("C-u")
+    wait("the line cleared by C-u", lambda: at_prompt(term), term)
+
+
+def listing(term, c, typed, want, unwanted, what):
+    """Types `typed`, Tab Tab; checks the lines listed between the prompt and the redrawn prompt hold
+    every word of want and none of unwanted."""
+    wait(f"an empty prompt before {typed!r}", lambda: at_prompt(term), term)
+    n0 = len(term.screen())
+    term.text(typed)
+    wait(f"{typed!r} on the prompt line", lambda: at_prompt(term, typed), term)
+    term.keys("Tab")
+    time.sleep(0.2)
+    term.keys("Tab")
+
+    def listed():
+        scr = term.screen()
+        if not at_prompt(term, typed) or len(scr) < n0 + 2:
+            return None
+        return set(" ".join(scr[n0:-1]).split())
+
+    try:
+        words = wait(f"a listing after {typed!r}<Tab><Tab>", listed, term, 5)
+    except Fail as e:
+        c.ok(what, False, str(e))
+        words = None
+    if words is not None:
+        c.ok(what, all(w in words for w in want) and not any(w in words for w in unwanted),
+             f"listed: {sorted(words)}")
+    term.keys("C-u")
+    wait("the line cleared by C-u", lambda: at_prompt(term), term)
+
+
+def output_after_command(term, c, line, first, label):
+    """Runs line; checks its first output line is exactly `first` and nothing overwrote a prompt."""
+    out = run_line(term, line, expect=first)
+    c.ok(f"{label}: {line!r} prints {first!r} on the line after the command", out and out[0] == first,
+         f"lines after the command: {out}")
+    bad = [l for l in term.screen() if "side>" in l and not l.startswith(PROMPT)]
+    bad += [l for l in term.screen() if l.startswith(PROMPT) and l[len(PROMPT):].strip() == first]
+    c.ok(f"{label}: no output line is written over or after a prompt (`1ingside>`, `ringside> 1`)", not bad,
+         f"lines: {bad}")
+
+
+def main():
+    if len(sys.argv) < 2:
+        print(__doc__)
+        return 2
+    rs = os.path.abspath(sys.argv[1])
+    if not shutil.which("tmux"):
+        skip("tmux is not installed (scripts/setup.sh installs it): no real-terminal test")
+    tmp = tempfile.mkdtemp(prefix="rs-compl-")
+    home = os.path.join(tmp, "home")
+    work = os.path.join(tmp, "work")
+    os.makedirs(home)
+    os.makedirs(work)
+    for f in ("train-images-idx3-ubyte", "zeta.csv"):
+        open(os.path.join(work, f), "w").close()
+    db = os.path.join(tmp, "s.db")
+    env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE", "NO_COLOR", "XDG_DATA_HOME")}
+    env.update(HOME=home, XDG_DATA_HOME=os.path.join(home, "data"), TERM="xterm-256color", LC_ALL="C.UTF-8")
+    c = Checks()
+    t0 = time.monotonic()
+    term = None
+    try:
+        argv = ["sh", "-c", f"cd {shq(work)} && exec env -u NO_COLOR HOME={shq(home)} {shq(rs)} --db {shq(db)}"]
+        term = Term(tmp, argv, env, "c1")
+        wait("a prompt", lambda: at_prompt(term), term, 30)
+
+        typed_then(term, c, "train m on d opt=a", ["Tab"], "train m on d opt=adam",
+                   "opt=a<Tab> completes to opt=adam (the choices adam, adamw), not opt=accum=")
+        listing(term, c, "train m on d opt=", ["adam", "adamw", "sgd"], ["epochs=", "accum=", "opt="],
+                "opt=<Tab><Tab> lists adam adamw sgd, not option names")
+        typed_then(term, c, "train m on d mode=f", ["Tab"], "train m on d mode=fsdp ", "mode=f<Tab> -> mode=fsdp ")
+        listing(term, c, "train m on d mode=d", ["ddp", "dp"], ["epochs="], "mode=d<Tab><Tab> lists ddp and dp")
+        listing(term, c, "collective all_", ["all_reduce", "all_gather", "all_to_all"], ["broadcast"],
+                "collective all_<Tab><Tab> lists all_reduce all_gather all_to_all")
+        typed_then(term, c, "collective bro", ["Tab"], "collective broadcast ", "collective bro<Tab> -> broadcast ")
+        typed_then(term, c, "help tr", ["Tab"], "help train ", "help tr<Tab> -> help train ")
+        listing(term, c, "data x = ", ["digits", "fashion", "idx", "cifar", "csv"], ["linear(", "relu", "mlp"],
+                "data x = <Tab><Tab> lists the data sources, no layer names")
+        typed_then(term, c, "data x = l", ["Tab"], "data x = l", "data x = l<Tab>: no layer name as a source")
+        typed_then(term, c, "data x = idx tr", ["Tab"], "data x = idx train-images-idx3-ubyte ",
+                   "data x = idx tr<Tab> completes a file name")
+        typed_then(term, c, "data x = csv ze", ["Tab"], "data x = csv zeta.csv ", "data x = csv ze<Tab> completes a file name")
+        typed_then(term, c, "model m = seq li", ["Tab"], "model m = seq linear(", "model m = seq li<Tab> -> linear(")
+        run_line(term, "model net = mlp 784-10", expect="model net:")
+        listing(term, c, "show ", ["net", "run"], ["epochs="], "show <Tab><Tab> lists the session's names and run")
+
+        output_after_command(term, c, 'sql "select 1"', "1", "xterm")
+        output_after_command(term, c, "sql \"select 'xyz'\"", "'xyz'", "xterm")
+        term.text("quit")
+        term.keys("Enter")
+        wait("ringside exits after quit", term.dead, term, 15)
+        term.kill()
+        term = None
+
+        # TERM=dumb: readline cannot move the cursor; a redrawn prompt would stay in front of the output.
+        env_dumb = dict(env, TERM="dumb")
+        argv = ["sh", "-c", f"cd {shq(work)} && exec env -u NO_COLOR TERM=dumb HOME={shq(home)} {shq(rs)} --db {shq(db)}"]
+        term = Term(tmp, argv, env_dumb, "c2")
+        wait("a prompt", lambda: at_prompt(term), term, 30)
+        output_after_command(term, c, 'sql "select 1"', "1", "TERM=dumb")
+        output_after_command(term, c, "sql \"select 'xyz'\"", "'xyz'", "TERM=dumb")
+    except Fail as e:
+        c.ok("the terminal session went as expected", False, str(e))
+    finally:
+        if term:
+            term.kill()
+        if c.fails:
+            print(f"scratch folder kept: {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+    print(f"{c.fails} failure(s), {time.monotonic() - t0:.1f}s")
+    return 1 if c.fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
