@@ -369,8 +369,8 @@ int rs_cmd_predict(rs_session *s, const rs_call *c)
     if (ds->y_len != 1)
         return rs_session_error(s, c, c->arg_pos[2], strlen(c->args[2]),
                                 "predict: %s holds windows of text with a label per token; predict shows one class "
-                                "per sample (eval %s on %s gives the per-token accuracy)",
-                                d->name, m->name, d->name);
+                                "per sample (eval %s on %s gives the per-token accuracy, generate %s samples text)",
+                                d->name, m->name, d->name, m->name);
     long long n = rs_call_int(c, "n", 4);
     if (n < 1 || n > 16)
         return rs_session_error(s, c, rs_call_opt(c, "n")->pos, 2 + strlen(rs_call_opt(c, "n")->text),
