@@ -106,7 +106,7 @@ rs_status rs_model_forward_acts(rs_model *m, rs_acts *a, const void *x, int B, c
 
 rs_status rs_model_forward(rs_model *m, const void *x, int B, const float **logits, rs_err *err)
 {
-    rs_status st = rs_model_reserve(m, B, err);
+    rs_status st = m->dflt ? RS_OK : rs_model_reserve(m, B, err);
     return st ? st : rs_model_forward_acts(m, m->dflt, x, B, logits, err);
 }
 
