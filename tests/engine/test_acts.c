@@ -2,12 +2,12 @@
  *  (a) two threads run forward on their own sets of one GPT and one CNN at once, 200 times each, and
  *      every output equals a serial forward of the same input bit for bit; inference writes nothing
  *      of the model (parameters, step);
- *  (b) a model split at every legal cut into two stages, passing the boundary activation and its
- *      gradient by hand, gives the whole pass's logits, loss and gradients bit for bit (dropout on:
- *      the stages draw the same masks); three stages on three copies of the GPT, as three processes
- *      would hold it, give them too once the tied embedding's two contributions are summed; and
- *      micro-batches kept in flight on separate sets (loss scale 1/M) give one pass over the whole
- *      batch to 1e-5;
+ *  (b) a model split at every legal cut into two stages, and at every pair of them into three,
+ *      passing the boundary activations and their gradients by hand, gives the whole pass's logits,
+ *      loss and gradients bit for bit (dropout on: the stages draw the same masks); three stages on
+ *      three copies of the GPT, as three processes would hold it, give them too once the tied
+ *      embedding's two contributions are summed; and micro-batches kept in flight on separate sets
+ *      (loss scale 1/M) give one pass over the whole batch to 1e-5;
  *  (c) no cut lands inside res[ ... ], and a set or a range across one is refused. */
 #include <math.h>
 #include <pthread.h>
@@ -205,41 +205,70 @@ static pass whole_pass(rs_model *m, const void *x, const int32_t *y, int B, uint
     return p;
 }
 
-/* Two stages [0, c) and [c, n) of one model on their own sets; the boundary goes through copies, as it
- * would between processes. */
-static pass split_pass(rs_model *m, int c, const void *x, const int32_t *y, int B, uint64_t step)
+/* Stages split at cuts c[0] < c[1] < ... of one model, each on its own set; the boundaries go through
+ * copies, as they would between processes. */
+#define MAXST 4
+static pass split_pass(rs_model *m, const int *c, int ncut, const void *x, const int32_t *y, int B, uint64_t step)
 {
     pass p = {0};
     rs_err err = {0};
-    int n = rs_model_layer_count(m);
+    int ns = ncut + 1, lo[MAXST], hi[MAXST];
+    rs_acts *a[MAXST];
+    float *h[MAXST] = {0}, *dh[MAXST] = {0};
+    const void *in[MAXST] = {x};
+    bool ok = true;
+    for (int k = 0; k < ns; k++) {
+        lo[k] = k ? c[k - 1] : 0;
+        hi[k] = k < ncut ? c[k] : rs_model_layer_count(m);
+        a[k] = rs_acts_new_range(m, lo[k], hi[k], B, &err);
+        RS_CHECK(a[k] != NULL, "stage set [%d, %d): %s", lo[k], hi[k], err.msg);
+        ok &= a[k] != NULL;
+    }
+    p.logits = calloc(out_numel(m, B), sizeof(float));
+    p.grads = malloc(rs_model_numel(m) * sizeof(float));
     rs_model_set_step(m, step);
     rs_model_set_grad_hook(m, on_grad, &p.hook);
     rs_model_zero_grad(m);
-    rs_acts *s0 = rs_acts_new_range(m, 0, c, B, &err), *s1 = rs_acts_new_range(m, c, n, B, &err);
-    RS_CHECK(s0 && s1, "stage sets at cut %d: %s", c, err.msg);
-    size_t hn = layer_out_numel(m, c - 1, B);
-    float *h = malloc(hn * sizeof *h), *dh = malloc(hn * sizeof *dh);
-    p.logits = calloc(out_numel(m, B), sizeof(float));
-    p.grads = malloc(rs_model_numel(m) * sizeof(float));
-    const float *z = NULL;
-    if (s0 && s1 && rs_model_forward_range(m, s0, 0, c, x, B, &z, &err) == RS_OK) {
-        memcpy(h, z, hn * sizeof *h);
-        rs_acts_set_step(s1, rs_acts_step(s0)); /* what stage 0 would send along */
-        RS_CHECK(rs_model_forward_range(m, s1, c, n, h, B, &z, &err) == RS_OK, "stage 1 forward: %s", err.msg);
-        memcpy(p.logits, z, out_numel(m, B) * sizeof(float));
-        RS_CHECK(rs_model_loss_acts(m, s1, y, B, &p.loss, &err) == RS_OK, "loss: %s", err.msg);
-        rs_model_backward_range(m, s1, c, n, h, NULL, dh, B);
-        rs_model_backward_range(m, s0, 0, c, x, dh, NULL, B);
-    } else {
-        RS_CHECK(0, "stage 0 forward at cut %d: %s", c, err.msg);
+    for (int k = 0; k < ns && ok; k++) {
+        const float *z = NULL;
+        if (k) rs_acts_set_step(a[k], rs_acts_step(a[0])); /* what stage 0 would send along */
+        ok = rs_model_forward_range(m, a[k], lo[k], hi[k], in[k], B, &z, &err) == RS_OK;
+        RS_CHECK(ok, "stage %d forward: %s", k, err.msg);
+        if (!ok) break;
+        if (k == ns - 1) {
+            memcpy(p.logits, z, out_numel(m, B) * sizeof(float));
+        } else {
+            size_t hn = layer_out_numel(m, hi[k] - 1, B);
+            h[k] = malloc(hn * sizeof(float));
+            dh[k] = malloc(hn * sizeof(float));
+            memcpy(h[k], z, hn * sizeof(float));
+            in[k + 1] = h[k];
+        }
+    }
+    if (ok) {
+        RS_CHECK(rs_model_loss_acts(m, a[ns - 1], y, B, &p.loss, &err) == RS_OK, "loss: %s", err.msg);
+        for (int k = ns - 1; k >= 0; k--)
+            rs_model_backward_range(m, a[k], lo[k], hi[k], in[k], k < ns - 1 ? dh[k] : NULL, k ? dh[k - 1] : NULL, B);
     }
     memcpy(p.grads, rs_model_grads(m), rs_model_numel(m) * sizeof(float));
     rs_model_set_grad_hook(m, NULL, NULL);
-    rs_acts_free(s0);
-    rs_acts_free(s1);
-    free(h);
-    free(dh);
+    for (int k = 0; k < ns; k++) {
+        rs_acts_free(a[k]);
+        free(h[k]);
+        free(dh[k]);
+    }
     return p;
+}
+
+/* A split pass against the whole one: everything bit for bit, the grad hook the same ranges. */
+static bool same_pass(rs_model *m, const pass *p, const pass *ref, int B, const char *what)
+{
+    bool same = !memcmp(p->logits, ref->logits, out_numel(m, B) * sizeof(float)) && p->loss == ref->loss &&
+                !memcmp(p->grads, ref->grads, rs_model_numel(m) * sizeof(float));
+    RS_CHECK(same, "%s: logits, loss or gradients differ from the whole pass", what);
+    RS_CHECK(p->hook.calls == ref->hook.calls && p->hook.sum == ref->hook.sum,
+             "%s: the grad hook reported %d ranges, the whole pass %d", what, p->hook.calls, ref->hook.calls);
+    return same;
 }
 
 static void test_split_every_cut(const char *spec, const char *name, int B)
@@ -251,22 +280,25 @@ static void test_split_every_cut(const char *spec, const char *name, int B)
     int32_t *y = malloc((size_t)(B * rs_model_rows(m)) * sizeof *y);
     make_batch(m, B, 11, x, y);
     pass ref = whole_pass(m, x, y, B, 40);
-    int cuts[256], nc = rs_model_cut_points(m, cuts, 256), bad = 0;
+    int cuts[256], nc = rs_model_cut_points(m, cuts, 256), bad2 = 0, bad3 = 0, n3 = 0;
     RS_CHECK(nc > 2 && nc < 256, "%s: %d cut points", name, nc);
-    for (int k = 0; k < nc && k < 256; k++) {
-        pass p = split_pass(m, cuts[k], x, y, B, 40);
-        bool same = !memcmp(p.logits, ref.logits, out_numel(m, B) * sizeof(float)) && p.loss == ref.loss &&
-                    !memcmp(p.grads, ref.grads, rs_model_numel(m) * sizeof(float));
-        RS_CHECK(same, "%s cut at %d (before layer %s): logits, loss or gradients differ from the whole pass", name,
-                 cuts[k], rs_model_layer(m, cuts[k])->name);
-        RS_CHECK(p.hook.calls == ref.hook.calls && p.hook.sum == ref.hook.sum,
-                 "%s cut at %d: the grad hook reported %d ranges, the whole pass %d", name, cuts[k], p.hook.calls,
-                 ref.hook.calls);
-        bad += !same;
+    char what[96];
+    for (int i = 0; i < nc && i < 256; i++) {
+        snprintf(what, sizeof what, "%s cut before layer %s", name, rs_model_layer(m, cuts[i])->name);
+        pass p = split_pass(m, &cuts[i], 1, x, y, B, 40);
+        bad2 += !same_pass(m, &p, &ref, B, what);
         pass_free(&p);
+        for (int j = i + 1; j < nc && j < 256; j++) {
+            int c2[2] = {cuts[i], cuts[j]};
+            snprintf(what, sizeof what, "%s cuts at %d and %d", name, cuts[i], cuts[j]);
+            p = split_pass(m, c2, 2, x, y, B, 40);
+            bad3 += !same_pass(m, &p, &ref, B, what);
+            n3++;
+            pass_free(&p);
+        }
     }
-    printf("(b) %s, dropout on: %d legal cuts, 2 stages each, %d differ from the whole pass (loss %.6f)\n", name, nc,
-           bad, (double)ref.loss);
+    printf("(b) %s, dropout on: %d splits in 2 stages and %d in 3, at every legal cut; %d and %d differ from the "
+           "whole pass (loss %.6f)\n", name, nc, n3, bad2, bad3, (double)ref.loss);
     /* The step a pass draws its masks from matters: another step gives other gradients. */
     pass other = whole_pass(m, x, y, B, 41);
     RS_CHECK(memcmp(other.grads, ref.grads, rs_model_numel(m) * sizeof(float)) != 0,
