@@ -1,5 +1,6 @@
 /* The one command table (see cmd.h). Adding a command: declare it here, write its handler in the
  * cmd_*.c file of its group; parsing, help and completion pick it up from this table. */
+#include <stdio.h>
 #include <string.h>
 
 #include "cmd.h"

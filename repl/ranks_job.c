@@ -222,6 +222,20 @@ static void train_line(dist_job *j, const rs_train_line *t)
                      t->last);
         }
         break;
+    case RS_TL_METRIC:
+        if (s->log && j->run > 0) rs_slog_metric(s->log, j->run, t->rank, t->step, 0, t->name, t->value);
+        for (int i = 0; j->figs && i < 8; i++) {
+            struct rs_job_fig *f = &j->figs[t->rank][i];
+            if (f->name[0] && strcmp(f->name, t->name)) continue;
+            if (!f->name[0]) {
+                snprintf(f->name, sizeof f->name, "%s", t->name);
+                f->max = t->value;
+            }
+            f->last = t->value;
+            if (t->value > f->max) f->max = t->value;
+            break;
+        }
+        break;
     case RS_TL_DONE: j->done[t->rank] = *t; break;
     case RS_TL_CKPT:
         j->ckpts++;
@@ -452,6 +466,7 @@ void rs_job_free(dist_job *j)
     free(j->spans);
     free(j->micros);
     free(j->stage_text);
+    free(j->figs);
     if (j->held) fclose(j->held);
     free(j->held_buf);
     free(j->dump);

@@ -67,6 +67,7 @@ void rs_pipe_exec_free(rs_pipe_exec *x)
 }
 
 size_t rs_pipe_exec_peak_inputs(const rs_pipe_exec *x) { return x ? x->peak_in : 0; }
+size_t rs_pipe_exec_inputs(const rs_pipe_exec *x) { return x ? x->in_bytes : 0; }
 
 /* A free buffer of at least n floats in pool p (the smallest that fits), or a new one; -1: no memory. */
 static int acquire(rs_pipe_exec *x, rs_pool p, size_t n)

@@ -46,8 +46,9 @@ void rs_pipe_exec_free(rs_pipe_exec *x);
 rs_status rs_pipe_exec_step(rs_pipe_exec *x, rs_pipe_kind k, int M, int V, const rs_pipe_io *io, int64_t step,
                             rs_dtrain_work_fn work, void *work_ud, rs_err *err);
 
-/* The most bytes of received activations this rank held at once in the last step (its stages'
- * inputs waiting for their backward). */
+/* The bytes of received activations this rank holds now (its stages' inputs waiting for their
+ * backward, and those received ahead), and the most it held at once in the last step. */
+size_t rs_pipe_exec_inputs(const rs_pipe_exec *x);
 size_t rs_pipe_exec_peak_inputs(const rs_pipe_exec *x);
 
 #endif

@@ -6,12 +6,13 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* Adding a strategy: one line here (and its file, and its test). */
 static const rs_strategy_def *const all[] = {
-    &rs_strategy_single, &rs_strategy_dp, &rs_strategy_ddp, &rs_strategy_fsdp, NULL,
+    &rs_strategy_single, &rs_strategy_dp, &rs_strategy_ddp, &rs_strategy_fsdp, &rs_strategy_pipeline, NULL,
 };
 
 const rs_strategy_def rs_strategy_single = {

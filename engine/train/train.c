@@ -279,7 +279,7 @@ static rs_status train_loop(rs_model *m, const rs_data_pair *data, const rs_trai
         else st = rs_err_set(err, RS_ERR_NOMEM, "out of memory for a batch of %d", local);
         goto out;
     }
-    st = rs_model_reserve(m, local, err);
+    if (!sg || !sg->own_acts) st = rs_model_reserve(m, local, err);
     if (st) goto out;
     if (sg && sg->setup) {
         st = sg->setup(sg->ud, m, &cfg.opt, err);
