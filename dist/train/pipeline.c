@@ -398,6 +398,10 @@ static rs_status p_setup(void *ud, rs_model *m, const rs_opt_cfg *opt, rs_err *e
         p->tie_buf = rs_mem_alloc(p->mem, RS_POOL_COMM, p->tie_max * sizeof(float));
         if (!p->tie_buf) return rs_err_set(err, RS_ERR_NOMEM, "pipeline: out of memory for a tied gradient");
     }
+    /* In a pipeline some stage is always waiting for its neighbour; a waiter that spins takes the core
+     * a working stage needs whenever ranks share cores (more ranks than cores, a busy machine), which
+     * would show as bubble that is not the schedule's. */
+    p->g->polite = true;
     p->ex = rs_pipe_exec_new(p->g, p->mem, err);
     return p->ex ? RS_OK : (err ? err->code : RS_ERR_NOMEM);
 }
@@ -608,6 +612,7 @@ static void p_teardown(void *ud)
     rs_mem_free(p->mem, RS_POOL_COMM, p->tie_buf, p->tie_max * sizeof(float));
     rs_mem_free(p->mem, RS_POOL_SCRATCH, p->logits, p->logits_n * sizeof(float));
     rs_pipe_exec_free(p->ex);
+    if (p->ex) p->g->polite = false;
     free(p->ties);
     free(p->ch);
     free(p->cuts);

@@ -300,7 +300,7 @@ int rs_strategy_args_lines(const rs_strategy_args *a, void (*line)(void *ud, con
     snprintf(buf, sizeof buf, "mode=%s", a->def->name);
     line(ud, buf), n++;
     for (int i = 0; a->def->opts && a->def->opts[i].name && i < RS_STRATEGY_MAX_OPTS; i++) {
-        if (!a->text[i][0]) continue;
+        if (!a->given[i]) continue; /* the rank takes the default from the same declaration */
         snprintf(buf, sizeof buf, "%s=%s", a->def->opts[i].name, a->text[i]);
         line(ud, buf), n++;
     }

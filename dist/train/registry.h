@@ -127,8 +127,10 @@ uint64_t rs_strategy_size(const rs_strategy_args *a, const char *name);
 bool rs_strategy_bool(const rs_strategy_args *a, const char *name);
 int rs_strategy_choice(const rs_strategy_args *a, const char *name); /* index into choices */
 const char *rs_strategy_str(const rs_strategy_args *a, const char *name);
-/* The lines a rank reads: "mode=NAME", then "key=value" for every option that has a value. Calls
- * line(ud, text) for each (text is valid during the call); returns how many. */
+/* The lines a rank reads: "mode=NAME", then "key=value" for every option that was given (a default
+ * is the rank's to take from the same declaration, so a given option and a default stay apart, as
+ * rs_strategy_given tells them). Calls line(ud, text) for each (text is valid during the call);
+ * returns how many. */
 int rs_strategy_args_lines(const rs_strategy_args *a, void (*line)(void *ud, const char *text), void *ud);
 
 /* The entries (each in its strategy's own file). */
