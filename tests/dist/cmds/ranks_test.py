@@ -146,6 +146,19 @@ def case_tutorial(tmp):
           "its sql shows rank 0's first ring step sending chunk 0 to rank 1")
 
 
+def case_tutorial_pipeline(tmp):
+    db = os.path.join(tmp, "log.db")
+    rc, out = run("play pipeline auto", db, timeout=300)
+    print(out)
+    check(rc == 0, "the pipeline tutorial plays to the end")
+    bubbles = re.findall(r"bubble: ([0-9.]+)% of each step's span idle .* = ([0-9.]+)%", out)
+    check([f for _, f in bubbles] == ["50.0", "11.1", "11.1"], "naive, gpipe and 1f1b, each measured beside its "
+          "formula: %s" % bubbles)
+    check(re.search(r"stage 0 of 2 .*\(8 micro\) +8 mb", out) and re.search(r"stage 0 of 2 .*\(2 micro\) +2 mb", out),
+          "gpipe holds 8 micro-batches' activations on stage 0, 1f1b 2")
+    check(re.search(r"^ +1 +backward +40 ", out, re.M) is not None, "its sql counts rank 1's 40 backwards (5 steps x 8)")
+
+
 def load_weights(path):
     from safetensors.numpy import load_file
     import numpy as np
