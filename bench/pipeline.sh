@@ -36,7 +36,7 @@ for p in 2 4; do
             quiet
             out=$("$exe" --no-db -c "set threads=1; model s = $stack; data d = digits n=6000; train s on d mode=pipeline ranks=$p schedule=$sched micro=$m batch=256 steps=$steps eval=off view=off" 2>&1)
             meas=$(echo "$out" | sed -nE 's/^  bubble: ([0-9.]+)% .*/\1%/p')
-            form=$(echo "$out" | sed -nE 's/^  bubble: .* = ([0-9.]+)%$/\1%/p')
+            form=$(echo "$out" | sed -nE 's/^ +formula .* = ([0-9.]+)%$/\1%/p')
             sps=$(echo "$out" | grep -E '^trained' | sed -E 's/.* ([0-9]+) samples\/s.*/\1/')
             printf "%-3s %-3s %-9s %10s %9s %12s\n" "$p" "$m" "$sched" "${meas:-?}" "${form:-?}" "${sps:-?}"
             echo "$out" | grep -iE '^error|^rank [0-9]+: ' | head -3
@@ -51,7 +51,7 @@ for s in "naive" "gpipe micro=4" "1f1b micro=4" "gpipe micro=8" "1f1b micro=8" "
     quiet
     out=$("$exe" --no-db -c "set threads=1; data t = text ctx=64; model g = $gpt; train g on t mode=pipeline ranks=2 schedule=$s batch=16 steps=$steps eval=off view=off" 2>&1)
     sps=$(echo "$out" | grep -E '^trained' | sed -E 's/.* ([0-9]+) samples\/s.*/\1/')
-    acts=$(echo "$out" | sed -nE 's/^  ([0-9]+) +stage .* ([0-9.]+ [KMG]?i?B \([0-9]+ micro\)) +([0-9]+) mb$/rank \1: \2 [\3]/p' | paste -sd ';' -)
+    acts=$(echo "$out" | sed -nE 's/^  ([0-9]+) +[0-9]+:.* ([0-9.]+ [KMG]?i?B \([0-9]+ micro\)) +([0-9]+) micro$/rank \1: \2 [\3]/p' | paste -sd ';' -)
     printf "%-26s %10s   %s\n" "$s" "${sps:-?}" "${acts:-?}"
     echo "$out" | grep -iE '^error|^rank [0-9]+: ' | head -3
 done

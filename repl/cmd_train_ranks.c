@@ -231,10 +231,11 @@ int rs_cmd_train_ranks(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, co
     j->mem = calloc((size_t)j->world, sizeof *j->mem);
     j->done = calloc((size_t)j->world, sizeof *j->done);
     j->stage_text = calloc((size_t)j->world, sizeof *j->stage_text);
+    j->stage_short = calloc((size_t)j->world, sizeof *j->stage_short);
     j->figs = calloc((size_t)j->world, sizeof *j->figs);
     char *dir = j->dir;
     snprintf(j->dir, sizeof j->dir, "/tmp/ringside-train-XXXXXX");
-    if (!j->mem || !j->done || !j->stage_text || !j->figs || !mkdtemp(dir)) {
+    if (!j->mem || !j->done || !j->stage_text || !j->stage_short || !j->figs || !mkdtemp(dir)) {
         rs_job_free(j);
         return rs_session_error(s, c, (size_t)-1, 0, "train: cannot make a folder for the ranks' files: %s",
                                 strerror(errno));

@@ -41,6 +41,7 @@ double rs_train_pipe_bubble(const dist_job *j, int *steps)
     return b;
 }
 
+/* Lines of at most 80 columns: a projector's width. */
 void rs_train_pipe_summary(dist_job *j, FILE *f)
 {
     rs_pipe_kind k = (rs_pipe_kind)j->pipe_kind;
@@ -49,18 +50,18 @@ void rs_train_pipe_summary(dist_job *j, FILE *f)
     fprintf(f, "pipeline: schedule=%s, %d stages on %d ranks, %d micro-batches per batch\n", rs_pipe_kind_name(k), P * V,
             P, M);
     if (b >= 0)
-        fprintf(f, "  bubble: %.1f%% of each step's span idle (measured from the ranks' traces, %d steps); formula %s = "
-                   "%.1f%%\n",
+        fprintf(f, "  bubble: %.1f%% of each step idle, measured from the ranks' traces (%d steps)\n"
+                   "          formula %s = %.1f%%\n",
                 100 * b, steps, k == RS_PIPE_INTERLEAVED ? "(p-1)/(v*m+p-1)" : "(p-1)/(m+p-1)", 100 * want);
-    fprintf(f, "  %-5s %-36s %24s %14s\n", "rank", "stage (layers)", "activations in flight", "schedule holds");
+    fprintf(f, "  %-4s %-24s %22s %10s\n", "rank", "stage:layers", "in flight (measured)", "schedule");
     for (int r = 0; r < P; r++) {
         char bytes[32] = "-", held[40] = "-";
         double peak = fig_max(j, r, "acts_peak_bytes"), sets = fig_max(j, r, "acts_inflight");
         if (peak >= 0) rs_view_fmt_bytes(bytes, peak);
         if (sets >= 0) snprintf(held, sizeof held, "%s (%.0f micro)", bytes, sets);
-        fprintf(f, "  %-5d %-36.36s %24s %11d mb\n", r, j->stage_text ? j->stage_text[r] : "", held,
+        fprintf(f, "  %-4d %-24.24s %22s %4d micro\n", r, j->stage_short ? j->stage_short[r] : "", held,
                 rs_pipe_peak_inflight(k, P, M, V, r));
     }
-    fprintf(f, "  (activations in flight: the peak of the ACTS pool during a step, measured at the allocator; what\n"
-               "   the schedule holds: gpipe all m micro-batches, 1f1b at most p - stage)\n");
+    fprintf(f, "  (in flight: activations a stage holds for its backward, peak of the ACTS pool\n"
+               "   during a step; the schedule holds gpipe m micro-batches, 1f1b p - stage)\n");
 }

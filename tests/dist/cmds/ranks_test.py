@@ -151,10 +151,10 @@ def case_tutorial_pipeline(tmp):
     rc, out = run("play pipeline auto", db, timeout=300)
     print(out)
     check(rc == 0, "the pipeline tutorial plays to the end")
-    bubbles = re.findall(r"bubble: ([0-9.]+)% of each step's span idle .* = ([0-9.]+)%", out)
+    bubbles = re.findall(r"bubble: ([0-9.]+)% of each step idle.*\n +formula \S+ = ([0-9.]+)%", out)
     check([f for _, f in bubbles] == ["50.0", "11.1", "11.1"], "naive, gpipe and 1f1b, each measured beside its "
           "formula: %s" % bubbles)
-    check(re.search(r"stage 0 of 2 .*\(8 micro\) +8 mb", out) and re.search(r"stage 0 of 2 .*\(2 micro\) +2 mb", out),
+    check(re.search(r"^  0 +0:.*\(8 micro\) +8 micro$", out, re.M) and re.search(r"^  0 +0:.*\(2 micro\) +2 micro$", out, re.M),
           "gpipe holds 8 micro-batches' activations on stage 0, 1f1b 2")
     check(re.search(r"^ +1 +backward +40 ", out, re.M) is not None, "its sql counts rank 1's 40 backwards (5 steps x 8)")
 
@@ -292,10 +292,12 @@ def case_train_pipeline(tmp):
     check(d <= 1e-5, "MLP: the REPL's model holds the stages' trained weights, equal to one process (%.3g)" % d)
     d = rel(load_weights(g1), load_weights(g2))
     check(d <= 1e-5, "GPT on 3 stages over tcp, the head tied across stages: equal to one process (%.3g)" % d)
-    check(re.search(r"bubble: [0-9.]+% of each step's span idle .* formula \(p-1\)/\(m\+p-1\) = 20\.0%", out)
+    check(re.search(r"bubble: [0-9.]+% of each step idle, measured .*\n +formula \(p-1\)/\(m\+p-1\) = 20\.0%", out)
           is not None, "the bubble measured from the traces beside the formula")
-    check(re.search(r"^  1 +stage 1 of 2 \(layers \d+\.\.4\) .* \(4 micro\) +4 mb$", out, re.M) is not None,
+    check(re.search(r"^  1 +1:\d+\.\.4 .* \(4 micro\) +4 micro$", out, re.M) is not None,
           "gpipe: each stage holds all 4 micro-batches' activations, measured beside the schedule's count")
+    summary = out[out.index("pipeline: schedule="):].split("\n")[:7]
+    check(all(len(l) <= 80 for l in summary), "the pipeline's summary fits 80 columns: %s" % summary)
     check(re.search(r"test accuracy 0\.\d+", out) is not None, "rank 0 evaluates the gathered model")
     con = sqlite3.connect(db)
     runs = con.execute("SELECT mode, world_size, status FROM runs WHERE kind='train' ORDER BY id").fetchall()
