@@ -655,6 +655,7 @@ static rs_status pipeline_make(const rs_strategy_ctx *x, rs_train_strategy *out,
     /* the sampler's split is none: every stage reads the whole batch */
     *out = (rs_train_strategy){.name = "pipeline", .ud = p, .rank = 0, .world = 1, .report = p->rank == 0,
                                .setup = p_setup, .forward_backward = p_forward_backward, .own_acts = true,
+                               .own_phases = true,
                                .after_backward = p_after_backward, .step = p_step, .gather = p_gather,
                                .optimizer = p_optimizer, .sync_optimizer = p_sync_optimizer, .teardown = p_teardown,
                                .grad_sumsq = p_grad_sumsq, .grad_scale = p_grad_scale};

@@ -373,7 +373,7 @@ static rs_status train_loop(rs_model *m, const rs_data_pair *data, const rs_trai
                 if (sg && sg->forward_backward) {
                     st = sg->forward_backward(sg->ud, x, y, rows, 1.0f / (float)accum, &l, &logits, err);
                     c1 = d1 = now_s();
-                    if (!st) phase(h, step, RS_PHASE_BACKWARD, b1, d1);
+                    if (!st && !sg->own_phases) phase(h, step, RS_PHASE_BACKWARD, b1, d1);
                 } else {
                     st = rs_model_forward(m, x, rows, &logits, err);
                     if (!st) st = rs_model_loss(m, y, rows, &l, err);
