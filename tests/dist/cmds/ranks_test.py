@@ -275,6 +275,7 @@ def case_train_pipeline(tmp):
     activations in flight; the session log has every micro-batch's forward and backward per stage."""
     db = os.path.join(tmp, "log.db")
     a, b, g1, g2 = (os.path.join(tmp, x + ".safetensors") for x in ("a", "b", "g1", "g2"))
+    dump = os.path.join(tmp, "frame.txt")
     gpt = "gpt layers=2 heads=2 dim=16 ctx=16"
     gopts = "steps=5 batch=8 opt=adamw lr=3e-3 clip=0.5 eval=off view=off"
     rc, out = run("model m = mlp 784-32-16-10 seed=1; model r = mlp 784-32-16-10 seed=1; data d = digits n=1200; "
@@ -283,7 +284,7 @@ def case_train_pipeline(tmp):
                   "data t = text ctx=16; model g = %s seed=5; model h = %s seed=5; "
                   "train g on t mode=pipeline ranks=3 micro=4 backend=tcp %s; save g %s; train h on t %s; save h %s; "
                   "sql \"select rank, name, count(*) from events where kind='micro' group by rank, name\""
-                  % (a, b, gpt, gpt, gopts, g1, gopts, g2), db)
+                  % (a, b, gpt, gpt, gopts, g1, gopts, g2), db, env={"RINGSIDE_VIEW_DUMP": dump})
     print(out)
     check(rc == 0, "pipeline training runs from the REPL")
     if rc != 0:
@@ -299,6 +300,13 @@ def case_train_pipeline(tmp):
     summary = out[out.index("pipeline: schedule="):].split("\n")[:7]
     check(all(len(l) <= 80 for l in summary), "the pipeline's summary fits 80 columns: %s" % summary)
     check(re.search(r"test accuracy 0\.\d+", out) is not None, "rank 0 evaluates the gathered model")
+    # the dashboard's timeline (the last run's final frame): each stage's forwards and backwards with the
+    # idle cells between them, not one backward span over the whole schedule
+    frame = open(dump).read() if os.path.exists(dump) else ""
+    tl = frame[frame.find(" timeline "):].split("\n")[1:8]
+    rows = [l for l in tl if re.match(r"r\d ", l)]
+    check(len(rows) == 3 and all("F" in r and "B" in r and re.search(r"[FB] +[FB]", r[4:]) for r in rows),
+          "the timeline shows each stage's F and B with idle between them:\n" + "\n".join(tl))
     con = sqlite3.connect(db)
     runs = con.execute("SELECT mode, world_size, status FROM runs WHERE kind='train' ORDER BY id").fetchall()
     check(runs[0] == ("pipeline", 2, "done") and runs[2] == ("pipeline", 3, "done"), "runs logged as pipeline: %s" % runs)
