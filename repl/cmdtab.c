@@ -37,6 +37,7 @@ int rs_cmd_p2p(rs_session *, const rs_call *);
 int rs_cmd_backends(rs_session *, const rs_call *);
 int rs_cmd_view(rs_session *, const rs_call *);
 int rs_cmd_jobs(rs_session *, const rs_call *);
+int rs_cmd_expect(rs_session *, const rs_call *);
 
 static const char *const opt_kinds[] = {"sgd", "adam", "adamw", NULL};
 static const char *const sched_kinds[] = {"constant", "step", "cosine", NULL};
@@ -215,7 +216,6 @@ static const rs_optdef onnx_opts[] = {
 static const char *const coll_ops[] = {"broadcast", "reduce", "all_reduce", "scatter", "gather", "all_gather",
                                        "reduce_scatter", "all_to_all", "barrier", NULL};
 static const char *const show_words[] = {"run", NULL};
-static const char *const play_words[] = {"tour", NULL};
 static const char *const export_words[] = {"session", NULL};
 
 /* The words of a model spec after `seq` (engine/nn/spec.c parses them; "(" where arguments follow). */
@@ -369,8 +369,26 @@ const rs_cmddef rs_commands[] = {
      rs_cmd_history, NULL},
     {"replay", "session log", "replay SESSION    run a past session's commands again", NULL, false, NULL,
      {A("SESSION", RS_A_INT)}, 1, NULL, false, rs_cmd_replay, NULL},
-    {"play", "playback", "play FILE|tour [mode=interactive|auto|step]    play a tutorial script", NULL, false, NULL,
-     {ACH("FILE", RS_A_PATH, play_words), AOPT("MODE", RS_A_WORD)}, 2, play_opts, false, rs_cmd_play, NULL},
+    {"play", "playback", "play [N|NAME|FILE] [auto|step]    the tutorials, or play one",
+     "`play` alone lists the tutorials; `play 2`, `play ranks` or `play 02-ranks` plays one, and\n"
+     "`play FILE.ring` plays a script of your own. Modes: interactive (pause waits for Enter), auto\n"
+     "(no waiting: a class watches, or a test runs it), step (asks before each command: Enter runs it,\n"
+     "s skips it, q stops). Settings the tutorial changes with `set` are put back when it ends or stops.",
+     false, NULL, {{"TUTORIAL", RS_A_TUTORIAL, true, NULL}, {"MODE", RS_A_WORD, true, play_modes}}, 2, play_opts,
+     false, rs_cmd_play, NULL},
+    {"expect", "playback", "expect CONDITION    check the last result's numbers (in scripts and tutorials)",
+     "Checks a number of the last command that gave some, and fails the script when it does not hold:\n"
+     "  expect accuracy >= 0.85                     a value of the command\n"
+     "  expect rank 0 = [2, 110]                    a rank's buffer (collective), element by element\n"
+     "  expect rank 1 time_us > 0                   a value of one rank\n"
+     "  expect memory.optimizer per rank ~= formula within 1%\n"
+     "                                              every rank's, against the formula's figure\n"
+     "  expect bubble ~= 0.43 within 15%            ~= needs a tolerance: within 0.01, or within 1%\n"
+     "Comparisons: = != < <= > >= ~=  (= is equal to 6 significant digits, as printed). The right side\n"
+     "is a number (85% is 0.85), [a, vector] or another value's name; a name the result lacks is read\n"
+     "as NAME.LEFT (formula means formula.memory.optimizer above). A wrong name lists the names the\n"
+     "last result has. In a script or `play`, a failed expect stops it and ringside exits non-zero.",
+     false, "CONDITION", {{0}}, 0, NULL, false, rs_cmd_expect, NULL},
     {"say", "playback", "say \"TEXT\"    narration in a tutorial", NULL, false, NULL, {A("TEXT", RS_A_STRING)}, 1,
      NULL, false, rs_cmd_say, NULL},
     {"pause", "playback", "pause    wait for Enter (in a tutorial)", NULL, false, NULL, {{0}}, 0, NULL, false,

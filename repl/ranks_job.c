@@ -19,6 +19,7 @@
 #include "engine/ckpt/checkpoint.h"
 #include "lang/value.h"
 #include "repl_log.h"
+#include "result.h"
 #include "session.h"
 #include "view_live.h"
 
@@ -68,17 +69,31 @@ static void log_trace(dist_job *j, const rs_pg_event *ev)
         snprintf(detail, sizeof detail, "{\"steps\":%d,\"group\":%d}", ev->steps, ev->group);
         e.detail_json = detail;
         if (!j->algo[0]) snprintf(j->algo, sizeof j->algo, "%s", rs_pg_algo_name(ev->algo));
-        if (ev->steps > j->steps) j->steps = ev->steps;
+        if (ev->rank < j->world && j->rank_steps && ++j->rank_steps[ev->rank] > j->steps) j->steps = j->rank_steps[ev->rank];
     } else if (ev->group) {
         snprintf(detail, sizeof detail, "{\"group\":%d}", ev->group);
         e.detail_json = detail;
     }
     if (ev->rank < j->world) {
+        if (ev->kind == RS_PG_EV_STEP && j->sent && ev->peer >= 0) j->sent[ev->rank] += (double)ev->bytes;
         if (ev->kind == RS_PG_EV_BEGIN) j->begin_t[ev->rank] = ev->t;
         if (ev->kind == RS_PG_EV_END) e.value = ev->t - j->begin_t[ev->rank];
     }
     rs_log_event(j->s, j->run, &e);
     j->nevents++;
+}
+
+/* One more number at the end of a vector of the last result (bench: a column of the table). */
+static void append_num(rs_session *s, const char *name, double v)
+{
+    const rs_result_val *old = rs_result_find(s->results, name, -1);
+    int n = old ? old->n : 0;
+    double *buf = malloc(sizeof *buf * (size_t)(n + 1));
+    if (!buf) return;
+    if (n) memcpy(buf, old->v, sizeof *buf * (size_t)n);
+    buf[n] = v;
+    rs_result_vec(s, name, -1, buf, n + 1);
+    free(buf);
 }
 
 static void bench_row(dist_job *j, const rs_bench_row *r)
@@ -105,6 +120,18 @@ static void bench_row(dist_job *j, const rs_bench_row *r)
     rs_log_metric(j->s, j->run, step, 0, "algbw", r->algbw);
     rs_log_metric(j->s, j->run, step, 0, "busbw", r->busbw);
     rs_log_metric(j->s, j->run, step, 0, "wrong", (double)r->wrong);
+    if (!j->background) { /* for `expect busbw.1M > 0` (repl/result.h) */
+        char size[32], name[64];
+        rs_val_fmt_size(r->bytes, size, sizeof size);
+        const char *names[] = {"busbw", "algbw", "time_us", "wrong"};
+        double vals[] = {r->busbw, r->algbw, r->time_us, (double)r->wrong};
+        for (int i = 0; i < 4; i++) {
+            snprintf(name, sizeof name, "%s.%s", names[i], size);
+            rs_result_num(j->s, name, vals[i]);
+            append_num(j->s, names[i], vals[i]);
+        }
+        append_num(j->s, "size", (double)r->bytes);
+    }
 }
 
 static void keep_span(dist_job *j, int rank, int64_t step, bool comm, double t0, double t1)
@@ -305,6 +332,19 @@ static void leave_view(dist_job *j)
     step_release(j, j->step_max);
 }
 
+/* A rank's buffer (@vals), kept for the command's end to record for `expect`. */
+static void keep_vals(dist_job *j, const char *line)
+{
+    if (j->nvals == j->capvals) {
+        int cap = j->capvals ? 2 * j->capvals : 8;
+        rs_wire_vals *v = realloc(j->vals, sizeof *v * (size_t)cap);
+        if (!v) return;
+        j->vals = v;
+        j->capvals = cap;
+    }
+    if (rs_wire_parse_vals(line, &j->vals[j->nvals]) && j->vals[j->nvals].rank < j->world) j->nvals++;
+}
+
 static void on_line(void *ud, int rank, int is_stderr, const char *line)
 {
     dist_job *j = ud;
@@ -339,6 +379,14 @@ static void on_line(void *ud, int rank, int is_stderr, const char *line)
         }
         if (rs_wire_parse_bench(line, &row)) {
             bench_row(j, &row);
+            return;
+        }
+        if (!strncmp(line, "@vals ", 6)) {
+            keep_vals(j, line);
+            return;
+        }
+        if (rs_wire_parse_p2p(line, &j->p2p)) {
+            j->have_p2p = true;
             return;
         }
         rs_train_line tl;
@@ -412,6 +460,9 @@ void rs_job_free(dist_job *j)
     free(j->mem);
     free(j->done);
     free(j->spans);
+    free(j->vals);
+    free(j->sent);
+    free(j->rank_steps);
     if (j->held) fclose(j->held);
     free(j->held_buf);
     free(j->dump);
@@ -697,8 +748,10 @@ int rs_job_common_opts(rs_session *s, const rs_call *c, dist_job *j, double *tim
     j->seconds = calloc((size_t)j->world, sizeof *j->seconds);
     j->begin_t = calloc((size_t)j->world, sizeof *j->begin_t);
     j->checked = calloc((size_t)j->world, sizeof *j->checked);
+    j->sent = calloc((size_t)j->world, sizeof *j->sent);
+    j->rank_steps = calloc((size_t)j->world, sizeof *j->rank_steps);
     j->mono_to_unix = mono_to_unix();
-    if (!j->wrong || !j->seconds || !j->begin_t || !j->checked)
+    if (!j->wrong || !j->seconds || !j->begin_t || !j->checked || !j->sent || !j->rank_steps)
         return rs_session_error(s, c, (size_t)-1, 0, "%s: out of memory", c->cmd->name);
     return 0;
 }

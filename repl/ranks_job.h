@@ -41,7 +41,7 @@ struct rs_job {
     bool *checked;
     int64_t nevents;
     char algo[32];          /* the algorithm the steps reported */
-    int steps;
+    int steps;              /* the most steps a rank took (a tree's reduce and broadcast count both) */
     /* bench */
     int nrows;
     double busbw_sum;
@@ -66,6 +66,14 @@ struct rs_job {
     uint64_t step_coll;      /* the collective whose steps are counted */
     int step_max;            /* highest step index a rank reported (-1: none yet) */
     int step_next;           /* the next step index to release */
+    /* for `expect` (repl/result.h): the buffers the ranks sent (@vals), p2p's timings (@p2p), and the
+     * bytes each rank sent in the algorithm's steps (world, from the trace) */
+    rs_wire_vals *vals;      /* (nvals) owned */
+    int nvals, capvals;
+    rs_p2p_times p2p;
+    bool have_p2p;
+    double *sent;            /* (world) owned: bytes of the steps that send (peer >= 0) */
+    int *rank_steps;         /* (world) owned: the steps each rank took part in */
     /* the ranks while they run */
     rs_launch *l;            /* owned */
     rs_store_server *srv;    /* owned; NULL under mpirun */
