@@ -244,7 +244,8 @@ int rs_cmd_expect(rs_session *s, const rs_call *c)
         if (e.kind == RS_EXPECT_NAME) snprintf(with, sizeof with, "%s (%s)", refname, want_s);
         else snprintf(with, sizeof with, "%s", want_s);
         if (e.has_tol) snprintf(tol, sizeof tol, " within %g%s", e.tol_rel ? e.tol * 100 : e.tol, e.tol_rel ? "%" : "");
-        if (nw != 1 && v->n != nw) snprintf(why, sizeof why, " (%d numbers against %d)", v->n, nw);
+        if (nw != 1 && v->n != nw)
+            snprintf(why, sizeof why, " (%d number%s against %d)", v->n, v->n == 1 ? "" : "s", nw);
         else if (bad >= 0 && (v->n > 1 || nw > 1))
             snprintf(why, sizeof why, " (element %d: %.6g against %.6g)", bad, v->v[bad], want[nw == 1 ? 0 : bad]);
         if (e.op == RS_EXPECT_APPROX && bad >= 0 && want[nw == 1 ? 0 : bad] != 0) {

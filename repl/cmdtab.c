@@ -138,7 +138,7 @@ static const rs_optdef set_opts[] = {
 };
 
 static const rs_optdef play_opts[] = {
-    {"mode", RS_T_ENUM, "interactive", "interactive: pause waits; auto: no waiting; step: ask before each command",
+    {"mode", RS_T_ENUM, "interactive", "the modes above",
      play_modes},
     {NULL, 0, NULL, NULL, NULL},
 };
@@ -370,24 +370,27 @@ const rs_cmddef rs_commands[] = {
     {"replay", "session log", "replay SESSION    run a past session's commands again", NULL, false, NULL,
      {A("SESSION", RS_A_INT)}, 1, NULL, false, rs_cmd_replay, NULL},
     {"play", "playback", "play [N|NAME|FILE] [auto|step]    the tutorials, or play one",
-     "`play` alone lists the tutorials; `play 2`, `play ranks` or `play 02-ranks` plays one, and\n"
-     "`play FILE.ring` plays a script of your own. Modes: interactive (pause waits for Enter), auto\n"
-     "(no waiting: a class watches, or a test runs it), step (asks before each command: Enter runs it,\n"
-     "s skips it, q stops). Settings the tutorial changes with `set` are put back when it ends or stops.",
+     "`play` alone lists the tutorials (so does `help play`); `play 2`, `play ranks`\n"
+     "or `play 02-ranks` plays one; `play FILE.ring` plays a script of your own.\n"
+     "Modes: interactive (pause waits for Enter), auto (no waiting: a class\n"
+     "watches, or a test runs it), step (asks before each command: Enter runs it,\n"
+     "s skips it, q stops). What the tutorial changes with `set` is put back when\n"
+     "it ends or stops.",
      false, NULL, {{"TUTORIAL", RS_A_TUTORIAL, true, NULL}, {"MODE", RS_A_WORD, true, play_modes}}, 2, play_opts,
      false, rs_cmd_play, NULL},
-    {"expect", "playback", "expect CONDITION    check the last result's numbers (in scripts and tutorials)",
-     "Checks a number of the last command that gave some, and fails the script when it does not hold:\n"
-     "  expect accuracy >= 0.85                     a value of the command\n"
-     "  expect rank 0 = [2, 110]                    a rank's buffer (collective), element by element\n"
-     "  expect rank 1 time_us > 0                   a value of one rank\n"
+    {"expect", "playback", "expect CONDITION    check the last result's numbers",
+     "Checks numbers of the last command that gave some; in a script or `play`, a\n"
+     "check that fails stops it, and ringside exits non-zero.\n"
+     "  expect accuracy >= 0.85              a value of the command\n"
+     "  expect rank 0 = [2, 110]             a rank's buffer, element by element\n"
+     "  expect rank 1 sent_bytes > 0         a value of one rank\n"
+     "  expect sent_bytes per rank = 48      every rank's ([64, 32]: rank by rank)\n"
      "  expect memory.optimizer per rank ~= formula within 1%\n"
-     "                                              every rank's, against the formula's figure\n"
-     "  expect bubble ~= 0.43 within 15%            ~= needs a tolerance: within 0.01, or within 1%\n"
-     "Comparisons: = != < <= > >= ~=  (= is equal to 6 significant digits, as printed). The right side\n"
-     "is a number (85% is 0.85), [a, vector] or another value's name; a name the result lacks is read\n"
-     "as NAME.LEFT (formula means formula.memory.optimizer above). A wrong name lists the names the\n"
-     "last result has. In a script or `play`, a failed expect stops it and ringside exits non-zero.",
+     "  expect bubble ~= 0.43 within 15%     ~= takes within 0.01, or within 1%\n"
+     "Comparisons: = != < <= > >= ~= (= is equal to 6 significant digits). On the\n"
+     "right: a number (85% is 0.85), [a, vector] or a name; a name the result\n"
+     "lacks is read as NAME.LEFT (formula above: formula.memory.optimizer). A name\n"
+     "it does not have lists the names it has; docs/repl.md lists them all.",
      false, "CONDITION", {{0}}, 0, NULL, false, rs_cmd_expect, NULL},
     {"say", "playback", "say \"TEXT\"    narration in a tutorial", NULL, false, NULL, {A("TEXT", RS_A_STRING)}, 1,
      NULL, false, rs_cmd_say, NULL},

@@ -99,8 +99,7 @@ void rs_play_list(rs_session *s)
         fprintf(s->out, "no tutorials in %s (RINGSIDE_TUTORIALS names another folder)\n", rs_repl_tutorial_dir());
         return;
     }
-    fprintf(s->out, "tutorials (`play N` or `play NAME`; add `auto` to play without waiting, `step` to go command by "
-                    "command):\n");
+    fprintf(s->out, "tutorials (`play N` or `play NAME`; `play N auto` plays without waiting):\n");
     for (int i = 0; i < n; i++) {
         /* within 80 columns, a projector's terminal: 21 for the number and name, 59 for the summary */
         bool cut = strlen(t[i].summary) > 59;

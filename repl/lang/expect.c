@@ -119,13 +119,13 @@ static rs_status scan_number(scan *c, double *out, bool pct_ok, bool *pct, const
         }
     }
     char buf[64];
-    if (!digits) return fail(c, b, word_len(c, b), "expected %s here", what);
-    if (j - b >= sizeof buf) return fail(c, b, j - b, "%s has too many digits", what);
+    if (!digits) return fail(c, b, word_len(c, b), "expected %s", what);
+    if (j - b >= sizeof buf) return fail(c, b, j - b, "'%.24s...' has too many digits", c->s + b);
     memcpy(buf, c->s + b, j - b);
     buf[j - b] = '\0';
     rs_err e = {0};
     double v;
-    if (rs_val_float(buf, &v, &e) || !isfinite(v)) return fail(c, b, j - b, "%s is out of range", what);
+    if (rs_val_float(buf, &v, &e) || !isfinite(v)) return fail(c, b, j - b, "'%s' is out of range", buf);
     *pct = false;
     if (pct_ok && j < c->n && c->s[j] == '%') {
         *pct = true;
@@ -173,7 +173,7 @@ static rs_status scan_vector(scan *c, rs_expect *e)
         if (e->nvals == RS_EXPECT_VEC_MAX)
             return fail(c, c->i, word_len(c, c->i), "a vector holds at most 64 numbers");
         bool pct;
-        rs_status st = scan_number(c, &e->vals[e->nvals], false, &pct, "a number");
+        rs_status st = scan_number(c, &e->vals[e->nvals], false, &pct, "a number in the vector");
         if (st) return st;
         e->nvals++;
         skip_blanks(c);
@@ -185,6 +185,7 @@ static rs_status scan_vector(scan *c, rs_expect *e)
             c->i++;
             break;
         }
+        if (c->i >= c->n) return fail(c, open, 1, "this '[' has no closing ']'");
         char buf[40], msg[256];
         snprintf(msg, sizeof msg, "expected ',' or ']' in the vector, got %s", what_is_here(c, buf, sizeof buf));
         return fail(c, c->i, word_len(c, c->i), "%s", msg);
@@ -212,7 +213,9 @@ static rs_status scan_value(scan *c, rs_expect *e)
     bool pct;
     e->kind = RS_EXPECT_NUMBER;
     e->nvals = 1;
-    st = scan_number(c, &e->vals[0], true, &pct, "a number, [a, vector] or a name");
+    char what[64];
+    snprintf(what, sizeof what, "a number, [a, vector] or a name after '%s'", rs_expect_op_text(e->op));
+    st = scan_number(c, &e->vals[0], true, &pct, what);
     if (st) return st;
     e->value_at = (rs_expect_span){b, c->i - b};
     return RS_OK;
@@ -267,7 +270,7 @@ rs_status rs_expect_parse(const char *cond, rs_expect *out, rs_expect_span *at, 
         skip_blanks(&c);
         size_t tb = c.i;
         bool pct;
-        if ((st = scan_number(&c, &e.tol, true, &pct, "a tolerance (0.01, or 1% of the value)"))) return st;
+        if ((st = scan_number(&c, &e.tol, true, &pct, "a tolerance after 'within' (0.01, or 1% of the value)"))) return st;
         if (e.tol < 0) return fail(&c, tb, c.i - tb, "a tolerance is 0 or more");
         e.has_tol = true;
         e.tol_rel = pct;

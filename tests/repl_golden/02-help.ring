@@ -17,6 +17,7 @@ help history
 help replay
 help export
 help play
+help expect
 help say
 help pause
 help set
