@@ -350,6 +350,81 @@ int rs_cmd_p2p(rs_session *s, const rs_call *c)
     return rs_job_run(j, args, 3, timeout);
 }
 
+/* ---------------------------------------------------------------- world */
+
+/* The job's end: who each rank is, in rank order, what that makes, and how to start the same by hand. */
+static int world_end(dist_job *j, int rc)
+{
+    rs_session *s = j->s;
+    rs_job_print_lines(j, "  ");
+    if (rc) return rc;
+    int per = j->per_node ? j->per_node : j->world, nodes = j->world / per;
+    bool mpi = rs_pg_backend_find(j->backend)->needs_launcher;
+    fprintf(s->out, "world size %d: ranks 0..%d, %d node%s of %d (local ranks 0..%d), %s backend\n", j->world,
+            j->world - 1, nodes, nodes == 1 ? "" : "s", per, per - 1, j->backend);
+    if (mpi) fprintf(s->out, "mpirun started them and wired them up\n");
+    else fprintf(s->out, "they met at MASTER_ADDR=127.0.0.1 MASTER_PORT=%d (%s's rendezvous store)\n", j->master_port,
+                 j->store_rank0 ? "rank 0" : "ringside");
+    fprintf(s->out, "every rank counted %d with an all_reduce of ones: they all joined\n", j->world);
+    if (j->store_rank0) {
+        /* what a person types to start the same ranks, one shell each (a node's ranks share a machine) */
+        fprintf(s->out, "rank 0 hosted the rendezvous store itself, as ranks started by hand do:\n");
+        fprintf(s->out, "  export MASTER_ADDR=127.0.0.1 MASTER_PORT=%d WORLD_SIZE=%d", j->master_port, j->world);
+        if (nodes > 1) fprintf(s->out, " LOCAL_WORLD_SIZE=%d", per);
+        fputc('\n', s->out);
+        for (int r = 0; r < j->world; r++) {
+            if (r == 2 && j->world > 3) {
+                fprintf(s->out, "  ...\n");
+                r = j->world - 1;
+            }
+            char node[64] = "";
+            if (nodes > 1) snprintf(node, sizeof node, " LOCAL_RANK=%d GROUP_RANK=%d", r % per, r / per);
+            fprintf(s->out, "  RANK=%d%s ringside --worker world%s%s\n", r, node, strcmp(j->backend, "shm") ? " backend=" : "",
+                    strcmp(j->backend, "shm") ? j->backend : "");
+        }
+    }
+    rs_log_run_end(s, j->run, "done", 1, NULL, NULL);
+    if (j->background) return rc;
+    rs_result_num(s, "world", j->world);
+    rs_result_num(s, "nodes", nodes);
+    rs_result_num(s, "per_node", per);
+    for (int i = 0; i < j->nnums; i++) rs_result_rank(s, j->nums[i].name, j->nums[i].rank, j->nums[i].v);
+    return rc;
+}
+
+int rs_cmd_world(rs_session *s, const rs_call *c)
+{
+    rs_result_begin(s, NULL);
+    double timeout = 30;
+    dist_job *j = rs_job_new(s, c, "world", true, &timeout);
+    if (!j) return 1;
+    long long nodes = rs_call_int(c, "nodes", 1);
+    const rs_optval *nv = rs_call_opt(c, "nodes");
+    bool mpi = rs_pg_backend_find(j->backend)->needs_launcher;
+    if (nodes < 1 || j->world % nodes) {
+        int world = j->world;
+        rs_job_free(j);
+        return rs_session_error(s, c, nv->pos, 6 + strlen(nv->text),
+                                "world: %lld nodes do not share %d ranks evenly; give a divisor of %d", nodes, world,
+                                world);
+    }
+    j->store_rank0 = !strcmp(rs_call_str(c, "store", "launcher"), "rank0");
+    if (mpi && (nodes > 1 || j->store_rank0)) {
+        const rs_optval *v = nodes > 1 ? nv : rs_call_opt(c, "store");
+        rs_job_free(j);
+        return rs_session_error(s, c, v->pos, strlen(v->text) + 6,
+                                "world: mpirun numbers its ranks and wires them up itself; nodes= and store= apply to "
+                                "shm and tcp");
+    }
+    j->per_node = j->world / (int)nodes;
+    j->finish = world_end;
+    j->run = rs_log_run_begin_dist(s, "world", NULL, NULL, NULL, c, "world", j->backend, j->world);
+    char a_be[48];
+    snprintf(a_be, sizeof a_be, "backend=%s", j->backend);
+    const char *args[] = {a_be};
+    return rs_job_run(j, args, 1, timeout);
+}
+
 /* ---------------------------------------------------------------- backends */
 
 int rs_cmd_backends(rs_session *s, const rs_call *c)

@@ -38,6 +38,7 @@ int rs_cmd_backends(rs_session *, const rs_call *);
 int rs_cmd_view(rs_session *, const rs_call *);
 int rs_cmd_jobs(rs_session *, const rs_call *);
 int rs_cmd_expect(rs_session *, const rs_call *);
+int rs_cmd_world(rs_session *, const rs_call *);
 
 static const char *const opt_kinds[] = {"sgd", "adam", "adamw", NULL};
 static const char *const sched_kinds[] = {"constant", "step", "cosine", NULL};
@@ -195,6 +196,15 @@ static const rs_optdef p2p_opts[] = {
     {NULL, 0, NULL, NULL, NULL},
 };
 
+static const rs_optdef world_opts[] = {
+    DIST_OPTS,
+    {"nodes", RS_T_INT, "1", "nodes this host plays (LOCAL_RANK starts again at 0 on each)", NULL},
+    {"store", RS_T_ENUM, "launcher", "who hosts the rendezvous store: ringside, or rank 0 as by hand",
+     (const char *const[]){"launcher", "rank0", NULL}},
+    {"view", RS_T_BOOL, "off", "live dashboard while the ranks run (on a terminal)", NULL},
+    {NULL, 0, NULL, NULL, NULL},
+};
+
 static const rs_optdef export_opts[] = {
     {"opset", RS_T_INT, "17", "ONNX opset to write (13..21)", NULL},
     {"softmax", RS_T_BOOL, "off", "end the graph with Softmax (output \"probs\" instead of \"logits\")", NULL},
@@ -319,6 +329,13 @@ const rs_cmddef rs_commands[] = {
      false, NULL, {ACH("OP", RS_A_WORD, coll_ops)}, 1, bench_opts, false, rs_cmd_bench, NULL},
     {"p2p", "ranks", "p2p [ranks=2] [size=1M] [backend=shm]    blocking vs immediate send/recv, with timings",
      NULL, false, NULL, {{0}}, 0, p2p_opts, false, rs_cmd_p2p, NULL},
+    {"world", "ranks", "world [ranks=4] [nodes=1] [store=rank0]    start ranks and show who each one is",
+     "Starts the ranks and has each print what it was told (torchrun's RANK, WORLD_SIZE, LOCAL_RANK,\n"
+     "LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT; under backend=mpi, Open MPI's own) and\n"
+     "what its process group says; an all_reduce of ones proves they all joined. nodes=3 plays three\n"
+     "machines on this one: LOCAL_RANK starts again at 0 on each. store=rank0 leaves the rendezvous\n"
+     "to rank 0, as when ranks are started by hand, and prints the lines that would start them.",
+     false, NULL, {{0}}, 0, world_opts, false, rs_cmd_world, NULL},
     {"backends", "ranks", "backends    which operations each backend has, on CPU and GPU", NULL, false, NULL, {{0}}, 0,
      NULL, false, rs_cmd_backends, NULL},
     {"view", "ranks", "view run N [speed=1]    replay a logged run in the dashboard",

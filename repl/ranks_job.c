@@ -9,6 +9,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include "call.h"
 #include "dist/launch/launch.h"
@@ -345,6 +348,20 @@ static void keep_vals(dist_job *j, const char *line)
     if (rs_wire_parse_vals(line, &j->vals[j->nvals]) && j->vals[j->nvals].rank < j->world) j->nvals++;
 }
 
+/* A rank's named number (@num), kept for the command's end. */
+static void keep_num(dist_job *j, const struct rs_job_num *n)
+{
+    if (n->rank >= j->world) return;
+    if (j->nnums == j->capnums) {
+        int cap = j->capnums ? 2 * j->capnums : 32;
+        struct rs_job_num *v = realloc(j->nums, sizeof *v * (size_t)cap);
+        if (!v) return;
+        j->nums = v;
+        j->capnums = cap;
+    }
+    j->nums[j->nnums++] = *n;
+}
+
 static void on_line(void *ud, int rank, int is_stderr, const char *line)
 {
     dist_job *j = ud;
@@ -387,6 +404,11 @@ static void on_line(void *ud, int rank, int is_stderr, const char *line)
         }
         if (rs_wire_parse_p2p(line, &j->p2p)) {
             j->have_p2p = true;
+            return;
+        }
+        struct rs_job_num num;
+        if (rs_wire_parse_num(line, &num.rank, num.name, &num.v)) {
+            keep_num(j, &num);
             return;
         }
         rs_train_line tl;
@@ -461,6 +483,7 @@ void rs_job_free(dist_job *j)
     free(j->done);
     free(j->spans);
     free(j->vals);
+    free(j->nums);
     free(j->sent);
     free(j->rank_steps);
     if (j->held) fclose(j->held);
@@ -476,6 +499,21 @@ int rs_job_finish(dist_job *j, int rc)
     if (j->finish) rc = j->finish(j, rc);
     rs_job_free(j);
     return rc;
+}
+
+/* A TCP port free on 127.0.0.1 right now (the kernel's pick), for a rank 0 that hosts the store itself;
+ * 0 after setting e. */
+static int free_port(rs_err *e)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    int port = 0;
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    else rs_err_set(e, RS_ERR_IO, "finding a free port for rank 0's store: %s", strerror(errno));
+    if (fd >= 0) close(fd);
+    return port;
 }
 
 static double mono_to_unix(void)
@@ -612,7 +650,12 @@ int rs_job_run(dist_job *j, const char *const *job_args, int nargs, double timeo
     rs_log_event(s, j->run, &clock);
 
     rs_store_server *srv = NULL;
-    if (!be->needs_launcher && rs_store_server_start("127.0.0.1", 0, &srv, &e)) {
+    if (j->store_rank0 && (j->master_port = free_port(&e)) == 0) {
+        rs_view_model_free(j->dump_vm);
+        j->dump_vm = NULL;
+        return rs_job_finish(j, rs_session_error(s, c, (size_t)-1, 0, "%s: %s", j->what, e.msg));
+    }
+    if (!be->needs_launcher && !j->store_rank0 && rs_store_server_start("127.0.0.1", 0, &srv, &e)) {
         rs_view_model_free(j->dump_vm);
         j->dump_vm = NULL;
         return rs_job_finish(j, rs_session_error(s, c, (size_t)-1, 0, "%s: starting the rendezvous store: %s", j->what,
@@ -630,7 +673,8 @@ int rs_job_run(dist_job *j, const char *const *job_args, int nargs, double timeo
 
     char world[16], port[16], group[48], tmo[32];
     snprintf(world, sizeof world, "%d", j->world);
-    snprintf(port, sizeof port, "%d", srv ? rs_store_server_port(srv) : 0);
+    if (srv) j->master_port = rs_store_server_port(srv);
+    snprintf(port, sizeof port, "%d", j->master_port);
     snprintf(group, sizeof group, "group=r%lld-%ld", (long long)j->run, (long)getpid());
     snprintf(tmo, sizeof tmo, "timeout=%g", timeout_s);
     const char *argv[64];
@@ -648,13 +692,14 @@ int rs_job_run(dist_job *j, const char *const *job_args, int nargs, double timeo
     argv[a++] = j->what;
     argv[a++] = group;
     argv[a++] = tmo;
-    argv[a++] = "store=launcher";
+    argv[a++] = j->store_rank0 ? "store=rank0" : "store=launcher";
     for (int i = 0; i < nargs && a < 61; i++) argv[a++] = job_args[i];
     if (j->stepwise) argv[a++] = "stepwise=1";
     argv[a] = NULL;
 
     rs_launch_cfg cfg = {.nranks = be->needs_launcher ? 1 : j->world, .argv = argv,
-                         .master_port = srv ? rs_store_server_port(srv) : 1,
+                         .master_port = j->master_port ? j->master_port : 1,
+                         .local_world_size = be->needs_launcher ? 0 : j->per_node,
                          /* training ranks finish a step, gather and write the weights when stopped */
                          .grace_s = !strcmp(j->what, "train") ? 10 : 2,
                          .on_line = on_line, .line_ud = j, .should_stop = stop_requested, .stop_ud = j};

@@ -73,7 +73,14 @@ struct rs_job {
     rs_p2p_times p2p;
     bool have_p2p;
     double *sent;            /* (world) owned: bytes of the steps that send (peer >= 0) */
+    struct rs_job_num { int rank; char name[32]; double v; } *nums; /* (nnums) owned: the ranks' @num lines */
+    int nnums, capnums;
     int *rank_steps;         /* (world) owned: the steps each rank took part in */
+    /* how the ranks start (world): nodes of per_node ranks on this host (0: one node), and rank 0 hosting
+     * the rendezvous store as when started by hand, instead of the REPL */
+    int per_node;
+    bool store_rank0;
+    int master_port;         /* the port the ranks were given */
     /* the ranks while they run */
     rs_launch *l;            /* owned */
     rs_store_server *srv;    /* owned; NULL under mpirun */

@@ -134,6 +134,22 @@ bool rs_wire_parse_vals(const char *line, rs_wire_vals *out)
     return *p == 0;
 }
 
+int rs_wire_format_num(char *buf, size_t cap, int rank, const char *name, double v)
+{
+    return snprintf(buf, cap, "@num %d %s %.17g", rank, name, v);
+}
+
+bool rs_wire_parse_num(const char *line, int *rank, char name[32], double *v)
+{
+    int used = 0;
+    if (strncmp(line, "@num ", 5) != 0) return false;
+    if (sscanf(line, "@num %d %31s %lf%n", rank, name, v, &used) != 3 || line[used] != 0 || *rank < 0 || !isfinite(*v))
+        return false;
+    for (const char *p = name; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_' || *p == '.')) return false;
+    return true;
+}
+
 int rs_wire_format_p2p(char *buf, size_t cap, const rs_p2p_times *t)
 {
     return snprintf(buf, cap, "@p2p %llu %d %.9g %.9g %.9g %.9g %.9g %.9g", (unsigned long long)t->bytes, t->iters,

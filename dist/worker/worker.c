@@ -556,6 +556,43 @@ static int job_p2p(wk *w)
     return st || bad ? 1 : 0;
 }
 
+/* Who am I: what the launcher (or mpirun, or a person) told this rank, and what its group says, checked
+ * by an all_reduce of ones that every rank must see come back as the world size. */
+static int job_world(wk *w)
+{
+    rs_launch_env env;
+    rs_err e = {0};
+    if (rs_launch_env_from_environ(&env, &e)) { /* join read it already: cannot fail here */
+        fprintf(w->errf, "rank %d: %s\n", w->rank, e.msg);
+        return 1;
+    }
+    double count = 1;
+    if (rs_pg_all_reduce(w->g, &count, 1, RS_F64, RS_SUM, &e)) {
+        fprintf(w->errf, "rank %d: %s\n", w->rank, e.msg);
+        return 1;
+    }
+    int pid = (int)getpid();
+    /* what a person needs to see: who this rank was told it is (the address and port are everyone's
+     * and the REPL prints them once) */
+    if (!strcmp(env.source, "mpirun"))
+        fprintf(w->out, "rank %d: OMPI_COMM_WORLD_RANK=%d _SIZE=%d _LOCAL_RANK=%d _LOCAL_SIZE=%d, pid %d\n", w->rank,
+                env.rank, env.world_size, env.local_rank, env.local_world_size, pid);
+    else
+        fprintf(w->out, "rank %d: RANK=%d WORLD_SIZE=%d LOCAL_RANK=%d LOCAL_WORLD_SIZE=%d GROUP_RANK=%d\n", w->rank,
+                env.rank, env.world_size, env.local_rank, env.local_world_size, env.group_rank);
+    const char *names[] = {"env.rank", "env.world_size", "env.local_rank", "env.local_world_size", "env.group_rank",
+                           "env.master_port", "group.rank", "group.size", "count", "pid"};
+    double vals[] = {env.rank, env.world_size, env.local_rank, env.local_world_size, env.group_rank,
+                     env.master_port, w->g->rank, w->g->world, count, pid};
+    for (size_t i = 0; i < sizeof vals / sizeof *vals; i++) {
+        char line[96];
+        rs_wire_format_num(line, sizeof line, w->rank, names[i], vals[i]);
+        fprintf(w->out, "%s\n", line);
+    }
+    fflush(w->out);
+    return count == w->world ? 0 : 1;
+}
+
 /* ---------------------------------------------------------------- setup */
 
 static void trace_line(void *ud, const rs_pg_event *ev)
@@ -610,17 +647,18 @@ int rs_worker_main(int argc, char **argv, FILE *out, FILE *errf)
 {
     wk w = {.out = out, .errf = errf, .backend = "shm", .group = "w", .op = RS_OP_ALL_REDUCE, .dtype = RS_F32,
             .redop = RS_SUM, .algo = RS_ALGO_AUTO, .count = 2, .show = 16, .timeout = 30};
-    if (argc < 1) return usage_error(&w, "%s", "no job (collective, bench, p2p or train)");
+    if (argc < 1) return usage_error(&w, "%s", "no job (collective, bench, p2p, world or train)");
     const char *job = argv[0];
     if (!strcmp(job, "train")) return rs_worker_train(argc, argv, out, errf);
-    if (strcmp(job, "collective") && strcmp(job, "bench") && strcmp(job, "p2p"))
-        return usage_error(&w, "unknown job '%s' (collective, bench, p2p or train)", job);
+    if (strcmp(job, "collective") && strcmp(job, "bench") && strcmp(job, "p2p") && strcmp(job, "world"))
+        return usage_error(&w, "unknown job '%s' (collective, bench, p2p, world or train)", job);
     int rc = parse_args(&w, argc, argv);
     if (rc) return rc;
     rc = join(&w);
     if (!rc) {
         if (!strcmp(job, "collective")) rc = job_collective(&w);
         else if (!strcmp(job, "bench")) rc = job_bench(&w);
+        else if (!strcmp(job, "world")) rc = job_world(&w);
         else rc = job_p2p(&w);
     }
     fflush(out);

@@ -46,6 +46,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             vb.n != va.n || strcmp(vb.which, va.which) || memcmp(vb.v, va.v, sizeof va.v[0] * (size_t)va.n))
             __builtin_trap();
     }
+    int nr, nr2;
+    char nn[32], nn2[32];
+    double nv, nv2;
+    if (rs_wire_parse_num(line, &nr, nn, &nv)) {
+        rs_wire_format_num(buf, sizeof buf, nr, nn, nv);
+        if (!rs_wire_parse_num(buf, &nr2, nn2, &nv2) || nr2 != nr || strcmp(nn, nn2) || nv2 != nv) __builtin_trap();
+    }
     rs_p2p_times pa, pb;
     if (rs_wire_parse_p2p(line, &pa)) {
         rs_wire_format_p2p(buf, sizeof buf, &pa);
@@ -71,6 +78,8 @@ size_t rs_fuzz_seeds(const rs_fuzz_seed **seeds)
         S("@vals 0 out 2 2 110"),
         S("@vals 3 in 4 -1.5 1e-300 0.10000000000000001 3"),
         S("@vals 1 data 0"),
+        S("@num 5 env.local_rank 1"),
+        S("@num 0 group.size 6"),
         S("@p2p 262144 200 2.4e-06 2.8e-06 2e-05 6.1e-05 9.7e-05 9.4e-05"),
         S("@ev s all_reduce ring 18446744073709551615 2147483647 6 1 2 0 1000 0 1e308"),
     };
