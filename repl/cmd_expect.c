@@ -24,19 +24,33 @@ static int by_rank(const void *a, const void *b)
     return (x->rank > y->rank) - (x->rank < y->rank);
 }
 
+/* One number as a reader would write it: whole numbers whole (1628288, not 1.62829e+06), others to 6
+ * significant digits. */
+static int fmt_num(char *buf, size_t cap, double v)
+{
+    if (v == floor(v) && fabs(v) < 1e15) return snprintf(buf, cap, "%.0f", v);
+    return snprintf(buf, cap, "%.6g", v);
+}
+
 /* Numbers as a reader would write them: 0.9123, [2, 110], [1, 2, ..., 9] (64 numbers). */
 static void fmt_vals(char *buf, size_t cap, const double *v, int n)
 {
     size_t k = 0;
     if (n == 1) {
-        snprintf(buf, cap, "%.6g", v[0]);
+        fmt_num(buf, cap, v[0]);
         return;
     }
     k += (size_t)snprintf(buf, cap, "[");
     int head = n <= 8 ? n : 6;
-    for (int i = 0; i < head && k < cap; i++) k += (size_t)snprintf(buf + k, cap - k, i ? ", %.6g" : "%.6g", v[i]);
-    if (head < n && k < cap) k += (size_t)snprintf(buf + k, cap - k, ", ..., %.6g] (%d numbers)", v[n - 1], n);
-    else if (k < cap) snprintf(buf + k, cap - k, "]");
+    for (int i = 0; i < head && k < cap; i++) {
+        if (i) k += (size_t)snprintf(buf + k, cap - k, ", ");
+        if (k < cap) k += (size_t)fmt_num(buf + k, cap - k, v[i]);
+    }
+    if (head < n && k < cap) {
+        k += (size_t)snprintf(buf + k, cap - k, ", ..., ");
+        if (k < cap) k += (size_t)fmt_num(buf + k, cap - k, v[n - 1]);
+        if (k < cap) k += (size_t)snprintf(buf + k, cap - k, "] (%d numbers)", n);
+    } else if (k < cap) snprintf(buf + k, cap - k, "]");
 }
 
 /* The result's names, each once, "(per rank)" after those kept per rank; and the nearest to word. */

@@ -8,8 +8,8 @@
    files there) with a fresh session log, NO_COLOR=1, COLUMNS=80, TERM=dumb, stdin from /dev/null. It
    must exit 0, print no error or warning, print every sentence of its narration, and pass every one
    of its `expect` checks (one "ok:" line each).
-2. The checks check something: the tutorial has at least MIN_NUMBER_CHECKS expects whose right side is
-   a number or a [vector] (the numbers it teaches). Each expect with a number or a vector is then made
+2. The checks check something: the tutorial has at least MIN_NUMBER_CHECKS expects that compare with
+   = or ~= against a number or a [vector] (the numbers it teaches; `x >= 0` teaches nothing). Each expect with a number or a vector is then made
    wrong (a different number for = and ~=, the opposite comparison for < <= > >= !=), the mutated
    script is run with --keep-going, and every mutated expect must fail there: a wrong number fails the
    test, so a tutorial can never drift from the product unnoticed.
@@ -129,9 +129,10 @@ def main(argv):
         oks = len(re.findall(r'^ok: ', out, re.M))
         if oks != len(expects):
             problems.append('%d expect lines, %d passed' % (len(expects), oks))
-        if len(numeric) < MIN_NUMBER_CHECKS:
-            problems.append('%d expects compare with a number or a vector; a tutorial needs %d or more'
-                            % (len(numeric), MIN_NUMBER_CHECKS))
+        taught = [line for n, line in numeric if EXPECT_NUM.match(line).group(3) in ('=', '==', '~=')]
+        if len(taught) < MIN_NUMBER_CHECKS:
+            problems.append('%d expects check a number with = or ~=; a tutorial needs %d or more'
+                            % (len(taught), MIN_NUMBER_CHECKS))
         # the same script with every number check made wrong: each must fail
         mutated, made = list(lines), {}
         for n, line in numeric:
