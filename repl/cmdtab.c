@@ -198,8 +198,8 @@ static const rs_optdef p2p_opts[] = {
 
 static const rs_optdef world_opts[] = {
     DIST_OPTS,
-    {"nodes", RS_T_INT, "1", "nodes this host plays (LOCAL_RANK starts again at 0 on each)", NULL},
-    {"store", RS_T_ENUM, "launcher", "who hosts the rendezvous store: ringside, or rank 0 as by hand",
+    {"nodes", RS_T_INT, "1", "machines this host plays", NULL},
+    {"store", RS_T_ENUM, "launcher", "who hosts the rendezvous: ringside, or rank 0",
      (const char *const[]){"launcher", "rank0", NULL}},
     {"view", RS_T_BOOL, "off", "live dashboard while the ranks run (on a terminal)", NULL},
     {NULL, 0, NULL, NULL, NULL},
@@ -329,12 +329,13 @@ const rs_cmddef rs_commands[] = {
      false, NULL, {ACH("OP", RS_A_WORD, coll_ops)}, 1, bench_opts, false, rs_cmd_bench, NULL},
     {"p2p", "ranks", "p2p [ranks=2] [size=1M] [backend=shm]    blocking vs immediate send/recv, with timings",
      NULL, false, NULL, {{0}}, 0, p2p_opts, false, rs_cmd_p2p, NULL},
-    {"world", "ranks", "world [ranks=4] [nodes=1] [store=rank0]    start ranks and show who each one is",
-     "Starts the ranks and has each print what it was told (torchrun's RANK, WORLD_SIZE, LOCAL_RANK,\n"
-     "LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT; under backend=mpi, Open MPI's own) and\n"
-     "what its process group says; an all_reduce of ones proves they all joined. nodes=3 plays three\n"
-     "machines on this one: LOCAL_RANK starts again at 0 on each. store=rank0 leaves the rendezvous\n"
-     "to rank 0, as when ranks are started by hand, and prints the lines that would start them.",
+    {"world", "ranks", "world [ranks=2] [nodes=1] [store=rank0]    start ranks and show who each one is",
+     "Starts the ranks; each prints what it was told (torchrun's RANK,\n"
+     "WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK; under backend=mpi,\n"
+     "Open MPI's own), and an all_reduce of ones proves they all joined.\n"
+     "nodes=3 plays three machines on this one: LOCAL_RANK starts again at 0 on\n"
+     "each. store=rank0 leaves the rendezvous to rank 0, as when ranks are\n"
+     "started by hand, and prints the shell lines that would start them.",
      false, NULL, {{0}}, 0, world_opts, false, rs_cmd_world, NULL},
     {"backends", "ranks", "backends    which operations each backend has, on CPU and GPU", NULL, false, NULL, {{0}}, 0,
      NULL, false, rs_cmd_backends, NULL},

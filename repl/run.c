@@ -62,7 +62,7 @@ static int run_command(rs_session *s, const char *line, rs_span span)
         rc = c.cmd->fn(s, &c);
     }
     rs_call_free(&c);
-    if (rc == 1 && rs_result_gen(s) != result_gen) rs_result_fail(s); /* its numbers are not to be checked */
+    if (rc != 0 && rs_result_gen(s) != result_gen) rs_result_fail(s); /* its numbers are not to be checked */
     if (s->log) {
         const char *status = rc == 0 ? "ok" : rc == 2 ? "cancelled" : "error";
         rs_slog_command_end(s->log, s->cmd_id, status, rc == 1 ? s->last_error : NULL);

@@ -18,6 +18,7 @@ help replay
 help export
 help play
 help expect
+help world
 help say
 help pause
 help set
