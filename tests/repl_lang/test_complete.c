@@ -49,7 +49,8 @@ int main(void)
     want("show ", "run |", false);                                       /* and the session's names */
     want("help tr", "train |", false);
     want("play t", "tour |", false);               /* the tutorials by name (tutorials/NN-NAME.ring) */
-    want("play co", "collectives |", false);
+    want("play col", "collectives |collective-ops |", false);
+    want("play r", "ranks |", false);
     want("play ./", "", true);                     /* a path: a script of one's own */
     want("play tour a", "auto |", false);
     want("save m ", "", true);
