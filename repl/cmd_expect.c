@@ -202,6 +202,47 @@ static void describe(char *buf, size_t cap, const char *name, int rank, bool ran
     else snprintf(buf, cap, "%s on rank %d", name, rank);
 }
 
+/* The error of a check that does not hold: what was read, what it was compared with, and why not. */
+static int report_failure(rs_session *s, const rs_call *c, const rs_expect *e, const char *who, const rs_result_val *v,
+                          const double *want, int nw, int bad, const char *refname)
+{
+    char got_s[400], want_s[400], with[520], why[200] = "", tol[64] = "";
+    fmt_vals(got_s, sizeof got_s, v->v, v->n);
+    fmt_vals(want_s, sizeof want_s, want, nw);
+    if (e->kind == RS_EXPECT_NAME) snprintf(with, sizeof with, "%s (%s)", refname, want_s);
+    else snprintf(with, sizeof with, "%s", want_s);
+    if (e->has_tol) snprintf(tol, sizeof tol, " within %g%s", e->tol_rel ? e->tol * 100 : e->tol, e->tol_rel ? "%" : "");
+    double w = bad >= 0 ? want[nw == 1 ? 0 : bad] : 0;
+    if (nw != 1 && v->n != nw) snprintf(why, sizeof why, " (%d number%s against %d)", v->n, v->n == 1 ? "" : "s", nw);
+    else if (bad >= 0 && (v->n > 1 || nw > 1)) snprintf(why, sizeof why, " (element %d: %.6g against %.6g)", bad, v->v[bad], w);
+    if (e->op == RS_EXPECT_APPROX && bad >= 0 && w != 0) {
+        size_t wl = strlen(why);
+        snprintf(why + wl, sizeof why - wl, " (off by %.3g%%)", 100 * fabs(v->v[bad] - w) / fabs(w));
+    }
+    return rs_session_error(s, c, (size_t)-1, 0, "expect failed: %s is %s, not %s %s%s%s", who, got_s,
+                            rs_expect_op_text(e->op), with, tol, why);
+}
+
+/* The line of a check that holds: what it read (said once when every rank has the same). */
+static void report_ok(rs_session *s, const rs_expect *e, const char *name, const char *who, const item *items, int n,
+                      char *seen, size_t cap)
+{
+    if (strlen(seen) >= cap - 1 && cap > 4) memcpy(seen + cap - 4, "...", 4);
+    if (!e->per_rank) {
+        fprintf(s->out, "ok: %s is %s\n", who, seen);
+        return;
+    }
+    bool same = n > 1;
+    char a[400], b[400];
+    fmt_vals(a, sizeof a, items[0].v->v, items[0].v->n);
+    for (int i = 1; i < n && same; i++) {
+        fmt_vals(b, sizeof b, items[i].v->v, items[i].v->n);
+        same = !strcmp(a, b);
+    }
+    if (same) fprintf(s->out, "ok: %s is %s on every rank (%d..%d)\n", name, a, items[0].rank, items[n - 1].rank);
+    else fprintf(s->out, "ok: %s is %s on ranks %d..%d\n", name, seen, items[0].rank, items[n - 1].rank);
+}
+
 int rs_cmd_expect(rs_session *s, const rs_call *c)
 {
     rs_expect e;
@@ -226,7 +267,7 @@ int rs_cmd_expect(rs_session *s, const rs_call *c)
         free(items);
         return 1;
     }
-    char got_s[400], want_s[400], who[160], seen[1024] = "", refname[RS_EXPECT_NAME_MAX * 2 + 2] = "";
+    char got_s[400], who[160], seen[1024] = "", refname[RS_EXPECT_NAME_MAX * 2 + 2] = "";
     size_t k = 0;
     int rc = 0;
     for (int i = 0; i < n && !rc; i++) {
@@ -252,41 +293,10 @@ int rs_cmd_expect(rs_session *s, const rs_call *c)
             if (k < sizeof seen) k += (size_t)snprintf(seen + k, sizeof seen - k, "%s%s", i ? ", " : "", got_s);
             continue;
         }
-        /* what it was compared with, and why it does not hold */
-        fmt_vals(want_s, sizeof want_s, want, nw);
-        char with[520], why[200] = "", tol[64] = "";
-        if (e.kind == RS_EXPECT_NAME) snprintf(with, sizeof with, "%s (%s)", refname, want_s);
-        else snprintf(with, sizeof with, "%s", want_s);
-        if (e.has_tol) snprintf(tol, sizeof tol, " within %g%s", e.tol_rel ? e.tol * 100 : e.tol, e.tol_rel ? "%" : "");
-        if (nw != 1 && v->n != nw)
-            snprintf(why, sizeof why, " (%d number%s against %d)", v->n, v->n == 1 ? "" : "s", nw);
-        else if (bad >= 0 && (v->n > 1 || nw > 1))
-            snprintf(why, sizeof why, " (element %d: %.6g against %.6g)", bad, v->v[bad], want[nw == 1 ? 0 : bad]);
-        if (e.op == RS_EXPECT_APPROX && bad >= 0 && want[nw == 1 ? 0 : bad] != 0) {
-            double w = want[nw == 1 ? 0 : bad];
-            size_t wl = strlen(why);
-            snprintf(why + wl, sizeof why - wl, " (off by %.3g%%)", 100 * fabs(v->v[bad] - w) / fabs(w));
-        }
-        rc = rs_session_error(s, c, (size_t)-1, 0, "expect failed: %s is %s, not %s %s%s%s", who, got_s,
-                              rs_expect_op_text(e.op), with, tol, why);
+        rc = report_failure(s, c, &e, who, v, want, nw, bad, refname);
     }
-    int lo = n ? items[0].rank : 0, hi = n ? items[n - 1].rank : 0;
-    if (rc) {
-        free(items);
-        return rc;
-    }
-    if (k >= sizeof seen && sizeof seen > 4) memcpy(seen + sizeof seen - 4, "...", 4);
-    bool same = n > 1; /* every rank the same: said once */
-    for (int i = 1; i < n && same; i++) {
-        char a[400], b[400];
-        fmt_vals(a, sizeof a, items[0].v->v, items[0].v->n);
-        fmt_vals(b, sizeof b, items[i].v->v, items[i].v->n);
-        same = !strcmp(a, b);
-    }
-    if (e.per_rank && same) fmt_vals(seen, sizeof seen, items[0].v->v, items[0].v->n);
-    if (e.per_rank && same) fprintf(s->out, "ok: %s is %s on every rank (%d..%d)\n", name, seen, lo, hi);
-    else if (e.per_rank) fprintf(s->out, "ok: %s is %s on ranks %d..%d\n", name, seen, lo, hi);
-    else fprintf(s->out, "ok: %s is %s\n", who, seen);
+    if (!rc) report_ok(s, &e, name, who, items, n, seen, sizeof seen);
     free(items);
-    return 0;
+    return rc;
 }
+
