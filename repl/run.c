@@ -125,7 +125,9 @@ int rs_repl_file(rs_session *s, const char *path)
         if (s->play_depth && s->play_mode == RS_PLAY_STEP && s->interactive) {
             const char *p = line;
             while (*p == ' ' || *p == '\t') p++;
-            bool narration = !strncmp(p, "say ", 4) || !strncmp(p, "pause", 5) || *p == '#' || !*p;
+            /* narration and checks run without asking: the class steps through what does something */
+            bool narration = !strncmp(p, "say ", 4) || !strncmp(p, "pause", 5) || !strncmp(p, "expect ", 7) || *p == '#' ||
+                             !*p;
             if (!narration) {
                 int a = step_prompt(s, p);
                 if (a == 2) break;
