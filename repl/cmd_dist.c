@@ -460,10 +460,12 @@ int rs_cmd_backends(rs_session *s, const rs_call *c)
                                 (const void *)o->barrier, (const void *)o->new_group};
             bool have = fn[r] != NULL, cpu = have && (o->devices & RS_PG_DEV_CPU), gpu = have && (o->devices & RS_PG_DEV_GPU);
             fprintf(f, "   %s    %s  ", cpu ? yes : no, gpu ? yes : no);
-            char name[64];
-            snprintf(name, sizeof name, "%s.%.*s.cpu", b[i].name, (int)strcspn(rows[r], "/"), rows[r]);
+            char op[24], name[64]; /* for `expect shm.isend.cpu = 1`: isend/irecv is isend */
+            snprintf(op, sizeof op, "%s", rows[r]);
+            op[strcspn(op, "/")] = '\0';
+            snprintf(name, sizeof name, "%s.%s.cpu", b[i].name, op);
             rs_result_num(s, name, cpu);
-            snprintf(name, sizeof name, "%s.%.*s.gpu", b[i].name, (int)strcspn(rows[r], "/"), rows[r]);
+            snprintf(name, sizeof name, "%s.%s.gpu", b[i].name, op);
             rs_result_num(s, name, gpu);
         }
         fputc('\n', f);
