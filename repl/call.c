@@ -121,6 +121,13 @@ int rs_call_parse(rs_session *s, const char *line, const rs_tokens *t, rs_call *
     char usage[256];
     rs_cmd_usage(d, usage, sizeof usage);
     int i = 1;
+    if (!d->binding && d->rest_name) { /* the whole text after the name is the handler's (expect) */
+        size_t rlen;
+        const char *rest = rs_lex_rest(t, 1, &rlen);
+        c->rest = keep(c, &used, cap, rest, rlen);
+        c->rest_pos = (size_t)(rest - line);
+        return 0;
+    }
     if (d->binding) {
         if (t->n < 2 || t->tok[1].kind != RS_TOK_WORD)
             return rs_session_error(s, c, t->n < 2 ? t->end : t->tok[1].off, t->n < 2 ? 1 : t->tok[1].len,

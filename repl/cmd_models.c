@@ -13,6 +13,7 @@
 #include "engine/nn/spec.h"
 #include "call.h"
 #include "repl_log.h"
+#include "result.h"
 #include "session.h"
 
 static uint64_t seed_opt(rs_session *s, const rs_call *c)
@@ -75,8 +76,29 @@ static int model_from_onnx(rs_session *s, const rs_call *c, const char *path, si
     return 0;
 }
 
+/* What `expect` reads after `model` and `show MODEL` (repl/result.h). */
+static void record_model(rs_session *s, const rs_model *m)
+{
+    rs_result_num(s, "params", (double)rs_model_param_count(m));
+    rs_result_num(s, "bytes", 4.0 * (double)rs_model_param_count(m)); /* f32 weights */
+    rs_result_num(s, "layers", rs_model_layer_count(m));
+    rs_result_num(s, "inputs", (double)rs_shape_numel(rs_model_input_shape(m)));
+    if (rs_model_tokens(m)) rs_result_num(s, "vocab", rs_model_vocab(m));
+    else rs_result_num(s, "classes", rs_model_classes(m));
+}
+
+/* ... and after `data` and `show DATA`. */
+static void record_data(rs_session *s, const rs_dataset *t, const rs_dataset *v)
+{
+    rs_result_num(s, "train", t->n);
+    rs_result_num(s, "test", v ? v->n : 0);
+    rs_result_num(s, "classes", t->n_classes);
+    if (rs_text_vocab_of(t)) rs_result_num(s, "chars", (double)(rs_text_len(t) + rs_text_len(v)));
+}
+
 int rs_cmd_model(rs_session *s, const rs_call *c)
 {
+    rs_result_begin(s, NULL);
     if (check_name(s, c)) return 1;
     rs_err err = {0};
     if (!strncmp(c->rest, "onnx ", 5)) {
@@ -135,6 +157,7 @@ int rs_cmd_model(rs_session *s, const rs_call *c)
         return rs_session_error(s, c, (size_t)-1, 0, "out of memory");
     }
     int nl = rs_model_layer_count(m);
+    record_model(s, m);
     if (rs_model_tokens(m)) {
         fprintf(s->out, "model %s: %d layers, %zu parameters, input %lld tokens, vocabulary %d\n", c->bind, nl,
                 rs_model_param_count(m), (long long)rs_shape_numel(rs_model_input_shape(m)), rs_model_vocab(m));
@@ -227,6 +250,7 @@ static int data_source(rs_session *s, const rs_call *c, char *src, size_t n)
 
 int rs_cmd_data(rs_session *s, const rs_call *c)
 {
+    rs_result_begin(s, NULL);
     if (check_name(s, c)) return 1;
     char src[2048];
     if (data_source(s, c, src, sizeof src)) return 1;
@@ -258,6 +282,7 @@ int rs_cmd_data(rs_session *s, const rs_call *c)
     o.source_cut = strlen(src) >= sizeof o.source;
     o.data_seed = seed_opt(s, c);
     const rs_dataset *t = o.data.train;
+    record_data(s, t, o.data.test);
     if (rs_text_vocab_of(t))
         fprintf(s->out, "data %s: text of %zu characters, %d distinct; windows of %d: %u train + %u validation (%s)\n",
                 c->bind, rs_text_len(t) + rs_text_len(o.data.test), t->n_classes, t->w, t->n, o.data.test->n, src);
@@ -320,6 +345,7 @@ static void show_data(rs_session *s, const rs_obj *o)
 
 int rs_cmd_show(rs_session *s, const rs_call *c)
 {
+    rs_result_begin(s, NULL);
     if (!strcmp(c->args[0], "run")) {
         if (c->nargs < 2) return rs_session_error(s, c, c->arg_pos[0], 3, "show run: which run? e.g. show run 1 (see `runs`)");
         char *end;
@@ -334,6 +360,7 @@ int rs_cmd_show(rs_session *s, const rs_call *c)
     if (!o) return 1;
     if (o->kind == RS_OBJ_DATA) {
         show_data(s, o);
+        record_data(s, o->data.train, o->data.test);
         return 0;
     }
     if (!o->model) { /* an imported ONNX graph */
@@ -344,6 +371,7 @@ int rs_cmd_show(rs_session *s, const rs_call *c)
         return 0;
     }
     char *sum = rs_model_summary(o->model);
+    record_model(s, o->model);
     fputs(sum, s->out);
     free(sum);
     fprintf(s->out, "spec: %s\n", o->spec);

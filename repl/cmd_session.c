@@ -7,6 +7,7 @@
 
 #include "engine/cpu/blas.h"
 #include "session.h"
+#include "tutorials.h"
 
 static const char *type_name(const rs_optdef *o, char *buf, size_t n)
 {
@@ -34,6 +35,7 @@ void rs_cmd_usage(const rs_cmddef *c, char *buf, size_t n)
 {
     size_t k = (size_t)snprintf(buf, n, "%s", c->name);
     if (c->binding) k += (size_t)snprintf(buf + k, n > k ? n - k : 0, " NAME = %s", c->rest_name);
+    else if (c->rest_name) k += (size_t)snprintf(buf + k, n > k ? n - k : 0, " %s", c->rest_name);
     for (int i = 0; i < c->nargs; i++)
         k += (size_t)snprintf(buf + k, n > k ? n - k : 0, c->args[i].optional ? " [%s]" : " %s", c->args[i].name);
     if (c->opts && c->opts[0].name) snprintf(buf + k, n > k ? n - k : 0, " [options]");
@@ -86,6 +88,7 @@ static int help_one(rs_session *s, const rs_call *c, const rs_cmddef *d)
             fputc('\n', s->out);
         }
     }
+    if (!strcmp(d->name, "play")) rs_play_list(s); /* the tutorials are files: only the running program knows them */
     return 0;
 }
 
@@ -136,6 +139,20 @@ int rs_cmd_set(rs_session *s, const rs_call *c)
         fprintf(s->out, "threads=%d seed=%llu color=%s\n", rs_kernels_for(rs_device_cpu())->get_threads(),
                 (unsigned long long)s->seed, s->color ? "on" : "off");
     return 0;
+}
+
+void rs_settings_save(const rs_session *s, rs_settings *out)
+{
+    *out = (rs_settings){.threads = rs_kernels_for(rs_device_cpu())->get_threads(), .session_threads = s->threads,
+                         .seed = s->seed, .color = s->color};
+}
+
+void rs_settings_restore(rs_session *s, const rs_settings *in)
+{
+    if (rs_kernels_for(rs_device_cpu())->get_threads() != in->threads) rs_kernels_for(rs_device_cpu())->set_threads(in->threads);
+    s->threads = in->session_threads;
+    s->seed = in->seed;
+    s->color = in->color;
 }
 
 int rs_cmd_version(rs_session *s, const rs_call *c)

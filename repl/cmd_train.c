@@ -12,6 +12,7 @@
 #include "engine/train/train.h"
 #include "progress.h"
 #include "repl_log.h"
+#include "result.h"
 #include "session.h"
 
 /* repl/cmd_train_ranks.c: training across rank processes (the modes with a factory in the registry). */
@@ -185,8 +186,32 @@ static int strategy_args(rs_session *s, const rs_call *c, rs_strategy_args *a)
     return 0;
 }
 
+/* What `expect` reads after a run in this process (repl/result.h; docs/repl.md lists it). rows > 1: a
+ * language model (per-token figures, validation loss). */
+static void record_train(rs_session *s, const rs_train_result *r, int rows, const train_watch *w, bool dp)
+{
+    rs_result_num(s, "steps", (double)r->global_step);
+    rs_result_num(s, "epochs", r->epochs_done);
+    rs_result_num(s, "seconds", r->seconds);
+    rs_result_num(s, "loss", r->train_loss);
+    rs_result_num(s, "samples_per_s", r->samples_per_s);
+    if (rows > 1) rs_result_num(s, "tokens_per_s", r->samples_per_s * rows);
+    if (r->test_acc >= 0) {
+        rs_result_num(s, "accuracy", r->test_acc);
+        rs_result_num(s, rows > 1 ? "val_loss" : "test_loss", r->test_loss);
+    }
+    double tot = 0;
+    for (int p = 0; dp && p < RS_DP_PHASE_COUNT; p++) tot += w->dp_phase[p];
+    for (int p = 0; dp && p < RS_DP_PHASE_COUNT; p++) { /* DataParallel's step time by phase, as shares */
+        char name[64];
+        snprintf(name, sizeof name, "phase.%s", rs_dp_phase_name((rs_dp_phase)p));
+        rs_result_num(s, name, tot > 0 ? w->dp_phase[p] / tot : 0);
+    }
+}
+
 int rs_cmd_train(rs_session *s, const rs_call *c)
 {
+    rs_result_begin(s, NULL);
     rs_obj *m, *d;
     operands(s, c, &m, &d);
     /* a background run is still changing m's weights (its data may be shared: reading it is fine) */
@@ -295,6 +320,7 @@ int rs_cmd_train(rs_session *s, const rs_call *c)
         return 2;
     }
     int rows = m->model ? rs_model_rows(m->model) : 1;
+    record_train(s, &r, rows, &w, cfg.strategy != NULL);
     if (rows > 1) {
         fprintf(s->out, "trained %s on %s: %lld steps in %.1fs, %.0f tokens/s", m->name, d->name, (long long)r.steps,
                 r.seconds, r.samples_per_s * rows);
@@ -361,6 +387,7 @@ static rs_status graph_evaluate(rs_obj *m, const rs_dataset *ds, int batch, doub
 
 int rs_cmd_eval(rs_session *s, const rs_call *c)
 {
+    rs_result_begin(s, NULL);
     rs_obj *m, *d;
     operands(s, c, &m, &d);
     if (fit_check(s, c, m, d)) return 1;
@@ -377,6 +404,9 @@ int rs_cmd_eval(rs_session *s, const rs_call *c)
     char fin[128];
     snprintf(fin, sizeof fin, "{\"test_acc\":%.6f,\"test_loss\":%.6f,\"samples\":%u}", acc, loss, ds->n);
     rs_log_run_end(s, run, "done", 0, fin, NULL);
+    rs_result_num(s, "accuracy", acc);
+    rs_result_num(s, "loss", loss);
+    rs_result_num(s, "samples", ds->n);
     fprintf(s->out, "%s on %s (%s, %u samples): accuracy %.4f, loss %.4f\n", m->name, d->name, ds->name, ds->n, acc,
             loss);
     return 0;

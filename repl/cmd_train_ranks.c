@@ -17,6 +17,7 @@
 #include "engine/ckpt/checkpoint.h"
 #include "ranks_job.h"
 #include "repl_log.h"
+#include "result.h"
 #include "session.h"
 #include "train_pipe.h"
 #include "view/render.h"
@@ -76,6 +77,38 @@ static void print_memory(dist_job *j, const rs_obj *m, int zero, int opt_states)
             : zero == 2 ? "4P + (4P + 4kP)/N"
                         : "(4P + 4P + 4kP)/N",
             off ? " (offloaded state counted under offload)" : "");
+}
+
+/* What `expect` reads after a run across ranks (repl/result.h; docs/repl.md lists it): the summary's
+ * figures, and each rank's memory by pool beside the ZeRO paper's formula for it. */
+static void record_ranks(dist_job *j, const rs_obj *m, double sps, double secs, double comm, double hidden)
+{
+    rs_session *s = j->s;
+    rs_result_num(s, "world", j->world);
+    rs_result_num(s, "steps", (double)j->done[0].step);
+    rs_result_num(s, "seconds", secs);
+    rs_result_num(s, "samples_per_s", sps);
+    rs_result_num(s, "loss", j->last_loss);
+    if (j->evaluated) {
+        rs_result_num(s, "accuracy", j->eval_acc);
+        rs_result_num(s, "test_loss", j->eval_loss);
+    }
+    rs_result_num(s, "comm_s", comm / j->world);
+    rs_result_num(s, "comm_hidden", comm > 0 ? hidden / comm : 0);
+    static const rs_pool pools[] = {RS_POOL_PARAMS, RS_POOL_GRADS, RS_POOL_OPTIM, RS_POOL_ACTS, RS_POOL_COMM,
+                                    RS_POOL_OFFLOAD};
+    static const char *const names[] = {"parameters", "gradients", "optimizer", "activations", "comm", "offload"};
+    rs_zero_bytes z = rs_zero_predict(rs_model_param_count(m->model), j->world, j->zero, j->opt_states);
+    double formula[3] = {z.params, z.grads, z.optim};
+    for (int r = 0; r < j->world; r++)
+        for (int p = 0; p < 6; p++) {
+            char name[64];
+            snprintf(name, sizeof name, "memory.%s", names[p]);
+            rs_result_rank(s, name, r, (double)j->mem[r].live[pools[p]]);
+            if (p >= 3) continue;
+            snprintf(name, sizeof name, "formula.memory.%s", names[p]);
+            rs_result_rank(s, name, r, formula[p]);
+        }
 }
 
 /* The job's end: the trained weights back into the model, the summary, the memory table, the run's end. */
@@ -142,6 +175,8 @@ static int train_end(dist_job *j, int rc)
         fprintf(s->out, "communication: %.3f s per rank, %.0f%% of it hidden behind backward\n", comm0 / j->world,
                 100 * hid0 / comm0);
     print_memory(j, m, j->nmicros ? -1 : j->zero, j->opt_states);
+    if (!j->background) record_ranks(j, m, sps, secs, comm0, hid0);
+    if (!j->background && bubble >= 0) rs_result_num(j->s, "bubble", bubble);
     char final[320];
     int fl = snprintf(final, sizeof final,
                       "{\"steps\":%lld,\"seconds\":%.6g,\"samples_per_s\":%.6g,\"comm_hidden\":%.6g%s%.6g",

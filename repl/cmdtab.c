@@ -39,6 +39,8 @@ int rs_cmd_p2p(rs_session *, const rs_call *);
 int rs_cmd_backends(rs_session *, const rs_call *);
 int rs_cmd_view(rs_session *, const rs_call *);
 int rs_cmd_jobs(rs_session *, const rs_call *);
+int rs_cmd_expect(rs_session *, const rs_call *);
+int rs_cmd_world(rs_session *, const rs_call *);
 
 static const char *const opt_kinds[] = {"sgd", "adam", "adamw", NULL};
 static const char *const sched_kinds[] = {"constant", "step", "cosine", NULL};
@@ -184,7 +186,7 @@ static const rs_optdef set_opts[] = {
 };
 
 static const rs_optdef play_opts[] = {
-    {"mode", RS_T_ENUM, "interactive", "interactive: pause waits; auto: no waiting; step: ask before each command",
+    {"mode", RS_T_ENUM, "interactive", "the modes above",
      play_modes},
     {NULL, 0, NULL, NULL, NULL},
 };
@@ -241,6 +243,15 @@ static const rs_optdef p2p_opts[] = {
     {NULL, 0, NULL, NULL, NULL},
 };
 
+static const rs_optdef world_opts[] = {
+    DIST_OPTS,
+    {"nodes", RS_T_INT, "1", "machines this host plays", NULL},
+    {"store", RS_T_ENUM, "launcher", "who hosts the rendezvous: ringside, or rank 0",
+     (const char *const[]){"launcher", "rank0", NULL}},
+    {"view", RS_T_BOOL, "off", "live dashboard while the ranks run (on a terminal)", NULL},
+    {NULL, 0, NULL, NULL, NULL},
+};
+
 static const rs_optdef export_opts[] = {
     {"opset", RS_T_INT, "17", "ONNX opset to write (13..21)", NULL},
     {"softmax", RS_T_BOOL, "off", "end the graph with Softmax (output \"probs\" instead of \"logits\")", NULL},
@@ -262,7 +273,6 @@ static const rs_optdef onnx_opts[] = {
 static const char *const coll_ops[] = {"broadcast", "reduce", "all_reduce", "scatter", "gather", "all_gather",
                                        "reduce_scatter", "all_to_all", "barrier", NULL};
 static const char *const show_words[] = {"run", NULL};
-static const char *const play_words[] = {"tour", NULL};
 static const char *const export_words[] = {"session", NULL};
 
 /* The words of a model spec after `seq` (engine/nn/spec.c parses them; "(" where arguments follow). */
@@ -367,6 +377,14 @@ const rs_cmddef rs_commands[] = {
      false, NULL, {ACH("OP", RS_A_WORD, coll_ops)}, 1, bench_opts, false, rs_cmd_bench, NULL},
     {"p2p", "ranks", "p2p [ranks=2] [size=1M] [backend=shm]    blocking vs immediate send/recv, with timings",
      NULL, false, NULL, {{0}}, 0, p2p_opts, false, rs_cmd_p2p, NULL},
+    {"world", "ranks", "world [ranks=2] [nodes=1] [store=rank0]    start ranks and show who each one is",
+     "Starts the ranks; each prints what it was told (torchrun's RANK,\n"
+     "WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK; under backend=mpi,\n"
+     "Open MPI's own), and an all_reduce of ones proves they all joined.\n"
+     "nodes=3 plays three machines on this one: LOCAL_RANK starts again at 0 on\n"
+     "each. store=rank0 leaves the rendezvous to rank 0, as when ranks are\n"
+     "started by hand, and prints the shell lines that would start them.",
+     false, NULL, {{0}}, 0, world_opts, false, rs_cmd_world, NULL},
     {"backends", "ranks", "backends    which operations each backend has, on CPU and GPU", NULL, false, NULL, {{0}}, 0,
      NULL, false, rs_cmd_backends, NULL},
     {"view", "ranks", "view run N [speed=1]    replay a logged run in the dashboard",
@@ -417,8 +435,29 @@ const rs_cmddef rs_commands[] = {
      rs_cmd_history, NULL},
     {"replay", "session log", "replay SESSION    run a past session's commands again", NULL, false, NULL,
      {A("SESSION", RS_A_INT)}, 1, NULL, false, rs_cmd_replay, NULL},
-    {"play", "playback", "play FILE|tour [mode=interactive|auto|step]    play a tutorial script", NULL, false, NULL,
-     {ACH("FILE", RS_A_PATH, play_words), AOPT("MODE", RS_A_WORD)}, 2, play_opts, false, rs_cmd_play, NULL},
+    {"play", "playback", "play [N|NAME|FILE] [auto|step]    the tutorials, or play one",
+     "`play` alone lists the tutorials (so does `help play`); `play 2`, `play ranks`\n"
+     "or `play 02-ranks` plays one; `play FILE.ring` plays a script of your own.\n"
+     "Modes: interactive (pause waits for Enter), auto (no waiting: a class\n"
+     "watches, or a test runs it), step (asks before each command: Enter runs it,\n"
+     "s skips it, q stops). What the tutorial changes with `set` is put back when\n"
+     "it ends or stops.",
+     false, NULL, {{"TUTORIAL", RS_A_TUTORIAL, true, NULL}, {"MODE", RS_A_WORD, true, play_modes}}, 2, play_opts,
+     false, rs_cmd_play, NULL},
+    {"expect", "playback", "expect CONDITION    check the last result's numbers",
+     "Checks numbers of the last command that gave some; in a script or `play`, a\n"
+     "check that fails stops it, and ringside exits non-zero.\n"
+     "  expect accuracy >= 0.85              a value of the command\n"
+     "  expect rank 0 = [2, 110]             a rank's buffer, element by element\n"
+     "  expect rank 1 sent_bytes > 0         a value of one rank\n"
+     "  expect sent_bytes per rank = 48      every rank's ([64, 32]: rank by rank)\n"
+     "  expect memory.optimizer per rank ~= formula within 1%\n"
+     "  expect bubble ~= 0.43 within 15%     ~= takes within 0.01, or within 1%\n"
+     "Comparisons: = != < <= > >= ~= (= is equal to 6 significant digits). On the\n"
+     "right: a number (85% is 0.85), [a, vector] or a name; a name the result\n"
+     "lacks is read as NAME.LEFT (formula above: formula.memory.optimizer). A name\n"
+     "it does not have lists the names it has; docs/repl.md lists them all.",
+     false, "CONDITION", {{0}}, 0, NULL, false, rs_cmd_expect, NULL},
     {"say", "playback", "say \"TEXT\"    narration in a tutorial", NULL, false, NULL, {A("TEXT", RS_A_STRING)}, 1,
      NULL, false, rs_cmd_say, NULL},
     {"pause", "playback", "pause    wait for Enter (in a tutorial)", NULL, false, NULL, {{0}}, 0, NULL, false,

@@ -9,6 +9,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include "call.h"
 #include "dist/launch/launch.h"
@@ -19,6 +22,7 @@
 #include "engine/ckpt/checkpoint.h"
 #include "lang/value.h"
 #include "repl_log.h"
+#include "result.h"
 #include "session.h"
 #include "view_live.h"
 
@@ -68,17 +72,31 @@ static void log_trace(dist_job *j, const rs_pg_event *ev)
         snprintf(detail, sizeof detail, "{\"steps\":%d,\"group\":%d}", ev->steps, ev->group);
         e.detail_json = detail;
         if (!j->algo[0]) snprintf(j->algo, sizeof j->algo, "%s", rs_pg_algo_name(ev->algo));
-        if (ev->steps > j->steps) j->steps = ev->steps;
+        if (ev->rank < j->world && j->rank_steps && ++j->rank_steps[ev->rank] > j->steps) j->steps = j->rank_steps[ev->rank];
     } else if (ev->group) {
         snprintf(detail, sizeof detail, "{\"group\":%d}", ev->group);
         e.detail_json = detail;
     }
     if (ev->rank < j->world) {
+        if (ev->kind == RS_PG_EV_STEP && j->sent && ev->peer >= 0) j->sent[ev->rank] += (double)ev->bytes;
         if (ev->kind == RS_PG_EV_BEGIN) j->begin_t[ev->rank] = ev->t;
         if (ev->kind == RS_PG_EV_END) e.value = ev->t - j->begin_t[ev->rank];
     }
     rs_log_event(j->s, j->run, &e);
     j->nevents++;
+}
+
+/* One more number at the end of a vector of the last result (bench: a column of the table). */
+static void append_num(rs_session *s, const char *name, double v)
+{
+    const rs_result_val *old = rs_result_find(s->results, name, -1);
+    int n = old ? old->n : 0;
+    double *buf = malloc(sizeof *buf * (size_t)(n + 1));
+    if (!buf) return;
+    if (n) memcpy(buf, old->v, sizeof *buf * (size_t)n);
+    buf[n] = v;
+    rs_result_vec(s, name, -1, buf, n + 1);
+    free(buf);
 }
 
 static void bench_row(dist_job *j, const rs_bench_row *r)
@@ -105,6 +123,18 @@ static void bench_row(dist_job *j, const rs_bench_row *r)
     rs_log_metric(j->s, j->run, step, 0, "algbw", r->algbw);
     rs_log_metric(j->s, j->run, step, 0, "busbw", r->busbw);
     rs_log_metric(j->s, j->run, step, 0, "wrong", (double)r->wrong);
+    if (!j->background) { /* for `expect busbw.1M > 0` (repl/result.h) */
+        char size[32], name[64];
+        rs_val_fmt_size(r->bytes, size, sizeof size);
+        const char *names[] = {"busbw", "algbw", "time_us", "wrong"};
+        double vals[] = {r->busbw, r->algbw, r->time_us, (double)r->wrong};
+        for (int i = 0; i < 4; i++) {
+            snprintf(name, sizeof name, "%s.%s", names[i], size);
+            rs_result_num(j->s, name, vals[i]);
+            append_num(j->s, names[i], vals[i]);
+        }
+        append_num(j->s, "size", (double)r->bytes);
+    }
 }
 
 static void keep_span(dist_job *j, int rank, int64_t step, bool comm, double t0, double t1)
@@ -358,6 +388,33 @@ static void leave_view(dist_job *j)
     step_release(j, j->step_max);
 }
 
+/* A rank's buffer (@vals), kept for the command's end to record for `expect`. */
+static void keep_vals(dist_job *j, const char *line)
+{
+    if (j->nvals == j->capvals) {
+        int cap = j->capvals ? 2 * j->capvals : 8;
+        rs_wire_vals *v = realloc(j->vals, sizeof *v * (size_t)cap);
+        if (!v) return;
+        j->vals = v;
+        j->capvals = cap;
+    }
+    if (rs_wire_parse_vals(line, &j->vals[j->nvals]) && j->vals[j->nvals].rank < j->world) j->nvals++;
+}
+
+/* A rank's named number (@num), kept for the command's end. */
+static void keep_num(dist_job *j, const struct rs_job_num *n)
+{
+    if (n->rank >= j->world) return;
+    if (j->nnums == j->capnums) {
+        int cap = j->capnums ? 2 * j->capnums : 32;
+        struct rs_job_num *v = realloc(j->nums, sizeof *v * (size_t)cap);
+        if (!v) return;
+        j->nums = v;
+        j->capnums = cap;
+    }
+    j->nums[j->nnums++] = *n;
+}
+
 static void on_line(void *ud, int rank, int is_stderr, const char *line)
 {
     dist_job *j = ud;
@@ -392,6 +449,19 @@ static void on_line(void *ud, int rank, int is_stderr, const char *line)
         }
         if (rs_wire_parse_bench(line, &row)) {
             bench_row(j, &row);
+            return;
+        }
+        if (!strncmp(line, "@vals ", 6)) {
+            keep_vals(j, line);
+            return;
+        }
+        if (rs_wire_parse_p2p(line, &j->p2p)) {
+            j->have_p2p = true;
+            return;
+        }
+        struct rs_job_num num;
+        if (rs_wire_parse_num(line, &num.rank, num.name, &num.v)) {
+            keep_num(j, &num);
             return;
         }
         rs_train_line tl;
@@ -469,6 +539,10 @@ void rs_job_free(dist_job *j)
     free(j->stage_text);
     free(j->stage_short);
     free(j->figs);
+    free(j->vals);
+    free(j->nums);
+    free(j->sent);
+    free(j->rank_steps);
     if (j->held) fclose(j->held);
     free(j->held_buf);
     free(j->dump);
@@ -482,6 +556,21 @@ int rs_job_finish(dist_job *j, int rc)
     if (j->finish) rc = j->finish(j, rc);
     rs_job_free(j);
     return rc;
+}
+
+/* A TCP port free on 127.0.0.1 right now (the kernel's pick), for a rank 0 that hosts the store itself;
+ * 0 after setting e. */
+static int free_port(rs_err *e)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    int port = 0;
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    else rs_err_set(e, RS_ERR_IO, "finding a free port for rank 0's store: %s", strerror(errno));
+    if (fd >= 0) close(fd);
+    return port;
 }
 
 static double mono_to_unix(void)
@@ -619,7 +708,12 @@ int rs_job_run(dist_job *j, const char *const *job_args, int nargs, double timeo
     rs_log_event(s, j->run, &clock);
 
     rs_store_server *srv = NULL;
-    if (!be->needs_launcher && rs_store_server_start("127.0.0.1", 0, &srv, &e)) {
+    if (j->store_rank0 && (j->master_port = free_port(&e)) == 0) {
+        rs_view_model_free(j->dump_vm);
+        j->dump_vm = NULL;
+        return rs_job_finish(j, rs_session_error(s, c, (size_t)-1, 0, "%s: %s", j->what, e.msg));
+    }
+    if (!be->needs_launcher && !j->store_rank0 && rs_store_server_start("127.0.0.1", 0, &srv, &e)) {
         rs_view_model_free(j->dump_vm);
         j->dump_vm = NULL;
         return rs_job_finish(j, rs_session_error(s, c, (size_t)-1, 0, "%s: starting the rendezvous store: %s", j->what,
@@ -637,7 +731,8 @@ int rs_job_run(dist_job *j, const char *const *job_args, int nargs, double timeo
 
     char world[16], port[16], group[48], tmo[32];
     snprintf(world, sizeof world, "%d", j->world);
-    snprintf(port, sizeof port, "%d", srv ? rs_store_server_port(srv) : 0);
+    if (srv) j->master_port = rs_store_server_port(srv);
+    snprintf(port, sizeof port, "%d", j->master_port);
     snprintf(group, sizeof group, "group=r%lld-%ld", (long long)j->run, (long)getpid());
     snprintf(tmo, sizeof tmo, "timeout=%g", timeout_s);
     /* as many as the job has: the rank's own options are not counted here */
@@ -665,13 +760,14 @@ int rs_job_run(dist_job *j, const char *const *job_args, int nargs, double timeo
     argv[a++] = j->what;
     argv[a++] = group;
     argv[a++] = tmo;
-    argv[a++] = "store=launcher";
+    argv[a++] = j->store_rank0 ? "store=rank0" : "store=launcher";
     for (int i = 0; i < nargs; i++) argv[a++] = job_args[i];
     if (j->stepwise) argv[a++] = "stepwise=1";
     argv[a] = NULL;
 
     rs_launch_cfg cfg = {.nranks = be->needs_launcher ? 1 : j->world, .argv = argv,
-                         .master_port = srv ? rs_store_server_port(srv) : 1,
+                         .master_port = j->master_port ? j->master_port : 1,
+                         .local_world_size = be->needs_launcher ? 0 : j->per_node,
                          /* training ranks finish a step, gather and write the weights when stopped */
                          .grace_s = !strcmp(j->what, "train") ? 10 : 2,
                          .on_line = on_line, .line_ud = j, .should_stop = stop_requested, .stop_ud = j};
@@ -766,8 +862,10 @@ int rs_job_common_opts(rs_session *s, const rs_call *c, dist_job *j, double *tim
     j->seconds = calloc((size_t)j->world, sizeof *j->seconds);
     j->begin_t = calloc((size_t)j->world, sizeof *j->begin_t);
     j->checked = calloc((size_t)j->world, sizeof *j->checked);
+    j->sent = calloc((size_t)j->world, sizeof *j->sent);
+    j->rank_steps = calloc((size_t)j->world, sizeof *j->rank_steps);
     j->mono_to_unix = mono_to_unix();
-    if (!j->wrong || !j->seconds || !j->begin_t || !j->checked)
+    if (!j->wrong || !j->seconds || !j->begin_t || !j->checked || !j->sent || !j->rank_steps)
         return rs_session_error(s, c, (size_t)-1, 0, "%s: out of memory", c->cmd->name);
     return 0;
 }

@@ -41,7 +41,7 @@ struct rs_job {
     bool *checked;
     int64_t nevents;
     char algo[32];          /* the algorithm the steps reported */
-    int steps;
+    int steps;              /* the most steps a rank took (a tree's reduce and broadcast count both) */
     /* bench */
     int nrows;
     double busbw_sum;
@@ -76,6 +76,21 @@ struct rs_job {
     uint64_t step_coll;      /* the collective whose steps are counted */
     int step_max;            /* highest step index a rank reported (-1: none yet) */
     int step_next;           /* the next step index to release */
+    /* for `expect` (repl/result.h): the buffers the ranks sent (@vals), p2p's timings (@p2p), and the
+     * bytes each rank sent in the algorithm's steps (world, from the trace) */
+    rs_wire_vals *vals;      /* (nvals) owned */
+    int nvals, capvals;
+    rs_p2p_times p2p;
+    bool have_p2p;
+    double *sent;            /* (world) owned: bytes of the steps that send (peer >= 0) */
+    struct rs_job_num { int rank; char name[32]; double v; } *nums; /* (nnums) owned: the ranks' @num lines */
+    int nnums, capnums;
+    int *rank_steps;         /* (world) owned: the steps each rank took part in */
+    /* how the ranks start (world): nodes of per_node ranks on this host (0: one node), and rank 0 hosting
+     * the rendezvous store as when started by hand, instead of the REPL */
+    int per_node;
+    bool store_rank0;
+    int master_port;         /* the port the ranks were given */
     /* the ranks while they run */
     rs_launch *l;            /* owned */
     rs_store_server *srv;    /* owned; NULL under mpirun */

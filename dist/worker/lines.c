@@ -96,6 +96,81 @@ bool rs_wire_parse_event(const char *line, rs_pg_event *ev)
     return true;
 }
 
+static bool finite_all(const double *v, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (!isfinite(v[i])) return false;
+    return true;
+}
+
+static bool which_ok(const char *w)
+{
+    if (!*w) return false;
+    for (; *w; w++)
+        if (!((*w >= 'a' && *w <= 'z') || *w == '_')) return false;
+    return true;
+}
+
+int rs_wire_format_vals(char *buf, size_t cap, const rs_wire_vals *v)
+{
+    size_t k = (size_t)snprintf(buf, cap, "@vals %d %s %d", v->rank, v->which, v->n);
+    for (int i = 0; i < v->n; i++) k += (size_t)snprintf(buf + (k < cap ? k : cap), k < cap ? cap - k : 0, " %.17g", v->v[i]);
+    return (int)k;
+}
+
+bool rs_wire_parse_vals(const char *line, rs_wire_vals *out)
+{
+    int used = 0;
+    if (strncmp(line, "@vals ", 6) != 0) return false;
+    if (sscanf(line, "@vals %d %15s %d%n", &out->rank, out->which, &out->n, &used) != 3 || out->rank < 0 ||
+        out->n < 0 || out->n > RS_WIRE_VALS_MAX || !which_ok(out->which))
+        return false;
+    const char *p = line + used;
+    for (int i = 0; i < out->n; i++) {
+        int u = 0;
+        if (*p != ' ' || sscanf(p, " %lf%n", &out->v[i], &u) != 1 || !isfinite(out->v[i])) return false;
+        p += u;
+    }
+    return *p == 0;
+}
+
+int rs_wire_format_num(char *buf, size_t cap, int rank, const char *name, double v)
+{
+    return snprintf(buf, cap, "@num %d %s %.17g", rank, name, v);
+}
+
+bool rs_wire_parse_num(const char *line, int *rank, char name[32], double *v)
+{
+    int used = 0;
+    if (strncmp(line, "@num ", 5) != 0) return false;
+    if (sscanf(line, "@num %d %31s %lf%n", rank, name, v, &used) != 3 || line[used] != 0 || *rank < 0 || !isfinite(*v))
+        return false;
+    for (const char *p = name; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_' || *p == '.')) return false;
+    return true;
+}
+
+int rs_wire_format_p2p(char *buf, size_t cap, const rs_p2p_times *t)
+{
+    return snprintf(buf, cap, "@p2p %llu %d %.9g %.9g %.9g %.9g %.9g %.9g", (unsigned long long)t->bytes, t->iters,
+                    t->oneway, t->exchange, t->compute, t->blocking, t->isend, t->isend_test);
+}
+
+bool rs_wire_parse_p2p(const char *line, rs_p2p_times *out)
+{
+    unsigned long long bytes;
+    double v[6];
+    int iters, used = 0;
+    if (strncmp(line, "@p2p ", 5) != 0) return false;
+    if (sscanf(line, "@p2p %llu %d %lf %lf %lf %lf %lf %lf%n", &bytes, &iters, &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
+               &used) != 8 ||
+        line[used] != 0 || iters < 0 || !finite_all(v, 6))
+        return false;
+    *out = (rs_p2p_times){.bytes = bytes, .iters = iters, .oneway = v[0], .exchange = v[1], .compute = v[2],
+                          .blocking = v[3], .isend = v[4], .isend_test = v[5]};
+    return true;
+}
+
 int rs_wire_format_bench(char *buf, size_t cap, const rs_bench_row *r)
 {
     return snprintf(buf, cap, "@bench %s %llu %llu %s %s %.3f %.4f %.4f %llu %d", rs_pg_op_name(r->op),
@@ -143,12 +218,6 @@ bool rs_wire_parse_check(const char *line, int *rank, uint64_t *wrong, double *s
     return true;
 }
 
-static bool finite_all(const double *v, int n)
-{
-    for (int i = 0; i < n; i++)
-        if (!isfinite(v[i])) return false;
-    return true;
-}
 
 /* Exactly 2 * RS_POOL_COUNT non-negative integers, then the end of the line. */
 static bool mem_values(const char *p, long long *a)

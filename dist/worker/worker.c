@@ -186,6 +186,20 @@ static void print_vals(FILE *f, const void *b, size_t n, rs_dtype t, int show)
     }
 }
 
+/* "@vals": a buffer of at most RS_WIRE_VALS_MAX numbers, for the REPL's `expect`. */
+static void send_vals(wk *w, const char *which, const void *b, size_t n, rs_dtype t)
+{
+    if (!b || n > RS_WIRE_VALS_MAX) return;
+    static rs_wire_vals v; /* 2 KiB: one rank, one thread */
+    static char line[RS_WIRE_VALS_MAX * 26 + 64];
+    v.rank = w->rank;
+    snprintf(v.which, sizeof v.which, "%s", which);
+    v.n = (int)n;
+    for (size_t i = 0; i < n; i++) v.v[i] = get(b, i, t);
+    rs_wire_format_vals(line, sizeof line, &v);
+    fprintf(w->out, "%s\n", line);
+}
+
 /* ---------------------------------------------------------------- running one operation */
 
 /* Buffers of one operation on this rank: `in` and `out` (the same for in-place operations), their
@@ -314,6 +328,7 @@ static int job_collective(wk *w)
         fprintf(mem, "rank %d: in ", w->rank);
         print_vals(mem, b.has_in ? b.in : NULL, b.nin, w->dtype, w->show);
     }
+    send_vals(w, "in", b.has_in ? b.in : NULL, b.nin, w->dtype);
     /* the start line is not part of the lesson: only the operation itself is traced */
     rs_pg_trace_fn tr = w->g->trace;
     w->g->trace = NULL;
@@ -337,6 +352,7 @@ static int job_collective(wk *w)
         fprintf(w->out, "%s\n", line);
     }
     free(line);
+    send_vals(w, "out", b.has_out ? b.out : NULL, b.nout, w->dtype);
     fprintf(w->out, "@check %d %llu %.9f\n", w->rank, (unsigned long long)bad, dt);
     fflush(w->out);
     opbufs_free(&b);
@@ -492,10 +508,12 @@ static int job_p2p(wk *w)
         else if (w->rank == 1) st = immediate ? rs_pg_irecv(w->g, t4, 4, RS_F32, 0, &req, &e) : rs_pg_recv(w->g, t4, 4, RS_F32, 0, &e);
         if (!st && req) st = rs_work_wait(req, &e);
         rs_work_free(req);
-        if (!st && w->rank <= 1)
+        if (!st && w->rank <= 1) {
             fprintf(w->out, "rank %d: %s: has data [%g, %g, %g, %g]\n", w->rank,
                     immediate ? (w->rank ? "irecv + wait" : "isend + wait") : (w->rank ? "recv" : "send"), t4[0], t4[1],
                     t4[2], t4[3]);
+            send_vals(w, immediate ? "idata" : "data", t4, 4, RS_F32);
+        }
     }
     int iters = w->iters ? w->iters : (int)fmax(3, fmin(200, 64e6 / (double)(n * 4)));
     double t[5] = {0};
@@ -525,12 +543,54 @@ static int job_p2p(wk *w)
         fprintf(w->out, "    isend, compute, wait                  %10.1f us\n", t[3] * 1e6);
         fprintf(w->out, "    isend, compute calling test(), wait   %10.1f us\n", t[4] * 1e6);
         fprintf(w->out, "  (data moves only inside library calls: test() during the computation lets it overlap)\n");
+        rs_p2p_times pt = {.bytes = n * 4, .iters = iters, .oneway = one, .exchange = t[1], .compute = c.compute,
+                           .blocking = t[2], .isend = t[3], .isend_test = t[4]};
+        char line[256];
+        rs_wire_format_p2p(line, sizeof line, &pt);
+        fprintf(w->out, "%s\n", line);
     }
     if (w->rank <= 1) fprintf(w->out, "@check %d %llu %.9f\n", w->rank, (unsigned long long)bad, t[0]);
     fflush(w->out);
     free(c.a);
     free(c.b);
     return st || bad ? 1 : 0;
+}
+
+/* Who am I: what the launcher (or mpirun, or a person) told this rank, and what its group says, checked
+ * by an all_reduce of ones that every rank must see come back as the world size. */
+static int job_world(wk *w)
+{
+    rs_launch_env env;
+    rs_err e = {0};
+    if (rs_launch_env_from_environ(&env, &e)) { /* join read it already: cannot fail here */
+        fprintf(w->errf, "rank %d: %s\n", w->rank, e.msg);
+        return 1;
+    }
+    double count = 1;
+    if (rs_pg_all_reduce(w->g, &count, 1, RS_F64, RS_SUM, &e)) {
+        fprintf(w->errf, "rank %d: %s\n", w->rank, e.msg);
+        return 1;
+    }
+    int pid = (int)getpid();
+    /* what a person needs to see: who this rank was told it is (the address and port are everyone's
+     * and the REPL prints them once) */
+    if (!strcmp(env.source, "mpirun"))
+        fprintf(w->out, "rank %d: OMPI_COMM_WORLD_RANK=%d _SIZE=%d _LOCAL_RANK=%d _LOCAL_SIZE=%d, pid %d\n", w->rank,
+                env.rank, env.world_size, env.local_rank, env.local_world_size, pid);
+    else
+        fprintf(w->out, "rank %d: RANK=%d WORLD_SIZE=%d LOCAL_RANK=%d LOCAL_WORLD_SIZE=%d GROUP_RANK=%d\n", w->rank,
+                env.rank, env.world_size, env.local_rank, env.local_world_size, env.group_rank);
+    const char *names[] = {"env.rank", "env.world_size", "env.local_rank", "env.local_world_size", "env.group_rank",
+                           "env.master_port", "group.rank", "group.size", "count", "pid"};
+    double vals[] = {env.rank, env.world_size, env.local_rank, env.local_world_size, env.group_rank,
+                     env.master_port, w->g->rank, w->g->world, count, pid};
+    for (size_t i = 0; i < sizeof vals / sizeof *vals; i++) {
+        char line[96];
+        rs_wire_format_num(line, sizeof line, w->rank, names[i], vals[i]);
+        fprintf(w->out, "%s\n", line);
+    }
+    fflush(w->out);
+    return count == w->world ? 0 : 1;
 }
 
 /* ---------------------------------------------------------------- setup */
@@ -587,17 +647,18 @@ int rs_worker_main(int argc, char **argv, FILE *out, FILE *errf)
 {
     wk w = {.out = out, .errf = errf, .backend = "shm", .group = "w", .op = RS_OP_ALL_REDUCE, .dtype = RS_F32,
             .redop = RS_SUM, .algo = RS_ALGO_AUTO, .count = 2, .show = 16, .timeout = 30};
-    if (argc < 1) return usage_error(&w, "%s", "no job (collective, bench, p2p or train)");
+    if (argc < 1) return usage_error(&w, "%s", "no job (collective, bench, p2p, world or train)");
     const char *job = argv[0];
     if (!strcmp(job, "train")) return rs_worker_train(argc, argv, out, errf);
-    if (strcmp(job, "collective") && strcmp(job, "bench") && strcmp(job, "p2p"))
-        return usage_error(&w, "unknown job '%s' (collective, bench, p2p or train)", job);
+    if (strcmp(job, "collective") && strcmp(job, "bench") && strcmp(job, "p2p") && strcmp(job, "world"))
+        return usage_error(&w, "unknown job '%s' (collective, bench, p2p, world or train)", job);
     int rc = parse_args(&w, argc, argv);
     if (rc) return rc;
     rc = join(&w);
     if (!rc) {
         if (!strcmp(job, "collective")) rc = job_collective(&w);
         else if (!strcmp(job, "bench")) rc = job_bench(&w);
+        else if (!strcmp(job, "world")) rc = job_world(&w);
         else rc = job_p2p(&w);
     }
     fflush(out);

@@ -13,7 +13,7 @@
 
 #include "dist/pg/pg.h"
 
-/* Runs the job in argv (argv[0] is the job name: "collective", "bench", "p2p"); returns the process
+/* Runs the job in argv (argv[0] is the job name: "collective", "bench", "p2p", "world", "train"); returns the process
  * exit code (0 ok, 1 the job failed or found wrong results, 2 bad arguments). Messages go to out/errf. */
 int rs_worker_main(int argc, char **argv, FILE *out, FILE *errf);
 
@@ -61,6 +61,34 @@ bool rs_wire_parse_bench(const char *line, rs_bench_row *row);
 
 /* "@check RANK WRONG SECONDS": a rank's own verdict on its result of `collective`. */
 bool rs_wire_parse_check(const char *line, int *rank, uint64_t *wrong, double *seconds);
+
+/* "@vals RANK WHICH N V1 .. VN": a rank's whole buffer (WHICH names it: in, out, data...), sent when it holds
+ * at most RS_WIRE_VALS_MAX numbers, so that the REPL keeps the numbers themselves for `expect`. */
+#define RS_WIRE_VALS_MAX 256
+typedef struct rs_wire_vals {
+    int rank;
+    char which[16];
+    int n;
+    double v[RS_WIRE_VALS_MAX];
+} rs_wire_vals;
+/* Needs about 25 bytes a number; returns the length it needs, as snprintf does. */
+int rs_wire_format_vals(char *buf, size_t cap, const rs_wire_vals *v);
+bool rs_wire_parse_vals(const char *line, rs_wire_vals *out);
+
+/* "@num RANK NAME VALUE": one named number of a rank (the world job's RANK, LOCAL_RANK, ...), for `expect`.
+ * NAME: 1 to 31 of a-z, 0-9, '_' and '.'. */
+int rs_wire_format_num(char *buf, size_t cap, int rank, const char *name, double v);
+bool rs_wire_parse_num(const char *line, int *rank, char name[32], double *v);
+
+/* "@p2p BYTES ITERS ONEWAY EXCHANGE COMPUTE BLOCKING ISEND ISEND_TEST": rank 0's timings of `p2p`, in seconds
+ * per message (see job_p2p in worker.c). */
+typedef struct rs_p2p_times {
+    uint64_t bytes;
+    int iters;
+    double oneway, exchange, compute, blocking, isend, isend_test;
+} rs_p2p_times;
+int rs_wire_format_p2p(char *buf, size_t cap, const rs_p2p_times *t);
+bool rs_wire_parse_p2p(const char *line, rs_p2p_times *out);
 
 /* What a training rank reports, one line each:
  *   @phase R STEP NAME T0 T1                 a phase span (rs_phase_name)

@@ -38,6 +38,7 @@ target_sources() {
     lines) echo "tests/dist/worker/fuzz_lines.c $core $nn dist/worker/lines.c dist/pg/pg.c" ;;
     store) echo "tests/dist/store/fuzz_store.c $core dist/store/wire.c" ;;
     lex) echo "tests/fuzz/fuzz_lex.c repl/lang/lex.c repl/lang/value.c $core $nn" ;;
+    expect) echo "tests/fuzz/fuzz_expect.c repl/lang/expect.c repl/lang/value.c $core $nn" ;;
     *) return 1 ;;
   esac
 }
@@ -51,7 +52,7 @@ flags="-std=c17 -g -O1 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L -I$root -I$he
 
 status=0
 for t in $targets; do
-  list=$(target_sources "$t") || { echo "unknown fuzz target '$t' (known: idx csv text spec lex repl store lines)" >&2; exit 2; }
+  list=$(target_sources "$t") || { echo "unknown fuzz target '$t' (known: idx csv text spec lex expect repl store lines)" >&2; exit 2; }
   src=""
   srcs=""
   for f in $list; do

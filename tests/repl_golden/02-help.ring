@@ -17,6 +17,8 @@ help history
 help replay
 help export
 help play
+help expect
+help world
 help say
 help pause
 help set

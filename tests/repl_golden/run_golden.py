@@ -6,8 +6,9 @@ prints with the .out file next to it.
 
 Each script runs in a fresh temporary folder (save/export files land there) with a fresh session log
 (`--db session.db`), `--keep-going`, NO_COLOR=1, COLUMNS=80, TERM=dumb, stdin from /dev/null (so
-`pause` and step mode never wait), HOME and XDG_DATA_HOME inside the folder, and the tutorials of
-this source tree (RINGSIDE_TUTORIALS). The files under files/ are copied into the folder first, and
+`pause` and step mode never wait), HOME and XDG_DATA_HOME inside the folder, and the two small
+tutorials of tests/repl_golden/tutorials/ (RINGSIDE_TUTORIALS: the real ones change as they grow, and
+tests/tutorials plays them). The files under files/ are copied into the folder first, and
 the script itself is copied there and run by its bare name, so error lines read `NAME.ring:LINE:`.
 stdout and stderr are merged; the exit status is appended as `[exit N]`.
 
@@ -210,7 +211,7 @@ def run_one(ringside, script, keep):
         env.pop(k, None)
     env.update({'NO_COLOR': '1', 'COLUMNS': '80', 'TERM': 'dumb', 'LC_ALL': 'C', 'TZ': 'UTC',
                 'HOME': tmp, 'XDG_DATA_HOME': os.path.join(tmp, 'xdg'),
-                'RINGSIDE_TUTORIALS': os.path.join(SRC, 'tutorials')})
+                'RINGSIDE_TUTORIALS': os.path.join(HERE, 'tutorials')})
     base = [ringside]
     if '--no-db' not in d['args']:
         base += ['--db', 'session.db']

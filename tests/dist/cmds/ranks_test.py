@@ -601,6 +601,43 @@ def case_train_gpt(tmp):
         d = rel(load_weights(p), ref)
         check(d <= 1e-5, "GPT, %s equals one process (%.3g)" % (what, d))
 
+def case_world(tmp):
+    """`world`: who each rank was told it is, three nodes played on one host, and rank 0 hosting the store
+    as when ranks are started by hand; the printed by-hand lines are then run as printed."""
+    rc, out = run("world ranks=6 nodes=3; expect env.local_rank per rank = [0, 1, 0, 1, 0, 1]; "
+                  "expect env.group_rank per rank = [0, 0, 1, 1, 2, 2]; expect count per rank = 6; "
+                  "expect group.rank per rank = [0, 1, 2, 3, 4, 5]; expect env.world_size per rank = 6")
+    print(out)
+    check(rc == 0 and out.count("ok: ") == 5, "six ranks as three nodes of two, checked with expect")
+    for r in range(6):
+        want = "rank %d: RANK=%d WORLD_SIZE=6 LOCAL_RANK=%d LOCAL_WORLD_SIZE=2 GROUP_RANK=%d" % (r, r, r % 2, r // 2)
+        check(want in out, "rank %d says who it is: %s" % (r, want))
+    rc, out = run("world ranks=2 store=rank0")
+    print(out)
+    check(rc == 0 and "rank 0 hosted the rendezvous store itself" in out, "rank 0 hosts the store")
+    m = re.search(r"^  export (.*)$", out, re.M)
+    lines = re.findall(r"^  (RANK=.*) ringside --worker world$", out, re.M)
+    check(m is not None and len(lines) == 2, "the by-hand lines are printed")
+    if m and len(lines) == 2:
+        env = dict(os.environ)
+        env.update(dict(kv.split("=", 1) for kv in m.group(1).split()))
+        env["MASTER_PORT"] = str(29800 + os.getpid() % 100)  # the printed port was rank 0's, now free again
+        procs = []
+        for line in lines:
+            e = dict(env)
+            e.update(dict(kv.split("=", 1) for kv in line.split()))
+            procs.append(subprocess.Popen([EXE, "--worker", "world"], env=e, stdout=subprocess.PIPE,
+                                          stderr=subprocess.STDOUT, text=True))
+        outs = [p.communicate(timeout=60)[0] for p in procs]
+        check(all(p.returncode == 0 for p in procs), "the printed lines start ranks that meet: %s" % outs)
+        check(all(re.search(r"^@num %d count 2$" % r, o, re.M) for r, o in enumerate(outs)),
+              "started by hand, each counts 2")
+    rc, out = run("world ranks=6 nodes=4; world ranks=2 nodes=2 backend=mpi; world ranks=2 store=rank0 backend=mpi")
+    print(out)
+    check("4 nodes do not share 6 ranks evenly" in out, "nodes that do not divide the ranks are refused")
+    check(out.count("nodes= and store= apply to shm and tcp") == (2 if "not built: meson did not find Open MPI" not in run("backends")[1] else 0),
+          "mpirun numbers its own ranks")
+
 
 with tempfile.TemporaryDirectory() as tmp:
     globals()["case_" + CASE.replace("-", "_")](tmp)

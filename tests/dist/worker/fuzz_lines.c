@@ -47,6 +47,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             __builtin_trap();
         if (tl.kind == RS_TL_METRIC && (!isfinite(tl.value) || !tl.name[0])) __builtin_trap();
     }
+    static rs_wire_vals va, vb; /* 2 KiB each: off the stack */
+    if (rs_wire_parse_vals(line, &va)) {
+        static char vbuf[RS_WIRE_VALS_MAX * 26 + 64];
+        if (va.n < 0 || va.n > RS_WIRE_VALS_MAX) __builtin_trap();
+        int need = rs_wire_format_vals(vbuf, sizeof vbuf, &va);
+        if (need < 0 || (size_t)need >= sizeof vbuf || !rs_wire_parse_vals(vbuf, &vb) || vb.rank != va.rank ||
+            vb.n != va.n || strcmp(vb.which, va.which) || memcmp(vb.v, va.v, sizeof va.v[0] * (size_t)va.n))
+            __builtin_trap();
+    }
+    int nr, nr2;
+    char nn[32], nn2[32];
+    double nv, nv2;
+    if (rs_wire_parse_num(line, &nr, nn, &nv)) {
+        rs_wire_format_num(buf, sizeof buf, nr, nn, nv);
+        if (!rs_wire_parse_num(buf, &nr2, nn2, &nv2) || nr2 != nr || strcmp(nn, nn2) || nv2 != nv) __builtin_trap();
+    }
+    rs_p2p_times pa, pb;
+    if (rs_wire_parse_p2p(line, &pa)) {
+        rs_wire_format_p2p(buf, sizeof buf, &pa);
+        if (!rs_wire_parse_p2p(buf, &pb) || pb.bytes != pa.bytes || pb.iters != pa.iters || !isfinite(pb.oneway))
+            __builtin_trap();
+    }
 out:
     free(line);
     return 0;
@@ -68,6 +90,12 @@ size_t rs_fuzz_seeds(const rs_fuzz_seed **seeds)
         S("@metric 1 4 acts_peak_bytes 123456"),
         S("@phase 0 2 forward 1.5 1.75"),
         S("rank 0: in [1, 10] -> out [2, 110]"),
+        S("@vals 0 out 2 2 110"),
+        S("@vals 3 in 4 -1.5 1e-300 0.10000000000000001 3"),
+        S("@vals 1 data 0"),
+        S("@num 5 env.local_rank 1"),
+        S("@num 0 group.size 6"),
+        S("@p2p 262144 200 2.4e-06 2.8e-06 2e-05 6.1e-05 9.7e-05 9.4e-05"),
         S("@ev s all_reduce ring 18446744073709551615 2147483647 6 1 2 0 1000 0 1e308"),
     };
 #undef S
