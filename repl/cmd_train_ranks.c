@@ -176,7 +176,7 @@ static int train_end(dist_job *j, int rc)
                 100 * hid0 / comm0);
     print_memory(j, m, j->nmicros ? -1 : j->zero, j->opt_states);
     if (!j->background) record_ranks(j, m, sps, secs, comm0, hid0);
-    if (!j->background && bubble >= 0) rs_result_num(j->s, "bubble", bubble);
+    if (!j->background && j->nmicros) rs_train_pipe_record(j);
     char final[320];
     int fl = snprintf(final, sizeof final,
                       "{\"steps\":%lld,\"seconds\":%.6g,\"samples_per_s\":%.6g,\"comm_hidden\":%.6g%s%.6g",

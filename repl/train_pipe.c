@@ -9,6 +9,7 @@
 #include "dist/train/pipe_sched.h"
 #include "dist/train/registry.h"
 #include "ranks_job.h"
+#include "result.h"
 #include "train_pipe.h"
 #include "view/render.h"
 
@@ -64,4 +65,22 @@ void rs_train_pipe_summary(dist_job *j, FILE *f)
     }
     fprintf(f, "  (in flight: activations a stage holds for its backward, peak of the ACTS pool\n"
                "   during a step; the schedule holds gpipe m micro-batches, 1f1b p - stage)\n");
+}
+
+/* What `expect` reads after a pipeline run (docs/repl.md): the measured bubble beside its formula and
+ * each stage's micro-batches in flight (measured) beside the schedule's. */
+void rs_train_pipe_record(dist_job *j)
+{
+    rs_pipe_kind k = (rs_pipe_kind)j->pipe_kind;
+    int P = j->world, M = j->pipe_m, V = j->pipe_v, steps = 0;
+    double b = rs_train_pipe_bubble(j, &steps);
+    if (b >= 0) rs_result_num(j->s, "bubble", b);
+    rs_result_num(j->s, "formula.bubble", rs_pipe_bubble_formula(k, P, M, V));
+    rs_result_num(j->s, "micro", M);
+    for (int r = 0; r < P; r++) {
+        double sets = fig_max(j, r, "acts_inflight"), peak = fig_max(j, r, "acts_peak_bytes");
+        if (sets >= 0) rs_result_rank(j->s, "inflight", r, sets);
+        if (peak >= 0) rs_result_rank(j->s, "inflight_bytes", r, peak);
+        rs_result_rank(j->s, "formula.inflight", r, rs_pipe_peak_inflight(k, P, M, V, r));
+    }
 }

@@ -13,5 +13,7 @@ void rs_train_pipe_begin(dist_job *j, const rs_strategy_args *sa);
 double rs_train_pipe_bubble(const dist_job *j, int *steps);
 /* The bubble beside its formula and each stage's activations in flight beside the schedule's. */
 void rs_train_pipe_summary(dist_job *j, FILE *f);
+/* Records the bubble, its formula and each stage's micro-batches in flight for `expect`. */
+void rs_train_pipe_record(dist_job *j);
 
 #endif
