@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "http_internal.h"
 #include "repo.h"
@@ -18,6 +19,7 @@ struct rs_serve_http {
     bool metrics;
     size_t cap;
     int port;
+    int active;           /* requests begun and not yet answered (atomic) */
 };
 
 typedef struct conn {
@@ -233,6 +235,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         b = calloc(1, sizeof *b); /* freed in on_done */
         if (!b) return MHD_NO;
         *ctx = b;
+        __atomic_add_fetch(&h->active, 1, __ATOMIC_SEQ_CST);
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
         if (cl && strtoull(cl, NULL, 10) > h->cap) {
             /* Answered before the body is read; MHD then closes the connection. */
@@ -289,9 +292,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 
 static void on_done(void *cls, struct MHD_Connection *c, void **ctx, enum MHD_RequestTerminationCode tc)
 {
-    (void)cls, (void)c, (void)tc;
+    (void)c, (void)tc;
+    rs_serve_http *h = cls;
     conn *b = *ctx;
     if (!b) return;
+    __atomic_sub_fetch(&h->active, 1, __ATOMIC_SEQ_CST);
     free(b->buf);
     free(b);
     *ctx = NULL;
@@ -313,7 +318,7 @@ rs_status rs_serve_http_start(rs_serve_server *s, const char *host, int port, bo
     h->s = s;
     h->metrics = metrics;
     h->cap = body_limit;
-    h->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL,
+    h->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC,
                             (uint16_t)port, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&a,
                             MHD_OPTION_NOTIFY_COMPLETED, on_done, h, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
                             MHD_OPTION_END);
@@ -333,6 +338,13 @@ int rs_serve_http_bound_port(const rs_serve_http *h) { return h->port; }
 void rs_serve_http_stop(rs_serve_http *h)
 {
     if (!h) return;
+    /* Drain: stop accepting, let every request begun get its answer (MHD_stop_daemon alone would
+     * close their sockets), then stop. */
+    MHD_quiesce_daemon(h->d);
+    for (int i = 0; i < 60000 && __atomic_load_n(&h->active, __ATOMIC_SEQ_CST) > 0; i++) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
     MHD_stop_daemon(h->d);
     free(h);
 }
