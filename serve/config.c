@@ -320,13 +320,14 @@ static rs_status f_io(P *p, const tok *name, void *ctx)
                                        "label_filename", "is_non_linear_format_io", NULL};
     if (tok_is(name, "name")) return read_str(p, io->name, sizeof io->name);
     if (tok_is(name, "data_type")) {
+        colon(p);
         tok at = p->cur;
         char t[32];
         rs_status st = read_ident(p, t, sizeof t);
         if (st) return st;
         io->dtype = rs_serve_dtype_from_config(t);
         if (io->dtype == RS_SERVE_INVALID)
-            return fail(p, &at, "unknown data_type '%s' (TYPE_FP32, TYPE_INT64, TYPE_INT32, TYPE_UINT8, ...%s)", t, ")");
+            return fail(p, &at, "unknown data_type '%s' (TYPE_FP32, TYPE_INT64, TYPE_INT32, TYPE_UINT8, ...)", t, NULL);
         return RS_OK;
     }
     if (tok_is(name, "dims")) return read_ints(p, -1, (int64_t)1 << 40, io->dims, &io->rank, RS_SERVE_MAX_DIMS, "dims");
@@ -367,6 +368,7 @@ static rs_status f_group(P *p, const tok *name, void *ctx)
         return st;
     }
     if (tok_is(name, "kind")) {
+        colon(p);
         tok at = p->cur;
         rs_status st = read_ident(p, c->instance_kind, sizeof c->instance_kind);
         if (st) return st;

@@ -98,16 +98,16 @@ static void route_model(rs_serve_server *s, const char *method, char **seg, int 
         ver = seg[3];
         k = 4;
     }
-    if (n > k + 1) {
-        rs_serve_reply_error(r, 404, "not found");
-        return;
-    }
-    if (n == k + 1) what = seg[k];
     if (!rs_serve_name_ok(name)) {
         rs_serve_reply_error(r, 400, "'%.60s' is not a model name (letters, digits, '_', '-', '.'; not starting "
                              "with '.')", name);
         return;
     }
+    if (n > k + 1) {
+        rs_serve_reply_error(r, 404, "not found");
+        return;
+    }
+    if (n == k + 1) what = seg[k];
     if (!strcmp(what, "stats")) {
         rs_serve_model *m = rs_serve_acquire(s, name);
         if (!m) {
@@ -164,13 +164,13 @@ static void route_repo(rs_serve_server *s, char **seg, int n, rs_serve_reply *r)
         rs_serve_reply_json(r, 200, a);
         return;
     }
+    if (n >= 3 && !strcmp(seg[1], "models") && !rs_serve_name_ok(seg[2])) {
+        rs_serve_reply_error(r, 400, "'%.60s' is not a model name (letters, digits, '_', '-', '.'; not starting "
+                             "with '.')", seg[2]);
+        return;
+    }
     if (n == 4 && !strcmp(seg[1], "models") && (!strcmp(seg[3], "load") || !strcmp(seg[3], "unload"))) {
         const char *name = seg[2];
-        if (!rs_serve_name_ok(name)) {
-            rs_serve_reply_error(r, 400, "'%.60s' is not a model name (letters, digits, '_', '-', '.'; not "
-                                 "starting with '.')", name);
-            return;
-        }
         rs_err err = {0};
         bool load = !strcmp(seg[3], "load");
         rs_status st = load ? rs_serve_load(s, name, &err) : rs_serve_unload(s, name, &err);
