@@ -3,6 +3,7 @@
 
 #include "onnx/build.h"
 #include "onnx/graph.h"
+#include "serve/server.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
@@ -33,6 +34,7 @@ void rs_session_free(rs_session *s)
     for (int i = 0; i < s->nobjs; i++) free_obj(&s->objs[i]);
     free(s->objs);
     rs_onnx_builder_free(s->onnx_builder);
+    rs_serve_stop(s->server);
     free(s);
 }
 

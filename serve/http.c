@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "http_internal.h"
 #include "repo.h"
@@ -340,11 +341,12 @@ void rs_serve_http_stop(rs_serve_http *h)
     if (!h) return;
     /* Drain: stop accepting, let every request begun get its answer (MHD_stop_daemon alone would
      * close their sockets), then stop. */
-    MHD_quiesce_daemon(h->d);
+    MHD_socket lfd = MHD_quiesce_daemon(h->d); /* the listening socket is ours to close now */
     for (int i = 0; i < 60000 && __atomic_load_n(&h->active, __ATOMIC_SEQ_CST) > 0; i++) {
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
     }
     MHD_stop_daemon(h->d);
+    if (lfd != MHD_INVALID_SOCKET) close(lfd);
     free(h);
 }
