@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -303,6 +304,16 @@ static void on_done(void *cls, struct MHD_Connection *c, void **ctx, enum MHD_Re
     *ctx = NULL;
 }
 
+/* Replies are small and latency is the point: no Nagle delay on a reply's last segment. */
+static void on_connection(void *cls, struct MHD_Connection *c, void **sctx, enum MHD_ConnectionNotificationCode toe)
+{
+    (void)cls, (void)sctx;
+    if (toe != MHD_CONNECTION_NOTIFY_STARTED) return;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    int one = 1;
+    if (ci) setsockopt(ci->connect_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
 rs_status rs_serve_http_start(rs_serve_server *s, const char *host, int port, bool metrics, size_t body_limit,
                               rs_serve_http **out, rs_err *err)
 {
@@ -321,7 +332,8 @@ rs_status rs_serve_http_start(rs_serve_server *s, const char *host, int port, bo
     h->cap = body_limit;
     h->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC,
                             (uint16_t)port, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&a,
-                            MHD_OPTION_NOTIFY_COMPLETED, on_done, h, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
+                            MHD_OPTION_NOTIFY_COMPLETED, on_done, h,
+                            MHD_OPTION_NOTIFY_CONNECTION, on_connection, h, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
                             MHD_OPTION_END);
     if (!h->d) {
         free(h);
