@@ -95,7 +95,9 @@ int rs_cmd_serve(rs_session *s, const rs_call *c)
             return rs_session_error(s, c, c->arg_pos[0], n, "serve: %s", err.msg);
         fprintf(s->out, "wrote model repository %s/%s (config.pbtxt, 1/model.onnx%s)\n", repo, name,
                 o ? ", 1/model.safetensors" : "");
-        rs_log_artifact(s, repo, "repository");
+        char file[1400];
+        snprintf(file, sizeof file, "%s/%s/1/model.onnx", repo, name);
+        rs_log_artifact(s, file, "onnx");
     } else if (is_dir(src)) {
         snprintf(repo, sizeof repo, "%s", src);
     } else {
