@@ -16,6 +16,9 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
+# One OpenMP thread per instance by default: the server's parallelism is its instances (Triton's
+# advice for CPU instances too); both sides of every comparison run with the same setting.
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 [ -f "$build/build.ninja" ] || meson setup "$build" --buildtype=release >/dev/null || exit 1
 ninja -C "$build" repl/ringside bench/serve_load >/dev/null || exit 1
 tmp=$(mktemp -d)
@@ -34,7 +37,7 @@ srv=$!
 for _ in $(seq 100); do grep -q 'KServe v2' "$tmp/log" && break; sleep 0.1; done
 port=$(grep -o '127.0.0.1:[0-9]*' "$tmp/log" | head -1 | cut -d: -f2)
 [ -n "$port" ] || { cat "$tmp/log"; exit 1; }
-echo "# CNN (2 conv + pool, 1x28x28), 2 instances, dynamic batching (delay 0); $secs s per row; $(nproc) CPUs"
+echo "# CNN (2 conv + pool, 1x28x28), 2 instances, dynamic batching (delay 0); $secs s per row; $(nproc) CPUs; OMP_NUM_THREADS=$OMP_NUM_THREADS; load $(cut -d' ' -f1 /proc/loadavg)"
 "$build/bench/serve_load" --inproc "$tmp/repo/cnn/1/model.onnx" "$secs"
 for c in 1 8 64; do "$build/bench/serve_load" "$port" cnn 1x28x28 "$c" "$secs"; done
 echo "# trivial model (linear 4->4): per-request server overhead = HTTP p50 - in-process p50 (Triton: 41 us)"

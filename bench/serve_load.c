@@ -109,6 +109,23 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+typedef struct inproc_args {
+    const char *file;
+    double seconds;
+    int rc;
+} inproc_args;
+
+static int inproc(const char *file, double seconds);
+
+/* The server runs models on its instance threads, not on main: so does this, for the same OpenMP
+ * teams (a team begun from another thread is its own). */
+static void *inproc_thread(void *arg)
+{
+    inproc_args *a = arg;
+    a->rc = inproc(a->file, a->seconds);
+    return NULL;
+}
+
 static int inproc(const char *file, double seconds)
 {
     rs_serve_backend *b;
@@ -148,7 +165,13 @@ static int inproc(const char *file, double seconds)
 
 int main(int argc, char **argv)
 {
-    if (argc == 4 && !strcmp(argv[1], "--inproc")) return inproc(argv[2], atof(argv[3]));
+    if (argc == 4 && !strcmp(argv[1], "--inproc")) {
+        inproc_args a = {argv[2], atof(argv[3]), 1};
+        pthread_t t;
+        pthread_create(&t, NULL, inproc_thread, &a);
+        pthread_join(t, NULL);
+        return a.rc;
+    }
     if (argc != 6) {
         fprintf(stderr, "usage: serve_load PORT MODEL DIMS CONCURRENCY SECONDS | serve_load --inproc FILE.onnx SECONDS\n");
         return 2;
