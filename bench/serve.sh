@@ -37,8 +37,8 @@ srv=$!
 for _ in $(seq 100); do grep -q 'KServe v2' "$tmp/log" && break; sleep 0.1; done
 port=$(grep -o '127.0.0.1:[0-9]*' "$tmp/log" | head -1 | cut -d: -f2)
 [ -n "$port" ] || { cat "$tmp/log"; exit 1; }
-echo "# CNN (2 conv + pool, 1x28x28), 2 instances, dynamic batching (delay 0); $secs s per row; $(nproc) CPUs; OMP_NUM_THREADS=$OMP_NUM_THREADS; load $(cut -d' ' -f1 /proc/loadavg)"
-"$build/bench/serve_load" --inproc "$tmp/repo/cnn/1/model.onnx" "$secs"
+echo "# CNN (2 conv + pool, 1x28x28), 2 instances, dynamic batching (delay 0); $secs s per row; $(getconf _NPROCESSORS_ONLN) CPUs; OMP_NUM_THREADS=$OMP_NUM_THREADS; load $(cut -d' ' -f1 /proc/loadavg)"
+"$build/bench/serve_load" --inproc "$tmp/repo/cnn/1/model.onnx" "$secs" 2
 for c in 1 8 64; do "$build/bench/serve_load" "$port" cnn 1x28x28 "$c" "$secs"; done
 echo "# trivial model (linear 4->4): per-request server overhead = HTTP p50 - in-process p50 (Triton: 41 us)"
 "$build/bench/serve_load" --inproc "$tmp/repo/tiny/1/model.onnx" "$secs" | head -1

@@ -3,7 +3,7 @@
  * --inproc it runs the same ONNX file in this process through serve/'s backend instead (batch 1
  * latency, and batch-64 throughput), the figure the HTTP numbers are compared with.
  *   serve_load PORT MODEL DIMS CONCURRENCY SECONDS     (DIMS: one sample's shape, e.g. 1x28x28)
- *   serve_load --inproc FILE.onnx SECONDS */
+ *   serve_load --inproc FILE.onnx SECONDS [THREADS] */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -109,71 +109,91 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-typedef struct inproc_args {
-    const char *file;
-    double seconds;
-    int rc;
-} inproc_args;
-
-static int inproc(const char *file, double seconds);
-
-/* The server runs models on its instance threads, not on main: so does this, for the same OpenMP
- * teams (a team begun from another thread is its own). */
-static void *inproc_thread(void *arg)
-{
-    inproc_args *a = arg;
-    a->rc = inproc(a->file, a->seconds);
-    return NULL;
-}
-
-static int inproc(const char *file, double seconds)
-{
+/* One in-process runner: its own instance of the shared backend, batches of B for `seconds`. */
+typedef struct runner {
     rs_serve_backend *b;
+    int B;
+    double seconds;
+    size_t n;
+    uint64_t *lat; /* (cap), owned */
+    size_t cap;
+} runner;
+
+static void *run_inproc(void *arg)
+{
+    runner *r = arg;
     rs_serve_inst *in;
     rs_err e = {0};
-    if (rs_serve_backend_load(file, &b, &e) || rs_serve_inst_new(b, 64, &in, &e)) {
-        fprintf(stderr, "serve_load: %s\n", e.msg);
-        return 1;
-    }
+    if (rs_serve_inst_new(r->b, 64, &in, &e)) return NULL;
     rs_serve_io io, oo;
-    rs_serve_backend_io(b, &io, &oo);
+    rs_serve_backend_io(r->b, &io, &oo);
     size_t ni = 1, no = 1;
     for (int d = 0; d < io.rank; d++) ni *= (size_t)io.dims[d];
     for (int d = 0; d < oo.rank; d++) no *= (size_t)oo.dims[d];
-    float *x = calloc(64 * ni, sizeof *x), *y = calloc(64 * no, sizeof *y);
-    for (int B = 1; B <= 64; B *= 64) {
-        size_t n = 0, cap = 1 << 16;
-        uint64_t *lat = malloc(cap * sizeof *lat);
-        uint64_t t_end = rs_serve_now_ns() + (uint64_t)(seconds * 1e9), t_start = rs_serve_now_ns();
-        while (rs_serve_now_ns() < t_end && n < cap) {
-            uint64_t t0 = rs_serve_now_ns();
-            rs_serve_inst_run(in, x, B, y, &e);
-            lat[n++] = rs_serve_now_ns() - t0;
-        }
-        double el = (double)(rs_serve_now_ns() - t_start) / 1e9;
-        qsort(lat, n, sizeof *lat, cmp_u64);
-        printf("in-process  batch %-3d %10.0f samples/s   p50 %8.1f us   p99 %8.1f us\n", B, (double)n * B / el,
-               lat[n / 2] / 1e3, lat[(size_t)(n * 0.99)] / 1e3);
-        free(lat);
+    float *x = calloc((size_t)r->B * ni, sizeof *x), *y = calloc((size_t)r->B * no, sizeof *y);
+    r->lat = malloc((r->cap = 1 << 20) * sizeof *r->lat);
+    uint64_t t_end = rs_serve_now_ns() + (uint64_t)(r->seconds * 1e9);
+    while (rs_serve_now_ns() < t_end && r->n < r->cap) {
+        uint64_t t0 = rs_serve_now_ns();
+        rs_serve_inst_run(in, x, r->B, y, &e);
+        r->lat[r->n++] = rs_serve_now_ns() - t0;
     }
     free(x);
     free(y);
     rs_serve_inst_free(in);
+    return NULL;
+}
+
+static int cmp_u64(const void *a, const void *b);
+
+/* As the server runs it: on threads (not main), one instance each. Batch 1 on one thread (latency),
+ * then batch 64 on `threads` threads (the throughput the server's instances could reach). */
+static int inproc(const char *file, double seconds, int threads)
+{
+    rs_serve_backend *b;
+    rs_err e = {0};
+    if (rs_serve_backend_load(file, &b, &e)) {
+        fprintf(stderr, "serve_load: %s\n", e.msg);
+        return 1;
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        int B = pass ? 64 : 1, nt = pass ? threads : 1;
+        runner r[64] = {{0}};
+        pthread_t th[64];
+        uint64_t t0 = rs_serve_now_ns();
+        for (int i = 0; i < nt; i++) {
+            r[i] = (runner){.b = b, .B = B, .seconds = seconds};
+            pthread_create(&th[i], NULL, run_inproc, &r[i]);
+        }
+        size_t n = 0;
+        for (int i = 0; i < nt; i++) {
+            pthread_join(th[i], NULL);
+            n += r[i].n;
+        }
+        double el = (double)(rs_serve_now_ns() - t0) / 1e9;
+        uint64_t *all = malloc((n + 1) * sizeof *all);
+        size_t k = 0;
+        for (int i = 0; i < nt; i++) {
+            memcpy(all + k, r[i].lat, r[i].n * sizeof *all);
+            k += r[i].n;
+            free(r[i].lat);
+        }
+        qsort(all, n, sizeof *all, cmp_u64);
+        if (n)
+            printf("in-process  batch %-3d x%d threads %10.0f samples/s   p50 %8.1f us   p99 %8.1f us\n", B, nt,
+                   (double)n * B / el, all[n / 2] / 1e3, all[(size_t)(n * 0.99)] / 1e3);
+        free(all);
+    }
     rs_serve_backend_free(b);
     return 0;
 }
 
 int main(int argc, char **argv)
 {
-    if (argc == 4 && !strcmp(argv[1], "--inproc")) {
-        inproc_args a = {argv[2], atof(argv[3]), 1};
-        pthread_t t;
-        pthread_create(&t, NULL, inproc_thread, &a);
-        pthread_join(t, NULL);
-        return a.rc;
-    }
+    if ((argc == 4 || argc == 5) && !strcmp(argv[1], "--inproc"))
+        return inproc(argv[2], atof(argv[3]), argc == 5 ? atoi(argv[4]) : 1);
     if (argc != 6) {
-        fprintf(stderr, "usage: serve_load PORT MODEL DIMS CONCURRENCY SECONDS | serve_load --inproc FILE.onnx SECONDS\n");
+        fprintf(stderr, "usage: serve_load PORT MODEL DIMS CONCURRENCY SECONDS | serve_load --inproc FILE.onnx SECONDS [THREADS]\n");
         return 2;
     }
     static char dims[64];
