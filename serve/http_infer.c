@@ -101,7 +101,8 @@ void rs_serve_infer(rs_serve_model *m, rs_serve_version *v, const char *body, si
         else if (d == 0) B = json_integer_value(e);
         else if (in->dims[d - 1] != -1 && json_integer_value(e) != in->dims[d - 1]) shape_ok = false;
     }
-    if (!shape_ok || B < 1 || (c->max_batch_size > 0 && B > c->max_batch_size)) {
+    /* Without a max_batch_size a request's batch is still bounded, so sizes cannot overflow. */
+    if (!shape_ok || B < 1 || (c->max_batch_size > 0 && B > c->max_batch_size) || B > (1 << 20)) {
         char want[128];
         int k = snprintf(want, sizeof want, "[%s", c->max_batch_size > 0 ? "1.." : "");
         if (c->max_batch_size > 0) k += snprintf(want + k, sizeof want - (size_t)k, "%d", c->max_batch_size);
