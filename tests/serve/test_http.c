@@ -73,6 +73,7 @@ static int max_diff_ok(const float *a, const float *b, int n)
 }
 
 typedef struct client {
+    const char *model; /* NULL: "m" */
     int port, k;
     float x[3 * NIN], want[3 * NOUT];
     int B;
@@ -83,7 +84,7 @@ static void *client_main(void *arg)
 {
     client *c = arg;
     float y[3 * NOUT];
-    c->ok = infer_json(c->port, "m", c->x, c->B, y) && max_diff_ok(y, c->want, c->B * NOUT);
+    c->ok = infer_json(c->port, c->model ? c->model : "m", c->x, c->B, y) && max_diff_ok(y, c->want, c->B * NOUT);
     return NULL;
 }
 
@@ -111,6 +112,17 @@ int main(void)
     snprintf(p, sizeof p, "%s/m/config.pbtxt", repo);
     write_file(p, "max_batch_size: 64\ninstance_group [ { count: 2 } ]\n"
                   "dynamic_batching { preferred_batch_size: [ 64 ] max_queue_delay_microseconds: 100000 }\n");
+
+    /* q: a queue of two requests at most, and a batcher that waits 2 s for a batch of 8. */
+    snprintf(p, sizeof p, "%s/q", repo);
+    mkdir(p, 0755);
+    snprintf(p, sizeof p, "%s/q/1", repo);
+    mkdir(p, 0755);
+    snprintf(p, sizeof p, "%s/q/1/model.onnx", repo);
+    RS_CHECK(rs_onnx_export(ref, p, 0, &e) == RS_OK, "%s", e.msg);
+    snprintf(p, sizeof p, "%s/q/config.pbtxt", repo);
+    write_file(p, "max_batch_size: 8\n"
+                  "dynamic_batching { max_queue_delay_microseconds: 2000000 default_queue_policy { max_queue_size: 2 } }\n");
 
     rs_serve_opts o;
     rs_serve_opts_init(&o);
@@ -238,6 +250,38 @@ int main(void)
     rs_serve_stats_free(&before);
     rs_serve_stats_free(&after);
     rs_serve_release(s, m);
+
+    /* A full queue answers at once with 503 and Triton's message; the queued requests still run. */
+    {
+        static client qc[2];
+        pthread_t qt[2];
+        rs_serve_model *qm = rs_serve_acquire(s, "q");
+        RS_CHECK(qm != NULL, "model q not loaded");
+        for (int k = 0; qm && k < 2; k++) {
+            qc[k] = (client){.port = port, .B = 1};
+            memcpy(qc[k].x, x, sizeof(float) * NIN);
+            memcpy(qc[k].want, want, sizeof(float) * NOUT);
+            qc[k].model = "q";
+            pthread_create(&qt[k], NULL, client_main, &qc[k]);
+        }
+        rs_serve_stats st = {0};
+        for (int i = 0; qm && i < 20000 && st.queued < 2; i++) { /* until both wait in the queue */
+            rs_serve_stats_free(&st);
+            rs_serve_sched_stats(rs_serve_model_version(qm, NULL)->sched, &st);
+            usleep(500);
+        }
+        RS_CHECK(st.queued == 2, "queued %d", st.queued);
+        rs_serve_stats_free(&st);
+        post(port, "/v2/models/q/infer",
+             "{\"inputs\":[{\"name\":\"input\",\"datatype\":\"FP32\",\"shape\":[1,6],\"data\":[1,2,3,4,5,6]}]}", &r);
+        RS_CHECK(is_error(&r, 503, "Exceeds maximum queue size"), "full queue");
+        free(r.raw);
+        for (int k = 0; qm && k < 2; k++) {
+            pthread_join(qt[k], NULL);
+            RS_CHECK(qc[k].ok, "queued request %d", k);
+        }
+        rs_serve_release(s, qm);
+    }
 
     /* Metrics agree with the statistics. */
     http(mport, "GET /metrics HTTP/1.1", NULL, 0, &r);
