@@ -3,6 +3,7 @@
  *   ringside FILE.ring            run a script
  *   ringside -c "cmd; cmd"        run a one-liner
  *   ringside --worker JOB k=v...  one rank of a distributed job (dist/worker/worker.h)
+ *   ringside serve --repo DIR ...  the inference server alone (serve/serve_main.c)
  * Options: --db PATH (session log file), --no-db, --keep-going (scripts go on after an error).
  * Exit status: 0, or 1 when a command failed (scripts stop at the first unless --keep-going).
  * exit() lives here and nowhere else. */
@@ -16,6 +17,7 @@
 #include "dist/worker/worker.h"
 #include "engine/cpu/blas.h"
 #include "repl.h"
+#include "serve/server.h"
 #include "slog/slog.h"
 
 static volatile sig_atomic_t interrupted;
@@ -67,6 +69,7 @@ int main(int argc, char **argv)
     rs_blas_prefer_fast_kernel(argv);
     /* A rank process (started by the REPL, mpirun or by hand with the torchrun variables). */
     if (argc >= 2 && !strcmp(argv[1], "--worker")) return rs_worker_main(argc - 2, argv + 2, stdout, stderr);
+    if (argc >= 2 && !strcmp(argv[1], "serve")) return rs_serve_main(argc - 2, argv + 2, stdout, stderr);
     const char *db = NULL, *cmdline = NULL, *file = NULL;
     bool no_db = false, keep_going = false;
     for (int i = 1; i < argc; i++) {

@@ -4,6 +4,7 @@
 #include "onnx/build.h"
 #include "onnx/graph.h"
 #include "result.h"
+#include "serve/server.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
@@ -35,6 +36,7 @@ void rs_session_free(rs_session *s)
     free(s->objs);
     rs_onnx_builder_free(s->onnx_builder);
     rs_results_free(s->results);
+    rs_serve_stop(s->server);
     free(s);
 }
 

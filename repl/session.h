@@ -65,6 +65,7 @@ struct rs_session {
     struct rs_results *results; /* the last result `expect` checks (repl/result.h), owned; NULL before any */
     struct rs_job *jobs;    /* background runs (repl/ranks_job.c's list, owned); the prompt pumps them
                                with rs_jobs_pump and ends them with rs_jobs_stop_all */
+    struct rs_serve_server *server; /* `serve`'s running server (owned), or NULL */
 };
 
 rs_session *rs_session_new(FILE *out);
