@@ -4,7 +4,8 @@
   live_test.py tmux PATH/TO/ringside
       ringside in a detached tmux pane (160x48, TERM=xterm-256color): `collective all_reduce ranks=4
       algo=ring count=8 step=1` shows the ring and "step k of 6", and every press of `n` moves the ranks
-      one algorithm step; then `train m on d mode=ddp ranks=4` shows the header and four rank boxes; the
+      one algorithm step, the data pane showing each rank's values: the serial partial sums after each
+      reduce-scatter step, then the all-gather's copies; then `train m on d mode=ddp ranks=4` shows the header and four rank boxes; the
       window is resized to 100x30 and the smaller layout is drawn (no frames, compact rank rows); `q`
       returns to the prompt while the run continues in the background: `jobs` lists it, `train m on d`
       is refused (m is busy), and its end ("trained m on d") is printed at the prompt above a half-typed
@@ -14,6 +15,7 @@
       (100x30); `view run 1` prints the same frame, twice the same; `step=1` is refused.
 """
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -48,6 +50,44 @@ class Term(tt.Term):
         return self.tmux("capture-pane", "-p", "-t", "rs").split("\n")
 
 
+def ring_reference(world, n, stage):
+    """Every rank's buffer after `stage` steps of a ring all_reduce, computed serially: the worker's inputs
+    1 + r + 9i; reduce-scatter step s adds block r-s-1 of rank r-1 into rank r's, all-gather step s copies
+    block r-s of rank r-1 (block b: elements n*b//world .. n*(b+1)//world)."""
+    x = [[1 + r + 9 * i for i in range(n)] for r in range(world)]
+    for s in range(stage):
+        old = [row[:] for row in x]
+        gather = s >= world - 1
+        g = s - (world - 1) if gather else s
+        for r in range(world):
+            b = ((r - g) if gather else (r - g - 1)) % world
+            prev = (r - 1) % world
+            for i in range(n * b // world, n * (b + 1) // world):
+                x[r][i] = old[prev][i] if gather else old[r][i] + old[prev][i]
+    return x
+
+
+def data_rows(term):
+    """The data pane's rows as shown: {rank: [numbers]} under its title ("data: ..."), and the title."""
+    v = term.visible()
+    at = next(((i, l.find("data: ")) for i, l in enumerate(v) if "data: " in l), None)
+    if not at:
+        return None, {}
+    i, col = at
+    rows = {}
+    for line in v[i + 1:]:
+        m = re.match(r"[│ ]?r(\d+)  (.*)", line[max(0, col - 2):])
+        if m:
+            rows[int(m.group(1))] = [float(x) for x in re.findall(r"-?\d+(?:\.\d+)?", m.group(2))]
+    return v[i][col:].split("─")[0].strip(), rows
+
+
+def shows_values(term, stage, label):
+    title, rows = data_rows(term)
+    want = ring_reference(4, 8, stage)
+    return title is not None and label in title and all(rows.get(r) == want[r] for r in range(4))
+
+
 def has(term, *words):
     scr = "\n".join(term.visible())
     return all(w in scr for w in words)
@@ -75,12 +115,22 @@ def tmux_mode(rs):
         term.keys("Enter")
         c.wait_ok("step=1: the dashboard shows the ring and 'step 1 of 6'",
                   lambda: has(term, "step 1 of 6", "r0", "r3", "collective") and has(term, "ring"), term, 30)
+        labels = ["input", "after reduce-scatter step 1/3", "after reduce-scatter step 2/3",
+                  "after reduce-scatter step 3/3", "after all-gather step 1/3", "after all-gather step 2/3",
+                  "after all-gather step 3/3: the result"]
+        c.wait_ok("the data pane shows each rank's input", lambda: shows_values(term, 0, labels[0]), term, 15,
+                  detail=lambda: "\n".join(term.visible()))
         for k in range(2, 7):
             term.text("n")
             c.wait_ok(f"`n` moves the ranks on: 'step {k} of 6'", lambda: has(term, f"step {k} of 6"), term, 15)
+            c.wait_ok(f"the data pane: '{labels[k - 1]}', every rank's values the serial partial sums",
+                      lambda: shows_values(term, k - 1, labels[k - 1]), term, 15,
+                      detail=lambda: "\n".join(term.visible()))
         term.text("n")
         c.wait_ok("after the last step the collective is done and the picture stays",
                   lambda: has(term, "done: press n"), term, 15)
+        c.ok("the data pane shows the result on every rank", shows_values(term, 6, labels[6]),
+             "\n".join(term.visible()))
         term.text("n")
         out = wait("the collective's summary and a prompt",
                       lambda: tt.at_prompt(term) and any("every rank's result equals" in l for l in term.screen()),
