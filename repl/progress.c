@@ -1,6 +1,8 @@
 /* Progress bar and epoch lines (see progress.h). */
 #include "progress.h"
 
+#include "wrap.h"
+
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -18,7 +20,7 @@ void rs_progress_init(rs_progress *p, FILE *out)
     memset(p, 0, sizeof *p);
     p->out = out;
     const char *term = getenv("TERM");
-    p->tty = isatty(fileno(out)) && !(term && !strcmp(term, "dumb"));
+    p->tty = isatty(rs_wrap_fd(out)) && !(term && !strcmp(term, "dumb"));
     p->color = p->tty && !getenv("NO_COLOR");
 }
 
