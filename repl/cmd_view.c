@@ -340,7 +340,9 @@ int rs_cmd_view(rs_session *s, const rs_call *c)
         if (vm) {
             rs_view_set_run(vm, &run);
             for (int i = 0; i < r.n; i++) feed(vm, &r.items[i]);
-            text = rs_live_frame_text(vm, 100, 30);
+            int w, h;
+            rs_live_frame_size(s, &w, &h);
+            text = rs_live_frame_text(vm, w, h);
         }
         if (text) fputs(text, s->out);
         free(text);

@@ -327,7 +327,7 @@ const rs_cmddef rs_commands[] = {
      "Replays run N of the session log (collective, bench, train across ranks) in the live dashboard's\n"
      "panes, at speed= times real time. Keys: space pauses, + and - change the speed, Left and Right\n"
      "scrub back and forth, tab moves the focus between panes, q leaves. Without a terminal it prints\n"
-     "the run's final frame as text (100x30).",
+     "the run's final frame as text (as wide as the terminal, 80 in scripts; 30 rows).",
      false, NULL, {A("run", RS_A_KEYWORD), A("N", RS_A_INT)}, 2, view_opts, false, rs_cmd_view, NULL},
     {"jobs", "ranks", "jobs [stop=N]    runs going on in the background (q in the live view sends one there)",
      "Lists the runs that left the live view with `q` at the prompt and go on in the background: run\n"

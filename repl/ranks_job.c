@@ -480,7 +480,9 @@ static int ranks_ended(dist_job *j, rs_status st, const rs_err *e)
     rs_store_server_stop(j->srv);
     j->srv = NULL;
     if (j->dump_vm) {
-        char *text = rs_live_frame_text(j->dump_vm, 100, 30);
+        int w, h;
+        rs_live_frame_size(s, &w, &h);
+        char *text = rs_live_frame_text(j->dump_vm, w, h);
         FILE *f = fopen(j->dump, "w");
         if (f && text) fputs(text, f);
         if (f) fclose(f);

@@ -60,5 +60,7 @@ void rs_live_dirty(rs_live *lv);
 /* The final frame as text, w x h, without a terminal: what `view run N` prints headless and what
  * RINGSIDE_VIEW_DUMP writes. The buffer is malloc'ed (caller frees); NULL when out of memory. */
 char *rs_live_frame_text(const rs_view_model *vm, int w, int h);
+/* The size of that frame: as wide as s's output (80 in scripts and pipes, never less), 30 rows. */
+void rs_live_frame_size(const rs_session *s, int *w, int *h);
 
 #endif

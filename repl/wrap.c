@@ -291,13 +291,10 @@ static void take(wrap *w, const char *s, size_t n, size_t *used, bool *stuck)
         } else if (ch == ' ' || ch == '\t') {
             flush_word(w);
             w->mid_word = false;
-            int adv = ch == '\t' ? 8 - (w->col + w->pend) % 8 : 1;
-            if (!w->content) { /* leading blanks are the line's indent, written at once */
-                blanks(w, adv);
-                w->indent = w->col;
-            } else {
-                w->pend += adv;
-            }
+            /* held back until a word follows (a line of blanks prints empty); before the first word
+             * they are the line's indent */
+            w->pend += ch == '\t' ? 8 - (w->col + w->pend) % 8 : 1;
+            if (!w->content) w->indent = w->col + w->pend;
             i++;
         } else {
             bool done;

@@ -12,7 +12,8 @@
       line; `runs` shows it done. Exit 77 when tmux is missing.
   live_test.py headless PATH/TO/ringside
       No terminal: a collective run with RINGSIDE_VIEW_DUMP=FILE writes the live model's final frame
-      (100x30); `view run 1` prints the same frame, twice the same; `step=1` is refused.
+      (80x30 without a terminal); `view run 1` prints the same frame, twice the same; `step=1` is
+      refused.
 """
 import os
 import re
