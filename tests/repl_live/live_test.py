@@ -234,7 +234,8 @@ def headless_mode(rs):
     c.ok("the replay's final frame equals the live run's", v1.stdout == live,
          "--- live ---\n" + live + "--- replay ---\n" + v1.stdout)
     r = ringside("collective all_reduce ranks=4 algo=ring count=8 step=1")
-    c.ok("step=1 without a terminal is refused, saying why", r.returncode != 0 and "needs the live view" in r.stdout + r.stderr,
+    said = " ".join((r.stdout + r.stderr).split())  # the message is wrapped to 80 columns
+    c.ok("step=1 without a terminal is refused, saying why", r.returncode != 0 and "needs the live view" in said,
          r.stdout + r.stderr)
     r = ringside("view run 99")
     c.ok("view run of a missing run: an error naming it", r.returncode != 0 and "no run 99" in r.stdout + r.stderr,
