@@ -26,6 +26,7 @@ int rs_cmd_export(rs_session *, const rs_call *);
 int rs_cmd_play(rs_session *, const rs_call *);
 int rs_cmd_say(rs_session *, const rs_call *);
 int rs_cmd_pause(rs_session *, const rs_call *);
+int rs_cmd_clear(rs_session *, const rs_call *);
 int rs_cmd_set(rs_session *, const rs_call *);
 int rs_cmd_help(rs_session *, const rs_call *);
 int rs_cmd_quit(rs_session *, const rs_call *);
@@ -377,6 +378,10 @@ const rs_cmddef rs_commands[] = {
      NULL, false, rs_cmd_say, NULL},
     {"pause", "playback", "pause    wait for Enter (in a tutorial)", NULL, false, NULL, {{0}}, 0, NULL, false,
      rs_cmd_pause, NULL},
+    {"clear", "playback", "clear    clear the screen (on a terminal; elsewhere nothing)",
+     "Clears the terminal, as clear(1) does, so the next part of a lesson starts on a fresh screen.\n"
+     "Where the output is not a terminal (a script's output in a file or a pipe) it prints nothing.",
+     false, NULL, {{0}}, 0, NULL, false, rs_cmd_clear, NULL},
     {"set", "session", "set [threads=N] [seed=N] [color=on|off]    session settings (no options: show them)", NULL,
      false, NULL, {{0}}, 0, set_opts, false, rs_cmd_set, NULL},
     {"version", "session", "version    version, BLAS kernel, threads", NULL, false, NULL, {{0}}, 0, NULL, false,

@@ -468,10 +468,12 @@ static int ranks_ended(dist_job *j, rs_status st, const rs_err *e)
     rs_session *s = j->s;
     rs_launch_free(j->l);
     j->l = NULL;
-    if (j->live && j->stepwise && !st) {
-        /* the last step's picture stays until a key: the lesson ends when the teacher says so */
-        rs_live_status(j->live, "done: press n, Enter or q");
-        while (!(rs_live_tick(j->live) & (RS_LIVE_NEXT | RS_LIVE_QUIT | RS_LIVE_STOP))) usleep(20000);
+    if (j->live && st != RS_ERR_CANCELLED && !(s->play_depth && s->play_mode == RS_PLAY_AUTO)) {
+        /* the last frame stays until a key, then the summary: a class reads the picture before the
+         * text scrolls it away (auto playback goes straight on; scripts and pipes have no view) */
+        rs_live_status(j->live, "done: press a key");
+        rs_live_dirty(j->live);
+        while (!(rs_live_tick(j->live) & (RS_LIVE_KEY | RS_LIVE_STOP))) usleep(20000);
     }
     rs_live_end(j->live);
     j->live = NULL;

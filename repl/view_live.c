@@ -276,6 +276,7 @@ int rs_live_tick(rs_live *lv)
     pump_output(lv);
     int ch;
     while ((ch = getch()) != ERR) {
+        if (ch != KEY_RESIZE) out |= RS_LIVE_KEY;
         switch (ch) {
         case ' ':
             lv->paused = !lv->paused;

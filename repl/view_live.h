@@ -20,6 +20,7 @@ enum {
     RS_LIVE_NEXT = 4,  /* n, Enter or Right (focus not on the log): the next algorithm step (step=1) */
     RS_LIVE_BACK = 8,  /* Left: scrub back (replays) */
     RS_LIVE_FWD = 16,  /* Right: scrub forward (replays) */
+    RS_LIVE_KEY = 32,  /* any key at all (a resize is none) */
 };
 
 /* Whether a live view can run for this session: a person at a terminal (s->interactive), stdout a

@@ -19,6 +19,9 @@ help export
 help play
 help say
 help pause
+help clear
+# clear, with no terminal to clear: nothing at all between the echoes
+clear
 help set
 help version
 help help

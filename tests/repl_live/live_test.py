@@ -5,7 +5,8 @@
       ringside in a detached tmux pane (160x48, TERM=xterm-256color): `collective all_reduce ranks=4
       algo=ring count=8 step=1` shows the ring and "step k of 6", and every press of `n` moves the ranks
       one algorithm step, the data pane showing each rank's values: the serial partial sums after each
-      reduce-scatter step, then the all-gather's copies; then `train m on d mode=ddp ranks=4` shows the header and four rank boxes; the
+      reduce-scatter step, then the all-gather's copies; any run's last frame stays until a key, then
+      its summary prints, while `play FILE mode=auto` goes straight on; `clear` clears the screen; then `train m on d mode=ddp ranks=4` shows the header and four rank boxes; the
       window is resized to 100x30 and the smaller layout is drawn (no frames, compact rank rows); `q`
       returns to the prompt while the run continues in the background: `jobs` lists it, `train m on d`
       is refused (m is busy), and its end ("trained m on d") is printed at the prompt above a half-typed
@@ -129,7 +130,7 @@ def tmux_mode(rs):
                       detail=lambda: "\n".join(term.visible()))
         term.text("n")
         c.wait_ok("after the last step the collective is done and the picture stays",
-                  lambda: has(term, "done: press n"), term, 15)
+                  lambda: has(term, "done: press a key"), term, 15)
         c.ok("the data pane shows the result on every rank", shows_values(term, 6, labels[6]),
              "\n".join(term.visible()))
         term.text("n")
@@ -137,6 +138,39 @@ def tmux_mode(rs):
                       lambda: tt.at_prompt(term) and any("every rank's result equals" in l for l in term.screen()),
                       term, 15)
         c.ok("the view closed and the summary printed as usual", bool(out))
+        # ---- any run: the last frame stays until a key, then the summary
+        summaries = lambda: sum("every rank's result equals" in l for l in term.screen())  # noqa: E731
+        before = summaries()
+        line = "collective all_gather ranks=2 count=3"
+        term.text(line)
+        wait("the line echoed", lambda: tt.at_prompt(term, line), term)
+        term.keys("Enter")
+        c.wait_ok("a run that ends keeps its last frame up ('all_gather #1 done', 'done: press a key')",
+                  lambda: has(term, "all_gather #1 done", "done: press a key"), term, 30)
+        time.sleep(1.0)
+        c.ok("... and waits a second later: the frame still up, no summary on screen",
+             has(term, "done: press a key", "all_gather #1 done") and not has(term, "every rank's result equals"),
+             "\n".join(term.visible()))
+        term.text("x")
+        c.wait_ok("any key closes the view, then the summary and a prompt",
+                  lambda: summaries() == before + 1 and tt.at_prompt(term), term, 15)
+        # ---- auto playback goes on at once
+        lesson = os.path.join(tmp, "lesson.ring")
+        with open(lesson, "w") as f:
+            f.write('collective all_reduce ranks=2 count=3\nsay "after the collective"\n')
+        line = f"play {lesson} mode=auto"
+        term.text(line)
+        wait("the line echoed", lambda: tt.at_prompt(term, line), term)
+        term.keys("Enter")
+        c.wait_ok("`play ... mode=auto`: the run's view closes by itself and the lesson goes on",
+                  lambda: any("after the collective" in l for l in term.screen()) and tt.at_prompt(term), term, 30)
+        # ---- clear: a fresh screen, the prompt at its top
+        tt.run_line(term, "say \"something to clear away\"", expect="something to clear away")
+        term.text("clear")
+        term.keys("Enter")
+        c.wait_ok("`clear` clears the screen: the prompt on its first line, nothing else visible",
+                  lambda: tt.at_prompt(term) and [l.rstrip() for l in term.visible() if l.strip()] == [tt.PROMPT],
+                  term, 15, detail=lambda: "\n".join(term.visible()))
         # ---- training across ranks
         tt.run_line(term, "data d = digits n=3000", expect="d")
         tt.run_line(term, "model m = mlp 784-64-10", expect="m")
