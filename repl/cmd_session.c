@@ -201,6 +201,7 @@ int rs_cmd_pause(rs_session *s, const rs_call *c)
     while ((ch = getchar()) != EOF && ch != '\n') {
     }
     if (ch == EOF) clearerr(stdin);
+    rs_wrap_line_start(s->out); /* the terminal echoed the Enter */
     return 0;
 }
 
