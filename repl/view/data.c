@@ -18,6 +18,7 @@ static void fmt_value(char out[CELL_W], double v, rs_dtype t)
 }
 
 typedef struct layout {
+    int more_w;            /* cells of the "more values" mark: "…", or ".." in ASCII */
     int blocks, head;      /* values shown per chunk (at most the listed ones) */
     int chunks;            /* chunks shown (the rest: "+N chunks") */
     int colw[RS_WIRE_DATA_MAX]; /* width of the value at each listed position, across the rows */
@@ -57,7 +58,7 @@ static int row_width(const rs_data_line *d, const layout *l, int head, int chunk
         int show = shown_in(d, b, head), at = first_of(d, b);
         if (b) w += 2; /* "│ " */
         for (int i = 0; i < show; i++) w += l->colw[at + i] + 1;
-        if (more_in(d, b, show)) w += 2; /* "… " */
+        if (more_in(d, b, show)) w += l->more_w + 1;
     }
     if (chunks < d->blocks) w += 12; /* "+NN chunks" */
     return w;
@@ -83,7 +84,7 @@ static void draw_row(rs_view_screen *s, int x, int y, int x1, const rs_view_rank
     int c = rs_view_role(o, RS_VIEW_C_COMM), dim = rs_view_role(o, RS_VIEW_C_DIM);
     rs_view_screen_printf(s, x, y, lw, rs_view_role(o, RS_VIEW_C_TITLE), RS_VIEW_A_BOLD, "r%d", rank);
     x += lw;
-    const char *bar = o->utf8 ? "\xe2\x94\x82" : "|", *more = o->utf8 ? "\xe2\x80\xa6" : "~";
+    const char *bar = o->utf8 ? "\xe2\x94\x82" : "|", *more = o->utf8 ? "\xe2\x80\xa6" : "..";
     int chunks = l->chunks < d->blocks ? l->chunks : d->blocks;
     for (int b = 0; b < chunks && x < x1; b++) {
         int n = shown_in(d, b, l->head), at = first_of(d, b);
@@ -101,8 +102,8 @@ static void draw_row(rs_view_screen *s, int x, int y, int x1, const rs_view_rank
             x += w + 1;
         }
         if (more_in(d, b, n)) {
-            rs_view_screen_put(s, x, y, more, 1, dim, 0);
-            x += 2;
+            rs_view_screen_put(s, x, y, more, l->more_w, dim, 0);
+            x += l->more_w + 1;
         }
     }
     if (chunks < d->blocks) rs_view_screen_printf(s, x, y, -1, dim, 0, "+%d chunks", d->blocks - chunks);
@@ -135,7 +136,7 @@ void rs_view_draw_data(rs_view_screen *s, const rs_view_rect *r, const rs_view_m
         return;
     }
     if (total > nrows && nrows > 1) nrows--; /* room for "+N more ranks" */
-    layout l = {0};
+    layout l = {.more_w = o->utf8 ? 1 : 2};
     for (int j = 0; j < nrows; j++) {
         const rs_data_line *d = &vm->ranks[rows[j]].data;
         for (int i = 0; i < d->n; i++) {
@@ -165,7 +166,7 @@ void rs_view_draw_data(rs_view_screen *s, const rs_view_rect *r, const rs_view_m
         /* every mark on screen is explained on screen */
         char legend[160];
         snprintf(legend, sizeof legend, "%s chunk edge  %s more values  reverse: changed by the last step  (%llu x %s)",
-                 o->utf8 ? "\xe2\x94\x82" : "|", o->utf8 ? "\xe2\x80\xa6" : "~", (unsigned long long)ref->count,
+                 o->utf8 ? "\xe2\x94\x82" : "|", o->utf8 ? "\xe2\x80\xa6" : "..", (unsigned long long)ref->count,
                  rs_dtype_name(ref->dtype));
         rs_view_screen_put(s, in.x, y < in.y + in.h - 1 ? y + 1 : y, legend, -1, dim, 0);
     }

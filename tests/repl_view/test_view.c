@@ -543,7 +543,7 @@ static void test_data(void)
 
     /* a long buffer (1001 floats): the first values of each chunk, the rest elided, chunks marked */
     vm = load_stage("ringdata4-long.lines", 1, K, &ringdata_run);
-    a = draw(vm, 80, 24, "ringdata4-long-80x24.txt", NULL);
+    a = draw(vm, 80, 24, "ringdata4-long-80x24.txt", "ringdata4-long-80x24-ascii.txt");
     b = draw(vm, 160, 48, "ringdata4-long-160x48.txt", NULL);
     double *x = malloc(sizeof *x * 4 * 1001);
     ring_reference(x, W, 1001, 1);
