@@ -155,7 +155,7 @@ void rs_view_draw_data(rs_view_screen *s, const rs_view_rect *r, const rs_view_m
             if ((int)strlen(v) > l.colw[i]) l.colw[i] = (int)strlen(v);
         }
     }
-    char last[8];
+    char last[16];
     int lw = snprintf(last, sizeof last, "r%d", rows[nrows - 1]) + 2;
     fit(ref, &l, in.w - lw);
     int y = in.y;

@@ -460,7 +460,7 @@ static int row_numbers(const char *text, int r, double *out, int cap)
     const char *bol = title;
     while (bol > text && bol[-1] != '\n') bol--;
     int col = cols_between(bol, title) - 2; /* a frame's corner or a title row's blank before it */
-    char head[8];
+    char head[16];
     snprintf(head, sizeof head, "r%d ", r);
     for (const char *p = strchr(title, '\n'); p && p[1]; p = strchr(p + 1, '\n')) {
         const char *at = skip_cols(p + 1, col < 0 ? 0 : col), *e = strchr(p + 1, '\n');
