@@ -133,10 +133,14 @@ int rs_wire_format_data(char *buf, size_t cap, const rs_data_line *d)
     bool isint = d->dtype == RS_I32 || d->dtype == RS_I64;
     int n = snprintf(buf, cap, "@data %d %llu %d %d %llu %d %d %s %.9f", d->rank, (unsigned long long)d->coll, d->done,
                      d->steps, (unsigned long long)d->count, d->blocks, d->head, rs_dtype_name(d->dtype), d->t);
-    /* enough digits to read back the same value: 9 for f32, 17 for f64 */
-    for (int i = 0; i < d->n && n >= 0 && (size_t)n < cap; i++)
-        n += isint ? snprintf(buf + n, cap - (size_t)n, " %lld", (long long)d->v[i])
-                   : snprintf(buf + n, cap - (size_t)n, d->dtype == RS_F32 ? " %.9g" : " %.17g", d->v[i]);
+    /* enough digits to read back the same value: 9 for f32, 17 for f64; integers whole (a double past
+     * what a long long holds, which only a line from elsewhere can carry, is printed as a double) */
+    for (int i = 0; i < d->n && n >= 0 && (size_t)n < cap; i++) {
+        double v = d->v[i];
+        bool whole = isint && v > -9.2e18 && v < 9.2e18;
+        n += whole ? snprintf(buf + n, cap - (size_t)n, " %lld", (long long)v)
+                   : snprintf(buf + n, cap - (size_t)n, d->dtype == RS_F32 ? " %.9g" : " %.17g", v);
+    }
     return n;
 }
 

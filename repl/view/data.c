@@ -8,12 +8,12 @@
 #include <stdio.h>
 #include <string.h>
 
-#define CELL_W 16 /* bytes of one formatted value */
+#define CELL_W 24 /* bytes of one formatted value (an i64 takes up to 20) */
 
 /* A value as a class reads it: integers whole, others with 6 significant digits. */
 static void fmt_value(char out[CELL_W], double v, rs_dtype t)
 {
-    if (t == RS_I32 || t == RS_I64) snprintf(out, CELL_W, "%lld", (long long)v);
+    if ((t == RS_I32 || t == RS_I64) && v > -9.2e18 && v < 9.2e18) snprintf(out, CELL_W, "%lld", (long long)v);
     else snprintf(out, CELL_W, "%.6g", v);
 }
 

@@ -66,6 +66,8 @@ size_t rs_fuzz_seeds(const rs_fuzz_seed **seeds)
         S("@data 0 1 2 6 8 4 2 f32 13922.544417962 1 10 19 28 116 143 113 131"),
         S("@data 3 1 0 6 1001 4 8 i64 1.5 1 10 19 28 37 46 55 64 2251 2260 2269 2278 2287 2296 2305 2314 4501 4510 4519 "
           "4528 4537 4546 4555 4564 6751 6760 6769 6778 6787 6796 6805 6814"),
+        /* an i64 value past what a long long holds (the guided fuzzer's find: it must print as a double) */
+        S("@data 3 1 0 6 3 1 8 i64 1.5 1 674444444444444444444444444444444444487 -9.3e18"),
         S("@ev s all_reduce ring 18446744073709551615 2147483647 6 1 2 0 1000 0 1e308"),
     };
 #undef S
