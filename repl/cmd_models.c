@@ -15,6 +15,7 @@
 #include "repl_log.h"
 #include "result.h"
 #include "session.h"
+#include "wrap.h"
 
 static uint64_t seed_opt(rs_session *s, const rs_call *c)
 {
@@ -388,23 +389,31 @@ int rs_cmd_ls(rs_session *s, const rs_call *c)
         fprintf(s->out, "nothing yet: try `model m = mlp 784-256-10` and `data d = digits`\n");
         return 0;
     }
+    /* columns as wide as their longest entry; the spec (or source) last, continued under itself */
+    char (*what)[64] = calloc((size_t)s->nobjs, sizeof *what); /* owned here */
+    if (!what) return rs_session_error(s, c, (size_t)-1, 0, "ls: out of memory");
+    int nw = 4, ww = 4;
     for (int i = 0; i < s->nobjs; i++) {
         const rs_obj *o = &s->objs[i];
-        char what[64];
-        if (o->kind == RS_OBJ_MODEL) {
-            if (o->model) snprintf(what, sizeof what, "%zu parameters", rs_model_param_count(o->model));
-            else snprintf(what, sizeof what, "ONNX inference graph");
-            fprintf(s->out, "  %-12s model  %-28s %s\n", o->name, what, o->spec);
-        } else if (o->data.train->tokens) {
-            snprintf(what, sizeof what, "%u+%u windows of %d", o->data.train->n, o->data.test ? o->data.test->n : 0,
-                     o->data.train->w);
-            fprintf(s->out, "  %-12s data   %-28s %s\n", o->name, what, o->source);
-        } else {
-            snprintf(what, sizeof what, "%u+%u samples %dx%dx%d", o->data.train->n, o->data.test ? o->data.test->n : 0,
-                     o->data.train->c, o->data.train->h, o->data.train->w);
-            fprintf(s->out, "  %-12s data   %-28s %s\n", o->name, what, o->source);
-        }
+        if (o->kind == RS_OBJ_MODEL && o->model)
+            snprintf(what[i], sizeof what[i], "%zu parameters", rs_model_param_count(o->model));
+        else if (o->kind == RS_OBJ_MODEL) snprintf(what[i], sizeof what[i], "ONNX inference graph");
+        else if (o->data.train->tokens)
+            snprintf(what[i], sizeof what[i], "%u+%u windows of %d", o->data.train->n,
+                     o->data.test ? o->data.test->n : 0, o->data.train->w);
+        else
+            snprintf(what[i], sizeof what[i], "%u+%u samples %dx%dx%d", o->data.train->n,
+                     o->data.test ? o->data.test->n : 0, o->data.train->c, o->data.train->h, o->data.train->w);
+        if ((int)strlen(o->name) > nw) nw = (int)strlen(o->name);
+        if ((int)strlen(what[i]) > ww) ww = (int)strlen(what[i]);
     }
+    int cols = rs_wrap_cols(s->out), at = 2 + nw + 2 + 5 + 2 + ww + 2;
+    for (int i = 0; i < s->nobjs; i++) {
+        const rs_obj *o = &s->objs[i];
+        fprintf(s->out, "  %-*s  %-5s  %-*s  ", nw, o->name, o->kind == RS_OBJ_MODEL ? "model" : "data", ww, what[i]);
+        rs_wrap_fill(s->out, o->kind == RS_OBJ_MODEL ? o->spec : o->source, cols, at, at < cols / 2 ? at : 4);
+    }
+    free(what);
     return 0;
 }
 

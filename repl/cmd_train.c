@@ -11,6 +11,7 @@
 #include "onnx/graph.h"
 #include "engine/train/train.h"
 #include "progress.h"
+#include "wrap.h"
 #include "repl_log.h"
 #include "result.h"
 #include "session.h"
@@ -489,11 +490,14 @@ int rs_cmd_predict(rs_session *s, const rs_call *c)
         return rs_session_error(s, c, (size_t)-1, 0, "predict: %s", err.msg);
     }
     bool image = ds->h > 1 && ds->w > 1;
-    const int per_row = 4;
+    /* samples side by side, 32 columns each, as many as the terminal holds (4 at most; 2 at 80) */
+    int per_row = (rs_wrap_cols(s->out) + 2) / 32;
+    if (per_row < 1) per_row = 1;
+    if (per_row > 4) per_row = 4;
     for (int base = 0; base < n; base += per_row) {
         int k = (int)(n - base < per_row ? n - base : per_row);
-        char rows[per_row][32][64];
-        int nrows[per_row];
+        char rows[4][32][64];
+        int nrows[4];
         int maxr = 0;
         for (int i = 0; i < k && image; i++) {
             render_rows(ds, x + (size_t)(base + i) * per, rows[i], &nrows[i], 28);

@@ -21,6 +21,7 @@
 #include "session.h"
 #include "train_pipe.h"
 #include "view/render.h"
+#include "wrap.h"
 
 /* ---------------------------------------------------------------- train across ranks */
 
@@ -52,15 +53,19 @@ static void print_memory(dist_job *j, const rs_obj *m, int zero, int opt_states)
                                     RS_POOL_OFFLOAD};
     static const char *const heads[] = {"parameters", "gradients", "optimizer", "activations", "comm", "offload (host)"};
     int np = off ? 6 : 5;
+    /* columns of 14 where the terminal has room, down to 10 on 80 columns (offload's head shortened) */
+    int cols = rs_wrap_cols(f), cw = (cols - 7) / np - 1;
+    if (cw > 14) cw = 14;
+    if (cw < 10) cw = 10;
     char b[32];
     fprintf(f, "memory per rank after the last step, measured at the allocator (live bytes by pool):\n  %-5s", "rank");
-    for (int p = 0; p < np; p++) fprintf(f, " %14s", heads[p]);
+    for (int p = 0; p < np; p++) fprintf(f, " %*s", cw, p == 5 && cw < 14 ? "offload" : heads[p]);
     fputc('\n', f);
     for (int r = 0; r < j->world; r++) {
         fprintf(f, "  %-5d", r);
         for (int p = 0; p < np; p++) {
             rs_view_fmt_bytes(b, (double)j->mem[r].live[pools[p]]);
-            fprintf(f, " %14s", b);
+            fprintf(f, " %*s", cw, b);
         }
         fputc('\n', f);
     }
@@ -69,14 +74,18 @@ static void print_memory(dist_job *j, const rs_obj *m, int zero, int opt_states)
     fprintf(f, "  %-5s", "paper");
     for (int p = 0; p < 3; p++) {
         rs_view_fmt_bytes(b, zp[p]);
-        fprintf(f, " %14s", b);
+        fprintf(f, " %*s", cw, b);
     }
-    fprintf(f, "   the ZeRO paper's formula, P=%zu parameters, N=%d: %s%s\n", P, j->world,
-            zero == 0   ? "4P + 4P + 4kP"
-            : zero == 1 ? "4P + 4P + 4kP/N"
-            : zero == 2 ? "4P + (4P + 4kP)/N"
-                        : "(4P + 4P + 4kP)/N",
-            off ? " (offloaded state counted under offload)" : "");
+    char formula[160];
+    int n = snprintf(formula, sizeof formula, "the ZeRO paper's formula, P=%zu parameters, N=%d: %s%s", P, j->world,
+                     zero == 0   ? "4P + 4P + 4kP"
+                     : zero == 1 ? "4P + 4P + 4kP/N"
+                     : zero == 2 ? "4P + (4P + 4kP)/N"
+                                 : "(4P + 4P + 4kP)/N",
+                     off ? " (offloaded state counted under offload)" : "");
+    /* beside the paper's figures when it fits, else under them */
+    if (7 + 3 * (cw + 1) + 3 + n <= cols) fprintf(f, "   %s\n", formula);
+    else fprintf(f, "\n  %5s %s\n", "", formula);
 }
 
 /* What `expect` reads after a run across ranks (repl/result.h; docs/repl.md lists it): the summary's

@@ -28,6 +28,7 @@ int rs_cmd_export(rs_session *, const rs_call *);
 int rs_cmd_play(rs_session *, const rs_call *);
 int rs_cmd_say(rs_session *, const rs_call *);
 int rs_cmd_pause(rs_session *, const rs_call *);
+int rs_cmd_clear(rs_session *, const rs_call *);
 int rs_cmd_set(rs_session *, const rs_call *);
 int rs_cmd_help(rs_session *, const rs_call *);
 int rs_cmd_quit(rs_session *, const rs_call *);
@@ -318,8 +319,8 @@ const rs_cmddef rs_commands[] = {
     {"model", "models", "model NAME = mlp 784-256-10 | seq LAYERS... | gpt ...  build a model",
      "Builds a model and gives it a name. Three forms:\n"
      "  model m = mlp 784-256-10 [act=relu|gelu|tanh] [dropout=P] [in=1x28x28]\n"
-     "  model c = seq [in=1x28x28] conv(16,3,pad=1) relu maxpool(2) ... flatten linear(10)\n"
-     "  model g = gpt [layers=4 heads=4 dim=128 ctx=64 vocab= dropout=0]   a GPT for text\n"
+     "  model c = seq conv(16,3,pad=1) relu maxpool(2) flatten linear(10)\n"
+     "  model g = gpt [layers=4 heads=4 dim=128 ctx=64 vocab= dropout=0]\n"
      "Layers: linear(OUT) conv(OUT,K,stride=S,pad=P) maxpool(K) avgpool(K) relu gelu tanh flatten\n"
      "dropout(P) layernorm; [ ... ] groups layers into a block, res[ ... ] adds the block's\n"
      "input to its output. Text: seq ctx=T embed(VOCAB,WIDTH) ... attn(HEADS) gelu(tanh)\n"
@@ -328,13 +329,15 @@ const rs_cmddef rs_commands[] = {
      true, "SPEC", {{0}}, 0, model_opts, true, rs_cmd_model, model_forms},
     {"data", "models", "data NAME = digits | fashion | idx F F | cifar F.. | csv F | text [F]  load a data set",
      "Loads a data set and gives it a name:\n"
-     "  data d = digits [n=20000] [seed=1]   built-in handwritten-style digits, no download\n"
-     "  data f = fashion                     Fashion-MNIST (Debian package dataset-fashion-mnist)\n"
-     "  data x = idx IMAGES LABELS [TEST_IMAGES TEST_LABELS]   MNIST-format files (.gz too)\n"
-     "  data c = cifar FILE...               CIFAR-10 binary batches\n"
-     "  data t = csv FILE                    label first, then features\n"
-     "  data s = text [FILE|fortunes] [ctx=64]   characters: the built-in corpus, a text file or\n"
-     "                                       Debian's fortunes; windows of ctx characters\n"
+     "  data d = digits [n=20000] [seed=1]  built-in handwritten digits, no download\n"
+     "  data f = fashion                    Fashion-MNIST (dataset-fashion-mnist)\n"
+     "  data x = idx IMAGES LABELS [TEST_IMAGES TEST_LABELS]\n"
+     "                                      MNIST-format files (.gz too)\n"
+     "  data c = cifar FILE...              CIFAR-10 binary batches\n"
+     "  data t = csv FILE                   label first, then features\n"
+     "  data s = text [FILE|fortunes] [ctx=64]\n"
+     "                                      the built-in text, a file or fortunes;\n"
+     "                                      windows of ctx characters\n"
      "Sources without a test part keep a sixth of the samples aside; text keeps its last tenth.",
      true, "SOURCE", {{0}}, 0, data_opts, true, rs_cmd_data, data_forms},
     {"show", "models", "show NAME | show run N    describe a model, a data set or a run", NULL, false, NULL,
@@ -378,8 +381,8 @@ const rs_cmddef rs_commands[] = {
      "Starts the ranks, runs one collective and prints each rank's input and result, checked against a\n"
      "serial computation. OP: broadcast reduce all_reduce scatter gather all_gather reduce_scatter\n"
      "all_to_all barrier. Inputs: rank r holds 1+r, 10+r, 19+r, ... (a scatter's root 0, 1, 2, ...).\n"
-     "  collective scatter ranks=2                   [0,1] to rank 0, [2,3] to rank 1\n"
-     "  collective reduce ranks=2 op=product         [1,10] x [2,11] = [2,110] on rank 0\n"
+     "  collective scatter ranks=2              [0,1] to rank 0, [2,3] to rank 1\n"
+     "  collective reduce ranks=2 op=product    [1,10] x [2,11] = [2,110] on rank 0\n"
      "  collective all_reduce ranks=4 algo=ring size=1M\n"
      "Every algorithm step goes to the session log (sql \"SELECT * FROM events WHERE kind='coll_step'\").",
      false, NULL, {ACH("OP", RS_A_WORD, coll_ops)}, 1, collective_opts, false, rs_cmd_collective, NULL},
@@ -405,7 +408,7 @@ const rs_cmddef rs_commands[] = {
      "Replays run N of the session log (collective, bench, train across ranks) in the live dashboard's\n"
      "panes, at speed= times real time. Keys: space pauses, + and - change the speed, Left and Right\n"
      "scrub back and forth, tab moves the focus between panes, q leaves. Without a terminal it prints\n"
-     "the run's final frame as text (100x30).",
+     "the run's final frame as text (as wide as the terminal, 80 in scripts; 30 rows).",
      false, NULL, {A("run", RS_A_KEYWORD), A("N", RS_A_INT)}, 2, view_opts, false, rs_cmd_view, NULL},
     {"jobs", "ranks", "jobs [stop=N]    runs going on in the background (q in the live view sends one there)",
      "Lists the runs that left the live view with `q` at the prompt and go on in the background: run\n"
@@ -437,7 +440,7 @@ const rs_cmddef rs_commands[] = {
      "  onnx check FILE                the structural checks of the ONNX checker\n"
      "Building a graph by hand:\n"
      "  onnx new gemm                  start a graph\n"
-     "  onnx input X N,4               an input of shape [N, 4] (N: a symbolic batch)\n"
+     "  onnx input X N,4               an input of shape [N, 4] (N: symbolic batch)\n"
      "  onnx init W 3,4 seed=1         an initializer (seed 0: zeros)\n"
      "  onnx init B 3\n"
      "  onnx node Gemm X,W,B Y \"transB=1\"\n"
@@ -484,6 +487,10 @@ const rs_cmddef rs_commands[] = {
      NULL, false, rs_cmd_say, NULL},
     {"pause", "playback", "pause    wait for Enter (in a tutorial)", NULL, false, NULL, {{0}}, 0, NULL, false,
      rs_cmd_pause, NULL},
+    {"clear", "playback", "clear    clear the screen (on a terminal; elsewhere nothing)",
+     "Clears the terminal, as clear(1) does, so the next part of a lesson starts on a fresh screen.\n"
+     "Where the output is not a terminal (a script's output in a file or a pipe) it prints nothing.",
+     false, NULL, {{0}}, 0, NULL, false, rs_cmd_clear, NULL},
     {"set", "session", "set [threads=N] [seed=N] [color=on|off]    session settings (no options: show them)", NULL,
      false, NULL, {{0}}, 0, set_opts, false, rs_cmd_set, NULL},
     {"version", "session", "version    version, BLAS kernel, threads", NULL, false, NULL, {{0}}, 0, NULL, false,

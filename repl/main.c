@@ -19,6 +19,7 @@
 #include "repl.h"
 #include "serve/server.h"
 #include "slog/slog.h"
+#include "wrap.h"
 
 static volatile sig_atomic_t interrupted;
 
@@ -94,12 +95,20 @@ int main(int argc, char **argv)
         }
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
-    rs_session *s = rs_session_new(stdout);
-    if (!s) return 1;
+    /* projector mode: every line the session prints fits the terminal (80 columns in scripts and pipes) */
+    FILE *out = rs_wrap_open(stdout), *err = NULL;
+    rs_session *s = rs_session_new(out ? out : stdout);
+    if (!s) {
+        if (out) fclose(out);
+        return 1;
+    }
     bool tty_in = isatty(STDIN_FILENO), tty_out = isatty(STDOUT_FILENO);
     const char *term = getenv("TERM");
     s->interactive = tty_in && tty_out && !file && !cmdline;
-    if (!s->interactive) s->err = stderr; /* scripts: `ringside s.ring 2>/dev/null` hides only the errors */
+    if (!s->interactive) { /* scripts: `ringside s.ring 2>/dev/null` hides only the errors */
+        err = rs_wrap_open(stderr);
+        s->err = err ? err : stderr;
+    }
     s->color = tty_out && !getenv("NO_COLOR") && !(term && !strcmp(term, "dumb"));
     s->keep_going = keep_going;
     s->interrupt = &interrupted;
@@ -154,5 +163,7 @@ int main(int argc, char **argv)
     if (s->log) rs_slog_close(s->log);
     s->log = NULL;
     rs_session_free(s);
+    if (err) fclose(err);
+    if (out) fclose(out);
     return errors ? 1 : 0;
 }

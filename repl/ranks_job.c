@@ -288,15 +288,19 @@ static void view_feed(dist_job *j, int rank, int is_stderr, const char *line)
     if (!vms[0] && !vms[1]) return;
     rs_pg_event ev;
     rs_train_line tl;
+    rs_data_line dl;
     char buf[RS_VIEW_LOG_W + 16];
     bool is_ev = !is_stderr && rs_wire_parse_event(line, &ev), is_tl = !is_ev && !is_stderr && rs_wire_parse_train(line, &tl);
+    bool is_data = !is_ev && !is_tl && !is_stderr && rs_wire_parse_data(line, &dl);
     if (is_ev) ev.t = logged_time(j, ev.t);
     if (is_tl) tl.t0 = logged_time(j, tl.t0), tl.t1 = logged_time(j, tl.t1);
+    if (is_data) dl.t = logged_time(j, dl.t);
     if (is_stderr) snprintf(buf, sizeof buf, "stderr: %s", line); /* never parsed as a machine line */
     for (int i = 0; i < 2; i++) {
         if (!vms[i]) continue;
         if (is_ev) rs_view_feed_event(vms[i], &ev);
         else if (is_tl) rs_view_feed_train(vms[i], &tl);
+        else if (is_data) rs_view_feed_data(vms[i], &dl);
         else rs_view_feed_line(vms[i], rank, is_stderr ? buf : line);
     }
 }
@@ -326,6 +330,23 @@ static void log_plain(dist_job *j, int rank, int is_stderr, const char *line)
     e.t = rs_pg_now() + j->mono_to_unix;
     e.kind = "log";
     e.name = is_stderr ? "stderr" : "stdout";
+    e.detail_json = detail;
+    rs_log_event(j->s, j->run, &e);
+}
+
+/* A rank's values (@data, step=1) as the line itself (kind 'coll_data', detail {"text": line}): `view
+ * run N` feeds it back through the same parser. */
+static void log_data(dist_job *j, const rs_data_line *d, const char *line)
+{
+    char text[RS_WIRE_DATA_MAX * 28 + 200], detail[sizeof text + 16];
+    json_text(text, sizeof text, line);
+    snprintf(detail, sizeof detail, "{\"text\":\"%s\"}", text);
+    rs_slog_event_info e = RS_SLOG_EVENT_INIT;
+    e.rank = d->rank;
+    e.t = d->t + j->mono_to_unix;
+    e.kind = "coll_data";
+    e.coll = (int64_t)d->coll;
+    e.astep = d->done;
     e.detail_json = detail;
     rs_log_event(j->s, j->run, &e);
 }
@@ -437,6 +458,11 @@ static void on_line(void *ud, int rank, int is_stderr, const char *line)
         if (rs_wire_parse_event(line, &ev)) {
             log_trace(j, &ev);
             if (j->stepwise && ev.kind == RS_PG_EV_STEP) step_reported(j, &ev);
+            return;
+        }
+        rs_data_line d;
+        if (rs_wire_parse_data(line, &d)) {
+            log_data(j, &d, line);
             return;
         }
         if (rs_wire_parse_check(line, &r, &wrong, &secs)) {
@@ -588,10 +614,12 @@ static int ranks_ended(dist_job *j, rs_status st, const rs_err *e)
     rs_session *s = j->s;
     rs_launch_free(j->l);
     j->l = NULL;
-    if (j->live && j->stepwise && !st) {
-        /* the last step's picture stays until a key: the lesson ends when the teacher says so */
-        rs_live_status(j->live, "done: press n, Enter or q");
-        while (!(rs_live_tick(j->live) & (RS_LIVE_NEXT | RS_LIVE_QUIT | RS_LIVE_STOP))) usleep(20000);
+    if (j->live && st != RS_ERR_CANCELLED && !(s->play_depth && s->play_mode == RS_PLAY_AUTO)) {
+        /* the last frame stays until a key, then the summary: a class reads the picture before the
+         * text scrolls it away (auto playback goes straight on; scripts and pipes have no view) */
+        rs_live_status(j->live, "done: press a key");
+        rs_live_dirty(j->live);
+        while (!(rs_live_tick(j->live) & (RS_LIVE_KEY | RS_LIVE_STOP))) usleep(20000);
     }
     rs_live_end(j->live);
     j->live = NULL;
@@ -600,7 +628,9 @@ static int ranks_ended(dist_job *j, rs_status st, const rs_err *e)
     rs_store_server_stop(j->srv);
     j->srv = NULL;
     if (j->dump_vm) {
-        char *text = rs_live_frame_text(j->dump_vm, 100, 30);
+        int w, h;
+        rs_live_frame_size(s, &w, &h);
+        char *text = rs_live_frame_text(j->dump_vm, w, h);
         FILE *f = fopen(j->dump, "w");
         if (f && text) fputs(text, f);
         if (f) fclose(f);
@@ -762,7 +792,10 @@ int rs_job_run(dist_job *j, const char *const *job_args, int nargs, double timeo
     argv[a++] = tmo;
     argv[a++] = j->store_rank0 ? "store=rank0" : "store=launcher";
     for (int i = 0; i < nargs; i++) argv[a++] = job_args[i];
+    /* step=1: the ranks also report the values their buffers hold, which the data pane shows (and a
+     * dump for the tests, which compare it with a replay) */
     if (j->stepwise) argv[a++] = "stepwise=1";
+    if (j->stepwise || (j->dump && !strcmp(j->what, "collective"))) argv[a++] = "data=1";
     argv[a] = NULL;
 
     rs_launch_cfg cfg = {.nranks = be->needs_launcher ? 1 : j->world, .argv = argv,

@@ -1,5 +1,6 @@
 /* Session-log glue and the session-log commands: runs, compare, sql, history, replay, export. */
 #include "repl_log.h"
+#include "wrap.h"
 
 #include <jansson.h>
 #include <stdlib.h>
@@ -139,12 +140,8 @@ void rs_log_artifact_run(rs_session *s, int64_t run, const char *path, const cha
 
 void rs_log_artifact(rs_session *s, const char *path, const char *kind) { rs_log_artifact_run(s, 0, path, kind); }
 
-static int width(void)
-{
-    struct winsize w;
-    if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &w) == 0 && w.ws_col >= 40) return w.ws_col;
-    return 100;
-}
+/* Tables fit the terminal (80 columns in scripts and pipes: wrap.h). */
+static int width(rs_session *s) { return rs_wrap_cols(s->out); }
 
 static int no_log(rs_session *s, const rs_call *c)
 {
@@ -159,7 +156,7 @@ int rs_log_show_run(rs_session *s, const rs_call *c, int64_t run)
                                 "show run: there is no session log in this session (started with --no-db?)");
     rs_err err = {0};
     rs_slog_flush(s->log);
-    if (rs_slog_show_run(s->log, run, s->out, width(), &err))
+    if (rs_slog_show_run(s->log, run, s->out, width(s), &err))
         return rs_session_error(s, c, c->nargs > 1 ? c->arg_pos[1] : (size_t)-1, c->nargs > 1 ? strlen(c->args[1]) : 1,
                                 "show run: %s", err.msg);
     return 0;
@@ -169,7 +166,7 @@ static int print_table(rs_session *s, const rs_call *c, rs_status st, rs_table *
 {
     if (st) return rs_session_error(s, c, (size_t)-1, 0, "%s: %s", c->cmd->name, err->msg);
     if (!rs_table_nrows(t)) fprintf(s->out, "(none yet)\n");
-    else rs_table_print(s->out, t, width(), 0);
+    else rs_table_print(s->out, t, width(s), 0);
     rs_table_free(t);
     return 0;
 }
@@ -212,7 +209,7 @@ int rs_cmd_sql(rs_session *s, const rs_call *c)
     if (!s->log) return no_log(s, c);
     rs_err err = {0};
     rs_slog_flush(s->log);
-    if (rs_slog_sql_print(s->log, c->args[0], s->out, width(), 200, &err))
+    if (rs_slog_sql_print(s->log, c->args[0], s->out, width(s), 200, &err))
         return rs_session_error(s, c, c->arg_pos[0], strlen(c->args[0]) + 2, "sql: %s", err.msg);
     return 0;
 }

@@ -8,6 +8,7 @@
 
 #include "call.h"
 #include "repl.h"
+#include "wrap.h"
 #include "repl_log.h"
 #include "result.h"
 #include "slog/slog.h"
@@ -99,6 +100,7 @@ static int step_prompt(rs_session *s, const char *line)
     int ch = getchar(), first = ch;
     while (ch != EOF && ch != '\n') ch = getchar();
     if (first == EOF) clearerr(stdin);
+    rs_wrap_line_start(s->out); /* the terminal echoed the Enter */
     if (first == 'q' || first == 'Q') return 2;
     if (first == 's' || first == 'S') return 1;
     return 0;

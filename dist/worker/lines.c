@@ -171,6 +171,85 @@ bool rs_wire_parse_p2p(const char *line, rs_p2p_times *out)
     return true;
 }
 
+static double elem(const void *b, uint64_t i, rs_dtype t)
+{
+    switch (t) {
+    case RS_F32: return ((const float *)b)[i];
+    case RS_F64: return ((const double *)b)[i];
+    case RS_I32: return ((const int32_t *)b)[i];
+    default: return (double)((const int64_t *)b)[i];
+    }
+}
+
+void rs_wire_data_from(rs_data_line *d, const void *buf, uint64_t count, rs_dtype t, int blocks)
+{
+    if (blocks < 1) blocks = 1;
+    if (blocks > RS_WIRE_DATA_MAX) blocks = RS_WIRE_DATA_MAX;
+    d->count = buf ? count : 0;
+    d->dtype = t;
+    d->blocks = blocks;
+    uint64_t longest = 0;
+    for (int b = 0; b < blocks; b++)
+        if (rs_wire_chunk_len(d->count, blocks, b) > longest) longest = rs_wire_chunk_len(d->count, blocks, b);
+    int head = RS_WIRE_DATA_MAX / blocks;
+    if (d->count <= RS_WIRE_DATA_MAX) head = (int)longest;
+    else if (head > 8) head = 8;
+    d->head = head > 0 ? head : 1;
+    d->n = 0;
+    for (int b = 0; b < blocks; b++) {
+        uint64_t off = rs_wire_chunk_off(d->count, blocks, b);
+        for (int i = 0; i < rs_wire_chunk_listed(d, b) && d->n < RS_WIRE_DATA_MAX; i++)
+            d->v[d->n++] = elem(buf, off + (uint64_t)i, t);
+    }
+}
+
+int rs_wire_format_data(char *buf, size_t cap, const rs_data_line *d)
+{
+    bool isint = d->dtype == RS_I32 || d->dtype == RS_I64;
+    int n = snprintf(buf, cap, "@data %d %llu %d %d %llu %d %d %s %.9f", d->rank, (unsigned long long)d->coll, d->done,
+                     d->steps, (unsigned long long)d->count, d->blocks, d->head, rs_dtype_name(d->dtype), d->t);
+    /* enough digits to read back the same value: 9 for f32, 17 for f64; integers whole (a double past
+     * what a long long holds, which only a line from elsewhere can carry, is printed as a double) */
+    for (int i = 0; i < d->n && n >= 0 && (size_t)n < cap; i++) {
+        double v = d->v[i];
+        bool whole = isint && v > -9.2e18 && v < 9.2e18;
+        n += whole ? snprintf(buf + n, cap - (size_t)n, " %lld", (long long)v)
+                   : snprintf(buf + n, cap - (size_t)n, d->dtype == RS_F32 ? " %.9g" : " %.17g", v);
+    }
+    return n;
+}
+
+bool rs_wire_parse_data(const char *line, rs_data_line *out)
+{
+    rs_data_line d = {0};
+    unsigned long long coll, count;
+    char dt[8];
+    int used = 0;
+    if (strncmp(line, "@data ", 6) != 0) return false;
+    if (sscanf(line, "@data %d %llu %d %d %llu %d %d %7s %lf%n", &d.rank, &coll, &d.done, &d.steps, &count, &d.blocks,
+               &d.head, dt, &d.t, &used) != 9)
+        return false;
+    if (d.rank < 0 || d.done < 0 || d.steps < 0 || d.done > d.steps || d.blocks < 1 || d.blocks > RS_WIRE_DATA_MAX ||
+        d.head < 1 || !isfinite(d.t) || !rs_dtype_from_name(dt, &d.dtype) || !rs_pg_dtype_ok(d.dtype))
+        return false;
+    d.coll = coll;
+    d.count = count;
+    int want = 0;
+    for (int b = 0; b < d.blocks; b++) {
+        want += rs_wire_chunk_listed(&d, b);
+        if (want > RS_WIRE_DATA_MAX) return false;
+    }
+    const char *p = line + used;
+    for (; d.n < want; d.n++) {
+        int k = 0;
+        if (sscanf(p, " %lf%n", &d.v[d.n], &k) != 1) return false;
+        p += k;
+    }
+    if (*p) return false;
+    *out = d;
+    return true;
+}
+
 int rs_wire_format_bench(char *buf, size_t cap, const rs_bench_row *r)
 {
     return snprintf(buf, cap, "@bench %s %llu %llu %s %s %.3f %.4f %.4f %llu %d", rs_pg_op_name(r->op),

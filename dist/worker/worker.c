@@ -29,6 +29,10 @@ typedef struct wk {
     int root, show, trace, iters, warmup;
     int stepwise; /* 1: before each traced algorithm step, wait for the launcher's key "step/<coll>/<k>" */
     double held;  /* stepwise: seconds spent waiting for those keys (not the operation's time) */
+    int data;     /* 1: with each traced step, the values the algorithm's buffer holds (@data lines) */
+    const struct opbufs *cur; /* the collective being run (data=1: its output is the END's @data) */
+    int last_steps, last_blocks; /* of this rank's last traced step in the current collective */
+    const void *last_work;
     double timeout;
     bool store_from_launcher;
     int die_rank, die_step; /* tests: RINGSIDE_TEST_DIE=RANK:STEP kills that rank mid-operation */
@@ -70,9 +74,9 @@ static int parse_args(wk *w, int argc, char **argv)
         else if (!strcmp(k, "size")) good = parse_u64(v, &w->size);
         else if (!strcmp(k, "minbytes")) good = parse_u64(v, &w->minbytes);
         else if (!strcmp(k, "maxbytes")) good = parse_u64(v, &w->maxbytes);
-        else if (!strcmp(k, "stepwise")) {
+        else if (!strcmp(k, "stepwise") || !strcmp(k, "data")) {
             good = parse_u64(v, &u) && u <= 1;
-            w->stepwise = (int)u;
+            *(!strcmp(k, "stepwise") ? &w->stepwise : &w->data) = (int)u;
         }
         else if (!strcmp(k, "root") || !strcmp(k, "show") || !strcmp(k, "trace") || !strcmp(k, "iters") ||
                  !strcmp(k, "warmup")) {
@@ -241,11 +245,13 @@ static void opbufs_free(opbufs *b)
     free(b->in);
 }
 
-/* Fills this rank's input (a broadcast's non-roots start from zeros, so the copy shows). */
+/* Fills this rank's input (a broadcast's non-roots start from zeros, so the copy shows) and zeroes a
+ * separate output, so what a class watches fill up starts blank rather than as whatever malloc left. */
 static void opbufs_fill(wk *w, opbufs *b)
 {
     if (w->op == RS_OP_BROADCAST && w->rank != w->root) memset(b->in, 0, b->nin * rs_dtype_size(w->dtype));
     else fill(b->in, b->nin, w->dtype, w->op, w->rank, b->nin);
+    if (!b->in_place) memset(b->out, 0, b->nout * rs_dtype_size(w->dtype));
 }
 
 static rs_status run_op(wk *w, opbufs *b, size_t count, rs_err *err)
@@ -335,7 +341,9 @@ static int job_collective(wk *w)
     rs_status st = rs_pg_barrier(w->g, &e);
     w->g->trace = tr;
     double t0 = rs_pg_now(), held0 = w->held;
+    w->cur = &b;
     if (!st) st = run_op(w, &b, count, &e);
+    w->cur = NULL;
     double dt = rs_pg_now() - t0 - (w->held - held0); /* step=1: the time the class spent talking is not the op's */
     if (st) {
         if (mem) fclose(mem);
@@ -595,6 +603,36 @@ static int job_world(wk *w)
 
 /* ---------------------------------------------------------------- setup */
 
+/* data=1: the values this rank's collective works in, with a step (as it begins) and at the end (its
+ * output: the same buffer for in-place operations, the gathered one for the others). */
+static void data_line(wk *w, const rs_pg_event *ev)
+{
+    rs_data_line d = {.rank = ev->rank, .coll = ev->coll, .t = ev->t};
+    if (ev->kind == RS_PG_EV_BEGIN) {
+        w->last_steps = 0;
+        w->last_work = NULL;
+        return;
+    }
+    if (ev->kind == RS_PG_EV_STEP) {
+        if (!ev->data) return;
+        w->last_steps = ev->steps;
+        w->last_work = ev->data;
+        w->last_blocks = ev->blocks;
+        d.done = ev->step;
+        d.steps = ev->steps;
+        rs_wire_data_from(&d, ev->data, ev->count, ev->dtype, ev->blocks);
+    } else {
+        const opbufs *b = w->cur;
+        if (!b || !b->has_out) return;
+        int blocks = b->out == w->last_work ? w->last_blocks : b->nout == (size_t)w->world * w->count ? w->world : 1;
+        d.done = d.steps = w->last_steps;
+        rs_wire_data_from(&d, b->out, b->nout, w->dtype, blocks);
+    }
+    char line[RS_WIRE_DATA_MAX * 28 + 160];
+    rs_wire_format_data(line, sizeof line, &d);
+    fprintf(w->out, "%s\n", line);
+}
+
 static void trace_line(void *ud, const rs_pg_event *ev)
 {
     wk *w = ud;
@@ -606,6 +644,7 @@ static void trace_line(void *ud, const rs_pg_event *ev)
     char line[256];
     rs_wire_format_event(line, sizeof line, ev);
     fprintf(w->out, "%s\n", line);
+    if (w->data && w->cur && ev->group == 0) data_line(w, ev);
     if (w->stepwise && ev->kind == RS_PG_EV_STEP && w->store) {
         /* a class walks through the algorithm: the step is announced, then runs when the REPL's user
          * presses a key (it sets the key); a teacher may talk for a while, hence the long wait */

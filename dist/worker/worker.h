@@ -46,6 +46,42 @@ int rs_wire_format_event(char *buf, size_t cap, const rs_pg_event *ev);
 /* Parses a line written by rs_wire_format_event; false for anything else (never crashes on junk). */
 bool rs_wire_parse_event(const char *line, rs_pg_event *ev);
 
+/* "@data RANK COLL DONE STEPS COUNT BLOCKS HEAD DTYPE T V...": what the buffer a rank's collective works
+ * in holds after DONE of its STEPS algorithm steps (DONE = STEPS: the rank's result), at monotonic time
+ * T. The buffer's COUNT elements are cut into BLOCKS chunks as the algorithm cuts them (chunk b starts
+ * at element COUNT*b/BLOCKS); the first HEAD elements of every chunk are listed, chunk after chunk (a
+ * shorter chunk lists all it has). The worker writes them with data=1 (`collective ... step=1`). */
+#define RS_WIRE_DATA_MAX 64
+typedef struct rs_data_line {
+    int rank, done, steps, blocks, head, n; /* n: values listed in v */
+    uint64_t coll, count;
+    rs_dtype dtype;
+    double t;
+    double v[RS_WIRE_DATA_MAX];
+} rs_data_line;
+/* Chunk b of a buffer of count elements in blocks chunks: its first element and its length. */
+static inline uint64_t rs_wire_chunk_off(uint64_t count, int blocks, int b)
+{
+    return blocks > 0 ? count * (uint64_t)b / (uint64_t)blocks : 0;
+}
+static inline uint64_t rs_wire_chunk_len(uint64_t count, int blocks, int b)
+{
+    return rs_wire_chunk_off(count, blocks, b + 1) - rs_wire_chunk_off(count, blocks, b);
+}
+/* How many values of chunk b a data line lists. */
+static inline int rs_wire_chunk_listed(const rs_data_line *d, int b)
+{
+    uint64_t len = rs_wire_chunk_len(d->count, d->blocks, b);
+    return len < (uint64_t)d->head ? (int)len : d->head;
+}
+/* The values of buf (count elements of t in `blocks` chunks, 1..RS_WIRE_DATA_MAX) into d: the whole
+ * buffer when it has at most RS_WIRE_DATA_MAX elements, else the first ones of each chunk, as many as
+ * the limit allows and at most 8 (a screen shows no more). Fills the counts and values only. */
+void rs_wire_data_from(rs_data_line *d, const void *buf, uint64_t count, rs_dtype t, int blocks);
+int rs_wire_format_data(char *buf, size_t cap, const rs_data_line *d);
+/* Parses a line written by rs_wire_format_data; false for anything else (the counts must agree). */
+bool rs_wire_parse_data(const char *line, rs_data_line *d);
+
 /* "@bench OP BYTES COUNT DTYPE REDOP TIME_US ALGBW BUSBW WRONG ITERS": one row of `bench`, rank 0's. */
 typedef struct rs_bench_row {
     rs_pg_opkind op;

@@ -21,6 +21,9 @@ help expect
 help world
 help say
 help pause
+help clear
+# clear, with no terminal to clear: nothing at all between the echoes
+clear
 help set
 help version
 help help

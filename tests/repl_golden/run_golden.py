@@ -167,7 +167,13 @@ def reflow_tables(raw, norm, subst):
     return out
 
 
+# `version`'s BLAS line is wrapped at the terminal's width; its continuation lines (indented) say why
+# the kernel was picked and what the CPU has, which differs from one machine to another.
+BLAS_LINES = re.compile(r'^(BLAS: OpenBLAS kernel .*)(\n  \S.*)*$', re.M)
+
+
 def normalise(text, subst):
+    text = BLAS_LINES.sub(lambda m: m.group(1), text)
     raw = text.split('\n')
     norm = [normalise_line(line, subst) for line in raw]
     return '\n'.join(reflow_tables(raw, norm, subst))

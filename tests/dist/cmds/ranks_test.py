@@ -31,7 +31,8 @@ def check(cond, what):
 def run(cmds, db=None, env=None, timeout=120):
     """Runs ringside -c; returns (exit code, stdout followed by stderr)."""
     args = [EXE, "--keep-going"] + (["--db", db] if db else ["--no-db"]) + ["-c", cmds]
-    e = dict(os.environ)
+    # these checks read whole lines: a width no line reaches (80 columns is tests/repl_width's business)
+    e = dict(os.environ, COLUMNS="1000")
     e.update(env or {})
     p = subprocess.run(args, capture_output=True, text=True, timeout=timeout, env=e)
     return p.returncode, p.stdout + p.stderr
@@ -511,7 +512,7 @@ def case_train_stop(tmp):
     import signal
     for mode in ["ddp", "fsdp"]:
         p = subprocess.Popen([EXE, "--no-db", "--keep-going"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True, bufsize=1)
+                             stderr=subprocess.STDOUT, text=True, bufsize=1, env=dict(os.environ, COLUMNS="1000"))
         p.stdin.write("data d = digits n=3000 seed=1\nmodel m = mlp 784-64-10 seed=1\n"
                       "train m on d mode=%s ranks=2 epochs=500 batch=32 view=off\n" % mode)
         p.stdin.flush()
@@ -547,7 +548,7 @@ def case_mpirun(tmp):
     if not mpirun or "  mpi " not in out:
         print("SKIP: mpirun or the mpi backend is missing")
         sys.exit(77)
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", COLUMNS="1000")
     for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(k, None)
     for op, extra, want in (("all_reduce", [], "-> out [10, 46, 82]"),
