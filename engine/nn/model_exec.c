@@ -140,7 +140,8 @@ static rs_exec exec_ctx(rs_model *m)
     uint64_t z = m->seed ^ (m->step * 0x9e3779b97f4a7c15ULL);
     z = (z ^ (z >> 31)) * 0xbf58476d1ce4e5b9ULL;
     return (rs_exec){.k = m->k, .params = m->params, .grads = m->grads, .ws = m->ws,
-                     .training = m->training, .dropout_seed = z ^ (z >> 29)};
+                     .training = m->training, .dropout_seed = z ^ (z >> 29), .tp_all_reduce = m->tp_comm,
+                     .tp_ud = m->tp_comm_ud};
 }
 
 void rs_model_set_training(rs_model *m, bool training) { m->training = training; }
