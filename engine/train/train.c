@@ -279,8 +279,12 @@ static rs_status train_loop(rs_model *m, const rs_data_pair *data, const rs_trai
         else st = rs_err_set(err, RS_ERR_NOMEM, "out of memory for a batch of %d", local);
         goto out;
     }
-    st = rs_model_reserve(m, local, err);
-    if (st) goto out;
+    /* A strategy that runs forward and backward itself (dp's replicas, tensor's shard) reserves what
+     * it runs: the whole model's activations would be memory no pass uses. */
+    if (!sg || !sg->forward_backward) {
+        st = rs_model_reserve(m, local, err);
+        if (st) goto out;
+    }
     if (sg && sg->setup) {
         st = sg->setup(sg->ud, m, &cfg.opt, err);
         if (st) goto out;
