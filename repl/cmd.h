@@ -66,7 +66,7 @@ typedef struct rs_formdef {
 } rs_formdef;
 
 #define RS_MAX_ARGS 6
-#define RS_MAX_OPTS 40
+#define RS_MAX_OPTS 64
 
 typedef struct rs_call rs_call;
 /* Returns 0 on success, 1 on an error (already reported through rs_session_error). */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist/train/registry.h"
 #include "engine/train/dp.h"
 #include "onnx/graph.h"
 #include "engine/train/train.h"
@@ -13,8 +14,9 @@
 #include "repl_log.h"
 #include "session.h"
 
-/* repl/cmd_train_ranks.c: training across rank processes (ddp, fsdp). */
-int rs_cmd_train_ranks(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, const rs_train_cfg *cfg);
+/* repl/cmd_train_ranks.c: training across rank processes (the modes with a factory in the registry). */
+int rs_cmd_train_ranks(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, const rs_train_cfg *cfg,
+                       const rs_strategy_args *sa);
 
 
 typedef struct train_watch {
@@ -140,6 +142,49 @@ static int train_cfg(rs_session *s, const rs_call *c, rs_train_cfg *out)
     return 0;
 }
 
+/* The mode's entry in the registry of strategies and its own options from the call. An option that
+ * belongs to another mode is refused (it would do nothing here), and the mode's options are checked
+ * against their declared ranges. Returns 0, or 1 after reporting. */
+static int strategy_args(rs_session *s, const rs_call *c, rs_strategy_args *a)
+{
+    const char *mode = rs_call_str(c, "mode", "single");
+    const rs_strategy_def *sd = rs_strategy_find(mode); /* mode='s choices are the registry's names */
+    if (!sd) return rs_session_error(s, c, rs_call_opt(c, "mode")->pos, 5 + strlen(mode), "train: unknown mode '%s'", mode);
+    rs_strategy_args_init(a, sd);
+    for (int i = 0; c->cmd->opts[i].name; i++) {
+        const rs_optdef *od = &c->cmd->opts[i];
+        const rs_optval *v = &c->opts[i];
+        const rs_strategy_def *owner = rs_strategy_opt_owner(od->name);
+        if (!v->set || !owner) continue;
+        size_t len = strlen(od->name) + 1 + strlen(v->text);
+        const rs_strategy_opt *o = rs_strategy_opt_find(sd, od->name, NULL);
+        if (!o) {
+            /* the modes that have it, for the message */
+            char modes[128] = "";
+            size_t k = 0;
+            for (const rs_strategy_def *const *e = rs_strategy_list(); *e; e++)
+                if (rs_strategy_opt_find(*e, od->name, NULL))
+                    k += (size_t)snprintf(modes + k, k < sizeof modes ? sizeof modes - k : 0, "%smode=%s",
+                                          k ? " or " : "", (*e)->name);
+            return rs_session_error(s, c, v->pos, len, "train: %s= is an option of %s; this run is mode=%s", od->name,
+                                    modes, sd->name);
+        }
+        char text[64];
+        const char *val = text;
+        switch (o->type) {
+        case RS_SOPT_INT: snprintf(text, sizeof text, "%lld", v->v.i); break;
+        case RS_SOPT_FLOAT: snprintf(text, sizeof text, "%.17g", v->v.f); break;
+        case RS_SOPT_SIZE: snprintf(text, sizeof text, "%llu", (unsigned long long)v->v.size); break;
+        case RS_SOPT_BOOL: snprintf(text, sizeof text, "%s", v->v.b ? "on" : "off"); break;
+        default: val = v->text; break;
+        }
+        rs_err err = {0};
+        if (rs_strategy_args_set(a, od->name, val, &err))
+            return rs_session_error(s, c, v->pos, len, "train: %s", err.msg);
+    }
+    return 0;
+}
+
 int rs_cmd_train(rs_session *s, const rs_call *c)
 {
     rs_obj *m, *d;
@@ -150,6 +195,8 @@ int rs_cmd_train(rs_session *s, const rs_call *c)
     rs_train_cfg cfg;
     rs_err err = {0};
     if (train_cfg(s, c, &cfg)) return 1;
+    rs_strategy_args sa;
+    if (strategy_args(s, c, &sa)) return 1;
     /* A language model trains as nanoGPT does: decay on matrix weights only, and its long epoch is
      * measured by validation loss every few hundred steps unless told otherwise. */
     if (m->model && rs_model_tokens(m->model)) {
@@ -182,18 +229,17 @@ int rs_cmd_train(rs_session *s, const rs_call *c)
         if (!rs_call_given(c, "eval_every") && cfg.max_steps) cfg.eval_every = cfg.max_steps >= 1000 ? 250 : (cfg.max_steps + 3) / 4;
         if (!rs_call_given(c, "eval_samples")) cfg.eval_samples = 20 * (int64_t)cfg.batch;
     }
-    const char *mode = rs_call_str(c, "mode", "single");
     if (m->trained_run) {
         char from[48] = "its last training";
         if (m->trained_run > 0) snprintf(from, sizeof from, "run %lld", (long long)m->trained_run);
         fprintf(s->out, "train: %s continues from the weights of %s; `reset %s` starts afresh\n", m->name, from,
                 m->name);
     }
-    if (!strcmp(mode, "ddp") || !strcmp(mode, "fsdp")) return rs_cmd_train_ranks(s, c, m, d, &cfg);
+    if (sa.def->make) return rs_cmd_train_ranks(s, c, m, d, &cfg, &sa);
 
     train_watch w = {.s = s};
     rs_dp *dp = NULL;
-    if (!strcmp(mode, "dp")) {
+    if (sa.def == &rs_strategy_dp) {
         long long n = rs_call_int(c, "ranks", 2);
         const rs_optval *v = rs_call_opt(c, "ranks");
         if (n < 1 || n > RS_DP_MAX_REPLICAS)

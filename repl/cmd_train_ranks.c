@@ -1,8 +1,11 @@
-/* `train ... mode=ddp|fsdp`: the model spec, its weights, the data source and every option handed to
- * rank processes (the worker's train job), the trained weights read back, and the summary: samples/s,
- * communication hidden behind backward, memory per rank by pool beside the ZeRO paper's formula. */
+/* `train ... mode=NAME` for the modes that run as rank processes (a factory in the registry of
+ * strategies, dist/train/registry.h): the model spec, its weights, the data source and every option
+ * handed to rank processes (the worker's train job), the trained weights read back, and the summary:
+ * samples/s, communication hidden behind backward, memory per rank by pool beside the ZeRO paper's
+ * formula. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +13,7 @@
 
 #include "call.h"
 #include "dist/train/dtrain.h"
+#include "dist/train/registry.h"
 #include "engine/ckpt/checkpoint.h"
 #include "ranks_job.h"
 #include "repl_log.h"
@@ -78,6 +82,12 @@ static int train_end(dist_job *j, int rc)
     rs_session *s = j->s;
     rs_job_mark_busy(j, 0);
     rs_obj *m = rs_session_find(s, j->mname);
+    /* a rank that failed is named by the launcher; a pipeline rank is a stage: say which layers died */
+    const char *rk = strstr(j->failure, "rank ");
+    int bad = -1;
+    if (rc && rk && sscanf(rk, "rank %d", &bad) == 1 && bad >= 0 && bad < j->world && j->stage_text &&
+        j->stage_text[bad][0])
+        fprintf(s->out, "rank %d ran %s %s; the pipeline stops without it\n", bad, j->mode, j->stage_text[bad]);
     if (rc && j->ckpt && j->ckpts > 0)
         fprintf(s->out, "the last checkpoint is %s (step %lld); continue with `train %s on %s ... resume=%s`\n",
                 j->ckpt, (long long)j->last_ckpt_step, j->mname, j->dname, j->ckpt);
@@ -132,20 +142,66 @@ static int train_end(dist_job *j, int rc)
     return rc;
 }
 
-int rs_cmd_train_ranks(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, const rs_train_cfg *cfg)
+/* The lines handed to the ranks, as many as there are (a growable list of owned strings). */
+typedef struct arglist {
+    char **v;
+    int n, cap;
+    bool oom;
+} arglist;
+
+static void arg_add(arglist *l, const char *text)
+{
+    if (l->n == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 64;
+        char **v = realloc(l->v, sizeof *v * (size_t)cap);
+        if (!v) {
+            l->oom = true;
+            return;
+        }
+        l->v = v;
+        l->cap = cap;
+    }
+    char *copy = strdup(text);
+    if (!copy) l->oom = true;
+    else l->v[l->n++] = copy;
+}
+
+__attribute__((format(printf, 2, 3))) static void arg_fmt(arglist *l, const char *fmt, ...)
+{
+    char *t = NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vasprintf(&t, fmt, ap);
+    va_end(ap);
+    if (n < 0) l->oom = true;
+    else arg_add(l, t);
+    free(t);
+}
+
+static void arg_line(void *ud, const char *text) { arg_add(ud, text); }
+
+static void args_free(arglist *l)
+{
+    for (int i = 0; i < l->n; i++) free(l->v[i]);
+    free(l->v);
+}
+
+int rs_cmd_train_ranks(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, const rs_train_cfg *cfg,
+                       const rs_strategy_args *sa)
 {
     double timeout = 60;
+    const rs_strategy_def *sd = sa->def;
     dist_job *j = rs_job_new(s, c, "train", false, &timeout);
     if (!j) return 1;
-    const char *mode = rs_call_str(c, "mode", "ddp");
-    bool fsdp = !strcmp(mode, "fsdp");
-    long long zero = fsdp ? rs_call_int(c, "zero", 3) : 0;
-    if (fsdp && (zero < 1 || zero > 3)) {
-        const rs_optval *v = rs_call_opt(c, "zero");
+    const char *mode = sd->name;
+    /* the summary prints the ZeRO paper's formula beside the memory: a mode that shards says how far */
+    long long zero = rs_strategy_opt_find(sd, "zero", NULL) ? rs_strategy_int(sa, "zero") : 0;
+    rs_err err = {0};
+    if (sd->check && sd->check(sa, m->model, j->world, cfg, &err)) {
         rs_job_free(j);
-        return rs_session_error(s, c, v->pos, 5 + strlen(v->text), "train: zero must be 1, 2 or 3, got %lld", zero);
+        return rs_session_error(s, c, (size_t)-1, 0, "train: %s", err.msg);
     }
-    if (cfg->batch % j->world) {
+    if (cfg->batch % j->world && !(sd->uses & RS_SUSE_WHOLE_BATCH)) {
         const rs_optval *v = rs_call_opt(c, "batch");
         int world = j->world;
         rs_job_free(j);
@@ -161,9 +217,10 @@ int rs_cmd_train_ranks(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, co
     }
     j->mem = calloc((size_t)j->world, sizeof *j->mem);
     j->done = calloc((size_t)j->world, sizeof *j->done);
+    j->stage_text = calloc((size_t)j->world, sizeof *j->stage_text);
     char *dir = j->dir;
     snprintf(j->dir, sizeof j->dir, "/tmp/ringside-train-XXXXXX");
-    if (!j->mem || !j->done || !mkdtemp(dir)) {
+    if (!j->mem || !j->done || !j->stage_text || !mkdtemp(dir)) {
         rs_job_free(j);
         return rs_session_error(s, c, (size_t)-1, 0, "train: cannot make a folder for the ranks' files: %s",
                                 strerror(errno));
@@ -171,7 +228,6 @@ int rs_cmd_train_ranks(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, co
     char *init = j->init, *outp = j->outp;
     snprintf(j->init, sizeof j->init, "%s/init.safetensors", dir);
     snprintf(j->outp, sizeof j->outp, "%s/out.safetensors", dir);
-    rs_err err = {0};
     if (rs_ckpt_save_model(init, m->model, &err)) {
         rmdir(dir);
         rs_job_free(j);
@@ -186,8 +242,10 @@ int rs_cmd_train_ranks(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, co
     j->zero = (int)zero;
     j->opt_states = cfg->opt.kind == RS_OPT_SGD ? (cfg->opt.momentum != 0 ? 1 : 0) : 2;
     /* the plan, for the view's header: each rank takes ceil(n/W) samples (DistributedSampler pads), in
-     * batches of batch/W, the last one partial; accum of them make a step */
-    int64_t per_rank = ((int64_t)d->data.train->n + j->world - 1) / j->world, local = cfg->batch / j->world;
+     * batches of batch/W, the last one partial; accum of them make a step (a mode that gives every rank
+     * the whole batch reads it all) */
+    int split = sd->uses & RS_SUSE_WHOLE_BATCH ? 1 : j->world;
+    int64_t per_rank = ((int64_t)d->data.train->n + split - 1) / split, local = cfg->batch / split;
     int64_t batches = local > 0 ? (per_rank + local - 1) / local / (cfg->accum > 1 ? cfg->accum : 1) : 0;
     j->steps_total = batches * cfg->epochs;
     if (cfg->max_steps > 0 && cfg->max_steps < j->steps_total) j->steps_total = cfg->max_steps;
@@ -195,55 +253,59 @@ int rs_cmd_train_ranks(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, co
     j->finish = train_end;
     j->run = rs_log_run_begin_dist(s, "train", m->name, m->spec, d->name, c, mode, j->backend, j->world);
     j->t_start = j->last_print = rs_pg_now();
-    fprintf(s->out, "%s: %d ranks on %s, global batch %d (%d per rank)%s\n", mode, j->world, j->backend, cfg->batch,
-            cfg->batch / j->world, fsdp ? (zero == 3 ? ", ZeRO-3" : zero == 2 ? ", ZeRO-2" : ", ZeRO-1") : "");
+    if (split == 1)
+        fprintf(s->out, "%s: %d ranks on %s, global batch %d (every rank sees all of it)\n", mode, j->world,
+                j->backend, cfg->batch);
+    else
+        fprintf(s->out, "%s: %d ranks on %s, global batch %d (%d per rank)%s\n", mode, j->world, j->backend,
+                cfg->batch, cfg->batch / j->world,
+                zero == 3 ? ", ZeRO-3" : zero == 2 ? ", ZeRO-2" : zero == 1 ? ", ZeRO-1" : "");
 
-    /* every option, as the worker reads them */
-    char a[48][300];
-    int n = 0;
-#define ARG(...) snprintf(a[n++], sizeof a[0], __VA_ARGS__)
-    ARG("backend=%s", j->backend);
-    ARG("mode=%s", mode);
-    ARG("init=%s", init);
-    ARG("out=%s", outp);
-    ARG("data=%s", d->source);
-    ARG("data_seed=%llu", (unsigned long long)d->data_seed);
-    ARG("model_seed=%llu", (unsigned long long)rs_model_seed(m->model));
-    ARG("seed=%llu", (unsigned long long)cfg->seed);
-    ARG("zero=%lld", zero);
-    ARG("accum=%d", cfg->accum);
-    ARG("epochs=%d", cfg->epochs);
-    ARG("batch=%d", cfg->batch);
-    ARG("opt=%s", rs_opt_kind_name(cfg->opt.kind));
-    ARG("lr=%.9g", (double)cfg->opt.lr);
-    ARG("momentum=%.9g", (double)cfg->opt.momentum);
-    ARG("nesterov=%d", cfg->opt.nesterov);
-    ARG("wd=%.9g", (double)cfg->opt.weight_decay);
-    ARG("sched=%s", cfg->sched.kind == RS_SCHED_COSINE ? "cosine" : cfg->sched.kind == RS_SCHED_STEP ? "step" : "constant");
-    ARG("warmup=%lld", (long long)cfg->sched.warmup);
-    ARG("step_size=%lld", (long long)cfg->sched.step_size);
-    ARG("gamma=%.9g", (double)cfg->sched.gamma);
-    ARG("min_lr=%.9g", (double)cfg->sched.min_lr);
-    ARG("steps=%lld", (long long)cfg->max_steps);
-    ARG("eval=%d", cfg->eval);
-    ARG("bucket=%llu", (unsigned long long)rs_call_opt(c, "bucket")->v.size);
-    ARG("overlap=%d", rs_call_bool(c, "overlap", true));
-    ARG("offload=%d", !strcmp(rs_call_str(c, "offload", "none"), "cpu"));
-    ARG("wrap=%d", rs_call_opt(c, "wrap")->v.choice);
-    ARG("clip=%.9g", (double)cfg->clip);
-    ARG("groups=%d", cfg->opt.groups);
-    ARG("eval_every=%lld", (long long)cfg->eval_every);
-    ARG("eval_samples=%lld", (long long)cfg->eval_samples);
-    if (cfg->ckpt_path) ARG("ckpt=%s", cfg->ckpt_path);
-    if (cfg->ckpt_every) ARG("ckpt_every=%lld", (long long)cfg->ckpt_every);
-    if (cfg->resume) ARG("resume=%s", cfg->resume);
-#undef ARG
-    const char *args[56];
-    for (int i = 0; i < n; i++) args[i] = a[i];
-    char specarg[4200];
-    snprintf(specarg, sizeof specarg, "spec=%s", spec ? spec : m->spec);
-    args[n++] = specarg;
+    /* every option, as the worker reads them: the mode and its own options from the registry's
+     * declaration, then those of every run */
+    arglist a = {0};
+    rs_strategy_args_lines(sa, arg_line, &a);
+    arg_fmt(&a, "backend=%s", j->backend);
+    arg_fmt(&a, "init=%s", init);
+    arg_fmt(&a, "out=%s", outp);
+    arg_fmt(&a, "data=%s", d->source);
+    arg_fmt(&a, "data_seed=%llu", (unsigned long long)d->data_seed);
+    arg_fmt(&a, "model_seed=%llu", (unsigned long long)rs_model_seed(m->model));
+    arg_fmt(&a, "seed=%llu", (unsigned long long)cfg->seed);
+    arg_fmt(&a, "accum=%d", cfg->accum);
+    arg_fmt(&a, "epochs=%d", cfg->epochs);
+    arg_fmt(&a, "batch=%d", cfg->batch);
+    arg_fmt(&a, "opt=%s", rs_opt_kind_name(cfg->opt.kind));
+    arg_fmt(&a, "lr=%.9g", (double)cfg->opt.lr);
+    arg_fmt(&a, "momentum=%.9g", (double)cfg->opt.momentum);
+    arg_fmt(&a, "nesterov=%d", cfg->opt.nesterov);
+    arg_fmt(&a, "wd=%.9g", (double)cfg->opt.weight_decay);
+    arg_fmt(&a, "sched=%s",
+            cfg->sched.kind == RS_SCHED_COSINE ? "cosine" : cfg->sched.kind == RS_SCHED_STEP ? "step" : "constant");
+    arg_fmt(&a, "warmup=%lld", (long long)cfg->sched.warmup);
+    arg_fmt(&a, "step_size=%lld", (long long)cfg->sched.step_size);
+    arg_fmt(&a, "gamma=%.9g", (double)cfg->sched.gamma);
+    arg_fmt(&a, "min_lr=%.9g", (double)cfg->sched.min_lr);
+    arg_fmt(&a, "steps=%lld", (long long)cfg->max_steps);
+    arg_fmt(&a, "eval=%d", cfg->eval);
+    arg_fmt(&a, "clip=%.9g", (double)cfg->clip);
+    arg_fmt(&a, "groups=%d", cfg->opt.groups);
+    arg_fmt(&a, "eval_every=%lld", (long long)cfg->eval_every);
+    arg_fmt(&a, "eval_samples=%lld", (long long)cfg->eval_samples);
+    if (cfg->ckpt_path) arg_fmt(&a, "ckpt=%s", cfg->ckpt_path);
+    if (cfg->ckpt_every) arg_fmt(&a, "ckpt_every=%lld", (long long)cfg->ckpt_every);
+    if (cfg->resume) arg_fmt(&a, "resume=%s", cfg->resume);
+    arg_fmt(&a, "spec=%s", spec ? spec : m->spec);
     free(spec);
-    return rs_job_run(j, args, n, timeout);
+    if (a.oom) {
+        args_free(&a);
+        unlink(init);
+        rmdir(dir);
+        rs_log_run_end(s, j->run, "failed", 0, NULL, "out of memory");
+        rs_job_free(j);
+        return rs_session_error(s, c, (size_t)-1, 0, "train: out of memory for the ranks' options");
+    }
+    int rc = rs_job_run(j, (const char *const *)a.v, a.n, timeout);
+    args_free(&a);
+    return rc;
 }
-

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cmd.h"
+#include "dist/train/registry.h"
 
 /* Handlers (repl/cmd_*.c). */
 int rs_cmd_model(rs_session *, const rs_call *);
@@ -54,7 +55,10 @@ static const rs_optdef data_opts[] = {
     {NULL, 0, NULL, NULL, NULL},
 };
 
-static const rs_optdef train_opts[] = {
+static const char *mode_choices[32];
+static char mode_help[256];
+
+static rs_optdef train_opts[RS_MAX_OPTS + 1] = {
     {"epochs", RS_T_INT, "1", "passes over the training data", NULL},
     {"batch", RS_T_INT, "64", "samples per step", NULL},
     {"lr", RS_T_FLOAT, NULL, "learning rate (default: adam 1e-3, sgd 0.01)", NULL},
@@ -79,21 +83,63 @@ static const rs_optdef train_opts[] = {
     {"eval_every", RS_T_INT, "0", "evaluate every N steps instead of after each epoch (text: validation loss)",
      NULL},
     {"eval_samples", RS_T_INT, "0", "eval_every: samples of the test split to evaluate on (0: all)", NULL},
-    {"mode", RS_T_ENUM, "single", "single process; dp: threads as replicas; ddp or fsdp: rank processes",
-     (const char *const[]){"single", "dp", "ddp", "fsdp", NULL}},
-    {"ranks", RS_T_INT, "2", "dp: replicas; ddp/fsdp: rank processes (batch is split over them)", NULL},
-    {"backend", RS_T_ENUM, "shm", "ddp/fsdp: how the ranks talk", (const char *const[]){"shm", "tcp", "mpi", "nccl", NULL}},
-    {"zero", RS_T_INT, "3", "fsdp: 1 shards optimizer state, 2 also gradients, 3 also parameters", NULL},
-    {"bucket", RS_T_SIZE, "25M", "ddp: gradient bucket size", NULL},
-    {"wrap", RS_T_ENUM, "top", "fsdp zero=3: a unit per top-level item, per layer, or the whole model",
-     (const char *const[]){"top", "layer", "model", NULL}},
-    {"offload", RS_T_ENUM, "none", "fsdp: cpu keeps optimizer state and parameter shards in host memory",
-     (const char *const[]){"none", "cpu", NULL}},
-    {"overlap", RS_T_BOOL, "on", "ddp: all-reduce buckets during backward", NULL},
-    {"timeout", RS_T_DURATION, "60s", "ddp/fsdp: a rank waiting this long for another fails, naming it", NULL},
-    {"view", RS_T_BOOL, "on", "ddp/fsdp: live dashboard while the ranks run (on a terminal)", NULL},
+    /* mode=: its choices and help come from the registry of strategies (train_opts_from_registry) */
+    {"mode", RS_T_ENUM, "single", mode_help, mode_choices},
+    {"ranks", RS_T_INT, "2", "dp: replicas; across ranks: rank processes", NULL},
+    {"backend", RS_T_ENUM, "shm", "across ranks: how the ranks talk", (const char *const[]){"shm", "tcp", "mpi", "nccl", NULL}},
+    {"timeout", RS_T_DURATION, "60s", "across ranks: a rank waiting this long for another fails, naming it", NULL},
+    {"view", RS_T_BOOL, "on", "across ranks: live dashboard while the ranks run (on a terminal)", NULL},
     {NULL, 0, NULL, NULL, NULL},
+    /* every strategy's own options are appended here (room up to RS_MAX_OPTS) */
 };
+
+/* The options the registry declares for each mode (dist/train/registry.h) join train's options, so
+ * parsing, `help train` and completion know them like any other; a name two modes share appears once.
+ * Built before main runs (a constructor), so every reader of the table sees it finished and nothing
+ * changes it afterwards. */
+static rs_opt_type opt_type(rs_sopt_type t)
+{
+    switch (t) {
+    case RS_SOPT_INT: return RS_T_INT;
+    case RS_SOPT_FLOAT: return RS_T_FLOAT;
+    case RS_SOPT_SIZE: return RS_T_SIZE;
+    case RS_SOPT_BOOL: return RS_T_BOOL;
+    case RS_SOPT_ENUM: return RS_T_ENUM;
+    case RS_SOPT_STRING: return RS_T_STRING;
+    }
+    return RS_T_STRING;
+}
+
+__attribute__((constructor)) static void train_opts_from_registry(void)
+{
+    const rs_strategy_def *const *all = rs_strategy_list();
+    int n = 0, k = 0;
+    while (train_opts[n].name) n++;
+    /* mode=: "single process; dp: threads as replicas; ddp, fsdp, ...: rank processes" */
+    size_t h = (size_t)snprintf(mode_help, sizeof mode_help, "how training is split:");
+    for (int i = 0; all[i] && k < (int)(sizeof mode_choices / sizeof mode_choices[0]) - 1; i++) {
+        mode_choices[k++] = all[i]->name;
+        bool first = true;
+        for (int j = 0; j < i; j++) first &= strcmp(all[j]->kind, all[i]->kind) != 0;
+        if (!first) continue;
+        h += (size_t)snprintf(mode_help + h, h < sizeof mode_help ? sizeof mode_help - h : 0, "%s ", i ? ";" : "");
+        int same = 0;
+        for (int j = i; all[j]; j++)
+            if (!strcmp(all[j]->kind, all[i]->kind))
+                h += (size_t)snprintf(mode_help + h, h < sizeof mode_help ? sizeof mode_help - h : 0, "%s%s",
+                                      same++ ? ", " : "", all[j]->name);
+        h += (size_t)snprintf(mode_help + h, h < sizeof mode_help ? sizeof mode_help - h : 0, ": %s", all[i]->kind);
+    }
+    mode_choices[k] = NULL;
+    for (int i = 0; all[i]; i++)
+        for (const rs_strategy_opt *o = all[i]->opts; o && o->name; o++) {
+            bool dup = false;
+            for (int j = 0; j < n; j++) dup |= !strcmp(train_opts[j].name, o->name);
+            if (dup || n >= RS_MAX_OPTS) continue; /* the registry's test checks every option made it */
+            train_opts[n++] = (rs_optdef){o->name, opt_type(o->type), o->def, o->help, o->choices};
+            train_opts[n] = (rs_optdef){NULL, 0, NULL, NULL, NULL};
+        }
+}
 
 static const rs_optdef generate_opts[] = {
     {"prompt", RS_T_STRING, NULL, "text to continue (default: a new line)", NULL},

@@ -119,6 +119,18 @@ static void keep_span(dist_job *j, int rank, int64_t step, bool comm, double t0,
     j->spans[j->nspans++] = (struct tspan){rank, step, comm, t0, t1};
 }
 
+static void keep_micro(dist_job *j, const rs_train_line *t)
+{
+    if (j->nmicros == j->capmicros) {
+        int cap = j->capmicros ? 2 * j->capmicros : 1024;
+        rs_train_line *p = realloc(j->micros, sizeof *p * (size_t)cap);
+        if (!p) return;
+        j->micros = p;
+        j->capmicros = cap;
+    }
+    j->micros[j->nmicros++] = *t;
+}
+
 /* A training rank's report: into the session log, and the figures the summary prints. */
 static void train_line(dist_job *j, const rs_train_line *t)
 {
@@ -183,6 +195,32 @@ static void train_line(dist_job *j, const rs_train_line *t)
         if (!j->background) fprintf(s->out, "  epoch %d: test accuracy %.4f, test loss %.4f\n", t->epoch + 1, t->acc, t->loss);
         rs_log_metric(s, j->run, j->last_step, t->epoch, "test_acc", t->acc);
         rs_log_metric(s, j->run, j->last_step, t->epoch, "test_loss", t->loss);
+        break;
+    case RS_TL_MICRO:
+        e.kind = "micro";
+        e.name = t->work == 'F' ? "forward" : "backward";
+        e.t = t->t0 + j->mono_to_unix;
+        e.value = t->t1 - t->t0;
+        e.chunk = t->micro;
+        snprintf(detail, sizeof detail, "{\"stage\":%d}", t->stage);
+        e.detail_json = detail;
+        rs_log_event(s, j->run, &e);
+        keep_micro(j, t);
+        break;
+    case RS_TL_STAGE:
+        e.kind = "stage";
+        e.t = rs_pg_now() + j->mono_to_unix;
+        e.chunk = t->stage;
+        snprintf(detail, sizeof detail, "{\"stages\":%d,\"first\":%d,\"last\":%d}", t->index, t->first, t->last);
+        e.detail_json = detail;
+        e.step = -1;
+        rs_log_event(s, j->run, &e);
+        if (j->stage_text) {
+            char *txt = j->stage_text[t->rank];
+            size_t k = strlen(txt);
+            snprintf(txt + k, 96 - k, "%sstage %d of %d (layers %d..%d)", k ? ", " : "", t->stage, t->index, t->first,
+                     t->last);
+        }
         break;
     case RS_TL_DONE: j->done[t->rank] = *t; break;
     case RS_TL_CKPT:
@@ -412,6 +450,8 @@ void rs_job_free(dist_job *j)
     free(j->mem);
     free(j->done);
     free(j->spans);
+    free(j->micros);
+    free(j->stage_text);
     if (j->held) fclose(j->held);
     free(j->held_buf);
     free(j->dump);
@@ -475,6 +515,7 @@ static int ranks_ended(dist_job *j, rs_status st, const rs_err *e)
         rc = rs_session_error(s, j->c, (size_t)-1, 0, "%s: stopped (%s); the ranks were ended", j->what,
                               j->background ? "jobs stop" : "Ctrl-C");
     } else if (st) {
+        snprintf(j->failure, sizeof j->failure, "%s", e->msg);
         rs_log_run_end(s, j->run, "failed", j->last_step, NULL, e->msg);
         rc = rs_session_error(s, j->c, (size_t)-1, 0, "%s: %s", j->what, e->msg);
     }
@@ -582,7 +623,17 @@ int rs_job_run(dist_job *j, const char *const *job_args, int nargs, double timeo
     snprintf(port, sizeof port, "%d", srv ? rs_store_server_port(srv) : 0);
     snprintf(group, sizeof group, "group=r%lld-%ld", (long long)j->run, (long)getpid());
     snprintf(tmo, sizeof tmo, "timeout=%g", timeout_s);
-    const char *argv[64];
+    /* as many as the job has: the rank's own options are not counted here */
+    const char **argv = malloc(sizeof *argv * (size_t)(nargs + 16));
+    if (!argv) {
+        rs_store_close(j->step_store);
+        j->step_store = NULL;
+        rs_store_server_stop(srv);
+        j->srv = NULL;
+        rs_view_model_free(j->dump_vm);
+        j->dump_vm = NULL;
+        return rs_job_finish(j, rs_session_error(s, c, (size_t)-1, 0, "%s: out of memory", j->what));
+    }
     int a = 0;
     if (be->needs_launcher) {
         argv[a++] = "mpirun";
@@ -598,7 +649,7 @@ int rs_job_run(dist_job *j, const char *const *job_args, int nargs, double timeo
     argv[a++] = group;
     argv[a++] = tmo;
     argv[a++] = "store=launcher";
-    for (int i = 0; i < nargs && a < 61; i++) argv[a++] = job_args[i];
+    for (int i = 0; i < nargs; i++) argv[a++] = job_args[i];
     if (j->stepwise) argv[a++] = "stepwise=1";
     argv[a] = NULL;
 
@@ -613,6 +664,7 @@ int rs_job_run(dist_job *j, const char *const *job_args, int nargs, double timeo
     if (j->live && j->stepwise) rs_live_status(j->live, "step=1: n / Enter / Right for the next step");
     j->t_begin = rs_pg_now();
     rs_status st = rs_launch_start(&cfg, &j->l, &e);
+    free(argv); /* the ranks have their copies (exec) */
     /* with the view up, short waits, so that `q` can hand the run to the background; without it one wait
      * to the end, as ever */
     if (!st)

@@ -51,6 +51,12 @@ struct rs_job {
     rs_train_line *done;    /* (world) each rank's @done */
     struct tspan { int rank; int64_t step; bool comm; double t0, t1; } *spans; /* backward and comm spans */
     int nspans, capspans;
+    /* pipeline: every micro-batch's forward and backward (the bubble is measured from them) and the
+     * stages each rank said it runs ("stage 1 of 2: layers 4..7"), for the summary and a failure */
+    rs_train_line *micros;
+    int nmicros, capmicros;
+    char (*stage_text)[96];  /* (world) */
+    char failure[RS_ERR_MSG_MAX];       /* why the ranks failed (the launcher's message), "" when they did not */
     double eval_acc, eval_loss, last_print, t_start;
     int64_t last_step;
     double last_loss;
@@ -93,7 +99,7 @@ struct rs_job {
     int64_t steps_total;
     int epochs;
     /* train: the session names (looked up again at the end: s->objs may move meanwhile) and the files */
-    char mname[64], dname[64], mode[8];
+    char mname[64], dname[64], mode[24];
     char dir[32], init[64], outp[64];
     char *ckpt;              /* owned copy of ckpt=, or NULL */
     int zero, opt_states;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "call.h"
+#include "dist/train/registry.h"
 #include "engine/optim/optim.h"
 #include "repl.h"
 #include "slog/slog.h"
@@ -22,33 +23,27 @@ void rs_log_check(rs_session *s)
     }
 }
 
-/* An option that only a mode across ranks reads ("ddp: gradient bucket size") says so in its help. */
-/* Which runs of `train` read an option: the modes (and the optimizer or schedule) it applies to. An
- * option missing here applies to every run. */
+/* Which runs of `train` read an option. The modes' own options and the common options a mode uses
+ * (ranks=, backend=, threads=, ...) come from the registry of strategies; the optimizer's and the
+ * schedule's own options are listed here. An option in neither applies to every run. */
 static const struct {
-    const char *name, *modes; /* " dp ddp fsdp " style lists; "opt=sgd" and "sched=..." test those options */
+    const char *name, *when; /* "opt=sgd" style: the run reads it when that option has that value */
 } applies_to[] = {
-    {"ranks", " dp ddp fsdp "}, {"backend", " ddp fsdp "}, {"timeout", " ddp fsdp "}, {"view", " ddp fsdp "},
-    {"bucket", " ddp "},        {"overlap", " ddp "},      {"zero", " fsdp "},       {"wrap", " fsdp "},
-    {"offload", " fsdp "},      {"momentum", "opt=sgd"},   {"nesterov", "opt=sgd"},  {"step_size", "sched=step"},
-    {"gamma", "sched=step"},    {"min_lr", "sched=cosine"}, {"threads", " single dp "},
+    {"momentum", "opt=sgd"}, {"nesterov", "opt=sgd"}, {"step_size", "sched=step"}, {"gamma", "sched=step"},
+    {"min_lr", "sched=cosine"},
 };
 
 static bool applies(const rs_call *c, const char *name)
 {
     for (size_t i = 0; i < sizeof applies_to / sizeof applies_to[0]; i++) {
         if (strcmp(applies_to[i].name, name)) continue;
-        const char *m = applies_to[i].modes, *eq = strchr(m, '=');
-        if (eq) {
-            char key[16];
-            snprintf(key, sizeof key, "%.*s", (int)(eq - m), m);
-            return !strcmp(rs_call_str(c, key, ""), eq + 1);
-        }
-        char word[24];
-        snprintf(word, sizeof word, " %s ", rs_call_str(c, "mode", "single"));
-        return strstr(m, word) != NULL;
+        const char *m = applies_to[i].when, *eq = strchr(m, '=');
+        char key[16];
+        snprintf(key, sizeof key, "%.*s", (int)(eq - m), m);
+        return !strcmp(rs_call_str(c, key, ""), eq + 1);
     }
-    return true;
+    const rs_strategy_def *d = rs_strategy_find(rs_call_str(c, "mode", "single"));
+    return !d || rs_strategy_uses(d, name);
 }
 
 /* An option whose default depends on the run (the table gives none): the value the run used. */

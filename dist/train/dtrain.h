@@ -31,6 +31,10 @@ rs_dtrain_cfg rs_dtrain_defaults(void);
  * t0 to t1 (rs_train_now). May be called from the communication thread. */
 typedef void (*rs_dtrain_comm_fn)(void *ud, int64_t step, const char *op, int index, size_t bytes, double t0,
                                   double t1);
+/* A piece of one micro-batch's compute: its forward (kind 'F') or backward ('B') on (virtual) pipeline
+ * stage `stage`, from t0 to t1 (rs_train_now), in optimizer step `step`. What the pipeline timeline
+ * draws and the bubble is measured from. */
+typedef void (*rs_dtrain_work_fn)(void *ud, int64_t step, char kind, int micro, int stage, double t0, double t1);
 
 /* The strategy objects fill *out (a strategy whose ud they own; rs_train calls its teardown, which
  * frees everything). g and m are borrowed and must outlive the training run. Optimizer state,

@@ -196,6 +196,15 @@ bool rs_wire_parse_train(const char *line, rs_train_line *out)
         if (!finite_all(v, 2)) return false;
     } else if (sscanf(line, "@ckpt %d %lld%n", &t.rank, &step, &used) == 2 && !line[used]) {
         t.kind = RS_TL_CKPT;
+    } else if (sscanf(line, "@micro %d %lld %c %d %d %lf %lf%n", &t.rank, &step, &t.work, &t.micro, &t.stage, &v[0],
+                      &v[1], &used) == 7 && !line[used]) {
+        t.kind = RS_TL_MICRO;
+        t.t0 = v[0], t.t1 = v[1];
+        if ((t.work != 'F' && t.work != 'B') || t.micro < 0 || t.stage < 0 || !finite_all(v, 2)) return false;
+    } else if (sscanf(line, "@stage %d %d %d %d %d%n", &t.rank, &t.stage, &t.index, &t.first, &t.last, &used) == 5 &&
+               !line[used]) {
+        t.kind = RS_TL_STAGE;
+        if (t.stage < 0 || t.index <= t.stage || t.first < 0 || t.last < t.first) return false;
     } else {
         return false;
     }

@@ -35,7 +35,8 @@ int rs_worker_join(const char *backend, const char *group, double timeout, bool 
  * it, then frees everything. */
 void rs_worker_leave(rs_worker_conn *c, bool ok, double timeout);
 
-/* The `train` job (dist/worker/train_job.c): one rank of `train ... mode=ddp|fsdp`. */
+/* The `train` job (dist/worker/train_job.c): one rank of `train ... mode=NAME`, any mode with a factory
+ * in the registry of strategies (dist/train/registry.h); an unknown mode or option exits 2. */
 int rs_worker_train(int argc, char **argv, FILE *out, FILE *errf);
 
 /* ---- the lines a worker writes and the REPL reads --------------------------------------------- */
@@ -68,13 +69,19 @@ bool rs_wire_parse_check(const char *line, int *rank, uint64_t *wrong, double *s
  *   @mem R STEP LIVE*P PEAK*P                bytes by pool (rs_pool order, P = RS_POOL_COUNT) after each step
  *   @eval R EPOCH ACC LOSS                   test figures of an epoch
  *   @done R STEPS SECONDS SAMPLES_PER_S      the rank finished
- *   @ckpt R STEP                             a checkpoint was written (rank 0) */
+ *   @ckpt R STEP                             a checkpoint was written (rank 0)
+ *   @micro R STEP F|B MICRO STAGE T0 T1      a micro-batch's forward or backward on a pipeline stage
+ *   @stage R STAGE STAGES FIRST LAST         pipeline: rank R runs (virtual) stage STAGE of STAGES, layers
+ *                                            FIRST..LAST (one line per stage the rank holds) */
 typedef enum rs_tline_kind {
-    RS_TL_PHASE, RS_TL_COMM, RS_TL_STEP, RS_TL_MEM, RS_TL_EVAL, RS_TL_DONE, RS_TL_CKPT
+    RS_TL_PHASE, RS_TL_COMM, RS_TL_STEP, RS_TL_MEM, RS_TL_EVAL, RS_TL_DONE, RS_TL_CKPT, RS_TL_MICRO, RS_TL_STAGE
 } rs_tline_kind;
 typedef struct rs_train_line {
     rs_tline_kind kind;
     int rank, epoch, index;
+    char work;              /* MICRO: 'F' or 'B' */
+    int micro, stage;       /* MICRO; STAGE: stage, with index = STAGES */
+    int first, last;        /* STAGE: its layers */
     int64_t step;
     char name[24];
     uint64_t bytes;

@@ -70,12 +70,16 @@ typedef struct rs_layer rs_layer;
  * callback's owner, which reports it after the pass. */
 typedef void (*rs_tp_comm_fn)(void *ud, float *buf, size_t n);
 
-/* What a forward/backward call may touch besides its input and output. */
+/* What a forward/backward call may touch besides its input and output. A layer reads its rs_layer
+ * but never writes it during a pass. */
 typedef struct rs_exec {
     const rs_kernels *k;
     float *params;        /* model parameter buffer (device) */
     float *grads;         /* model gradient buffer (device) */
-    float *ws;            /* shared workspace, at least the largest layer's workspace_bytes */
+    float *ws;            /* the activation set's workspace, at least the largest layer's workspace_bytes */
+    void *saved;          /* this layer's saved_bytes(B) in the activation set (NULL if it saves nothing):
+                             what forward keeps for backward lives with the pass, not the layer, so
+                             several passes can run at once (engine/nn/model.h, activation sets) */
     bool training;
     uint64_t dropout_seed; /* changes every step; each layer mixes in its rng_id */
     rs_tp_comm_fn tp_all_reduce; /* tp_copy / tp_reduce; NULL: a group of one rank (identity) */
@@ -116,7 +120,6 @@ struct rs_layer {
     int np;
     rs_param_slot p[RS_LAYER_MAX_PARAMS];
     rs_conv_geom geom;    /* conv and pools */
-    void *saved;          /* saved_bytes(B) of activation memory, owned by the model */
     size_t src_pos;       /* where the layer was written in its spec (for error carets) */
 };
 

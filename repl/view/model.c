@@ -355,6 +355,8 @@ void rs_view_feed_train(rs_view_model *vm, const rs_train_line *tl)
         set_state(r, RS_VIEW_ST_DONE, r->state_t);
         break;
     case RS_TL_CKPT: break;
+    case RS_TL_MICRO: /* the pipeline's micro-batches: the session log keeps them for the timeline */
+    case RS_TL_STAGE: break;
     }
 }
 

@@ -236,6 +236,25 @@ def case_train_fault(tmp):
     check(st[:1] == ["failed"], "the killed run is marked failed: %s" % st)
 
 
+def case_train_refuse(tmp):
+    """The worker reads a mode's options against the registry's declaration: an unknown mode, a mode that
+    runs in the REPL's process, an option of another mode, a value out of range are refused (exit 2,
+    before joining any group), never run as DDP."""
+    base = [EXE, "--worker", "train", "spec=mlp 784-16-10", "data=digits:200"]
+    for args, want in ((["mode=pipelin"], "unknown mode 'pipelin'"),
+                       ([], "needs mode="),
+                       (["mode=dp"], "the REPL runs mode 'dp'"),
+                       (["mode=ddp", "zero=2"], "zero= is an option of mode=fsdp; this run is mode=ddp"),
+                       (["mode=ddp", "epochz=2"], "mode=ddp has no option 'epochz'"),
+                       (["mode=fsdp", "zero=7"], "zero must be 1..3"),
+                       (["mode=fsdp", "wrap=unit"], "expected one of top, layer, model"),
+                       (["mode=ddp", "mode=fsdp"], "mode= is given twice")):
+        p = subprocess.run(base + args, capture_output=True, text=True, timeout=30,
+                           env=dict(os.environ, RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="1"))
+        check(p.returncode == 2 and want in p.stderr,
+              "worker refuses %s: exit %d, %s" % (" ".join(args) or "no mode", p.returncode, p.stderr.strip()))
+
+
 def case_fault(tmp):
     db = os.path.join(tmp, "log.db")
     t0 = time.time()

@@ -37,6 +37,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint64_t w;
     double s;
     if (rs_wire_parse_check(line, &r, &w, &s) && (r < 0 || !isfinite(s))) __builtin_trap();
+    rs_train_line tl;
+    if (rs_wire_parse_train(line, &tl)) {
+        if (tl.rank < 0 || tl.step < 0) __builtin_trap();
+        if (tl.kind == RS_TL_MICRO &&
+            ((tl.work != 'F' && tl.work != 'B') || tl.micro < 0 || tl.stage < 0 || !isfinite(tl.t0) || !isfinite(tl.t1)))
+            __builtin_trap();
+        if (tl.kind == RS_TL_STAGE && (tl.stage < 0 || tl.stage >= tl.index || tl.first < 0 || tl.last < tl.first))
+            __builtin_trap();
+    }
 out:
     free(line);
     return 0;
@@ -52,6 +61,10 @@ size_t rs_fuzz_seeds(const rs_fuzz_seed **seeds)
         S("@bench all_reduce 1048576 262144 f32 sum 145.110 7.2300 7.2300 0 200"),
         S("@bench all_gather 1026 129 f64 max 3.5 0.1 0.06 3 1000"),
         S("@check 3 0 0.000024817"),
+        S("@micro 1 3 F 2 1 8128.104819700 8128.105819700"),
+        S("@micro 0 0 B 0 2 1.5 1.75"),
+        S("@stage 1 1 2 4 7"),
+        S("@phase 0 2 forward 1.5 1.75"),
         S("rank 0: in [1, 10] -> out [2, 110]"),
         S("@ev s all_reduce ring 18446744073709551615 2147483647 6 1 2 0 1000 0 1e308"),
     };
