@@ -14,6 +14,7 @@
 
 #include "dtrain.h"
 #include "engine/nn/tp.h"
+#include "registry.h"
 #include "engine/optim/optim.h"
 
 typedef struct tensor {
@@ -33,6 +34,7 @@ typedef struct tensor {
     size_t stage_n;
     bool zero_next;          /* the next micro-batch starts a step: zero the shard's gradients */
     bool whole_resident;     /* rank 0: m holds the gathered weights */
+    bool gathered;           /* since the last step (every rank alike: a second gather has nothing new) */
     int64_t step;
     int ar_index;            /* the all-reduces of this step so far (a block's, in order) */
     rs_status comm_st;       /* the first failure of an all-reduce inside a pass */
@@ -215,6 +217,7 @@ static rs_status t_step(void *ud, float lr, rs_err *err)
     rs_status st = rs_optim_step(t->opt, rs_model_params(t->s), rs_model_grads(t->s), lr);
     if (st) return rs_err_set(err, st, "tensor: optimizer step failed (lr=%g)", (double)lr);
     release_whole(t);
+    t->gathered = false;
     t->zero_next = true;
     t->step++;
     return RS_OK;
@@ -223,6 +226,8 @@ static rs_status t_step(void *ud, float lr, rs_err *err)
 static rs_status t_gather(void *ud, rs_err *err)
 {
     tensor *t = ud;
+    if (t->gathered) return RS_OK;
+    t->gathered = true;
     if (t->g->rank == 0 && !t->whole_resident) {
         for (int i = 0; i < rs_model_unit_count(t->m); i++) rs_model_unit_acquire(t->m, RS_POOL_PARAMS, i);
         t->whole_resident = true;
@@ -269,6 +274,7 @@ static rs_status t_sync_optimizer(void *ud, bool to_full, rs_err *err)
         rs_model_unit_release(t->m, RS_POOL_PARAMS, i);
     }
     t->whole_resident = false;
+    t->gathered = false;
     return RS_OK;
 }
 
@@ -323,3 +329,81 @@ rs_status rs_tensor_strategy(rs_pg *g, rs_model *m, const rs_dtrain_cfg *cfg, rs
                                .grad_sumsq = t_grad_sumsq, .grad_scale = t_grad_scale};
     return RS_OK;
 }
+
+/* ---- the registry's entry (registry.h) ---- */
+
+static const rs_strategy_opt tensor_opts[] = {
+    {"tp", RS_SOPT_INT, NULL, "tensor: ranks per tensor-parallel group (default: all); ranks/tp groups are data "
+     "parallel over each other", NULL, 1, 4096},
+    {NULL, 0, NULL, NULL, NULL, 0, 0},
+};
+
+static int tp_of(const rs_strategy_args *a, int world)
+{
+    return rs_strategy_given(a, "tp") ? (int)rs_strategy_int(a, "tp") : world;
+}
+
+static rs_status tensor_check(const rs_strategy_args *a, const rs_model *m, int world, const rs_train_cfg *cfg,
+                              rs_err *err)
+{
+    int tp = tp_of(a, world);
+    if (world % tp)
+        return rs_err_set(err, RS_ERR_ARG, "tensor: tp=%d does not divide ranks=%d; the ranks are tp x dp (e.g. tp=%d, "
+                          "or ranks=%d)", tp, world, world, ((world + tp - 1) / tp) * tp);
+    int dp = world / tp;
+    if (cfg && cfg->batch % dp)
+        return rs_err_set(err, RS_ERR_ARG, "tensor: batch=%d does not split over %d data-parallel groups (ranks=%d / "
+                          "tp=%d); try batch=%d", cfg->batch, dp, world, tp, (cfg->batch / dp + 1) * dp);
+    if (!m) return RS_OK;
+    rs_tp_plan *p = NULL;
+    rs_status st = rs_tp_plan_new(m, tp, &p, err); /* a model tp cannot split, named before any rank starts */
+    rs_tp_plan_free(p);
+    return st;
+}
+
+static int tensor_batch_parts(const rs_strategy_args *a, int world) { return world / tp_of(a, world); }
+
+/* Megatron's split: every rank holds the replicated tensors whole (R parameters) and 1/tp of the split
+ * ones (S); rank 0 also the row-parallel biases (b). Gradients and optimizer state follow the shard. */
+static void tensor_predict(const rs_strategy_args *a, const rs_model *m, int world, int k, double bytes[3],
+                           char *formula, size_t cap)
+{
+    int tp = tp_of(a, world);
+    rs_tp_plan *p = NULL;
+    size_t R = 0, S = 0, b = 0;
+    rs_err e = {0};
+    if (!rs_tp_plan_new(m, tp, &p, &e)) rs_tp_plan_counts(p, &R, &S, &b);
+    rs_tp_plan_free(p);
+    double per = 4.0 * ((double)R + (double)S / tp + (double)b);
+    bytes[0] = bytes[1] = per;
+    bytes[2] = per * k;
+    snprintf(formula, cap, "Megatron's split (rank 0), R=%zu replicated + S=%zu split + b=%zu row biases, tp=%d: "
+             "4(R + S/tp + b) each, optimizer x k=%d", R, S, b, tp, k);
+}
+
+static rs_status tensor_make(const rs_strategy_ctx *x, rs_train_strategy *out, rs_err *err)
+{
+    rs_dtrain_cfg c = rs_dtrain_defaults();
+    c.tp = tp_of(x->args, x->g->world);
+    rs_status st = rs_tensor_strategy(x->g, x->m, &c, x->comm, x->comm_ud, out, err);
+    if (st || !x->log) return st;
+    const tensor *t = out->ud;
+    rs_tp_plan *p = NULL;
+    if (rs_tp_plan_new(x->m, t->tp, &p, err)) return RS_OK; /* only the line is lost; setup reports it */
+    size_t R, S, b;
+    rs_tp_plan_counts(p, &R, &S, &b);
+    char dp[48] = "";
+    if (t->dp > 1) snprintf(dp, sizeof dp, " in data-parallel replica %d of %d", t->d, t->dp);
+    fprintf(x->log, "rank %d: tensor shard %d of %d%s, %zu of %zu parameters (%d split pairs)\n", x->g->rank, t->t,
+            t->tp, dp, R + S / (size_t)t->tp + (t->t ? 0 : b), R + S + b, rs_tp_plan_pairs(p));
+    rs_tp_plan_free(p);
+    return RS_OK;
+}
+
+const rs_strategy_def rs_strategy_tensor = {
+    .name = "tensor", .kind = "rank processes",
+    .about = "Megatron tensor parallel: linear pairs split by columns then rows, attention by heads",
+    .uses = RS_SUSE_RANKS | RS_SUSE_PROCS | RS_SUSE_INLINE_COMM, .opts = tensor_opts, .check = tensor_check,
+    .make = tensor_make,
+    .batch_parts = tensor_batch_parts, .predict = tensor_predict,
+};

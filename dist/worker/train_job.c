@@ -312,10 +312,10 @@ int rs_worker_train(int argc, char **argv, FILE *out, FILE *errf)
                                .work = on_work, .work_ud = &j, .log = out};
         if (!st && sd->check) st = sd->check(&j.sargs, m, conn.world, &cfg, &e);
         if (!st) st = sd->make(&ctx, &sg, &e);
-        /* only rank 0 evaluates and writes checkpoints (the others would write the same) */
+        /* only rank 0 evaluates and writes checkpoints (the strategy's `report`); every rank keeps eval=
+         * as given, since the gather before an evaluation is a collective the others must join */
         if (!st) {
             cfg.strategy = &sg;
-            if (j.rank != 0) cfg.eval = false;
             watch w = {.j = &j, .m = m, .store = conn.store, .stop_at = -1};
             rs_train_hooks hooks = {.on_event = on_event, .on_phase = on_phase, .ud = &w,
                                     .should_stop = conn.store ? should_stop : NULL};
