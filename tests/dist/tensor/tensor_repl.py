@@ -12,7 +12,9 @@ what the log keeps.
           table prints Megatron's formula and each rank's measured parameters equal it; the log has
           the tensor-parallel all-reduces of every rank; bad layouts are refused before any rank runs.
 
-usage: tensor_repl.py matmul|train RINGSIDE"""
+  tutorial: `play tensor auto` plays tutorials/03-tensor.ring to the end with the numbers it promises.
+
+usage: tensor_repl.py matmul|train|tutorial RINGSIDE"""
 import os
 import re
 import sqlite3
@@ -156,6 +158,18 @@ def case_train(tmp):
                       ("train m on d mode=ddp tp=2", "tp= is an option of mode=tensor")):
         rc, out = run("data d = digits n=200; model m = mlp 784-64-10; " + cmd)
         check(rc != 0 and want in out and "rank 0:" not in out, "refused before any rank starts: %s" % cmd)
+
+
+def case_tutorial(tmp):
+    db = os.path.join(tmp, "log.db")
+    rc, out = run("play tensor auto", db, timeout=170)
+    print(out)
+    check(rc == 0, "the tensor tutorial plays to the end")
+    check("rank 1: rows: Y_1 = A[:, 2:4] . B[2:4, :] = [[66, 71], [170, 183]]" in out, "it shows the lecture's example")
+    acc = re.findall(r"^trained (?:one|two|q) on d.*test accuracy (0\.\d+)", out, re.M)
+    check(len(acc) == 3 and len(set(acc)) == 1, "one process, tensor on 2 ranks and dp x tp on 4 agree: %s" % acc)
+    check(re.search(r"^\s+0\s+0\s+8\s+1048576$", out, re.M) is not None,
+          "its sql shows rank 0's 8 all-reduces of 16 x 32 x 64 floats in step 0")
 
 
 with tempfile.TemporaryDirectory() as tmp:
