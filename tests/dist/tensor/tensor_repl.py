@@ -150,6 +150,18 @@ def case_train(tmp):
         # GPT: 2 layers x 2 pairs, one all-reduce forward and one backward each, 8 steps
         check(ars == {0: 64, 1: 64}, "GPT: 8 tensor-parallel all-reduces per step on every rank in the log: %s" % ars)
 
+    # a checkpoint of tp=2 resumed on dp=2 x tp=2 (whole-model files re-split), against one process resumed
+    ck, ck1 = os.path.join(tmp, "ck.safetensors"), os.path.join(tmp, "ck1.safetensors")
+    rc, out = run("data d = digits n=1200; model m = mlp 784-64-32-10 seed=2; model s = mlp 784-64-32-10 seed=2; "
+                  "train m on d mode=tensor ranks=2 batch=32 steps=10 eval=off view=off ckpt=%s; "
+                  "train m on d mode=tensor ranks=4 tp=2 batch=32 steps=20 eval=off view=off resume=%s; save m %s; "
+                  "train s on d batch=32 steps=10 eval=off ckpt=%s; train s on d batch=32 steps=20 eval=off resume=%s; "
+                  "save s %s" % (ck, ck, p["t2"], ck1, ck1, p["m1"]))
+    check(rc == 0, "a tensor run's checkpoint resumes on another layout")
+    if rc == 0:
+        d = rel(load_weights(p["t2"])[1], load_weights(p["m1"])[1])
+        check(d <= 1e-5, "tp=2 for 10 steps, then dp=2 x tp=2 to 20, equals one process resumed the same way (%.3g)" % d)
+
     for cmd, want in (("train m on d mode=tensor ranks=3 tp=2", "tp=2 does not divide ranks=3"),
                       ("model q = mlp 784-63-10; train q on d mode=tensor ranks=2", "63 outputs do not divide by 2"),
                       ("model c = seq conv(4,3) relu flatten linear(10); train c on d mode=tensor ranks=2",
