@@ -18,6 +18,7 @@
 #include "ranks_job.h"
 #include "repl_log.h"
 #include "session.h"
+#include "train_pipe.h"
 #include "view/render.h"
 
 /* ---------------------------------------------------------------- train across ranks */
@@ -69,6 +70,7 @@ static void print_memory(dist_job *j, const rs_obj *m, int zero, int opt_states)
         }
         fputc('\n', f);
     }
+    if (zero < 0) return; /* no ZeRO formula for this mode */
     double zp[3] = {z.params, z.grads, z.optim};
     fprintf(f, "  %-5s", "paper");
     for (int p = 0; p < 3; p++) {
@@ -126,7 +128,8 @@ static int train_end(dist_job *j, int rc)
     if (rc) return rc;
     double sps = 0, secs = 0;
     for (int r = 0; r < j->world; r++) {
-        sps += j->done[r].sps;
+        /* every pipeline stage works on the same samples: the pipeline's rate is one stage's */
+        if (!j->nmicros || r == 0) sps += j->done[r].sps;
         if (j->done[r].seconds > secs) secs = j->done[r].seconds;
     }
     /* every sample is read by world/parts ranks (a tensor-parallel group, a pipeline): count it once */
@@ -135,8 +138,14 @@ static int train_end(dist_job *j, int rc)
             j->dname, j->mode, j->world, (long long)j->done[0].step, secs, sps);
     if (j->evaluated) fprintf(s->out, ", test accuracy %.4f", j->eval_acc);
     fputc('\n', s->out);
-    double comm0 = 0, hid0 = 0;
-    for (int r = 0; r < j->world; r++) {
+    double comm0 = 0, hid0 = 0, bubble = -1;
+    int bsteps = 0;
+    if (j->nmicros) {
+        /* a pipeline: its bubble and the activations each stage holds, not the data-parallel figures */
+        rs_train_pipe_summary(j, s->out);
+        bubble = rs_train_pipe_bubble(j, &bsteps);
+    }
+    for (int r = 0; r < j->world && !j->nmicros; r++) {
         double cm, hd;
         comm_hidden(j, r, &cm, &hd);
         comm0 += cm;
@@ -149,11 +158,15 @@ static int train_end(dist_job *j, int rc)
     else if (comm0 > 0)
         fprintf(s->out, "communication: %.3f s per rank, %.0f%% of it hidden behind backward\n", comm0 / j->world,
                 100 * hid0 / comm0);
-    print_memory(j, m, j->zero, j->opt_states);
-    char final[256];
-    snprintf(final, sizeof final, "{\"steps\":%lld,\"seconds\":%.6g,\"samples_per_s\":%.6g,\"comm_hidden\":%.6g%s%.6g}",
-             (long long)j->done[0].step, secs, sps, comm0 > 0 ? hid0 / comm0 : 0,
-             j->evaluated ? ",\"test_acc\":" : ",\"test_acc_none\":", j->evaluated ? j->eval_acc : 0);
+    print_memory(j, m, j->nmicros ? -1 : j->zero, j->opt_states);
+    char final[320];
+    int fl = snprintf(final, sizeof final,
+                      "{\"steps\":%lld,\"seconds\":%.6g,\"samples_per_s\":%.6g,\"comm_hidden\":%.6g%s%.6g",
+                      (long long)j->done[0].step, secs, sps, comm0 > 0 ? hid0 / comm0 : 0,
+                      j->evaluated ? ",\"test_acc\":" : ",\"test_acc_none\":", j->evaluated ? j->eval_acc : 0);
+    if (bubble >= 0 && fl > 0 && (size_t)fl < sizeof final)
+        fl += snprintf(final + fl, sizeof final - (size_t)fl, ",\"bubble\":%.6g", bubble);
+    if (fl > 0 && (size_t)fl + 2 < sizeof final) snprintf(final + fl, sizeof final - (size_t)fl, "}");
     rs_log_run_end(s, j->run, "done", j->done[0].step, final, NULL);
     if (j->run > 0) fprintf(s->out, "run %lld logged: `show run %lld`\n", (long long)j->run, (long long)j->run);
     return rc;
@@ -235,9 +248,11 @@ int rs_cmd_train_ranks(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, co
     j->mem = calloc((size_t)j->world, sizeof *j->mem);
     j->done = calloc((size_t)j->world, sizeof *j->done);
     j->stage_text = calloc((size_t)j->world, sizeof *j->stage_text);
+    j->stage_short = calloc((size_t)j->world, sizeof *j->stage_short);
+    j->figs = calloc((size_t)j->world, sizeof *j->figs);
     char *dir = j->dir;
     snprintf(j->dir, sizeof j->dir, "/tmp/ringside-train-XXXXXX");
-    if (!j->mem || !j->done || !j->stage_text || !mkdtemp(dir)) {
+    if (!j->mem || !j->done || !j->stage_text || !j->stage_short || !j->figs || !mkdtemp(dir)) {
         rs_job_free(j);
         return rs_session_error(s, c, (size_t)-1, 0, "train: cannot make a folder for the ranks' files: %s",
                                 strerror(errno));
@@ -270,6 +285,7 @@ int rs_cmd_train_ranks(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, co
     if (cfg->max_steps > 0 && cfg->max_steps < j->steps_total) j->steps_total = cfg->max_steps;
     j->epochs = cfg->epochs;
     j->finish = train_end;
+    if (sd == &rs_strategy_pipeline) rs_train_pipe_begin(j, sa);
     j->run = rs_log_run_begin_dist(s, "train", m->name, m->spec, d->name, c, mode, j->backend, j->world);
     j->t_start = j->last_print = rs_pg_now();
     if (split == 1)

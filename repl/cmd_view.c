@@ -75,7 +75,8 @@ enum { C_SRC, C_RANK, C_T, C_KIND, C_NAME, C_STEP, C_COLL, C_ASTEP, C_ALGO, C_PE
        C_TEXT, C_STEPS, C_GROUP, C_SPS, C_OP, C_EPOCH, C_ID, C_N };
 
 /* An events row back into what the rank wrote: a collective's BEGIN/STEP/END, a phase or a bucket's
- * communication, memory, a plain line or @done. Rows of other kinds are skipped. */
+ * communication, a pipeline's micro-batch, memory, a plain line or @done. Rows of other kinds are
+ * skipped. */
 static void event_row(replay *r, const char *const *v)
 {
     const char *kind = v[C_KIND] ? v[C_KIND] : "", *name = v[C_NAME] ? v[C_NAME] : "";
@@ -115,6 +116,13 @@ static void event_row(replay *r, const char *const *v)
         if (!(it = push(r))) return;
         it->kind = IT_TRAIN, it->tl = tl;
         t = tl.t1; /* the rank reports a span when it ends */
+    } else if (!strcmp(kind, "micro")) {
+        /* a pipeline stage's forward or backward of one micro-batch */
+        rs_train_line tl = {.kind = RS_TL_MICRO, .rank = rank, .step = inum(v[C_STEP], -1), .work = name[0] == 'f' ? 'F' : 'B',
+                            .micro = (int)inum(v[C_CHUNK], 0), .t0 = t, .t1 = t + num(v[C_VALUE], 0)};
+        if (!(it = push(r))) return;
+        it->kind = IT_TRAIN, it->tl = tl;
+        t = tl.t1;
     } else if (!strcmp(kind, "memory")) {
         if (rank < 0 || rank >= RS_VIEW_MAX_RANKS) return;
         rs_train_line *m = &r->mem[rank];

@@ -1,5 +1,6 @@
 /* The one command table (see cmd.h). Adding a command: declare it here, write its handler in the
  * cmd_*.c file of its group; parsing, help and completion pick it up from this table. */
+#include <stdio.h>
 #include <string.h>
 
 #include "cmd.h"
@@ -340,9 +341,10 @@ const rs_cmddef rs_commands[] = {
      "Ctrl-C stops at the next step boundary; the model keeps the weights of the last finished step.\n"
      "Across ranks: mode=ddp ranks=2 (DistributedDataParallel: gradients all-reduced in buckets during\n"
      "backward), mode=fsdp zero=1|2|3 (ZeRO: optimizer state, gradients, parameters sharded), mode=dp\n"
-     "(DataParallel: threads as replicas in this process). batch is the global batch; each rank takes\n"
-     "batch/ranks of it, so every mode trains the model one process would. At the end each rank's memory\n"
-     "by pool is printed, measured, beside the ZeRO paper's formula.",
+     "(DataParallel: threads as replicas in this process), mode=pipeline micro=4 schedule=1f1b (the layers\n"
+     "cut into a stage per rank, micro-batches flowing through them; the bubble is measured). batch is the\n"
+     "global batch; each data-parallel rank takes batch/ranks of it, so every mode trains the model one\n"
+     "process would. At the end each rank's memory by pool is printed, measured, beside its formula.",
      false, NULL, {A("MODEL", RS_A_MODEL), A("on", RS_A_KEYWORD), A("DATA", RS_A_DATA)}, 3, train_opts, false,
      rs_cmd_train, NULL},
     {"eval", "training", "eval MODEL on DATA    accuracy and loss", NULL, false, NULL,

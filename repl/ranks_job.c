@@ -215,11 +215,26 @@ static void train_line(dist_job *j, const rs_train_line *t)
         e.detail_json = detail;
         e.step = -1;
         rs_log_event(s, j->run, &e);
-        if (j->stage_text) {
-            char *txt = j->stage_text[t->rank];
-            size_t k = strlen(txt);
+        if (j->stage_text && j->stage_short) {
+            char *txt = j->stage_text[t->rank], *sh = j->stage_short[t->rank];
+            size_t k = strlen(txt), ks = strlen(sh);
             snprintf(txt + k, 96 - k, "%sstage %d of %d (layers %d..%d)", k ? ", " : "", t->stage, t->index, t->first,
                      t->last);
+            snprintf(sh + ks, 48 - ks, "%s%d:%d..%d", ks ? " " : "", t->stage, t->first, t->last);
+        }
+        break;
+    case RS_TL_METRIC:
+        if (s->log && j->run > 0) rs_slog_metric(s->log, j->run, t->rank, t->step, 0, t->name, t->value);
+        for (int i = 0; j->figs && i < 8; i++) {
+            struct rs_job_fig *f = &j->figs[t->rank][i];
+            if (f->name[0] && strcmp(f->name, t->name)) continue;
+            if (!f->name[0]) {
+                snprintf(f->name, sizeof f->name, "%s", t->name);
+                f->max = t->value;
+            }
+            f->last = t->value;
+            if (t->value > f->max) f->max = t->value;
+            break;
         }
         break;
     case RS_TL_DONE: j->done[t->rank] = *t; break;
@@ -452,6 +467,8 @@ void rs_job_free(dist_job *j)
     free(j->spans);
     free(j->micros);
     free(j->stage_text);
+    free(j->stage_short);
+    free(j->figs);
     if (j->held) fclose(j->held);
     free(j->held_buf);
     free(j->dump);

@@ -6,12 +6,14 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* Adding a strategy: one line here (and its file, and its test). */
 static const rs_strategy_def *const all[] = {
-    &rs_strategy_single, &rs_strategy_dp, &rs_strategy_ddp, &rs_strategy_fsdp, &rs_strategy_tensor, NULL,
+    &rs_strategy_single, &rs_strategy_dp, &rs_strategy_ddp, &rs_strategy_fsdp, &rs_strategy_pipeline,
+    &rs_strategy_tensor, NULL,
 };
 
 const rs_strategy_def rs_strategy_single = {
@@ -305,7 +307,7 @@ int rs_strategy_args_lines(const rs_strategy_args *a, void (*line)(void *ud, con
     snprintf(buf, sizeof buf, "mode=%s", a->def->name);
     line(ud, buf), n++;
     for (int i = 0; a->def->opts && a->def->opts[i].name && i < RS_STRATEGY_MAX_OPTS; i++) {
-        if (!a->text[i][0]) continue;
+        if (!a->given[i]) continue; /* the rank takes the default from the same declaration */
         snprintf(buf, sizeof buf, "%s=%s", a->def->opts[i].name, a->text[i]);
         line(ud, buf), n++;
     }

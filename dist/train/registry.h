@@ -19,7 +19,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
 
 #include "dtrain.h"
 
@@ -76,7 +75,12 @@ typedef struct rs_strategy_ctx {
     void *comm_ud;
     rs_dtrain_work_fn work;        /* per micro-batch compute spans (pipeline) */
     void *work_ud;
-    FILE *log;                     /* a human line or two about this rank's part ("rank 1: stage 1 ...") */
+    /* A figure of this rank at a step (pipeline: "acts_peak_bytes", "acts_inflight"): the session log
+     * keeps it as the rank's metric. */
+    void (*metric)(void *ud, int64_t step, const char *name, double value);
+    /* This rank runs (virtual) stage `stage` of `stages`: layers first..last (pipeline). */
+    void (*stage)(void *ud, int stage, int stages, int first, int last);
+    void *ud;                      /* for metric and stage */
 } rs_strategy_ctx;
 
 struct rs_strategy_def {
@@ -136,11 +140,14 @@ uint64_t rs_strategy_size(const rs_strategy_args *a, const char *name);
 bool rs_strategy_bool(const rs_strategy_args *a, const char *name);
 int rs_strategy_choice(const rs_strategy_args *a, const char *name); /* index into choices */
 const char *rs_strategy_str(const rs_strategy_args *a, const char *name);
-/* The lines a rank reads: "mode=NAME", then "key=value" for every option that has a value. Calls
- * line(ud, text) for each (text is valid during the call); returns how many. */
+/* The lines a rank reads: "mode=NAME", then "key=value" for every option that was given (a default
+ * is the rank's to take from the same declaration, so a given option and a default stay apart, as
+ * rs_strategy_given tells them). Calls line(ud, text) for each (text is valid during the call);
+ * returns how many. */
 int rs_strategy_args_lines(const rs_strategy_args *a, void (*line)(void *ud, const char *text), void *ud);
 
 /* The entries (each in its strategy's own file). */
-extern const rs_strategy_def rs_strategy_single, rs_strategy_dp, rs_strategy_ddp, rs_strategy_fsdp, rs_strategy_tensor;
+extern const rs_strategy_def rs_strategy_single, rs_strategy_dp, rs_strategy_ddp, rs_strategy_fsdp,
+    rs_strategy_pipeline, rs_strategy_tensor;
 
 #endif

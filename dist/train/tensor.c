@@ -323,6 +323,7 @@ rs_status rs_tensor_strategy(rs_pg *g, rs_model *m, const rs_dtrain_cfg *cfg, rs
         return st;
     }
     *out = (rs_train_strategy){.name = "tensor", .ud = t, .rank = t->d, .world = t->dp, .report = g->rank == 0,
+                               .own_acts = true,
                                .setup = t_setup, .forward_backward = t_forward_backward,
                                .after_backward = t_after_backward, .step = t_step, .gather = t_gather,
                                .optimizer = t_optimizer, .sync_optimizer = t_sync_optimizer, .teardown = t_teardown,
@@ -386,16 +387,16 @@ static rs_status tensor_make(const rs_strategy_ctx *x, rs_train_strategy *out, r
     rs_dtrain_cfg c = rs_dtrain_defaults();
     c.tp = tp_of(x->args, x->g->world);
     rs_status st = rs_tensor_strategy(x->g, x->m, &c, x->comm, x->comm_ud, out, err);
-    if (st || !x->log) return st;
+    if (st || !x->metric) return st;
+    /* the session log keeps each rank's place and share of the parameters */
     const tensor *t = out->ud;
     rs_tp_plan *p = NULL;
-    if (rs_tp_plan_new(x->m, t->tp, &p, err)) return RS_OK; /* only the line is lost; setup reports it */
+    if (rs_tp_plan_new(x->m, t->tp, &p, err)) return RS_OK; /* setup reports it */
     size_t R, S, b;
     rs_tp_plan_counts(p, &R, &S, &b);
-    char dp[48] = "";
-    if (t->dp > 1) snprintf(dp, sizeof dp, " in data-parallel replica %d of %d", t->d, t->dp);
-    fprintf(x->log, "rank %d: tensor shard %d of %d%s, %zu of %zu parameters (%d split pairs)\n", x->g->rank, t->t,
-            t->tp, dp, R + S / (size_t)t->tp + (t->t ? 0 : b), R + S + b, rs_tp_plan_pairs(p));
+    x->metric(x->ud, 0, "tp_shard", t->t);
+    x->metric(x->ud, 0, "tp_dp_replica", t->d);
+    x->metric(x->ud, 0, "tp_shard_params", (double)(R + S / (size_t)t->tp + (t->t ? 0 : b)));
     rs_tp_plan_free(p);
     return RS_OK;
 }

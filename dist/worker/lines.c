@@ -205,6 +205,9 @@ bool rs_wire_parse_train(const char *line, rs_train_line *out)
                !line[used]) {
         t.kind = RS_TL_STAGE;
         if (t.stage < 0 || t.index <= t.stage || t.first < 0 || t.last < t.first) return false;
+    } else if (sscanf(line, "@metric %d %lld %23s %lf%n", &t.rank, &step, t.name, &t.value, &used) == 4 && !line[used]) {
+        t.kind = RS_TL_METRIC;
+        if (!isfinite(t.value)) return false;
     } else {
         return false;
     }

@@ -210,6 +210,18 @@ static void on_work(void *ud, int64_t step, char kind, int micro, int stage, dou
     fprintf(j->out, "@micro %d %lld %c %d %d %.9f %.9f\n", j->rank, (long long)step, kind, micro, stage, t0, t1);
 }
 
+static void on_metric(void *ud, int64_t step, const char *name, double value)
+{
+    tjob *j = ud;
+    fprintf(j->out, "@metric %d %lld %s %.9g\n", j->rank, (long long)step, name, value);
+}
+
+static void on_stage(void *ud, int stage, int stages, int first, int last)
+{
+    tjob *j = ud;
+    fprintf(j->out, "@stage %d %d %d %d %d\n", j->rank, stage, stages, first, last);
+}
+
 /* From the communication thread too: one fprintf per line, which stdio keeps whole. */
 static void on_comm(void *ud, int64_t step, const char *op, int index, size_t bytes, double t0, double t1)
 {
@@ -309,13 +321,13 @@ int rs_worker_train(int argc, char **argv, FILE *out, FILE *errf)
         rs_train_strategy sg;
         const rs_strategy_def *sd = j.sargs.def;
         rs_strategy_ctx ctx = {.g = conn.g, .m = m, .args = &j.sargs, .cfg = &cfg, .comm = on_comm, .comm_ud = &j,
-                               .work = on_work, .work_ud = &j, .log = out};
+                               .work = on_work, .work_ud = &j, .metric = on_metric, .stage = on_stage, .ud = &j};
         if (!st && sd->check) st = sd->check(&j.sargs, m, conn.world, &cfg, &e);
         if (!st) st = sd->make(&ctx, &sg, &e);
-        /* only rank 0 evaluates and writes checkpoints (the strategy's `report`); every rank keeps eval=
-         * as given, since the gather before an evaluation is a collective the others must join */
         if (!st) {
             cfg.strategy = &sg;
+            /* cfg.eval stays on every rank: the loop gathers the parameters on all of them (a collective)
+             * and evaluates only on the reporting one */
             watch w = {.j = &j, .m = m, .store = conn.store, .stop_at = -1};
             rs_train_hooks hooks = {.on_event = on_event, .on_phase = on_phase, .ud = &w,
                                     .should_stop = conn.store ? should_stop : NULL};

@@ -80,9 +80,12 @@ bool rs_wire_parse_check(const char *line, int *rank, uint64_t *wrong, double *s
  *   @ckpt R STEP                             a checkpoint was written (rank 0)
  *   @micro R STEP F|B MICRO STAGE T0 T1      a micro-batch's forward or backward on a pipeline stage
  *   @stage R STAGE STAGES FIRST LAST         pipeline: rank R runs (virtual) stage STAGE of STAGES, layers
- *                                            FIRST..LAST (one line per stage the rank holds) */
+ *                                            FIRST..LAST (one line per stage the rank holds)
+ *   @metric R STEP NAME VALUE                a strategy's own figure of the rank at a step (pipeline:
+ *                                            acts_peak_bytes, acts_inflight, act_set_bytes) */
 typedef enum rs_tline_kind {
-    RS_TL_PHASE, RS_TL_COMM, RS_TL_STEP, RS_TL_MEM, RS_TL_EVAL, RS_TL_DONE, RS_TL_CKPT, RS_TL_MICRO, RS_TL_STAGE
+    RS_TL_PHASE, RS_TL_COMM, RS_TL_STEP, RS_TL_MEM, RS_TL_EVAL, RS_TL_DONE, RS_TL_CKPT, RS_TL_MICRO, RS_TL_STAGE,
+    RS_TL_METRIC
 } rs_tline_kind;
 typedef struct rs_train_line {
     rs_tline_kind kind;
@@ -90,6 +93,7 @@ typedef struct rs_train_line {
     char work;              /* MICRO: 'F' or 'B' */
     int micro, stage;       /* MICRO; STAGE: stage, with index = STAGES */
     int first, last;        /* STAGE: its layers */
+    double value;           /* METRIC (its name in name) */
     int64_t step;
     char name[24];
     uint64_t bytes;

@@ -279,12 +279,8 @@ static rs_status train_loop(rs_model *m, const rs_data_pair *data, const rs_trai
         else st = rs_err_set(err, RS_ERR_NOMEM, "out of memory for a batch of %d", local);
         goto out;
     }
-    /* A strategy that runs forward and backward itself (dp's replicas, tensor's shard) reserves what
-     * it runs: the whole model's activations would be memory no pass uses. */
-    if (!sg || !sg->forward_backward) {
-        st = rs_model_reserve(m, local, err);
-        if (st) goto out;
-    }
+    if (!sg || !sg->own_acts) st = rs_model_reserve(m, local, err);
+    if (st) goto out;
     if (sg && sg->setup) {
         st = sg->setup(sg->ud, m, &cfg.opt, err);
         if (st) goto out;
@@ -377,7 +373,7 @@ static rs_status train_loop(rs_model *m, const rs_data_pair *data, const rs_trai
                 if (sg && sg->forward_backward) {
                     st = sg->forward_backward(sg->ud, x, y, rows, 1.0f / (float)accum, &l, &logits, err);
                     c1 = d1 = now_s();
-                    if (!st) phase(h, step, RS_PHASE_BACKWARD, b1, d1);
+                    if (!st && !sg->own_phases) phase(h, step, RS_PHASE_BACKWARD, b1, d1);
                 } else {
                     st = rs_model_forward(m, x, rows, &logits, err);
                     if (!st) st = rs_model_loss(m, y, rows, &l, err);

@@ -355,8 +355,14 @@ void rs_view_feed_train(rs_view_model *vm, const rs_train_line *tl)
         set_state(r, RS_VIEW_ST_DONE, r->state_t);
         break;
     case RS_TL_CKPT: break;
-    case RS_TL_MICRO: /* the pipeline's micro-batches: the session log keeps them for the timeline */
-    case RS_TL_STAGE: break;
+    case RS_TL_MICRO: /* a pipeline stage's forward or backward of one micro-batch: the gaps are its bubble */
+        saw_time(vm, tl->t1);
+        s = tl->work == 'F' ? RS_VIEW_ST_FORWARD : RS_VIEW_ST_BACKWARD;
+        push_span(r, tl->t0, tl->t1, tl->step, s, false);
+        set_state(r, s, tl->t1);
+        break;
+    case RS_TL_STAGE:
+    case RS_TL_METRIC: break;
     }
 }
 

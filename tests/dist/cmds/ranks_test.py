@@ -5,6 +5,7 @@ on what lands in the log (every ring step, with its peer). Also the worker mode 
 with the torchrun variables and by `mpirun -np 4`.
 
 usage: ranks_test.py CASE RINGSIDE"""
+import json
 import os
 import re
 import shutil
@@ -145,6 +146,19 @@ def case_tutorial(tmp):
           "its sql shows rank 0's first ring step sending chunk 0 to rank 1")
 
 
+def case_tutorial_pipeline(tmp):
+    db = os.path.join(tmp, "log.db")
+    rc, out = run("play pipeline auto", db, timeout=300)
+    print(out)
+    check(rc == 0, "the pipeline tutorial plays to the end")
+    bubbles = re.findall(r"bubble: ([0-9.]+)% of each step idle.*\n +formula \S+ = ([0-9.]+)%", out)
+    check([f for _, f in bubbles] == ["50.0", "11.1", "11.1"], "naive, gpipe and 1f1b, each measured beside its "
+          "formula: %s" % bubbles)
+    check(re.search(r"^  0 +0:.*\(8 micro\) +8 micro$", out, re.M) and re.search(r"^  0 +0:.*\(2 micro\) +2 micro$", out, re.M),
+          "gpipe holds 8 micro-batches' activations on stage 0, 1f1b 2")
+    check(re.search(r"^ +1 +backward +40 ", out, re.M) is not None, "its sql counts rank 1's 40 backwards (5 steps x 8)")
+
+
 def load_weights(path):
     from safetensors.numpy import load_file
     import numpy as np
@@ -253,6 +267,89 @@ def case_train_refuse(tmp):
                            env=dict(os.environ, RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="1"))
         check(p.returncode == 2 and want in p.stderr,
               "worker refuses %s: exit %d, %s" % (" ".join(args) or "no mode", p.returncode, p.stderr.strip()))
+
+
+def case_train_pipeline(tmp):
+    """mode=pipeline from the REPL: the MLP and the GPT (its head tied to the embedding on another stage)
+    end with one process's weights; the run's end prints the bubble beside its formula and each stage's
+    activations in flight; the session log has every micro-batch's forward and backward per stage."""
+    db = os.path.join(tmp, "log.db")
+    a, b, g1, g2 = (os.path.join(tmp, x + ".safetensors") for x in ("a", "b", "g1", "g2"))
+    dump = os.path.join(tmp, "frame.txt")
+    gpt = "gpt layers=2 heads=2 dim=16 ctx=16"
+    gopts = "steps=5 batch=8 opt=adamw lr=3e-3 clip=0.5 eval=off view=off"
+    rc, out = run("model m = mlp 784-32-16-10 seed=1; model r = mlp 784-32-16-10 seed=1; data d = digits n=1200; "
+                  "train m on d mode=pipeline ranks=2 micro=4 schedule=gpipe batch=32 steps=12 view=off; save m %s; "
+                  "train r on d batch=32 steps=12; save r %s; "
+                  "data t = text ctx=16; model g = %s seed=5; model h = %s seed=5; "
+                  "train g on t mode=pipeline ranks=3 micro=4 backend=tcp %s; save g %s; train h on t %s; save h %s; "
+                  "sql \"select rank, name, count(*) from events where kind='micro' group by rank, name\""
+                  % (a, b, gpt, gpt, gopts, g1, gopts, g2), db, env={"RINGSIDE_VIEW_DUMP": dump})
+    print(out)
+    check(rc == 0, "pipeline training runs from the REPL")
+    if rc != 0:
+        return
+    d = rel(load_weights(a), load_weights(b))
+    check(d <= 1e-5, "MLP: the REPL's model holds the stages' trained weights, equal to one process (%.3g)" % d)
+    d = rel(load_weights(g1), load_weights(g2))
+    check(d <= 1e-5, "GPT on 3 stages over tcp, the head tied across stages: equal to one process (%.3g)" % d)
+    check(re.search(r"bubble: [0-9.]+% of each step idle, measured .*\n +formula \(p-1\)/\(m\+p-1\) = 20\.0%", out)
+          is not None, "the bubble measured from the traces beside the formula")
+    check(re.search(r"^  1 +1:\d+\.\.4 .* \(4 micro\) +4 micro$", out, re.M) is not None,
+          "gpipe: each stage holds all 4 micro-batches' activations, measured beside the schedule's count")
+    summary = out[out.index("pipeline: schedule="):].split("\n")[:7]
+    check(all(len(l) <= 80 for l in summary), "the pipeline's summary fits 80 columns: %s" % summary)
+    check(re.search(r"test accuracy 0\.\d+", out) is not None, "rank 0 evaluates the gathered model")
+    # the dashboard's timeline (the last run's final frame): each stage's forwards and backwards, not one
+    # backward span over the whole schedule (which left no F on any row)
+    frame = open(dump).read() if os.path.exists(dump) else ""
+    tl = frame[frame.find(" timeline "):].split("\n")[1:8]
+    rows = [l for l in tl if re.match(r"r\d ", l)]
+    check(len(rows) == 3 and all("F" in r[4:] for r in rows) and any("B" in r[4:] for r in rows),
+          "the timeline shows each stage's forwards and backwards apart:\n" + "\n".join(tl))
+    con = sqlite3.connect(db)
+    runs = con.execute("SELECT mode, world_size, status FROM runs WHERE kind='train' ORDER BY id").fetchall()
+    check(runs[0] == ("pipeline", 2, "done") and runs[2] == ("pipeline", 3, "done"), "runs logged as pipeline: %s" % runs)
+    n = con.execute("SELECT count(*) FROM events e JOIN runs r ON r.id = e.run_id WHERE r.id = "
+                    "(SELECT min(id) FROM runs WHERE mode='pipeline') AND e.kind='micro'").fetchone()[0]
+    check(n == 2 * 2 * 4 * 12, "every micro-batch's forward and backward on both stages in the log (%d events)" % n)
+    st = con.execute("SELECT count(*) FROM events WHERE kind='stage'").fetchone()[0]
+    check(st == 2 + 3, "each rank's stage in the log (%d)" % st)
+    opts = json.loads(con.execute("SELECT options FROM runs WHERE mode='pipeline' ORDER BY id").fetchone()[0])
+    fin = json.loads(con.execute("SELECT final FROM runs WHERE mode='pipeline' ORDER BY id").fetchone()[0])
+    check(0 < fin.get("bubble", -1) < 1, "the measured bubble in the run's final figures: %s" % fin)
+    check(opts.get("schedule") == "gpipe" and opts.get("micro") == 4 and "bucket" not in opts and "zero" not in opts,
+          "the run's options: the pipeline's own, not ddp's or fsdp's: %s" % opts)
+
+
+def case_train_pipeline_fault(tmp):
+    """A stage killed with SIGKILL: the run fails within the bound naming the rank and its stage, the REPL
+    goes on, and resume= continues on another layout to one process's weights."""
+    db = os.path.join(tmp, "log.db")
+    ck, a, b = (os.path.join(tmp, x + ".safetensors") for x in ("c", "a", "b"))
+    t0 = time.time()
+    rc, out = run("model m = mlp 784-32-10 seed=3; model r = mlp 784-32-10 seed=3; data d = digits n=3000; "
+                  "train m on d mode=pipeline ranks=2 batch=32 steps=20 ckpt=%s ckpt_every=10 eval=off view=off; "
+                  "train r on d batch=32 steps=20 eval=off; save r %s" % (ck, b), db, env={"RINGSIDE_TEST_KILL": "1:15"})
+    print(out)
+    check("rank 1 was killed by signal 9 (SIGKILL)" in out, "the killed rank is named with its signal")
+    check(re.search(r"rank 1 ran pipeline stage 1 of 2 \(layers \d+\.\.\d+\)", out) is not None,
+          "the killed rank's stage and layers are named")
+    check("resume=" + ck in out, "the user is pointed at the last checkpoint")
+    check(time.time() - t0 < 60, "everything ended within the bound")
+    check("saved r" in out, "the REPL goes on after the failed run")
+    rc, out = run("model m = mlp 784-32-10 seed=3; data d = digits n=3000; "
+                  "train m on d mode=pipeline ranks=3 schedule=gpipe batch=32 steps=20 resume=%s eval=off view=off; "
+                  "save m %s" % (ck, a), db)
+    print(out)
+    con = sqlite3.connect(db)
+    st = [r[0] for r in con.execute("SELECT status FROM runs WHERE kind='train' AND mode='pipeline' ORDER BY id")]
+    check(st == ["failed", "done"], "the killed run failed, the resumed one finished: %s" % st)
+    if os.path.exists(a) and os.path.exists(b):
+        d = rel(load_weights(a), load_weights(b))
+        check(d <= 1e-5, "resumed on 3 ranks with gpipe from the 2-rank 1f1b checkpoint: one process's weights (%.3g)" % d)
+    else:
+        check(False, "both runs saved their weights")
 
 
 def case_fault(tmp):

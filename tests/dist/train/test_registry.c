@@ -122,7 +122,12 @@ int main(void)
         RS_CHECK(!rs_strategy_args_set(&b, key, eq + 1, &e), "line %s read back: %s", l.v[i], e.msg);
     }
     for (int i = 0; i < RS_STRATEGY_MAX_OPTS; i++)
-        RS_CHECK(!strcmp(a.text[i], b.text[i]), "option %d reads back as '%s', was '%s'", i, b.text[i], a.text[i]);
+        RS_CHECK(!strcmp(a.text[i], b.text[i]) && a.given[i] == b.given[i], "option %d reads back as '%s', was '%s'",
+                 i, b.text[i], a.text[i]);
+    /* a default is not sent: the rank takes it from the declaration, and knows it was not given */
+    rs_strategy_args_init(&a, ddp);
+    l.n = 0;
+    RS_CHECK(rs_strategy_args_lines(&a, keep, &l) == 1 && !strcmp(l.v[0], "mode=ddp"), "defaults sent: %d lines", l.n);
 
     rs_strategy_args_init(&a, fsdp);
     RS_CHECK(rs_strategy_int(&a, "zero") == 3 && rs_strategy_choice(&a, "wrap") == 0 &&

@@ -45,6 +45,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             __builtin_trap();
         if (tl.kind == RS_TL_STAGE && (tl.stage < 0 || tl.stage >= tl.index || tl.first < 0 || tl.last < tl.first))
             __builtin_trap();
+        if (tl.kind == RS_TL_METRIC && (!isfinite(tl.value) || !tl.name[0])) __builtin_trap();
     }
 out:
     free(line);
@@ -64,6 +65,7 @@ size_t rs_fuzz_seeds(const rs_fuzz_seed **seeds)
         S("@micro 1 3 F 2 1 8128.104819700 8128.105819700"),
         S("@micro 0 0 B 0 2 1.5 1.75"),
         S("@stage 1 1 2 4 7"),
+        S("@metric 1 4 acts_peak_bytes 123456"),
         S("@phase 0 2 forward 1.5 1.75"),
         S("rank 0: in [1, 10] -> out [2, 110]"),
         S("@ev s all_reduce ring 18446744073709551615 2147483647 6 1 2 0 1000 0 1e308"),
