@@ -47,6 +47,13 @@ static void print_memory(dist_job *j, const rs_obj *m, int zero, int opt_states)
     FILE *f = j->s->out;
     size_t P = rs_model_param_count(m->model);
     rs_zero_bytes z = rs_zero_predict(P, j->world, zero, opt_states);
+    const rs_strategy_def *sd = rs_strategy_find(j->mode);
+    char formula[256] = "";
+    if (sd && sd->predict && j->sargs) {
+        double b[3];
+        sd->predict(j->sargs, m->model, j->world, opt_states, b, formula, sizeof formula);
+        z = (rs_zero_bytes){.params = b[0], .grads = b[1], .optim = b[2]};
+    }
     bool off = false;
     for (int r = 0; r < j->world; r++) off |= j->mem[r].live[RS_POOL_OFFLOAD] > 0;
     static const rs_pool pools[] = {RS_POOL_PARAMS, RS_POOL_GRADS, RS_POOL_OPTIM, RS_POOL_ACTS, RS_POOL_COMM,
@@ -76,16 +83,22 @@ static void print_memory(dist_job *j, const rs_obj *m, int zero, int opt_states)
         rs_view_fmt_bytes(b, zp[p]);
         fprintf(f, " %*s", cw, b);
     }
-    char formula[160];
-    int n = snprintf(formula, sizeof formula, "the ZeRO paper's formula, P=%zu parameters, N=%d: %s%s", P, j->world,
+    /* the strategy's own formula when it has one (tensor), else the ZeRO paper's */
+    char zf[160];
+    const char *text = formula;
+    int n = (int)strlen(formula);
+    if (!formula[0]) {
+        n = snprintf(zf, sizeof zf, "the ZeRO paper's formula, P=%zu parameters, N=%d: %s%s", P, j->world,
                      zero == 0   ? "4P + 4P + 4kP"
                      : zero == 1 ? "4P + 4P + 4kP/N"
                      : zero == 2 ? "4P + (4P + 4kP)/N"
                                  : "(4P + 4P + 4kP)/N",
                      off ? " (offloaded state counted under offload)" : "");
+        text = zf;
+    }
     /* beside the paper's figures when it fits, else under them */
-    if (7 + 3 * (cw + 1) + 3 + n <= cols) fprintf(f, "   %s\n", formula);
-    else fprintf(f, "\n  %5s %s\n", "", formula);
+    if (7 + 3 * (cw + 1) + 3 + n <= cols) fprintf(f, "   %s\n", text);
+    else fprintf(f, "\n  %5s %s\n", "", text);
 }
 
 /* What `expect` reads after a run across ranks (repl/result.h; docs/repl.md lists it): the summary's
@@ -109,6 +122,9 @@ static void record_ranks(dist_job *j, const rs_obj *m, double sps, double secs, 
     static const char *const names[] = {"parameters", "gradients", "optimizer", "activations", "comm", "offload"};
     rs_zero_bytes z = rs_zero_predict(rs_model_param_count(m->model), j->world, j->zero, j->opt_states);
     double formula[3] = {z.params, z.grads, z.optim};
+    const rs_strategy_def *sd = rs_strategy_find(j->mode);
+    char text[256];
+    if (sd && sd->predict && j->sargs) sd->predict(j->sargs, m->model, j->world, j->opt_states, formula, text, sizeof text);
     for (int r = 0; r < j->world; r++)
         for (int p = 0; p < 6; p++) {
             char name[64];
@@ -163,6 +179,8 @@ static int train_end(dist_job *j, int rc)
         if (!j->nmicros || r == 0) sps += j->done[r].sps;
         if (j->done[r].seconds > secs) secs = j->done[r].seconds;
     }
+    /* every sample is read by world/parts ranks (a tensor-parallel group, a pipeline): count it once */
+    if (j->batch_parts > 0 && j->batch_parts < j->world) sps *= (double)j->batch_parts / j->world;
     fprintf(s->out, "trained %s on %s with %s on %d ranks: %lld steps in %.1fs, %.0f samples/s in all", j->mname,
             j->dname, j->mode, j->world, (long long)j->done[0].step, secs, sps);
     if (j->evaluated) fprintf(s->out, ", test accuracy %.4f", j->eval_acc);
@@ -180,7 +198,11 @@ static int train_end(dist_job *j, int rc)
         comm0 += cm;
         hid0 += hd;
     }
-    if (comm0 > 0)
+    const rs_strategy_def *sd = rs_strategy_find(j->mode);
+    if (comm0 > 0 && sd && (sd->uses & RS_SUSE_INLINE_COMM))
+        fprintf(s->out, "communication: %.3f s per rank, inside forward and backward (the layers wait for it)\n",
+                comm0 / j->world);
+    else if (comm0 > 0)
         fprintf(s->out, "communication: %.3f s per rank, %.0f%% of it hidden behind backward\n", comm0 / j->world,
                 100 * hid0 / comm0);
     print_memory(j, m, j->nmicros ? -1 : j->zero, j->opt_states);
@@ -258,13 +280,13 @@ int rs_cmd_train_ranks(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, co
         rs_job_free(j);
         return rs_session_error(s, c, (size_t)-1, 0, "train: %s", err.msg);
     }
-    if (cfg->batch % j->world && !(sd->uses & RS_SUSE_WHOLE_BATCH)) {
+    int split = rs_strategy_batch_parts(sd, sa, j->world); /* the data-parallel degree */
+    if (cfg->batch % split) {
         const rs_optval *v = rs_call_opt(c, "batch");
-        int world = j->world;
         rs_job_free(j);
         return rs_session_error(s, c, v->pos, v->set ? 6 + strlen(v->text) : 0,
                                 "train: batch=%d is the global batch and does not split over %d ranks (try batch=%d)",
-                                cfg->batch, world, (cfg->batch / world + 1) * world);
+                                cfg->batch, split, (cfg->batch / split + 1) * split);
     }
     if (d->source_cut) {
         rs_job_free(j);
@@ -303,7 +325,9 @@ int rs_cmd_train_ranks(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, co
     /* the plan, for the view's header: each rank takes ceil(n/W) samples (DistributedSampler pads), in
      * batches of batch/W, the last one partial; accum of them make a step (a mode that gives every rank
      * the whole batch reads it all) */
-    int split = sd->uses & RS_SUSE_WHOLE_BATCH ? 1 : j->world;
+    j->batch_parts = split;
+    j->sargs = malloc(sizeof *j->sargs);
+    if (j->sargs) *j->sargs = *sa;
     int64_t per_rank = ((int64_t)d->data.train->n + split - 1) / split, local = cfg->batch / split;
     int64_t batches = local > 0 ? (per_rank + local - 1) / local / (cfg->accum > 1 ? cfg->accum : 1) : 0;
     j->steps_total = batches * cfg->epochs;
@@ -316,6 +340,9 @@ int rs_cmd_train_ranks(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, co
     if (split == 1)
         fprintf(s->out, "%s: %d ranks on %s, global batch %d (every rank sees all of it)\n", mode, j->world,
                 j->backend, cfg->batch);
+    else if (split < j->world)
+        fprintf(s->out, "%s: %d ranks on %s, global batch %d (%d per group of %d ranks, %d groups)\n", mode, j->world,
+                j->backend, cfg->batch, cfg->batch / split, j->world / split, split);
     else
         fprintf(s->out, "%s: %d ranks on %s, global batch %d (%d per rank)%s\n", mode, j->world, j->backend,
                 cfg->batch, cfg->batch / j->world,

@@ -37,6 +37,7 @@ int rs_cmd_onnx(rs_session *, const rs_call *);
 int rs_cmd_collective(rs_session *, const rs_call *);
 int rs_cmd_bench(rs_session *, const rs_call *);
 int rs_cmd_p2p(rs_session *, const rs_call *);
+int rs_cmd_tp(rs_session *, const rs_call *);
 int rs_cmd_backends(rs_session *, const rs_call *);
 int rs_cmd_view(rs_session *, const rs_call *);
 int rs_cmd_jobs(rs_session *, const rs_call *);
@@ -266,6 +267,16 @@ static const rs_optdef world_opts[] = {
     {"view", RS_T_BOOL, "off", "live dashboard while the ranks run (on a terminal)", NULL},
     {NULL, 0, NULL, NULL, NULL},
 };
+static const char *const tp_splits[] = {"both", "cols", "rows", NULL};
+static const rs_optdef tp_opts[] = {
+    DIST_OPTS,
+    {"split", RS_T_ENUM, "both", "cols: B by columns, then all_gather; rows: the inner dimension, then all_reduce",
+     tp_splits},
+    {"m", RS_T_INT, "2", "rows of A (1..64)", NULL},
+    {"k", RS_T_INT, "4", "columns of A, rows of B (1..64)", NULL},
+    {"n", RS_T_INT, "2", "columns of B (1..64)", NULL},
+    {NULL, 0, NULL, NULL, NULL},
+};
 
 static const rs_optdef export_opts[] = {
     {"opset", RS_T_INT, "17", "ONNX opset to write (13..21)", NULL},
@@ -288,6 +299,7 @@ static const rs_optdef onnx_opts[] = {
 static const char *const coll_ops[] = {"broadcast", "reduce", "all_reduce", "scatter", "gather", "all_gather",
                                        "reduce_scatter", "all_to_all", "barrier", NULL};
 static const char *const show_words[] = {"run", NULL};
+static const char *const tp_demos[] = {"matmul", NULL};
 static const char *const export_words[] = {"session", NULL};
 
 /* The words of a model spec after `seq` (engine/nn/spec.c parses them; "(" where arguments follow). */
@@ -402,6 +414,14 @@ const rs_cmddef rs_commands[] = {
      "each. store=rank0 leaves the rendezvous to rank 0, as when ranks are\n"
      "started by hand, and prints the shell lines that would start them.",
      false, NULL, {{0}}, 0, world_opts, false, rs_cmd_world, NULL},
+    {"tp", "ranks", "tp matmul [ranks=2] [split=both|cols|rows]    the lecture's tensor-parallel matrix product",
+     "Splits Y = A . B over real ranks as the lecture's example does (A 2x4 = 0..7, B 4x2 = 8..15):\n"
+     "split=cols gives rank r B's columns r n/W.. and an all_gather sets the blocks Y_r side by side;\n"
+     "split=rows gives rank r A's columns and B's rows r k/W.. (the inner dimension), and an all_reduce\n"
+     "adds the partial products. Megatron's MLP is these two in a row (train ... mode=tensor).\n"
+     "  tp matmul ranks=2                  [[76],[252]] || [[82],[274]], [[10,11],[82,91]] + [[66,71],[170,183]]\n"
+     "  tp matmul ranks=4 split=rows k=8   four partial products, one all_reduce",
+     false, NULL, {ACH("WHAT", RS_A_WORD, tp_demos)}, 1, tp_opts, false, rs_cmd_tp, NULL},
     {"backends", "ranks", "backends    which operations each backend has, on CPU and GPU", NULL, false, NULL, {{0}}, 0,
      NULL, false, rs_cmd_backends, NULL},
     {"view", "ranks", "view run N [speed=1]    replay a logged run in the dashboard",

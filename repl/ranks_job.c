@@ -573,6 +573,7 @@ void rs_job_free(dist_job *j)
     free(j->held_buf);
     free(j->dump);
     free(j->ckpt);
+    free(j->sargs);
     free(j);
 }
 

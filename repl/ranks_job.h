@@ -122,6 +122,8 @@ struct rs_job {
     char dir[32], init[64], outp[64];
     char *ckpt;              /* owned copy of ckpt=, or NULL */
     int zero, opt_states;
+    int batch_parts;         /* the global batch's parts (data-parallel degree; world unless the mode says) */
+    struct rs_strategy_args *sargs; /* owned copy of the mode's options (the memory table's formula) */
 };
 
 /* A job for command c with what every rank-starting command checks (ranks=, backend=, algo=,

@@ -12,7 +12,8 @@
 
 /* Adding a strategy: one line here (and its file, and its test). */
 static const rs_strategy_def *const all[] = {
-    &rs_strategy_single, &rs_strategy_dp, &rs_strategy_ddp, &rs_strategy_fsdp, &rs_strategy_pipeline, NULL,
+    &rs_strategy_single, &rs_strategy_dp, &rs_strategy_ddp, &rs_strategy_fsdp, &rs_strategy_pipeline,
+    &rs_strategy_tensor, NULL,
 };
 
 const rs_strategy_def rs_strategy_single = {
@@ -26,6 +27,12 @@ const rs_strategy_def rs_strategy_dp = {
 };
 
 const rs_strategy_def *const *rs_strategy_list(void) { return all; }
+
+int rs_strategy_batch_parts(const rs_strategy_def *d, const rs_strategy_args *a, int world)
+{
+    if (d->batch_parts) return d->batch_parts(a, world);
+    return d->uses & RS_SUSE_WHOLE_BATCH ? 1 : world;
+}
 
 const rs_strategy_def *rs_strategy_find(const char *name)
 {

@@ -48,6 +48,8 @@ enum {
     RS_SUSE_THREADS = 4u, /* threads=: the run's own process (ranks take one thread each) */
     RS_SUSE_WHOLE_BATCH = 8u, /* every rank reads the whole global batch (pipeline stages), not
                                  batch/ranks of it */
+    RS_SUSE_INLINE_COMM = 16u, /* its collectives sit inside the layers' passes, which wait for them
+                                  (tensor parallel's all-reduces): none is hidden behind compute */
 };
 
 #define RS_STRATEGY_MAX_OPTS 16
@@ -96,7 +98,18 @@ struct rs_strategy_def {
     /* Makes this rank's strategy (rs_train calls its teardown). NULL: the mode runs in the REPL's own
      * process (single, dp), not on ranks. */
     rs_status (*make)(const rs_strategy_ctx *ctx, rs_train_strategy *out, rs_err *err);
+    /* Into how many parts the global batch splits, each read by world/parts ranks (the data-parallel
+     * degree: tensor's dp = ranks/tp). NULL: world, or 1 with RS_SUSE_WHOLE_BATCH. */
+    int (*batch_parts)(const rs_strategy_args *a, int world);
+    /* Persistent bytes per rank (parameters, gradients, optimizer) its own formula predicts for model m,
+     * k optimizer floats per parameter, and the formula as text, for the memory table. NULL: the ZeRO
+     * paper's (with the mode's zero= when it has one). */
+    void (*predict)(const rs_strategy_args *a, const rs_model *m, int world, int k, double bytes[3], char *formula,
+                    size_t cap);
 };
+
+/* d->batch_parts, or its default (see above). */
+int rs_strategy_batch_parts(const rs_strategy_def *d, const rs_strategy_args *a, int world);
 
 /* The strategies, in the order `help train` lists them, terminated by NULL. */
 const rs_strategy_def *const *rs_strategy_list(void);
@@ -135,6 +148,6 @@ int rs_strategy_args_lines(const rs_strategy_args *a, void (*line)(void *ud, con
 
 /* The entries (each in its strategy's own file). */
 extern const rs_strategy_def rs_strategy_single, rs_strategy_dp, rs_strategy_ddp, rs_strategy_fsdp,
-    rs_strategy_pipeline;
+    rs_strategy_pipeline, rs_strategy_tensor;
 
 #endif

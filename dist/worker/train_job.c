@@ -324,7 +324,6 @@ int rs_worker_train(int argc, char **argv, FILE *out, FILE *errf)
                                .work = on_work, .work_ud = &j, .metric = on_metric, .stage = on_stage, .ud = &j};
         if (!st && sd->check) st = sd->check(&j.sargs, m, conn.world, &cfg, &e);
         if (!st) st = sd->make(&ctx, &sg, &e);
-        /* only rank 0 evaluates and writes checkpoints (the others would write the same) */
         if (!st) {
             cfg.strategy = &sg;
             /* cfg.eval stays on every rank: the loop gathers the parameters on all of them (a collective)

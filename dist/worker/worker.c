@@ -686,11 +686,12 @@ int rs_worker_main(int argc, char **argv, FILE *out, FILE *errf)
 {
     wk w = {.out = out, .errf = errf, .backend = "shm", .group = "w", .op = RS_OP_ALL_REDUCE, .dtype = RS_F32,
             .redop = RS_SUM, .algo = RS_ALGO_AUTO, .count = 2, .show = 16, .timeout = 30};
-    if (argc < 1) return usage_error(&w, "%s", "no job (collective, bench, p2p, world or train)");
+    if (argc < 1) return usage_error(&w, "%s", "no job (collective, bench, p2p, world, train or matmul)");
     const char *job = argv[0];
     if (!strcmp(job, "train")) return rs_worker_train(argc, argv, out, errf);
+    if (!strcmp(job, "matmul")) return rs_worker_matmul(argc, argv, out, errf);
     if (strcmp(job, "collective") && strcmp(job, "bench") && strcmp(job, "p2p") && strcmp(job, "world"))
-        return usage_error(&w, "unknown job '%s' (collective, bench, p2p, world or train)", job);
+        return usage_error(&w, "unknown job '%s' (collective, bench, p2p, world, train or matmul)", job);
     int rc = parse_args(&w, argc, argv);
     if (rc) return rc;
     rc = join(&w);

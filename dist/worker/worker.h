@@ -39,6 +39,14 @@ void rs_worker_leave(rs_worker_conn *c, bool ok, double timeout);
  * in the registry of strategies (dist/train/registry.h); an unknown mode or option exits 2. */
 int rs_worker_train(int argc, char **argv, FILE *out, FILE *errf);
 
+/* The `matmul` job (dist/worker/matmul_job.c): the lecture's tensor-parallel matrix product, split by
+ * B's columns (all_gather) and by the inner dimension (all_reduce), each rank printing its part. */
+int rs_worker_matmul(int argc, char **argv, FILE *out, FILE *errf);
+/* The demo's matrices: A (m x k) = 0, 1, 2, ...; B (k x n) goes on from m*k (row-major). */
+void rs_matmul_demo_fill(float *a, float *b, int m, int k, int n);
+/* "[[76, 82], [252, 274]]" (rows x cols of x, row stride ld), or "(R x C)" past 64 elements. */
+void rs_matmul_demo_print(FILE *f, const float *x, int rows, int cols, int ld);
+
 /* ---- the lines a worker writes and the REPL reads --------------------------------------------- */
 
 /* "@ev KIND OP ALGO COLL STEP STEPS RANK PEER CHUNK BYTES GROUP T": one trace event (KIND b|s|e). */

@@ -21,7 +21,7 @@ static void forward(rs_layer *l, const rs_exec *x, const float *in, float *out, 
         x->k->copy(out, in, numel(l, B));
         return;
     }
-    uint64_t seed = x->dropout_seed ^ ((uint64_t)(l->index + 1) * 0xd6e8feb86659fd93ULL);
+    uint64_t seed = x->dropout_seed ^ ((uint64_t)(l->rng_id + 1) * 0xd6e8feb86659fd93ULL);
     x->k->dropout_fwd(in, out, x->saved, numel(l, B), l->cfg.p, seed);
 }
 

@@ -28,6 +28,8 @@ typedef enum rs_layer_kind {
     RS_LAYER_EMBED,       /* token + position embedding: tokens (T) -> (T, C) */
     RS_LAYER_ATTN,        /* causal multi-head self-attention core: qkv (T, 3C) -> (T, C) */
     RS_LAYER_ADD,         /* sum of two inputs of one shape (the residual of a res[ ... ] block) */
+    RS_LAYER_TP_COPY,     /* tensor parallelism's f: identity forward, all-reduce of the gradient backward */
+    RS_LAYER_TP_REDUCE,   /* tensor parallelism's g: all-reduce forward, identity backward */
     RS_LAYER_KIND_COUNT
 } rs_layer_kind;
 
@@ -63,6 +65,11 @@ typedef struct rs_param_slot {
 
 typedef struct rs_layer rs_layer;
 
+/* An all-reduce (sum, in place) of n floats over the ranks holding the other shards of a tensor-
+ * parallel model (dist/train/tensor.c supplies it). Layers have no status: a failure is kept by the
+ * callback's owner, which reports it after the pass. */
+typedef void (*rs_tp_comm_fn)(void *ud, float *buf, size_t n);
+
 /* What a forward/backward call may touch besides its input and output. A layer reads its rs_layer
  * but never writes it during a pass. */
 typedef struct rs_exec {
@@ -74,7 +81,9 @@ typedef struct rs_exec {
                              what forward keeps for backward lives with the pass, not the layer, so
                              several passes can run at once (engine/nn/model.h, activation sets) */
     bool training;
-    uint64_t dropout_seed; /* changes every step; each layer mixes in its index */
+    uint64_t dropout_seed; /* changes every step; each layer mixes in its rng_id */
+    rs_tp_comm_fn tp_all_reduce; /* tp_copy / tp_reduce; NULL: a group of one rank (identity) */
+    void *tp_ud;
 } rs_exec;
 
 typedef struct rs_layer_ops {
@@ -103,6 +112,8 @@ struct rs_layer {
     rs_layer_cfg cfg;
     char name[48];        /* path in the model, PyTorch-style: "0", "3.1" */
     int index;            /* position in execution order */
+    int rng_id;           /* the dropout stream it draws: its index, or in a tensor-parallel shard the
+                             index of the whole model's layer it stands for (same masks as one process) */
     rs_shape in, out;     /* per sample */
     int nsrc;             /* inputs: the layers whose outputs this one reads, -1 = the model's input */
     int src[RS_LAYER_MAX_SRC];
@@ -122,7 +133,7 @@ char *rs_layer_cfg_str(const rs_layer_cfg *c, char *buf, size_t n);
 /* Per-kind operation tables (engine/nn/<kind>.c). */
 extern const rs_layer_ops rs_linear_ops, rs_conv2d_ops, rs_maxpool2d_ops, rs_avgpool2d_ops,
     rs_relu_ops, rs_gelu_ops, rs_tanh_ops, rs_flatten_ops, rs_dropout_ops, rs_layernorm_ops, rs_embed_ops,
-    rs_attn_ops, rs_add_ops;
+    rs_attn_ops, rs_add_ops, rs_tp_copy_ops, rs_tp_reduce_ops;
 
 /* Shared by conv and pools: output size of a window, or an error naming the layer. */
 rs_status rs_layer_window_geom(rs_layer *l, const rs_shape *in, int out_channels, rs_err *err);

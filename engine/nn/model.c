@@ -51,6 +51,7 @@ rs_status rs_model_add(rs_model *m, const rs_layer_cfg *cfg, rs_err *err)
     l->nsrc = 1;
     l->src[0] = m->nlayers - 1; /* a chain by default: the previous node, or the model's input */
     l->index = m->nlayers++;
+    l->rng_id = l->index;
     layer_name(m, l->name, sizeof l->name);
     m->child_count[m->depth]++;
     for (int d = 0; d < m->depth; d++) m->blocks[m->open_block[d]].count++;

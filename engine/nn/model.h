@@ -69,6 +69,9 @@ rs_status rs_model_loss(rs_model *m, const int32_t *y, int B, float *loss, rs_er
 void rs_model_backward(rs_model *m, const void *x, const int32_t *y, int B, float loss_scale);
 void rs_model_zero_grad(rs_model *m);
 void rs_model_set_grad_hook(rs_model *m, rs_grad_ready_fn fn, void *ud);
+/* The all-reduce a tensor-parallel shard's tp_copy and tp_reduce layers call (engine/nn/tp.h); NULL:
+ * a group of one rank. */
+void rs_model_set_tp_comm(rs_model *m, rs_tp_comm_fn fn, void *ud);
 
 /* ---- Activation sets: passes that run side by side ----
  * Everything a pass writes besides the parameter gradients (every layer's output, what layers keep

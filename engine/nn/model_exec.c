@@ -12,7 +12,8 @@ static rs_exec exec_for(const rs_model *m, const rs_acts *a)
     uint64_t z = m->seed ^ (a->step * 0x9e3779b97f4a7c15ULL);
     z = (z ^ (z >> 31)) * 0xbf58476d1ce4e5b9ULL;
     return (rs_exec){.k = m->k, .params = m->params, .grads = m->grads, .ws = a->ws,
-                     .training = a->training, .dropout_seed = z ^ (z >> 29)};
+                     .training = a->training, .dropout_seed = z ^ (z >> 29), .tp_all_reduce = m->tp_comm,
+                     .tp_ud = m->tp_comm_ud};
 }
 
 static void *layer_saved(const rs_acts *a, int i)

@@ -44,6 +44,8 @@ struct rs_model {
     int failed_layer; /* layer whose setup failed in the last layout, or -1 */
     rs_grad_ready_fn grad_hook;
     void *grad_hook_ud;
+    rs_tp_comm_fn tp_comm; /* the tensor-parallel group's all-reduce (tp_copy, tp_reduce) */
+    void *tp_comm_ud;
 
     /* Sharded training (see model.h): the units (top-level items, owned), their hooks, whether the
      * gradient buffer is released (ZeRO-2), and whether params/grads are reservations of map_bytes
