@@ -48,9 +48,9 @@ int main(void)
     want("collective all_reduce alg", "algo=|", false);
     want("show ", "run |", false);                                       /* and the session's names */
     want("help tr", "train |", false);
-    want("play t", "tour |", false);               /* the tutorials by name (tutorials/NN-NAME.ring) */
+    want("play to", "tour |", false);              /* the tutorials by name (tutorials/NN-NAME.ring) */
     want("play col", "collectives |collective-ops |", false);
-    want("play r", "ranks |", false);
+", false);|", false);
     want("play ./", "", true);                     /* a path: a script of one's own */
     want("play tour a", "auto |", false);
     want("save m ", "", true);
