@@ -50,7 +50,8 @@ int main(void)
     want("help tr", "train |", false);
     want("play to", "tour |", false);              /* the tutorials by name (tutorials/NN-NAME.ring) */
     want("play col", "collectives |collective-ops |", false);
-", false);|", false);
+    want("play r", "ranks |", false);
+    want("play te", "tensor |", false);
     want("play ./", "", true);                     /* a path: a script of one's own */
     want("play tour a", "auto |", false);
     want("save m ", "", true);
