@@ -194,7 +194,7 @@ static void maxpool_one(const rs_conv_geom *g, const float *x, int iy0, int ki0,
     valid_span(ix0, 1, g->w, g->kw, &kj0, &kj1);
     if (ki0 >= ki1 || kj0 >= kj1) { /* the window lies wholly in the padding */
         *y = -FLT_MAX;
-        *am = -1;
+        if (am) *am = -1;
         return;
     }
     int32_t bi = (iy0 + ki0) * g->w + ix0 + kj0;
@@ -209,13 +209,14 @@ static void maxpool_one(const rs_conv_geom *g, const float *x, int iy0, int ki0,
             }
         }
     *y = best;
-    *am = bi;
+    if (am) *am = bi;
 }
 
 /* Outputs [xa, xb) of one row whose windows lie inside the image horizontally: the same scan as
  * maxpool_one, window position by window position across the row, with selects instead of branches
  * (a branch per element mispredicts about half the time on activations; this form vectorizes, and
- * with sw a constant 2, the usual pooling stride, the strided loads do too). */
+ * with sw a constant 2, the usual pooling stride, the strided loads do too). am is NULL at inference:
+ * the function is always inlined, so each call site compiles to its own loop, with or without it. */
 static inline __attribute__((always_inline)) void maxpool_interior(const rs_conv_geom *g,
                                                                    const float *restrict x, int iy0, int ki0,
                                                                    int ki1, int xa, int xb, int sw,
@@ -225,11 +226,18 @@ static inline __attribute__((always_inline)) void maxpool_interior(const rs_conv
     for (int ox = xa; ox < xb; ox++) {
         int32_t i = (iy0 + ki0) * w + ox * sw - pw;
         y[ox] = x[i];
-        am[ox] = i;
+        if (am) am[ox] = i;
     }
     for (int ki = ki0; ki < ki1; ki++)
         for (int kj = ki == ki0 ? 1 : 0; kj < g->kw; kj++) {
             const int32_t base = (iy0 + ki) * w - pw + kj;
+            if (!am) {
+                for (int ox = xa; ox < xb; ox++) {
+                    float v = x[base + ox * sw], b = y[ox];
+                    y[ox] = (v > b) | ((v != v) & (b == b)) ? v : b;
+                }
+                continue;
+            }
             for (int ox = xa; ox < xb; ox++) {
                 int32_t i = base + ox * sw;
                 float v = x[i], b = y[ox];
@@ -252,17 +260,19 @@ void rs_cpu_maxpool_fwd(const rs_conv_geom *g, int B, const float *in, float *ou
         const float *x = in + (size_t)p * g->h * w;
         for (int oy = 0; oy < g->oh; oy++) {
             float *y = out + ((size_t)p * g->oh + oy) * ow;
-            int32_t *am = argmax + ((size_t)p * g->oh + oy) * ow;
+            int32_t *am = argmax ? argmax + ((size_t)p * g->oh + oy) * ow : NULL;
             int iy0 = oy * g->sh - g->ph, ki0, ki1;
             valid_span(iy0, 1, g->h, g->kh, &ki0, &ki1); /* rows iy0+ki inside the image */
-            for (int ox = 0; ox < xa; ox++) maxpool_one(g, x, iy0, ki0, ki1, ox, y + ox, am + ox);
-            for (int ox = xb; ox < ow; ox++) maxpool_one(g, x, iy0, ki0, ki1, ox, y + ox, am + ox);
+            for (int ox = 0; ox < xa; ox++) maxpool_one(g, x, iy0, ki0, ki1, ox, y + ox, am ? am + ox : NULL);
+            for (int ox = xb; ox < ow; ox++) maxpool_one(g, x, iy0, ki0, ki1, ox, y + ox, am ? am + ox : NULL);
             if (xa >= xb) continue;
             if (ki0 >= ki1) {
-                for (int ox = xa; ox < xb; ox++) maxpool_one(g, x, iy0, ki0, ki1, ox, y + ox, am + ox);
+                for (int ox = xa; ox < xb; ox++) maxpool_one(g, x, iy0, ki0, ki1, ox, y + ox, am ? am + ox : NULL);
                 continue;
             }
-            if (sw == 2) maxpool_interior(g, x, iy0, ki0, ki1, xa, xb, 2, y, am);
+            if (!am && sw == 2) maxpool_interior(g, x, iy0, ki0, ki1, xa, xb, 2, y, NULL);
+            else if (!am) maxpool_interior(g, x, iy0, ki0, ki1, xa, xb, sw, y, NULL);
+            else if (sw == 2) maxpool_interior(g, x, iy0, ki0, ki1, xa, xb, 2, y, am);
             else maxpool_interior(g, x, iy0, ki0, ki1, xa, xb, sw, y, am);
         }
     }

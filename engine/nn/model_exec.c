@@ -24,6 +24,7 @@ void rs_model_free_acts(rs_model *m)
     m->saved = NULL;
     m->act_off = NULL;
     m->losses = NULL;
+    m->out = NULL;
     m->cap_B = 0;
 }
 
@@ -86,7 +87,7 @@ rs_status rs_model_reserve(rs_model *m, int B, rs_err *err)
         rs_layer *l = &m->layers[i];
         size_t o = (size_t)rs_shape_numel(&l->out);
         m->act_off[i] = acts;
-        acts += ((size_t)B * o + 15) & ~(size_t)15;
+        if (!l->view) acts += ((size_t)B * o + 15) & ~(size_t)15; /* a view owns no memory */
         dmax = o > dmax ? o : dmax;
         if (l->ops->saved_bytes) saved += (l->ops->saved_bytes(l, B) + 63) & ~(size_t)63;
         size_t w = layer_ws(m, l, B);
@@ -101,7 +102,8 @@ rs_status rs_model_reserve(rs_model *m, int B, rs_err *err)
         return rs_err_set(err, RS_ERR_NOMEM, "out of memory");
     }
     int ntmp = 0;
-    m->nslots = plan_grad_slots(m, m->gslot, &ntmp);
+    /* an inference-only model has no backward: no gradient slots */
+    m->nslots = m->inference ? 0 : plan_grad_slots(m, m->gslot, &ntmp);
     if (m->nslots < 0) {
         rs_model_free_acts(m);
         return rs_err_set(err, RS_ERR_NOMEM, "out of memory");
@@ -109,6 +111,7 @@ rs_status rs_model_reserve(rs_model *m, int B, rs_err *err)
     m->dslot = ((size_t)B * dmax + 15) & ~(size_t)15;
     m->acts_bytes = acts * sizeof(float);
     m->dbuf_bytes = (size_t)(m->nslots + ntmp) * m->dslot * sizeof(float);
+    if (!m->dbuf_bytes) m->dbuf_bytes = 64;
     m->saved_bytes = saved ? saved : 64;
     m->probs_bytes = (R * (size_t)C + R) * sizeof(float);
     m->ws_bytes = ws ? ws : 64;
@@ -140,15 +143,16 @@ static rs_exec exec_ctx(rs_model *m)
     uint64_t z = m->seed ^ (m->step * 0x9e3779b97f4a7c15ULL);
     z = (z ^ (z >> 31)) * 0xbf58476d1ce4e5b9ULL;
     return (rs_exec){.k = m->k, .params = m->params, .grads = m->grads, .ws = m->ws,
-                     .training = m->training, .dropout_seed = z ^ (z >> 29)};
+                     .training = m->training, .inference = m->inference, .dropout_seed = z ^ (z >> 29)};
 }
 
 void rs_model_set_training(rs_model *m, bool training) { m->training = training; }
 bool rs_model_training(const rs_model *m) { return m->training; }
 
-/* The output of node i (or the model's input for -1). */
+/* The output of node i (or the model's input for -1); a view's is its source's. */
 static const float *node_out(const rs_model *m, int i, const void *x)
 {
+    while (i >= 0 && m->layers[i].view) i = m->layers[i].src[0];
     return i < 0 ? (const float *)x : m->acts + m->act_off[i];
 }
 
@@ -174,28 +178,37 @@ rs_status rs_model_forward(rs_model *m, const void *x, int B, const float **logi
         if (m->has_uh && m->uh.before_forward && (st = m->uh.before_forward(m->uh.ud, un, err))) return st;
         for (int i = un->first; i < un->first + un->count; i++) {
             rs_layer *l = &m->layers[i];
+            if (l->view) continue;
             float *out = m->acts + m->act_off[i];
             const float *in = node_out(m, l->src[0], x);
-            if (l->ops->nin == 2) l->ops->forward2(l, &ex, in, node_out(m, l->src[1], x), out, B);
-            else l->ops->forward(l, &ex, in, out, B);
+            if (l->ops->forward_n) {
+                const float *ins[RS_LAYER_MAX_SRC];
+                for (int k = 0; k < l->nsrc; k++) ins[k] = node_out(m, l->src[k], x);
+                l->ops->forward_n(l, &ex, ins, out, B);
+            } else if (l->ops->nin == 2) {
+                l->ops->forward2(l, &ex, in, node_out(m, l->src[1], x), out, B);
+            } else {
+                l->ops->forward(l, &ex, in, out, B);
+            }
         }
         if (m->has_uh && m->uh.after_forward && (st = m->uh.after_forward(m->uh.ud, un, err))) return st;
     }
-    if (logits) *logits = m->acts + m->act_off[m->nlayers - 1];
+    m->out = node_out(m, m->nlayers - 1, x);
+    if (logits) *logits = m->out;
     return RS_OK;
 }
 
 rs_status rs_model_loss(rs_model *m, const int32_t *y, int B, float *loss, rs_err *err)
 {
     int C = rs_model_classes(m), R = B * rs_model_rows(m);
-    if (B > m->cap_B) return rs_err_set(err, RS_ERR_ARG, "loss of batch %d before a forward of that batch", B);
+    if (B > m->cap_B || !m->out) return rs_err_set(err, RS_ERR_ARG, "loss of batch %d before a forward of that batch", B);
     for (int b = 0; b < R; b++)
         if (y[b] < 0 || y[b] >= C)
             return rs_err_set(err, RS_ERR_ARG,
                               "label %d of %s %d is outside the model's %d classes (0..%d); "
                               "the last layer needs as many outputs as the data has classes",
                               (int)y[b], R == B ? "sample" : "row", b, C, C - 1);
-    const float *logits = m->acts + m->act_off[m->nlayers - 1];
+    const float *logits = m->out;
     m->k->softmax_xent_fwd(logits, y, m->probs, m->losses, R, C);
     /* Mean over the rows in double: the figure reported does not drift with batch size. */
     double s = 0.0;
@@ -240,6 +253,7 @@ static void report_grads(rs_model *m, const rs_layer *l)
 
 void rs_model_backward(rs_model *m, const void *x, const int32_t *y, int B, float loss_scale)
 {
+    if (m->inference) return; /* rs_model_check_trainable refused it before any training started */
     rs_exec ex = exec_ctx(m);
     int C = rs_model_classes(m), R = B * rs_model_rows(m), n = m->nlayers;
     memset(m->gdone, 0, (size_t)n);
@@ -281,7 +295,7 @@ void rs_model_backward(rs_model *m, const void *x, const int32_t *y, int B, floa
 void rs_model_zero_grad(rs_model *m)
 {
     /* Released (ZeRO-2) or sharded (ZeRO-3) gradients are zero-filled when acquired. */
-    if (m->grads_released || m->sharded) return;
+    if (m->grads_released || m->sharded || !m->grads) return;
     m->k->fill(m->grads, m->numel, 0.0f);
 }
 

@@ -18,6 +18,7 @@ struct rs_model {
     uint64_t seed;
     bool laid_out, built, training;
     bool tokens;      /* the input is a sequence of int32 token ids (a language model) */
+    bool inference;   /* inference-only (see rs_model_set_inference_only) */
 
     rs_layer *layers; /* execution order */
     int nlayers, cap_layers;
@@ -45,6 +46,7 @@ struct rs_model {
     size_t dslot;     /* floats per slot */
     unsigned char *saved;
     float *probs, *losses;
+    const float *out; /* the last forward's output (a view may make it the input itself) */
     float *ws;
     size_t acts_bytes, dbuf_bytes, saved_bytes, probs_bytes, ws_bytes;
 
