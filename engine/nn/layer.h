@@ -65,12 +65,16 @@ typedef struct rs_param_slot {
 
 typedef struct rs_layer rs_layer;
 
-/* What a forward/backward call may touch besides its input and output. */
+/* What a forward/backward call may touch besides its input and output. A layer reads its rs_layer
+ * but never writes it during a pass. */
 typedef struct rs_exec {
     const rs_kernels *k;
     float *params;        /* model parameter buffer (device) */
     float *grads;         /* model gradient buffer (device) */
-    float *ws;            /* shared workspace, at least the largest layer's workspace_bytes */
+    float *ws;            /* the activation set's workspace, at least the largest layer's workspace_bytes */
+    void *saved;          /* this layer's saved_bytes(B) in the activation set (NULL if it saves nothing):
+                             what forward keeps for backward lives with the pass, not the layer, so
+                             several passes can run at once (engine/nn/model.h, activation sets) */
     bool training;
     bool inference;       /* no backward follows (an inference-only model): skip what it would read */
     uint64_t dropout_seed; /* changes every step; each layer mixes in its index */
@@ -115,7 +119,6 @@ struct rs_layer {
     rs_conv_geom geom;    /* conv and pools */
     struct rs_op_node *op; /* RS_LAYER_OP: what it runs (tensor_op.h), owned by the model */
     bool view;            /* its output is src[0]'s memory under another shape: nothing runs */
-    void *saved;          /* saved_bytes(B) of activation memory, owned by the model */
     size_t src_pos;       /* where the layer was written in its spec (for error carets) */
 };
 

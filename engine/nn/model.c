@@ -353,6 +353,7 @@ rs_status rs_model_build(rs_model *m, uint64_t seed, rs_err *err)
         if (l->ops->init) l->ops->init(l, m->params, &r);
     }
     st = build_units(m, err);
+    if (!st) st = rs_model_plan_grads(m, err);
     if (st) return st;
     m->built = true;
     return RS_OK;
