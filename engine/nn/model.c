@@ -350,7 +350,8 @@ rs_status rs_model_build(rs_model *m, uint64_t seed, rs_err *err)
         }
         /* One stream per layer: adding a layer does not change the others' initial weights. */
         rs_rng r = rs_rng_fork(&root, (uint64_t)i);
-        if (l->ops->init) l->ops->init(l, m->params, &r);
+        /* an inference-only model's weights are its file's, copied in after build */
+        if (l->ops->init && !m->inference) l->ops->init(l, m->params, &r);
     }
     st = build_units(m, err);
     if (!st) st = rs_model_plan_grads(m, err);
