@@ -250,7 +250,7 @@ static inline __attribute__((always_inline)) void maxpool_interior(const rs_conv
 
 /* Inference's common case, a 2x2 window of stride 2 inside the image: the same scan in window order
  * (the first NaN wins) on four loads per output, with no index to keep. */
-static inline float max_nan(float best, float v) { return (v > best) | (v != v) ? v : best; }
+static inline float max_nan(float best, float v) { return ((v > best) | (v != v)) ? v : best; }
 
 static void maxpool_2x2(const rs_conv_geom *g, int B, const float *in, float *out)
 {
