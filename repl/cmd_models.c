@@ -8,7 +8,6 @@
 #include "engine/cpu/blas.h"
 #include "engine/data/data.h"
 #include "engine/data/source.h"
-#include "onnx/graph.h"
 #include "onnx/import.h"
 #include "engine/nn/spec.h"
 #include "call.h"
@@ -41,7 +40,7 @@ static int check_name(rs_session *s, const rs_call *c)
 }
 
 /* `model m = onnx FILE`: a trainable model when the graph is a plain sequence of engine layers,
- * else the graph itself, which eval and predict run. */
+ * else an inference-only one, which eval and predict run. */
 static int model_from_onnx(rs_session *s, const rs_call *c, const char *path, size_t path_pos)
 {
     rs_err err = {0};
@@ -51,29 +50,33 @@ static int model_from_onnx(rs_session *s, const rs_call *c, const char *path, si
     rs_err why = {0};
     rs_obj o = {.kind = RS_OBJ_MODEL};
     snprintf(o.name, sizeof o.name, "%s", c->bind);
-    if (rs_onnx_to_model(g, c->bind, &m, &why) == RS_OK) {
+    bool trains = rs_onnx_to_model(g, c->bind, &m, &why) == RS_OK;
+    if (!trains && rs_onnx_to_inference_model(g, c->bind, &m, &err)) {
         rs_onnx_graph_free(g);
-        o.model = m;
+        return rs_session_error(s, c, path_pos, strlen(path), "model: %s", err.msg);
+    }
+    rs_onnx_graph_free(g);
+    o.model = m;
+    if (trains) {
         o.spec = rs_model_spec(m);
     } else {
-        o.graph = g;
         size_t n = strlen(path) + 8;
         o.spec = malloc(n);
         if (o.spec) snprintf(o.spec, n, "onnx %s", path);
     }
     if (!o.spec || !rs_session_put(s, &o)) {
         rs_model_free(o.model);
-        rs_onnx_graph_free(o.graph);
         free(o.spec);
         return rs_session_error(s, c, (size_t)-1, 0, "out of memory");
     }
-    if (m)
+    if (trains)
         fprintf(s->out, "model %s: imported from %s as %s (%zu parameters): it trains, saves and exports like any model\n",
                 c->bind, path, o.spec, rs_model_param_count(m));
     else
-        fprintf(s->out, "model %s: imported from %s as an inference graph (input %zu values, output %zu); it runs with "
-                        "eval and predict but does not train: %s\n",
-                c->bind, path, rs_onnx_graph_input_numel(g), rs_onnx_graph_output_numel(g), why.msg);
+        fprintf(s->out, "model %s: imported from %s for inference (%d nodes, input %lld values, output %lld); it runs "
+                        "with eval and predict but does not train: %s\n",
+                c->bind, path, rs_model_layer_count(m), (long long)rs_shape_numel(rs_model_input_shape(m)),
+                (long long)rs_model_classes(m) * rs_model_rows(m), why.msg);
     return 0;
 }
 
@@ -364,18 +367,12 @@ int rs_cmd_show(rs_session *s, const rs_call *c)
         record_data(s, o->data.train, o->data.test);
         return 0;
     }
-    if (!o->model) { /* an imported ONNX graph */
-        char *gs = rs_onnx_graph_summary(o->graph);
-        if (gs) fputs(gs, s->out);
-        free(gs);
-        fprintf(s->out, "from: %s\n", o->spec);
-        return 0;
-    }
     char *sum = rs_model_summary(o->model);
     record_model(s, o->model);
     fputs(sum, s->out);
     free(sum);
-    fprintf(s->out, "spec: %s\n", o->spec);
+    /* an imported graph that runs for inference only has no spec: it came from its file */
+    fprintf(s->out, "%s %s\n", rs_model_inference_only(o->model) ? "from:" : "spec:", o->spec);
     rs_blas_info b;
     rs_blas_get_info(&b);
     fprintf(s->out, "kernels: cpu, threads %d, OpenBLAS %s\n", rs_model_kernels(o->model)->get_threads(), b.core);
@@ -395,7 +392,7 @@ int rs_cmd_ls(rs_session *s, const rs_call *c)
     int nw = 4, ww = 4;
     for (int i = 0; i < s->nobjs; i++) {
         const rs_obj *o = &s->objs[i];
-        if (o->kind == RS_OBJ_MODEL && o->model)
+        if (o->kind == RS_OBJ_MODEL && !rs_model_inference_only(o->model))
             snprintf(what[i], sizeof what[i], "%zu parameters", rs_model_param_count(o->model));
         else if (o->kind == RS_OBJ_MODEL) snprintf(what[i], sizeof what[i], "ONNX inference graph");
         else if (o->data.train->tokens)
@@ -430,7 +427,7 @@ int rs_cmd_reset(rs_session *s, const rs_call *c)
     rs_obj *o = rs_session_find(s, c->args[0]);
     size_t pos = c->arg_pos[0], len = strlen(c->args[0]);
     if (rs_session_check_busy(s, c, o, pos, len)) return 1;
-    if (!o->model || !o->spec)
+    if (rs_model_inference_only(o->model))
         return rs_session_error(s, c, pos, len, "reset: %s is an imported ONNX graph: its weights are the file's; "
                                 "`model %s = onnx FILE` reads them again", o->name, o->name);
     uint64_t seed = rs_model_seed(o->model);

@@ -8,7 +8,6 @@
 
 #include "dist/train/registry.h"
 #include "engine/train/dp.h"
-#include "onnx/graph.h"
 #include "engine/train/train.h"
 #include "progress.h"
 #include "wrap.h"
@@ -69,29 +68,9 @@ static void operands(rs_session *s, const rs_call *c, rs_obj **m, rs_obj **d)
     *d = rs_session_find(s, c->args[2]);
 }
 
-/* Forward of an imported ONNX graph for eval and predict: logits (B x classes) into a buffer. */
-static rs_status graph_logits(rs_obj *m, const float *x, int B, float *out, rs_err *err)
-{
-    return rs_onnx_run(m->graph, x, B, out, err);
-}
-
 static int fit_check(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d)
 {
     rs_err err = {0};
-    if (!m->model) {
-        if (d->data.train->tokens)
-            return rs_session_error(s, c, c->arg_pos[2], strlen(c->args[2]),
-                                    "%s: %s is an imported graph of floats; data set %s holds token ids (text)",
-                                    c->cmd->name, m->name, d->name);
-        size_t in = rs_onnx_graph_input_numel(m->graph), out = rs_onnx_graph_output_numel(m->graph);
-        size_t per = rs_dataset_sample_numel(d->data.train);
-        if (in != per || (int)out != d->data.train->n_classes)
-            return rs_session_error(s, c, c->arg_pos[2], strlen(c->args[2]),
-                                    "%s: %s takes %zu values and gives %zu scores; %s's samples have %zu values and %d "
-                                    "classes",
-                                    c->cmd->name, m->name, in, out, d->name, per, d->data.train->n_classes);
-        return 0;
-    }
     if (rs_train_check_data(m->model, d->data.train, &err))
         return rs_session_error(s, c, c->arg_pos[2], strlen(c->args[2]), "%s: %s", c->cmd->name, err.msg);
     return 0;
@@ -344,48 +323,6 @@ static const rs_dataset *split_of(const rs_call *c, rs_obj *d)
     return train || !d->data.test || !d->data.test->n ? d->data.train : d->data.test;
 }
 
-/* rs_evaluate's accuracy and mean cross-entropy, for an imported graph. */
-static rs_status graph_evaluate(rs_obj *m, const rs_dataset *ds, int batch, double *acc, double *loss, rs_err *err)
-{
-    size_t per = rs_dataset_sample_numel(ds);
-    int C = (int)rs_onnx_graph_output_numel(m->graph);
-    if (batch < 1) batch = 256;
-    float *z = malloc((size_t)batch * (size_t)C * sizeof *z); /* owned here, with x and y */
-    float *x = malloc((size_t)batch * per * sizeof *x);
-    int32_t *ys = malloc((size_t)batch * sizeof *ys); /* fit_check let only one label a sample through */
-    if (!z || !x || !ys) {
-        free(z);
-        free(x);
-        free(ys);
-        return rs_err_set(err, RS_ERR_NOMEM, "out of memory for a batch of %d", batch);
-    }
-    double correct = 0, lsum = 0;
-    rs_status st = RS_OK;
-    for (uint32_t i = 0; i < ds->n && !st; i += (uint32_t)batch) {
-        int B = (int)(ds->n - i < (uint32_t)batch ? ds->n - i : (uint32_t)batch);
-        for (int b = 0; b < B; b++) rs_dataset_get(ds, i + (uint32_t)b, x + (size_t)b * per, ys + b);
-        st = graph_logits(m, x, B, z, err);
-        for (int b = 0; b < B && !st; b++) {
-            const float *r = z + (size_t)b * C;
-            int best = 0;
-            double mx = r[0], se = 0;
-            for (int j = 1; j < C; j++)
-                if (r[j] > r[best]) best = j;
-            mx = r[best];
-            for (int j = 0; j < C; j++) se += exp((double)r[j] - mx);
-            int y = ys[b];
-            correct += best == y;
-            lsum += log(se) + mx - (double)r[y];
-        }
-    }
-    free(z);
-    free(x);
-    free(ys);
-    *acc = ds->n ? correct / ds->n : 0;
-    *loss = ds->n ? lsum / ds->n : 0;
-    return st;
-}
-
 int rs_cmd_eval(rs_session *s, const rs_call *c)
 {
     rs_result_begin(s, NULL);
@@ -396,8 +333,7 @@ int rs_cmd_eval(rs_session *s, const rs_call *c)
     double acc, loss;
     rs_err err = {0};
     int64_t run = rs_log_run_begin(s, "eval", m->name, m->spec, d->name, c);
-    rs_status est = m->model ? rs_evaluate(m->model, ds, (int)rs_call_int(c, "batch", 256), &acc, &loss, &err)
-                             : graph_evaluate(m, ds, (int)rs_call_int(c, "batch", 256), &acc, &loss, &err);
+    rs_status est = rs_evaluate(m->model, ds, (int)rs_call_int(c, "batch", 256), &acc, &loss, &err);
     if (est) {
         rs_log_run_end(s, run, "failed", 0, NULL, err.msg);
         return rs_session_error(s, c, (size_t)-1, 0, "eval: %s", err.msg);
@@ -469,24 +405,14 @@ int rs_cmd_predict(rs_session *s, const rs_call *c)
     const float *logits;
     rs_err err = {0};
     rs_status st;
-    float *gz = NULL; /* an imported graph's scores (owned here) */
-    int C;
-    if (m->model) {
-        bool was = rs_model_training(m->model);
-        rs_model_set_training(m->model, false);
-        st = rs_model_forward(m->model, x, (int)n, &logits, &err);
-        rs_model_set_training(m->model, was);
-        C = rs_model_classes(m->model);
-    } else {
-        C = (int)rs_onnx_graph_output_numel(m->graph);
-        gz = malloc((size_t)n * (size_t)C * sizeof *gz);
-        st = gz ? graph_logits(m, x, (int)n, gz, &err) : rs_err_set(&err, RS_ERR_NOMEM, "out of memory");
-        logits = gz;
-    }
+    bool was = rs_model_training(m->model);
+    rs_model_set_training(m->model, false);
+    st = rs_model_forward(m->model, x, (int)n, &logits, &err);
+    rs_model_set_training(m->model, was);
+    int C = rs_model_classes(m->model);
     if (st) {
         free(x);
         free(y);
-        free(gz);
         return rs_session_error(s, c, (size_t)-1, 0, "predict: %s", err.msg);
     }
     bool image = ds->h > 1 && ds->w > 1;
@@ -525,6 +451,5 @@ int rs_cmd_predict(rs_session *s, const rs_call *c)
     }
     free(x);
     free(y);
-    free(gz);
     return 0;
 }

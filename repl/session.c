@@ -2,7 +2,6 @@
 #include "session.h"
 
 #include "onnx/build.h"
-#include "onnx/graph.h"
 #include "result.h"
 #include "serve/server.h"
 #include "wrap.h"
@@ -24,7 +23,6 @@ rs_session *rs_session_new(FILE *out)
 static void free_obj(rs_obj *o)
 {
     rs_model_free(o->model);
-    rs_onnx_graph_free(o->graph);
     free(o->spec);
     rs_data_pair_free(&o->data);
     memset(o, 0, sizeof *o);

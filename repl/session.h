@@ -18,11 +18,10 @@ typedef enum rs_obj_kind { RS_OBJ_MODEL, RS_OBJ_DATA } rs_obj_kind;
 typedef struct rs_obj {
     char name[64];
     rs_obj_kind kind;
-    rs_model *model;        /* RS_OBJ_MODEL, owned; NULL for an imported ONNX graph that is not a plain
-                               sequence of engine layers (then `graph` runs it: eval, predict, show) */
-    void *graph;            /* RS_OBJ_MODEL imported from ONNX without a trainable equivalent:
-                               rs_onnx_graph, owned */
-    char *spec;             /* the spec it was built from (owned) */
+    rs_model *model;        /* RS_OBJ_MODEL, owned; inference-only (rs_model_inference_only) for an
+                               imported ONNX graph that is not a plain sequence of engine layers: eval,
+                               predict and show run it, nothing trains or saves it */
+    char *spec;             /* the spec it was built from (owned); "onnx FILE" for an inference-only one */
     rs_data_pair data;      /* RS_OBJ_DATA, owned */
     char source[256];       /* what `data` was given, as rs_data_open reads it ("digits:6000") */
     uint64_t data_seed;     /* the seed it was opened with: ranks open the same data from both */

@@ -1,7 +1,6 @@
-/* serve/'s model adapter. An ONNX file that is a plain layer sequence becomes an rs_model in eval
- * mode, and each instance owns an activation set (rs_acts), so instances run one model side by side;
- * any other graph runs on the ONNX graph executor, which keeps its buffers inside the graph, so each
- * instance loads a graph of its own. */
+/* serve/'s model adapter. An ONNX file becomes an inference-only rs_model (the engine's one
+ * executor), and each instance owns an activation set (rs_acts), so instances run one model side by
+ * side. */
 #include "backend.h"
 
 #include <stdio.h>
@@ -13,16 +12,15 @@
 
 struct rs_serve_backend {
     char *path;          /* owned */
-    rs_onnx_graph *g;    /* owned: the first load (describes the tensors; the "graph" kind's instance 0) */
-    rs_model *m;         /* owned, or NULL when the graph has no engine equivalent */
-    bool g_taken;        /* the first graph is in use by an instance */
+    rs_onnx_graph *g;    /* owned: describes the tensors */
+    rs_model *m;         /* owned: the graph on the engine's executor, inference only */
+    size_t out_numel;    /* output elements per sample */
     rs_serve_io in, out;
 };
 
 struct rs_serve_inst {
     rs_serve_backend *b; /* borrowed */
-    rs_acts *acts;       /* owned ("engine") */
-    rs_onnx_graph *g;    /* "graph": owned unless it is b->g */
+    rs_acts *acts;       /* owned: this instance's activations, so instances run side by side */
 };
 
 static void io_of(const rs_onnx_graph *g, int v, rs_serve_io *io)
@@ -30,7 +28,7 @@ static void io_of(const rs_onnx_graph *g, int v, rs_serve_io *io)
     memset(io, 0, sizeof *io);
     snprintf(io->name, sizeof io->name, "%s", g->values[v].name);
     io->dtype = RS_SERVE_FP32;
-    const rs_onnx_shape *s = &g->values[v].shape;
+    const rs_dims *s = &g->values[v].shape;
     for (int d = 1; d < s->rank && io->rank < RS_SERVE_MAX_DIMS; d++) io->dims[io->rank++] = s->d[d];
 }
 
@@ -53,9 +51,13 @@ rs_status rs_serve_backend_load(const char *path, rs_serve_backend **out, rs_err
     }
     io_of(b->g, b->g->input, &b->in);
     io_of(b->g, b->g->output, &b->out);
-    rs_err e2 = {0};
-    if (rs_onnx_to_model(b->g, "served", &b->m, &e2) == RS_OK) rs_model_set_training(b->m, false);
-    else b->m = NULL; /* not a plain sequence: the graph executor runs it */
+    b->out_numel = rs_onnx_graph_output_numel(b->g);
+    st = rs_onnx_to_inference_model(b->g, "served", &b->m, err);
+    if (st) {
+        rs_serve_backend_free(b);
+        return st;
+    }
+    rs_model_set_training(b->m, false);
     *out = b;
     return RS_OK;
 }
@@ -75,7 +77,11 @@ void rs_serve_backend_io(const rs_serve_backend *b, rs_serve_io *in, rs_serve_io
     *out = b->out;
 }
 
-const char *rs_serve_backend_kind(const rs_serve_backend *b) { return b->m ? "engine" : "graph"; }
+const char *rs_serve_backend_kind(const rs_serve_backend *b)
+{
+    (void)b;
+    return "engine";
+}
 
 rs_status rs_serve_inst_new(rs_serve_backend *b, int max_batch, rs_serve_inst **out, rs_err *err)
 {
@@ -84,15 +90,8 @@ rs_status rs_serve_inst_new(rs_serve_backend *b, int max_batch, rs_serve_inst **
     if (!in) return rs_err_set(err, RS_ERR_NOMEM, "out of memory");
     in->b = b;
     rs_status st = RS_OK;
-    if (b->m) {
-        in->acts = rs_acts_new(b->m, max_batch > 0 ? max_batch : 1, err);
-        if (!in->acts) st = err && err->code ? err->code : RS_ERR_NOMEM;
-    } else if (!b->g_taken) {
-        b->g_taken = true;
-        in->g = b->g;
-    } else {
-        st = rs_onnx_load(b->path, &in->g, err);
-    }
+    in->acts = rs_acts_new(b->m, max_batch > 0 ? max_batch : 1, err);
+    if (!in->acts) st = err && err->code ? err->code : RS_ERR_NOMEM;
     if (st) {
         rs_serve_inst_free(in);
         return st;
@@ -105,20 +104,14 @@ void rs_serve_inst_free(rs_serve_inst *in)
 {
     if (!in) return;
     rs_acts_free(in->acts);
-    if (in->g && in->g != in->b->g) rs_onnx_graph_free(in->g);
-    else if (in->g) in->b->g_taken = false;
     free(in);
 }
 
 rs_status rs_serve_inst_run(rs_serve_inst *in, const float *x, int B, float *y, rs_err *err)
 {
-    if (in->acts) {
-        const float *o;
-        rs_status st = rs_model_forward_acts(in->b->m, in->acts, x, B, &o, err);
-        if (st) return st;
-        size_t n = (size_t)B * (size_t)rs_model_rows(in->b->m) * (size_t)rs_model_classes(in->b->m);
-        memcpy(y, o, n * sizeof *y);
-        return RS_OK;
-    }
-    return rs_onnx_run(in->g, x, B, y, err);
+    const float *o;
+    rs_status st = rs_model_forward_acts(in->b->m, in->acts, x, B, &o, err);
+    if (st) return st;
+    memcpy(y, o, (size_t)B * in->b->out_numel * sizeof *y);
+    return RS_OK;
 }

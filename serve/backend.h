@@ -14,7 +14,7 @@ rs_status rs_serve_backend_load(const char *path, rs_serve_backend **out, rs_err
 void rs_serve_backend_free(rs_serve_backend *b); /* after every instance; NULL is a no-op */
 /* The model's input and output as a config states them (per sample: no batch dim). */
 void rs_serve_backend_io(const rs_serve_backend *b, rs_serve_io *in, rs_serve_io *out);
-/* "engine" (an rs_model with activation sets) or "graph" (the ONNX graph executor, one per instance). */
+/* "engine": every model runs on the engine's executor with an activation set per instance. */
 const char *rs_serve_backend_kind(const rs_serve_backend *b);
 
 /* An instance for batches up to max_batch. Instances of one backend run at the same time. */

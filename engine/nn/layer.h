@@ -30,6 +30,7 @@ typedef enum rs_layer_kind {
     RS_LAYER_ADD,         /* sum of two inputs of one shape (the residual of a res[ ... ] block) */
     RS_LAYER_TP_COPY,     /* tensor parallelism's f: identity forward, all-reduce of the gradient backward */
     RS_LAYER_TP_REDUCE,   /* tensor parallelism's g: all-reduce forward, identity backward */
+    RS_LAYER_OP,          /* a generic tensor op of an imported graph (tensor_op.h); inference only */
     RS_LAYER_KIND_COUNT
 } rs_layer_kind;
 
@@ -57,11 +58,12 @@ typedef struct rs_param_slot {
     size_t numel;
     bool tied;            /* a view of another layer's parameter (weight tying): it owns no range,
                              is no tensor of its own, and its gradient adds into the owner's */
+    bool frozen;          /* a constant of an imported graph: read, never trained */
 } rs_param_slot;
 
 #define RS_LAYER_MAX_PARAMS 2
-/* Inputs of one node: its producers in the model's graph. */
-#define RS_LAYER_MAX_SRC 2
+/* Inputs of one node: its producers in the model's graph (3: ONNX Where, Concat, Gemm with C). */
+#define RS_LAYER_MAX_SRC 3
 
 typedef struct rs_layer rs_layer;
 
@@ -81,6 +83,7 @@ typedef struct rs_exec {
                              what forward keeps for backward lives with the pass, not the layer, so
                              several passes can run at once (engine/nn/model.h, activation sets) */
     bool training;
+    bool inference;       /* no backward follows (an inference-only model): skip what it would read */
     uint64_t dropout_seed; /* changes every step; each layer mixes in its rng_id */
     rs_tp_comm_fn tp_all_reduce; /* tp_copy / tp_reduce; NULL: a group of one rank (identity) */
     void *tp_ud;
@@ -105,7 +108,12 @@ typedef struct rs_layer_ops {
     int nin;              /* 0 means 1 */
     void (*forward2)(rs_layer *l, const rs_exec *x, const float *a, const float *b, float *out, int B);
     void (*backward2)(rs_layer *l, const rs_exec *x, const float *dout, float *da, float *db, int B);
+    /* Layers of any number of inputs (the generic ops) use this instead: in[k] is the output of
+     * src[k]. Forward only. */
+    void (*forward_n)(rs_layer *l, const rs_exec *x, const float *const *in, float *out, int B);
 } rs_layer_ops;
+
+struct rs_op_node;
 
 struct rs_layer {
     const rs_layer_ops *ops;
@@ -120,6 +128,8 @@ struct rs_layer {
     int np;
     rs_param_slot p[RS_LAYER_MAX_PARAMS];
     rs_conv_geom geom;    /* conv and pools */
+    struct rs_op_node *op; /* RS_LAYER_OP: what it runs (tensor_op.h), owned by the model */
+    bool view;            /* its output is src[0]'s memory under another shape: nothing runs */
     size_t src_pos;       /* where the layer was written in its spec (for error carets) */
 };
 
@@ -133,7 +143,7 @@ char *rs_layer_cfg_str(const rs_layer_cfg *c, char *buf, size_t n);
 /* Per-kind operation tables (engine/nn/<kind>.c). */
 extern const rs_layer_ops rs_linear_ops, rs_conv2d_ops, rs_maxpool2d_ops, rs_avgpool2d_ops,
     rs_relu_ops, rs_gelu_ops, rs_tanh_ops, rs_flatten_ops, rs_dropout_ops, rs_layernorm_ops, rs_embed_ops,
-    rs_attn_ops, rs_add_ops, rs_tp_copy_ops, rs_tp_reduce_ops;
+    rs_attn_ops, rs_add_ops, rs_tp_copy_ops, rs_tp_reduce_ops, rs_op_ops;
 
 /* Shared by conv and pools: output size of a window, or an error naming the layer. */
 rs_status rs_layer_window_geom(rs_layer *l, const rs_shape *in, int out_channels, rs_err *err);

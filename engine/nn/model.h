@@ -34,6 +34,9 @@ typedef struct rs_model rs_model;
  * tracker (rs_model_mem). Caller owns the result. */
 rs_model *rs_model_new(const char *name, const rs_shape *in, rs_device dev, rs_mem *mem);
 rs_status rs_model_add(rs_model *m, const rs_layer_cfg *cfg, rs_err *err);
+/* A node reading the producers src[0..nsrc) (-1: the model's input; each before it) rather than the
+ * previous node: how an imported graph's nodes are added. Blocks are not tracked for it. */
+rs_status rs_model_add_from(rs_model *m, const rs_layer_cfg *cfg, const int *src, int nsrc, rs_err *err);
 rs_status rs_model_begin_block(rs_model *m, rs_err *err);
 /* A residual block: end_block appends an add of the block's output and the block's input. */
 rs_status rs_model_begin_residual(rs_model *m, rs_err *err);
@@ -52,6 +55,14 @@ rs_status rs_model_build(rs_model *m, uint64_t seed, rs_err *err);
 /* Allocates the default activation set's memory for batches up to B (forward does it too when B
  * grows). */
 rs_status rs_model_reserve(rs_model *m, int B, rs_err *err);
+
+/* An inference-only model (an imported graph; rs_model_add_op makes one): forward runs, its output
+ * may have any shape, and no gradient buffer or backward memory is allocated; rs_model_backward does
+ * nothing and rs_model_check_trainable (which training calls) refuses it. Set before layout. */
+void rs_model_set_inference_only(rs_model *m);
+bool rs_model_inference_only(const rs_model *m);
+/* RS_OK, or why the model cannot train (naming the first node without a backward). */
+rs_status rs_model_check_trainable(const rs_model *m, rs_err *err);
 
 void rs_model_set_training(rs_model *m, bool training);
 bool rs_model_training(const rs_model *m);

@@ -65,6 +65,7 @@ static void acts_release(rs_acts *a)
     rs_mem_free(mem, RS_POOL_ACTS, a->probs, a->probs_bytes);
     rs_mem_free(mem, RS_POOL_SCRATCH, a->ws, a->ws_bytes);
     a->acts = a->dbuf = a->probs = a->losses = a->ws = NULL;
+    a->out = NULL;
     a->saved = NULL;
     a->acts_bytes = a->dbuf_bytes = a->saved_bytes = a->probs_bytes = a->ws_bytes = 0;
     a->cap_B = 0;
@@ -90,7 +91,7 @@ rs_status rs_acts_reserve(rs_acts *a, int B, rs_err *err)
         const rs_layer *l = &m->layers[i];
         size_t o = (size_t)rs_shape_numel(&l->out);
         a->act_off[i] = acts;
-        acts += align((size_t)B * o, 16);
+        if (!l->view) acts += align((size_t)B * o, 16); /* a view owns no memory */
         dmax = o > dmax ? o : dmax;
         a->saved_off[i] = SIZE_MAX;
         if (l->ops->saved_bytes) {
@@ -105,7 +106,8 @@ rs_status rs_acts_reserve(rs_acts *a, int B, rs_err *err)
     size_t R = (size_t)B * (size_t)rs_model_rows(m); /* rows of scores, one label each */
     a->dslot = align((size_t)B * dmax, 16);
     a->acts_bytes = acts * sizeof(float);
-    a->dbuf_bytes = (size_t)(m->nslots + m->ntmp) * a->dslot * sizeof(float);
+    /* an inference-only model has no backward: no gradient slots */
+    a->dbuf_bytes = m->inference ? 64 : (size_t)(m->nslots + m->ntmp) * a->dslot * sizeof(float);
     a->saved_bytes = saved ? saved : 64;
     a->probs_bytes = last ? (R * (size_t)C + R) * sizeof(float) : 0;
     a->ws_bytes = ws ? ws : 64;

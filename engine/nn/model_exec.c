@@ -12,7 +12,7 @@ static rs_exec exec_for(const rs_model *m, const rs_acts *a)
     uint64_t z = m->seed ^ (a->step * 0x9e3779b97f4a7c15ULL);
     z = (z ^ (z >> 31)) * 0xbf58476d1ce4e5b9ULL;
     return (rs_exec){.k = m->k, .params = m->params, .grads = m->grads, .ws = a->ws,
-                     .training = a->training, .dropout_seed = z ^ (z >> 29), .tp_all_reduce = m->tp_comm,
+                     .training = a->training, .inference = m->inference, .dropout_seed = z ^ (z >> 29), .tp_all_reduce = m->tp_comm,
                      .tp_ud = m->tp_comm_ud};
 }
 
@@ -25,9 +25,10 @@ void rs_model_set_training(rs_model *m, bool training) { m->training = training;
 bool rs_model_training(const rs_model *m) { return m->training; }
 
 /* The output of node i in a pass over layers [first, ...): `in` for a node before the range (the
- * model's input, or layer first-1's output), else the set's. */
+ * model's input, or layer first-1's output), else the set's; a view's is its source's. */
 static const float *node_out(const rs_acts *a, int i, int first, const void *in)
 {
+    while (i >= first && a->m->layers[i].view) i = a->m->layers[i].src[0];
     return i < first ? (const float *)in : a->acts + a->act_off[i];
 }
 
@@ -82,15 +83,25 @@ rs_status rs_model_run_range(rs_model *m, rs_acts *a, int first, int last, const
         if (hi > last) hi = last;
         for (int i = lo; i < hi; i++) {
             rs_layer *l = &m->layers[i];
+            if (l->view) continue;
             float *o = a->acts + a->act_off[i];
             const float *x0 = node_out(a, l->src[0], first, in);
             ex.saved = layer_saved(a, i);
-            if (l->ops->nin == 2) l->ops->forward2(l, &ex, x0, node_out(a, l->src[1], first, in), o, B);
-            else l->ops->forward(l, &ex, x0, o, B);
+            if (l->ops->forward_n) {
+                const float *ins[RS_LAYER_MAX_SRC];
+                for (int k = 0; k < l->nsrc; k++) ins[k] = node_out(a, l->src[k], first, in);
+                l->ops->forward_n(l, &ex, ins, o, B);
+            } else if (l->ops->nin == 2) {
+                l->ops->forward2(l, &ex, x0, node_out(a, l->src[1], first, in), o, B);
+            } else {
+                l->ops->forward(l, &ex, x0, o, B);
+            }
         }
         if (m->has_uh && m->uh.after_forward && (st = m->uh.after_forward(m->uh.ud, un, err))) return st;
     }
-    if (out) *out = a->acts + a->act_off[last - 1];
+    const float *o = node_out(a, last - 1, first, in);
+    if (last == n) a->out = o;
+    if (out) *out = o;
     return RS_OK;
 }
 
@@ -124,7 +135,8 @@ rs_status rs_model_loss_acts(rs_model *m, rs_acts *a, const int32_t *y, int B, f
                               "label %d of %s %d is outside the model's %d classes (0..%d); "
                               "the last layer needs as many outputs as the data has classes",
                               (int)y[b], R == B ? "sample" : "row", b, C, C - 1);
-    const float *logits = a->acts + a->act_off[m->nlayers - 1];
+    const float *logits = a->out;
+    if (!logits) return rs_err_set(err, RS_ERR_ARG, "loss of batch %d before a forward of that batch", B);
     m->k->softmax_xent_fwd(logits, y, a->probs, a->losses, R, C);
     a->y = y;
     /* Mean over the rows in double: the figure reported does not drift with batch size. */
@@ -183,6 +195,7 @@ static void run_backward(rs_model *m, rs_acts *a, int first, int last, const voi
                          float *din, int B, const int32_t *y, float loss_scale)
 {
     int n = m->nlayers;
+    if (m->inference) return; /* rs_model_check_trainable refused it before any training started */
     assert(a->m == m && first >= a->first && last <= a->last && first < last && B <= a->cap_B);
     assert(dout || (last == n && y));
     rs_exec ex = exec_for(m, a);
@@ -255,7 +268,7 @@ void rs_model_backward(rs_model *m, const void *x, const int32_t *y, int B, floa
 void rs_model_zero_grad(rs_model *m)
 {
     /* Released (ZeRO-2) or sharded (ZeRO-3) gradients are zero-filled when acquired. */
-    if (m->grads_released || m->sharded) return;
+    if (m->grads_released || m->sharded || !m->grads) return;
     m->k->fill(m->grads, m->numel, 0.0f);
 }
 

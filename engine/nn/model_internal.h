@@ -19,6 +19,7 @@ struct rs_model {
     uint64_t seed;
     bool laid_out, built, training;
     bool tokens;      /* the input is a sequence of int32 token ids (a language model) */
+    bool inference;   /* inference-only (see rs_model_set_inference_only) */
 
     rs_layer *layers; /* execution order */
     int nlayers, cap_layers;
@@ -75,6 +76,7 @@ struct rs_acts {
     size_t dslot;
     unsigned char *gdone;     /* (nlayers) node i's slot has had its first write in this backward; owned */
     float *probs, *losses;    /* (R, C) and (R): only when the set holds the last layer */
+    const float *out;         /* the last whole pass's output (a view may make it the input itself) */
     float *ws;                /* workspace: the largest workspace_bytes of its layers */
     size_t acts_bytes, dbuf_bytes, saved_bytes, probs_bytes, ws_bytes;
     /* the last forward's mode and dropout step, the last loss's labels (borrowed), the loss factor */

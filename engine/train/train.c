@@ -232,6 +232,7 @@ static rs_status train_loop(rs_model *m, const rs_data_pair *data, const rs_trai
                           cfg.batch, world, (cfg.batch / world + 1) * world);
     bool report = !sg || sg->report;
     rs_status st = rs_opt_cfg_check(&cfg.opt, err);
+    if (!st) st = rs_model_check_trainable(m, err);
     if (st) return st;
     st = rs_train_check_data(m, train, err);
     if (st) return st;

@@ -27,7 +27,7 @@ repl="$(cd "$root" && echo engine/data/gen/digits.c engine/data/source.c engine/
 dist="$(cd "$root" && echo dist/store/*.c dist/launch/*.c dist/pg/*.c dist/shm/*.c dist/tcp/*.c dist/worker/*.c dist/train/*.c)"
 # ... and ONNX (its protobuf-c code generated here from onnx/onnx.proto), the dashboard and the server.
 onnx="$(cd "$root" && echo onnx/*.c repl/view/*.c serve/*.c)"
-nn="engine/core/mem.c engine/core/tensor.c engine/core/device.c $(cd "$root" && echo engine/nn/*.c engine/cpu/*.c)"
+nn="engine/core/mem.c engine/core/tensor.c engine/core/dims.c engine/core/device.c $(cd "$root" && echo engine/nn/*.c engine/cpu/*.c)"
 target_sources() {
   case $1 in
     idx) echo "tests/fuzz/fuzz_idx.c $core $data" ;;
