@@ -37,7 +37,9 @@ def check(cond, what):
 
 def run(cmds, db=None, timeout=150):
     args = [EXE, "--keep-going"] + (["--db", db] if db else ["--no-db"]) + ["-c", cmds]
-    p = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+    # whole lines, as the checks read them (the REPL wraps at 80 columns when it knows no width)
+    env = dict(os.environ, COLUMNS='1000')
+    p = subprocess.run(args, capture_output=True, text=True, timeout=timeout, env=env)
     return p.returncode, p.stdout + p.stderr
 
 
