@@ -29,6 +29,16 @@ static bool is_error(const resp *r, int status, const char *needle)
     return ok;
 }
 
+/* POSTs json to path and whether the answer is error `status` naming needle. */
+static bool post_error(int port, const char *path, const char *json, int status, const char *needle)
+{
+    resp r;
+    post(port, path, json, &r);
+    bool ok = is_error(&r, status, needle);
+    free(r.raw);
+    return ok;
+}
+
 #define NIN 6
 #define NOUT 4
 static rs_model *ref;
@@ -175,31 +185,24 @@ int main(void)
     }
 
     /* Bad requests. */
-    post(port, "/v2/models/m/infer", "{\"inputs\": [", &r);
-    RS_CHECK(is_error(&r, 400, "failed to parse the request JSON"), "malformed JSON");
-    free(r.raw);
-    post(port, "/v2/models/nosuch/infer", "{}", &r);
-    RS_CHECK(is_error(&r, 400, "unknown model"), "unknown model");
-    free(r.raw);
-    post(port, "/v2/models/../m/infer", "{}", &r);
-    RS_CHECK(is_error(&r, 400, "not a model name"), "traversal");
-    free(r.raw);
-    post(port, "/v2/repository/models/../load", "", &r);
-    RS_CHECK(is_error(&r, 400, "not a model name"), "traversal load");
-    free(r.raw);
-    post(port, "/v2/models/m/infer",
-         "{\"inputs\":[{\"name\":\"input\",\"datatype\":\"INT64\",\"shape\":[1,6],\"data\":[1,2,3,4,5,6]}]}", &r);
-    RS_CHECK(is_error(&r, 400, "data-type"), "wrong dtype");
-    free(r.raw);
-    post(port, "/v2/models/m/infer",
-         "{\"inputs\":[{\"name\":\"input\",\"datatype\":\"FP32\",\"shape\":[1,6],\"data\":[1,2,3]}]}", &r);
-    RS_CHECK(is_error(&r, 400, "expected 6 numbers"), "short data");
-    free(r.raw);
-    post(port, "/v2/models/m/infer",
-         "{\"inputs\":[{\"name\":\"input\",\"datatype\":\"FP32\",\"shape\":[1,6],\"data\":[1,2,3,4,5,6]}],"
-         "\"outputs\":[{\"name\":\"nope\"}]}", &r);
-    RS_CHECK(is_error(&r, 400, "unexpected inference output 'nope'"), "unknown output");
-    free(r.raw);
+    RS_CHECK(post_error(port, "/v2/models/m/infer", "{\"inputs\": [", 400, "failed to parse the request JSON"),
+             "malformed JSON");
+    RS_CHECK(post_error(port, "/v2/models/nosuch/infer", "{}", 400, "unknown model"), "unknown model");
+    RS_CHECK(post_error(port, "/v2/models/../m/infer", "{}", 400, "not a model name"), "traversal");
+    RS_CHECK(post_error(port, "/v2/repository/models/../load", "", 400, "not a model name"), "traversal load");
+    RS_CHECK(post_error(port, "/v2/models/m/infer",
+                        "{\"inputs\":[{\"name\":\"input\",\"datatype\":\"INT64\",\"shape\":[1,6],\"data\":[1,2,3,4,5,6]}]}",
+                        400, "data-type"),
+             "wrong dtype");
+    RS_CHECK(post_error(port, "/v2/models/m/infer",
+                        "{\"inputs\":[{\"name\":\"input\",\"datatype\":\"FP32\",\"shape\":[1,6],\"data\":[1,2,3]}]}", 400,
+                        "expected 6 numbers"),
+             "short data");
+    RS_CHECK(post_error(port, "/v2/models/m/infer",
+                        "{\"inputs\":[{\"name\":\"input\",\"datatype\":\"FP32\",\"shape\":[1,6],\"data\":[1,2,3,4,5,6]}],"
+                        "\"outputs\":[{\"name\":\"nope\"}]}",
+                        400, "unexpected inference output 'nope'"),
+             "unknown output");
     RS_CHECK(http(port, "GET /v3/whatever HTTP/1.1", NULL, 0, &r) == 404, "unknown path %d", r.status);
     free(r.raw);
 
@@ -272,10 +275,8 @@ int main(void)
         }
         RS_CHECK(st.queued == 2, "queued %d", st.queued);
         rs_serve_stats_free(&st);
-        post(port, "/v2/models/q/infer",
-             "{\"inputs\":[{\"name\":\"input\",\"datatype\":\"FP32\",\"shape\":[1,6],\"data\":[1,2,3,4,5,6]}]}", &r);
-        RS_CHECK(is_error(&r, 503, "Exceeds maximum queue size"), "full queue");
-        free(r.raw);
+        RS_CHECK(post_error(port, "/v2/models/q/infer",
+             "{\"inputs\":[{\"name\":\"input\",\"datatype\":\"FP32\",\"shape\":[1,6],\"data\":[1,2,3,4,5,6]}]}", 503, "Exceeds maximum queue size"), "full queue");
         for (int k = 0; qm && k < 2; k++) {
             pthread_join(qt[k], NULL);
             RS_CHECK(qc[k].ok, "queued request %d", k);
@@ -311,9 +312,7 @@ int main(void)
     post(port, "/v2/repository/models/m/unload", "", &r);
     RS_CHECK(r.status == 200, "unload %d %s", r.status, r.body);
     free(r.raw);
-    post(port, "/v2/models/m/infer", "{}", &r);
-    RS_CHECK(is_error(&r, 400, "unknown model"), "infer after unload");
-    free(r.raw);
+    RS_CHECK(post_error(port, "/v2/models/m/infer", "{}", 400, "unknown model"), "infer after unload");
     post(port, "/v2/repository/index", "", &r);
     RS_CHECK(r.status == 200 && strstr(r.body, "\"UNAVAILABLE\""), "index %s", r.body);
     free(r.raw);
