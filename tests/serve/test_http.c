@@ -134,6 +134,26 @@ int main(void)
     write_file(p, "max_batch_size: 8\n"
                   "dynamic_batching { max_queue_delay_microseconds: 2000000 default_queue_policy { max_queue_size: 2 } }\n");
 
+    /* wild: the config's dims say -1 (any) where the model file's are fixed: requests run on the
+     * file's dims. whole: no batching, and dims that are not the model's: refused at load, since the
+     * buffers a request gets are sized from the config and the model reads its own sizes. */
+    const char *more[][2] = {
+        {"wild", "max_batch_size: 8\ninput [ { name: \"input\" data_type: TYPE_FP32 dims: [ -1 ] } ]\n"
+                 "output [ { name: \"logits\" data_type: TYPE_FP32 dims: [ -1 ] } ]\n"},
+        {"whole", "max_batch_size: 0\ninput [ { name: \"input\" data_type: TYPE_FP32 dims: [ 2 ] } ]\n"
+                  "output [ { name: \"logits\" data_type: TYPE_FP32 dims: [ 1 ] } ]\n"},
+    };
+    for (int i = 0; i < 2; i++) {
+        snprintf(p, sizeof p, "%s/%s", repo, more[i][0]);
+        mkdir(p, 0755);
+        snprintf(p, sizeof p, "%s/%s/1", repo, more[i][0]);
+        mkdir(p, 0755);
+        snprintf(p, sizeof p, "%s/%s/1/model.onnx", repo, more[i][0]);
+        RS_CHECK(rs_onnx_export(ref, p, 0, &e) == RS_OK, "%s", e.msg);
+        snprintf(p, sizeof p, "%s/%s/config.pbtxt", repo, more[i][0]);
+        write_file(p, more[i][1]);
+    }
+
     rs_serve_opts o;
     rs_serve_opts_init(&o);
     o.repo = repo;
@@ -147,6 +167,16 @@ int main(void)
     free(r.raw);
     RS_CHECK(http(port, "GET /v2/models/m/ready HTTP/1.1", NULL, 0, &r) == 200, "ready %d", r.status);
     free(r.raw);
+    {
+        float wx[2 * NIN], wy[2 * NOUT], wwant[2 * NOUT];
+        for (int i = 0; i < 2 * NIN; i++) wx[i] = 0.1f * (float)i - 0.4f;
+        reference(wx, 2, wwant);
+        RS_CHECK(infer_json(port, "wild", wx, 2, wy) && max_diff_ok(wy, wwant, 2 * NOUT), "dims -1 in the config");
+        post(port, "/v2/repository/index", "", &r);
+        RS_CHECK(r.status == 200 && strstr(r.body, "{\"name\":\"whole\",\"state\":\"UNAVAILABLE\""),
+                 "dims that are not the model's: %s", r.body);
+        free(r.raw);
+    }
 
     /* JSON and binary infer against the model run here. */
     float x[3 * NIN], y[3 * NOUT], want[3 * NOUT];
