@@ -142,9 +142,14 @@ static rs_serve_model *put(rs_serve_server *s, const char *name, rs_serve_model 
     entry *e = find(s, name);
     if (!e) {
         if (s->n == s->cap) {
-            entry *ne = realloc(s->e, (size_t)(s->cap = s->cap ? 2 * s->cap : 16) * sizeof *ne);
-            if (!ne) return m; /* out of memory: the new model is dropped instead */
+            int cap = s->cap ? 2 * s->cap : 16; /* s->cap grows only with the table */
+            entry *ne = realloc(s->e, (size_t)cap * sizeof *ne);
+            if (!ne) {
+                if (m) m->refs = 1; /* out of memory: the new model is dropped instead (the caller releases it) */
+                return m;
+            }
             s->e = ne;
+            s->cap = cap;
         }
         e = &s->e[s->n++];
         memset(e, 0, sizeof *e);
