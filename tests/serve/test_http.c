@@ -113,45 +113,31 @@ int main(void)
     rs_err e = {0};
     RS_CHECK(rs_model_parse("mlp 6-16-4 act=tanh", "m", rs_device_cpu(), NULL, 7, &ref, NULL, &e) == RS_OK, "%s", e.msg);
     rs_model_set_training(ref, false);
-    snprintf(p, sizeof p, "%s/m", repo);
-    mkdir(p, 0755);
-    snprintf(p, sizeof p, "%s/m/1", repo);
-    mkdir(p, 0755);
-    snprintf(p, sizeof p, "%s/m/1/model.onnx", repo);
-    RS_CHECK(rs_onnx_export(ref, p, 0, &e) == RS_OK, "%s", e.msg);
-    snprintf(p, sizeof p, "%s/m/config.pbtxt", repo);
-    write_file(p, "max_batch_size: 64\ninstance_group [ { count: 2 } ]\n"
-                  "dynamic_batching { preferred_batch_size: [ 64 ] max_queue_delay_microseconds: 100000 }\n");
-
-    /* q: a queue of two requests at most, and a batcher that waits 2 s for a batch of 8. */
-    snprintf(p, sizeof p, "%s/q", repo);
-    mkdir(p, 0755);
-    snprintf(p, sizeof p, "%s/q/1", repo);
-    mkdir(p, 0755);
-    snprintf(p, sizeof p, "%s/q/1/model.onnx", repo);
-    RS_CHECK(rs_onnx_export(ref, p, 0, &e) == RS_OK, "%s", e.msg);
-    snprintf(p, sizeof p, "%s/q/config.pbtxt", repo);
-    write_file(p, "max_batch_size: 8\n"
-                  "dynamic_batching { max_queue_delay_microseconds: 2000000 default_queue_policy { max_queue_size: 2 } }\n");
-
-    /* wild: the config's dims say -1 (any) where the model file's are fixed: requests run on the
+    /* m: two instances and a batcher that waits up to 0.1 s for a batch of 64.
+     * q: a queue of two requests at most, and a batcher that waits 2 s for a batch of 8.
+     * wild: the config's dims say -1 (any) where the model file's are fixed: requests run on the
      * file's dims. whole: no batching, and dims that are not the model's: refused at load, since the
      * buffers a request gets are sized from the config and the model reads its own sizes. */
-    const char *more[][2] = {
+    static const char *const models[][2] = {
+        {"m", "max_batch_size: 64\ninstance_group [ { count: 2 } ]\n"
+              "dynamic_batching { preferred_batch_size: [ 64 ] max_queue_delay_microseconds: 100000 }\n"},
+        {"q", "max_batch_size: 8\n"
+              "dynamic_batching { max_queue_delay_microseconds: 2000000 default_queue_policy { max_queue_size: 2 } }\n"},
         {"wild", "max_batch_size: 8\ninput [ { name: \"input\" data_type: TYPE_FP32 dims: [ -1 ] } ]\n"
                  "output [ { name: \"logits\" data_type: TYPE_FP32 dims: [ -1 ] } ]\n"},
         {"whole", "max_batch_size: 0\ninput [ { name: \"input\" data_type: TYPE_FP32 dims: [ 2 ] } ]\n"
                   "output [ { name: \"logits\" data_type: TYPE_FP32 dims: [ 1 ] } ]\n"},
     };
-    for (int i = 0; i < 2; i++) {
-        snprintf(p, sizeof p, "%s/%s", repo, more[i][0]);
+    for (size_t i = 0; i < sizeof models / sizeof *models; i++) {
+        const char *name = models[i][0];
+        snprintf(p, sizeof p, "%s/%s", repo, name);
         mkdir(p, 0755);
-        snprintf(p, sizeof p, "%s/%s/1", repo, more[i][0]);
+        snprintf(p, sizeof p, "%s/%s/1", repo, name);
         mkdir(p, 0755);
-        snprintf(p, sizeof p, "%s/%s/1/model.onnx", repo, more[i][0]);
+        snprintf(p, sizeof p, "%s/%s/1/model.onnx", repo, name);
         RS_CHECK(rs_onnx_export(ref, p, 0, &e) == RS_OK, "%s", e.msg);
-        snprintf(p, sizeof p, "%s/%s/config.pbtxt", repo, more[i][0]);
-        write_file(p, more[i][1]);
+        snprintf(p, sizeof p, "%s/%s/config.pbtxt", repo, name);
+        write_file(p, models[i][1]);
     }
 
     rs_serve_opts o;
