@@ -10,21 +10,18 @@
 #   bench/pipeline.sh [--build-dir DIR] [--steps N] [--wait S]
 set -u
 cd "$(dirname "$0")/.." || exit 1
+. bench/lib.sh
 build=build-bench steps=20 wait_s=30
 while [ $# -gt 0 ]; do
     case "$1" in
         --build-dir) build=$2; shift 2 ;;
         --steps) steps=$2; shift 2 ;;
         --wait) wait_s=$2; shift 2 ;;
-        -h|--help) sed -n '2,/^[^#]/{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) bench_help; exit 0 ;;
         *) echo "pipeline.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
     esac
 done
-[ -f "$build/build.ninja" ] || meson setup "$build" --buildtype=release >/dev/null || exit 1
-ninja -C "$build" repl/ringside >/dev/null || exit 1
-exe=$build/repl/ringside
-
-. bench/lib.sh
+bench_build repl/ringside || exit 1
 
 # equal stages: 8 linear layers of 256 (the first reads 784 pixels: the cut by parameters evens it out)
 stack="mlp 784-256-256-256-256-256-256-256-10"

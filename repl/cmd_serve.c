@@ -61,12 +61,18 @@ int rs_cmd_serve(rs_session *s, const rs_call *c)
                                 "serve: a server is running already (serve stop first; serve shows it)");
     rs_serve_config base;
     rs_serve_config_init(&base);
-    base.max_batch_size = (int)rs_call_int(c, "max_batch", 64);
-    base.instance_count = (int)rs_call_int(c, "instances", 1);
-    base.dynamic_batching = true;
-    base.max_queue_delay_us = (int64_t)(rs_call_float(c, "delay", 500e-6) * 1e6 + 0.5);
-    if (base.max_batch_size < 0 || base.max_batch_size > 65536 || base.instance_count < 1 || base.instance_count > 64)
+    /* checked before they are narrowed: 4294967297 as an int is 1, and a double past int64 has no value */
+    long long max_batch = rs_call_int(c, "max_batch", 64), instances = rs_call_int(c, "instances", 1);
+    double delay = rs_call_float(c, "delay", 500e-6);
+    if (max_batch < 0 || max_batch > 65536 || instances < 1 || instances > 64)
         return rs_session_error(s, c, (size_t)-1, 0, "serve: max_batch= takes 0..65536 and instances= 1..64");
+    if (!(delay >= 0 && delay * 1e6 <= (double)((int64_t)1 << 40))) /* config.pbtxt's limit */
+        return rs_session_error(s, c, (size_t)-1, 0, "serve: delay= takes 0s..12d (max_queue_delay_microseconds "
+                                "up to 2^40)");
+    base.max_batch_size = (int)max_batch;
+    base.instance_count = (int)instances;
+    base.dynamic_batching = true;
+    base.max_queue_delay_us = (int64_t)(delay * 1e6 + 0.5);
 
     char repo[1024];
     const char *given_repo = rs_call_str(c, "repo", NULL);
@@ -109,8 +115,12 @@ int rs_cmd_serve(rs_session *s, const rs_call *c)
     rs_serve_opts_init(&so);
     so.repo = repo;
     so.host = rs_call_str(c, "host", NULL);
-    so.http_port = (int)rs_call_int(c, "http", 8000);
-    so.metrics_port = (int)rs_call_int(c, "metrics", 8002);
+    long long http = rs_call_int(c, "http", 8000), metrics = rs_call_int(c, "metrics", 8002);
+    if (http < 0 || http > 65535 || metrics < -1 || metrics > 65535)
+        return rs_session_error(s, c, (size_t)-1, 0, "serve: http= takes a port 0..65535 (0: any free one) and "
+                                "metrics= 0..65535 or -1 (none)");
+    so.http_port = (int)http;
+    so.metrics_port = (int)metrics;
     if (rs_call_given(c, "max_batch")) so.max_batch = base.max_batch_size;
     if (rs_call_given(c, "instances")) so.instances = base.instance_count;
     if (rs_call_given(c, "delay")) so.delay_us = base.max_queue_delay_us;

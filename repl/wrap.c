@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "wrap.h"
 
+#include <limits.h>
 #include <locale.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -77,28 +78,10 @@ static size_t char_at(const char *s, size_t n, int *cols)
     return k;
 }
 
-int rs_wrap_text_width(const char *s, size_t n)
-{
-    pthread_once(&loc_once, loc_make);
-    locale_t old = loc_utf8 ? uselocale(loc_utf8) : (locale_t)0;
-    int w = 0;
-    for (size_t i = 0; i < n;) {
-        size_t e = esc_len(s + i, n - i);
-        if (e) {
-            i += e;
-            continue;
-        }
-        int c;
-        size_t k = char_at(s + i, n - i, &c);
-        if (!k) break;
-        w += c;
-        i += k;
-    }
-    if (loc_utf8) uselocale(old);
-    return w;
-}
-
-size_t rs_wrap_prefix(const char *s, size_t n, int cols)
+/* Walks s[0..n) in the UTF-8 locale, skipping escape sequences, until the next character would pass
+ * cols or an incomplete character ends the text. Returns the bytes walked;
+ * *width gets their columns. */
+static size_t walk(const char *s, size_t n, int cols, int *width)
 {
     pthread_once(&loc_once, loc_make);
     locale_t old = loc_utf8 ? uselocale(loc_utf8) : (locale_t)0;
@@ -112,12 +95,26 @@ size_t rs_wrap_prefix(const char *s, size_t n, int cols)
         }
         int c;
         size_t k = char_at(s + i, n - i, &c);
-        if (!k || w + c > cols) break;
+        if (!k || c > cols - w) break; /* not w + c: cols may be INT_MAX */
         w += c;
         i += k;
     }
     if (loc_utf8) uselocale(old);
+    *width = w;
     return i;
+}
+
+int rs_wrap_text_width(const char *s, size_t n)
+{
+    int w;
+    walk(s, n, INT_MAX, &w);
+    return w;
+}
+
+size_t rs_wrap_prefix(const char *s, size_t n, int cols)
+{
+    int w;
+    return walk(s, n, cols, &w);
 }
 
 int rs_wrap_cols_fd(int fd)

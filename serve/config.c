@@ -140,11 +140,11 @@ static rs_status read_int_tok(P *p, int64_t lo, int64_t hi, int64_t *v)
 {
     if (p->cur.type != T_NUM) return unexpected(p, "an integer");
     char buf[48];
-    tok_text(&p->cur, buf, sizeof buf);
+    tok_text(&p->cur, buf, sizeof buf); /* at most 40 characters: a longer number is refused, not cut */
     errno = 0;
     char *end;
     long long x = strtoll(buf, &end, 0);
-    if (*end || errno || p->cur.len >= sizeof buf) return fail(p, &p->cur, "'%s' is not an integer", buf, NULL);
+    if (*end || errno || p->cur.len != strlen(buf)) return fail(p, &p->cur, "'%s' is not an integer", buf, NULL);
     if (x < lo || x > hi) {
         char r[64];
         snprintf(r, sizeof r, "%lld..%lld", (long long)lo, (long long)hi);

@@ -55,11 +55,13 @@ static void reply_empty(rs_serve_reply *r, int status)
     r->header_len = -1;
 }
 
-/* Splits path into at most max segments (in place); returns how many. */
+/* Splits path into at most max segments (in place); returns how many. strtok_r: connections run on
+ * threads of their own, and strtok's one hidden cursor would be shared by all of them. */
 static int split(char *path, char **seg, int max)
 {
     int n = 0;
-    for (char *p = strtok(path, "/"); p; p = strtok(NULL, "/")) {
+    char *save = NULL;
+    for (char *p = strtok_r(path, "/", &save); p; p = strtok_r(NULL, "/", &save)) {
         if (n == max) return max + 1;
         seg[n++] = p;
     }

@@ -7,7 +7,8 @@
 
 #include "http_internal.h"
 
-void rs_serve_reply_json(rs_serve_reply *r, int status, json_t *j)
+/* Takes j (NULL: out of memory); leaves r->body NULL when it cannot be written. */
+static void put_json(rs_serve_reply *r, int status, json_t *j)
 {
     r->status = status;
     r->body = j ? json_dumps(j, JSON_COMPACT) : NULL;
@@ -15,6 +16,11 @@ void rs_serve_reply_json(rs_serve_reply *r, int status, json_t *j)
     r->type = "application/json";
     r->header_len = -1;
     json_decref(j);
+}
+
+void rs_serve_reply_json(rs_serve_reply *r, int status, json_t *j)
+{
+    put_json(r, status, j);
     if (!r->body) rs_serve_reply_error(r, 500, "out of memory");
 }
 
@@ -26,13 +32,7 @@ void rs_serve_reply_error(rs_serve_reply *r, int status, const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     free(r->body);
-    json_t *j = json_pack("{s:s}", "error", msg);
-    r->status = status;
-    r->body = j ? json_dumps(j, JSON_COMPACT) : NULL;
-    r->len = r->body ? strlen(r->body) : 0;
-    r->type = "application/json";
-    r->header_len = -1;
-    json_decref(j);
+    put_json(r, status, json_pack("{s:s}", "error", msg));
 }
 
 static json_t *shape_json(const rs_serve_io *io, bool batch)

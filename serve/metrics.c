@@ -52,9 +52,11 @@ static void collect(void *ud, const rs_serve_model *m, const rs_serve_version *v
 {
     rows *x = ud;
     if (x->n == x->cap) {
-        row *nr = realloc(x->r, (size_t)(x->cap = x->cap ? 2 * x->cap : 8) * sizeof *nr);
+        int cap = x->cap ? 2 * x->cap : 8; /* x->cap grows only with the array */
+        row *nr = realloc(x->r, (size_t)cap * sizeof *nr);
         if (!nr) return;
         x->r = nr;
+        x->cap = cap;
     }
     row *r = &x->r[x->n++];
     snprintf(r->model, sizeof r->model, "%s", m->cfg.name);

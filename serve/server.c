@@ -70,14 +70,20 @@ static rs_status complete(rs_serve_config *c, const rs_serve_backend *b, const c
         if (cf->dtype != RS_SERVE_FP32)
             return rs_err_set(err, RS_ERR_UNSUPPORTED, "%s: %s '%s' is %s; ringside serves TYPE_FP32 tensors", where,
                               k ? "output" : "input", cf->name, rs_serve_dtype_config_name(cf->dtype));
-        if (!io_same(cf, md) && c->max_batch_size > 0)
+        /* With or without batching: a request's buffers are sized from the config's dims and the model
+         * reads and writes its own, so they must be the same (Triton's "no batching" dims would hold
+         * the batch too; ringside keeps the per-sample dims and a batch per request). */
+        if (!io_same(cf, md))
             return rs_err_set(err, RS_ERR_SHAPE, "%s: %s '%s' dims differ from the model file's", where,
                               k ? "output" : "input", cf->name);
-    }
-    if (c->max_batch_size == 0) {
-        /* Triton's "no batching": dims are the whole shape; ringside keeps the per-sample dims and a
-         * batch of one per request. */
-        c->max_batch_size = 0;
+        /* -1 (any) in the config: the model file's size */
+        rs_serve_io *fill = k ? &c->outputs[0] : &c->inputs[0];
+        for (int d = 0; d < md->rank; d++) {
+            if (md->dims[d] < 1)
+                return rs_err_set(err, RS_ERR_UNSUPPORTED, "%s: %s '%s' has a dimension of any size; ringside "
+                                  "serves fixed per-sample shapes", where, k ? "output" : "input", cf->name);
+            fill->dims[d] = md->dims[d];
+        }
     }
     if (!c->platform[0] && !c->backend[0]) snprintf(c->platform, sizeof c->platform, "onnxruntime_onnx");
     if (!c->instance_kind[0]) snprintf(c->instance_kind, sizeof c->instance_kind, "KIND_CPU");
@@ -136,9 +142,14 @@ static rs_serve_model *put(rs_serve_server *s, const char *name, rs_serve_model 
     entry *e = find(s, name);
     if (!e) {
         if (s->n == s->cap) {
-            entry *ne = realloc(s->e, (size_t)(s->cap = s->cap ? 2 * s->cap : 16) * sizeof *ne);
-            if (!ne) return m; /* out of memory: the new model is dropped instead */
+            int cap = s->cap ? 2 * s->cap : 16; /* s->cap grows only with the table */
+            entry *ne = realloc(s->e, (size_t)cap * sizeof *ne);
+            if (!ne) {
+                if (m) m->refs = 1; /* out of memory: the new model is dropped instead (the caller releases it) */
+                return m;
+            }
             s->e = ne;
+            s->cap = cap;
         }
         e = &s->e[s->n++];
         memset(e, 0, sizeof *e);

@@ -240,13 +240,16 @@ rs_status rs_strategy_args_set(rs_strategy_args *a, const char *key, const char 
     return RS_OK;
 }
 
-/* The value text of option name (which a's mode must have: a misspelt name in a strategy's own code is
- * a bug, caught by the registry's test, which reads every option through these accessors). */
+/* The value text of option name, "" when unset (which a's mode must have: a misspelt name in a
+ * strategy's own code is a bug, caught by the registry's test, which reads every option through these
+ * accessors). o, when not NULL, gets the option's definition. The number accessors lean on strto*
+ * reading "" as 0. */
 static const char *text_of(const rs_strategy_args *a, const char *name, const rs_strategy_opt **o)
 {
     int i = -1;
-    *o = a && a->def ? rs_strategy_opt_find(a->def, name, &i) : NULL;
-    return *o && i < RS_STRATEGY_MAX_OPTS ? a->text[i] : "";
+    const rs_strategy_opt *found = a && a->def ? rs_strategy_opt_find(a->def, name, &i) : NULL;
+    if (o) *o = found;
+    return found && i >= 0 && i < RS_STRATEGY_MAX_OPTS ? a->text[i] : "";
 }
 
 bool rs_strategy_given(const rs_strategy_args *a, const char *name)
@@ -257,30 +260,22 @@ bool rs_strategy_given(const rs_strategy_args *a, const char *name)
 
 long long rs_strategy_int(const rs_strategy_args *a, const char *name)
 {
-    const rs_strategy_opt *o;
-    const char *t = text_of(a, name, &o);
-    return *t ? strtoll(t, NULL, 10) : 0;
+    return strtoll(text_of(a, name, NULL), NULL, 10);
 }
 
 double rs_strategy_float(const rs_strategy_args *a, const char *name)
 {
-    const rs_strategy_opt *o;
-    const char *t = text_of(a, name, &o);
-    return *t ? strtod(t, NULL) : 0;
+    return strtod(text_of(a, name, NULL), NULL);
 }
 
 uint64_t rs_strategy_size(const rs_strategy_args *a, const char *name)
 {
-    const rs_strategy_opt *o;
-    const char *t = text_of(a, name, &o);
-    return *t ? strtoull(t, NULL, 10) : 0;
+    return strtoull(text_of(a, name, NULL), NULL, 10);
 }
 
 bool rs_strategy_bool(const rs_strategy_args *a, const char *name)
 {
-    const rs_strategy_opt *o;
-    const char *t = text_of(a, name, &o);
-    return !strcmp(t, "1");
+    return !strcmp(text_of(a, name, NULL), "1");
 }
 
 int rs_strategy_choice(const rs_strategy_args *a, const char *name)
@@ -294,8 +289,7 @@ int rs_strategy_choice(const rs_strategy_args *a, const char *name)
 
 const char *rs_strategy_str(const rs_strategy_args *a, const char *name)
 {
-    const rs_strategy_opt *o;
-    const char *t = text_of(a, name, &o);
+    const char *t = text_of(a, name, NULL);
     return *t ? t : NULL;
 }
 

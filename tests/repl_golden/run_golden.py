@@ -212,12 +212,15 @@ def run_one(ringside, script, keep):
             shutil.copy(os.path.join(files, name), tmp)
     name = os.path.basename(script)
     shutil.copy(script, os.path.join(tmp, name))
+    # the tutorials too: messages name a tutorial's path, and the source tree's (of any length) would
+    # wrap them at 80 columns in a different place in every checkout
+    shutil.copytree(os.path.join(HERE, 'tutorials'), os.path.join(tmp, 'tutorials'))
     env = dict(os.environ)
     for k in ('OPENBLAS_CORETYPE', 'RINGSIDE_BLAS', 'COLORTERM'):
         env.pop(k, None)
     env.update({'NO_COLOR': '1', 'COLUMNS': '80', 'TERM': 'dumb', 'LC_ALL': 'C', 'TZ': 'UTC',
                 'HOME': tmp, 'XDG_DATA_HOME': os.path.join(tmp, 'xdg'),
-                'RINGSIDE_TUTORIALS': os.path.join(HERE, 'tutorials')})
+                'RINGSIDE_TUTORIALS': os.path.join(tmp, 'tutorials')})
     base = [ringside]
     if '--no-db' not in d['args']:
         base += ['--db', 'session.db']

@@ -87,6 +87,9 @@ int main(void)
     RS_CHECK(rs_serve_config_parse("", 0, "x", &c, &e) == RS_OK && c.latest_n == 1, "empty config");
 
     /* Errors point at the place. */
+    /* a number longer than the 40 characters a message quotes is refused, not read from its first 40
+     * (this one would have read as 0) */
+    bad("max_batch_size: 0x0000000000000000000000000000000000000010", 1, 17, "is not an integer");
     bad("name: \"a\"\nmax_batch_siz: 3\n", 2, 1, "unknown field 'max_batch_siz'");
     bad("max_batch_size: -2", 1, 17, "out of range");
     bad("max_batch_size: x", 1, 17, "expected an integer");

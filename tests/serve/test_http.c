@@ -29,6 +29,16 @@ static bool is_error(const resp *r, int status, const char *needle)
     return ok;
 }
 
+/* POSTs json to path and whether the answer is error `status` naming needle. */
+static bool post_error(int port, const char *path, const char *json, int status, const char *needle)
+{
+    resp r;
+    post(port, path, json, &r);
+    bool ok = is_error(&r, status, needle);
+    free(r.raw);
+    return ok;
+}
+
 #define NIN 6
 #define NOUT 4
 static rs_model *ref;
@@ -103,26 +113,32 @@ int main(void)
     rs_err e = {0};
     RS_CHECK(rs_model_parse("mlp 6-16-4 act=tanh", "m", rs_device_cpu(), NULL, 7, &ref, NULL, &e) == RS_OK, "%s", e.msg);
     rs_model_set_training(ref, false);
-    snprintf(p, sizeof p, "%s/m", repo);
-    mkdir(p, 0755);
-    snprintf(p, sizeof p, "%s/m/1", repo);
-    mkdir(p, 0755);
-    snprintf(p, sizeof p, "%s/m/1/model.onnx", repo);
-    RS_CHECK(rs_onnx_export(ref, p, 0, &e) == RS_OK, "%s", e.msg);
-    snprintf(p, sizeof p, "%s/m/config.pbtxt", repo);
-    write_file(p, "max_batch_size: 64\ninstance_group [ { count: 2 } ]\n"
-                  "dynamic_batching { preferred_batch_size: [ 64 ] max_queue_delay_microseconds: 100000 }\n");
-
-    /* q: a queue of two requests at most, and a batcher that waits 2 s for a batch of 8. */
-    snprintf(p, sizeof p, "%s/q", repo);
-    mkdir(p, 0755);
-    snprintf(p, sizeof p, "%s/q/1", repo);
-    mkdir(p, 0755);
-    snprintf(p, sizeof p, "%s/q/1/model.onnx", repo);
-    RS_CHECK(rs_onnx_export(ref, p, 0, &e) == RS_OK, "%s", e.msg);
-    snprintf(p, sizeof p, "%s/q/config.pbtxt", repo);
-    write_file(p, "max_batch_size: 8\n"
-                  "dynamic_batching { max_queue_delay_microseconds: 2000000 default_queue_policy { max_queue_size: 2 } }\n");
+    /* m: two instances and a batcher that waits up to 0.1 s for a batch of 64.
+     * q: a queue of two requests at most, and a batcher that waits 2 s for a batch of 8.
+     * wild: the config's dims say -1 (any) where the model file's are fixed: requests run on the
+     * file's dims. whole: no batching, and dims that are not the model's: refused at load, since the
+     * buffers a request gets are sized from the config and the model reads its own sizes. */
+    static const char *const models[][2] = {
+        {"m", "max_batch_size: 64\ninstance_group [ { count: 2 } ]\n"
+              "dynamic_batching { preferred_batch_size: [ 64 ] max_queue_delay_microseconds: 100000 }\n"},
+        {"q", "max_batch_size: 8\n"
+              "dynamic_batching { max_queue_delay_microseconds: 2000000 default_queue_policy { max_queue_size: 2 } }\n"},
+        {"wild", "max_batch_size: 8\ninput [ { name: \"input\" data_type: TYPE_FP32 dims: [ -1 ] } ]\n"
+                 "output [ { name: \"logits\" data_type: TYPE_FP32 dims: [ -1 ] } ]\n"},
+        {"whole", "max_batch_size: 0\ninput [ { name: \"input\" data_type: TYPE_FP32 dims: [ 2 ] } ]\n"
+                  "output [ { name: \"logits\" data_type: TYPE_FP32 dims: [ 1 ] } ]\n"},
+    };
+    for (size_t i = 0; i < sizeof models / sizeof *models; i++) {
+        const char *name = models[i][0];
+        snprintf(p, sizeof p, "%s/%s", repo, name);
+        mkdir(p, 0755);
+        snprintf(p, sizeof p, "%s/%s/1", repo, name);
+        mkdir(p, 0755);
+        snprintf(p, sizeof p, "%s/%s/1/model.onnx", repo, name);
+        RS_CHECK(rs_onnx_export(ref, p, 0, &e) == RS_OK, "%s", e.msg);
+        snprintf(p, sizeof p, "%s/%s/config.pbtxt", repo, name);
+        write_file(p, models[i][1]);
+    }
 
     rs_serve_opts o;
     rs_serve_opts_init(&o);
@@ -137,6 +153,16 @@ int main(void)
     free(r.raw);
     RS_CHECK(http(port, "GET /v2/models/m/ready HTTP/1.1", NULL, 0, &r) == 200, "ready %d", r.status);
     free(r.raw);
+    {
+        float wx[2 * NIN], wy[2 * NOUT], wwant[2 * NOUT];
+        for (int i = 0; i < 2 * NIN; i++) wx[i] = 0.1f * (float)i - 0.4f;
+        reference(wx, 2, wwant);
+        RS_CHECK(infer_json(port, "wild", wx, 2, wy) && max_diff_ok(wy, wwant, 2 * NOUT), "dims -1 in the config");
+        post(port, "/v2/repository/index", "", &r);
+        RS_CHECK(r.status == 200 && strstr(r.body, "{\"name\":\"whole\",\"state\":\"UNAVAILABLE\""),
+                 "dims that are not the model's: %s", r.body);
+        free(r.raw);
+    }
 
     /* JSON and binary infer against the model run here. */
     float x[3 * NIN], y[3 * NOUT], want[3 * NOUT];
@@ -175,31 +201,24 @@ int main(void)
     }
 
     /* Bad requests. */
-    post(port, "/v2/models/m/infer", "{\"inputs\": [", &r);
-    RS_CHECK(is_error(&r, 400, "failed to parse the request JSON"), "malformed JSON");
-    free(r.raw);
-    post(port, "/v2/models/nosuch/infer", "{}", &r);
-    RS_CHECK(is_error(&r, 400, "unknown model"), "unknown model");
-    free(r.raw);
-    post(port, "/v2/models/../m/infer", "{}", &r);
-    RS_CHECK(is_error(&r, 400, "not a model name"), "traversal");
-    free(r.raw);
-    post(port, "/v2/repository/models/../load", "", &r);
-    RS_CHECK(is_error(&r, 400, "not a model name"), "traversal load");
-    free(r.raw);
-    post(port, "/v2/models/m/infer",
-         "{\"inputs\":[{\"name\":\"input\",\"datatype\":\"INT64\",\"shape\":[1,6],\"data\":[1,2,3,4,5,6]}]}", &r);
-    RS_CHECK(is_error(&r, 400, "data-type"), "wrong dtype");
-    free(r.raw);
-    post(port, "/v2/models/m/infer",
-         "{\"inputs\":[{\"name\":\"input\",\"datatype\":\"FP32\",\"shape\":[1,6],\"data\":[1,2,3]}]}", &r);
-    RS_CHECK(is_error(&r, 400, "expected 6 numbers"), "short data");
-    free(r.raw);
-    post(port, "/v2/models/m/infer",
-         "{\"inputs\":[{\"name\":\"input\",\"datatype\":\"FP32\",\"shape\":[1,6],\"data\":[1,2,3,4,5,6]}],"
-         "\"outputs\":[{\"name\":\"nope\"}]}", &r);
-    RS_CHECK(is_error(&r, 400, "unexpected inference output 'nope'"), "unknown output");
-    free(r.raw);
+    RS_CHECK(post_error(port, "/v2/models/m/infer", "{\"inputs\": [", 400, "failed to parse the request JSON"),
+             "malformed JSON");
+    RS_CHECK(post_error(port, "/v2/models/nosuch/infer", "{}", 400, "unknown model"), "unknown model");
+    RS_CHECK(post_error(port, "/v2/models/../m/infer", "{}", 400, "not a model name"), "traversal");
+    RS_CHECK(post_error(port, "/v2/repository/models/../load", "", 400, "not a model name"), "traversal load");
+    RS_CHECK(post_error(port, "/v2/models/m/infer",
+                        "{\"inputs\":[{\"name\":\"input\",\"datatype\":\"INT64\",\"shape\":[1,6],\"data\":[1,2,3,4,5,6]}]}",
+                        400, "data-type"),
+             "wrong dtype");
+    RS_CHECK(post_error(port, "/v2/models/m/infer",
+                        "{\"inputs\":[{\"name\":\"input\",\"datatype\":\"FP32\",\"shape\":[1,6],\"data\":[1,2,3]}]}", 400,
+                        "expected 6 numbers"),
+             "short data");
+    RS_CHECK(post_error(port, "/v2/models/m/infer",
+                        "{\"inputs\":[{\"name\":\"input\",\"datatype\":\"FP32\",\"shape\":[1,6],\"data\":[1,2,3,4,5,6]}],"
+                        "\"outputs\":[{\"name\":\"nope\"}]}",
+                        400, "unexpected inference output 'nope'"),
+             "unknown output");
     RS_CHECK(http(port, "GET /v3/whatever HTTP/1.1", NULL, 0, &r) == 404, "unknown path %d", r.status);
     free(r.raw);
 
@@ -272,10 +291,8 @@ int main(void)
         }
         RS_CHECK(st.queued == 2, "queued %d", st.queued);
         rs_serve_stats_free(&st);
-        post(port, "/v2/models/q/infer",
-             "{\"inputs\":[{\"name\":\"input\",\"datatype\":\"FP32\",\"shape\":[1,6],\"data\":[1,2,3,4,5,6]}]}", &r);
-        RS_CHECK(is_error(&r, 503, "Exceeds maximum queue size"), "full queue");
-        free(r.raw);
+        RS_CHECK(post_error(port, "/v2/models/q/infer",
+             "{\"inputs\":[{\"name\":\"input\",\"datatype\":\"FP32\",\"shape\":[1,6],\"data\":[1,2,3,4,5,6]}]}", 503, "Exceeds maximum queue size"), "full queue");
         for (int k = 0; qm && k < 2; k++) {
             pthread_join(qt[k], NULL);
             RS_CHECK(qc[k].ok, "queued request %d", k);
@@ -311,9 +328,7 @@ int main(void)
     post(port, "/v2/repository/models/m/unload", "", &r);
     RS_CHECK(r.status == 200, "unload %d %s", r.status, r.body);
     free(r.raw);
-    post(port, "/v2/models/m/infer", "{}", &r);
-    RS_CHECK(is_error(&r, 400, "unknown model"), "infer after unload");
-    free(r.raw);
+    RS_CHECK(post_error(port, "/v2/models/m/infer", "{}", 400, "unknown model"), "infer after unload");
     post(port, "/v2/repository/index", "", &r);
     RS_CHECK(r.status == 200 && strstr(r.body, "\"UNAVAILABLE\""), "index %s", r.body);
     free(r.raw);

@@ -49,6 +49,15 @@ int main(void)
     RS_CHECK(http(port, "GET /v2/health/live HTTP/1.1", NULL, 0, &r) == -1 || r.status == 0, "still listening");
     free(r.raw);
     RS_CHECK(rs_repl_line(s, "serve /no/such/thing") == 1, "bad source accepted");
+    /* numbers past what the server takes are refused before they are narrowed (4294967297 read as an
+     * int is 1; 1e300 s in microseconds is past an int64) */
+    RS_CHECK(rs_repl_line(s, "serve m http=0 metrics=-1 max_batch=4294967297") == 1 && !s->server,
+             "max_batch=2^32+1 accepted");
+    rs_serve_stop(s->server);
+    s->server = NULL;
+    RS_CHECK(rs_repl_line(s, "serve m http=0 metrics=-1 delay=1e300s") == 1 && !s->server, "delay=1e300s accepted");
+    rs_serve_stop(s->server);
+    s->server = NULL;
     fflush(out);
     rewind(out);
     char text[8192] = {0};

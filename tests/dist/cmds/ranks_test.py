@@ -304,7 +304,10 @@ def case_train_pipeline(tmp):
     # the dashboard's timeline (the last run's final frame): each stage's forwards and backwards, not one
     # backward span over the whole schedule (which left no F on any row)
     frame = open(dump).read() if os.path.exists(dump) else ""
-    tl = frame[frame.find(" timeline "):].split("\n")[1:8]
+    # the timeline's own columns: other panes (the data pane of a collective) may stand to its left
+    at = frame.find(" timeline ")
+    col = at - (frame.rfind("\n", 0, at) + 1)
+    tl = [l[col:] for l in frame[at:].split("\n")[1:8]]
     rows = [l for l in tl if re.match(r"r\d ", l)]
     check(len(rows) == 3 and all("F" in r[4:] for r in rows) and any("B" in r[4:] for r in rows),
           "the timeline shows each stage's forwards and backwards apart:\n" + "\n".join(tl))

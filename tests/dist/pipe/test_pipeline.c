@@ -20,6 +20,7 @@
 #include "engine/data/source.h"
 #include "engine/nn/spec.h"
 #include "tests/dist/forkranks.h"
+#include "tests/dist/rankmodel.h"
 #include "tests/rs_test.h"
 
 typedef struct job {
@@ -61,17 +62,6 @@ static rs_train_cfg cfg_for(const job *j, int steps)
         c.clip = 0.5f;
     }
     return c;
-}
-
-static double rel_diff(const float *a, const float *b, size_t n)
-{
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = (double)a[i] - (double)b[i];
-        num += d * d;
-        den += (double)b[i] * (double)b[i];
-    }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
 /* One training run of schedule `schedule` on this rank; figures of its activations into *f. */
@@ -118,16 +108,8 @@ static int rank_main(void *ud, int rank, int world, rs_store *st)
     rs_pg *g = NULL;
     rs_model *m = NULL, *ref = NULL;
     rs_data_pair data = {0};
-    if (rs_pg_new(j->backend, st, "pipe", rank, world, 30, &g, &e) ||
-        rs_model_parse(j->spec, "m", rs_device_cpu(), NULL, 11, &m, NULL, &e) || rs_data_open(j->data, 3, &data, &e)) {
-        fprintf(stderr, "rank %d: %s\n", rank, e.msg);
-        return 2;
-    }
     /* other initial weights elsewhere: the stages must start from rank 0's */
-    if (rank) {
-        float *p = rs_model_params(m);
-        for (size_t i = 0; i < rs_model_numel(m); i++) p[i] += 0.5f;
-    }
+    if (rs_test_rank_model(j->backend, st, "pipe", rank, world, j->spec, j->data, &g, &m, &data)) return 2;
     rs_pipe_kind kind;
     rs_pipe_kind_from_name(j->schedule, &kind);
     int V = kind == RS_PIPE_INTERLEAVED ? j->V : 1;
@@ -177,7 +159,7 @@ static int rank_main(void *ud, int rank, int world, rs_store *st)
             fprintf(stderr, "reference: %s\n", e.msg);
             return 1;
         }
-        double d = rel_diff(rs_model_params(m), rs_model_params(ref), rs_model_numel(m));
+        double d = rs_test_rel_diff(rs_model_params(m), rs_model_params(ref), rs_model_numel(m), NULL);
         printf("pipeline %s %s ranks=%d micro=%d virtual=%d %s: weights differ from one process by %.3g "
                "(||a-b||/||b||) after %lld steps\n",
                j->backend, j->schedule, world, j->micro, V, j->gpt ? "gpt" : "mlp", d, (long long)one.max_steps);
