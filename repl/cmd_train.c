@@ -256,6 +256,9 @@ int rs_cmd_train(rs_session *s, const rs_call *c)
             rs_dp_replica_mem(dp, &extra);
             fprintf(s->out, "\nreplicas hold %.1f KiB of parameters and %.1f KiB of gradients beyond the model\n",
                     (double)extra.live[RS_POOL_PARAMS] / 1024, (double)extra.live[RS_POOL_GRADS] / 1024);
+            rs_result_num(s, "replicas", rs_dp_replicas(dp));
+            rs_result_num(s, "replica.parameters", (double)extra.live[RS_POOL_PARAMS]);
+            rs_result_num(s, "replica.gradients", (double)extra.live[RS_POOL_GRADS]);
         }
         rs_dp_free(dp);
     }

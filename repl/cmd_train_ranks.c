@@ -89,6 +89,25 @@ static void record_ranks(dist_job *j, const rs_obj *m, double sps, double secs, 
     }
     rs_result_num(s, "comm_s", comm / j->world);
     rs_result_num(s, "comm_hidden", comm > 0 ? hidden / comm : 0);
+    /* the collectives each rank called, from its comm spans: a DDP step calls one per bucket, and with
+     * accum=K only the last micro-batch of a step communicates, so the count does not grow with K */
+    int64_t last = -1;
+    for (int a = 0; a < j->nspans; a++)
+        if (j->spans[a].comm && j->spans[a].rank == 0 && j->spans[a].step > last) last = j->spans[a].step;
+    int buckets = 0;
+    for (int r = 0; r < j->world; r++) {
+        double calls = 0, bytes = 0;
+        for (int a = 0; a < j->nspans; a++) {
+            const struct tspan *c = &j->spans[a];
+            if (c->rank != r || !c->comm || c->step < 0) continue;
+            calls++;
+            bytes += (double)c->bytes;
+            if (r == 0 && c->step == last) buckets++;
+        }
+        rs_result_rank(s, "comm_calls", r, calls);
+        rs_result_rank(s, "comm_bytes", r, bytes);
+    }
+    rs_result_num(s, "comm_per_step", buckets);
     static const rs_pool pools[] = {RS_POOL_PARAMS, RS_POOL_GRADS, RS_POOL_OPTIM, RS_POOL_ACTS, RS_POOL_COMM,
                                     RS_POOL_OFFLOAD};
     static const char *const names[] = {"parameters", "gradients", "optimizer", "activations", "comm", "offload"};

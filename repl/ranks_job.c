@@ -137,7 +137,7 @@ static void bench_row(dist_job *j, const rs_bench_row *r)
     }
 }
 
-static void keep_span(dist_job *j, int rank, int64_t step, bool comm, double t0, double t1)
+static void keep_span(dist_job *j, int rank, int64_t step, bool comm, double t0, double t1, size_t bytes)
 {
     if (j->nspans == j->capspans) {
         int cap = j->capspans ? 2 * j->capspans : 256;
@@ -146,7 +146,7 @@ static void keep_span(dist_job *j, int rank, int64_t step, bool comm, double t0,
         j->spans = p;
         j->capspans = cap;
     }
-    j->spans[j->nspans++] = (struct tspan){rank, step, comm, t0, t1};
+    j->spans[j->nspans++] = (struct tspan){rank, step, comm, t0, t1, bytes};
 }
 
 /* A training rank's report: into the session log, and the figures the summary prints. */
@@ -165,7 +165,7 @@ static void train_line(dist_job *j, const rs_train_line *t)
         e.t = t->t0 + j->mono_to_unix;
         e.value = t->t1 - t->t0;
         rs_log_event(s, j->run, &e);
-        if (!strcmp(t->name, "backward")) keep_span(j, t->rank, t->step, false, t->t0, t->t1);
+        if (!strcmp(t->name, "backward")) keep_span(j, t->rank, t->step, false, t->t0, t->t1, 0);
         break;
     case RS_TL_COMM:
         e.kind = "phase";
@@ -177,7 +177,7 @@ static void train_line(dist_job *j, const rs_train_line *t)
         snprintf(detail, sizeof detail, "{\"op\":\"%s\",\"bucket\":%d}", t->name, t->index);
         e.detail_json = detail;
         rs_log_event(s, j->run, &e);
-        keep_span(j, t->rank, t->step, true, t->t0, t->t1);
+        keep_span(j, t->rank, t->step, true, t->t0, t->t1, t->bytes);
         break;
     case RS_TL_STEP:
         if (s->log && j->run > 0) {

@@ -49,7 +49,7 @@ struct rs_job {
     /* train */
     rs_train_line *mem;     /* (world) each rank's last @mem */
     rs_train_line *done;    /* (world) each rank's @done */
-    struct tspan { int rank; int64_t step; bool comm; double t0, t1; } *spans; /* backward and comm spans */
+    struct tspan { int rank; int64_t step; bool comm; double t0, t1; size_t bytes; } *spans; /* backward and comm spans (bytes: comm) */
     int nspans, capspans;
     double eval_acc, eval_loss, last_print, t_start;
     int64_t last_step;
