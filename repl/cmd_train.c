@@ -215,6 +215,11 @@ int rs_cmd_train(rs_session *s, const rs_call *c)
                 m->name);
     }
     if (!strcmp(mode, "ddp") || !strcmp(mode, "fsdp")) return rs_cmd_train_ranks(s, c, m, d, &cfg);
+    if (rs_call_given(c, "kill")) {
+        const rs_optval *v = rs_call_opt(c, "kill");
+        return rs_session_error(s, c, v->pos, 5 + strlen(v->text),
+                                "train: kill= stops a rank process; it needs mode=ddp or mode=fsdp");
+    }
 
     train_watch w = {.s = s};
     rs_dp *dp = NULL;

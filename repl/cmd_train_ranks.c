@@ -3,6 +3,7 @@
  * communication hidden behind backward, memory per rank by pool beside the ZeRO paper's formula. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,6 +131,22 @@ static int train_end(dist_job *j, int rc)
     rs_session *s = j->s;
     rs_job_mark_busy(j, 0);
     rs_obj *m = rs_session_find(s, j->mname);
+    if (j->killed) {
+        /* the fault kill= asked for: where the run got to and what is left to resume from */
+        if (j->ckpt && j->ckpts > 0)
+            fprintf(s->out, "the last checkpoint is %s (step %lld); continue with `train %s on %s ... resume=%s`\n",
+                    j->ckpt, (long long)j->last_ckpt_step, j->mname, j->dname, j->ckpt);
+        else fprintf(s->out, "no checkpoint was written (ckpt=FILE ckpt_every=N): the run's work is lost\n");
+        fprintf(s->out, "%s keeps the weights it had before this run\n", j->mname);
+        if (!j->background) {
+            rs_result_num(s, "world", j->world);
+            rs_result_num(s, "killed_rank", j->kill_rank);
+            rs_result_num(s, "signal", SIGKILL);
+            rs_result_num(s, "last_step", (double)j->last_step);
+            rs_result_num(s, "ckpt_step", j->ckpts > 0 ? (double)j->last_ckpt_step : 0);
+        }
+        return 0;
+    }
     if (rc && j->ckpt && j->ckpts > 0)
         fprintf(s->out, "the last checkpoint is %s (step %lld); continue with `train %s on %s ... resume=%s`\n",
                 j->ckpt, (long long)j->last_ckpt_step, j->mname, j->dname, j->ckpt);
@@ -206,6 +223,21 @@ int rs_cmd_train_ranks(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, co
                                 "train: batch=%d is the global batch and does not split over %d ranks (try batch=%d)",
                                 cfg->batch, world, (cfg->batch / world + 1) * world);
     }
+    long long kill_rank = -1, kill_step = 0;
+    if (rs_call_given(c, "kill")) {
+        const rs_optval *v = rs_call_opt(c, "kill");
+        char end = 0;
+        if (sscanf(rs_call_str(c, "kill", ""), "%lld:%lld%c", &kill_rank, &kill_step, &end) != 2 || kill_rank < 0 ||
+            kill_rank >= j->world || kill_step < 1) {
+            int world = j->world;
+            rs_job_free(j);
+            return rs_session_error(s, c, v->pos, 5 + strlen(v->text),
+                                    "train: kill=RANK:STEP with a rank 0..%d and a step from 1, e.g. kill=1:20", world - 1);
+        }
+    }
+    j->kill_asked = kill_rank >= 0;
+    j->kill_rank = (int)kill_rank;
+    j->kill_step = kill_step;
     if (d->source_cut) {
         rs_job_free(j);
         return rs_session_error(s, c, c->arg_pos[2], strlen(c->args[2]),
@@ -290,6 +322,7 @@ int rs_cmd_train_ranks(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, co
     if (cfg->ckpt_path) ARG("ckpt=%s", cfg->ckpt_path);
     if (cfg->ckpt_every) ARG("ckpt_every=%lld", (long long)cfg->ckpt_every);
     if (cfg->resume) ARG("resume=%s", cfg->resume);
+    if (kill_rank >= 0) ARG("kill=%lld:%lld", kill_rank, kill_step);
 #undef ARG
     const char *args[56];
     for (int i = 0; i < n; i++) args[i] = a[i];

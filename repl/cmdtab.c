@@ -94,6 +94,7 @@ static const rs_optdef train_opts[] = {
     {"overlap", RS_T_BOOL, "on", "ddp: all-reduce buckets during backward", NULL},
     {"timeout", RS_T_DURATION, "60s", "ddp/fsdp: a rank waiting this long for another fails, naming it", NULL},
     {"view", RS_T_BOOL, "on", "ddp/fsdp: live dashboard while the ranks run (on a terminal)", NULL},
+    {"kill", RS_T_STRING, NULL, "ddp/fsdp: RANK:STEP, that rank dies (SIGKILL) after that step, to practise a fault", NULL},
     {NULL, 0, NULL, NULL, NULL},
 };
 

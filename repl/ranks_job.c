@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -529,6 +530,14 @@ static double mono_to_unix(void)
 static int ranks_ended(dist_job *j, rs_status st, const rs_err *e)
 {
     rs_session *s = j->s;
+    if (st && st != RS_ERR_CANCELLED && j->kill_asked && j->l) {
+        /* the ranks have all ended: asking again only reads back how each one did */
+        rs_launch_result res;
+        rs_err again = {0};
+        rs_launch_wait(j->l, 0, &res, &again);
+        const rs_launch_rank *k = res.failed_rank == j->kill_rank ? &res.ranks[j->kill_rank] : NULL;
+        j->killed = k && k->state == RS_LAUNCH_SIGNALED && k->status == SIGKILL;
+    }
     rs_launch_free(j->l);
     j->l = NULL;
     if (j->live && j->stepwise && !st) {
@@ -563,6 +572,9 @@ static int ranks_ended(dist_job *j, rs_status st, const rs_err *e)
         rs_log_run_end(s, j->run, "cancelled", 0, NULL, j->background ? "stopped in the background" : "stopped by Ctrl-C");
         rc = rs_session_error(s, j->c, (size_t)-1, 0, "%s: stopped (%s); the ranks were ended", j->what,
                               j->background ? "jobs stop" : "Ctrl-C");
+    } else if (st && j->killed) {
+        rs_log_run_end(s, j->run, "failed", j->last_step, NULL, e->msg);
+        fprintf(s->out, "%s: as kill=%d:%lld asked, %s\n", j->what, j->kill_rank, (long long)j->kill_step, e->msg);
     } else if (st) {
         rs_log_run_end(s, j->run, "failed", j->last_step, NULL, e->msg);
         rc = rs_session_error(s, j->c, (size_t)-1, 0, "%s: %s", j->what, e->msg);

@@ -57,6 +57,11 @@ struct rs_job {
     bool evaluated;
     int ckpts;
     int64_t last_ckpt_step;
+    /* train kill=RANK:STEP: the fault asked for. When that rank dies of SIGKILL the command did what it
+     * was told: the run is logged failed, but the end is a report, not an error (killed is set) */
+    bool kill_asked, killed;
+    int kill_rank;
+    int64_t kill_step;
     /* the live dashboard (view_live.h); NULL without a terminal, with view=off, or after `q` */
     rs_live *live;
     rs_view_model *dump_vm;  /* RINGSIDE_VIEW_DUMP=FILE: the same model fed headless, its last frame saved */

@@ -236,6 +236,31 @@ def case_train_fault(tmp):
     check(st[:1] == ["failed"], "the killed run is marked failed: %s" % st)
 
 
+def case_train_kill(tmp):
+    """train's kill=RANK:STEP (the faults tutorial): the asked-for death is a report, not an error."""
+    db = os.path.join(tmp, "log.db")
+    ck = os.path.join(tmp, "c.safetensors")
+    rc, out = run("set seed=1; model m = mlp 784-16-10; data d = digits n=1000; "
+                  "train m on d mode=ddp ranks=3 batch=48 steps=12 eval=off view=off ckpt=%s ckpt_every=4 kill=2:9 "
+                  "timeout=3s; expect killed_rank = 2; expect signal = 9; expect ckpt_step = 8; "
+                  "train m on d mode=ddp ranks=2 batch=48 steps=12 eval=off view=off resume=%s; expect steps = 12; "
+                  "expect world = 2" % (ck, ck), db)
+    print(out)
+    check(rc == 0 and "error:" not in out, "the asked-for fault and the resume run without an error")
+    check("as kill=2:9 asked, rank 2 was killed by signal 9 (SIGKILL)" in out, "the death is named with its signal")
+    check("the last checkpoint is %s (step 8)" % ck in out, "the user is pointed at the last checkpoint")
+    check(out.count("ok: ") == 5, "the kill's figures and the resumed run's are recorded for expect")
+    con = sqlite3.connect(db)
+    st = [r[0] for r in con.execute("SELECT status FROM runs WHERE kind='train' ORDER BY id")]
+    check(st == ["failed", "done"], "the killed run is logged failed, the resumed one done: %s" % st)
+    for cmd, msg in [("train m on d kill=1:2", "it needs mode=ddp or mode=fsdp"),
+                     ("train m on d mode=ddp ranks=2 kill=2:1", "a rank 0..1 and a step from 1"),
+                     ("train m on d mode=ddp ranks=2 kill=1:0", "a rank 0..1 and a step from 1"),
+                     ("train m on d mode=ddp ranks=2 kill=one", "a rank 0..1 and a step from 1")]:
+        rc, out = run("model m = mlp 784-16-10; data d = digits n=500; " + cmd)
+        check(rc != 0 and msg in out, "%s is refused: %s" % (cmd, msg))
+
+
 def case_fault(tmp):
     db = os.path.join(tmp, "log.db")
     t0 = time.time()
