@@ -59,6 +59,9 @@ struct rs_job {
     int64_t last_ckpt_step;
     /* train kill=RANK:STEP: the fault asked for. When that rank dies of SIGKILL the command did what it
      * was told: the run is logged failed, but the end is a report, not an error (killed is set) */
+    /* pi: the number of terms and the sum (dist/worker/pi.h), for the end's serial check */
+    uint64_t pi_n;
+    char pi_method[16];
     bool kill_asked, killed;
     int kill_rank;
     int64_t kill_step;

@@ -261,6 +261,39 @@ def case_train_kill(tmp):
         check(rc != 0 and msg in out, "%s is refused: %s" % (cmd, msg))
 
 
+def case_pi(tmp):
+    """`pi`: the ranks' sum against a serial one computed here (math.fsum, exactly rounded), and the
+    lecture's four-rank output."""
+    import math
+
+    def ref(method, n):
+        if method == "series":
+            return 4 * math.fsum((-1.0) ** i / (2 * i + 1) for i in range(n))
+        h = 1.0 / n
+        return h * math.fsum(4.0 / (1.0 + (h * (i + 0.5)) ** 2) for i in range(n))
+
+    cases = [("series", 4, 4, "shm"), ("series", 3, 100000, "tcp"), ("midpoint", 4, 1000, "shm"),
+             ("midpoint", 2, 1, "tcp"), ("series", 5, 3, "shm")]
+    script = []
+    for method, ranks, n, backend in cases:
+        want = ref(method, n)
+        script.append("pi ranks=%d n=%d method=%s backend=%s; expect pi ~= %.17g within 1e-12; "
+                      "expect error ~= %.17g within 1e-12; expect world = %d; expect n = %d"
+                      % (ranks, n, method, backend, want, abs(want - math.pi), ranks, n))
+    rc, out = run("; ".join(script) + "; pi ranks=4; expect partial per rank ~= [4, -1.3333333, 0.8, -0.5714286] within 1e-6; "
+                  "expect terms per rank = 1")
+    print(out)
+    check(rc == 0 and out.count("ok: ") == 4 * len(cases) + 2,
+          "every pi agrees with the serial sum to 1e-12, its error with |sum - pi|")
+    check("pi = 2.895238095238096 from 4 terms (series) on 4 ranks" in out, "the lecture's program: 4 ranks, 2.895238")
+    check("rank 4: 0 terms" in out, "a rank with no term left contributes 0")
+    rc, out = run("pi ranks=2 n=10; expect pi ~= %.17g within 1e-12" % (ref("series", 10) + 1e-9))
+    check(rc != 0 and "expect failed" in out, "a pi off by 1e-9 fails the check")
+    for cmd, msg in [("pi n=0", "n (terms) must be 1"), ("pi method=simpson", "simpson")]:
+        rc, out = run(cmd)
+        check(rc != 0 and msg in out, "%s is refused" % cmd)
+
+
 def case_fault(tmp):
     db = os.path.join(tmp, "log.db")
     t0 = time.time()
