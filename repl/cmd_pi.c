@@ -29,7 +29,7 @@ static int pi_end(dist_job *j, int rc)
     rs_pi_method m = RS_PI_SERIES;
     rs_pi_method_parse(j->pi_method, &m);
     double serial = rs_pi_partial(m, j->pi_n, 0, 1, NULL), err = fabs(pi - M_PI);
-    fprintf(s->out, "pi = %.15f from %llu term%s (%s) on %d ranks, reduced (SUM) to rank 0\n", pi,
+    fprintf(s->out, "pi = %.15f: %llu term%s (%s) on %d ranks, summed on rank 0\n", pi,
             (unsigned long long)j->pi_n, j->pi_n == 1 ? "" : "s", j->pi_method, j->world);
     fprintf(s->out, "error %.3e against pi; the same sum in one process differs by %.1e\n", err, fabs(pi - serial));
     fprintf(s->out, "slowest rank: %.1f us computing, %.1f us in the reduce\n", compute, reduce);

@@ -285,7 +285,7 @@ def case_pi(tmp):
     print(out)
     check(rc == 0 and out.count("ok: ") == 4 * len(cases) + 2,
           "every pi agrees with the serial sum to 1e-12, its error with |sum - pi|")
-    check("pi = 2.895238095238096 from 4 terms (series) on 4 ranks" in out, "the lecture's program: 4 ranks, 2.895238")
+    check("pi = 2.895238095238096: 4 terms (series) on 4 ranks" in out, "the lecture's program: 4 ranks, 2.895238")
     check("rank 4: 0 terms" in out, "a rank with no term left contributes 0")
     rc, out = run("pi ranks=2 n=10; expect pi ~= %.17g within 1e-12" % (ref("series", 10) + 1e-9))
     check(rc != 0 and "expect failed" in out, "a pi off by 1e-9 fails the check")
