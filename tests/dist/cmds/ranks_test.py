@@ -261,6 +261,28 @@ def case_train_kill(tmp):
         check(rc != 0 and msg in out, "%s is refused: %s" % (cmd, msg))
 
 
+def case_train_records(tmp):
+    """What train keeps for expect about communication and replicas, against counts worked out here:
+    P parameters, 4P bytes of gradients; DDP calls one all-reduce per bucket per step plus the initial
+    broadcast, and with accum=K still one per bucket per optimizer step (no_sync)."""
+    P = 784 * 512 + 512 + 512 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10
+    steps = 4
+    rc, out = run("set seed=1 threads=1; model m = mlp 784-512-256-128-10; data d = digits n=2000; "
+                  "train m on d mode=ddp ranks=2 steps=%d eval=off view=off bucket=256K; "
+                  "expect comm_per_step = 2; expect comm_calls per rank = %d; "
+                  "expect comm_bytes per rank ~= %d within 0.01%%; "
+                  "reset m; train m on d mode=ddp ranks=2 steps=%d eval=off view=off bucket=64K overlap=off; "
+                  "expect comm_per_step = 3; expect comm_hidden = 0; "
+                  "reset m; train m on d mode=ddp ranks=2 steps=%d eval=off view=off bucket=256K accum=3; "
+                  "expect comm_calls per rank = %d; "
+                  "reset m; train m on d mode=dp ranks=3 steps=2 eval=off; "
+                  "expect replicas = 3; expect replica.parameters ~= %d within 0.01%%; "
+                  "expect replica.gradients ~= %d within 0.01%%"
+                  % (steps, 2 * steps + 1, (steps + 1) * 4 * P, steps, steps, 2 * steps + 1, 2 * 4 * P, 2 * 4 * P))
+    print(out)
+    check(rc == 0 and out.count("ok: ") == 9, "buckets, collectives, bytes, overlap=off and dp replicas as worked out")
+
+
 def case_pi(tmp):
     """`pi`: the ranks' sum against a serial one computed here (math.fsum, exactly rounded), and the
     lecture's four-rank output."""
