@@ -241,6 +241,11 @@ int rs_cmd_train(rs_session *s, const rs_call *c)
                 m->name);
     }
     if (sa.def->make) return rs_cmd_train_ranks(s, c, m, d, &cfg, &sa);
+    if (rs_call_given(c, "kill")) {
+        const rs_optval *v = rs_call_opt(c, "kill");
+        return rs_session_error(s, c, v->pos, 5 + strlen(v->text),
+                                "train: kill= stops a rank process; it needs a mode that runs ranks (ddp, fsdp, ...)");
+    }
 
     train_watch w = {.s = s};
     rs_dp *dp = NULL;
@@ -282,6 +287,9 @@ int rs_cmd_train(rs_session *s, const rs_call *c)
             rs_dp_replica_mem(dp, &extra);
             fprintf(s->out, "\nreplicas hold %.1f KiB of parameters and %.1f KiB of gradients beyond the model\n",
                     (double)extra.live[RS_POOL_PARAMS] / 1024, (double)extra.live[RS_POOL_GRADS] / 1024);
+            rs_result_num(s, "replicas", rs_dp_replicas(dp));
+            rs_result_num(s, "replica.parameters", (double)extra.live[RS_POOL_PARAMS]);
+            rs_result_num(s, "replica.gradients", (double)extra.live[RS_POOL_GRADS]);
         }
         rs_dp_free(dp);
     }

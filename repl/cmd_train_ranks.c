@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdarg.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,6 +118,25 @@ static void record_ranks(dist_job *j, const rs_obj *m, double sps, double secs, 
     }
     rs_result_num(s, "comm_s", comm / j->world);
     rs_result_num(s, "comm_hidden", comm > 0 ? hidden / comm : 0);
+    /* the collectives each rank called, from its comm spans: a DDP step calls one per bucket, and with
+     * accum=K only the last micro-batch of a step communicates, so the count does not grow with K */
+    int64_t last = -1;
+    for (int a = 0; a < j->nspans; a++)
+        if (j->spans[a].comm && j->spans[a].rank == 0 && j->spans[a].step > last) last = j->spans[a].step;
+    int buckets = 0;
+    for (int r = 0; r < j->world; r++) {
+        double calls = 0, bytes = 0;
+        for (int a = 0; a < j->nspans; a++) {
+            const struct tspan *c = &j->spans[a];
+            if (c->rank != r || !c->comm || c->step < 0) continue;
+            calls++;
+            bytes += (double)c->bytes;
+            if (r == 0 && c->step == last) buckets++;
+        }
+        rs_result_rank(s, "comm_calls", r, calls);
+        rs_result_rank(s, "comm_bytes", r, bytes);
+    }
+    rs_result_num(s, "comm_per_step", buckets);
     static const rs_pool pools[] = {RS_POOL_PARAMS, RS_POOL_GRADS, RS_POOL_OPTIM, RS_POOL_ACTS, RS_POOL_COMM,
                                     RS_POOL_OFFLOAD};
     static const char *const names[] = {"parameters", "gradients", "optimizer", "activations", "comm", "offload"};
@@ -142,6 +162,22 @@ static int train_end(dist_job *j, int rc)
     rs_session *s = j->s;
     rs_job_mark_busy(j, 0);
     rs_obj *m = rs_session_find(s, j->mname);
+    if (j->killed) {
+        /* the fault kill= asked for: where the run got to and what is left to resume from */
+        if (j->ckpt && j->ckpts > 0)
+            fprintf(s->out, "the last checkpoint is %s (step %lld); continue with `train %s on %s ... resume=%s`\n",
+                    j->ckpt, (long long)j->last_ckpt_step, j->mname, j->dname, j->ckpt);
+        else fprintf(s->out, "no checkpoint was written (ckpt=FILE ckpt_every=N): the run's work is lost\n");
+        fprintf(s->out, "%s keeps the weights it had before this run\n", j->mname);
+        if (!j->background) {
+            rs_result_num(s, "world", j->world);
+            rs_result_num(s, "killed_rank", j->kill_rank);
+            rs_result_num(s, "signal", SIGKILL);
+            rs_result_num(s, "last_step", (double)j->last_step);
+            rs_result_num(s, "ckpt_step", j->ckpts > 0 ? (double)j->last_ckpt_step : 0);
+        }
+        return 0;
+    }
     /* a rank that failed is named by the launcher; a pipeline rank is a stage: say which layers died */
     const char *rk = strstr(j->failure, "rank ");
     int bad = -1;
@@ -288,6 +324,21 @@ int rs_cmd_train_ranks(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, co
                                 "train: batch=%d is the global batch and does not split over %d ranks (try batch=%d)",
                                 cfg->batch, split, (cfg->batch / split + 1) * split);
     }
+    long long kill_rank = -1, kill_step = 0;
+    if (rs_call_given(c, "kill")) {
+        const rs_optval *v = rs_call_opt(c, "kill");
+        char end = 0;
+        if (sscanf(rs_call_str(c, "kill", ""), "%lld:%lld%c", &kill_rank, &kill_step, &end) != 2 || kill_rank < 0 ||
+            kill_rank >= j->world || kill_step < 1) {
+            int world = j->world;
+            rs_job_free(j);
+            return rs_session_error(s, c, v->pos, 5 + strlen(v->text),
+                                    "train: kill=RANK:STEP with a rank 0..%d and a step from 1, e.g. kill=1:20", world - 1);
+        }
+    }
+    j->kill_asked = kill_rank >= 0;
+    j->kill_rank = (int)kill_rank;
+    j->kill_step = kill_step;
     if (d->source_cut) {
         rs_job_free(j);
         return rs_session_error(s, c, c->arg_pos[2], strlen(c->args[2]),
@@ -382,6 +433,7 @@ int rs_cmd_train_ranks(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, co
     if (cfg->ckpt_path) arg_fmt(&a, "ckpt=%s", cfg->ckpt_path);
     if (cfg->ckpt_every) arg_fmt(&a, "ckpt_every=%lld", (long long)cfg->ckpt_every);
     if (cfg->resume) arg_fmt(&a, "resume=%s", cfg->resume);
+    if (kill_rank >= 0) arg_fmt(&a, "kill=%lld:%lld", kill_rank, kill_step);
     arg_fmt(&a, "spec=%s", spec ? spec : m->spec);
     free(spec);
     if (a.oom) {

@@ -44,6 +44,7 @@ int rs_cmd_jobs(rs_session *, const rs_call *);
 int rs_cmd_expect(rs_session *, const rs_call *);
 int rs_cmd_world(rs_session *, const rs_call *);
 int rs_cmd_serve(rs_session *, const rs_call *);
+int rs_cmd_pi(rs_session *, const rs_call *);
 
 static const char *const opt_kinds[] = {"sgd", "adam", "adamw", NULL};
 static const char *const sched_kinds[] = {"constant", "step", "cosine", NULL};
@@ -95,6 +96,7 @@ static rs_optdef train_opts[RS_MAX_OPTS + 1] = {
     {"backend", RS_T_ENUM, "shm", "across ranks: how the ranks talk", (const char *const[]){"shm", "tcp", "mpi", "nccl", NULL}},
     {"timeout", RS_T_DURATION, "60s", "across ranks: a rank waiting this long for another fails, naming it", NULL},
     {"view", RS_T_BOOL, "on", "across ranks: live dashboard while the ranks run (on a terminal)", NULL},
+    {"kill", RS_T_STRING, NULL, "across ranks: RANK:STEP, that rank dies (SIGKILL) after that step, to practise a fault", NULL},
     {NULL, 0, NULL, NULL, NULL},
     /* every strategy's own options are appended here (room up to RS_MAX_OPTS) */
 };
@@ -278,6 +280,15 @@ static const rs_optdef tp_opts[] = {
     {NULL, 0, NULL, NULL, NULL},
 };
 
+static const char *const pi_methods[] = {"series", "midpoint", NULL};
+static const rs_optdef pi_opts[] = {
+    DIST_OPTS,
+    {"n", RS_T_INT, NULL, "terms of the sum, dealt round the ranks (default: one per rank, as the lecture)", NULL},
+    {"method", RS_T_ENUM, "series", "series: 4 x (1 - 1/3 + 1/5 ...); midpoint: 4/(1+x^2) over [0,1]", pi_methods},
+    {"view", RS_T_BOOL, "off", "live dashboard while the ranks run (on a terminal)", NULL},
+    {NULL, 0, NULL, NULL, NULL},
+};
+
 static const rs_optdef export_opts[] = {
     {"opset", RS_T_INT, "17", "ONNX opset to write (13..21)", NULL},
     {"softmax", RS_T_BOOL, "off", "end the graph with Softmax (output \"probs\" instead of \"logits\")", NULL},
@@ -422,6 +433,13 @@ const rs_cmddef rs_commands[] = {
      "  tp matmul ranks=2                  [[76],[252]] || [[82],[274]], [[10,11],[82,91]] + [[66,71],[170,183]]\n"
      "  tp matmul ranks=4 split=rows k=8   four partial products, one all_reduce",
      false, NULL, {ACH("WHAT", RS_A_WORD, tp_demos)}, 1, tp_opts, false, rs_cmd_tp, NULL},
+    {"pi", "ranks", "pi [ranks=2] [n=] [method=series] [backend=shm]    the lecture's pi on real ranks",
+     "The annex program of the lecture: pi = 4 arctan(1) = 4 (1 - 1/3 + 1/5 - ...). Rank r sums\n"
+     "terms r, r+W, r+2W, ... of n (default n = ranks: one term each, as the lecture's program),\n"
+     "a reduce (SUM) adds the shares on rank 0, which prints pi and its error. method=midpoint\n"
+     "integrates 4/(1+x^2) over [0,1] by the midpoint rule instead (MPICH's cpi.c): its error\n"
+     "falls as 1/n^2, the series' as 1/n. The REPL sums the same terms in one process beside it.",
+     false, NULL, {{0}}, 0, pi_opts, false, rs_cmd_pi, NULL},
     {"backends", "ranks", "backends    which operations each backend has, on CPU and GPU", NULL, false, NULL, {{0}}, 0,
      NULL, false, rs_cmd_backends, NULL},
     {"view", "ranks", "view run N [speed=1]    replay a logged run in the dashboard",

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,7 +138,7 @@ static void bench_row(dist_job *j, const rs_bench_row *r)
     }
 }
 
-static void keep_span(dist_job *j, int rank, int64_t step, bool comm, double t0, double t1)
+static void keep_span(dist_job *j, int rank, int64_t step, bool comm, double t0, double t1, size_t bytes)
 {
     if (j->nspans == j->capspans) {
         int cap = j->capspans ? 2 * j->capspans : 256;
@@ -146,7 +147,7 @@ static void keep_span(dist_job *j, int rank, int64_t step, bool comm, double t0,
         j->spans = p;
         j->capspans = cap;
     }
-    j->spans[j->nspans++] = (struct tspan){rank, step, comm, t0, t1};
+    j->spans[j->nspans++] = (struct tspan){rank, step, comm, t0, t1, bytes};
 }
 
 static void keep_micro(dist_job *j, const rs_train_line *t)
@@ -177,7 +178,7 @@ static void train_line(dist_job *j, const rs_train_line *t)
         e.t = t->t0 + j->mono_to_unix;
         e.value = t->t1 - t->t0;
         rs_log_event(s, j->run, &e);
-        if (!strcmp(t->name, "backward")) keep_span(j, t->rank, t->step, false, t->t0, t->t1);
+        if (!strcmp(t->name, "backward")) keep_span(j, t->rank, t->step, false, t->t0, t->t1, 0);
         break;
     case RS_TL_COMM:
         e.kind = "phase";
@@ -189,7 +190,7 @@ static void train_line(dist_job *j, const rs_train_line *t)
         snprintf(detail, sizeof detail, "{\"op\":\"%s\",\"bucket\":%d}", t->name, t->index);
         e.detail_json = detail;
         rs_log_event(s, j->run, &e);
-        keep_span(j, t->rank, t->step, true, t->t0, t->t1);
+        keep_span(j, t->rank, t->step, true, t->t0, t->t1, t->bytes);
         break;
     case RS_TL_STEP:
         if (s->log && j->run > 0) {
@@ -613,6 +614,14 @@ static double mono_to_unix(void)
 static int ranks_ended(dist_job *j, rs_status st, const rs_err *e)
 {
     rs_session *s = j->s;
+    if (st && st != RS_ERR_CANCELLED && j->kill_asked && j->l) {
+        /* the ranks have all ended: asking again only reads back how each one did */
+        rs_launch_result res;
+        rs_err again = {0};
+        rs_launch_wait(j->l, 0, &res, &again);
+        const rs_launch_rank *k = res.failed_rank == j->kill_rank ? &res.ranks[j->kill_rank] : NULL;
+        j->killed = k && k->state == RS_LAUNCH_SIGNALED && k->status == SIGKILL;
+    }
     rs_launch_free(j->l);
     j->l = NULL;
     if (j->live && st != RS_ERR_CANCELLED && !(s->play_depth && s->play_mode == RS_PLAY_AUTO)) {
@@ -651,6 +660,9 @@ static int ranks_ended(dist_job *j, rs_status st, const rs_err *e)
         rs_log_run_end(s, j->run, "cancelled", 0, NULL, j->background ? "stopped in the background" : "stopped by Ctrl-C");
         rc = rs_session_error(s, j->c, (size_t)-1, 0, "%s: stopped (%s); the ranks were ended", j->what,
                               j->background ? "jobs stop" : "Ctrl-C");
+    } else if (st && j->killed) {
+        rs_log_run_end(s, j->run, "failed", j->last_step, NULL, e->msg);
+        fprintf(s->out, "%s: as kill=%d:%lld asked, %s\n", j->what, j->kill_rank, (long long)j->kill_step, e->msg);
     } else if (st) {
         snprintf(j->failure, sizeof j->failure, "%s", e->msg);
         rs_log_run_end(s, j->run, "failed", j->last_step, NULL, e->msg);

@@ -49,7 +49,7 @@ struct rs_job {
     /* train */
     rs_train_line *mem;     /* (world) each rank's last @mem */
     rs_train_line *done;    /* (world) each rank's @done */
-    struct tspan { int rank; int64_t step; bool comm; double t0, t1; } *spans; /* backward and comm spans */
+    struct tspan { int rank; int64_t step; bool comm; double t0, t1; size_t bytes; } *spans; /* backward and comm spans (bytes: comm) */
     int nspans, capspans;
     /* pipeline: every micro-batch's forward and backward (the bubble is measured from them) and the
      * stages each rank said it runs ("stage 1 of 2: layers 4..7"), for the summary and a failure */
@@ -67,6 +67,14 @@ struct rs_job {
     bool evaluated;
     int ckpts;
     int64_t last_ckpt_step;
+    /* train kill=RANK:STEP: the fault asked for. When that rank dies of SIGKILL the command did what it
+     * was told: the run is logged failed, but the end is a report, not an error (killed is set) */
+    /* pi: the number of terms and the sum (dist/worker/pi.h), for the end's serial check */
+    uint64_t pi_n;
+    char pi_method[16];
+    bool kill_asked, killed;
+    int kill_rank;
+    int64_t kill_step;
     /* the live dashboard (view_live.h); NULL without a terminal, with view=off, or after `q` */
     rs_live *live;
     rs_view_model *dump_vm;  /* RINGSIDE_VIEW_DUMP=FILE: the same model fed headless, its last frame saved */

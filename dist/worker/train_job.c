@@ -33,7 +33,7 @@ typedef struct tjob {
     bool store_from_launcher, has_lr, has_wd;
     /* the mode and its own options, as the registry declares them (dist/train/registry.h) */
     rs_strategy_args sargs;
-    int64_t die_rank, die_step; /* RINGSIDE_TEST_KILL=RANK:STEP (tests) */
+    int64_t die_rank, die_step; /* kill=RANK:STEP (or RINGSIDE_TEST_KILL): that rank dies after that step */
 } tjob;
 
 static bool num(const char *v, double *out)
@@ -98,6 +98,10 @@ static int parse(tjob *j, int argc, char **argv)
         else if (KEY("resume")) j->resume = v;
         else if (KEY("opt")) j->opt = v;
         else if (KEY("sched")) j->sched = v;
+        else if (KEY("kill")) {
+            long long kr, ks;
+            if ((good = sscanf(v, "%lld:%lld", &kr, &ks) == 2)) j->die_rank = kr, j->die_step = ks;
+        }
         else if (KEY("store")) j->store_from_launcher = !strcmp(v, "launcher");
         else if (KEY("data_seed") || KEY("model_seed") || KEY("seed") || KEY("accum") || KEY("epochs") ||
                  KEY("batch") || KEY("warmup") || KEY("threads") || KEY("eval") || KEY("nesterov") ||
@@ -291,13 +295,13 @@ static rs_train_cfg train_cfg(const tjob *j, rs_err *err, rs_status *st)
 
 int rs_worker_train(int argc, char **argv, FILE *out, FILE *errf)
 {
-    tjob j = {.out = out, .errf = errf, .backend = "shm", .group = "train", .timeout = 30, .eval = 1, .accum = 1};
+    tjob j = {.out = out, .errf = errf, .backend = "shm", .group = "train", .timeout = 30, .eval = 1, .accum = 1,
+              .die_rank = -1};
+    const char *kill = getenv("RINGSIDE_TEST_KILL"); /* the tests' way; `train ... kill=R:S` overrides it */
+    long long kr, ks;
+    if (kill && sscanf(kill, "%lld:%lld", &kr, &ks) == 2) j.die_rank = kr, j.die_step = ks;
     int rc = parse(&j, argc, argv);
     if (rc) return rc;
-    const char *kill = getenv("RINGSIDE_TEST_KILL");
-    long long kr, ks;
-    j.die_rank = -1;
-    if (kill && sscanf(kill, "%lld:%lld", &kr, &ks) == 2) j.die_rank = kr, j.die_step = ks;
     rs_worker_conn conn;
     rc = rs_worker_join(j.backend, j.group, j.timeout, j.store_from_launcher, errf, &conn);
     j.rank = conn.rank;

@@ -10,6 +10,7 @@
 
 #include "dist/launch/launch.h"
 #include "dist/store/store.h"
+#include "pi.h"
 
 /* ---------------------------------------------------------------- arguments */
 
@@ -36,6 +37,7 @@ typedef struct wk {
     double timeout;
     bool store_from_launcher;
     int die_rank, die_step; /* tests: RINGSIDE_TEST_DIE=RANK:STEP kills that rank mid-operation */
+    rs_pi_method pi_method; /* job pi: which sum (count= is its number of terms) */
 } wk;
 
 static int usage_error(wk *w, const char *fmt, const char *a)
@@ -74,6 +76,7 @@ static int parse_args(wk *w, int argc, char **argv)
         else if (!strcmp(k, "size")) good = parse_u64(v, &w->size);
         else if (!strcmp(k, "minbytes")) good = parse_u64(v, &w->minbytes);
         else if (!strcmp(k, "maxbytes")) good = parse_u64(v, &w->maxbytes);
+        else if (!strcmp(k, "method")) good = rs_pi_method_parse(v, &w->pi_method);
         else if (!strcmp(k, "stepwise") || !strcmp(k, "data")) {
             good = parse_u64(v, &u) && u <= 1;
             *(!strcmp(k, "stepwise") ? &w->stepwise : &w->data) = (int)u;
@@ -601,6 +604,33 @@ static int job_world(wk *w)
     return count == w->world ? 0 : 1;
 }
 
+/* The lecture's annex: this rank's share of the sum for pi, then MPI_Reduce(SUM) of the shares to rank 0,
+ * which prints the total. Each rank's share and timings go to the REPL as @num lines. */
+static int job_pi(wk *w)
+{
+    uint64_t terms = 0;
+    double t0 = rs_pg_now();
+    double part = rs_pi_partial(w->pi_method, w->count, w->rank, w->world, &terms);
+    double t1 = rs_pg_now(), total = part;
+    rs_err e = {0};
+    if (rs_pg_reduce(w->g, &total, 1, RS_F64, RS_SUM, 0, &e)) {
+        fprintf(w->errf, "rank %d: %s\n", w->rank, e.msg);
+        return 1;
+    }
+    double t2 = rs_pg_now();
+    fprintf(w->out, "rank %d: %llu term%s, partial sum %.15f\n", w->rank, (unsigned long long)terms,
+            terms == 1 ? "" : "s", part);
+    const char *names[] = {"partial", "terms", "compute_us", "reduce_us", "pi"};
+    double vals[] = {part, (double)terms, (t1 - t0) * 1e6, (t2 - t1) * 1e6, total};
+    for (size_t i = 0; i < sizeof vals / sizeof *vals - (w->rank != 0); i++) { /* the total is rank 0's only */
+        char line[96];
+        rs_wire_format_num(line, sizeof line, w->rank, names[i], vals[i]);
+        fprintf(w->out, "%s\n", line);
+    }
+    fflush(w->out);
+    return 0;
+}
+
 /* ---------------------------------------------------------------- setup */
 
 /* data=1: the values this rank's collective works in, with a step (as it begins) and at the end (its
@@ -686,12 +716,13 @@ int rs_worker_main(int argc, char **argv, FILE *out, FILE *errf)
 {
     wk w = {.out = out, .errf = errf, .backend = "shm", .group = "w", .op = RS_OP_ALL_REDUCE, .dtype = RS_F32,
             .redop = RS_SUM, .algo = RS_ALGO_AUTO, .count = 2, .show = 16, .timeout = 30};
-    if (argc < 1) return usage_error(&w, "%s", "no job (collective, bench, p2p, world, train or matmul)");
+    if (argc < 1) return usage_error(&w, "%s", "no job (collective, bench, p2p, world, pi, train or matmul)");
     const char *job = argv[0];
     if (!strcmp(job, "train")) return rs_worker_train(argc, argv, out, errf);
     if (!strcmp(job, "matmul")) return rs_worker_matmul(argc, argv, out, errf);
-    if (strcmp(job, "collective") && strcmp(job, "bench") && strcmp(job, "p2p") && strcmp(job, "world"))
-        return usage_error(&w, "unknown job '%s' (collective, bench, p2p, world, train or matmul)", job);
+    if (strcmp(job, "collective") && strcmp(job, "bench") && strcmp(job, "p2p") && strcmp(job, "world") &&
+        strcmp(job, "pi"))
+        return usage_error(&w, "unknown job '%s' (collective, bench, p2p, world, pi, train or matmul)", job);
     int rc = parse_args(&w, argc, argv);
     if (rc) return rc;
     rc = join(&w);
@@ -699,6 +730,7 @@ int rs_worker_main(int argc, char **argv, FILE *out, FILE *errf)
         if (!strcmp(job, "collective")) rc = job_collective(&w);
         else if (!strcmp(job, "bench")) rc = job_bench(&w);
         else if (!strcmp(job, "world")) rc = job_world(&w);
+        else if (!strcmp(job, "pi")) rc = job_pi(&w);
         else rc = job_p2p(&w);
     }
     fflush(out);

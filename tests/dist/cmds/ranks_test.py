@@ -354,6 +354,84 @@ def case_train_pipeline_fault(tmp):
         check(d <= 1e-5, "resumed on 3 ranks with gpipe from the 2-rank 1f1b checkpoint: one process's weights (%.3g)" % d)
     else:
         check(False, "both runs saved their weights")
+def case_train_kill(tmp):
+    """train's kill=RANK:STEP (the faults tutorial): the asked-for death is a report, not an error."""
+    db = os.path.join(tmp, "log.db")
+    ck = os.path.join(tmp, "c.safetensors")
+    rc, out = run("set seed=1; model m = mlp 784-16-10; data d = digits n=1000; "
+                  "train m on d mode=ddp ranks=3 batch=48 steps=12 eval=off view=off ckpt=%s ckpt_every=4 kill=2:9 "
+                  "timeout=3s; expect killed_rank = 2; expect signal = 9; expect ckpt_step = 8; "
+                  "train m on d mode=ddp ranks=2 batch=48 steps=12 eval=off view=off resume=%s; expect steps = 12; "
+                  "expect world = 2" % (ck, ck), db)
+    print(out)
+    check(rc == 0 and "error:" not in out, "the asked-for fault and the resume run without an error")
+    check("as kill=2:9 asked, rank 2 was killed by signal 9 (SIGKILL)" in out, "the death is named with its signal")
+    check("the last checkpoint is %s (step 8)" % ck in out, "the user is pointed at the last checkpoint")
+    check(out.count("ok: ") == 5, "the kill's figures and the resumed run's are recorded for expect")
+    con = sqlite3.connect(db)
+    st = [r[0] for r in con.execute("SELECT status FROM runs WHERE kind='train' ORDER BY id")]
+    check(st == ["failed", "done"], "the killed run is logged failed, the resumed one done: %s" % st)
+    for cmd, msg in [("train m on d kill=1:2", "it needs mode=ddp or mode=fsdp"),
+                     ("train m on d mode=ddp ranks=2 kill=2:1", "a rank 0..1 and a step from 1"),
+                     ("train m on d mode=ddp ranks=2 kill=1:0", "a rank 0..1 and a step from 1"),
+                     ("train m on d mode=ddp ranks=2 kill=one", "a rank 0..1 and a step from 1")]:
+        rc, out = run("model m = mlp 784-16-10; data d = digits n=500; " + cmd)
+        check(rc != 0 and msg in out, "%s is refused: %s" % (cmd, msg))
+
+
+def case_train_records(tmp):
+    """What train keeps for expect about communication and replicas, against counts worked out here:
+    P parameters, 4P bytes of gradients; DDP calls one all-reduce per bucket per step plus the initial
+    broadcast, and with accum=K still one per bucket per optimizer step (no_sync)."""
+    P = 784 * 512 + 512 + 512 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10
+    steps = 4
+    rc, out = run("set seed=1 threads=1; model m = mlp 784-512-256-128-10; data d = digits n=2000; "
+                  "train m on d mode=ddp ranks=2 steps=%d eval=off view=off bucket=256K; "
+                  "expect comm_per_step = 2; expect comm_calls per rank = %d; "
+                  "expect comm_bytes per rank ~= %d within 0.01%%; "
+                  "reset m; train m on d mode=ddp ranks=2 steps=%d eval=off view=off bucket=64K overlap=off; "
+                  "expect comm_per_step = 3; expect comm_hidden = 0; "
+                  "reset m; train m on d mode=ddp ranks=2 steps=%d eval=off view=off bucket=256K accum=3; "
+                  "expect comm_calls per rank = %d; "
+                  "reset m; train m on d mode=dp ranks=3 steps=2 eval=off; "
+                  "expect replicas = 3; expect replica.parameters ~= %d within 0.01%%; "
+                  "expect replica.gradients ~= %d within 0.01%%"
+                  % (steps, 2 * steps + 1, (steps + 1) * 4 * P, steps, steps, 2 * steps + 1, 2 * 4 * P, 2 * 4 * P))
+    print(out)
+    check(rc == 0 and out.count("ok: ") == 9, "buckets, collectives, bytes, overlap=off and dp replicas as worked out")
+
+
+def case_pi(tmp):
+    """`pi`: the ranks' sum against a serial one computed here (math.fsum, exactly rounded), and the
+    lecture's four-rank output."""
+    import math
+
+    def ref(method, n):
+        if method == "series":
+            return 4 * math.fsum((-1.0) ** i / (2 * i + 1) for i in range(n))
+        h = 1.0 / n
+        return h * math.fsum(4.0 / (1.0 + (h * (i + 0.5)) ** 2) for i in range(n))
+
+    cases = [("series", 4, 4, "shm"), ("series", 3, 100000, "tcp"), ("midpoint", 4, 1000, "shm"),
+             ("midpoint", 2, 1, "tcp"), ("series", 5, 3, "shm")]
+    script = []
+    for method, ranks, n, backend in cases:
+        want = ref(method, n)
+        script.append("pi ranks=%d n=%d method=%s backend=%s; expect pi ~= %.17g within 1e-12; "
+                      "expect error ~= %.17g within 1e-12; expect world = %d; expect n = %d"
+                      % (ranks, n, method, backend, want, abs(want - math.pi), ranks, n))
+    rc, out = run("; ".join(script) + "; pi ranks=4; expect partial per rank ~= [4, -1.3333333, 0.8, -0.5714286] within 1e-6; "
+                  "expect terms per rank = 1")
+    print(out)
+    check(rc == 0 and out.count("ok: ") == 4 * len(cases) + 2,
+          "every pi agrees with the serial sum to 1e-12, its error with |sum - pi|")
+    check("pi = 2.895238095238096: 4 terms (series) on 4 ranks" in out, "the lecture's program: 4 ranks, 2.895238")
+    check("rank 4: 0 terms" in out, "a rank with no term left contributes 0")
+    rc, out = run("pi ranks=2 n=10; expect pi ~= %.17g within 1e-12" % (ref("series", 10) + 1e-9))
+    check(rc != 0 and "expect failed" in out, "a pi off by 1e-9 fails the check")
+    for cmd, msg in [("pi n=0", "n (terms) must be 1"), ("pi method=simpson", "simpson")]:
+        rc, out = run(cmd)
+        check(rc != 0 and msg in out, "%s is refused" % cmd)
 
 
 def case_fault(tmp):
