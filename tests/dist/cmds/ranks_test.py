@@ -371,7 +371,7 @@ def case_train_kill(tmp):
     con = sqlite3.connect(db)
     st = [r[0] for r in con.execute("SELECT status FROM runs WHERE kind='train' ORDER BY id")]
     check(st == ["failed", "done"], "the killed run is logged failed, the resumed one done: %s" % st)
-    for cmd, msg in [("train m on d kill=1:2", "it needs mode=ddp or mode=fsdp"),
+    for cmd, msg in [("train m on d kill=1:2", "it needs a mode that runs ranks"),
                      ("train m on d mode=ddp ranks=2 kill=2:1", "a rank 0..1 and a step from 1"),
                      ("train m on d mode=ddp ranks=2 kill=1:0", "a rank 0..1 and a step from 1"),
                      ("train m on d mode=ddp ranks=2 kill=one", "a rank 0..1 and a step from 1")]:
