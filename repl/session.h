@@ -69,6 +69,8 @@ rs_session *rs_session_new(FILE *out);
 void rs_session_free(rs_session *s);
 
 rs_obj *rs_session_find(rs_session *s, const char *name);
+/* The session's thread count, given to every model and graph it holds (and to those put later). */
+void rs_session_set_threads(rs_session *s, int threads);
 /* Adds or replaces a named object; takes ownership of model/spec/data in o. */
 rs_obj *rs_session_put(rs_session *s, const rs_obj *o);
 bool rs_session_drop(rs_session *s, const char *name);

@@ -61,9 +61,9 @@ static int plan_grad_slots(const rs_model *m, int *slot, int *ntmp)
     return nslots;
 }
 
-static size_t layer_ws(const rs_model *m, const rs_layer *l, int B)
+static size_t layer_ws(rs_model *m, const rs_layer *l, int B)
 {
-    return l->ops->workspace_bytes ? l->ops->workspace_bytes(l, m->k, B) : 0;
+    return l->ops->workspace_bytes ? l->ops->workspace_bytes(l, &m->ctx, B) : 0;
 }
 
 rs_status rs_model_reserve(rs_model *m, int B, rs_err *err)
@@ -75,6 +75,8 @@ rs_status rs_model_reserve(rs_model *m, int B, rs_err *err)
         size_t w = layer_ws(m, &m->layers[i], B);
         ws = w > ws ? w : ws;
     }
+    rs_status st = rs_kctx_check(&m->ctx, err); /* a failed workspace query */
+    if (st) return st;
     /* Workspace can grow with the thread count even when B does not. */
     if (B <= m->cap_B && ws <= m->ws_bytes) return RS_OK;
     if (B < m->cap_B) B = m->cap_B;
@@ -139,8 +141,8 @@ static rs_exec exec_ctx(rs_model *m)
 {
     uint64_t z = m->seed ^ (m->step * 0x9e3779b97f4a7c15ULL);
     z = (z ^ (z >> 31)) * 0xbf58476d1ce4e5b9ULL;
-    return (rs_exec){.k = m->k, .params = m->params, .grads = m->grads, .ws = m->ws,
-                     .training = m->training, .dropout_seed = z ^ (z >> 29)};
+    return (rs_exec){.k = m->k, .ctx = &m->ctx, .params = m->params, .grads = m->grads, .ws = m->ws,
+                     .ws_bytes = m->ws_bytes, .training = m->training, .dropout_seed = z ^ (z >> 29)};
 }
 
 void rs_model_set_training(rs_model *m, bool training) { m->training = training; }
@@ -154,7 +156,10 @@ static const float *node_out(const rs_model *m, int i, const void *x)
 
 rs_status rs_model_forward(rs_model *m, const void *x, int B, const float **logits, rs_err *err)
 {
-    rs_status st = rs_model_reserve(m, B, err);
+    /* A kernel failure of the last backward or zero_grad (void calls) surfaces here. */
+    rs_status st = rs_kctx_check(&m->ctx, err);
+    if (st) return st;
+    st = rs_model_reserve(m, B, err);
     if (st) return st;
     if (m->tokens) {
         /* An id outside the vocabulary would index past the embedding table. */
@@ -178,6 +183,7 @@ rs_status rs_model_forward(rs_model *m, const void *x, int B, const float **logi
             const float *in = node_out(m, l->src[0], x);
             if (l->ops->nin == 2) l->ops->forward2(l, &ex, in, node_out(m, l->src[1], x), out, B);
             else l->ops->forward(l, &ex, in, out, B);
+            if (rs_kctx_status(&m->ctx)) return rs_kctx_check(&m->ctx, err);
         }
         if (m->has_uh && m->uh.after_forward && (st = m->uh.after_forward(m->uh.ud, un, err))) return st;
     }
@@ -187,6 +193,8 @@ rs_status rs_model_forward(rs_model *m, const void *x, int B, const float **logi
 
 rs_status rs_model_loss(rs_model *m, const int32_t *y, int B, float *loss, rs_err *err)
 {
+    rs_status st = rs_kctx_check(&m->ctx, err);
+    if (st) return st;
     int C = rs_model_classes(m), R = B * rs_model_rows(m);
     if (B > m->cap_B) return rs_err_set(err, RS_ERR_ARG, "loss of batch %d before a forward of that batch", B);
     for (int b = 0; b < R; b++)
@@ -196,7 +204,8 @@ rs_status rs_model_loss(rs_model *m, const int32_t *y, int B, float *loss, rs_er
                               "the last layer needs as many outputs as the data has classes",
                               (int)y[b], R == B ? "sample" : "row", b, C, C - 1);
     const float *logits = m->acts + m->act_off[m->nlayers - 1];
-    m->k->softmax_xent_fwd(logits, y, m->probs, m->losses, R, C);
+    st = m->k->softmax_xent_fwd(&m->ctx, logits, y, m->probs, m->losses, R, C);
+    if (st) return rs_kctx_check(&m->ctx, err);
     /* Mean over the rows in double: the figure reported does not drift with batch size. */
     double s = 0.0;
     for (int b = 0; b < R; b++) s += m->losses[b];
@@ -223,7 +232,7 @@ static float *din_for(rs_model *m, int s, int tmp, bool *later)
 static void add_back(rs_model *m, int s, int tmp, int B)
 {
     size_t n = (size_t)B * (size_t)rs_shape_numel(&m->layers[s].out);
-    m->k->axpy(grad_slot(m, m->gslot[s]), grad_slot(m, m->nslots + tmp), n, 1.0f);
+    m->k->axpy(&m->ctx, grad_slot(m, m->gslot[s]), grad_slot(m, m->nslots + tmp), n, 1.0f);
 }
 
 static void report_grads(rs_model *m, const rs_layer *l)
@@ -244,7 +253,8 @@ void rs_model_backward(rs_model *m, const void *x, const int32_t *y, int B, floa
     int C = rs_model_classes(m), R = B * rs_model_rows(m), n = m->nlayers;
     memset(m->gdone, 0, (size_t)n);
     m->gdone[n - 1] = 1;
-    m->k->softmax_xent_bwd(m->probs, y, grad_slot(m, m->gslot[n - 1]), R, C, loss_scale / (float)R);
+    if (m->k->softmax_xent_bwd(&m->ctx, m->probs, y, grad_slot(m, m->gslot[n - 1]), R, C, loss_scale / (float)R))
+        return; /* kernel failures stay in m->ctx for the next forward or loss (model.h) */
     /* Units in reverse; a failing unit hook stops the pass (its owner keeps the error). */
     int u = m->nunits - 1;
     rs_err herr = {0};
@@ -273,6 +283,7 @@ void rs_model_backward(rs_model *m, const void *x, const int32_t *y, int B, floa
             l->ops->backward(l, &ex, node_out(m, l->src[0], x), out, dout, din, B);
             if (later) add_back(m, l->src[0], 0, B);
         }
+        if (rs_kctx_status(&m->ctx)) return;
         report_grads(m, l);
     }
     if (m->has_uh && m->uh.after_backward) m->uh.after_backward(m->uh.ud, &m->units[0], &herr);
@@ -282,7 +293,7 @@ void rs_model_zero_grad(rs_model *m)
 {
     /* Released (ZeRO-2) or sharded (ZeRO-3) gradients are zero-filled when acquired. */
     if (m->grads_released || m->sharded) return;
-    m->k->fill(m->grads, m->numel, 0.0f);
+    m->k->fill(&m->ctx, m->grads, m->numel, 0.0f);
 }
 
 void rs_model_set_grad_hook(rs_model *m, rs_grad_ready_fn fn, void *ud)

@@ -13,6 +13,8 @@ struct rs_model {
     rs_shape in;
     rs_device dev;
     const rs_kernels *k;
+    rs_kctx ctx;      /* the default context: forward, backward and zero_grad run on it (threads from
+                         rs_model_set_threads, the device's default until then) */
     rs_mem own_mem;   /* used when the caller gave no tracker */
     rs_mem *mem;
     uint64_t seed;
@@ -67,6 +69,10 @@ struct rs_model {
 
 /* Frees the activation memory (model_exec.c); the next forward reserves it again. */
 void rs_model_free_acts(rs_model *m);
+/* The parameter or gradient buffer (pool RS_POOL_PARAMS or RS_POOL_GRADS, rs_model_buf_bytes) from the
+ * device's allocator, counted in the model's tracker; NULL when out of memory. */
+float *rs_model_buf_alloc(rs_model *m, rs_pool pool);
+void rs_model_buf_free(rs_model *m, rs_pool pool, float *buf);
 /* Size of the parameter or gradient buffer in bytes (at least one float). */
 static inline size_t rs_model_buf_bytes(const rs_model *m) { return (m->numel ? m->numel : 1) * sizeof(float); }
 
