@@ -152,7 +152,8 @@ static void gemm_op(rs_kctx *ctx, const rs_onnx_attrs *a, const float *A, const 
     (void)bs;
 }
 
-static void matmul_op(rs_kctx *ctx, const float *A, const rs_onnx_shape *as0, const float *B, const rs_onnx_shape *bs0, float *Y)
+static void matmul_op(rs_kctx *ctx, const float *A, const rs_onnx_shape *as0, const float *B, const rs_onnx_shape *bs0,
+                      float *Y)
 {
     rs_onnx_shape as = *as0, bs = *bs0;
     if (as.rank == 1) as = (rs_onnx_shape){2, {1, as.d[0]}};
@@ -187,7 +188,8 @@ static void matmul_op(rs_kctx *ctx, const float *A, const rs_onnx_shape *as0, co
             oa += idx[i] * sa[i];
             ob += idx[i] * sb[i];
         }
-        ctx->k->gemm(ctx, false, false, M, N, K, 1.0f, A + (size_t)oa * mk, K, B + (size_t)ob * kn, N, 0.0f, Y + t * mn, N);
+        ctx->k->gemm(ctx, false, false, M, N, K, 1.0f, A + (size_t)oa * mk, K, B + (size_t)ob * kn, N, 0.0f, Y + t * mn,
+                     N);
         for (int i = bo.rank - 1; i >= 0; i--) {
             if (++idx[i] < bo.d[i]) break;
             idx[i] = 0;

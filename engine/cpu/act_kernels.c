@@ -227,8 +227,8 @@ RS_SIMD static void ln_fwd_rows(const float *in, const float *gamma, const float
     }
 }
 
-rs_status rs_cpu_layernorm_fwd(rs_kctx *ctx, const float *in, const float *gamma, const float *beta, float *out, float *mean,
-                          float *rstd, int B, int N, float eps)
+rs_status rs_cpu_layernorm_fwd(rs_kctx *ctx, const float *in, const float *gamma, const float *beta, float *out,
+                               float *mean, float *rstd, int B, int N, float eps)
 {
     CPU_CTX(ctx, "layernorm_fwd");
     CPU_NONNEG(ctx, "layernorm_fwd", B);
@@ -294,7 +294,7 @@ RS_SIMD static void ln_bwd_cols(const float *in, const float *mean, const float 
 }
 
 rs_status rs_cpu_layernorm_bwd(rs_kctx *ctx, const float *in, const float *gamma, const float *mean, const float *rstd,
-                          const float *dout, float *din, float *dgamma, float *dbeta, int B, int N)
+                               const float *dout, float *din, float *dgamma, float *dbeta, int B, int N)
 {
     CPU_CTX(ctx, "layernorm_bwd");
     CPU_NONNEG(ctx, "layernorm_bwd", B);
@@ -326,12 +326,13 @@ static rs_status check_labels(rs_kctx *ctx, const char *who, const int32_t *labe
 {
     for (int b = 0; b < B; b++)
         if (labels[b] < 0 || labels[b] >= C)
-            return rs_kctx_fail(ctx, RS_ERR_ARG, "%s: label %d of row %d is outside [0, %d)", who, (int)labels[b], b, C);
+            return rs_kctx_fail(ctx, RS_ERR_ARG, "%s: label %d of row %d is outside [0, %d)", who, (int)labels[b], b,
+                                C);
     return RS_OK;
 }
 
 rs_status rs_cpu_softmax_xent_fwd(rs_kctx *ctx, const float *logits, const int32_t *labels, float *probs, float *losses,
-                             int B, int C)
+                                  int B, int C)
 {
     CPU_CTX(ctx, "softmax_xent_fwd");
     CPU_NONNEG(ctx, "softmax_xent_fwd", B);
@@ -363,7 +364,7 @@ rs_status rs_cpu_softmax_xent_fwd(rs_kctx *ctx, const float *logits, const int32
 }
 
 rs_status rs_cpu_softmax_xent_bwd(rs_kctx *ctx, const float *probs, const int32_t *labels, float *dlogits, int B, int C,
-                             float scale)
+                                  float scale)
 {
     CPU_CTX(ctx, "softmax_xent_bwd");
     CPU_NONNEG(ctx, "softmax_xent_bwd", B);

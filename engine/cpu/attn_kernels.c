@@ -66,7 +66,8 @@ static rs_status check_step(rs_kctx *ctx, const char *who, int B, int len, int m
 
 /* ---- embedding ---- */
 
-rs_status rs_cpu_embed_fwd(rs_kctx *ctx, const int32_t *tok, const float *wte, const float *wpe, float *out, int B, int T, int C)
+rs_status rs_cpu_embed_fwd(rs_kctx *ctx, const int32_t *tok, const float *wte, const float *wpe, float *out, int B,
+                           int T, int C)
 {
     CPU_CTX(ctx, "embed_fwd");
     CPU_NONNEG(ctx, "embed_fwd", B);
@@ -93,7 +94,8 @@ rs_status rs_cpu_embed_fwd(rs_kctx *ctx, const int32_t *tok, const float *wte, c
  * order. No races, and each row receives its additions in the same order for any thread count, so
  * the result does not depend on it. (Splitting the channels instead would make every thread touch
  * every row of the large table: the same page walks on each thread, and no gain on two threads.) */
-rs_status rs_cpu_embed_bwd(rs_kctx *ctx, const int32_t *tok, const float *dout, float *dwte, float *dwpe, int B, int T, int C)
+rs_status rs_cpu_embed_bwd(rs_kctx *ctx, const int32_t *tok, const float *dout, float *dwte, float *dwpe, int B, int T,
+                           int C)
 {
     CPU_CTX(ctx, "embed_bwd");
     CPU_NONNEG(ctx, "embed_bwd", B);
@@ -347,8 +349,8 @@ static void attn_bwd_pair(const float *q, const float *k, const float *v, const 
     }
 }
 
-rs_status rs_cpu_attn_bwd(rs_kctx *ctx, const float *qkv, const float *att, const float *dout, float *dqkv, float *ws, size_t ws_bytes, int B, int T,
-                     int C, int NH)
+rs_status rs_cpu_attn_bwd(rs_kctx *ctx, const float *qkv, const float *att, const float *dout, float *dqkv, float *ws,
+                          size_t ws_bytes, int B, int T, int C, int NH)
 {
     CPU_CTX(ctx, "attn_bwd");
     RS_KTRY(check_heads(ctx, "attn_bwd", B, T, C, NH));
@@ -405,8 +407,8 @@ RS_SIMD static void attn_step_pair(const float *q, const float *kc, const float 
     for (int i = 0; i < hs; i++) o[i] *= inv;
 }
 
-rs_status rs_cpu_attn_step(rs_kctx *ctx, const float *q, const float *kc, const float *vc, float *out, int B, int len, int maxT, int C,
-                      int NH)
+rs_status rs_cpu_attn_step(rs_kctx *ctx, const float *q, const float *kc, const float *vc, float *out, int B, int len,
+                           int maxT, int C, int NH)
 {
     CPU_CTX(ctx, "attn_step");
     RS_KTRY(check_step(ctx, "attn_step", B, len, maxT, C, NH));

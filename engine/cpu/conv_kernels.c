@@ -294,8 +294,7 @@ static inline __attribute__((always_inline)) void maxpool_interior(const rs_conv
         }
 }
 
-rs_status rs_cpu_maxpool_fwd(rs_kctx *ctx, const rs_conv_geom *g, int B, const float *in, float *out,
-                             int32_t *argmax)
+rs_status rs_cpu_maxpool_fwd(rs_kctx *ctx, const rs_conv_geom *g, int B, const float *in, float *out, int32_t *argmax)
 {
     CPU_CTX(ctx, "maxpool_fwd");
     RS_KTRY(rs_cpu_check_geom(ctx, "maxpool_fwd", g, B, false));

@@ -6,8 +6,8 @@
  * The ICV is per OS thread, so an entry sets it to ctx->threads for the call and puts the caller's
  * value back when it returns (cpu_enter / cpu_leave): two threads with contexts of 1 and 2 threads run
  * side by side, each with its own count, and a thread's own OpenMP code never sees a kernel's count.
- * Measured (tests/engine/test_kernel_harness.c prints it): a 768^3 sgemm after omp_set_num_threads(1)
- * on the calling thread runs on one core, after (2) on two, whatever another thread's ICV is.
+ * Measured (bench/kctx_threads.c): 768^3 sgemm calls on a context of 1 thread use one core and on
+ * a context of 2 threads two, whatever the calling thread's own setting, alone or side by side.
  *
  * What is process-wide in that OpenBLAS is its remembered count (blas_cpu_number): a call whose ICV
  * differs from it rewrites it and reallocates the per-thread buffers of every parallel slot, which a

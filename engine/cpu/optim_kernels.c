@@ -9,7 +9,7 @@
 #define PAR_MIN 32768 /* below this a parallel region costs more than it saves */
 
 rs_status rs_cpu_sgd_update(rs_kctx *ctx, float *p, const float *g, float *mom, size_t n, float lr, float momentum,
-                       float dampening, float wd, bool nesterov, bool first_step)
+                            float dampening, float wd, bool nesterov, bool first_step)
 {
     CPU_CTX(ctx, "sgd_update");
     CPU_PTR(ctx, "sgd_update", p, n);
@@ -32,7 +32,7 @@ rs_status rs_cpu_sgd_update(rs_kctx *ctx, float *p, const float *g, float *mom, 
 }
 
 rs_status rs_cpu_adam_update(rs_kctx *ctx, float *p, const float *g, float *m, float *v, size_t n, float lr, float b1,
-                        float b2, float eps, float wd, bool decoupled, int64_t t)
+                             float b2, float eps, float wd, bool decoupled, int64_t t)
 {
     CPU_CTX(ctx, "adam_update");
     CPU_PTR(ctx, "adam_update", p, n);

@@ -126,7 +126,8 @@ static rs_status step(rs_gen *g, int32_t tok, int pos)
         int W = row_width(l);
         switch (l->cfg.kind) {
         case RS_LAYER_EMBED:
-            RS_KTRY(k->embed_fwd(c, dtok, P + l->p[0].offset, P + l->p[1].offset + (size_t)pos * (size_t)W, out, 1, 1, W));
+            RS_KTRY(k->embed_fwd(c, dtok, P + l->p[0].offset, P + l->p[1].offset + (size_t)pos * (size_t)W, out, 1,
+                                 1, W));
             break;
         case RS_LAYER_LINEAR: {
             int I = (int)l->p[0].shape.d[1];
@@ -135,8 +136,8 @@ static rs_status step(rs_gen *g, int32_t tok, int pos)
             break;
         }
         case RS_LAYER_LAYERNORM:
-            RS_KTRY(k->layernorm_fwd(c, in, P + l->p[0].offset, P + l->p[1].offset, out, g->scr + 1, g->scr + 2, 1, W,
-                                     l->cfg.eps));
+            RS_KTRY(k->layernorm_fwd(c, in, P + l->p[0].offset, P + l->p[1].offset, out, g->scr + 1, g->scr + 2, 1,
+                                     W, l->cfg.eps));
             break;
         case RS_LAYER_GELU:
             if (l->cfg.approx_tanh) RS_KTRY(k->gelu_tanh_fwd(c, in, out, (size_t)W));

@@ -154,7 +154,8 @@ static rs_status dp_forward_backward(void *ud, const float *x, const int32_t *y,
     bool training = rs_model_training(m);
     uint64_t mstep = rs_model_step(m), mseed = rs_model_seed(m);
     for (int i = 1; i < d->n; i++) {
-        if (k->copy_d2d(kc, rs_model_params(d->rep[i]), pm, numel * sizeof(float))) return rs_kctx_check(kc, err);
+        if (k->copy_d2d(kc, rs_model_params(d->rep[i]), pm, numel * sizeof(float)))
+            return rs_kctx_check(kc, err);
         rs_model_set_training(d->rep[i], training);
         rs_model_set_seed(d->rep[i], mseed + (uint64_t)i * 0x9e3779b97f4a7c15ULL);
         rs_model_set_step(d->rep[i], mstep);
@@ -220,7 +221,8 @@ static rs_status dp_forward_backward(void *ud, const float *x, const int32_t *y,
      * (nn.DataParallel's reduce-add onto device 0). */
     float *gm = rs_model_grads(m);
     for (int i = 1; i < d->n; i++)
-        if (d->part[i].rows && k->axpy(kc, gm, rs_model_grads(d->rep[i]), numel, 1.0f)) return rs_kctx_check(kc, err);
+        if (d->part[i].rows && k->axpy(kc, gm, rs_model_grads(d->rep[i]), numel, 1.0f))
+            return rs_kctx_check(kc, err);
     span(d, step, RS_DP_REDUCE, -1, t4, rs_train_now());
     return RS_OK;
 }
@@ -230,7 +232,8 @@ static rs_status dp_step(void *ud, float lr, rs_err *err)
     rs_dp *d = ud;
     if (!d->opt) return rs_err_set(err, RS_ERR_ARG, "dp: step before setup");
     rs_status st = rs_optim_step(d->opt, rs_model_params(d->m), rs_model_grads(d->m), lr);
-    if (st && !rs_kctx_check(rs_optim_ctx(d->opt), err)) rs_err_set(err, st, "dp: optimizer step with lr=%g failed", (double)lr);
+    if (st && !rs_kctx_check(rs_optim_ctx(d->opt), err))
+        rs_err_set(err, st, "dp: optimizer step with lr=%g failed", (double)lr);
     return st;
 }
 

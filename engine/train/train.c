@@ -190,7 +190,8 @@ static rs_status clip_grads(rs_model *m, const rs_train_strategy *sg, float max,
 static rs_status optim_step(rs_optim *o, rs_model *m, float lr, rs_err *err)
 {
     rs_status st = rs_optim_step(o, rs_model_params(m), rs_model_grads(m), lr);
-    if (st && !rs_kctx_check(rs_optim_ctx(o), err)) rs_err_set(err, st, "optimizer step with lr=%g failed", (double)lr);
+    if (st && !rs_kctx_check(rs_optim_ctx(o), err))
+        rs_err_set(err, st, "optimizer step with lr=%g failed", (double)lr);
     return st;
 }
 

@@ -128,7 +128,8 @@ bool hz_close(hz *h, const char *what, const float *got, const float *want, size
             worst = d > worst || d != d ? d : worst;
         }
     }
-    return hz_check(h, !bad, "%s: %zu of %zu values off (first [%zu]: %.9g vs %.9g; worst diff %.3g; tolerance %.1g + %.1g|want|)",
+    return hz_check(h, !bad,
+                    "%s: %zu of %zu values off (first [%zu]: %.9g vs %.9g; worst diff %.3g; tolerance %.1g + %.1g|want|)",
                     what, bad, n, first, bad ? (double)got[first] : 0.0, bad ? (double)want[first] : 0.0, worst, atol,
                     rtol);
 }

@@ -413,7 +413,8 @@ static void case_dropout_bwd(hz *h)
 static void case_sgd_update(hz *h)
 {
     /* momentum, dampening, wd, nesterov, first */
-    static const float CFG[][5] = {{0, 0, 0, 0, 1}, {0.9f, 0, 0.01f, 1, 1}, {0.9f, 0, 0.01f, 1, 0}, {0.8f, 0.1f, 0, 0, 0}};
+    static const float CFG[][5] = {
+        {0, 0, 0, 0, 1}, {0.9f, 0, 0.01f, 1, 1}, {0.9f, 0, 0.01f, 1, 0}, {0.8f, 0.1f, 0, 0, 0}};
     for (size_t s = 0; s < NSIZES; s++)
         for (int c = 0; c < 4; c++) {
             size_t n = SIZES[s], mark = hz_mark(h);
@@ -462,11 +463,13 @@ static void case_adam_update(hz *h)
                 double pi = p[i], gi = g[i];
                 if (dec) pi *= 1 - (double)lr * wd;
                 else gi += wd * pi;
-                double mi = b1 * (double)m[i] + (1 - (double)b1) * gi, vi = b2 * (double)v[i] + (1 - (double)b2) * gi * gi;
+                double mi = b1 * (double)m[i] + (1 - (double)b1) * gi;
+                double vi = b2 * (double)v[i] + (1 - (double)b2) * gi * gi;
                 double bc1 = 1 - pow(b1, (double)t), bc2 = 1 - pow(b2, (double)t);
                 wp[i] = pi - lr / bc1 * mi / (sqrt(vi / bc2) + eps);
             }
-            float *dp = hz_up(h, p, n * 4), *dg = hz_up(h, g, n * 4), *dm = hz_up(h, m, n * 4), *dv = hz_up(h, v, n * 4);
+            float *dp = hz_up(h, p, n * 4), *dg = hz_up(h, g, n * 4), *dm = hz_up(h, m, n * 4);
+            float *dv = hz_up(h, v, n * 4);
             hz_ok(h, "adam_update", h->k->adam_update(h->ctx, dp, dg, dm, dv, n, lr, b1, b2, eps, wd, dec, t));
             float *got = hz_down_new(h, dp, n);
             hz_close(h, "adam_update vs cpu", got, rp, n, 1e-5, 1e-5);

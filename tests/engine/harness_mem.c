@@ -49,7 +49,8 @@ static void case_mem_alloc(hz *h)
         free(back);
         hz_ok(h, "mem_free", h->k->mem_free(h->ctx, &mem, RS_POOL_ACTS, p, n));
         hz_check(h, mem.live[RS_POOL_ACTS] == 0 && mem.peak[RS_POOL_ACTS] >= (int64_t)n,
-                 "after free: live %lld, peak %lld", (long long)mem.live[RS_POOL_ACTS], (long long)mem.peak[RS_POOL_ACTS]);
+                 "after free: live %lld, peak %lld", (long long)mem.live[RS_POOL_ACTS],
+                 (long long)mem.peak[RS_POOL_ACTS]);
     }
     void *p = NULL;
     hz_refused(h, "mem_alloc(pool 99)", h->k->mem_alloc(h->ctx, &mem, (rs_pool)99, 8, &p));

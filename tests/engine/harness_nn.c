@@ -44,7 +44,8 @@ typedef struct conv_case {
 
 static rs_conv_geom geom(int c, int hh, int w, int oc, int kh, int kw, int sh, int sw, int ph, int pw)
 {
-    return (rs_conv_geom){c, hh, w, oc, kh, kw, sh, sw, ph, pw, (hh + 2 * ph - kh) / sh + 1, (w + 2 * pw - kw) / sw + 1};
+    return (rs_conv_geom){c, hh, w, oc, kh, kw, sh, sw, ph, pw, (hh + 2 * ph - kh) / sh + 1,
+                          (w + 2 * pw - kw) / sw + 1};
 }
 
 static conv_case conv_cases(int i)
@@ -712,7 +713,8 @@ static void case_attn_bwd(hz *h)
     for (size_t c = 0; c < NAT; c++) {
         int B = AT[c][0], T = AT[c][1], C = AT[c][2], NH = AT[c][3];
         size_t nq = (size_t)B * T * 3 * C, no = (size_t)B * T * C, na = (size_t)B * NH * T * T, mark = hz_mark(h);
-        float *qkv = hz_rand(h, nq, -1.5f, 1.5f), *r = hz_rand(h, no, -1, 1), *y = malloc(no * 4), *att = malloc(na * 4);
+        float *qkv = hz_rand(h, nq, -1.5f, 1.5f), *r = hz_rand(h, no, -1, 1), *y = malloc(no * 4);
+        float *att = malloc(na * 4);
         float *ref = malloc(nq * 4);
         size_t rb = 0;
         rs_cpu_attn_workspace(&h->ref, B, T, C, NH, &rb);
