@@ -13,6 +13,8 @@
 #include <string.h>
 
 #include "engine/cpu/cpu_kernels.h"
+#include "engine/nn/spec.h"
+#include "engine/optim/optim.h"
 #include "harness.h"
 #include "rs_test.h"
 
@@ -119,6 +121,44 @@ static void test_icv(void)
     omp_set_num_threads(2);
     free(x);
     printf("icv: kernel calls leave the caller's OpenMP setting alone\n");
+}
+
+/* How callers pass a kernel's failure on: forward returns it; backward (void) leaves it in the
+ * model's context for the next forward, and the optimizer will not apply that gradient. A context
+ * nobody initialised (threads 0) is the failure every CPU entry reports. */
+static void test_model_status(void)
+{
+    rs_model *m = NULL;
+    rs_err e = {0};
+    RS_CHECK(rs_model_parse("mlp 6-5-3", "m", rs_device_cpu(), NULL, 1, &m, NULL, &e) == RS_OK, "%s", e.msg);
+    if (!m) return;
+    float x[2 * 6] = {0.1f, -0.2f, 0.3f, 0.5f, -0.1f, 0.2f, 1, 2, 3, 4, 5, 6};
+    int32_t y[2] = {0, 2};
+    const float *z;
+    float loss;
+    rs_kctx *c = rs_model_ctx(m);
+    c->threads = 0; /* every kernel now refuses */
+    RS_CHECK(rs_model_forward(m, x, 2, &z, &e) == RS_ERR_ARG && strstr(e.msg, "not initialised"),
+             "forward did not report the kernel's failure: '%s'", e.msg);
+    rs_model_set_threads(m, 1);
+    RS_CHECK(rs_model_forward(m, x, 2, &z, &e) == RS_OK && rs_model_loss(m, y, 2, &loss, &e) == RS_OK,
+             "a working context failed: %s", e.msg);
+    rs_opt_cfg oc = rs_opt_defaults(RS_OPT_SGD);
+    rs_optim *o = rs_optim_new(&oc, rs_device_cpu(), rs_model_numel(m), NULL, &e);
+    RS_CHECK(o && rs_optim_set_ctx(o, c) == RS_OK, "optimizer: %s", e.msg);
+    c->threads = 0;
+    rs_model_zero_grad(m);
+    rs_model_backward(m, x, y, 2, 1.0f);
+    c->threads = 1;
+    float p0 = rs_model_params(m)[0];
+    RS_CHECK(o && rs_optim_step(o, rs_model_params(m), rs_model_grads(m), 0.1f) == RS_ERR_ARG &&
+                 rs_model_params(m)[0] == p0, "the optimizer stepped with a failure pending");
+    RS_CHECK(rs_model_forward(m, x, 2, &z, &e) == RS_ERR_ARG && strstr(e.msg, "fill"),
+             "the next forward did not report zero_grad's failure: '%s'", e.msg);
+    RS_CHECK(rs_model_forward(m, x, 2, &z, &e) == RS_OK, "reported once, then clean: %s", e.msg);
+    rs_optim_free(o);
+    rs_model_free(m);
+    printf("model: forward reports a kernel failure, backward's waits for the next forward\n");
 }
 
 /* ---- two threads, contexts of 1 and 2 threads, at the same time ---- */
@@ -243,6 +283,7 @@ int main(void)
     RS_CHECK(tables >= 1, "no kernel table at all");
     test_status();
     test_icv();
+    test_model_status();
     test_two_threads();
     return rs_test_finish("kernel-harness");
 }
