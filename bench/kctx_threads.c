@@ -66,7 +66,7 @@ static void measure(const char *what, run *a, run *b)
     if (b) pthread_join(tb, NULL);
     double wall = clock_s(CLOCK_MONOTONIC) - w0, cpu = clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
     double gf = 2.0 * N * N * N * CALLS / 1e9;
-    printf("%-44s %8.3f s wall %8.3f s cpu  %5.2f cores  %6.1f GFLOP/s", what, wall, cpu, cpu / wall,
+    printf("%-48s %8.3f s wall %8.3f s cpu  %5.2f cores  %6.1f GFLOP/s", what, wall, cpu, cpu / wall,
            gf * (b ? 2 : 1) / wall);
     if (b) printf("  (1-thread context %.3f s, 2-thread context %.3f s)", a->wall, b->wall);
     printf("\n");
