@@ -375,7 +375,7 @@ static rs_status run_chunk(rs_onnx_graph *g, const float *x, int64_t B, float *y
             ptr[n->out] = ptr[n->in[0]];
             continue;
         }
-        if ((st = rs_onnx_exec(n, ins, is, ptr[n->out], &shp[n->out], err))) goto done;
+        if ((st = rs_onnx_exec(rs_onnx_graph_ctx(g), n, ins, is, ptr[n->out], &shp[n->out], err))) goto done;
     }
     size_t want = rs_onnx_graph_output_numel(g) * (size_t)B, got = (size_t)rs_onnx_shape_numel(&shp[g->output], 1);
     if (g->fixed_batch > 1) want = rs_onnx_graph_output_numel(g) * (size_t)g->fixed_batch;
@@ -389,6 +389,13 @@ done:
     free(ptr);
     free(off);
     return st;
+}
+
+rs_kctx *rs_onnx_graph_ctx(rs_onnx_graph *g)
+{
+    /* Made on first use, so every way a graph comes to be (import, tests) gets one. */
+    if (!g->ctx.k) rs_kctx_init(&g->ctx, &rs_cpu_kernels, 0, NULL);
+    return &g->ctx;
 }
 
 rs_status rs_onnx_run(rs_onnx_graph *g, const float *x, int batch, float *y, rs_err *err)

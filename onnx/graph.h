@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/core/device.h"
 #include "engine/core/status.h"
 
 #define RS_ONNX_MAX_RANK 8
@@ -123,6 +124,7 @@ typedef struct rs_onnx_graph {
     /* Run-time buffers, kept between runs and grown with the batch. */
     float *arena;             /* owned */
     size_t arena_floats;
+    rs_kctx ctx;              /* runs go through the CPU kernel table on it (rs_onnx_graph_ctx) */
 } rs_onnx_graph;
 
 /* ---- used by the importer ---- */
@@ -133,8 +135,8 @@ rs_status rs_onnx_infer(const rs_onnx_node *n, const rs_onnx_shape *const *in, i
                         rs_err *err);
 /* Runs n on concrete inputs into out (sized from rs_onnx_infer). ins[i] may be NULL for an absent
  * optional input. Used by run and, on constants, by the importer's folding. */
-rs_status rs_onnx_exec(const rs_onnx_node *n, const float *const *ins, const rs_onnx_shape *const *in_shapes,
-                       float *out, const rs_onnx_shape *out_shape, rs_err *err);
+rs_status rs_onnx_exec(rs_kctx *ctx, const rs_onnx_node *n, const float *const *ins,
+                       const rs_onnx_shape *const *in_shapes, float *out, const rs_onnx_shape *out_shape, rs_err *err);
 /* Sets err to "node 'name' (Op): message" and returns code. */
 rs_status rs_onnx_node_err(rs_err *err, rs_status code, const rs_onnx_node *n, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -149,9 +151,12 @@ const char *rs_onnx_op_name(rs_onnx_op op);
 /* Per-sample element counts of the input and of the (first) output. */
 size_t rs_onnx_graph_input_numel(const rs_onnx_graph *g);
 size_t rs_onnx_graph_output_numel(const rs_onnx_graph *g);
+/* The kernel context runs use: set its threads with rs_kctx_set_threads (the CPU's default until
+ * then). */
+rs_kctx *rs_onnx_graph_ctx(rs_onnx_graph *g);
 /* Runs the graph on x (batch rows of the input's per-sample shape) and writes the first output,
- * (batch, output_numel), to y; the caller allocates both. Threads are the CPU kernels' setting
- * (rs_cpu_set_threads). Not reentrant: one run at a time per graph (it keeps its buffers). */
+ * (batch, output_numel), to y; the caller allocates both. Threads are the graph's context's.
+ * Not reentrant: one run at a time per graph (it keeps its buffers). */
 rs_status rs_onnx_run(rs_onnx_graph *g, const float *x, int batch, float *y, rs_err *err);
 /* A printable table of the nodes with their output shapes and the constants' sizes (malloc'd). */
 char *rs_onnx_graph_summary(const rs_onnx_graph *g);

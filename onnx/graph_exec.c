@@ -1,7 +1,8 @@
 /* The kernels of imported ONNX graphs (see graph.h), one per op, behind rs_onnx_exec. Products and
- * convolutions go to the engine's CPU kernels (OpenBLAS sgemm, im2col conv, pools); the rest are plain
- * loops that follow the ONNX operator definitions, written for clarity first since imported graphs are
- * small. */
+ * convolutions go through the engine's kernel table on the run's context (OpenBLAS sgemm, im2col
+ * conv, pools); the rest are plain loops that follow the ONNX operator definitions, written for
+ * clarity first since imported graphs are small. A failing table entry records itself in the context
+ * and rs_onnx_exec reports it with the node's name. */
 #include "graph.h"
 
 #include <float.h>
@@ -10,14 +11,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/cpu/cpu_kernels.h"
+#include "engine/core/device.h"
 
 static size_t numel(const rs_onnx_shape *s) { return (size_t)rs_onnx_shape_numel(s, 0); }
 
-static void unary(const rs_onnx_attrs *a, const float *x, float *y, size_t n)
+static void unary(rs_kctx *ctx, const rs_onnx_attrs *a, const float *x, float *y, size_t n)
 {
     switch ((rs_onnx_unary)a->sub) {
-    case RS_ONNX_RELU: rs_cpu_relu_fwd(x, y, n); return;
+    case RS_ONNX_RELU: ctx->k->relu_fwd(ctx, x, y, n); return;
     case RS_ONNX_TANH: for (size_t i = 0; i < n; i++) y[i] = tanhf(x[i]); return;
     case RS_ONNX_SIGMOID: for (size_t i = 0; i < n; i++) y[i] = 1.0f / (1.0f + expf(-x[i])); return;
     case RS_ONNX_ERF: for (size_t i = 0; i < n; i++) y[i] = erff(x[i]); return;
@@ -129,7 +130,7 @@ static void binary(int op, const float *x, const rs_onnx_shape *xs, const float 
     }
 }
 
-static void gemm_op(const rs_onnx_attrs *a, const float *A, const rs_onnx_shape *as, const float *B,
+static void gemm_op(rs_kctx *ctx, const rs_onnx_attrs *a, const float *A, const rs_onnx_shape *as, const float *B,
                     const rs_onnx_shape *bs, const float *C, const rs_onnx_shape *cs, float *Y, const rs_onnx_shape *ys)
 {
     int M = (int)ys->d[0], N = (int)ys->d[1], K = (int)(a->ta ? as->d[0] : as->d[1]);
@@ -147,11 +148,12 @@ static void gemm_op(const rs_onnx_attrs *a, const float *A, const rs_onnx_shape 
         if (!C) memset(Y, 0, sizeof(float) * (size_t)M * N);
         return;
     }
-    rs_cpu_gemm(a->ta, a->tb, M, N, K, a->alpha, A, a->ta ? M : K, B, (int)(a->tb ? K : N), beta, Y, N);
+    ctx->k->gemm(ctx, a->ta, a->tb, M, N, K, a->alpha, A, a->ta ? M : K, B, (int)(a->tb ? K : N), beta, Y, N);
     (void)bs;
 }
 
-static void matmul_op(const float *A, const rs_onnx_shape *as0, const float *B, const rs_onnx_shape *bs0, float *Y)
+static void matmul_op(rs_kctx *ctx, const float *A, const rs_onnx_shape *as0, const float *B, const rs_onnx_shape *bs0,
+                      float *Y)
 {
     rs_onnx_shape as = *as0, bs = *bs0;
     if (as.rank == 1) as = (rs_onnx_shape){2, {1, as.d[0]}};
@@ -174,7 +176,7 @@ static void matmul_op(const float *A, const rs_onnx_shape *as0, const float *B, 
     }
     /* (..., M, K) x (K, N): one product over all leading rows */
     if (numel(&bb) == 1 && numel(&ba) == nb) {
-        rs_cpu_gemm(false, false, (int)(nb * (size_t)M), N, K, 1.0f, A, K, B, N, 0.0f, Y, N);
+        ctx->k->gemm(ctx, false, false, (int)(nb * (size_t)M), N, K, 1.0f, A, K, B, N, 0.0f, Y, N);
         return;
     }
     int64_t sa[RS_ONNX_MAX_RANK], sb[RS_ONNX_MAX_RANK], idx[RS_ONNX_MAX_RANK] = {0};
@@ -186,7 +188,8 @@ static void matmul_op(const float *A, const rs_onnx_shape *as0, const float *B, 
             oa += idx[i] * sa[i];
             ob += idx[i] * sb[i];
         }
-        rs_cpu_gemm(false, false, M, N, K, 1.0f, A + (size_t)oa * mk, K, B + (size_t)ob * kn, N, 0.0f, Y + t * mn, N);
+        ctx->k->gemm(ctx, false, false, M, N, K, 1.0f, A + (size_t)oa * mk, K, B + (size_t)ob * kn, N, 0.0f, Y + t * mn,
+                     N);
         for (int i = bo.rank - 1; i >= 0; i--) {
             if (++idx[i] < bo.d[i]) break;
             idx[i] = 0;
@@ -202,7 +205,7 @@ static rs_conv_geom window_geom(const rs_onnx_attrs *a, const rs_onnx_shape *xs,
                           .ph = a->pt, .pw = a->pl, .oh = two ? (int)ys->d[2] : 1, .ow = (int)ys->d[ys->rank - 1]};
 }
 
-static rs_status conv_op(const rs_onnx_node *n, const float *x, const rs_onnx_shape *xs, const float *w,
+static rs_status conv_op(rs_kctx *ctx, const rs_onnx_node *n, const float *x, const rs_onnx_shape *xs, const float *w,
                          const float *bias, float *y, const rs_onnx_shape *ys, rs_err *err)
 {
     const rs_onnx_attrs *a = &n->a;
@@ -213,9 +216,11 @@ static rs_status conv_op(const rs_onnx_node *n, const float *x, const rs_onnx_sh
         /* The engine's training kernel: one product per sample over OpenMP threads, each with its
          * own column buffer that stays in cache. (Tried: one product over the whole batch; slower
          * here, the columns of a batch of 64 spill out of L2.) */
-        float *ws = malloc(rs_cpu_conv2d_workspace(&g, B) + 64);
+        size_t wsb = 0;
+        if (ctx->k->conv2d_workspace(ctx, &g, B, &wsb)) return RS_OK; /* reported by rs_onnx_exec */
+        float *ws = malloc(wsb + 64);
         if (!ws) return rs_onnx_node_err(err, RS_ERR_NOMEM, n, "out of memory for the conv workspace");
-        rs_cpu_conv2d_fwd(&g, B, x, w, bias, y, ws);
+        ctx->k->conv2d_fwd(ctx, &g, B, x, w, bias, y, ws, wsb);
         free(ws);
         return RS_OK;
     }
@@ -226,14 +231,16 @@ static rs_status conv_op(const rs_onnx_node *n, const float *x, const rs_onnx_sh
     rs_conv_geom gg = g;
     gg.c = g.c / G;
     gg.oc = g.oc / G;
-    float *ws = malloc(rs_cpu_conv2d_workspace(&gg, 1) + 64);
+    size_t wsb = 0;
+    if (ctx->k->conv2d_workspace(ctx, &gg, 1, &wsb)) return RS_OK;
+    float *ws = malloc(wsb + 64);
     if (!ws) return rs_onnx_node_err(err, RS_ERR_NOMEM, n, "out of memory for the conv workspace");
     size_t in_g = (size_t)gg.c * g.h * g.w, out_g = (size_t)gg.oc * g.oh * g.ow;
     size_t w_g = (size_t)gg.oc * gg.c * g.kh * g.kw;
-    for (int b = 0; b < B; b++)
+    for (int b = 0; b < B && !rs_kctx_status(ctx); b++)
         for (int k = 0; k < G; k++)
-            rs_cpu_conv2d_fwd(&gg, 1, x + ((size_t)b * G + k) * in_g, w + (size_t)k * w_g,
-                              bias ? bias + (size_t)k * gg.oc : NULL, y + ((size_t)b * G + k) * out_g, ws);
+            ctx->k->conv2d_fwd(ctx, &gg, 1, x + ((size_t)b * G + k) * in_g, w + (size_t)k * w_g,
+                               bias ? bias + (size_t)k * gg.oc : NULL, y + ((size_t)b * G + k) * out_g, ws, wsb);
     free(ws);
     return RS_OK;
 }
@@ -302,7 +309,7 @@ static void maxpool_inside(const rs_conv_geom *g, int B, const float *x, float *
     }
 }
 
-static rs_status pool_op(const rs_onnx_node *n, const float *x, const rs_onnx_shape *xs, float *y,
+static rs_status pool_op(rs_kctx *ctx, const rs_onnx_node *n, const float *x, const rs_onnx_shape *xs, float *y,
                          const rs_onnx_shape *ys, rs_err *err)
 {
     const rs_onnx_attrs *a = &n->a;
@@ -316,10 +323,10 @@ static rs_status pool_op(const rs_onnx_node *n, const float *x, const rs_onnx_sh
     } else if (sym && is_max && a->pt < a->kh && a->pl < a->kw) {
         int32_t *am = malloc(sizeof(int32_t) * ((size_t)B * g.c * g.oh * g.ow + 1));
         if (!am) return rs_onnx_node_err(err, RS_ERR_NOMEM, n, "out of memory");
-        rs_cpu_maxpool_fwd(&g, B, x, y, am);
+        ctx->k->maxpool_fwd(ctx, &g, B, x, y, am);
         free(am);
     } else if (sym && !is_max && (a->count_include_pad || (a->pt == 0 && a->pl == 0))) {
-        rs_cpu_avgpool_fwd(&g, B, x, y);
+        ctx->k->avgpool_fwd(ctx, &g, B, x, y);
     } else {
         pool_generic(a, is_max, &g, B, x, y);
     }
@@ -527,8 +534,8 @@ static void trilu_op(const rs_onnx_attrs *a, const float *x, const rs_onnx_shape
             }
 }
 
-rs_status rs_onnx_exec(const rs_onnx_node *n, const float *const *ins, const rs_onnx_shape *const *is,
-                       float *out, const rs_onnx_shape *os, rs_err *err)
+static rs_status exec_op(rs_kctx *ctx, const rs_onnx_node *n, const float *const *ins,
+                         const rs_onnx_shape *const *is, float *out, const rs_onnx_shape *os, rs_err *err)
 {
     const rs_onnx_attrs *a = &n->a;
     /* nothing to write; and the loops below may not even look at a zero-sized tensor */
@@ -538,13 +545,13 @@ rs_status rs_onnx_exec(const rs_onnx_node *n, const float *const *ins, const rs_
         if (out != ins[0]) memcpy(out, ins[0], sizeof(float) * numel(os));
         return RS_OK;
     case RS_ONNX_OP_GEMM:
-        gemm_op(a, ins[0], is[0], ins[1], is[1], n->nin > 2 ? ins[2] : NULL, n->nin > 2 ? is[2] : NULL, out, os);
+        gemm_op(ctx, a, ins[0], is[0], ins[1], is[1], n->nin > 2 ? ins[2] : NULL, n->nin > 2 ? is[2] : NULL, out, os);
         return RS_OK;
-    case RS_ONNX_OP_MATMUL: matmul_op(ins[0], is[0], ins[1], is[1], out); return RS_OK;
+    case RS_ONNX_OP_MATMUL: matmul_op(ctx, ins[0], is[0], ins[1], is[1], out); return RS_OK;
     case RS_ONNX_OP_CONV:
-        return conv_op(n, ins[0], is[0], ins[1], n->nin > 2 ? ins[2] : NULL, out, os, err);
+        return conv_op(ctx, n, ins[0], is[0], ins[1], n->nin > 2 ? ins[2] : NULL, out, os, err);
     case RS_ONNX_OP_MAXPOOL:
-    case RS_ONNX_OP_AVGPOOL: return pool_op(n, ins[0], is[0], out, os, err);
+    case RS_ONNX_OP_AVGPOOL: return pool_op(ctx, n, ins[0], is[0], out, os, err);
     case RS_ONNX_OP_GLOBALAVGPOOL: {
         size_t planes = (size_t)is[0]->d[0] * (size_t)is[0]->d[1], len = planes ? numel(is[0]) / planes : 0;
         for (size_t p = 0; p < planes; p++) {
@@ -554,7 +561,7 @@ rs_status rs_onnx_exec(const rs_onnx_node *n, const float *const *ins, const rs_
         }
         return RS_OK;
     }
-    case RS_ONNX_OP_UNARY: unary(a, ins[0], out, numel(os)); return RS_OK;
+    case RS_ONNX_OP_UNARY: unary(ctx, a, ins[0], out, numel(os)); return RS_OK;
     case RS_ONNX_OP_BINARY: binary(a->sub, ins[0], is[0], ins[1], is[1], out, os); return RS_OK;
     case RS_ONNX_OP_SOFTMAX:
     case RS_ONNX_OP_LOGSOFTMAX: softmax_op(a, n->op == RS_ONNX_OP_LOGSOFTMAX, ins[0], is[0], out); return RS_OK;
@@ -573,4 +580,13 @@ rs_status rs_onnx_exec(const rs_onnx_node *n, const float *const *ins, const rs_
     case RS_ONNX_OP_COUNT: break;
     }
     return rs_onnx_node_err(err, RS_ERR_INTERNAL, n, "no kernel");
+}
+
+rs_status rs_onnx_exec(rs_kctx *ctx, const rs_onnx_node *n, const float *const *ins,
+                       const rs_onnx_shape *const *is, float *out, const rs_onnx_shape *os, rs_err *err)
+{
+    rs_status st = exec_op(ctx, n, ins, is, out, os, err);
+    rs_err ke;
+    if (!st && rs_kctx_check(ctx, &ke)) return rs_onnx_node_err(err, ke.code, n, "%s", ke.msg);
+    return st;
 }

@@ -384,7 +384,11 @@ rs_status rs_onnx_emit(nctx *c, rs_onnx_op op, const rs_onnx_attrs *a, ival **in
         }
         float *out = st ? NULL : malloc(sizeof(float) * (size_t)(on ? on : 1));
         if (!st && !out) st = rs_onnx_fail(p, RS_ERR_NOMEM, "out of memory");
-        if (!st && rs_onnx_exec(&n, cins, is, out, &os, &e2)) st = rs_err_set(p->err, e2.code, "%s: %s", p->file, e2.msg);
+        rs_kctx fold; /* constants are small: one thread */
+        if (!st && rs_kctx_init(&fold, &rs_cpu_kernels, 1, &e2))
+            st = rs_err_set(p->err, e2.code, "%s: %s", p->file, e2.msg);
+        if (!st && rs_onnx_exec(&fold, &n, cins, is, out, &os, &e2))
+            st = rs_err_set(p->err, e2.code, "%s: %s", p->file, e2.msg);
         for (int k = 0; k < nin; k++) free(bufs[k]);
         if (st) {
             free(out);

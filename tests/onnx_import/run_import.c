@@ -164,7 +164,6 @@ static double now_ms(void)
 /* run-import --bench FILE THREADS BATCH: import time, first run, and the median of 50 runs. */
 static int bench(const char *path, int threads, int batch)
 {
-    rs_cpu_set_threads(threads);
     double t0 = now_ms();
     rs_onnx_graph *g = NULL;
     rs_err e = {0};
@@ -173,6 +172,7 @@ static int bench(const char *path, int threads, int batch)
         return 1;
     }
     double t1 = now_ms();
+    rs_kctx_set_threads(rs_onnx_graph_ctx(g), threads);
     size_t in = rs_onnx_graph_input_numel(g) * (size_t)batch, out = rs_onnx_graph_output_numel(g) * (size_t)batch;
     float *x = calloc(in, sizeof(float)), *y = calloc(out, sizeof(float));
     for (size_t i = 0; i < in; i++) x[i] = (float)(i % 17) * 0.05f;
