@@ -22,12 +22,12 @@ rs_session *rs_session_new(FILE *out)
     return s;
 }
 
-/* Threads belong to each model's (and graph's) kernel context; the session's setting is what they get. */
+/* Threads belong to each model's kernel context (imported graphs are models too); the session's setting is
+ * what they get. */
 static void obj_threads(rs_obj *o, int threads)
 {
     if (o->kind != RS_OBJ_MODEL) return;
     if (o->model) rs_model_set_threads(o->model, threads);
-    if (o->graph) rs_kctx_set_threads(rs_onnx_graph_ctx(o->graph), threads);
 }
 
 void rs_session_set_threads(rs_session *s, int threads)

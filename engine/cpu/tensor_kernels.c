@@ -489,8 +489,9 @@ rs_status rs_cpu_reduce(rs_kctx *ctx, bool mean, const float *x, const rs_dims *
 rs_status rs_cpu_softmax(rs_kctx *ctx, const float *x, float *y, size_t outer, size_t len, size_t inner, bool log)
 {
     CPU_CTX(ctx, "softmax");
-    CPU_PTR(ctx, "softmax", x, outer * len * inner);
-    CPU_PTR(ctx, "softmax", y, outer * len * inner);
+    size_t n = outer * len * inner;
+    CPU_PTR(ctx, "softmax", x, n);
+    CPU_PTR(ctx, "softmax", y, n);
     TENSOR_RUN(ctx, softmax_run(x, y, outer, len, inner, log));
 }
 
