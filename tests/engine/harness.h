@@ -66,9 +66,9 @@ typedef struct hz_case {
     void (*run)(hz *h);
 } hz_case;
 
-/* The cases of each file (harness_mem.c, harness_dense.c, harness_nn.c). */
-extern const hz_case hz_mem_cases[], hz_dense_cases[], hz_nn_cases[];
-extern const int hz_mem_ncases, hz_dense_ncases, hz_nn_ncases;
+/* The cases of each file (harness_mem.c, harness_dense.c, harness_nn.c, harness_tensor.c). */
+extern const hz_case hz_mem_cases[], hz_dense_cases[], hz_nn_cases[], hz_tensor_cases[];
+extern const int hz_mem_ncases, hz_dense_ncases, hz_nn_ncases, hz_tensor_ncases;
 
 #define HZ_CASE(name, fn) {#name, offsetof(rs_kernels, name), fn}
 

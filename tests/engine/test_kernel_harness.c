@@ -266,6 +266,7 @@ int main(void)
     collect(hz_mem_cases, hz_mem_ncases);
     collect(hz_dense_cases, hz_dense_ncases);
     collect(hz_nn_cases, hz_nn_ncases);
+    collect(hz_tensor_cases, hz_tensor_ncases);
     check_coverage();
     int tables = 0;
     for (int kind = 0; kind < RS_DEV_KIND_COUNT; kind++) {
