@@ -48,6 +48,8 @@ typedef struct shapes {
     int B, T, C, NH, V;
     float *qkv, *out, *att, *dout, *dqkv, *ws, *wte, *wpe, *dwte, *dwpe, *emb, *h, *hout, *hd, *kc, *vc;
     int32_t *tok;
+    size_t wsb;
+    rs_kctx ctx;
 } shapes;
 
 enum { K_ATTN_FWD, K_ATTN_BWD, K_ATTN_STEP, K_EMBED_FWD, K_EMBED_BWD, K_GELU_FWD, K_GELU_BWD, K_ADD, K_COUNT };
@@ -59,15 +61,16 @@ static void run_kernel(int k, shapes *s)
 {
     const int B = s->B, T = s->T, C = s->C, NH = s->NH;
     const size_t nh = (size_t)B * T * 4 * C, nc = (size_t)B * T * C;
+    rs_kctx *x = &s->ctx;
     switch (k) {
-    case K_ATTN_FWD: rs_cpu_attn_fwd(s->qkv, s->out, s->att, B, T, C, NH); break;
-    case K_ATTN_BWD: rs_cpu_attn_bwd(s->qkv, s->att, s->dout, s->dqkv, s->ws, B, T, C, NH); break;
-    case K_ATTN_STEP: rs_cpu_attn_step(s->qkv, s->kc, s->vc, s->out, B, T, T, C, NH); break;
-    case K_EMBED_FWD: rs_cpu_embed_fwd(s->tok, s->wte, s->wpe, s->emb, B, T, C); break;
-    case K_EMBED_BWD: rs_cpu_embed_bwd(s->tok, s->dout, s->dwte, s->dwpe, B, T, C); break;
-    case K_GELU_FWD: rs_cpu_gelu_tanh_fwd(s->h, s->hout, nh); break;
-    case K_GELU_BWD: rs_cpu_gelu_tanh_bwd(s->h, s->hout, s->hd, nh); break;
-    case K_ADD: rs_cpu_add(s->out, s->emb, s->emb, nc); break;
+    case K_ATTN_FWD: rs_cpu_attn_fwd(x, s->qkv, s->out, s->att, B, T, C, NH); break;
+    case K_ATTN_BWD: rs_cpu_attn_bwd(x, s->qkv, s->att, s->dout, s->dqkv, s->ws, s->wsb, B, T, C, NH); break;
+    case K_ATTN_STEP: rs_cpu_attn_step(x, s->qkv, s->kc, s->vc, s->out, B, T, T, C, NH); break;
+    case K_EMBED_FWD: rs_cpu_embed_fwd(x, s->tok, s->wte, s->wpe, s->emb, B, T, C); break;
+    case K_EMBED_BWD: rs_cpu_embed_bwd(x, s->tok, s->dout, s->dwte, s->dwpe, B, T, C); break;
+    case K_GELU_FWD: rs_cpu_gelu_tanh_fwd(x, s->h, s->hout, nh); break;
+    case K_GELU_BWD: rs_cpu_gelu_tanh_bwd(x, s->h, s->hout, s->hd, nh); break;
+    case K_ADD: rs_cpu_add(x, s->out, s->emb, s->emb, nc); break;
     }
 }
 
@@ -137,10 +140,10 @@ int main(int argc, char **argv)
     printf("%-26s %7s %10s %10s %10s %8s\n", "kernel", "threads", "min us", "median us", "cpu us", "GFLOP/s");
     double *t = malloc((size_t)reps * sizeof *t), *tc = malloc((size_t)reps * sizeof *tc);
     for (int ti = 0; ti < nthreads; ti++) {
-        rs_cpu_set_threads(threads[ti]);
-        size_t wsb = rs_cpu_attn_workspace(B, T, C, NH);
-        s.ws = malloc(wsb);
-        memset(s.ws, 0, wsb);
+        rs_kctx_init(&s.ctx, &rs_cpu_kernels, threads[ti], NULL);
+        rs_cpu_attn_workspace(&s.ctx, B, T, C, NH, &s.wsb);
+        s.ws = malloc(s.wsb);
+        memset(s.ws, 0, s.wsb);
         for (int k = 0; k < K_COUNT; k++) {
             if (k == K_ATTN_BWD) run_kernel(K_ATTN_FWD, &s); /* a real att for backward */
             for (int i = 0; i < iters / 4 + 1; i++) run_kernel(k, &s);

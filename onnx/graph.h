@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/core/device.h"
 #include "engine/core/status.h"
 #include "engine/nn/tensor_op.h"
 

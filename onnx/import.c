@@ -385,9 +385,15 @@ rs_status rs_onnx_emit(nctx *c, rs_op op, const rs_op_attrs *a, ival **ins, int 
         /* the engine's kernels, as the model will run the op: the same bits at import and at run time */
         const rs_kernels *cpu = rs_kernels_for(rs_device_cpu());
         float *out = st ? NULL : malloc(sizeof(float) * (size_t)(on ? on : 1));
-        void *ws = st ? NULL : malloc(rs_op_workspace(cpu, op, a, is, &os) + 64); /* owned here, with out */
+        void *ws = NULL;
+        size_t ws_bytes = 0;
+        rs_kctx fold; /* constants are small: one thread */
+        if (!st && rs_kctx_init(&fold, cpu, 1, &e2)) st = rs_err_set(p->err, e2.code, "%s: %s", p->file, e2.msg);
+        if (!st && rs_op_workspace(&fold, op, a, is, &os, &ws_bytes, &e2))
+            st = rs_err_set(p->err, e2.code, "%s: %s", p->file, e2.msg);
+        if (!st) ws = malloc(ws_bytes + 64); /* owned here, with out */
         if (!st && (!out || !ws)) st = rs_onnx_fail(p, RS_ERR_NOMEM, "out of memory");
-        if (!st && rs_op_run(cpu, op, a, cins, is, out, &os, ws, &e2))
+        if (!st && rs_op_run(&fold, op, a, cins, is, out, &os, ws, ws_bytes, &e2))
             st = rs_err_set(p->err, e2.code, "%s: %s", p->file, e2.msg);
         free(ws);
         for (int k = 0; k < nin; k++) free(bufs[k]);

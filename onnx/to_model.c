@@ -340,10 +340,15 @@ static rs_status fold(conv *c, int k)
     int64_t on = rs_dims_numel(os, 1);
     if (on < 0 || rs_dims_batch_pos(os) >= 0)
         return rs_err_set(c->err, RS_ERR_INTERNAL, "onnx: constant node '%s' has the batch", n->name);
+    rs_kctx kc; /* constants are small: one thread */
+    size_t ws_bytes = 0;
+    rs_status st = rs_kctx_init(&kc, cpu, 1, c->err);
+    if (!st) st = rs_op_workspace(&kc, n->op, &n->a, is, os, &ws_bytes, c->err);
+    if (st) return st;
     float *out = malloc(sizeof(float) * (size_t)(on ? on : 1)); /* owned by c->cdata */
-    void *ws = malloc(rs_op_workspace(cpu, n->op, &n->a, is, os) + 64);
-    rs_status st = out && ws ? rs_op_run(cpu, n->op, &n->a, ins, is, out, os, ws, c->err)
-                             : rs_err_set(c->err, RS_ERR_NOMEM, "onnx: out of memory folding node '%s'", n->name);
+    void *ws = malloc(ws_bytes + 64);                             /* owned here */
+    st = out && ws ? rs_op_run(&kc, n->op, &n->a, ins, is, out, os, ws, ws_bytes, c->err)
+                   : rs_err_set(c->err, RS_ERR_NOMEM, "onnx: out of memory folding node '%s'", n->name);
     free(ws);
     if (st) {
         free(out);

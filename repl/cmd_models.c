@@ -375,7 +375,7 @@ int rs_cmd_show(rs_session *s, const rs_call *c)
     fprintf(s->out, "%s %s\n", rs_model_inference_only(o->model) ? "from:" : "spec:", o->spec);
     rs_blas_info b;
     rs_blas_get_info(&b);
-    fprintf(s->out, "kernels: cpu, threads %d, OpenBLAS %s\n", rs_model_kernels(o->model)->get_threads(), b.core);
+    fprintf(s->out, "kernels: cpu, threads %d, OpenBLAS %s\n", rs_model_threads(o->model), b.core);
     return 0;
 }
 

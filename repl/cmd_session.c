@@ -124,8 +124,7 @@ int rs_cmd_set(rs_session *s, const rs_call *c)
         long long t = rs_call_int(c, "threads", 1);
         if (t < 1 || t > 256)
             return rs_session_error(s, c, rs_call_opt(c, "threads")->pos, 7, "set: threads must be 1..256, got %lld", t);
-        s->threads = (int)t;
-        rs_kernels_for(rs_device_cpu())->set_threads((int)t);
+        rs_session_set_threads(s, (int)t);
         any = true;
     }
     if (rs_call_given(c, "seed")) {
@@ -139,21 +138,20 @@ int rs_cmd_set(rs_session *s, const rs_call *c)
         any = true;
     }
     if (!any || s->interactive || s->echo)
-        fprintf(s->out, "threads=%d seed=%llu color=%s\n", rs_kernels_for(rs_device_cpu())->get_threads(),
+        fprintf(s->out, "threads=%d seed=%llu color=%s\n", s->threads,
                 (unsigned long long)s->seed, s->color ? "on" : "off");
     return 0;
 }
 
 void rs_settings_save(const rs_session *s, rs_settings *out)
 {
-    *out = (rs_settings){.threads = rs_kernels_for(rs_device_cpu())->get_threads(), .session_threads = s->threads,
-                         .seed = s->seed, .color = s->color};
+    *out = (rs_settings){.threads = s->threads, .seed = s->seed, .color = s->color};
 }
 
 void rs_settings_restore(rs_session *s, const rs_settings *in)
 {
-    if (rs_kernels_for(rs_device_cpu())->get_threads() != in->threads) rs_kernels_for(rs_device_cpu())->set_threads(in->threads);
-    s->threads = in->session_threads;
+    /* Objects the tutorial made or retuned get the session's count back too. */
+    rs_session_set_threads(s, in->threads);
     s->seed = in->seed;
     s->color = in->color;
 }
@@ -165,7 +163,7 @@ int rs_cmd_version(rs_session *s, const rs_call *c)
     rs_blas_get_info(&b);
     fprintf(s->out, "ringside %s\nBLAS: OpenBLAS kernel %s (%s); CPU AVX2 %s, AVX-512 %s\nthreads: %d\n", RS_VERSION,
             b.core, b.why, b.cpu_avx2 ? "yes" : "no", b.cpu_avx512 ? "yes" : "no",
-            rs_kernels_for(rs_device_cpu())->get_threads());
+            s->threads);
     return 0;
 }
 

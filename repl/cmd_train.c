@@ -267,6 +267,7 @@ int rs_cmd_train(rs_session *s, const rs_call *c)
     rs_train_hooks hooks = {.on_event = on_event, .should_stop = should_stop, .ud = &w};
     rs_train_result r;
     rs_status st = rs_train(m->model, &d->data, &cfg, &hooks, &r, &err);
+    rs_model_set_threads(m->model, s->threads); /* threads= was for this run */
     json_t *fin = json_pack("{s:I, s:i, s:f, s:f, s:f}", "steps", (json_int_t)r.global_step, "epochs",
                             r.epochs_done, "train_loss", r.train_loss, "seconds", r.seconds, "samples_per_s",
                             r.samples_per_s);

@@ -43,7 +43,7 @@ static void banner(rs_session *s)
     rs_blas_get_info(&b);
     fprintf(s->out, "%sringside %s%s: distributed deep learning, hands on. OpenBLAS %s, %d threads.\n",
             rs_sty(s, "\033[1m"), RS_VERSION, rs_sty(s, "\033[0m"), b.core,
-            rs_kernels_for(rs_device_cpu())->get_threads());
+            s->threads);
     fprintf(s->out, "Type `help` for the commands, `play tour` for a three-minute tour, or try:\n"
                     "  model m = mlp 784-256-10\n  train m on digits\n  predict m on digits\n");
 }
@@ -112,7 +112,6 @@ int main(int argc, char **argv)
     s->color = tty_out && !getenv("NO_COLOR") && !(term && !strcmp(term, "dumb"));
     s->keep_going = keep_going;
     s->interrupt = &interrupted;
-    s->threads = rs_kernels_for(rs_device_cpu())->get_threads();
 
     if (!no_db) {
         /* The argv as one line, for the sessions table. */

@@ -17,7 +17,23 @@ rs_session *rs_session_new(FILE *out)
     s->out = out;
     s->seed = 1;
     s->source = "tty";
+    rs_kctx probe; /* the CPU's default count (OMP_NUM_THREADS or the processors) */
+    s->threads = rs_kctx_init(&probe, &rs_cpu_kernels, 0, NULL) ? 1 : probe.threads;
     return s;
+}
+
+/* Threads belong to each model's kernel context (imported graphs are models too); the session's setting is
+ * what they get. */
+static void obj_threads(rs_obj *o, int threads)
+{
+    if (o->kind != RS_OBJ_MODEL) return;
+    if (o->model) rs_model_set_threads(o->model, threads);
+}
+
+void rs_session_set_threads(rs_session *s, int threads)
+{
+    s->threads = threads;
+    for (int i = 0; i < s->nobjs; i++) obj_threads(&s->objs[i], threads);
 }
 
 static void free_obj(rs_obj *o)
@@ -62,6 +78,7 @@ rs_obj *rs_session_put(rs_session *s, const rs_obj *o)
         slot = &s->objs[s->nobjs++];
     }
     *slot = *o;
+    obj_threads(slot, s->threads);
     return slot;
 }
 

@@ -71,6 +71,8 @@ rs_session *rs_session_new(FILE *out);
 void rs_session_free(rs_session *s);
 
 rs_obj *rs_session_find(rs_session *s, const char *name);
+/* The session's thread count, given to every model and graph it holds (and to those put later). */
+void rs_session_set_threads(rs_session *s, int threads);
 /* Adds or replaces a named object; takes ownership of model/spec/data in o. */
 rs_obj *rs_session_put(rs_session *s, const rs_obj *o);
 bool rs_session_drop(rs_session *s, const char *name);
@@ -101,8 +103,7 @@ void rs_jobs_stop_all(rs_session *s, bool say);
 /* What `set` changes (repl/cmd_session.c), saved around a tutorial so that playing one leaves the session
  * as it was. A setting `set` learns must be added here too. */
 typedef struct rs_settings {
-    int threads;        /* the kernels' threads */
-    int session_threads;/* s->threads */
+    int threads;        /* s->threads: every object's kernel context follows it (rs_session_set_threads) */
     uint64_t seed;
     bool color;
 } rs_settings;

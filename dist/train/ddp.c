@@ -172,6 +172,7 @@ static rs_status ddp_setup(void *ud, rs_model *m, const rs_opt_cfg *opt, rs_err 
     if (st) return st;
     d->opt = rs_optim_new(opt, rs_model_device(m), rs_model_numel(m), rs_model_mem(m), err);
     if (!d->opt) return err ? err->code : RS_ERR_NOMEM;
+    rs_optim_set_ctx(d->opt, rs_model_ctx(m)); /* the model's threads, tuned or set, for the update too */
     st = rs_train_apply_groups(d->opt, m, 0, err);
     if (st) return st;
     st = make_buckets(d, err);
@@ -232,6 +233,7 @@ static rs_status ddp_step(void *ud, float lr, rs_err *err)
 {
     ddp *d = ud;
     rs_status st = rs_optim_step(d->opt, rs_model_params(d->m), rs_model_grads(d->m), lr);
+    if (st && rs_kctx_check(rs_optim_ctx(d->opt), err)) return rs_err_prefix(err, "ddp: optimizer step");
     if (st) return rs_err_set(err, st, "ddp: optimizer step at lr %g failed", (double)lr);
     d->step++;
     return RS_OK;

@@ -200,7 +200,8 @@ static rs_status t_grad_sumsq(void *ud, double *sumsq, rs_err *err)
 static void t_grad_scale(void *ud, float s)
 {
     tensor *t = ud;
-    rs_model_kernels(t->s)->scale(rs_model_grads(t->s), rs_model_numel(t->s), s);
+    /* void: a failure stays in the shard's context and its next forward reports it */
+    rs_model_kernels(t->s)->scale(rs_model_ctx(t->s), rs_model_grads(t->s), rs_model_numel(t->s), s);
 }
 
 /* rank 0 gives the gathered weights back: they are stale once the shards move. */

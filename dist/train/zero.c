@@ -231,6 +231,10 @@ static rs_status z_setup(void *ud, rs_model *m, const rs_opt_cfg *opt, rs_err *e
         if (!z->u[i].len) continue;
         z->opt[i] = rs_optim_new(opt, rs_model_device(m), z->u[i].mine, z->offload ? &z->off_mem : z->mem, err);
         if (!z->opt[i]) return err ? err->code : RS_ERR_NOMEM;
+        /* On the model's context, so its threads cover the update; an offloaded state is host memory
+         * and keeps the optimizer's own (CPU) context, with the model's count. */
+        if (z->offload) rs_kctx_set_threads(rs_optim_ctx(z->opt[i]), rs_model_threads(m));
+        else rs_optim_set_ctx(z->opt[i], rs_model_ctx(m));
         rs_status gst = rs_train_apply_groups(z->opt[i], m, z->u[i].off + (size_t)r * z->u[i].s, err);
         if (gst) return gst;
         if (z->offload) rs_mem_count(z->mem, RS_POOL_OFFLOAD, (int64_t)rs_optim_state_bytes(z->opt[i]));
@@ -333,6 +337,14 @@ static void z_grad_scale(void *ud, float s)
     for (size_t i = 0; i < n; i++) g[i] *= s;
 }
 
+/* An optimizer's failure, with its kernel's message when it was one. */
+static rs_status step_err(zero *z, rs_status st, float lr, rs_err *err)
+{
+    for (int i = 0; i < z->nu; i++)
+        if (z->opt[i] && rs_kctx_check(rs_optim_ctx(z->opt[i]), err)) return rs_err_prefix(err, "zero: optimizer step");
+    return rs_err_set(err, st, "zero: optimizer step failed (lr=%g)", (double)lr);
+}
+
 static rs_status z_step(void *ud, float lr, rs_err *err)
 {
     zero *z = ud;
@@ -344,7 +356,7 @@ static rs_status z_step(void *ud, float lr, rs_err *err)
         /* What gather() left resident is stale now; the next forward gathers the new values. */
         for (int i = 0; i < z->nu; i++) rs_model_unit_release(z->m, RS_POOL_PARAMS, i);
         if (!st) z->step++;
-        return st ? rs_err_set(err, st, "zero: optimizer step failed (lr=%g)", (double)lr) : RS_OK;
+        return st ? step_err(z, st, lr, err) : RS_OK;
     }
     zunit *u = &z->u[0];
     size_t lo = (size_t)z->rank * u->s;
@@ -358,7 +370,7 @@ static rs_status z_step(void *ud, float lr, rs_err *err)
     } else {
         st = rs_optim_step(z->opt[0], p, g, lr);
     }
-    if (st) return rs_err_set(err, st, "zero: optimizer step failed (lr=%g)", (double)lr);
+    if (st) return step_err(z, st, lr, err);
     st = gather_unit(z, 0, rs_model_params(z->m) + lo, err);
     z->step++;
     return st;

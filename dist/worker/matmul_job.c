@@ -106,7 +106,9 @@ static rs_status one_split(mjob *j, bool cols, const float *a, const float *b, f
 {
     const rs_kernels *K = rs_kernels_for(rs_device_cpu());
     int W = j->g->world, r = j->g->rank, m = j->m, k = j->k, n = j->n;
-    rs_status st;
+    rs_kctx kc; /* this split's kernel calls: the worker's default thread count */
+    rs_status st = rs_kctx_init(&kc, K, 0, err);
+    if (st) return st;
     if (cols) {
         int w = n / W, c0 = r * w;
         float *bc = malloc(sizeof *bc * (size_t)(k * w)), *yr = malloc(sizeof *yr * (size_t)(m * w)),
@@ -116,7 +118,11 @@ static rs_status one_split(mjob *j, bool cols, const float *a, const float *b, f
             return rs_err_set(err, RS_ERR_NOMEM, "matmul: out of memory");
         }
         for (int p = 0; p < k; p++) memcpy(bc + p * w, b + p * n + c0, sizeof *bc * (size_t)w);
-        K->gemm(false, false, m, w, k, 1.0f, a, k, bc, w, 0.0f, yr, w);
+        /* the shapes are the same on every rank, so a failing gemm fails on all of them alike */
+        if (K->gemm(&kc, false, false, m, w, k, 1.0f, a, k, bc, w, 0.0f, yr, w)) {
+            free(bc), free(yr), free(all);
+            return rs_kctx_check(&kc, err);
+        }
         fprintf(f, "columns: Y_%d = A . B[:, %d:%d] = ", r, c0, c0 + w);
         rs_matmul_demo_print(f, yr, m, w, w);
         /* the blocks arrive one after another (rank order); Y puts them side by side */
@@ -130,7 +136,10 @@ static rs_status one_split(mjob *j, bool cols, const float *a, const float *b, f
         float *ar = malloc(sizeof *ar * (size_t)(m * h));
         if (!ar) return rs_err_set(err, RS_ERR_NOMEM, "matmul: out of memory");
         for (int i = 0; i < m; i++) memcpy(ar + i * h, a + i * k + p0, sizeof *ar * (size_t)h);
-        K->gemm(false, false, m, n, h, 1.0f, ar, h, b + p0 * n, n, 0.0f, y, n);
+        if (K->gemm(&kc, false, false, m, n, h, 1.0f, ar, h, b + p0 * n, n, 0.0f, y, n)) {
+            free(ar);
+            return rs_kctx_check(&kc, err);
+        }
         fprintf(f, "rows: Y_%d = A[:, %d:%d] . B[%d:%d, :] = ", r, p0, p0 + h, p0, p0 + h);
         rs_matmul_demo_print(f, y, m, n, n);
         st = rs_pg_all_reduce(j->g, y, (size_t)(m * n), RS_F32, RS_SUM, err);

@@ -1,5 +1,9 @@
-/* Device names and the kernel-table registry (see device.h). */
+/* Device names, the kernel-table registry and kernel contexts (see device.h). */
 #include "device.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
 
 const char *rs_device_name(rs_device d)
 {
@@ -16,4 +20,49 @@ const rs_kernels *rs_kernels_for(rs_device d)
     case RS_DEV_CPU: return &rs_cpu_kernels;
     default: return NULL; /* the CUDA issue adds its table here */
     }
+}
+
+rs_status rs_kctx_init(rs_kctx *ctx, const rs_kernels *k, int threads, rs_err *err)
+{
+    if (!ctx || !k) return rs_err_set(err, RS_ERR_ARG, "kernel context: no %s", ctx ? "kernel table" : "context");
+    memset(ctx, 0, sizeof *ctx);
+    ctx->k = k;
+    ctx->threads = 1;
+    if (threads < 1) {
+        rs_status st = k->default_threads(ctx, &threads);
+        if (st) return rs_kctx_check(ctx, err);
+    }
+    rs_kctx_set_threads(ctx, threads);
+    return RS_OK;
+}
+
+void rs_kctx_set_threads(rs_kctx *ctx, int threads) { ctx->threads = threads < 1 ? 1 : threads; }
+
+int rs_kctx_threads(const rs_kctx *ctx) { return ctx->threads; }
+
+rs_status rs_kctx_fail(rs_kctx *ctx, rs_status code, const char *fmt, ...)
+{
+    if (!ctx || code == RS_OK) return code;
+    /* The first failure wins: threads sharing a context race here only to lose quietly. */
+    rs_status none = RS_OK;
+    if (!__atomic_compare_exchange_n(&ctx->status, &none, code, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        return code;
+    ctx->err.code = code;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx->err.msg, sizeof ctx->err.msg, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+rs_status rs_kctx_status(const rs_kctx *ctx) { return __atomic_load_n(&ctx->status, __ATOMIC_ACQUIRE); }
+
+rs_status rs_kctx_check(rs_kctx *ctx, rs_err *err)
+{
+    rs_status st = rs_kctx_status(ctx);
+    if (st == RS_OK) return RS_OK;
+    if (err) *err = ctx->err;
+    rs_err_clear(&ctx->err);
+    __atomic_store_n(&ctx->status, RS_OK, __ATOMIC_RELEASE);
+    return st;
 }

@@ -6,36 +6,61 @@
 #include <string.h>
 
 #include "cpu_kernels.h"
+#include "cpu_scope.h"
 #include "vmath.h"
 
 #define PAR_MIN 32768
 
-void rs_cpu_relu_fwd(const float *in, float *out, size_t n)
+rs_status rs_cpu_relu_fwd(rs_kctx *ctx, const float *in, float *out, size_t n)
 {
+    CPU_CTX(ctx, "relu_fwd");
+    CPU_PTR(ctx, "relu_fwd", in, n);
+    CPU_PTR(ctx, "relu_fwd", out, n);
+    int prev = cpu_enter(ctx);
     #pragma omp parallel for schedule(static) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) out[i] = in[i] > 0.0f ? in[i] : 0.0f;
+    cpu_leave(ctx, prev);
+    return RS_OK;
 }
 
-void rs_cpu_relu_bwd(const float *out, const float *dout, float *din, size_t n)
+rs_status rs_cpu_relu_bwd(rs_kctx *ctx, const float *out, const float *dout, float *din, size_t n)
 {
+    CPU_CTX(ctx, "relu_bwd");
+    CPU_PTR(ctx, "relu_bwd", out, n);
+    CPU_PTR(ctx, "relu_bwd", dout, n);
+    CPU_PTR(ctx, "relu_bwd", din, n);
+    int prev = cpu_enter(ctx);
     #pragma omp parallel for schedule(static) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) {
         float d = dout[i]; /* loaded unconditionally so the select vectorizes (no branch per element) */
         din[i] = out[i] > 0.0f ? d : 0.0f;
     }
+    cpu_leave(ctx, prev);
+    return RS_OK;
 }
 
-void rs_cpu_gelu_fwd(const float *in, float *out, size_t n)
+rs_status rs_cpu_gelu_fwd(rs_kctx *ctx, const float *in, float *out, size_t n)
 {
+    CPU_CTX(ctx, "gelu_fwd");
+    CPU_PTR(ctx, "gelu_fwd", in, n);
+    CPU_PTR(ctx, "gelu_fwd", out, n);
+    int prev = cpu_enter(ctx);
     #pragma omp parallel for schedule(static) if (n >= PAR_MIN / 4)
     for (size_t i = 0; i < n; i++) {
         float x = in[i];
         out[i] = 0.5f * x * (1.0f + erff(x * (float)M_SQRT1_2));
     }
+    cpu_leave(ctx, prev);
+    return RS_OK;
 }
 
-void rs_cpu_gelu_bwd(const float *in, const float *dout, float *din, size_t n)
+rs_status rs_cpu_gelu_bwd(rs_kctx *ctx, const float *in, const float *dout, float *din, size_t n)
 {
+    CPU_CTX(ctx, "gelu_bwd");
+    CPU_PTR(ctx, "gelu_bwd", in, n);
+    CPU_PTR(ctx, "gelu_bwd", dout, n);
+    CPU_PTR(ctx, "gelu_bwd", din, n);
+    int prev = cpu_enter(ctx);
     const float inv_sqrt_2pi = 0.3989422804014327f;
     #pragma omp parallel for schedule(static) if (n >= PAR_MIN / 4)
     for (size_t i = 0; i < n; i++) {
@@ -44,6 +69,8 @@ void rs_cpu_gelu_bwd(const float *in, const float *dout, float *din, size_t n)
         float pdf = inv_sqrt_2pi * expf(-0.5f * x * x);
         din[i] = dout[i] * (cdf + x * pdf);
     }
+    cpu_leave(ctx, prev);
+    return RS_OK;
 }
 
 /* GPT-2's GELU: 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), computed as the equal
@@ -76,35 +103,61 @@ RS_SIMD static void gelu_tanh_bwd_span(const float *in, const float *dout, float
 /* Threads take contiguous spans; each span runs the CPU's widest clone. */
 #define SPANS(n, body)                                                                                 \
     do {                                                                                               \
-        int nt_ = (n) >= PAR_MIN ? omp_get_max_threads() : 1;                                         \
+        int nt_ = (n) >= PAR_MIN ? ctx->threads : 1;                                                   \
         _Pragma("omp parallel for schedule(static) if (nt_ > 1)") for (int t_ = 0; t_ < nt_; t_++) {   \
             size_t a = (n) * (size_t)t_ / (size_t)nt_, b = (n) * (size_t)(t_ + 1) / (size_t)nt_;       \
             body;                                                                                      \
         }                                                                                              \
     } while (0)
 
-void rs_cpu_gelu_tanh_fwd(const float *in, float *out, size_t n)
+rs_status rs_cpu_gelu_tanh_fwd(rs_kctx *ctx, const float *in, float *out, size_t n)
 {
+    CPU_CTX(ctx, "gelu_tanh_fwd");
+    CPU_PTR(ctx, "gelu_tanh_fwd", in, n);
+    CPU_PTR(ctx, "gelu_tanh_fwd", out, n);
+    int prev = cpu_enter(ctx);
     SPANS(n, gelu_tanh_fwd_span(in, out, a, b));
+    cpu_leave(ctx, prev);
+    return RS_OK;
 }
 
 /* d/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) u', t = tanh(u), u' = sqrt(2/pi) (1 + 3 * 0.044715 x^2);
  * with g = sigmoid(2u) = (1 + t)/2 and 1 - g = g e^{-2u}: d/dx = g + 2 x g (1 - g) u'. */
-void rs_cpu_gelu_tanh_bwd(const float *in, const float *dout, float *din, size_t n)
+rs_status rs_cpu_gelu_tanh_bwd(rs_kctx *ctx, const float *in, const float *dout, float *din, size_t n)
 {
+    CPU_CTX(ctx, "gelu_tanh_bwd");
+    CPU_PTR(ctx, "gelu_tanh_bwd", in, n);
+    CPU_PTR(ctx, "gelu_tanh_bwd", dout, n);
+    CPU_PTR(ctx, "gelu_tanh_bwd", din, n);
+    int prev = cpu_enter(ctx);
     SPANS(n, gelu_tanh_bwd_span(in, dout, din, a, b));
+    cpu_leave(ctx, prev);
+    return RS_OK;
 }
 
-void rs_cpu_tanh_fwd(const float *in, float *out, size_t n)
+rs_status rs_cpu_tanh_fwd(rs_kctx *ctx, const float *in, float *out, size_t n)
 {
+    CPU_CTX(ctx, "tanh_fwd");
+    CPU_PTR(ctx, "tanh_fwd", in, n);
+    CPU_PTR(ctx, "tanh_fwd", out, n);
+    int prev = cpu_enter(ctx);
     #pragma omp parallel for schedule(static) if (n >= PAR_MIN / 4)
     for (size_t i = 0; i < n; i++) out[i] = tanhf(in[i]);
+    cpu_leave(ctx, prev);
+    return RS_OK;
 }
 
-void rs_cpu_tanh_bwd(const float *out, const float *dout, float *din, size_t n)
+rs_status rs_cpu_tanh_bwd(rs_kctx *ctx, const float *out, const float *dout, float *din, size_t n)
 {
+    CPU_CTX(ctx, "tanh_bwd");
+    CPU_PTR(ctx, "tanh_bwd", out, n);
+    CPU_PTR(ctx, "tanh_bwd", dout, n);
+    CPU_PTR(ctx, "tanh_bwd", din, n);
+    int prev = cpu_enter(ctx);
     #pragma omp parallel for schedule(static) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) din[i] = dout[i] * (1.0f - out[i] * out[i]);
+    cpu_leave(ctx, prev);
+    return RS_OK;
 }
 
 /* Counter-based: the keep decision for element i depends on (seed, i) alone. */
@@ -117,8 +170,15 @@ static inline float hash_uniform(uint64_t seed, uint64_t i)
     return (float)(z >> 40) * (1.0f / 16777216.0f);
 }
 
-void rs_cpu_dropout_fwd(const float *in, float *out, uint8_t *mask, size_t n, float p, uint64_t seed)
+rs_status rs_cpu_dropout_fwd(rs_kctx *ctx, const float *in, float *out, uint8_t *mask, size_t n, float p, uint64_t seed)
 {
+    CPU_CTX(ctx, "dropout_fwd");
+    if (!(p >= 0.0f && p <= 1.0f))
+        return rs_kctx_fail(ctx, RS_ERR_ARG, "dropout_fwd: p=%g; a probability in [0, 1] is needed", (double)p);
+    CPU_PTR(ctx, "dropout_fwd", in, n);
+    CPU_PTR(ctx, "dropout_fwd", out, n);
+    CPU_PTR(ctx, "dropout_fwd", mask, n);
+    int prev = cpu_enter(ctx);
     const float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
     #pragma omp parallel for schedule(static) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) {
@@ -126,13 +186,24 @@ void rs_cpu_dropout_fwd(const float *in, float *out, uint8_t *mask, size_t n, fl
         mask[i] = keep;
         out[i] = keep ? in[i] * scale : 0.0f;
     }
+    cpu_leave(ctx, prev);
+    return RS_OK;
 }
 
-void rs_cpu_dropout_bwd(const float *dout, const uint8_t *mask, float *din, size_t n, float p)
+rs_status rs_cpu_dropout_bwd(rs_kctx *ctx, const float *dout, const uint8_t *mask, float *din, size_t n, float p)
 {
+    CPU_CTX(ctx, "dropout_bwd");
+    if (!(p >= 0.0f && p <= 1.0f))
+        return rs_kctx_fail(ctx, RS_ERR_ARG, "dropout_bwd: p=%g; a probability in [0, 1] is needed", (double)p);
+    CPU_PTR(ctx, "dropout_bwd", dout, n);
+    CPU_PTR(ctx, "dropout_bwd", mask, n);
+    CPU_PTR(ctx, "dropout_bwd", din, n);
+    int prev = cpu_enter(ctx);
     const float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
     #pragma omp parallel for schedule(static) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) din[i] = mask[i] ? dout[i] * scale : 0.0f;
+    cpu_leave(ctx, prev);
+    return RS_OK;
 }
 
 RS_SIMD static void ln_fwd_rows(const float *in, const float *gamma, const float *beta, float *out, float *mean,
@@ -156,13 +227,25 @@ RS_SIMD static void ln_fwd_rows(const float *in, const float *gamma, const float
     }
 }
 
-void rs_cpu_layernorm_fwd(const float *in, const float *gamma, const float *beta, float *out, float *mean,
-                          float *rstd, int B, int N, float eps)
+rs_status rs_cpu_layernorm_fwd(rs_kctx *ctx, const float *in, const float *gamma, const float *beta, float *out,
+                               float *mean, float *rstd, int B, int N, float eps)
 {
-    int nt = (size_t)B * N >= PAR_MIN ? omp_get_max_threads() : 1;
+    CPU_CTX(ctx, "layernorm_fwd");
+    CPU_NONNEG(ctx, "layernorm_fwd", B);
+    CPU_NONNEG(ctx, "layernorm_fwd", N);
+    CPU_PTR(ctx, "layernorm_fwd", in, B && N);
+    CPU_PTR(ctx, "layernorm_fwd", gamma, B && N);
+    CPU_PTR(ctx, "layernorm_fwd", beta, B && N);
+    CPU_PTR(ctx, "layernorm_fwd", out, B && N);
+    CPU_PTR(ctx, "layernorm_fwd", mean, B && N);
+    CPU_PTR(ctx, "layernorm_fwd", rstd, B && N);
+    int prev = cpu_enter(ctx);
+    int nt = (size_t)B * N >= PAR_MIN ? ctx->threads : 1;
     #pragma omp parallel for schedule(static) if (nt > 1)
     for (int t = 0; t < nt; t++)
         ln_fwd_rows(in, gamma, beta, out, mean, rstd, (int)((int64_t)B * t / nt), (int)((int64_t)B * (t + 1) / nt), N, eps);
+    cpu_leave(ctx, prev);
+    return RS_OK;
 }
 
 RS_SIMD static void ln_bwd_rows(const float *in, const float *gamma, const float *mean, const float *rstd,
@@ -210,11 +293,22 @@ RS_SIMD static void ln_bwd_cols(const float *in, const float *mean, const float 
     }
 }
 
-void rs_cpu_layernorm_bwd(const float *in, const float *gamma, const float *mean, const float *rstd,
-                          const float *dout, float *din, float *dgamma, float *dbeta, int B, int N)
+rs_status rs_cpu_layernorm_bwd(rs_kctx *ctx, const float *in, const float *gamma, const float *mean, const float *rstd,
+                               const float *dout, float *din, float *dgamma, float *dbeta, int B, int N)
 {
+    CPU_CTX(ctx, "layernorm_bwd");
+    CPU_NONNEG(ctx, "layernorm_bwd", B);
+    CPU_NONNEG(ctx, "layernorm_bwd", N);
+    CPU_PTR(ctx, "layernorm_bwd", in, B && N);
+    CPU_PTR(ctx, "layernorm_bwd", gamma, B && N);
+    CPU_PTR(ctx, "layernorm_bwd", mean, B && N);
+    CPU_PTR(ctx, "layernorm_bwd", rstd, B && N);
+    CPU_PTR(ctx, "layernorm_bwd", dout, B && N);
+    CPU_PTR(ctx, "layernorm_bwd", dgamma, B && N);
+    CPU_PTR(ctx, "layernorm_bwd", dbeta, B && N);
+    int prev = cpu_enter(ctx);
     /* Input gradient by rows, parameter gradients by columns: no two threads write one element. */
-    int nt = (size_t)B * N >= PAR_MIN ? omp_get_max_threads() : 1;
+    int nt = (size_t)B * N >= PAR_MIN ? ctx->threads : 1;
     #pragma omp parallel for schedule(static) if (nt > 1)
     for (int t = 0; t < nt; t++) {
         if (din)
@@ -223,11 +317,32 @@ void rs_cpu_layernorm_bwd(const float *in, const float *gamma, const float *mean
     #pragma omp parallel for schedule(static) if (nt > 1)
     for (int t = 0; t < nt; t++)
         ln_bwd_cols(in, mean, rstd, dout, dgamma, dbeta, B, N, (int)((int64_t)N * t / nt), (int)((int64_t)N * (t + 1) / nt));
+    cpu_leave(ctx, prev);
+    return RS_OK;
 }
 
-void rs_cpu_softmax_xent_fwd(const float *logits, const int32_t *labels, float *probs, float *losses,
-                             int B, int C)
+/* A label outside [0, C) would index past its row. */
+static rs_status check_labels(rs_kctx *ctx, const char *who, const int32_t *labels, int B, int C)
 {
+    for (int b = 0; b < B; b++)
+        if (labels[b] < 0 || labels[b] >= C)
+            return rs_kctx_fail(ctx, RS_ERR_ARG, "%s: label %d of row %d is outside [0, %d)", who, (int)labels[b], b,
+                                C);
+    return RS_OK;
+}
+
+rs_status rs_cpu_softmax_xent_fwd(rs_kctx *ctx, const float *logits, const int32_t *labels, float *probs, float *losses,
+                                  int B, int C)
+{
+    CPU_CTX(ctx, "softmax_xent_fwd");
+    CPU_NONNEG(ctx, "softmax_xent_fwd", B);
+    if (B && C < 1) return rs_kctx_fail(ctx, RS_ERR_ARG, "softmax_xent_fwd: C=%d; at least one class is needed", C);
+    CPU_PTR(ctx, "softmax_xent_fwd", logits, B);
+    CPU_PTR(ctx, "softmax_xent_fwd", labels, B);
+    CPU_PTR(ctx, "softmax_xent_fwd", probs, B);
+    CPU_PTR(ctx, "softmax_xent_fwd", losses, B);
+    RS_KTRY(check_labels(ctx, "softmax_xent_fwd", labels, B, C));
+    int prev = cpu_enter(ctx);
     #pragma omp parallel for schedule(static) if ((size_t)B * C >= PAR_MIN)
     for (int b = 0; b < B; b++) {
         const float *z = logits + (size_t)b * C;
@@ -244,11 +359,21 @@ void rs_cpu_softmax_xent_fwd(const float *logits, const int32_t *labels, float *
         /* loss = logsumexp(z) - z[y], computed from the shifted logits for stability */
         losses[b] = (float)(log(s) + mx - z[labels[b]]);
     }
+    cpu_leave(ctx, prev);
+    return RS_OK;
 }
 
-void rs_cpu_softmax_xent_bwd(const float *probs, const int32_t *labels, float *dlogits, int B, int C,
-                             float scale)
+rs_status rs_cpu_softmax_xent_bwd(rs_kctx *ctx, const float *probs, const int32_t *labels, float *dlogits, int B, int C,
+                                  float scale)
 {
+    CPU_CTX(ctx, "softmax_xent_bwd");
+    CPU_NONNEG(ctx, "softmax_xent_bwd", B);
+    if (B && C < 1) return rs_kctx_fail(ctx, RS_ERR_ARG, "softmax_xent_bwd: C=%d; at least one class is needed", C);
+    CPU_PTR(ctx, "softmax_xent_bwd", probs, B);
+    CPU_PTR(ctx, "softmax_xent_bwd", labels, B);
+    CPU_PTR(ctx, "softmax_xent_bwd", dlogits, B);
+    RS_KTRY(check_labels(ctx, "softmax_xent_bwd", labels, B, C));
+    int prev = cpu_enter(ctx);
     #pragma omp parallel for schedule(static) if ((size_t)B * C >= PAR_MIN)
     for (int b = 0; b < B; b++) {
         const float *p = probs + (size_t)b * C;
@@ -256,4 +381,6 @@ void rs_cpu_softmax_xent_bwd(const float *probs, const int32_t *labels, float *d
         for (int j = 0; j < C; j++) d[j] = p[j] * scale;
         d[labels[b]] -= scale;
     }
+    cpu_leave(ctx, prev);
+    return RS_OK;
 }

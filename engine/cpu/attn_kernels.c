@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cpu_kernels.h"
+#include "cpu_scope.h"
 #include "vmath.h"
 
 #define PAR_MIN 32768
@@ -20,17 +21,63 @@
 static inline int imin(int a, int b) { return a < b ? a : b; }
 
 /* Threads for a loop over n independent items: the configured count, at most n. */
-static int team_for(int n)
+static int team_for(const rs_kctx *ctx, int n)
 {
-    int nt = omp_get_max_threads();
+    int nt = ctx->threads;
     if (nt > n) nt = n;
     return nt < 1 ? 1 : nt;
 }
 
+/* Per thread: one (T, T) block for dP / dS, rounded to whole cache lines. */
+static size_t bwd_thread_floats(int T) { return ((size_t)T * T + 15) & ~(size_t)15; }
+
+static size_t bwd_workspace(const rs_kctx *ctx, int B, int T, int NH)
+{
+    return (size_t)team_for(ctx, B * NH) * bwd_thread_floats(T) * sizeof(float);
+}
+
+/* B, T >= 0 and NH >= 1 heads that split C evenly. */
+static rs_status check_heads(rs_kctx *ctx, const char *who, int B, int T, int C, int NH)
+{
+    CPU_NONNEG(ctx, who, B);
+    CPU_NONNEG(ctx, who, T);
+    if (NH < 1 || C < 1 || C % NH)
+        return rs_kctx_fail(ctx, RS_ERR_ARG, "%s: C=%d does not split into NH=%d heads (need C, NH >= 1, C %% NH == 0)",
+                            who, C, NH);
+    return RS_OK;
+}
+
+static rs_status check_ws(rs_kctx *ctx, const char *who, const float *ws, size_t ws_bytes, int B, int T, int NH)
+{
+    size_t need = bwd_workspace(ctx, B, T, NH);
+    if (B && T && (!ws || ws_bytes < need))
+        return rs_kctx_fail(ctx, RS_ERR_ARG, "%s: workspace of %zu bytes, %zu needed for B=%d T=%d NH=%d on %d threads "
+                            "(ask attn_workspace)", who, ws ? ws_bytes : 0, need, B, T, NH, ctx->threads);
+    return RS_OK;
+}
+
+static rs_status check_step(rs_kctx *ctx, const char *who, int B, int len, int maxT, int C, int NH)
+{
+    RS_KTRY(check_heads(ctx, who, B, maxT, C, NH));
+    if (B && (len < 1 || len > maxT))
+        return rs_kctx_fail(ctx, RS_ERR_ARG, "%s: len=%d is outside the cache's [1, %d]", who, len, maxT);
+    return RS_OK;
+}
+
 /* ---- embedding ---- */
 
-void rs_cpu_embed_fwd(const int32_t *tok, const float *wte, const float *wpe, float *out, int B, int T, int C)
+rs_status rs_cpu_embed_fwd(rs_kctx *ctx, const int32_t *tok, const float *wte, const float *wpe, float *out, int B,
+                           int T, int C)
 {
+    CPU_CTX(ctx, "embed_fwd");
+    CPU_NONNEG(ctx, "embed_fwd", B);
+    CPU_NONNEG(ctx, "embed_fwd", T);
+    CPU_NONNEG(ctx, "embed_fwd", C);
+    CPU_PTR(ctx, "embed_fwd", tok, B && T && C);
+    CPU_PTR(ctx, "embed_fwd", wte, B && T && C);
+    CPU_PTR(ctx, "embed_fwd", wpe, B && T && C);
+    CPU_PTR(ctx, "embed_fwd", out, B && T && C);
+    int prev = cpu_enter(ctx);
     const int rows = B * T;
     #pragma omp parallel for schedule(static) if ((size_t)rows * C >= PAR_MIN)
     for (int r = 0; r < rows; r++) {
@@ -38,6 +85,8 @@ void rs_cpu_embed_fwd(const int32_t *tok, const float *wte, const float *wpe, fl
         float *o = out + (size_t)r * C;
         for (int c = 0; c < C; c++) o[c] = e[c] + p[c];
     }
+    cpu_leave(ctx, prev);
+    return RS_OK;
 }
 
 /* Repeated tokens add into the same dwte row, so a thread owns whole rows: thread k of n takes the
@@ -45,9 +94,19 @@ void rs_cpu_embed_fwd(const int32_t *tok, const float *wte, const float *wpe, fl
  * order. No races, and each row receives its additions in the same order for any thread count, so
  * the result does not depend on it. (Splitting the channels instead would make every thread touch
  * every row of the large table: the same page walks on each thread, and no gain on two threads.) */
-void rs_cpu_embed_bwd(const int32_t *tok, const float *dout, float *dwte, float *dwpe, int B, int T, int C)
+rs_status rs_cpu_embed_bwd(rs_kctx *ctx, const int32_t *tok, const float *dout, float *dwte, float *dwpe, int B, int T,
+                           int C)
 {
-    int nt = (size_t)B * T * C >= PAR_MIN ? team_for(B * T) : 1;
+    CPU_CTX(ctx, "embed_bwd");
+    CPU_NONNEG(ctx, "embed_bwd", B);
+    CPU_NONNEG(ctx, "embed_bwd", T);
+    CPU_NONNEG(ctx, "embed_bwd", C);
+    CPU_PTR(ctx, "embed_bwd", tok, B && T && C);
+    CPU_PTR(ctx, "embed_bwd", dout, B && T && C);
+    CPU_PTR(ctx, "embed_bwd", dwte, B && T && C);
+    CPU_PTR(ctx, "embed_bwd", dwpe, B && T && C);
+    int prev = cpu_enter(ctx);
+    int nt = (size_t)B * T * C >= PAR_MIN ? team_for(ctx, B * T) : 1;
     #pragma omp parallel num_threads(nt)
     {
         const int nth = omp_get_num_threads(), tid = omp_get_thread_num();
@@ -66,6 +125,8 @@ void rs_cpu_embed_bwd(const int32_t *tok, const float *dout, float *dwte, float 
             for (int c = 0; c < C; c++) ge[c] += d[c];
         }
     }
+    cpu_leave(ctx, prev);
+    return RS_OK;
 }
 
 /* ---- row helpers of the decoding step: 8 independent lanes (element j to lane j % 8) so they vectorize without
@@ -224,35 +285,43 @@ static void attn_fwd_pair(const float *q, const float *k, const float *v, float 
         const int t1 = imin(t0 + ROW_BLOCK, T), m = t1 - t0;
         float *a = att + (size_t)t0 * T;
         /* S[t0:t1, 0:t1] = scale * Q[t0:t1] K[0:t1]^T */
-        rs_cpu_gemm(false, true, m, t1, hs, scale, q + (size_t)t0 * C3, C3, k, C3, 0.0f, a, T);
+        rs_cpu_blas_gemm(false, true, m, t1, hs, scale, q + (size_t)t0 * C3, C3, k, C3, 0.0f, a, T);
         softmax_causal_rows(att, t0, t1, T);
         /* O[t0:t1] = P[t0:t1, 0:t1] V[0:t1] */
-        rs_cpu_gemm(false, false, m, hs, t1, 1.0f, a, T, v, C3, 0.0f, out + (size_t)t0 * C, C);
+        rs_cpu_blas_gemm(false, false, m, hs, t1, 1.0f, a, T, v, C3, 0.0f, out + (size_t)t0 * C, C);
     }
 }
 
-void rs_cpu_attn_fwd(const float *qkv, float *out, float *att, int B, int T, int C, int NH)
+rs_status rs_cpu_attn_fwd(rs_kctx *ctx, const float *qkv, float *out, float *att, int B, int T, int C, int NH)
 {
-    if (B <= 0 || T <= 0 || NH <= 0) return;
+    CPU_CTX(ctx, "attn_fwd");
+    RS_KTRY(check_heads(ctx, "attn_fwd", B, T, C, NH));
+    CPU_PTR(ctx, "attn_fwd", qkv, B && T);
+    CPU_PTR(ctx, "attn_fwd", out, B && T);
+    CPU_PTR(ctx, "attn_fwd", att, B && T);
+    if (!B || !T) return RS_OK;
+    int prev = cpu_enter(ctx);
     const int hs = C / NH, pairs = B * NH;
     const float scale = 1.0f / sqrtf((float)hs);
     const size_t work = (size_t)pairs * T * T * hs;
-    #pragma omp parallel for schedule(static) num_threads(team_for(pairs)) if (work >= PAR_MIN)
+    #pragma omp parallel for schedule(static) num_threads(team_for(ctx, pairs)) if (work >= PAR_MIN)
     for (int p = 0; p < pairs; p++) {
         const int b = p / NH, h = p % NH;
         const float *q = qkv + (size_t)b * T * 3 * C + (size_t)h * hs;
         attn_fwd_pair(q, q + C, q + 2 * C, out + (size_t)b * T * C + (size_t)h * hs, att + (size_t)p * T * T, T,
                       C, hs, scale);
     }
+    cpu_leave(ctx, prev);
+    return RS_OK;
 }
 
-/* Per thread: one (T, T) block for dP / dS, rounded to whole cache lines. */
-static size_t bwd_thread_floats(int T) { return ((size_t)T * T + 15) & ~(size_t)15; }
-
-size_t rs_cpu_attn_workspace(int B, int T, int C, int NH)
+rs_status rs_cpu_attn_workspace(rs_kctx *ctx, int B, int T, int C, int NH, size_t *bytes)
 {
-    (void)C;
-    return (size_t)team_for(B * NH) * bwd_thread_floats(T) * sizeof(float);
+    CPU_CTX(ctx, "attn_workspace");
+    CPU_PTR(ctx, "attn_workspace", bytes, 1);
+    RS_KTRY(check_heads(ctx, "attn_workspace", B, T, C, NH));
+    *bytes = bwd_workspace(ctx, B, T, NH);
+    return RS_OK;
 }
 
 /* One (b, h) pair, with P = att (T, T) and dP = dO V^T:
@@ -270,21 +339,29 @@ static void attn_bwd_pair(const float *q, const float *k, const float *v, const 
         const float *P = att + (size_t)t0 * T, *dO = dout + (size_t)t0 * C;
         float *D = dp + (size_t)t0 * T;
         /* dP[t0:t1, 0:t1] = dO[t0:t1] V[0:t1]^T */
-        rs_cpu_gemm(false, true, m, t1, hs, 1.0f, dO, C, v, C3, 0.0f, D, T);
+        rs_cpu_blas_gemm(false, true, m, t1, hs, 1.0f, dO, C, v, C3, 0.0f, D, T);
         softmax_causal_rows_bwd(att, dp, t0, t1, T);
         /* dQ[t0:t1] = scale dS[t0:t1, 0:t1] K[0:t1] */
-        rs_cpu_gemm(false, false, m, hs, t1, scale, D, T, k, C3, 0.0f, dq + (size_t)t0 * C3, C3);
+        rs_cpu_blas_gemm(false, false, m, hs, t1, scale, D, T, k, C3, 0.0f, dq + (size_t)t0 * C3, C3);
         /* dK[0:t1] (+)= scale dS[t0:t1, 0:t1]^T Q[t0:t1];  dV[0:t1] (+)= P[t0:t1, 0:t1]^T dO[t0:t1] */
-        rs_cpu_gemm(true, false, t1, hs, m, scale, D, T, q + (size_t)t0 * C3, C3, beta, dk, C3);
-        rs_cpu_gemm(true, false, t1, hs, m, 1.0f, P, T, dO, C, beta, dv, C3);
+        rs_cpu_blas_gemm(true, false, t1, hs, m, scale, D, T, q + (size_t)t0 * C3, C3, beta, dk, C3);
+        rs_cpu_blas_gemm(true, false, t1, hs, m, 1.0f, P, T, dO, C, beta, dv, C3);
     }
 }
 
-void rs_cpu_attn_bwd(const float *qkv, const float *att, const float *dout, float *dqkv, float *ws, int B, int T,
-                     int C, int NH)
+rs_status rs_cpu_attn_bwd(rs_kctx *ctx, const float *qkv, const float *att, const float *dout, float *dqkv, float *ws,
+                          size_t ws_bytes, int B, int T, int C, int NH)
 {
-    if (B <= 0 || T <= 0 || NH <= 0) return;
-    const int hs = C / NH, pairs = B * NH, nt = team_for(pairs);
+    CPU_CTX(ctx, "attn_bwd");
+    RS_KTRY(check_heads(ctx, "attn_bwd", B, T, C, NH));
+    CPU_PTR(ctx, "attn_bwd", qkv, B && T);
+    CPU_PTR(ctx, "attn_bwd", att, B && T);
+    CPU_PTR(ctx, "attn_bwd", dout, B && T);
+    CPU_PTR(ctx, "attn_bwd", dqkv, B && T);
+    RS_KTRY(check_ws(ctx, "attn_bwd", ws, ws_bytes, B, T, NH));
+    if (!B || !T) return RS_OK;
+    int prev = cpu_enter(ctx);
+    const int hs = C / NH, pairs = B * NH, nt = team_for(ctx, pairs);
     const float scale = 1.0f / sqrtf((float)hs);
     const size_t work = (size_t)pairs * T * T * hs, tf = bwd_thread_floats(T);
     #pragma omp parallel for schedule(static) num_threads(nt) if (work >= PAR_MIN)
@@ -296,6 +373,8 @@ void rs_cpu_attn_bwd(const float *qkv, const float *att, const float *dout, floa
         attn_bwd_pair(q, q + C, q + 2 * C, att + (size_t)p * T * T, dout + (size_t)b * T * C + (size_t)h * hs, dq,
                       dq + C, dq + 2 * C, ws + (size_t)omp_get_thread_num() * tf, T, C, hs, scale);
     }
+    cpu_leave(ctx, prev);
+    return RS_OK;
 }
 
 /* One query against len cached keys, for one (b, h): an online softmax over chunks of keys keeps the
@@ -310,7 +389,7 @@ RS_SIMD static void attn_step_pair(const float *q, const float *kc, const float 
     for (int s0 = 0; s0 < len; s0 += STEP_CHUNK) {
         const int n = imin(STEP_CHUNK, len - s0);
         /* sc (n) = scale * K[s0:s0+n] (n, hs) . q */
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, n, hs, scale, kc + (size_t)s0 * C, C, q, 1, 0.0f, sc, 1);
+        rs_cpu_blas_gemv(false, n, hs, scale, kc + (size_t)s0 * C, C, q, 0.0f, sc);
         const float cm = row_max(sc, n);
         float r = 0.0f; /* weight of what was summed under the old maximum (nothing before the first chunk) */
         if (cm > m) {
@@ -322,23 +401,32 @@ RS_SIMD static void attn_step_pair(const float *q, const float *kc, const float 
         for (int j = 0; j < n; j++) sc[j] = rs_vexpf(sc[j] - m);
         l = l * r + row_sum(sc, n);
         /* o (hs) = r * o + V[s0:s0+n]^T (hs, n) . w */
-        cblas_sgemv(CblasRowMajor, CblasTrans, n, hs, 1.0f, vc + (size_t)s0 * C, C, sc, 1, r, o, 1);
+        rs_cpu_blas_gemv(true, n, hs, 1.0f, vc + (size_t)s0 * C, C, sc, r, o);
     }
     const float inv = 1.0f / l;
     for (int i = 0; i < hs; i++) o[i] *= inv;
 }
 
-void rs_cpu_attn_step(const float *q, const float *kc, const float *vc, float *out, int B, int len, int maxT, int C,
-                      int NH)
+rs_status rs_cpu_attn_step(rs_kctx *ctx, const float *q, const float *kc, const float *vc, float *out, int B, int len,
+                           int maxT, int C, int NH)
 {
-    if (B <= 0 || len <= 0 || NH <= 0) return; /* len >= 1 always: the caller wrote row len-1 */
+    CPU_CTX(ctx, "attn_step");
+    RS_KTRY(check_step(ctx, "attn_step", B, len, maxT, C, NH));
+    CPU_PTR(ctx, "attn_step", q, B);
+    CPU_PTR(ctx, "attn_step", kc, B);
+    CPU_PTR(ctx, "attn_step", vc, B);
+    CPU_PTR(ctx, "attn_step", out, B);
+    if (!B) return RS_OK;
+    int prev = cpu_enter(ctx);
     const int hs = C / NH, pairs = B * NH;
     const float scale = 1.0f / sqrtf((float)hs);
     const size_t work = (size_t)pairs * len * hs * 2;
-    #pragma omp parallel for schedule(static) num_threads(team_for(pairs)) if (work >= PAR_MIN)
+    #pragma omp parallel for schedule(static) num_threads(team_for(ctx, pairs)) if (work >= PAR_MIN)
     for (int p = 0; p < pairs; p++) {
         const int b = p / NH, h = p % NH;
         const size_t kv = (size_t)b * maxT * C + (size_t)h * hs, qo = (size_t)b * C + (size_t)h * hs;
         attn_step_pair(q + qo, kc + kv, vc + kv, out + qo, len, C, hs, scale);
     }
+    cpu_leave(ctx, prev);
+    return RS_OK;
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cpu_kernels.h"
+#include "cpu_scope.h"
 
 /* Output columns ox in [*lo, *hi) read input column ox*s + off inside [0, n): the window's valid
  * span, so the copy loops below run without a bounds test per element (and vectorize). */
@@ -91,7 +92,8 @@ static float row_sum(const float *x, int n)
 
 static bool is_pointwise(const rs_conv_geom *g)
 {
-    return g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0;
+    return g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0 && g->oh == g->h &&
+           g->ow == g->w;
 }
 
 static size_t col_floats(const rs_conv_geom *g) { return (size_t)g->c * g->kh * g->kw * g->oh * g->ow; }
@@ -104,21 +106,64 @@ static size_t thread_floats(const rs_conv_geom *g)
     return (n + 15) & ~(size_t)15; /* keep each thread's block 64-byte aligned */
 }
 
-size_t rs_cpu_conv2d_workspace(const rs_conv_geom *g, int B)
+static size_t workspace_bytes(const rs_kctx *ctx, const rs_conv_geom *g, int B)
 {
-    int t = omp_get_max_threads();
+    int t = ctx->threads;
     if (t > B) t = B;
     if (t < 1) t = 1;
     return (size_t)t * thread_floats(g) * sizeof(float);
 }
 
-void rs_cpu_conv2d_fwd(const rs_conv_geom *g, int B, const float *in, const float *w, const float *bias,
-                       float *out, float *ws)
+rs_status rs_cpu_check_geom(rs_kctx *ctx, const char *who, const rs_conv_geom *g, int B, bool conv)
 {
+    CPU_PTR(ctx, who, g, 1);
+    CPU_NONNEG(ctx, who, B);
+    /* The output size is the caller's (ONNX's asymmetric padding gives one the formula with ph does
+     * not): every read is bounds-checked against the input, so any output size is safe. */
+    if (g->c < 1 || g->h < 1 || g->w < 1 || (conv && g->oc < 1) || g->kh < 1 || g->kw < 1 || g->sh < 1 ||
+        g->sw < 1 || g->ph < 0 || g->pw < 0 || g->oh < 1 || g->ow < 1)
+        return rs_kctx_fail(ctx, RS_ERR_ARG,
+                            "%s: geometry c=%d h=%d w=%d oc=%d k=%dx%d stride=%dx%d pad=%dx%d out=%dx%d; channels, "
+                            "sizes, kernel, stride and output must be >= 1 and padding >= 0",
+                            who, g->c, g->h, g->w, g->oc, g->kh, g->kw, g->sh, g->sw, g->ph, g->pw, g->oh, g->ow);
+    return RS_OK;
+}
+
+rs_status rs_cpu_conv2d_workspace(rs_kctx *ctx, const rs_conv_geom *g, int B, size_t *bytes)
+{
+    CPU_CTX(ctx, "conv2d_workspace");
+    CPU_PTR(ctx, "conv2d_workspace", bytes, 1);
+    RS_KTRY(rs_cpu_check_geom(ctx, "conv2d_workspace", g, B, true));
+    *bytes = workspace_bytes(ctx, g, B);
+    return RS_OK;
+}
+
+/* The checks conv2d_fwd and _bwd share. */
+static rs_status conv_args(rs_kctx *ctx, const char *who, const rs_conv_geom *g, int B, const float *in,
+                           const float *w, const float *ws, size_t ws_bytes)
+{
+    CPU_CTX(ctx, who);
+    RS_KTRY(rs_cpu_check_geom(ctx, who, g, B, true));
+    CPU_PTR(ctx, who, in, B);
+    CPU_PTR(ctx, who, w, 1);
+    size_t need = workspace_bytes(ctx, g, B);
+    if (B && (!ws || ws_bytes < need))
+        return rs_kctx_fail(ctx, RS_ERR_ARG, "%s: workspace of %zu bytes, %zu needed for a batch of %d on %d threads "
+                            "(ask conv2d_workspace)", who, ws ? ws_bytes : 0, need, B, ctx->threads);
+    return RS_OK;
+}
+
+rs_status rs_cpu_conv2d_fwd(rs_kctx *ctx, const rs_conv_geom *g, int B, const float *in, const float *w,
+                            const float *bias, float *out, float *ws, size_t ws_bytes)
+{
+    RS_KTRY(conv_args(ctx, "conv2d_fwd", g, B, in, w, ws, ws_bytes));
+    CPU_PTR(ctx, "conv2d_fwd", out, B);
+    if (!B) return RS_OK;
     const int K = g->c * g->kh * g->kw, N = g->oh * g->ow;
     const size_t in_n = (size_t)g->c * g->h * g->w, out_n = (size_t)g->oc * N;
-    int nt = omp_get_max_threads();
+    int nt = ctx->threads;
     if (nt > B) nt = B;
+    int prev = cpu_enter(ctx);
     #pragma omp parallel for schedule(static) num_threads(nt)
     for (int b = 0; b < B; b++) {
         float *col = ws + (size_t)omp_get_thread_num() * thread_floats(g);
@@ -126,23 +171,30 @@ void rs_cpu_conv2d_fwd(const rs_conv_geom *g, int B, const float *in, const floa
         float *y = out + (size_t)b * out_n;
         if (is_pointwise(g)) col = (float *)x;
         else im2col(g, x, col);
-        rs_cpu_gemm(false, false, g->oc, N, K, 1.0f, w, K, col, N, 0.0f, y, N);
+        rs_cpu_blas_gemm(false, false, g->oc, N, K, 1.0f, w, K, col, N, 0.0f, y, N);
         if (bias)
             for (int o = 0; o < g->oc; o++) {
                 float bv = bias[o], *row = y + (size_t)o * N;
                 for (int j = 0; j < N; j++) row[j] += bv;
             }
     }
+    cpu_leave(ctx, prev);
+    return RS_OK;
 }
 
-void rs_cpu_conv2d_bwd(const rs_conv_geom *g, int B, const float *in, const float *w, const float *dout,
-                       float *din, float *dw, float *db, float *ws)
+rs_status rs_cpu_conv2d_bwd(rs_kctx *ctx, const rs_conv_geom *g, int B, const float *in, const float *w,
+                            const float *dout, float *din, float *dw, float *db, float *ws, size_t ws_bytes)
 {
+    RS_KTRY(conv_args(ctx, "conv2d_bwd", g, B, in, w, ws, ws_bytes));
+    CPU_PTR(ctx, "conv2d_bwd", dout, B);
+    CPU_PTR(ctx, "conv2d_bwd", dw, 1);
+    if (!B) return RS_OK;
     const int K = g->c * g->kh * g->kw, N = g->oh * g->ow;
     const size_t in_n = (size_t)g->c * g->h * g->w, out_n = (size_t)g->oc * N;
     const size_t wn = (size_t)g->oc * K, tf = thread_floats(g);
-    int nt = omp_get_max_threads();
+    int nt = ctx->threads;
     if (nt > B) nt = B;
+    int prev = cpu_enter(ctx);
     #pragma omp parallel num_threads(nt)
     {
         int tid = omp_get_thread_num();
@@ -156,16 +208,16 @@ void rs_cpu_conv2d_bwd(const rs_conv_geom *g, int B, const float *in, const floa
             float *c = is_pointwise(g) ? (float *)x : col;
             if (!is_pointwise(g)) im2col(g, x, c);
             /* dW (OC,K) += dy (OC,N) . col^T (N,K) */
-            rs_cpu_gemm(false, true, g->oc, K, N, 1.0f, dy, N, c, N, 1.0f, tdw, K);
+            rs_cpu_blas_gemm(false, true, g->oc, K, N, 1.0f, dy, N, c, N, 1.0f, tdw, K);
             if (db)
                 for (int o = 0; o < g->oc; o++) tdb[o] += row_sum(dy + (size_t)o * N, N);
             if (din) {
                 float *dx = din + (size_t)b * in_n;
                 if (is_pointwise(g)) {
-                    rs_cpu_gemm(true, false, K, N, g->oc, 1.0f, w, K, dy, N, 0.0f, dx, N);
+                    rs_cpu_blas_gemm(true, false, K, N, g->oc, 1.0f, w, K, dy, N, 0.0f, dx, N);
                 } else {
                     /* dcol (K,N) = W^T (K,OC) . dy (OC,N), then scatter-add into the image. */
-                    rs_cpu_gemm(true, false, K, N, g->oc, 1.0f, w, K, dy, N, 0.0f, col, N);
+                    rs_cpu_blas_gemm(true, false, K, N, g->oc, 1.0f, w, K, dy, N, 0.0f, col, N);
                     memset(dx, 0, in_n * sizeof(float));
                     col2im(g, col, dx);
                 }
@@ -183,6 +235,8 @@ void rs_cpu_conv2d_bwd(const rs_conv_geom *g, int B, const float *in, const floa
             }
         }
     }
+    cpu_leave(ctx, prev);
+    return RS_OK;
 }
 
 /* One output of max pooling by a scan in row-major window order: the first maximum wins, as in
@@ -271,18 +325,26 @@ static void maxpool_2x2(const rs_conv_geom *g, int B, const float *in, float *ou
     }
 }
 
-void rs_cpu_maxpool_fwd(const rs_conv_geom *g, int B, const float *in, float *out, int32_t *argmax)
+rs_status rs_cpu_maxpool_fwd(rs_kctx *ctx, const rs_conv_geom *g, int B, const float *in, float *out, int32_t *argmax)
 {
+    CPU_CTX(ctx, "maxpool_fwd");
+    RS_KTRY(rs_cpu_check_geom(ctx, "maxpool_fwd", g, B, false));
+    CPU_PTR(ctx, "maxpool_fwd", in, B);
+    CPU_PTR(ctx, "maxpool_fwd", out, B);
+    /* argmax may be NULL: inference keeps nothing for backward. */
     if (!argmax && g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && !g->ph && !g->pw && 2 * g->oh <= g->h &&
         2 * g->ow <= g->w) {
+        int prev = cpu_enter(ctx);
         maxpool_2x2(g, B, in, out);
-        return;
+        cpu_leave(ctx, prev);
+        return RS_OK;
     }
     const int planes = B * g->c, ow = g->ow, sw = g->sw, w = g->w;
     /* Outputs [xa, xb) of a row have their whole window inside the image horizontally. */
     int lo = 0, hi = 0;
     if (g->w >= g->kw) valid_span(-g->pw, sw, w - g->kw + 1, ow, &lo, &hi);
     const int xa = lo, xb = hi; /* copies the threads get by value: no aliasing with the outputs */
+    int prev = cpu_enter(ctx);
     #pragma omp parallel for schedule(static) if (planes * g->oh * g->ow >= 32768)
     for (int p = 0; p < planes; p++) {
         const float *x = in + (size_t)p * g->h * w;
@@ -304,10 +366,19 @@ void rs_cpu_maxpool_fwd(const rs_conv_geom *g, int B, const float *in, float *ou
             else maxpool_interior(g, x, iy0, ki0, ki1, xa, xb, sw, y, am);
         }
     }
+    cpu_leave(ctx, prev);
+    return RS_OK;
 }
 
-void rs_cpu_maxpool_bwd(const rs_conv_geom *g, int B, const float *dout, const int32_t *argmax, float *din)
+rs_status rs_cpu_maxpool_bwd(rs_kctx *ctx, const rs_conv_geom *g, int B, const float *dout, const int32_t *argmax,
+                             float *din)
 {
+    CPU_CTX(ctx, "maxpool_bwd");
+    RS_KTRY(rs_cpu_check_geom(ctx, "maxpool_bwd", g, B, false));
+    CPU_PTR(ctx, "maxpool_bwd", dout, B);
+    CPU_PTR(ctx, "maxpool_bwd", argmax, B);
+    CPU_PTR(ctx, "maxpool_bwd", din, B);
+    int prev = cpu_enter(ctx);
     const int planes = B * g->c;
     const int ohw = g->oh * g->ow;
     #pragma omp parallel for schedule(static) if (planes * ohw >= 32768)
@@ -319,10 +390,17 @@ void rs_cpu_maxpool_bwd(const rs_conv_geom *g, int B, const float *dout, const i
         for (int i = 0; i < ohw; i++)
             if (am[i] >= 0) dx[am[i]] += dy[i];
     }
+    cpu_leave(ctx, prev);
+    return RS_OK;
 }
 
-void rs_cpu_avgpool_fwd(const rs_conv_geom *g, int B, const float *in, float *out)
+rs_status rs_cpu_avgpool_fwd(rs_kctx *ctx, const rs_conv_geom *g, int B, const float *in, float *out)
 {
+    CPU_CTX(ctx, "avgpool_fwd");
+    RS_KTRY(rs_cpu_check_geom(ctx, "avgpool_fwd", g, B, false));
+    CPU_PTR(ctx, "avgpool_fwd", in, B);
+    CPU_PTR(ctx, "avgpool_fwd", out, B);
+    int prev = cpu_enter(ctx);
     const int planes = B * g->c;
     const float inv = 1.0f / (float)(g->kh * g->kw); /* count_include_pad */
     #pragma omp parallel for schedule(static) if (planes * g->oh * g->ow >= 32768)
@@ -343,10 +421,17 @@ void rs_cpu_avgpool_fwd(const rs_conv_geom *g, int B, const float *in, float *ou
                 y[oy * g->ow + ox] = s * inv;
             }
     }
+    cpu_leave(ctx, prev);
+    return RS_OK;
 }
 
-void rs_cpu_avgpool_bwd(const rs_conv_geom *g, int B, const float *dout, float *din)
+rs_status rs_cpu_avgpool_bwd(rs_kctx *ctx, const rs_conv_geom *g, int B, const float *dout, float *din)
 {
+    CPU_CTX(ctx, "avgpool_bwd");
+    RS_KTRY(rs_cpu_check_geom(ctx, "avgpool_bwd", g, B, false));
+    CPU_PTR(ctx, "avgpool_bwd", dout, B);
+    CPU_PTR(ctx, "avgpool_bwd", din, B);
+    int prev = cpu_enter(ctx);
     const int planes = B * g->c;
     const float inv = 1.0f / (float)(g->kh * g->kw);
     #pragma omp parallel for schedule(static) if (planes * g->oh * g->ow >= 32768)
@@ -367,4 +452,6 @@ void rs_cpu_avgpool_bwd(const rs_conv_geom *g, int B, const float *dout, float *
                 }
             }
     }
+    cpu_leave(ctx, prev);
+    return RS_OK;
 }

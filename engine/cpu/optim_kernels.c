@@ -4,12 +4,18 @@
 #include <math.h>
 
 #include "cpu_kernels.h"
+#include "cpu_scope.h"
 
 #define PAR_MIN 32768 /* below this a parallel region costs more than it saves */
 
-void rs_cpu_sgd_update(float *p, const float *g, float *mom, size_t n, float lr, float momentum,
-                       float dampening, float wd, bool nesterov, bool first_step)
+rs_status rs_cpu_sgd_update(rs_kctx *ctx, float *p, const float *g, float *mom, size_t n, float lr, float momentum,
+                            float dampening, float wd, bool nesterov, bool first_step)
 {
+    CPU_CTX(ctx, "sgd_update");
+    CPU_PTR(ctx, "sgd_update", p, n);
+    CPU_PTR(ctx, "sgd_update", g, n);
+    CPU_PTR(ctx, "sgd_update", mom, n && momentum != 0.0f);
+    int prev = cpu_enter(ctx);
     #pragma omp parallel for schedule(static) if (n >= PAR_MIN)
     for (size_t i = 0; i < n; i++) {
         float d = g[i];
@@ -21,11 +27,20 @@ void rs_cpu_sgd_update(float *p, const float *g, float *mom, size_t n, float lr,
         }
         p[i] -= lr * d;
     }
+    cpu_leave(ctx, prev);
+    return RS_OK;
 }
 
-void rs_cpu_adam_update(float *p, const float *g, float *m, float *v, size_t n, float lr, float b1,
-                        float b2, float eps, float wd, bool decoupled, int64_t t)
+rs_status rs_cpu_adam_update(rs_kctx *ctx, float *p, const float *g, float *m, float *v, size_t n, float lr, float b1,
+                             float b2, float eps, float wd, bool decoupled, int64_t t)
 {
+    CPU_CTX(ctx, "adam_update");
+    CPU_PTR(ctx, "adam_update", p, n);
+    CPU_PTR(ctx, "adam_update", g, n);
+    CPU_PTR(ctx, "adam_update", m, n);
+    CPU_PTR(ctx, "adam_update", v, n);
+    if (t < 1) return rs_kctx_fail(ctx, RS_ERR_ARG, "adam_update: step t=%lld; Adam counts steps from 1", (long long)t);
+    int prev = cpu_enter(ctx);
     /* Scalars in double, rounded once, as torch forms them from Python floats: in float,
      * 1 - 0.999f^t cancels about four digits for small t (a 3e-6 error in the step at t = 2). */
     const double bc1 = 1.0 - pow((double)b1, (double)t);
@@ -42,4 +57,6 @@ void rs_cpu_adam_update(float *p, const float *g, float *m, float *v, size_t n, 
         float denom = sqrtf(v[i]) / bc2_sqrt + eps;
         p[i] -= step_size * m[i] / denom;
     }
+    cpu_leave(ctx, prev);
+    return RS_OK;
 }

@@ -1,7 +1,7 @@
-/* A process-wide profiler of the BLAS products (rs_cpu_gemm): call count, FLOPs (2*M*N*K) and an
- * estimate of the wall time spent in them. Like perf, it measures the process, not one model: every
- * thread's products add to the same atomic counters. Off by default; when off, rs_cpu_gemm pays one
- * predictable branch on a relaxed load.
+/* A process-wide profiler of the BLAS products (rs_cpu_blas_gemm: the gemm entry, conv and attention):
+ * call count, FLOPs (2*M*N*K) and an estimate of the wall time spent in them. Like perf, it measures
+ * the process, not one model: every thread's products add to the same atomic counters. Off by
+ * default; when off, a product pays one predictable branch on a relaxed load.
  *
  * Wall-time estimate: a product called outside an OpenMP parallel region adds its own wall time; a
  * product called inside one (conv runs one product per sample on each thread) adds its time divided by
@@ -25,7 +25,7 @@ bool rs_cpu_prof_enabled(void);
 void rs_cpu_prof_reset(void);
 void rs_cpu_prof_read(rs_cpu_prof *out);
 
-/* For rs_cpu_gemm: the flag, a start stamp and the record of one finished product. */
+/* For rs_cpu_blas_gemm: the flag, a start stamp and the record of one finished product. */
 extern atomic_bool rs_cpu_prof_on_;
 static inline bool rs_cpu_prof_active(void)
 {

@@ -1,19 +1,21 @@
 /* The CPU's generic tensor ops (see device.h): the operators of imported graphs that no layer
  * covers, forward only. Products go to OpenBLAS through rs_cpu_gemm; the rest are plain loops that
  * follow the ONNX operator definitions (these ops are the glue between a graph's big products, so
- * clarity comes first). Nothing here allocates. */
+ * clarity comes first). Nothing here allocates. Each entry checks its context and arrays, then runs its
+ * loop (the *_run function) inside the context's thread scope. */
 #include <float.h>
 #include <math.h>
 #include <string.h>
 
 #include "cpu_kernels.h"
+#include "cpu_scope.h"
 
 static size_t numel(const rs_dims *s) { return (size_t)rs_dims_numel(s, 0); }
 
-void rs_cpu_unary(rs_unary_op op, const float *x, float *y, size_t n, float alpha, float beta)
+static void unary_run(rs_unary_op op, const float *x, float *y, size_t n, float alpha, float beta)
 {
     switch (op) {
-    case RS_UNARY_RELU: rs_cpu_relu_fwd(x, y, n); return;
+    case RS_UNARY_RELU: for (size_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f; return;
     case RS_UNARY_TANH: for (size_t i = 0; i < n; i++) y[i] = tanhf(x[i]); return;
     case RS_UNARY_SIGMOID: for (size_t i = 0; i < n; i++) y[i] = 1.0f / (1.0f + expf(-x[i])); return;
     case RS_UNARY_ERF: for (size_t i = 0; i < n; i++) y[i] = erff(x[i]); return;
@@ -100,8 +102,8 @@ static inline bool odometer(int64_t *idx, const int64_t *d, int r)
     return false;
 }
 
-void rs_cpu_binary(rs_binary_op op, const float *x, const rs_dims *xs, const float *w, const rs_dims *ws, float *y,
-                   const rs_dims *ys)
+static void binary_run(rs_binary_op op, const float *x, const rs_dims *xs, const float *w, const rs_dims *ws, float *y,
+                       const rs_dims *ys)
 {
     size_t n = numel(ys), nx = numel(xs), nw = numel(ws);
     if (n == 0) return;
@@ -131,8 +133,8 @@ void rs_cpu_binary(rs_binary_op op, const float *x, const rs_dims *xs, const flo
     }
 }
 
-void rs_cpu_select(const float *c, const rs_dims *cs, const float *x, const rs_dims *xs, const float *w,
-                   const rs_dims *ws, float *y, const rs_dims *ys)
+static void select_run(const float *c, const rs_dims *cs, const float *x, const rs_dims *xs, const float *w,
+                       const rs_dims *ws, float *y, const rs_dims *ys)
 {
     int64_t sc[RS_DIMS_MAX] = {0}, sx[RS_DIMS_MAX], sw[RS_DIMS_MAX] = {0}, idx[RS_DIMS_MAX] = {0};
     if (c) bstrides(cs, ys, sc);
@@ -152,7 +154,7 @@ void rs_cpu_select(const float *c, const rs_dims *cs, const float *x, const rs_d
     }
 }
 
-void rs_cpu_matmul(const float *A, const rs_dims *as0, const float *B, const rs_dims *bs0, float *Y, const rs_dims *ys)
+static void matmul_run(const float *A, const rs_dims *as0, const float *B, const rs_dims *bs0, float *Y, const rs_dims *ys)
 {
     (void)ys;
     rs_dims as = *as0, bs = *bs0;
@@ -176,7 +178,7 @@ void rs_cpu_matmul(const float *A, const rs_dims *as0, const float *B, const rs_
     }
     /* (..., M, K) x (K, N): one product over all leading rows */
     if (numel(&bb) == 1 && numel(&ba) == nb) {
-        rs_cpu_gemm(false, false, (int)(nb * (size_t)M), N, K, 1.0f, A, K, B, N, 0.0f, Y, N);
+        rs_cpu_blas_gemm(false, false, (int)(nb * (size_t)M), N, K, 1.0f, A, K, B, N, 0.0f, Y, N);
         return;
     }
     int64_t sa[RS_DIMS_MAX], sb[RS_DIMS_MAX], idx[RS_DIMS_MAX] = {0};
@@ -188,12 +190,12 @@ void rs_cpu_matmul(const float *A, const rs_dims *as0, const float *B, const rs_
             oa += idx[i] * sa[i];
             ob += idx[i] * sb[i];
         }
-        rs_cpu_gemm(false, false, M, N, K, 1.0f, A + (size_t)oa * mk, K, B + (size_t)ob * kn, N, 0.0f, Y + t * mn, N);
+        rs_cpu_blas_gemm(false, false, M, N, K, 1.0f, A + (size_t)oa * mk, K, B + (size_t)ob * kn, N, 0.0f, Y + t * mn, N);
         odometer(idx, bo.d, bo.rank);
     }
 }
 
-void rs_cpu_transpose(const float *x, const rs_dims *xs, const int *perm, float *y)
+static void transpose_run(const float *x, const rs_dims *xs, const int *perm, float *y)
 {
     int r = xs->rank;
     int64_t sx[RS_DIMS_MAX], st[RS_DIMS_MAX], yd[RS_DIMS_MAX], idx[RS_DIMS_MAX] = {0};
@@ -218,8 +220,8 @@ void rs_cpu_transpose(const float *x, const rs_dims *xs, const int *perm, float 
     }
 }
 
-void rs_cpu_slice(const float *x, const rs_dims *xs, const int64_t *starts, const int64_t *steps, float *y,
-                  const rs_dims *ys)
+static void slice_run(const float *x, const rs_dims *xs, const int64_t *starts, const int64_t *steps, float *y,
+                      const rs_dims *ys)
 {
     int r = xs->rank;
     int64_t sx[RS_DIMS_MAX], idx[RS_DIMS_MAX] = {0}, base = 0, acc = 1;
@@ -241,7 +243,7 @@ void rs_cpu_slice(const float *x, const rs_dims *xs, const int64_t *starts, cons
     }
 }
 
-void rs_cpu_concat(int n, const float *const *x, const rs_dims *const *xs, int axis, float *y, const rs_dims *ys)
+static void concat_run(int n, const float *const *x, const rs_dims *const *xs, int axis, float *y, const rs_dims *ys)
 {
     size_t outer = 1, inner = 1;
     for (int i = 0; i < ys->rank; i++) {
@@ -256,7 +258,7 @@ void rs_cpu_concat(int n, const float *const *x, const rs_dims *const *xs, int a
     }
 }
 
-void rs_cpu_reduce(bool mean, const float *x, const rs_dims *xs, uint32_t mask, float *y)
+static void reduce_run(bool mean, const float *x, const rs_dims *xs, uint32_t mask, float *y)
 {
     /* Per output element, a double sum over the reduced dims (no buffer of partial sums). */
     int r = xs->rank, nk = 0, nr = 0;
@@ -295,7 +297,7 @@ void rs_cpu_reduce(bool mean, const float *x, const rs_dims *xs, uint32_t mask, 
     }
 }
 
-void rs_cpu_softmax(const float *x, float *y, size_t outer, size_t len, size_t inner, bool log_out)
+static void softmax_run(const float *x, float *y, size_t outer, size_t len, size_t inner, bool log_out)
 {
     for (size_t o = 0; o < outer; o++)
         for (size_t in = 0; in < inner; in++) {
@@ -319,7 +321,7 @@ void rs_cpu_softmax(const float *x, float *y, size_t outer, size_t len, size_t i
         }
 }
 
-void rs_cpu_trilu(const float *x, const rs_dims *xs, bool upper, int64_t k, float *y)
+static void trilu_run(const float *x, const rs_dims *xs, bool upper, int64_t k, float *y)
 {
     int64_t R = xs->d[xs->rank - 2], C = xs->d[xs->rank - 1];
     size_t mats = R > 0 && C > 0 ? numel(xs) / (size_t)(R * C) : 0;
@@ -332,8 +334,8 @@ void rs_cpu_trilu(const float *x, const rs_dims *xs, bool upper, int64_t k, floa
             }
 }
 
-void rs_cpu_pool2d(const rs_conv_geom *g, int pb, int pr, bool is_max, bool count_include_pad, int B, const float *x,
-                   float *y)
+static void pool2d_run(const rs_conv_geom *g, int pb, int pr, bool is_max, bool count_include_pad, int B, const float *x,
+                       float *y)
 {
     size_t planes = (size_t)B * g->c;
     for (size_t p = 0; p < planes; p++) {
@@ -358,4 +360,159 @@ void rs_cpu_pool2d(const rs_conv_geom *g, int pb, int pr, bool is_max, bool coun
                 yp[oy * g->ow + ox] = is_max ? m : (c ? s / (float)c : 0.0f);
             }
     }
+}
+
+/* ---- entries ---- */
+
+#define TENSOR_RUN(ctx, call)                                                                          \
+    do {                                                                                               \
+        int prev_ = cpu_enter(ctx);                                                                    \
+        call;                                                                                          \
+        cpu_leave(ctx, prev_);                                                                         \
+        return RS_OK;                                                                                  \
+    } while (0)
+
+/* A shape argument: there, and of a rank the fixed-size index arrays hold. */
+#define CPU_DIMS(ctx, who, s)                                                                          \
+    do {                                                                                               \
+        if (!(s)) return rs_kctx_fail((ctx), RS_ERR_ARG, "%s: %s is NULL", (who), #s);               \
+        if ((s)->rank < 0 || (s)->rank > RS_DIMS_MAX)                                                  \
+            return rs_kctx_fail((ctx), RS_ERR_ARG, "%s: %s has rank %d; 0 to %d work", (who), #s,     \
+                                (s)->rank, RS_DIMS_MAX);                                               \
+    } while (0)
+
+rs_status rs_cpu_unary(rs_kctx *ctx, rs_unary_op op, const float *x, float *y, size_t n, float alpha, float beta)
+{
+    CPU_CTX(ctx, "unary");
+    CPU_PTR(ctx, "unary", x, n);
+    CPU_PTR(ctx, "unary", y, n);
+    TENSOR_RUN(ctx, unary_run(op, x, y, n, alpha, beta));
+}
+
+rs_status rs_cpu_binary(rs_kctx *ctx, rs_binary_op op, const float *a, const rs_dims *as, const float *b,
+                        const rs_dims *bs, float *y, const rs_dims *ys)
+{
+    CPU_CTX(ctx, "binary");
+    CPU_DIMS(ctx, "binary", as);
+    CPU_DIMS(ctx, "binary", bs);
+    CPU_DIMS(ctx, "binary", ys);
+    size_t n = numel(ys);
+    CPU_PTR(ctx, "binary", a, n);
+    CPU_PTR(ctx, "binary", b, n);
+    CPU_PTR(ctx, "binary", y, n);
+    TENSOR_RUN(ctx, binary_run(op, a, as, b, bs, y, ys));
+}
+
+rs_status rs_cpu_select(rs_kctx *ctx, const float *c, const rs_dims *cs, const float *a, const rs_dims *as,
+                        const float *b, const rs_dims *bs, float *y, const rs_dims *ys)
+{
+    CPU_CTX(ctx, "select");
+    CPU_DIMS(ctx, "select", as);
+    CPU_DIMS(ctx, "select", ys);
+    size_t n = numel(ys);
+    if (c) {
+        CPU_DIMS(ctx, "select", cs);
+        CPU_DIMS(ctx, "select", bs);
+        CPU_PTR(ctx, "select", b, n);
+    }
+    CPU_PTR(ctx, "select", a, n);
+    CPU_PTR(ctx, "select", y, n);
+    TENSOR_RUN(ctx, select_run(c, cs, a, as, b, bs, y, ys));
+}
+
+rs_status rs_cpu_matmul(rs_kctx *ctx, const float *a, const rs_dims *as, const float *b, const rs_dims *bs, float *y,
+                        const rs_dims *ys)
+{
+    CPU_CTX(ctx, "matmul");
+    CPU_DIMS(ctx, "matmul", as);
+    CPU_DIMS(ctx, "matmul", bs);
+    CPU_DIMS(ctx, "matmul", ys);
+    if (as->rank < 1 || bs->rank < 1)
+        return rs_kctx_fail(ctx, RS_ERR_ARG, "matmul: operands of rank %d and %d; both need rank >= 1", as->rank,
+                            bs->rank);
+    size_t n = numel(ys);
+    CPU_PTR(ctx, "matmul", a, numel(as));
+    CPU_PTR(ctx, "matmul", b, numel(bs));
+    CPU_PTR(ctx, "matmul", y, n);
+    TENSOR_RUN(ctx, matmul_run(a, as, b, bs, y, ys));
+}
+
+rs_status rs_cpu_transpose(rs_kctx *ctx, const float *x, const rs_dims *xs, const int *perm, float *y)
+{
+    CPU_CTX(ctx, "transpose");
+    CPU_DIMS(ctx, "transpose", xs);
+    size_t n = numel(xs);
+    CPU_PTR(ctx, "transpose", perm, xs->rank);
+    CPU_PTR(ctx, "transpose", x, n);
+    CPU_PTR(ctx, "transpose", y, n);
+    TENSOR_RUN(ctx, transpose_run(x, xs, perm, y));
+}
+
+rs_status rs_cpu_slice(rs_kctx *ctx, const float *x, const rs_dims *xs, const int64_t *starts, const int64_t *steps,
+                       float *y, const rs_dims *ys)
+{
+    CPU_CTX(ctx, "slice");
+    CPU_DIMS(ctx, "slice", xs);
+    CPU_DIMS(ctx, "slice", ys);
+    size_t n = numel(ys);
+    CPU_PTR(ctx, "slice", starts, xs->rank);
+    CPU_PTR(ctx, "slice", steps, xs->rank);
+    CPU_PTR(ctx, "slice", x, n);
+    CPU_PTR(ctx, "slice", y, n);
+    TENSOR_RUN(ctx, slice_run(x, xs, starts, steps, y, ys));
+}
+
+rs_status rs_cpu_concat(rs_kctx *ctx, int n, const float *const *x, const rs_dims *const *xs, int axis, float *y,
+                        const rs_dims *ys)
+{
+    CPU_CTX(ctx, "concat");
+    CPU_NONNEG(ctx, "concat", n);
+    CPU_DIMS(ctx, "concat", ys);
+    if (axis < 0 || axis >= ys->rank)
+        return rs_kctx_fail(ctx, RS_ERR_ARG, "concat: axis %d of a rank-%d output; 0 to %d work", axis, ys->rank,
+                            ys->rank - 1);
+    CPU_PTR(ctx, "concat", x, n);
+    CPU_PTR(ctx, "concat", xs, n);
+    CPU_PTR(ctx, "concat", y, numel(ys));
+    TENSOR_RUN(ctx, concat_run(n, x, xs, axis, y, ys));
+}
+
+rs_status rs_cpu_reduce(rs_kctx *ctx, bool mean, const float *x, const rs_dims *xs, uint32_t mask, float *y)
+{
+    CPU_CTX(ctx, "reduce");
+    CPU_DIMS(ctx, "reduce", xs);
+    CPU_PTR(ctx, "reduce", x, numel(xs));
+    CPU_PTR(ctx, "reduce", y, 1);
+    TENSOR_RUN(ctx, reduce_run(mean, x, xs, mask, y));
+}
+
+rs_status rs_cpu_softmax(rs_kctx *ctx, const float *x, float *y, size_t outer, size_t len, size_t inner, bool log)
+{
+    CPU_CTX(ctx, "softmax");
+    size_t n = outer * len * inner;
+    CPU_PTR(ctx, "softmax", x, n);
+    CPU_PTR(ctx, "softmax", y, n);
+    TENSOR_RUN(ctx, softmax_run(x, y, outer, len, inner, log));
+}
+
+rs_status rs_cpu_trilu(rs_kctx *ctx, const float *x, const rs_dims *xs, bool upper, int64_t k, float *y)
+{
+    CPU_CTX(ctx, "trilu");
+    CPU_DIMS(ctx, "trilu", xs);
+    if (xs->rank < 2) return rs_kctx_fail(ctx, RS_ERR_ARG, "trilu: x has rank %d; it needs rank >= 2", xs->rank);
+    CPU_PTR(ctx, "trilu", x, numel(xs));
+    CPU_PTR(ctx, "trilu", y, numel(xs));
+    TENSOR_RUN(ctx, trilu_run(x, xs, upper, k, y));
+}
+
+rs_status rs_cpu_pool2d(rs_kctx *ctx, const rs_conv_geom *g, int pb, int pr, bool max, bool count_include_pad, int B,
+                        const float *in, float *out)
+{
+    CPU_CTX(ctx, "pool2d");
+    RS_KTRY(rs_cpu_check_geom(ctx, "pool2d", g, B, false));
+    CPU_NONNEG(ctx, "pool2d", pb);
+    CPU_NONNEG(ctx, "pool2d", pr);
+    CPU_PTR(ctx, "pool2d", in, B);
+    CPU_PTR(ctx, "pool2d", out, B);
+    TENSOR_RUN(ctx, pool2d_run(g, pb, pr, max, count_include_pad, B, in, out));
 }

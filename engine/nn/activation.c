@@ -13,40 +13,40 @@ static size_t numel(const rs_layer *l, int B) { return (size_t)B * (size_t)rs_sh
 
 static void relu_fwd(rs_layer *l, const rs_exec *x, const float *in, float *out, int B)
 {
-    x->k->relu_fwd(in, out, numel(l, B));
+    x->k->relu_fwd(x->ctx, in, out, numel(l, B));
 }
 
 static void relu_bwd(rs_layer *l, const rs_exec *x, const float *in, const float *out, const float *dout,
                      float *din, int B)
 {
     (void)in;
-    if (din) x->k->relu_bwd(out, dout, din, numel(l, B));
+    if (din) x->k->relu_bwd(x->ctx, out, dout, din, numel(l, B));
 }
 
 static void gelu_fwd(rs_layer *l, const rs_exec *x, const float *in, float *out, int B)
 {
-    if (l->cfg.approx_tanh) x->k->gelu_tanh_fwd(in, out, numel(l, B));
-    else x->k->gelu_fwd(in, out, numel(l, B));
+    if (l->cfg.approx_tanh) x->k->gelu_tanh_fwd(x->ctx, in, out, numel(l, B));
+    else x->k->gelu_fwd(x->ctx, in, out, numel(l, B));
 }
 
 static void gelu_bwd(rs_layer *l, const rs_exec *x, const float *in, const float *out, const float *dout,
                      float *din, int B)
 {
     (void)out;
-    if (din && l->cfg.approx_tanh) x->k->gelu_tanh_bwd(in, dout, din, numel(l, B));
-    else if (din) x->k->gelu_bwd(in, dout, din, numel(l, B));
+    if (din && l->cfg.approx_tanh) x->k->gelu_tanh_bwd(x->ctx, in, dout, din, numel(l, B));
+    else if (din) x->k->gelu_bwd(x->ctx, in, dout, din, numel(l, B));
 }
 
 static void tanh_fwd(rs_layer *l, const rs_exec *x, const float *in, float *out, int B)
 {
-    x->k->tanh_fwd(in, out, numel(l, B));
+    x->k->tanh_fwd(x->ctx, in, out, numel(l, B));
 }
 
 static void tanh_bwd(rs_layer *l, const rs_exec *x, const float *in, const float *out, const float *dout,
                      float *din, int B)
 {
     (void)in;
-    if (din) x->k->tanh_bwd(out, dout, din, numel(l, B));
+    if (din) x->k->tanh_bwd(x->ctx, out, dout, din, numel(l, B));
 }
 
 const rs_layer_ops rs_relu_ops = {.kind = "relu", .setup = same_shape, .forward = relu_fwd, .backward = relu_bwd};

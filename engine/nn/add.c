@@ -14,13 +14,13 @@ static size_t numel(const rs_layer *l, int B) { return (size_t)B * (size_t)rs_sh
 
 static void forward2(rs_layer *l, const rs_exec *x, const float *a, const float *b, float *out, int B)
 {
-    x->k->add(a, b, out, numel(l, B));
+    x->k->add(x->ctx, a, b, out, numel(l, B));
 }
 
 static void backward2(rs_layer *l, const rs_exec *x, const float *dout, float *da, float *db, int B)
 {
-    if (da) x->k->copy(da, dout, numel(l, B));
-    if (db) x->k->copy(db, dout, numel(l, B));
+    if (da) x->k->copy_d2d(x->ctx, da, dout, numel(l, B) * sizeof(float));
+    if (db) x->k->copy_d2d(x->ctx, db, dout, numel(l, B) * sizeof(float));
 }
 
 const rs_layer_ops rs_add_ops = {

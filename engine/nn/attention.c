@@ -29,21 +29,24 @@ static size_t saved(const rs_layer *l, int B)
     return (size_t)B * (size_t)l->cfg.heads * (size_t)seq(l) * (size_t)seq(l) * sizeof(float);
 }
 
-static size_t workspace(const rs_layer *l, const rs_kernels *k, int B)
+static size_t workspace(const rs_layer *l, rs_kctx *ctx, int B)
 {
-    return k->attn_workspace ? k->attn_workspace(B, seq(l), width(l), l->cfg.heads) : 0;
+    size_t n = 0; /* a failure stays in ctx for the caller's next check */
+    ctx->k->attn_workspace(ctx, B, seq(l), width(l), l->cfg.heads, &n);
+    return n;
 }
 
 static void forward(rs_layer *l, const rs_exec *x, const float *in, float *out, int B)
 {
-    x->k->attn_fwd(in, out, x->saved, B, seq(l), width(l), l->cfg.heads);
+    x->k->attn_fwd(x->ctx, in, out, x->saved, B, seq(l), width(l), l->cfg.heads);
 }
 
 static void backward(rs_layer *l, const rs_exec *x, const float *in, const float *out, const float *dout,
                      float *din, int B)
 {
     (void)out;
-    if (din) x->k->attn_bwd(in, x->saved, dout, din, x->ws, B, seq(l), width(l), l->cfg.heads);
+    if (din)
+        x->k->attn_bwd(x->ctx, in, x->saved, dout, din, x->ws, x->ws_bytes, B, seq(l), width(l), l->cfg.heads);
 }
 
 const rs_layer_ops rs_attn_ops = {

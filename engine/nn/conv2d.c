@@ -28,15 +28,17 @@ static void init(rs_layer *l, float *params, rs_rng *rng)
     for (int i = 0; i < l->np; i++) rs_layer_init_uniform(params + l->p[i].offset, l->p[i].numel, bound, rng);
 }
 
-static size_t workspace_bytes(const rs_layer *l, const rs_kernels *k, int B)
+static size_t workspace_bytes(const rs_layer *l, rs_kctx *ctx, int B)
 {
-    return k->conv2d_workspace(&l->geom, B);
+    size_t n = 0; /* a failure stays in ctx for the caller's next check */
+    ctx->k->conv2d_workspace(ctx, &l->geom, B, &n);
+    return n;
 }
 
 static void forward(rs_layer *l, const rs_exec *x, const float *in, float *out, int B)
 {
     const float *bias = l->np > 1 ? x->params + l->p[1].offset : NULL;
-    x->k->conv2d_fwd(&l->geom, B, in, x->params + l->p[0].offset, bias, out, x->ws);
+    x->k->conv2d_fwd(x->ctx, &l->geom, B, in, x->params + l->p[0].offset, bias, out, x->ws, x->ws_bytes);
 }
 
 static void backward(rs_layer *l, const rs_exec *x, const float *in, const float *out, const float *dout,
@@ -44,8 +46,8 @@ static void backward(rs_layer *l, const rs_exec *x, const float *in, const float
 {
     (void)out;
     float *db = l->np > 1 ? x->grads + l->p[1].offset : NULL;
-    x->k->conv2d_bwd(&l->geom, B, in, x->params + l->p[0].offset, dout, din, x->grads + l->p[0].offset, db,
-                     x->ws);
+    x->k->conv2d_bwd(x->ctx, &l->geom, B, in, x->params + l->p[0].offset, dout, din, x->grads + l->p[0].offset,
+                     db, x->ws, x->ws_bytes);
 }
 
 const rs_layer_ops rs_conv2d_ops = {

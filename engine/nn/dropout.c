@@ -18,11 +18,11 @@ static size_t saved(const rs_layer *l, int B) { return numel(l, B); /* one byte 
 static void forward(rs_layer *l, const rs_exec *x, const float *in, float *out, int B)
 {
     if (!x->training || l->cfg.p == 0.0f) {
-        x->k->copy(out, in, numel(l, B));
+        x->k->copy_d2d(x->ctx, out, in, numel(l, B) * sizeof(float));
         return;
     }
     uint64_t seed = x->dropout_seed ^ ((uint64_t)(l->rng_id + 1) * 0xd6e8feb86659fd93ULL);
-    x->k->dropout_fwd(in, out, x->saved, numel(l, B), l->cfg.p, seed);
+    x->k->dropout_fwd(x->ctx, in, out, x->saved, numel(l, B), l->cfg.p, seed);
 }
 
 static void backward(rs_layer *l, const rs_exec *x, const float *in, const float *out, const float *dout,
@@ -31,8 +31,8 @@ static void backward(rs_layer *l, const rs_exec *x, const float *in, const float
     (void)in;
     (void)out;
     if (!din) return;
-    if (!x->training || l->cfg.p == 0.0f) x->k->copy(din, dout, numel(l, B));
-    else x->k->dropout_bwd(dout, x->saved, din, numel(l, B), l->cfg.p);
+    if (!x->training || l->cfg.p == 0.0f) x->k->copy_d2d(x->ctx, din, dout, numel(l, B) * sizeof(float));
+    else x->k->dropout_bwd(x->ctx, dout, x->saved, din, numel(l, B), l->cfg.p);
 }
 
 const rs_layer_ops rs_dropout_ops = {

@@ -33,8 +33,8 @@ static void init(rs_layer *l, float *params, rs_rng *rng)
 static void forward(rs_layer *l, const rs_exec *x, const float *in, float *out, int B)
 {
     int T = (int)l->out.d[0], C = (int)l->out.d[1];
-    x->k->embed_fwd((const int32_t *)(const void *)in, x->params + l->p[0].offset, x->params + l->p[1].offset, out,
-                    B, T, C);
+    x->k->embed_fwd(x->ctx, (const int32_t *)(const void *)in, x->params + l->p[0].offset,
+                    x->params + l->p[1].offset, out, B, T, C);
 }
 
 static void backward(rs_layer *l, const rs_exec *x, const float *in, const float *out, const float *dout,
@@ -43,8 +43,8 @@ static void backward(rs_layer *l, const rs_exec *x, const float *in, const float
     (void)out;
     (void)din; /* tokens have no gradient */
     int T = (int)l->out.d[0], C = (int)l->out.d[1];
-    x->k->embed_bwd((const int32_t *)(const void *)in, dout, x->grads + l->p[0].offset, x->grads + l->p[1].offset,
-                    B, T, C);
+    x->k->embed_bwd(x->ctx, (const int32_t *)(const void *)in, dout, x->grads + l->p[0].offset,
+                    x->grads + l->p[1].offset, B, T, C);
 }
 
 const rs_layer_ops rs_embed_ops = {

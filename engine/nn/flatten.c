@@ -11,7 +11,7 @@ static rs_status setup(rs_layer *l, const rs_shape *in, rs_err *err)
 
 static void forward(rs_layer *l, const rs_exec *x, const float *in, float *out, int B)
 {
-    x->k->copy(out, in, (size_t)B * (size_t)rs_shape_numel(&l->out));
+    x->k->copy_d2d(x->ctx, out, in, (size_t)B * (size_t)rs_shape_numel(&l->out) * sizeof(float));
 }
 
 static void backward(rs_layer *l, const rs_exec *x, const float *in, const float *out, const float *dout,
@@ -19,7 +19,7 @@ static void backward(rs_layer *l, const rs_exec *x, const float *in, const float
 {
     (void)in;
     (void)out;
-    if (din) x->k->copy(din, dout, (size_t)B * (size_t)rs_shape_numel(&l->out));
+    if (din) x->k->copy_d2d(x->ctx, din, dout, (size_t)B * (size_t)rs_shape_numel(&l->out) * sizeof(float));
 }
 
 const rs_layer_ops rs_flatten_ops = {.kind = "flatten", .setup = setup, .forward = forward, .backward = backward};

@@ -14,26 +14,46 @@
 struct rs_gen {
     rs_model *m;                 /* borrowed */
     const rs_kernels *k;
+    rs_kctx ctx;                 /* the decoder's own: threads copied from the model's when made */
     int T;                       /* the model's context */
-    float **act;                 /* (nlayers) one row of each node's output, owned */
-    float **kc, **vc;            /* (nlayers) attention layers' caches (T, C), owned; NULL elsewhere */
+    float **act;                 /* (nlayers) one row of each node's output, owned (device memory) */
+    float **kc, **vc;            /* (nlayers) attention layers' caches (T, C), owned (device memory); NULL
+                                    elsewhere */
+    size_t *bytes;               /* (nlayers) size of act[i]; of kc[i] and vc[i]: T times it */
+    float *scr;                  /* (4) device memory for the token id (int32) and a layer norm's mean and
+                                    rstd of the one row */
     int32_t *hist;               /* (T) tokens in the cache, for a context shift */
     int len;
 };
 
 static int row_width(const rs_layer *l) { return (int)l->out.d[l->out.ndim - 1]; }
 
+/* Device memory for the decoder, counted with the model's activations. */
+static float *dev_alloc(rs_gen *g, size_t bytes)
+{
+    void *p = NULL;
+    if (g->k->mem_alloc(&g->ctx, rs_model_mem(g->m), RS_POOL_ACTS, bytes, &p)) rs_kctx_check(&g->ctx, NULL);
+    return p;
+}
+
+static void dev_free(rs_gen *g, float *p, size_t bytes)
+{
+    if (p) g->k->mem_free(&g->ctx, rs_model_mem(g->m), RS_POOL_ACTS, p, bytes);
+}
+
 void rs_gen_free(rs_gen *g)
 {
     if (!g) return;
-    for (int i = 0; i < g->m->nlayers; i++) {
-        if (g->act) free(g->act[i]);
-        if (g->kc) free(g->kc[i]);
-        if (g->vc) free(g->vc[i]);
+    for (int i = 0; g->bytes && i < g->m->nlayers; i++) {
+        if (g->act) dev_free(g, g->act[i], g->bytes[i]);
+        if (g->kc) dev_free(g, g->kc[i], (size_t)g->T * g->bytes[i]);
+        if (g->vc) dev_free(g, g->vc[i], (size_t)g->T * g->bytes[i]);
     }
+    dev_free(g, g->scr, 4 * sizeof(float));
     free(g->act);
     free(g->kc);
     free(g->vc);
+    free(g->bytes);
     free(g->hist);
     free(g);
 }
@@ -59,19 +79,24 @@ rs_gen *rs_gen_new(rs_model *m, rs_err *err)
     if (!g) goto nomem;
     g->m = m;
     g->k = m->k;
+    g->ctx = m->ctx;
+    rs_kctx_check(&g->ctx, NULL); /* the model's pending failure is the model's */
     g->T = (int)m->in.d[0];
     g->act = calloc((size_t)m->nlayers, sizeof *g->act);
     g->kc = calloc((size_t)m->nlayers, sizeof *g->kc);
     g->vc = calloc((size_t)m->nlayers, sizeof *g->vc);
+    g->bytes = calloc((size_t)m->nlayers, sizeof *g->bytes);
     g->hist = calloc((size_t)g->T, sizeof *g->hist);
-    if (!g->act || !g->kc || !g->vc || !g->hist) goto nomem;
+    if (!g->act || !g->kc || !g->vc || !g->bytes || !g->hist || !(g->scr = dev_alloc(g, 4 * sizeof(float))))
+        goto nomem;
     for (int i = 0; i < m->nlayers; i++) {
         const rs_layer *l = &m->layers[i];
-        g->act[i] = calloc((size_t)row_width(l), sizeof(float));
+        g->bytes[i] = (size_t)row_width(l) * sizeof(float);
+        g->act[i] = dev_alloc(g, g->bytes[i]);
         if (!g->act[i]) goto nomem;
         if (l->cfg.kind == RS_LAYER_ATTN) {
-            g->kc[i] = calloc((size_t)g->T * (size_t)row_width(l), sizeof(float));
-            g->vc[i] = calloc((size_t)g->T * (size_t)row_width(l), sizeof(float));
+            g->kc[i] = dev_alloc(g, (size_t)g->T * g->bytes[i]);
+            g->vc[i] = dev_alloc(g, (size_t)g->T * g->bytes[i]);
             if (!g->kc[i] || !g->vc[i]) goto nomem;
         }
     }
@@ -86,11 +111,14 @@ void rs_gen_reset(rs_gen *g) { g->len = 0; }
 int rs_gen_len(const rs_gen *g) { return g->len; }
 
 /* Runs every node on position pos for token tok; the last node's row is the logits. */
-static void step(rs_gen *g, int32_t tok, int pos)
+static rs_status step(rs_gen *g, int32_t tok, int pos)
 {
     const rs_model *m = g->m;
     const rs_kernels *k = g->k;
+    rs_kctx *c = &g->ctx;
     const float *P = m->params;
+    int32_t *dtok = (int32_t *)(void *)g->scr; /* the embedding reads the id from device memory */
+    RS_KTRY(k->copy_h2d(c, dtok, &tok, sizeof tok));
     for (int i = 0; i < m->nlayers; i++) {
         const rs_layer *l = &m->layers[i];
         float *out = g->act[i];
@@ -98,35 +126,36 @@ static void step(rs_gen *g, int32_t tok, int pos)
         int W = row_width(l);
         switch (l->cfg.kind) {
         case RS_LAYER_EMBED:
-            k->embed_fwd(&tok, P + l->p[0].offset, P + l->p[1].offset + (size_t)pos * (size_t)W, out, 1, 1, W);
+            RS_KTRY(k->embed_fwd(c, dtok, P + l->p[0].offset, P + l->p[1].offset + (size_t)pos * (size_t)W, out, 1,
+                                 1, W));
             break;
         case RS_LAYER_LINEAR: {
             int I = (int)l->p[0].shape.d[1];
-            k->gemm(false, true, 1, W, I, 1.0f, in, I, P + l->p[0].offset, I, 0.0f, out, W);
-            if (l->np > 1) k->bias_rows(out, P + l->p[1].offset, 1, W);
+            RS_KTRY(k->gemm(c, false, true, 1, W, I, 1.0f, in, I, P + l->p[0].offset, I, 0.0f, out, W));
+            if (l->np > 1) RS_KTRY(k->bias_rows(c, out, P + l->p[1].offset, 1, W));
             break;
         }
-        case RS_LAYER_LAYERNORM: {
-            float mean, rstd;
-            k->layernorm_fwd(in, P + l->p[0].offset, P + l->p[1].offset, out, &mean, &rstd, 1, W, l->cfg.eps);
+        case RS_LAYER_LAYERNORM:
+            RS_KTRY(k->layernorm_fwd(c, in, P + l->p[0].offset, P + l->p[1].offset, out, g->scr + 1, g->scr + 2, 1,
+                                     W, l->cfg.eps));
             break;
-        }
         case RS_LAYER_GELU:
-            if (l->cfg.approx_tanh) k->gelu_tanh_fwd(in, out, (size_t)W);
-            else k->gelu_fwd(in, out, (size_t)W);
+            if (l->cfg.approx_tanh) RS_KTRY(k->gelu_tanh_fwd(c, in, out, (size_t)W));
+            else RS_KTRY(k->gelu_fwd(c, in, out, (size_t)W));
             break;
-        case RS_LAYER_RELU: k->relu_fwd(in, out, (size_t)W); break;
-        case RS_LAYER_TANH: k->tanh_fwd(in, out, (size_t)W); break;
-        case RS_LAYER_DROPOUT: k->copy(out, in, (size_t)W); break; /* eval mode */
-        case RS_LAYER_ADD: k->add(in, g->act[l->src[1]], out, (size_t)W); break;
+        case RS_LAYER_RELU: RS_KTRY(k->relu_fwd(c, in, out, (size_t)W)); break;
+        case RS_LAYER_TANH: RS_KTRY(k->tanh_fwd(c, in, out, (size_t)W)); break;
+        case RS_LAYER_DROPOUT: RS_KTRY(k->copy_d2d(c, out, in, g->bytes[i])); break; /* eval mode */
+        case RS_LAYER_ADD: RS_KTRY(k->add(c, in, g->act[l->src[1]], out, (size_t)W)); break;
         case RS_LAYER_ATTN: /* in = [q | k | v] of this position */
-            k->copy(g->kc[i] + (size_t)pos * (size_t)W, in + W, (size_t)W);
-            k->copy(g->vc[i] + (size_t)pos * (size_t)W, in + 2 * W, (size_t)W);
-            k->attn_step(in, g->kc[i], g->vc[i], out, 1, pos + 1, g->T, W, l->cfg.heads);
+            RS_KTRY(k->copy_d2d(c, g->kc[i] + (size_t)pos * (size_t)W, in + W, g->bytes[i]));
+            RS_KTRY(k->copy_d2d(c, g->vc[i] + (size_t)pos * (size_t)W, in + 2 * W, g->bytes[i]));
+            RS_KTRY(k->attn_step(c, in, g->kc[i], g->vc[i], out, 1, pos + 1, g->T, W, l->cfg.heads));
             break;
         default: break; /* refused by rs_gen_new */
         }
     }
+    return RS_OK;
 }
 
 rs_status rs_gen_push(rs_gen *g, int32_t tok, float *logits, rs_err *err)
@@ -138,13 +167,15 @@ rs_status rs_gen_push(rs_gen *g, int32_t tok, float *logits, rs_err *err)
         /* Context shift: keep the newest half and run it again at positions 0.. */
         int keep = g->T / 2;
         memmove(g->hist, g->hist + g->T - keep, (size_t)keep * sizeof *g->hist);
-        for (int p = 0; p < keep; p++) step(g, g->hist[p], p);
+        for (int p = 0; p < keep; p++)
+            if (step(g, g->hist[p], p)) return rs_kctx_check(&g->ctx, err);
         g->len = keep;
     }
     g->hist[g->len] = tok;
-    step(g, tok, g->len);
+    if (step(g, tok, g->len) ||
+        (logits && g->k->copy_d2h(&g->ctx, logits, g->act[g->m->nlayers - 1], (size_t)V * sizeof *logits)))
+        return rs_kctx_check(&g->ctx, err);
     g->len++;
-    if (logits) memcpy(logits, g->act[g->m->nlayers - 1], (size_t)V * sizeof *logits);
     return RS_OK;
 }
 

@@ -4,9 +4,9 @@
  * whole context is recomputed per token (what nanoGPT's generate does). Both give the same tokens
  * while the text fits the model's context; past it, the recomputation crops to the last ctx tokens
  * and the cache starts again from the last ctx/2 (a context shift), so they may part ways there.
- * A decoder holds its own activations and caches, and the recomputing path its own activation set;
- * both only read the model's parameters, so several threads can generate from one model at once
- * (nothing may train it meanwhile). */
+ * A decoder holds its own activations, caches and kernel context (threads copied from the model's
+ * when it is made), and the recomputing path its own activation set; both only read the model's
+ * parameters, so several threads can generate from one model at once (nothing may train it meanwhile). */
 #ifndef RS_GENERATE_H
 #define RS_GENERATE_H
 

@@ -73,12 +73,15 @@ typedef struct rs_layer rs_layer;
 typedef void (*rs_tp_comm_fn)(void *ud, float *buf, size_t n);
 
 /* What a forward/backward call may touch besides its input and output. A layer reads its rs_layer
- * but never writes it during a pass. */
+ * but never writes it during a pass. Layers compute only through k's entries on ctx; they return
+ * nothing, so a kernel's failure stays in ctx and the executor checks it after each layer. */
 typedef struct rs_exec {
     const rs_kernels *k;
+    rs_kctx *ctx;         /* the pass's kernel context (threads, stream, first failure) */
     float *params;        /* model parameter buffer (device) */
     float *grads;         /* model gradient buffer (device) */
     float *ws;            /* the activation set's workspace, at least the largest layer's workspace_bytes */
+    size_t ws_bytes;
     void *saved;          /* this layer's saved_bytes(B) in the activation set (NULL if it saves nothing):
                              what forward keeps for backward lives with the pass, not the layer, so
                              several passes can run at once (engine/nn/model.h, activation sets) */
@@ -97,7 +100,8 @@ typedef struct rs_layer_ops {
     void (*init)(rs_layer *l, float *params, rs_rng *rng);
     /* Bytes kept from forward for backward besides input and output (argmax, mask, mean/rstd). */
     size_t (*saved_bytes)(const rs_layer *l, int B);
-    size_t (*workspace_bytes)(const rs_layer *l, const rs_kernels *k, int B);
+    /* Workspace with ctx's threads (a failed query records itself in ctx and gives 0). */
+    size_t (*workspace_bytes)(const rs_layer *l, rs_kctx *ctx, int B);
     void (*forward)(rs_layer *l, const rs_exec *x, const float *in, float *out, int B);
     /* din may be NULL when no gradient is wanted below this layer. */
     void (*backward)(rs_layer *l, const rs_exec *x, const float *in, const float *out,

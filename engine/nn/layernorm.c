@@ -31,7 +31,7 @@ static void forward(rs_layer *l, const rs_exec *x, const float *in, float *out, 
 {
     int R = rows(l, B);
     float *mean = x->saved, *rstd = mean + R;
-    x->k->layernorm_fwd(in, x->params + l->p[0].offset, x->params + l->p[1].offset, out, mean, rstd, R,
+    x->k->layernorm_fwd(x->ctx, in, x->params + l->p[0].offset, x->params + l->p[1].offset, out, mean, rstd, R,
                         row_len(l), l->cfg.eps);
 }
 
@@ -41,7 +41,7 @@ static void backward(rs_layer *l, const rs_exec *x, const float *in, const float
     (void)out;
     int R = rows(l, B);
     const float *mean = x->saved, *rstd = mean + R;
-    x->k->layernorm_bwd(in, x->params + l->p[0].offset, mean, rstd, dout, din, x->grads + l->p[0].offset,
+    x->k->layernorm_bwd(x->ctx, in, x->params + l->p[0].offset, mean, rstd, dout, din, x->grads + l->p[0].offset,
                         x->grads + l->p[1].offset, R, row_len(l));
 }
 

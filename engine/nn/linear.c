@@ -44,8 +44,8 @@ static void forward(rs_layer *l, const rs_exec *x, const float *in, float *out, 
     B = (int)rs_layer_rows(&l->out, B);
     int O = (int)l->p[0].shape.d[0], I = (int)l->p[0].shape.d[1];
     const float *W = x->params + l->p[0].offset;
-    x->k->gemm(false, true, B, O, I, 1.0f, in, I, W, I, 0.0f, out, O);
-    if (l->np > 1) x->k->bias_rows(out, x->params + l->p[1].offset, B, O);
+    x->k->gemm(x->ctx, false, true, B, O, I, 1.0f, in, I, W, I, 0.0f, out, O);
+    if (l->np > 1) x->k->bias_rows(x->ctx, out, x->params + l->p[1].offset, B, O);
 }
 
 static void backward(rs_layer *l, const rs_exec *x, const float *in, const float *out, const float *dout,
@@ -55,9 +55,9 @@ static void backward(rs_layer *l, const rs_exec *x, const float *in, const float
     B = (int)rs_layer_rows(&l->out, B);
     int O = (int)l->p[0].shape.d[0], I = (int)l->p[0].shape.d[1];
     const float *W = x->params + l->p[0].offset;
-    x->k->gemm(true, false, O, I, B, 1.0f, dout, O, in, I, 1.0f, x->grads + l->p[0].offset, I);
-    if (l->np > 1) x->k->bias_rows_grad(x->grads + l->p[1].offset, dout, B, O);
-    if (din) x->k->gemm(false, false, B, I, O, 1.0f, dout, O, W, I, 0.0f, din, I);
+    x->k->gemm(x->ctx, true, false, O, I, B, 1.0f, dout, O, in, I, 1.0f, x->grads + l->p[0].offset, I);
+    if (l->np > 1) x->k->bias_rows_grad(x->ctx, x->grads + l->p[1].offset, dout, B, O);
+    if (din) x->k->gemm(x->ctx, false, false, B, I, O, 1.0f, dout, O, W, I, 0.0f, din, I);
 }
 
 const rs_layer_ops rs_linear_ops = {

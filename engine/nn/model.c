@@ -19,6 +19,10 @@ rs_model *rs_model_new(const char *name, const rs_shape *in, rs_device dev, rs_m
     m->in = *in;
     m->dev = dev;
     m->k = k;
+    if (rs_kctx_init(&m->ctx, k, 0, NULL)) {
+        free(m);
+        return NULL;
+    }
     m->mem = mem ? mem : &m->own_mem;
     m->training = true;
     return m;
@@ -330,9 +334,9 @@ rs_status rs_model_build(rs_model *m, uint64_t seed, rs_err *err)
                           m->name, m->numel, need / (1 << 30), have / (1 << 30));
     int nt = m->ntensors;
     m->tensors = calloc((size_t)(nt ? nt : 1), sizeof *m->tensors);
-    m->params = rs_mem_alloc(m->mem, RS_POOL_PARAMS, (m->numel ? m->numel : 1) * sizeof(float));
+    m->params = rs_model_buf_alloc(m, RS_POOL_PARAMS);
     /* nothing computes gradients of an inference-only model */
-    m->grads = m->inference ? NULL : rs_mem_alloc(m->mem, RS_POOL_GRADS, (m->numel ? m->numel : 1) * sizeof(float));
+    m->grads = m->inference ? NULL : rs_model_buf_alloc(m, RS_POOL_GRADS);
     if (!m->tensors || !m->params || (!m->grads && !m->inference))
         return rs_err_set(err, RS_ERR_NOMEM, "model %s: out of memory for %zu parameters", m->name, m->numel);
     int t = 0;
@@ -414,6 +418,22 @@ int rs_model_tensor_count(const rs_model *m) { return m->ntensors; }
 const rs_param_info *rs_model_tensor(const rs_model *m, int i) { return (i >= 0 && i < m->ntensors) ? &m->tensors[i] : NULL; }
 rs_mem *rs_model_mem(rs_model *m) { return m->mem; }
 const rs_kernels *rs_model_kernels(const rs_model *m) { return m->k; }
+rs_kctx *rs_model_ctx(rs_model *m) { return &m->ctx; }
+void rs_model_set_threads(rs_model *m, int threads) { rs_kctx_set_threads(&m->ctx, threads); }
+int rs_model_threads(const rs_model *m) { return m->ctx.threads; }
+
+float *rs_model_buf_alloc(rs_model *m, rs_pool pool)
+{
+    void *p = NULL;
+    /* A failure is the caller's to report (out of memory); it must not linger in the context. */
+    if (m->k->mem_alloc(&m->ctx, m->mem, pool, rs_model_buf_bytes(m), &p)) rs_kctx_check(&m->ctx, NULL);
+    return p;
+}
+
+void rs_model_buf_free(rs_model *m, rs_pool pool, float *buf)
+{
+    if (buf) m->k->mem_free(&m->ctx, m->mem, pool, buf, rs_model_buf_bytes(m));
+}
 rs_device rs_model_device(const rs_model *m) { return m->dev; }
 uint64_t rs_model_seed(const rs_model *m) { return m->seed; }
 int rs_model_failed_layer(const rs_model *m) { return m->failed_layer; }
@@ -449,8 +469,8 @@ void rs_model_free(rs_model *m)
         munmap(m->params, m->map_bytes);
         munmap(m->grads, m->map_bytes);
     } else {
-        rs_mem_free(m->mem, RS_POOL_PARAMS, m->params, (m->numel ? m->numel : 1) * sizeof(float));
-        rs_mem_free(m->mem, RS_POOL_GRADS, m->grads, (m->numel ? m->numel : 1) * sizeof(float));
+        rs_model_buf_free(m, RS_POOL_PARAMS, m->params);
+        rs_model_buf_free(m, RS_POOL_GRADS, m->grads);
     }
     free(m->resident[0]);
     free(m->resident[1]);

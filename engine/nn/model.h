@@ -101,7 +101,10 @@ void rs_model_set_tp_comm(rs_model *m, rs_tp_comm_fn fn, void *ud);
  * A set holds memory for a range of layers (all of them from rs_acts_new), counted in the model's
  * tracker: outputs, saved values and gradient slots in RS_POOL_ACTS, workspace in RS_POOL_SCRATCH.
  * It grows when a pass needs more (a larger B, or more threads needing more workspace); an output a
- * pass returned is valid until the next pass on the same set. Free every set before its model. */
+ * pass returned is valid until the next pass on the same set. Free every set before its model.
+ * A set's passes run on its own kernel context (a copy of rs_model_ctx taking the model's threads at
+ * each pass), so concurrent passes never share a first-failure slot; a failure of a void backward on
+ * a set surfaces at that set's next forward or loss. The default set runs on the model's context. */
 typedef struct rs_acts rs_acts;
 
 /* A set for batches up to B over every layer (B >= 1; the model must be built). Caller owns it. */
@@ -209,6 +212,14 @@ const rs_param_info *rs_model_tensor(const rs_model *m, int i);
 const rs_param_info *rs_model_find_tensor(const rs_model *m, const char *name);
 rs_mem *rs_model_mem(rs_model *m);
 const rs_kernels *rs_model_kernels(const rs_model *m);
+/* The model's kernel context: forward, loss, backward and zero_grad run on it; the training loop runs
+ * the optimizer and the thread tuner on it too. Its thread count starts at the device's default
+ * (rs_kctx_init) and is the model's own: another model, a decoder or an optimizer elsewhere in the
+ * process keeps its own. Not while a pass runs. Kernel failures of backward and zero_grad, which
+ * return nothing, stay in it until the next forward or loss reports them (or rs_kctx_check). */
+rs_kctx *rs_model_ctx(rs_model *m);
+void rs_model_set_threads(rs_model *m, int threads);
+int rs_model_threads(const rs_model *m);
 rs_device rs_model_device(const rs_model *m);
 uint64_t rs_model_seed(const rs_model *m);
 /* Forward passes done in training mode; it seeds the dropout masks, so checkpoints carry it. */

@@ -48,9 +48,26 @@ rs_status rs_model_plan_grads(rs_model *m, rs_err *err)
     return RS_OK;
 }
 
-static size_t layer_ws(const rs_model *m, const rs_layer *l, int B)
+static size_t layer_ws(rs_acts *a, const rs_layer *l, int B)
 {
-    return l->ops->workspace_bytes ? l->ops->workspace_bytes(l, m->k, B) : 0;
+    return l->ops->workspace_bytes ? l->ops->workspace_bytes(l, a->ctx, B) : 0;
+}
+
+/* A set with its own context follows the model's thread count and stream. */
+static void acts_follow(rs_acts *a)
+{
+    if (a->ctx == &a->own) {
+        a->own.threads = a->m->ctx.threads;
+        a->own.stream = a->m->ctx.stream;
+    }
+}
+
+rs_status rs_acts_sync_ctx(rs_acts *a, rs_err *err)
+{
+    rs_kctx *mc = &a->m->ctx;
+    acts_follow(a);
+    if (a->ctx != mc && rs_kctx_status(mc)) return rs_kctx_check(mc, err);
+    return rs_kctx_check(a->ctx, err);
 }
 
 static size_t align(size_t n, size_t to) { return (n + to - 1) & ~(to - 1); }
@@ -75,11 +92,14 @@ rs_status rs_acts_reserve(rs_acts *a, int B, rs_err *err)
 {
     rs_model *m = a->m;
     if (B < 1) return rs_err_set(err, RS_ERR_ARG, "batch size must be >= 1, got %d", B);
+    acts_follow(a);
     size_t ws = 0;
     for (int i = a->first; i < a->last; i++) {
-        size_t w = layer_ws(m, &m->layers[i], B);
+        size_t w = layer_ws(a, &m->layers[i], B);
         ws = w > ws ? w : ws;
     }
+    rs_status st = rs_kctx_check(a->ctx, err); /* a failed workspace query */
+    if (st) return st;
     /* Workspace can grow with the thread count even when B does not. */
     if (B <= a->cap_B && ws <= a->ws_bytes) return RS_OK;
     if (B < a->cap_B) B = a->cap_B;
@@ -98,7 +118,7 @@ rs_status rs_acts_reserve(rs_acts *a, int B, rs_err *err)
             a->saved_off[i] = saved;
             saved += align(l->ops->saved_bytes(l, B), 64);
         }
-        size_t w = layer_ws(m, l, B);
+        size_t w = layer_ws(a, l, B);
         ws = w > ws ? w : ws;
     }
     bool last = a->last == m->nlayers;
@@ -125,7 +145,8 @@ rs_status rs_acts_reserve(rs_acts *a, int B, rs_err *err)
     return RS_OK;
 }
 
-rs_acts *rs_acts_new_range(rs_model *m, int first, int last, int B, rs_err *err)
+/* A set on the model's own context (the default set) or on a copy of it. */
+static rs_acts *acts_new(rs_model *m, int first, int last, int B, bool model_ctx, rs_err *err)
 {
     if (!m->built) {
         rs_err_set(err, RS_ERR_ARG, "model %s is not built", m->name);
@@ -151,6 +172,9 @@ rs_acts *rs_acts_new_range(rs_model *m, int first, int last, int B, rs_err *err)
     a->first = first;
     a->last = last;
     a->loss_scale = 1.0f;
+    a->own = m->ctx;
+    rs_kctx_check(&a->own, NULL); /* the copy starts without the model's failure */
+    a->ctx = model_ctx ? &m->ctx : &a->own;
     a->act_off = malloc(2 * (size_t)n * sizeof *a->act_off);
     a->gdone = calloc((size_t)n, 1);
     if (!a->act_off || !a->gdone) goto nomem;
@@ -166,7 +190,12 @@ nomem:
     return NULL;
 }
 
-rs_acts *rs_acts_new(rs_model *m, int B, rs_err *err) { return rs_acts_new_range(m, 0, m->nlayers, B, err); }
+rs_acts *rs_acts_new_range(rs_model *m, int first, int last, int B, rs_err *err)
+{
+    return acts_new(m, first, last, B, false, err);
+}
+
+rs_acts *rs_acts_new(rs_model *m, int B, rs_err *err) { return acts_new(m, 0, m->nlayers, B, false, err); }
 
 void rs_acts_free(rs_acts *a)
 {
@@ -188,7 +217,7 @@ rs_status rs_model_reserve(rs_model *m, int B, rs_err *err)
 {
     if (!m->built) return rs_err_set(err, RS_ERR_ARG, "model %s is not built", m->name);
     if (B < 1) return rs_err_set(err, RS_ERR_ARG, "batch size must be >= 1, got %d", B);
-    if (!m->dflt) return (m->dflt = rs_acts_new(m, B, err)) ? RS_OK : (err ? err->code : RS_ERR_NOMEM);
+    if (!m->dflt) return (m->dflt = acts_new(m, 0, m->nlayers, B, true, err)) ? RS_OK : (err ? err->code : RS_ERR_NOMEM);
     return rs_acts_reserve(m->dflt, B, err);
 }
 

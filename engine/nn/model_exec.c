@@ -7,12 +7,13 @@
 #include <string.h>
 
 /* The pass's view of the model: buffers, mode, and the dropout seed of the set's step. */
-static rs_exec exec_for(const rs_model *m, const rs_acts *a)
+static rs_exec exec_for(const rs_model *m, rs_acts *a)
 {
     uint64_t z = m->seed ^ (a->step * 0x9e3779b97f4a7c15ULL);
     z = (z ^ (z >> 31)) * 0xbf58476d1ce4e5b9ULL;
-    return (rs_exec){.k = m->k, .params = m->params, .grads = m->grads, .ws = a->ws,
-                     .training = a->training, .inference = m->inference, .dropout_seed = z ^ (z >> 29), .tp_all_reduce = m->tp_comm,
+    return (rs_exec){.k = m->k, .ctx = a->ctx, .params = m->params, .grads = m->grads, .ws = a->ws,
+                     .ws_bytes = a->ws_bytes, .training = a->training, .inference = m->inference,
+                     .dropout_seed = z ^ (z >> 29), .tp_all_reduce = m->tp_comm,
                      .tp_ud = m->tp_comm_ud};
 }
 
@@ -70,7 +71,10 @@ rs_status rs_model_run_range(rs_model *m, rs_acts *a, int first, int last, const
         return rs_err_set(err, RS_ERR_ARG, "model %s: a cut before layer %s splits a residual block; cut between "
                           "top-level items", m->name, m->layers[rs_model_cut_ok(m, first) ? last : first].name);
     if (!in) return rs_err_set(err, RS_ERR_ARG, "model %s: no input for layers [%d, %d)", m->name, first, last);
-    rs_status st = rs_acts_reserve(a, B, err);
+    /* A kernel failure of the last backward or zero_grad (void calls) surfaces here. */
+    rs_status st = rs_acts_sync_ctx(a, err);
+    if (st) return st;
+    st = rs_acts_reserve(a, B, err);
     if (st) return st;
     if (first == 0 && m->tokens && (st = check_tokens(m, in, B, err))) return st;
     if (training && first == 0) a->step = ++m->step;
@@ -96,6 +100,7 @@ rs_status rs_model_run_range(rs_model *m, rs_acts *a, int first, int last, const
             } else {
                 l->ops->forward(l, &ex, x0, o, B);
             }
+            if (rs_kctx_status(a->ctx)) return rs_kctx_check(a->ctx, err);
         }
         if (m->has_uh && m->uh.after_forward && (st = m->uh.after_forward(m->uh.ud, un, err))) return st;
     }
@@ -118,12 +123,17 @@ rs_status rs_model_forward_acts(rs_model *m, rs_acts *a, const void *x, int B, c
 
 rs_status rs_model_forward(rs_model *m, const void *x, int B, const float **logits, rs_err *err)
 {
-    rs_status st = m->dflt ? RS_OK : rs_model_reserve(m, B, err);
+    /* The default set runs on the model's context: a failure of the last backward or zero_grad first. */
+    rs_status st = rs_kctx_check(&m->ctx, err);
+    if (st) return st;
+    st = m->dflt ? RS_OK : rs_model_reserve(m, B, err);
     return st ? st : rs_model_forward_acts(m, m->dflt, x, B, logits, err);
 }
 
 rs_status rs_model_loss_acts(rs_model *m, rs_acts *a, const int32_t *y, int B, float *loss, rs_err *err)
 {
+    rs_status st = rs_acts_sync_ctx(a, err);
+    if (st) return st;
     int C = rs_model_classes(m), R = B * rs_model_rows(m);
     if (a->last != m->nlayers)
         return rs_err_set(err, RS_ERR_ARG, "model %s: the activation set holds layers [%d, %d); the loss needs the "
@@ -137,7 +147,7 @@ rs_status rs_model_loss_acts(rs_model *m, rs_acts *a, const int32_t *y, int B, f
                               (int)y[b], R == B ? "sample" : "row", b, C, C - 1);
     const float *logits = a->out;
     if (!logits) return rs_err_set(err, RS_ERR_ARG, "loss of batch %d before a forward of that batch", B);
-    m->k->softmax_xent_fwd(logits, y, a->probs, a->losses, R, C);
+    if (m->k->softmax_xent_fwd(a->ctx, logits, y, a->probs, a->losses, R, C)) return rs_kctx_check(a->ctx, err);
     a->y = y;
     /* Mean over the rows in double: the figure reported does not drift with batch size. */
     double s = 0.0;
@@ -174,7 +184,7 @@ static void add_back(rs_acts *a, int s, int tmp, int B)
 {
     const rs_model *m = a->m;
     size_t n = (size_t)B * (size_t)rs_shape_numel(&m->layers[s].out);
-    m->k->axpy(grad_slot(a, m->gslot[s]), grad_slot(a, m->nslots + tmp), n, 1.0f);
+    m->k->axpy(a->ctx, grad_slot(a, m->gslot[s]), grad_slot(a, m->nslots + tmp), n, 1.0f);
 }
 
 static void report_grads(rs_model *m, const rs_layer *l)
@@ -202,11 +212,13 @@ static void run_backward(rs_model *m, rs_acts *a, int first, int last, const voi
     memset(a->gdone, 0, (size_t)n);
     a->gdone[last - 1] = 1;
     float *top = grad_slot(a, m->gslot[last - 1]);
+    /* Kernel failures stay in a's context for the next forward or loss on it (model.h). */
     if (dout) {
-        m->k->copy(top, dout, (size_t)B * (size_t)rs_shape_numel(&m->layers[last - 1].out));
+        size_t ntop = (size_t)B * (size_t)rs_shape_numel(&m->layers[last - 1].out);
+        if (m->k->copy_d2d(a->ctx, top, dout, ntop * sizeof(float))) return;
     } else {
         int C = rs_model_classes(m), R = B * rs_model_rows(m);
-        m->k->softmax_xent_bwd(a->probs, y, top, R, C, loss_scale / (float)R);
+        if (m->k->softmax_xent_bwd(a->ctx, a->probs, y, top, R, C, loss_scale / (float)R)) return;
     }
     /* A gradient for the range's input only when someone wants it. */
     int lo = first > 0 && din ? first - 1 : first;
@@ -239,13 +251,14 @@ static void run_backward(rs_model *m, rs_acts *a, int first, int last, const voi
             l->ops->backward(l, &ex, node_out(a, l->src[0], first, in), out, g, d, B);
             if (later) add_back(a, l->src[0], 0, B);
         }
+        if (rs_kctx_status(a->ctx)) return;
         report_grads(m, l);
     }
     if (m->has_uh && m->uh.after_backward) m->uh.after_backward(m->uh.ud, &m->units[u], &herr);
     if (lo < first) {
         size_t nin = (size_t)B * (size_t)rs_shape_numel(&m->layers[first - 1].out);
-        if (a->gdone[first - 1]) m->k->copy(din, grad_slot(a, m->gslot[first - 1]), nin);
-        else m->k->fill(din, nin, 0.0f);
+        if (a->gdone[first - 1]) m->k->copy_d2d(a->ctx, din, grad_slot(a, m->gslot[first - 1]), nin * sizeof(float));
+        else m->k->fill(a->ctx, din, nin, 0.0f);
     }
 }
 
@@ -269,7 +282,7 @@ void rs_model_zero_grad(rs_model *m)
 {
     /* Released (ZeRO-2) or sharded (ZeRO-3) gradients are zero-filled when acquired. */
     if (m->grads_released || m->sharded || !m->grads) return;
-    m->k->fill(m->grads, m->numel, 0.0f);
+    m->k->fill(&m->ctx, m->grads, m->numel, 0.0f);
 }
 
 void rs_model_set_grad_hook(rs_model *m, rs_grad_ready_fn fn, void *ud)

@@ -14,6 +14,8 @@ struct rs_model {
     rs_shape in;
     rs_device dev;
     const rs_kernels *k;
+    rs_kctx ctx;      /* the default context: forward, backward and zero_grad run on it (threads from
+                         rs_model_set_threads, the device's default until then) */
     rs_mem own_mem;   /* used when the caller gave no tracker */
     rs_mem *mem;
     uint64_t seed;
@@ -65,6 +67,11 @@ struct rs_model {
  * anything. */
 struct rs_acts {
     rs_model *m;              /* borrowed */
+    /* The context its passes run on: the model's for the default set, else own, a copy of the model's
+     * made with the set and given the model's threads again at each pass. Passes over different sets
+     * can run at once, so each keeps its first failure apart from the others'. */
+    rs_kctx *ctx;
+    rs_kctx own;
     int first, last;          /* the layers it holds memory for */
     int cap_B;                /* batches up to cap_B fit (0: nothing allocated yet) */
     float *acts;              /* every output of its layers, back to back */
@@ -86,6 +93,10 @@ struct rs_acts {
     float loss_scale;
 };
 
+/* Takes the failure a's context recorded (a void backward's), and for a set with its own context one
+ * the model's recorded (zero_grad, the optimizer); gives its own context the model's threads. Before
+ * each pass on a (model_acts.c). */
+rs_status rs_acts_sync_ctx(rs_acts *a, rs_err *err);
 /* Grows set a (model_acts.c) for batches of B at the current thread count; a no-op when it fits. */
 rs_status rs_acts_reserve(rs_acts *a, int B, rs_err *err);
 /* Plans the gradient slots (model_acts.c); at build, once the graph is final. */
@@ -96,6 +107,10 @@ void rs_model_free_acts(rs_model *m);
  * does with the model's mode; generate.c runs eval passes through it without switching the model. */
 rs_status rs_model_run_range(rs_model *m, rs_acts *a, int first, int last, const void *in, int B, bool training,
                              const float **out, rs_err *err);
+/* The parameter or gradient buffer (pool RS_POOL_PARAMS or RS_POOL_GRADS, rs_model_buf_bytes) from the
+ * device's allocator, counted in the model's tracker; NULL when out of memory. */
+float *rs_model_buf_alloc(rs_model *m, rs_pool pool);
+void rs_model_buf_free(rs_model *m, rs_pool pool, float *buf);
 /* Size of the parameter or gradient buffer in bytes (at least one float). */
 static inline size_t rs_model_buf_bytes(const rs_model *m) { return (m->numel ? m->numel : 1) * sizeof(float); }
 

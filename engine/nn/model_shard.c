@@ -15,7 +15,7 @@ bool rs_model_grads_released(const rs_model *m) { return m->grads_released; }
 void rs_model_release_grads(rs_model *m)
 {
     if (!m->built || m->grads_released || m->sharded) return;
-    rs_mem_free(m->mem, RS_POOL_GRADS, m->grads, rs_model_buf_bytes(m));
+    rs_model_buf_free(m, RS_POOL_GRADS, m->grads);
     m->grads = NULL;
     m->grads_released = true;
 }
@@ -23,7 +23,7 @@ void rs_model_release_grads(rs_model *m)
 rs_status rs_model_acquire_grads(rs_model *m, rs_err *err)
 {
     if (!m->grads_released) return RS_OK;
-    m->grads = rs_mem_alloc(m->mem, RS_POOL_GRADS, rs_model_buf_bytes(m)); /* zero-filled; owned by m */
+    m->grads = rs_model_buf_alloc(m, RS_POOL_GRADS); /* zero-filled; owned by m */
     if (!m->grads)
         return rs_err_set(err, RS_ERR_NOMEM, "model %s: out of memory for %zu gradients", m->name, m->numel);
     m->grads_released = false;
@@ -59,8 +59,8 @@ rs_status rs_model_shard_buffers(rs_model *m, rs_err *err)
         free(rg);
         return rs_err_set(err, RS_ERR_NOMEM, "model %s: cannot reserve %zu bytes of address space", m->name, bytes);
     }
-    rs_mem_free(m->mem, RS_POOL_PARAMS, m->params, rs_model_buf_bytes(m));
-    rs_mem_free(m->mem, RS_POOL_GRADS, m->grads, rs_model_buf_bytes(m));
+    rs_model_buf_free(m, RS_POOL_PARAMS, m->params);
+    rs_model_buf_free(m, RS_POOL_GRADS, m->grads);
     m->params = p;
     m->grads = g;
     m->map_bytes = bytes;
@@ -73,11 +73,11 @@ rs_status rs_model_shard_buffers(rs_model *m, rs_err *err)
 rs_status rs_model_unshard_buffers(rs_model *m, rs_err *err)
 {
     if (!m->sharded) return RS_OK;
-    float *p = rs_mem_alloc(m->mem, RS_POOL_PARAMS, rs_model_buf_bytes(m)); /* owned by m */
-    float *g = rs_mem_alloc(m->mem, RS_POOL_GRADS, rs_model_buf_bytes(m));
+    float *p = rs_model_buf_alloc(m, RS_POOL_PARAMS); /* owned by m */
+    float *g = rs_model_buf_alloc(m, RS_POOL_GRADS);
     if (!p || !g) {
-        rs_mem_free(m->mem, RS_POOL_PARAMS, p, rs_model_buf_bytes(m));
-        rs_mem_free(m->mem, RS_POOL_GRADS, g, rs_model_buf_bytes(m));
+        rs_model_buf_free(m, RS_POOL_PARAMS, p);
+        rs_model_buf_free(m, RS_POOL_GRADS, g);
         return rs_err_set(err, RS_ERR_NOMEM, "model %s: out of memory for %zu parameters", m->name, m->numel);
     }
     /* Released ranges read as zero, except what shares a page with a resident neighbour: zero those

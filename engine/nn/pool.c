@@ -15,7 +15,7 @@ static size_t max_saved(const rs_layer *l, int B)
 
 static void max_fwd(rs_layer *l, const rs_exec *x, const float *in, float *out, int B)
 {
-    x->k->maxpool_fwd(&l->geom, B, in, out, x->inference ? NULL : x->saved); /* no backward: keep nothing */
+    x->k->maxpool_fwd(x->ctx, &l->geom, B, in, out, x->inference ? NULL : x->saved); /* no backward: keep nothing */
 }
 
 static void max_bwd(rs_layer *l, const rs_exec *x, const float *in, const float *out, const float *dout,
@@ -23,12 +23,12 @@ static void max_bwd(rs_layer *l, const rs_exec *x, const float *in, const float 
 {
     (void)in;
     (void)out;
-    if (din) x->k->maxpool_bwd(&l->geom, B, dout, x->saved, din);
+    if (din) x->k->maxpool_bwd(x->ctx, &l->geom, B, dout, x->saved, din);
 }
 
 static void avg_fwd(rs_layer *l, const rs_exec *x, const float *in, float *out, int B)
 {
-    x->k->avgpool_fwd(&l->geom, B, in, out);
+    x->k->avgpool_fwd(x->ctx, &l->geom, B, in, out);
 }
 
 static void avg_bwd(rs_layer *l, const rs_exec *x, const float *in, const float *out, const float *dout,
@@ -36,7 +36,7 @@ static void avg_bwd(rs_layer *l, const rs_exec *x, const float *in, const float 
 {
     (void)in;
     (void)out;
-    if (din) x->k->avgpool_bwd(&l->geom, B, dout, din);
+    if (din) x->k->avgpool_bwd(x->ctx, &l->geom, B, dout, din);
 }
 
 const rs_layer_ops rs_maxpool2d_ops = {

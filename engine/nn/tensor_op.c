@@ -38,55 +38,54 @@ static void ln_rows(const rs_op_attrs *a, const rs_dims *xs, size_t *rows, size_
     }
 }
 
-size_t rs_op_workspace(const rs_kernels *k, rs_op op, const rs_op_attrs *a, const rs_dims *const *is,
-                       const rs_dims *os)
+rs_status rs_op_workspace(rs_kctx *ctx, rs_op op, const rs_op_attrs *a, const rs_dims *const *is, const rs_dims *os,
+                          size_t *bytes, rs_err *err)
 {
+    *bytes = 0;
     if (op == RS_OP_CONV) {
         rs_conv_geom g = window_geom(a, is[0], os);
-        if (a->group == 1) return k->conv2d_workspace(&g, (int)is[0]->d[0]);
-        g.c /= a->group;
-        g.oc /= a->group;
-        return k->conv2d_workspace(&g, 1);
-    }
-    if (op == RS_OP_LAYERNORM) {
+        int B = (int)is[0]->d[0];
+        if (a->group != 1) {
+            g.c /= a->group;
+            g.oc /= a->group;
+            B = 1;
+        }
+        if (ctx->k->conv2d_workspace(ctx, &g, B, bytes)) return rs_kctx_check(ctx, err);
+    } else if (op == RS_OP_LAYERNORM) {
         size_t rows, len;
         ln_rows(a, is[0], &rows, &len);
-        return (2 * rows + len) * sizeof(float); /* mean, 1/std per row; zeros for an absent bias */
+        *bytes = (2 * rows + len) * sizeof(float); /* mean, 1/std per row; zeros for an absent bias */
     }
-    return 0;
+    return RS_OK;
 }
 
 /* ONNX Gemm: Y = alpha op(A) op(B) + beta C, C broadcast to (M, N). */
-static void gemm_op(const rs_kernels *k, const rs_op_attrs *a, const float *A, const rs_dims *as, const float *B,
-                    const float *C, const rs_dims *cs, float *Y, const rs_dims *ys)
+static rs_status gemm_op(rs_kctx *ctx, const rs_op_attrs *a, const float *A, const rs_dims *as, const float *B,
+                         const float *C, const rs_dims *cs, float *Y, const rs_dims *ys)
 {
+    const rs_kernels *k = ctx->k;
     int M = (int)ys->d[0], N = (int)ys->d[1], K = (int)(a->ta ? as->d[0] : as->d[1]);
     size_t mn = (size_t)M * (size_t)N;
     float acc = 0.0f;
     if (C) {
-        k->select(NULL, NULL, C, cs, NULL, NULL, Y, ys);
-        if (a->beta != 1.0f) k->scale(Y, mn, a->beta);
+        RS_KTRY(k->select(ctx, NULL, NULL, C, cs, NULL, NULL, Y, ys));
+        if (a->beta != 1.0f) RS_KTRY(k->scale(ctx, Y, mn, a->beta));
         acc = 1.0f;
     }
-    if (K == 0) {
-        if (!C) k->fill(Y, mn, 0.0f);
-        return;
-    }
-    k->gemm(a->ta, a->tb, M, N, K, a->alpha, A, a->ta ? M : K, B, a->tb ? K : N, acc, Y, N);
+    if (K == 0) return C ? RS_OK : k->fill(ctx, Y, mn, 0.0f);
+    return k->gemm(ctx, a->ta, a->tb, M, N, K, a->alpha, A, a->ta ? M : K, B, a->tb ? K : N, acc, Y, N);
 }
 
-static void conv_op(const rs_kernels *k, const rs_op_attrs *a, const float *x, const rs_dims *xs, const float *w,
-                    const float *bias, float *y, const rs_dims *ys, float *ws)
+static rs_status conv_op(rs_kctx *ctx, const rs_op_attrs *a, const float *x, const rs_dims *xs, const float *w,
+                         const float *bias, float *y, const rs_dims *ys, float *ws, size_t ws_bytes)
 {
+    const rs_kernels *k = ctx->k;
     rs_conv_geom g = window_geom(a, xs, ys);
     int B = (int)xs->d[0], G = a->group;
-    if (G == 1) {
-        /* The training kernel: one product per sample over the threads, each with its own column buffer
-         * that stays in cache. (Tried: one product over the whole batch; slower here, the columns of a
-         * batch of 64 spill out of L2.) */
-        k->conv2d_fwd(&g, B, x, w, bias, y, ws);
-        return;
-    }
+    /* The training kernel: one product per sample over the threads, each with its own column buffer
+     * that stays in cache. (Tried: one product over the whole batch; slower here, the columns of a
+     * batch of 64 spill out of L2.) */
+    if (G == 1) return k->conv2d_fwd(ctx, &g, B, x, w, bias, y, ws, ws_bytes);
     /* grouped (depthwise included): per sample and group, the input channels, weights and outputs are
      * contiguous slices, which the kernel takes as a batch of one. (Tried for depthwise: a direct loop,
      * per tap a row segment multiply-add; 8.0 ms against this path's 5.8 ms for 8 x 96 x 56 x 56, 3x3,
@@ -98,25 +97,28 @@ static void conv_op(const rs_kernels *k, const rs_op_attrs *a, const float *x, c
     size_t w_g = (size_t)gg.oc * gg.c * g.kh * g.kw;
     for (int b = 0; b < B; b++)
         for (int j = 0; j < G; j++)
-            k->conv2d_fwd(&gg, 1, x + ((size_t)b * G + j) * in_g, w + (size_t)j * w_g,
-                          bias ? bias + (size_t)j * gg.oc : NULL, y + ((size_t)b * G + j) * out_g, ws);
+            RS_KTRY(k->conv2d_fwd(ctx, &gg, 1, x + ((size_t)b * G + j) * in_g, w + (size_t)j * w_g,
+                                  bias ? bias + (size_t)j * gg.oc : NULL, y + ((size_t)b * G + j) * out_g, ws,
+                                  ws_bytes));
+    return RS_OK;
 }
 
-static void pool_op(const rs_kernels *k, rs_op op, const rs_op_attrs *a, const float *x, const rs_dims *xs, float *y,
-                    const rs_dims *ys)
+static rs_status pool_op(rs_kctx *ctx, rs_op op, const rs_op_attrs *a, const float *x, const rs_dims *xs, float *y,
+                         const rs_dims *ys)
 {
+    const rs_kernels *k = ctx->k;
     rs_conv_geom g = window_geom(a, xs, ys);
     int B = (int)xs->d[0];
     bool is_max = op == RS_OP_MAXPOOL;
     /* The layer kernels take PyTorch's symmetric padding and floor mode; anything else goes to pool2d. */
     bool sym = a->pt == a->pb && a->pl == a->pr && !a->ceil_mode;
-    if (sym && is_max && a->pt < a->kh && a->pl < a->kw) k->maxpool_fwd(&g, B, x, y, NULL);
-    else if (sym && !is_max && (a->count_include_pad || (a->pt == 0 && a->pl == 0))) k->avgpool_fwd(&g, B, x, y);
-    else k->pool2d(&g, a->pb, a->pr, is_max, a->count_include_pad, B, x, y);
+    if (sym && is_max && a->pt < a->kh && a->pl < a->kw) return k->maxpool_fwd(ctx, &g, B, x, y, NULL);
+    if (sym && !is_max && (a->count_include_pad || (a->pt == 0 && a->pl == 0))) return k->avgpool_fwd(ctx, &g, B, x, y);
+    return k->pool2d(ctx, &g, a->pb, a->pr, is_max, a->count_include_pad, B, x, y);
 }
 
-static void softmax_op(const rs_kernels *k, const rs_op_attrs *a, bool log_out, const float *x, const rs_dims *xs,
-                       float *y)
+static rs_status softmax_op(rs_kctx *ctx, const rs_op_attrs *a, bool log_out, const float *x, const rs_dims *xs,
+                            float *y)
 {
     size_t outer = 1, len = 1, inner = 1;
     for (int i = 0; i < xs->rank; i++) {
@@ -125,25 +127,28 @@ static void softmax_op(const rs_kernels *k, const rs_op_attrs *a, bool log_out, 
         else if (i == a->axis || a->legacy_softmax) len *= d;
         else inner *= d;
     }
-    k->softmax(x, y, outer, len, inner, log_out);
+    return ctx->k->softmax(ctx, x, y, outer, len, inner, log_out);
 }
 
-static void layernorm_op(const rs_kernels *k, const rs_op_attrs *a, const float *x, const rs_dims *xs,
-                         const float *scale, const float *bias, float *y, float *ws)
+static rs_status layernorm_op(rs_kctx *ctx, const rs_op_attrs *a, const float *x, const rs_dims *xs,
+                              const float *scale, const float *bias, float *y, float *ws, size_t ws_bytes)
 {
     size_t rows, len;
     ln_rows(a, xs, &rows, &len);
+    if (!ws || ws_bytes < (2 * rows + len) * sizeof(float))
+        return rs_kctx_fail(ctx, RS_ERR_ARG, "layernorm op: workspace of %zu bytes, %zu needed", ws ? ws_bytes : 0,
+                            (2 * rows + len) * sizeof(float));
     float *mean = ws, *rstd = ws + rows;
     if (!bias) {
         float *zeros = ws + 2 * rows;
-        k->fill(zeros, len, 0.0f);
+        RS_KTRY(ctx->k->fill(ctx, zeros, len, 0.0f));
         bias = zeros;
     }
-    k->layernorm_fwd(x, scale, bias, y, mean, rstd, (int)rows, (int)len, a->eps);
+    return ctx->k->layernorm_fwd(ctx, x, scale, bias, y, mean, rstd, (int)rows, (int)len, a->eps);
 }
 
-static void slice_op(const rs_kernels *k, const rs_op_attrs *a, const float *x, const rs_dims *xs, float *y,
-                     const rs_dims *ys)
+static rs_status slice_op(rs_kctx *ctx, const rs_op_attrs *a, const float *x, const rs_dims *xs, float *y,
+                          const rs_dims *ys)
 {
     int64_t starts[RS_DIMS_MAX], steps[RS_DIMS_MAX];
     for (int i = 0; i < xs->rank; i++) {
@@ -151,47 +156,53 @@ static void slice_op(const rs_kernels *k, const rs_op_attrs *a, const float *x, 
         starts[i] = whole ? 0 : a->starts[i];
         steps[i] = whole ? 1 : a->steps[i];
     }
-    k->slice(x, xs, starts, steps, y, ys);
+    return ctx->k->slice(ctx, x, xs, starts, steps, y, ys);
 }
 
-rs_status rs_op_run(const rs_kernels *k, rs_op op, const rs_op_attrs *a, const float *const *ins,
-                    const rs_dims *const *is, float *out, const rs_dims *os, void *ws, rs_err *err)
+/* The op's kernel calls; a failing entry has recorded itself in ctx. */
+static rs_status run_op(rs_kctx *ctx, rs_op op, const rs_op_attrs *a, const float *const *ins,
+                        const rs_dims *const *is, float *out, const rs_dims *os, void *ws, size_t ws_bytes)
 {
-    /* nothing to write; and the loops below may not even look at a zero-sized tensor */
-    if (numel(os) == 0) return RS_OK;
+    const rs_kernels *k = ctx->k;
     const float *x = ins[0];
     const rs_dims *xs = is[0];
     switch (op) {
-    case RS_OP_RESHAPE:
-        if (out != x) k->copy(out, x, numel(os));
-        return RS_OK;
-    case RS_OP_GEMM: gemm_op(k, a, x, xs, ins[1], ins[2], is[2], out, os); return RS_OK;
-    case RS_OP_MATMUL: k->matmul(x, xs, ins[1], is[1], out, os); return RS_OK;
-    case RS_OP_CONV: conv_op(k, a, x, xs, ins[1], ins[2], out, os, ws); return RS_OK;
+    case RS_OP_RESHAPE: return out != x ? k->copy_d2d(ctx, out, x, sizeof(float) * numel(os)) : RS_OK;
+    case RS_OP_GEMM: return gemm_op(ctx, a, x, xs, ins[1], ins[2], is[2], out, os);
+    case RS_OP_MATMUL: return k->matmul(ctx, x, xs, ins[1], is[1], out, os);
+    case RS_OP_CONV: return conv_op(ctx, a, x, xs, ins[1], ins[2], out, os, ws, ws_bytes);
     case RS_OP_MAXPOOL:
-    case RS_OP_AVGPOOL: pool_op(k, op, a, x, xs, out, os); return RS_OK;
-    case RS_OP_GLOBALAVGPOOL: k->reduce(true, x, xs, ((1u << xs->rank) - 1) & ~3u, out); return RS_OK;
-    case RS_OP_UNARY: k->unary((rs_unary_op)a->sub, x, out, numel(os), a->alpha, a->beta); return RS_OK;
-    case RS_OP_BINARY: k->binary((rs_binary_op)a->sub, x, xs, ins[1], is[1], out, os); return RS_OK;
+    case RS_OP_AVGPOOL: return pool_op(ctx, op, a, x, xs, out, os);
+    case RS_OP_GLOBALAVGPOOL: return k->reduce(ctx, true, x, xs, ((1u << xs->rank) - 1) & ~3u, out);
+    case RS_OP_UNARY: return k->unary(ctx, (rs_unary_op)a->sub, x, out, numel(os), a->alpha, a->beta);
+    case RS_OP_BINARY: return k->binary(ctx, (rs_binary_op)a->sub, x, xs, ins[1], is[1], out, os);
     case RS_OP_SOFTMAX:
-    case RS_OP_LOGSOFTMAX: softmax_op(k, a, op == RS_OP_LOGSOFTMAX, x, xs, out); return RS_OK;
-    case RS_OP_LAYERNORM: layernorm_op(k, a, x, xs, ins[1], ins[2], out, ws); return RS_OK;
-    case RS_OP_TRANSPOSE: k->transpose(x, xs, a->perm, out); return RS_OK;
+    case RS_OP_LOGSOFTMAX: return softmax_op(ctx, a, op == RS_OP_LOGSOFTMAX, x, xs, out);
+    case RS_OP_LAYERNORM: return layernorm_op(ctx, a, x, xs, ins[1], ins[2], out, ws, ws_bytes);
+    case RS_OP_TRANSPOSE: return k->transpose(ctx, x, xs, a->perm, out);
     case RS_OP_CONCAT: {
         int n = 0;
         while (n < RS_OP_MAX_IN && ins[n]) n++;
-        k->concat(n, ins, is, a->axis, out, os);
-        return RS_OK;
+        return k->concat(ctx, n, ins, is, a->axis, out, os);
     }
     case RS_OP_REDUCEMEAN:
-    case RS_OP_REDUCESUM: k->reduce(op == RS_OP_REDUCEMEAN, x, xs, a->axes_mask, out); return RS_OK;
-    case RS_OP_WHERE: k->select(x, xs, ins[1], is[1], ins[2], is[2], out, os); return RS_OK;
-    case RS_OP_EXPAND: k->select(NULL, NULL, x, xs, NULL, NULL, out, os); return RS_OK;
-    case RS_OP_SLICE: slice_op(k, a, x, xs, out, os); return RS_OK;
-    case RS_OP_TRILU: k->trilu(x, xs, a->upper, a->k, out); return RS_OK;
+    case RS_OP_REDUCESUM: return k->reduce(ctx, op == RS_OP_REDUCEMEAN, x, xs, a->axes_mask, out);
+    case RS_OP_WHERE: return k->select(ctx, x, xs, ins[1], is[1], ins[2], is[2], out, os);
+    case RS_OP_EXPAND: return k->select(ctx, NULL, NULL, x, xs, NULL, NULL, out, os);
+    case RS_OP_SLICE: return slice_op(ctx, a, x, xs, out, os);
+    case RS_OP_TRILU: return k->trilu(ctx, x, xs, a->upper, a->k, out);
     case RS_OP_COUNT: break;
     }
-    return rs_err_set(err, RS_ERR_INTERNAL, "tensor op %d has no kernel", (int)op);
+    return rs_kctx_fail(ctx, RS_ERR_INTERNAL, "tensor op %d has no kernel", (int)op);
+}
+
+rs_status rs_op_run(rs_kctx *ctx, rs_op op, const rs_op_attrs *a, const float *const *ins, const rs_dims *const *is,
+                    float *out, const rs_dims *os, void *ws, size_t ws_bytes, rs_err *err)
+{
+    /* nothing to write; and the loops below may not even look at a zero-sized tensor */
+    if (numel(os) == 0) return RS_OK;
+    if (run_op(ctx, op, a, ins, is, out, os, ws, ws_bytes)) return rs_kctx_check(ctx, err);
+    return RS_OK;
 }
 
 /* ---- the layer kind ---- */
@@ -272,11 +283,15 @@ static void shapes_for(const rs_op_node *n, int B, run_shapes *r)
     }
 }
 
-static size_t workspace_bytes(const rs_layer *l, const rs_kernels *k, int B)
+static size_t workspace_bytes(const rs_layer *l, rs_kctx *ctx, int B)
 {
     run_shapes r;
     shapes_for(l->op, B, &r);
-    return rs_op_workspace(k, l->op->op, &l->op->a, r.inp, &r.out);
+    size_t n = 0;
+    rs_err e;
+    /* a failure goes back into ctx for the caller's next check */
+    if (rs_op_workspace(ctx, l->op->op, &l->op->a, r.inp, &r.out, &n, &e)) rs_kctx_fail(ctx, e.code, "%s", e.msg);
+    return n;
 }
 
 static void forward_n(rs_layer *l, const rs_exec *x, const float *const *in, float *out, int B)
@@ -291,8 +306,15 @@ static void forward_n(rs_layer *l, const rs_exec *x, const float *const *in, flo
             if (n->from[i] == RS_OP_IN_SRC) ins[i] = in[n->slot[i]] + (size_t)rep * numel(&r.in[i]);
             else if (n->from[i] == RS_OP_IN_CONST) ins[i] = x->params + l->p[n->slot[i]].offset;
         }
-        /* shapes were checked when the model was laid out: no kernel here can fail */
-        rs_op_run(x->k, n->op, &n->a, ins, r.inp, out + (size_t)rep * ostep, &r.out, x->ws, NULL);
+        /* shapes were checked when the model was laid out; a kernel's failure goes back into the
+         * context, named after the node, for the executor's check after this layer */
+        rs_err e;
+        rs_status st = rs_op_run(x->ctx, n->op, &n->a, ins, r.inp, out + (size_t)rep * ostep, &r.out, x->ws,
+                                 x->ws_bytes, &e);
+        if (st) {
+            rs_kctx_fail(x->ctx, st, "layer %s (%s '%s'): %s", l->name, n->type, n->name, e.msg);
+            return;
+        }
     }
 }
 

@@ -86,13 +86,15 @@ const char *rs_op_name(rs_op op);
  * (more than rs_shape holds fold into the first; a scalar is (1)). */
 rs_shape rs_op_sample_shape(const rs_dims *full);
 
-/* Bytes of workspace rs_op_run needs for these concrete shapes. */
-size_t rs_op_workspace(const rs_kernels *k, rs_op op, const rs_op_attrs *a, const rs_dims *const *is,
-                       const rs_dims *os);
+/* *bytes = workspace rs_op_run needs for these concrete shapes with ctx's threads. */
+rs_status rs_op_workspace(rs_kctx *ctx, rs_op op, const rs_op_attrs *a, const rs_dims *const *is, const rs_dims *os,
+                          size_t *bytes, rs_err *err);
 /* Runs op on concrete inputs ins (shapes is, NULL for an absent optional input) into out (os),
- * through k's entries; ws holds rs_op_workspace bytes. RS_ERR_INTERNAL for an op without a kernel. */
-rs_status rs_op_run(const rs_kernels *k, rs_op op, const rs_op_attrs *a, const float *const *ins,
-                    const rs_dims *const *is, float *out, const rs_dims *os, void *ws, rs_err *err);
+ * through the entries of ctx's table; ws holds ws_bytes >= rs_op_workspace's. A failing entry's
+ * message comes back in err and is taken from ctx (rs_kctx_check); RS_ERR_INTERNAL for an op
+ * without a kernel. */
+rs_status rs_op_run(rs_kctx *ctx, rs_op op, const rs_op_attrs *a, const float *const *ins, const rs_dims *const *is,
+                    float *out, const rs_dims *os, void *ws, size_t ws_bytes, rs_err *err);
 
 /* Appends a node running op (copied) that reads the producers src[0..nsrc) (-1: the model's input)
  * for its RS_OP_IN_SRC inputs, in their slot order. Its RS_OP_IN_CONST inputs become frozen

@@ -22,9 +22,16 @@ static void all_reduce(const rs_exec *x, float *buf, size_t n)
     if (x->tp_all_reduce) x->tp_all_reduce(x->tp_ud, buf, n);
 }
 
+/* A failed copy stays in x->ctx for the executor; the all-reduce still runs, as every rank of the
+ * group must join it whatever this one's kernels did. */
+static void copy_values(const rs_exec *x, float *dst, const float *src, size_t n)
+{
+    x->k->copy_d2d(x->ctx, dst, src, n * sizeof(float));
+}
+
 static void copy_forward(rs_layer *l, const rs_exec *x, const float *in, float *out, int B)
 {
-    x->k->copy(out, in, numel(l, B));
+    copy_values(x, out, in, numel(l, B));
 }
 
 static void copy_backward(rs_layer *l, const rs_exec *x, const float *in, const float *out, const float *dout,
@@ -35,13 +42,13 @@ static void copy_backward(rs_layer *l, const rs_exec *x, const float *in, const 
     /* din is NULL only when the copy reads the model's input: the same on every rank of the group, so
      * either all of them all-reduce or none does. */
     if (!din) return;
-    x->k->copy(din, dout, numel(l, B));
+    copy_values(x, din, dout, numel(l, B));
     all_reduce(x, din, numel(l, B));
 }
 
 static void reduce_forward(rs_layer *l, const rs_exec *x, const float *in, float *out, int B)
 {
-    x->k->copy(out, in, numel(l, B));
+    copy_values(x, out, in, numel(l, B));
     all_reduce(x, out, numel(l, B));
 }
 
@@ -50,7 +57,7 @@ static void reduce_backward(rs_layer *l, const rs_exec *x, const float *in, cons
 {
     (void)in;
     (void)out;
-    if (din) x->k->copy(din, dout, numel(l, B));
+    if (din) copy_values(x, din, dout, numel(l, B));
 }
 
 const rs_layer_ops rs_tp_copy_ops = {

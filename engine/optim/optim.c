@@ -13,6 +13,8 @@
 struct rs_optim {
     rs_opt_cfg cfg;
     const rs_kernels *k;           /* borrowed: static table of the device */
+    rs_kctx own;                   /* the context the optimizer makes for itself */
+    rs_kctx *ctx;                  /* the one updates run on: &own, or its owner's (rs_optim_set_ctx) */
     rs_mem *mem;                   /* borrowed: tracker the state is counted in (may be NULL) */
     size_t n;                      /* elements in the slice */
     int64_t step;                  /* steps taken */
@@ -109,8 +111,8 @@ rs_optim *rs_optim_new(const rs_opt_cfg *cfg, rs_device dev, size_t n, rs_mem *m
                    rs_device_name(dev));
         return NULL;
     }
-    /* rs_mem hands out host memory; a device whose kernels need device memory must first get an
-     * allocator that counts it, or its optimizer state would silently live in the wrong place. */
+    /* The state comes from the table's allocator, counted in mem; what is missing for another device
+     * is a checkpoint path that copies it to the host (rs_optim_state hands out the pointers). */
     if (dev.kind != RS_DEV_CPU) {
         rs_err_set(err, RS_ERR_UNSUPPORTED,
                    "optimizer: state on device %s is not supported yet (cpu only)",
@@ -132,6 +134,11 @@ rs_optim *rs_optim_new(const rs_opt_cfg *cfg, rs_device dev, size_t n, rs_mem *m
     o->cfg = *cfg;
     o->k = k;
     o->mem = mem;
+    if (rs_kctx_init(&o->own, k, 0, err)) {
+        free(o);
+        return NULL;
+    }
+    o->ctx = &o->own;
     o->n = n;
     if (cfg->kind == RS_OPT_SGD) {
         if (cfg->momentum != 0.0f) o->names[o->nstate++] = "momentum_buffer";
@@ -141,13 +148,15 @@ rs_optim *rs_optim_new(const rs_opt_cfg *cfg, rs_device dev, size_t n, rs_mem *m
     }
     for (int i = 0; i < o->nstate; i++) {
         /* Owned by o; zero-filled by rs_mem_alloc, which is the state torch starts from. */
-        o->state[i] = rs_mem_alloc(mem, RS_POOL_OPTIM, n * sizeof(float));
-        if (!o->state[i]) {
+        void *st = NULL;
+        if (k->mem_alloc(o->ctx, mem, RS_POOL_OPTIM, n * sizeof(float), &st)) {
+            rs_kctx_check(o->ctx, NULL);
             rs_err_set(err, RS_ERR_NOMEM, "optimizer: out of memory for %s (%zu bytes)",
                        o->names[i], n * sizeof(float));
             rs_optim_free(o);
             return NULL;
         }
+        o->state[i] = st;
     }
     return o;
 }
@@ -156,7 +165,7 @@ void rs_optim_free(rs_optim *o)
 {
     if (!o) return;
     for (int i = 0; i < o->nstate; i++)
-        rs_mem_free(o->mem, RS_POOL_OPTIM, o->state[i], o->n * sizeof(float));
+        if (o->state[i]) o->k->mem_free(&o->own, o->mem, RS_POOL_OPTIM, o->state[i], o->n * sizeof(float));
     free(o->decay);
     free(o);
 }
@@ -181,48 +190,51 @@ rs_status rs_optim_set_decay_ranges(rs_optim *o, size_t base, const size_t (*ran
     return RS_OK;
 }
 
+rs_status rs_optim_set_ctx(rs_optim *o, rs_kctx *ctx)
+{
+    if (ctx && ctx->k != o->k) return RS_ERR_ARG;
+    o->ctx = ctx ? ctx : &o->own;
+    return RS_OK;
+}
+
+rs_kctx *rs_optim_ctx(rs_optim *o) { return o->ctx; }
+
 /* One update of elements [a, b) of the slice with weight decay wd. */
-static void update(rs_optim *o, float *p, const float *g, size_t a, size_t b, float lr, float wd)
+static rs_status update(rs_optim *o, float *p, const float *g, size_t a, size_t b, float lr, float wd)
 {
     const rs_opt_cfg *c = &o->cfg;
-    if (b <= a) return;
+    if (b <= a) return RS_OK;
     if (c->kind == RS_OPT_SGD)
-        o->k->sgd_update(p + a, g + a, o->nstate ? o->state[0] + a : NULL, b - a, lr, c->momentum, c->dampening, wd,
-                         c->nesterov, o->step == 0);
-    else
-        o->k->adam_update(p + a, g + a, o->state[0] + a, o->state[1] + a, b - a, lr, c->beta1, c->beta2, c->eps, wd,
-                          c->kind == RS_OPT_ADAMW, o->step);
+        return o->k->sgd_update(o->ctx, p + a, g + a, o->nstate ? o->state[0] + a : NULL, b - a, lr, c->momentum,
+                                c->dampening, wd, c->nesterov, o->step == 0);
+    return o->k->adam_update(o->ctx, p + a, g + a, o->state[0] + a, o->state[1] + a, b - a, lr, c->beta1, c->beta2,
+                             c->eps, wd, c->kind == RS_OPT_ADAMW, o->step);
 }
 
 rs_status rs_optim_step(rs_optim *o, float *p, const float *g, float lr)
 {
     if (!o || !at_least_zero(lr) || (o->n > 0 && (!p || !g))) return RS_ERR_ARG;
+    /* A failure still pending on the context (a backward's) means g is not a gradient to apply. */
+    rs_status st = rs_kctx_status(o->ctx);
+    if (st) return st;
     const rs_opt_cfg *c = &o->cfg;
+    /* Adam's bias correction counts steps from 1; SGD's step 0 is the one that creates the momentum
+     * buffer from the first gradient, as torch does. */
+    if (c->kind != RS_OPT_SGD) o->step++;
     if (o->decay) {
-        /* Alternate: no decay up to each range, decay inside it. Adam counts steps from 1. */
-        if (c->kind != RS_OPT_SGD) o->step++;
+        /* Alternate: no decay up to each range, decay inside it. */
         size_t at = 0;
-        for (int i = 0; i < o->ndecay; i++) {
-            update(o, p, g, at, o->decay[i][0], lr, 0.0f);
-            update(o, p, g, o->decay[i][0], o->decay[i][1], lr, c->weight_decay);
+        for (int i = 0; i < o->ndecay && !st; i++) {
+            st = update(o, p, g, at, o->decay[i][0], lr, 0.0f);
+            if (!st) st = update(o, p, g, o->decay[i][0], o->decay[i][1], lr, c->weight_decay);
             at = o->decay[i][1];
         }
-        update(o, p, g, at, o->n, lr, 0.0f);
-        if (c->kind == RS_OPT_SGD) o->step++;
-        return RS_OK;
-    }
-    if (c->kind == RS_OPT_SGD) {
-        /* torch creates the momentum buffer from the first gradient; step 0 is that step. */
-        o->k->sgd_update(p, g, o->nstate ? o->state[0] : NULL, o->n, lr, c->momentum, c->dampening,
-                         c->weight_decay, c->nesterov, o->step == 0);
-        o->step++;
+        if (!st) st = update(o, p, g, at, o->n, lr, 0.0f);
     } else {
-        /* Adam's bias correction counts steps from 1. */
-        o->step++;
-        o->k->adam_update(p, g, o->state[0], o->state[1], o->n, lr, c->beta1, c->beta2, c->eps,
-                          c->weight_decay, c->kind == RS_OPT_ADAMW, o->step);
+        st = update(o, p, g, 0, o->n, lr, c->weight_decay);
     }
-    return RS_OK;
+    if (c->kind == RS_OPT_SGD) o->step++;
+    return st;
 }
 
 int rs_optim_state_count(const rs_optim *o) { return o->nstate; }

@@ -54,9 +54,18 @@ void rs_optim_free(rs_optim *o);
  * updates make the split exact: an element steps as it would in its torch group. */
 rs_status rs_optim_set_decay_ranges(rs_optim *o, size_t base, const size_t (*ranges)[2], int n, rs_err *err);
 
+/* The kernel context updates run on: the optimizer's own (the device's default threads) until a
+ * caller gives it another, ctx (borrowed; it must outlive the optimizer or be taken back with NULL).
+ * The training loop gives it the model's, so one thread count, tuned or set, covers the whole step.
+ * RS_ERR_ARG when ctx is on another device's table. */
+rs_status rs_optim_set_ctx(rs_optim *o, rs_kctx *ctx);
+rs_kctx *rs_optim_ctx(rs_optim *o);
+
 /* One update of p(n) from g(n), both pointing at the start of this optimizer's slice, with learning
  * rate lr (from a schedule). Increments the step count; never allocates. RS_ERR_ARG for a negative
- * or non-finite lr, or NULL buffers with n > 0; p is untouched then. */
+ * or non-finite lr, or NULL buffers with n > 0; p is untouched then. A kernel failure, or one still
+ * pending on the context (a backward's), is returned with its message left in the context
+ * (rs_kctx_check(rs_optim_ctx(o), err)); p is untouched when it was pending. */
 rs_status rs_optim_step(rs_optim *o, float *p, const float *g, float lr);
 
 /* State, for checkpoints and re-sharding. Entry i (0 <= i < count) is n floats named as torch names

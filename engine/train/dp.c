@@ -3,10 +3,11 @@
  * condition variable between micro-batches, so a step creates no thread and allocates nothing after
  * the first one (which sizes the replicas' activations and the gather buffer).
  *
- * Threads: a replica runs with one OpenMP thread (and so one BLAS thread), as nn.DataParallel puts
- * one replica on each device; n replicas with k threads each would oversubscribe the cores. Workers
- * set their own OpenMP ICV once; the calling thread runs replica 0 and lowers its own setting to 1
- * for the compute phase only, restoring it for the reduce, the optimizer and evaluation. */
+ * Threads: a replica runs with one thread (its kernel context's count), as nn.DataParallel puts one
+ * replica on each device; n replicas with k threads each would oversubscribe the cores. Replicas 1..
+ * have contexts of one thread from the start; replica 0 is the model itself, whose context drops to
+ * one thread for the compute phase only and keeps the loop's count for the reduce, the optimizer and
+ * evaluation. Contexts are per model, so nothing process-wide changes (engine/cpu/cpu_scope.h). */
 #include "dp.h"
 
 #include <omp.h>
@@ -78,13 +79,14 @@ static void compute(rs_dp *d, int i)
     p->t0 = rs_train_now();
     p->st = RS_OK;
     p->loss = 0;
-    if (i > 0) rs_model_zero_grad(r);
+    if (i > 0) rs_model_zero_grad(r); /* a failure surfaces at the forward */
     if (p->rows > 0) {
         const float *x = d->x + (size_t)p->off * (size_t)rs_shape_numel(rs_model_input_shape(r));
         const int32_t *y = d->y + p->off;
         p->st = rs_model_forward(r, x, p->rows, &p->logits, &p->err);
         if (!p->st) p->st = rs_model_loss(r, y, p->rows, &p->loss, &p->err);
         if (!p->st) rs_model_backward(r, x, y, p->rows, d->loss_scale * (float)p->rows / (float)d->B);
+        if (!p->st) p->st = rs_kctx_check(rs_model_ctx(r), &p->err);
     }
     p->t1 = rs_train_now();
 }
@@ -94,7 +96,6 @@ static void *worker(void *arg)
     rs_dp *d = ((void **)arg)[0];
     int i = (int)(intptr_t)((void **)arg)[1];
     free(arg);
-    omp_set_num_threads(1); /* this thread's own ICV: one replica, one core */
     uint64_t seen = 0;
     pthread_mutex_lock(&d->mu);
     for (;;) {
@@ -119,6 +120,7 @@ static rs_status dp_setup(void *ud, rs_model *m, const rs_opt_cfg *opt, rs_err *
     rs_optim_free(d->opt);
     d->opt = rs_optim_new(opt, rs_model_device(m), rs_model_numel(m), rs_model_mem(m), err);
     if (!d->opt) return err ? err->code : RS_ERR_NOMEM;
+    rs_optim_set_ctx(d->opt, rs_model_ctx(m)); /* the loop's threads, not a replica's */
     return rs_train_apply_groups(d->opt, m, 0, err);
 }
 
@@ -128,6 +130,7 @@ static rs_status dp_forward_backward(void *ud, const float *x, const int32_t *y,
     rs_dp *d = ud;
     rs_model *m = d->m;
     const rs_kernels *k = rs_model_kernels(m);
+    rs_kctx *kc = rs_model_ctx(m);
     size_t numel = rs_model_numel(m);
     int C = rs_model_classes(m);
     int64_t step = d->opt ? rs_optim_step_count(d->opt) : 0; /* restored by a resume, like the loop's */
@@ -151,7 +154,8 @@ static rs_status dp_forward_backward(void *ud, const float *x, const int32_t *y,
     bool training = rs_model_training(m);
     uint64_t mstep = rs_model_step(m), mseed = rs_model_seed(m);
     for (int i = 1; i < d->n; i++) {
-        k->copy(rs_model_params(d->rep[i]), pm, numel);
+        if (k->copy_d2d(kc, rs_model_params(d->rep[i]), pm, numel * sizeof(float)))
+            return rs_kctx_check(kc, err);
         rs_model_set_training(d->rep[i], training);
         rs_model_set_seed(d->rep[i], mseed + (uint64_t)i * 0x9e3779b97f4a7c15ULL);
         rs_model_set_step(d->rep[i], mstep);
@@ -171,10 +175,9 @@ static rs_status dp_forward_backward(void *ud, const float *x, const int32_t *y,
     span(d, step, RS_DP_SCATTER, -1, t1, t2);
 
     /* (3) compute: wake the workers, run replica 0 here, wait for the rest. */
-    /* One thread here too, and OpenBLAS's process-wide count pinned to 1 before any worker calls it:
-     * its OpenMP build otherwise resets that count from whichever thread calls it, unsynchronised. */
-    int prev_threads = k->get_threads ? k->get_threads() : 1;
-    if (k->set_threads) k->set_threads(1);
+    /* Replica 0 computes with one thread too. */
+    int prev_threads = rs_kctx_threads(kc);
+    rs_kctx_set_threads(kc, 1);
     pthread_mutex_lock(&d->mu);
     d->x = x;
     d->y = y;
@@ -188,7 +191,7 @@ static rs_status dp_forward_backward(void *ud, const float *x, const int32_t *y,
     pthread_mutex_lock(&d->mu);
     while (d->pending > 0) pthread_cond_wait(&d->done, &d->mu);
     pthread_mutex_unlock(&d->mu);
-    if (prev_threads != 1 && k->set_threads) k->set_threads(prev_threads);
+    rs_kctx_set_threads(kc, prev_threads);
     for (int i = 0; i < d->n; i++) span(d, step, RS_DP_COMPUTE, i, d->part[i].t0, d->part[i].t1);
     for (int i = 0; i < d->n; i++)
         if (d->part[i].st) {
@@ -218,7 +221,8 @@ static rs_status dp_forward_backward(void *ud, const float *x, const int32_t *y,
      * (nn.DataParallel's reduce-add onto device 0). */
     float *gm = rs_model_grads(m);
     for (int i = 1; i < d->n; i++)
-        if (d->part[i].rows) k->axpy(gm, rs_model_grads(d->rep[i]), numel, 1.0f);
+        if (d->part[i].rows && k->axpy(kc, gm, rs_model_grads(d->rep[i]), numel, 1.0f))
+            return rs_kctx_check(kc, err);
     span(d, step, RS_DP_REDUCE, -1, t4, rs_train_now());
     return RS_OK;
 }
@@ -227,7 +231,10 @@ static rs_status dp_step(void *ud, float lr, rs_err *err)
 {
     rs_dp *d = ud;
     if (!d->opt) return rs_err_set(err, RS_ERR_ARG, "dp: step before setup");
-    return rs_optim_step(d->opt, rs_model_params(d->m), rs_model_grads(d->m), lr);
+    rs_status st = rs_optim_step(d->opt, rs_model_params(d->m), rs_model_grads(d->m), lr);
+    if (st && !rs_kctx_check(rs_optim_ctx(d->opt), err))
+        rs_err_set(err, st, "dp: optimizer step with lr=%g failed", (double)lr);
+    return st;
 }
 
 static rs_optim *dp_optimizer(void *ud) { return ((rs_dp *)ud)->opt; }
@@ -275,6 +282,7 @@ rs_status rs_dp_new(rs_model *m, int replicas, rs_dp_phase_fn fn, void *ud, rs_d
             rs_err_prefix(err, "dp: building replica %d from '%s'", i, spec);
             goto fail;
         }
+        rs_model_set_threads(d->rep[i], 1);
         /* The flat layouts must agree offset for offset: the replicate copy and the reduce add are
          * whole-buffer operations. */
         bool same = rs_model_numel(d->rep[i]) == rs_model_numel(m) &&

@@ -180,9 +180,19 @@ static rs_status clip_grads(rs_model *m, const rs_train_strategy *sg, float max,
     double coef = max / (*norm + 1e-6);
     if (coef < 1.0) {
         if (sg && sg->grad_scale) sg->grad_scale(sg->ud, (float)coef);
-        else rs_model_kernels(m)->scale(rs_model_grads(m), rs_model_numel(m), (float)coef);
+        else if (rs_model_kernels(m)->scale(rs_model_ctx(m), rs_model_grads(m), rs_model_numel(m), (float)coef))
+            return rs_kctx_check(rs_model_ctx(m), err);
     }
     return RS_OK;
+}
+
+/* The whole model's update, with the kernel's message when it failed there. */
+static rs_status optim_step(rs_optim *o, rs_model *m, float lr, rs_err *err)
+{
+    rs_status st = rs_optim_step(o, rs_model_params(m), rs_model_grads(m), lr);
+    if (st && !rs_kctx_check(rs_optim_ctx(o), err))
+        rs_err_set(err, st, "optimizer step with lr=%g failed", (double)lr);
+    return st;
 }
 
 static void emit(const rs_train_hooks *h, rs_train_event *ev)
@@ -237,8 +247,9 @@ static rs_status train_loop(rs_model *m, const rs_data_pair *data, const rs_trai
     st = rs_train_check_data(m, train, err);
     if (st) return st;
     if (train->n == 0) return rs_err_set(err, RS_ERR_ARG, "data set %s is empty", train->name);
-    const rs_kernels *k = rs_model_kernels(m);
-    if (cfg.threads > 0 && k->set_threads) k->set_threads(cfg.threads);
+    /* The threads are the model's: its context runs forward, backward, the update and the tuner. */
+    rs_kctx *kc = rs_model_ctx(m);
+    if (cfg.threads > 0) rs_kctx_set_threads(kc, cfg.threads);
 
     rs_sampler_cfg sc = rs_sampler_cfg_default();
     sc.seed = cfg.seed;
@@ -272,6 +283,7 @@ static rs_status train_loop(rs_model *m, const rs_data_pair *data, const rs_trai
     /* One process keeps the whole optimizer; a strategy keeps its own (whole or a shard). */
     rs_optim *opt = sg ? NULL : rs_optim_new(&cfg.opt, rs_model_device(m), rs_model_numel(m), rs_model_mem(m), err);
     if (!sg && opt) {
+        rs_optim_set_ctx(opt, kc);
         st = rs_train_apply_groups(opt, m, 0, err);
         if (st) goto out;
     }
@@ -334,7 +346,7 @@ static rs_status train_loop(rs_model *m, const rs_data_pair *data, const rs_trai
     int64_t samples_run = 0;
     /* One process with N threads: never slower than one thread when another process takes a core
      * (tune.h). A strategy's ranks and dp's replicas keep their counts. */
-    if (!sg && k->get_threads) rs_thread_tuner_init(&tune, k->get_threads(), k->set_threads, t_run);
+    if (!sg && rs_model_kernels(m)->kind == RS_DEV_CPU) rs_thread_tuner_init(&tune, kc, t_run);
     bool done = cfg.max_steps && step >= cfg.max_steps;
     for (int epoch = start_epoch; epoch < cfg.epochs && !done; epoch++) {
         rs_loader_set_epoch(loader, epoch);
@@ -382,6 +394,7 @@ static rs_status train_loop(rs_model *m, const rs_data_pair *data, const rs_trai
                     if (!st) phase(h, step, RS_PHASE_FORWARD, b1, c1);
                     if (!st && sg && sg->before_backward) st = sg->before_backward(sg->ud, k == accum - 1, err);
                     if (!st) rs_model_backward(m, x, y, rows, 1.0f / (float)accum);
+                    if (!st) st = rs_kctx_check(kc, err); /* backward returns nothing: its kernels' failure */
                     d1 = now_s();
                     if (!st) phase(h, step, RS_PHASE_BACKWARD, c1, d1);
                 }
@@ -407,7 +420,7 @@ static rs_status train_loop(rs_model *m, const rs_data_pair *data, const rs_trai
                 if (!st) st = sg->step(sg->ud, lr, err);
             } else {
                 if (cfg.clip > 0) st = clip_grads(m, NULL, cfg.clip, &ev.grad_norm, err);
-                if (!st) st = rs_optim_step(opt, rs_model_params(m), rs_model_grads(m), lr);
+                if (!st) st = optim_step(opt, m, lr, err);
             }
             if (st) goto out;
             double e = now_s();

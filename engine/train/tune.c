@@ -31,19 +31,20 @@ static int other(const rs_thread_tuner *t) { return t->cur == 1 ? t->want : 1; }
 static void use(rs_thread_tuner *t, int n, bool skip)
 {
     if (n == t->cur) return;
-    t->set_threads(n);
+    rs_kctx_set_threads(t->ctx, n);
     t->cur = n;
     t->skip = skip;
 }
 
-void rs_thread_tuner_init(rs_thread_tuner *t, int want, void (*set_threads)(int n), double now)
+void rs_thread_tuner_init(rs_thread_tuner *t, rs_kctx *ctx, double now)
 {
     memset(t, 0, sizeof *t);
     const char *env = getenv("RINGSIDE_TUNE_THREADS");
     bool off = env && (!strcmp(env, "off") || !strcmp(env, "0") || !strcmp(env, "no"));
-    t->set_threads = set_threads;
+    int want = ctx ? rs_kctx_threads(ctx) : 1;
+    t->ctx = ctx;
     t->want = t->cur = want;
-    t->on = set_threads && want > 1 && !off;
+    t->on = ctx && want > 1 && !off;
     t->state = S_MEASURE;
     t->skip = true; /* the first step warms caches and starts the team */
     /* one thread first: a window of it costs what a step costs, and the probe of N threads stops as
@@ -101,6 +102,6 @@ void rs_thread_tuner_step(rs_thread_tuner *t, double step_s, double now)
 
 void rs_thread_tuner_end(rs_thread_tuner *t)
 {
-    if (t->on && t->cur != t->want) t->set_threads(t->want);
+    if (t->on && t->cur != t->want) rs_kctx_set_threads(t->ctx, t->want);
     t->cur = t->want;
 }

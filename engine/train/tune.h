@@ -18,10 +18,12 @@
 
 #include <stdbool.h>
 
+#include "engine/core/device.h"
+
 #define RS_TUNE_WINDOW 8
 
 typedef struct rs_thread_tuner {
-    void (*set_threads)(int n);
+    rs_kctx *ctx;                  /* borrowed: the context whose threads it sets (the model's) */
     int want;                      /* threads asked for (> 1, or the tuner is off) */
     int cur;                       /* threads in use */
     bool on;
@@ -35,9 +37,10 @@ typedef struct rs_thread_tuner {
     int switches;                  /* how often the count changed (for reports) */
 } rs_thread_tuner;
 
-/* want: the threads the run asked for; set_threads: the device table's (NULL: no tuning). Off when
- * want < 2 or RINGSIDE_TUNE_THREADS is "off"/"0". */
-void rs_thread_tuner_init(rs_thread_tuner *t, int want, void (*set_threads)(int n), double now);
+/* Tunes ctx's thread count (NULL: no tuning); the run asked for the count it has now. Off when that is
+ * below 2 or RINGSIDE_TUNE_THREADS is "off"/"0". Only that context changes: another model, decoder or
+ * rank in the process keeps its count. */
+void rs_thread_tuner_init(rs_thread_tuner *t, rs_kctx *ctx, double now);
 /* After each step: its wall time and the clock now. May change the thread count. */
 void rs_thread_tuner_step(rs_thread_tuner *t, double step_s, double now);
 /* Puts the asked-for count back (end of the run). */

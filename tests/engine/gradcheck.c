@@ -78,7 +78,9 @@ gc_result gc_check_layer(const char *what, const rs_layer_cfg *cfg, const rs_sha
     g.nin = (size_t)B * (size_t)rs_shape_numel(in);
     g.nout = (size_t)B * (size_t)rs_shape_numel(&g.l.out);
     const rs_kernels *k = rs_kernels_for(rs_device_cpu());
-    size_t ws = g.l.ops->workspace_bytes ? g.l.ops->workspace_bytes(&g.l, k, B) : 0;
+    rs_kctx ctx;
+    rs_kctx_init(&ctx, k, 0, NULL);
+    size_t ws = g.l.ops->workspace_bytes ? g.l.ops->workspace_bytes(&g.l, &ctx, B) : 0;
     size_t sv = g.l.ops->saved_bytes ? g.l.ops->saved_bytes(&g.l, B) : 0;
     g.params = calloc(g.np + 1, sizeof(float));
     g.grads = calloc(g.np + 1, sizeof(float));
@@ -109,8 +111,8 @@ gc_result gc_check_layer(const char *what, const rs_layer_cfg *cfg, const rs_sha
         }
     }
     for (size_t i = 0; i < g.nout; i++) g.r[i] = rs_rng_range(&rng, -1.0f, 1.0f);
-    g.x = (rs_exec){.k = k, .params = g.params, .grads = g.grads, .ws = wsbuf, .saved = saved, .training = training,
-                    .dropout_seed = seed * 7 + 1};
+    g.x = (rs_exec){.k = k, .ctx = &ctx, .params = g.params, .grads = g.grads, .ws = wsbuf, .ws_bytes = ws,
+                    .saved = saved, .training = training, .dropout_seed = seed * 7 + 1};
 
     loss_of(&g);
     g.l.ops->backward(&g.l, &g.x, g.in, g.out, g.r, g.din, B);
@@ -118,6 +120,11 @@ gc_result gc_check_layer(const char *what, const rs_layer_cfg *cfg, const rs_sha
     /* Input and parameter gradients, each at up to 80 positions spread over the tensor. */
     check_values(&g, what, "input", g.in, g.din, g.nin, eps, atol, rtol, &res);
     check_values(&g, what, "param", g.params, g.grads, g.np, eps, atol, rtol, &res);
+    rs_err kerr;
+    if (rs_kctx_check(&ctx, &kerr)) { /* a kernel refused its arguments: the layer called it wrongly */
+        fprintf(stderr, "%s: kernel failed: %s\n", what, kerr.msg);
+        res.failed++;
+    }
     printf("%-34s %4d values, max abs err %.2e%s\n", what, res.checked, res.max_abs_err,
            res.failed ? "  FAILED" : "");
     free(g.params);

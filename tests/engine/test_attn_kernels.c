@@ -18,6 +18,7 @@
 
 /* ---- data ---- */
 
+static rs_kctx kx; /* the kernels' context: 2 threads (set in main) */
 static uint64_t rng_state = 0x2545f4914f6cdd1dULL;
 
 static double urand(void) /* uniform in [-1, 1) */
@@ -185,7 +186,7 @@ static void test_attn(attn_case c, size_t fd_cap, bool mutants)
 
     float *qkv = frand(nqkv, 1.5), *out = fnan(nout), *att = fnan(natt), *dout = frand(nout, 1.0);
     double *qkvd = to_double(qkv, nqkv), *outd = malloc(nout * sizeof *outd), *R = to_double(dout, nout);
-    rs_cpu_attn_fwd(qkv, out, att, B, T, C, NH);
+    rs_cpu_attn_fwd(&kx, qkv, out, att, B, T, C, NH);
     ref_attn(qkvd, outd, B, T, C, NH, REF_OK);
     snprintf(what, sizeof what, "attn_fwd out");
     check_close(what, out, outd, nout, 2e-6, 1e-5);
@@ -235,9 +236,11 @@ static void test_attn(attn_case c, size_t fd_cap, bool mutants)
 
     /* backward: dqkv starts as NaN and must be overwritten */
     float *dqkv = fnan(nqkv);
-    size_t wsb = rs_cpu_attn_workspace(B, T, C, NH);
+    size_t wsb = 0;
+    rs_cpu_attn_workspace(&kx, B, T, C, NH, &wsb);
     float *ws = fnan(wsb / sizeof(float)); /* exact size: ASan sees an overrun */
-    rs_cpu_attn_bwd(qkv, att, dout, dqkv, ws, B, T, C, NH);
+    RS_CHECK(rs_cpu_attn_bwd(&kx, qkv, att, dout, dqkv, ws, wsb, B, T, C, NH) == RS_OK, "attn_bwd: %s",
+             kx.err.msg);
 
     size_t *idx = calloc(nqkv, sizeof *idx);
     size_t ni = pick_indices(nqkv, fd_cap, idx);
@@ -286,7 +289,7 @@ static void test_attn_step(attn_case c, const int *lens, int nlens)
     const size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C;
     printf("attn_step B=%d T=%d C=%d NH=%d maxT=%d\n", B, T, C, NH, maxT);
     float *qkv = frand(nqkv, 1.5), *out = malloc(nout * sizeof *out), *att = malloc((size_t)B * NH * T * T * 4);
-    rs_cpu_attn_fwd(qkv, out, att, B, T, C, NH);
+    rs_cpu_attn_fwd(&kx, qkv, out, att, B, T, C, NH);
     float *q = malloc((size_t)B * C * sizeof *q), *so = fnan((size_t)B * C);
     float *kc = fnan((size_t)B * maxT * C), *vc = fnan((size_t)B * maxT * C);
     double *want = malloc((size_t)B * C * sizeof *want), worst = 0;
@@ -308,7 +311,7 @@ static void test_attn_step(attn_case c, const int *lens, int nlens)
                     memcpy(kc + ((size_t)b * maxT + s) * C, row + C, C * sizeof *kc);
                     memcpy(vc + ((size_t)b * maxT + s) * C, row + 2 * C, C * sizeof *vc);
                 }
-        rs_cpu_attn_step(q, kc, vc, so, B, len, maxT, C, NH);
+        rs_cpu_attn_step(&kx, q, kc, vc, so, B, len, maxT, C, NH);
         for (size_t i = 0; i < (size_t)B * C; i++) {
             double d = fabs(so[i] - want[i]);
             if (!(d <= 2e-6 + 1e-5 * fabs(want[i]))) {
@@ -366,7 +369,7 @@ static void test_embed(int B, int T, int C, int V)
     for (size_t r = 0; r < n; r++)
         for (int c = 0; c < C; c++)
             want[r * C + c] = (double)wte[(size_t)tok[r] * C + c] + wpe[(r % T) * C + c];
-    rs_cpu_embed_fwd(tok, wte, wpe, out, B, T, C);
+    rs_cpu_embed_fwd(&kx, tok, wte, wpe, out, B, T, C);
     check_close("embed_fwd", out, want, n * C, 1e-6, 1e-6);
 
     /* gradients accumulate onto what is there */
@@ -380,7 +383,7 @@ static void test_embed(int B, int T, int C, int V)
     fd_grad(embed_loss, &ctx, x, idx, nte + npe, g);
     for (size_t i = 0; i < nte; i++) g[i] += dwte[i];
     for (size_t i = 0; i < npe; i++) g[nte + i] += dwpe[i];
-    rs_cpu_embed_bwd(tok, dout, dwte, dwpe, B, T, C);
+    rs_cpu_embed_bwd(&kx, tok, dout, dwte, dwpe, B, T, C);
     check_close("embed_bwd dwte (+=, repeated tokens)", dwte, g, nte, 2e-5, 1e-5);
     check_close("embed_bwd dwpe (+=)", dwpe, g + nte, npe, 2e-5, 1e-5);
     free(tok);
@@ -427,7 +430,7 @@ static void test_gelu_tanh(void)
     in[2] = 1e-20f;
     double *x = to_double(in, n), *want = malloc(n * sizeof *want), *R = to_double(dout, n);
     for (size_t i = 0; i < n; i++) want[i] = ref_gelu_tanh(x[i]);
-    rs_cpu_gelu_tanh_fwd(in, out, n);
+    rs_cpu_gelu_tanh_fwd(&kx, in, out, n);
     check_close("gelu_tanh_fwd", out, want, n, 1e-7, 2e-6);
     for (size_t i = 0; i < n; i++) want[i] = ref_gelu_erf(x[i]);
     check_rejects("exact (erf) GELU as the reference", out, want, n, 1e-7, 2e-6);
@@ -441,7 +444,7 @@ static void test_gelu_tanh(void)
         want[i] = (ref_gelu_tanh(x[i] + h) - ref_gelu_tanh(x[i] - h)) / (2 * h) * R[i];
     }
     fd_grad(gelu_loss, &ctx, x, idx, 16, want); /* and the generic route agrees on a few */
-    rs_cpu_gelu_tanh_bwd(in, dout, din, n);
+    rs_cpu_gelu_tanh_bwd(&kx, in, dout, din, n);
     check_close("gelu_tanh_bwd vs finite differences", din, want, n, 5e-7, 1e-5);
     for (size_t i = 0; i < n; i++) {
         double h = 1e-5;
@@ -466,12 +469,12 @@ static void test_add(void)
           *b2 = malloc(n * sizeof *b2);
     memcpy(a2, a, n * sizeof *a);
     memcpy(b2, b, n * sizeof *b);
-    rs_cpu_add(a, b, out, n);
+    rs_cpu_add(&kx, a, b, out, n);
     size_t bad = 0;
     for (size_t i = 0; i < n; i++) bad += out[i] != a[i] + b[i];
-    rs_cpu_add(a2, b, a2, n); /* out aliases a */
+    rs_cpu_add(&kx, a2, b, a2, n); /* out aliases a */
     for (size_t i = 0; i < n; i++) bad += a2[i] != out[i];
-    rs_cpu_add(a, b2, b2, n); /* out aliases b */
+    rs_cpu_add(&kx, a, b2, b2, n); /* out aliases b */
     for (size_t i = 0; i < n; i++) bad += b2[i] != out[i];
     printf("  %-44s %s\n", "add (plain, out == a, out == b)", bad ? "FAIL" : "ok");
     RS_CHECK(bad == 0, "add: %zu elements differ from a + b", bad);
@@ -506,7 +509,8 @@ static void test_threads(void)
     for (int r = 0; r < B * T; r++) tok[r] = (int32_t)(r * 7 % V);
     float *out[2], *att[2], *dqkv[2], *step[2], *emb[2], *dwte[2], *dwpe[2], *gf[2], *gb[2];
     for (int k = 0; k < 2; k++) {
-        rs_cpu_set_threads(k + 1);
+        rs_kctx tk; /* contexts of 1 and 2 threads */
+        rs_kctx_init(&tk, &rs_cpu_kernels, k + 1, NULL);
         out[k] = fnan(nout);
         att[k] = fnan(natt);
         dqkv[k] = fnan(nqkv);
@@ -516,14 +520,16 @@ static void test_threads(void)
         dwpe[k] = calloc((size_t)T * C, sizeof(float));
         gf[k] = fnan(ng);
         gb[k] = fnan(ng);
-        float *ws = malloc(rs_cpu_attn_workspace(B, T, C, NH));
-        rs_cpu_attn_fwd(qkv, out[k], att[k], B, T, C, NH);
-        rs_cpu_attn_bwd(qkv, att[k], dout, dqkv[k], ws, B, T, C, NH);
-        rs_cpu_attn_step(qkv, kc, vc, step[k], B, maxT - 5, maxT, C, NH);
-        rs_cpu_embed_fwd(tok, wte, wpe, emb[k], B, T, C);
-        rs_cpu_embed_bwd(tok, dout, dwte[k], dwpe[k], B, T, C);
-        rs_cpu_gelu_tanh_fwd(gin, gf[k], ng);
-        rs_cpu_gelu_tanh_bwd(gin, gd, gb[k], ng);
+        size_t wsb = 0;
+        rs_cpu_attn_workspace(&tk, B, T, C, NH, &wsb);
+        float *ws = malloc(wsb);
+        rs_cpu_attn_fwd(&tk, qkv, out[k], att[k], B, T, C, NH);
+        rs_cpu_attn_bwd(&tk, qkv, att[k], dout, dqkv[k], ws, wsb, B, T, C, NH);
+        rs_cpu_attn_step(&tk, qkv, kc, vc, step[k], B, maxT - 5, maxT, C, NH);
+        rs_cpu_embed_fwd(&tk, tok, wte, wpe, emb[k], B, T, C);
+        rs_cpu_embed_bwd(&tk, tok, dout, dwte[k], dwpe[k], B, T, C);
+        rs_cpu_gelu_tanh_fwd(&tk, gin, gf[k], ng);
+        rs_cpu_gelu_tanh_bwd(&tk, gin, gd, gb[k], ng);
         free(ws);
     }
     same_bytes("attn_fwd out", out[0], out[1], nout);
@@ -571,7 +577,7 @@ static void test_threads(void)
 
 int main(void)
 {
-    rs_cpu_set_threads(2);
+    rs_kctx_init(&kx, &rs_cpu_kernels, 2, NULL);
     /* T = 1; odd T with heads of 4 and 5 columns and C not a multiple of 8; T past one row block (32),
      * not a multiple of it (rows past the last multiple of 16 take the kernels' tail paths); T a
      * multiple of 16; hs = 1. Finite differences on every input up to fd_cap, sampled beyond. */

@@ -26,6 +26,9 @@ static rs_model *build(const char *spec, uint64_t seed)
     rs_model *m = NULL;
     rs_err e = {0};
     RS_CHECK(rs_model_parse(spec, "m", rs_device_cpu(), NULL, seed, &m, NULL, &e) == RS_OK, "%s: %s", spec, e.msg);
+    /* One thread, as the runs' threads=1: threads are each model's own, and products and conv
+     * backward's sums depend on the count. */
+    if (m) rs_model_set_threads(m, 1);
     return m;
 }
 

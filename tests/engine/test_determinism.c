@@ -31,6 +31,9 @@ static rs_model *build(const char *spec, uint64_t seed)
     rs_model *m = NULL;
     rs_err e = {0};
     RS_CHECK(rs_model_parse(spec, "m", rs_device_cpu(), NULL, seed, &m, NULL, &e) == RS_OK, "%s: %s", spec, e.msg);
+    /* One thread, as the runs' threads=1: threads are the model's own, and conv backward's sums
+     * depend on the count. */
+    if (m) rs_model_set_threads(m, 1);
     return m;
 }
 
@@ -174,6 +177,7 @@ static void hand_loop(const char *spec, rs_opt_kind opt)
     sc.seed = 7;
     rs_loader *l = rs_loader_new(d.train, BATCH, &sc, &e);
     rs_optim *o = rs_optim_new(&c.opt, rs_device_cpu(), b ? rs_model_numel(b) : 0, NULL, &e);
+    if (o && b) rs_optim_set_ctx(o, rs_model_ctx(b));
     float *x = malloc((size_t)BATCH * 784 * sizeof *x);
     int32_t *y = malloc(BATCH * sizeof *y);
     if (a && b && l && o && x && y) {

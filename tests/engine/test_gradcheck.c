@@ -32,6 +32,8 @@ static void layer_case(const char *what, const char *spec, rs_shape in, int B, b
 static void loss_case(int B, int C)
 {
     const rs_kernels *k = rs_kernels_for(rs_device_cpu());
+    rs_kctx ctx;
+    rs_kctx_init(&ctx, k, 0, NULL);
     float *z = calloc((size_t)B * C, 4), *p = calloc((size_t)B * C, 4), *l = calloc((size_t)B, 4),
           *d = calloc((size_t)B * C, 4);
     int32_t *y = calloc((size_t)B, 4);
@@ -39,18 +41,18 @@ static void loss_case(int B, int C)
     rs_rng_seed(&r, 9);
     for (int i = 0; i < B * C; i++) z[i] = rs_rng_range(&r, -3, 3);
     for (int b = 0; b < B; b++) y[b] = (int32_t)rs_rng_below(&r, (uint64_t)C);
-    k->softmax_xent_fwd(z, y, p, l, B, C);
-    k->softmax_xent_bwd(p, y, d, B, C, 1.0f / B);
+    k->softmax_xent_fwd(&ctx, z, y, p, l, B, C);
+    k->softmax_xent_bwd(&ctx, p, y, d, B, C, 1.0f / B);
     int bad = 0;
     double worst = 0;
     for (int i = 0; i < B * C; i++) {
         double lp = 0, lm = 0;
         float keep = z[i];
         z[i] = keep + (float)EPS;
-        k->softmax_xent_fwd(z, y, p, l, B, C);
+        k->softmax_xent_fwd(&ctx, z, y, p, l, B, C);
         for (int b = 0; b < B; b++) lp += l[b];
         z[i] = keep - (float)EPS;
-        k->softmax_xent_fwd(z, y, p, l, B, C);
+        k->softmax_xent_fwd(&ctx, z, y, p, l, B, C);
         for (int b = 0; b < B; b++) lm += l[b];
         z[i] = keep;
         double num = (lp - lm) / (2 * EPS) / B;
@@ -59,7 +61,7 @@ static void loss_case(int B, int C)
         if (diff > ATOL + RTOL * fabs(num)) bad++;
     }
     /* And the value itself against a double-precision log-sum-exp. */
-    k->softmax_xent_fwd(z, y, p, l, B, C);
+    k->softmax_xent_fwd(&ctx, z, y, p, l, B, C);
     for (int b = 0; b < B; b++) {
         double mx = -1e30, s = 0;
         for (int j = 0; j < C; j++) mx = fmax(mx, z[b * C + j]);

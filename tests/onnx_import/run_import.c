@@ -234,7 +234,6 @@ static double now_ms(void)
  * model), first run, and the median of 50 runs. */
 static int bench(const char *path, int threads, int batch)
 {
-    rs_cpu_set_threads(threads);
     double t0 = now_ms();
     rs_onnx_graph *g = NULL;
     rs_model *m = NULL;
@@ -245,6 +244,7 @@ static int bench(const char *path, int threads, int batch)
         return 1;
     }
     double t1 = now_ms();
+    rs_model_set_threads(m, threads); /* before rs_acts_new: a set copies the model's context */
     size_t in = rs_onnx_graph_input_numel(g) * (size_t)batch, out = rs_onnx_graph_output_numel(g) * (size_t)batch;
     float *x = calloc(in, sizeof(float)), *y = calloc(out, sizeof(float));
     for (size_t i = 0; i < in; i++) x[i] = (float)(i % 17) * 0.05f;

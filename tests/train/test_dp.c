@@ -150,9 +150,9 @@ static void equivalence(const rs_data_pair *d, rs_opt_kind opt, const char *spec
                  (unsigned long long)rs_model_step(m), steps * accum);
         check_close(m, ref, opt, what);
         check_spans(&log, replicas, steps, accum, what);
-        /* the threads are back to the loop's setting after each step */
-        RS_CHECK(rs_model_kernels(m)->get_threads() == 2, "%s: %d OpenMP threads after training, want 2", what,
-                 rs_model_kernels(m)->get_threads());
+        /* the model's context is back to the loop's setting after each step */
+        RS_CHECK(rs_model_threads(m) == 2, "%s: %d threads on the model's context after training, want 2", what,
+                 rs_model_threads(m));
     }
     rs_dp_free(dp);
     free(log.e);
