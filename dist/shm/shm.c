@@ -3,6 +3,7 @@
  * setup; the collectives are dist/pg/step.c's, shared with tcp. */
 #define _GNU_SOURCE
 #include "dist/pg/step.h"
+#include "place.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -22,7 +23,7 @@
  *   header (one cache line): magic, world, chunk size, slots per mailbox
  *   world rank lines, one per rank (see shm_idle): the CPU it last waited on, whether it may be
  *     asleep, its bell (a futex word that whoever hands it a chunk rings while it sleeps), and the
- *     CPU it was on when the group was made (see shm_place)
+ *     CPU it was on when the group was made (see place.h)
  *   world*world mailboxes, box(src,dst): SHM_SLOTS slot heads, each one cache line written only by src
  *     (a sequence number and, for a chunk of at most SHM_SMALL bytes, the chunk itself), and
  *     `consumed` on a line of its own, written only by dst
@@ -52,7 +53,7 @@ typedef struct shm_rank_line {
     _Alignas(SHM_LINE) _Atomic int32_t cpu1; /* sched_getcpu() + 1 where the rank last waited; 0: not yet */
     _Atomic uint32_t sleeping;                /* 1 from just before it may sleep until it moves again */
     _Atomic uint32_t bell;                    /* futex word: bumped by a peer that finds `sleeping` set */
-    int32_t start_cpu1;                       /* sched_getcpu() + 1 when the group was made (shm_place) */
+    int32_t start_cpu1;                       /* sched_getcpu() + 1 when the group was made (place.h) */
 } shm_rank_line;
 
 typedef struct shm_slot_head {
@@ -76,8 +77,7 @@ typedef struct shm_impl {
     uint64_t *recvd;       /* (world) chunks this rank has taken from each peer */
     uint64_t *seen;        /* (world) each peer's `consumed` as last read: re-read only when full */
     bool own_core;         /* world <= the CPUs this rank may run on: waiting may spin */
-    bool bound;            /* shm_place narrowed our affinity; `orig` is the mask to give back */
-    cpu_set_t orig;
+    rs_shm_place place;    /* this rank's CPUs (place.h) */
     int cpu1;              /* what this rank last wrote to its rank line */
     int wait_peer;         /* the peer the last side that could not move waits for; -1: none yet */
     bool armed;            /* our `sleeping` is set; `bell` is the bell as read just before */
@@ -176,9 +176,11 @@ static bool shm_progress(rs_pg *g, rs_pg_xfer *x, rs_status *st, rs_err *err)
 {
     (void)st, (void)err; /* shared memory cannot break; a dead peer shows as silence (the timeout) */
     bool moved = false;
+    shm_impl *s = impl(g);
+    if (s->place.on && x->soff == 0 && x->roff == 0)
+        rs_shm_place_for(&s->place, x->sbytes > x->rbytes ? x->sbytes : x->rbytes);
     while (send_some(g, x)) moved = true;
     while (recv_some(g, x)) moved = true;
-    shm_impl *s = impl(g);
     for (; s->to_ring; s->to_ring &= s->to_ring - 1) ring(g, __builtin_ctzll(s->to_ring));
     if (moved && s->armed) disarm(g);
     return moved;
@@ -253,7 +255,7 @@ static void shm_destroy(rs_pg *g)
     shm_impl *s = g->impl;
     if (s) {
         if (s->base) munmap(s->base, s->size);
-        if (s->bound) sched_setaffinity(0, sizeof s->orig, &s->orig);
+        rs_shm_place_end(&s->place);
         free(s->tmp);
         free(s->sent);
         free(s->recvd);
@@ -285,47 +287,6 @@ static int usable_cpus(void)
     if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (int)n : 1;
-}
-
-/* Placement: with a CPU or more for every rank, each rank keeps to a block of its own of the CPUs it
- * may use (2 ranks on 2 CPUs: one each; 2 on 8: four each), as mpirun binds ranks to cores. Left to
- * itself, the kernel puts two ranks that hand each other data on one CPU as soon as anything else is
- * busy (their loads are half a CPU each, and a woken rank joins its waker), and every hand-over is then
- * a context switch: 8 B all_reduce at 2 ranks beside one busy process took 7-12 us unbound, 0.10 bound,
- * against Open MPI's 0.2 (docs/dist.md, "shm on a busy machine"). A rank keeps the block holding the
- * CPU it was started on (the kernel chose it, knowing the load) unless a lower rank has it; then it
- * takes the first free block. Every rank works out the whole assignment from the CPUs all of them
- * published before the mapping barrier, so they agree without another round. A rank's affinity is given
- * back when the group goes; RINGSIDE_SHM_BIND=off leaves placement to the kernel (or to taskset/numactl:
- * a rank already restricted to fewer CPUs than the world is not touched). */
-static void shm_place(rs_pg *g)
-{
-    shm_impl *s = impl(g);
-    const char *env = getenv("RINGSIDE_SHM_BIND");
-    if (env && (!strcmp(env, "off") || !strcmp(env, "0"))) return;
-    cpu_set_t mask;
-    if (g->world < 2 || sched_getaffinity(0, sizeof mask, &mask) != 0) return;
-    int m = CPU_COUNT(&mask), world = g->world;
-    if (m < world) return;
-    int idx[CPU_SETSIZE]; /* CPU -> its position among the CPUs we may use, -1: not one of them */
-    for (int c = 0, i = 0; c < CPU_SETSIZE; c++) idx[c] = CPU_ISSET(c, &mask) ? i++ : -1;
-    bool taken[SHM_MAX_WORLD] = {false};
-    int mine = -1;
-    for (int q = 0; q < world; q++) {
-        int c = s->ranks[q].start_cpu1 - 1;
-        int b = c >= 0 && c < CPU_SETSIZE && idx[c] >= 0 ? (int)((long)idx[c] * world / m) : -1;
-        if (b < 0 || taken[b])
-            for (b = 0; taken[b]; b++) {}
-        taken[b] = true;
-        if (q == g->rank) mine = b;
-    }
-    cpu_set_t block; /* positions [mine*m/world, (mine+1)*m/world) */
-    CPU_ZERO(&block);
-    for (int c = 0; c < CPU_SETSIZE; c++)
-        if (idx[c] >= 0 && (long)idx[c] * world / m == mine) CPU_SET(c, &block);
-    if (sched_setaffinity(0, sizeof block, &block) != 0) return; /* placement is a speed-up, never an error */
-    s->orig = mask;
-    s->bound = true;
 }
 
 static size_t seg_size(int world)
@@ -446,7 +407,11 @@ static rs_status shm_create(rs_store *store, const char *name, int rank, int wor
         shm_destroy(g);
         return st;
     }
-    if (!parent && impl(g)->own_core) shm_place(g);
+    if (!parent && impl(g)->own_core) {
+        int start[SHM_MAX_WORLD];
+        for (int q = 0; q < world; q++) start[q] = impl(g)->ranks[q].start_cpu1 - 1;
+        rs_shm_place_init(&impl(g)->place, rank, world, start);
+    }
     *out = g;
     return RS_OK;
 }
