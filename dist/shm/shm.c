@@ -82,6 +82,7 @@ typedef struct shm_impl {
     int wait_peer;         /* the peer the last side that could not move waits for; -1: none yet */
     bool armed;            /* our `sleeping` is set; `bell` is the bell as read just before */
     uint32_t bell;
+    double yield_again;    /* rs_pg_now() before which waiting sleeps rather than yields */
     uint64_t to_ring;      /* bit p: we gave peer p something since the last rings (SHM_MAX_WORLD <= 64) */
 } shm_impl;
 
@@ -186,21 +187,27 @@ static bool shm_progress(rs_pg *g, rs_pg_xfer *x, rs_status *st, rs_err *err)
     return moved;
 }
 
-/* Waiting. With a core per rank the peer we wait for is running: spin (with the CPU's pause hint)
- * for ~100 us, since a chunk then arrives in a few and a small message in well under one. With more
- * ranks than cores (8 ranks on 2), or a communication thread beside compute (polite), spin briefly.
- * Past the spin, sleep on our bell (a futex in the segment) until a peer hands us something.
+/* Waiting. With a core per rank (shm_place binds them, place.c) the peer we wait for is running: spin
+ * (with the CPU's pause hint) for ~100 us, since a chunk then arrives in a few and a small message in
+ * well under one; past the spin, sleep on our bell (a futex in the segment) until a peer hands us
+ * something.
  *
- * Whatever the counts, the peer we wait for may share our CPU: on a machine where something else is
- * busy (a build, a test suite), two ranks and one busy process on 2 CPUs, and the kernel puts the two
- * ranks together. Spinning there cost each 128 KiB handed over a whole spin phase of the CPU the peer
- * needed, and yielding (the old next phase) is no better once anything else is on that CPU: under
- * EEVDF a yield puts the yielder behind the others there, so a busy process beside the ranks gets
- * slice after slice. 16 MiB all_reduce at 2 ranks went from 17 GB/s to 0.1-0.8
- * (docs/dist.md, "shm on a busy machine"). So each rank publishes the CPU it waits on (sched_getcpu: rdpid,
- * a nanosecond; written only when it changes), a rank whose peer was last seen on its own CPU sleeps
- * at once, and nobody yields: a sleeping rank leaves the CPU to its peer, and the peer's ring makes it
- * runnable the moment there is work.
+ * Whatever the counts, the peer we wait for may share our CPU (a large transfer runs unbound, a user's
+ * taskset): spinning there cost each 128 KiB handed over a whole spin phase of the CPU the peer needed,
+ * and yielding is no better once anything else is on that CPU: under EEVDF a yield puts the yielder
+ * behind the others there, so a busy process beside the ranks gets slice after slice. 16 MiB
+ * all_reduce at 2 ranks went from 17 GB/s to 0.1-0.8 (docs/dist.md, "shm on a busy machine"). So each
+ * rank publishes the CPU it waits on (sched_getcpu: rdpid, a nanosecond; written only when it changes),
+ * and a rank whose peer was last seen on its own CPU sleeps at once: it leaves the CPU to its peer, and
+ * the peer's ring makes it runnable the moment there is work.
+ *
+ * With more ranks than cores (4 ranks on 2 CPUs), or a communication thread beside compute (polite),
+ * spin briefly, then yield: the CPU mostly goes to another of our ranks, the one we wait for or one it
+ * waits for (8 B at 4 ranks on 2 CPUs: 3 us, against 27 sleeping at once). But a yield that keeps us
+ * off the CPU for more than 200 us gave it to a stranger (a busy process, a whole slice of it), and
+ * yielding again only gives it more: for the next 50 ms waits skip the yields and sleep on the bell.
+ * 4 ranks beside busy processes (load average 9-12), worst of 5 runs: 64 MiB 0.13 -> 1.67 GB/s, 8 B
+ * median 1496 -> 53 us.
  *
  * Sleeping takes two calls: the first sets `sleeping` (then a full fence) and returns, so the caller
  * looks at every transfer once more; the second sleeps on the bell as it read it before. A chunk
@@ -208,6 +215,8 @@ static bool shm_progress(rs_pg *g, rs_pg_xfer *x, rs_status *st, rs_err *err)
 #define SHM_SPIN_OWN 4096u    /* pauses (~23 ns each on this machine's Zen 5) */
 #define SHM_SPIN_SHARED 16u
 #define SHM_YIELDS 1024u
+#define SHM_YIELD_SLOW_S 200e-6 /* a yield that kept us off the CPU this long handed it to a stranger */
+#define SHM_NO_YIELDS_S 50e-3   /* ... so for this long, waits sleep on the bell instead */
 #define SHM_SLEEP_NS 20000000 /* a bell is never missed; this only bounds the gap between timeout checks */
 
 static void shm_idle(rs_pg *g, unsigned idle)
@@ -229,8 +238,13 @@ static void shm_idle(rs_pg *g, unsigned idle)
         return;
     }
     if (!own_core && idle <= SHM_SPIN_SHARED + SHM_YIELDS) {
-        sched_yield();
-        return;
+        double t0 = rs_pg_now();
+        if (t0 >= s->yield_again) {
+            sched_yield();
+            double t1 = rs_pg_now();
+            if (t1 - t0 > SHM_YIELD_SLOW_S) s->yield_again = t1 + SHM_NO_YIELDS_S;
+            return;
+        }
     }
     shm_rank_line *me = &s->ranks[g->rank];
     if (!s->armed) {
