@@ -9,7 +9,7 @@
 # and the 1-minute load average the runs started at (other processes on the machine).
 #
 #   bench/shm_vs_mpi.sh [--build-dir DIR] [--ranks "2 4"] [--sizes 8..64M] [--runs 8] [--wait S]
-#                       [--load N] [--unbound] [--mpi-args "..."] [--raw FILE]
+#                       [--load N] [--unbound] [--baseline EXE] [--mpi-args "..."] [--raw FILE]
 #
 #   --build-dir  meson build folder (default build-bench; set up and compiled when needed)
 #   --runs N     runs of each (default 8)
@@ -18,13 +18,15 @@
 #                wait: a machine where builds or tests are running too (default 0)
 #   --unbound    also runs shm with RINGSIDE_SHM_BIND=off (the kernel places the ranks), interleaved
 #                with the others: what shm's placement buys (dist/shm/shm.c, shm_place)
+#   --baseline EXE  also runs shm with another ringside binary (a build of an older commit), interleaved
+#                with the others: before and after in the same conditions
 #   --mpi-args   extra mpirun arguments (default none: mpirun's own placement, as a user gets it)
 #   --raw FILE   also write every row: ranks backend run size time_us busbw load1
 # Exit status: the number of goals missed (0: all met).
 set -u
 cd "$(dirname "$0")/.." || exit 1
 
-build=build-bench ranks="2 4" sizes="8..64M" runs=8 wait_s=30 load=0 mpi_args="" raw="" backends="shm mpi"
+build=build-bench ranks="2 4" sizes="8..64M" runs=8 wait_s=30 load=0 mpi_args="" raw="" backends="shm mpi" base_exe=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --build-dir) build=$2; shift 2 ;;
@@ -33,7 +35,8 @@ while [ $# -gt 0 ]; do
         --runs) runs=$2; shift 2 ;;
         --wait) wait_s=$2; shift 2 ;;
         --load) load=$2; shift 2 ;;
-        --unbound) backends="shm mpi shm-unbound"; shift ;;
+        --unbound) backends="$backends shm-unbound"; shift ;;
+        --baseline) base_exe=$2; backends="$backends baseline"; shift 2 ;;
         --mpi-args) mpi_args=$2; shift 2 ;;
         --raw) raw=$2; shift 2 ;;
         -h|--help) sed -n '2,/^[^#]/{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
@@ -63,6 +66,10 @@ run_shm_unbound() {
     RINGSIDE_SHM_BIND=off "$exe" --no-db -c "bench all_reduce ranks=$1 sizes=$sizes backend=shm view=off" 2>&1 |
         awk -v n="$1" -v r="$2" -v l="$3" '/^ +[0-9]+ +[0-9]+ +f32/ {print n, "shm-unbound", r, $1, $5, $7, l}'
 }
+run_baseline() {
+    "$base_exe" --no-db -c "bench all_reduce ranks=$1 sizes=$sizes backend=shm view=off" 2>&1 |
+        awk -v n="$1" -v r="$2" -v l="$3" '/^ +[0-9]+ +[0-9]+ +f32/ {print n, "baseline", r, $1, $5, $7, l}'
+}
 run_mpi() {
     # shellcheck disable=SC2086 # mpi_args is a list of words
     mpirun $root_flag --oversubscribe $mpi_args -np "$1" "$mpi_bench" -b "$lo" -e "$hi" 2>&1 |
@@ -77,6 +84,8 @@ tmp=$(mktemp -d)
 trap 'hogs_stop; rm -rf "$tmp"' EXIT
 echo "# all_reduce f32 sum, $sizes, $runs interleaved runs each; $(nproc) CPUs: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 echo "# Open MPI $(mpirun --version 2>/dev/null | head -1 | awk '{print $NF}') (mpirun ${mpi_args:-defaults}); ringside $(git rev-parse --short HEAD 2>/dev/null); $load busy processes beside"
+[ -n "$base_exe" ] && echo "# baseline: $base_exe"
+[ -z "$base_exe" ] || [ -x "$base_exe" ] || { echo "shm_vs_mpi.sh: --baseline $base_exe is not an executable" >&2; exit 2; }
 read -ra bl <<< "$backends"
 missed=0
 for n in $ranks; do
@@ -115,8 +124,8 @@ for n in $ranks; do
                     lo[be[b]] = m ? x[1] : 0; md[be[b]] = m ? med(x, m) : 0; hi = m ? x[m] : 0
                     tlo = m ? y[1] : 0; tmd[be[b]] = m ? med(y, m) : 0; thi = m ? y[m] : 0
                     ratios = ""
-                    if (be[b] == "shm-unbound" && md["mpi"] > 0 && tmd["mpi"] > 0)
-                        ratios = sprintf("unbound / MPI: busbw median %.2fx, worst %.2fx; time median %.2fx", md[be[b]] / md["mpi"], lo[be[b]] / md["mpi"], tmd[be[b]] / tmd["mpi"])
+                    if (be[b] != "shm" && be[b] != "mpi" && md["mpi"] > 0 && tmd["mpi"] > 0)
+                        ratios = sprintf("%s / MPI: busbw median %.2fx, worst %.2fx; time median %.2fx", be[b], md[be[b]] / md["mpi"], lo[be[b]] / md["mpi"], tmd[be[b]] / tmd["mpi"])
                     if (be[b] == "mpi" && md["mpi"] > 0 && tmd["mpi"] > 0) {
                         rmed = md["shm"] / md["mpi"]; rworst = lo["shm"] / md["mpi"]; rt = tmd["shm"] / tmd["mpi"]
                         ratios = sprintf("busbw median %.2fx, worst %.2fx; time median %.2fx", rmed, rworst, rt)
