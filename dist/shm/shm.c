@@ -54,6 +54,7 @@ typedef struct shm_rank_line {
     _Atomic uint32_t sleeping;                /* 1 from just before it may sleep until it moves again */
     _Atomic uint32_t bell;                    /* futex word: bumped by a peer that finds `sleeping` set */
     int32_t start_cpu1;                       /* sched_getcpu() + 1 when the group was made (place.h) */
+    _Atomic uint64_t moves;                   /* progress calls that moved data: who ran while we yielded */
 } shm_rank_line;
 
 typedef struct shm_slot_head {
@@ -83,6 +84,7 @@ typedef struct shm_impl {
     bool armed;            /* our `sleeping` is set; `bell` is the bell as read just before */
     uint32_t bell;
     double yield_again;    /* rs_pg_now() before which waiting sleeps rather than yields */
+    uint64_t moves;        /* our own count, published in our rank line's `moves` */
     uint64_t to_ring;      /* bit p: we gave peer p something since the last rings (SHM_MAX_WORLD <= 64) */
 } shm_impl;
 
@@ -183,6 +185,7 @@ static bool shm_progress(rs_pg *g, rs_pg_xfer *x, rs_status *st, rs_err *err)
     while (send_some(g, x)) moved = true;
     while (recv_some(g, x)) moved = true;
     for (; s->to_ring; s->to_ring &= s->to_ring - 1) ring(g, __builtin_ctzll(s->to_ring));
+    if (moved) atomic_store_explicit(&s->ranks[g->rank].moves, ++s->moves, memory_order_relaxed);
     if (moved && s->armed) disarm(g);
     return moved;
 }
@@ -204,8 +207,11 @@ static bool shm_progress(rs_pg *g, rs_pg_xfer *x, rs_status *st, rs_err *err)
  * With more ranks than cores (4 ranks on 2 CPUs), or a communication thread beside compute (polite),
  * spin briefly, then yield: the CPU mostly goes to another of our ranks, the one we wait for or one it
  * waits for (8 B at 4 ranks on 2 CPUs: 3 us, against 27 sleeping at once). But a yield that keeps us
- * off the CPU for more than 200 us gave it to a stranger (a busy process, a whole slice of it), and
- * yielding again only gives it more: for the next 50 ms waits skip the yields and sleep on the bell.
+ * off the CPU for more than 200 us while none of our ranks moved data gave it to a stranger (a busy
+ * process, a whole slice of it), and yielding again only gives it more: for the next 50 ms waits skip
+ * the yields and sleep on the bell. (Without the `moves` test, a peer reducing a 1 MiB chunk for
+ * 200 us counted as a stranger: 4 ranks on 2 CPUs on a quiet machine, 128 KiB to 1 MiB, fell from
+ * 7.8-9.6 GB/s to 3.4-6.7.)
  * 4 ranks beside busy processes (load average 9-12), worst of 5 runs: 64 MiB 0.13 -> 1.67 GB/s, 8 B
  * median 1496 -> 53 us.
  *
@@ -218,6 +224,16 @@ static bool shm_progress(rs_pg *g, rs_pg_xfer *x, rs_status *st, rs_err *err)
 #define SHM_YIELD_SLOW_S 200e-6 /* a yield that kept us off the CPU this long handed it to a stranger */
 #define SHM_NO_YIELDS_S 50e-3   /* ... so for this long, waits sleep on the bell instead */
 #define SHM_SLEEP_NS 20000000 /* a bell is never missed; this only bounds the gap between timeout checks */
+
+/* Data the other ranks have moved so far: a long yield during which it grew went to one of them. */
+static uint64_t others_moves(rs_pg *g)
+{
+    shm_impl *s = impl(g);
+    uint64_t sum = 0;
+    for (int r = 0; r < g->world; r++)
+        if (r != g->rank) sum += atomic_load_explicit(&s->ranks[r].moves, memory_order_relaxed);
+    return sum;
+}
 
 static void shm_idle(rs_pg *g, unsigned idle)
 {
@@ -240,9 +256,10 @@ static void shm_idle(rs_pg *g, unsigned idle)
     if (!own_core && idle <= SHM_SPIN_SHARED + SHM_YIELDS) {
         double t0 = rs_pg_now();
         if (t0 >= s->yield_again) {
+            uint64_t before = others_moves(g);
             sched_yield();
             double t1 = rs_pg_now();
-            if (t1 - t0 > SHM_YIELD_SLOW_S) s->yield_again = t1 + SHM_NO_YIELDS_S;
+            if (t1 - t0 > SHM_YIELD_SLOW_S && others_moves(g) == before) s->yield_again = t1 + SHM_NO_YIELDS_S;
             return;
         }
     }
