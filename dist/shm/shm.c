@@ -185,7 +185,8 @@ static bool shm_progress(rs_pg *g, rs_pg_xfer *x, rs_status *st, rs_err *err)
     while (send_some(g, x)) moved = true;
     while (recv_some(g, x)) moved = true;
     for (; s->to_ring; s->to_ring &= s->to_ring - 1) ring(g, __builtin_ctzll(s->to_ring));
-    if (moved) atomic_store_explicit(&s->ranks[g->rank].moves, ++s->moves, memory_order_relaxed);
+    if (moved && !(s->own_core && !g->polite)) /* only yielding waits read it (shm_idle) */
+        atomic_store_explicit(&s->ranks[g->rank].moves, ++s->moves, memory_order_relaxed);
     if (moved && s->armed) disarm(g);
     return moved;
 }
