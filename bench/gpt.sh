@@ -10,6 +10,7 @@
 #   bench/gpt.sh [--build-dir DIR] [--steps N] [--long] [--wait S]
 set -u
 cd "$(dirname "$0")/.." || exit 1
+. bench/lib.sh
 build=build-bench steps=300 long=0 wait_s=60
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -17,15 +18,11 @@ while [ $# -gt 0 ]; do
         --steps) steps=$2; shift 2 ;;
         --long) long=1; shift ;;
         --wait) wait_s=$2; shift 2 ;;
-        -h|--help) sed -n '2,/^[^#]/{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) bench_help; exit 0 ;;
         *) echo "gpt.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
     esac
 done
-[ -f "$build/build.ninja" ] || meson setup "$build" --buildtype=release >/dev/null || exit 1
-ninja -C "$build" repl/ringside >/dev/null || exit 1
-exe=$build/repl/ringside
-
-. bench/lib.sh
+bench_build repl/ringside || exit 1
 
 cfg="layers=4 heads=4 dim=128 ctx=64"
 topt="batch=12 opt=adamw wd=0.1 clip=1.0"

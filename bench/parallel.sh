@@ -8,21 +8,18 @@
 #   bench/parallel.sh [--build-dir DIR] [--epochs N] [--wait S]
 set -u
 cd "$(dirname "$0")/.." || exit 1
+. bench/lib.sh
 build=build-bench epochs=1 wait_s=60
 while [ $# -gt 0 ]; do
     case "$1" in
         --build-dir) build=$2; shift 2 ;;
         --epochs) epochs=$2; shift 2 ;;
         --wait) wait_s=$2; shift 2 ;;
-        -h|--help) sed -n '2,/^[^#]/{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) bench_help; exit 0 ;;
         *) echo "parallel.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
     esac
 done
-[ -f "$build/build.ninja" ] || meson setup "$build" --buildtype=release >/dev/null || exit 1
-ninja -C "$build" repl/ringside >/dev/null || exit 1
-exe=$build/repl/ringside
-
-. bench/lib.sh
+bench_build repl/ringside || exit 1
 
 mlp="mlp 784-256-256-10"
 cnn="seq conv(16,3,pad=1) relu maxpool(2) conv(32,3,pad=1) relu maxpool(2) flatten linear(10)"

@@ -1,7 +1,7 @@
 /* ONNX ModelProto -> rs_onnx_graph (see import.h). One pass over the nodes in topological order keeps
  * an "import value" per name: computed at run time (a graph value with a symbolic shape), or known now
- * (float or int64 constant). Nodes whose inputs are all known are evaluated here with the executor's
- * own kernels; shape arithmetic carries the batch as RS_ONNX_BATCH. Only what depends on the input
+ * (float or int64 constant). Nodes whose inputs are all known are evaluated here by rs_op_run, the
+ * engine's kernels a model runs them with; shape arithmetic carries the batch as RS_DIM_BATCH. Only what depends on the input
  * becomes a graph node. Every count, size and index from the file is checked before it is used. */
 #include "import_internal.h"
 
@@ -59,7 +59,7 @@ static ival *lookup(imp *p, const char *name, bool create)
 
 /* ---- graph building ---- */
 
-static int add_value(imp *p, const char *name, const rs_onnx_shape *s, float *data)
+static int add_value(imp *p, const char *name, const rs_dims *s, float *data)
 {
     rs_onnx_graph *g = p->g;
     if (g->nvalues == p->cap_values) {
@@ -83,12 +83,12 @@ static rs_status materialize(imp *p, ival *v, const char *name, int *vid)
         return RS_OK;
     }
     float *data = NULL;
-    size_t n = (size_t)rs_onnx_shape_numel(&v->shape, 1);
+    size_t n = (size_t)rs_dims_numel(&v->shape, 1);
     if (v->kind == IV_F || v->kind == IV_I) {
         data = malloc(sizeof(float) * (n ? n : 1));
         if (!data) return rs_onnx_fail(p, RS_ERR_NOMEM, "out of memory");
         for (size_t k = 0; k < n; k++) {
-            if (v->kind == IV_I && v->i[k] == RS_ONNX_BATCH) {
+            if (v->kind == IV_I && v->i[k] == RS_DIM_BATCH) {
                 free(data);
                 return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "value '%s' uses the batch size as data", name);
             }
@@ -119,16 +119,16 @@ static char *node_name(const Onnx__NodeProto *np, int k, int o)
 
 /* ---- tensors from the file ---- */
 
-rs_status rs_onnx_check_dims(imp *p, const char *what, size_t nd, const int64_t *dims, rs_onnx_shape *s)
+rs_status rs_onnx_check_dims(imp *p, const char *what, size_t nd, const int64_t *dims, rs_dims *s)
 {
-    if (nd > RS_ONNX_MAX_RANK)
-        return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "%s has rank %zu; at most %d is supported", what, nd, RS_ONNX_MAX_RANK);
+    if (nd > RS_DIMS_MAX)
+        return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "%s has rank %zu; at most %d is supported", what, nd, RS_DIMS_MAX);
     s->rank = (int)nd;
     for (size_t i = 0; i < nd; i++) {
         if (dims[i] < 0) return rs_onnx_fail(p, RS_ERR_FORMAT, "%s has a negative dimension %lld", what, (long long)dims[i]);
         s->d[i] = dims[i];
     }
-    if (rs_onnx_shape_numel(s, 1) < 0)
+    if (rs_dims_numel(s, 1) < 0)
         return rs_onnx_fail(p, RS_ERR_FORMAT, "%s declares more than 2^31 elements", what);
     return RS_OK;
 }
@@ -231,10 +231,10 @@ static rs_status read_external(imp *p, const Onnx__TensorProto *t, const char *w
 
 rs_status rs_onnx_tensor_to_ival(imp *p, const Onnx__TensorProto *t, const char *what, ival *out)
 {
-    rs_onnx_shape s;
+    rs_dims s;
     rs_status st = rs_onnx_check_dims(p, what, t->n_dims, t->dims, &s);
     if (st) return st;
-    size_t n = (size_t)rs_onnx_shape_numel(&s, 1), esz;
+    size_t n = (size_t)rs_dims_numel(&s, 1), esz;
     int dt = t->data_type;
     bool is_float = dt == DT_FLOAT || dt == DT_DOUBLE;
     switch (dt) {
@@ -301,7 +301,7 @@ rs_status rs_onnx_tensor_to_ival(imp *p, const Onnx__TensorProto *t, const char 
     /* ints are shape material: keep them out of the batch sentinel's way */
     if (!is_float)
         for (size_t k = 0; k < n; k++)
-            if (out->i[k] == RS_ONNX_BATCH) out->i[k] = RS_ONNX_BATCH - 1;
+            if (out->i[k] == RS_DIM_BATCH) out->i[k] = RS_DIM_BATCH - 1;
     return RS_OK;
 }
 
@@ -318,17 +318,17 @@ void rs_onnx_ival_clear(ival *v)
 /* Whether a folded result stays an integer constant: comparisons give bools, and data movement or
  * exact arithmetic on integer constants gives integers (when every value is one that a float holds
  * exactly), so Range -> Equal -> Where -> Cast chains keep feeding shapes and indices. */
-static bool int_result(rs_onnx_op op, const rs_onnx_attrs *a, ival **ins, int nin, const float *out, int64_t n)
+static bool int_result(rs_op op, const rs_op_attrs *a, ival **ins, int nin, const float *out, int64_t n)
 {
-    bool cmp = (op == RS_ONNX_OP_BINARY && ((a->sub >= RS_ONNX_EQUAL && a->sub <= RS_ONNX_GREATER_EQ) || a->sub >= RS_ONNX_AND)) ||
-               (op == RS_ONNX_OP_UNARY && (a->sub == RS_ONNX_NOT || a->sub == RS_ONNX_CAST_BOOL));
-    bool moves = op == RS_ONNX_OP_WHERE || op == RS_ONNX_OP_EXPAND || op == RS_ONNX_OP_SLICE ||
-                 op == RS_ONNX_OP_TRILU || op == RS_ONNX_OP_CONCAT || op == RS_ONNX_OP_TRANSPOSE ||
-                 op == RS_ONNX_OP_RESHAPE ||
-                 (op == RS_ONNX_OP_BINARY && a->sub != RS_ONNX_DIV && a->sub != RS_ONNX_POW && !cmp);
+    bool cmp = (op == RS_OP_BINARY && ((a->sub >= RS_BINARY_EQUAL && a->sub <= RS_BINARY_GREATER_EQ) || a->sub >= RS_BINARY_AND)) ||
+               (op == RS_OP_UNARY && (a->sub == RS_UNARY_NOT || a->sub == RS_UNARY_CAST_BOOL));
+    bool moves = op == RS_OP_WHERE || op == RS_OP_EXPAND || op == RS_OP_SLICE ||
+                 op == RS_OP_TRILU || op == RS_OP_CONCAT || op == RS_OP_TRANSPOSE ||
+                 op == RS_OP_RESHAPE ||
+                 (op == RS_OP_BINARY && a->sub != RS_BINARY_DIV && a->sub != RS_BINARY_POW && !cmp);
     if (!cmp && !moves) return false;
     if (!cmp)
-        for (int k = op == RS_ONNX_OP_WHERE ? 1 : 0; k < nin; k++)
+        for (int k = op == RS_OP_WHERE ? 1 : 0; k < nin; k++)
             if (ins[k] && ins[k]->kind != IV_I) return false;
     for (int64_t k = 0; k < n; k++)
         if (!(fabsf(out[k]) <= 16777216.0f) || out[k] != truncf(out[k])) return false;
@@ -337,35 +337,35 @@ static bool int_result(rs_onnx_op op, const rs_onnx_attrs *a, ival **ins, int ni
 
 /* Adds node op over inputs ins (ival pointers, NULL = absent), or evaluates it now when every input is
  * known. The result goes to c->res. */
-rs_status rs_onnx_emit(nctx *c, rs_onnx_op op, const rs_onnx_attrs *a, ival **ins, int nin)
+rs_status rs_onnx_emit(nctx *c, rs_op op, const rs_op_attrs *a, ival **ins, int nin)
 {
     imp *p = c->p;
     rs_onnx_node n = {.op = op, .name = (char *)rs_onnx_str_or(c->np->name, c->np->op_type), .op_type = c->np->op_type,
                       .nin = nin, .a = *a};
-    const rs_onnx_shape *is[RS_ONNX_MAX_IN] = {0};
+    const rs_dims *is[RS_OP_MAX_IN] = {0};
     bool all_const = true;
-    if (nin > RS_ONNX_MAX_IN) return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "more than %d inputs", RS_ONNX_MAX_IN);
+    if (nin > RS_OP_MAX_IN) return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "more than %d inputs", RS_OP_MAX_IN);
     for (int k = 0; k < nin; k++) {
         n.in[k] = -1;
         if (!ins[k]) continue;
         is[k] = &ins[k]->shape;
         if (!rs_onnx_is_const(ins[k])) all_const = false;
     }
-    rs_onnx_shape os;
+    rs_dims os;
     rs_err e2 = {0};
-    if (rs_onnx_infer(&n, is, RS_ONNX_BATCH, &os, &e2))
+    if (rs_onnx_infer(&n, is, RS_DIM_BATCH, &os, &e2))
         return rs_err_set(p->err, e2.code, "%s: %s (opset %lld)", p->file, e2.msg, (long long)p->opset);
-    int64_t on = rs_onnx_shape_numel(&os, 1);
+    int64_t on = rs_dims_numel(&os, 1);
     if (on < 0) return rs_onnx_fail(p, RS_ERR_SHAPE, "output would exceed 2^31 elements");
     int batch_dims = 0;
-    for (int k = 0; k < os.rank; k++) batch_dims += os.d[k] == RS_ONNX_BATCH;
+    for (int k = 0; k < os.rank; k++) batch_dims += os.d[k] == RS_DIM_BATCH;
     bool has_batch = batch_dims > 0;
     /* (N, 1) + (1, N) would give (N, N): rows would no longer be samples */
     if (batch_dims > 1) return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "the batch would appear in two dimensions of the output");
     if (all_const && !has_batch && on <= p->budget) {
         /* fold: evaluate now on the constants */
-        float *bufs[RS_ONNX_MAX_IN] = {0};
-        const float *cins[RS_ONNX_MAX_IN] = {0};
+        float *bufs[RS_OP_MAX_IN] = {0};
+        const float *cins[RS_OP_MAX_IN] = {0};
         rs_status st = RS_OK;
         for (int k = 0; k < nin && !st; k++) {
             if (!ins[k]) continue;
@@ -373,18 +373,23 @@ rs_status rs_onnx_emit(nctx *c, rs_onnx_op op, const rs_onnx_attrs *a, ival **in
                 cins[k] = ins[k]->f;
                 continue;
             }
-            size_t m = (size_t)rs_onnx_shape_numel(&ins[k]->shape, 1);
+            size_t m = (size_t)rs_dims_numel(&ins[k]->shape, 1);
             bufs[k] = malloc(sizeof(float) * (m ? m : 1));
             if (!bufs[k]) st = rs_onnx_fail(p, RS_ERR_NOMEM, "out of memory");
             for (size_t j = 0; !st && j < m; j++) {
-                if (ins[k]->i[j] == RS_ONNX_BATCH) st = rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "arithmetic on the batch size");
+                if (ins[k]->i[j] == RS_DIM_BATCH) st = rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "arithmetic on the batch size");
                 else bufs[k][j] = (float)ins[k]->i[j];
             }
             cins[k] = bufs[k];
         }
+        /* the engine's kernels, as the model will run the op: the same bits at import and at run time */
+        const rs_kernels *cpu = rs_kernels_for(rs_device_cpu());
         float *out = st ? NULL : malloc(sizeof(float) * (size_t)(on ? on : 1));
-        if (!st && !out) st = rs_onnx_fail(p, RS_ERR_NOMEM, "out of memory");
-        if (!st && rs_onnx_exec(&n, cins, is, out, &os, &e2)) st = rs_err_set(p->err, e2.code, "%s: %s", p->file, e2.msg);
+        void *ws = st ? NULL : malloc(rs_op_workspace(cpu, op, a, is, &os) + 64); /* owned here, with out */
+        if (!st && (!out || !ws)) st = rs_onnx_fail(p, RS_ERR_NOMEM, "out of memory");
+        if (!st && rs_op_run(cpu, op, a, cins, is, out, &os, ws, &e2))
+            st = rs_err_set(p->err, e2.code, "%s: %s", p->file, e2.msg);
+        free(ws);
         for (int k = 0; k < nin; k++) free(bufs[k]);
         if (st) {
             free(out);
@@ -404,7 +409,7 @@ rs_status rs_onnx_emit(nctx *c, rs_onnx_op op, const rs_onnx_attrs *a, ival **in
     for (int k = 0; k < nin; k++) {
         if (!ins[k]) continue;
         /* int constants (masks, bools) become floats; only a division would mean something else */
-        if (ins[k]->kind == IV_I && op == RS_ONNX_OP_BINARY && a->sub == RS_ONNX_DIV)
+        if (ins[k]->kind == IV_I && op == RS_OP_BINARY && a->sub == RS_BINARY_DIV)
             return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "integer input '%s' to a computed division", c->in_names[k]);
         rs_status st = materialize(p, ins[k], c->in_names[k], &n.in[k]);
         if (st) return st;
@@ -532,7 +537,7 @@ done:
     return st;
 }
 
-static rs_status graph_input(imp *p, const Onnx__ValueInfoProto *vi, rs_onnx_shape *s, int64_t *fixed)
+static rs_status graph_input(imp *p, const Onnx__ValueInfoProto *vi, rs_dims *s, int64_t *fixed)
 {
     const char *nm = rs_onnx_str_or(vi->name, "?");
     const Onnx__TypeProto *t = vi->type;
@@ -545,7 +550,7 @@ static rs_status graph_input(imp *p, const Onnx__ValueInfoProto *vi, rs_onnx_sha
     if (!tt->shape || tt->shape->n_dim < 1)
         return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "input '%s' has no shape; a (batch, ...) shape is needed", nm);
     const Onnx__TensorShapeProto *sh = tt->shape;
-    if (sh->n_dim > RS_ONNX_MAX_RANK) return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "input '%s' has rank %zu", nm, sh->n_dim);
+    if (sh->n_dim > RS_DIMS_MAX) return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "input '%s' has rank %zu", nm, sh->n_dim);
     s->rank = (int)sh->n_dim;
     *fixed = 0;
     for (size_t k = 0; k < sh->n_dim; k++) {
@@ -554,7 +559,7 @@ static rs_status graph_input(imp *p, const Onnx__ValueInfoProto *vi, rs_onnx_sha
         if (k == 0) {
             if (val && d->dim_value >= 1 && d->dim_value <= 1 << 20) *fixed = d->dim_value;
             else if (val) return rs_onnx_fail(p, RS_ERR_FORMAT, "input '%s' has batch size %lld", nm, (long long)d->dim_value);
-            s->d[0] = val ? d->dim_value : RS_ONNX_BATCH;
+            s->d[0] = val ? d->dim_value : RS_DIM_BATCH;
             continue;
         }
         if (!val || d->dim_value < 1)
@@ -562,7 +567,7 @@ static rs_status graph_input(imp *p, const Onnx__ValueInfoProto *vi, rs_onnx_sha
                         "dimension 0, may be symbolic)", nm, k);
         s->d[k] = d->dim_value;
     }
-    if (rs_onnx_shape_numel(s, 1) < 0) return rs_onnx_fail(p, RS_ERR_FORMAT, "input '%s' is larger than 2^31 elements", nm);
+    if (rs_dims_numel(s, 1) < 0) return rs_onnx_fail(p, RS_ERR_FORMAT, "input '%s' is larger than 2^31 elements", nm);
     return RS_OK;
 }
 
@@ -666,7 +671,7 @@ static rs_status import_model(imp *p, const Onnx__ModelProto *m)
     }
     if (nin != 1)
         return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "the graph has %d inputs; models with exactly one input are supported", nin);
-    rs_onnx_shape is;
+    rs_dims is;
     if ((st = graph_input(p, in, &is, &g->fixed_batch))) return st;
     ival *iv = lookup(p, rs_onnx_str_or(in->name, ""), true);
     if (!iv) return rs_onnx_fail(p, RS_ERR_NOMEM, "out of memory");
@@ -744,7 +749,7 @@ static rs_status import_model(imp *p, const Onnx__ModelProto *m)
     if (ov->kind != IV_DYN)
         return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "graph output '%s' is a constant: it does not depend on the input", oname);
     int batch_dims = 0;
-    for (int k = 0; k < ov->shape.rank; k++) batch_dims += ov->shape.d[k] == RS_ONNX_BATCH;
+    for (int k = 0; k < ov->shape.rank; k++) batch_dims += ov->shape.d[k] == RS_DIM_BATCH;
     if (!g->fixed_batch && batch_dims != 1)
         return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "graph output '%s' does not keep the batch dimension", oname);
     g->output = ov->vid;

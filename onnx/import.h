@@ -1,7 +1,7 @@
 /* ONNX import: a ModelProto (from ringside, the onnx Python helpers, torch.onnx.export with either
  * exporter, opsets 11 to 18, weights inline or in an external data file beside the model) becomes an
- * rs_onnx_graph that runs on the CPU (graph.h), and, when the graph is a plain sequence of layers the
- * engine has, a trainable rs_model.
+ * rs_onnx_graph (graph.h), which becomes an engine model: trainable when the graph is a plain sequence
+ * of layers the engine has, inference-only otherwise; the engine's executor runs both.
  * Everything in the file is checked before use (sizes, data lengths, types, cycles, undefined
  * values, shapes); shape computations (Shape -> Gather -> Unsqueeze -> Concat -> Reshape), Constant
  * nodes and operations on constants are folded at import, with the batch kept symbolic. */
@@ -28,6 +28,14 @@ rs_status rs_onnx_load_buffer(const uint8_t *buf, size_t n, const char *name_for
  * Flatten/Reshape to (N, -1), LayerNormalization over the last dim. RS_ERR_UNSUPPORTED with the
  * reason (the node that does not fit) otherwise. Caller owns *out. */
 rs_status rs_onnx_to_model(const rs_onnx_graph *g, const char *name, rs_model **out, rs_err *err);
+
+/* Any graph as an inference-only engine model (CPU): a node per graph node, an engine layer where
+ * one computes the same thing, a generic op (engine/nn/tensor_op.h) elsewhere, the constants copied
+ * into its parameter buffer. Its input is the graph input's shape without the batch, its output the
+ * graph output's values in the file's layout. A file that fixed the batch at k makes a model whose
+ * one sample is k rows of that batch. It runs through rs_model_forward; training is refused.
+ * Caller owns *out. */
+rs_status rs_onnx_to_inference_model(const rs_onnx_graph *g, const char *name, rs_model **out, rs_err *err);
 
 /* The operator types the importer handles, comma-separated (for help and error messages). */
 const char *rs_onnx_supported_ops(void);

@@ -23,9 +23,9 @@ typedef enum { IV_NONE = 0, IV_DYN, IV_F, IV_I } iv_kind;
 
 typedef struct ival {
     iv_kind kind;
-    rs_onnx_shape shape;
+    rs_dims shape;
     float *f;    /* IV_F: owned */
-    int64_t *i;  /* IV_I: owned; may hold RS_ONNX_BATCH (folded shapes) */
+    int64_t *i;  /* IV_I: owned; may hold RS_DIM_BATCH (folded shapes) */
     int vid;     /* graph value (IV_DYN, or a constant once a node uses it), -1 before */
 } ival;
 
@@ -71,14 +71,14 @@ rs_status rs_onnx_fail(imp *p, rs_status code, const char *fmt, ...) __attribute
 /* A name for an ONNX element type number, for the importer's messages. */
 const char *rs_onnx_import_dtype_name(int t);
 /* Checks nd dims (rank, signs, element count) from the file into *s; what names them in messages. */
-rs_status rs_onnx_check_dims(imp *p, const char *what, size_t nd, const int64_t *dims, rs_onnx_shape *s);
+rs_status rs_onnx_check_dims(imp *p, const char *what, size_t nd, const int64_t *dims, rs_dims *s);
 /* A TensorProto as a constant import value (owned by *out). */
 rs_status rs_onnx_tensor_to_ival(imp *p, const Onnx__TensorProto *t, const char *what, ival *out);
 /* Frees an import value's constant data. */
 void rs_onnx_ival_clear(ival *v);
 /* Adds node op over inputs ins (ival pointers, NULL = absent), or evaluates it now when every input is
  * known. The result goes to c->res. */
-rs_status rs_onnx_emit(nctx *c, rs_onnx_op op, const rs_onnx_attrs *a, ival **ins, int nin);
+rs_status rs_onnx_emit(nctx *c, rs_op op, const rs_op_attrs *a, ival **ins, int nin);
 
 /* import_ops.c: the handler table, and the attribute and input helpers every handler uses */
 
@@ -96,10 +96,10 @@ const char *rs_onnx_attr_str(imp *p, const char *name, const char *def);
 /* axis in [-rank, rank) made non-negative. */
 rs_status rs_onnx_norm_axis(imp *p, int64_t axis, int rank, int *out);
 /* A view of x with shape s: constants are copied, computed values get a RESHAPE node. */
-rs_status rs_onnx_reshape_to(nctx *c, ival *x, const rs_onnx_shape *s);
+rs_status rs_onnx_reshape_to(nctx *c, ival *x, const rs_dims *s);
 /* Checks the node has lo..hi inputs with the first lo present. */
 rs_status rs_onnx_need_inputs(nctx *c, int lo, int hi);
-/* A 1-d constant of at most max integers (axes, shapes, pads); RS_ONNX_BATCH only where allow_batch. */
+/* A 1-d constant of at most max integers (axes, shapes, pads); RS_DIM_BATCH only where allow_batch. */
 rs_status rs_onnx_const_ints(nctx *c, const ival *v, const char *what, int64_t *out, int max, int *n, bool allow_batch);
 /* axes from the attribute (before opset 13/18) or the second input; *n = -1 when there are none. */
 rs_status rs_onnx_get_axes(nctx *c, int64_t *axes, int *n);

@@ -1,5 +1,5 @@
 /* The per-operator half of the ONNX importer (see import.c): one handler per ONNX operator type checks
- * the node's inputs and attributes, converts them to rs_onnx_attrs, and either computes the result on
+ * the node's inputs and attributes, converts them to rs_op_attrs, and either computes the result on
  * constants here (shape arithmetic, casts) or hands the node to rs_onnx_emit, which folds or adds it to
  * the graph. The shape and data-movement operators are in import_shape.c; the table of all is here. */
 #include "import_internal.h"
@@ -73,13 +73,13 @@ rs_status rs_onnx_norm_axis(imp *p, int64_t axis, int rank, int *out)
 }
 
 /* A view with a new shape: constants are copied, computed values get a RESHAPE node. */
-rs_status rs_onnx_reshape_to(nctx *c, ival *x, const rs_onnx_shape *s)
+rs_status rs_onnx_reshape_to(nctx *c, ival *x, const rs_dims *s)
 {
     if (x->kind == IV_DYN) {
-        rs_onnx_attrs a = {.shape = *s};
-        return rs_onnx_emit(c, RS_ONNX_OP_RESHAPE, &a, &x, 1);
+        rs_op_attrs a = {.shape = *s};
+        return rs_onnx_emit(c, RS_OP_RESHAPE, &a, &x, 1);
     }
-    size_t n = (size_t)rs_onnx_shape_numel(&x->shape, 1);
+    size_t n = (size_t)rs_dims_numel(&x->shape, 1);
     c->res = (ival){.kind = x->kind, .shape = *s, .vid = -1};
     if (x->kind == IV_F) {
         c->res.f = malloc(sizeof(float) * (n ? n : 1));
@@ -108,14 +108,14 @@ rs_status rs_onnx_need_inputs(nctx *c, int lo, int hi)
 rs_status rs_onnx_const_ints(nctx *c, const ival *v, const char *what, int64_t *out, int max, int *n, bool allow_batch)
 {
     if (!v || !rs_onnx_is_const(v)) return rs_onnx_fail(c->p, RS_ERR_UNSUPPORTED, "%s must be a constant (known at import)", what);
-    int64_t m = rs_onnx_shape_numel(&v->shape, 1);
+    int64_t m = rs_dims_numel(&v->shape, 1);
     if (v->shape.rank > 1 || m > max)
         return rs_onnx_fail(c->p, RS_ERR_UNSUPPORTED, "%s must be a list of at most %d values", what, max);
     for (int64_t k = 0; k < m; k++) {
         if (v->kind == IV_F && !(fabsf(v->f[k]) < 1e15f))
             return rs_onnx_fail(c->p, RS_ERR_FORMAT, "%s holds %g, not an integer", what, (double)v->f[k]);
         out[k] = v->kind == IV_I ? v->i[k] : (int64_t)v->f[k];
-        if (out[k] == RS_ONNX_BATCH && !allow_batch)
+        if (out[k] == RS_DIM_BATCH && !allow_batch)
             return rs_onnx_fail(c->p, RS_ERR_UNSUPPORTED, "%s depends on the batch size", what);
     }
     *n = (int)m;
@@ -130,7 +130,7 @@ static rs_status h_identity(nctx *c)
     if (st) return st;
     if (!strcmp(c->np->op_type, "Dropout") && c->nin > 2 && c->in[2]) {
         const ival *t = c->in[2];
-        if (!rs_onnx_is_const(t) || rs_onnx_shape_numel(&t->shape, 1) < 1 || (t->kind == IV_I ? t->i[0] != 0 : t->f[0] != 0.0f))
+        if (!rs_onnx_is_const(t) || rs_dims_numel(&t->shape, 1) < 1 || (t->kind == IV_I ? t->i[0] != 0 : t->f[0] != 0.0f))
             return rs_onnx_fail(c->p, RS_ERR_UNSUPPORTED, "dropout in training mode");
     }
     return rs_onnx_reshape_to(c, c->in[0], &c->in[0]->shape);
@@ -161,7 +161,7 @@ static rs_status h_constant(nctx *c)
     for (size_t k = 0; k < n; k++) {
         if (f) c->res.f[k] = list ? a->floats[k] : a->f;
         else c->res.i[k] = list ? a->ints[k] : a->i;
-        if (i && c->res.i[k] == RS_ONNX_BATCH) c->res.i[k]--;
+        if (i && c->res.i[k] == RS_DIM_BATCH) c->res.i[k]--;
     }
     return RS_OK;
 }
@@ -169,9 +169,9 @@ static rs_status h_constant(nctx *c)
 /* axes from the attribute (old opsets) or the second input (opset 13) */
 rs_status rs_onnx_get_axes(nctx *c, int64_t *axes, int *n)
 {
-    rs_status st = rs_onnx_attr_ints(c->p, "axes", axes, RS_ONNX_MAX_RANK, n);
+    rs_status st = rs_onnx_attr_ints(c->p, "axes", axes, RS_DIMS_MAX, n);
     if (st || *n >= 0) return st;
-    if (c->nin > 1 && c->in[1]) return rs_onnx_const_ints(c, c->in[1], "axes", axes, RS_ONNX_MAX_RANK, n, false);
+    if (c->nin > 1 && c->in[1]) return rs_onnx_const_ints(c, c->in[1], "axes", axes, RS_DIMS_MAX, n, false);
     *n = -1;
     return RS_OK;
 }
@@ -190,15 +190,15 @@ static rs_status h_cast(nctx *c)
         /* computed values are floats: integer casts truncate, bool ones compare with 0; the result stays
          * a float tensor holding those values */
         if (to_f) return rs_onnx_reshape_to(c, x, &x->shape);
-        rs_onnx_attrs a = {.sub = to == DT_BOOL ? RS_ONNX_CAST_BOOL : RS_ONNX_CAST_INT};
-        return rs_onnx_emit(c, RS_ONNX_OP_UNARY, &a, c->in, 1);
+        rs_op_attrs a = {.sub = to == DT_BOOL ? RS_UNARY_CAST_BOOL : RS_UNARY_CAST_INT};
+        return rs_onnx_emit(c, RS_OP_UNARY, &a, c->in, 1);
     }
-    size_t n = (size_t)rs_onnx_shape_numel(&x->shape, 1);
+    size_t n = (size_t)rs_dims_numel(&x->shape, 1);
     if (x->kind == IV_I && to == DT_BOOL) {
         c->res = (ival){.kind = IV_I, .shape = x->shape, .i = malloc(sizeof(int64_t) * (n ? n : 1)), .vid = -1};
         if (!c->res.i) return rs_onnx_fail(c->p, RS_ERR_NOMEM, "out of memory");
         for (size_t k = 0; k < n; k++) {
-            if (x->i[k] == RS_ONNX_BATCH) return rs_onnx_fail(c->p, RS_ERR_UNSUPPORTED, "the batch size as data");
+            if (x->i[k] == RS_DIM_BATCH) return rs_onnx_fail(c->p, RS_ERR_UNSUPPORTED, "the batch size as data");
             c->res.i[k] = x->i[k] != 0;
         }
         return RS_OK;
@@ -210,7 +210,7 @@ static rs_status h_cast(nctx *c)
     if (!c->res.f && !c->res.i) return rs_onnx_fail(c->p, RS_ERR_NOMEM, "out of memory");
     for (size_t k = 0; k < n; k++) {
         if (to_f) {
-            if (x->i[k] == RS_ONNX_BATCH) return rs_onnx_fail(c->p, RS_ERR_UNSUPPORTED, "the batch size as data");
+            if (x->i[k] == RS_DIM_BATCH) return rs_onnx_fail(c->p, RS_ERR_UNSUPPORTED, "the batch size as data");
             c->res.f[k] = (float)x->i[k];
         } else {
             float v = x->f[k];
@@ -225,12 +225,12 @@ static rs_status h_constant_of_shape(nctx *c)
     imp *p = c->p;
     rs_status st = rs_onnx_need_inputs(c, 1, 1);
     if (st) return st;
-    int64_t d[RS_ONNX_MAX_RANK];
+    int64_t d[RS_DIMS_MAX];
     int nd;
-    if ((st = rs_onnx_const_ints(c, c->in[0], "the shape", d, RS_ONNX_MAX_RANK, &nd, false))) return st;
-    rs_onnx_shape s;
+    if ((st = rs_onnx_const_ints(c, c->in[0], "the shape", d, RS_DIMS_MAX, &nd, false))) return st;
+    rs_dims s;
     if ((st = rs_onnx_check_dims(p, "the shape", (size_t)nd, d, &s))) return st;
-    int64_t n = rs_onnx_shape_numel(&s, 1);
+    int64_t n = rs_dims_numel(&s, 1);
     if (n > p->budget) return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "result too large");
     ival v = {.kind = IV_F, .shape = {0, {0}}};
     float fill = 0.0f;
@@ -238,7 +238,7 @@ static rs_status h_constant_of_shape(nctx *c)
     if (a) {
         if ((int)a->type != AT_TENSOR || !a->t) return rs_onnx_fail(p, RS_ERR_FORMAT, "attribute 'value' should be a tensor");
         if ((st = rs_onnx_tensor_to_ival(p, a->t, "its value", &v))) return st;
-        if (rs_onnx_shape_numel(&v.shape, 1) != 1) {
+        if (rs_dims_numel(&v.shape, 1) != 1) {
             rs_onnx_ival_clear(&v);
             return rs_onnx_fail(p, RS_ERR_FORMAT, "value must hold one element");
         }
@@ -260,25 +260,25 @@ static rs_status h_constant_of_shape(nctx *c)
 
 static rs_status h_unary(nctx *c)
 {
-    static const struct { const char *name; rs_onnx_unary u; } map[] = {
-        {"Relu", RS_ONNX_RELU}, {"Tanh", RS_ONNX_TANH}, {"Sigmoid", RS_ONNX_SIGMOID}, {"Erf", RS_ONNX_ERF},
-        {"Gelu", RS_ONNX_GELU}, {"Sqrt", RS_ONNX_SQRT}, {"Exp", RS_ONNX_EXP}, {"Log", RS_ONNX_LOG},
-        {"Neg", RS_ONNX_NEG}, {"Abs", RS_ONNX_ABS}, {"Reciprocal", RS_ONNX_RECIPROCAL},
-        {"LeakyRelu", RS_ONNX_LEAKYRELU}, {"Clip", RS_ONNX_CLIP}, {"HardSigmoid", RS_ONNX_HARDSIGMOID},
-        {"HardSwish", RS_ONNX_HARDSWISH}, {"Not", RS_ONNX_NOT},
+    static const struct { const char *name; rs_unary_op u; } map[] = {
+        {"Relu", RS_UNARY_RELU}, {"Tanh", RS_UNARY_TANH}, {"Sigmoid", RS_UNARY_SIGMOID}, {"Erf", RS_UNARY_ERF},
+        {"Gelu", RS_UNARY_GELU}, {"Sqrt", RS_UNARY_SQRT}, {"Exp", RS_UNARY_EXP}, {"Log", RS_UNARY_LOG},
+        {"Neg", RS_UNARY_NEG}, {"Abs", RS_UNARY_ABS}, {"Reciprocal", RS_UNARY_RECIPROCAL},
+        {"LeakyRelu", RS_UNARY_LEAKYRELU}, {"Clip", RS_UNARY_CLIP}, {"HardSigmoid", RS_UNARY_HARDSIGMOID},
+        {"HardSwish", RS_UNARY_HARDSWISH}, {"Not", RS_UNARY_NOT},
     };
     imp *p = c->p;
     rs_status st = rs_onnx_need_inputs(c, 1, 3);
     if (st) return st;
-    rs_onnx_attrs a = {0};
+    rs_op_attrs a = {0};
     for (size_t k = 0; k < sizeof map / sizeof *map; k++)
         if (!strcmp(map[k].name, c->np->op_type)) a.sub = map[k].u;
-    if (a.sub == RS_ONNX_GELU && !strcmp(rs_onnx_attr_str(p, "approximate", "none"), "tanh")) a.sub = RS_ONNX_GELU_TANH;
-    if (a.sub == RS_ONNX_LEAKYRELU && (st = rs_onnx_attr_float(p, "alpha", 0.01f, &a.alpha))) return st;
-    if (a.sub == RS_ONNX_HARDSIGMOID &&
+    if (a.sub == RS_UNARY_GELU && !strcmp(rs_onnx_attr_str(p, "approximate", "none"), "tanh")) a.sub = RS_UNARY_GELU_TANH;
+    if (a.sub == RS_UNARY_LEAKYRELU && (st = rs_onnx_attr_float(p, "alpha", 0.01f, &a.alpha))) return st;
+    if (a.sub == RS_UNARY_HARDSIGMOID &&
         ((st = rs_onnx_attr_float(p, "alpha", 0.2f, &a.alpha)) || (st = rs_onnx_attr_float(p, "beta", 0.5f, &a.beta))))
         return st;
-    if (a.sub == RS_ONNX_CLIP) {
+    if (a.sub == RS_UNARY_CLIP) {
         a.alpha = -FLT_MAX;
         a.beta = FLT_MAX;
         if (p->opset < 11) {
@@ -287,46 +287,46 @@ static rs_status h_unary(nctx *c)
             for (int k = 1; k < c->nin; k++) {
                 ival *v = c->in[k];
                 if (!v) continue;
-                if (v->kind != IV_F || rs_onnx_shape_numel(&v->shape, 1) != 1)
+                if (v->kind != IV_F || rs_dims_numel(&v->shape, 1) != 1)
                     return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "Clip bounds must be float scalar constants");
                 if (k == 1) a.alpha = v->f[0];
                 else a.beta = v->f[0];
             }
         }
     }
-    return rs_onnx_emit(c, RS_ONNX_OP_UNARY, &a, c->in, 1);
+    return rs_onnx_emit(c, RS_OP_UNARY, &a, c->in, 1);
 }
 
 /* One integer operation of a shape list; the batch only takes part in comparisons whose answer does
  * not depend on its size (N == N; N == k for k < 1, as the -1 of an Expand shape is compared). */
 static rs_status int_binop(nctx *c, int op, int64_t u, int64_t v, int64_t *out)
 {
-    bool ub = u == RS_ONNX_BATCH, vb = v == RS_ONNX_BATCH;
+    bool ub = u == RS_DIM_BATCH, vb = v == RS_DIM_BATCH;
     if (ub || vb) {
         int64_t other = ub ? v : u;
-        if (op == RS_ONNX_EQUAL && ub && vb) *out = 1;
-        else if (op == RS_ONNX_EQUAL && other < 1) *out = 0;
+        if (op == RS_BINARY_EQUAL && ub && vb) *out = 1;
+        else if (op == RS_BINARY_EQUAL && other < 1) *out = 0;
         else return rs_onnx_fail(c->p, RS_ERR_UNSUPPORTED, "arithmetic on the batch size");
         return RS_OK;
     }
     if (llabs(u) > (1LL << 31) || llabs(v) > (1LL << 31))
         return rs_onnx_fail(c->p, RS_ERR_UNSUPPORTED, "integer too large");
-    if ((op == RS_ONNX_DIV || op == RS_ONNX_MOD || op == RS_ONNX_FMOD) && v == 0)
+    if ((op == RS_BINARY_DIV || op == RS_BINARY_MOD || op == RS_BINARY_FMOD) && v == 0)
         return rs_onnx_fail(c->p, RS_ERR_FORMAT, "integer division by zero");
     switch (op) {
-    case RS_ONNX_ADD: *out = u + v; break;
-    case RS_ONNX_SUB: *out = u - v; break;
-    case RS_ONNX_MUL: *out = u * v; break;
-    case RS_ONNX_DIV: *out = u / v; break;
-    case RS_ONNX_EQUAL: *out = u == v; break;
-    case RS_ONNX_LESS: *out = u < v; break;
-    case RS_ONNX_GREATER: *out = u > v; break;
-    case RS_ONNX_LESS_EQ: *out = u <= v; break;
-    case RS_ONNX_GREATER_EQ: *out = u >= v; break;
-    case RS_ONNX_FMOD: *out = u % v; break;
-    case RS_ONNX_AND: *out = u && v; break;
-    case RS_ONNX_OR: *out = u || v; break;
-    case RS_ONNX_XOR: *out = !u != !v; break;
+    case RS_BINARY_ADD: *out = u + v; break;
+    case RS_BINARY_SUB: *out = u - v; break;
+    case RS_BINARY_MUL: *out = u * v; break;
+    case RS_BINARY_DIV: *out = u / v; break;
+    case RS_BINARY_EQUAL: *out = u == v; break;
+    case RS_BINARY_LESS: *out = u < v; break;
+    case RS_BINARY_GREATER: *out = u > v; break;
+    case RS_BINARY_LESS_EQ: *out = u <= v; break;
+    case RS_BINARY_GREATER_EQ: *out = u >= v; break;
+    case RS_BINARY_FMOD: *out = u % v; break;
+    case RS_BINARY_AND: *out = u && v; break;
+    case RS_BINARY_OR: *out = u || v; break;
+    case RS_BINARY_XOR: *out = !u != !v; break;
     default: *out = u % v != 0 && ((u % v < 0) != (v < 0)) ? u % v + v : u % v; break;
     }
     return RS_OK;
@@ -334,28 +334,28 @@ static rs_status int_binop(nctx *c, int op, int64_t u, int64_t v, int64_t *out)
 
 static rs_status h_binary(nctx *c)
 {
-    static const struct { const char *name; rs_onnx_binary b; } map[] = {
-        {"Add", RS_ONNX_ADD}, {"Sub", RS_ONNX_SUB}, {"Mul", RS_ONNX_MUL}, {"Div", RS_ONNX_DIV}, {"Pow", RS_ONNX_POW},
-        {"Equal", RS_ONNX_EQUAL}, {"Less", RS_ONNX_LESS}, {"Greater", RS_ONNX_GREATER},
-        {"LessOrEqual", RS_ONNX_LESS_EQ}, {"GreaterOrEqual", RS_ONNX_GREATER_EQ}, {"Mod", RS_ONNX_MOD},
-        {"And", RS_ONNX_AND}, {"Or", RS_ONNX_OR}, {"Xor", RS_ONNX_XOR},
+    static const struct { const char *name; rs_binary_op b; } map[] = {
+        {"Add", RS_BINARY_ADD}, {"Sub", RS_BINARY_SUB}, {"Mul", RS_BINARY_MUL}, {"Div", RS_BINARY_DIV}, {"Pow", RS_BINARY_POW},
+        {"Equal", RS_BINARY_EQUAL}, {"Less", RS_BINARY_LESS}, {"Greater", RS_BINARY_GREATER},
+        {"LessOrEqual", RS_BINARY_LESS_EQ}, {"GreaterOrEqual", RS_BINARY_GREATER_EQ}, {"Mod", RS_BINARY_MOD},
+        {"And", RS_BINARY_AND}, {"Or", RS_BINARY_OR}, {"Xor", RS_BINARY_XOR},
     };
     rs_status st = rs_onnx_need_inputs(c, 2, 2);
     if (st) return st;
-    rs_onnx_attrs a = {0};
+    rs_op_attrs a = {0};
     for (size_t k = 0; k < sizeof map / sizeof *map; k++)
         if (!strcmp(map[k].name, c->np->op_type)) a.sub = map[k].b;
-    if (a.sub == RS_ONNX_MOD) {
+    if (a.sub == RS_BINARY_MOD) {
         int64_t fm;
         if ((st = rs_onnx_attr_int(c->p, "fmod", 0, &fm))) return st;
         if (fm != 0 && fm != 1) return rs_onnx_fail(c->p, RS_ERR_FORMAT, "fmod must be 0 or 1, not %lld", (long long)fm);
-        if (fm) a.sub = RS_ONNX_FMOD;
+        if (fm) a.sub = RS_BINARY_FMOD;
         else if (c->in[0]->kind != IV_I || c->in[1]->kind != IV_I)
             return rs_onnx_fail(c->p, RS_ERR_FORMAT, "fmod=0 is for integer inputs; floats need fmod=1");
     }
     ival *x = c->in[0], *y = c->in[1];
-    int64_t nx = rs_onnx_shape_numel(&x->shape, 1), ny = rs_onnx_shape_numel(&y->shape, 1);
-    if (x->kind == IV_I && y->kind == IV_I && a.sub != RS_ONNX_POW && x->shape.rank <= 1 && y->shape.rank <= 1 &&
+    int64_t nx = rs_dims_numel(&x->shape, 1), ny = rs_dims_numel(&y->shape, 1);
+    if (x->kind == IV_I && y->kind == IV_I && a.sub != RS_BINARY_POW && x->shape.rank <= 1 && y->shape.rank <= 1 &&
         (nx == ny || nx == 1 || ny == 1)) {
         /* integer shape arithmetic on lists, which may carry the batch */
         int64_t n = nx > ny ? nx : ny;
@@ -366,17 +366,17 @@ static rs_status h_binary(nctx *c)
             if ((st = int_binop(c, a.sub, x->i[nx == 1 ? 0 : k], y->i[ny == 1 ? 0 : k], &c->res.i[k]))) return st;
         return RS_OK;
     }
-    if (x->kind == IV_I && y->kind == IV_I && a.sub == RS_ONNX_DIV)
+    if (x->kind == IV_I && y->kind == IV_I && a.sub == RS_BINARY_DIV)
         return rs_onnx_fail(c->p, RS_ERR_UNSUPPORTED, "integer division beyond 1-d lists");
-    return rs_onnx_emit(c, RS_ONNX_OP_BINARY, &a, c->in, 2);
+    return rs_onnx_emit(c, RS_OP_BINARY, &a, c->in, 2);
 }
 
 static rs_status h_matmul(nctx *c)
 {
     rs_status st = rs_onnx_need_inputs(c, 2, 2);
     if (st) return st;
-    rs_onnx_attrs a = {0};
-    return rs_onnx_emit(c, RS_ONNX_OP_MATMUL, &a, c->in, 2);
+    rs_op_attrs a = {0};
+    return rs_onnx_emit(c, RS_OP_MATMUL, &a, c->in, 2);
 }
 
 static rs_status h_gemm(nctx *c)
@@ -385,20 +385,20 @@ static rs_status h_gemm(nctx *c)
     rs_status st = rs_onnx_need_inputs(c, 2, 3);
     if (st) return st;
     int64_t ta, tb;
-    rs_onnx_attrs a = {0};
+    rs_op_attrs a = {0};
     if ((st = rs_onnx_attr_int(p, "transA", 0, &ta)) || (st = rs_onnx_attr_int(p, "transB", 0, &tb)) ||
         (st = rs_onnx_attr_float(p, "alpha", 1.0f, &a.alpha)) || (st = rs_onnx_attr_float(p, "beta", 1.0f, &a.beta)))
         return st;
     a.ta = ta != 0;
     a.tb = tb != 0;
-    return rs_onnx_emit(c, RS_ONNX_OP_GEMM, &a, c->in, c->nin > 2 && c->in[2] ? 3 : 2);
+    return rs_onnx_emit(c, RS_OP_GEMM, &a, c->in, c->nin > 2 && c->in[2] ? 3 : 2);
 }
 
 /* kernel_shape, strides, pads, dilations, auto_pad, ceil_mode for Conv and the pools */
-static rs_status window_attrs(nctx *c, rs_onnx_attrs *a, bool conv)
+static rs_status window_attrs(nctx *c, rs_op_attrs *a, bool conv)
 {
     imp *p = c->p;
-    const rs_onnx_shape *x = &c->in[0]->shape;
+    const rs_dims *x = &c->in[0]->shape;
     if (x->rank != 3 && x->rank != 4)
         return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "only 1-d and 2-d windows (input rank 3 or 4)");
     int sp = x->rank - 2;
@@ -410,7 +410,7 @@ static rs_status window_attrs(nctx *c, rs_onnx_attrs *a, bool conv)
         return st;
     if (nk < 0) {
         if (!conv) return rs_onnx_fail(p, RS_ERR_FORMAT, "needs kernel_shape");
-        const rs_onnx_shape *w = &c->in[1]->shape;
+        const rs_dims *w = &c->in[1]->shape;
         if (w->rank != x->rank)
             return rs_onnx_fail(p, RS_ERR_SHAPE, "weight rank %d does not match input rank %d", w->rank, x->rank);
         for (int k = 0; k < sp; k++) ks[k] = w->d[2 + k];
@@ -463,45 +463,45 @@ static rs_status h_conv(nctx *c)
 {
     rs_status st = rs_onnx_need_inputs(c, 2, 3);
     if (st) return st;
-    rs_onnx_attrs a = {0};
+    rs_op_attrs a = {0};
     if ((st = window_attrs(c, &a, true))) return st;
-    return rs_onnx_emit(c, RS_ONNX_OP_CONV, &a, c->in, c->nin > 2 && c->in[2] ? 3 : 2);
+    return rs_onnx_emit(c, RS_OP_CONV, &a, c->in, c->nin > 2 && c->in[2] ? 3 : 2);
 }
 
 static rs_status h_pool(nctx *c)
 {
     rs_status st = rs_onnx_need_inputs(c, 1, 1);
     if (st) return st;
-    rs_onnx_attrs a = {0};
+    rs_op_attrs a = {0};
     if ((st = window_attrs(c, &a, false))) return st;
     if (c->np->n_output > 1 && c->np->output[1] && *c->np->output[1] && !strcmp(c->np->op_type, "MaxPool"))
         return rs_onnx_fail(c->p, RS_ERR_UNSUPPORTED, "MaxPool's Indices output");
-    return rs_onnx_emit(c, !strcmp(c->np->op_type, "MaxPool") ? RS_ONNX_OP_MAXPOOL : RS_ONNX_OP_AVGPOOL, &a, c->in, 1);
+    return rs_onnx_emit(c, !strcmp(c->np->op_type, "MaxPool") ? RS_OP_MAXPOOL : RS_OP_AVGPOOL, &a, c->in, 1);
 }
 
 static rs_status h_gap(nctx *c)
 {
     rs_status st = rs_onnx_need_inputs(c, 1, 1);
     if (st) return st;
-    rs_onnx_attrs a = {0};
-    return rs_onnx_emit(c, RS_ONNX_OP_GLOBALAVGPOOL, &a, c->in, 1);
+    rs_op_attrs a = {0};
+    return rs_onnx_emit(c, RS_OP_GLOBALAVGPOOL, &a, c->in, 1);
 }
 
 static rs_status h_softmax(nctx *c)
 {
     rs_status st = rs_onnx_need_inputs(c, 1, 1);
     if (st) return st;
-    rs_onnx_attrs a = {.legacy_softmax = c->p->opset < 13};
+    rs_op_attrs a = {.legacy_softmax = c->p->opset < 13};
     int64_t ax;
     if ((st = rs_onnx_attr_int(c->p, "axis", a.legacy_softmax ? 1 : -1, &ax)) ||
         (st = rs_onnx_norm_axis(c->p, ax, c->in[0]->shape.rank, &a.axis)))
         return st;
     if (a.legacy_softmax)
         for (int k = a.axis; k < c->in[0]->shape.rank; k++)
-            if (c->in[0]->shape.d[k] == RS_ONNX_BATCH) return rs_onnx_fail(c->p, RS_ERR_UNSUPPORTED, "softmax over the batch");
-    if (!a.legacy_softmax && c->in[0]->shape.d[a.axis] == RS_ONNX_BATCH)
+            if (c->in[0]->shape.d[k] == RS_DIM_BATCH) return rs_onnx_fail(c->p, RS_ERR_UNSUPPORTED, "softmax over the batch");
+    if (!a.legacy_softmax && c->in[0]->shape.d[a.axis] == RS_DIM_BATCH)
         return rs_onnx_fail(c->p, RS_ERR_UNSUPPORTED, "softmax over the batch");
-    return rs_onnx_emit(c, strcmp(c->np->op_type, "Softmax") ? RS_ONNX_OP_LOGSOFTMAX : RS_ONNX_OP_SOFTMAX, &a, c->in, 1);
+    return rs_onnx_emit(c, strcmp(c->np->op_type, "Softmax") ? RS_OP_LOGSOFTMAX : RS_OP_SOFTMAX, &a, c->in, 1);
 }
 
 static rs_status h_layernorm(nctx *c)
@@ -510,13 +510,13 @@ static rs_status h_layernorm(nctx *c)
     if (st) return st;
     for (size_t k = 1; k < c->np->n_output; k++)
         if (c->np->output[k] && *c->np->output[k]) return rs_onnx_fail(c->p, RS_ERR_UNSUPPORTED, "the Mean/InvStdDev outputs");
-    rs_onnx_attrs a = {0};
+    rs_op_attrs a = {0};
     int64_t ax;
     if ((st = rs_onnx_attr_int(c->p, "axis", -1, &ax)) || (st = rs_onnx_attr_float(c->p, "epsilon", 1e-5f, &a.eps)) ||
         (st = rs_onnx_norm_axis(c->p, ax, c->in[0]->shape.rank, &a.axis)))
         return st;
     if (!(a.eps >= 0.0f)) return rs_onnx_fail(c->p, RS_ERR_FORMAT, "epsilon must be >= 0");
-    return rs_onnx_emit(c, RS_ONNX_OP_LAYERNORM, &a, c->in, c->nin > 2 && c->in[2] ? 3 : 2);
+    return rs_onnx_emit(c, RS_OP_LAYERNORM, &a, c->in, c->nin > 2 && c->in[2] ? 3 : 2);
 }
 
 static rs_status h_batchnorm(nctx *c)
@@ -524,7 +524,7 @@ static rs_status h_batchnorm(nctx *c)
     rs_status st = rs_onnx_need_inputs(c, 5, 5);
     if (st) return st;
     int64_t tm;
-    rs_onnx_attrs a = {0};
+    rs_op_attrs a = {0};
     if ((st = rs_onnx_attr_int(c->p, "training_mode", 0, &tm)) || (st = rs_onnx_attr_float(c->p, "epsilon", 1e-5f, &a.eps))) return st;
     if (tm) return rs_onnx_fail(c->p, RS_ERR_UNSUPPORTED, "training_mode=1 (inference only)");
     for (size_t k = 1; k < c->np->n_output; k++)
@@ -533,16 +533,16 @@ static rs_status h_batchnorm(nctx *c)
     /* five inputs do not fit a node: fold scale/sqrt(var+eps) and bias - mean*k into two constants */
     for (int k = 1; k < 5; k++)
         if (c->in[k]->kind != IV_F) return rs_onnx_fail(c->p, RS_ERR_UNSUPPORTED, "parameters must be float constants");
-    const rs_onnx_shape *x = &c->in[0]->shape;
+    const rs_dims *x = &c->in[0]->shape;
     if (x->rank < 2 || x->d[1] < 0) return rs_onnx_fail(c->p, RS_ERR_SHAPE, "input needs channels in dim 1");
     int64_t C = x->d[1];
     for (int k = 1; k < 5; k++)
         if (c->in[k]->shape.rank != 1 || c->in[k]->shape.d[0] != C) {
             char b[96];
             return rs_onnx_fail(c->p, RS_ERR_SHAPE, "parameter %d has shape %s, expected (%lld)", k,
-                        rs_onnx_shape_str(&c->in[k]->shape, b, sizeof b), (long long)C);
+                        rs_dims_str(&c->in[k]->shape, b, sizeof b), (long long)C);
         }
-    rs_onnx_shape ps = {x->rank - 1, {C}};
+    rs_dims ps = {x->rank - 1, {C}};
     for (int k = 1; k < ps.rank; k++) ps.d[k] = 1;
     ival mul = {.kind = IV_F, .shape = ps, .f = malloc(sizeof(float) * (size_t)(C ? C : 1)), .vid = -1};
     ival add = {.kind = IV_F, .shape = ps, .f = malloc(sizeof(float) * (size_t)(C ? C : 1)), .vid = -1};
@@ -557,18 +557,18 @@ static rs_status h_batchnorm(nctx *c)
         add.f[k] = c->in[2]->f[k] - c->in[3]->f[k] * s;
     }
     /* x * mul + add as two broadcast nodes (the second named after the BatchNormalization's output) */
-    rs_onnx_attrs am = {.sub = RS_ONNX_MUL}, aa = {.sub = RS_ONNX_ADD};
+    rs_op_attrs am = {.sub = RS_BINARY_MUL}, aa = {.sub = RS_BINARY_ADD};
     ival *ins[2] = {c->in[0], &mul};
     const char *saved = c->in_names[1];
     c->in_names[1] = "bn_scale";
-    st = rs_onnx_emit(c, RS_ONNX_OP_BINARY, &am, ins, 2);
+    st = rs_onnx_emit(c, RS_OP_BINARY, &am, ins, 2);
     if (!st) {
         ival mid = c->res;
         c->res = (ival){.vid = -1}; /* mid is ours now: the caller must not free it twice */
         ins[0] = &mid;
         ins[1] = &add;
         c->in_names[1] = "bn_shift";
-        st = rs_onnx_emit(c, RS_ONNX_OP_BINARY, &aa, ins, 2);
+        st = rs_onnx_emit(c, RS_OP_BINARY, &aa, ins, 2);
         rs_onnx_ival_clear(&mid);
     }
     c->in_names[1] = saved;
@@ -582,9 +582,9 @@ static rs_status h_transpose(nctx *c)
     rs_status st = rs_onnx_need_inputs(c, 1, 1);
     if (st) return st;
     int r = c->in[0]->shape.rank, np;
-    int64_t perm[RS_ONNX_MAX_RANK];
-    if ((st = rs_onnx_attr_ints(c->p, "perm", perm, RS_ONNX_MAX_RANK, &np))) return st;
-    rs_onnx_attrs a = {0};
+    int64_t perm[RS_DIMS_MAX];
+    if ((st = rs_onnx_attr_ints(c->p, "perm", perm, RS_DIMS_MAX, &np))) return st;
+    rs_op_attrs a = {0};
     if (np < 0) {
         for (int k = 0; k < r; k++) a.perm[k] = r - 1 - k;
     } else {
@@ -597,7 +597,7 @@ static rs_status h_transpose(nctx *c)
             a.perm[k] = (int)perm[k];
         }
     }
-    return rs_onnx_emit(c, RS_ONNX_OP_TRANSPOSE, &a, c->in, 1);
+    return rs_onnx_emit(c, RS_OP_TRANSPOSE, &a, c->in, 1);
 }
 
 static rs_status h_reduce(nctx *c)
@@ -605,12 +605,12 @@ static rs_status h_reduce(nctx *c)
     imp *p = c->p;
     rs_status st = rs_onnx_need_inputs(c, 1, 2);
     if (st) return st;
-    int64_t axes[RS_ONNX_MAX_RANK], kd, noop;
+    int64_t axes[RS_DIMS_MAX], kd, noop;
     int na;
     if ((st = rs_onnx_get_axes(c, axes, &na)) || (st = rs_onnx_attr_int(p, "keepdims", 1, &kd)) ||
         (st = rs_onnx_attr_int(p, "noop_with_empty_axes", 0, &noop)))
         return st;
-    rs_onnx_attrs a = {.keepdims = kd != 0};
+    rs_op_attrs a = {.keepdims = kd != 0};
     int r = c->in[0]->shape.rank;
     if (na <= 0) {
         if (noop) return rs_onnx_reshape_to(c, c->in[0], &c->in[0]->shape);
@@ -621,7 +621,7 @@ static rs_status h_reduce(nctx *c)
         if ((st = rs_onnx_norm_axis(p, axes[k], r, &ax))) return st;
         a.axes_mask |= 1u << ax;
     }
-    return rs_onnx_emit(c, strcmp(c->np->op_type, "ReduceMean") ? RS_ONNX_OP_REDUCESUM : RS_ONNX_OP_REDUCEMEAN, &a, c->in, 1);
+    return rs_onnx_emit(c, strcmp(c->np->op_type, "ReduceMean") ? RS_OP_REDUCESUM : RS_OP_REDUCEMEAN, &a, c->in, 1);
 }
 
 static const struct { const char *name; rs_onnx_handler fn; } handlers[] = {

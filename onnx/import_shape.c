@@ -39,14 +39,14 @@ rs_status rs_onnx_h_gather(nctx *c)
     int64_t ax;
     int axis = 0;
     if ((st = rs_onnx_attr_int(p, "axis", 0, &ax)) || (st = rs_onnx_norm_axis(p, ax, x->shape.rank, &axis))) return st;
-    rs_onnx_shape os = {0, {0}};
-    if (x->shape.rank - 1 + ix->shape.rank > RS_ONNX_MAX_RANK) return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "rank too high");
+    rs_dims os = {0, {0}};
+    if (x->shape.rank - 1 + ix->shape.rank > RS_DIMS_MAX) return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "rank too high");
     for (int k = 0; k < axis; k++) os.d[os.rank++] = x->shape.d[k];
     for (int k = 0; k < ix->shape.rank; k++) os.d[os.rank++] = ix->shape.d[k];
     for (int k = axis + 1; k < x->shape.rank; k++) os.d[os.rank++] = x->shape.d[k];
-    int64_t on = rs_onnx_shape_numel(&os, 1);
+    int64_t on = rs_dims_numel(&os, 1);
     if (on < 0 || on > p->budget) return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "gather result too large");
-    size_t outer = 1, inner = 1, ni = (size_t)rs_onnx_shape_numel(&ix->shape, 1), dim = (size_t)x->shape.d[axis];
+    size_t outer = 1, inner = 1, ni = (size_t)rs_dims_numel(&ix->shape, 1), dim = (size_t)x->shape.d[axis];
     for (int k = 0; k < axis; k++) outer *= (size_t)x->shape.d[k];
     for (int k = axis + 1; k < x->shape.rank; k++) inner *= (size_t)x->shape.d[k];
     c->res = (ival){.kind = x->kind, .shape = os, .vid = -1};
@@ -71,21 +71,21 @@ rs_status rs_onnx_h_unsqueeze(nctx *c)
 {
     rs_status st = rs_onnx_need_inputs(c, 1, 2);
     if (st) return st;
-    int64_t axes[RS_ONNX_MAX_RANK];
+    int64_t axes[RS_DIMS_MAX];
     int na;
     if ((st = rs_onnx_get_axes(c, axes, &na))) return st;
     if (na < 0) return rs_onnx_fail(c->p, RS_ERR_FORMAT, "needs axes");
-    const rs_onnx_shape *x = &c->in[0]->shape;
+    const rs_dims *x = &c->in[0]->shape;
     int r = x->rank + na;
-    if (r > RS_ONNX_MAX_RANK) return rs_onnx_fail(c->p, RS_ERR_UNSUPPORTED, "rank too high");
-    bool ins[RS_ONNX_MAX_RANK] = {0};
+    if (r > RS_DIMS_MAX) return rs_onnx_fail(c->p, RS_ERR_UNSUPPORTED, "rank too high");
+    bool ins[RS_DIMS_MAX] = {0};
     for (int k = 0; k < na; k++) {
         int a = 0;
         if ((st = rs_onnx_norm_axis(c->p, axes[k], r, &a))) return st;
         if (ins[a]) return rs_onnx_fail(c->p, RS_ERR_FORMAT, "repeated axis %d", a);
         ins[a] = true;
     }
-    rs_onnx_shape s = {r, {0}};
+    rs_dims s = {r, {0}};
     for (int k = 0, j = 0; k < r; k++) s.d[k] = ins[k] ? 1 : x->d[j++];
     return rs_onnx_reshape_to(c, c->in[0], &s);
 }
@@ -94,11 +94,11 @@ rs_status rs_onnx_h_squeeze(nctx *c)
 {
     rs_status st = rs_onnx_need_inputs(c, 1, 2);
     if (st) return st;
-    int64_t axes[RS_ONNX_MAX_RANK];
+    int64_t axes[RS_DIMS_MAX];
     int na;
     if ((st = rs_onnx_get_axes(c, axes, &na))) return st;
-    const rs_onnx_shape *x = &c->in[0]->shape;
-    bool drop[RS_ONNX_MAX_RANK] = {0};
+    const rs_dims *x = &c->in[0]->shape;
+    bool drop[RS_DIMS_MAX] = {0};
     for (int k = 0; k < x->rank; k++) drop[k] = na < 0 && x->d[k] == 1;
     for (int k = 0; k < na; k++) {
         int a = 0;
@@ -107,7 +107,7 @@ rs_status rs_onnx_h_squeeze(nctx *c)
             return rs_onnx_fail(c->p, RS_ERR_SHAPE, "cannot squeeze dimension %d of size %lld", a, (long long)x->d[a]);
         drop[a] = true;
     }
-    rs_onnx_shape s = {0, {0}};
+    rs_dims s = {0, {0}};
     for (int k = 0; k < x->rank; k++)
         if (!drop[k]) s.d[s.rank++] = x->d[k];
     return rs_onnx_reshape_to(c, c->in[0], &s);
@@ -119,17 +119,17 @@ rs_status rs_onnx_h_flatten(nctx *c)
     if (st) return st;
     int64_t ax;
     int axis = 0;
-    const rs_onnx_shape *x = &c->in[0]->shape;
+    const rs_dims *x = &c->in[0]->shape;
     if ((st = rs_onnx_attr_int(c->p, "axis", 1, &ax))) return st;
     if (ax == x->rank) axis = x->rank;
     else if ((st = rs_onnx_norm_axis(c->p, ax, x->rank, &axis))) return st;
-    rs_onnx_shape s = {2, {1, 1}};
+    rs_dims s = {2, {1, 1}};
     for (int k = 0; k < x->rank; k++) {
         int64_t *d = &s.d[k < axis ? 0 : 1];
-        if (x->d[k] == RS_ONNX_BATCH) {
+        if (x->d[k] == RS_DIM_BATCH) {
             if (*d != 1) return rs_onnx_fail(c->p, RS_ERR_UNSUPPORTED, "flattening the batch into other dimensions");
-            *d = RS_ONNX_BATCH;
-        } else if (*d == RS_ONNX_BATCH) {
+            *d = RS_DIM_BATCH;
+        } else if (*d == RS_DIM_BATCH) {
             if (x->d[k] != 1) return rs_onnx_fail(c->p, RS_ERR_UNSUPPORTED, "flattening the batch into other dimensions");
         } else {
             *d *= x->d[k];
@@ -143,17 +143,17 @@ rs_status rs_onnx_h_reshape(nctx *c)
     imp *p = c->p;
     rs_status st = rs_onnx_need_inputs(c, 2, 2);
     if (st) return st;
-    int64_t t[RS_ONNX_MAX_RANK], allowzero;
+    int64_t t[RS_DIMS_MAX], allowzero;
     int nt;
-    if ((st = rs_onnx_const_ints(c, c->in[1], "the target shape", t, RS_ONNX_MAX_RANK, &nt, true))) return st;
+    if ((st = rs_onnx_const_ints(c, c->in[1], "the target shape", t, RS_DIMS_MAX, &nt, true))) return st;
     if ((st = rs_onnx_attr_int(p, "allowzero", 0, &allowzero))) return st;
-    const rs_onnx_shape *x = &c->in[0]->shape;
-    rs_onnx_shape s = {nt, {0}};
+    const rs_dims *x = &c->in[0]->shape;
+    rs_dims s = {nt, {0}};
     int infer = -1;
     bool xb = false, sb = false;
     int64_t known = 1, total = 1;
     for (int k = 0; k < x->rank; k++) {
-        if (x->d[k] == RS_ONNX_BATCH) xb = true;
+        if (x->d[k] == RS_DIM_BATCH) xb = true;
         else total *= x->d[k];
     }
     for (int k = 0; k < nt; k++) {
@@ -167,13 +167,13 @@ rs_status rs_onnx_h_reshape(nctx *c)
             infer = k;
             continue;
         }
-        if (d < 0 && d != RS_ONNX_BATCH) return rs_onnx_fail(p, RS_ERR_SHAPE, "negative target dimension %lld", (long long)d);
+        if (d < 0 && d != RS_DIM_BATCH) return rs_onnx_fail(p, RS_ERR_SHAPE, "negative target dimension %lld", (long long)d);
         s.d[k] = d;
-        if (d == RS_ONNX_BATCH) {
+        if (d == RS_DIM_BATCH) {
             if (sb) return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "the batch appears twice in the target shape");
             sb = true;
         } else {
-            if (d && known > RS_ONNX_MAX_ELEMS / d) return rs_onnx_fail(p, RS_ERR_SHAPE, "target shape too large");
+            if (d && known > RS_DIMS_MAX_ELEMS / d) return rs_onnx_fail(p, RS_ERR_SHAPE, "target shape too large");
             known *= d;
         }
     }
@@ -181,16 +181,16 @@ rs_status rs_onnx_h_reshape(nctx *c)
     if (infer >= 0) {
         /* the -1 takes what is left: the batch itself when the rest of the sizes match */
         if (known == 0) return rs_onnx_fail(p, RS_ERR_SHAPE, "cannot infer -1 next to a zero dimension");
-        if (xb && !sb && total == known) s.d[infer] = RS_ONNX_BATCH;
+        if (xb && !sb && total == known) s.d[infer] = RS_DIM_BATCH;
         else if (xb != sb) return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "cannot tell where the batch goes reshaping %s",
-                                       rs_onnx_shape_str(x, b1, sizeof b1));
+                                       rs_dims_str(x, b1, sizeof b1));
         else if (total % known) return rs_onnx_fail(p, RS_ERR_SHAPE, "cannot reshape %s: %lld elements are not a multiple of %lld",
-                                            rs_onnx_shape_str(x, b1, sizeof b1), (long long)total, (long long)known);
+                                            rs_dims_str(x, b1, sizeof b1), (long long)total, (long long)known);
         else s.d[infer] = total / known;
     } else if (xb != sb || known != total) {
         char b2[96];
-        return rs_onnx_fail(p, RS_ERR_SHAPE, "cannot reshape %s to %s", rs_onnx_shape_str(x, b1, sizeof b1),
-                    rs_onnx_shape_str(&s, b2, sizeof b2));
+        return rs_onnx_fail(p, RS_ERR_SHAPE, "cannot reshape %s to %s", rs_dims_str(x, b1, sizeof b1),
+                    rs_dims_str(&s, b2, sizeof b2));
     }
     return rs_onnx_reshape_to(c, c->in[0], &s);
 }
@@ -225,27 +225,27 @@ rs_status rs_onnx_h_concat(nctx *c)
         p->budget -= n;
         return RS_OK;
     }
-    rs_onnx_attrs a = {.axis = axis};
-    return rs_onnx_emit(c, RS_ONNX_OP_CONCAT, &a, c->in, c->nin);
+    rs_op_attrs a = {.axis = axis};
+    return rs_onnx_emit(c, RS_OP_CONCAT, &a, c->in, c->nin);
 }
 
-/* x[starts + steps * i] along each dim into shape os (RS_ONNX_BATCH in os: that dim whole). Constants
+/* x[starts + steps * i] along each dim into shape os (RS_DIM_BATCH in os: that dim whole). Constants
  * are sliced here keeping their kind (int lists keep the batch they carry); computed values get a
  * SLICE node. Slice and Split both end here. */
-static rs_status slice_value(nctx *c, ival *x, const int64_t *starts, const int64_t *steps, const rs_onnx_shape *os)
+static rs_status slice_value(nctx *c, ival *x, const int64_t *starts, const int64_t *steps, const rs_dims *os)
 {
-    rs_onnx_attrs a = {.shape = *os};
+    rs_op_attrs a = {.shape = *os};
     memcpy(a.starts, starts, sizeof a.starts);
     memcpy(a.steps, steps, sizeof a.steps);
-    if (x->kind == IV_DYN) return rs_onnx_emit(c, RS_ONNX_OP_SLICE, &a, &x, 1);
+    if (x->kind == IV_DYN) return rs_onnx_emit(c, RS_OP_SLICE, &a, &x, 1);
     int r = x->shape.rank;
-    int64_t n = rs_onnx_shape_numel(os, 1);
+    int64_t n = rs_dims_numel(os, 1);
     if (n < 0 || n > c->p->budget) return rs_onnx_fail(c->p, RS_ERR_UNSUPPORTED, "slice result too large");
     c->res = (ival){.kind = x->kind, .shape = *os, .vid = -1};
     if (x->kind == IV_F) c->res.f = malloc(sizeof(float) * (size_t)(n ? n : 1));
     else c->res.i = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
     if (!c->res.f && !c->res.i) return rs_onnx_fail(c->p, RS_ERR_NOMEM, "out of memory");
-    int64_t sx[RS_ONNX_MAX_RANK], idx[RS_ONNX_MAX_RANK] = {0}, acc = 1;
+    int64_t sx[RS_DIMS_MAX], idx[RS_DIMS_MAX] = {0}, acc = 1;
     for (int i = r - 1; i >= 0; i--) {
         sx[i] = acc;
         acc *= x->shape.d[i];
@@ -273,26 +273,26 @@ rs_status rs_onnx_h_slice(nctx *c)
     if (st) return st;
     ival *x = c->in[0];
     int r = x->shape.rank;
-    int64_t s[RS_ONNX_MAX_RANK], e[RS_ONNX_MAX_RANK], ax[RS_ONNX_MAX_RANK], sp[RS_ONNX_MAX_RANK];
+    int64_t s[RS_DIMS_MAX], e[RS_DIMS_MAX], ax[RS_DIMS_MAX], sp[RS_DIMS_MAX];
     int ns, ne, na = -1, nsp = -1;
     if (p->opset < 10) {
-        if ((st = rs_onnx_attr_ints(p, "starts", s, RS_ONNX_MAX_RANK, &ns)) || (st = rs_onnx_attr_ints(p, "ends", e, RS_ONNX_MAX_RANK, &ne)) ||
-            (st = rs_onnx_attr_ints(p, "axes", ax, RS_ONNX_MAX_RANK, &na)))
+        if ((st = rs_onnx_attr_ints(p, "starts", s, RS_DIMS_MAX, &ns)) || (st = rs_onnx_attr_ints(p, "ends", e, RS_DIMS_MAX, &ne)) ||
+            (st = rs_onnx_attr_ints(p, "axes", ax, RS_DIMS_MAX, &na)))
             return st;
     } else {
         if (c->nin < 3 || !c->in[1] || !c->in[2]) return rs_onnx_fail(p, RS_ERR_FORMAT, "needs starts and ends");
-        if ((st = rs_onnx_const_ints(c, c->in[1], "starts", s, RS_ONNX_MAX_RANK, &ns, false)) ||
-            (st = rs_onnx_const_ints(c, c->in[2], "ends", e, RS_ONNX_MAX_RANK, &ne, true)))
+        if ((st = rs_onnx_const_ints(c, c->in[1], "starts", s, RS_DIMS_MAX, &ns, false)) ||
+            (st = rs_onnx_const_ints(c, c->in[2], "ends", e, RS_DIMS_MAX, &ne, true)))
             return st;
-        if (c->nin > 3 && c->in[3] && (st = rs_onnx_const_ints(c, c->in[3], "axes", ax, RS_ONNX_MAX_RANK, &na, false))) return st;
-        if (c->nin > 4 && c->in[4] && (st = rs_onnx_const_ints(c, c->in[4], "steps", sp, RS_ONNX_MAX_RANK, &nsp, false))) return st;
+        if (c->nin > 3 && c->in[3] && (st = rs_onnx_const_ints(c, c->in[3], "axes", ax, RS_DIMS_MAX, &na, false))) return st;
+        if (c->nin > 4 && c->in[4] && (st = rs_onnx_const_ints(c, c->in[4], "steps", sp, RS_DIMS_MAX, &nsp, false))) return st;
     }
     if (ns < 0 || ns != ne || (na >= 0 && na != ns) || (nsp >= 0 && nsp != ns))
         return rs_onnx_fail(p, RS_ERR_FORMAT, "starts, ends, axes and steps differ in length");
-    int64_t starts[RS_ONNX_MAX_RANK] = {0}, steps[RS_ONNX_MAX_RANK];
-    rs_onnx_shape os = x->shape;
-    bool seen[RS_ONNX_MAX_RANK] = {0};
-    for (int i = 0; i < RS_ONNX_MAX_RANK; i++) steps[i] = 1;
+    int64_t starts[RS_DIMS_MAX] = {0}, steps[RS_DIMS_MAX];
+    rs_dims os = x->shape;
+    bool seen[RS_DIMS_MAX] = {0};
+    for (int i = 0; i < RS_DIMS_MAX; i++) steps[i] = 1;
     for (int k = 0; k < ns; k++) {
         int a = 0;
         if ((st = rs_onnx_norm_axis(p, na >= 0 ? ax[k] : k, r, &a))) return st;
@@ -300,13 +300,13 @@ rs_status rs_onnx_h_slice(nctx *c)
         seen[a] = true;
         int64_t step = nsp >= 0 ? sp[k] : 1, d = x->shape.d[a], b = s[k], en = e[k];
         if (step == 0) return rs_onnx_fail(p, RS_ERR_FORMAT, "step 0 on axis %d", a);
-        if (d == RS_ONNX_BATCH) {
+        if (d == RS_DIM_BATCH) {
             /* only x[0:] (ends INT64_MAX, or the batch itself) keeps rows as samples */
-            if (b != 0 || step != 1 || (en != RS_ONNX_BATCH && en < (int64_t)1 << 31))
+            if (b != 0 || step != 1 || (en != RS_DIM_BATCH && en < (int64_t)1 << 31))
                 return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "slicing the batch dimension (axis %d)", a);
             continue;
         }
-        if (en == RS_ONNX_BATCH) return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "a slice end that is the batch size");
+        if (en == RS_DIM_BATCH) return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "a slice end that is the batch size");
         /* clamp as the ONNX definition does: to [0, d] going forward, [-1, d-1] going back */
         if (b < 0) b += d;
         if (en < 0) en += d;
@@ -325,7 +325,7 @@ rs_status rs_onnx_h_slice(nctx *c)
         os.d[a] = len;
     }
     for (int i = 0; i < r; i++)
-        if (x->shape.d[i] == RS_ONNX_BATCH) os.d[i] = RS_ONNX_BATCH;
+        if (x->shape.d[i] == RS_DIM_BATCH) os.d[i] = RS_DIM_BATCH;
     return slice_value(c, x, starts, steps, &os);
 }
 
@@ -346,7 +346,7 @@ rs_status rs_onnx_h_split(nctx *c)
         return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "%lld outputs (at most %d)", (long long)nout, RS_ONNX_MAX_OUTS);
     if (num && num != nout) return rs_onnx_fail(p, RS_ERR_FORMAT, "num_outputs %lld but %lld outputs", (long long)num, (long long)nout);
     int64_t d = x->shape.d[axis];
-    if (d == RS_ONNX_BATCH) return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "splitting the batch dimension (axis %d)", axis);
+    if (d == RS_DIM_BATCH) return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "splitting the batch dimension (axis %d)", axis);
     if (p->opset < 13) {
         if ((st = rs_onnx_attr_ints(p, "split", sizes, RS_ONNX_MAX_OUTS, &ns))) return st;
     } else if (c->nin > 1 && c->in[1]) {
@@ -371,10 +371,10 @@ rs_status rs_onnx_h_split(nctx *c)
     int done = 0;
     int64_t at = 0;
     for (int k = 0; k < nout && !st; k++) {
-        int64_t starts[RS_ONNX_MAX_RANK] = {0}, steps[RS_ONNX_MAX_RANK];
-        for (int i = 0; i < RS_ONNX_MAX_RANK; i++) steps[i] = 1;
+        int64_t starts[RS_DIMS_MAX] = {0}, steps[RS_DIMS_MAX];
+        for (int i = 0; i < RS_DIMS_MAX; i++) steps[i] = 1;
         starts[axis] = at;
-        rs_onnx_shape os = x->shape;
+        rs_dims os = x->shape;
         os.d[axis] = sizes[k];
         at += sizes[k];
         c->out_index = k;
@@ -405,7 +405,7 @@ rs_status rs_onnx_h_where(nctx *c)
     int64_t n[3];
     bool lists = true;
     for (int k = 0; k < 3; k++) {
-        n[k] = rs_onnx_shape_numel(&c->in[k]->shape, 1);
+        n[k] = rs_dims_numel(&c->in[k]->shape, 1);
         lists &= c->in[k]->kind == IV_I && c->in[k]->shape.rank <= 1;
     }
     int64_t m = n[0] > n[1] ? n[0] : n[1];
@@ -417,13 +417,13 @@ rs_status rs_onnx_h_where(nctx *c)
         if (!c->res.i) return rs_onnx_fail(c->p, RS_ERR_NOMEM, "out of memory");
         for (int64_t k = 0; k < m; k++) {
             int64_t q = cd->i[n[0] == 1 ? 0 : k];
-            if (q == RS_ONNX_BATCH) return rs_onnx_fail(c->p, RS_ERR_UNSUPPORTED, "a condition that is the batch size");
+            if (q == RS_DIM_BATCH) return rs_onnx_fail(c->p, RS_ERR_UNSUPPORTED, "a condition that is the batch size");
             c->res.i[k] = q ? x->i[n[1] == 1 ? 0 : k] : y->i[n[2] == 1 ? 0 : k];
         }
         return RS_OK;
     }
-    rs_onnx_attrs a = {0};
-    return rs_onnx_emit(c, RS_ONNX_OP_WHERE, &a, c->in, 3);
+    rs_op_attrs a = {0};
+    return rs_onnx_emit(c, RS_OP_WHERE, &a, c->in, 3);
 }
 
 /* Expand(x, shape): numpy broadcasting of x against shape, which may hold the batch (x.expand(B, ...)). */
@@ -431,16 +431,16 @@ rs_status rs_onnx_h_expand(nctx *c)
 {
     rs_status st = rs_onnx_need_inputs(c, 2, 2);
     if (st) return st;
-    int64_t d[RS_ONNX_MAX_RANK];
+    int64_t d[RS_DIMS_MAX];
     int nd;
-    if ((st = rs_onnx_const_ints(c, c->in[1], "the shape", d, RS_ONNX_MAX_RANK, &nd, true))) return st;
-    rs_onnx_attrs a = {.shape = {nd, {0}}};
+    if ((st = rs_onnx_const_ints(c, c->in[1], "the shape", d, RS_DIMS_MAX, &nd, true))) return st;
+    rs_op_attrs a = {.shape = {nd, {0}}};
     for (int k = 0; k < nd; k++) {
-        if (d[k] < 0 && d[k] != RS_ONNX_BATCH)
+        if (d[k] < 0 && d[k] != RS_DIM_BATCH)
             return rs_onnx_fail(c->p, RS_ERR_FORMAT, "negative dimension %lld in the shape", (long long)d[k]);
         a.shape.d[k] = d[k];
     }
-    return rs_onnx_emit(c, RS_ONNX_OP_EXPAND, &a, c->in, 1);
+    return rs_onnx_emit(c, RS_OP_EXPAND, &a, c->in, 1);
 }
 
 /* Range(start, limit, delta) on constants: torch's arange, e.g. positions for a causal mask. */
@@ -453,9 +453,9 @@ rs_status rs_onnx_h_range(nctx *c)
     double v[3];
     for (int k = 0; k < 3; k++) {
         const ival *x = c->in[k];
-        if (!rs_onnx_is_const(x) || rs_onnx_shape_numel(&x->shape, 1) != 1)
+        if (!rs_onnx_is_const(x) || rs_dims_numel(&x->shape, 1) != 1)
             return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "input %d must be a scalar constant (known at import)", k);
-        if (x->kind == IV_I && x->i[0] == RS_ONNX_BATCH)
+        if (x->kind == IV_I && x->i[0] == RS_DIM_BATCH)
             return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "a range over the batch size");
         ints &= x->kind == IV_I;
         v[k] = x->kind == IV_I ? (double)x->i[0] : (double)x->f[0];
@@ -488,7 +488,7 @@ rs_status rs_onnx_h_trilu(nctx *c)
     if (up != 0 && up != 1) return rs_onnx_fail(c->p, RS_ERR_FORMAT, "upper must be 0 or 1, not %lld", (long long)up);
     if (c->nin > 1 && c->in[1] && (st = rs_onnx_const_ints(c, c->in[1], "k", kk, 1, &nk, false))) return st;
     if (c->nin > 1 && c->in[1] && nk != 1) return rs_onnx_fail(c->p, RS_ERR_FORMAT, "k must be one value");
-    rs_onnx_attrs a = {.upper = up != 0, .k = kk[0]};
+    rs_op_attrs a = {.upper = up != 0, .k = kk[0]};
     if (llabs(a.k) > (1LL << 40)) a.k = a.k < 0 ? -(1LL << 40) : 1LL << 40;
-    return rs_onnx_emit(c, RS_ONNX_OP_TRILU, &a, c->in, 1);
+    return rs_onnx_emit(c, RS_OP_TRILU, &a, c->in, 1);
 }

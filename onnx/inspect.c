@@ -289,6 +289,27 @@ static uint64_t tensor_bytes(const Onnx__TensorProto *t)
            t->n_uint64_data * 8;
 }
 
+void rs_onnx_summarize(const Onnx__ModelProto *m, rs_onnx_summary *out)
+{
+    *out = (rs_onnx_summary){0};
+    out->ir_version = m->has_ir_version ? m->ir_version : 0;
+    for (size_t i = 0; i < m->n_opset_import; i++) {
+        const Onnx__OperatorSetIdProto *o = m->opset_import[i];
+        if ((!o->domain || !*o->domain || !strcmp(o->domain, "ai.onnx")) && o->has_version) out->opset = o->version;
+    }
+    const Onnx__GraphProto *g = m->graph;
+    if (!g) return;
+    out->inputs = g->n_input;
+    out->outputs = g->n_output;
+    out->initializers = g->n_initializer;
+    out->nodes = g->n_node;
+    for (size_t i = 0; i < g->n_initializer; i++) {
+        uint64_t n = 0;
+        if (tensor_numel(g->initializer[i], &n)) out->values += n;
+        out->bytes += tensor_bytes(g->initializer[i]);
+    }
+}
+
 rs_status rs_onnx_show_model(const Onnx__ModelProto *m, FILE *out)
 {
     fputs("producer     ", out);

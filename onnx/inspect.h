@@ -5,6 +5,7 @@
 #define RS_ONNX_INSPECT_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "engine/core/status.h"
@@ -22,6 +23,15 @@ rs_status rs_onnx_model_load(const char *path, Onnx__ModelProto **out, rs_err *e
  * initializers (name, shape, dtype, bytes) and the nodes in order with their attributes. */
 rs_status rs_onnx_show(const char *path, FILE *out, rs_err *err);
 rs_status rs_onnx_show_model(const Onnx__ModelProto *m, FILE *out);
+
+/* The counts `onnx show` prints, for `expect`: graph inputs and outputs, initializers and their
+ * values and bytes, nodes, the default-domain opset (0: none) and the IR version. */
+typedef struct rs_onnx_summary {
+    size_t inputs, outputs, initializers, nodes;
+    uint64_t values, bytes;
+    int64_t opset, ir_version;
+} rs_onnx_summary;
+void rs_onnx_summarize(const Onnx__ModelProto *m, rs_onnx_summary *out);
 
 /* Checks the model; writes one line per finding to out (may be NULL) and their number to *findings
  * (may be NULL). Returns RS_OK when the file could be read, whatever was found; an unreadable or

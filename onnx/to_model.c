@@ -1,6 +1,10 @@
-/* rs_onnx_to_model (see import.h): recognises an imported graph that is a plain sequence of layers the
- * engine has (including the exporters' expansions of GELU and LayerNorm), writes it as a model spec,
- * and copies the graph's weights into the parsed rs_model. */
+/* An imported graph as an engine model (see import.h). One walk over the graph's nodes plans a model
+ * node for each: an engine layer where one computes the same thing (Gemm/MatMul -> linear, Conv,
+ * pools, Relu/Tanh/Gelu, LayerNormalization, the exporters' expansions of GELU and LayerNorm, an Add
+ * of two equal values -> add), a generic op (engine/nn/tensor_op.h) for the rest. rs_onnx_to_model
+ * takes the plan only when it is a chain of layers and builds it through a spec, so the model trains,
+ * saves and exports like any other; rs_onnx_to_inference_model builds any plan as an inference-only
+ * model. Either way the graph's constants are copied into the model's one parameter buffer. */
 #include "import.h"
 
 #include <math.h>
@@ -10,304 +14,519 @@
 
 #include "engine/nn/spec.h"
 
-typedef struct seq_layer {
-    rs_layer_cfg cfg;
-    const float *w, *b;  /* graph constants (w NULL: no parameters) */
-    bool w_transposed;   /* MatMul's (K, N) weight: the engine's linear wants (N, K) */
-    int wk, wn;          /* (K, N) of a transposed weight */
-} seq_layer;
+/* One planned model node. */
+typedef struct plan_node {
+    bool is_op;
+    rs_layer_cfg cfg;       /* a layer */
+    rs_op_node op;          /* a generic op */
+    int src[RS_LAYER_MAX_SRC], nsrc; /* model nodes read (-1: the model's input) */
+    const float *w[RS_LAYER_MAX_PARAMS]; /* constants for the parameter slots, in slot order (NULL: zeros) */
+    bool w_transposed;      /* slot 0 is MatMul's (K, N) weight: the engine's linear wants (N, K) */
+    int wk, wn;             /* (K, N) of a transposed weight */
+    int value;              /* the graph value it computes */
+} plan_node;
 
-static bool const_scalar(const rs_onnx_graph *g, int v, float *out)
+typedef struct conv {
+    const rs_onnx_graph *g;
+    bool train;             /* rs_onnx_to_model: a chain of trainable layers, or an error saying why not */
+    rs_err *err;
+    plan_node *P;           /* (np), owned */
+    int np;
+    int *vnode;             /* (nvalues) graph value -> model node; -1 the model's input, -2 none */
+    int *uses;              /* (nvalues) how many node inputs read each value (the output counts one) */
+    float **cdata;          /* (nvalues) constants computed here (owned): nodes over the import's folding budget */
+} conv;
+
+static const float *cval(const conv *c, int v)
 {
-    if (v < 0 || !g->values[v].data || rs_onnx_shape_numel(&g->values[v].shape, 1) != 1) return false;
-    *out = g->values[v].data[0];
+    if (v < 0) return NULL;
+    return c->g->values[v].data ? c->g->values[v].data : c->cdata[v];
+}
+
+static const rs_dims *vshape(const conv *c, int v) { return &c->g->values[v].shape; }
+
+static bool const_scalar(const conv *c, int v, float *out)
+{
+    const float *d = cval(c, v);
+    if (!d || rs_dims_numel(vshape(c, v), 1) != 1) return false;
+    *out = d[0];
     return true;
 }
 
-/* Does node k, with input cur, compute a bias add over the last dim (constant (N) or (1, N))? */
-static const float *bias_add(const rs_onnx_graph *g, int k, int cur, int64_t N)
+/* Does node k, with input cur, add a bias over the last dim (a constant of N values, last dim N) to a
+ * value nothing else reads? */
+static const float *bias_add(const conv *c, int k, int cur, int64_t N)
 {
-    if (k >= g->nnodes) return NULL;
+    const rs_onnx_graph *g = c->g;
+    if (k >= g->nnodes || c->uses[cur] != 1) return NULL;
     const rs_onnx_node *n = &g->nodes[k];
-    if (n->op != RS_ONNX_OP_BINARY || n->a.sub != RS_ONNX_ADD) return NULL;
+    if (n->op != RS_OP_BINARY || n->a.sub != RS_BINARY_ADD) return NULL;
     int other = n->in[0] == cur ? n->in[1] : n->in[1] == cur ? n->in[0] : -1;
-    if (other < 0 || !g->values[other].data) return NULL;
-    const rs_onnx_shape *s = &g->values[other].shape;
-    if (rs_onnx_shape_numel(s, 1) != N || s->d[s->rank - 1] != N) return NULL;
-    return g->values[other].data;
+    if (other < 0 || !cval(c, other)) return NULL;
+    const rs_dims *s = vshape(c, other);
+    if (rs_dims_numel(s, 1) != N || s->d[s->rank - 1] != N) return NULL;
+    return cval(c, other);
 }
 
-/* The exporters' exact GELU: x * 0.5 * (1 + erf(x / sqrt 2)) in five nodes from k (either order of the
- * two products, division or multiplication by 1/sqrt 2). Returns the nodes used, 0 when no match. */
-static int gelu_expansion(const rs_onnx_graph *g, int k, int x)
+/* The exporters' exact GELU: x * 0.5 * (1 + erf(x / sqrt 2)) in five nodes from k (division or
+ * multiplication by 1/sqrt 2), its intermediate values read only inside it. Returns the nodes used, 0
+ * when no match. */
+static int gelu_expansion(const conv *c, int k, int x)
 {
+    const rs_onnx_graph *g = c->g;
     if (k + 4 >= g->nnodes) return 0;
     const rs_onnx_node *d = &g->nodes[k], *e = &g->nodes[k + 1], *a = &g->nodes[k + 2], *m1 = &g->nodes[k + 3],
                        *m2 = &g->nodes[k + 4];
-    float c;
-    bool scale_ok = d->op == RS_ONNX_OP_BINARY && d->in[0] == x && const_scalar(g, d->in[1], &c) &&
-                    ((d->a.sub == RS_ONNX_DIV && fabsf(c - 1.41421356f) < 1e-5f) ||
-                     (d->a.sub == RS_ONNX_MUL && fabsf(c - 0.70710678f) < 1e-5f));
-    if (!scale_ok || e->op != RS_ONNX_OP_UNARY || e->a.sub != RS_ONNX_ERF || e->in[0] != d->out) return 0;
-    if (a->op != RS_ONNX_OP_BINARY || a->a.sub != RS_ONNX_ADD || a->in[0] != e->out || !const_scalar(g, a->in[1], &c) ||
-        c != 1.0f)
+    float v;
+    bool scale_ok = d->op == RS_OP_BINARY && d->in[0] == x && const_scalar(c, d->in[1], &v) &&
+                    ((d->a.sub == RS_BINARY_DIV && fabsf(v - 1.41421356f) < 1e-5f) ||
+                     (d->a.sub == RS_BINARY_MUL && fabsf(v - 0.70710678f) < 1e-5f));
+    if (!scale_ok || e->op != RS_OP_UNARY || e->a.sub != RS_UNARY_ERF || e->in[0] != d->out) return 0;
+    if (a->op != RS_OP_BINARY || a->a.sub != RS_BINARY_ADD || a->in[0] != e->out || !const_scalar(c, a->in[1], &v) ||
+        v != 1.0f)
         return 0;
-    if (m1->op != RS_ONNX_OP_BINARY || m1->a.sub != RS_ONNX_MUL || m2->op != RS_ONNX_OP_BINARY || m2->a.sub != RS_ONNX_MUL)
+    if (m1->op != RS_OP_BINARY || m1->a.sub != RS_BINARY_MUL || m2->op != RS_OP_BINARY || m2->a.sub != RS_BINARY_MUL)
         return 0;
     /* (x * (1 + erf)) * 0.5 or (x * 0.5) * (1 + erf) is rarer; accept the first, as both exporters write it */
     bool m1_ok = (m1->in[0] == x && m1->in[1] == a->out) || (m1->in[1] == x && m1->in[0] == a->out);
-    bool m2_ok = m2->in[0] == m1->out && const_scalar(g, m2->in[1], &c) && c == 0.5f;
-    return m1_ok && m2_ok ? 5 : 0;
+    bool m2_ok = m2->in[0] == m1->out && const_scalar(c, m2->in[1], &v) && v == 0.5f;
+    bool private = c->uses[d->out] == 1 && c->uses[e->out] == 1 && c->uses[a->out] == 1 && c->uses[m1->out] == 1;
+    return m1_ok && m2_ok && private ? 5 : 0;
 }
 
-/* LayerNorm as opset < 17 exporters expand it: ReduceMean, Sub, Pow 2 (or Mul by itself), ReduceMean, Add eps, Sqrt, Div,
- * Mul gamma, Add beta, over the last dim. Returns the nodes used (9), 0 when no match; eps and the
- * parameters come back through the pointers. */
-static int layernorm_expansion(const rs_onnx_graph *g, int k, int x, float *eps, const float **gamma, const float **beta)
+/* LayerNorm as opset < 17 exporters expand it: ReduceMean, Sub, Pow 2 (or Mul by itself), ReduceMean,
+ * Add eps, Sqrt, Div, Mul gamma, Add beta, over the last dim. Returns the nodes used (9), 0 when no
+ * match; eps and the parameters come back through the pointers. */
+static int layernorm_expansion(const conv *c, int k, int x, float *eps, const float **gamma, const float **beta)
 {
+    const rs_onnx_graph *g = c->g;
     if (k + 8 >= g->nnodes) return 0;
     const rs_onnx_node *n = &g->nodes[k];
-    int r = g->values[x].shape.rank;
-    int64_t N = g->values[x].shape.d[r - 1];
-    float c;
-#define IS(j, o, s) (n[j].op == (o) && (o != RS_ONNX_OP_BINARY || n[j].a.sub == (s)))
-    if (!IS(0, RS_ONNX_OP_REDUCEMEAN, 0) || n[0].in[0] != x || n[0].a.axes_mask != 1u << (r - 1) || !n[0].a.keepdims)
+    int r = vshape(c, x)->rank;
+    int64_t N = vshape(c, x)->d[r - 1];
+    float v;
+#define IS(j, o, s) (n[j].op == (o) && (o != RS_OP_BINARY || n[j].a.sub == (s)))
+    if (!IS(0, RS_OP_REDUCEMEAN, 0) || n[0].in[0] != x || n[0].a.axes_mask != 1u << (r - 1) || !n[0].a.keepdims)
         return 0;
-    if (!IS(1, RS_ONNX_OP_BINARY, RS_ONNX_SUB) || n[1].in[0] != x || n[1].in[1] != n[0].out) return 0;
-    bool pow2 = IS(2, RS_ONNX_OP_BINARY, RS_ONNX_POW) && const_scalar(g, n[2].in[1], &c) && c == 2.0f;
-    bool square = IS(2, RS_ONNX_OP_BINARY, RS_ONNX_MUL) && n[2].in[1] == n[1].out; /* ringside writes x*x */
+    if (!IS(1, RS_OP_BINARY, RS_BINARY_SUB) || n[1].in[0] != x || n[1].in[1] != n[0].out) return 0;
+    bool pow2 = IS(2, RS_OP_BINARY, RS_BINARY_POW) && const_scalar(c, n[2].in[1], &v) && v == 2.0f;
+    bool square = IS(2, RS_OP_BINARY, RS_BINARY_MUL) && n[2].in[1] == n[1].out; /* ringside writes x*x */
     if (!(pow2 || square) || n[2].in[0] != n[1].out) return 0;
-    if (!IS(3, RS_ONNX_OP_REDUCEMEAN, 0) || n[3].in[0] != n[2].out || n[3].a.axes_mask != n[0].a.axes_mask) return 0;
-    if (!IS(4, RS_ONNX_OP_BINARY, RS_ONNX_ADD) || n[4].in[0] != n[3].out || !const_scalar(g, n[4].in[1], eps) || !(*eps > 0))
+    if (!IS(3, RS_OP_REDUCEMEAN, 0) || n[3].in[0] != n[2].out || n[3].a.axes_mask != n[0].a.axes_mask) return 0;
+    if (!IS(4, RS_OP_BINARY, RS_BINARY_ADD) || n[4].in[0] != n[3].out || !const_scalar(c, n[4].in[1], eps) || !(*eps > 0))
         return 0;
-    if (n[5].op != RS_ONNX_OP_UNARY || n[5].a.sub != RS_ONNX_SQRT || n[5].in[0] != n[4].out) return 0;
-    if (!IS(6, RS_ONNX_OP_BINARY, RS_ONNX_DIV) || n[6].in[0] != n[1].out || n[6].in[1] != n[5].out) return 0;
-    if (!IS(7, RS_ONNX_OP_BINARY, RS_ONNX_MUL) || n[7].in[0] != n[6].out) return 0;
-    if (!IS(8, RS_ONNX_OP_BINARY, RS_ONNX_ADD) || n[8].in[0] != n[7].out) return 0;
+    if (n[5].op != RS_OP_UNARY || n[5].a.sub != RS_UNARY_SQRT || n[5].in[0] != n[4].out) return 0;
+    if (!IS(6, RS_OP_BINARY, RS_BINARY_DIV) || n[6].in[0] != n[1].out || n[6].in[1] != n[5].out) return 0;
+    if (!IS(7, RS_OP_BINARY, RS_BINARY_MUL) || n[7].in[0] != n[6].out) return 0;
+    if (!IS(8, RS_OP_BINARY, RS_BINARY_ADD) || n[8].in[0] != n[7].out) return 0;
 #undef IS
-    const rs_onnx_value *gv = &g->values[n[7].in[1]], *bv = &g->values[n[8].in[1]];
-    if (!gv->data || !bv->data || rs_onnx_shape_numel(&gv->shape, 1) != N || rs_onnx_shape_numel(&bv->shape, 1) != N)
+    /* the Sub's value is read by the square (once or twice) and the Div; the others once */
+    int sub_uses = 1 + (square ? 2 : 1);
+    if (c->uses[n[0].out] != 1 || c->uses[n[1].out] != sub_uses || c->uses[n[2].out] != 1 || c->uses[n[3].out] != 1 ||
+        c->uses[n[4].out] != 1 || c->uses[n[5].out] != 1 || c->uses[n[6].out] != 1 || c->uses[n[7].out] != 1)
         return 0;
-    *gamma = gv->data;
-    *beta = bv->data;
+    const float *gd = cval(c, n[7].in[1]), *bd = cval(c, n[8].in[1]);
+    if (!gd || !bd || rs_dims_numel(vshape(c, n[7].in[1]), 1) != N || rs_dims_numel(vshape(c, n[8].in[1]), 1) != N)
+        return 0;
+    *gamma = gd;
+    *beta = bd;
     return 9;
 }
 
-static rs_status seq_fail(rs_err *err, const rs_onnx_node *n, const char *why)
+static rs_status seq_fail(conv *c, const rs_onnx_node *n, const char *why)
 {
-    return rs_err_set(err, RS_ERR_UNSUPPORTED, "onnx to model: node '%s' (%s) %s; the graph still runs with "
+    return rs_err_set(c->err, RS_ERR_UNSUPPORTED, "onnx to model: node '%s' (%s) %s; the graph still runs with "
                       "predict/eval, it just cannot be trained as an engine model", n->name, n->op_type, why);
+}
+
+/* The model node of a computed value, -2 when it has none. */
+static int src_of(const conv *c, int v) { return v < 0 ? -2 : c->vnode[v]; }
+
+/* Tries to make node k (input x) an engine layer in *L. Returns the graph nodes it takes (0: none
+ * fits; *why then says what would, when the op has a layer) and sets *last to the last one. */
+static int match_layer(conv *c, int k, plan_node *L, const char **why)
+{
+    const rs_onnx_graph *g = c->g;
+    const rs_onnx_node *n = &g->nodes[k];
+    const rs_op_attrs *a = &n->a;
+    int x = n->in[0];
+    const rs_dims *xs = vshape(c, x), *os = vshape(c, n->out);
+    int bpos = rs_dims_batch_pos(xs);
+    rs_shape per = rs_op_sample_shape(xs);
+    *L = (plan_node){.nsrc = 1, .src = {src_of(c, x)}, .value = n->out};
+    *why = NULL;
+    if (src_of(c, x) == -2) {
+        *why = "reads a constant where a layer takes its input";
+        return 0;
+    }
+    switch (n->op) {
+    case RS_OP_GEMM: {
+        const float *w = cval(c, n->in[1]), *b = n->nin > 2 ? cval(c, n->in[2]) : NULL;
+        if (a->ta || a->alpha != 1.0f || (n->nin > 2 && a->beta != 1.0f) || !w || bpos > 0 ||
+            (n->nin > 2 && (!b || vshape(c, n->in[2])->rank != 1))) {
+            *why = "is not a linear layer (needs constant weights, a 1-d bias, alpha = beta = 1)";
+            return 0;
+        }
+        L->cfg = rs_layer_cfg_default(RS_LAYER_LINEAR);
+        L->cfg.out = (int)os->d[1];
+        L->cfg.bias = n->nin > 2;
+        L->w[0] = w;
+        L->w[1] = b;
+        L->w_transposed = !a->tb;
+        L->wk = (int)xs->d[1];
+        L->wn = (int)os->d[1];
+        return 1;
+    }
+    case RS_OP_MATMUL: {
+        const float *w = cval(c, n->in[1]);
+        const rs_dims *ws = vshape(c, n->in[1]);
+        if (!w || ws->rank != 2 || xs->rank < 2 || per.ndim > 2 || bpos == xs->rank - 1 || src_of(c, x) == -2) {
+            *why = "is not a linear layer (needs (batch, K) x constant (K, N))";
+            return 0;
+        }
+        int64_t N = ws->d[1];
+        L->cfg = rs_layer_cfg_default(RS_LAYER_LINEAR);
+        L->cfg.out = (int)N;
+        L->w[0] = w;
+        L->w_transposed = true;
+        L->wk = (int)ws->d[0];
+        L->wn = (int)N;
+        L->w[1] = bias_add(c, k + 1, n->out, N);
+        L->cfg.bias = L->w[1] != NULL;
+        if (!L->w[1]) return 1;
+        L->value = g->nodes[k + 1].out;
+        return 2;
+    }
+    case RS_OP_CONV:
+        if (a->group != 1 || a->pt != a->pb || a->pl != a->pr || xs->rank != 4 || bpos != 0 || !cval(c, n->in[1]) ||
+            (n->nin > 2 && !cval(c, n->in[2]))) {
+            *why = "is not an engine conv (needs group 1, symmetric pads, 2-d, constant weights)";
+            return 0;
+        }
+        L->cfg = rs_layer_cfg_default(RS_LAYER_CONV2D);
+        L->cfg.out = (int)os->d[1];
+        L->cfg.kh = a->kh, L->cfg.kw = a->kw, L->cfg.sh = a->sh, L->cfg.sw = a->sw;
+        L->cfg.ph = a->pt, L->cfg.pw = a->pl;
+        L->cfg.bias = n->nin > 2;
+        L->w[0] = cval(c, n->in[1]);
+        L->w[1] = n->nin > 2 ? cval(c, n->in[2]) : NULL;
+        return 1;
+    case RS_OP_MAXPOOL:
+    case RS_OP_AVGPOOL: {
+        bool max = n->op == RS_OP_MAXPOOL;
+        if (a->pt != a->pb || a->pl != a->pr || a->ceil_mode || xs->rank != 4 || bpos != 0 || 2 * a->pt > a->kh ||
+            2 * a->pl > a->kw || (!max && !a->count_include_pad && (a->pt || a->pl))) {
+            *why = "is not an engine pool (needs symmetric pads of at most half the window, floor mode, and for "
+                   "averages count_include_pad=1 when padded)";
+            return 0;
+        }
+        L->cfg = rs_layer_cfg_default(max ? RS_LAYER_MAXPOOL2D : RS_LAYER_AVGPOOL2D);
+        L->cfg.kh = a->kh, L->cfg.kw = a->kw, L->cfg.sh = a->sh, L->cfg.sw = a->sw;
+        L->cfg.ph = a->pt, L->cfg.pw = a->pl;
+        return 1;
+    }
+    case RS_OP_UNARY:
+        if (a->sub == RS_UNARY_RELU) L->cfg = rs_layer_cfg_default(RS_LAYER_RELU);
+        else if (a->sub == RS_UNARY_TANH) L->cfg = rs_layer_cfg_default(RS_LAYER_TANH);
+        else if (a->sub == RS_UNARY_GELU || a->sub == RS_UNARY_GELU_TANH) {
+            L->cfg = rs_layer_cfg_default(RS_LAYER_GELU);
+            L->cfg.approx_tanh = a->sub == RS_UNARY_GELU_TANH;
+        } else {
+            *why = "is an activation the engine has no layer for";
+            return 0;
+        }
+        return 1;
+    case RS_OP_BINARY: {
+        int used = gelu_expansion(c, k, x);
+        if (used) {
+            L->cfg = rs_layer_cfg_default(RS_LAYER_GELU);
+            L->value = g->nodes[k + used - 1].out;
+            return used;
+        }
+        int y = n->in[1];
+        const rs_dims *ys = vshape(c, y);
+        bool same = ys->rank == xs->rank && !memcmp(ys->d, xs->d, sizeof(int64_t) * (size_t)xs->rank);
+        if (!c->train && a->sub == RS_BINARY_ADD && same && src_of(c, x) != -2 && src_of(c, y) != -2) {
+            L->cfg = rs_layer_cfg_default(RS_LAYER_ADD);
+            L->nsrc = 2;
+            L->src[1] = src_of(c, y);
+            return 1;
+        }
+        *why = "is arithmetic that is not part of a linear layer or a GELU";
+        return 0;
+    }
+    case RS_OP_RESHAPE:
+        /* (N, ...) -> (N, rest): the engine's flatten (training needs a layer that copies) */
+        if (c->train && os->rank == 2 && bpos == 0 && rs_dims_batch_pos(os) == 0 && xs->rank > 2) {
+            L->cfg = rs_layer_cfg_default(RS_LAYER_FLATTEN);
+            return 1;
+        }
+        *why = "reshapes other than flattening to (batch, features)";
+        return 0;
+    case RS_OP_REDUCEMEAN: {
+        float eps = 0;
+        int used = bpos == xs->rank - 1 ? 0 : layernorm_expansion(c, k, x, &eps, &L->w[0], &L->w[1]);
+        if (!used) {
+            *why = "is a reduction that is not part of a LayerNorm";
+            return 0;
+        }
+        L->cfg = rs_layer_cfg_default(RS_LAYER_LAYERNORM);
+        L->cfg.eps = eps;
+        L->value = g->nodes[k + used - 1].out;
+        return used;
+    }
+    case RS_OP_LAYERNORM:
+        if (a->axis != xs->rank - 1 || bpos == xs->rank - 1 || !cval(c, n->in[1]) ||
+            (n->nin > 2 && n->in[2] >= 0 && !cval(c, n->in[2]))) {
+            *why = "normalises over more than the last dimension";
+            return 0;
+        }
+        L->cfg = rs_layer_cfg_default(RS_LAYER_LAYERNORM);
+        L->cfg.eps = a->eps > 0 ? a->eps : 1e-5f;
+        L->w[0] = cval(c, n->in[1]);
+        L->w[1] = n->nin > 2 ? cval(c, n->in[2]) : NULL;
+        return 1;
+    default: *why = "has no engine layer"; return 0;
+    }
+}
+
+/* Node k as a generic op: computed inputs become sources, constants frozen parameters. */
+static rs_status plan_op(conv *c, int k, plan_node *P)
+{
+    const rs_onnx_node *n = &c->g->nodes[k];
+    *P = (plan_node){.is_op = true, .value = n->out};
+    rs_op_node *o = &P->op;
+    *o = (rs_op_node){.op = n->op, .a = n->a, .nin = n->nin, .out = *vshape(c, n->out)};
+    snprintf(o->type, sizeof o->type, "%s", n->op_type);
+    snprintf(o->name, sizeof o->name, "%s", n->name);
+    int nconst = 0;
+    for (int i = 0; i < n->nin; i++) {
+        int v = n->in[i];
+        if (v < 0) continue; /* from = ABSENT */
+        o->in[i] = *vshape(c, v);
+        const float *d = cval(c, v);
+        if (d) {
+            if (nconst == RS_LAYER_MAX_PARAMS) return seq_fail(c, n, "has more constant inputs than a node holds");
+            o->from[i] = RS_OP_IN_CONST;
+            o->slot[i] = nconst;
+            P->w[nconst++] = d;
+            continue;
+        }
+        int s = src_of(c, v), j = 0;
+        if (s == -2) return rs_err_set(c->err, RS_ERR_INTERNAL, "onnx: node '%s' reads a value nothing computes", n->name);
+        while (j < P->nsrc && P->src[j] != s) j++; /* x * x reads one source */
+        if (j == P->nsrc) P->src[P->nsrc++] = s;
+        o->from[i] = RS_OP_IN_SRC;
+        o->slot[i] = j;
+    }
+    if (P->nsrc == 0) P->src[P->nsrc++] = -1; /* reads only constants: the model's input is a source it never reads */
+    return RS_OK;
+}
+
+/* A node whose inputs are all constants (the import folds them unless they are past its budget):
+ * computed once, here, with the engine's kernels. */
+static rs_status fold(conv *c, int k)
+{
+    const rs_onnx_node *n = &c->g->nodes[k];
+    const rs_kernels *cpu = rs_kernels_for(rs_device_cpu());
+    const float *ins[RS_OP_MAX_IN] = {0};
+    const rs_dims *is[RS_OP_MAX_IN] = {0};
+    for (int i = 0; i < n->nin; i++)
+        if (n->in[i] >= 0) {
+            ins[i] = cval(c, n->in[i]);
+            is[i] = vshape(c, n->in[i]);
+        }
+    const rs_dims *os = vshape(c, n->out);
+    int64_t on = rs_dims_numel(os, 1);
+    if (on < 0 || rs_dims_batch_pos(os) >= 0)
+        return rs_err_set(c->err, RS_ERR_INTERNAL, "onnx: constant node '%s' has the batch", n->name);
+    float *out = malloc(sizeof(float) * (size_t)(on ? on : 1)); /* owned by c->cdata */
+    void *ws = malloc(rs_op_workspace(cpu, n->op, &n->a, is, os) + 64);
+    rs_status st = out && ws ? rs_op_run(cpu, n->op, &n->a, ins, is, out, os, ws, c->err)
+                             : rs_err_set(c->err, RS_ERR_NOMEM, "onnx: out of memory folding node '%s'", n->name);
+    free(ws);
+    if (st) {
+        free(out);
+        return st;
+    }
+    c->cdata[n->out] = out;
+    return RS_OK;
+}
+
+static rs_status plan(conv *c)
+{
+    const rs_onnx_graph *g = c->g;
+    int cur = g->input; /* train: the value the chain has reached */
+    for (int k = 0; k < g->nnodes; k++) {
+        const rs_onnx_node *n = &g->nodes[k];
+        bool all_const = true; /* then its value is computed here, unless it holds the batch */
+        for (int i = 0; i < n->nin; i++)
+            if (n->in[i] >= 0 && !cval(c, n->in[i])) all_const = false;
+        /* a constant expanded to the batch (a class token) is computed per run: it stays a node */
+        if (all_const && rs_dims_batch_pos(vshape(c, n->out)) < 0) {
+            rs_status st = fold(c, k);
+            if (st) return st;
+            continue;
+        }
+        if (c->train && n->in[0] != cur)
+            return seq_fail(c, n, "does not take the previous layer's output: the graph is not a plain sequence");
+        const rs_dims *xs = vshape(c, n->in[0]), *os = vshape(c, n->out);
+        if (n->op == RS_OP_RESHAPE && os->rank == xs->rank && !memcmp(os->d, xs->d, sizeof(int64_t) * (size_t)os->rank)) {
+            c->vnode[n->out] = c->vnode[n->in[0]]; /* a reshape that keeps the shape is nothing */
+            cur = n->out;
+            continue;
+        }
+        plan_node *P = &c->P[c->np];
+        const char *why = NULL;
+        int used = match_layer(c, k, P, &why);
+        if (!used && c->train) return seq_fail(c, n, why ? why : "has no engine layer");
+        if (!used) {
+            rs_status st = plan_op(c, k, P);
+            if (st) return st;
+            used = 1;
+        }
+        k += used - 1;
+        c->vnode[P->value] = c->np++;
+        cur = P->value;
+    }
+    return RS_OK;
+}
+
+/* Copies the planned constants into the built model's parameter slots. */
+static rs_status copy_weights(conv *c, rs_model *m)
+{
+    float *W = rs_model_params(m);
+    if (rs_model_layer_count(m) != c->np)
+        return rs_err_set(c->err, RS_ERR_INTERNAL, "onnx to model: %d layers for %d planned", rs_model_layer_count(m),
+                          c->np);
+    for (int i = 0; i < c->np; i++) {
+        const plan_node *P = &c->P[i];
+        rs_layer *l = rs_model_layer(m, i);
+        for (int j = 0; j < l->np; j++) {
+            const rs_param_slot *ps = &l->p[j];
+            if (!P->w[j]) {
+                memset(W + ps->offset, 0, sizeof(float) * ps->numel); /* layernorm without bias */
+                continue;
+            }
+            if (j == 0 && P->w_transposed) {
+                if ((size_t)P->wk * (size_t)P->wn != ps->numel)
+                    return rs_err_set(c->err, RS_ERR_SHAPE, "onnx to model: layer %s weight size differs", l->name);
+                for (int r = 0; r < P->wn; r++)
+                    for (int q = 0; q < P->wk; q++) W[ps->offset + (size_t)r * P->wk + q] = P->w[0][(size_t)q * P->wn + r];
+            } else {
+                memcpy(W + ps->offset, P->w[j], sizeof(float) * ps->numel);
+            }
+        }
+        /* the engine's shapes must agree with the graph's (same pooling and padding rules) */
+        int64_t want = rs_dims_numel(vshape(c, P->value), 1), got = rs_shape_numel(&l->out);
+        if (want != got)
+            return rs_err_set(c->err, RS_ERR_SHAPE, "onnx to model: layer %s gives %lld values a sample, the graph's "
+                              "value '%s' has %lld", l->name, (long long)got, c->g->values[P->value].name,
+                              (long long)want);
+    }
+    return RS_OK;
+}
+
+static void conv_free(conv *c)
+{
+    if (c->cdata)
+        for (int i = 0; i < c->g->nvalues; i++) free(c->cdata[i]);
+    free(c->cdata);
+    free(c->vnode);
+    free(c->uses);
+    free(c->P);
+}
+
+static rs_status conv_init(conv *c, const rs_onnx_graph *g, bool train, rs_err *err)
+{
+    *c = (conv){.g = g, .train = train, .err = err};
+    size_t nv = (size_t)g->nvalues + 1;
+    c->P = calloc((size_t)g->nnodes + 1, sizeof *c->P);
+    c->vnode = malloc(nv * sizeof *c->vnode);
+    c->uses = calloc(nv, sizeof *c->uses);
+    c->cdata = calloc(nv, sizeof *c->cdata);
+    if (!c->P || !c->vnode || !c->uses || !c->cdata) return rs_err_set(err, RS_ERR_NOMEM, "onnx to model: out of memory");
+    for (int i = 0; i < g->nvalues; i++) c->vnode[i] = -2;
+    c->vnode[g->input] = -1;
+    for (int k = 0; k < g->nnodes; k++)
+        for (int i = 0; i < g->nodes[k].nin; i++)
+            if (g->nodes[k].in[i] >= 0) c->uses[g->nodes[k].in[i]]++;
+    c->uses[g->output]++;
+    return RS_OK;
 }
 
 rs_status rs_onnx_to_model(const rs_onnx_graph *g, const char *name, rs_model **out, rs_err *err)
 {
     *out = NULL;
-    int cap = g->nnodes + 1, nl = 0, cur = g->input;
-    seq_layer *L = calloc((size_t)cap, sizeof *L);
-    if (!L) return rs_err_set(err, RS_ERR_NOMEM, "onnx to model: out of memory");
-    rs_status st = RS_OK;
-    for (int k = 0; k < g->nnodes && !st; k++) {
-        const rs_onnx_node *n = &g->nodes[k];
-        const rs_onnx_attrs *a = &n->a;
-        if (n->in[0] != cur) {
-            st = seq_fail(err, n, "does not take the previous layer's output: the graph is not a plain sequence");
-            break;
-        }
-        const rs_onnx_shape *xs = &g->values[cur].shape, *os = &g->values[n->out].shape;
-        seq_layer *l = &L[nl];
-        switch (n->op) {
-        case RS_ONNX_OP_GEMM: {
-            const rs_onnx_value *w = &g->values[n->in[1]];
-            if (a->ta || a->alpha != 1.0f || (n->nin > 2 && a->beta != 1.0f) || !w->data ||
-                (n->nin > 2 && (!g->values[n->in[2]].data || g->values[n->in[2]].shape.rank != 1))) {
-                st = seq_fail(err, n, "is not a linear layer (needs constant weights, a 1-d bias, alpha = beta = 1)");
-                break;
-            }
-            l->cfg = rs_layer_cfg_default(RS_LAYER_LINEAR);
-            l->cfg.out = (int)os->d[1];
-            l->cfg.bias = n->nin > 2;
-            l->w = w->data;
-            l->b = n->nin > 2 ? g->values[n->in[2]].data : NULL;
-            l->w_transposed = !a->tb;
-            l->wk = (int)xs->d[1];
-            l->wn = (int)os->d[1];
-            nl++;
-            break;
-        }
-        case RS_ONNX_OP_MATMUL: {
-            const rs_onnx_value *w = &g->values[n->in[1]];
-            if (!w->data || w->shape.rank != 2 || xs->rank != 2) {
-                st = seq_fail(err, n, "is not a linear layer (needs (batch, K) x constant (K, N))");
-                break;
-            }
-            int64_t N = w->shape.d[1];
-            l->cfg = rs_layer_cfg_default(RS_LAYER_LINEAR);
-            l->cfg.out = (int)N;
-            l->w = w->data;
-            l->w_transposed = true;
-            l->wk = (int)w->shape.d[0];
-            l->wn = (int)N;
-            l->b = bias_add(g, k + 1, n->out, N);
-            l->cfg.bias = l->b != NULL;
-            if (l->b) n = &g->nodes[++k];
-            nl++;
-            break;
-        }
-        case RS_ONNX_OP_CONV:
-            if (a->group != 1 || a->pt != a->pb || a->pl != a->pr || xs->rank != 4 || !g->values[n->in[1]].data ||
-                (n->nin > 2 && !g->values[n->in[2]].data)) {
-                st = seq_fail(err, n, "is not an engine conv (needs group 1, symmetric pads, 2-d, constant weights)");
-                break;
-            }
-            l->cfg = rs_layer_cfg_default(RS_LAYER_CONV2D);
-            l->cfg.out = (int)os->d[1];
-            l->cfg.kh = a->kh, l->cfg.kw = a->kw, l->cfg.sh = a->sh, l->cfg.sw = a->sw;
-            l->cfg.ph = a->pt, l->cfg.pw = a->pl;
-            l->cfg.bias = n->nin > 2;
-            l->w = g->values[n->in[1]].data;
-            l->b = n->nin > 2 ? g->values[n->in[2]].data : NULL;
-            nl++;
-            break;
-        case RS_ONNX_OP_MAXPOOL:
-        case RS_ONNX_OP_AVGPOOL: {
-            bool max = n->op == RS_ONNX_OP_MAXPOOL;
-            if (a->pt != a->pb || a->pl != a->pr || a->ceil_mode || xs->rank != 4 ||
-                (!max && !a->count_include_pad && (a->pt || a->pl))) {
-                st = seq_fail(err, n, "is not an engine pool (needs symmetric pads, floor mode, and for averages "
-                              "count_include_pad=1 when padded)");
-                break;
-            }
-            l->cfg = rs_layer_cfg_default(max ? RS_LAYER_MAXPOOL2D : RS_LAYER_AVGPOOL2D);
-            l->cfg.kh = a->kh, l->cfg.kw = a->kw, l->cfg.sh = a->sh, l->cfg.sw = a->sw;
-            l->cfg.ph = a->pt, l->cfg.pw = a->pl;
-            nl++;
-            break;
-        }
-        case RS_ONNX_OP_UNARY: {
-            int used = a->sub == RS_ONNX_RELU || a->sub == RS_ONNX_TANH || a->sub == RS_ONNX_GELU;
-            if (!used) {
-                st = seq_fail(err, n, "is an activation the engine has no layer for");
-                break;
-            }
-            l->cfg = rs_layer_cfg_default(a->sub == RS_ONNX_RELU ? RS_LAYER_RELU
-                                          : a->sub == RS_ONNX_TANH ? RS_LAYER_TANH : RS_LAYER_GELU);
-            nl++;
-            break;
-        }
-        case RS_ONNX_OP_BINARY: {
-            int used = gelu_expansion(g, k, cur);
-            if (!used) {
-                st = seq_fail(err, n, "is arithmetic that is not part of a linear layer or a GELU");
-                break;
-            }
-            l->cfg = rs_layer_cfg_default(RS_LAYER_GELU);
-            nl++;
-            k += used - 1;
-            n = &g->nodes[k];
-            break;
-        }
-        case RS_ONNX_OP_RESHAPE:
-            /* (N, ...) -> (N, rest): the engine's flatten; a reshape that keeps the shape is nothing */
-            if (os->rank == 2 && xs->d[0] == os->d[0] && xs->rank > 2) {
-                l->cfg = rs_layer_cfg_default(RS_LAYER_FLATTEN);
-                nl++;
-            } else if (!(os->rank == xs->rank && !memcmp(os->d, xs->d, sizeof(int64_t) * (size_t)os->rank))) {
-                st = seq_fail(err, n, "reshapes other than flattening to (batch, features)");
-            }
-            break;
-        case RS_ONNX_OP_REDUCEMEAN: {
-            float eps = 0;
-            int used = layernorm_expansion(g, k, cur, &eps, &l->w, &l->b);
-            if (!used) {
-                st = seq_fail(err, n, "is a reduction that is not part of a LayerNorm");
-                break;
-            }
-            l->cfg = rs_layer_cfg_default(RS_LAYER_LAYERNORM);
-            l->cfg.eps = eps;
-            nl++;
-            k += used - 1;
-            n = &g->nodes[k];
-            break;
-        }
-        case RS_ONNX_OP_LAYERNORM:
-            if (a->axis != xs->rank - 1 || !g->values[n->in[1]].data || (n->nin > 2 && !g->values[n->in[2]].data)) {
-                st = seq_fail(err, n, "normalises over more than the last dimension");
-                break;
-            }
-            l->cfg = rs_layer_cfg_default(RS_LAYER_LAYERNORM);
-            l->cfg.eps = a->eps > 0 ? a->eps : 1e-5f;
-            l->w = g->values[n->in[1]].data;
-            l->b = n->nin > 2 ? g->values[n->in[2]].data : NULL;
-            nl++;
-            break;
-        default: st = seq_fail(err, n, "has no engine layer"); break;
-        }
-        cur = n->out;
-    }
-    if (!st && cur != g->output)
-        st = rs_err_set(err, RS_ERR_UNSUPPORTED, "onnx to model: the graph's output is not the end of the layer chain");
-    if (!st && nl == 0) st = rs_err_set(err, RS_ERR_UNSUPPORTED, "onnx to model: no layers");
+    conv c;
+    rs_status st = conv_init(&c, g, true, err);
+    if (!st) st = plan(&c);
+    if (!st && (c.np == 0 || c.vnode[g->output] != c.np - 1))
+        st = rs_err_set(err, RS_ERR_UNSUPPORTED, c.np ? "onnx to model: the graph's output is not the end of the layer "
+                        "chain" : "onnx to model: no layers");
     if (!st && g->values[g->output].shape.rank != 2)
         st = rs_err_set(err, RS_ERR_UNSUPPORTED, "onnx to model: the output must be (batch, classes)");
     if (st) {
-        free(L);
+        conv_free(&c);
         return st;
     }
-    /* the spec: "seq in=CxHxW layer layer ..." */
-    size_t cap_s = 64 + (size_t)nl * 64, len = 0;
+    /* the spec: "seq in=CxHxW layer layer ...", parsed as a user's would be */
+    size_t cap_s = 64 + (size_t)c.np * 64, len = 0;
     char *spec = malloc(cap_s);
     if (!spec) {
-        free(L);
+        conv_free(&c);
         return rs_err_set(err, RS_ERR_NOMEM, "onnx to model: out of memory");
     }
-    const rs_onnx_shape *is = &g->values[g->input].shape;
+    const rs_dims *is = &g->values[g->input].shape;
     len += (size_t)snprintf(spec + len, cap_s - len, "seq in=");
     for (int i = 1; i < is->rank; i++) len += (size_t)snprintf(spec + len, cap_s - len, "%s%lld", i > 1 ? "x" : "", (long long)is->d[i]);
-    for (int i = 0; i < nl; i++) {
+    for (int i = 0; i < c.np; i++) {
         char w[64];
-        len += (size_t)snprintf(spec + len, cap_s - len, " %s", rs_layer_cfg_str(&L[i].cfg, w, sizeof w));
+        len += (size_t)snprintf(spec + len, cap_s - len, " %s", rs_layer_cfg_str(&c.P[i].cfg, w, sizeof w));
     }
     rs_model *m = NULL;
     st = rs_model_parse(spec, name ? name : "onnx", rs_device_cpu(), NULL, 0, &m, NULL, err);
+    if (st) rs_err_prefix(err, "onnx to model: spec '%s'", spec);
+    if (!st) st = copy_weights(&c, m);
+    free(spec);
+    conv_free(&c);
     if (st) {
-        rs_err_prefix(err, "onnx to model: spec '%s'", spec);
-        free(spec);
-        free(L);
+        rs_model_free(m);
         return st;
     }
-    /* copy the weights in, layer by layer, checking every size against the engine's layout */
-    float *P = rs_model_params(m);
-    if (rs_model_layer_count(m) != nl) st = rs_err_set(err, RS_ERR_INTERNAL, "onnx to model: layer count differs");
-    for (int i = 0; i < nl && !st; i++) {
-        rs_layer *ly = rs_model_layer(m, i);
-        const float *src[2] = {L[i].w, L[i].b};
-        for (int j = 0; j < ly->np && !st; j++) {
-            const rs_param_slot *ps = &ly->p[j];
-            if (!src[j]) {
-                memset(P + ps->offset, 0, sizeof(float) * ps->numel); /* layernorm without bias */
-                continue;
-            }
-            if (j == 0 && L[i].w_transposed) {
-                if ((size_t)L[i].wk * (size_t)L[i].wn != ps->numel) {
-                    st = rs_err_set(err, RS_ERR_SHAPE, "onnx to model: layer %s weight size differs", ly->name);
-                    break;
-                }
-                for (int r = 0; r < L[i].wn; r++)
-                    for (int q = 0; q < L[i].wk; q++) P[ps->offset + (size_t)r * L[i].wk + q] = src[0][(size_t)q * L[i].wn + r];
-            } else {
-                memcpy(P + ps->offset, src[j], sizeof(float) * ps->numel);
-            }
-        }
+    rs_model_set_training(m, false);
+    *out = m;
+    return RS_OK;
+}
+
+rs_status rs_onnx_to_inference_model(const rs_onnx_graph *g, const char *name, rs_model **out, rs_err *err)
+{
+    *out = NULL;
+    conv c;
+    rs_status st = conv_init(&c, g, false, err);
+    if (!st) st = plan(&c);
+    if (!st && (c.np == 0 || c.vnode[g->output] != c.np - 1)) {
+        /* the output is the input, or a view of an earlier node: a last node that is that view */
+        int v = g->output;
+        plan_node *P = &c.P[c.np];
+        *P = (plan_node){.is_op = true, .nsrc = 1, .src = {c.vnode[v]}, .value = v};
+        P->op = (rs_op_node){.op = RS_OP_RESHAPE, .nin = 1, .from = {RS_OP_IN_SRC}, .in = {*vshape(&c, v)},
+                             .out = *vshape(&c, v), .type = "Identity"};
+        snprintf(P->op.name, sizeof P->op.name, "%s", g->values[v].name);
+        c.vnode[v] = c.np++;
     }
-    /* the engine's shapes must agree with the graph's (same pooling and padding rules) */
-    if (!st) {
-        const rs_shape *ms = &rs_model_layer(m, nl - 1)->out;
-        if (rs_shape_numel(ms) != (int64_t)rs_onnx_graph_output_numel(g))
-            st = rs_err_set(err, RS_ERR_SHAPE, "onnx to model: the engine's output size %lld differs from the graph's %zu",
-                            (long long)rs_shape_numel(ms), rs_onnx_graph_output_numel(g));
+    rs_shape in = rs_op_sample_shape(&g->values[g->input].shape);
+    rs_model *m = st ? NULL : rs_model_new(name ? name : "onnx", &in, rs_device_cpu(), NULL);
+    if (!st && !m) st = rs_err_set(err, RS_ERR_NOMEM, "onnx: out of memory for the model");
+    if (m) rs_model_set_inference_only(m);
+    for (int i = 0; i < c.np && !st; i++) {
+        const plan_node *P = &c.P[i];
+        st = P->is_op ? rs_model_add_op(m, &P->op, P->src, P->nsrc, err)
+                      : rs_model_add_from(m, &P->cfg, P->src, P->nsrc, err);
     }
-    free(spec);
-    free(L);
+    if (!st) st = rs_model_build(m, 0, err);
+    if (!st) st = copy_weights(&c, m);
+    conv_free(&c);
     if (st) {
         rs_model_free(m);
         return st;

@@ -121,6 +121,13 @@ int rs_call_parse(rs_session *s, const char *line, const rs_tokens *t, rs_call *
     char usage[256];
     rs_cmd_usage(d, usage, sizeof usage);
     int i = 1;
+    if (!d->binding && d->rest_name) { /* the whole text after the name is the handler's (expect) */
+        size_t rlen;
+        const char *rest = rs_lex_rest(t, 1, &rlen);
+        c->rest = keep(c, &used, cap, rest, rlen);
+        c->rest_pos = (size_t)(rest - line);
+        return 0;
+    }
     if (d->binding) {
         if (t->n < 2 || t->tok[1].kind != RS_TOK_WORD)
             return rs_session_error(s, c, t->n < 2 ? t->end : t->tok[1].off, t->n < 2 ? 1 : t->tok[1].len,
@@ -222,7 +229,7 @@ rs_obj *rs_call_lookup(rs_session *s, const rs_call *c, int i, rs_arg_kind kind)
         return NULL;
     }
     /* An imported ONNX graph with no engine equivalent runs (eval, predict) but does not train or save. */
-    if (o && kind == RS_A_MODEL && !o->model && strcmp(c->cmd->name, "eval") && strcmp(c->cmd->name, "predict")) {
+    if (o && kind == RS_A_MODEL && o->model && rs_model_inference_only(o->model) && strcmp(c->cmd->name, "eval") && strcmp(c->cmd->name, "predict")) {
         rs_session_error(s, c, c->arg_pos[i], strlen(name),
                          "%s: %s is an imported ONNX graph that is not a plain sequence of ringside layers, so it "
                          "only runs: eval, predict and show use it",

@@ -44,6 +44,7 @@ typedef enum rs_arg_kind {
     RS_A_STRING,   /* a word or "quoted string" */
     RS_A_COMMAND,  /* a command of this table (`help train`) */
     RS_A_NONE,     /* nothing (a binding's form that takes no further words: `data d = digits`) */
+    RS_A_TUTORIAL, /* a tutorial of the tutorials folder (number or name; completion lists them) or a file */
 } rs_arg_kind;
 
 typedef struct rs_argdef {
@@ -66,7 +67,7 @@ typedef struct rs_formdef {
 } rs_formdef;
 
 #define RS_MAX_ARGS 6
-#define RS_MAX_OPTS 40
+#define RS_MAX_OPTS 64
 
 typedef struct rs_call rs_call;
 /* Returns 0 on success, 1 on an error (already reported through rs_session_error). */
@@ -78,7 +79,9 @@ typedef struct rs_cmddef {
     const char *synopsis;   /* one line for `help` */
     const char *help;       /* full text for `help CMD` (may be NULL) */
     bool binding;           /* NAME = ... form; the raw text after '=' is in call->rest */
-    const char *rest_name;  /* for bindings: how `help` names the text after '=' ("SPEC", "SOURCE") */
+    const char *rest_name;  /* for bindings: how `help` names the text after '=' ("SPEC", "SOURCE"); for a
+                               command that is not a binding, that it takes the text after its name whole
+                               in call->rest, and how `help` names it (`expect CONDITION`) */
     rs_argdef args[RS_MAX_ARGS];
     int nargs;
     const rs_optdef *opts;  /* terminated by a NULL name; may be NULL */
@@ -108,7 +111,8 @@ struct rs_call {
     int nargs;
     char *args[RS_MAX_ARGS];    /* positional words, decoded */
     size_t arg_pos[RS_MAX_ARGS];
-    const char *rest;           /* bindings: raw text after '=', options of ours removed */
+    const char *rest;           /* bindings: raw text after '=', options of ours removed; commands with a
+                                   rest_name that are not bindings: the text after the command's name */
     size_t rest_pos;            /* its offset in line */
     rs_optval opts[RS_MAX_OPTS];/* parallel to cmd->opts */
     char *store;                /* owned storage for decoded words */

@@ -21,6 +21,7 @@
 #include "engine/ckpt/checkpoint.h"
 #include "lang/value.h"
 #include "repl_log.h"
+#include "result.h"
 #include "session.h"
 #include "view_live.h"
 
@@ -59,6 +60,33 @@ int rs_cmd_jobs(rs_session *s, const rs_call *c)
 
 /* ---------------------------------------------------------------- collective */
 
+/* The buffers the ranks sent (@vals), for `expect rank 0 = [2, 110]`. */
+static void record_vals(dist_job *j)
+{
+    for (int i = 0; i < j->nvals; i++) {
+        const rs_wire_vals *v = &j->vals[i];
+        rs_result_vec(j->s, v->which, v->rank, v->v, v->n);
+    }
+}
+
+/* What `expect` reads after a collective (docs/repl.md lists it). */
+static void record_collective(dist_job *j, double slowest, uint64_t wrong)
+{
+    rs_session *s = j->s;
+    record_vals(j);
+    rs_result_main(s, "out");
+    rs_result_num(s, "world", j->world);
+    rs_result_num(s, "count", (double)j->count);
+    rs_result_num(s, "bytes", (double)j->count * (double)rs_dtype_size(j->dt));
+    rs_result_num(s, "steps", j->steps);
+    rs_result_num(s, "time_us", slowest * 1e6);
+    rs_result_num(s, "wrong", (double)wrong);
+    for (int r = 0; r < j->world; r++) {
+        rs_result_rank(s, "time_us", r, j->seconds[r] * 1e6);
+        rs_result_rank(s, "sent_bytes", r, j->sent[r]);
+    }
+}
+
 /* The job's end: the ranks' lines in rank order, the verdict, the run's end in the log. */
 static int collective_end(dist_job *j, int rc)
 {
@@ -95,6 +123,7 @@ static int collective_end(dist_job *j, int rc)
     } else {
         fprintf(s->out, "every rank's result equals the serial computation%s\n",
                 j->run > 0 ? "; trace in the session log" : "");
+        if (!j->background) record_collective(j, slowest, wrong);
         char final[128];
         snprintf(final, sizeof final, "{\"seconds\":%.9g,\"events\":%lld}", slowest, (long long)j->nevents);
         rs_log_run_end(s, j->run, "done", 1, final, NULL);
@@ -152,6 +181,7 @@ static int refuse_too_big(rs_session *s, const rs_call *c, rs_pg_opkind op, rs_d
 
 int rs_cmd_collective(rs_session *s, const rs_call *c)
 {
+    rs_result_begin(s, NULL);
     double timeout = 30;
     rs_pg_opkind op;
     if (rs_job_parse_op(s, c, &op)) return 1;
@@ -211,6 +241,13 @@ static int bench_end(dist_job *j, int rc)
     fprintf(s->out, "# Out of bounds values : %llu %s\n", (unsigned long long)j->wrong_rows,
             j->wrong_rows ? "WRONG" : "OK");
     fprintf(s->out, "# Avg bus bandwidth    : %.4f GB/s\n#\n", avg);
+    if (!j->background) {
+        rs_result_num(s, "avg_busbw", avg);
+        rs_result_num(s, "rows", j->nrows);
+        rs_result_num(s, "wrong", (double)j->wrong_rows);
+        rs_result_num(s, "world", j->world);
+        rs_result_num(s, "bus_factor", rs_pg_bus_factor(j->op, j->world));
+    }
     char final[96];
     snprintf(final, sizeof final, "{\"avg_busbw\":%.6g,\"rows\":%d}", avg, j->nrows);
     rs_log_run_end(s, j->run, j->wrong_rows ? "failed" : "done", j->nrows, final, j->wrong_rows ? "wrong results" : NULL);
@@ -220,6 +257,7 @@ static int bench_end(dist_job *j, int rc)
 
 int rs_cmd_bench(rs_session *s, const rs_call *c)
 {
+    rs_result_begin(s, NULL);
     double timeout = 30;
     rs_pg_opkind op;
     if (rs_job_parse_op(s, c, &op)) return 1;
@@ -238,6 +276,7 @@ int rs_cmd_bench(rs_session *s, const rs_call *c)
         j->steps_total++;
         if (b > UINT64_MAX / 2) break;
     }
+    j->op = op;
     j->finish = bench_end;
     j->run = rs_log_run_begin_dist(s, "bench", NULL, NULL, NULL, c, "bench", j->backend, j->world);
     fprintf(s->out, "# bench %s: %d ranks, %s backend, %s, %s%s\n", rs_pg_op_name(op), j->world, j->backend, dts,
@@ -264,12 +303,29 @@ static int p2p_end(dist_job *j, int rc)
     if (rc) return rc;
     bool bad = j->wrong[0] || j->wrong[1] || !j->checked[0] || !j->checked[1];
     if (bad) rc = rs_session_error(s, j->c, (size_t)-1, 0, "p2p: the received data was not the peer's");
+    if (!bad && !j->background) {
+        record_vals(j);
+        rs_result_main(s, "data");
+        rs_result_num(s, "wrong", (double)(j->wrong[0] + j->wrong[1]));
+        if (j->have_p2p) {
+            const rs_p2p_times *t = &j->p2p;
+            rs_result_num(s, "bytes", (double)t->bytes);
+            rs_result_num(s, "iters", t->iters);
+            rs_result_num(s, "oneway_us", t->oneway * 1e6);
+            rs_result_num(s, "exchange_us", t->exchange * 1e6);
+            rs_result_num(s, "compute_us", t->compute * 1e6);
+            rs_result_num(s, "blocking_us", t->blocking * 1e6);
+            rs_result_num(s, "isend_us", t->isend * 1e6);
+            rs_result_num(s, "isend_test_us", t->isend_test * 1e6);
+        }
+    }
     rs_log_run_end(s, j->run, bad ? "failed" : "done", 1, NULL, bad ? "wrong data" : NULL);
     return rc;
 }
 
 int rs_cmd_p2p(rs_session *s, const rs_call *c)
 {
+    rs_result_begin(s, NULL);
     double timeout = 30;
     dist_job *j = rs_job_new(s, c, "p2p", true, &timeout);
     if (!j) return 1;
@@ -294,11 +350,87 @@ int rs_cmd_p2p(rs_session *s, const rs_call *c)
     return rs_job_run(j, args, 3, timeout);
 }
 
+/* ---------------------------------------------------------------- world */
+
+/* The job's end: who each rank is, in rank order, what that makes, and how to start the same by hand. */
+static int world_end(dist_job *j, int rc)
+{
+    rs_session *s = j->s;
+    rs_job_print_lines(j, "  ");
+    if (rc) return rc;
+    int per = j->per_node ? j->per_node : j->world, nodes = j->world / per;
+    bool mpi = rs_pg_backend_find(j->backend)->needs_launcher;
+    fprintf(s->out, "world size %d: ranks 0..%d, %d node%s of %d (local ranks 0..%d), %s backend\n", j->world,
+            j->world - 1, nodes, nodes == 1 ? "" : "s", per, per - 1, j->backend);
+    if (mpi) fprintf(s->out, "mpirun started them and wired them up\n");
+    else fprintf(s->out, "they met at MASTER_ADDR=127.0.0.1 MASTER_PORT=%d (%s's rendezvous store)\n", j->master_port,
+                 j->store_rank0 ? "rank 0" : "ringside");
+    fprintf(s->out, "every rank counted %d with an all_reduce of ones: they all joined\n", j->world);
+    if (j->store_rank0) {
+        /* what a person types to start the same ranks, one shell each (a node's ranks share a machine) */
+        fprintf(s->out, "rank 0 hosted the rendezvous store itself, as ranks started by hand do:\n");
+        fprintf(s->out, "  export MASTER_ADDR=127.0.0.1 MASTER_PORT=%d WORLD_SIZE=%d", j->master_port, j->world);
+        if (nodes > 1) fprintf(s->out, " LOCAL_WORLD_SIZE=%d", per);
+        fputc('\n', s->out);
+        for (int r = 0; r < j->world; r++) {
+            if (r == 2 && j->world > 3) {
+                fprintf(s->out, "  ...\n");
+                r = j->world - 1;
+            }
+            char node[64] = "";
+            if (nodes > 1) snprintf(node, sizeof node, " LOCAL_RANK=%d GROUP_RANK=%d", r % per, r / per);
+            fprintf(s->out, "  RANK=%d%s ringside --worker world%s%s\n", r, node, strcmp(j->backend, "shm") ? " backend=" : "",
+                    strcmp(j->backend, "shm") ? j->backend : "");
+        }
+    }
+    rs_log_run_end(s, j->run, "done", 1, NULL, NULL);
+    if (j->background) return rc;
+    rs_result_num(s, "world", j->world);
+    rs_result_num(s, "nodes", nodes);
+    rs_result_num(s, "per_node", per);
+    for (int i = 0; i < j->nnums; i++) rs_result_rank(s, j->nums[i].name, j->nums[i].rank, j->nums[i].v);
+    return rc;
+}
+
+int rs_cmd_world(rs_session *s, const rs_call *c)
+{
+    rs_result_begin(s, NULL);
+    double timeout = 30;
+    dist_job *j = rs_job_new(s, c, "world", true, &timeout);
+    if (!j) return 1;
+    long long nodes = rs_call_int(c, "nodes", 1);
+    const rs_optval *nv = rs_call_opt(c, "nodes");
+    bool mpi = rs_pg_backend_find(j->backend)->needs_launcher;
+    if (nodes < 1 || j->world % nodes) {
+        int world = j->world;
+        rs_job_free(j);
+        return rs_session_error(s, c, nv->pos, 6 + strlen(nv->text),
+                                "world: %lld nodes do not share %d ranks evenly; give a divisor of %d", nodes, world,
+                                world);
+    }
+    j->store_rank0 = !strcmp(rs_call_str(c, "store", "launcher"), "rank0");
+    if (mpi && (nodes > 1 || j->store_rank0)) {
+        const rs_optval *v = nodes > 1 ? nv : rs_call_opt(c, "store");
+        rs_job_free(j);
+        return rs_session_error(s, c, v->pos, strlen(v->text) + 6,
+                                "world: mpirun numbers its ranks and wires them up itself; nodes= and store= apply to "
+                                "shm and tcp");
+    }
+    j->per_node = j->world / (int)nodes;
+    j->finish = world_end;
+    j->run = rs_log_run_begin_dist(s, "world", NULL, NULL, NULL, c, "world", j->backend, j->world);
+    char a_be[48];
+    snprintf(a_be, sizeof a_be, "backend=%s", j->backend);
+    const char *args[] = {a_be};
+    return rs_job_run(j, args, 1, timeout);
+}
+
 /* ---------------------------------------------------------------- backends */
 
 int rs_cmd_backends(rs_session *s, const rs_call *c)
 {
     (void)c;
+    rs_result_begin(s, NULL);
     FILE *f = s->out;
     const char *lang = getenv("LC_ALL");
     if (!lang || !*lang) lang = getenv("LC_CTYPE");
@@ -326,13 +458,20 @@ int rs_cmd_backends(rs_session *s, const rs_call *c)
                                 (const void *)o->scatter, (const void *)o->gather, (const void *)o->all_gather,
                                 (const void *)o->reduce_scatter, (const void *)o->all_to_all,
                                 (const void *)o->barrier, (const void *)o->new_group};
-            bool have = fn[r] != NULL;
-            fprintf(f, "   %s    %s  ", have && (o->devices & RS_PG_DEV_CPU) ? yes : no,
-                    have && (o->devices & RS_PG_DEV_GPU) ? yes : no);
+            bool have = fn[r] != NULL, cpu = have && (o->devices & RS_PG_DEV_CPU), gpu = have && (o->devices & RS_PG_DEV_GPU);
+            fprintf(f, "   %s    %s  ", cpu ? yes : no, gpu ? yes : no);
+            char op[24], name[64]; /* for `expect shm.isend.cpu = 1`: isend/irecv is isend */
+            snprintf(op, sizeof op, "%s", rows[r]);
+            op[strcspn(op, "/")] = '\0';
+            snprintf(name, sizeof name, "%s.%s.cpu", b[i].name, op);
+            rs_result_num(s, name, cpu);
+            snprintf(name, sizeof name, "%s.%s.gpu", b[i].name, op);
+            rs_result_num(s, name, gpu);
         }
         fputc('\n', f);
     }
     fputc('\n', f);
+    rs_result_num(s, "backends", nb);
     for (int i = 0; i < nb; i++) fprintf(f, "  %-5s %s\n        %s\n", b[i].name, b[i].about, b[i].ops->algos);
     static const char *const all[] = {"shm", "tcp", "mpi", "nccl"};
     for (int i = 0; i < 4; i++)

@@ -8,12 +8,13 @@
 #include "engine/cpu/blas.h"
 #include "engine/data/data.h"
 #include "engine/data/source.h"
-#include "onnx/graph.h"
 #include "onnx/import.h"
 #include "engine/nn/spec.h"
 #include "call.h"
 #include "repl_log.h"
+#include "result.h"
 #include "session.h"
+#include "wrap.h"
 
 static uint64_t seed_opt(rs_session *s, const rs_call *c)
 {
@@ -39,7 +40,7 @@ static int check_name(rs_session *s, const rs_call *c)
 }
 
 /* `model m = onnx FILE`: a trainable model when the graph is a plain sequence of engine layers,
- * else the graph itself, which eval and predict run. */
+ * else an inference-only one, which eval and predict run. */
 static int model_from_onnx(rs_session *s, const rs_call *c, const char *path, size_t path_pos)
 {
     rs_err err = {0};
@@ -49,34 +50,59 @@ static int model_from_onnx(rs_session *s, const rs_call *c, const char *path, si
     rs_err why = {0};
     rs_obj o = {.kind = RS_OBJ_MODEL};
     snprintf(o.name, sizeof o.name, "%s", c->bind);
-    if (rs_onnx_to_model(g, c->bind, &m, &why) == RS_OK) {
+    bool trains = rs_onnx_to_model(g, c->bind, &m, &why) == RS_OK;
+    if (!trains && rs_onnx_to_inference_model(g, c->bind, &m, &err)) {
         rs_onnx_graph_free(g);
-        o.model = m;
+        return rs_session_error(s, c, path_pos, strlen(path), "model: %s", err.msg);
+    }
+    rs_onnx_graph_free(g);
+    o.model = m;
+    if (trains) {
         o.spec = rs_model_spec(m);
     } else {
-        o.graph = g;
         size_t n = strlen(path) + 8;
         o.spec = malloc(n);
         if (o.spec) snprintf(o.spec, n, "onnx %s", path);
     }
     if (!o.spec || !rs_session_put(s, &o)) {
         rs_model_free(o.model);
-        rs_onnx_graph_free(o.graph);
         free(o.spec);
         return rs_session_error(s, c, (size_t)-1, 0, "out of memory");
     }
-    if (m)
+    if (trains)
         fprintf(s->out, "model %s: imported from %s as %s (%zu parameters): it trains, saves and exports like any model\n",
                 c->bind, path, o.spec, rs_model_param_count(m));
     else
-        fprintf(s->out, "model %s: imported from %s as an inference graph (input %zu values, output %zu); it runs with "
-                        "eval and predict but does not train: %s\n",
-                c->bind, path, rs_onnx_graph_input_numel(g), rs_onnx_graph_output_numel(g), why.msg);
+        fprintf(s->out, "model %s: imported from %s for inference (%d nodes, input %lld values, output %lld); it runs "
+                        "with eval and predict but does not train: %s\n",
+                c->bind, path, rs_model_layer_count(m), (long long)rs_shape_numel(rs_model_input_shape(m)),
+                (long long)rs_model_classes(m) * rs_model_rows(m), why.msg);
     return 0;
+}
+
+/* What `expect` reads after `model` and `show MODEL` (repl/result.h). */
+static void record_model(rs_session *s, const rs_model *m)
+{
+    rs_result_num(s, "params", (double)rs_model_param_count(m));
+    rs_result_num(s, "bytes", 4.0 * (double)rs_model_param_count(m)); /* f32 weights */
+    rs_result_num(s, "layers", rs_model_layer_count(m));
+    rs_result_num(s, "inputs", (double)rs_shape_numel(rs_model_input_shape(m)));
+    if (rs_model_tokens(m)) rs_result_num(s, "vocab", rs_model_vocab(m));
+    else rs_result_num(s, "classes", rs_model_classes(m));
+}
+
+/* ... and after `data` and `show DATA`. */
+static void record_data(rs_session *s, const rs_dataset *t, const rs_dataset *v)
+{
+    rs_result_num(s, "train", t->n);
+    rs_result_num(s, "test", v ? v->n : 0);
+    rs_result_num(s, "classes", t->n_classes);
+    if (rs_text_vocab_of(t)) rs_result_num(s, "chars", (double)(rs_text_len(t) + rs_text_len(v)));
 }
 
 int rs_cmd_model(rs_session *s, const rs_call *c)
 {
+    rs_result_begin(s, NULL);
     if (check_name(s, c)) return 1;
     rs_err err = {0};
     if (!strncmp(c->rest, "onnx ", 5)) {
@@ -135,6 +161,7 @@ int rs_cmd_model(rs_session *s, const rs_call *c)
         return rs_session_error(s, c, (size_t)-1, 0, "out of memory");
     }
     int nl = rs_model_layer_count(m);
+    record_model(s, m);
     if (rs_model_tokens(m)) {
         fprintf(s->out, "model %s: %d layers, %zu parameters, input %lld tokens, vocabulary %d\n", c->bind, nl,
                 rs_model_param_count(m), (long long)rs_shape_numel(rs_model_input_shape(m)), rs_model_vocab(m));
@@ -227,6 +254,7 @@ static int data_source(rs_session *s, const rs_call *c, char *src, size_t n)
 
 int rs_cmd_data(rs_session *s, const rs_call *c)
 {
+    rs_result_begin(s, NULL);
     if (check_name(s, c)) return 1;
     char src[2048];
     if (data_source(s, c, src, sizeof src)) return 1;
@@ -258,6 +286,7 @@ int rs_cmd_data(rs_session *s, const rs_call *c)
     o.source_cut = strlen(src) >= sizeof o.source;
     o.data_seed = seed_opt(s, c);
     const rs_dataset *t = o.data.train;
+    record_data(s, t, o.data.test);
     if (rs_text_vocab_of(t))
         fprintf(s->out, "data %s: text of %zu characters, %d distinct; windows of %d: %u train + %u validation (%s)\n",
                 c->bind, rs_text_len(t) + rs_text_len(o.data.test), t->n_classes, t->w, t->n, o.data.test->n, src);
@@ -320,6 +349,7 @@ static void show_data(rs_session *s, const rs_obj *o)
 
 int rs_cmd_show(rs_session *s, const rs_call *c)
 {
+    rs_result_begin(s, NULL);
     if (!strcmp(c->args[0], "run")) {
         if (c->nargs < 2) return rs_session_error(s, c, c->arg_pos[0], 3, "show run: which run? e.g. show run 1 (see `runs`)");
         char *end;
@@ -334,19 +364,15 @@ int rs_cmd_show(rs_session *s, const rs_call *c)
     if (!o) return 1;
     if (o->kind == RS_OBJ_DATA) {
         show_data(s, o);
-        return 0;
-    }
-    if (!o->model) { /* an imported ONNX graph */
-        char *gs = rs_onnx_graph_summary(o->graph);
-        if (gs) fputs(gs, s->out);
-        free(gs);
-        fprintf(s->out, "from: %s\n", o->spec);
+        record_data(s, o->data.train, o->data.test);
         return 0;
     }
     char *sum = rs_model_summary(o->model);
+    record_model(s, o->model);
     fputs(sum, s->out);
     free(sum);
-    fprintf(s->out, "spec: %s\n", o->spec);
+    /* an imported graph that runs for inference only has no spec: it came from its file */
+    fprintf(s->out, "%s %s\n", rs_model_inference_only(o->model) ? "from:" : "spec:", o->spec);
     rs_blas_info b;
     rs_blas_get_info(&b);
     fprintf(s->out, "kernels: cpu, threads %d, OpenBLAS %s\n", rs_model_kernels(o->model)->get_threads(), b.core);
@@ -360,23 +386,31 @@ int rs_cmd_ls(rs_session *s, const rs_call *c)
         fprintf(s->out, "nothing yet: try `model m = mlp 784-256-10` and `data d = digits`\n");
         return 0;
     }
+    /* columns as wide as their longest entry; the spec (or source) last, continued under itself */
+    char (*what)[64] = calloc((size_t)s->nobjs, sizeof *what); /* owned here */
+    if (!what) return rs_session_error(s, c, (size_t)-1, 0, "ls: out of memory");
+    int nw = 4, ww = 4;
     for (int i = 0; i < s->nobjs; i++) {
         const rs_obj *o = &s->objs[i];
-        char what[64];
-        if (o->kind == RS_OBJ_MODEL) {
-            if (o->model) snprintf(what, sizeof what, "%zu parameters", rs_model_param_count(o->model));
-            else snprintf(what, sizeof what, "ONNX inference graph");
-            fprintf(s->out, "  %-12s model  %-28s %s\n", o->name, what, o->spec);
-        } else if (o->data.train->tokens) {
-            snprintf(what, sizeof what, "%u+%u windows of %d", o->data.train->n, o->data.test ? o->data.test->n : 0,
-                     o->data.train->w);
-            fprintf(s->out, "  %-12s data   %-28s %s\n", o->name, what, o->source);
-        } else {
-            snprintf(what, sizeof what, "%u+%u samples %dx%dx%d", o->data.train->n, o->data.test ? o->data.test->n : 0,
-                     o->data.train->c, o->data.train->h, o->data.train->w);
-            fprintf(s->out, "  %-12s data   %-28s %s\n", o->name, what, o->source);
-        }
+        if (o->kind == RS_OBJ_MODEL && !rs_model_inference_only(o->model))
+            snprintf(what[i], sizeof what[i], "%zu parameters", rs_model_param_count(o->model));
+        else if (o->kind == RS_OBJ_MODEL) snprintf(what[i], sizeof what[i], "ONNX inference graph");
+        else if (o->data.train->tokens)
+            snprintf(what[i], sizeof what[i], "%u+%u windows of %d", o->data.train->n,
+                     o->data.test ? o->data.test->n : 0, o->data.train->w);
+        else
+            snprintf(what[i], sizeof what[i], "%u+%u samples %dx%dx%d", o->data.train->n,
+                     o->data.test ? o->data.test->n : 0, o->data.train->c, o->data.train->h, o->data.train->w);
+        if ((int)strlen(o->name) > nw) nw = (int)strlen(o->name);
+        if ((int)strlen(what[i]) > ww) ww = (int)strlen(what[i]);
     }
+    int cols = rs_wrap_cols(s->out), at = 2 + nw + 2 + 5 + 2 + ww + 2;
+    for (int i = 0; i < s->nobjs; i++) {
+        const rs_obj *o = &s->objs[i];
+        fprintf(s->out, "  %-*s  %-5s  %-*s  ", nw, o->name, o->kind == RS_OBJ_MODEL ? "model" : "data", ww, what[i]);
+        rs_wrap_fill(s->out, o->kind == RS_OBJ_MODEL ? o->spec : o->source, cols, at, at < cols / 2 ? at : 4);
+    }
+    free(what);
     return 0;
 }
 
@@ -393,7 +427,7 @@ int rs_cmd_reset(rs_session *s, const rs_call *c)
     rs_obj *o = rs_session_find(s, c->args[0]);
     size_t pos = c->arg_pos[0], len = strlen(c->args[0]);
     if (rs_session_check_busy(s, c, o, pos, len)) return 1;
-    if (!o->model || !o->spec)
+    if (rs_model_inference_only(o->model))
         return rs_session_error(s, c, pos, len, "reset: %s is an imported ONNX graph: its weights are the file's; "
                                 "`model %s = onnx FILE` reads them again", o->name, o->name);
     uint64_t seed = rs_model_seed(o->model);

@@ -11,6 +11,7 @@
 #include "onnx/export.h"
 #include "onnx/inspect.h"
 #include "repl_log.h"
+#include "result.h"
 #include "session.h"
 
 int rs_cmd_export_onnx(rs_session *s, const rs_call *c)
@@ -83,20 +84,44 @@ static int onnx_shape_arg(rs_session *s, const rs_call *c, int i, rs_onnx_ushape
     return 0;
 }
 
+/* What `expect` reads after show, check and save (docs/repl.md): the counts `onnx show` prints.
+ * The file was just read or written, so a second read failing only leaves the result empty. */
+static void record_file(rs_session *s, const char *path, int findings)
+{
+    Onnx__ModelProto *m = NULL;
+    rs_err err = {0};
+    if (rs_onnx_model_load(path, &m, &err)) return;
+    rs_onnx_summary o;
+    rs_onnx_summarize(m, &o);
+    onnx__model_proto__free_unpacked(m, NULL);
+    rs_result_num(s, "inputs", (double)o.inputs);
+    rs_result_num(s, "outputs", (double)o.outputs);
+    rs_result_num(s, "initializers", (double)o.initializers);
+    rs_result_num(s, "values", (double)o.values);
+    rs_result_num(s, "bytes", (double)o.bytes);
+    rs_result_num(s, "nodes", (double)o.nodes);
+    rs_result_num(s, "opset", (double)o.opset);
+    rs_result_num(s, "ir_version", (double)o.ir_version);
+    if (findings >= 0) rs_result_num(s, "findings", findings);
+}
+
 int rs_cmd_onnx(rs_session *s, const rs_call *c)
 {
     const char *what = c->args[0];
     rs_err err = {0};
+    if (!strcmp(what, "show") || !strcmp(what, "check") || !strcmp(what, "save")) rs_result_begin(s, NULL);
     if (!strcmp(what, "show") || !strcmp(what, "check")) {
         if (c->nargs < 2) return rs_session_error(s, c, (size_t)-1, 0, "onnx %s: which file?", what);
         if (!strcmp(what, "show")) {
             if (rs_onnx_show(c->args[1], s->out, &err))
                 return rs_session_error(s, c, c->arg_pos[1], strlen(c->args[1]), "onnx show: %s", err.msg);
+            record_file(s, c->args[1], -1);
             return 0;
         }
         int findings = 0;
         if (rs_onnx_check(c->args[1], s->out, &findings, &err))
             return rs_session_error(s, c, c->arg_pos[1], strlen(c->args[1]), "onnx check: %s", err.msg);
+        record_file(s, c->args[1], findings);
         return findings ? rs_session_error(s, c, (size_t)-1, 0, "onnx check: %d findings in %s", findings, c->args[1])
                         : 0;
     }
@@ -158,7 +183,9 @@ int rs_cmd_onnx(rs_session *s, const rs_call *c)
         int findings = 0;
         fprintf(s->out, "saved %s (opset %d)\n", c->args[1], opset);
         rs_log_artifact(s, c->args[1], "onnx");
-        if (!rs_onnx_check(c->args[1], s->out, &findings, &err) && findings)
+        rs_status st = rs_onnx_check(c->args[1], s->out, &findings, &err);
+        record_file(s, c->args[1], st ? -1 : findings);
+        if (!st && findings)
             return rs_session_error(s, c, (size_t)-1, 0, "onnx save: the file has %d findings (above)", findings);
         return 0;
     }

@@ -7,6 +7,8 @@
 
 #include "engine/cpu/blas.h"
 #include "session.h"
+#include "tutorials.h"
+#include "wrap.h"
 
 static const char *type_name(const rs_optdef *o, char *buf, size_t n)
 {
@@ -34,6 +36,7 @@ void rs_cmd_usage(const rs_cmddef *c, char *buf, size_t n)
 {
     size_t k = (size_t)snprintf(buf, n, "%s", c->name);
     if (c->binding) k += (size_t)snprintf(buf + k, n > k ? n - k : 0, " NAME = %s", c->rest_name);
+    else if (c->rest_name) k += (size_t)snprintf(buf + k, n > k ? n - k : 0, " %s", c->rest_name);
     for (int i = 0; i < c->nargs; i++)
         k += (size_t)snprintf(buf + k, n > k ? n - k : 0, c->args[i].optional ? " [%s]" : " %s", c->args[i].name);
     if (c->opts && c->opts[0].name) snprintf(buf + k, n > k ? n - k : 0, " [options]");
@@ -42,6 +45,9 @@ void rs_cmd_usage(const rs_cmddef *c, char *buf, size_t n)
 static void help_all(rs_session *s)
 {
     static const char *const groups[] = {"models", "training", "ranks", "session log", "playback", "session"};
+    /* the usage column: 44 wide where there is room, narrower on a projector's 80 columns; a longer
+     * usage gets a line of its own and its description goes under it */
+    int cols = rs_wrap_cols(s->out), uw = cols >= 120 ? 44 : cols * 2 / 5;
     fprintf(s->out, "Commands (`help CMD` for one in full; `play tour` for a three-minute tour):\n");
     for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {
         fprintf(s->out, "%s%s%s\n", rs_sty(s, "\033[1m"), groups[g], rs_sty(s, "\033[0m"));
@@ -51,8 +57,10 @@ static void help_all(rs_session *s)
             int ul = gap ? (int)(gap - c->synopsis) : (int)strlen(c->synopsis);
             const char *desc = gap ? gap : "";
             while (*desc == ' ') desc++;
-            if (ul > 44) fprintf(s->out, "  %.*s\n  %-44s %s\n", ul, c->synopsis, "", desc);
-            else fprintf(s->out, "  %-44.*s %s\n", ul, c->synopsis, desc);
+            if (ul > uw) fprintf(s->out, "  %.*s\n", ul, c->synopsis);
+            else fprintf(s->out, "  %-*.*s", uw + 1, ul, c->synopsis);
+            if (ul > uw) fprintf(s->out, "  %*s", uw + 1, "");
+            rs_wrap_fill(s->out, desc, cols, uw + 3, uw + 3);
         }
     }
 }
@@ -66,26 +74,24 @@ static int help_one(rs_session *s, const rs_call *c, const rs_cmddef *d)
     const char *gap = strstr(d->synopsis, "  ");
     const char *desc = gap ? gap : "";
     while (*desc == ' ') desc++;
-    if (!d->help) fprintf(s->out, "  %s\n", desc);
-    if (d->help) {
-        const char *p = d->help;
-        while (*p) {
-            const char *e = strchr(p, '\n');
-            int len = e ? (int)(e - p) : (int)strlen(p);
-            fprintf(s->out, "  %.*s\n", len, p);
-            p += len + (e ? 1 : 0);
-        }
-    }
+    /* the help text's prose is filled to the terminal (100 columns at most, for reading), its indented
+     * examples kept as written; option descriptions go on under their own column */
+    int cols = rs_wrap_cols(s->out);
+    rs_wrap_print(s->out, d->help ? d->help : desc, cols < 100 ? cols : 100, 2);
     if (d->opts && d->opts[0].name) {
         fprintf(s->out, "options:\n");
+        int kw = cols >= 100 ? 26 : 22;
         for (const rs_optdef *o = d->opts; o->name; o++) {
-            char key[96];
+            char key[96], text[400];
             snprintf(key, sizeof key, "%s=%s", o->name, type_name(o, tb, sizeof tb));
-            fprintf(s->out, "  %-26s %s", key, o->help);
-            if (o->def) fprintf(s->out, " (default %s)", o->def);
-            fputc('\n', s->out);
+            snprintf(text, sizeof text, "%s%s%s%s", o->help, o->def ? " (default " : "", o->def ? o->def : "",
+                     o->def ? ")" : "");
+            if ((int)strlen(key) > kw) fprintf(s->out, "  %s\n  %*s", key, kw + 1, "");
+            else fprintf(s->out, "  %-*s ", kw, key);
+            rs_wrap_fill(s->out, text, cols, kw + 3, kw + 3);
         }
     }
+    if (!strcmp(d->name, "play")) rs_play_list(s); /* the tutorials are files: only the running program knows them */
     return 0;
 }
 
@@ -136,6 +142,20 @@ int rs_cmd_set(rs_session *s, const rs_call *c)
         fprintf(s->out, "threads=%d seed=%llu color=%s\n", rs_kernels_for(rs_device_cpu())->get_threads(),
                 (unsigned long long)s->seed, s->color ? "on" : "off");
     return 0;
+}
+
+void rs_settings_save(const rs_session *s, rs_settings *out)
+{
+    *out = (rs_settings){.threads = rs_kernels_for(rs_device_cpu())->get_threads(), .session_threads = s->threads,
+                         .seed = s->seed, .color = s->color};
+}
+
+void rs_settings_restore(rs_session *s, const rs_settings *in)
+{
+    if (rs_kernels_for(rs_device_cpu())->get_threads() != in->threads) rs_kernels_for(rs_device_cpu())->set_threads(in->threads);
+    s->threads = in->session_threads;
+    s->seed = in->seed;
+    s->color = in->color;
 }
 
 int rs_cmd_version(rs_session *s, const rs_call *c)
@@ -198,6 +218,7 @@ int rs_cmd_pause(rs_session *s, const rs_call *c)
     while ((ch = getchar()) != EOF && ch != '\n') {
     }
     if (ch == EOF) clearerr(stdin);
+    rs_wrap_line_start(s->out); /* the terminal echoed the Enter */
     return 0;
 }
 

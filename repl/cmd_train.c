@@ -6,15 +6,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist/train/registry.h"
 #include "engine/train/dp.h"
-#include "onnx/graph.h"
 #include "engine/train/train.h"
 #include "progress.h"
+#include "wrap.h"
 #include "repl_log.h"
+#include "result.h"
 #include "session.h"
 
-/* repl/cmd_train_ranks.c: training across rank processes (ddp, fsdp). */
-int rs_cmd_train_ranks(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, const rs_train_cfg *cfg);
+/* repl/cmd_train_ranks.c: training across rank processes (the modes with a factory in the registry). */
+int rs_cmd_train_ranks(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, const rs_train_cfg *cfg,
+                       const rs_strategy_args *sa);
 
 
 typedef struct train_watch {
@@ -65,29 +68,9 @@ static void operands(rs_session *s, const rs_call *c, rs_obj **m, rs_obj **d)
     *d = rs_session_find(s, c->args[2]);
 }
 
-/* Forward of an imported ONNX graph for eval and predict: logits (B x classes) into a buffer. */
-static rs_status graph_logits(rs_obj *m, const float *x, int B, float *out, rs_err *err)
-{
-    return rs_onnx_run(m->graph, x, B, out, err);
-}
-
 static int fit_check(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d)
 {
     rs_err err = {0};
-    if (!m->model) {
-        if (d->data.train->tokens)
-            return rs_session_error(s, c, c->arg_pos[2], strlen(c->args[2]),
-                                    "%s: %s is an imported graph of floats; data set %s holds token ids (text)",
-                                    c->cmd->name, m->name, d->name);
-        size_t in = rs_onnx_graph_input_numel(m->graph), out = rs_onnx_graph_output_numel(m->graph);
-        size_t per = rs_dataset_sample_numel(d->data.train);
-        if (in != per || (int)out != d->data.train->n_classes)
-            return rs_session_error(s, c, c->arg_pos[2], strlen(c->args[2]),
-                                    "%s: %s takes %zu values and gives %zu scores; %s's samples have %zu values and %d "
-                                    "classes",
-                                    c->cmd->name, m->name, in, out, d->name, per, d->data.train->n_classes);
-        return 0;
-    }
     if (rs_train_check_data(m->model, d->data.train, &err))
         return rs_session_error(s, c, c->arg_pos[2], strlen(c->args[2]), "%s: %s", c->cmd->name, err.msg);
     return 0;
@@ -140,8 +123,75 @@ static int train_cfg(rs_session *s, const rs_call *c, rs_train_cfg *out)
     return 0;
 }
 
+/* The mode's entry in the registry of strategies and its own options from the call. An option that
+ * belongs to another mode is refused (it would do nothing here), and the mode's options are checked
+ * against their declared ranges. Returns 0, or 1 after reporting. */
+static int strategy_args(rs_session *s, const rs_call *c, rs_strategy_args *a)
+{
+    const char *mode = rs_call_str(c, "mode", "single");
+    const rs_strategy_def *sd = rs_strategy_find(mode); /* mode='s choices are the registry's names */
+    if (!sd) return rs_session_error(s, c, rs_call_opt(c, "mode")->pos, 5 + strlen(mode), "train: unknown mode '%s'", mode);
+    rs_strategy_args_init(a, sd);
+    for (int i = 0; c->cmd->opts[i].name; i++) {
+        const rs_optdef *od = &c->cmd->opts[i];
+        const rs_optval *v = &c->opts[i];
+        const rs_strategy_def *owner = rs_strategy_opt_owner(od->name);
+        if (!v->set || !owner) continue;
+        size_t len = strlen(od->name) + 1 + strlen(v->text);
+        const rs_strategy_opt *o = rs_strategy_opt_find(sd, od->name, NULL);
+        if (!o) {
+            /* the modes that have it, for the message */
+            char modes[128] = "";
+            size_t k = 0;
+            for (const rs_strategy_def *const *e = rs_strategy_list(); *e; e++)
+                if (rs_strategy_opt_find(*e, od->name, NULL))
+                    k += (size_t)snprintf(modes + k, k < sizeof modes ? sizeof modes - k : 0, "%smode=%s",
+                                          k ? " or " : "", (*e)->name);
+            return rs_session_error(s, c, v->pos, len, "train: %s= is an option of %s; this run is mode=%s", od->name,
+                                    modes, sd->name);
+        }
+        char text[64];
+        const char *val = text;
+        switch (o->type) {
+        case RS_SOPT_INT: snprintf(text, sizeof text, "%lld", v->v.i); break;
+        case RS_SOPT_FLOAT: snprintf(text, sizeof text, "%.17g", v->v.f); break;
+        case RS_SOPT_SIZE: snprintf(text, sizeof text, "%llu", (unsigned long long)v->v.size); break;
+        case RS_SOPT_BOOL: snprintf(text, sizeof text, "%s", v->v.b ? "on" : "off"); break;
+        default: val = v->text; break;
+        }
+        rs_err err = {0};
+        if (rs_strategy_args_set(a, od->name, val, &err))
+            return rs_session_error(s, c, v->pos, len, "train: %s", err.msg);
+    }
+    return 0;
+}
+
+/* What `expect` reads after a run in this process (repl/result.h; docs/repl.md lists it). rows > 1: a
+ * language model (per-token figures, validation loss). */
+static void record_train(rs_session *s, const rs_train_result *r, int rows, const train_watch *w, bool dp)
+{
+    rs_result_num(s, "steps", (double)r->global_step);
+    rs_result_num(s, "epochs", r->epochs_done);
+    rs_result_num(s, "seconds", r->seconds);
+    rs_result_num(s, "loss", r->train_loss);
+    rs_result_num(s, "samples_per_s", r->samples_per_s);
+    if (rows > 1) rs_result_num(s, "tokens_per_s", r->samples_per_s * rows);
+    if (r->test_acc >= 0) {
+        rs_result_num(s, "accuracy", r->test_acc);
+        rs_result_num(s, rows > 1 ? "val_loss" : "test_loss", r->test_loss);
+    }
+    double tot = 0;
+    for (int p = 0; dp && p < RS_DP_PHASE_COUNT; p++) tot += w->dp_phase[p];
+    for (int p = 0; dp && p < RS_DP_PHASE_COUNT; p++) { /* DataParallel's step time by phase, as shares */
+        char name[64];
+        snprintf(name, sizeof name, "phase.%s", rs_dp_phase_name((rs_dp_phase)p));
+        rs_result_num(s, name, tot > 0 ? w->dp_phase[p] / tot : 0);
+    }
+}
+
 int rs_cmd_train(rs_session *s, const rs_call *c)
 {
+    rs_result_begin(s, NULL);
     rs_obj *m, *d;
     operands(s, c, &m, &d);
     /* a background run is still changing m's weights (its data may be shared: reading it is fine) */
@@ -150,6 +200,8 @@ int rs_cmd_train(rs_session *s, const rs_call *c)
     rs_train_cfg cfg;
     rs_err err = {0};
     if (train_cfg(s, c, &cfg)) return 1;
+    rs_strategy_args sa;
+    if (strategy_args(s, c, &sa)) return 1;
     /* A language model trains as nanoGPT does: decay on matrix weights only, and its long epoch is
      * measured by validation loss every few hundred steps unless told otherwise. */
     if (m->model && rs_model_tokens(m->model)) {
@@ -182,18 +234,22 @@ int rs_cmd_train(rs_session *s, const rs_call *c)
         if (!rs_call_given(c, "eval_every") && cfg.max_steps) cfg.eval_every = cfg.max_steps >= 1000 ? 250 : (cfg.max_steps + 3) / 4;
         if (!rs_call_given(c, "eval_samples")) cfg.eval_samples = 20 * (int64_t)cfg.batch;
     }
-    const char *mode = rs_call_str(c, "mode", "single");
     if (m->trained_run) {
         char from[48] = "its last training";
         if (m->trained_run > 0) snprintf(from, sizeof from, "run %lld", (long long)m->trained_run);
         fprintf(s->out, "train: %s continues from the weights of %s; `reset %s` starts afresh\n", m->name, from,
                 m->name);
     }
-    if (!strcmp(mode, "ddp") || !strcmp(mode, "fsdp")) return rs_cmd_train_ranks(s, c, m, d, &cfg);
+    if (sa.def->make) return rs_cmd_train_ranks(s, c, m, d, &cfg, &sa);
+    if (rs_call_given(c, "kill")) {
+        const rs_optval *v = rs_call_opt(c, "kill");
+        return rs_session_error(s, c, v->pos, 5 + strlen(v->text),
+                                "train: kill= stops a rank process; it needs a mode that runs ranks (ddp, fsdp, ...)");
+    }
 
     train_watch w = {.s = s};
     rs_dp *dp = NULL;
-    if (!strcmp(mode, "dp")) {
+    if (sa.def == &rs_strategy_dp) {
         long long n = rs_call_int(c, "ranks", 2);
         const rs_optval *v = rs_call_opt(c, "ranks");
         if (n < 1 || n > RS_DP_MAX_REPLICAS)
@@ -231,6 +287,9 @@ int rs_cmd_train(rs_session *s, const rs_call *c)
             rs_dp_replica_mem(dp, &extra);
             fprintf(s->out, "\nreplicas hold %.1f KiB of parameters and %.1f KiB of gradients beyond the model\n",
                     (double)extra.live[RS_POOL_PARAMS] / 1024, (double)extra.live[RS_POOL_GRADS] / 1024);
+            rs_result_num(s, "replicas", rs_dp_replicas(dp));
+            rs_result_num(s, "replica.parameters", (double)extra.live[RS_POOL_PARAMS]);
+            rs_result_num(s, "replica.gradients", (double)extra.live[RS_POOL_GRADS]);
         }
         rs_dp_free(dp);
     }
@@ -249,6 +308,7 @@ int rs_cmd_train(rs_session *s, const rs_call *c)
         return 2;
     }
     int rows = m->model ? rs_model_rows(m->model) : 1;
+    record_train(s, &r, rows, &w, cfg.strategy != NULL);
     if (rows > 1) {
         fprintf(s->out, "trained %s on %s: %lld steps in %.1fs, %.0f tokens/s", m->name, d->name, (long long)r.steps,
                 r.seconds, r.samples_per_s * rows);
@@ -271,50 +331,9 @@ static const rs_dataset *split_of(const rs_call *c, rs_obj *d)
     return train || !d->data.test || !d->data.test->n ? d->data.train : d->data.test;
 }
 
-/* rs_evaluate's accuracy and mean cross-entropy, for an imported graph. */
-static rs_status graph_evaluate(rs_obj *m, const rs_dataset *ds, int batch, double *acc, double *loss, rs_err *err)
-{
-    size_t per = rs_dataset_sample_numel(ds);
-    int C = (int)rs_onnx_graph_output_numel(m->graph);
-    if (batch < 1) batch = 256;
-    float *z = malloc((size_t)batch * (size_t)C * sizeof *z); /* owned here, with x and y */
-    float *x = malloc((size_t)batch * per * sizeof *x);
-    int32_t *ys = malloc((size_t)batch * sizeof *ys); /* fit_check let only one label a sample through */
-    if (!z || !x || !ys) {
-        free(z);
-        free(x);
-        free(ys);
-        return rs_err_set(err, RS_ERR_NOMEM, "out of memory for a batch of %d", batch);
-    }
-    double correct = 0, lsum = 0;
-    rs_status st = RS_OK;
-    for (uint32_t i = 0; i < ds->n && !st; i += (uint32_t)batch) {
-        int B = (int)(ds->n - i < (uint32_t)batch ? ds->n - i : (uint32_t)batch);
-        for (int b = 0; b < B; b++) rs_dataset_get(ds, i + (uint32_t)b, x + (size_t)b * per, ys + b);
-        st = graph_logits(m, x, B, z, err);
-        for (int b = 0; b < B && !st; b++) {
-            const float *r = z + (size_t)b * C;
-            int best = 0;
-            double mx = r[0], se = 0;
-            for (int j = 1; j < C; j++)
-                if (r[j] > r[best]) best = j;
-            mx = r[best];
-            for (int j = 0; j < C; j++) se += exp((double)r[j] - mx);
-            int y = ys[b];
-            correct += best == y;
-            lsum += log(se) + mx - (double)r[y];
-        }
-    }
-    free(z);
-    free(x);
-    free(ys);
-    *acc = ds->n ? correct / ds->n : 0;
-    *loss = ds->n ? lsum / ds->n : 0;
-    return st;
-}
-
 int rs_cmd_eval(rs_session *s, const rs_call *c)
 {
+    rs_result_begin(s, NULL);
     rs_obj *m, *d;
     operands(s, c, &m, &d);
     if (fit_check(s, c, m, d)) return 1;
@@ -322,8 +341,7 @@ int rs_cmd_eval(rs_session *s, const rs_call *c)
     double acc, loss;
     rs_err err = {0};
     int64_t run = rs_log_run_begin(s, "eval", m->name, m->spec, d->name, c);
-    rs_status est = m->model ? rs_evaluate(m->model, ds, (int)rs_call_int(c, "batch", 256), &acc, &loss, &err)
-                             : graph_evaluate(m, ds, (int)rs_call_int(c, "batch", 256), &acc, &loss, &err);
+    rs_status est = rs_evaluate(m->model, ds, (int)rs_call_int(c, "batch", 256), &acc, &loss, &err);
     if (est) {
         rs_log_run_end(s, run, "failed", 0, NULL, err.msg);
         return rs_session_error(s, c, (size_t)-1, 0, "eval: %s", err.msg);
@@ -331,6 +349,9 @@ int rs_cmd_eval(rs_session *s, const rs_call *c)
     char fin[128];
     snprintf(fin, sizeof fin, "{\"test_acc\":%.6f,\"test_loss\":%.6f,\"samples\":%u}", acc, loss, ds->n);
     rs_log_run_end(s, run, "done", 0, fin, NULL);
+    rs_result_num(s, "accuracy", acc);
+    rs_result_num(s, "loss", loss);
+    rs_result_num(s, "samples", ds->n);
     fprintf(s->out, "%s on %s (%s, %u samples): accuracy %.4f, loss %.4f\n", m->name, d->name, ds->name, ds->n, acc,
             loss);
     return 0;
@@ -392,32 +413,25 @@ int rs_cmd_predict(rs_session *s, const rs_call *c)
     const float *logits;
     rs_err err = {0};
     rs_status st;
-    float *gz = NULL; /* an imported graph's scores (owned here) */
-    int C;
-    if (m->model) {
-        bool was = rs_model_training(m->model);
-        rs_model_set_training(m->model, false);
-        st = rs_model_forward(m->model, x, (int)n, &logits, &err);
-        rs_model_set_training(m->model, was);
-        C = rs_model_classes(m->model);
-    } else {
-        C = (int)rs_onnx_graph_output_numel(m->graph);
-        gz = malloc((size_t)n * (size_t)C * sizeof *gz);
-        st = gz ? graph_logits(m, x, (int)n, gz, &err) : rs_err_set(&err, RS_ERR_NOMEM, "out of memory");
-        logits = gz;
-    }
+    bool was = rs_model_training(m->model);
+    rs_model_set_training(m->model, false);
+    st = rs_model_forward(m->model, x, (int)n, &logits, &err);
+    rs_model_set_training(m->model, was);
+    int C = rs_model_classes(m->model);
     if (st) {
         free(x);
         free(y);
-        free(gz);
         return rs_session_error(s, c, (size_t)-1, 0, "predict: %s", err.msg);
     }
     bool image = ds->h > 1 && ds->w > 1;
-    const int per_row = 4;
+    /* samples side by side, 32 columns each, as many as the terminal holds (4 at most; 2 at 80) */
+    int per_row = (rs_wrap_cols(s->out) + 2) / 32;
+    if (per_row < 1) per_row = 1;
+    if (per_row > 4) per_row = 4;
     for (int base = 0; base < n; base += per_row) {
         int k = (int)(n - base < per_row ? n - base : per_row);
-        char rows[per_row][32][64];
-        int nrows[per_row];
+        char rows[4][32][64];
+        int nrows[4];
         int maxr = 0;
         for (int i = 0; i < k && image; i++) {
             render_rows(ds, x + (size_t)(base + i) * per, rows[i], &nrows[i], 28);
@@ -445,6 +459,5 @@ int rs_cmd_predict(rs_session *s, const rs_call *c)
     }
     free(x);
     free(y);
-    free(gz);
     return 0;
 }

@@ -1,8 +1,12 @@
-/* `train ... mode=ddp|fsdp`: the model spec, its weights, the data source and every option handed to
- * rank processes (the worker's train job), the trained weights read back, and the summary: samples/s,
- * communication hidden behind backward, memory per rank by pool beside the ZeRO paper's formula. */
+/* `train ... mode=NAME` for the modes that run as rank processes (a factory in the registry of
+ * strategies, dist/train/registry.h): the model spec, its weights, the data source and every option
+ * handed to rank processes (the worker's train job), the trained weights read back, and the summary:
+ * samples/s, communication hidden behind backward, memory per rank by pool beside the ZeRO paper's
+ * formula. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdarg.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,11 +14,15 @@
 
 #include "call.h"
 #include "dist/train/dtrain.h"
+#include "dist/train/registry.h"
 #include "engine/ckpt/checkpoint.h"
 #include "ranks_job.h"
 #include "repl_log.h"
+#include "result.h"
 #include "session.h"
+#include "train_pipe.h"
 #include "view/render.h"
+#include "wrap.h"
 
 /* ---------------------------------------------------------------- train across ranks */
 
@@ -40,36 +48,112 @@ static void print_memory(dist_job *j, const rs_obj *m, int zero, int opt_states)
     FILE *f = j->s->out;
     size_t P = rs_model_param_count(m->model);
     rs_zero_bytes z = rs_zero_predict(P, j->world, zero, opt_states);
+    const rs_strategy_def *sd = rs_strategy_find(j->mode);
+    char formula[256] = "";
+    if (sd && sd->predict && j->sargs) {
+        double b[3];
+        sd->predict(j->sargs, m->model, j->world, opt_states, b, formula, sizeof formula);
+        z = (rs_zero_bytes){.params = b[0], .grads = b[1], .optim = b[2]};
+    }
     bool off = false;
     for (int r = 0; r < j->world; r++) off |= j->mem[r].live[RS_POOL_OFFLOAD] > 0;
     static const rs_pool pools[] = {RS_POOL_PARAMS, RS_POOL_GRADS, RS_POOL_OPTIM, RS_POOL_ACTS, RS_POOL_COMM,
                                     RS_POOL_OFFLOAD};
     static const char *const heads[] = {"parameters", "gradients", "optimizer", "activations", "comm", "offload (host)"};
     int np = off ? 6 : 5;
+    /* columns of 14 where the terminal has room, down to 10 on 80 columns (offload's head shortened) */
+    int cols = rs_wrap_cols(f), cw = (cols - 7) / np - 1;
+    if (cw > 14) cw = 14;
+    if (cw < 10) cw = 10;
     char b[32];
     fprintf(f, "memory per rank after the last step, measured at the allocator (live bytes by pool):\n  %-5s", "rank");
-    for (int p = 0; p < np; p++) fprintf(f, " %14s", heads[p]);
+    for (int p = 0; p < np; p++) fprintf(f, " %*s", cw, p == 5 && cw < 14 ? "offload" : heads[p]);
     fputc('\n', f);
     for (int r = 0; r < j->world; r++) {
         fprintf(f, "  %-5d", r);
         for (int p = 0; p < np; p++) {
             rs_view_fmt_bytes(b, (double)j->mem[r].live[pools[p]]);
-            fprintf(f, " %14s", b);
+            fprintf(f, " %*s", cw, b);
         }
         fputc('\n', f);
     }
+    if (zero < 0) return; /* no ZeRO formula for this mode */
     double zp[3] = {z.params, z.grads, z.optim};
     fprintf(f, "  %-5s", "paper");
     for (int p = 0; p < 3; p++) {
         rs_view_fmt_bytes(b, zp[p]);
-        fprintf(f, " %14s", b);
+        fprintf(f, " %*s", cw, b);
     }
-    fprintf(f, "   the ZeRO paper's formula, P=%zu parameters, N=%d: %s%s\n", P, j->world,
-            zero == 0   ? "4P + 4P + 4kP"
-            : zero == 1 ? "4P + 4P + 4kP/N"
-            : zero == 2 ? "4P + (4P + 4kP)/N"
-                        : "(4P + 4P + 4kP)/N",
-            off ? " (offloaded state counted under offload)" : "");
+    /* the strategy's own formula when it has one (tensor), else the ZeRO paper's */
+    char zf[160];
+    const char *text = formula;
+    int n = (int)strlen(formula);
+    if (!formula[0]) {
+        n = snprintf(zf, sizeof zf, "the ZeRO paper's formula, P=%zu parameters, N=%d: %s%s", P, j->world,
+                     zero == 0   ? "4P + 4P + 4kP"
+                     : zero == 1 ? "4P + 4P + 4kP/N"
+                     : zero == 2 ? "4P + (4P + 4kP)/N"
+                                 : "(4P + 4P + 4kP)/N",
+                     off ? " (offloaded state counted under offload)" : "");
+        text = zf;
+    }
+    /* beside the paper's figures when it fits, else under them */
+    if (7 + 3 * (cw + 1) + 3 + n <= cols) fprintf(f, "   %s\n", text);
+    else fprintf(f, "\n  %5s %s\n", "", text);
+}
+
+/* What `expect` reads after a run across ranks (repl/result.h; docs/repl.md lists it): the summary's
+ * figures, and each rank's memory by pool beside the ZeRO paper's formula for it. */
+static void record_ranks(dist_job *j, const rs_obj *m, double sps, double secs, double comm, double hidden)
+{
+    rs_session *s = j->s;
+    rs_result_num(s, "world", j->world);
+    rs_result_num(s, "steps", (double)j->done[0].step);
+    rs_result_num(s, "seconds", secs);
+    rs_result_num(s, "samples_per_s", sps);
+    rs_result_num(s, "loss", j->last_loss);
+    if (j->evaluated) {
+        rs_result_num(s, "accuracy", j->eval_acc);
+        rs_result_num(s, "test_loss", j->eval_loss);
+    }
+    rs_result_num(s, "comm_s", comm / j->world);
+    rs_result_num(s, "comm_hidden", comm > 0 ? hidden / comm : 0);
+    /* the collectives each rank called, from its comm spans: a DDP step calls one per bucket, and with
+     * accum=K only the last micro-batch of a step communicates, so the count does not grow with K */
+    int64_t last = -1;
+    for (int a = 0; a < j->nspans; a++)
+        if (j->spans[a].comm && j->spans[a].rank == 0 && j->spans[a].step > last) last = j->spans[a].step;
+    int buckets = 0;
+    for (int r = 0; r < j->world; r++) {
+        double calls = 0, bytes = 0;
+        for (int a = 0; a < j->nspans; a++) {
+            const struct tspan *c = &j->spans[a];
+            if (c->rank != r || !c->comm || c->step < 0) continue;
+            calls++;
+            bytes += (double)c->bytes;
+            if (r == 0 && c->step == last) buckets++;
+        }
+        rs_result_rank(s, "comm_calls", r, calls);
+        rs_result_rank(s, "comm_bytes", r, bytes);
+    }
+    rs_result_num(s, "comm_per_step", buckets);
+    static const rs_pool pools[] = {RS_POOL_PARAMS, RS_POOL_GRADS, RS_POOL_OPTIM, RS_POOL_ACTS, RS_POOL_COMM,
+                                    RS_POOL_OFFLOAD};
+    static const char *const names[] = {"parameters", "gradients", "optimizer", "activations", "comm", "offload"};
+    rs_zero_bytes z = rs_zero_predict(rs_model_param_count(m->model), j->world, j->zero, j->opt_states);
+    double formula[3] = {z.params, z.grads, z.optim};
+    const rs_strategy_def *sd = rs_strategy_find(j->mode);
+    char text[256];
+    if (sd && sd->predict && j->sargs) sd->predict(j->sargs, m->model, j->world, j->opt_states, formula, text, sizeof text);
+    for (int r = 0; r < j->world; r++)
+        for (int p = 0; p < 6; p++) {
+            char name[64];
+            snprintf(name, sizeof name, "memory.%s", names[p]);
+            rs_result_rank(s, name, r, (double)j->mem[r].live[pools[p]]);
+            if (p >= 3) continue;
+            snprintf(name, sizeof name, "formula.memory.%s", names[p]);
+            rs_result_rank(s, name, r, formula[p]);
+        }
 }
 
 /* The job's end: the trained weights back into the model, the summary, the memory table, the run's end. */
@@ -78,6 +162,28 @@ static int train_end(dist_job *j, int rc)
     rs_session *s = j->s;
     rs_job_mark_busy(j, 0);
     rs_obj *m = rs_session_find(s, j->mname);
+    if (j->killed) {
+        /* the fault kill= asked for: where the run got to and what is left to resume from */
+        if (j->ckpt && j->ckpts > 0)
+            fprintf(s->out, "the last checkpoint is %s (step %lld); continue with `train %s on %s ... resume=%s`\n",
+                    j->ckpt, (long long)j->last_ckpt_step, j->mname, j->dname, j->ckpt);
+        else fprintf(s->out, "no checkpoint was written (ckpt=FILE ckpt_every=N): the run's work is lost\n");
+        fprintf(s->out, "%s keeps the weights it had before this run\n", j->mname);
+        if (!j->background) {
+            rs_result_num(s, "world", j->world);
+            rs_result_num(s, "killed_rank", j->kill_rank);
+            rs_result_num(s, "signal", SIGKILL);
+            rs_result_num(s, "last_step", (double)j->last_step);
+            rs_result_num(s, "ckpt_step", j->ckpts > 0 ? (double)j->last_ckpt_step : 0);
+        }
+        return 0;
+    }
+    /* a rank that failed is named by the launcher; a pipeline rank is a stage: say which layers died */
+    const char *rk = strstr(j->failure, "rank ");
+    int bad = -1;
+    if (rc && rk && sscanf(rk, "rank %d", &bad) == 1 && bad >= 0 && bad < j->world && j->stage_text &&
+        j->stage_text[bad][0])
+        fprintf(s->out, "rank %d ran %s %s; the pipeline stops without it\n", bad, j->mode, j->stage_text[bad]);
     if (rc && j->ckpt && j->ckpts > 0)
         fprintf(s->out, "the last checkpoint is %s (step %lld); continue with `train %s on %s ... resume=%s`\n",
                 j->ckpt, (long long)j->last_ckpt_step, j->mname, j->dname, j->ckpt);
@@ -105,54 +211,134 @@ static int train_end(dist_job *j, int rc)
     if (rc) return rc;
     double sps = 0, secs = 0;
     for (int r = 0; r < j->world; r++) {
-        sps += j->done[r].sps;
+        /* every pipeline stage works on the same samples: the pipeline's rate is one stage's */
+        if (!j->nmicros || r == 0) sps += j->done[r].sps;
         if (j->done[r].seconds > secs) secs = j->done[r].seconds;
     }
+    /* every sample is read by world/parts ranks (a tensor-parallel group, a pipeline): count it once */
+    if (j->batch_parts > 0 && j->batch_parts < j->world) sps *= (double)j->batch_parts / j->world;
     fprintf(s->out, "trained %s on %s with %s on %d ranks: %lld steps in %.1fs, %.0f samples/s in all", j->mname,
             j->dname, j->mode, j->world, (long long)j->done[0].step, secs, sps);
     if (j->evaluated) fprintf(s->out, ", test accuracy %.4f", j->eval_acc);
     fputc('\n', s->out);
-    double comm0 = 0, hid0 = 0;
-    for (int r = 0; r < j->world; r++) {
+    double comm0 = 0, hid0 = 0, bubble = -1;
+    int bsteps = 0;
+    if (j->nmicros) {
+        /* a pipeline: its bubble and the activations each stage holds, not the data-parallel figures */
+        rs_train_pipe_summary(j, s->out);
+        bubble = rs_train_pipe_bubble(j, &bsteps);
+    }
+    for (int r = 0; r < j->world && !j->nmicros; r++) {
         double cm, hd;
         comm_hidden(j, r, &cm, &hd);
         comm0 += cm;
         hid0 += hd;
     }
-    if (comm0 > 0)
+    const rs_strategy_def *sd = rs_strategy_find(j->mode);
+    if (comm0 > 0 && sd && (sd->uses & RS_SUSE_INLINE_COMM))
+        fprintf(s->out, "communication: %.3f s per rank, inside forward and backward (the layers wait for it)\n",
+                comm0 / j->world);
+    else if (comm0 > 0)
         fprintf(s->out, "communication: %.3f s per rank, %.0f%% of it hidden behind backward\n", comm0 / j->world,
                 100 * hid0 / comm0);
-    print_memory(j, m, j->zero, j->opt_states);
-    char final[256];
-    snprintf(final, sizeof final, "{\"steps\":%lld,\"seconds\":%.6g,\"samples_per_s\":%.6g,\"comm_hidden\":%.6g%s%.6g}",
-             (long long)j->done[0].step, secs, sps, comm0 > 0 ? hid0 / comm0 : 0,
-             j->evaluated ? ",\"test_acc\":" : ",\"test_acc_none\":", j->evaluated ? j->eval_acc : 0);
+    print_memory(j, m, j->nmicros ? -1 : j->zero, j->opt_states);
+    if (!j->background) record_ranks(j, m, sps, secs, comm0, hid0);
+    if (!j->background && j->nmicros) rs_train_pipe_record(j);
+    char final[320];
+    int fl = snprintf(final, sizeof final,
+                      "{\"steps\":%lld,\"seconds\":%.6g,\"samples_per_s\":%.6g,\"comm_hidden\":%.6g%s%.6g",
+                      (long long)j->done[0].step, secs, sps, comm0 > 0 ? hid0 / comm0 : 0,
+                      j->evaluated ? ",\"test_acc\":" : ",\"test_acc_none\":", j->evaluated ? j->eval_acc : 0);
+    if (bubble >= 0 && fl > 0 && (size_t)fl < sizeof final)
+        fl += snprintf(final + fl, sizeof final - (size_t)fl, ",\"bubble\":%.6g", bubble);
+    if (fl > 0 && (size_t)fl + 2 < sizeof final) snprintf(final + fl, sizeof final - (size_t)fl, "}");
     rs_log_run_end(s, j->run, "done", j->done[0].step, final, NULL);
     if (j->run > 0) fprintf(s->out, "run %lld logged: `show run %lld`\n", (long long)j->run, (long long)j->run);
     return rc;
 }
 
-int rs_cmd_train_ranks(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, const rs_train_cfg *cfg)
+/* The lines handed to the ranks, as many as there are (a growable list of owned strings). */
+typedef struct arglist {
+    char **v;
+    int n, cap;
+    bool oom;
+} arglist;
+
+static void arg_add(arglist *l, const char *text)
+{
+    if (l->n == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 64;
+        char **v = realloc(l->v, sizeof *v * (size_t)cap);
+        if (!v) {
+            l->oom = true;
+            return;
+        }
+        l->v = v;
+        l->cap = cap;
+    }
+    char *copy = strdup(text);
+    if (!copy) l->oom = true;
+    else l->v[l->n++] = copy;
+}
+
+__attribute__((format(printf, 2, 3))) static void arg_fmt(arglist *l, const char *fmt, ...)
+{
+    char *t = NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vasprintf(&t, fmt, ap);
+    va_end(ap);
+    if (n < 0) l->oom = true;
+    else arg_add(l, t);
+    free(t);
+}
+
+static void arg_line(void *ud, const char *text) { arg_add(ud, text); }
+
+static void args_free(arglist *l)
+{
+    for (int i = 0; i < l->n; i++) free(l->v[i]);
+    free(l->v);
+}
+
+int rs_cmd_train_ranks(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, const rs_train_cfg *cfg,
+                       const rs_strategy_args *sa)
 {
     double timeout = 60;
+    const rs_strategy_def *sd = sa->def;
     dist_job *j = rs_job_new(s, c, "train", false, &timeout);
     if (!j) return 1;
-    const char *mode = rs_call_str(c, "mode", "ddp");
-    bool fsdp = !strcmp(mode, "fsdp");
-    long long zero = fsdp ? rs_call_int(c, "zero", 3) : 0;
-    if (fsdp && (zero < 1 || zero > 3)) {
-        const rs_optval *v = rs_call_opt(c, "zero");
+    const char *mode = sd->name;
+    /* the summary prints the ZeRO paper's formula beside the memory: a mode that shards says how far */
+    long long zero = rs_strategy_opt_find(sd, "zero", NULL) ? rs_strategy_int(sa, "zero") : 0;
+    rs_err err = {0};
+    if (sd->check && sd->check(sa, m->model, j->world, cfg, &err)) {
         rs_job_free(j);
-        return rs_session_error(s, c, v->pos, 5 + strlen(v->text), "train: zero must be 1, 2 or 3, got %lld", zero);
+        return rs_session_error(s, c, (size_t)-1, 0, "train: %s", err.msg);
     }
-    if (cfg->batch % j->world) {
+    int split = rs_strategy_batch_parts(sd, sa, j->world); /* the data-parallel degree */
+    if (cfg->batch % split) {
         const rs_optval *v = rs_call_opt(c, "batch");
-        int world = j->world;
         rs_job_free(j);
         return rs_session_error(s, c, v->pos, v->set ? 6 + strlen(v->text) : 0,
                                 "train: batch=%d is the global batch and does not split over %d ranks (try batch=%d)",
-                                cfg->batch, world, (cfg->batch / world + 1) * world);
+                                cfg->batch, split, (cfg->batch / split + 1) * split);
     }
+    long long kill_rank = -1, kill_step = 0;
+    if (rs_call_given(c, "kill")) {
+        const rs_optval *v = rs_call_opt(c, "kill");
+        char end = 0;
+        if (sscanf(rs_call_str(c, "kill", ""), "%lld:%lld%c", &kill_rank, &kill_step, &end) != 2 || kill_rank < 0 ||
+            kill_rank >= j->world || kill_step < 1) {
+            int world = j->world;
+            rs_job_free(j);
+            return rs_session_error(s, c, v->pos, 5 + strlen(v->text),
+                                    "train: kill=RANK:STEP with a rank 0..%d and a step from 1, e.g. kill=1:20", world - 1);
+        }
+    }
+    j->kill_asked = kill_rank >= 0;
+    j->kill_rank = (int)kill_rank;
+    j->kill_step = kill_step;
     if (d->source_cut) {
         rs_job_free(j);
         return rs_session_error(s, c, c->arg_pos[2], strlen(c->args[2]),
@@ -161,9 +347,12 @@ int rs_cmd_train_ranks(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, co
     }
     j->mem = calloc((size_t)j->world, sizeof *j->mem);
     j->done = calloc((size_t)j->world, sizeof *j->done);
+    j->stage_text = calloc((size_t)j->world, sizeof *j->stage_text);
+    j->stage_short = calloc((size_t)j->world, sizeof *j->stage_short);
+    j->figs = calloc((size_t)j->world, sizeof *j->figs);
     char *dir = j->dir;
     snprintf(j->dir, sizeof j->dir, "/tmp/ringside-train-XXXXXX");
-    if (!j->mem || !j->done || !mkdtemp(dir)) {
+    if (!j->mem || !j->done || !j->stage_text || !j->stage_short || !j->figs || !mkdtemp(dir)) {
         rs_job_free(j);
         return rs_session_error(s, c, (size_t)-1, 0, "train: cannot make a folder for the ranks' files: %s",
                                 strerror(errno));
@@ -171,7 +360,6 @@ int rs_cmd_train_ranks(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, co
     char *init = j->init, *outp = j->outp;
     snprintf(j->init, sizeof j->init, "%s/init.safetensors", dir);
     snprintf(j->outp, sizeof j->outp, "%s/out.safetensors", dir);
-    rs_err err = {0};
     if (rs_ckpt_save_model(init, m->model, &err)) {
         rmdir(dir);
         rs_job_free(j);
@@ -186,64 +374,77 @@ int rs_cmd_train_ranks(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, co
     j->zero = (int)zero;
     j->opt_states = cfg->opt.kind == RS_OPT_SGD ? (cfg->opt.momentum != 0 ? 1 : 0) : 2;
     /* the plan, for the view's header: each rank takes ceil(n/W) samples (DistributedSampler pads), in
-     * batches of batch/W, the last one partial; accum of them make a step */
-    int64_t per_rank = ((int64_t)d->data.train->n + j->world - 1) / j->world, local = cfg->batch / j->world;
+     * batches of batch/W, the last one partial; accum of them make a step (a mode that gives every rank
+     * the whole batch reads it all) */
+    j->batch_parts = split;
+    j->sargs = malloc(sizeof *j->sargs);
+    if (j->sargs) *j->sargs = *sa;
+    int64_t per_rank = ((int64_t)d->data.train->n + split - 1) / split, local = cfg->batch / split;
     int64_t batches = local > 0 ? (per_rank + local - 1) / local / (cfg->accum > 1 ? cfg->accum : 1) : 0;
     j->steps_total = batches * cfg->epochs;
     if (cfg->max_steps > 0 && cfg->max_steps < j->steps_total) j->steps_total = cfg->max_steps;
     j->epochs = cfg->epochs;
     j->finish = train_end;
+    if (sd == &rs_strategy_pipeline) rs_train_pipe_begin(j, sa);
     j->run = rs_log_run_begin_dist(s, "train", m->name, m->spec, d->name, c, mode, j->backend, j->world);
     j->t_start = j->last_print = rs_pg_now();
-    fprintf(s->out, "%s: %d ranks on %s, global batch %d (%d per rank)%s\n", mode, j->world, j->backend, cfg->batch,
-            cfg->batch / j->world, fsdp ? (zero == 3 ? ", ZeRO-3" : zero == 2 ? ", ZeRO-2" : ", ZeRO-1") : "");
+    if (split == 1)
+        fprintf(s->out, "%s: %d ranks on %s, global batch %d (every rank sees all of it)\n", mode, j->world,
+                j->backend, cfg->batch);
+    else if (split < j->world)
+        fprintf(s->out, "%s: %d ranks on %s, global batch %d (%d per group of %d ranks, %d groups)\n", mode, j->world,
+                j->backend, cfg->batch, cfg->batch / split, j->world / split, split);
+    else
+        fprintf(s->out, "%s: %d ranks on %s, global batch %d (%d per rank)%s\n", mode, j->world, j->backend,
+                cfg->batch, cfg->batch / j->world,
+                zero == 3 ? ", ZeRO-3" : zero == 2 ? ", ZeRO-2" : zero == 1 ? ", ZeRO-1" : "");
 
-    /* every option, as the worker reads them */
-    char a[48][300];
-    int n = 0;
-#define ARG(...) snprintf(a[n++], sizeof a[0], __VA_ARGS__)
-    ARG("backend=%s", j->backend);
-    ARG("mode=%s", mode);
-    ARG("init=%s", init);
-    ARG("out=%s", outp);
-    ARG("data=%s", d->source);
-    ARG("data_seed=%llu", (unsigned long long)d->data_seed);
-    ARG("model_seed=%llu", (unsigned long long)rs_model_seed(m->model));
-    ARG("seed=%llu", (unsigned long long)cfg->seed);
-    ARG("zero=%lld", zero);
-    ARG("accum=%d", cfg->accum);
-    ARG("epochs=%d", cfg->epochs);
-    ARG("batch=%d", cfg->batch);
-    ARG("opt=%s", rs_opt_kind_name(cfg->opt.kind));
-    ARG("lr=%.9g", (double)cfg->opt.lr);
-    ARG("momentum=%.9g", (double)cfg->opt.momentum);
-    ARG("nesterov=%d", cfg->opt.nesterov);
-    ARG("wd=%.9g", (double)cfg->opt.weight_decay);
-    ARG("sched=%s", cfg->sched.kind == RS_SCHED_COSINE ? "cosine" : cfg->sched.kind == RS_SCHED_STEP ? "step" : "constant");
-    ARG("warmup=%lld", (long long)cfg->sched.warmup);
-    ARG("step_size=%lld", (long long)cfg->sched.step_size);
-    ARG("gamma=%.9g", (double)cfg->sched.gamma);
-    ARG("min_lr=%.9g", (double)cfg->sched.min_lr);
-    ARG("steps=%lld", (long long)cfg->max_steps);
-    ARG("eval=%d", cfg->eval);
-    ARG("bucket=%llu", (unsigned long long)rs_call_opt(c, "bucket")->v.size);
-    ARG("overlap=%d", rs_call_bool(c, "overlap", true));
-    ARG("offload=%d", !strcmp(rs_call_str(c, "offload", "none"), "cpu"));
-    ARG("wrap=%d", rs_call_opt(c, "wrap")->v.choice);
-    ARG("clip=%.9g", (double)cfg->clip);
-    ARG("groups=%d", cfg->opt.groups);
-    ARG("eval_every=%lld", (long long)cfg->eval_every);
-    ARG("eval_samples=%lld", (long long)cfg->eval_samples);
-    if (cfg->ckpt_path) ARG("ckpt=%s", cfg->ckpt_path);
-    if (cfg->ckpt_every) ARG("ckpt_every=%lld", (long long)cfg->ckpt_every);
-    if (cfg->resume) ARG("resume=%s", cfg->resume);
-#undef ARG
-    const char *args[56];
-    for (int i = 0; i < n; i++) args[i] = a[i];
-    char specarg[4200];
-    snprintf(specarg, sizeof specarg, "spec=%s", spec ? spec : m->spec);
-    args[n++] = specarg;
+    /* every option, as the worker reads them: the mode and its own options from the registry's
+     * declaration, then those of every run */
+    arglist a = {0};
+    rs_strategy_args_lines(sa, arg_line, &a);
+    arg_fmt(&a, "backend=%s", j->backend);
+    arg_fmt(&a, "init=%s", init);
+    arg_fmt(&a, "out=%s", outp);
+    arg_fmt(&a, "data=%s", d->source);
+    arg_fmt(&a, "data_seed=%llu", (unsigned long long)d->data_seed);
+    arg_fmt(&a, "model_seed=%llu", (unsigned long long)rs_model_seed(m->model));
+    arg_fmt(&a, "seed=%llu", (unsigned long long)cfg->seed);
+    arg_fmt(&a, "accum=%d", cfg->accum);
+    arg_fmt(&a, "epochs=%d", cfg->epochs);
+    arg_fmt(&a, "batch=%d", cfg->batch);
+    arg_fmt(&a, "opt=%s", rs_opt_kind_name(cfg->opt.kind));
+    arg_fmt(&a, "lr=%.9g", (double)cfg->opt.lr);
+    arg_fmt(&a, "momentum=%.9g", (double)cfg->opt.momentum);
+    arg_fmt(&a, "nesterov=%d", cfg->opt.nesterov);
+    arg_fmt(&a, "wd=%.9g", (double)cfg->opt.weight_decay);
+    arg_fmt(&a, "sched=%s",
+            cfg->sched.kind == RS_SCHED_COSINE ? "cosine" : cfg->sched.kind == RS_SCHED_STEP ? "step" : "constant");
+    arg_fmt(&a, "warmup=%lld", (long long)cfg->sched.warmup);
+    arg_fmt(&a, "step_size=%lld", (long long)cfg->sched.step_size);
+    arg_fmt(&a, "gamma=%.9g", (double)cfg->sched.gamma);
+    arg_fmt(&a, "min_lr=%.9g", (double)cfg->sched.min_lr);
+    arg_fmt(&a, "steps=%lld", (long long)cfg->max_steps);
+    arg_fmt(&a, "eval=%d", cfg->eval);
+    arg_fmt(&a, "clip=%.9g", (double)cfg->clip);
+    arg_fmt(&a, "groups=%d", cfg->opt.groups);
+    arg_fmt(&a, "eval_every=%lld", (long long)cfg->eval_every);
+    arg_fmt(&a, "eval_samples=%lld", (long long)cfg->eval_samples);
+    if (cfg->ckpt_path) arg_fmt(&a, "ckpt=%s", cfg->ckpt_path);
+    if (cfg->ckpt_every) arg_fmt(&a, "ckpt_every=%lld", (long long)cfg->ckpt_every);
+    if (cfg->resume) arg_fmt(&a, "resume=%s", cfg->resume);
+    if (kill_rank >= 0) arg_fmt(&a, "kill=%lld:%lld", kill_rank, kill_step);
+    arg_fmt(&a, "spec=%s", spec ? spec : m->spec);
     free(spec);
-    return rs_job_run(j, args, n, timeout);
+    if (a.oom) {
+        args_free(&a);
+        unlink(init);
+        rmdir(dir);
+        rs_log_run_end(s, j->run, "failed", 0, NULL, "out of memory");
+        rs_job_free(j);
+        return rs_session_error(s, c, (size_t)-1, 0, "train: out of memory for the ranks' options");
+    }
+    int rc = rs_job_run(j, (const char *const *)a.v, a.n, timeout);
+    args_free(&a);
+    return rc;
 }
-

@@ -18,7 +18,7 @@
 #include "view_live.h"
 
 /* One thing a rank reported, in the order the replay feeds it. */
-typedef enum { IT_EVENT, IT_TRAIN, IT_LOG, IT_RELEASE } item_kind;
+typedef enum { IT_EVENT, IT_TRAIN, IT_LOG, IT_RELEASE, IT_DATA } item_kind;
 
 typedef struct item {
     double t;               /* the model's clock (the log's unix seconds) */
@@ -27,6 +27,7 @@ typedef struct item {
     rs_pg_event ev;         /* IT_EVENT; IT_RELEASE: coll and step (step=1: the key of that step set) */
     rs_train_line tl;       /* IT_TRAIN */
     char *text;             /* IT_LOG, owned */
+    rs_data_line *data;     /* IT_DATA, owned */
 } item;
 
 typedef struct replay {
@@ -75,14 +76,24 @@ enum { C_SRC, C_RANK, C_T, C_KIND, C_NAME, C_STEP, C_COLL, C_ASTEP, C_ALGO, C_PE
        C_TEXT, C_STEPS, C_GROUP, C_SPS, C_OP, C_EPOCH, C_ID, C_N };
 
 /* An events row back into what the rank wrote: a collective's BEGIN/STEP/END, a phase or a bucket's
- * communication, memory, a plain line or @done. Rows of other kinds are skipped. */
+ * communication, a pipeline's micro-batch, memory, a plain line or @done. Rows of other kinds are
+ * skipped. */
 static void event_row(replay *r, const char *const *v)
 {
     const char *kind = v[C_KIND] ? v[C_KIND] : "", *name = v[C_NAME] ? v[C_NAME] : "";
     double t = num(v[C_T], 0) / 4194304;
     int rank = (int)inum(v[C_RANK], 0);
     item *it;
-    if (!strncmp(kind, "coll_", 5)) {
+    if (!strcmp(kind, "coll_data")) {
+        /* the rank's @data line as it came */
+        rs_data_line *d = malloc(sizeof *d);
+        if (!d || !v[C_TEXT] || !rs_wire_parse_data(v[C_TEXT], d) || !(it = push(r))) {
+            free(d);
+            return;
+        }
+        d->t = t;
+        it->kind = IT_DATA, it->data = d;
+    } else if (!strncmp(kind, "coll_", 5)) {
         rs_pg_event ev = {0};
         if (!strcmp(kind, "coll_begin")) ev.kind = RS_PG_EV_BEGIN;
         else if (!strcmp(kind, "coll_step")) ev.kind = RS_PG_EV_STEP;
@@ -115,6 +126,13 @@ static void event_row(replay *r, const char *const *v)
         if (!(it = push(r))) return;
         it->kind = IT_TRAIN, it->tl = tl;
         t = tl.t1; /* the rank reports a span when it ends */
+    } else if (!strcmp(kind, "micro")) {
+        /* a pipeline stage's forward or backward of one micro-batch */
+        rs_train_line tl = {.kind = RS_TL_MICRO, .rank = rank, .step = inum(v[C_STEP], -1), .work = name[0] == 'f' ? 'F' : 'B',
+                            .micro = (int)inum(v[C_CHUNK], 0), .t0 = t, .t1 = t + num(v[C_VALUE], 0)};
+        if (!(it = push(r))) return;
+        it->kind = IT_TRAIN, it->tl = tl;
+        t = tl.t1;
     } else if (!strcmp(kind, "memory")) {
         if (rank < 0 || rank >= RS_VIEW_MAX_RANKS) return;
         rs_train_line *m = &r->mem[rank];
@@ -186,12 +204,13 @@ static void feed(rs_view_model *vm, const item *it)
     case IT_TRAIN: rs_view_feed_train(vm, &it->tl); break;
     case IT_LOG: rs_view_feed_log(vm, it->rank, it->text); break;
     case IT_RELEASE: rs_view_feed_release(vm, it->ev.coll, it->ev.step, it->t); break;
+    case IT_DATA: rs_view_feed_data(vm, it->data); break;
     }
 }
 
 static void replay_free(replay *r)
 {
-    for (int i = 0; i < r->n; i++) free(r->items[i].text);
+    for (int i = 0; i < r->n; i++) free(r->items[i].text), free(r->items[i].data);
     free(r->items);
 }
 
@@ -329,7 +348,9 @@ int rs_cmd_view(rs_session *s, const rs_call *c)
         if (vm) {
             rs_view_set_run(vm, &run);
             for (int i = 0; i < r.n; i++) feed(vm, &r.items[i]);
-            text = rs_live_frame_text(vm, 100, 30);
+            int w, h;
+            rs_live_frame_size(s, &w, &h);
+            text = rs_live_frame_text(vm, w, h);
         }
         if (text) fputs(text, s->out);
         free(text);

@@ -1,8 +1,10 @@
 /* The one command table (see cmd.h). Adding a command: declare it here, write its handler in the
  * cmd_*.c file of its group; parsing, help and completion pick it up from this table. */
+#include <stdio.h>
 #include <string.h>
 
 #include "cmd.h"
+#include "dist/train/registry.h"
 
 /* Handlers (repl/cmd_*.c). */
 int rs_cmd_model(rs_session *, const rs_call *);
@@ -26,6 +28,7 @@ int rs_cmd_export(rs_session *, const rs_call *);
 int rs_cmd_play(rs_session *, const rs_call *);
 int rs_cmd_say(rs_session *, const rs_call *);
 int rs_cmd_pause(rs_session *, const rs_call *);
+int rs_cmd_clear(rs_session *, const rs_call *);
 int rs_cmd_set(rs_session *, const rs_call *);
 int rs_cmd_help(rs_session *, const rs_call *);
 int rs_cmd_quit(rs_session *, const rs_call *);
@@ -34,9 +37,14 @@ int rs_cmd_onnx(rs_session *, const rs_call *);
 int rs_cmd_collective(rs_session *, const rs_call *);
 int rs_cmd_bench(rs_session *, const rs_call *);
 int rs_cmd_p2p(rs_session *, const rs_call *);
+int rs_cmd_tp(rs_session *, const rs_call *);
 int rs_cmd_backends(rs_session *, const rs_call *);
 int rs_cmd_view(rs_session *, const rs_call *);
 int rs_cmd_jobs(rs_session *, const rs_call *);
+int rs_cmd_expect(rs_session *, const rs_call *);
+int rs_cmd_world(rs_session *, const rs_call *);
+int rs_cmd_serve(rs_session *, const rs_call *);
+int rs_cmd_pi(rs_session *, const rs_call *);
 
 static const char *const opt_kinds[] = {"sgd", "adam", "adamw", NULL};
 static const char *const sched_kinds[] = {"constant", "step", "cosine", NULL};
@@ -54,7 +62,10 @@ static const rs_optdef data_opts[] = {
     {NULL, 0, NULL, NULL, NULL},
 };
 
-static const rs_optdef train_opts[] = {
+static const char *mode_choices[32];
+static char mode_help[256];
+
+static rs_optdef train_opts[RS_MAX_OPTS + 1] = {
     {"epochs", RS_T_INT, "1", "passes over the training data", NULL},
     {"batch", RS_T_INT, "64", "samples per step", NULL},
     {"lr", RS_T_FLOAT, NULL, "learning rate (default: adam 1e-3, sgd 0.01)", NULL},
@@ -79,21 +90,64 @@ static const rs_optdef train_opts[] = {
     {"eval_every", RS_T_INT, "0", "evaluate every N steps instead of after each epoch (text: validation loss)",
      NULL},
     {"eval_samples", RS_T_INT, "0", "eval_every: samples of the test split to evaluate on (0: all)", NULL},
-    {"mode", RS_T_ENUM, "single", "single process; dp: threads as replicas; ddp or fsdp: rank processes",
-     (const char *const[]){"single", "dp", "ddp", "fsdp", NULL}},
-    {"ranks", RS_T_INT, "2", "dp: replicas; ddp/fsdp: rank processes (batch is split over them)", NULL},
-    {"backend", RS_T_ENUM, "shm", "ddp/fsdp: how the ranks talk", (const char *const[]){"shm", "tcp", "mpi", "nccl", NULL}},
-    {"zero", RS_T_INT, "3", "fsdp: 1 shards optimizer state, 2 also gradients, 3 also parameters", NULL},
-    {"bucket", RS_T_SIZE, "25M", "ddp: gradient bucket size", NULL},
-    {"wrap", RS_T_ENUM, "top", "fsdp zero=3: a unit per top-level item, per layer, or the whole model",
-     (const char *const[]){"top", "layer", "model", NULL}},
-    {"offload", RS_T_ENUM, "none", "fsdp: cpu keeps optimizer state and parameter shards in host memory",
-     (const char *const[]){"none", "cpu", NULL}},
-    {"overlap", RS_T_BOOL, "on", "ddp: all-reduce buckets during backward", NULL},
-    {"timeout", RS_T_DURATION, "60s", "ddp/fsdp: a rank waiting this long for another fails, naming it", NULL},
-    {"view", RS_T_BOOL, "on", "ddp/fsdp: live dashboard while the ranks run (on a terminal)", NULL},
+    /* mode=: its choices and help come from the registry of strategies (train_opts_from_registry) */
+    {"mode", RS_T_ENUM, "single", mode_help, mode_choices},
+    {"ranks", RS_T_INT, "2", "dp: replicas; across ranks: rank processes", NULL},
+    {"backend", RS_T_ENUM, "shm", "across ranks: how the ranks talk", (const char *const[]){"shm", "tcp", "mpi", "nccl", NULL}},
+    {"timeout", RS_T_DURATION, "60s", "across ranks: a rank waiting this long for another fails, naming it", NULL},
+    {"view", RS_T_BOOL, "on", "across ranks: live dashboard while the ranks run (on a terminal)", NULL},
+    {"kill", RS_T_STRING, NULL, "across ranks: RANK:STEP, that rank dies (SIGKILL) after that step, to practise a fault", NULL},
     {NULL, 0, NULL, NULL, NULL},
+    /* every strategy's own options are appended here (room up to RS_MAX_OPTS) */
 };
+
+/* The options the registry declares for each mode (dist/train/registry.h) join train's options, so
+ * parsing, `help train` and completion know them like any other; a name two modes share appears once.
+ * Built before main runs (a constructor), so every reader of the table sees it finished and nothing
+ * changes it afterwards. */
+static rs_opt_type opt_type(rs_sopt_type t)
+{
+    switch (t) {
+    case RS_SOPT_INT: return RS_T_INT;
+    case RS_SOPT_FLOAT: return RS_T_FLOAT;
+    case RS_SOPT_SIZE: return RS_T_SIZE;
+    case RS_SOPT_BOOL: return RS_T_BOOL;
+    case RS_SOPT_ENUM: return RS_T_ENUM;
+    case RS_SOPT_STRING: return RS_T_STRING;
+    }
+    return RS_T_STRING;
+}
+
+__attribute__((constructor)) static void train_opts_from_registry(void)
+{
+    const rs_strategy_def *const *all = rs_strategy_list();
+    int n = 0, k = 0;
+    while (train_opts[n].name) n++;
+    /* mode=: "single process; dp: threads as replicas; ddp, fsdp, ...: rank processes" */
+    size_t h = (size_t)snprintf(mode_help, sizeof mode_help, "how training is split:");
+    for (int i = 0; all[i] && k < (int)(sizeof mode_choices / sizeof mode_choices[0]) - 1; i++) {
+        mode_choices[k++] = all[i]->name;
+        bool first = true;
+        for (int j = 0; j < i; j++) first &= strcmp(all[j]->kind, all[i]->kind) != 0;
+        if (!first) continue;
+        h += (size_t)snprintf(mode_help + h, h < sizeof mode_help ? sizeof mode_help - h : 0, "%s ", i ? ";" : "");
+        int same = 0;
+        for (int j = i; all[j]; j++)
+            if (!strcmp(all[j]->kind, all[i]->kind))
+                h += (size_t)snprintf(mode_help + h, h < sizeof mode_help ? sizeof mode_help - h : 0, "%s%s",
+                                      same++ ? ", " : "", all[j]->name);
+        h += (size_t)snprintf(mode_help + h, h < sizeof mode_help ? sizeof mode_help - h : 0, ": %s", all[i]->kind);
+    }
+    mode_choices[k] = NULL;
+    for (int i = 0; all[i]; i++)
+        for (const rs_strategy_opt *o = all[i]->opts; o && o->name; o++) {
+            bool dup = false;
+            for (int j = 0; j < n; j++) dup |= !strcmp(train_opts[j].name, o->name);
+            if (dup || n >= RS_MAX_OPTS) continue; /* the registry's test checks every option made it */
+            train_opts[n++] = (rs_optdef){o->name, opt_type(o->type), o->def, o->help, o->choices};
+            train_opts[n] = (rs_optdef){NULL, 0, NULL, NULL, NULL};
+        }
+}
 
 static const rs_optdef generate_opts[] = {
     {"prompt", RS_T_STRING, NULL, "text to continue (default: a new line)", NULL},
@@ -137,7 +191,7 @@ static const rs_optdef set_opts[] = {
 };
 
 static const rs_optdef play_opts[] = {
-    {"mode", RS_T_ENUM, "interactive", "interactive: pause waits; auto: no waiting; step: ask before each command",
+    {"mode", RS_T_ENUM, "interactive", "the modes above",
      play_modes},
     {NULL, 0, NULL, NULL, NULL},
 };
@@ -146,6 +200,19 @@ static const rs_optdef view_opts[] = {
     {"speed", RS_T_FLOAT, "1", "playback speed (0.001: a millisecond collective takes a second)", NULL},
     {NULL, 0, NULL, NULL, NULL},
 };
+
+static const rs_optdef serve_opts[] = {
+    {"name", RS_T_STRING, NULL, "the model's name in the repository (default: the model's or file's name)", NULL},
+    {"http", RS_T_INT, "8000", "KServe v2 HTTP port (0: any free port)", NULL},
+    {"metrics", RS_T_INT, "8002", "Prometheus metrics port (-1: none)", NULL},
+    {"host", RS_T_STRING, "127.0.0.1", "address to bind (0.0.0.0: every interface)", NULL},
+    {"max_batch", RS_T_INT, "64", "max_batch_size: the largest batch the batcher forms", NULL},
+    {"delay", RS_T_DURATION, "500us", "max_queue_delay: how long a request waits for a fuller batch", NULL},
+    {"instances", RS_T_INT, "1", "instances of the model running in parallel, each with its own activations", NULL},
+    {"repo", RS_T_PATH, NULL, "where to write the repository for a model or file (default: a new /tmp folder)", NULL},
+    {NULL, 0, NULL, NULL, NULL},
+};
+static const char *const serve_words[] = {"stop", NULL};
 
 static const rs_optdef jobs_opts[] = {
     {"stop", RS_T_INT, NULL, "stop the background run with this number (its ranks are ended)", NULL},
@@ -194,6 +261,34 @@ static const rs_optdef p2p_opts[] = {
     {NULL, 0, NULL, NULL, NULL},
 };
 
+static const rs_optdef world_opts[] = {
+    DIST_OPTS,
+    {"nodes", RS_T_INT, "1", "machines this host plays", NULL},
+    {"store", RS_T_ENUM, "launcher", "who hosts the rendezvous: ringside, or rank 0",
+     (const char *const[]){"launcher", "rank0", NULL}},
+    {"view", RS_T_BOOL, "off", "live dashboard while the ranks run (on a terminal)", NULL},
+    {NULL, 0, NULL, NULL, NULL},
+};
+static const char *const tp_splits[] = {"both", "cols", "rows", NULL};
+static const rs_optdef tp_opts[] = {
+    DIST_OPTS,
+    {"split", RS_T_ENUM, "both", "cols: B by columns, then all_gather; rows: the inner dimension, then all_reduce",
+     tp_splits},
+    {"m", RS_T_INT, "2", "rows of A (1..64)", NULL},
+    {"k", RS_T_INT, "4", "columns of A, rows of B (1..64)", NULL},
+    {"n", RS_T_INT, "2", "columns of B (1..64)", NULL},
+    {NULL, 0, NULL, NULL, NULL},
+};
+
+static const char *const pi_methods[] = {"series", "midpoint", NULL};
+static const rs_optdef pi_opts[] = {
+    DIST_OPTS,
+    {"n", RS_T_INT, NULL, "terms of the sum, dealt round the ranks (default: one per rank, as the lecture)", NULL},
+    {"method", RS_T_ENUM, "series", "series: 4 x (1 - 1/3 + 1/5 ...); midpoint: 4/(1+x^2) over [0,1]", pi_methods},
+    {"view", RS_T_BOOL, "off", "live dashboard while the ranks run (on a terminal)", NULL},
+    {NULL, 0, NULL, NULL, NULL},
+};
+
 static const rs_optdef export_opts[] = {
     {"opset", RS_T_INT, "17", "ONNX opset to write (13..21)", NULL},
     {"softmax", RS_T_BOOL, "off", "end the graph with Softmax (output \"probs\" instead of \"logits\")", NULL},
@@ -215,7 +310,7 @@ static const rs_optdef onnx_opts[] = {
 static const char *const coll_ops[] = {"broadcast", "reduce", "all_reduce", "scatter", "gather", "all_gather",
                                        "reduce_scatter", "all_to_all", "barrier", NULL};
 static const char *const show_words[] = {"run", NULL};
-static const char *const play_words[] = {"tour", NULL};
+static const char *const tp_demos[] = {"matmul", NULL};
 static const char *const export_words[] = {"session", NULL};
 
 /* The words of a model spec after `seq` (engine/nn/spec.c parses them; "(" where arguments follow). */
@@ -247,8 +342,8 @@ const rs_cmddef rs_commands[] = {
     {"model", "models", "model NAME = mlp 784-256-10 | seq LAYERS... | gpt ...  build a model",
      "Builds a model and gives it a name. Three forms:\n"
      "  model m = mlp 784-256-10 [act=relu|gelu|tanh] [dropout=P] [in=1x28x28]\n"
-     "  model c = seq [in=1x28x28] conv(16,3,pad=1) relu maxpool(2) ... flatten linear(10)\n"
-     "  model g = gpt [layers=4 heads=4 dim=128 ctx=64 vocab= dropout=0]   a GPT for text\n"
+     "  model c = seq conv(16,3,pad=1) relu maxpool(2) flatten linear(10)\n"
+     "  model g = gpt [layers=4 heads=4 dim=128 ctx=64 vocab= dropout=0]\n"
      "Layers: linear(OUT) conv(OUT,K,stride=S,pad=P) maxpool(K) avgpool(K) relu gelu tanh flatten\n"
      "dropout(P) layernorm; [ ... ] groups layers into a block, res[ ... ] adds the block's\n"
      "input to its output. Text: seq ctx=T embed(VOCAB,WIDTH) ... attn(HEADS) gelu(tanh)\n"
@@ -257,13 +352,15 @@ const rs_cmddef rs_commands[] = {
      true, "SPEC", {{0}}, 0, model_opts, true, rs_cmd_model, model_forms},
     {"data", "models", "data NAME = digits | fashion | idx F F | cifar F.. | csv F | text [F]  load a data set",
      "Loads a data set and gives it a name:\n"
-     "  data d = digits [n=20000] [seed=1]   built-in handwritten-style digits, no download\n"
-     "  data f = fashion                     Fashion-MNIST (Debian package dataset-fashion-mnist)\n"
-     "  data x = idx IMAGES LABELS [TEST_IMAGES TEST_LABELS]   MNIST-format files (.gz too)\n"
-     "  data c = cifar FILE...               CIFAR-10 binary batches\n"
-     "  data t = csv FILE                    label first, then features\n"
-     "  data s = text [FILE|fortunes] [ctx=64]   characters: the built-in corpus, a text file or\n"
-     "                                       Debian's fortunes; windows of ctx characters\n"
+     "  data d = digits [n=20000] [seed=1]  built-in handwritten digits, no download\n"
+     "  data f = fashion                    Fashion-MNIST (dataset-fashion-mnist)\n"
+     "  data x = idx IMAGES LABELS [TEST_IMAGES TEST_LABELS]\n"
+     "                                      MNIST-format files (.gz too)\n"
+     "  data c = cifar FILE...              CIFAR-10 binary batches\n"
+     "  data t = csv FILE                   label first, then features\n"
+     "  data s = text [FILE|fortunes] [ctx=64]\n"
+     "                                      the built-in text, a file or fortunes;\n"
+     "                                      windows of ctx characters\n"
      "Sources without a test part keep a sixth of the samples aside; text keeps its last tenth.",
      true, "SOURCE", {{0}}, 0, data_opts, true, rs_cmd_data, data_forms},
     {"show", "models", "show NAME | show run N    describe a model, a data set or a run", NULL, false, NULL,
@@ -281,9 +378,10 @@ const rs_cmddef rs_commands[] = {
      "Ctrl-C stops at the next step boundary; the model keeps the weights of the last finished step.\n"
      "Across ranks: mode=ddp ranks=2 (DistributedDataParallel: gradients all-reduced in buckets during\n"
      "backward), mode=fsdp zero=1|2|3 (ZeRO: optimizer state, gradients, parameters sharded), mode=dp\n"
-     "(DataParallel: threads as replicas in this process). batch is the global batch; each rank takes\n"
-     "batch/ranks of it, so every mode trains the model one process would. At the end each rank's memory\n"
-     "by pool is printed, measured, beside the ZeRO paper's formula.",
+     "(DataParallel: threads as replicas in this process), mode=pipeline micro=4 schedule=1f1b (the layers\n"
+     "cut into a stage per rank, micro-batches flowing through them; the bubble is measured). batch is the\n"
+     "global batch; each data-parallel rank takes batch/ranks of it, so every mode trains the model one\n"
+     "process would. At the end each rank's memory by pool is printed, measured, beside its formula.",
      false, NULL, {A("MODEL", RS_A_MODEL), A("on", RS_A_KEYWORD), A("DATA", RS_A_DATA)}, 3, train_opts, false,
      rs_cmd_train, NULL},
     {"eval", "training", "eval MODEL on DATA    accuracy and loss", NULL, false, NULL,
@@ -306,8 +404,8 @@ const rs_cmddef rs_commands[] = {
      "Starts the ranks, runs one collective and prints each rank's input and result, checked against a\n"
      "serial computation. OP: broadcast reduce all_reduce scatter gather all_gather reduce_scatter\n"
      "all_to_all barrier. Inputs: rank r holds 1+r, 10+r, 19+r, ... (a scatter's root 0, 1, 2, ...).\n"
-     "  collective scatter ranks=2                   [0,1] to rank 0, [2,3] to rank 1\n"
-     "  collective reduce ranks=2 op=product         [1,10] x [2,11] = [2,110] on rank 0\n"
+     "  collective scatter ranks=2              [0,1] to rank 0, [2,3] to rank 1\n"
+     "  collective reduce ranks=2 op=product    [1,10] x [2,11] = [2,110] on rank 0\n"
      "  collective all_reduce ranks=4 algo=ring size=1M\n"
      "Every algorithm step goes to the session log (sql \"SELECT * FROM events WHERE kind='coll_step'\").",
      false, NULL, {ACH("OP", RS_A_WORD, coll_ops)}, 1, collective_opts, false, rs_cmd_collective, NULL},
@@ -319,13 +417,36 @@ const rs_cmddef rs_commands[] = {
      false, NULL, {ACH("OP", RS_A_WORD, coll_ops)}, 1, bench_opts, false, rs_cmd_bench, NULL},
     {"p2p", "ranks", "p2p [ranks=2] [size=1M] [backend=shm]    blocking vs immediate send/recv, with timings",
      NULL, false, NULL, {{0}}, 0, p2p_opts, false, rs_cmd_p2p, NULL},
+    {"world", "ranks", "world [ranks=2] [nodes=1] [store=rank0]    start ranks and show who each one is",
+     "Starts the ranks; each prints what it was told (torchrun's RANK,\n"
+     "WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK; under backend=mpi,\n"
+     "Open MPI's own), and an all_reduce of ones proves they all joined.\n"
+     "nodes=3 plays three machines on this one: LOCAL_RANK starts again at 0 on\n"
+     "each. store=rank0 leaves the rendezvous to rank 0, as when ranks are\n"
+     "started by hand, and prints the shell lines that would start them.",
+     false, NULL, {{0}}, 0, world_opts, false, rs_cmd_world, NULL},
+    {"tp", "ranks", "tp matmul [ranks=2] [split=both|cols|rows]    the lecture's tensor-parallel matrix product",
+     "Splits Y = A . B over real ranks as the lecture's example does (A 2x4 = 0..7, B 4x2 = 8..15):\n"
+     "split=cols gives rank r B's columns r n/W.. and an all_gather sets the blocks Y_r side by side;\n"
+     "split=rows gives rank r A's columns and B's rows r k/W.. (the inner dimension), and an all_reduce\n"
+     "adds the partial products. Megatron's MLP is these two in a row (train ... mode=tensor).\n"
+     "  tp matmul ranks=2                  [[76],[252]] || [[82],[274]], [[10,11],[82,91]] + [[66,71],[170,183]]\n"
+     "  tp matmul ranks=4 split=rows k=8   four partial products, one all_reduce",
+     false, NULL, {ACH("WHAT", RS_A_WORD, tp_demos)}, 1, tp_opts, false, rs_cmd_tp, NULL},
+    {"pi", "ranks", "pi [ranks=2] [n=] [method=series] [backend=shm]    the lecture's pi on real ranks",
+     "The annex program of the lecture: pi = 4 arctan(1) = 4 (1 - 1/3 + 1/5 - ...). Rank r sums\n"
+     "terms r, r+W, r+2W, ... of n (default n = ranks: one term each, as the lecture's program),\n"
+     "a reduce (SUM) adds the shares on rank 0, which prints pi and its error. method=midpoint\n"
+     "integrates 4/(1+x^2) over [0,1] by the midpoint rule instead (MPICH's cpi.c): its error\n"
+     "falls as 1/n^2, the series' as 1/n. The REPL sums the same terms in one process beside it.",
+     false, NULL, {{0}}, 0, pi_opts, false, rs_cmd_pi, NULL},
     {"backends", "ranks", "backends    which operations each backend has, on CPU and GPU", NULL, false, NULL, {{0}}, 0,
      NULL, false, rs_cmd_backends, NULL},
     {"view", "ranks", "view run N [speed=1]    replay a logged run in the dashboard",
      "Replays run N of the session log (collective, bench, train across ranks) in the live dashboard's\n"
      "panes, at speed= times real time. Keys: space pauses, + and - change the speed, Left and Right\n"
      "scrub back and forth, tab moves the focus between panes, q leaves. Without a terminal it prints\n"
-     "the run's final frame as text (100x30).",
+     "the run's final frame as text (as wide as the terminal, 80 in scripts; 30 rows).",
      false, NULL, {A("run", RS_A_KEYWORD), A("N", RS_A_INT)}, 2, view_opts, false, rs_cmd_view, NULL},
     {"jobs", "ranks", "jobs [stop=N]    runs going on in the background (q in the live view sends one there)",
      "Lists the runs that left the live view with `q` at the prompt and go on in the background: run\n"
@@ -334,6 +455,14 @@ const rs_cmddef rs_commands[] = {
      "loaded into or rebound; eval, predict and show see the weights from before the run.\n"
      "`jobs stop=N` stops run N; `quit` stops every one (Ctrl-C at the prompt does not).",
      false, NULL, {{0}}, 0, jobs_opts, false, rs_cmd_jobs, NULL},
+    {"serve", "models", "serve MODEL|FILE.onnx|REPO [http=8000] [max_batch=64] [delay=500us] ... | serve stop    Triton-compatible server",
+     "Serves a session model, an ONNX file or a Triton model repository over KServe v2 HTTP (Triton's\n"
+     "clients work as they are) with Prometheus metrics, in the background while the prompt goes on.\n"
+     "A model or file is first written into a repository (NAME/config.pbtxt, NAME/1/model.onnx).\n"
+     "Requests are merged by a dynamic batcher (max_batch=, delay=) and run on instances= threads.\n"
+     "`serve` alone shows what is served and its counters; `serve stop` drains and stops.\n"
+     "Standalone: ringside serve --repo DIR [--http PORT] [--metrics PORT] [--host ADDR].",
+     false, NULL, {{"SRC", RS_A_PATH, true, serve_words}}, 1, serve_opts, false, rs_cmd_serve, NULL},
     {"export", "models", "export MODEL FILE.onnx [opset=17] | export session N FILE.ring    ONNX, or a session as a script",
      "  export MODEL FILE.onnx [opset=17] [softmax=on]\n"
      "Writes MODEL as an ONNX file: Gemm, Conv, MaxPool, AveragePool, Relu, Gelu, Tanh, Flatten,\n"
@@ -349,7 +478,7 @@ const rs_cmddef rs_commands[] = {
      "  onnx check FILE                the structural checks of the ONNX checker\n"
      "Building a graph by hand:\n"
      "  onnx new gemm                  start a graph\n"
-     "  onnx input X N,4               an input of shape [N, 4] (N: a symbolic batch)\n"
+     "  onnx input X N,4               an input of shape [N, 4] (N: symbolic batch)\n"
      "  onnx init W 3,4 seed=1         an initializer (seed 0: zeros)\n"
      "  onnx init B 3\n"
      "  onnx node Gemm X,W,B Y \"transB=1\"\n"
@@ -369,12 +498,37 @@ const rs_cmddef rs_commands[] = {
      rs_cmd_history, NULL},
     {"replay", "session log", "replay SESSION    run a past session's commands again", NULL, false, NULL,
      {A("SESSION", RS_A_INT)}, 1, NULL, false, rs_cmd_replay, NULL},
-    {"play", "playback", "play FILE|tour [mode=interactive|auto|step]    play a tutorial script", NULL, false, NULL,
-     {ACH("FILE", RS_A_PATH, play_words), AOPT("MODE", RS_A_WORD)}, 2, play_opts, false, rs_cmd_play, NULL},
+    {"play", "playback", "play [N|NAME|FILE] [auto|step]    the tutorials, or play one",
+     "`play` alone lists the tutorials (so does `help play`); `play 2`, `play ranks`\n"
+     "or `play 02-ranks` plays one; `play FILE.ring` plays a script of your own.\n"
+     "Modes: interactive (pause waits for Enter), auto (no waiting: a class\n"
+     "watches, or a test runs it), step (asks before each command: Enter runs it,\n"
+     "s skips it, q stops). What the tutorial changes with `set` is put back when\n"
+     "it ends or stops.",
+     false, NULL, {{"TUTORIAL", RS_A_TUTORIAL, true, NULL}, {"MODE", RS_A_WORD, true, play_modes}}, 2, play_opts,
+     false, rs_cmd_play, NULL},
+    {"expect", "playback", "expect CONDITION    check the last result's numbers",
+     "Checks numbers of the last command that gave some; in a script or `play`, a\n"
+     "check that fails stops it, and ringside exits non-zero.\n"
+     "  expect accuracy >= 0.85              a value of the command\n"
+     "  expect rank 0 = [2, 110]             a rank's buffer, element by element\n"
+     "  expect rank 1 sent_bytes > 0         a value of one rank\n"
+     "  expect sent_bytes per rank = 48      every rank's ([64, 32]: rank by rank)\n"
+     "  expect memory.optimizer per rank ~= formula within 1%\n"
+     "  expect bubble ~= 0.43 within 15%     ~= takes within 0.01, or within 1%\n"
+     "Comparisons: = != < <= > >= ~= (= is equal to 6 significant digits). On the\n"
+     "right: a number (85% is 0.85), [a, vector] or a name; a name the result\n"
+     "lacks is read as NAME.LEFT (formula above: formula.memory.optimizer). A name\n"
+     "it does not have lists the names it has; docs/repl.md lists them all.",
+     false, "CONDITION", {{0}}, 0, NULL, false, rs_cmd_expect, NULL},
     {"say", "playback", "say \"TEXT\"    narration in a tutorial", NULL, false, NULL, {A("TEXT", RS_A_STRING)}, 1,
      NULL, false, rs_cmd_say, NULL},
     {"pause", "playback", "pause    wait for Enter (in a tutorial)", NULL, false, NULL, {{0}}, 0, NULL, false,
      rs_cmd_pause, NULL},
+    {"clear", "playback", "clear    clear the screen (on a terminal; elsewhere nothing)",
+     "Clears the terminal, as clear(1) does, so the next part of a lesson starts on a fresh screen.\n"
+     "Where the output is not a terminal (a script's output in a file or a pipe) it prints nothing.",
+     false, NULL, {{0}}, 0, NULL, false, rs_cmd_clear, NULL},
     {"set", "session", "set [threads=N] [seed=N] [color=on|off]    session settings (no options: show them)", NULL,
      false, NULL, {{0}}, 0, set_opts, false, rs_cmd_set, NULL},
     {"version", "session", "version    version, BLAS kernel, threads", NULL, false, NULL, {{0}}, 0, NULL, false,

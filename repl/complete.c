@@ -8,7 +8,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "repl.h"
+#include "result.h"
 #include "session.h"
+#include "tutorials.h"
 
 static void add(rs_compl *o, const char *text, const char *pre, const char *cand, const char *suffix)
 {
@@ -72,6 +75,25 @@ static void argument(rs_compl *o, const rs_session *s, const rs_argdef *a, const
     if (a->kind == RS_A_COMMAND)
         for (const rs_cmddef *k = rs_commands; k->name; k++) add(o, text, "", k->name, " ");
     if (a->kind == RS_A_PATH) want_files(o, "");
+    if (a->kind == RS_A_TUTORIAL) {
+        rs_tutorial *t;
+        int n = rs_tutorials_list(rs_repl_tutorial_dir(), &t);
+        for (int i = 0; i < n; i++) add(o, text, "", t[i].name, " ");
+        free(t);
+        if (strchr(text, '/') || strchr(text, '.')) want_files(o, ""); /* a script of one's own */
+    }
+}
+
+/* `expect ...`: the names the last result has (each once), and `rank` to start a condition. */
+static void result_names(rs_compl *o, const rs_session *s, const char *text, int nw)
+{
+    if (nw == 1) add(o, text, "", "rank", " ");
+    const rs_results *r = s ? s->results : NULL;
+    for (int i = 0; r && i < r->n; i++) {
+        bool seen = false;
+        for (int j = 0; j < i && !seen; j++) seen = !strcmp(r->vals[j].name, r->vals[i].name);
+        if (!seen) add(o, text, "", r->vals[i].name, " ");
+    }
 }
 
 /* The text after `NAME =`: a form's word first, then what that form takes. */
@@ -111,6 +133,10 @@ int rs_complete(const rs_session *s, const char *line, int start, int end, rs_co
     }
     const rs_cmddef *c = rs_cmd_find(words[0]);
     if (!c) return 0;
+    if (!c->binding && c->rest_name) {
+        result_names(o, s, text, nw);
+        return o->n;
+    }
     const char *eq = strchr(text, '=');
     if (eq && eq > text) {
         option_value(o, c, text, eq);

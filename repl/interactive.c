@@ -17,6 +17,7 @@
 
 #include "complete.h"
 #include "repl.h"
+#include "wrap.h"
 
 static rs_session *cur;          /* readline's callbacks take no user pointer */
 static char *pending_line;       /* set by the line handler, consumed by the loop */
@@ -147,17 +148,20 @@ static void on_sigint(int sig)
 
 /* Text printed above the prompt without breaking the line being typed: the line and its cursor are
  * saved, the prompt line cleared, the text written, then the prompt and the line drawn again. */
-static void print_above(const char *text, size_t len)
+static void print_above(FILE *out, const char *text, size_t len)
 {
     int point = rl_point;
     char *saved = rl_copy_text(0, rl_end);
     rl_save_prompt();
     rl_replace_line("", 0);
     rl_redisplay();
-    fputs("\r\033[K", stdout); /* the (now empty) prompt line: the text starts at its column 0 */
-    fwrite(text, 1, len, stdout);
-    if (len && text[len - 1] != '\n') fputc('\n', stdout);
     fflush(stdout);
+    /* the (now empty) prompt line: the text starts at its column 0, and goes through the session's
+     * output so it is wrapped to the terminal like the rest */
+    fputs("\r\033[K", out);
+    fwrite(text, 1, len, out);
+    if (len && text[len - 1] != '\n') fputc('\n', out);
+    fflush(out);
     rl_restore_prompt();
     rl_replace_line(saved ? saved : "", 0);
     rl_point = point <= rl_end ? point : rl_end;
@@ -179,7 +183,7 @@ static void pump_jobs(rs_session *s)
     rs_jobs_pump(s);
     s->out = out;
     fclose(m);
-    if (len) print_above(buf, len);
+    if (len) print_above(out, buf, len);
     free(buf);
 }
 
@@ -251,6 +255,7 @@ int rs_repl_interactive(rs_session *s, const char *history_path)
                 }
             }
             s->can_detach = true; /* `q` in a live view sends the run to the background */
+            rs_wrap_line_start(s->out); /* readline's Enter put the cursor at column 0 */
             errors += rs_repl_line(s, line) ? 1 : 0;
             s->can_detach = false;
             sigint_seen = 0;

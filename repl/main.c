@@ -3,6 +3,7 @@
  *   ringside FILE.ring            run a script
  *   ringside -c "cmd; cmd"        run a one-liner
  *   ringside --worker JOB k=v...  one rank of a distributed job (dist/worker/worker.h)
+ *   ringside serve --repo DIR ...  the inference server alone (serve/serve_main.c)
  * Options: --db PATH (session log file), --no-db, --keep-going (scripts go on after an error).
  * Exit status: 0, or 1 when a command failed (scripts stop at the first unless --keep-going).
  * exit() lives here and nowhere else. */
@@ -16,7 +17,9 @@
 #include "dist/worker/worker.h"
 #include "engine/cpu/blas.h"
 #include "repl.h"
+#include "serve/server.h"
 #include "slog/slog.h"
+#include "wrap.h"
 
 static volatile sig_atomic_t interrupted;
 
@@ -67,6 +70,7 @@ int main(int argc, char **argv)
     rs_blas_prefer_fast_kernel(argv);
     /* A rank process (started by the REPL, mpirun or by hand with the torchrun variables). */
     if (argc >= 2 && !strcmp(argv[1], "--worker")) return rs_worker_main(argc - 2, argv + 2, stdout, stderr);
+    if (argc >= 2 && !strcmp(argv[1], "serve")) return rs_serve_main(argc - 2, argv + 2, stdout, stderr);
     const char *db = NULL, *cmdline = NULL, *file = NULL;
     bool no_db = false, keep_going = false;
     for (int i = 1; i < argc; i++) {
@@ -91,12 +95,20 @@ int main(int argc, char **argv)
         }
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
-    rs_session *s = rs_session_new(stdout);
-    if (!s) return 1;
+    /* projector mode: every line the session prints fits the terminal (80 columns in scripts and pipes) */
+    FILE *out = rs_wrap_open(stdout), *err = NULL;
+    rs_session *s = rs_session_new(out ? out : stdout);
+    if (!s) {
+        if (out) fclose(out);
+        return 1;
+    }
     bool tty_in = isatty(STDIN_FILENO), tty_out = isatty(STDOUT_FILENO);
     const char *term = getenv("TERM");
     s->interactive = tty_in && tty_out && !file && !cmdline;
-    if (!s->interactive) s->err = stderr; /* scripts: `ringside s.ring 2>/dev/null` hides only the errors */
+    if (!s->interactive) { /* scripts: `ringside s.ring 2>/dev/null` hides only the errors */
+        err = rs_wrap_open(stderr);
+        s->err = err ? err : stderr;
+    }
     s->color = tty_out && !getenv("NO_COLOR") && !(term && !strcmp(term, "dumb"));
     s->keep_going = keep_going;
     s->interrupt = &interrupted;
@@ -151,5 +163,7 @@ int main(int argc, char **argv)
     if (s->log) rs_slog_close(s->log);
     s->log = NULL;
     rs_session_free(s);
+    if (err) fclose(err);
+    if (out) fclose(out);
     return errors ? 1 : 0;
 }

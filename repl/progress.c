@@ -1,6 +1,8 @@
 /* Progress bar and epoch lines (see progress.h). */
 #include "progress.h"
 
+#include "wrap.h"
+
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -18,7 +20,7 @@ void rs_progress_init(rs_progress *p, FILE *out)
     memset(p, 0, sizeof *p);
     p->out = out;
     const char *term = getenv("TERM");
-    p->tty = isatty(fileno(out)) && !(term && !strcmp(term, "dumb"));
+    p->tty = isatty(rs_wrap_fd(out)) && !(term && !strcmp(term, "dumb"));
     p->color = p->tty && !getenv("NO_COLOR");
 }
 
@@ -29,20 +31,39 @@ static void fmt_eta(double s, char *buf, size_t n)
     else snprintf(buf, n, "%dh%02dm", (int)s / 3600, ((int)s % 3600) / 60);
 }
 
+/* "\r\033[K" then head, a bar of `frac` and tail, the bar as wide as the terminal leaves (24 at most,
+ * 5 at least; tail's last fields give way before that): a line that wrapped could not be redrawn in
+ * place. */
+static void draw_line(rs_progress *p, const char *head, double frac, const char *const *tail, int ntail)
+{
+    int room = rs_wrap_cols(p->out) - 1, used = (int)strlen(head) + 3, n = ntail;
+    for (int i = 0; i < n; i++) used += (int)strlen(tail[i]);
+    while (n > 1 && room - used < 5) used -= (int)strlen(tail[--n]);
+    int width = room - used < 24 ? room - used : 24;
+    if (width < 5) width = 5;
+    int fill = (int)(frac * width + 0.5);
+    char b[32];
+    for (int i = 0; i < width; i++) b[i] = i < fill ? '#' : '-';
+    b[width] = '\0';
+    fprintf(p->out, "\r\033[K%s [%s]", head, b);
+    for (int i = 0; i < n; i++) fputs(tail[i], p->out);
+    fflush(p->out);
+}
+
 /* A language model counts steps and tokens: its epoch is far longer than a run. */
 static void lm_bar(rs_progress *p, const rs_train_event *ev)
 {
-    const int width = 20;
     double frac = ev->steps_total ? (double)ev->step / (double)ev->steps_total : 0;
-    int fill = (int)(frac * width + 0.5);
-    char b[64], eta[16];
-    for (int i = 0; i < width; i++) b[i] = i < fill ? '#' : '-';
-    b[width] = '\0';
+    char head[48], t[4][48], eta[16];
     double per_step = ev->batch > 0 ? ev->elapsed_s / (double)ev->batch : 0;
     fmt_eta(per_step * (double)(ev->steps_total - ev->step), eta, sizeof eta);
-    fprintf(p->out, "\r\033[K step %lld/%lld [%s] %3.0f%%  %.0f tok/s  loss %.4f  ETA %s", (long long)ev->step,
-            (long long)ev->steps_total, b, frac * 100, ev->samples_per_s * ev->rows, ev->loss, eta);
-    fflush(p->out);
+    snprintf(head, sizeof head, " step %lld/%lld", (long long)ev->step, (long long)ev->steps_total);
+    snprintf(t[0], sizeof t[0], " %3.0f%%", frac * 100);
+    snprintf(t[1], sizeof t[1], "  loss %.4f", ev->loss);
+    snprintf(t[2], sizeof t[2], "  ETA %s", eta);
+    snprintf(t[3], sizeof t[3], "  %.0f tok/s", ev->samples_per_s * ev->rows);
+    const char *tail[4] = {t[0], t[1], t[2], t[3]};
+    draw_line(p, head, frac, tail, 4);
 }
 
 static void bar(rs_progress *p, const rs_train_event *ev)
@@ -51,16 +72,17 @@ static void bar(rs_progress *p, const rs_train_event *ev)
         lm_bar(p, ev);
         return;
     }
-    const int width = 24;
     double frac = ev->epoch_samples ? (double)ev->samples / (double)ev->epoch_samples : 0;
-    int fill = (int)(frac * width + 0.5);
-    char b[64], eta[16];
-    for (int i = 0; i < width; i++) b[i] = i < fill ? '#' : '-';
-    b[width] = '\0';
+    char head[48], t[5][48], eta[16];
     fmt_eta(ev->eta_s, eta, sizeof eta);
-    fprintf(p->out, "\r\033[K epoch %d/%d [%s] %3.0f%%  %.0f samples/s  loss %.4f  acc %.3f  ETA %s", ev->epoch + 1,
-            ev->epochs, b, frac * 100, ev->samples_per_s, ev->epoch_loss, ev->epoch_acc, eta);
-    fflush(p->out);
+    snprintf(head, sizeof head, " epoch %d/%d", ev->epoch + 1, ev->epochs);
+    snprintf(t[0], sizeof t[0], " %3.0f%%", frac * 100);
+    snprintf(t[1], sizeof t[1], "  loss %.4f", ev->epoch_loss);
+    snprintf(t[2], sizeof t[2], "  acc %.3f", ev->epoch_acc);
+    snprintf(t[3], sizeof t[3], "  ETA %s", eta);
+    snprintf(t[4], sizeof t[4], "  %.0f samples/s", ev->samples_per_s);
+    const char *tail[5] = {t[0], t[1], t[2], t[3], t[4]};
+    draw_line(p, head, frac, tail, 5);
 }
 
 void rs_progress_event(void *ud, const rs_train_event *ev)

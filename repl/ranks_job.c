@@ -4,11 +4,15 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include "call.h"
 #include "dist/launch/launch.h"
@@ -19,6 +23,7 @@
 #include "engine/ckpt/checkpoint.h"
 #include "lang/value.h"
 #include "repl_log.h"
+#include "result.h"
 #include "session.h"
 #include "view_live.h"
 
@@ -68,17 +73,31 @@ static void log_trace(dist_job *j, const rs_pg_event *ev)
         snprintf(detail, sizeof detail, "{\"steps\":%d,\"group\":%d}", ev->steps, ev->group);
         e.detail_json = detail;
         if (!j->algo[0]) snprintf(j->algo, sizeof j->algo, "%s", rs_pg_algo_name(ev->algo));
-        if (ev->steps > j->steps) j->steps = ev->steps;
+        if (ev->rank < j->world && j->rank_steps && ++j->rank_steps[ev->rank] > j->steps) j->steps = j->rank_steps[ev->rank];
     } else if (ev->group) {
         snprintf(detail, sizeof detail, "{\"group\":%d}", ev->group);
         e.detail_json = detail;
     }
     if (ev->rank < j->world) {
+        if (ev->kind == RS_PG_EV_STEP && j->sent && ev->peer >= 0) j->sent[ev->rank] += (double)ev->bytes;
         if (ev->kind == RS_PG_EV_BEGIN) j->begin_t[ev->rank] = ev->t;
         if (ev->kind == RS_PG_EV_END) e.value = ev->t - j->begin_t[ev->rank];
     }
     rs_log_event(j->s, j->run, &e);
     j->nevents++;
+}
+
+/* One more number at the end of a vector of the last result (bench: a column of the table). */
+static void append_num(rs_session *s, const char *name, double v)
+{
+    const rs_result_val *old = rs_result_find(s->results, name, -1);
+    int n = old ? old->n : 0;
+    double *buf = malloc(sizeof *buf * (size_t)(n + 1));
+    if (!buf) return;
+    if (n) memcpy(buf, old->v, sizeof *buf * (size_t)n);
+    buf[n] = v;
+    rs_result_vec(s, name, -1, buf, n + 1);
+    free(buf);
 }
 
 static void bench_row(dist_job *j, const rs_bench_row *r)
@@ -105,9 +124,21 @@ static void bench_row(dist_job *j, const rs_bench_row *r)
     rs_log_metric(j->s, j->run, step, 0, "algbw", r->algbw);
     rs_log_metric(j->s, j->run, step, 0, "busbw", r->busbw);
     rs_log_metric(j->s, j->run, step, 0, "wrong", (double)r->wrong);
+    if (!j->background) { /* for `expect busbw.1M > 0` (repl/result.h) */
+        char size[32], name[64];
+        rs_val_fmt_size(r->bytes, size, sizeof size);
+        const char *names[] = {"busbw", "algbw", "time_us", "wrong"};
+        double vals[] = {r->busbw, r->algbw, r->time_us, (double)r->wrong};
+        for (int i = 0; i < 4; i++) {
+            snprintf(name, sizeof name, "%s.%s", names[i], size);
+            rs_result_num(j->s, name, vals[i]);
+            append_num(j->s, names[i], vals[i]);
+        }
+        append_num(j->s, "size", (double)r->bytes);
+    }
 }
 
-static void keep_span(dist_job *j, int rank, int64_t step, bool comm, double t0, double t1)
+static void keep_span(dist_job *j, int rank, int64_t step, bool comm, double t0, double t1, size_t bytes)
 {
     if (j->nspans == j->capspans) {
         int cap = j->capspans ? 2 * j->capspans : 256;
@@ -116,7 +147,19 @@ static void keep_span(dist_job *j, int rank, int64_t step, bool comm, double t0,
         j->spans = p;
         j->capspans = cap;
     }
-    j->spans[j->nspans++] = (struct tspan){rank, step, comm, t0, t1};
+    j->spans[j->nspans++] = (struct tspan){rank, step, comm, t0, t1, bytes};
+}
+
+static void keep_micro(dist_job *j, const rs_train_line *t)
+{
+    if (j->nmicros == j->capmicros) {
+        int cap = j->capmicros ? 2 * j->capmicros : 1024;
+        rs_train_line *p = realloc(j->micros, sizeof *p * (size_t)cap);
+        if (!p) return;
+        j->micros = p;
+        j->capmicros = cap;
+    }
+    j->micros[j->nmicros++] = *t;
 }
 
 /* A training rank's report: into the session log, and the figures the summary prints. */
@@ -135,7 +178,7 @@ static void train_line(dist_job *j, const rs_train_line *t)
         e.t = t->t0 + j->mono_to_unix;
         e.value = t->t1 - t->t0;
         rs_log_event(s, j->run, &e);
-        if (!strcmp(t->name, "backward")) keep_span(j, t->rank, t->step, false, t->t0, t->t1);
+        if (!strcmp(t->name, "backward")) keep_span(j, t->rank, t->step, false, t->t0, t->t1, 0);
         break;
     case RS_TL_COMM:
         e.kind = "phase";
@@ -147,7 +190,7 @@ static void train_line(dist_job *j, const rs_train_line *t)
         snprintf(detail, sizeof detail, "{\"op\":\"%s\",\"bucket\":%d}", t->name, t->index);
         e.detail_json = detail;
         rs_log_event(s, j->run, &e);
-        keep_span(j, t->rank, t->step, true, t->t0, t->t1);
+        keep_span(j, t->rank, t->step, true, t->t0, t->t1, t->bytes);
         break;
     case RS_TL_STEP:
         if (s->log && j->run > 0) {
@@ -184,6 +227,47 @@ static void train_line(dist_job *j, const rs_train_line *t)
         rs_log_metric(s, j->run, j->last_step, t->epoch, "test_acc", t->acc);
         rs_log_metric(s, j->run, j->last_step, t->epoch, "test_loss", t->loss);
         break;
+    case RS_TL_MICRO:
+        e.kind = "micro";
+        e.name = t->work == 'F' ? "forward" : "backward";
+        e.t = t->t0 + j->mono_to_unix;
+        e.value = t->t1 - t->t0;
+        e.chunk = t->micro;
+        snprintf(detail, sizeof detail, "{\"stage\":%d}", t->stage);
+        e.detail_json = detail;
+        rs_log_event(s, j->run, &e);
+        keep_micro(j, t);
+        break;
+    case RS_TL_STAGE:
+        e.kind = "stage";
+        e.t = rs_pg_now() + j->mono_to_unix;
+        e.chunk = t->stage;
+        snprintf(detail, sizeof detail, "{\"stages\":%d,\"first\":%d,\"last\":%d}", t->index, t->first, t->last);
+        e.detail_json = detail;
+        e.step = -1;
+        rs_log_event(s, j->run, &e);
+        if (j->stage_text && j->stage_short) {
+            char *txt = j->stage_text[t->rank], *sh = j->stage_short[t->rank];
+            size_t k = strlen(txt), ks = strlen(sh);
+            snprintf(txt + k, 96 - k, "%sstage %d of %d (layers %d..%d)", k ? ", " : "", t->stage, t->index, t->first,
+                     t->last);
+            snprintf(sh + ks, 48 - ks, "%s%d:%d..%d", ks ? " " : "", t->stage, t->first, t->last);
+        }
+        break;
+    case RS_TL_METRIC:
+        if (s->log && j->run > 0) rs_slog_metric(s->log, j->run, t->rank, t->step, 0, t->name, t->value);
+        for (int i = 0; j->figs && i < 8; i++) {
+            struct rs_job_fig *f = &j->figs[t->rank][i];
+            if (f->name[0] && strcmp(f->name, t->name)) continue;
+            if (!f->name[0]) {
+                snprintf(f->name, sizeof f->name, "%s", t->name);
+                f->max = t->value;
+            }
+            f->last = t->value;
+            if (t->value > f->max) f->max = t->value;
+            break;
+        }
+        break;
     case RS_TL_DONE: j->done[t->rank] = *t; break;
     case RS_TL_CKPT:
         j->ckpts++;
@@ -205,15 +289,19 @@ static void view_feed(dist_job *j, int rank, int is_stderr, const char *line)
     if (!vms[0] && !vms[1]) return;
     rs_pg_event ev;
     rs_train_line tl;
+    rs_data_line dl;
     char buf[RS_VIEW_LOG_W + 16];
     bool is_ev = !is_stderr && rs_wire_parse_event(line, &ev), is_tl = !is_ev && !is_stderr && rs_wire_parse_train(line, &tl);
+    bool is_data = !is_ev && !is_tl && !is_stderr && rs_wire_parse_data(line, &dl);
     if (is_ev) ev.t = logged_time(j, ev.t);
     if (is_tl) tl.t0 = logged_time(j, tl.t0), tl.t1 = logged_time(j, tl.t1);
+    if (is_data) dl.t = logged_time(j, dl.t);
     if (is_stderr) snprintf(buf, sizeof buf, "stderr: %s", line); /* never parsed as a machine line */
     for (int i = 0; i < 2; i++) {
         if (!vms[i]) continue;
         if (is_ev) rs_view_feed_event(vms[i], &ev);
         else if (is_tl) rs_view_feed_train(vms[i], &tl);
+        else if (is_data) rs_view_feed_data(vms[i], &dl);
         else rs_view_feed_line(vms[i], rank, is_stderr ? buf : line);
     }
 }
@@ -243,6 +331,23 @@ static void log_plain(dist_job *j, int rank, int is_stderr, const char *line)
     e.t = rs_pg_now() + j->mono_to_unix;
     e.kind = "log";
     e.name = is_stderr ? "stderr" : "stdout";
+    e.detail_json = detail;
+    rs_log_event(j->s, j->run, &e);
+}
+
+/* A rank's values (@data, step=1) as the line itself (kind 'coll_data', detail {"text": line}): `view
+ * run N` feeds it back through the same parser. */
+static void log_data(dist_job *j, const rs_data_line *d, const char *line)
+{
+    char text[RS_WIRE_DATA_MAX * 28 + 200], detail[sizeof text + 16];
+    json_text(text, sizeof text, line);
+    snprintf(detail, sizeof detail, "{\"text\":\"%s\"}", text);
+    rs_slog_event_info e = RS_SLOG_EVENT_INIT;
+    e.rank = d->rank;
+    e.t = d->t + j->mono_to_unix;
+    e.kind = "coll_data";
+    e.coll = (int64_t)d->coll;
+    e.astep = d->done;
     e.detail_json = detail;
     rs_log_event(j->s, j->run, &e);
 }
@@ -305,6 +410,33 @@ static void leave_view(dist_job *j)
     step_release(j, j->step_max);
 }
 
+/* A rank's buffer (@vals), kept for the command's end to record for `expect`. */
+static void keep_vals(dist_job *j, const char *line)
+{
+    if (j->nvals == j->capvals) {
+        int cap = j->capvals ? 2 * j->capvals : 8;
+        rs_wire_vals *v = realloc(j->vals, sizeof *v * (size_t)cap);
+        if (!v) return;
+        j->vals = v;
+        j->capvals = cap;
+    }
+    if (rs_wire_parse_vals(line, &j->vals[j->nvals]) && j->vals[j->nvals].rank < j->world) j->nvals++;
+}
+
+/* A rank's named number (@num), kept for the command's end. */
+static void keep_num(dist_job *j, const struct rs_job_num *n)
+{
+    if (n->rank >= j->world) return;
+    if (j->nnums == j->capnums) {
+        int cap = j->capnums ? 2 * j->capnums : 32;
+        struct rs_job_num *v = realloc(j->nums, sizeof *v * (size_t)cap);
+        if (!v) return;
+        j->nums = v;
+        j->capnums = cap;
+    }
+    j->nums[j->nnums++] = *n;
+}
+
 static void on_line(void *ud, int rank, int is_stderr, const char *line)
 {
     dist_job *j = ud;
@@ -329,6 +461,11 @@ static void on_line(void *ud, int rank, int is_stderr, const char *line)
             if (j->stepwise && ev.kind == RS_PG_EV_STEP) step_reported(j, &ev);
             return;
         }
+        rs_data_line d;
+        if (rs_wire_parse_data(line, &d)) {
+            log_data(j, &d, line);
+            return;
+        }
         if (rs_wire_parse_check(line, &r, &wrong, &secs)) {
             if (r < j->world) {
                 j->wrong[r] = wrong;
@@ -339,6 +476,19 @@ static void on_line(void *ud, int rank, int is_stderr, const char *line)
         }
         if (rs_wire_parse_bench(line, &row)) {
             bench_row(j, &row);
+            return;
+        }
+        if (!strncmp(line, "@vals ", 6)) {
+            keep_vals(j, line);
+            return;
+        }
+        if (rs_wire_parse_p2p(line, &j->p2p)) {
+            j->have_p2p = true;
+            return;
+        }
+        struct rs_job_num num;
+        if (rs_wire_parse_num(line, &num.rank, num.name, &num.v)) {
+            keep_num(j, &num);
             return;
         }
         rs_train_line tl;
@@ -412,10 +562,19 @@ void rs_job_free(dist_job *j)
     free(j->mem);
     free(j->done);
     free(j->spans);
+    free(j->micros);
+    free(j->stage_text);
+    free(j->stage_short);
+    free(j->figs);
+    free(j->vals);
+    free(j->nums);
+    free(j->sent);
+    free(j->rank_steps);
     if (j->held) fclose(j->held);
     free(j->held_buf);
     free(j->dump);
     free(j->ckpt);
+    free(j->sargs);
     free(j);
 }
 
@@ -425,6 +584,21 @@ int rs_job_finish(dist_job *j, int rc)
     if (j->finish) rc = j->finish(j, rc);
     rs_job_free(j);
     return rc;
+}
+
+/* A TCP port free on 127.0.0.1 right now (the kernel's pick), for a rank 0 that hosts the store itself;
+ * 0 after setting e. */
+static int free_port(rs_err *e)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    int port = 0;
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    else rs_err_set(e, RS_ERR_IO, "finding a free port for rank 0's store: %s", strerror(errno));
+    if (fd >= 0) close(fd);
+    return port;
 }
 
 static double mono_to_unix(void)
@@ -440,12 +614,22 @@ static double mono_to_unix(void)
 static int ranks_ended(dist_job *j, rs_status st, const rs_err *e)
 {
     rs_session *s = j->s;
+    if (st && st != RS_ERR_CANCELLED && j->kill_asked && j->l) {
+        /* the ranks have all ended: asking again only reads back how each one did */
+        rs_launch_result res;
+        rs_err again = {0};
+        rs_launch_wait(j->l, 0, &res, &again);
+        const rs_launch_rank *k = res.failed_rank == j->kill_rank ? &res.ranks[j->kill_rank] : NULL;
+        j->killed = k && k->state == RS_LAUNCH_SIGNALED && k->status == SIGKILL;
+    }
     rs_launch_free(j->l);
     j->l = NULL;
-    if (j->live && j->stepwise && !st) {
-        /* the last step's picture stays until a key: the lesson ends when the teacher says so */
-        rs_live_status(j->live, "done: press n, Enter or q");
-        while (!(rs_live_tick(j->live) & (RS_LIVE_NEXT | RS_LIVE_QUIT | RS_LIVE_STOP))) usleep(20000);
+    if (j->live && st != RS_ERR_CANCELLED && !(s->play_depth && s->play_mode == RS_PLAY_AUTO)) {
+        /* the last frame stays until a key, then the summary: a class reads the picture before the
+         * text scrolls it away (auto playback goes straight on; scripts and pipes have no view) */
+        rs_live_status(j->live, "done: press a key");
+        rs_live_dirty(j->live);
+        while (!(rs_live_tick(j->live) & (RS_LIVE_KEY | RS_LIVE_STOP))) usleep(20000);
     }
     rs_live_end(j->live);
     j->live = NULL;
@@ -454,7 +638,9 @@ static int ranks_ended(dist_job *j, rs_status st, const rs_err *e)
     rs_store_server_stop(j->srv);
     j->srv = NULL;
     if (j->dump_vm) {
-        char *text = rs_live_frame_text(j->dump_vm, 100, 30);
+        int w, h;
+        rs_live_frame_size(s, &w, &h);
+        char *text = rs_live_frame_text(j->dump_vm, w, h);
         FILE *f = fopen(j->dump, "w");
         if (f && text) fputs(text, f);
         if (f) fclose(f);
@@ -474,7 +660,11 @@ static int ranks_ended(dist_job *j, rs_status st, const rs_err *e)
         rs_log_run_end(s, j->run, "cancelled", 0, NULL, j->background ? "stopped in the background" : "stopped by Ctrl-C");
         rc = rs_session_error(s, j->c, (size_t)-1, 0, "%s: stopped (%s); the ranks were ended", j->what,
                               j->background ? "jobs stop" : "Ctrl-C");
+    } else if (st && j->killed) {
+        rs_log_run_end(s, j->run, "failed", j->last_step, NULL, e->msg);
+        fprintf(s->out, "%s: as kill=%d:%lld asked, %s\n", j->what, j->kill_rank, (long long)j->kill_step, e->msg);
     } else if (st) {
+        snprintf(j->failure, sizeof j->failure, "%s", e->msg);
         rs_log_run_end(s, j->run, "failed", j->last_step, NULL, e->msg);
         rc = rs_session_error(s, j->c, (size_t)-1, 0, "%s: %s", j->what, e->msg);
     }
@@ -561,7 +751,12 @@ int rs_job_run(dist_job *j, const char *const *job_args, int nargs, double timeo
     rs_log_event(s, j->run, &clock);
 
     rs_store_server *srv = NULL;
-    if (!be->needs_launcher && rs_store_server_start("127.0.0.1", 0, &srv, &e)) {
+    if (j->store_rank0 && (j->master_port = free_port(&e)) == 0) {
+        rs_view_model_free(j->dump_vm);
+        j->dump_vm = NULL;
+        return rs_job_finish(j, rs_session_error(s, c, (size_t)-1, 0, "%s: %s", j->what, e.msg));
+    }
+    if (!be->needs_launcher && !j->store_rank0 && rs_store_server_start("127.0.0.1", 0, &srv, &e)) {
         rs_view_model_free(j->dump_vm);
         j->dump_vm = NULL;
         return rs_job_finish(j, rs_session_error(s, c, (size_t)-1, 0, "%s: starting the rendezvous store: %s", j->what,
@@ -579,10 +774,21 @@ int rs_job_run(dist_job *j, const char *const *job_args, int nargs, double timeo
 
     char world[16], port[16], group[48], tmo[32];
     snprintf(world, sizeof world, "%d", j->world);
-    snprintf(port, sizeof port, "%d", srv ? rs_store_server_port(srv) : 0);
+    if (srv) j->master_port = rs_store_server_port(srv);
+    snprintf(port, sizeof port, "%d", j->master_port);
     snprintf(group, sizeof group, "group=r%lld-%ld", (long long)j->run, (long)getpid());
     snprintf(tmo, sizeof tmo, "timeout=%g", timeout_s);
-    const char *argv[64];
+    /* as many as the job has: the rank's own options are not counted here */
+    const char **argv = malloc(sizeof *argv * (size_t)(nargs + 16));
+    if (!argv) {
+        rs_store_close(j->step_store);
+        j->step_store = NULL;
+        rs_store_server_stop(srv);
+        j->srv = NULL;
+        rs_view_model_free(j->dump_vm);
+        j->dump_vm = NULL;
+        return rs_job_finish(j, rs_session_error(s, c, (size_t)-1, 0, "%s: out of memory", j->what));
+    }
     int a = 0;
     if (be->needs_launcher) {
         argv[a++] = "mpirun";
@@ -597,13 +803,17 @@ int rs_job_run(dist_job *j, const char *const *job_args, int nargs, double timeo
     argv[a++] = j->what;
     argv[a++] = group;
     argv[a++] = tmo;
-    argv[a++] = "store=launcher";
-    for (int i = 0; i < nargs && a < 61; i++) argv[a++] = job_args[i];
+    argv[a++] = j->store_rank0 ? "store=rank0" : "store=launcher";
+    for (int i = 0; i < nargs; i++) argv[a++] = job_args[i];
+    /* step=1: the ranks also report the values their buffers hold, which the data pane shows (and a
+     * dump for the tests, which compare it with a replay) */
     if (j->stepwise) argv[a++] = "stepwise=1";
+    if (j->stepwise || (j->dump && !strcmp(j->what, "collective"))) argv[a++] = "data=1";
     argv[a] = NULL;
 
     rs_launch_cfg cfg = {.nranks = be->needs_launcher ? 1 : j->world, .argv = argv,
-                         .master_port = srv ? rs_store_server_port(srv) : 1,
+                         .master_port = j->master_port ? j->master_port : 1,
+                         .local_world_size = be->needs_launcher ? 0 : j->per_node,
                          /* training ranks finish a step, gather and write the weights when stopped */
                          .grace_s = !strcmp(j->what, "train") ? 10 : 2,
                          .on_line = on_line, .line_ud = j, .should_stop = stop_requested, .stop_ud = j};
@@ -613,6 +823,7 @@ int rs_job_run(dist_job *j, const char *const *job_args, int nargs, double timeo
     if (j->live && j->stepwise) rs_live_status(j->live, "step=1: n / Enter / Right for the next step");
     j->t_begin = rs_pg_now();
     rs_status st = rs_launch_start(&cfg, &j->l, &e);
+    free(argv); /* the ranks have their copies (exec) */
     /* with the view up, short waits, so that `q` can hand the run to the background; without it one wait
      * to the end, as ever */
     if (!st)
@@ -697,8 +908,10 @@ int rs_job_common_opts(rs_session *s, const rs_call *c, dist_job *j, double *tim
     j->seconds = calloc((size_t)j->world, sizeof *j->seconds);
     j->begin_t = calloc((size_t)j->world, sizeof *j->begin_t);
     j->checked = calloc((size_t)j->world, sizeof *j->checked);
+    j->sent = calloc((size_t)j->world, sizeof *j->sent);
+    j->rank_steps = calloc((size_t)j->world, sizeof *j->rank_steps);
     j->mono_to_unix = mono_to_unix();
-    if (!j->wrong || !j->seconds || !j->begin_t || !j->checked)
+    if (!j->wrong || !j->seconds || !j->begin_t || !j->checked || !j->sent || !j->rank_steps)
         return rs_session_error(s, c, (size_t)-1, 0, "%s: out of memory", c->cmd->name);
     return 0;
 }

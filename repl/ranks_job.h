@@ -41,7 +41,7 @@ struct rs_job {
     bool *checked;
     int64_t nevents;
     char algo[32];          /* the algorithm the steps reported */
-    int steps;
+    int steps;              /* the most steps a rank took (a tree's reduce and broadcast count both) */
     /* bench */
     int nrows;
     double busbw_sum;
@@ -49,14 +49,32 @@ struct rs_job {
     /* train */
     rs_train_line *mem;     /* (world) each rank's last @mem */
     rs_train_line *done;    /* (world) each rank's @done */
-    struct tspan { int rank; int64_t step; bool comm; double t0, t1; } *spans; /* backward and comm spans */
+    struct tspan { int rank; int64_t step; bool comm; double t0, t1; size_t bytes; } *spans; /* backward and comm spans (bytes: comm) */
     int nspans, capspans;
+    /* pipeline: every micro-batch's forward and backward (the bubble is measured from them) and the
+     * stages each rank said it runs ("stage 1 of 2: layers 4..7"), for the summary and a failure */
+    rs_train_line *micros;
+    int nmicros, capmicros;
+    char (*stage_text)[96];  /* (world) */
+    char (*stage_short)[48]; /* (world) the same as "STAGE:FIRST..LAST", for the summary's table */
+    /* a strategy's own figures (@metric) per rank: the last and the largest value of each name */
+    struct rs_job_fig { char name[24]; double last, max; } (*figs)[8]; /* (world) */
+    int pipe_kind, pipe_m, pipe_v; /* mode=pipeline: schedule (rs_pipe_kind), micro-batches, stages per rank */
+    char failure[RS_ERR_MSG_MAX];       /* why the ranks failed (the launcher's message), "" when they did not */
     double eval_acc, eval_loss, last_print, t_start;
     int64_t last_step;
     double last_loss;
     bool evaluated;
     int ckpts;
     int64_t last_ckpt_step;
+    /* train kill=RANK:STEP: the fault asked for. When that rank dies of SIGKILL the command did what it
+     * was told: the run is logged failed, but the end is a report, not an error (killed is set) */
+    /* pi: the number of terms and the sum (dist/worker/pi.h), for the end's serial check */
+    uint64_t pi_n;
+    char pi_method[16];
+    bool kill_asked, killed;
+    int kill_rank;
+    int64_t kill_step;
     /* the live dashboard (view_live.h); NULL without a terminal, with view=off, or after `q` */
     rs_live *live;
     rs_view_model *dump_vm;  /* RINGSIDE_VIEW_DUMP=FILE: the same model fed headless, its last frame saved */
@@ -66,6 +84,21 @@ struct rs_job {
     uint64_t step_coll;      /* the collective whose steps are counted */
     int step_max;            /* highest step index a rank reported (-1: none yet) */
     int step_next;           /* the next step index to release */
+    /* for `expect` (repl/result.h): the buffers the ranks sent (@vals), p2p's timings (@p2p), and the
+     * bytes each rank sent in the algorithm's steps (world, from the trace) */
+    rs_wire_vals *vals;      /* (nvals) owned */
+    int nvals, capvals;
+    rs_p2p_times p2p;
+    bool have_p2p;
+    double *sent;            /* (world) owned: bytes of the steps that send (peer >= 0) */
+    struct rs_job_num { int rank; char name[32]; double v; } *nums; /* (nnums) owned: the ranks' @num lines */
+    int nnums, capnums;
+    int *rank_steps;         /* (world) owned: the steps each rank took part in */
+    /* how the ranks start (world): nodes of per_node ranks on this host (0: one node), and rank 0 hosting
+     * the rendezvous store as when started by hand, instead of the REPL */
+    int per_node;
+    bool store_rank0;
+    int master_port;         /* the port the ranks were given */
     /* the ranks while they run */
     rs_launch *l;            /* owned */
     rs_store_server *srv;    /* owned; NULL under mpirun */
@@ -93,10 +126,12 @@ struct rs_job {
     int64_t steps_total;
     int epochs;
     /* train: the session names (looked up again at the end: s->objs may move meanwhile) and the files */
-    char mname[64], dname[64], mode[8];
+    char mname[64], dname[64], mode[24];
     char dir[32], init[64], outp[64];
     char *ckpt;              /* owned copy of ckpt=, or NULL */
     int zero, opt_states;
+    int batch_parts;         /* the global batch's parts (data-parallel degree; world unless the mode says) */
+    struct rs_strategy_args *sargs; /* owned copy of the mode's options (the memory table's formula) */
 };
 
 /* A job for command c with what every rank-starting command checks (ranks=, backend=, algo=,

@@ -1,5 +1,6 @@
 /* Session-log glue and the session-log commands: runs, compare, sql, history, replay, export. */
 #include "repl_log.h"
+#include "wrap.h"
 
 #include <jansson.h>
 #include <stdlib.h>
@@ -8,6 +9,7 @@
 #include <unistd.h>
 
 #include "call.h"
+#include "dist/train/registry.h"
 #include "engine/optim/optim.h"
 #include "repl.h"
 #include "slog/slog.h"
@@ -22,33 +24,27 @@ void rs_log_check(rs_session *s)
     }
 }
 
-/* An option that only a mode across ranks reads ("ddp: gradient bucket size") says so in its help. */
-/* Which runs of `train` read an option: the modes (and the optimizer or schedule) it applies to. An
- * option missing here applies to every run. */
+/* Which runs of `train` read an option. The modes' own options and the common options a mode uses
+ * (ranks=, backend=, threads=, ...) come from the registry of strategies; the optimizer's and the
+ * schedule's own options are listed here. An option in neither applies to every run. */
 static const struct {
-    const char *name, *modes; /* " dp ddp fsdp " style lists; "opt=sgd" and "sched=..." test those options */
+    const char *name, *when; /* "opt=sgd" style: the run reads it when that option has that value */
 } applies_to[] = {
-    {"ranks", " dp ddp fsdp "}, {"backend", " ddp fsdp "}, {"timeout", " ddp fsdp "}, {"view", " ddp fsdp "},
-    {"bucket", " ddp "},        {"overlap", " ddp "},      {"zero", " fsdp "},       {"wrap", " fsdp "},
-    {"offload", " fsdp "},      {"momentum", "opt=sgd"},   {"nesterov", "opt=sgd"},  {"step_size", "sched=step"},
-    {"gamma", "sched=step"},    {"min_lr", "sched=cosine"}, {"threads", " single dp "},
+    {"momentum", "opt=sgd"}, {"nesterov", "opt=sgd"}, {"step_size", "sched=step"}, {"gamma", "sched=step"},
+    {"min_lr", "sched=cosine"},
 };
 
 static bool applies(const rs_call *c, const char *name)
 {
     for (size_t i = 0; i < sizeof applies_to / sizeof applies_to[0]; i++) {
         if (strcmp(applies_to[i].name, name)) continue;
-        const char *m = applies_to[i].modes, *eq = strchr(m, '=');
-        if (eq) {
-            char key[16];
-            snprintf(key, sizeof key, "%.*s", (int)(eq - m), m);
-            return !strcmp(rs_call_str(c, key, ""), eq + 1);
-        }
-        char word[24];
-        snprintf(word, sizeof word, " %s ", rs_call_str(c, "mode", "single"));
-        return strstr(m, word) != NULL;
+        const char *m = applies_to[i].when, *eq = strchr(m, '=');
+        char key[16];
+        snprintf(key, sizeof key, "%.*s", (int)(eq - m), m);
+        return !strcmp(rs_call_str(c, key, ""), eq + 1);
     }
-    return true;
+    const rs_strategy_def *d = rs_strategy_find(rs_call_str(c, "mode", "single"));
+    return !d || rs_strategy_uses(d, name);
 }
 
 /* An option whose default depends on the run (the table gives none): the value the run used. */
@@ -144,12 +140,8 @@ void rs_log_artifact_run(rs_session *s, int64_t run, const char *path, const cha
 
 void rs_log_artifact(rs_session *s, const char *path, const char *kind) { rs_log_artifact_run(s, 0, path, kind); }
 
-static int width(void)
-{
-    struct winsize w;
-    if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &w) == 0 && w.ws_col >= 40) return w.ws_col;
-    return 100;
-}
+/* Tables fit the terminal (80 columns in scripts and pipes: wrap.h). */
+static int width(rs_session *s) { return rs_wrap_cols(s->out); }
 
 static int no_log(rs_session *s, const rs_call *c)
 {
@@ -164,7 +156,7 @@ int rs_log_show_run(rs_session *s, const rs_call *c, int64_t run)
                                 "show run: there is no session log in this session (started with --no-db?)");
     rs_err err = {0};
     rs_slog_flush(s->log);
-    if (rs_slog_show_run(s->log, run, s->out, width(), &err))
+    if (rs_slog_show_run(s->log, run, s->out, width(s), &err))
         return rs_session_error(s, c, c->nargs > 1 ? c->arg_pos[1] : (size_t)-1, c->nargs > 1 ? strlen(c->args[1]) : 1,
                                 "show run: %s", err.msg);
     return 0;
@@ -174,7 +166,7 @@ static int print_table(rs_session *s, const rs_call *c, rs_status st, rs_table *
 {
     if (st) return rs_session_error(s, c, (size_t)-1, 0, "%s: %s", c->cmd->name, err->msg);
     if (!rs_table_nrows(t)) fprintf(s->out, "(none yet)\n");
-    else rs_table_print(s->out, t, width(), 0);
+    else rs_table_print(s->out, t, width(s), 0);
     rs_table_free(t);
     return 0;
 }
@@ -217,7 +209,7 @@ int rs_cmd_sql(rs_session *s, const rs_call *c)
     if (!s->log) return no_log(s, c);
     rs_err err = {0};
     rs_slog_flush(s->log);
-    if (rs_slog_sql_print(s->log, c->args[0], s->out, width(), 200, &err))
+    if (rs_slog_sql_print(s->log, c->args[0], s->out, width(s), 200, &err))
         return rs_session_error(s, c, c->arg_pos[0], strlen(c->args[0]) + 2, "sql: %s", err.msg);
     return 0;
 }

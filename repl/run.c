@@ -1,6 +1,5 @@
 /* Running commands from a line, a script file or a tutorial: split, lex, parse against the table,
  * log, dispatch. Scripts stop at the first error unless --keep-going; errors start with file:line:. */
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,7 +8,9 @@
 
 #include "call.h"
 #include "repl.h"
+#include "wrap.h"
 #include "repl_log.h"
+#include "result.h"
 #include "slog/slog.h"
 
 const char *rs_repl_tutorial_dir(void)
@@ -47,8 +48,11 @@ static int run_command(rs_session *s, const char *line, rs_span span)
     if (s->echo && !narration)
         fprintf(s->out, "%s> %s%s\n", rs_sty(s, "\033[2m"), text ? text : "", rs_sty(s, "\033[0m"));
     int64_t saved_cmd = s->cmd_id;
+    const char *saved_text = s->cmd_text;
+    s->cmd_text = text;
     s->cmd_id = s->log ? rs_slog_command_begin(s->log, text ? text : "", s->source) : 0;
     int errors_before = s->errors;
+    unsigned result_gen = rs_result_gen(s);
     rs_call c = {0};
     if (lexed != RS_OK) {
         rs_session_line_error(s, line, pos, 1, "%s", err.msg);
@@ -59,6 +63,7 @@ static int run_command(rs_session *s, const char *line, rs_span span)
         rc = c.cmd->fn(s, &c);
     }
     rs_call_free(&c);
+    if (rc != 0 && rs_result_gen(s) != result_gen) rs_result_fail(s); /* its numbers are not to be checked */
     if (s->log) {
         const char *status = rc == 0 ? "ok" : rc == 2 ? "cancelled" : "error";
         rs_slog_command_end(s->log, s->cmd_id, status, rc == 1 ? s->last_error : NULL);
@@ -66,6 +71,7 @@ static int run_command(rs_session *s, const char *line, rs_span span)
     }
     if (rc == 1 && s->errors == errors_before) s->errors++;
     s->cmd_id = saved_cmd;
+    s->cmd_text = saved_text;
     free(text);
     rs_lex_free(&t);
     fflush(s->out);
@@ -94,6 +100,7 @@ static int step_prompt(rs_session *s, const char *line)
     int ch = getchar(), first = ch;
     while (ch != EOF && ch != '\n') ch = getchar();
     if (first == EOF) clearerr(stdin);
+    rs_wrap_line_start(s->out); /* the terminal echoed the Enter */
     if (first == 'q' || first == 'Q') return 2;
     if (first == 's' || first == 'S') return 1;
     return 0;
@@ -120,7 +127,9 @@ int rs_repl_file(rs_session *s, const char *path)
         if (s->play_depth && s->play_mode == RS_PLAY_STEP && s->interactive) {
             const char *p = line;
             while (*p == ' ' || *p == '\t') p++;
-            bool narration = !strncmp(p, "say ", 4) || !strncmp(p, "pause", 5) || *p == '#' || !*p;
+            /* narration and checks run without asking: the class steps through what does something */
+            bool narration = !strncmp(p, "say ", 4) || !strncmp(p, "pause", 5) || !strncmp(p, "expect ", 7) || *p == '#' ||
+                             !*p;
             if (!narration) {
                 int a = step_prompt(s, p);
                 if (a == 2) break;
@@ -141,55 +150,4 @@ int rs_repl_file(rs_session *s, const char *path)
     s->where_line = old_line;
     s->source = old_source;
     return errors;
-}
-
-int rs_cmd_play(rs_session *s, const rs_call *c)
-{
-    char path[1024];
-    const char *arg = c->args[0];
-    if (!strcmp(arg, "tour")) snprintf(path, sizeof path, "%s/00-tour.ring", rs_repl_tutorial_dir());
-    else if (access(arg, R_OK) != 0 && !strchr(arg, '/')) {
-        /* A bare name: look in the tutorials folder, with or without .ring, and without its number
-         * (`play collectives` finds 01-collectives.ring). */
-        snprintf(path, sizeof path, "%s/%s%s", rs_repl_tutorial_dir(), arg, strstr(arg, ".ring") ? "" : ".ring");
-        DIR *d = access(path, R_OK) != 0 ? opendir(rs_repl_tutorial_dir()) : NULL;
-        for (struct dirent *e; d && (e = readdir(d));) {
-            const char *dash = strchr(e->d_name, '-');
-            size_t n = strlen(arg);
-            if (dash && !strncmp(dash + 1, arg, n) && !strcmp(dash + 1 + n, strstr(arg, ".ring") ? "" : ".ring")) {
-                snprintf(path, sizeof path, "%s/%s", rs_repl_tutorial_dir(), e->d_name);
-                break;
-            }
-        }
-        if (d) closedir(d);
-    } else snprintf(path, sizeof path, "%s", arg);
-    if (access(path, R_OK) != 0) {
-        if (!strcmp(arg, "tour") || strcmp(path, arg))
-            return rs_session_error(s, c, c->arg_pos[0], strlen(arg),
-                                    "play: no file '%s' here, and no tutorial %s (%s)", arg, path, strerror(errno));
-        return rs_session_error(s, c, c->arg_pos[0], strlen(arg), "play: cannot read %s: %s", path, strerror(errno));
-    }
-    rs_play_mode mode = (rs_play_mode)rs_call_opt(c, "mode")->v.choice;
-    if (c->nargs > 1) {
-        if (!strcmp(c->args[1], "auto")) mode = RS_PLAY_AUTO;
-        else if (!strcmp(c->args[1], "step")) mode = RS_PLAY_STEP;
-        else if (!strcmp(c->args[1], "interactive")) mode = RS_PLAY_INTERACTIVE;
-        else
-            return rs_session_error(s, c, c->arg_pos[1], strlen(c->args[1]),
-                                    "play: mode '%s' is not one of interactive, auto, step", c->args[1]);
-    }
-    if (s->play_depth >= 4) return rs_session_error(s, c, c->arg_pos[0], strlen(arg), "play: tutorials nest at most 4 deep");
-    rs_play_mode old_mode = s->play_mode;
-    bool old_echo = s->echo, old_keep = s->keep_going;
-    s->play_mode = mode;
-    s->play_depth++;
-    s->echo = true;
-    s->keep_going = false;
-    int errors = rs_repl_file(s, path);
-    s->play_depth--;
-    s->play_mode = old_mode;
-    s->echo = old_echo;
-    s->keep_going = old_keep;
-    if (errors) return rs_session_error(s, c, (size_t)-1, 0, "play: %s stopped after an error", path);
-    return 0;
 }

@@ -2,7 +2,9 @@
 #include "session.h"
 
 #include "onnx/build.h"
-#include "onnx/graph.h"
+#include "result.h"
+#include "serve/server.h"
+#include "wrap.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
@@ -21,7 +23,6 @@ rs_session *rs_session_new(FILE *out)
 static void free_obj(rs_obj *o)
 {
     rs_model_free(o->model);
-    rs_onnx_graph_free(o->graph);
     free(o->spec);
     rs_data_pair_free(&o->data);
     memset(o, 0, sizeof *o);
@@ -33,6 +34,8 @@ void rs_session_free(rs_session *s)
     for (int i = 0; i < s->nobjs; i++) free_obj(&s->objs[i]);
     free(s->objs);
     rs_onnx_builder_free(s->onnx_builder);
+    rs_results_free(s->results);
+    rs_serve_stop(s->server);
     free(s);
 }
 
@@ -105,9 +108,21 @@ static void vreport(rs_session *s, const char *line, size_t pos, size_t len, con
         if (pos > n) pos = n;
         if (len == 0) len = 1;
         if (pos + len > n + 1) len = n + 1 - pos;
-        fprintf(f, "  %.*s\n  ", (int)n, line);
+        /* A line wider than the terminal shows the part around the caret, cut with "…" at either end:
+         * wrapped, the caret would no longer stand under what it points at. */
+        size_t from = 0, to = n;
+        int room = rs_wrap_cols(f) - 4;
+        if (rs_wrap_text_width(line, n) > room + 2) {
+            from = pos > (size_t)(room / 3) ? pos - (size_t)(room / 3) : 0;
+            while (from > 0 && ((unsigned char)line[from] & 0xC0) == 0x80) from--;
+            to = from + rs_wrap_prefix(line + from, n - from, room);
+            if (pos + len > to + 1) len = to >= pos ? to - pos + 1 : 1;
+        }
+        fprintf(f, "  %s%.*s%s\n  %s", from ? "\xe2\x80\xa6" : "", (int)(to - from), line + from, to < n ? "\xe2\x80\xa6" : "",
+                from ? " " : "");
         /* Keep tabs as tabs so the caret lines up under them. */
-        for (size_t i = 0; i < pos; i++) fputc(line[i] == '\t' ? '\t' : ' ', f);
+        for (size_t i = from; i < pos; i++)
+            if (((unsigned char)line[i] & 0xC0) != 0x80) fputc(line[i] == '\t' ? '\t' : ' ', f);
         fputs(rs_sty(s, "\033[1;31m"), f);
         for (size_t i = 0; i < len; i++) fputc('^', f);
         fputs(rs_sty(s, "\033[0m"), f);

@@ -18,11 +18,10 @@ typedef enum rs_obj_kind { RS_OBJ_MODEL, RS_OBJ_DATA } rs_obj_kind;
 typedef struct rs_obj {
     char name[64];
     rs_obj_kind kind;
-    rs_model *model;        /* RS_OBJ_MODEL, owned; NULL for an imported ONNX graph that is not a plain
-                               sequence of engine layers (then `graph` runs it: eval, predict, show) */
-    void *graph;            /* RS_OBJ_MODEL imported from ONNX without a trainable equivalent:
-                               rs_onnx_graph, owned */
-    char *spec;             /* the spec it was built from (owned) */
+    rs_model *model;        /* RS_OBJ_MODEL, owned; inference-only (rs_model_inference_only) for an
+                               imported ONNX graph that is not a plain sequence of engine layers: eval,
+                               predict and show run it, nothing trains or saves it */
+    char *spec;             /* the spec it was built from (owned); "onnx FILE" for an inference-only one */
     rs_data_pair data;      /* RS_OBJ_DATA, owned */
     char source[256];       /* what `data` was given, as rs_data_open reads it ("digits:6000") */
     uint64_t data_seed;     /* the seed it was opened with: ranks open the same data from both */
@@ -53,6 +52,7 @@ struct rs_session {
     int play_depth;
     rs_slog *log;           /* may be NULL (no log) */
     int64_t cmd_id;         /* the command being run, in the log */
+    const char *cmd_text;   /* the command being run, as typed (run.c); NULL between commands */
     const char *source;     /* 'tty', '-c', 'script:...', 'replay:N' */
     volatile sig_atomic_t *interrupt; /* set by Ctrl-C; commands poll it */
     int errors;             /* errors so far (scripts exit with it) */
@@ -61,8 +61,10 @@ struct rs_session {
     void *onnx_builder;     /* the graph `onnx new` started (rs_onnx_builder, owned), or NULL */
     bool can_detach;        /* the interactive prompt runs this line: `q` in the live view may send a
                                run to the background (scripts and -c never detach) */
+    struct rs_results *results; /* the last result `expect` checks (repl/result.h), owned; NULL before any */
     struct rs_job *jobs;    /* background runs (repl/ranks_job.c's list, owned); the prompt pumps them
                                with rs_jobs_pump and ends them with rs_jobs_stop_all */
+    struct rs_serve_server *server; /* `serve`'s running server (owned), or NULL */
 };
 
 rs_session *rs_session_new(FILE *out);
@@ -95,6 +97,17 @@ int rs_session_check_busy(rs_session *s, const rs_call *c, const rs_obj *o, size
 int rs_jobs_count(const rs_session *s);
 void rs_jobs_pump(rs_session *s);
 void rs_jobs_stop_all(rs_session *s, bool say);
+
+/* What `set` changes (repl/cmd_session.c), saved around a tutorial so that playing one leaves the session
+ * as it was. A setting `set` learns must be added here too. */
+typedef struct rs_settings {
+    int threads;        /* the kernels' threads */
+    int session_threads;/* s->threads */
+    uint64_t seed;
+    bool color;
+} rs_settings;
+void rs_settings_save(const rs_session *s, rs_settings *out);
+void rs_settings_restore(rs_session *s, const rs_settings *in);
 
 /* Styling that honours NO_COLOR: returns "" when colour is off. */
 const char *rs_sty(const rs_session *s, const char *code);

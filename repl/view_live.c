@@ -19,6 +19,7 @@
 #include "view/render.h"
 #include "view/screen.h"
 #include "view/view_curses.h"
+#include "wrap.h"
 
 enum { PANE_RANKS, PANE_COLL, PANE_TIMELINE, PANE_LOG, PANE_COUNT };
 
@@ -275,6 +276,7 @@ int rs_live_tick(rs_live *lv)
     pump_output(lv);
     int ch;
     while ((ch = getch()) != ERR) {
+        if (ch != KEY_RESIZE) out |= RS_LIVE_KEY;
         switch (ch) {
         case ' ':
             lv->paused = !lv->paused;
@@ -348,6 +350,13 @@ void rs_live_end(rs_live *lv)
     rs_view_screen_free(lv->sc);
     rs_view_model_free(lv->vm);
     free(lv);
+}
+
+void rs_live_frame_size(const rs_session *s, int *w, int *h)
+{
+    int cols = rs_wrap_cols(s->out);
+    *w = cols > RS_VIEW_MIN_W ? cols : RS_VIEW_MIN_W;
+    *h = 30;
 }
 
 char *rs_live_frame_text(const rs_view_model *vm, int w, int h)

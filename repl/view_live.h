@@ -20,6 +20,7 @@ enum {
     RS_LIVE_NEXT = 4,  /* n, Enter or Right (focus not on the log): the next algorithm step (step=1) */
     RS_LIVE_BACK = 8,  /* Left: scrub back (replays) */
     RS_LIVE_FWD = 16,  /* Right: scrub forward (replays) */
+    RS_LIVE_KEY = 32,  /* any key at all (a resize is none) */
 };
 
 /* Whether a live view can run for this session: a person at a terminal (s->interactive), stdout a
@@ -60,5 +61,7 @@ void rs_live_dirty(rs_live *lv);
 /* The final frame as text, w x h, without a terminal: what `view run N` prints headless and what
  * RINGSIDE_VIEW_DUMP writes. The buffer is malloc'ed (caller frees); NULL when out of memory. */
 char *rs_live_frame_text(const rs_view_model *vm, int w, int h);
+/* The size of that frame: as wide as s's output (80 in scripts and pipes, never less), 30 rows. */
+void rs_live_frame_size(const rs_session *s, int *w, int *h);
 
 #endif

@@ -16,7 +16,10 @@ PACKAGES=(
   libmicrohttpd-dev libnghttp2-dev libopenmpi-dev openmpi-bin tmux libssl-dev
 )
 # Python packages for the interop tests; the tests skip their part (and say so) when these are absent.
-PY_MODULES=(safetensors numpy onnx onnxruntime)
+# PY_MODULES are pip's names, PY_IMPORTS the modules that show they are there (tritonclient[http]: Triton's
+# own HTTP client, which the serve tests point at `ringside serve`).
+PY_MODULES=(safetensors numpy onnx onnxruntime 'tritonclient[http]')
+PY_IMPORTS=(safetensors numpy onnx onnxruntime tritonclient.http)
 
 say() { printf 'setup: %s\n' "$*"; }
 
@@ -86,7 +89,7 @@ if ! command -v python3 >/dev/null 2>&1; then
 fi
 py=$(command -v python3)
 pyver=$(python3 -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])' 2>/dev/null || echo '?')
-import_line="import $(IFS=,; echo "${PY_MODULES[*]}")"
+import_line="import $(IFS=,; echo "${PY_IMPORTS[*]}")"
 if python3 -c "$import_line" >/dev/null 2>&1; then
   say "python: ${PY_MODULES[*]} already importable by $py ($pyver)"
   exit 0

@@ -24,10 +24,10 @@ extern char **environ;
 #define READ_CHUNK 65536
 #define LOOP_TICK_S 0.02          /* how often exits and should_stop are looked at */
 #define DEFAULT_GRACE_S 5.0
-#define N_TORCHRUN_VARS 6
+#define N_TORCHRUN_VARS 7
 
 static const char *const torchrun_vars[N_TORCHRUN_VARS] = {
-    "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+    "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT",
 };
 
 typedef struct stream {
@@ -503,7 +503,10 @@ rs_status rs_launch_start(const rs_launch_cfg *cfg, rs_launch **out, rs_err *err
         if (!strchr(*e, '=') || **e == '=')
             return rs_err_set(err, RS_ERR_ARG, "launch: environment entry '%s' is not NAME=VALUE", *e);
 
-    int n = cfg->nranks;
+    int n = cfg->nranks, per_node = cfg->local_world_size ? cfg->local_world_size : cfg->nranks;
+    if (per_node < 1 || n % per_node)
+        return rs_err_set(err, RS_ERR_ARG, "launch: %d ranks do not split into nodes of %d (use a divisor of %d)", n,
+                          per_node, n);
     rs_launch *l = calloc(1, sizeof *l);
     if (!l) return rs_err_set(err, RS_ERR_NOMEM, "launch: out of memory");
     l->nranks = n;
@@ -542,11 +545,11 @@ rs_status rs_launch_start(const rs_launch_cfg *cfg, rs_launch **out, rs_err *err
     envp[base + N_TORCHRUN_VARS + nextra] = NULL;
 
     for (int r = 0; r < n && st == RS_OK; r++) {
-        /* One host for now: the local rank is the global rank. */
-        int vals[4] = {r, n, r, n};
-        for (int i = 0; i < 4; i++) snprintf(vars[i], sizeof vars[i], "%s=%d", torchrun_vars[i], vals[i]);
-        snprintf(vars[4], sizeof vars[4], "MASTER_ADDR=%s", addr);
-        snprintf(vars[5], sizeof vars[5], "MASTER_PORT=%d", cfg->master_port);
+        /* One host playing n / per_node nodes, numbered as torchrun numbers them. */
+        int vals[5] = {r, n, r % per_node, per_node, r / per_node};
+        for (int i = 0; i < 5; i++) snprintf(vars[i], sizeof vars[i], "%s=%d", torchrun_vars[i], vals[i]);
+        snprintf(vars[5], sizeof vars[5], "MASTER_ADDR=%s", addr);
+        snprintf(vars[6], sizeof vars[6], "MASTER_PORT=%d", cfg->master_port);
         st = spawn_rank(l, cfg, r, envp, err);
     }
 done:

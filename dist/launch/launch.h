@@ -1,5 +1,5 @@
 /* The rank launcher: spawns N copies of a program with the torchrun environment (RANK, WORLD_SIZE,
- * LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT), hands their output to a callback line by
+ * LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT), hands their output to a callback line by
  * line, and stops them all when one fails, so a learner is told which rank died and how, never left
  * with a hang. rs_launch_env_from_environ is the other side: a rank reading what it was given. */
 #ifndef RS_LAUNCH_H
@@ -27,6 +27,9 @@ typedef struct rs_launch_cfg {
     const char *const *extra_env; /* NULL or NULL-terminated "NAME=VALUE" list, set last (wins) */
     int clear_env;                /* 0: ranks inherit this process's environment (OPENBLAS_CORETYPE,
                                      PATH, OMP_NUM_THREADS...); 1: only the torchrun set + extra_env */
+    int local_world_size;         /* ranks per node: this host plays nodes of that many ranks, numbered as
+                                     torchrun numbers them (LOCAL_RANK = rank % it, GROUP_RANK = rank / it);
+                                     must divide nranks; 0: one node of nranks */
     double grace_s;               /* SIGTERM -> SIGKILL delay when stopping; <= 0: 5 s. All ranks
                                      are down about grace_s after a failure, inside the 10 s bound. */
     rs_launch_line_fn on_line;    /* NULL: print "[rank N] line" ("[rank N stderr] line") to stdout */
@@ -85,15 +88,17 @@ void rs_launch_free(rs_launch *l);
 typedef struct rs_launch_env {
     int rank, world_size;
     int local_rank, local_world_size;
+    int group_rank;                       /* the node's number (torchrun's GROUP_RANK) */
     char master_addr[RS_LAUNCH_ADDR_MAX]; /* "" when not given (mpirun without MASTER_ADDR) */
     int master_port;                      /* 0 when not given (mpirun without MASTER_PORT) */
     const char *source;                   /* "torchrun" or "mpirun" (static string) */
 } rs_launch_env;
 
-/* Reads RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT from the environment,
- * falling back to Open MPI's OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK/LOCAL_SIZE when RANK is not set.
- * With the torchrun variables MASTER_ADDR and MASTER_PORT are required; LOCAL_RANK defaults to RANK
- * and LOCAL_WORLD_SIZE to WORLD_SIZE. A missing or malformed value is an RS_ERR_ARG naming the
+/* Reads RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT from the
+ * environment, falling back to Open MPI's OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK/LOCAL_SIZE when RANK is
+ * not set. With the torchrun variables MASTER_ADDR and MASTER_PORT are required; LOCAL_RANK defaults to
+ * RANK, LOCAL_WORLD_SIZE to WORLD_SIZE and GROUP_RANK to RANK / LOCAL_WORLD_SIZE (nodes of equal size
+ * numbered in order, as torchrun and mpirun's default mapping number them). A missing or malformed value is an RS_ERR_ARG naming the
  * variable, its value, and what would work. */
 rs_status rs_launch_env_from_environ(rs_launch_env *out, rs_err *err);
 

@@ -74,6 +74,9 @@ rs_status rs_launch_env_from_environ(rs_launch_env *out, rs_err *err)
                               v_lrank, v_lsize, out->local_world_size, v_size, out->world_size, v_lrank);
         out->local_rank = out->rank;
     }
+    out->group_rank = out->rank / out->local_world_size;
+    if (torchrun && (st = get_int("GROUP_RANK", 0, 0, out->world_size - 1, &out->group_rank, &present, hint, err)))
+        return st;
     out->source = torchrun ? "torchrun" : "mpirun";
 
     /* The rendezvous address: required for torchrun-style ranks, optional under mpirun, whose own

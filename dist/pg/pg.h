@@ -56,6 +56,14 @@ typedef struct rs_pg_event {
     int chunk;
     size_t bytes;       /* BEGIN/END: the message; STEP: bytes moved in this step */
     double t;           /* monotonic seconds */
+    /* STEP of the step-based backends: the buffer the algorithm works in on this rank as the step
+     * begins (the steps before it done), `count` elements of `dtype` cut into `blocks` chunks as the
+     * algorithm cuts it (element i of chunk b: count*b/blocks + i; 1 chunk for whole-buffer algorithms).
+     * What a dashboard shows as "the data"; NULL elsewhere. Valid only during the trace call. */
+    const void *data;
+    size_t count;
+    rs_dtype dtype;
+    int blocks;
 } rs_pg_event;
 typedef void (*rs_pg_trace_fn)(void *ud, const rs_pg_event *ev);
 
@@ -131,6 +139,11 @@ struct rs_pg {
     rs_pg_opkind cur_op;
     rs_pg_algo cur_algo;
     rs_work *pending;
+    /* ... and the buffer the current collective works in (rs_pg_event.data), NULL for none */
+    const void *work;
+    size_t work_count;
+    rs_dtype work_dtype;
+    int work_blocks;
 };
 
 /* The backends this build has, for `backends` and for rs_pg_new. */

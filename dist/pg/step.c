@@ -158,6 +158,7 @@ static rs_status post(rs_pg *g, rs_pg_opkind op, int to, const void *sp, int fro
                         .rbytes = from >= 0 ? bytes : 0, .mode = RS_XF_COPY, .t = RS_I32, .steps = 1};
     g->cur_op = op;
     g->cur_algo = RS_ALGO_AUTO;
+    g->work = NULL;
     trace_step(g, 0, 1, to, 0, bytes);
     rs_work **tail = &g->pending;
     while (*tail) tail = &(*tail)->next;
@@ -208,7 +209,8 @@ static void trace_step(rs_pg *g, int step, int steps, int peer, int chunk, size_
     if (!g->trace) return;
     rs_pg_event ev = {.kind = RS_PG_EV_STEP, .op = g->cur_op, .algo = g->cur_algo, .coll = g->coll,
                       .step = step, .steps = steps, .rank = g->rank, .peer = peer, .chunk = chunk,
-                      .bytes = bytes, .t = rs_pg_now()};
+                      .bytes = bytes, .t = rs_pg_now(), .data = g->work, .count = g->work_count,
+                      .dtype = g->work_dtype, .blocks = g->work_blocks};
     rs_pg_emit(g, &ev);
 }
 
@@ -228,6 +230,16 @@ static void begin_op(rs_pg *g, rs_pg_opkind op, rs_pg_algo algo)
 {
     g->cur_op = op;
     g->cur_algo = algo;
+    g->work = NULL;
+}
+
+/* The buffer the operation works in, which its step events carry (a class watches the partial sums). */
+static void watch(rs_pg *g, const void *buf, size_t n, rs_dtype t, int blocks)
+{
+    g->work = buf;
+    g->work_count = n;
+    g->work_dtype = t;
+    g->work_blocks = blocks;
 }
 
 static int ceil_log2(int w)
@@ -274,16 +286,17 @@ rs_status rs_step_barrier(rs_pg *g, rs_err *err)
 /* ---------------------------------------------------------------- trees */
 
 /* Binomial tree from root: rank vr (relative to root) receives from vr minus its lowest set bit, then
- * sends to vr + 2^j for the bits below it. ceil(log2 n) levels. */
-static rs_status bcast_tree(rs_pg *g, void *buf, size_t n, rs_dtype t, int root, rs_err *err)
+ * sends to vr + 2^j for the bits below it. ceil(log2 n) levels, the widest distance first: level j is
+ * step K-1-j, counted from `first` of `steps` (an all_reduce's broadcast follows its reduction). */
+static rs_status bcast_tree(rs_pg *g, void *buf, size_t n, rs_dtype t, int root, int first, int steps, rs_err *err)
 {
     int w = g->world, vr = (g->rank - root + w) % w, K = ceil_log2(w);
     size_t bytes = n * rs_dtype_size(t);
     int mask = 1, lvl = 0;
     while (mask < w) {
         if (vr & mask) {
-            rs_status st = step(g, lvl, K, 0, -1, NULL, 0, (vr - mask + root) % w, buf, bytes, RS_XF_COPY, t, RS_SUM,
-                                false, err);
+            rs_status st = step(g, first + K - 1 - lvl, steps, 0, -1, NULL, 0, (vr - mask + root) % w, buf, bytes,
+                                RS_XF_COPY, t, RS_SUM, false, err);
             if (st) return st;
             break;
         }
@@ -292,19 +305,21 @@ static rs_status bcast_tree(rs_pg *g, void *buf, size_t n, rs_dtype t, int root,
     }
     for (mask >>= 1, lvl--; mask > 0; mask >>= 1, lvl--) {
         if (vr + mask < w) {
-            rs_status st = step(g, lvl, K, 0, (vr + mask + root) % w, buf, bytes, -1, NULL, 0, RS_XF_COPY, t, RS_SUM,
-                                false, err);
+            rs_status st = step(g, first + K - 1 - lvl, steps, 0, (vr + mask + root) % w, buf, bytes, -1, NULL, 0,
+                                RS_XF_COPY, t, RS_SUM, false, err);
             if (st) return st;
         }
     }
     return RS_OK;
 }
 
-/* Binomial reduction to root: at level j, ranks with bit j set send their partial result down and
- * stop; the others fold in vr + 2^j's. buf is the accumulator (the caller keeps the input safe). */
-static rs_status reduce_tree(rs_pg *g, void *buf, size_t n, rs_dtype t, rs_redop op, int root, rs_err *err)
+/* Binomial reduction to root: at level j (step j of `steps`), ranks with bit j set send their partial
+ * result down and stop; the others fold in vr + 2^j's. buf is the accumulator (the caller keeps the
+ * input safe). */
+static rs_status reduce_tree(rs_pg *g, void *buf, size_t n, rs_dtype t, rs_redop op, int root, int steps,
+                             rs_err *err)
 {
-    int w = g->world, vr = (g->rank - root + w) % w, K = ceil_log2(w);
+    int w = g->world, vr = (g->rank - root + w) % w, K = steps;
     size_t bytes = n * rs_dtype_size(t);
     for (int mask = 1, lvl = 0; mask < w; mask <<= 1, lvl++) {
         rs_status st = RS_OK;
@@ -326,7 +341,8 @@ static rs_status reduce_tree(rs_pg *g, void *buf, size_t n, rs_dtype t, rs_redop
 rs_status rs_step_broadcast(rs_pg *g, void *buf, size_t n, rs_dtype t, int root, rs_err *err)
 {
     begin_op(g, RS_OP_BROADCAST, RS_ALGO_TREE);
-    return bcast_tree(g, buf, n, t, root, err);
+    watch(g, buf, n, t, 1);
+    return bcast_tree(g, buf, n, t, root, 0, ceil_log2(g->world), err);
 }
 
 /* Non-root inputs stay as they were (torch leaves them alone): a rank with children accumulates in a
@@ -341,7 +357,8 @@ rs_status rs_step_reduce(rs_pg *g, void *buf, size_t n, rs_dtype t, rs_redop op,
         if (!acc) return rs_err_set(err, RS_ERR_NOMEM, "reduce: out of memory for %zu bytes", bytes);
         memcpy(acc, buf, bytes);
     }
-    rs_status st = reduce_tree(g, acc, n, t, op, root, err);
+    watch(g, acc, n, t, 1);
+    rs_status st = reduce_tree(g, acc, n, t, op, root, ceil_log2(g->world), err);
     if (acc != buf) free(acc);
     if (!st && g->rank == root && op == RS_AVG) rs_pg_scale_avg(buf, n, t, g->world);
     return st;
@@ -412,12 +429,15 @@ rs_status rs_step_all_reduce(rs_pg *g, void *buf, size_t n, rs_dtype t, rs_redop
     if (a == RS_ALGO_AUTO || a >= RS_ALGO_COUNT)
         a = n * rs_dtype_size(t) < STEP_AUTO_RING_BYTES ? RS_ALGO_RECDOUBLING : RS_ALGO_RING;
     begin_op(g, RS_OP_ALL_REDUCE, a);
+    watch(g, buf, n, t, a == RS_ALGO_RING ? g->world : 1);
     rs_status st = RS_OK;
     if (g->world > 1) {
         if (a == RS_ALGO_RING) st = allreduce_ring(g, buf, n, t, op, err);
         else if (a == RS_ALGO_TREE) {
-            st = reduce_tree(g, buf, n, t, op, 0, err);
-            if (!st) st = bcast_tree(g, buf, n, t, 0, err);
+            /* reduce to rank 0, then broadcast: 2 ceil(log2 n) steps */
+            int K = ceil_log2(g->world);
+            st = reduce_tree(g, buf, n, t, op, 0, 2 * K, err);
+            if (!st) st = bcast_tree(g, buf, n, t, 0, K, 2 * K, err);
         } else st = allreduce_recdbl(g, buf, n, t, op, err);
     }
     if (!st && op == RS_AVG) rs_pg_scale_avg(buf, n, t, g->world);
@@ -433,6 +453,7 @@ rs_status rs_step_all_gather(rs_pg *g, const void *send, void *recv, size_t n, r
     size_t b = n * rs_dtype_size(t);
     char *out = recv;
     if (out + (size_t)r * b != (const char *)send) memmove(out + (size_t)r * b, send, b);
+    watch(g, out, n * (size_t)w, t, w);
     for (int s = 0; s < w - 1; s++) {
         int sb = (r - s + w) % w, rb = (r - s - 1 + w) % w;
         rs_status st = step(g, s, K, sb, (r + 1) % w, out + (size_t)sb * b, b, (r - 1 + w) % w, out + (size_t)rb * b,
@@ -452,6 +473,7 @@ rs_status rs_step_reduce_scatter(rs_pg *g, const void *send, void *recv, size_t 
     char *acc = malloc(b * (size_t)w + 1);
     if (!acc) return rs_err_set(err, RS_ERR_NOMEM, "reduce_scatter: out of memory for %zu bytes", b * (size_t)w);
     if (b) memcpy(acc, send, b * (size_t)w);
+    watch(g, acc, n * (size_t)w, t, w);
     rs_status st = RS_OK;
     for (int s = 0; s < w - 1 && !st; s++) {
         int sb = ((r - s - 1) % w + w) % w, rb = ((r - s - 2) % w + w) % w;
@@ -471,6 +493,7 @@ rs_status rs_step_scatter(rs_pg *g, const void *send, void *recv, size_t n, rs_d
     begin_op(g, RS_OP_SCATTER, RS_ALGO_AUTO);
     int w = g->world, K = w - 1;
     size_t b = n * rs_dtype_size(t);
+    watch(g, recv, n, t, 1);
     if (g->rank != root) return step(g, 0, 1, g->rank, -1, NULL, 0, root, recv, b, RS_XF_COPY, t, RS_SUM, false, err);
     for (int s = 1; s < w; s++) {
         int dst = (root + s) % w;
@@ -487,6 +510,7 @@ rs_status rs_step_gather(rs_pg *g, const void *send, void *recv, size_t n, rs_dt
     begin_op(g, RS_OP_GATHER, RS_ALGO_AUTO);
     int w = g->world, K = w - 1;
     size_t b = n * rs_dtype_size(t);
+    if (g->rank == root) watch(g, recv, n * (size_t)w, t, w);
     if (g->rank != root) return step(g, 0, 1, g->rank, root, send, b, -1, NULL, 0, RS_XF_COPY, t, RS_SUM, false, err);
     memmove((char *)recv + (size_t)root * b, send, b);
     for (int s = 1; s < w; s++) {
@@ -505,6 +529,7 @@ rs_status rs_step_all_to_all(rs_pg *g, const void *send, void *recv, size_t n, r
     int w = g->world, r = g->rank, K = w - 1;
     size_t b = n * rs_dtype_size(t);
     memmove((char *)recv + (size_t)r * b, (const char *)send + (size_t)r * b, b);
+    watch(g, recv, n * (size_t)w, t, w);
     for (int s = 1; s < w; s++) {
         int to = (r + s) % w, from = (r - s + w) % w;
         rs_status st = step(g, s - 1, K, to, to, (const char *)send + (size_t)to * b, b, from,

@@ -11,6 +11,7 @@
 
 #include "dtrain.h"
 #include "engine/optim/optim.h"
+#include "registry.h"
 
 typedef struct ddp_layer {
     size_t first, last; /* the gradient range the layer's backward reports */
@@ -280,3 +281,25 @@ rs_status rs_ddp_strategy(rs_pg *g, rs_model *m, const rs_dtrain_cfg *cfg, rs_dt
                                .teardown = ddp_teardown};
     return RS_OK;
 }
+
+/* ---- the registry's entry (registry.h) ---- */
+
+static const rs_strategy_opt ddp_opts[] = {
+    {"bucket", RS_SOPT_SIZE, "25M", "ddp: gradient bucket size", NULL, 1024, 4294967296.0},
+    {"overlap", RS_SOPT_BOOL, "on", "ddp: all-reduce buckets during backward", NULL, 0, -1},
+    {NULL, 0, NULL, NULL, NULL, 0, 0},
+};
+
+static rs_status ddp_make(const rs_strategy_ctx *x, rs_train_strategy *out, rs_err *err)
+{
+    rs_dtrain_cfg c = rs_dtrain_defaults();
+    c.bucket_bytes = (size_t)rs_strategy_size(x->args, "bucket");
+    c.overlap = rs_strategy_bool(x->args, "overlap");
+    return rs_ddp_strategy(x->g, x->m, &c, x->comm, x->comm_ud, out, err);
+}
+
+const rs_strategy_def rs_strategy_ddp = {
+    .name = "ddp", .kind = "rank processes",
+    .about = "DistributedDataParallel: gradients all-reduced in buckets during backward",
+    .uses = RS_SUSE_RANKS | RS_SUSE_PROCS, .opts = ddp_opts, .make = ddp_make,
+};

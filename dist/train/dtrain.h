@@ -1,6 +1,6 @@
 /* Training across ranks: the strategies that plug into the engine's one training loop
- * (rs_train_strategy in engine/train/train.h) to make it DDP (ddp.c) or FSDP/ZeRO (zero.c). Every rank
- * runs rs_train with the same model spec, seed, data and configuration plus its strategy; the ranks
+ * (rs_train_strategy in engine/train/train.h) to make it DDP (ddp.c), FSDP/ZeRO (zero.c) or tensor
+ * parallel (tensor.c). Every rank runs rs_train with the same model spec, seed, data and configuration plus its strategy; the ranks
  * meet through the process group. The loop keeps the data order (each rank reads batch/world of every
  * global batch, DistributedSampler semantics), micro-batches, schedule, events and evaluation, so
  * every mode trains the same model as one process would, up to the order of floating-point sums. */
@@ -21,6 +21,8 @@ typedef struct rs_dtrain_cfg {
                                backward has produced it (default on); off: all after backward */
     bool offload;           /* FSDP: parameter shards and optimizer state in host memory */
     int wrap;               /* FSDP zero=3: rs_wrap, which layers make a unit (default: top-level items) */
+    int tp;                 /* tensor: ranks per tensor-parallel group (0: all); the world / tp groups
+                               are data parallel over each other */
 } rs_dtrain_cfg;
 
 rs_dtrain_cfg rs_dtrain_defaults(void);
@@ -29,6 +31,10 @@ rs_dtrain_cfg rs_dtrain_defaults(void);
  * t0 to t1 (rs_train_now). May be called from the communication thread. */
 typedef void (*rs_dtrain_comm_fn)(void *ud, int64_t step, const char *op, int index, size_t bytes, double t0,
                                   double t1);
+/* A piece of one micro-batch's compute: its forward (kind 'F') or backward ('B') on (virtual) pipeline
+ * stage `stage`, from t0 to t1 (rs_train_now), in optimizer step `step`. What the pipeline timeline
+ * draws and the bubble is measured from. */
+typedef void (*rs_dtrain_work_fn)(void *ud, int64_t step, char kind, int micro, int stage, double t0, double t1);
 
 /* The strategy objects fill *out (a strategy whose ud they own; rs_train calls its teardown, which
  * frees everything). g and m are borrowed and must outlive the training run. Optimizer state,
@@ -38,6 +44,12 @@ rs_status rs_ddp_strategy(rs_pg *g, rs_model *m, const rs_dtrain_cfg *cfg, rs_dt
                           rs_train_strategy *out, rs_err *err);
 rs_status rs_zero_strategy(rs_pg *g, rs_model *m, const rs_dtrain_cfg *cfg, rs_dtrain_comm_fn comm, void *comm_ud,
                            rs_train_strategy *out, rs_err *err);
+/* Tensor parallelism (tensor.c): cfg->tp ranks split the model (engine/nn/tp.h), world/tp such groups
+ * average their shards' gradients (dp x tp). Every rank of g calls it: it makes the sub-groups. m's
+ * buffers are released while training (every rank computes on its shard); rank 0 holds the whole
+ * weights after gather, for evaluation, checkpoints and the end. */
+rs_status rs_tensor_strategy(rs_pg *g, rs_model *m, const rs_dtrain_cfg *cfg, rs_dtrain_comm_fn comm, void *comm_ud,
+                             rs_train_strategy *out, rs_err *err);
 
 /* The ZeRO paper's prediction of persistent bytes per rank for `params` parameters over `world` ranks,
  * f32 training with an optimizer keeping `opt_states` floats per parameter (Adam 2, SGD with momentum 1,

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "dtrain.h"
+#include "registry.h"
 
 typedef struct zunit {
     size_t off, len; /* the unit's range of the model's buffers */
@@ -486,3 +487,32 @@ rs_status rs_zero_strategy(rs_pg *g, rs_model *m, const rs_dtrain_cfg *cfg, rs_d
                                .teardown = z_teardown};
     return RS_OK;
 }
+
+/* ---- the registry's entry (registry.h) ---- */
+
+static const char *const wrap_words[] = {"top", "layer", "model", NULL}; /* rs_wrap's order */
+static const char *const offload_words[] = {"none", "cpu", NULL};
+
+static const rs_strategy_opt fsdp_opts[] = {
+    {"zero", RS_SOPT_INT, "3", "fsdp: 1 shards optimizer state, 2 also gradients, 3 also parameters", NULL, 1, 3},
+    {"wrap", RS_SOPT_ENUM, "top", "fsdp zero=3: a unit per top-level item, per layer, or the whole model",
+     wrap_words, 0, -1},
+    {"offload", RS_SOPT_ENUM, "none", "fsdp: cpu keeps optimizer state and parameter shards in host memory",
+     offload_words, 0, -1},
+    {NULL, 0, NULL, NULL, NULL, 0, 0},
+};
+
+static rs_status fsdp_make(const rs_strategy_ctx *x, rs_train_strategy *out, rs_err *err)
+{
+    rs_dtrain_cfg c = rs_dtrain_defaults();
+    c.zero = (int)rs_strategy_int(x->args, "zero");
+    c.wrap = rs_strategy_choice(x->args, "wrap");
+    c.offload = rs_strategy_choice(x->args, "offload") == 1;
+    return rs_zero_strategy(x->g, x->m, &c, x->comm, x->comm_ud, out, err);
+}
+
+const rs_strategy_def rs_strategy_fsdp = {
+    .name = "fsdp", .kind = "rank processes",
+    .about = "FSDP / ZeRO: optimizer state, gradients and parameters sharded over the ranks",
+    .uses = RS_SUSE_RANKS | RS_SUSE_PROCS, .opts = fsdp_opts, .make = fsdp_make,
+};

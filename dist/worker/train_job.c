@@ -1,6 +1,8 @@
-/* The `train` job: one rank of `train m on d mode=ddp|fsdp ranks=N`. The REPL hands over the model
- * spec and its current weights (a safetensors file), the data source and seed, and every option; each
- * rank builds the same model, joins the group, trains its share with the mode's strategy, and reports
+/* The `train` job: one rank of `train m on d mode=NAME ranks=N`, for every mode the registry of
+ * strategies (dist/train/registry.h) gives a factory. The REPL hands over the model spec and its
+ * current weights (a safetensors file), the data source and seed, the mode with its own options and
+ * every other option; each rank builds the same model, joins the group, trains its share with the
+ * strategy the mode's factory makes, and reports
  * phases, collectives, loss and memory as '@' lines (worker.h). Rank 0 writes the trained weights where
  * the REPL reads them back. */
 #define _GNU_SOURCE
@@ -11,6 +13,7 @@
 
 #include "dist/store/store.h"
 #include "dist/train/dtrain.h"
+#include "dist/train/registry.h"
 #include "engine/ckpt/checkpoint.h"
 #include "engine/data/source.h"
 #include "engine/nn/spec.h"
@@ -19,17 +22,18 @@
 typedef struct tjob {
     FILE *out, *errf;
     int rank;
-    /* options */
-    const char *backend, *group, *spec, *data, *init, *outp, *mode, *ckpt, *resume;
+    /* options of every run */
+    const char *backend, *group, *spec, *data, *init, *outp, *ckpt, *resume;
     uint64_t data_seed, model_seed, seed;
-    int zero, accum, epochs, batch, warmup, threads, overlap, offload, wrap, eval, nesterov;
-    size_t bucket;
+    int accum, epochs, batch, warmup, threads, eval, nesterov;
     int64_t steps, step_size, ckpt_every, eval_every, eval_samples;
     double lr, momentum, wd, gamma, min_lr, timeout, clip;
     int groups;
     const char *opt, *sched;
     bool store_from_launcher, has_lr, has_wd;
-    int64_t die_rank, die_step; /* RINGSIDE_TEST_KILL=RANK:STEP (tests) */
+    /* the mode and its own options, as the registry declares them (dist/train/registry.h) */
+    rs_strategy_args sargs;
+    int64_t die_rank, die_step; /* kill=RANK:STEP (or RINGSIDE_TEST_KILL): that rank dies after that step */
 } tjob;
 
 static bool num(const char *v, double *out)
@@ -39,8 +43,39 @@ static bool num(const char *v, double *out)
     return *v && !*end && isfinite(*out);
 }
 
+/* The mode first (its options are read against its declaration, wherever mode= stands on the line):
+ * an unknown mode, or one that runs in the REPL's own process, is refused, never replaced by another. */
+static int parse_mode(tjob *j, int argc, char **argv)
+{
+    const char *mode = NULL;
+    for (int i = 1; i < argc; i++)
+        if (!strncmp(argv[i], "mode=", 5)) {
+            if (mode) {
+                fprintf(j->errf, "ringside --worker train: mode= is given twice\n");
+                return 2;
+            }
+            mode = argv[i] + 5;
+        }
+    char names[256];
+    rs_strategy_names(names, sizeof names, true);
+    if (!mode) {
+        fprintf(j->errf, "ringside --worker train: needs mode= (one of %s)\n", names);
+        return 2;
+    }
+    const rs_strategy_def *d = rs_strategy_find(mode);
+    if (!d || !d->make) {
+        fprintf(j->errf, "ringside --worker train: %s mode '%s'; ranks train with one of %s\n",
+                d ? "the REPL runs" : "unknown", mode, names);
+        return 2;
+    }
+    rs_strategy_args_init(&j->sargs, d);
+    return 0;
+}
+
 static int parse(tjob *j, int argc, char **argv)
 {
+    int rc = parse_mode(j, argc, argv);
+    if (rc) return rc;
     for (int i = 1; i < argc; i++) {
         const char *eq = strchr(argv[i], '=');
         if (!eq) {
@@ -51,35 +86,39 @@ static int parse(tjob *j, int argc, char **argv)
         const char *v = eq + 1;
         double d = 0;
 #define KEY(k) (kl == strlen(k) && !strncmp(argv[i], k, kl))
-        bool good = true;
+        bool good = true, common = true;
         if (KEY("backend")) j->backend = v;
+        else if (KEY("mode")) continue; /* read first */
         else if (KEY("group")) j->group = v;
         else if (KEY("spec")) j->spec = v;
         else if (KEY("data")) j->data = v;
         else if (KEY("init")) j->init = v;
         else if (KEY("out")) j->outp = v;
-        else if (KEY("mode")) j->mode = v;
         else if (KEY("ckpt")) j->ckpt = v;
         else if (KEY("resume")) j->resume = v;
         else if (KEY("opt")) j->opt = v;
         else if (KEY("sched")) j->sched = v;
+        else if (KEY("kill")) {
+            long long kr, ks;
+            if ((good = sscanf(v, "%lld:%lld", &kr, &ks) == 2)) j->die_rank = kr, j->die_step = ks;
+        }
         else if (KEY("store")) j->store_from_launcher = !strcmp(v, "launcher");
-        else if ((good = num(v, &d))) {
-            if (KEY("data_seed")) j->data_seed = (uint64_t)d;
+        else if (KEY("data_seed") || KEY("model_seed") || KEY("seed") || KEY("accum") || KEY("epochs") ||
+                 KEY("batch") || KEY("warmup") || KEY("threads") || KEY("eval") || KEY("nesterov") ||
+                 KEY("steps") || KEY("step_size") || KEY("ckpt_every") || KEY("lr") || KEY("momentum") ||
+                 KEY("wd") || KEY("gamma") || KEY("min_lr") || KEY("timeout") || KEY("clip") || KEY("groups") ||
+                 KEY("eval_every") || KEY("eval_samples")) {
+            if (!(good = num(v, &d))) ;
+            else if (KEY("data_seed")) j->data_seed = (uint64_t)d;
             else if (KEY("model_seed")) j->model_seed = (uint64_t)d;
             else if (KEY("seed")) j->seed = (uint64_t)d;
-            else if (KEY("zero")) j->zero = (int)d;
             else if (KEY("accum")) j->accum = (int)d;
             else if (KEY("epochs")) j->epochs = (int)d;
             else if (KEY("batch")) j->batch = (int)d;
             else if (KEY("warmup")) j->warmup = (int)d;
             else if (KEY("threads")) j->threads = (int)d;
-            else if (KEY("overlap")) j->overlap = (int)d;
-            else if (KEY("offload")) j->offload = (int)d;
-            else if (KEY("wrap")) j->wrap = (int)d;
             else if (KEY("eval")) j->eval = (int)d;
             else if (KEY("nesterov")) j->nesterov = (int)d;
-            else if (KEY("bucket")) j->bucket = (size_t)d;
             else if (KEY("steps")) j->steps = (int64_t)d;
             else if (KEY("step_size")) j->step_size = (int64_t)d;
             else if (KEY("ckpt_every")) j->ckpt_every = (int64_t)d;
@@ -93,11 +132,21 @@ static int parse(tjob *j, int argc, char **argv)
             else if (KEY("groups")) j->groups = (int)d;
             else if (KEY("eval_every")) j->eval_every = (int64_t)d;
             else if (KEY("eval_samples")) j->eval_samples = (int64_t)d;
-            else good = false;
+        } else {
+            common = false;
         }
 #undef KEY
         if (!good) {
-            fprintf(j->errf, "ringside --worker train: unknown option or bad value '%s'\n", argv[i]);
+            fprintf(j->errf, "ringside --worker train: bad value in '%s' (expected a number)\n", argv[i]);
+            return 2;
+        }
+        if (common) continue;
+        /* the mode's own option, checked against its declaration: anything else is refused */
+        char key[64];
+        rs_err e = {0};
+        snprintf(key, sizeof key, "%.*s", (int)(kl < sizeof key ? kl : sizeof key - 1), argv[i]);
+        if (rs_strategy_args_set(&j->sargs, key, v, &e)) {
+            fprintf(j->errf, "ringside --worker train: %s\n", e.msg);
             return 2;
         }
     }
@@ -156,6 +205,25 @@ static void on_phase(void *ud, int64_t step, rs_phase p, double t0, double t1)
 {
     tjob *j = ((watch *)ud)->j;
     fprintf(j->out, "@phase %d %lld %s %.9f %.9f\n", j->rank, (long long)step, rs_phase_name(p), t0, t1);
+}
+
+/* A micro-batch's forward or backward on a pipeline stage. */
+static void on_work(void *ud, int64_t step, char kind, int micro, int stage, double t0, double t1)
+{
+    tjob *j = ud;
+    fprintf(j->out, "@micro %d %lld %c %d %d %.9f %.9f\n", j->rank, (long long)step, kind, micro, stage, t0, t1);
+}
+
+static void on_metric(void *ud, int64_t step, const char *name, double value)
+{
+    tjob *j = ud;
+    fprintf(j->out, "@metric %d %lld %s %.9g\n", j->rank, (long long)step, name, value);
+}
+
+static void on_stage(void *ud, int stage, int stages, int first, int last)
+{
+    tjob *j = ud;
+    fprintf(j->out, "@stage %d %d %d %d %d\n", j->rank, stage, stages, first, last);
 }
 
 /* From the communication thread too: one fprintf per line, which stdio keeps whole. */
@@ -227,14 +295,13 @@ static rs_train_cfg train_cfg(const tjob *j, rs_err *err, rs_status *st)
 
 int rs_worker_train(int argc, char **argv, FILE *out, FILE *errf)
 {
-    tjob j = {.out = out, .errf = errf, .backend = "shm", .group = "train", .mode = "ddp", .timeout = 30,
-              .overlap = 1, .eval = 1, .accum = 1};
+    tjob j = {.out = out, .errf = errf, .backend = "shm", .group = "train", .timeout = 30, .eval = 1, .accum = 1,
+              .die_rank = -1};
+    const char *kill = getenv("RINGSIDE_TEST_KILL"); /* the tests' way; `train ... kill=R:S` overrides it */
+    long long kr, ks;
+    if (kill && sscanf(kill, "%lld:%lld", &kr, &ks) == 2) j.die_rank = kr, j.die_step = ks;
     int rc = parse(&j, argc, argv);
     if (rc) return rc;
-    const char *kill = getenv("RINGSIDE_TEST_KILL");
-    long long kr, ks;
-    j.die_rank = -1;
-    if (kill && sscanf(kill, "%lld:%lld", &kr, &ks) == 2) j.die_rank = kr, j.die_step = ks;
     rs_worker_conn conn;
     rc = rs_worker_join(j.backend, j.group, j.timeout, j.store_from_launcher, errf, &conn);
     j.rank = conn.rank;
@@ -255,21 +322,16 @@ int rs_worker_train(int argc, char **argv, FILE *out, FILE *errf)
     }
     if (!rc) {
         rs_train_cfg cfg = train_cfg(&j, &e, &st);
-        rs_dtrain_cfg dc = rs_dtrain_defaults();
-        if (j.bucket) dc.bucket_bytes = j.bucket;
-        dc.overlap = j.overlap;
-        dc.zero = j.zero;
-        dc.offload = j.offload;
-        dc.wrap = j.wrap;
         rs_train_strategy sg;
-        if (!st) {
-            st = !strcmp(j.mode, "fsdp") ? rs_zero_strategy(conn.g, m, &dc, on_comm, &j, &sg, &e)
-                                         : rs_ddp_strategy(conn.g, m, &dc, on_comm, &j, &sg, &e);
-        }
-        /* only rank 0 evaluates and writes checkpoints (the others would write the same) */
+        const rs_strategy_def *sd = j.sargs.def;
+        rs_strategy_ctx ctx = {.g = conn.g, .m = m, .args = &j.sargs, .cfg = &cfg, .comm = on_comm, .comm_ud = &j,
+                               .work = on_work, .work_ud = &j, .metric = on_metric, .stage = on_stage, .ud = &j};
+        if (!st && sd->check) st = sd->check(&j.sargs, m, conn.world, &cfg, &e);
+        if (!st) st = sd->make(&ctx, &sg, &e);
         if (!st) {
             cfg.strategy = &sg;
-            if (j.rank != 0) cfg.eval = false;
+            /* cfg.eval stays on every rank: the loop gathers the parameters on all of them (a collective)
+             * and evaluates only on the reporting one */
             watch w = {.j = &j, .m = m, .store = conn.store, .stop_at = -1};
             rs_train_hooks hooks = {.on_event = on_event, .on_phase = on_phase, .ud = &w,
                                     .should_stop = conn.store ? should_stop : NULL};

@@ -10,6 +10,7 @@
 
 #include "dist/launch/launch.h"
 #include "dist/store/store.h"
+#include "pi.h"
 
 /* ---------------------------------------------------------------- arguments */
 
@@ -29,9 +30,14 @@ typedef struct wk {
     int root, show, trace, iters, warmup;
     int stepwise; /* 1: before each traced algorithm step, wait for the launcher's key "step/<coll>/<k>" */
     double held;  /* stepwise: seconds spent waiting for those keys (not the operation's time) */
+    int data;     /* 1: with each traced step, the values the algorithm's buffer holds (@data lines) */
+    const struct opbufs *cur; /* the collective being run (data=1: its output is the END's @data) */
+    int last_steps, last_blocks; /* of this rank's last traced step in the current collective */
+    const void *last_work;
     double timeout;
     bool store_from_launcher;
     int die_rank, die_step; /* tests: RINGSIDE_TEST_DIE=RANK:STEP kills that rank mid-operation */
+    rs_pi_method pi_method; /* job pi: which sum (count= is its number of terms) */
 } wk;
 
 static int usage_error(wk *w, const char *fmt, const char *a)
@@ -70,9 +76,10 @@ static int parse_args(wk *w, int argc, char **argv)
         else if (!strcmp(k, "size")) good = parse_u64(v, &w->size);
         else if (!strcmp(k, "minbytes")) good = parse_u64(v, &w->minbytes);
         else if (!strcmp(k, "maxbytes")) good = parse_u64(v, &w->maxbytes);
-        else if (!strcmp(k, "stepwise")) {
+        else if (!strcmp(k, "method")) good = rs_pi_method_parse(v, &w->pi_method);
+        else if (!strcmp(k, "stepwise") || !strcmp(k, "data")) {
             good = parse_u64(v, &u) && u <= 1;
-            w->stepwise = (int)u;
+            *(!strcmp(k, "stepwise") ? &w->stepwise : &w->data) = (int)u;
         }
         else if (!strcmp(k, "root") || !strcmp(k, "show") || !strcmp(k, "trace") || !strcmp(k, "iters") ||
                  !strcmp(k, "warmup")) {
@@ -186,6 +193,20 @@ static void print_vals(FILE *f, const void *b, size_t n, rs_dtype t, int show)
     }
 }
 
+/* "@vals": a buffer of at most RS_WIRE_VALS_MAX numbers, for the REPL's `expect`. */
+static void send_vals(wk *w, const char *which, const void *b, size_t n, rs_dtype t)
+{
+    if (!b || n > RS_WIRE_VALS_MAX) return;
+    static rs_wire_vals v; /* 2 KiB: one rank, one thread */
+    static char line[RS_WIRE_VALS_MAX * 26 + 64];
+    v.rank = w->rank;
+    snprintf(v.which, sizeof v.which, "%s", which);
+    v.n = (int)n;
+    for (size_t i = 0; i < n; i++) v.v[i] = get(b, i, t);
+    rs_wire_format_vals(line, sizeof line, &v);
+    fprintf(w->out, "%s\n", line);
+}
+
 /* ---------------------------------------------------------------- running one operation */
 
 /* Buffers of one operation on this rank: `in` and `out` (the same for in-place operations), their
@@ -227,11 +248,13 @@ static void opbufs_free(opbufs *b)
     free(b->in);
 }
 
-/* Fills this rank's input (a broadcast's non-roots start from zeros, so the copy shows). */
+/* Fills this rank's input (a broadcast's non-roots start from zeros, so the copy shows) and zeroes a
+ * separate output, so what a class watches fill up starts blank rather than as whatever malloc left. */
 static void opbufs_fill(wk *w, opbufs *b)
 {
     if (w->op == RS_OP_BROADCAST && w->rank != w->root) memset(b->in, 0, b->nin * rs_dtype_size(w->dtype));
     else fill(b->in, b->nin, w->dtype, w->op, w->rank, b->nin);
+    if (!b->in_place) memset(b->out, 0, b->nout * rs_dtype_size(w->dtype));
 }
 
 static rs_status run_op(wk *w, opbufs *b, size_t count, rs_err *err)
@@ -314,13 +337,16 @@ static int job_collective(wk *w)
         fprintf(mem, "rank %d: in ", w->rank);
         print_vals(mem, b.has_in ? b.in : NULL, b.nin, w->dtype, w->show);
     }
+    send_vals(w, "in", b.has_in ? b.in : NULL, b.nin, w->dtype);
     /* the start line is not part of the lesson: only the operation itself is traced */
     rs_pg_trace_fn tr = w->g->trace;
     w->g->trace = NULL;
     rs_status st = rs_pg_barrier(w->g, &e);
     w->g->trace = tr;
     double t0 = rs_pg_now(), held0 = w->held;
+    w->cur = &b;
     if (!st) st = run_op(w, &b, count, &e);
+    w->cur = NULL;
     double dt = rs_pg_now() - t0 - (w->held - held0); /* step=1: the time the class spent talking is not the op's */
     if (st) {
         if (mem) fclose(mem);
@@ -337,6 +363,7 @@ static int job_collective(wk *w)
         fprintf(w->out, "%s\n", line);
     }
     free(line);
+    send_vals(w, "out", b.has_out ? b.out : NULL, b.nout, w->dtype);
     fprintf(w->out, "@check %d %llu %.9f\n", w->rank, (unsigned long long)bad, dt);
     fflush(w->out);
     opbufs_free(&b);
@@ -492,10 +519,12 @@ static int job_p2p(wk *w)
         else if (w->rank == 1) st = immediate ? rs_pg_irecv(w->g, t4, 4, RS_F32, 0, &req, &e) : rs_pg_recv(w->g, t4, 4, RS_F32, 0, &e);
         if (!st && req) st = rs_work_wait(req, &e);
         rs_work_free(req);
-        if (!st && w->rank <= 1)
+        if (!st && w->rank <= 1) {
             fprintf(w->out, "rank %d: %s: has data [%g, %g, %g, %g]\n", w->rank,
                     immediate ? (w->rank ? "irecv + wait" : "isend + wait") : (w->rank ? "recv" : "send"), t4[0], t4[1],
                     t4[2], t4[3]);
+            send_vals(w, immediate ? "idata" : "data", t4, 4, RS_F32);
+        }
     }
     int iters = w->iters ? w->iters : (int)fmax(3, fmin(200, 64e6 / (double)(n * 4)));
     double t[5] = {0};
@@ -525,6 +554,11 @@ static int job_p2p(wk *w)
         fprintf(w->out, "    isend, compute, wait                  %10.1f us\n", t[3] * 1e6);
         fprintf(w->out, "    isend, compute calling test(), wait   %10.1f us\n", t[4] * 1e6);
         fprintf(w->out, "  (data moves only inside library calls: test() during the computation lets it overlap)\n");
+        rs_p2p_times pt = {.bytes = n * 4, .iters = iters, .oneway = one, .exchange = t[1], .compute = c.compute,
+                           .blocking = t[2], .isend = t[3], .isend_test = t[4]};
+        char line[256];
+        rs_wire_format_p2p(line, sizeof line, &pt);
+        fprintf(w->out, "%s\n", line);
     }
     if (w->rank <= 1) fprintf(w->out, "@check %d %llu %.9f\n", w->rank, (unsigned long long)bad, t[0]);
     fflush(w->out);
@@ -533,7 +567,101 @@ static int job_p2p(wk *w)
     return st || bad ? 1 : 0;
 }
 
+/* Who am I: what the launcher (or mpirun, or a person) told this rank, and what its group says, checked
+ * by an all_reduce of ones that every rank must see come back as the world size. */
+static int job_world(wk *w)
+{
+    rs_launch_env env;
+    rs_err e = {0};
+    if (rs_launch_env_from_environ(&env, &e)) { /* join read it already: cannot fail here */
+        fprintf(w->errf, "rank %d: %s\n", w->rank, e.msg);
+        return 1;
+    }
+    double count = 1;
+    if (rs_pg_all_reduce(w->g, &count, 1, RS_F64, RS_SUM, &e)) {
+        fprintf(w->errf, "rank %d: %s\n", w->rank, e.msg);
+        return 1;
+    }
+    int pid = (int)getpid();
+    /* what a person needs to see: who this rank was told it is (the address and port are everyone's
+     * and the REPL prints them once) */
+    if (!strcmp(env.source, "mpirun"))
+        fprintf(w->out, "rank %d: OMPI_COMM_WORLD_RANK=%d _SIZE=%d _LOCAL_RANK=%d _LOCAL_SIZE=%d, pid %d\n", w->rank,
+                env.rank, env.world_size, env.local_rank, env.local_world_size, pid);
+    else
+        fprintf(w->out, "rank %d: RANK=%d WORLD_SIZE=%d LOCAL_RANK=%d LOCAL_WORLD_SIZE=%d GROUP_RANK=%d\n", w->rank,
+                env.rank, env.world_size, env.local_rank, env.local_world_size, env.group_rank);
+    const char *names[] = {"env.rank", "env.world_size", "env.local_rank", "env.local_world_size", "env.group_rank",
+                           "env.master_port", "group.rank", "group.size", "count", "pid"};
+    double vals[] = {env.rank, env.world_size, env.local_rank, env.local_world_size, env.group_rank,
+                     env.master_port, w->g->rank, w->g->world, count, pid};
+    for (size_t i = 0; i < sizeof vals / sizeof *vals; i++) {
+        char line[96];
+        rs_wire_format_num(line, sizeof line, w->rank, names[i], vals[i]);
+        fprintf(w->out, "%s\n", line);
+    }
+    fflush(w->out);
+    return count == w->world ? 0 : 1;
+}
+
+/* The lecture's annex: this rank's share of the sum for pi, then MPI_Reduce(SUM) of the shares to rank 0,
+ * which prints the total. Each rank's share and timings go to the REPL as @num lines. */
+static int job_pi(wk *w)
+{
+    uint64_t terms = 0;
+    double t0 = rs_pg_now();
+    double part = rs_pi_partial(w->pi_method, w->count, w->rank, w->world, &terms);
+    double t1 = rs_pg_now(), total = part;
+    rs_err e = {0};
+    if (rs_pg_reduce(w->g, &total, 1, RS_F64, RS_SUM, 0, &e)) {
+        fprintf(w->errf, "rank %d: %s\n", w->rank, e.msg);
+        return 1;
+    }
+    double t2 = rs_pg_now();
+    fprintf(w->out, "rank %d: %llu term%s, partial sum %.15f\n", w->rank, (unsigned long long)terms,
+            terms == 1 ? "" : "s", part);
+    const char *names[] = {"partial", "terms", "compute_us", "reduce_us", "pi"};
+    double vals[] = {part, (double)terms, (t1 - t0) * 1e6, (t2 - t1) * 1e6, total};
+    for (size_t i = 0; i < sizeof vals / sizeof *vals - (w->rank != 0); i++) { /* the total is rank 0's only */
+        char line[96];
+        rs_wire_format_num(line, sizeof line, w->rank, names[i], vals[i]);
+        fprintf(w->out, "%s\n", line);
+    }
+    fflush(w->out);
+    return 0;
+}
+
 /* ---------------------------------------------------------------- setup */
+
+/* data=1: the values this rank's collective works in, with a step (as it begins) and at the end (its
+ * output: the same buffer for in-place operations, the gathered one for the others). */
+static void data_line(wk *w, const rs_pg_event *ev)
+{
+    rs_data_line d = {.rank = ev->rank, .coll = ev->coll, .t = ev->t};
+    if (ev->kind == RS_PG_EV_BEGIN) {
+        w->last_steps = 0;
+        w->last_work = NULL;
+        return;
+    }
+    if (ev->kind == RS_PG_EV_STEP) {
+        if (!ev->data) return;
+        w->last_steps = ev->steps;
+        w->last_work = ev->data;
+        w->last_blocks = ev->blocks;
+        d.done = ev->step;
+        d.steps = ev->steps;
+        rs_wire_data_from(&d, ev->data, ev->count, ev->dtype, ev->blocks);
+    } else {
+        const opbufs *b = w->cur;
+        if (!b || !b->has_out) return;
+        int blocks = b->out == w->last_work ? w->last_blocks : b->nout == (size_t)w->world * w->count ? w->world : 1;
+        d.done = d.steps = w->last_steps;
+        rs_wire_data_from(&d, b->out, b->nout, w->dtype, blocks);
+    }
+    char line[RS_WIRE_DATA_MAX * 28 + 160];
+    rs_wire_format_data(line, sizeof line, &d);
+    fprintf(w->out, "%s\n", line);
+}
 
 static void trace_line(void *ud, const rs_pg_event *ev)
 {
@@ -546,6 +674,7 @@ static void trace_line(void *ud, const rs_pg_event *ev)
     char line[256];
     rs_wire_format_event(line, sizeof line, ev);
     fprintf(w->out, "%s\n", line);
+    if (w->data && w->cur && ev->group == 0) data_line(w, ev);
     if (w->stepwise && ev->kind == RS_PG_EV_STEP && w->store) {
         /* a class walks through the algorithm: the step is announced, then runs when the REPL's user
          * presses a key (it sets the key); a teacher may talk for a while, hence the long wait */
@@ -587,17 +716,21 @@ int rs_worker_main(int argc, char **argv, FILE *out, FILE *errf)
 {
     wk w = {.out = out, .errf = errf, .backend = "shm", .group = "w", .op = RS_OP_ALL_REDUCE, .dtype = RS_F32,
             .redop = RS_SUM, .algo = RS_ALGO_AUTO, .count = 2, .show = 16, .timeout = 30};
-    if (argc < 1) return usage_error(&w, "%s", "no job (collective, bench, p2p or train)");
+    if (argc < 1) return usage_error(&w, "%s", "no job (collective, bench, p2p, world, pi, train or matmul)");
     const char *job = argv[0];
     if (!strcmp(job, "train")) return rs_worker_train(argc, argv, out, errf);
-    if (strcmp(job, "collective") && strcmp(job, "bench") && strcmp(job, "p2p"))
-        return usage_error(&w, "unknown job '%s' (collective, bench, p2p or train)", job);
+    if (!strcmp(job, "matmul")) return rs_worker_matmul(argc, argv, out, errf);
+    if (strcmp(job, "collective") && strcmp(job, "bench") && strcmp(job, "p2p") && strcmp(job, "world") &&
+        strcmp(job, "pi"))
+        return usage_error(&w, "unknown job '%s' (collective, bench, p2p, world, pi, train or matmul)", job);
     int rc = parse_args(&w, argc, argv);
     if (rc) return rc;
     rc = join(&w);
     if (!rc) {
         if (!strcmp(job, "collective")) rc = job_collective(&w);
         else if (!strcmp(job, "bench")) rc = job_bench(&w);
+        else if (!strcmp(job, "world")) rc = job_world(&w);
+        else if (!strcmp(job, "pi")) rc = job_pi(&w);
         else rc = job_p2p(&w);
     }
     fflush(out);

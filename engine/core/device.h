@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dims.h"
+
 typedef enum rs_device_kind { RS_DEV_CPU = 0, RS_DEV_CUDA = 1, RS_DEV_KIND_COUNT } rs_device_kind;
 
 typedef struct rs_device {
@@ -33,6 +35,27 @@ typedef struct rs_conv_geom {
     int ph, pw;        /* zero padding */
     int oh, ow;        /* output height, width: (h + 2ph - kh)/sh + 1 */
 } rs_conv_geom;
+
+/* Elementwise operators of the generic tensor entries (the ONNX operators of imported graphs). */
+typedef enum rs_unary_op {
+    RS_UNARY_RELU, RS_UNARY_TANH, RS_UNARY_SIGMOID, RS_UNARY_ERF, RS_UNARY_GELU, RS_UNARY_GELU_TANH,
+    RS_UNARY_SQRT, RS_UNARY_EXP, RS_UNARY_LOG, RS_UNARY_NEG, RS_UNARY_ABS, RS_UNARY_RECIPROCAL,
+    RS_UNARY_LEAKYRELU,   /* x >= 0 ? x : alpha x */
+    RS_UNARY_CLIP,        /* min(max(x, alpha), beta) */
+    RS_UNARY_HARDSIGMOID, /* max(0, min(1, alpha x + beta)) */
+    RS_UNARY_HARDSWISH,   /* x * hardsigmoid(x, 1/6, 1/2) */
+    RS_UNARY_CAST_INT,    /* a cast of computed floats to an integer type: truncation toward zero */
+    RS_UNARY_CAST_BOOL,   /* x != 0 as 0/1 */
+    RS_UNARY_NOT,         /* x == 0 as 0/1 (bools are 0/1) */
+} rs_unary_op;
+
+/* Comparisons give 0/1 (bools); MOD is Python's (the divisor's sign), FMOD C's. */
+typedef enum rs_binary_op {
+    RS_BINARY_ADD, RS_BINARY_SUB, RS_BINARY_MUL, RS_BINARY_DIV, RS_BINARY_POW,
+    RS_BINARY_EQUAL, RS_BINARY_LESS, RS_BINARY_GREATER, RS_BINARY_LESS_EQ, RS_BINARY_GREATER_EQ,
+    RS_BINARY_MOD, RS_BINARY_FMOD,
+    RS_BINARY_AND, RS_BINARY_OR, RS_BINARY_XOR, /* on bools (0/1), as masks are combined */
+} rs_binary_op;
 
 typedef struct rs_kernels {
     const char *name;          /* "cpu", "cuda" */
@@ -69,6 +92,7 @@ typedef struct rs_kernels {
                        const float *dout, float *din, float *dw, float *db, float *ws);
 
     /* ---- pooling (per channel; geometry uses c, h, w, k, s, p, oh, ow) ---- */
+    /* argmax may be NULL (inference: nothing is kept for backward). */
     void (*maxpool_fwd)(const rs_conv_geom *g, int B, const float *in, float *out, int32_t *argmax);
     void (*maxpool_bwd)(const rs_conv_geom *g, int B, const float *dout, const int32_t *argmax,
                         float *din);
@@ -131,6 +155,43 @@ typedef struct rs_kernels {
     void (*gelu_tanh_bwd)(const float *in, const float *dout, float *din, size_t n);
     /* out = a + b (out may alias a or b). */
     void (*add)(const float *a, const float *b, float *out, size_t n);
+
+    /* ---- generic tensor ops (engine/cpu/tensor_kernels.c): the operators of imported graphs that
+     *      no layer above covers; forward only. Shapes are full and concrete (the batch included),
+     *      tensors contiguous row-major, broadcasting numpy's (dims aligned right, 1 stretches). ---- */
+    /* y = op(x) on n elements; alpha, beta as rs_unary_op says (LeakyRelu, Clip, HardSigmoid). */
+    void (*unary)(rs_unary_op op, const float *x, float *y, size_t n, float alpha, float beta);
+    /* y (ys) = a op b, a and b broadcast to ys. */
+    void (*binary)(rs_binary_op op, const float *a, const rs_dims *as, const float *b, const rs_dims *bs, float *y,
+                   const rs_dims *ys);
+    /* y (ys) = c != 0 ? a : b, all broadcast to ys (ONNX Where); with c NULL, y = a broadcast to ys
+     * (ONNX Expand) and b is not read. */
+    void (*select)(const float *c, const rs_dims *cs, const float *a, const rs_dims *as, const float *b,
+                   const rs_dims *bs, float *y, const rs_dims *ys);
+    /* numpy matmul: (..., M, K) x (..., K, N) -> ys, leading dims broadcast; a 1-d a is (1, K), a 1-d
+     * b (K, 1), their unit dim dropped from ys. */
+    void (*matmul)(const float *a, const rs_dims *as, const float *b, const rs_dims *bs, float *y, const rs_dims *ys);
+    /* y = x with its dims permuted: y dim i is x dim perm[i]. */
+    void (*transpose)(const float *x, const rs_dims *xs, const int *perm, float *y);
+    /* y (ys) [i...] = x [starts + i * steps] per dim; steps may be negative, every index is inside x. */
+    void (*slice)(const float *x, const rs_dims *xs, const int64_t *starts, const int64_t *steps, float *y,
+                  const rs_dims *ys);
+    /* y (ys) = the n inputs x[k] (xs[k]) side by side along axis. */
+    void (*concat)(int n, const float *const *x, const rs_dims *const *xs, int axis, float *y, const rs_dims *ys);
+    /* y = the sum (mean when mean) of x over the dims in mask (bit i: dim i), in the order of the dims
+     * that stay (keepdims only changes the shape, not the layout). */
+    void (*reduce)(bool mean, const float *x, const rs_dims *xs, uint32_t mask, float *y);
+    /* softmax (log-softmax when log) of x viewed as (outer, len, inner), over len. */
+    void (*softmax)(const float *x, float *y, size_t outer, size_t len, size_t inner, bool log);
+    /* y = x with each matrix of the last two dims cut to its upper (j - i >= k) or lower (j - i <= k)
+     * triangle, zeros elsewhere. */
+    void (*trilu)(const float *x, const rs_dims *xs, bool upper, int64_t k, float *y);
+    /* Max or average pooling with any padding: g->ph, g->pw are the top and left pads, pb and pr the
+     * bottom and right ones, g->oh, g->ow the output size as the caller computed it (a ceil-mode window
+     * may hang past the padding). Averages divide by the window's cells inside the padded input
+     * (count_include_pad) or inside the input. */
+    void (*pool2d)(const rs_conv_geom *g, int pb, int pr, bool max, bool count_include_pad, int B, const float *in,
+                   float *out);
 
     /* ---- optimizers over a flat slice of n parameters (a ZeRO shard is just a smaller slice) ---- */
     /* PyTorch SGD: g' = g + wd*p; buf = first ? g' : momentum*buf + (1-dampening)*g';

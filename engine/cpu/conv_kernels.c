@@ -194,7 +194,7 @@ static void maxpool_one(const rs_conv_geom *g, const float *x, int iy0, int ki0,
     valid_span(ix0, 1, g->w, g->kw, &kj0, &kj1);
     if (ki0 >= ki1 || kj0 >= kj1) { /* the window lies wholly in the padding */
         *y = -FLT_MAX;
-        *am = -1;
+        if (am) *am = -1;
         return;
     }
     int32_t bi = (iy0 + ki0) * g->w + ix0 + kj0;
@@ -209,13 +209,14 @@ static void maxpool_one(const rs_conv_geom *g, const float *x, int iy0, int ki0,
             }
         }
     *y = best;
-    *am = bi;
+    if (am) *am = bi;
 }
 
 /* Outputs [xa, xb) of one row whose windows lie inside the image horizontally: the same scan as
  * maxpool_one, window position by window position across the row, with selects instead of branches
  * (a branch per element mispredicts about half the time on activations; this form vectorizes, and
- * with sw a constant 2, the usual pooling stride, the strided loads do too). */
+ * with sw a constant 2, the usual pooling stride, the strided loads do too). am is NULL at inference:
+ * the function is always inlined, so each call site compiles to its own loop, with or without it. */
 static inline __attribute__((always_inline)) void maxpool_interior(const rs_conv_geom *g,
                                                                    const float *restrict x, int iy0, int ki0,
                                                                    int ki1, int xa, int xb, int sw,
@@ -225,11 +226,18 @@ static inline __attribute__((always_inline)) void maxpool_interior(const rs_conv
     for (int ox = xa; ox < xb; ox++) {
         int32_t i = (iy0 + ki0) * w + ox * sw - pw;
         y[ox] = x[i];
-        am[ox] = i;
+        if (am) am[ox] = i;
     }
     for (int ki = ki0; ki < ki1; ki++)
         for (int kj = ki == ki0 ? 1 : 0; kj < g->kw; kj++) {
             const int32_t base = (iy0 + ki) * w - pw + kj;
+            if (!am) {
+                for (int ox = xa; ox < xb; ox++) {
+                    float v = x[base + ox * sw], b = y[ox];
+                    y[ox] = (v > b) | ((v != v) & (b == b)) ? v : b;
+                }
+                continue;
+            }
             for (int ox = xa; ox < xb; ox++) {
                 int32_t i = base + ox * sw;
                 float v = x[i], b = y[ox];
@@ -240,8 +248,36 @@ static inline __attribute__((always_inline)) void maxpool_interior(const rs_conv
         }
 }
 
+/* Inference's common case, a 2x2 window of stride 2 inside the image: the same scan in window order
+ * (the first NaN wins) on four loads per output, with no index to keep. */
+static inline float max_nan(float best, float v) { return ((v > best) | (v != v)) ? v : best; }
+
+static void maxpool_2x2(const rs_conv_geom *g, int B, const float *in, float *out)
+{
+    const int planes = B * g->c, ow = g->ow, w = g->w;
+    #pragma omp parallel for schedule(static) if (planes * g->oh * g->ow >= 32768)
+    for (int p = 0; p < planes; p++) {
+        const float *x = in + (size_t)p * g->h * w;
+        for (int oy = 0; oy < g->oh; oy++) {
+            const float *restrict r0 = x + (size_t)2 * oy * w, *restrict r1 = r0 + w;
+            float *restrict y = out + ((size_t)p * g->oh + oy) * ow;
+            for (int ox = 0; ox < ow; ox++) {
+                float m = r0[2 * ox];
+                m = max_nan(m, r0[2 * ox + 1]);
+                m = max_nan(m, r1[2 * ox]);
+                y[ox] = max_nan(m, r1[2 * ox + 1]);
+            }
+        }
+    }
+}
+
 void rs_cpu_maxpool_fwd(const rs_conv_geom *g, int B, const float *in, float *out, int32_t *argmax)
 {
+    if (!argmax && g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && !g->ph && !g->pw && 2 * g->oh <= g->h &&
+        2 * g->ow <= g->w) {
+        maxpool_2x2(g, B, in, out);
+        return;
+    }
     const int planes = B * g->c, ow = g->ow, sw = g->sw, w = g->w;
     /* Outputs [xa, xb) of a row have their whole window inside the image horizontally. */
     int lo = 0, hi = 0;
@@ -252,17 +288,19 @@ void rs_cpu_maxpool_fwd(const rs_conv_geom *g, int B, const float *in, float *ou
         const float *x = in + (size_t)p * g->h * w;
         for (int oy = 0; oy < g->oh; oy++) {
             float *y = out + ((size_t)p * g->oh + oy) * ow;
-            int32_t *am = argmax + ((size_t)p * g->oh + oy) * ow;
+            int32_t *am = argmax ? argmax + ((size_t)p * g->oh + oy) * ow : NULL;
             int iy0 = oy * g->sh - g->ph, ki0, ki1;
             valid_span(iy0, 1, g->h, g->kh, &ki0, &ki1); /* rows iy0+ki inside the image */
-            for (int ox = 0; ox < xa; ox++) maxpool_one(g, x, iy0, ki0, ki1, ox, y + ox, am + ox);
-            for (int ox = xb; ox < ow; ox++) maxpool_one(g, x, iy0, ki0, ki1, ox, y + ox, am + ox);
+            for (int ox = 0; ox < xa; ox++) maxpool_one(g, x, iy0, ki0, ki1, ox, y + ox, am ? am + ox : NULL);
+            for (int ox = xb; ox < ow; ox++) maxpool_one(g, x, iy0, ki0, ki1, ox, y + ox, am ? am + ox : NULL);
             if (xa >= xb) continue;
             if (ki0 >= ki1) {
-                for (int ox = xa; ox < xb; ox++) maxpool_one(g, x, iy0, ki0, ki1, ox, y + ox, am + ox);
+                for (int ox = xa; ox < xb; ox++) maxpool_one(g, x, iy0, ki0, ki1, ox, y + ox, am ? am + ox : NULL);
                 continue;
             }
-            if (sw == 2) maxpool_interior(g, x, iy0, ki0, ki1, xa, xb, 2, y, am);
+            if (!am && sw == 2) maxpool_interior(g, x, iy0, ki0, ki1, xa, xb, 2, y, NULL);
+            else if (!am) maxpool_interior(g, x, iy0, ki0, ki1, xa, xb, sw, y, NULL);
+            else if (sw == 2) maxpool_interior(g, x, iy0, ki0, ki1, xa, xb, 2, y, am);
             else maxpool_interior(g, x, iy0, ki0, ki1, xa, xb, sw, y, am);
         }
     }

@@ -51,6 +51,21 @@ void rs_cpu_attn_step(const float *q, const float *kc, const float *vc, float *o
 void rs_cpu_gelu_tanh_fwd(const float *in, float *out, size_t n);
 void rs_cpu_gelu_tanh_bwd(const float *in, const float *dout, float *din, size_t n);
 void rs_cpu_add(const float *a, const float *b, float *out, size_t n);
+void rs_cpu_unary(rs_unary_op op, const float *x, float *y, size_t n, float alpha, float beta);
+void rs_cpu_binary(rs_binary_op op, const float *a, const rs_dims *as, const float *b, const rs_dims *bs, float *y,
+                   const rs_dims *ys);
+void rs_cpu_select(const float *c, const rs_dims *cs, const float *a, const rs_dims *as, const float *b,
+                   const rs_dims *bs, float *y, const rs_dims *ys);
+void rs_cpu_matmul(const float *a, const rs_dims *as, const float *b, const rs_dims *bs, float *y, const rs_dims *ys);
+void rs_cpu_transpose(const float *x, const rs_dims *xs, const int *perm, float *y);
+void rs_cpu_slice(const float *x, const rs_dims *xs, const int64_t *starts, const int64_t *steps, float *y,
+                  const rs_dims *ys);
+void rs_cpu_concat(int n, const float *const *x, const rs_dims *const *xs, int axis, float *y, const rs_dims *ys);
+void rs_cpu_reduce(bool mean, const float *x, const rs_dims *xs, uint32_t mask, float *y);
+void rs_cpu_softmax(const float *x, float *y, size_t outer, size_t len, size_t inner, bool log);
+void rs_cpu_trilu(const float *x, const rs_dims *xs, bool upper, int64_t k, float *y);
+void rs_cpu_pool2d(const rs_conv_geom *g, int pb, int pr, bool max, bool count_include_pad, int B, const float *in,
+                   float *out);
 void rs_cpu_sgd_update(float *p, const float *g, float *mom, size_t n, float lr, float momentum,
                        float dampening, float wd, bool nesterov, bool first_step);
 void rs_cpu_adam_update(float *p, const float *g, float *m, float *v, size_t n, float lr, float b1,

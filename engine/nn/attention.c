@@ -36,14 +36,14 @@ static size_t workspace(const rs_layer *l, const rs_kernels *k, int B)
 
 static void forward(rs_layer *l, const rs_exec *x, const float *in, float *out, int B)
 {
-    x->k->attn_fwd(in, out, l->saved, B, seq(l), width(l), l->cfg.heads);
+    x->k->attn_fwd(in, out, x->saved, B, seq(l), width(l), l->cfg.heads);
 }
 
 static void backward(rs_layer *l, const rs_exec *x, const float *in, const float *out, const float *dout,
                      float *din, int B)
 {
     (void)out;
-    if (din) x->k->attn_bwd(in, l->saved, dout, din, x->ws, B, seq(l), width(l), l->cfg.heads);
+    if (din) x->k->attn_bwd(in, x->saved, dout, din, x->ws, B, seq(l), width(l), l->cfg.heads);
 }
 
 const rs_layer_ops rs_attn_ops = {

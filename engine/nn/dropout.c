@@ -21,8 +21,8 @@ static void forward(rs_layer *l, const rs_exec *x, const float *in, float *out, 
         x->k->copy(out, in, numel(l, B));
         return;
     }
-    uint64_t seed = x->dropout_seed ^ ((uint64_t)(l->index + 1) * 0xd6e8feb86659fd93ULL);
-    x->k->dropout_fwd(in, out, l->saved, numel(l, B), l->cfg.p, seed);
+    uint64_t seed = x->dropout_seed ^ ((uint64_t)(l->rng_id + 1) * 0xd6e8feb86659fd93ULL);
+    x->k->dropout_fwd(in, out, x->saved, numel(l, B), l->cfg.p, seed);
 }
 
 static void backward(rs_layer *l, const rs_exec *x, const float *in, const float *out, const float *dout,
@@ -32,7 +32,7 @@ static void backward(rs_layer *l, const rs_exec *x, const float *in, const float
     (void)out;
     if (!din) return;
     if (!x->training || l->cfg.p == 0.0f) x->k->copy(din, dout, numel(l, B));
-    else x->k->dropout_bwd(dout, l->saved, din, numel(l, B), l->cfg.p);
+    else x->k->dropout_bwd(dout, x->saved, din, numel(l, B), l->cfg.p);
 }
 
 const rs_layer_ops rs_dropout_ops = {

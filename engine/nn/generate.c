@@ -148,20 +148,22 @@ rs_status rs_gen_push(rs_gen *g, int32_t tok, float *logits, rs_err *err)
     return RS_OK;
 }
 
-rs_status rs_gen_full_logits(rs_model *m, const int32_t *tokens, int len, float *logits, rs_err *err)
+rs_status rs_gen_full_logits(rs_model *m, rs_acts *a, const int32_t *tokens, int len, float *logits, rs_err *err)
 {
     int T = (int)m->in.d[0], V = rs_model_vocab(m);
     if (len < 1) return rs_err_set(err, RS_ERR_ARG, "generate: an empty context");
+    if (!a) {
+        rs_status st = rs_model_reserve(m, 1, err);
+        if (st) return st;
+        a = m->dflt;
+    }
     const int32_t *w = len > T ? tokens + len - T : tokens; /* nanoGPT crops to the last ctx tokens */
     int n = len > T ? T : len;
     int32_t *x = calloc((size_t)T, sizeof *x); /* causal: what follows position n-1 cannot change it */
     if (!x) return rs_err_set(err, RS_ERR_NOMEM, "out of memory");
     memcpy(x, w, (size_t)n * sizeof *x);
-    bool was = m->training;
-    m->training = false;
     const float *z = NULL;
-    rs_status st = rs_model_forward(m, x, 1, &z, err);
-    m->training = was;
+    rs_status st = rs_model_run_range(m, a, 0, m->nlayers, x, 1, false, &z, err);
     if (!st) memcpy(logits, z + (size_t)(n - 1) * (size_t)V, (size_t)V * sizeof *logits);
     free(x);
     return st;
@@ -222,10 +224,12 @@ rs_status rs_generate(rs_model *m, const int32_t *prompt, int plen, const rs_gen
     rs_rng_seed(&rng, cfg->seed);
     float *z = malloc(2 * (size_t)V * sizeof *z); /* logits, then the sampler's scratch */
     int32_t *seq = malloc(((size_t)plen + (size_t)cfg->n) * sizeof *seq); /* the whole text, for the no-cache path */
+    /* One of the two is this call's own: a decoder, or an activation set for recomputing. */
     rs_gen *g = cfg->cache ? rs_gen_new(m, err) : NULL;
+    rs_acts *a = cfg->cache ? NULL : rs_acts_new(m, 1, err);
     rs_status st = RS_OK;
-    if (!z || !seq || (cfg->cache && !g)) {
-        st = (cfg->cache && !g) ? (err ? err->code : RS_ERR_NOMEM) : rs_err_set(err, RS_ERR_NOMEM, "out of memory");
+    if (!z || !seq || (cfg->cache ? !g : !a)) {
+        st = (cfg->cache ? !g : !a) ? (err ? err->code : RS_ERR_NOMEM) : rs_err_set(err, RS_ERR_NOMEM, "out of memory");
         goto out;
     }
     memcpy(seq, prompt, (size_t)plen * sizeof *seq);
@@ -237,7 +241,7 @@ rs_status rs_generate(rs_model *m, const int32_t *prompt, int plen, const rs_gen
             s.stopped = true;
             break;
         }
-        if (!g) st = rs_gen_full_logits(m, seq, len, z, err);
+        if (!g) st = rs_gen_full_logits(m, a, seq, len, z, err);
         if (st) break;
         int32_t tok = rs_gen_sample(z, V, cfg->temp, cfg->top_k, &rng, z + V);
         seq[len++] = tok;
@@ -249,6 +253,7 @@ out:
     s.seconds = now_s() - t0;
     if (stats) *stats = s;
     rs_gen_free(g);
+    rs_acts_free(a);
     free(seq);
     free(z);
     return st;

@@ -4,8 +4,9 @@
  * whole context is recomputed per token (what nanoGPT's generate does). Both give the same tokens
  * while the text fits the model's context; past it, the recomputation crops to the last ctx tokens
  * and the cache starts again from the last ctx/2 (a context shift), so they may part ways there.
- * A decoder holds its own activations and caches and only reads the model's parameters, so several
- * threads can decode from one model at once (nothing may train it meanwhile). */
+ * A decoder holds its own activations and caches, and the recomputing path its own activation set;
+ * both only read the model's parameters, so several threads can generate from one model at once
+ * (nothing may train it meanwhile). */
 #ifndef RS_GENERATE_H
 #define RS_GENERATE_H
 
@@ -26,8 +27,9 @@ rs_status rs_gen_push(rs_gen *g, int32_t tok, float *logits, rs_err *err);
 int rs_gen_len(const rs_gen *g);
 
 /* Logits (vocab) for the next token after tokens[0..len) by a full forward of the last ctx tokens,
- * in eval mode, through the model's own activations (not re-entrant). */
-rs_status rs_gen_full_logits(rs_model *m, const int32_t *tokens, int len, float *logits, rs_err *err);
+ * in eval mode whatever the model's mode, through activation set a (NULL: the model's default set,
+ * one caller at a time). */
+rs_status rs_gen_full_logits(rs_model *m, rs_acts *a, const int32_t *tokens, int len, float *logits, rs_err *err);
 
 typedef struct rs_gen_cfg {
     int n;           /* tokens to sample */

@@ -12,7 +12,9 @@ static const rs_layer_ops *const ops_by_kind[RS_LAYER_KIND_COUNT] = {
     [RS_LAYER_TANH] = &rs_tanh_ops,           [RS_LAYER_FLATTEN] = &rs_flatten_ops,
     [RS_LAYER_DROPOUT] = &rs_dropout_ops,     [RS_LAYER_LAYERNORM] = &rs_layernorm_ops,
     [RS_LAYER_EMBED] = &rs_embed_ops,         [RS_LAYER_ATTN] = &rs_attn_ops,
-    [RS_LAYER_ADD] = &rs_add_ops,
+    [RS_LAYER_ADD] = &rs_add_ops,             [RS_LAYER_TP_COPY] = &rs_tp_copy_ops,
+    [RS_LAYER_TP_REDUCE] = &rs_tp_reduce_ops,
+    [RS_LAYER_OP] = &rs_op_ops,
 };
 
 const rs_layer_ops *rs_layer_ops_for(rs_layer_kind k)

@@ -28,6 +28,9 @@ typedef enum rs_layer_kind {
     RS_LAYER_EMBED,       /* token + position embedding: tokens (T) -> (T, C) */
     RS_LAYER_ATTN,        /* causal multi-head self-attention core: qkv (T, 3C) -> (T, C) */
     RS_LAYER_ADD,         /* sum of two inputs of one shape (the residual of a res[ ... ] block) */
+    RS_LAYER_TP_COPY,     /* tensor parallelism's f: identity forward, all-reduce of the gradient backward */
+    RS_LAYER_TP_REDUCE,   /* tensor parallelism's g: all-reduce forward, identity backward */
+    RS_LAYER_OP,          /* a generic tensor op of an imported graph (tensor_op.h); inference only */
     RS_LAYER_KIND_COUNT
 } rs_layer_kind;
 
@@ -55,22 +58,35 @@ typedef struct rs_param_slot {
     size_t numel;
     bool tied;            /* a view of another layer's parameter (weight tying): it owns no range,
                              is no tensor of its own, and its gradient adds into the owner's */
+    bool frozen;          /* a constant of an imported graph: read, never trained */
 } rs_param_slot;
 
 #define RS_LAYER_MAX_PARAMS 2
-/* Inputs of one node: its producers in the model's graph. */
-#define RS_LAYER_MAX_SRC 2
+/* Inputs of one node: its producers in the model's graph (3: ONNX Where, Concat, Gemm with C). */
+#define RS_LAYER_MAX_SRC 3
 
 typedef struct rs_layer rs_layer;
 
-/* What a forward/backward call may touch besides its input and output. */
+/* An all-reduce (sum, in place) of n floats over the ranks holding the other shards of a tensor-
+ * parallel model (dist/train/tensor.c supplies it). Layers have no status: a failure is kept by the
+ * callback's owner, which reports it after the pass. */
+typedef void (*rs_tp_comm_fn)(void *ud, float *buf, size_t n);
+
+/* What a forward/backward call may touch besides its input and output. A layer reads its rs_layer
+ * but never writes it during a pass. */
 typedef struct rs_exec {
     const rs_kernels *k;
     float *params;        /* model parameter buffer (device) */
     float *grads;         /* model gradient buffer (device) */
-    float *ws;            /* shared workspace, at least the largest layer's workspace_bytes */
+    float *ws;            /* the activation set's workspace, at least the largest layer's workspace_bytes */
+    void *saved;          /* this layer's saved_bytes(B) in the activation set (NULL if it saves nothing):
+                             what forward keeps for backward lives with the pass, not the layer, so
+                             several passes can run at once (engine/nn/model.h, activation sets) */
     bool training;
-    uint64_t dropout_seed; /* changes every step; each layer mixes in its index */
+    bool inference;       /* no backward follows (an inference-only model): skip what it would read */
+    uint64_t dropout_seed; /* changes every step; each layer mixes in its rng_id */
+    rs_tp_comm_fn tp_all_reduce; /* tp_copy / tp_reduce; NULL: a group of one rank (identity) */
+    void *tp_ud;
 } rs_exec;
 
 typedef struct rs_layer_ops {
@@ -92,20 +108,28 @@ typedef struct rs_layer_ops {
     int nin;              /* 0 means 1 */
     void (*forward2)(rs_layer *l, const rs_exec *x, const float *a, const float *b, float *out, int B);
     void (*backward2)(rs_layer *l, const rs_exec *x, const float *dout, float *da, float *db, int B);
+    /* Layers of any number of inputs (the generic ops) use this instead: in[k] is the output of
+     * src[k]. Forward only. */
+    void (*forward_n)(rs_layer *l, const rs_exec *x, const float *const *in, float *out, int B);
 } rs_layer_ops;
+
+struct rs_op_node;
 
 struct rs_layer {
     const rs_layer_ops *ops;
     rs_layer_cfg cfg;
     char name[48];        /* path in the model, PyTorch-style: "0", "3.1" */
     int index;            /* position in execution order */
+    int rng_id;           /* the dropout stream it draws: its index, or in a tensor-parallel shard the
+                             index of the whole model's layer it stands for (same masks as one process) */
     rs_shape in, out;     /* per sample */
     int nsrc;             /* inputs: the layers whose outputs this one reads, -1 = the model's input */
     int src[RS_LAYER_MAX_SRC];
     int np;
     rs_param_slot p[RS_LAYER_MAX_PARAMS];
     rs_conv_geom geom;    /* conv and pools */
-    void *saved;          /* saved_bytes(B) of activation memory, owned by the model */
+    struct rs_op_node *op; /* RS_LAYER_OP: what it runs (tensor_op.h), owned by the model */
+    bool view;            /* its output is src[0]'s memory under another shape: nothing runs */
     size_t src_pos;       /* where the layer was written in its spec (for error carets) */
 };
 
@@ -119,7 +143,7 @@ char *rs_layer_cfg_str(const rs_layer_cfg *c, char *buf, size_t n);
 /* Per-kind operation tables (engine/nn/<kind>.c). */
 extern const rs_layer_ops rs_linear_ops, rs_conv2d_ops, rs_maxpool2d_ops, rs_avgpool2d_ops,
     rs_relu_ops, rs_gelu_ops, rs_tanh_ops, rs_flatten_ops, rs_dropout_ops, rs_layernorm_ops, rs_embed_ops,
-    rs_attn_ops, rs_add_ops;
+    rs_attn_ops, rs_add_ops, rs_tp_copy_ops, rs_tp_reduce_ops, rs_op_ops;
 
 /* Shared by conv and pools: output size of a window, or an error naming the layer. */
 rs_status rs_layer_window_geom(rs_layer *l, const rs_shape *in, int out_channels, rs_err *err);

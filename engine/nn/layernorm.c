@@ -30,7 +30,7 @@ static size_t saved(const rs_layer *l, int B) { return 2 * (size_t)rows(l, B) * 
 static void forward(rs_layer *l, const rs_exec *x, const float *in, float *out, int B)
 {
     int R = rows(l, B);
-    float *mean = l->saved, *rstd = mean + R;
+    float *mean = x->saved, *rstd = mean + R;
     x->k->layernorm_fwd(in, x->params + l->p[0].offset, x->params + l->p[1].offset, out, mean, rstd, R,
                         row_len(l), l->cfg.eps);
 }
@@ -40,7 +40,7 @@ static void backward(rs_layer *l, const rs_exec *x, const float *in, const float
 {
     (void)out;
     int R = rows(l, B);
-    const float *mean = l->saved, *rstd = mean + R;
+    const float *mean = x->saved, *rstd = mean + R;
     x->k->layernorm_bwd(in, x->params + l->p[0].offset, mean, rstd, dout, din, x->grads + l->p[0].offset,
                         x->grads + l->p[1].offset, R, row_len(l));
 }

@@ -1,5 +1,6 @@
 /* The model: layer list, parameter layout, units, accessors (see model.h). */
 #include "model_internal.h"
+#include "tensor_op.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -11,7 +12,7 @@
 rs_model *rs_model_new(const char *name, const rs_shape *in, rs_device dev, rs_mem *mem)
 {
     const rs_kernels *k = rs_kernels_for(dev);
-    if (!k || !in || in->ndim < 1 || in->ndim > 3) return NULL;
+    if (!k || !in || in->ndim < 1 || in->ndim > RS_MAX_DIMS) return NULL;
     rs_model *m = calloc(1, sizeof *m);
     if (!m) return NULL;
     snprintf(m->name, sizeof m->name, "%s", name ? name : "model");
@@ -51,10 +52,52 @@ rs_status rs_model_add(rs_model *m, const rs_layer_cfg *cfg, rs_err *err)
     l->nsrc = 1;
     l->src[0] = m->nlayers - 1; /* a chain by default: the previous node, or the model's input */
     l->index = m->nlayers++;
+    l->rng_id = l->index;
     layer_name(m, l->name, sizeof l->name);
     m->child_count[m->depth]++;
     for (int d = 0; d < m->depth; d++) m->blocks[m->open_block[d]].count++;
     return RS_OK;
+}
+
+rs_status rs_model_add_from(rs_model *m, const rs_layer_cfg *cfg, const int *src, int nsrc, rs_err *err)
+{
+    if (nsrc < 1 || nsrc > RS_LAYER_MAX_SRC)
+        return rs_err_set(err, RS_ERR_ARG, "model %s: a node reads 1 to %d values, not %d", m->name, RS_LAYER_MAX_SRC,
+                          nsrc);
+    for (int k = 0; k < nsrc; k++)
+        if (src[k] < -1 || src[k] >= m->nlayers)
+            return rs_err_set(err, RS_ERR_ARG, "model %s: node %d cannot read node %d (only earlier ones)", m->name,
+                              m->nlayers, src[k]);
+    rs_status st = rs_model_add(m, cfg, err);
+    if (st) return st;
+    rs_layer *l = &m->layers[m->nlayers - 1];
+    l->nsrc = nsrc;
+    for (int k = 0; k < nsrc; k++) l->src[k] = src[k];
+    return RS_OK;
+}
+
+void rs_model_set_inference_only(rs_model *m)
+{
+    if (!m->laid_out) m->inference = true;
+}
+bool rs_model_inference_only(const rs_model *m) { return m->inference; }
+
+rs_status rs_model_check_trainable(const rs_model *m, rs_err *err)
+{
+    if (!m->inference) return RS_OK;
+    for (int i = 0; i < m->nlayers; i++) {
+        const rs_layer *l = &m->layers[i];
+        if (l->op || (!l->ops->backward && !l->ops->backward2))
+            return rs_err_set(err, RS_ERR_UNSUPPORTED,
+                              "model %s is an imported graph that runs for inference only: its node %s (%s%s%s) has "
+                              "no backward; eval and predict run it, and a file that is a plain sequence of ringside "
+                              "layers imports as a model that trains",
+                              m->name, l->name, l->op ? l->op->type : l->ops->kind, l->op ? " " : "",
+                              l->op ? l->op->name : "");
+    }
+    return rs_err_set(err, RS_ERR_UNSUPPORTED,
+                      "model %s is an imported graph that runs for inference only; eval and predict run it, and a "
+                      "file that is a plain sequence of ringside layers imports as a model that trains", m->name);
 }
 
 static rs_status begin_block(rs_model *m, bool residual, rs_err *err)
@@ -168,7 +211,7 @@ rs_status rs_model_layout(rs_model *m, rs_err *err)
         l->in = *src_shape[0];
         rs_status st = l->ops->setup(l, src_shape[0], err);
         if (st) return st;
-        for (int k = 1; k < l->nsrc; k++)
+        for (int k = 1; k < l->nsrc && l->ops->nin == 2; k++)
             if (!rs_shape_eq(src_shape[k], src_shape[0])) {
                 char s2[64];
                 return rs_err_set(err, RS_ERR_SHAPE, "layer %s (%s): inputs %s and %s differ; a residual block "
@@ -198,7 +241,7 @@ rs_status rs_model_layout(rs_model *m, rs_err *err)
         cur = l->out;
     }
     m->failed_layer = m->nlayers - 1;
-    if (cur.ndim != 1 && !(m->tokens && cur.ndim == 2)) {
+    if (cur.ndim != 1 && !(m->tokens && cur.ndim == 2) && !m->inference) {
         return rs_err_set(err, RS_ERR_SHAPE,
                           "model %s ends with output %s; the last layer must give one score per class: "
                           "add `flatten linear(CLASSES)`",
@@ -288,8 +331,9 @@ rs_status rs_model_build(rs_model *m, uint64_t seed, rs_err *err)
     int nt = m->ntensors;
     m->tensors = calloc((size_t)(nt ? nt : 1), sizeof *m->tensors);
     m->params = rs_mem_alloc(m->mem, RS_POOL_PARAMS, (m->numel ? m->numel : 1) * sizeof(float));
-    m->grads = rs_mem_alloc(m->mem, RS_POOL_GRADS, (m->numel ? m->numel : 1) * sizeof(float));
-    if (!m->tensors || !m->params || !m->grads)
+    /* nothing computes gradients of an inference-only model */
+    m->grads = m->inference ? NULL : rs_mem_alloc(m->mem, RS_POOL_GRADS, (m->numel ? m->numel : 1) * sizeof(float));
+    if (!m->tensors || !m->params || (!m->grads && !m->inference))
         return rs_err_set(err, RS_ERR_NOMEM, "model %s: out of memory for %zu parameters", m->name, m->numel);
     int t = 0;
     rs_rng root;
@@ -307,9 +351,11 @@ rs_status rs_model_build(rs_model *m, uint64_t seed, rs_err *err)
         }
         /* One stream per layer: adding a layer does not change the others' initial weights. */
         rs_rng r = rs_rng_fork(&root, (uint64_t)i);
-        if (l->ops->init) l->ops->init(l, m->params, &r);
+        /* an inference-only model's weights are its file's, copied in after build */
+        if (l->ops->init && !m->inference) l->ops->init(l, m->params, &r);
     }
     st = build_units(m, err);
+    if (!st) st = rs_model_plan_grads(m, err);
     if (st) return st;
     m->built = true;
     return RS_OK;
@@ -410,6 +456,7 @@ void rs_model_free(rs_model *m)
     free(m->resident[1]);
     free(m->units);
     free(m->tensors);
+    for (int i = 0; i < m->nlayers; i++) free(m->layers[i].op);
     free(m->layers);
     free(m->blocks);
     free(m);

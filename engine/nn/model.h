@@ -34,6 +34,9 @@ typedef struct rs_model rs_model;
  * tracker (rs_model_mem). Caller owns the result. */
 rs_model *rs_model_new(const char *name, const rs_shape *in, rs_device dev, rs_mem *mem);
 rs_status rs_model_add(rs_model *m, const rs_layer_cfg *cfg, rs_err *err);
+/* A node reading the producers src[0..nsrc) (-1: the model's input; each before it) rather than the
+ * previous node: how an imported graph's nodes are added. Blocks are not tracked for it. */
+rs_status rs_model_add_from(rs_model *m, const rs_layer_cfg *cfg, const int *src, int nsrc, rs_err *err);
 rs_status rs_model_begin_block(rs_model *m, rs_err *err);
 /* A residual block: end_block appends an add of the block's output and the block's input. */
 rs_status rs_model_begin_residual(rs_model *m, rs_err *err);
@@ -49,12 +52,22 @@ rs_status rs_model_layout(rs_model *m, rs_err *err);
 int rs_model_failed_layer(const rs_model *m);
 /* rs_model_layout, then allocates parameters and gradients and initialises them from seed. */
 rs_status rs_model_build(rs_model *m, uint64_t seed, rs_err *err);
-/* Allocates activation memory for batches up to B (forward does it too when B grows). */
+/* Allocates the default activation set's memory for batches up to B (forward does it too when B
+ * grows). */
 rs_status rs_model_reserve(rs_model *m, int B, rs_err *err);
+
+/* An inference-only model (an imported graph; rs_model_add_op makes one): forward runs, its output
+ * may have any shape, and no gradient buffer or backward memory is allocated; rs_model_backward does
+ * nothing and rs_model_check_trainable (which training calls) refuses it. Set before layout. */
+void rs_model_set_inference_only(rs_model *m);
+bool rs_model_inference_only(const rs_model *m);
+/* RS_OK, or why the model cannot train (naming the first node without a backward). */
+rs_status rs_model_check_trainable(const rs_model *m, rs_err *err);
 
 void rs_model_set_training(rs_model *m, bool training);
 bool rs_model_training(const rs_model *m);
-/* x (B, in) must stay valid until backward: floats, or int32 token ids for a token model (ids outside
+/* The default pass, through an activation set the model owns (below): one pass at a time.
+ * x (B, in) must stay valid until backward: floats, or int32 token ids for a token model (ids outside
  * the vocabulary are an error). *logits (B * rows, classes) points into the model (valid until the
  * next forward). */
 rs_status rs_model_forward(rs_model *m, const void *x, int B, const float **logits, rs_err *err);
@@ -67,6 +80,100 @@ rs_status rs_model_loss(rs_model *m, const int32_t *y, int B, float *loss, rs_er
 void rs_model_backward(rs_model *m, const void *x, const int32_t *y, int B, float loss_scale);
 void rs_model_zero_grad(rs_model *m);
 void rs_model_set_grad_hook(rs_model *m, rs_grad_ready_fn fn, void *ud);
+/* The all-reduce a tensor-parallel shard's tp_copy and tp_reduce layers call (engine/nn/tp.h); NULL:
+ * a group of one rank. */
+void rs_model_set_tp_comm(rs_model *m, rs_tp_comm_fn fn, void *ud);
+
+/* ---- Activation sets: passes that run side by side ----
+ * Everything a pass writes besides the parameter gradients (every layer's output, what layers keep
+ * for backward, gradient slots, probabilities, workspace) lives in an activation set. The functions
+ * above use a default set the model owns; a caller that needs several passes at once gives each its
+ * own set: two server threads answering requests from one model, or a pipeline stage keeping several
+ * micro-batches in flight. The model itself is then read-only during a pass, except:
+ *   - the step counter (dropout masks), advanced by a training-mode forward that starts at layer 0;
+ *   - the gradient buffer, which backward accumulates into;
+ *   - the unit hooks and the grad hook, which are the caller's own code.
+ * So the rule is: concurrent sets are for inference (eval mode, rs_model_set_training(m, false)), or
+ * for training passes the caller serialises (a pipeline's schedule runs one pass at a time per model;
+ * separate sets let micro-batch 2's forward happen before micro-batch 1's backward). Nothing may change
+ * the model (training mode, parameters, hooks, wrap, sharding) while another thread runs a pass.
+ *
+ * A set holds memory for a range of layers (all of them from rs_acts_new), counted in the model's
+ * tracker: outputs, saved values and gradient slots in RS_POOL_ACTS, workspace in RS_POOL_SCRATCH.
+ * It grows when a pass needs more (a larger B, or more threads needing more workspace); an output a
+ * pass returned is valid until the next pass on the same set. Free every set before its model. */
+typedef struct rs_acts rs_acts;
+
+/* A set for batches up to B over every layer (B >= 1; the model must be built). Caller owns it. */
+rs_acts *rs_acts_new(rs_model *m, int B, rs_err *err);
+/* A set for layers [first, last) only (a pipeline stage's memory): both ends must be legal cuts
+ * (rs_model_cut_ok). Caller owns it. */
+rs_acts *rs_acts_new_range(rs_model *m, int first, int last, int B, rs_err *err);
+void rs_acts_free(rs_acts *a); /* NULL is a no-op */
+/* Batch capacity, and the layers it holds memory for. */
+int rs_acts_batch(const rs_acts *a);
+int rs_acts_first(const rs_acts *a);
+int rs_acts_last(const rs_acts *a);
+/* The training step whose dropout masks the set's last forward drew. A training-mode forward from
+ * layer 0 takes the model's next step (rs_model_step) and records it here; a forward starting later
+ * (a pipeline stage after the first) uses what is recorded, so a stage in another process sets it
+ * (rs_acts_set_step) to the step the first stage drew for that micro-batch, and its masks then equal
+ * a whole-model pass's. Eval mode ignores it. */
+uint64_t rs_acts_step(const rs_acts *a);
+void rs_acts_set_step(rs_acts *a, uint64_t step);
+/* The factor rs_model_backward_range applies to the loss gradient (dout == NULL): 1 by default, 1/M
+ * when M micro-batches make one step. rs_model_backward(_acts) take theirs as an argument. */
+void rs_acts_set_loss_scale(rs_acts *a, float loss_scale);
+
+/* As rs_model_forward / _loss / _backward, on the caller's set: *out points into the set. B may not
+ * exceed what the set can grow to in memory; x must stay valid until backward. */
+rs_status rs_model_forward_acts(rs_model *m, rs_acts *a, const void *x, int B, const float **out, rs_err *err);
+rs_status rs_model_loss_acts(rs_model *m, rs_acts *a, const int32_t *y, int B, float *loss, rs_err *err);
+void rs_model_backward_acts(rs_model *m, rs_acts *a, const void *x, const int32_t *y, int B, float loss_scale);
+
+/* ---- Ranges: a pipeline stage runs layers [first, last) ----
+ * A cut at `at` splits the model into layers [0, at) and [at, n). It is legal when exactly one value
+ * crosses it: layers >= at read no node before at-1 (nor the model's input), so layer at-1's output is
+ * the whole boundary. A cut inside res[ ... ] is never legal (the closing add reads the block's
+ * input); the boundaries between top-level items always are. 0 and n are legal (the model's ends). */
+bool rs_model_cut_ok(const rs_model *m, int at);
+/* The legal cuts strictly inside the model (0 < at < n), increasing; writes at most max, returns how
+ * many there are. */
+int rs_model_cut_points(const rs_model *m, int *at, int max);
+/* Parameters owned by layers [first, last): a tied slot counts with its owner, padding not at all. */
+size_t rs_model_range_params(const rs_model *m, int first, int last);
+/* Top-level items (a depth-0 block, or a layer outside blocks): what a stage split balances. Item i
+ * runs layers [first, first+count) and owns params parameters (rs_model_range_params). Writes at most
+ * max, returns how many there are. Whatever the FSDP wrap policy, these are the top-level items. */
+typedef struct rs_top_item {
+    int first, count;
+    size_t params;
+} rs_top_item;
+int rs_model_top_items(const rs_model *m, rs_top_item *out, int max);
+
+/* Forward of layers [first, last) on set a (which must hold them; both ends legal cuts). `in` is the
+ * model's input when first == 0, else the output of layer first-1: floats (B, shape of layer first-1's
+ * output), which the caller keeps until the range's backward. *out (B, shape of layer last-1's output)
+ * points into the set. Unit hooks fire for every unit the range touches. */
+rs_status rs_model_forward_range(rs_model *m, rs_acts *a, int first, int last, const void *in, int B,
+                                 const float **out, rs_err *err);
+/* Backward of layers [first, last) after their forward on the same set, with the same in and B.
+ * dout (B, layer last-1's output shape) is the gradient of the range's output; NULL when last == n:
+ * the loss on this set (rs_model_loss_acts, with its labels, scaled by rs_acts_set_loss_scale) gives
+ * it. din (may be NULL; first > 0) receives the gradient of `in`. Parameter gradients accumulate as in
+ * rs_model_backward; the grad hook and the unit hooks fire for the layers and units of the range.
+ *
+ * Tied parameters across stages. A tied slot (rs_param_slot.tied: GPT-2's head, `tie=0.wte`) has the
+ * owner's offset in p[j].offset and adds its gradient into the owner's range [offset, offset+numel),
+ * which rs_model_tensor / rs_model_find_tensor name ("0.wte"); rs_unit.uses gives the owning unit.
+ * When owner and reader run in different stages (different processes, each with its own buffers),
+ * each stage's range holds only its contribution, and the grad hook reports the owner's range only on
+ * the stage that runs the owner (the reader's layer never reports a tied slot). The pipeline must add
+ * the two contributions on both stages (an all-reduce between them) before the optimizer step, so
+ * both copies of the weight update alike: find the slots with rs_model_layer(m, i)->p[j].tied for i in
+ * the reader's range, and use the owner's offset and numel. */
+void rs_model_backward_range(rs_model *m, rs_acts *a, int first, int last, const void *in, const float *dout,
+                             float *din, int B);
 
 /* nanoGPT's decay group: the weights of linear and conv layers, as {begin, end} ranges of the buffer
  * in offset order (biases, norms and embeddings are left out; a tied weight counts with its owner).

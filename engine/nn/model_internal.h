@@ -1,6 +1,7 @@
 /* The model's state, shared by the files that implement it (model.c: building and layout;
- * model_exec.c: activation memory, forward, loss, backward; model_text.c: spec and summary;
- * model_shard.c: sharded buffers). Nothing outside engine/nn includes this. */
+ * model_acts.c: activation sets and cut points; model_exec.c: forward, loss, backward over a set or
+ * a range of layers; model_text.c: spec and summary; model_shard.c: sharded buffers). Nothing outside
+ * engine/nn includes this. */
 #ifndef RS_MODEL_INTERNAL_H
 #define RS_MODEL_INTERNAL_H
 
@@ -18,6 +19,7 @@ struct rs_model {
     uint64_t seed;
     bool laid_out, built, training;
     bool tokens;      /* the input is a sequence of int32 token ids (a language model) */
+    bool inference;   /* inference-only (see rs_model_set_inference_only) */
 
     rs_layer *layers; /* execution order */
     int nlayers, cap_layers;
@@ -31,27 +33,20 @@ struct rs_model {
     size_t numel;
     float *params, *grads;
 
-    /* activation memory for batches up to cap_B */
-    int cap_B;
-    float *acts;      /* every layer's output, back to back */
-    size_t *act_off;  /* (nlayers) offsets into acts */
-    /* Gradients of layer outputs, in backward: node i's gradient lives in slot gslot[i] of dbuf (slots
-     * of B * dmax floats) from its first consumer's backward to its own, so a chain needs two slots
-     * (the old ping-pong) and a residual block one more; slots nslots and nslots+1 take a second
-     * contribution before it is added in. gdone[i]: node i's gradient has received a first write. */
-    float *dbuf;
-    int *gslot, nslots;
-    unsigned char *gdone;
-    size_t dslot;     /* floats per slot */
-    unsigned char *saved;
-    float *probs, *losses;
-    float *ws;
-    size_t acts_bytes, dbuf_bytes, saved_bytes, probs_bytes, ws_bytes;
+    /* Gradients of layer outputs, in backward: node i's gradient lives in slot gslot[i] of a set's
+     * dbuf from its first consumer's backward to its own, so a chain needs two slots (the old
+     * ping-pong) and a residual block one more; slots nslots and nslots+1 (ntmp = 2 of them when some
+     * value is read twice) take a second contribution before it is added in. Planned once at build
+     * from the graph alone, so every set shares the plan. (nlayers) owned. */
+    int *gslot, nslots, ntmp;
+    rs_acts *dflt;    /* the set rs_model_forward/loss/backward use, owned; NULL until the first */
 
-    uint64_t step; /* forward calls in training mode: varies the dropout mask */
+    uint64_t step; /* training-mode forwards from layer 0: varies the dropout mask */
     int failed_layer; /* layer whose setup failed in the last layout, or -1 */
     rs_grad_ready_fn grad_hook;
     void *grad_hook_ud;
+    rs_tp_comm_fn tp_comm; /* the tensor-parallel group's all-reduce (tp_copy, tp_reduce) */
+    void *tp_comm_ud;
 
     /* Sharded training (see model.h): the units (top-level items, owned), their hooks, whether the
      * gradient buffer is released (ZeRO-2), and whether params/grads are reservations of map_bytes
@@ -65,8 +60,42 @@ struct rs_model {
     unsigned char *resident[2]; /* [0] params, [1] grads */
 };
 
-/* Frees the activation memory (model_exec.c); the next forward reserves it again. */
+/* An activation set (model.h): everything one pass writes besides the parameter gradients, for
+ * layers [first, last). Offsets are per layer of the model; only those of the set's layers mean
+ * anything. */
+struct rs_acts {
+    rs_model *m;              /* borrowed */
+    int first, last;          /* the layers it holds memory for */
+    int cap_B;                /* batches up to cap_B fit (0: nothing allocated yet) */
+    float *acts;              /* every output of its layers, back to back */
+    size_t *act_off;          /* (nlayers) offset of layer i's output in acts, then (nlayers) of its
+                                 saved area in saved (SIZE_MAX: it keeps nothing); owned */
+    size_t *saved_off;        /* act_off + nlayers */
+    unsigned char *saved;     /* what layers keep from forward for backward, 64-byte aligned each */
+    float *dbuf;              /* gradient slots (model's nslots + ntmp) of dslot floats */
+    size_t dslot;
+    unsigned char *gdone;     /* (nlayers) node i's slot has had its first write in this backward; owned */
+    float *probs, *losses;    /* (R, C) and (R): only when the set holds the last layer */
+    const float *out;         /* the last whole pass's output (a view may make it the input itself) */
+    float *ws;                /* workspace: the largest workspace_bytes of its layers */
+    size_t acts_bytes, dbuf_bytes, saved_bytes, probs_bytes, ws_bytes;
+    /* the last forward's mode and dropout step, the last loss's labels (borrowed), the loss factor */
+    bool training;
+    uint64_t step;
+    const int32_t *y;
+    float loss_scale;
+};
+
+/* Grows set a (model_acts.c) for batches of B at the current thread count; a no-op when it fits. */
+rs_status rs_acts_reserve(rs_acts *a, int B, rs_err *err);
+/* Plans the gradient slots (model_acts.c); at build, once the graph is final. */
+rs_status rs_model_plan_grads(rs_model *m, rs_err *err);
+/* Frees the default set and the slot plan (model_acts.c). */
 void rs_model_free_acts(rs_model *m);
+/* Forward of layers [first, last) on a in the given mode (model_exec.c): what rs_model_forward_range
+ * does with the model's mode; generate.c runs eval passes through it without switching the model. */
+rs_status rs_model_run_range(rs_model *m, rs_acts *a, int first, int last, const void *in, int B, bool training,
+                             const float **out, rs_err *err);
 /* Size of the parameter or gradient buffer in bytes (at least one float). */
 static inline size_t rs_model_buf_bytes(const rs_model *m) { return (m->numel ? m->numel : 1) * sizeof(float); }
 

@@ -1,5 +1,6 @@
 /* A model as text: the spec it re-parses from and the summary `show` prints (see model.h). */
 #include "model_internal.h"
+#include "tensor_op.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -119,8 +120,11 @@ char *rs_model_summary(const rs_model *m)
         size_t np = 0;
         for (int j = 0; j < l->np; j++) np += l->p[j].tied ? 0 : l->p[j].numel;
         int d = block_depth_at(m, i);
-        sb_printf(&b, "  %*s%-*s %-30s %-12s %12zu\n", 2 * d, "", 8 - 2 * d > 0 ? 8 - 2 * d : 1, l->name,
-                  rs_layer_cfg_str(&l->cfg, cfg, sizeof cfg), rs_shape_str(&l->out, s, sizeof s), np);
+        /* a generic op shows the operator and the node it came from */
+        if (l->op) snprintf(cfg, sizeof cfg, "%.23s %.39s", l->op->type, l->op->name);
+        else rs_layer_cfg_str(&l->cfg, cfg, sizeof cfg);
+        sb_printf(&b, "  %*s%-*s %-30.30s %-12s %12zu\n", 2 * d, "", 8 - 2 * d > 0 ? 8 - 2 * d : 1, l->name, cfg,
+                  rs_shape_str(&l->out, s, sizeof s), np);
     }
     return b.s;
 }

@@ -15,7 +15,7 @@ static size_t max_saved(const rs_layer *l, int B)
 
 static void max_fwd(rs_layer *l, const rs_exec *x, const float *in, float *out, int B)
 {
-    x->k->maxpool_fwd(&l->geom, B, in, out, l->saved);
+    x->k->maxpool_fwd(&l->geom, B, in, out, x->inference ? NULL : x->saved); /* no backward: keep nothing */
 }
 
 static void max_bwd(rs_layer *l, const rs_exec *x, const float *in, const float *out, const float *dout,
@@ -23,7 +23,7 @@ static void max_bwd(rs_layer *l, const rs_exec *x, const float *in, const float 
 {
     (void)in;
     (void)out;
-    if (din) x->k->maxpool_bwd(&l->geom, B, dout, l->saved, din);
+    if (din) x->k->maxpool_bwd(&l->geom, B, dout, x->saved, din);
 }
 
 static void avg_fwd(rs_layer *l, const rs_exec *x, const float *in, float *out, int B)

@@ -20,11 +20,13 @@ typedef struct parser {
 } parser;
 
 static const char *const layer_names[] = {"linear", "conv", "maxpool", "avgpool", "relu", "gelu",
-                                          "tanh", "flatten", "dropout", "layernorm", "embed", "attn"};
+                                          "tanh", "flatten", "dropout", "layernorm", "embed", "attn",
+                                          "tp_copy", "tp_reduce"};
 static const rs_layer_kind layer_kinds[] = {RS_LAYER_LINEAR, RS_LAYER_CONV2D, RS_LAYER_MAXPOOL2D,
                                             RS_LAYER_AVGPOOL2D, RS_LAYER_RELU, RS_LAYER_GELU,
                                             RS_LAYER_TANH, RS_LAYER_FLATTEN, RS_LAYER_DROPOUT,
-                                            RS_LAYER_LAYERNORM, RS_LAYER_EMBED, RS_LAYER_ATTN};
+                                            RS_LAYER_LAYERNORM, RS_LAYER_EMBED, RS_LAYER_ATTN,
+                                            RS_LAYER_TP_COPY, RS_LAYER_TP_REDUCE};
 #define NLAYER_NAMES ((int)(sizeof layer_names / sizeof *layer_names))
 
 static int edit_distance(const char *a, const char *b)

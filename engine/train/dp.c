@@ -243,6 +243,7 @@ rs_status rs_dp_new(rs_model *m, int replicas, rs_dp_phase_fn fn, void *ud, rs_d
 {
     *out = NULL;
     if (!m || !rs_model_params(m)) return rs_err_set(err, RS_ERR_ARG, "dp: the model is not built");
+    if (rs_model_check_trainable(m, err)) return err ? err->code : RS_ERR_UNSUPPORTED;
     if (replicas < 1 || replicas > RS_DP_MAX_REPLICAS)
         return rs_err_set(err, RS_ERR_ARG, "dp: replicas must be 1..%d, got %d", RS_DP_MAX_REPLICAS, replicas);
     rs_dp *d = calloc(1, sizeof *d); /* owned by the caller via *out; rs_dp_free releases it */

@@ -232,6 +232,7 @@ static rs_status train_loop(rs_model *m, const rs_data_pair *data, const rs_trai
                           cfg.batch, world, (cfg.batch / world + 1) * world);
     bool report = !sg || sg->report;
     rs_status st = rs_opt_cfg_check(&cfg.opt, err);
+    if (!st) st = rs_model_check_trainable(m, err);
     if (st) return st;
     st = rs_train_check_data(m, train, err);
     if (st) return st;
@@ -279,7 +280,7 @@ static rs_status train_loop(rs_model *m, const rs_data_pair *data, const rs_trai
         else st = rs_err_set(err, RS_ERR_NOMEM, "out of memory for a batch of %d", local);
         goto out;
     }
-    st = rs_model_reserve(m, local, err);
+    if (!sg || !sg->own_acts) st = rs_model_reserve(m, local, err);
     if (st) goto out;
     if (sg && sg->setup) {
         st = sg->setup(sg->ud, m, &cfg.opt, err);
@@ -373,7 +374,7 @@ static rs_status train_loop(rs_model *m, const rs_data_pair *data, const rs_trai
                 if (sg && sg->forward_backward) {
                     st = sg->forward_backward(sg->ud, x, y, rows, 1.0f / (float)accum, &l, &logits, err);
                     c1 = d1 = now_s();
-                    if (!st) phase(h, step, RS_PHASE_BACKWARD, b1, d1);
+                    if (!st && !sg->own_phases) phase(h, step, RS_PHASE_BACKWARD, b1, d1);
                 } else {
                     st = rs_model_forward(m, x, rows, &logits, err);
                     if (!st) st = rs_model_loss(m, y, rows, &l, err);

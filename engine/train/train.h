@@ -59,6 +59,12 @@ struct rs_train_strategy {
      * loop's own. loss: the micro-batch's mean; *logits: B rows for accuracy. */
     rs_status (*forward_backward)(void *ud, const float *x, const int32_t *y, int B, float loss_scale, float *loss,
                                   const float **logits, rs_err *err);
+    /* forward_backward keeps its own activation sets (a pipeline stage holds one per micro-batch in
+     * flight): the loop reserves none of the model's, so the ACTS pool counts only the strategy's. */
+    bool own_acts;
+    /* forward_backward reports each micro-batch's compute itself (a pipeline's forwards and backwards
+     * per stage, with the idle time between them): the loop reports no phase spanning the call. */
+    bool own_phases;
     /* Around the backward of each micro-batch; last: the one whose gradients complete the step. */
     rs_status (*before_backward)(void *ud, bool last, rs_err *err);
     rs_status (*after_backward)(void *ud, rs_err *err); /* after the last micro-batch: combine */

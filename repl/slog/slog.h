@@ -103,6 +103,10 @@ void rs_slog_metric(rs_slog *log, int64_t run, int rank, int64_t step, int epoch
  *   coll_end   as coll_begin; value = seconds
  *   memory     name = pool ("params", "grads", "optim", "activations"); bytes = in use; value = peak
  *   log        name = level; detail = {"text": "..."}
+ *   micro      a pipeline micro-batch's work: name = "forward"/"backward"; chunk = micro-batch;
+ *              value = seconds; detail = {"stage": virtual stage}
+ *   stage      pipeline: the rank runs a stage: chunk = stage; detail = {"stages":S,"first":a,"last":b}
+ *              (its layers a..b)
  * New kinds need no migration: kind is free text, and anything else goes in detail (a JSON object). */
 typedef struct rs_slog_event_info {
     int rank;

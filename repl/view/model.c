@@ -355,6 +355,14 @@ void rs_view_feed_train(rs_view_model *vm, const rs_train_line *tl)
         set_state(r, RS_VIEW_ST_DONE, r->state_t);
         break;
     case RS_TL_CKPT: break;
+    case RS_TL_MICRO: /* a pipeline stage's forward or backward of one micro-batch: the gaps are its bubble */
+        saw_time(vm, tl->t1);
+        s = tl->work == 'F' ? RS_VIEW_ST_FORWARD : RS_VIEW_ST_BACKWARD;
+        push_span(r, tl->t0, tl->t1, tl->step, s, false);
+        set_state(r, s, tl->t1);
+        break;
+    case RS_TL_STAGE:
+    case RS_TL_METRIC: break;
     }
 }
 
@@ -375,6 +383,54 @@ void rs_view_feed_bench(rs_view_model *vm, const rs_bench_row *row)
         set_state(&vm->ranks[i], RS_VIEW_ST_COMM, vm->ranks[i].state_t);
     }
     if (world > vm->nranks) vm->nranks = world < RS_VIEW_MAX_RANKS ? world : RS_VIEW_MAX_RANKS;
+}
+
+void rs_view_feed_data(rs_view_model *vm, const rs_data_line *d)
+{
+    rs_view_rank *r = rank_slot(vm, d->rank);
+    if (!r) return;
+    vm->fed++;
+    saw_time(vm, d->t);
+    /* the values before are those of the same collective, laid out the same way (what moved) */
+    r->prev = r->data;
+    r->has_prev = r->has_data && r->data.coll == d->coll && r->data.count == d->count &&
+                  r->data.blocks == d->blocks && r->data.head == d->head && r->data.n == d->n;
+    r->data = *d;
+    r->has_data = true;
+}
+
+bool rs_view_has_data(const rs_view_model *vm, int *done)
+{
+    bool any = false;
+    int most = 0;
+    for (int i = 0; i < vm->nranks; i++) {
+        const rs_view_rank *r = &vm->ranks[i];
+        if (!r->has_data || !vm->coll.any || r->data.coll != vm->coll.coll) continue;
+        if (!any || r->data.done > most) most = r->data.done;
+        any = true;
+    }
+    if (done) *done = most;
+    return any;
+}
+
+void rs_view_data_phase(char *out, size_t cap, rs_pg_opkind op, rs_pg_algo algo, int world, int done, int steps)
+{
+    const char *phase = NULL;
+    int k = done, of = steps;
+    if (op == RS_OP_ALL_REDUCE && algo == RS_ALGO_RING && world > 1 && steps == 2 * (world - 1)) {
+        /* the ring's two halves, each world-1 steps */
+        of = world - 1;
+        phase = done <= of ? "reduce-scatter" : "all-gather";
+        if (done > of) k = done - of;
+    } else if (op == RS_OP_ALL_REDUCE && algo == RS_ALGO_TREE && steps > 0 && steps % 2 == 0) {
+        of = steps / 2;
+        phase = done <= of ? "reduce" : "broadcast";
+        if (done > of) k = done - of;
+    }
+    if (done <= 0 && steps > 0) snprintf(out, cap, "input (nothing moved yet)");
+    else if (phase) snprintf(out, cap, "after %s step %d/%d%s", phase, k, of, done >= steps ? ": the result" : "");
+    else if (steps > 0) snprintf(out, cap, "after step %d/%d%s", done, steps, done >= steps ? ": the result" : "");
+    else snprintf(out, cap, "the result");
 }
 
 const rs_view_bench_row *rs_view_bench_at(const rs_view_model *vm, int i)
@@ -421,8 +477,10 @@ bool rs_view_feed_line(rs_view_model *vm, int rank, const char *line)
     rs_pg_event ev;
     rs_train_line tl;
     rs_bench_row br;
+    rs_data_line dl;
     uint64_t before = vm->fed;
     if (rs_wire_parse_event(line, &ev)) rs_view_feed_event(vm, &ev);
+    else if (rs_wire_parse_data(line, &dl)) rs_view_feed_data(vm, &dl);
     else if (rs_wire_parse_train(line, &tl)) rs_view_feed_train(vm, &tl);
     else if (rs_wire_parse_bench(line, &br)) rs_view_feed_bench(vm, &br);
     else vm->ignored++;

@@ -73,6 +73,10 @@ typedef struct rs_view_rank {
     uint64_t comm_bytes;
     double comm_t0, comm_t1;
     double done_s, done_sps;        /* @done figures */
+    /* `collective ... step=1`: the values of the buffer the collective works in, as this rank last
+     * reported them (@data), and as it reported them the time before (what changed) */
+    bool has_data, has_prev;
+    rs_data_line data, prev;
 } rs_view_rank;
 
 /* The collective the ranks are in (the one with the highest number seen), and the last finished one. */
@@ -144,6 +148,8 @@ void rs_view_model_reset(rs_view_model *vm);
 void rs_view_set_run(rs_view_model *vm, const rs_view_run *run);
 void rs_view_feed_event(rs_view_model *vm, const rs_pg_event *ev);
 void rs_view_feed_train(rs_view_model *vm, const rs_train_line *tl);
+/* A rank's values (@data): they replace its last ones, which become the "before" of what changed. */
+void rs_view_feed_data(rs_view_model *vm, const rs_data_line *d);
 /* A `bench` row: the ranks finished that size and go on with the next one (all of them at work). */
 void rs_view_feed_bench(rs_view_model *vm, const rs_bench_row *row);
 /* step=1: the REPL let the ranks run step k (0-based) of collective coll at time t. A rank that had
@@ -176,5 +182,12 @@ int64_t rs_view_min_step(const rs_view_model *vm);
 const rs_view_bench_row *rs_view_bench_at(const rs_view_model *vm, int i);
 /* Every rank of the world has been heard from and said @done. */
 bool rs_view_all_done(const rs_view_model *vm);
+/* Whether some rank reported values (@data) of the collective the pane shows; *done: the most steps
+ * any of them had done (the collective's progress as the values show it). */
+bool rs_view_has_data(const rs_view_model *vm, int *done);
+/* What `done` of `steps` steps of op/algo on `world` ranks have made of the data, for the data pane:
+ * "input (nothing moved yet)", "after reduce-scatter step 2/3", "after all-gather step 3/3: the
+ * result", "after broadcast step 1/2" (tree all_reduce), "after step 2/5". */
+void rs_view_data_phase(char *out, size_t cap, rs_pg_opkind op, rs_pg_algo algo, int world, int done, int steps);
 
 #endif

@@ -236,6 +236,7 @@ void rs_view_draw(rs_view_screen *s, const rs_view_model *vm, double now, const 
     rs_view_draw_header(s, &l.header, vm, now, o);
     rs_view_draw_ranks(s, &l, vm, o);
     rs_view_draw_coll(s, &l.coll, vm, o);
-    rs_view_draw_timeline(s, &l.timeline, l.lanes, vm, now, o);
+    if (rs_view_has_data(vm, NULL)) rs_view_draw_data(s, &l.timeline, vm, o);
+    else rs_view_draw_timeline(s, &l.timeline, l.lanes, vm, now, o);
     rs_view_draw_log(s, &l.log, vm, o);
 }

@@ -52,6 +52,9 @@ void rs_view_draw_ranks(rs_view_screen *s, const rs_view_layout *l, const rs_vie
 void rs_view_draw_coll(rs_view_screen *s, const rs_view_rect *r, const rs_view_model *vm, const rs_view_opts *o);
 void rs_view_draw_timeline(rs_view_screen *s, const rs_view_rect *r, int lanes, const rs_view_model *vm,
                            double now, const rs_view_opts *o);
+/* The values each rank's collective works in (`collective ... step=1`), in the timeline's place while
+ * rs_view_has_data. */
+void rs_view_draw_data(rs_view_screen *s, const rs_view_rect *r, const rs_view_model *vm, const rs_view_opts *o);
 void rs_view_draw_log(rs_view_screen *s, const rs_view_rect *r, const rs_view_model *vm, const rs_view_opts *o);
 
 /* "1.5 MiB", "940 KiB", "32 B": bytes for a narrow field (out: 16 bytes). */

@@ -86,7 +86,7 @@ gc_result gc_check_layer(const char *what, const rs_layer_cfg *cfg, const rs_sha
     g.din = calloc(g.nin, sizeof(float));
     g.out = calloc(g.nout, sizeof(float));
     g.r = calloc(g.nout, sizeof(float));
-    g.l.saved = calloc(sv + 64, 1);
+    void *saved = calloc(sv + 64, 1);
     float *wsbuf = calloc(ws / sizeof(float) + 16, sizeof(float));
     rs_rng rng;
     rs_rng_seed(&rng, seed);
@@ -109,7 +109,7 @@ gc_result gc_check_layer(const char *what, const rs_layer_cfg *cfg, const rs_sha
         }
     }
     for (size_t i = 0; i < g.nout; i++) g.r[i] = rs_rng_range(&rng, -1.0f, 1.0f);
-    g.x = (rs_exec){.k = k, .params = g.params, .grads = g.grads, .ws = wsbuf, .training = training,
+    g.x = (rs_exec){.k = k, .params = g.params, .grads = g.grads, .ws = wsbuf, .saved = saved, .training = training,
                     .dropout_seed = seed * 7 + 1};
 
     loss_of(&g);
@@ -126,7 +126,7 @@ gc_result gc_check_layer(const char *what, const rs_layer_cfg *cfg, const rs_sha
     free(g.din);
     free(g.out);
     free(g.r);
-    free(g.l.saved);
+    free(saved);
     free(wsbuf);
     return res;
 }

@@ -75,7 +75,7 @@ int main(void)
     for (int i = 0; g && i < T; i++) {
         float a[V], b[V];
         RS_CHECK(rs_gen_push(g, toks[i], a, &err) == RS_OK, "push: %s", err.msg);
-        RS_CHECK(rs_gen_full_logits(m, toks, i + 1, b, &err) == RS_OK, "full: %s", err.msg);
+        RS_CHECK(rs_gen_full_logits(m, NULL, toks, i + 1, b, &err) == RS_OK, "full: %s", err.msg);
         for (int v = 0; v < V; v++) worst = fmax(worst, fabs((double)a[v] - b[v]));
     }
     printf("cache vs full forward over %d positions: max |logit diff| %.2e\n", T, worst);

@@ -25,9 +25,9 @@ data="engine/data/dataset.c engine/data/read.c engine/data/idx.c engine/data/fas
 repl="$(cd "$root" && echo engine/data/gen/digits.c engine/data/source.c engine/data/sampler.c engine/data/loader.c engine/optim/*.c engine/train/*.c engine/ckpt/*.c repl/[!m]*.c repl/lang/*.c repl/slog/*.c)"
 # The REPL starts ranks (repl/cmd_dist.c): the dist parts without the optional mpi and nccl backends.
 dist="$(cd "$root" && echo dist/store/*.c dist/launch/*.c dist/pg/*.c dist/shm/*.c dist/tcp/*.c dist/worker/*.c dist/train/*.c)"
-# ... and ONNX (its protobuf-c code generated here from onnx/onnx.proto) and the dashboard.
-onnx="$(cd "$root" && echo onnx/*.c repl/view/*.c)"
-nn="engine/core/mem.c engine/core/tensor.c engine/core/device.c $(cd "$root" && echo engine/nn/*.c engine/cpu/*.c)"
+# ... and ONNX (its protobuf-c code generated here from onnx/onnx.proto), the dashboard and the server.
+onnx="$(cd "$root" && echo onnx/*.c repl/view/*.c serve/*.c)"
+nn="engine/core/mem.c engine/core/tensor.c engine/core/dims.c engine/core/device.c $(cd "$root" && echo engine/nn/*.c engine/cpu/*.c)"
 target_sources() {
   case $1 in
     idx) echo "tests/fuzz/fuzz_idx.c $core $data" ;;
@@ -38,20 +38,22 @@ target_sources() {
     lines) echo "tests/dist/worker/fuzz_lines.c $core $nn dist/worker/lines.c dist/pg/pg.c" ;;
     store) echo "tests/dist/store/fuzz_store.c $core dist/store/wire.c" ;;
     lex) echo "tests/fuzz/fuzz_lex.c repl/lang/lex.c repl/lang/value.c $core $nn" ;;
+    expect) echo "tests/fuzz/fuzz_expect.c repl/lang/expect.c repl/lang/value.c $core $nn" ;;
+    pbtxt) echo "tests/fuzz/fuzz_pbtxt.c serve/config.c $core" ;;
     *) return 1 ;;
   esac
 }
 # The engine's kernels use OpenMP (GCC's runtime, which clang can target) and OpenBLAS.
-libs="-fopenmp=libgomp $(pkg-config --cflags --libs openblas) -lgomp -lz -lm -ljansson -lsqlite3 -lcrypto -lreadline"
+libs="-fopenmp=libgomp $(pkg-config --cflags --libs openblas) -lgomp -lz -lm -ljansson -lsqlite3 -lcrypto -lreadline -lmicrohttpd"
 libs="$libs -lprotobuf-c $(pkg-config --libs ncursesw 2>/dev/null || echo -lncursesw)"
 # The ONNX messages, generated as meson does (sources named GEN/... below live here).
 mkdir -p "$out/gen/onnx"
 protoc-c --proto_path="$root/onnx" --c_out="$out/gen/onnx" "$root/onnx/onnx.proto" || exit 1
-flags="-std=c17 -g -O1 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L -I$root -I$here -I$root/repl -I$out/gen -DRS_VERSION=\"fuzz\""
+flags="-std=c17 -g -O1 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L -I$root -I$here -I$root/repl -I$out/gen -DRS_VERSION=\"fuzz\" -DRS_SERVE_VERSION=\"fuzz\""
 
 status=0
 for t in $targets; do
-  list=$(target_sources "$t") || { echo "unknown fuzz target '$t' (known: idx csv text spec lex repl store lines)" >&2; exit 2; }
+  list=$(target_sources "$t") || { echo "unknown fuzz target '$t' (known: idx csv text spec lex expect repl store lines pbtxt)" >&2; exit 2; }
   src=""
   srcs=""
   for f in $list; do

@@ -116,7 +116,8 @@ def main():
             name, opset, seed, spec = line.rstrip("\n").split(" ", 3)
             path = os.path.join(d, name + ".repl.onnx")
             script = f"model {name} = {spec} seed={seed}; export {name} {path} opset={opset}"
-            r = subprocess.run([ringside, "--no-db", "-c", script], capture_output=True, text=True, cwd=d)
+            r = subprocess.run([ringside, "--no-db", "-c", script], capture_output=True, text=True, cwd=d,
+                               env=dict(os.environ, COLUMNS="1000"))  # whole lines, whatever the paths' length
             print(r.stdout.strip())
             ok = r.returncode == 0 and "onnx check: ok" in r.stdout
             if ok:

@@ -208,6 +208,23 @@ m = mk([N("ReduceMean", ["x", "ax"], ["m"], keepdims=1),
        [I64("ax", [2]), I64("ax1", [1])], [5, 6], opset=18)
 save_model("reduce18", m, [5, 6])
 
+# 12b. The batch moves: a Transpose puts it second, and the engine's layers (linear over the last
+# dim, LayerNorm, Relu) and ops (Softmax over dim 0, Add of a (3, 1, 5) constant, Mul of two computed
+# values) run on (3, N, ...) values; one model transposes back, the other returns (3, N, 5) as it is.
+batch_second = [N("Transpose", ["x"], ["t"], perm=[1, 0, 2]),
+                N("MatMul", ["t", "w"], ["mm"]),
+                N("Add", ["mm", "b"], ["lin"]),
+                N("LayerNormalization", ["lin", "g", "bb"], ["ln"], axis=-1, epsilon=1e-5),
+                N("Relu", ["ln"], ["r"]),
+                N("Add", ["r", "pos"], ["rp"]),
+                N("Softmax", ["rp"], ["sm"], axis=0),
+                N("Mul", ["sm", "lin"], ["z"])]
+bs_inits = [W("w", 4, 5), W("b", 5), W("g", 5), W("bb", 5), W("pos", 3, 1, 5)]
+m = mk(batch_second + [N("Transpose", ["z"], ["y"], perm=[1, 0, 2])], bs_inits, [3, 4], opset=17)
+save_model("batch_second", m, [3, 4])
+m = mk([*batch_second[:-1], N("Mul", ["sm", "lin"], ["y"])], bs_inits, [3, 4], opset=17)
+save_model("batch_second_out", m, [3, 4])
+
 # 12. The batch fixed at 1 in the file: the importer runs a batch of 7 one row at a time
 m = mk([N("Reshape", ["x", "shp"], ["r"]), N("Gemm", ["r", "w", "b"], ["y"])],
        [I64("shp", [1, 12]), W("w", 12, 4), W("b", 4)], [3, 4], batch=1)

@@ -1,8 +1,10 @@
 /* Runs the files make_models.py wrote (manifest.txt in the folder given as argv[1]): every good file
- * is imported, run on the saved inputs at batch 1 and 7 and compared with ONNX Runtime's outputs;
- * files marked for it also become engine models whose forward must agree; every bad file must be
- * refused with the expected words in the message. Then every prefix and a few thousand byte flips
- * of a few good files must load or fail cleanly (never crash). Returns the number of failures. */
+ * is imported, made an inference model (rs_onnx_to_inference_model), run by the engine's executor on
+ * the saved inputs at batch 1 and 7 and compared with ONNX Runtime's outputs; files marked for it also
+ * become trainable engine models whose forward must agree; every bad file must be refused with the
+ * expected words in the message. Then every prefix and a few thousand byte flips of a few good files
+ * must load or fail cleanly (never crash). Returns the number of failures. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +45,65 @@ static double compare(const char *what, const float *got, const float *want, siz
     return worst;
 }
 
+/* batch rows of the file's input through the engine's executor on activation set a: y gets the
+ * graph's output values (batch * rs_onnx_graph_output_numel). A file that fixed the batch at k takes
+ * k rows a sample. */
+static rs_status run_model(rs_model *m, rs_acts *a, const rs_onnx_graph *g, const float *x, int batch, float *y,
+                           rs_err *e)
+{
+    int per = g->fixed_batch > 1 ? (int)g->fixed_batch : 1;
+    if (batch % per) return rs_err_set(e, RS_ERR_SHAPE, "batch %d is not a multiple of the file's %d", batch, per);
+    const float *out = NULL;
+    rs_status st = a ? rs_model_forward_acts(m, a, x, batch / per, &out, e) : rs_model_forward(m, x, batch / per, &out, e);
+    if (st) return st;
+    size_t n = rs_onnx_graph_output_numel(g) * (size_t)batch;
+    if ((size_t)rs_model_classes(m) * (size_t)rs_model_rows(m) * (size_t)(batch / per) != n)
+        return rs_err_set(e, RS_ERR_INTERNAL, "the model gives %d x %d values a sample, the graph %zu a row",
+                          rs_model_rows(m), rs_model_classes(m), rs_onnx_graph_output_numel(g));
+    memcpy(y, out, sizeof(float) * n);
+    return RS_OK;
+}
+
+/* One of two threads running the same model at once, each on its own activation set. */
+typedef struct runner {
+    rs_model *m;
+    const rs_onnx_graph *g;
+    const float *x;
+    int batch;
+    float *y;
+    rs_status st;
+    rs_err e;
+} runner;
+
+static void *run_thread(void *ud)
+{
+    runner *r = ud;
+    rs_acts *a = rs_acts_new(r->m, 1, &r->e);
+    r->st = a ? RS_OK : r->e.code;
+    for (int k = 0; k < 3 && !r->st; k++) r->st = run_model(r->m, a, r->g, r->x, r->batch, r->y, &r->e);
+    rs_acts_free(a);
+    return NULL;
+}
+
+/* Two threads on one model, their own activation sets, equal a serial run bit for bit. */
+static void check_threads(const char *name, rs_model *m, const rs_onnx_graph *g, const float *x, int batch,
+                          const float *serial, size_t n)
+{
+    runner r[2];
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++) {
+        r[i] = (runner){.m = m, .g = g, .x = x, .batch = batch, .y = calloc(n, sizeof(float))};
+        RS_CHECK(pthread_create(&t[i], NULL, run_thread, &r[i]) == 0, "%s: thread", name);
+    }
+    for (int i = 0; i < 2; i++) {
+        pthread_join(t[i], NULL);
+        RS_CHECK(r[i].st == RS_OK, "%s: thread %d: %s", name, i, r[i].e.msg);
+        RS_CHECK(r[i].y && !memcmp(r[i].y, serial, n * sizeof(float)), "%s: thread %d differs from the serial run", name,
+                 i);
+        free(r[i].y);
+    }
+}
+
 static void check_good(const char *dir, const char *name, size_t in_n, size_t out_n, double tol, int to_model)
 {
     char path[1024];
@@ -55,7 +116,9 @@ static void check_good(const char *dir, const char *name, size_t in_n, size_t ou
     RS_CHECK(rs_onnx_graph_input_numel(g) == in_n, "%s: input numel %zu, want %zu", name, rs_onnx_graph_input_numel(g), in_n);
     RS_CHECK(rs_onnx_graph_output_numel(g) == out_n, "%s: output numel %zu, want %zu", name,
              rs_onnx_graph_output_numel(g), out_n);
-    rs_model *m = NULL;
+    rs_model *m = NULL, *im = NULL;
+    st = rs_onnx_to_inference_model(g, name, &im, &e);
+    RS_CHECK(st == RS_OK, "%s: to_inference_model: %s", name, e.msg);
     if (to_model) {
         st = rs_onnx_to_model(g, name, &m, &e);
         RS_CHECK(st == RS_OK, "%s: to_model: %s", name, e.msg);
@@ -63,17 +126,18 @@ static void check_good(const char *dir, const char *name, size_t in_n, size_t ou
     for (int b = 1; b <= 7; b += 6) {
         float *x = read_f32(dir, name, b, "in", in_n * (size_t)b), *want = read_f32(dir, name, b, "out", out_n * (size_t)b);
         RS_CHECK(x && want, "%s: missing inputs/outputs for batch %d", name, b);
-        if (!x || !want || rs_onnx_graph_output_numel(g) != out_n) {
+        if (!x || !want || !im || rs_onnx_graph_output_numel(g) != out_n) {
             free(x), free(want);
             continue;
         }
         float *y = malloc(sizeof(float) * out_n * (size_t)b);
-        st = rs_onnx_run(g, x, b, y, &e);
+        st = run_model(im, NULL, g, x, b, y, &e);
         RS_CHECK(st == RS_OK, "%s: run: %s", name, e.msg);
         if (!st) {
             double d = compare(name, y, want, out_n * (size_t)b, tol);
             RS_CHECK(d <= tol, "%s batch %d: max |diff| %.3g > %.1g vs ONNX Runtime", name, b, d, tol);
             printf("  %-24s batch %d: max |diff| vs ORT %.2e\n", name, b, d);
+            if (b > 1) check_threads(name, im, g, x, b, y, out_n * (size_t)b);
         }
         if (m) {
             const float *logits = NULL;
@@ -94,6 +158,7 @@ static void check_good(const char *dir, const char *name, size_t in_n, size_t ou
         free(spec);
     }
     rs_model_free(m);
+    rs_model_free(im);
     rs_onnx_graph_free(g);
 }
 
@@ -122,11 +187,15 @@ static int try_bytes(const uint8_t *b, size_t n)
     size_t in = rs_onnx_graph_input_numel(g), out = rs_onnx_graph_output_numel(g);
     /* a mutant may fix the batch at any size: the buffers are sized for the batch that runs */
     size_t b2 = g->fixed_batch > 1 ? (size_t)g->fixed_batch : 2;
+    rs_model *m = NULL;
     if (b2 <= 64 && in * b2 < (1u << 20) && out * b2 < (1u << 20)) {
+        rs_status st = rs_onnx_to_inference_model(g, "mutant", &m, &e);
+        RS_CHECK(st == RS_OK, "a mutant that imports must become a model: %s", e.msg);
         float *x = calloc(in * b2 + 1, sizeof(float)), *y = calloc(out * b2 + 1, sizeof(float));
-        rs_onnx_run(g, x, (int)b2, y, &e);
+        if (m) run_model(m, NULL, g, x, (int)b2, y, &e);
         free(x), free(y);
     }
+    rs_model_free(m);
     rs_onnx_graph_free(g);
     return 1;
 }
@@ -161,28 +230,33 @@ static double now_ms(void)
     return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
 }
 
-/* run-import --bench FILE THREADS BATCH: import time, first run, and the median of 50 runs. */
+/* run-import --bench FILE THREADS BATCH: import time (reading, checking, folding, making the engine
+ * model), first run, and the median of 50 runs. */
 static int bench(const char *path, int threads, int batch)
 {
     rs_cpu_set_threads(threads);
     double t0 = now_ms();
     rs_onnx_graph *g = NULL;
+    rs_model *m = NULL;
     rs_err e = {0};
-    if (rs_onnx_load(path, &g, &e)) {
+    if (rs_onnx_load(path, &g, &e) || rs_onnx_to_inference_model(g, "bench", &m, &e)) {
         fprintf(stderr, "%s\n", e.msg);
+        rs_onnx_graph_free(g);
         return 1;
     }
     double t1 = now_ms();
     size_t in = rs_onnx_graph_input_numel(g) * (size_t)batch, out = rs_onnx_graph_output_numel(g) * (size_t)batch;
     float *x = calloc(in, sizeof(float)), *y = calloc(out, sizeof(float));
     for (size_t i = 0; i < in; i++) x[i] = (float)(i % 17) * 0.05f;
-    rs_onnx_run(g, x, batch, y, &e);
+    rs_acts *acts = rs_acts_new(m, batch, &e); /* the front end's own set, as a server thread would have */
+    if (!acts || run_model(m, acts, g, x, batch, y, &e)) fprintf(stderr, "%s\n", e.msg);
     double t2 = now_ms(), runs[50];
     for (int r = 0; r < 50; r++) {
         double a = now_ms();
-        rs_onnx_run(g, x, batch, y, &e);
+        run_model(m, acts, g, x, batch, y, &e);
         runs[r] = now_ms() - a;
     }
+    rs_acts_free(acts);
     for (int i = 0; i < 50; i++)
         for (int j = i + 1; j < 50; j++)
             if (runs[j] < runs[i]) {
@@ -193,6 +267,7 @@ static int bench(const char *path, int threads, int batch)
     printf("ringside threads=%d batch=%d import %.3f ms, first run %.3f ms, run median %.3f ms\n", threads, batch,
            t1 - t0, t2 - t1, runs[25]);
     free(x), free(y);
+    rs_model_free(m);
     rs_onnx_graph_free(g);
     return 0;
 }

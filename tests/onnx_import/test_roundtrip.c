@@ -1,8 +1,9 @@
 /* ringside -> ONNX -> ringside, with no Python: models built from specs are exported (onnx/export.h)
- * at several opsets, imported back, and run; the graph and the engine model rebuilt from it
- * (rs_onnx_to_model) must both give the original model's logits. Also checks a graph that is not a
- * plain layer sequence (export with a final Softmax) is refused by rs_onnx_to_model with a reason,
- * and that the summary names every node. */
+ * at several opsets, imported back, and run; the inference model (rs_onnx_to_inference_model) and the
+ * trainable model rebuilt from it (rs_onnx_to_model) must both give the original model's logits. A
+ * graph that is not a plain layer sequence (export with a final Softmax) is refused by
+ * rs_onnx_to_model with a reason, and its inference model runs but refuses to train, naming the node;
+ * the summary names every node. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,8 @@
 
 #include "engine/core/rng.h"
 #include "engine/nn/spec.h"
+#include "engine/train/dp.h"
+#include "engine/train/train.h"
 #include "onnx/export.h"
 #include "onnx/import.h"
 #include "rs_test.h"
@@ -56,7 +59,13 @@ static void roundtrip(const char *spec, int opset, const char *dir)
     RS_CHECK(rs_model_forward(m, x, B, &want, &e) == RS_OK, "forward: %s", e.msg);
     float *ref = malloc(sizeof(float) * out * B);
     memcpy(ref, want, sizeof(float) * out * B);
-    RS_CHECK(rs_onnx_run(g, x, B, y, &e) == RS_OK, "run: %s", e.msg);
+    rs_model *im = NULL;
+    const float *got = NULL;
+    RS_CHECK(rs_onnx_to_inference_model(g, "inf", &im, &e) == RS_OK, "%s: inference model: %s", spec, e.msg);
+    if (im) RS_CHECK(rs_model_forward(im, x, B, &got, &e) == RS_OK, "run: %s", e.msg);
+    if (got) memcpy(y, got, sizeof(float) * out * B);
+    else memset(y, 0, sizeof(float) * out * B);
+    rs_model_free(im);
     double d = maxdiff(y, ref, out * B);
     RS_CHECK(d <= 1e-5, "%s opset %d: graph vs model max |diff| %.3g", spec, opset, d);
     rs_model *m2 = NULL;
@@ -81,6 +90,38 @@ static void roundtrip(const char *spec, int opset, const char *dir)
     rs_model_free(m);
 }
 
+/* An inference-only model: no gradient memory, backward does nothing, and every way to train it is
+ * refused with a message naming the node without a backward. */
+static void refuses_training(rs_model *im)
+{
+    rs_err e = {0};
+    RS_CHECK(rs_model_inference_only(im), "the softmax head's model is inference-only");
+    RS_CHECK(rs_model_grads(im) == NULL, "no gradient buffer for an inference-only model");
+    RS_CHECK(rs_model_check_trainable(im, &e) == RS_ERR_UNSUPPORTED && strstr(e.msg, "inference only") &&
+                 strstr(e.msg, "Softmax"),
+             "check_trainable: %s", e.msg);
+    printf("  inference model refuses training: %s\n", e.msg);
+    float x[6] = {0}, before = rs_model_params(im)[0];
+    int32_t y[1] = {0};
+    const float *out = NULL;
+    RS_CHECK(rs_model_forward(im, x, 1, &out, &e) == RS_OK, "%s", e.msg);
+    rs_model_zero_grad(im);
+    rs_model_backward(im, x, y, 1, 1.0f); /* must do nothing (and not crash) */
+    RS_CHECK(rs_model_params(im)[0] == before, "backward left the weights alone");
+    rs_data_pair d = {.train = rs_dataset_new(8, 1, 1, 6, 3)};
+    rs_train_cfg cfg = rs_train_defaults();
+    cfg.batch = 4;
+    rs_train_result r;
+    e = (rs_err){0};
+    RS_CHECK(d.train && rs_train(im, &d, &cfg, NULL, &r, &e) == RS_ERR_UNSUPPORTED && strstr(e.msg, "inference only"),
+             "rs_train: %s", e.msg);
+    rs_dp *dp = NULL;
+    e = (rs_err){0};
+    RS_CHECK(rs_dp_new(im, 2, NULL, NULL, &dp, &e) == RS_ERR_UNSUPPORTED && !dp && strstr(e.msg, "inference only"),
+             "rs_dp_new: %s", e.msg);
+    rs_data_pair_free(&d);
+}
+
 static void softmax_head(const char *dir)
 {
     rs_err e = {0};
@@ -99,9 +140,24 @@ static void softmax_head(const char *dir)
         st = rs_onnx_to_model(g, "x", &m2, &e);
         RS_CHECK(st == RS_ERR_UNSUPPORTED && m2 == NULL && strstr(e.msg, "Softmax"), "softmax head: %s", e.msg);
         printf("  softmax head refused: %s\n", e.msg);
-        float x[12] = {0.1f, -0.2f, 0.3f, 0.4f, -0.5f, 0.6f, 1, 2, 3, 4, 5, 6}, y[6];
-        RS_CHECK(rs_onnx_run(g, x, 2, y, &e) == RS_OK, "%s", e.msg);
-        RS_CHECK(fabs(y[0] + y[1] + y[2] - 1.0) < 1e-6, "softmax rows sum to 1");
+        float x[12] = {0.1f, -0.2f, 0.3f, 0.4f, -0.5f, 0.6f, 1, 2, 3, 4, 5, 6};
+        const float *y = NULL;
+        rs_model *im = NULL;
+        RS_CHECK(rs_onnx_to_inference_model(g, "sm", &im, &e) == RS_OK, "%s", e.msg);
+        if (im) RS_CHECK(rs_model_forward(im, x, 2, &y, &e) == RS_OK, "%s", e.msg);
+        if (y) {
+            const float *want = NULL;
+            RS_CHECK(rs_model_forward(m, x, 2, &want, &e) == RS_OK, "%s", e.msg);
+            for (int r = 0; r < 2 && want; r++) {
+                double mx = want[3 * r], se = 0;
+                for (int j = 1; j < 3; j++) mx = want[3 * r + j] > mx ? want[3 * r + j] : mx;
+                for (int j = 0; j < 3; j++) se += exp(want[3 * r + j] - mx);
+                for (int j = 0; j < 3; j++)
+                    RS_CHECK_CLOSE(y[3 * r + j], exp(want[3 * r + j] - mx) / se, 1e-6, 0, "softmax of the logits");
+            }
+        }
+        if (im) refuses_training(im);
+        rs_model_free(im);
     }
     rs_onnx_graph_free(g);
     rs_model_free(m);

@@ -17,8 +17,13 @@ help history
 help replay
 help export
 help play
+help expect
+help world
 help say
 help pause
+help clear
+# clear, with no terminal to clear: nothing at all between the echoes
+clear
 help set
 help version
 help help

@@ -48,3 +48,15 @@ play lesson.ring fast
 # help for a command that does not exist.
 help trian
 help nosuchthing
+
+# The registry of training strategies: an unknown mode, an option of another mode, a value out of
+# the mode's declared range: each refused before any rank starts, never replaced by another mode.
+train m on d mode=pipelin
+train m on d mode=ddp zero=2
+train m on d mode=fsdp zero=5
+train m on d mode=single bucket=8K
+train m on d mode=ddp micro=4
+train m on d mode=pipeline ranks=2 schedule=naive micro=4
+train m on d mode=pipeline ranks=2 schedule=interleaved micro=3
+train m on d mode=pipeline ranks=2 split=1,2
+train m on d mode=pipeline ranks=4 accum=2

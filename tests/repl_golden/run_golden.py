@@ -6,8 +6,9 @@ prints with the .out file next to it.
 
 Each script runs in a fresh temporary folder (save/export files land there) with a fresh session log
 (`--db session.db`), `--keep-going`, NO_COLOR=1, COLUMNS=80, TERM=dumb, stdin from /dev/null (so
-`pause` and step mode never wait), HOME and XDG_DATA_HOME inside the folder, and the tutorials of
-this source tree (RINGSIDE_TUTORIALS). The files under files/ are copied into the folder first, and
+`pause` and step mode never wait), HOME and XDG_DATA_HOME inside the folder, and the two small
+tutorials of tests/repl_golden/tutorials/ (RINGSIDE_TUTORIALS: the real ones change as they grow, and
+tests/tutorials plays them). The files under files/ are copied into the folder first, and
 the script itself is copied there and run by its bare name, so error lines read `NAME.ring:LINE:`.
 stdout and stderr are merged; the exit status is appended as `[exit N]`.
 
@@ -166,7 +167,13 @@ def reflow_tables(raw, norm, subst):
     return out
 
 
+# `version`'s BLAS line is wrapped at the terminal's width; its continuation lines (indented) say why
+# the kernel was picked and what the CPU has, which differs from one machine to another.
+BLAS_LINES = re.compile(r'^(BLAS: OpenBLAS kernel .*)(\n  \S.*)*$', re.M)
+
+
 def normalise(text, subst):
+    text = BLAS_LINES.sub(lambda m: m.group(1), text)
     raw = text.split('\n')
     norm = [normalise_line(line, subst) for line in raw]
     return '\n'.join(reflow_tables(raw, norm, subst))
@@ -205,12 +212,15 @@ def run_one(ringside, script, keep):
             shutil.copy(os.path.join(files, name), tmp)
     name = os.path.basename(script)
     shutil.copy(script, os.path.join(tmp, name))
+    # the tutorials too: messages name a tutorial's path, and the source tree's (of any length) would
+    # wrap them at 80 columns in a different place in every checkout
+    shutil.copytree(os.path.join(HERE, 'tutorials'), os.path.join(tmp, 'tutorials'))
     env = dict(os.environ)
     for k in ('OPENBLAS_CORETYPE', 'RINGSIDE_BLAS', 'COLORTERM'):
         env.pop(k, None)
     env.update({'NO_COLOR': '1', 'COLUMNS': '80', 'TERM': 'dumb', 'LC_ALL': 'C', 'TZ': 'UTC',
                 'HOME': tmp, 'XDG_DATA_HOME': os.path.join(tmp, 'xdg'),
-                'RINGSIDE_TUTORIALS': os.path.join(SRC, 'tutorials')})
+                'RINGSIDE_TUTORIALS': os.path.join(tmp, 'tutorials')})
     base = [ringside]
     if '--no-db' not in d['args']:
         base += ['--db', 'session.db']

@@ -48,7 +48,12 @@ int main(void)
     want("collective all_reduce alg", "algo=|", false);
     want("show ", "run |", false);                                       /* and the session's names */
     want("help tr", "train |", false);
-    want("play t", "tour |", true);
+    want("play to", "tour |", false);              /* the tutorials by name (tutorials/NN-NAME.ring) */
+    want("play col", "collectives |collective-ops |", false);
+    want("play r", "ranks |", false);
+    want("play te", "tensor |", false);
+    want("play ./", "", true);                     /* a path: a script of one's own */
+    want("play tour a", "auto |", false);
     want("save m ", "", true);
     want("data x = ", "digits |fashion |idx |cifar |csv |text |n=|seed=|ctx=|", false); /* no layer names */
     want("data x = l", "", false);

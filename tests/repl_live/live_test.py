@@ -4,16 +4,20 @@
   live_test.py tmux PATH/TO/ringside
       ringside in a detached tmux pane (160x48, TERM=xterm-256color): `collective all_reduce ranks=4
       algo=ring count=8 step=1` shows the ring and "step k of 6", and every press of `n` moves the ranks
-      one algorithm step; then `train m on d mode=ddp ranks=4` shows the header and four rank boxes; the
+      one algorithm step, the data pane showing each rank's values: the serial partial sums after each
+      reduce-scatter step, then the all-gather's copies; any run's last frame stays until a key, then
+      its summary prints, while `play FILE mode=auto` goes straight on; `clear` clears the screen; then `train m on d mode=ddp ranks=4` shows the header and four rank boxes; the
       window is resized to 100x30 and the smaller layout is drawn (no frames, compact rank rows); `q`
       returns to the prompt while the run continues in the background: `jobs` lists it, `train m on d`
       is refused (m is busy), and its end ("trained m on d") is printed at the prompt above a half-typed
       line; `runs` shows it done. Exit 77 when tmux is missing.
   live_test.py headless PATH/TO/ringside
       No terminal: a collective run with RINGSIDE_VIEW_DUMP=FILE writes the live model's final frame
-      (100x30); `view run 1` prints the same frame, twice the same; `step=1` is refused.
+      (80x30 without a terminal); `view run 1` prints the same frame, twice the same; `step=1` is
+      refused.
 """
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -48,6 +52,44 @@ class Term(tt.Term):
         return self.tmux("capture-pane", "-p", "-t", "rs").split("\n")
 
 
+def ring_reference(world, n, stage):
+    """Every rank's buffer after `stage` steps of a ring all_reduce, computed serially: the worker's inputs
+    1 + r + 9i; reduce-scatter step s adds block r-s-1 of rank r-1 into rank r's, all-gather step s copies
+    block r-s of rank r-1 (block b: elements n*b//world .. n*(b+1)//world)."""
+    x = [[1 + r + 9 * i for i in range(n)] for r in range(world)]
+    for s in range(stage):
+        old = [row[:] for row in x]
+        gather = s >= world - 1
+        g = s - (world - 1) if gather else s
+        for r in range(world):
+            b = ((r - g) if gather else (r - g - 1)) % world
+            prev = (r - 1) % world
+            for i in range(n * b // world, n * (b + 1) // world):
+                x[r][i] = old[prev][i] if gather else old[r][i] + old[prev][i]
+    return x
+
+
+def data_rows(term):
+    """The data pane's rows as shown: {rank: [numbers]} under its title ("data: ..."), and the title."""
+    v = term.visible()
+    at = next(((i, l.find("data: ")) for i, l in enumerate(v) if "data: " in l), None)
+    if not at:
+        return None, {}
+    i, col = at
+    rows = {}
+    for line in v[i + 1:]:
+        m = re.match(r"[│ ]?r(\d+)  (.*)", line[max(0, col - 2):])
+        if m:
+            rows[int(m.group(1))] = [float(x) for x in re.findall(r"-?\d+(?:\.\d+)?", m.group(2))]
+    return v[i][col:].split("─")[0].strip(), rows
+
+
+def shows_values(term, stage, label):
+    title, rows = data_rows(term)
+    want = ring_reference(4, 8, stage)
+    return title is not None and label in title and all(rows.get(r) == want[r] for r in range(4))
+
+
 def has(term, *words):
     scr = "\n".join(term.visible())
     return all(w in scr for w in words)
@@ -75,17 +117,60 @@ def tmux_mode(rs):
         term.keys("Enter")
         c.wait_ok("step=1: the dashboard shows the ring and 'step 1 of 6'",
                   lambda: has(term, "step 1 of 6", "r0", "r3", "collective") and has(term, "ring"), term, 30)
+        labels = ["input", "after reduce-scatter step 1/3", "after reduce-scatter step 2/3",
+                  "after reduce-scatter step 3/3", "after all-gather step 1/3", "after all-gather step 2/3",
+                  "after all-gather step 3/3: the result"]
+        c.wait_ok("the data pane shows each rank's input", lambda: shows_values(term, 0, labels[0]), term, 15,
+                  detail=lambda: "\n".join(term.visible()))
         for k in range(2, 7):
             term.text("n")
             c.wait_ok(f"`n` moves the ranks on: 'step {k} of 6'", lambda: has(term, f"step {k} of 6"), term, 15)
+            c.wait_ok(f"the data pane: '{labels[k - 1]}', every rank's values the serial partial sums",
+                      lambda: shows_values(term, k - 1, labels[k - 1]), term, 15,
+                      detail=lambda: "\n".join(term.visible()))
         term.text("n")
         c.wait_ok("after the last step the collective is done and the picture stays",
-                  lambda: has(term, "done: press n"), term, 15)
+                  lambda: has(term, "done: press a key"), term, 15)
+        c.ok("the data pane shows the result on every rank", shows_values(term, 6, labels[6]),
+             "\n".join(term.visible()))
         term.text("n")
         out = wait("the collective's summary and a prompt",
                       lambda: tt.at_prompt(term) and any("every rank's result equals" in l for l in term.screen()),
                       term, 15)
         c.ok("the view closed and the summary printed as usual", bool(out))
+        # ---- any run: the last frame stays until a key, then the summary
+        summaries = lambda: sum("every rank's result equals" in l for l in term.screen())  # noqa: E731
+        before = summaries()
+        line = "collective all_gather ranks=2 count=3"
+        term.text(line)
+        wait("the line echoed", lambda: tt.at_prompt(term, line), term)
+        term.keys("Enter")
+        c.wait_ok("a run that ends keeps its last frame up ('all_gather #1 done', 'done: press a key')",
+                  lambda: has(term, "all_gather #1 done", "done: press a key"), term, 30)
+        time.sleep(1.0)
+        c.ok("... and waits a second later: the frame still up, no summary on screen",
+             has(term, "done: press a key", "all_gather #1 done") and not has(term, "every rank's result equals"),
+             "\n".join(term.visible()))
+        term.text("x")
+        c.wait_ok("any key closes the view, then the summary and a prompt",
+                  lambda: summaries() == before + 1 and tt.at_prompt(term), term, 15)
+        # ---- auto playback goes on at once
+        lesson = os.path.join(tmp, "lesson.ring")
+        with open(lesson, "w") as f:
+            f.write('collective all_reduce ranks=2 count=3\nsay "after the collective"\n')
+        line = f"play {lesson} mode=auto"
+        term.text(line)
+        wait("the line echoed", lambda: tt.at_prompt(term, line), term)
+        term.keys("Enter")
+        c.wait_ok("`play ... mode=auto`: the run's view closes by itself and the lesson goes on",
+                  lambda: any("after the collective" in l for l in term.screen()) and tt.at_prompt(term), term, 30)
+        # ---- clear: a fresh screen, the prompt at its top
+        tt.run_line(term, "say \"something to clear away\"", expect="something to clear away")
+        term.text("clear")
+        term.keys("Enter")
+        c.wait_ok("`clear` clears the screen: the prompt on its first line, nothing else visible",
+                  lambda: tt.at_prompt(term) and [l.rstrip() for l in term.visible() if l.strip()] == [tt.PROMPT],
+                  term, 15, detail=lambda: "\n".join(term.visible()))
         # ---- training across ranks
         tt.run_line(term, "data d = digits n=3000", expect="d")
         tt.run_line(term, "model m = mlp 784-64-10", expect="m")
@@ -183,7 +268,8 @@ def headless_mode(rs):
     c.ok("the replay's final frame equals the live run's", v1.stdout == live,
          "--- live ---\n" + live + "--- replay ---\n" + v1.stdout)
     r = ringside("collective all_reduce ranks=4 algo=ring count=8 step=1")
-    c.ok("step=1 without a terminal is refused, saying why", r.returncode != 0 and "needs the live view" in r.stdout + r.stderr,
+    said = " ".join((r.stdout + r.stderr).split())  # the message is wrapped to 80 columns
+    c.ok("step=1 without a terminal is refused, saying why", r.returncode != 0 and "needs the live view" in said,
          r.stdout + r.stderr)
     r = ringside("view run 99")
     c.ok("view run of a missing run: an error naming it", r.returncode != 0 and "no run 99" in r.stdout + r.stderr,

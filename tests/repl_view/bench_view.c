@@ -1,6 +1,7 @@
 /* What a dashboard frame costs: replays a recorded stream and draws it into a virtual screen over and
  * over, printing draws per second and the share of one core that 20 frames/s would take. A figure,
  * not a test (never timed assertions in tests). Usage: bench-view SRCDIR [W H [SECONDS]] */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -20,11 +21,12 @@ int main(int argc, char **argv)
     const char *dir = argc > 1 ? argv[1] : ".";
     int w = argc > 3 ? atoi(argv[2]) : 160, h = argc > 3 ? atoi(argv[3]) : 48;
     double secs = argc > 4 ? atof(argv[4]) : 2;
-    const char *streams[] = {"ddp4.lines", "ring4.lines", "full8"};
-    for (int k = 0; k < 3; k++) {
+    /* ringdata4-long: the data pane (step=1's values of a 1001-float ring all_reduce) */
+    const char *streams[] = {"ddp4.lines", "ring4.lines", "full8", "ringdata4-long.lines"};
+    for (int k = 0; k < 4; k++) {
         rs_view_model *vm = rs_view_model_new(NULL);
-        rs_view_run run = {"r1", k == 1 ? "collective" : "train", k == 1 ? "ring" : "ddp", "shm", k == 2 ? 8 : 4,
-                           6, 1, -1};
+        bool coll = k == 1 || k == 3;
+        rs_view_run run = {"r1", coll ? "collective" : "train", coll ? "ring" : "ddp", "shm", k == 2 ? 8 : 4, 6, 1, -1};
         rs_view_set_run(vm, &run);
         char path[1024];
         snprintf(path, sizeof path, "%s/%s", dir, streams[k]);

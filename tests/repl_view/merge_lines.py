@@ -11,6 +11,8 @@ the store):
   for r in 0 1 2 3; do RANK=$r WORLD_SIZE=4 MASTER_ADDR=127.0.0.1 MASTER_PORT=29521 \
     ringside --worker collective op=all_reduce algo=ring count=262144 trace=1 > ring.$r & done; wait
   merge_lines.py ddp.0 ddp.1 ddp.2 ddp.3 > ddp4.lines
+ringdata4.lines (the values each rank's buffer holds, data=1) and ringdata4-long.lines the same way:
+  ringside --worker collective op=all_reduce algo=ring count=8 trace=1 data=1      (count=1001 for -long)
 """
 import sys
 
@@ -24,6 +26,8 @@ def when(line):
             return float(f[5])
         if f[0] == "@comm":
             return float(f[7])
+        if f[0] == "@data":
+            return float(f[9])
     except (IndexError, ValueError):
         pass
     return None

@@ -282,17 +282,19 @@ static void test_held(void)
     rs_view_set_run(vm, &run);
     size_t bytes = 1 << 20;
     for (int r = 0; r < 2; r++)
-        rs_view_feed_event(vm, &(rs_pg_event){RS_PG_EV_BEGIN, 0, RS_OP_ALL_REDUCE, RS_ALGO_RING, 1, 0, 0, r, -1, 0,
-                                              bytes, 1.000});
+        rs_view_feed_event(vm, &(rs_pg_event){.kind = RS_PG_EV_BEGIN, .op = RS_OP_ALL_REDUCE, .algo = RS_ALGO_RING,
+                                              .coll = 1, .rank = r, .peer = -1, .bytes = bytes, .t = 1.000});
     for (int k = 0; k < 2; k++) {
         for (int r = 0; r < 2; r++) /* step k reported at 1.001 (then 3.002), held until the key at 3.0 (5.0) */
-            rs_view_feed_event(vm, &(rs_pg_event){RS_PG_EV_STEP, 0, RS_OP_ALL_REDUCE, RS_ALGO_RING, 1, k, 2, r, 1 - r,
-                                                  r, bytes / 2, k ? 3.002 : 1.001});
+            rs_view_feed_event(vm, &(rs_pg_event){.kind = RS_PG_EV_STEP, .op = RS_OP_ALL_REDUCE,
+                                                  .algo = RS_ALGO_RING, .coll = 1, .step = k, .steps = 2, .rank = r,
+                                                  .peer = 1 - r, .chunk = r, .bytes = bytes / 2,
+                                                  .t = k ? 3.002 : 1.001});
         rs_view_feed_release(vm, 1, k, k ? 5.0 : 3.0);
     }
     for (int r = 0; r < 2; r++)
-        rs_view_feed_event(vm, &(rs_pg_event){RS_PG_EV_END, 0, RS_OP_ALL_REDUCE, RS_ALGO_RING, 1, 0, 0, r, -1, 0, bytes,
-                                              5.003});
+        rs_view_feed_event(vm, &(rs_pg_event){.kind = RS_PG_EV_END, .op = RS_OP_ALL_REDUCE, .algo = RS_ALGO_RING,
+                                              .coll = 1, .rank = r, .peer = -1, .bytes = bytes, .t = 5.003});
     RS_CHECK(!vm->coll.active, "held: the collective ended");
     RS_CHECK_CLOSE(vm->coll.held, 3.997, 1e-9, 1e-9, "held: the waits for keys");
     RS_CHECK_CLOSE(vm->coll.algbw, (double)bytes / 0.006 / 1e9, 1e-6, 1e-9, "held: algbw over the working time");
@@ -370,6 +372,201 @@ static void test_junk(void)
     rs_view_model_free(vm);
 }
 
+/* ---- the data pane: a 4-rank ring all_reduce's values after each step (`collective ... step=1`) */
+
+/* Which algorithm step a recorded line belongs to: a BEGIN and step k's event and values are stage k
+ * (what the ranks show while they wait for step k's key); an END, its values, the ranks' result lines
+ * and @check close the operation (stage `steps`). -1: a line of no stage. */
+static int stage_of(const char *line, int steps)
+{
+    const char *p = strchr(line, ' ');
+    if (!p) return -1;
+    p++;
+    rs_pg_event ev;
+    rs_data_line d;
+    if (rs_wire_parse_event(p, &ev)) return ev.kind == RS_PG_EV_STEP ? ev.step : ev.kind == RS_PG_EV_BEGIN ? 0 : steps;
+    if (rs_wire_parse_data(p, &d)) return d.done;
+    return steps;
+}
+
+/* The model as it stands when every rank has reported step `stage` and waits there for the key:
+ * the recorded lines of stages up to it, in the order they came. */
+static rs_view_model *load_stage(const char *stream, int stage, int steps, const rs_view_run *run)
+{
+    rs_view_model *vm = rs_view_model_new(NULL);
+    RS_CHECK(vm != NULL, "model_new");
+    if (!vm) exit(1);
+    rs_view_set_run(vm, run);
+    char path[1024], line[4096];
+    snprintf(path, sizeof path, "%s/%s", srcdir, stream);
+    FILE *f = fopen(path, "r");
+    RS_CHECK(f != NULL, "cannot read %s", path);
+    while (f && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        if (stage_of(line, steps) > stage) continue;
+        char *end;
+        long rank = strtol(line, &end, 10);
+        rs_view_feed_line(vm, (int)rank, end + 1);
+    }
+    if (f) fclose(f);
+    return vm;
+}
+
+/* The serial reference: what every rank's buffer of n elements holds after `stage` steps of the ring
+ * (inputs 1 + r + 9i, as the worker fills them): in reduce-scatter step s rank r adds the block r-s-1
+ * of rank r-1 into its own, in all-gather step s it copies block r-s of rank r-1. x: (W, n). */
+static void ring_reference(double *x, int W, size_t n, int stage)
+{
+    double *old = malloc(sizeof *old * (size_t)W * n);
+    for (int r = 0; r < W; r++)
+        for (size_t i = 0; i < n; i++) x[(size_t)r * n + i] = 1 + r + 9 * (double)(i % 1000);
+    for (int s = 0; s < stage && old; s++) {
+        memcpy(old, x, sizeof *old * (size_t)W * n);
+        bool gather = s >= W - 1;
+        int g = gather ? s - (W - 1) : s;
+        for (int r = 0; r < W; r++) {
+            int prev = (r - 1 + W) % W, b = ((gather ? r - g : r - g - 1) % W + W) % W;
+            for (size_t i = n * (size_t)b / (size_t)W; i < n * (size_t)(b + 1) / (size_t)W; i++)
+                x[(size_t)r * n + i] = gather ? old[(size_t)prev * n + i] : old[(size_t)r * n + i] + old[(size_t)prev * n + i];
+        }
+    }
+    free(old);
+}
+
+/* UTF-8 code points from p to q (the screen's columns: every glyph it draws is one column wide). */
+static int cols_between(const char *p, const char *q)
+{
+    int n = 0;
+    for (; p < q; p++) n += ((unsigned char)*p & 0xC0) != 0x80;
+    return n;
+}
+
+static const char *skip_cols(const char *p, int n)
+{
+    while (*p && *p != '\n' && n > 0) {
+        p++;
+        while (((unsigned char)*p & 0xC0) == 0x80) p++;
+        n--;
+    }
+    return p;
+}
+
+/* The numbers on rank r's row of the data pane: under the pane's title ("data: ..."), the row whose
+ * text at the title's column starts "rR ". -1 when there is none. */
+static int row_numbers(const char *text, int r, double *out, int cap)
+{
+    const char *title = strstr(text, "data: ");
+    if (!title) return -1;
+    const char *bol = title;
+    while (bol > text && bol[-1] != '\n') bol--;
+    int col = cols_between(bol, title) - 2; /* a frame's corner or a title row's blank before it */
+    char head[16];
+    snprintf(head, sizeof head, "r%d ", r);
+    for (const char *p = strchr(title, '\n'); p && p[1]; p = strchr(p + 1, '\n')) {
+        const char *at = skip_cols(p + 1, col < 0 ? 0 : col), *e = strchr(p + 1, '\n');
+        const char *row = strstr(at, head);
+        if (!row || (e && row > e) || cols_between(at, row) > 2) continue;
+        int n = 0;
+        for (const char *q = row + strlen(head); q < e && n < cap;) {
+            if (!strncmp(q, "\xe2\x94\x82", 3)) { /* the frame's right edge ends the row */
+                const char *nx = q + 3;
+                if (nx == e) break;
+            }
+            char *end;
+            double v = strtod(q, &end);
+            if (end != q) out[n++] = v, q = end;
+            else q++;
+        }
+        return n;
+    }
+    return -1;
+}
+
+static const rs_view_run ringdata_run = {"r5", "collective", NULL, "shm", 4, 0, 0, -1};
+
+static void test_data(void)
+{
+    const int W = 4, K = 6;
+    const size_t n = 8;
+    double want[4 * 8];
+    char label[96];
+    static const char *const labels[] = {"input (nothing moved yet)", "after reduce-scatter step 1/3",
+                                         "after reduce-scatter step 2/3", "after reduce-scatter step 3/3",
+                                         "after all-gather step 1/3", "after all-gather step 2/3",
+                                         "after all-gather step 3/3: the result"};
+    rs_view_screen *s = rs_view_screen_new(160, 48, NULL);
+    rs_view_opts o = rs_view_opts_detect("xterm-256color", "1", true);
+    for (int stage = 0; stage <= K; stage++) {
+        rs_view_model *vm = load_stage("ringdata4.lines", stage, K, &ringdata_run);
+        ring_reference(want, W, n, stage);
+        int done = -1;
+        RS_CHECK(rs_view_has_data(vm, &done) && done == stage, "stage %d: the values say %d steps done", stage, done);
+        rs_view_data_phase(label, sizeof label, RS_OP_ALL_REDUCE, RS_ALGO_RING, W, stage, K);
+        RS_CHECK(!strcmp(label, labels[stage]), "stage %d: label '%s', want '%s'", stage, label, labels[stage]);
+        for (int size = 0; size < 2; size++) {
+            rs_view_screen_resize(s, size ? 160 : 80, size ? 48 : 24, NULL);
+            rs_view_draw(s, vm, vm->t_last, &o);
+            const char *t = rs_view_screen_text(s);
+            RS_CHECK(strstr(t, labels[stage]) != NULL, "stage %d %dx%d: no '%s' on screen:\n%s", stage, s->w, s->h,
+                     labels[stage], t);
+            for (int r = 0; r < W; r++) {
+                double got[16];
+                int m = row_numbers(t, r, got, 16);
+                /* the model holds what the rank sent; the screen shows what the model holds */
+                bool same = m == (int)n;
+                for (size_t i = 0; same && i < n; i++) same = got[i] == want[(size_t)r * n + i];
+                for (size_t i = 0; i < n; i++)
+                    RS_CHECK(vm->ranks[r].data.v[i] == want[(size_t)r * n + i], "stage %d rank %d element %zu: reported %g, "
+                             "serial %g", stage, r, i, vm->ranks[r].data.v[i], want[(size_t)r * n + i]);
+                RS_CHECK(same, "stage %d %dx%d rank %d: the row shows %d values, not the serial partial sums:\n%s", stage,
+                         s->w, s->h, r, m, t);
+            }
+        }
+        rs_view_model_free(vm);
+    }
+    rs_view_screen_free(s);
+
+    /* snapshots: in the reduce-scatter, in the all-gather, the result */
+    rs_view_model *vm = load_stage("ringdata4.lines", 2, K, &ringdata_run);
+    char *a = draw(vm, 80, 24, "ringdata4-rs2-80x24.txt", NULL), *b = draw(vm, 160, 48, "ringdata4-rs2-160x48.txt", NULL);
+    RS_CHECK(strstr(a, "step 3 of 6") && strstr(b, "r0 -c2-> r1"), "stage 2: the arrows show the next step");
+    free(a), free(b);
+    rs_view_model_free(vm);
+    vm = load_stage("ringdata4.lines", 4, K, &ringdata_run);
+    free(draw(vm, 80, 24, "ringdata4-ag1-80x24.txt", "ringdata4-ag1-80x24-ascii.txt"));
+    free(draw(vm, 160, 48, "ringdata4-ag1-160x48.txt", NULL));
+    rs_view_model_free(vm);
+    vm = load_stage("ringdata4.lines", K, K, &ringdata_run);
+    free(draw(vm, 80, 24, "ringdata4-end-80x24.txt", NULL));
+    free(draw(vm, 160, 48, "ringdata4-end-160x48.txt", NULL));
+    rs_view_model_free(vm);
+
+    /* a long buffer (1001 floats): the first values of each chunk, the rest elided, chunks marked */
+    vm = load_stage("ringdata4-long.lines", 1, K, &ringdata_run);
+    a = draw(vm, 80, 24, "ringdata4-long-80x24.txt", "ringdata4-long-80x24-ascii.txt");
+    b = draw(vm, 160, 48, "ringdata4-long-160x48.txt", NULL);
+    double *x = malloc(sizeof *x * 4 * 1001);
+    ring_reference(x, W, 1001, 1);
+    for (int r = 0; r < W; r++) {
+        double got[64];
+        int m = row_numbers(b, r, got, 64);
+        RS_CHECK(m >= 8, "long: rank %d shows %d values at 160x48", r, m);
+        /* the row lists the head of each chunk in turn: every value shown is the serial one at its place */
+        int shown = m / 4;
+        for (int c = 0; c < 4 && m >= 8; c++)
+            for (int i = 0; i < shown; i++) {
+                size_t at = 1001 * (size_t)c / 4 + (size_t)i;
+                RS_CHECK(got[c * shown + i] == x[(size_t)r * 1001 + at], "long rank %d chunk %d value %d: %g, serial %g",
+                         r, c, i, got[c * shown + i], x[(size_t)r * 1001 + at]);
+            }
+    }
+    RS_CHECK(strstr(a, "\xe2\x80\xa6") && strstr(a, "\xe2\x94\x82") && strstr(a, "1001 x f32"),
+             "long: elided chunks and their edges are marked:\n%s", a);
+    free(x);
+    free(a), free(b);
+    rs_view_model_free(vm);
+}
+
 int main(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {
@@ -382,5 +579,6 @@ int main(int argc, char **argv)
     test_junk();
     test_ring();
     test_ddp();
+    test_data();
     return rs_test_finish("view");
 }

@@ -5,6 +5,7 @@ on what lands in the log (every ring step, with its peer). Also the worker mode 
 with the torchrun variables and by `mpirun -np 4`.
 
 usage: ranks_test.py CASE RINGSIDE"""
+import json
 import os
 import re
 import shutil
@@ -30,7 +31,8 @@ def check(cond, what):
 def run(cmds, db=None, env=None, timeout=120):
     """Runs ringside -c; returns (exit code, stdout followed by stderr)."""
     args = [EXE, "--keep-going"] + (["--db", db] if db else ["--no-db"]) + ["-c", cmds]
-    e = dict(os.environ)
+    # these checks read whole lines: a width no line reaches (80 columns is tests/repl_width's business)
+    e = dict(os.environ, COLUMNS="1000")
     e.update(env or {})
     p = subprocess.run(args, capture_output=True, text=True, timeout=timeout, env=e)
     return p.returncode, p.stdout + p.stderr
@@ -145,6 +147,19 @@ def case_tutorial(tmp):
           "its sql shows rank 0's first ring step sending chunk 0 to rank 1")
 
 
+def case_tutorial_pipeline(tmp):
+    db = os.path.join(tmp, "log.db")
+    rc, out = run("play pipeline auto", db, timeout=300)
+    print(out)
+    check(rc == 0, "the pipeline tutorial plays to the end")
+    bubbles = re.findall(r"bubble: ([0-9.]+)% of each step idle.*\n +formula \S+ = ([0-9.]+)%", out)
+    check([f for _, f in bubbles] == ["50.0", "11.1", "11.1"], "naive, gpipe and 1f1b, each measured beside its "
+          "formula: %s" % bubbles)
+    check(re.search(r"^  0 +0:.*\(8 micro\) +8 micro$", out, re.M) and re.search(r"^  0 +0:.*\(2 micro\) +2 micro$", out, re.M),
+          "gpipe holds 8 micro-batches' activations on stage 0, 1f1b 2")
+    check(re.search(r"^ +1 +backward +40 ", out, re.M) is not None, "its sql counts rank 1's 40 backwards (5 steps x 8)")
+
+
 def load_weights(path):
     from safetensors.numpy import load_file
     import numpy as np
@@ -234,6 +249,189 @@ def case_train_fault(tmp):
     con = sqlite3.connect(db)
     st = [r[0] for r in con.execute("SELECT status FROM runs WHERE kind='train' ORDER BY id")]
     check(st[:1] == ["failed"], "the killed run is marked failed: %s" % st)
+
+
+def case_train_refuse(tmp):
+    """The worker reads a mode's options against the registry's declaration: an unknown mode, a mode that
+    runs in the REPL's process, an option of another mode, a value out of range are refused (exit 2,
+    before joining any group), never run as DDP."""
+    base = [EXE, "--worker", "train", "spec=mlp 784-16-10", "data=digits:200"]
+    for args, want in ((["mode=pipelin"], "unknown mode 'pipelin'"),
+                       ([], "needs mode="),
+                       (["mode=dp"], "the REPL runs mode 'dp'"),
+                       (["mode=ddp", "zero=2"], "zero= is an option of mode=fsdp; this run is mode=ddp"),
+                       (["mode=ddp", "epochz=2"], "mode=ddp has no option 'epochz'"),
+                       (["mode=fsdp", "zero=7"], "zero must be 1..3"),
+                       (["mode=fsdp", "wrap=unit"], "expected one of top, layer, model"),
+                       (["mode=ddp", "mode=fsdp"], "mode= is given twice")):
+        p = subprocess.run(base + args, capture_output=True, text=True, timeout=30,
+                           env=dict(os.environ, RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="1"))
+        check(p.returncode == 2 and want in p.stderr,
+              "worker refuses %s: exit %d, %s" % (" ".join(args) or "no mode", p.returncode, p.stderr.strip()))
+
+
+def case_train_pipeline(tmp):
+    """mode=pipeline from the REPL: the MLP and the GPT (its head tied to the embedding on another stage)
+    end with one process's weights; the run's end prints the bubble beside its formula and each stage's
+    activations in flight; the session log has every micro-batch's forward and backward per stage."""
+    db = os.path.join(tmp, "log.db")
+    a, b, g1, g2 = (os.path.join(tmp, x + ".safetensors") for x in ("a", "b", "g1", "g2"))
+    dump = os.path.join(tmp, "frame.txt")
+    gpt = "gpt layers=2 heads=2 dim=16 ctx=16"
+    gopts = "steps=5 batch=8 opt=adamw lr=3e-3 clip=0.5 eval=off view=off"
+    rc, out = run("model m = mlp 784-32-16-10 seed=1; model r = mlp 784-32-16-10 seed=1; data d = digits n=1200; "
+                  "train m on d mode=pipeline ranks=2 micro=4 schedule=gpipe batch=32 steps=12 view=off; save m %s; "
+                  "train r on d batch=32 steps=12; save r %s; "
+                  "data t = text ctx=16; model g = %s seed=5; model h = %s seed=5; "
+                  "train g on t mode=pipeline ranks=3 micro=4 backend=tcp %s; save g %s; train h on t %s; save h %s; "
+                  "sql \"select rank, name, count(*) from events where kind='micro' group by rank, name\""
+                  % (a, b, gpt, gpt, gopts, g1, gopts, g2), db, env={"RINGSIDE_VIEW_DUMP": dump})
+    print(out)
+    check(rc == 0, "pipeline training runs from the REPL")
+    if rc != 0:
+        return
+    d = rel(load_weights(a), load_weights(b))
+    check(d <= 1e-5, "MLP: the REPL's model holds the stages' trained weights, equal to one process (%.3g)" % d)
+    d = rel(load_weights(g1), load_weights(g2))
+    check(d <= 1e-5, "GPT on 3 stages over tcp, the head tied across stages: equal to one process (%.3g)" % d)
+    check(re.search(r"bubble: [0-9.]+% of each step idle, measured .*\n +formula \(p-1\)/\(m\+p-1\) = 20\.0%", out)
+          is not None, "the bubble measured from the traces beside the formula")
+    check(re.search(r"^  1 +1:\d+\.\.4 .* \(4 micro\) +4 micro$", out, re.M) is not None,
+          "gpipe: each stage holds all 4 micro-batches' activations, measured beside the schedule's count")
+    summary = out[out.index("pipeline: schedule="):].split("\n")[:7]
+    check(all(len(l) <= 80 for l in summary), "the pipeline's summary fits 80 columns: %s" % summary)
+    check(re.search(r"test accuracy 0\.\d+", out) is not None, "rank 0 evaluates the gathered model")
+    # the dashboard's timeline (the last run's final frame): each stage's forwards and backwards, not one
+    # backward span over the whole schedule (which left no F on any row)
+    frame = open(dump).read() if os.path.exists(dump) else ""
+    # the timeline's own columns: other panes (the data pane of a collective) may stand to its left
+    at = frame.find(" timeline ")
+    col = at - (frame.rfind("\n", 0, at) + 1)
+    tl = [l[col:] for l in frame[at:].split("\n")[1:8]]
+    rows = [l for l in tl if re.match(r"r\d ", l)]
+    check(len(rows) == 3 and all("F" in r[4:] for r in rows) and any("B" in r[4:] for r in rows),
+          "the timeline shows each stage's forwards and backwards apart:\n" + "\n".join(tl))
+    con = sqlite3.connect(db)
+    runs = con.execute("SELECT mode, world_size, status FROM runs WHERE kind='train' ORDER BY id").fetchall()
+    check(runs[0] == ("pipeline", 2, "done") and runs[2] == ("pipeline", 3, "done"), "runs logged as pipeline: %s" % runs)
+    n = con.execute("SELECT count(*) FROM events e JOIN runs r ON r.id = e.run_id WHERE r.id = "
+                    "(SELECT min(id) FROM runs WHERE mode='pipeline') AND e.kind='micro'").fetchone()[0]
+    check(n == 2 * 2 * 4 * 12, "every micro-batch's forward and backward on both stages in the log (%d events)" % n)
+    st = con.execute("SELECT count(*) FROM events WHERE kind='stage'").fetchone()[0]
+    check(st == 2 + 3, "each rank's stage in the log (%d)" % st)
+    opts = json.loads(con.execute("SELECT options FROM runs WHERE mode='pipeline' ORDER BY id").fetchone()[0])
+    fin = json.loads(con.execute("SELECT final FROM runs WHERE mode='pipeline' ORDER BY id").fetchone()[0])
+    check(0 < fin.get("bubble", -1) < 1, "the measured bubble in the run's final figures: %s" % fin)
+    check(opts.get("schedule") == "gpipe" and opts.get("micro") == 4 and "bucket" not in opts and "zero" not in opts,
+          "the run's options: the pipeline's own, not ddp's or fsdp's: %s" % opts)
+
+
+def case_train_pipeline_fault(tmp):
+    """A stage killed with SIGKILL: the run fails within the bound naming the rank and its stage, the REPL
+    goes on, and resume= continues on another layout to one process's weights."""
+    db = os.path.join(tmp, "log.db")
+    ck, a, b = (os.path.join(tmp, x + ".safetensors") for x in ("c", "a", "b"))
+    t0 = time.time()
+    rc, out = run("model m = mlp 784-32-10 seed=3; model r = mlp 784-32-10 seed=3; data d = digits n=3000; "
+                  "train m on d mode=pipeline ranks=2 batch=32 steps=20 ckpt=%s ckpt_every=10 eval=off view=off; "
+                  "train r on d batch=32 steps=20 eval=off; save r %s" % (ck, b), db, env={"RINGSIDE_TEST_KILL": "1:15"})
+    print(out)
+    check("rank 1 was killed by signal 9 (SIGKILL)" in out, "the killed rank is named with its signal")
+    check(re.search(r"rank 1 ran pipeline stage 1 of 2 \(layers \d+\.\.\d+\)", out) is not None,
+          "the killed rank's stage and layers are named")
+    check("resume=" + ck in out, "the user is pointed at the last checkpoint")
+    check(time.time() - t0 < 60, "everything ended within the bound")
+    check("saved r" in out, "the REPL goes on after the failed run")
+    rc, out = run("model m = mlp 784-32-10 seed=3; data d = digits n=3000; "
+                  "train m on d mode=pipeline ranks=3 schedule=gpipe batch=32 steps=20 resume=%s eval=off view=off; "
+                  "save m %s" % (ck, a), db)
+    print(out)
+    con = sqlite3.connect(db)
+    st = [r[0] for r in con.execute("SELECT status FROM runs WHERE kind='train' AND mode='pipeline' ORDER BY id")]
+    check(st == ["failed", "done"], "the killed run failed, the resumed one finished: %s" % st)
+    if os.path.exists(a) and os.path.exists(b):
+        d = rel(load_weights(a), load_weights(b))
+        check(d <= 1e-5, "resumed on 3 ranks with gpipe from the 2-rank 1f1b checkpoint: one process's weights (%.3g)" % d)
+    else:
+        check(False, "both runs saved their weights")
+def case_train_kill(tmp):
+    """train's kill=RANK:STEP (the faults tutorial): the asked-for death is a report, not an error."""
+    db = os.path.join(tmp, "log.db")
+    ck = os.path.join(tmp, "c.safetensors")
+    rc, out = run("set seed=1; model m = mlp 784-16-10; data d = digits n=1000; "
+                  "train m on d mode=ddp ranks=3 batch=48 steps=12 eval=off view=off ckpt=%s ckpt_every=4 kill=2:9 "
+                  "timeout=3s; expect killed_rank = 2; expect signal = 9; expect ckpt_step = 8; "
+                  "train m on d mode=ddp ranks=2 batch=48 steps=12 eval=off view=off resume=%s; expect steps = 12; "
+                  "expect world = 2" % (ck, ck), db)
+    print(out)
+    check(rc == 0 and "error:" not in out, "the asked-for fault and the resume run without an error")
+    check("as kill=2:9 asked, rank 2 was killed by signal 9 (SIGKILL)" in out, "the death is named with its signal")
+    check("the last checkpoint is %s (step 8)" % ck in out, "the user is pointed at the last checkpoint")
+    check(out.count("ok: ") == 5, "the kill's figures and the resumed run's are recorded for expect")
+    con = sqlite3.connect(db)
+    st = [r[0] for r in con.execute("SELECT status FROM runs WHERE kind='train' ORDER BY id")]
+    check(st == ["failed", "done"], "the killed run is logged failed, the resumed one done: %s" % st)
+    for cmd, msg in [("train m on d kill=1:2", "it needs a mode that runs ranks"),
+                     ("train m on d mode=ddp ranks=2 kill=2:1", "a rank 0..1 and a step from 1"),
+                     ("train m on d mode=ddp ranks=2 kill=1:0", "a rank 0..1 and a step from 1"),
+                     ("train m on d mode=ddp ranks=2 kill=one", "a rank 0..1 and a step from 1")]:
+        rc, out = run("model m = mlp 784-16-10; data d = digits n=500; " + cmd)
+        check(rc != 0 and msg in out, "%s is refused: %s" % (cmd, msg))
+
+
+def case_train_records(tmp):
+    """What train keeps for expect about communication and replicas, against counts worked out here:
+    P parameters, 4P bytes of gradients; DDP calls one all-reduce per bucket per step plus the initial
+    broadcast, and with accum=K still one per bucket per optimizer step (no_sync)."""
+    P = 784 * 512 + 512 + 512 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10
+    steps = 4
+    rc, out = run("set seed=1 threads=1; model m = mlp 784-512-256-128-10; data d = digits n=2000; "
+                  "train m on d mode=ddp ranks=2 steps=%d eval=off view=off bucket=256K; "
+                  "expect comm_per_step = 2; expect comm_calls per rank = %d; "
+                  "expect comm_bytes per rank ~= %d within 0.01%%; "
+                  "reset m; train m on d mode=ddp ranks=2 steps=%d eval=off view=off bucket=64K overlap=off; "
+                  "expect comm_per_step = 3; expect comm_hidden = 0; "
+                  "reset m; train m on d mode=ddp ranks=2 steps=%d eval=off view=off bucket=256K accum=3; "
+                  "expect comm_calls per rank = %d; "
+                  "reset m; train m on d mode=dp ranks=3 steps=2 eval=off; "
+                  "expect replicas = 3; expect replica.parameters ~= %d within 0.01%%; "
+                  "expect replica.gradients ~= %d within 0.01%%"
+                  % (steps, 2 * steps + 1, (steps + 1) * 4 * P, steps, steps, 2 * steps + 1, 2 * 4 * P, 2 * 4 * P))
+    print(out)
+    check(rc == 0 and out.count("ok: ") == 9, "buckets, collectives, bytes, overlap=off and dp replicas as worked out")
+
+
+def case_pi(tmp):
+    """`pi`: the ranks' sum against a serial one computed here (math.fsum, exactly rounded), and the
+    lecture's four-rank output."""
+    import math
+
+    def ref(method, n):
+        if method == "series":
+            return 4 * math.fsum((-1.0) ** i / (2 * i + 1) for i in range(n))
+        h = 1.0 / n
+        return h * math.fsum(4.0 / (1.0 + (h * (i + 0.5)) ** 2) for i in range(n))
+
+    cases = [("series", 4, 4, "shm"), ("series", 3, 100000, "tcp"), ("midpoint", 4, 1000, "shm"),
+             ("midpoint", 2, 1, "tcp"), ("series", 5, 3, "shm")]
+    script = []
+    for method, ranks, n, backend in cases:
+        want = ref(method, n)
+        script.append("pi ranks=%d n=%d method=%s backend=%s; expect pi ~= %.17g within 1e-12; "
+                      "expect error ~= %.17g within 1e-12; expect world = %d; expect n = %d"
+                      % (ranks, n, method, backend, want, abs(want - math.pi), ranks, n))
+    rc, out = run("; ".join(script) + "; pi ranks=4; expect partial per rank ~= [4, -1.3333333, 0.8, -0.5714286] within 1e-6; "
+                  "expect terms per rank = 1")
+    print(out)
+    check(rc == 0 and out.count("ok: ") == 4 * len(cases) + 2,
+          "every pi agrees with the serial sum to 1e-12, its error with |sum - pi|")
+    check("pi = 2.895238095238096: 4 terms (series) on 4 ranks" in out, "the lecture's program: 4 ranks, 2.895238")
+    check("rank 4: 0 terms" in out, "a rank with no term left contributes 0")
+    rc, out = run("pi ranks=2 n=10; expect pi ~= %.17g within 1e-12" % (ref("series", 10) + 1e-9))
+    check(rc != 0 and "expect failed" in out, "a pi off by 1e-9 fails the check")
+    for cmd, msg in [("pi n=0", "n (terms) must be 1"), ("pi method=simpson", "simpson")]:
+        rc, out = run(cmd)
+        check(rc != 0 and msg in out, "%s is refused" % cmd)
 
 
 def case_fault(tmp):
@@ -395,7 +593,7 @@ def case_train_stop(tmp):
     import signal
     for mode in ["ddp", "fsdp"]:
         p = subprocess.Popen([EXE, "--no-db", "--keep-going"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True, bufsize=1)
+                             stderr=subprocess.STDOUT, text=True, bufsize=1, env=dict(os.environ, COLUMNS="1000"))
         p.stdin.write("data d = digits n=3000 seed=1\nmodel m = mlp 784-64-10 seed=1\n"
                       "train m on d mode=%s ranks=2 epochs=500 batch=32 view=off\n" % mode)
         p.stdin.flush()
@@ -431,7 +629,7 @@ def case_mpirun(tmp):
     if not mpirun or "  mpi " not in out:
         print("SKIP: mpirun or the mpi backend is missing")
         sys.exit(77)
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", COLUMNS="1000")
     for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(k, None)
     for op, extra, want in (("all_reduce", [], "-> out [10, 46, 82]"),
@@ -484,6 +682,43 @@ def case_train_gpt(tmp):
                     ("fsdp zero=3 wrap=layer on tcp", paths[3]), ("fsdp zero=2", paths[4])):
         d = rel(load_weights(p), ref)
         check(d <= 1e-5, "GPT, %s equals one process (%.3g)" % (what, d))
+
+def case_world(tmp):
+    """`world`: who each rank was told it is, three nodes played on one host, and rank 0 hosting the store
+    as when ranks are started by hand; the printed by-hand lines are then run as printed."""
+    rc, out = run("world ranks=6 nodes=3; expect env.local_rank per rank = [0, 1, 0, 1, 0, 1]; "
+                  "expect env.group_rank per rank = [0, 0, 1, 1, 2, 2]; expect count per rank = 6; "
+                  "expect group.rank per rank = [0, 1, 2, 3, 4, 5]; expect env.world_size per rank = 6")
+    print(out)
+    check(rc == 0 and out.count("ok: ") == 5, "six ranks as three nodes of two, checked with expect")
+    for r in range(6):
+        want = "rank %d: RANK=%d WORLD_SIZE=6 LOCAL_RANK=%d LOCAL_WORLD_SIZE=2 GROUP_RANK=%d" % (r, r, r % 2, r // 2)
+        check(want in out, "rank %d says who it is: %s" % (r, want))
+    rc, out = run("world ranks=2 store=rank0")
+    print(out)
+    check(rc == 0 and "rank 0 hosted the rendezvous store itself" in out, "rank 0 hosts the store")
+    m = re.search(r"^  export (.*)$", out, re.M)
+    lines = re.findall(r"^  (RANK=.*) ringside --worker world$", out, re.M)
+    check(m is not None and len(lines) == 2, "the by-hand lines are printed")
+    if m and len(lines) == 2:
+        env = dict(os.environ)
+        env.update(dict(kv.split("=", 1) for kv in m.group(1).split()))
+        env["MASTER_PORT"] = str(29800 + os.getpid() % 100)  # the printed port was rank 0's, now free again
+        procs = []
+        for line in lines:
+            e = dict(env)
+            e.update(dict(kv.split("=", 1) for kv in line.split()))
+            procs.append(subprocess.Popen([EXE, "--worker", "world"], env=e, stdout=subprocess.PIPE,
+                                          stderr=subprocess.STDOUT, text=True))
+        outs = [p.communicate(timeout=60)[0] for p in procs]
+        check(all(p.returncode == 0 for p in procs), "the printed lines start ranks that meet: %s" % outs)
+        check(all(re.search(r"^@num %d count 2$" % r, o, re.M) for r, o in enumerate(outs)),
+              "started by hand, each counts 2")
+    rc, out = run("world ranks=6 nodes=4; world ranks=2 nodes=2 backend=mpi; world ranks=2 store=rank0 backend=mpi")
+    print(out)
+    check("4 nodes do not share 6 ranks evenly" in out, "nodes that do not divide the ranks are refused")
+    check(out.count("nodes= and store= apply to shm and tcp") == (2 if "not built: meson did not find Open MPI" not in run("backends")[1] else 0),
+          "mpirun numbers its own ranks")
 
 
 with tempfile.TemporaryDirectory() as tmp:

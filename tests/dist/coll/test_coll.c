@@ -505,6 +505,128 @@ out:
     c->fails += rs_test_failures;
 }
 
+/* ---- the data a step reports: what the algorithm's buffer holds as each step begins */
+
+#define SD_N 64 /* elements in the stepped all_reduce */
+
+typedef struct stepdata {
+    int nsnap;
+    int step[16];
+    double v[16][SD_N];
+    int blocks[16];
+    size_t count[16];
+} stepdata;
+
+static void on_step_data(void *ud, const rs_pg_event *ev)
+{
+    stepdata *d = ud;
+    if (ev->kind != RS_PG_EV_STEP || !ev->data || d->nsnap >= 16) return;
+    d->step[d->nsnap] = ev->step;
+    d->blocks[d->nsnap] = ev->blocks;
+    d->count[d->nsnap] = ev->count;
+    for (size_t i = 0; i < ev->count && i < SD_N; i++) d->v[d->nsnap][i] = get(ev->data, i, ev->dtype);
+    d->nsnap++;
+}
+
+/* The serial reference for every rank's buffer after `k` steps of algo on w ranks: the inputs
+ * value(SUM, r, i) moved and added as the algorithm moves them. x: (w, n). */
+static void stepped(double *x, int w, size_t n, rs_pg_algo a, int k)
+{
+    double *old = malloc(sizeof *old * (size_t)w * n);
+    for (int r = 0; r < w; r++)
+        for (size_t i = 0; i < n; i++) x[(size_t)r * n + i] = value(RS_SUM, false, r, i);
+    int K = 0;
+    while ((1 << K) < w) K++;
+    int p = 1;
+    while (p * 2 <= w) p *= 2;
+    int rem = w - p;
+    for (int s = 0; s < k; s++) {
+        memcpy(old, x, sizeof *old * (size_t)w * n);
+#define X(r, i) x[(size_t)(r) * n + (i)]
+#define O(r, i) old[(size_t)(r) * n + (i)]
+        for (int r = 0; r < w; r++) {
+            if (a == RS_ALGO_RING) { /* reduce-scatter, then all-gather; block b is [n*b/w, n*(b+1)/w) */
+                bool gather = s >= w - 1;
+                int g = gather ? s - (w - 1) : s, b = ((gather ? r - g : r - g - 1) % w + w) % w, prev = (r - 1 + w) % w;
+                for (size_t i = n * (size_t)b / (size_t)w; i < n * (size_t)(b + 1) / (size_t)w; i++)
+                    X(r, i) = gather ? O(prev, i) : O(r, i) + O(prev, i);
+            } else if (a == RS_ALGO_TREE) { /* binomial reduce to 0, widest distance last; broadcast widest first */
+                int mask = s < K ? 1 << s : 1 << (K - 1 - (s - K));
+                bool active = s < K ? (r & (mask - 1)) == 0 && !(r & mask) && r + mask < w : (r & (2 * mask - 1)) == mask;
+                if (active)
+                    for (size_t i = 0; i < n; i++) X(r, i) = s < K ? O(r, i) + O(r + mask, i) : O(r - mask, i);
+            } else { /* recursive doubling over p ranks, the first 2*rem folded in pairs first and last */
+                int last = (rem ? 1 : 0) + (p > 1 ? __builtin_ctz((unsigned)p) : 0);
+                int vr = r < 2 * rem ? (r % 2 ? r / 2 : -1) : r - rem;
+                if (rem && s == 0) {
+                    if (r < 2 * rem && r % 2)
+                        for (size_t i = 0; i < n; i++) X(r, i) = O(r - 1, i) + O(r, i);
+                } else if (rem && s == last) {
+                    if (r < 2 * rem && r % 2 == 0)
+                        for (size_t i = 0; i < n; i++) X(r, i) = O(r + 1, i);
+                } else if (vr >= 0) {
+                    int vp = vr ^ (1 << (s - (rem ? 1 : 0))), peer = vp < rem ? vp * 2 + 1 : vp + rem;
+                    for (size_t i = 0; i < n; i++) X(r, i) = O(r, i) + O(peer, i);
+                }
+            }
+        }
+#undef X
+#undef O
+    }
+    free(old);
+}
+
+/* With trace on, every step of a ring, tree and recursive-doubling all_reduce carries the buffer as it
+ * stands; those values (what a class watches in `collective ... step=1`) must be the serial partial
+ * sums after the steps before it, on every rank. */
+static void step_data(ctx *c)
+{
+    static const rs_pg_algo algos[] = {RS_ALGO_RING, RS_ALGO_TREE, RS_ALGO_RECDOUBLING};
+    size_t n = (size_t)(2 * c->w + 1); /* blocks of uneven length */
+    double *want = malloc(sizeof *want * (size_t)c->w * n);
+    for (int ai = 0; ai < 3; ai++) {
+        rs_pg_algo a = algos[ai];
+        int32_t buf[SD_N];
+        for (size_t i = 0; i < n; i++) buf[i] = (int32_t)value(RS_SUM, false, c->r, i);
+        stepdata d = {0};
+        rs_err e = {0};
+        c->g->algo = a;
+        c->g->trace = on_step_data;
+        c->g->trace_ud = &d;
+        ok(c, rs_pg_all_reduce(c->g, buf, n, RS_I32, RS_SUM, &e), &e, "stepped all_reduce");
+        c->g->trace = NULL;
+        RS_CHECK(d.nsnap > 0 || c->w == 1, "rank %d %s: no step carried data", c->r, rs_pg_algo_name(a));
+        for (int k = 0; k < d.nsnap; k++) {
+            stepped(want, c->w, n, a, d.step[k]);
+            RS_CHECK(d.count[k] == n && d.blocks[k] == (a == RS_ALGO_RING ? c->w : 1), "rank %d %s step %d: %zu elements "
+                     "in %d chunks", c->r, rs_pg_algo_name(a), d.step[k], d.count[k], d.blocks[k]);
+            for (size_t i = 0; i < n; i++)
+                if (d.v[k][i] != want[(size_t)c->r * n + i]) {
+                    RS_CHECK(0, "rank %d %s as step %d begins: element %zu is %g, the serial partial sum %g", c->r,
+                             rs_pg_algo_name(a), d.step[k], i, d.v[k][i], want[(size_t)c->r * n + i]);
+                    break;
+                }
+        }
+        /* and the last state of the reference is the result */
+        int steps = a == RS_ALGO_RING ? 2 * (c->w - 1) : 0;
+        if (a != RS_ALGO_RING) {
+            int K = 0, p = 1;
+            while ((1 << K) < c->w) K++;
+            while (p * 2 <= c->w) p *= 2;
+            steps = a == RS_ALGO_TREE ? 2 * K : __builtin_ctz((unsigned)p) + (c->w > p ? 2 : 0);
+        }
+        stepped(want, c->w, n, a, steps);
+        for (size_t i = 0; i < n; i++)
+            if (buf[i] != (int32_t)want[(size_t)c->r * n + i]) {
+                RS_CHECK(0, "rank %d %s: result element %zu is %d, the stepped reference ends at %g", c->r,
+                         rs_pg_algo_name(a), i, buf[i], want[(size_t)c->r * n + i]);
+                break;
+            }
+    }
+    free(want);
+    c->fails += rs_test_failures;
+}
+
 /* One rank; st is NULL for mpi (no store). */
 static int run_rank(const char *backend, const char *mode, int w, int r, rs_store *st)
 {
@@ -534,6 +656,7 @@ static int run_rank(const char *backend, const char *mode, int w, int r, rs_stor
     if (strcmp(mode, "matrix") == 0 || strcmp(mode, "matrix-onecpu") == 0) matrix(&c);
     else if (strcmp(mode, "examples") == 0) examples(&c);
     else if (strcmp(mode, "trace") == 0) trace(&c);
+    else if (strcmp(mode, "stepdata") == 0) step_data(&c);
     else if (strcmp(mode, "fault") == 0) fault(&c);
     else if (strcmp(mode, "groups") == 0) groups(&c);
     else if (strcmp(mode, "p2p") == 0) p2p(&c);
@@ -556,7 +679,7 @@ static int rank_main(void *ud, int rank, int world, rs_store *st)
 int main(int argc, char **argv)
 {
     if (argc < 4) {
-        fprintf(stderr, "usage: test-coll shm|tcp|mpi matrix|matrix-onecpu|examples|trace|fault|groups|p2p WORLD\n");
+        fprintf(stderr, "usage: test-coll shm|tcp|mpi matrix|matrix-onecpu|examples|trace|stepdata|fault|groups|p2p WORLD\n");
         return 2;
     }
     const char *backend = argv[1], *mode = argv[2];

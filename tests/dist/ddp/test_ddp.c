@@ -14,6 +14,7 @@
 #include "engine/data/source.h"
 #include "engine/nn/spec.h"
 #include "tests/dist/forkranks.h"
+#include "tests/dist/rankmodel.h"
 #include "tests/rs_test.h"
 
 #define MAX_SPANS 4096
@@ -73,24 +74,6 @@ static rs_train_cfg cfg_for(const job *j, int batch, int accum)
     return c;
 }
 
-/* Relative difference of the whole weight vector, ||a - b|| / ||b||. Element-wise relative error is
- * the wrong yardstick for Adam: a weight whose gradient is ~1e-8 (a pixel that is almost always 0)
- * moves by lr * g / (|g| + eps), so the rounding of g in the 7th digit decides most of its update.
- * Those weights are few and tiny; the norm weighs them as what they are. */
-static double rel_diff(const float *a, const float *b, size_t n, double *worst_elem)
-{
-    double num = 0, den = 0, worst = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = (double)a[i] - (double)b[i];
-        num += d * d;
-        den += (double)b[i] * (double)b[i];
-        double e = fabs(d) / (fabs((double)b[i]) + 1e-2);
-        if (e > worst) worst = e;
-    }
-    *worst_elem = worst;
-    return den > 0 ? sqrt(num / den) : sqrt(num);
-}
-
 static int rank_main(void *ud, int rank, int world, rs_store *st)
 {
     job *j = ud;
@@ -100,17 +83,8 @@ static int rank_main(void *ud, int rank, int world, rs_store *st)
     rs_data_pair data = {0};
     trace *tr = calloc(1, sizeof *tr);
     int fails = 0;
-    if (rs_pg_new(j->backend, st, "ddp", rank, world, 30, &g, &e) ||
-        rs_model_parse(j->spec, "m", rs_device_cpu(), NULL, 11, &m, NULL, &e) ||
-        rs_data_open("digits:2400", 3, &data, &e)) {
-        fprintf(stderr, "rank %d: %s\n", rank, e.msg);
-        return 2;
-    }
     /* different initial weights on the other ranks: DDP's broadcast must make them rank 0's */
-    if (rank) {
-        float *p = rs_model_params(m);
-        for (size_t i = 0; i < rs_model_numel(m); i++) p[i] += 0.5f;
-    }
+    if (rs_test_rank_model(j->backend, st, "ddp", rank, world, j->spec, "digits:2400", &g, &m, &data)) return 2;
     rs_dtrain_cfg dc = rs_dtrain_defaults();
     dc.bucket_bytes = 16 << 10; /* several buckets even for a small model */
     dc.overlap = strcmp(j->mode, "nooverlap") != 0;
@@ -172,7 +146,7 @@ static int rank_main(void *ud, int rank, int world, rs_store *st)
             fprintf(stderr, "reference: %s\n", e.msg);
             return 1;
         }
-        double worst, d = rel_diff(rs_model_params(m), rs_model_params(ref), rs_model_numel(m), &worst);
+        double worst, d = rs_test_rel_diff(rs_model_params(m), rs_model_params(ref), rs_model_numel(m), &worst);
         printf("%s %s world %d %s: weights differ from one process by %.3g (||a-b||/||b||; worst element %.3g) "
                "after %lld steps\n",
                j->zero == 0 ? "ddp" : j->zero == 1 ? "zero1" : j->zero == 2 ? "zero2" : "zero3", j->backend, world,

@@ -70,9 +70,10 @@ int main(int argc, char **argv)
     if (argc < 2) return 2;
     const char *mode = argv[1 + rank < argc ? 1 + rank : argc - 1];
     if (strcmp(mode, "env") == 0) {
-        printf("RANK=%s WORLD_SIZE=%s LOCAL_RANK=%s LOCAL_WORLD_SIZE=%s MASTER_ADDR=%s MASTER_PORT=%s "
+        printf("RANK=%s WORLD_SIZE=%s LOCAL_RANK=%s LOCAL_WORLD_SIZE=%s GROUP_RANK=%s MASTER_ADDR=%s MASTER_PORT=%s "
                "EXTRA=%s INHERIT=%s fds=%d\n",
-               env("RANK"), env("WORLD_SIZE"), env("LOCAL_RANK"), env("LOCAL_WORLD_SIZE"), env("MASTER_ADDR"),
+               env("RANK"), env("WORLD_SIZE"), env("LOCAL_RANK"), env("LOCAL_WORLD_SIZE"), env("GROUP_RANK"),
+               env("MASTER_ADDR"),
                env("MASTER_PORT"), env("RS_TEST_EXTRA"), env("RS_TEST_INHERIT"), extra_fds());
         fprintf(stderr, "hello from rank %d\n", rank);
         return 0;

@@ -59,6 +59,7 @@ static rs_status run(const char *const *argv, int n, double grace, rs_launch_lin
 static void test_env(void)
 {
     setenv("RANK", "99", 1);              /* the parent's own RANK must not leak into the ranks */
+    setenv("GROUP_RANK", "7", 1);
     setenv("RS_TEST_INHERIT", "yes", 1);  /* like OPENBLAS_CORETYPE: passes through */
     FILE *leak = fopen("/proc/self/status", "r"); /* an fd without O_CLOEXEC: must not reach ranks */
     const char *argv[] = {child, "env", NULL};
@@ -77,8 +78,8 @@ static void test_env(void)
     for (int r = 0; r < 4; r++) {
         char want[512];
         snprintf(want, sizeof want,
-                 "RANK=%d WORLD_SIZE=4 LOCAL_RANK=%d LOCAL_WORLD_SIZE=4 MASTER_ADDR=10.1.2.3 MASTER_PORT=29512 "
-                 "EXTRA=hi INHERIT=yes fds=0",
+                 "RANK=%d WORLD_SIZE=4 LOCAL_RANK=%d LOCAL_WORLD_SIZE=4 GROUP_RANK=0 MASTER_ADDR=10.1.2.3 "
+                 "MASTER_PORT=29512 EXTRA=hi INHERIT=yes fds=0",
                  r, r);
         RS_CHECK(strcmp(cap.first[r][0], want) == 0, "rank %d stdout: got '%s' want '%s'", r, cap.first[r][0],
                  want);
@@ -92,7 +93,28 @@ static void test_env(void)
     rs_launch_free(l);
     if (leak) fclose(leak);
     unsetenv("RANK");
+    unsetenv("GROUP_RANK");
     check_no_zombies("env");
+
+    /* Six ranks as three nodes of two (the lecture's three machines of two GPUs): local ranks restart
+     * at 0 on each node, GROUP_RANK numbers the nodes. */
+    capture six = {0};
+    cfg = (rs_launch_cfg){.nranks = 6, .local_world_size = 2, .argv = argv, .master_port = 29514,
+                          .on_line = on_line_capture, .line_ud = &six};
+    RS_CHECK(rs_launch_start(&cfg, &l, &err) == RS_OK, "start 3 nodes: %s", err.msg);
+    RS_CHECK(rs_launch_wait(l, 10.0, NULL, &err) == RS_OK, "3 nodes: %s", err.msg);
+    for (int r = 0; r < 6; r++) {
+        char want[160];
+        snprintf(want, sizeof want, "RANK=%d WORLD_SIZE=6 LOCAL_RANK=%d LOCAL_WORLD_SIZE=2 GROUP_RANK=%d ", r, r % 2,
+                 r / 2);
+        RS_CHECK(strncmp(six.first[r][0], want, strlen(want)) == 0, "3 nodes, rank %d: '%s', want '%s...'", r,
+                 six.first[r][0], want);
+    }
+    rs_launch_free(l);
+    check_no_zombies("3 nodes");
+    cfg.local_world_size = 4;
+    RS_CHECK(rs_launch_start(&cfg, &l, &err) == RS_ERR_ARG && strstr(err.msg, "do not split into nodes of 4"),
+             "6 ranks in nodes of 4 refused: %s", err.msg);
 
     /* The default sink prints "[rank N] ..." to stdout; run it once so it is exercised. */
     const char *argv_ok[] = {child, "env", NULL};

@@ -6,7 +6,7 @@
 #include <string.h>
 
 static const char *const all_vars[] = {
-    "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+    "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT",
     "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
 };
 
@@ -46,6 +46,13 @@ int main(void)
                              "MASTER_ADDR", "node0", "MASTER_PORT", "1", NULL});
     RS_CHECK(rs_launch_env_from_environ(&e, &err) == RS_OK, "two hosts: %s", err.msg);
     RS_CHECK(e.rank == 3 && e.local_rank == 1 && e.local_world_size == 2 && e.master_port == 1, "two hosts");
+    RS_CHECK(e.group_rank == 1, "rank 3 in nodes of 2 is on node 1 (GROUP_RANK unset), got %d", e.group_rank);
+    set_env((const char *[]){"RANK", "3", "WORLD_SIZE", "4", "LOCAL_RANK", "1", "LOCAL_WORLD_SIZE", "2",
+                             "GROUP_RANK", "0", "MASTER_ADDR", "node0", "MASTER_PORT", "1", NULL});
+    RS_CHECK(rs_launch_env_from_environ(&e, &err) == RS_OK && e.group_rank == 0, "GROUP_RANK as given: %s", err.msg);
+    expect_error((const char *[]){"RANK", "0", "WORLD_SIZE", "2", "GROUP_RANK", "2", "MASTER_ADDR", "h", "MASTER_PORT",
+                                  "1", NULL},
+                 "GROUP_RANK=2 is out of range (use 0..1)");
 
     /* Open MPI: mpirun -np 3 sets these; MASTER_* are optional there. */
     set_env((const char *[]){"OMPI_COMM_WORLD_RANK", "2", "OMPI_COMM_WORLD_SIZE", "3",

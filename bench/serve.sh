@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# `ringside serve` under load: requests/s and p50/p99 latency at concurrency 1, 8 and 64 over HTTP
+# (binary tensors, one sample per request, keep-alive connections) for the CNN of the ONNX figures,
+# beside the same file run in-process through serve/'s backend; then the per-request server overhead
+# on a trivial model (a 4x4 linear layer): HTTP p50 at concurrency 1 minus the in-process p50.
+# Triton's own figure for that overhead is 41 us.
+#   bench/serve.sh [--build-dir DIR] [--seconds S]
+set -u
+cd "$(dirname "$0")/.." || exit 1
+build=build-bench
+secs=3
+while [ $# -gt 0 ]; do
+  case $1 in
+    --build-dir) build=$2; shift ;;
+    --seconds) secs=$2; shift ;;
+  esac
+  shift
+done
+# One OpenMP thread per instance by default: the server's parallelism is its instances (Triton's
+# advice for CPU instances too); both sides of every comparison run with the same setting.
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+[ -f "$build/build.ninja" ] || meson setup "$build" --buildtype=release >/dev/null || exit 1
+ninja -C "$build" repl/ringside bench/serve_load >/dev/null || exit 1
+tmp=$(mktemp -d)
+srv=
+trap '[ -n "$srv" ] && kill "$srv" 2>/dev/null; rm -rf "$tmp"' EXIT
+mkdir -p "$tmp/repo/cnn/1" "$tmp/repo/tiny/1"
+"$build/repl/ringside" --no-db -c "model c = seq conv(16,3,pad=1) relu maxpool(2) conv(32,3,pad=1) relu maxpool(2) flatten linear(10); export c $tmp/repo/cnn/1/model.onnx; model t = seq in=4 linear(4); export t $tmp/repo/tiny/1/model.onnx" >/dev/null || exit 1
+cat > "$tmp/repo/cnn/config.pbtxt" <<'PB'
+max_batch_size: 64
+instance_group [ { count: 2 kind: KIND_CPU } ]
+dynamic_batching { max_queue_delay_microseconds: 0 }
+PB
+printf 'max_batch_size: 8\n' > "$tmp/repo/tiny/config.pbtxt"
+"$build/repl/ringside" serve --repo "$tmp/repo" --http 0 --metrics -1 > "$tmp/log" 2>&1 &
+srv=$!
+for _ in $(seq 100); do grep -q 'KServe v2' "$tmp/log" && break; sleep 0.1; done
+port=$(grep -o '127.0.0.1:[0-9]*' "$tmp/log" | head -1 | cut -d: -f2)
+[ -n "$port" ] || { cat "$tmp/log"; exit 1; }
+echo "# CNN (2 conv + pool, 1x28x28), 2 instances, dynamic batching (delay 0); $secs s per row; $(getconf _NPROCESSORS_ONLN) CPUs; OMP_NUM_THREADS=$OMP_NUM_THREADS; load $(cut -d' ' -f1 /proc/loadavg)"
+"$build/bench/serve_load" --inproc "$tmp/repo/cnn/1/model.onnx" "$secs" 2
+for c in 1 8 64; do "$build/bench/serve_load" "$port" cnn 1x28x28 "$c" "$secs"; done
+echo "# trivial model (linear 4->4): per-request server overhead = HTTP p50 - in-process p50 (Triton: 41 us)"
+"$build/bench/serve_load" --inproc "$tmp/repo/tiny/1/model.onnx" "$secs" | head -1
+"$build/bench/serve_load" "$port" tiny 4 1 "$secs"

@@ -1,0 +1,239 @@
+/* Load generator for `ringside serve`: C threads, each with one keep-alive connection, send binary
+ * KServe v2 infer requests of one sample and time each; prints requests/s, p50 and p99. With
+ * --inproc it runs the same ONNX file in this process through serve/'s backend instead (batch 1
+ * latency, and batch-64 throughput), the figure the HTTP numbers are compared with.
+ *   serve_load PORT MODEL DIMS CONCURRENCY SECONDS     (DIMS: one sample's shape, e.g. 1x28x28)
+ *   serve_load --inproc FILE.onnx SECONDS [THREADS] */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "serve/backend.h"
+#include "serve/sched.h"
+
+typedef struct worker {
+    int port, numel;
+    const char *model, *dims; /* "1,28,28" */
+    double seconds;
+    uint64_t *lat; /* ns per request, owned */
+    size_t n, cap;
+    int errors;
+} worker;
+
+static int connect_to(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a)) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Reads one response (headers, then Content-Length bytes); returns the status or -1. */
+static int read_response(int fd, char *buf, size_t cap)
+{
+    size_t n = 0;
+    char *end = NULL;
+    while (!end) {
+        ssize_t k = read(fd, buf + n, cap - n - 1);
+        if (k <= 0) return -1;
+        n += (size_t)k;
+        buf[n] = '\0';
+        end = strstr(buf, "\r\n\r\n");
+    }
+    const char *cl = strstr(buf, "Content-Length:");
+    size_t body = cl ? strtoul(cl + 15, NULL, 10) : 0, have = n - (size_t)(end + 4 - buf);
+    while (have < body) {
+        ssize_t k = read(fd, buf, cap - 1 < body - have ? cap - 1 : body - have);
+        if (k <= 0) return -1;
+        have += (size_t)k;
+    }
+    int status = 0;
+    sscanf(buf, "HTTP/1.1 %d", &status);
+    return status;
+}
+
+static void *work(void *arg)
+{
+    worker *w = arg;
+    int fd = connect_to(w->port);
+    if (fd < 0) {
+        w->errors++;
+        return NULL;
+    }
+    char hdr[512], req[8192];
+    int hl = snprintf(hdr, sizeof hdr,
+                      "{\"inputs\":[{\"name\":\"input\",\"datatype\":\"FP32\",\"shape\":[1,%s],\"parameters\":"
+                      "{\"binary_data_size\":%zu}}],\"parameters\":{\"binary_data_output\":true}}",
+                      w->dims, (size_t)w->numel * 4);
+    size_t body = (size_t)hl + (size_t)w->numel * 4;
+    int rl = snprintf(req, sizeof req,
+                      "POST /v2/models/%s/infer HTTP/1.1\r\nHost: b\r\nContent-Length: %zu\r\n"
+                      "Inference-Header-Content-Length: %d\r\n\r\n%s",
+                      w->model, body, hl, hdr);
+    float *x = calloc((size_t)w->numel, sizeof *x);
+    for (int i = 0; i < w->numel; i++) x[i] = (float)(i % 7) / 7.0f;
+    memcpy(req + rl, x, (size_t)w->numel * 4);
+    size_t total = (size_t)rl + (size_t)w->numel * 4;
+    static __thread char buf[1 << 16];
+    uint64_t t_end = rs_serve_now_ns() + (uint64_t)(w->seconds * 1e9);
+    while (rs_serve_now_ns() < t_end) {
+        uint64_t t0 = rs_serve_now_ns();
+        if (write(fd, req, total) != (ssize_t)total || read_response(fd, buf, sizeof buf) != 200) {
+            w->errors++;
+            close(fd);
+            if ((fd = connect_to(w->port)) < 0) break;
+            continue;
+        }
+        if (w->n == w->cap) w->lat = realloc(w->lat, (w->cap = w->cap ? 2 * w->cap : 4096) * sizeof *w->lat);
+        w->lat[w->n++] = rs_serve_now_ns() - t0;
+    }
+    if (fd >= 0) close(fd);
+    free(x);
+    return NULL;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* One in-process runner: its own instance of the shared backend, batches of B for `seconds`. */
+typedef struct runner {
+    rs_serve_backend *b;
+    int B;
+    double seconds;
+    size_t n;
+    uint64_t *lat; /* (cap), owned */
+    size_t cap;
+} runner;
+
+static void *run_inproc(void *arg)
+{
+    runner *r = arg;
+    rs_serve_inst *in;
+    rs_err e = {0};
+    if (rs_serve_inst_new(r->b, 64, &in, &e)) return NULL;
+    rs_serve_io io, oo;
+    rs_serve_backend_io(r->b, &io, &oo);
+    size_t ni = 1, no = 1;
+    for (int d = 0; d < io.rank; d++) ni *= (size_t)io.dims[d];
+    for (int d = 0; d < oo.rank; d++) no *= (size_t)oo.dims[d];
+    float *x = calloc((size_t)r->B * ni, sizeof *x), *y = calloc((size_t)r->B * no, sizeof *y);
+    r->lat = malloc((r->cap = 1 << 20) * sizeof *r->lat);
+    uint64_t t_end = rs_serve_now_ns() + (uint64_t)(r->seconds * 1e9);
+    while (rs_serve_now_ns() < t_end && r->n < r->cap) {
+        uint64_t t0 = rs_serve_now_ns();
+        rs_serve_inst_run(in, x, r->B, y, &e);
+        r->lat[r->n++] = rs_serve_now_ns() - t0;
+    }
+    free(x);
+    free(y);
+    rs_serve_inst_free(in);
+    return NULL;
+}
+
+static int cmp_u64(const void *a, const void *b);
+
+/* As the server runs it: on threads (not main), one instance each. Batch 1 on one thread (latency),
+ * then batch 64 on `threads` threads (the throughput the server's instances could reach). */
+static int inproc(const char *file, double seconds, int threads)
+{
+    rs_serve_backend *b;
+    rs_err e = {0};
+    if (rs_serve_backend_load(file, &b, &e)) {
+        fprintf(stderr, "serve_load: %s\n", e.msg);
+        return 1;
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        int B = pass ? 64 : 1, nt = pass ? threads : 1;
+        runner r[64] = {{0}};
+        pthread_t th[64];
+        uint64_t t0 = rs_serve_now_ns();
+        for (int i = 0; i < nt; i++) {
+            r[i] = (runner){.b = b, .B = B, .seconds = seconds};
+            pthread_create(&th[i], NULL, run_inproc, &r[i]);
+        }
+        size_t n = 0;
+        for (int i = 0; i < nt; i++) {
+            pthread_join(th[i], NULL);
+            n += r[i].n;
+        }
+        double el = (double)(rs_serve_now_ns() - t0) / 1e9;
+        uint64_t *all = malloc((n + 1) * sizeof *all);
+        size_t k = 0;
+        for (int i = 0; i < nt; i++) {
+            memcpy(all + k, r[i].lat, r[i].n * sizeof *all);
+            k += r[i].n;
+            free(r[i].lat);
+        }
+        qsort(all, n, sizeof *all, cmp_u64);
+        if (n)
+            printf("in-process  batch %-3d x%d threads %10.0f samples/s   p50 %8.1f us   p99 %8.1f us\n", B, nt,
+                   (double)n * B / el, all[n / 2] / 1e3, all[(size_t)(n * 0.99)] / 1e3);
+        free(all);
+    }
+    rs_serve_backend_free(b);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if ((argc == 4 || argc == 5) && !strcmp(argv[1], "--inproc"))
+        return inproc(argv[2], atof(argv[3]), argc == 5 ? atoi(argv[4]) : 1);
+    if (argc != 6) {
+        fprintf(stderr, "usage: serve_load PORT MODEL DIMS CONCURRENCY SECONDS | serve_load --inproc FILE.onnx SECONDS [THREADS]\n");
+        return 2;
+    }
+    static char dims[64];
+    snprintf(dims, sizeof dims, "%s", argv[3]);
+    int numel = 1;
+    for (char *p = strtok(dims, "x"); p; p = strtok(NULL, "x")) numel *= atoi(p);
+    snprintf(dims, sizeof dims, "%s", argv[3]);
+    for (char *p = dims; *p; p++)
+        if (*p == 'x') *p = ',';
+    int port = atoi(argv[1]), conc = atoi(argv[4]);
+    double seconds = atof(argv[5]);
+    worker *w = calloc((size_t)conc, sizeof *w);
+    pthread_t *th = calloc((size_t)conc, sizeof *th);
+    uint64_t t0 = rs_serve_now_ns();
+    for (int i = 0; i < conc; i++) {
+        w[i] = (worker){.port = port, .numel = numel, .model = argv[2], .dims = dims, .seconds = seconds};
+        pthread_create(&th[i], NULL, work, &w[i]);
+    }
+    size_t total = 0;
+    int errors = 0;
+    for (int i = 0; i < conc; i++) {
+        pthread_join(th[i], NULL);
+        total += w[i].n;
+        errors += w[i].errors;
+    }
+    double el = (double)(rs_serve_now_ns() - t0) / 1e9;
+    uint64_t *all = malloc((total + 1) * sizeof *all);
+    size_t k = 0;
+    for (int i = 0; i < conc; i++) {
+        memcpy(all + k, w[i].lat, w[i].n * sizeof *all);
+        k += w[i].n;
+        free(w[i].lat);
+    }
+    qsort(all, total, sizeof *all, cmp_u64);
+    if (total)
+        printf("HTTP  concurrency %-3d %10.0f requests/s   p50 %8.1f us   p99 %8.1f us   errors %d\n", conc,
+               (double)total / el, all[total / 2] / 1e3, all[(size_t)(total * 0.99)] / 1e3, errors);
+    else printf("HTTP  concurrency %-3d no request succeeded (errors %d)\n", conc, errors);
+    free(all);
+    free(w);
+    free(th);
+    return errors ? 1 : 0;
+}

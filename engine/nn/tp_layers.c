@@ -1,0 +1,61 @@
+/* Megatron-LM's two conjugate operators, the only places a tensor-parallel model talks to the other
+ * ranks of its group (Shoeybi et al. 2019, section 3):
+ *   tp_copy   (f): forward the identity; backward all-reduces the input gradient, since each rank's
+ *                  column-parallel linear saw the whole input and produced only its part of dX.
+ *   tp_reduce (g): forward all-reduces the partial sums of the row-parallel linear; backward the
+ *                  identity, since every rank's partial sum fed the total with weight one.
+ * The all-reduce is the caller's (rs_exec.tp_all_reduce): engine/ knows no process group. Without
+ * one both are the identity, which is what a group of one rank computes. */
+#include "layer.h"
+
+static rs_status setup(rs_layer *l, const rs_shape *in, rs_err *err)
+{
+    (void)err;
+    l->out = *in;
+    return RS_OK;
+}
+
+static size_t numel(const rs_layer *l, int B) { return (size_t)B * (size_t)rs_shape_numel(&l->out); }
+
+static void all_reduce(const rs_exec *x, float *buf, size_t n)
+{
+    if (x->tp_all_reduce) x->tp_all_reduce(x->tp_ud, buf, n);
+}
+
+static void copy_forward(rs_layer *l, const rs_exec *x, const float *in, float *out, int B)
+{
+    x->k->copy(out, in, numel(l, B));
+}
+
+static void copy_backward(rs_layer *l, const rs_exec *x, const float *in, const float *out, const float *dout,
+                          float *din, int B)
+{
+    (void)in;
+    (void)out;
+    /* din is NULL only when the copy reads the model's input: the same on every rank of the group, so
+     * either all of them all-reduce or none does. */
+    if (!din) return;
+    x->k->copy(din, dout, numel(l, B));
+    all_reduce(x, din, numel(l, B));
+}
+
+static void reduce_forward(rs_layer *l, const rs_exec *x, const float *in, float *out, int B)
+{
+    x->k->copy(out, in, numel(l, B));
+    all_reduce(x, out, numel(l, B));
+}
+
+static void reduce_backward(rs_layer *l, const rs_exec *x, const float *in, const float *out, const float *dout,
+                            float *din, int B)
+{
+    (void)in;
+    (void)out;
+    if (din) x->k->copy(din, dout, numel(l, B));
+}
+
+const rs_layer_ops rs_tp_copy_ops = {
+    .kind = "tp_copy", .setup = setup, .forward = copy_forward, .backward = copy_backward,
+};
+const rs_layer_ops rs_tp_reduce_ops = {
+    .kind = "tp_reduce", .setup = setup, .forward = reduce_forward, .backward = reduce_backward,
+};

@@ -1,0 +1,131 @@
+/* `serve`: the inference server from the prompt. SRC is a session model (written into a repository
+ * first: config.pbtxt, 1/model.onnx, 1/model.safetensors), an ONNX file (copied into one), or a
+ * repository folder. The server runs on its own threads while the prompt goes on; `serve` alone
+ * lists what it serves with the counters, `serve stop` drains and stops it. One server per session. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "call.h"
+#include "cmd.h"
+#include "repl_log.h"
+#include "serve/repo_write.h"
+#include "serve/server.h"
+#include "session.h"
+
+static void show_one(void *ud, const rs_serve_model *m, const rs_serve_version *v, const rs_serve_stats *st)
+{
+    FILE *out = ud;
+    double mean_us = st->success.count ? (double)st->success.ns / (double)st->success.count / 1e3 : 0.0;
+    fprintf(out, "  %-16s v%-3lld requests %llu ok / %llu failed, %llu samples in %llu batches, mean %.0f us, "
+                 "queued %d\n",
+            m->cfg.name, (long long)v->version, (unsigned long long)st->success.count,
+            (unsigned long long)st->fail.count, (unsigned long long)st->inference_count,
+            (unsigned long long)st->execution_count, mean_us, st->queued);
+}
+
+static int show(rs_session *s)
+{
+    rs_serve_server *srv = s->server;
+    if (!srv) {
+        fprintf(s->out, "nothing is served (serve MODEL | serve FILE.onnx | serve REPOSITORY)\n");
+        return 0;
+    }
+    fprintf(s->out, "serving %s on http://127.0.0.1:%d", rs_serve_repo(srv), rs_serve_http_port(srv));
+    if (rs_serve_metrics_port(srv) >= 0) fprintf(s->out, ", metrics on :%d", rs_serve_metrics_port(srv));
+    fprintf(s->out, "\n");
+    rs_serve_each(srv, show_one, s->out);
+    return 0;
+}
+
+static bool is_dir(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int rs_cmd_serve(rs_session *s, const rs_call *c)
+{
+    if (c->nargs == 0) return show(s);
+    const char *src = c->args[0];
+    if (!strcmp(src, "stop")) {
+        if (!s->server) return rs_session_error(s, c, c->arg_pos[0], 4, "serve stop: nothing is served");
+        rs_serve_stop(s->server); /* lets the requests in flight finish */
+        s->server = NULL;
+        fprintf(s->out, "server stopped\n");
+        return 0;
+    }
+    if (s->server)
+        return rs_session_error(s, c, c->arg_pos[0], strlen(src),
+                                "serve: a server is running already (serve stop first; serve shows it)");
+    rs_serve_config base;
+    rs_serve_config_init(&base);
+    /* checked before they are narrowed: 4294967297 as an int is 1, and a double past int64 has no value */
+    long long max_batch = rs_call_int(c, "max_batch", 64), instances = rs_call_int(c, "instances", 1);
+    double delay = rs_call_float(c, "delay", 500e-6);
+    if (max_batch < 0 || max_batch > 65536 || instances < 1 || instances > 64)
+        return rs_session_error(s, c, (size_t)-1, 0, "serve: max_batch= takes 0..65536 and instances= 1..64");
+    if (!(delay >= 0 && delay * 1e6 <= (double)((int64_t)1 << 40))) /* config.pbtxt's limit */
+        return rs_session_error(s, c, (size_t)-1, 0, "serve: delay= takes 0s..12d (max_queue_delay_microseconds "
+                                "up to 2^40)");
+    base.max_batch_size = (int)max_batch;
+    base.instance_count = (int)instances;
+    base.dynamic_batching = true;
+    base.max_queue_delay_us = (int64_t)(delay * 1e6 + 0.5);
+
+    char repo[1024];
+    const char *given_repo = rs_call_str(c, "repo", NULL);
+    rs_obj *o = rs_session_find(s, src);
+    size_t n = strlen(src);
+    bool onnx = n > 5 && !strcmp(src + n - 5, ".onnx");
+    rs_err err = {0};
+    if ((o && o->kind == RS_OBJ_MODEL) || onnx) {
+        if (o && !o->model)
+            return rs_session_error(s, c, c->arg_pos[0], n, "serve: '%s' is an imported graph; serve its .onnx file",
+                                    src);
+        const char *name = rs_call_str(c, "name", NULL);
+        char base_name[128];
+        if (!name) {
+            const char *b = strrchr(src, '/');
+            snprintf(base_name, sizeof base_name, "%s", b ? b + 1 : src);
+            if (onnx) base_name[strlen(base_name) > 5 ? strlen(base_name) - 5 : 0] = '\0';
+            name = base_name;
+        }
+        if (given_repo) snprintf(repo, sizeof repo, "%s", given_repo);
+        else {
+            snprintf(repo, sizeof repo, "/tmp/ringside-serve-XXXXXX");
+            if (!mkdtemp(repo)) return rs_session_error(s, c, (size_t)-1, 0, "serve: cannot make a temporary folder");
+        }
+        if (rs_serve_repo_write(repo, name, o ? o->model : NULL, o ? NULL : src, &base, &err))
+            return rs_session_error(s, c, c->arg_pos[0], n, "serve: %s", err.msg);
+        fprintf(s->out, "wrote model repository %s/%s (config.pbtxt, 1/model.onnx%s)\n", repo, name,
+                o ? ", 1/model.safetensors" : "");
+        char file[1400];
+        snprintf(file, sizeof file, "%s/%s/1/model.onnx", repo, name);
+        rs_log_artifact(s, file, "onnx");
+    } else if (is_dir(src)) {
+        snprintf(repo, sizeof repo, "%s", src);
+    } else {
+        return rs_session_error(s, c, c->arg_pos[0], n,
+                                "serve: '%s' is neither a model of this session, an .onnx file nor a repository folder",
+                                src);
+    }
+    rs_serve_opts so;
+    rs_serve_opts_init(&so);
+    so.repo = repo;
+    so.host = rs_call_str(c, "host", NULL);
+    long long http = rs_call_int(c, "http", 8000), metrics = rs_call_int(c, "metrics", 8002);
+    if (http < 0 || http > 65535 || metrics < -1 || metrics > 65535)
+        return rs_session_error(s, c, (size_t)-1, 0, "serve: http= takes a port 0..65535 (0: any free one) and "
+                                "metrics= 0..65535 or -1 (none)");
+    so.http_port = (int)http;
+    so.metrics_port = (int)metrics;
+    if (rs_call_given(c, "max_batch")) so.max_batch = base.max_batch_size;
+    if (rs_call_given(c, "instances")) so.instances = base.instance_count;
+    if (rs_call_given(c, "delay")) so.delay_us = base.max_queue_delay_us;
+    rs_serve_server *srv;
+    if (rs_serve_start(&so, &srv, &err)) return rs_session_error(s, c, (size_t)-1, 0, "serve: %s", err.msg);
+    s->server = srv;
+    return show(s);
+}

@@ -1,0 +1,86 @@
+/* The end of a `train ... mode=pipeline` run as the REPL prints it: the bubble measured from every
+ * rank's trace of its micro-batches beside the formula, and each stage's activations in flight
+ * (measured at the allocator, the peak of the ACTS pool during the schedule) beside what the schedule
+ * holds: GPipe all m micro-batches, 1F1B at most p - stage. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dist/train/pipe_sched.h"
+#include "dist/train/registry.h"
+#include "ranks_job.h"
+#include "result.h"
+#include "train_pipe.h"
+#include "view/render.h"
+
+void rs_train_pipe_begin(dist_job *j, const rs_strategy_args *sa)
+{
+    j->pipe_kind = rs_strategy_choice(sa, "schedule");
+    j->pipe_m = (int)rs_strategy_int(sa, "micro");
+    if (j->pipe_kind == RS_PIPE_NAIVE && !rs_strategy_given(sa, "micro")) j->pipe_m = 1;
+    j->pipe_v = rs_strategy_given(sa, "virtual") ? (int)rs_strategy_int(sa, "virtual")
+                : j->pipe_kind == RS_PIPE_INTERLEAVED ? 2 : 1;
+}
+
+static double fig_max(const dist_job *j, int r, const char *name)
+{
+    for (int i = 0; j->figs && i < 8; i++)
+        if (!strcmp(j->figs[r][i].name, name)) return j->figs[r][i].max;
+    return -1;
+}
+
+double rs_train_pipe_bubble(const dist_job *j, int *steps)
+{
+    rs_pipe_span *sp = malloc(sizeof *sp * (size_t)(j->nmicros ? j->nmicros : 1));
+    if (!sp) return -1;
+    for (int i = 0; i < j->nmicros; i++) {
+        const rs_train_line *t = &j->micros[i];
+        sp[i] = (rs_pipe_span){t->rank, t->step, t->work, t->micro, t->stage, t->t0, t->t1};
+    }
+    double b = rs_pipe_bubble_measured(sp, j->nmicros, j->world, steps);
+    free(sp);
+    return b;
+}
+
+/* Lines of at most 80 columns: a projector's width. */
+void rs_train_pipe_summary(dist_job *j, FILE *f)
+{
+    rs_pipe_kind k = (rs_pipe_kind)j->pipe_kind;
+    int P = j->world, M = j->pipe_m, V = j->pipe_v, steps = 0;
+    double b = rs_train_pipe_bubble(j, &steps), want = rs_pipe_bubble_formula(k, P, M, V);
+    fprintf(f, "pipeline: schedule=%s, %d stages on %d ranks, %d micro-batches per batch\n", rs_pipe_kind_name(k), P * V,
+            P, M);
+    if (b >= 0)
+        fprintf(f, "  bubble: %.1f%% of each step idle, measured from the ranks' traces (%d steps)\n"
+                   "          formula %s = %.1f%%\n",
+                100 * b, steps, k == RS_PIPE_INTERLEAVED ? "(p-1)/(v*m+p-1)" : "(p-1)/(m+p-1)", 100 * want);
+    fprintf(f, "  %-4s %-24s %22s %10s\n", "rank", "stage:layers", "in flight (measured)", "schedule");
+    for (int r = 0; r < P; r++) {
+        char bytes[32] = "-", held[40] = "-";
+        double peak = fig_max(j, r, "acts_peak_bytes"), sets = fig_max(j, r, "acts_inflight");
+        if (peak >= 0) rs_view_fmt_bytes(bytes, peak);
+        if (sets >= 0) snprintf(held, sizeof held, "%s (%.0f micro)", bytes, sets);
+        fprintf(f, "  %-4d %-24.24s %22s %4d micro\n", r, j->stage_short ? j->stage_short[r] : "", held,
+                rs_pipe_peak_inflight(k, P, M, V, r));
+    }
+    fprintf(f, "  (in flight: activations a stage holds for its backward, peak of the ACTS pool\n"
+               "   during a step; the schedule holds gpipe m micro-batches, 1f1b p - stage)\n");
+}
+
+/* What `expect` reads after a pipeline run (docs/repl.md): the measured bubble beside its formula and
+ * each stage's micro-batches in flight (measured) beside the schedule's. */
+void rs_train_pipe_record(dist_job *j)
+{
+    rs_pipe_kind k = (rs_pipe_kind)j->pipe_kind;
+    int P = j->world, M = j->pipe_m, V = j->pipe_v, steps = 0;
+    double b = rs_train_pipe_bubble(j, &steps);
+    if (b >= 0) rs_result_num(j->s, "bubble", b);
+    rs_result_num(j->s, "formula.bubble", rs_pipe_bubble_formula(k, P, M, V));
+    rs_result_num(j->s, "micro", M);
+    for (int r = 0; r < P; r++) {
+        double sets = fig_max(j, r, "acts_inflight"), peak = fig_max(j, r, "acts_peak_bytes");
+        if (sets >= 0) rs_result_rank(j->s, "inflight", r, sets);
+        if (peak >= 0) rs_result_rank(j->s, "inflight_bytes", r, peak);
+        rs_result_rank(j->s, "formula.inflight", r, rs_pipe_peak_inflight(k, P, M, V, r));
+    }
+}

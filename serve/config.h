@@ -1,0 +1,71 @@
+/* A model's configuration, as Triton's config.pbtxt states it (protobuf text format of
+ * inference.ModelConfig): the subset ringside acts on. rs_serve_config_parse reads the text; fields
+ * it does not know are errors with file:line:column, so a typo is never silently ignored. */
+#ifndef RS_SERVE_CONFIG_H
+#define RS_SERVE_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/core/status.h"
+
+#define RS_SERVE_MAX_IO 8
+#define RS_SERVE_MAX_DIMS 8
+#define RS_SERVE_MAX_PREFERRED 16
+#define RS_SERVE_MAX_VERSIONS 16
+#define RS_SERVE_NAME_MAX 128
+
+typedef enum rs_serve_dtype {
+    RS_SERVE_INVALID = 0, RS_SERVE_BOOL, RS_SERVE_UINT8, RS_SERVE_UINT16, RS_SERVE_UINT32, RS_SERVE_UINT64,
+    RS_SERVE_INT8, RS_SERVE_INT16, RS_SERVE_INT32, RS_SERVE_INT64, RS_SERVE_FP16, RS_SERVE_FP32,
+    RS_SERVE_FP64, RS_SERVE_STRING, RS_SERVE_BF16, RS_SERVE_DTYPE_COUNT
+} rs_serve_dtype;
+
+/* "TYPE_FP32" <-> RS_SERVE_FP32 (config), "FP32" <-> RS_SERVE_FP32 (KServe v2 datatype). */
+rs_serve_dtype rs_serve_dtype_from_config(const char *s);
+rs_serve_dtype rs_serve_dtype_from_v2(const char *s);
+const char *rs_serve_dtype_config_name(rs_serve_dtype t);
+const char *rs_serve_dtype_v2_name(rs_serve_dtype t);
+size_t rs_serve_dtype_size(rs_serve_dtype t); /* 0 for STRING/INVALID */
+
+typedef struct rs_serve_io {
+    char name[RS_SERVE_NAME_MAX];
+    rs_serve_dtype dtype;
+    int rank;
+    int64_t dims[RS_SERVE_MAX_DIMS]; /* without the batch dim when max_batch_size > 0; -1 = any */
+} rs_serve_io;
+
+typedef enum rs_serve_vpolicy { RS_SERVE_VP_LATEST = 0, RS_SERVE_VP_ALL, RS_SERVE_VP_SPECIFIC } rs_serve_vpolicy;
+
+typedef struct rs_serve_config {
+    char name[RS_SERVE_NAME_MAX];
+    char platform[64];               /* "onnxruntime_onnx" */
+    char backend[64];                /* "onnxruntime" */
+    int max_batch_size;              /* 0: no batch dim, no batching */
+    int ninputs, noutputs;
+    rs_serve_io inputs[RS_SERVE_MAX_IO], outputs[RS_SERVE_MAX_IO];
+    int instance_count;              /* sum over instance_group entries; 0 = not stated (1) */
+    char instance_kind[32];          /* "KIND_CPU" (KIND_AUTO/KIND_GPU/KIND_MODEL accepted) */
+    bool dynamic_batching;           /* the dynamic_batching { } block is present */
+    int npreferred;
+    int preferred[RS_SERVE_MAX_PREFERRED];
+    int64_t max_queue_delay_us;
+    int64_t max_queue_size;          /* default_queue_policy { max_queue_size }; 0 = ringside's default */
+    bool decoupled;                  /* model_transaction_policy { decoupled } */
+    rs_serve_vpolicy vpolicy;
+    int latest_n;                    /* latest { num_versions }, default 1 */
+    int nversions;
+    int64_t versions[RS_SERVE_MAX_VERSIONS]; /* specific { versions: [...] } */
+} rs_serve_config;
+
+/* Defaults: latest 1 version, no batching settings, one instance. */
+void rs_serve_config_init(rs_serve_config *c);
+/* Parses text (n bytes, need not be NUL-terminated); file names the source in messages, which read
+ * "file:line:column: what is wrong (what would work)". */
+rs_status rs_serve_config_parse(const char *text, size_t n, const char *file, rs_serve_config *c, rs_err *err);
+rs_status rs_serve_config_load(const char *path, rs_serve_config *c, rs_err *err);
+/* Writes c in protobuf text format (what `serve` puts in a repository it writes). Caller frees. */
+char *rs_serve_config_write(const rs_serve_config *c);
+
+#endif

@@ -1,0 +1,31 @@
+/* Shared inside serve/'s HTTP front end: a reply (status, body, headers) and the JSON builders. */
+#ifndef RS_SERVE_HTTP_INTERNAL_H
+#define RS_SERVE_HTTP_INTERNAL_H
+
+#include <jansson.h>
+
+#include "server.h"
+
+typedef struct rs_serve_reply {
+    int status;
+    char *body;            /* owned (malloc'd) */
+    size_t len;
+    const char *type;      /* Content-Type */
+    long long header_len;  /* >= 0: Inference-Header-Content-Length */
+} rs_serve_reply;
+
+/* {"error": msg} with status. */
+void rs_serve_reply_error(rs_serve_reply *r, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* j (stolen) as the JSON body. */
+void rs_serve_reply_json(rs_serve_reply *r, int status, json_t *j);
+
+json_t *rs_serve_json_model_metadata(const rs_serve_model *m);
+json_t *rs_serve_json_model_config(const rs_serve_model *m);
+json_t *rs_serve_json_stats(const rs_serve_model *m, const rs_serve_version *v, const rs_serve_stats *st);
+
+/* POST /v2/models/NAME[/versions/V]/infer: body is n bytes; header_len is the
+ * Inference-Header-Content-Length header's value, or -1. */
+void rs_serve_infer(rs_serve_model *m, rs_serve_version *v, const char *body, size_t n, long long header_len,
+                    rs_serve_reply *r);
+
+#endif

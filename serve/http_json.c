@@ -1,0 +1,132 @@
+/* The JSON documents of KServe v2 and Triton's extensions: model metadata, model config (Triton's
+ * ModelConfig as JSON) and statistics (the shape tritonclient's get_inference_statistics parses). */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "http_internal.h"
+
+/* Takes j (NULL: out of memory); leaves r->body NULL when it cannot be written. */
+static void put_json(rs_serve_reply *r, int status, json_t *j)
+{
+    r->status = status;
+    r->body = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    r->len = r->body ? strlen(r->body) : 0;
+    r->type = "application/json";
+    r->header_len = -1;
+    json_decref(j);
+}
+
+void rs_serve_reply_json(rs_serve_reply *r, int status, json_t *j)
+{
+    put_json(r, status, j);
+    if (!r->body) rs_serve_reply_error(r, 500, "out of memory");
+}
+
+void rs_serve_reply_error(rs_serve_reply *r, int status, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    free(r->body);
+    put_json(r, status, json_pack("{s:s}", "error", msg));
+}
+
+static json_t *shape_json(const rs_serve_io *io, bool batch)
+{
+    json_t *a = json_array();
+    if (batch) json_array_append_new(a, json_integer(-1));
+    for (int d = 0; d < io->rank; d++) json_array_append_new(a, json_integer(io->dims[d]));
+    return a;
+}
+
+json_t *rs_serve_json_model_metadata(const rs_serve_model *m)
+{
+    const rs_serve_config *c = &m->cfg;
+    json_t *vers = json_array(), *ins = json_array(), *outs = json_array();
+    char b[32];
+    for (int i = 0; i < m->nversions; i++) {
+        snprintf(b, sizeof b, "%lld", (long long)m->v[i].version);
+        json_array_append_new(vers, json_string(b));
+    }
+    for (int i = 0; i < c->ninputs; i++)
+        json_array_append_new(ins, json_pack("{s:s,s:s,s:o}", "name", c->inputs[i].name, "datatype",
+                                             rs_serve_dtype_v2_name(c->inputs[i].dtype), "shape",
+                                             shape_json(&c->inputs[i], true)));
+    for (int i = 0; i < c->noutputs; i++)
+        json_array_append_new(outs, json_pack("{s:s,s:s,s:o}", "name", c->outputs[i].name, "datatype",
+                                              rs_serve_dtype_v2_name(c->outputs[i].dtype), "shape",
+                                              shape_json(&c->outputs[i], true)));
+    return json_pack("{s:s,s:o,s:s,s:o,s:o}", "name", c->name, "versions", vers, "platform",
+                     c->platform[0] ? c->platform : c->backend, "inputs", ins, "outputs", outs);
+}
+
+static json_t *io_cfg_json(const rs_serve_io *io)
+{
+    return json_pack("{s:s,s:s,s:o}", "name", io->name, "data_type", rs_serve_dtype_config_name(io->dtype), "dims",
+                     shape_json(io, false));
+}
+
+json_t *rs_serve_json_model_config(const rs_serve_model *m)
+{
+    const rs_serve_config *c = &m->cfg;
+    json_t *ins = json_array(), *outs = json_array();
+    for (int i = 0; i < c->ninputs; i++) json_array_append_new(ins, io_cfg_json(&c->inputs[i]));
+    for (int i = 0; i < c->noutputs; i++) json_array_append_new(outs, io_cfg_json(&c->outputs[i]));
+    char gname[RS_SERVE_NAME_MAX + 8];
+    snprintf(gname, sizeof gname, "%s_0", c->name);
+    json_t *j = json_pack("{s:s,s:s,s:s,s:i,s:o,s:o,s:[{s:s,s:s,s:i}],s:{s:b}}", "name", c->name, "platform",
+                          c->platform, "backend", c->backend[0] ? c->backend : "onnxruntime", "max_batch_size",
+                          c->max_batch_size, "input", ins, "output", outs, "instance_group", "name", gname, "kind",
+                          c->instance_kind, "count", c->instance_count, "model_transaction_policy", "decoupled",
+                          c->decoupled);
+    if (c->dynamic_batching) {
+        json_t *pref = json_array();
+        for (int i = 0; i < c->npreferred; i++) json_array_append_new(pref, json_integer(c->preferred[i]));
+        json_t *db = json_pack("{s:o,s:I}", "preferred_batch_size", pref, "max_queue_delay_microseconds",
+                               (json_int_t)c->max_queue_delay_us);
+        if (c->max_queue_size)
+            json_object_set_new(db, "default_queue_policy",
+                                json_pack("{s:I}", "max_queue_size", (json_int_t)c->max_queue_size));
+        json_object_set_new(j, "dynamic_batching", db);
+    }
+    json_t *vp;
+    if (c->vpolicy == RS_SERVE_VP_ALL) vp = json_pack("{s:{}}", "all");
+    else if (c->vpolicy == RS_SERVE_VP_SPECIFIC) {
+        json_t *v = json_array();
+        for (int i = 0; i < c->nversions; i++) json_array_append_new(v, json_integer(c->versions[i]));
+        vp = json_pack("{s:{s:o}}", "specific", "versions", v);
+    } else vp = json_pack("{s:{s:i}}", "latest", "num_versions", c->latest_n);
+    json_object_set_new(j, "version_policy", vp);
+    return j;
+}
+
+static json_t *dur(const rs_serve_stat *s)
+{
+    return json_pack("{s:I,s:I}", "count", (json_int_t)s->count, "ns", (json_int_t)s->ns);
+}
+
+json_t *rs_serve_json_stats(const rs_serve_model *m, const rs_serve_version *v, const rs_serve_stats *st)
+{
+    rs_serve_stat zero = {0, 0};
+    json_t *batches = json_array();
+    for (int b = 1; b <= st->max_batch && st->batch_infer; b++) {
+        if (!st->batch_infer[b].count) continue;
+        json_array_append_new(batches, json_pack("{s:i,s:o,s:o,s:o}", "batch_size", b, "compute_input",
+                                                 dur(&st->batch_input[b]), "compute_infer", dur(&st->batch_infer[b]),
+                                                 "compute_output", dur(&st->batch_output[b])));
+    }
+    char ver[32];
+    snprintf(ver, sizeof ver, "%lld", (long long)v->version);
+    json_t *inf = json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "success", dur(&st->success), "fail",
+                            dur(&st->fail), "queue", dur(&st->queue), "compute_input", dur(&st->compute_input),
+                            "compute_infer", dur(&st->compute_infer), "compute_output", dur(&st->compute_output),
+                            "cache_hit", dur(&zero), "cache_miss", dur(&zero));
+    return json_pack("{s:s,s:s,s:I,s:I,s:I,s:o,s:o}", "name", m->cfg.name, "version", ver, "last_inference",
+                     (json_int_t)st->last_inference_ms, "inference_count", (json_int_t)st->inference_count,
+                     "execution_count", (json_int_t)st->execution_count, "inference_stats", inf, "batch_stats",
+                     batches);
+}

@@ -1,0 +1,111 @@
+/* Prometheus text exposition of the statistics, under Triton's metric names and labels, so the
+ * dashboards and alerts written for Triton read ringside unchanged. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server.h"
+
+typedef struct buf {
+    char *s;
+    size_t n, cap;
+} buf;
+
+static void put(buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(buf *b, const char *fmt, ...)
+{
+    if (!b->s) return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int k = vsnprintf(b->s + b->n, b->cap - b->n, fmt, ap);
+        va_end(ap);
+        if (k < 0) return;
+        if ((size_t)k < b->cap - b->n) {
+            b->n += (size_t)k;
+            return;
+        }
+        char *ns = realloc(b->s, b->cap * 2 + (size_t)k);
+        if (!ns) {
+            free(b->s);
+            b->s = NULL;
+            return;
+        }
+        b->s = ns;
+        b->cap = b->cap * 2 + (size_t)k;
+    }
+}
+
+typedef struct row {
+    char model[RS_SERVE_NAME_MAX];
+    long long version;
+    rs_serve_stats st;
+} row;
+
+typedef struct rows {
+    row *r;
+    int n, cap;
+} rows;
+
+static void collect(void *ud, const rs_serve_model *m, const rs_serve_version *v, const rs_serve_stats *st)
+{
+    rows *x = ud;
+    if (x->n == x->cap) {
+        int cap = x->cap ? 2 * x->cap : 8; /* x->cap grows only with the array */
+        row *nr = realloc(x->r, (size_t)cap * sizeof *nr);
+        if (!nr) return;
+        x->r = nr;
+        x->cap = cap;
+    }
+    row *r = &x->r[x->n++];
+    snprintf(r->model, sizeof r->model, "%s", m->cfg.name);
+    r->version = (long long)v->version;
+    r->st = *st;
+    r->st.batch_input = r->st.batch_infer = r->st.batch_output = NULL; /* not needed here */
+}
+
+char *rs_serve_metrics_text(rs_serve_server *s)
+{
+    rows x = {0};
+    rs_serve_each(s, collect, &x);
+    buf b = {malloc(4096), 0, 4096}; /* the caller's */
+    if (b.s) b.s[0] = '\0';
+    static const struct {
+        const char *name, *help;
+        int field;
+    } m[] = {
+        {"nv_inference_request_success", "Number of successful inference requests, all batch sizes", 0},
+        {"nv_inference_request_failure", "Number of failed inference requests, all batch sizes", 1},
+        {"nv_inference_count", "Number of inferences performed (does not include cached requests)", 2},
+        {"nv_inference_exec_count", "Number of model executions performed (does not include cached requests)", 3},
+        {"nv_inference_request_duration_us", "Cumulative inference request duration in microseconds", 4},
+        {"nv_inference_queue_duration_us", "Cumulative inference queuing duration in microseconds", 5},
+        {"nv_inference_compute_input_duration_us", "Cumulative compute input duration in microseconds", 6},
+        {"nv_inference_compute_infer_duration_us", "Cumulative compute inference duration in microseconds", 7},
+        {"nv_inference_compute_output_duration_us", "Cumulative inference compute output duration in microseconds", 8},
+        {"nv_inference_pending_request_count", "Instantaneous number of pending requests awaiting execution", 9},
+    };
+    for (size_t k = 0; k < sizeof m / sizeof *m; k++) {
+        put(&b, "# HELP %s %s\n# TYPE %s %s\n", m[k].name, m[k].help, m[k].name, m[k].field == 9 ? "gauge" : "counter");
+        for (int i = 0; i < x.n; i++) {
+            const rs_serve_stats *st = &x.r[i].st;
+            unsigned long long v = 0;
+            switch (m[k].field) {
+            case 0: v = st->success.count; break;
+            case 1: v = st->fail.count; break;
+            case 2: v = st->inference_count; break;
+            case 3: v = st->execution_count; break;
+            case 4: v = (st->success.ns + st->fail.ns) / 1000u; break;
+            case 5: v = st->queue.ns / 1000u; break;
+            case 6: v = st->compute_input.ns / 1000u; break;
+            case 7: v = st->compute_infer.ns / 1000u; break;
+            case 8: v = st->compute_output.ns / 1000u; break;
+            default: v = (unsigned long long)st->queued; break;
+            }
+            put(&b, "%s{model=\"%s\",version=\"%lld\"} %llu\n", m[k].name, x.r[i].model, x.r[i].version, v);
+        }
+    }
+    free(x.r);
+    return b.s;
+}

@@ -1,0 +1,143 @@
+/* Reading a Triton model repository (see repo.h). */
+#include "repo.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+bool rs_serve_name_ok(const char *name)
+{
+    size_t n = strlen(name);
+    if (n == 0 || n >= RS_SERVE_NAME_MAX || name[0] == '.') return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = name[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
+              c == '.'))
+            return false;
+    }
+    return true;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static bool is_dir(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static bool is_file(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+rs_status rs_serve_repo_list(const char *repo, char ***names, int *n, rs_err *err)
+{
+    *names = NULL;
+    *n = 0;
+    DIR *d = opendir(repo);
+    if (!d) return rs_err_set(err, RS_ERR_IO, "model repository %s: %s", repo, strerror(errno));
+    int cap = 0;
+    struct dirent *e;
+    rs_status st = RS_OK;
+    while ((e = readdir(d))) {
+        if (!rs_serve_name_ok(e->d_name)) continue;
+        char p[4096];
+        snprintf(p, sizeof p, "%s/%s", repo, e->d_name);
+        if (!is_dir(p)) continue;
+        if (*n == cap) {
+            char **nn = realloc(*names, (size_t)(cap = cap ? cap * 2 : 16) * sizeof *nn);
+            if (!nn) {
+                st = rs_err_set(err, RS_ERR_NOMEM, "out of memory");
+                break;
+            }
+            *names = nn;
+        }
+        if (!((*names)[*n] = strdup(e->d_name))) {
+            st = rs_err_set(err, RS_ERR_NOMEM, "out of memory");
+            break;
+        }
+        (*n)++;
+    }
+    closedir(d);
+    if (st) {
+        for (int i = 0; i < *n; i++) free((*names)[i]);
+        free(*names);
+        *names = NULL;
+        *n = 0;
+        return st;
+    }
+    if (*n) qsort(*names, (size_t)*n, sizeof **names, cmp_str);
+    return RS_OK;
+}
+
+void rs_serve_repo_model_path(const char *repo, const char *name, int64_t version, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s/%s/%lld/model.onnx", repo, name, (long long)version);
+}
+
+rs_status rs_serve_repo_model(const char *repo, const char *name, rs_serve_config *c, int64_t *versions, int *nversions,
+                              int max, rs_err *err)
+{
+    *nversions = 0;
+    if (!rs_serve_name_ok(name))
+        return rs_err_set(err, RS_ERR_ARG, "'%.60s' is not a model name (letters, digits, '_', '-', '.'; not "
+                          "starting with '.')", name);
+    char dir[4096], p[4200];
+    snprintf(dir, sizeof dir, "%s/%s", repo, name);
+    if (!is_dir(dir)) return rs_err_set(err, RS_ERR_ARG, "no model '%s' in the repository %s", name, repo);
+    snprintf(p, sizeof p, "%s/config.pbtxt", dir);
+    if (is_file(p)) {
+        rs_status st = rs_serve_config_load(p, c, err);
+        if (st) return st;
+        if (c->name[0] && strcmp(c->name, name))
+            return rs_err_set(err, RS_ERR_FORMAT, "%s: name \"%s\" differs from its folder '%s' (Triton requires "
+                              "them equal)", p, c->name, name);
+    } else {
+        rs_serve_config_init(c);
+    }
+    snprintf(c->name, sizeof c->name, "%s", name);
+
+    /* Every numeric folder holding a model.onnx, ascending. */
+    int64_t found[256];
+    int nf = 0;
+    DIR *d = opendir(dir);
+    if (!d) return rs_err_set(err, RS_ERR_IO, "%s: %s", dir, strerror(errno));
+    struct dirent *e;
+    while ((e = readdir(d)) && nf < 256) {
+        char *end;
+        errno = 0;
+        long long v = strtoll(e->d_name, &end, 10);
+        if (*end || errno || v < 1 || e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+        rs_serve_repo_model_path(repo, name, v, p, sizeof p);
+        if (is_file(p)) found[nf++] = v;
+    }
+    closedir(d);
+    qsort(found, (size_t)nf, sizeof *found, cmp_i64);
+    if (nf == 0)
+        return rs_err_set(err, RS_ERR_ARG, "model '%s' has no version folder with a model.onnx (%s/1/model.onnx)",
+                          name, dir);
+    if (c->vpolicy == RS_SERVE_VP_ALL) {
+        for (int i = 0; i < nf && *nversions < max; i++) versions[(*nversions)++] = found[i];
+    } else if (c->vpolicy == RS_SERVE_VP_LATEST) {
+        int k = c->latest_n < nf ? c->latest_n : nf;
+        for (int i = nf - k; i < nf && *nversions < max; i++) versions[(*nversions)++] = found[i];
+    } else {
+        for (int i = 0; i < nf && *nversions < max; i++)
+            for (int j = 0; j < c->nversions; j++)
+                if (found[i] == c->versions[j]) versions[(*nversions)++] = found[i];
+        if (*nversions == 0)
+            return rs_err_set(err, RS_ERR_ARG, "model '%s': none of the versions its version_policy names exists",
+                              name);
+    }
+    return RS_OK;
+}

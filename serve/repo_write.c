@@ -1,0 +1,78 @@
+/* A model into a Triton repository (see repo_write.h). */
+#include "repo_write.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "backend.h"
+#include "engine/ckpt/checkpoint.h"
+#include "onnx/export.h"
+#include "repo.h"
+
+static rs_status mkdir_ok(const char *p, rs_err *err)
+{
+    if (mkdir(p, 0755) && errno != EEXIST) return rs_err_set(err, RS_ERR_IO, "%s: %s", p, strerror(errno));
+    return RS_OK;
+}
+
+static rs_status copy_file(const char *from, const char *to, rs_err *err)
+{
+    FILE *a = fopen(from, "rb");
+    if (!a) return rs_err_set(err, RS_ERR_IO, "%s: %s", from, strerror(errno));
+    FILE *b = fopen(to, "wb");
+    if (!b) {
+        fclose(a);
+        return rs_err_set(err, RS_ERR_IO, "%s: %s", to, strerror(errno));
+    }
+    char buf[1 << 16];
+    size_t n;
+    bool ok = true;
+    while ((n = fread(buf, 1, sizeof buf, a)) > 0) ok &= fwrite(buf, 1, n, b) == n;
+    ok &= !ferror(a);
+    fclose(a);
+    ok &= fclose(b) == 0;
+    return ok ? RS_OK : rs_err_set(err, RS_ERR_IO, "copying %s to %s failed", from, to);
+}
+
+rs_status rs_serve_repo_write(const char *repo, const char *name, rs_model *m, const char *onnx,
+                              const rs_serve_config *base, rs_err *err)
+{
+    if (!rs_serve_name_ok(name))
+        return rs_err_set(err, RS_ERR_ARG, "'%.60s' is not a model name (letters, digits, '_', '-', '.')", name);
+    char dir[4096], p[4200];
+    snprintf(dir, sizeof dir, "%s/%s", repo, name);
+    rs_status st = mkdir_ok(repo, err);
+    if (!st) st = mkdir_ok(dir, err);
+    snprintf(p, sizeof p, "%s/1", dir);
+    if (!st) st = mkdir_ok(p, err);
+    snprintf(p, sizeof p, "%s/1/model.onnx", dir);
+    if (!st) st = m ? rs_onnx_export(m, p, 0, err) : copy_file(onnx, p, err);
+    if (st) return st;
+    if (m) {
+        char w[4200];
+        snprintf(w, sizeof w, "%s/1/model.safetensors", dir);
+        st = rs_ckpt_save_model(w, m, err);
+        if (st) return st;
+    }
+    /* The tensors as the file states them, read back through the same loader the server uses. */
+    rs_serve_backend *b;
+    st = rs_serve_backend_load(p, &b, err);
+    if (st) return st;
+    rs_serve_config c = *base;
+    snprintf(c.name, sizeof c.name, "%s", name);
+    if (!c.platform[0]) snprintf(c.platform, sizeof c.platform, "onnxruntime_onnx");
+    c.ninputs = c.noutputs = 1;
+    rs_serve_backend_io(b, &c.inputs[0], &c.outputs[0]);
+    rs_serve_backend_free(b);
+    char *text = rs_serve_config_write(&c);
+    if (!text) return rs_err_set(err, RS_ERR_NOMEM, "out of memory");
+    snprintf(p, sizeof p, "%s/config.pbtxt", dir);
+    FILE *f = fopen(p, "w");
+    bool ok = f && fputs(text, f) >= 0;
+    if (f) ok &= fclose(f) == 0;
+    free(text);
+    return ok ? RS_OK : rs_err_set(err, RS_ERR_IO, "%s: cannot write", p);
+}

@@ -1,0 +1,17 @@
+/* Writing a model into a repository in Triton's layout (what `serve` does for a session model or a
+ * lone ONNX file): NAME/config.pbtxt and NAME/1/model.onnx, plus NAME/1/model.safetensors for a
+ * session model, so Triton itself could serve the folder too. */
+#ifndef RS_SERVE_REPO_WRITE_H
+#define RS_SERVE_REPO_WRITE_H
+
+#include "config.h"
+#include "engine/nn/model.h"
+
+/* Exactly one of m (exported with the ONNX exporter; read, not changed) and onnx (copied) is given.
+ * base supplies the scheduling settings (max_batch_size, instances, dynamic batching); its name and
+ * tensors are replaced by name and the model file's. The repository folder is created if missing;
+ * an existing NAME/ is replaced. */
+rs_status rs_serve_repo_write(const char *repo, const char *name, rs_model *m, const char *onnx,
+                              const rs_serve_config *base, rs_err *err);
+
+#endif

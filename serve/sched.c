@@ -1,0 +1,328 @@
+/* The dynamic batcher and the instance threads (see sched.h). One mutex guards the queue and the
+ * statistics; instances wait on `work`, callers on `done`. Batches are assembled under the lock and
+ * run outside it, so N instances compute at the same time. */
+#include "sched.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define DEFAULT_QUEUE_LIMIT 4096
+
+typedef struct req {
+    const float *x;
+    float *y;
+    int B;
+    uint64_t t_enq;
+    bool done;
+    rs_status st;
+    rs_err err;
+    struct req *next;
+} req;
+
+typedef struct inst_thread {
+    rs_serve_sched *s;
+    rs_serve_inst *inst; /* owned */
+    pthread_t th;
+    bool started;
+} inst_thread;
+
+struct rs_serve_sched {
+    rs_serve_backend *b;   /* borrowed */
+    size_t in_numel, out_numel;
+    int max_batch;         /* 0: no batching */
+    bool dynamic;
+    int target;            /* rows a dynamic batch waits for: the largest preferred size, else max_batch */
+    uint64_t delay_ns;
+    int64_t queue_limit;   /* requests */
+    pthread_mutex_t mu;
+    pthread_cond_t work, done;
+    req *head, *tail;
+    int queued, queued_rows;
+    bool stopping;
+    int ninst;
+    inst_thread *inst;     /* (ninst), owned */
+    rs_serve_stats st;     /* arrays owned */
+};
+
+uint64_t rs_serve_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void add(rs_serve_stat *s, uint64_t ns)
+{
+    s->count++;
+    s->ns += ns;
+}
+
+/* Takes the requests of the next batch off the queue (lock held): the oldest, then as many of the
+ * following as fit in max_batch rows. */
+static req *take_batch(rs_serve_sched *s, int *rows)
+{
+    req *first = s->head, *last = first;
+    int n = first->B;
+    int cap = s->max_batch > 0 && s->dynamic ? s->max_batch : first->B;
+    while (last->next && n + last->next->B <= cap) {
+        last = last->next;
+        n += last->B;
+    }
+    s->head = last->next;
+    if (!s->head) s->tail = NULL;
+    last->next = NULL;
+    for (req *r = first; r; r = r->next) s->queued--;
+    s->queued_rows -= n;
+    *rows = n;
+    return first;
+}
+
+static void *inst_main(void *arg)
+{
+    inst_thread *t = arg;
+    rs_serve_sched *s = t->s;
+    size_t cap_in = 0, cap_out = 0;
+    float *xin = NULL, *yout = NULL; /* owned: batch staging, grown as needed */
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        if (!s->head) {
+            if (s->stopping) break;
+            pthread_cond_wait(&s->work, &s->mu);
+            continue;
+        }
+        if (s->dynamic && !s->stopping) {
+            /* Wait for a preferred batch until the oldest request has waited max_queue_delay. */
+            uint64_t deadline = s->head->t_enq + s->delay_ns;
+            while (s->head && s->queued_rows < s->target && !s->stopping) {
+                uint64_t now = rs_serve_now_ns();
+                if (now >= deadline) break;
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                uint64_t ns = (uint64_t)ts.tv_nsec + (deadline - now);
+                ts.tv_sec += (time_t)(ns / 1000000000u);
+                ts.tv_nsec = (long)(ns % 1000000000u);
+                pthread_cond_timedwait(&s->work, &s->mu, &ts);
+            }
+            if (!s->head) continue; /* another instance took them */
+        }
+        int rows;
+        req *batch = take_batch(s, &rows);
+        pthread_mutex_unlock(&s->mu);
+
+        uint64_t t0 = rs_serve_now_ns();
+        const float *x = batch->x;
+        float *y = batch->y;
+        rs_status st = RS_OK;
+        rs_err err = {0};
+        if (batch->next) { /* more than one request: stage them as one batch */
+            size_t ni = (size_t)rows * s->in_numel, no = (size_t)rows * s->out_numel;
+            if (ni > cap_in) {
+                free(xin);
+                xin = malloc((cap_in = ni) * sizeof *xin);
+            }
+            if (no > cap_out) {
+                free(yout);
+                yout = malloc((cap_out = no) * sizeof *yout);
+            }
+            if (!xin || !yout) {
+                cap_in = cap_out = 0;
+                st = rs_err_set(&err, RS_ERR_NOMEM, "out of memory for a batch of %d", rows);
+            } else {
+                size_t off = 0;
+                for (req *r = batch; r; r = r->next) {
+                    memcpy(xin + off, r->x, (size_t)r->B * s->in_numel * sizeof *xin);
+                    off += (size_t)r->B * s->in_numel;
+                }
+            }
+            x = xin;
+            y = yout;
+        }
+        uint64_t t1 = rs_serve_now_ns();
+        if (!st) st = rs_serve_inst_run(t->inst, x, rows, y, &err);
+        uint64_t t2 = rs_serve_now_ns();
+        if (!st && batch->next) {
+            size_t off = 0;
+            for (req *r = batch; r; r = r->next) {
+                memcpy(r->y, yout + off, (size_t)r->B * s->out_numel * sizeof *yout);
+                off += (size_t)r->B * s->out_numel;
+            }
+        }
+        uint64_t t3 = rs_serve_now_ns();
+
+        pthread_mutex_lock(&s->mu);
+        if (!st) {
+            s->st.execution_count++;
+            s->st.inference_count += (uint64_t)rows;
+            s->st.last_inference_ms = wall_ms();
+            if (rows <= s->st.max_batch) {
+                add(&s->st.batch_input[rows], t1 - t0);
+                add(&s->st.batch_infer[rows], t2 - t1);
+                add(&s->st.batch_output[rows], t3 - t2);
+            }
+        }
+        for (req *r = batch, *nx; r; r = nx) {
+            nx = r->next;
+            r->st = st;
+            if (st) r->err = err;
+            if (!st) {
+                add(&s->st.queue, t0 - r->t_enq);
+                add(&s->st.compute_input, t1 - t0);
+                add(&s->st.compute_infer, t2 - t1);
+                add(&s->st.compute_output, t3 - t2);
+                add(&s->st.success, t3 - r->t_enq);
+            } else {
+                add(&s->st.fail, t3 - r->t_enq);
+            }
+            r->done = true;
+        }
+        pthread_cond_broadcast(&s->done);
+    }
+    pthread_mutex_unlock(&s->mu);
+    free(xin);
+    free(yout);
+    return NULL;
+}
+
+rs_status rs_serve_sched_new(rs_serve_backend *b, const rs_serve_config *c, rs_serve_sched **out, rs_err *err)
+{
+    *out = NULL;
+    rs_serve_sched *s = calloc(1, sizeof *s); /* the caller's */
+    if (!s) return rs_err_set(err, RS_ERR_NOMEM, "out of memory");
+    s->b = b;
+    rs_serve_io in, o;
+    rs_serve_backend_io(b, &in, &o);
+    s->in_numel = s->out_numel = 1;
+    for (int d = 0; d < in.rank; d++) s->in_numel *= (size_t)in.dims[d];
+    for (int d = 0; d < o.rank; d++) s->out_numel *= (size_t)o.dims[d];
+    s->max_batch = c->max_batch_size;
+    s->dynamic = c->dynamic_batching && c->max_batch_size > 0;
+    s->target = s->max_batch;
+    if (c->npreferred) {
+        int best = 0;
+        for (int i = 0; i < c->npreferred; i++)
+            if (c->preferred[i] <= s->max_batch && c->preferred[i] > best) best = c->preferred[i];
+        if (best) s->target = best;
+    }
+    s->delay_ns = (uint64_t)c->max_queue_delay_us * 1000u;
+    s->queue_limit = c->max_queue_size > 0 ? c->max_queue_size : DEFAULT_QUEUE_LIMIT;
+    s->st.max_batch = s->max_batch > 0 ? s->max_batch : 1;
+    s->st.batch_input = calloc((size_t)s->st.max_batch + 1, sizeof(rs_serve_stat));
+    s->st.batch_infer = calloc((size_t)s->st.max_batch + 1, sizeof(rs_serve_stat));
+    s->st.batch_output = calloc((size_t)s->st.max_batch + 1, sizeof(rs_serve_stat));
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->work, NULL);
+    pthread_cond_init(&s->done, NULL);
+    s->ninst = c->instance_count > 0 ? c->instance_count : 1;
+    s->inst = calloc((size_t)s->ninst, sizeof *s->inst);
+    if (!s->inst || !s->st.batch_input || !s->st.batch_infer || !s->st.batch_output) {
+        rs_serve_sched_free(s);
+        return rs_err_set(err, RS_ERR_NOMEM, "out of memory");
+    }
+    for (int i = 0; i < s->ninst; i++) {
+        inst_thread *t = &s->inst[i];
+        t->s = s;
+        rs_status st = rs_serve_inst_new(b, s->max_batch > 0 ? s->max_batch : 1, &t->inst, err);
+        if (!st && pthread_create(&t->th, NULL, inst_main, t)) st = rs_err_set(err, RS_ERR_INTERNAL, "cannot start a thread");
+        if (st) {
+            rs_serve_sched_free(s);
+            return st;
+        }
+        t->started = true;
+    }
+    *out = s;
+    return RS_OK;
+}
+
+rs_status rs_serve_sched_infer(rs_serve_sched *s, const float *x, int B, float *y, rs_err *err)
+{
+    if (B < 1) return rs_err_set(err, RS_ERR_ARG, "a batch of %d samples", B);
+    if (s->max_batch > 0 && B > s->max_batch)
+        return rs_err_set(err, RS_ERR_ARG, "batch size %d is larger than the model's max_batch_size %d", B, s->max_batch);
+    req r = {.x = x, .y = y, .B = B, .t_enq = rs_serve_now_ns()};
+    pthread_mutex_lock(&s->mu);
+    if (s->stopping) {
+        pthread_mutex_unlock(&s->mu);
+        return rs_err_set(err, RS_ERR_CANCELLED, "the model is being unloaded");
+    }
+    if (s->queued >= s->queue_limit) {
+        add(&s->st.fail, 0);
+        pthread_mutex_unlock(&s->mu);
+        return rs_err_set(err, RS_ERR_UNSUPPORTED,
+                          "Exceeds maximum queue size: %lld requests wait already (dynamic_batching "
+                          "default_queue_policy max_queue_size raises the limit)",
+                          (long long)s->queue_limit);
+    }
+    if (s->tail) s->tail->next = &r;
+    else s->head = &r;
+    s->tail = &r;
+    s->queued++;
+    s->queued_rows += B;
+    pthread_cond_broadcast(&s->work);
+    while (!r.done) pthread_cond_wait(&s->done, &s->mu);
+    pthread_mutex_unlock(&s->mu);
+    if (r.st && err) *err = r.err;
+    return r.st;
+}
+
+void rs_serve_sched_count_fail(rs_serve_sched *s, uint64_t ns)
+{
+    pthread_mutex_lock(&s->mu);
+    add(&s->st.fail, ns);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void rs_serve_sched_stats(rs_serve_sched *s, rs_serve_stats *out)
+{
+    pthread_mutex_lock(&s->mu);
+    *out = s->st;
+    out->queued = s->queued;
+    size_t n = ((size_t)s->st.max_batch + 1) * sizeof(rs_serve_stat);
+    out->batch_input = malloc(n); /* owned by *out */
+    out->batch_infer = malloc(n);
+    out->batch_output = malloc(n);
+    if (out->batch_input) memcpy(out->batch_input, s->st.batch_input, n);
+    if (out->batch_infer) memcpy(out->batch_infer, s->st.batch_infer, n);
+    if (out->batch_output) memcpy(out->batch_output, s->st.batch_output, n);
+    if (!out->batch_input || !out->batch_infer || !out->batch_output) {
+        rs_serve_stats_free(out);
+        out->max_batch = 0;
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+void rs_serve_stats_free(rs_serve_stats *st)
+{
+    free(st->batch_input);
+    free(st->batch_infer);
+    free(st->batch_output);
+    st->batch_input = st->batch_infer = st->batch_output = NULL;
+}
+
+void rs_serve_sched_free(rs_serve_sched *s)
+{
+    if (!s) return;
+    pthread_mutex_lock(&s->mu);
+    s->stopping = true;
+    pthread_cond_broadcast(&s->work);
+    pthread_mutex_unlock(&s->mu);
+    for (int i = 0; s->inst && i < s->ninst; i++) {
+        if (s->inst[i].started) pthread_join(s->inst[i].th, NULL);
+        rs_serve_inst_free(s->inst[i].inst);
+    }
+    free(s->inst);
+    rs_serve_stats_free(&s->st);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->work);
+    pthread_cond_destroy(&s->done);
+    free(s);
+}

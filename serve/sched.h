@@ -1,0 +1,46 @@
+/* Scheduling one model version: a queue, a dynamic batcher and N instances, each a thread with its
+ * own rs_serve_inst. A request waits in the queue; an idle instance takes the oldest one and, with
+ * dynamic batching on, waits up to max_queue_delay for more until a preferred batch size (or
+ * max_batch_size) is reached, then runs them as one batch and hands each caller its rows. The
+ * statistics are Triton's: counts and cumulative nanoseconds per phase, and per batch size. */
+#ifndef RS_SERVE_SCHED_H
+#define RS_SERVE_SCHED_H
+
+#include <stdint.h>
+
+#include "backend.h"
+
+typedef struct rs_serve_stat {
+    uint64_t count, ns;
+} rs_serve_stat;
+
+typedef struct rs_serve_stats {
+    rs_serve_stat success, fail, queue, compute_input, compute_infer, compute_output;
+    uint64_t inference_count;  /* samples answered */
+    uint64_t execution_count;  /* batches run */
+    uint64_t last_inference_ms;/* wall clock, ms since the epoch; 0: none yet */
+    int queued;                /* requests waiting now */
+    int max_batch;             /* size of the arrays below minus 1 */
+    /* per batch size b (1..max_batch): how many batches of that size ran, and their phase times */
+    rs_serve_stat *batch_input, *batch_infer, *batch_output; /* owned by the stats (rs_serve_stats_free) */
+} rs_serve_stats;
+
+typedef struct rs_serve_sched rs_serve_sched;
+
+/* Starts c's instance_count instances of b (borrowed: it must outlive the scheduler). Caller owns
+ * *out. max_batch_size 0 (no batching) runs each request alone. */
+rs_status rs_serve_sched_new(rs_serve_backend *b, const rs_serve_config *c, rs_serve_sched **out, rs_err *err);
+/* Runs B samples x (B, input numel) into y (B, output numel); blocks until they ran. A full queue is
+ * RS_ERR_UNSUPPORTED at once ("queue is full"); after rs_serve_sched_free began, RS_ERR_CANCELLED. */
+rs_status rs_serve_sched_infer(rs_serve_sched *s, const float *x, int B, float *y, rs_err *err);
+/* A request that failed before it reached the queue (bad shape, bad JSON): counted as a failure. */
+void rs_serve_sched_count_fail(rs_serve_sched *s, uint64_t ns);
+/* A snapshot of the statistics; free its arrays with rs_serve_stats_free. */
+void rs_serve_sched_stats(rs_serve_sched *s, rs_serve_stats *out);
+void rs_serve_stats_free(rs_serve_stats *st);
+/* Runs every queued request, then stops the instances and frees. NULL is a no-op. */
+void rs_serve_sched_free(rs_serve_sched *s);
+
+uint64_t rs_serve_now_ns(void); /* CLOCK_MONOTONIC */
+
+#endif

@@ -1,0 +1,127 @@
+/* `ringside serve --repo DIR [--http PORT] [--metrics PORT] [--host ADDR]`: the standalone server.
+ * Triton's spellings (--model-repository, --http-port, --metrics-port, --http-address) work too, so
+ * a command line written for tritonserver needs only its program name changed. SIGTERM or SIGINT
+ * stops listening, lets the requests in flight finish and exits 0. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server.h"
+
+static void usage(FILE *f)
+{
+    fputs("usage: ringside serve --repo DIR [--http PORT] [--metrics PORT] [--host ADDR]\n"
+          "  --repo DIR       a model repository in Triton's layout (NAME/config.pbtxt, NAME/1/model.onnx);\n"
+          "                   also --model-repository DIR\n"
+          "  --http PORT      KServe v2 HTTP/REST port (default 8000; 0 picks a free one); also --http-port\n"
+          "  --metrics PORT   Prometheus metrics port (default 8002; -1 turns it off); also --metrics-port\n"
+          "  --host ADDR      address to bind (default 127.0.0.1; 0.0.0.0 for every interface);\n"
+          "                   also --http-address\n"
+          "SIGTERM or Ctrl-C drains the requests in flight and exits 0.\n",
+          f);
+}
+
+/* "--name VALUE" or "--name=VALUE" for any of the names; advances *i past what it used. */
+static const char *opt(int argc, char **argv, int *i, const char *const *names)
+{
+    for (const char *const *n = names; *n; n++) {
+        size_t k = strlen(*n);
+        if (!strcmp(argv[*i], *n) && *i + 1 < argc) return argv[++*i];
+        if (!strncmp(argv[*i], *n, k) && argv[*i][k] == '=') return argv[*i] + k + 1;
+    }
+    return NULL;
+}
+
+static bool port_of(const char *s, int *out, int lo)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*end || v < lo || v > 65535) return false;
+    *out = (int)v;
+    return true;
+}
+
+typedef struct listing {
+    FILE *out;
+} listing;
+
+int rs_serve_main(int argc, char **argv, FILE *out, FILE *errf)
+{
+    rs_serve_opts o;
+    rs_serve_opts_init(&o);
+    o.http_port = 8000;
+    o.metrics_port = 8002;
+    static const char *const repo_n[] = {"--repo", "--model-repository", "--model-store", NULL};
+    static const char *const http_n[] = {"--http", "--http-port", NULL};
+    static const char *const met_n[] = {"--metrics", "--metrics-port", NULL};
+    static const char *const host_n[] = {"--host", "--http-address", NULL};
+    static const char *const grpc_n[] = {"--grpc", "--grpc-port", NULL};
+    for (int i = 0; i < argc; i++) {
+        const char *v;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(out);
+            return 0;
+        } else if ((v = opt(argc, argv, &i, repo_n))) o.repo = v;
+        else if ((v = opt(argc, argv, &i, host_n))) o.host = v;
+        else if ((v = opt(argc, argv, &i, http_n))) {
+            if (!port_of(v, &o.http_port, 0)) {
+                fprintf(errf, "ringside serve: --http '%s' is not a port (0..65535)\n", v);
+                return 2;
+            }
+        } else if ((v = opt(argc, argv, &i, met_n))) {
+            if (!port_of(v, &o.metrics_port, -1)) {
+                fprintf(errf, "ringside serve: --metrics '%s' is not a port (0..65535, or -1 for none)\n", v);
+                return 2;
+            }
+        } else if ((v = opt(argc, argv, &i, grpc_n))) {
+            fprintf(errf, "ringside serve: gRPC is not served yet; --grpc-port %s ignored\n", v);
+        } else {
+            fprintf(errf, "ringside serve: unknown option '%s'\n", argv[i]);
+            usage(errf);
+            return 2;
+        }
+    }
+    if (!o.repo) {
+        fprintf(errf, "ringside serve: no model repository (--repo DIR)\n");
+        usage(errf);
+        return 2;
+    }
+    /* Every thread the server starts inherits this mask, so the signals reach sigwait below alone. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+
+    rs_serve_server *s;
+    rs_err err = {0};
+    if (rs_serve_start(&o, &s, &err)) {
+        fprintf(errf, "ringside serve: %s\n", err.msg);
+        return 1;
+    }
+    rs_serve_index_entry *e;
+    int n;
+    if (!rs_serve_index(s, &e, &n, &err)) {
+        for (int i = 0; i < n; i++) {
+            if (e[i].version)
+                fprintf(out, "  %-24s version %lld  %s\n", e[i].name, (long long)e[i].version, e[i].state);
+            else fprintf(out, "  %-24s %s: %s\n", e[i].name, e[i].state, e[i].reason);
+        }
+        free(e);
+    }
+    fprintf(out, "ringside serve: %s on http://%s:%d (KServe v2)", o.repo, o.host ? o.host : "127.0.0.1",
+            rs_serve_http_port(s));
+    if (rs_serve_metrics_port(s) >= 0) fprintf(out, ", metrics on http://%s:%d/metrics", o.host ? o.host : "127.0.0.1",
+                                                rs_serve_metrics_port(s));
+    fprintf(out, "\n");
+    fflush(out);
+    int sig = 0;
+    sigwait(&set, &sig);
+    fprintf(out, "ringside serve: %s: draining requests in flight\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    fflush(out);
+    rs_serve_stop(s);
+    fprintf(out, "ringside serve: stopped\n");
+    return 0;
+}

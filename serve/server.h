@@ -1,0 +1,87 @@
+/* A server: the models of one repository, each version scheduled by its own rs_serve_sched, behind a
+ * KServe v2 HTTP front end and a Prometheus metrics endpoint. Several servers may live in one
+ * process (nothing is global); every call is thread-safe. */
+#ifndef RS_SERVE_SERVER_H
+#define RS_SERVE_SERVER_H
+
+#include <stdio.h>
+
+#include "sched.h"
+
+typedef struct rs_serve_opts {
+    const char *repo;      /* the model repository folder (required) */
+    const char *host;      /* address to bind; NULL: 127.0.0.1 */
+    int http_port;         /* 0: any free port (rs_serve_http_port says which); -1: no HTTP */
+    int metrics_port;      /* 0: any free port; -1: no metrics endpoint */
+    /* Overrides of every model's config (from the REPL's serve options); -1 leaves the config's. */
+    int max_batch, instances;
+    int64_t delay_us;
+    size_t body_limit;     /* request body cap in bytes; 0: 64 MB */
+} rs_serve_opts;
+
+void rs_serve_opts_init(rs_serve_opts *o);
+
+typedef struct rs_serve_server rs_serve_server;
+
+/* Loads every model of the repository (a model that fails to load is listed UNAVAILABLE with its
+ * reason) and starts listening. Caller owns *out. */
+rs_status rs_serve_start(const rs_serve_opts *o, rs_serve_server **out, rs_err *err);
+/* Stops listening, lets requests in flight finish, unloads everything. NULL is a no-op. */
+void rs_serve_stop(rs_serve_server *s);
+int rs_serve_http_port(const rs_serve_server *s);
+int rs_serve_metrics_port(const rs_serve_server *s);
+const char *rs_serve_repo(const rs_serve_server *s);
+
+/* ---- model control and lookup (the HTTP handlers and the REPL use these) ---- */
+
+/* (Re)loads NAME from the repository. */
+rs_status rs_serve_load(rs_serve_server *s, const char *name, rs_err *err);
+rs_status rs_serve_unload(rs_serve_server *s, const char *name, rs_err *err);
+
+typedef struct rs_serve_version {
+    int64_t version;
+    rs_serve_backend *backend; /* owned by the model */
+    rs_serve_sched *sched;     /* owned by the model */
+} rs_serve_version;
+
+typedef struct rs_serve_model {
+    rs_serve_config cfg;       /* with inputs/outputs completed from the model file */
+    int nversions;
+    rs_serve_version v[RS_SERVE_MAX_VERSIONS];
+    int refs;                  /* guarded by the server's lock */
+} rs_serve_model;
+
+/* The model NAME (held: pass it back to rs_serve_release), or NULL when it is not loaded. */
+rs_serve_model *rs_serve_acquire(rs_serve_server *s, const char *name);
+void rs_serve_release(rs_serve_server *s, rs_serve_model *m);
+/* version string "" or NULL: the newest. NULL when there is no such version. */
+rs_serve_version *rs_serve_model_version(rs_serve_model *m, const char *version);
+
+/* The repository's index: every model folder, with state "READY" or "UNAVAILABLE" and a reason. */
+typedef struct rs_serve_index_entry {
+    char name[RS_SERVE_NAME_MAX];
+    int64_t version;           /* 0: no version loaded */
+    const char *state;
+    char reason[256];
+} rs_serve_index_entry;
+/* Caller frees *out. */
+rs_status rs_serve_index(rs_serve_server *s, rs_serve_index_entry **out, int *n, rs_err *err);
+
+/* Every loaded model's name and version statistics, for metrics and `serve` at the prompt:
+ * calls fn once per (model, version). */
+typedef void (*rs_serve_each_fn)(void *ud, const rs_serve_model *m, const rs_serve_version *v, const rs_serve_stats *st);
+void rs_serve_each(rs_serve_server *s, rs_serve_each_fn fn, void *ud);
+
+/* ---- the front ends (serve/http.c, serve/metrics.c) ---- */
+typedef struct rs_serve_http rs_serve_http;
+rs_status rs_serve_http_start(rs_serve_server *s, const char *host, int port, bool metrics, size_t body_limit,
+                              rs_serve_http **out, rs_err *err);
+int rs_serve_http_bound_port(const rs_serve_http *h);
+void rs_serve_http_stop(rs_serve_http *h);
+/* The Prometheus text of every counter (malloc'd). */
+char *rs_serve_metrics_text(rs_serve_server *s);
+
+/* `ringside serve --repo DIR ...`: runs until SIGTERM/SIGINT, then drains. Returns the exit status. */
+int rs_serve_main(int argc, char **argv, FILE *out, FILE *errf);
+
+#endif

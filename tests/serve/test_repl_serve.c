@@ -1,0 +1,75 @@
+/* `serve` at the prompt: a session model is written into a repository and served in the background
+ * while commands go on; its answers over HTTP equal the session model's own; `serve stop` ends it. */
+#include <jansson.h>
+#include <string.h>
+
+#include "raw_http.h"
+#include "repl.h"
+#include "rs_test.h"
+#include "serve/server.h"
+
+int main(void)
+{
+    char repo[] = "/tmp/rs-serve-repl-XXXXXX";
+    if (!mkdtemp(repo)) RS_SKIP("no temporary folder");
+    FILE *out = tmpfile();
+    rs_session *s = rs_session_new(out);
+    s->err = out;
+    char line[512];
+    snprintf(line, sizeof line, "model m = mlp 5-7-3 seed=2; serve m http=0 metrics=-1 repo=%s/r max_batch=8", repo);
+    RS_CHECK(rs_repl_line(s, line) == 0, "serve failed");
+    RS_CHECK(s->server != NULL, "no server");
+    if (!s->server) return rs_test_finish("serve-repl");
+    int port = rs_serve_http_port(s->server);
+    /* The session model runs the same input here. */
+    float x[10] = {0.5f, -1, 2, 0.25f, 3, -0.5f, 1, 1, -2, 0};
+    const float *want;
+    rs_err e = {0};
+    rs_model_forward(rs_session_find(s, "m")->model, x, 2, &want, &e);
+    const char *body = "{\"inputs\":[{\"name\":\"input\",\"datatype\":\"FP32\",\"shape\":[2,5],"
+                       "\"data\":[0.5,-1,2,0.25,3,-0.5,1,1,-2,0]}]}";
+    char head[256];
+    snprintf(head, sizeof head, "POST /v2/models/m/infer HTTP/1.1\r\nContent-Length: %zu", strlen(body));
+    resp r;
+    http(port, head, body, strlen(body), &r);
+    json_t *j = json_loadb(r.body, r.body_n, 0, NULL);
+    json_t *d = json_object_get(json_array_get(json_object_get(j, "outputs"), 0), "data");
+    RS_CHECK(r.status == 200 && json_array_size(d) == 6, "%d %s", r.status, r.body);
+    for (size_t i = 0; i < json_array_size(d); i++)
+        RS_CHECK_CLOSE(json_number_value(json_array_get(d, i)), want[i], 1e-5, 1e-4, "output");
+    json_decref(j);
+    free(r.raw);
+    http(port, "GET /v2/models/m/config HTTP/1.1", NULL, 0, &r);
+    RS_CHECK(r.status == 200 && strstr(r.body, "\"max_batch_size\":8"), "%s", r.body);
+    free(r.raw);
+    /* A second serve while one runs is refused; serve alone lists the counters. */
+    RS_CHECK(rs_repl_line(s, "serve m http=0") == 1, "second serve accepted");
+    RS_CHECK(rs_repl_line(s, "serve") == 0, "serve (show)");
+    RS_CHECK(rs_repl_line(s, "serve stop") == 0 && s->server == NULL, "serve stop");
+    RS_CHECK(http(port, "GET /v2/health/live HTTP/1.1", NULL, 0, &r) == -1 || r.status == 0, "still listening");
+    free(r.raw);
+    RS_CHECK(rs_repl_line(s, "serve /no/such/thing") == 1, "bad source accepted");
+    /* numbers past what the server takes are refused before they are narrowed (4294967297 read as an
+     * int is 1; 1e300 s in microseconds is past an int64) */
+    RS_CHECK(rs_repl_line(s, "serve m http=0 metrics=-1 max_batch=4294967297") == 1 && !s->server,
+             "max_batch=2^32+1 accepted");
+    rs_serve_stop(s->server);
+    s->server = NULL;
+    RS_CHECK(rs_repl_line(s, "serve m http=0 metrics=-1 delay=1e300s") == 1 && !s->server, "delay=1e300s accepted");
+    rs_serve_stop(s->server);
+    s->server = NULL;
+    fflush(out);
+    rewind(out);
+    char text[8192] = {0};
+    size_t n = fread(text, 1, sizeof text - 1, out);
+    text[n] = '\0';
+    RS_CHECK(strstr(text, "wrote model repository") && strstr(text, "1 ok / 0 failed, 2 samples in 1 batches") &&
+                 strstr(text, "a server is running already") && strstr(text, "server stopped") &&
+                 strstr(text, "neither a model of this session"),
+             "output:\n%s", text);
+    rs_session_free(s);
+    fclose(out);
+    snprintf(line, sizeof line, "rm -rf '%s'", repo);
+    if (system(line)) {}
+    return rs_test_finish("serve-repl");
+}

@@ -1,0 +1,29 @@
+# Pipeline parallelism: the model's layers split over the ranks, micro-batches flowing through them.
+# Play it with `play pipeline` (pause waits for Enter), `play pipeline auto` or `play pipeline step`.
+
+say "Model parallelism puts groups of layers on different ranks: rank 0 runs the first layers, sends its activations to rank 1, which runs the rest and computes the loss; the gradients come back the same way. Here is a model of equal layers, cut where the two halves hold as many parameters."
+set threads=1
+model s = mlp 784-256-256-256-256-256-256-10 seed=1
+data d = digits n=3000
+say "schedule=naive runs the whole batch through the stages at once: while rank 1 works, rank 0 waits, and the other way round. The idle time is the bubble; with p stages it is (p-1)/p of the time, here a half."
+train s on d mode=pipeline ranks=2 schedule=naive batch=256 steps=5 eval=off view=off
+expect steps = 5
+expect formula.bubble = 0.5
+expect inflight per rank = 1
+pause
+
+say "GPipe cuts each batch into micro-batches: rank 0 sends micro-batch 0 on and starts micro-batch 1 at once, so both ranks work most of the time. The bubble shrinks to (p-1)/(m+p-1), measured below from each rank's trace of its forwards and backwards. The price: each stage keeps the activations of all m micro-batches until their backward."
+train s on d mode=pipeline ranks=2 schedule=gpipe micro=8 batch=256 steps=5 eval=off view=off
+expect formula.bubble ~= 0.111 within 0.001
+say "Each stage held all 8 micro-batches' activations at its peak, as the schedule says:"
+expect inflight per rank = 8
+pause
+
+say "1F1B (one forward, one backward) runs the same micro-batches in another order: after a few warm-up forwards each stage alternates, so a backward frees a micro-batch's activations before the next forward needs new ones. The bubble is the same; the activations in flight drop from m to at most p micro-batches."
+train s on d mode=pipeline ranks=2 schedule=1f1b micro=8 batch=256 steps=5 eval=off view=off
+say "Measured: the first stage held at most 2 micro-batches, the last 1, against GPipe's 8."
+expect inflight per rank = [2, 1]
+expect inflight per rank = formula.inflight
+say "Every micro-batch's forward and backward is in the session log, with the stage that ran it:"
+sql "SELECT rank, name, count(*) AS ops, round(1000 * sum(value), 1) AS busy_ms FROM events WHERE kind = 'micro' AND run_id = (SELECT max(id) FROM runs) GROUP BY rank, name"
+say "Try schedule=interleaved micro=8 virtual=2 (two stages per rank, a smaller bubble), ranks=4, split=4 to cut by hand, or a GPT: its head shares the embedding's weights across the first and last stage, and their gradients are summed before each step."
