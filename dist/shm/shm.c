@@ -3,6 +3,7 @@
  * setup; the collectives are dist/pg/step.c's, shared with tcp. */
 #define _GNU_SOURCE
 #include "dist/pg/step.h"
+#include "place.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -21,7 +22,8 @@
 /* Layout of the segment, all offsets fixed by (world):
  *   header (one cache line): magic, world, chunk size, slots per mailbox
  *   world rank lines, one per rank (see shm_idle): the CPU it last waited on, whether it may be
- *     asleep, and its bell (a futex word that whoever hands it a chunk rings while it sleeps)
+ *     asleep, its bell (a futex word that whoever hands it a chunk rings while it sleeps), and the
+ *     CPU it was on when the group was made (see place.h)
  *   world*world mailboxes, box(src,dst): SHM_SLOTS slot heads, each one cache line written only by src
  *     (a sequence number and, for a chunk of at most SHM_SMALL bytes, the chunk itself), and
  *     `consumed` on a line of its own, written only by dst
@@ -51,6 +53,8 @@ typedef struct shm_rank_line {
     _Alignas(SHM_LINE) _Atomic int32_t cpu1; /* sched_getcpu() + 1 where the rank last waited; 0: not yet */
     _Atomic uint32_t sleeping;                /* 1 from just before it may sleep until it moves again */
     _Atomic uint32_t bell;                    /* futex word: bumped by a peer that finds `sleeping` set */
+    int32_t start_cpu1;                       /* sched_getcpu() + 1 when the group was made (place.h) */
+    _Atomic uint64_t moves;                   /* progress calls that moved data: who ran while we yielded */
 } shm_rank_line;
 
 typedef struct shm_slot_head {
@@ -74,10 +78,13 @@ typedef struct shm_impl {
     uint64_t *recvd;       /* (world) chunks this rank has taken from each peer */
     uint64_t *seen;        /* (world) each peer's `consumed` as last read: re-read only when full */
     bool own_core;         /* world <= the CPUs this rank may run on: waiting may spin */
+    rs_shm_place place;    /* this rank's CPUs (place.h) */
     int cpu1;              /* what this rank last wrote to its rank line */
     int wait_peer;         /* the peer the last side that could not move waits for; -1: none yet */
     bool armed;            /* our `sleeping` is set; `bell` is the bell as read just before */
     uint32_t bell;
+    double yield_again;    /* rs_pg_now() before which waiting sleeps rather than yields */
+    uint64_t moves;        /* our own count, published in our rank line's `moves` */
     uint64_t to_ring;      /* bit p: we gave peer p something since the last rings (SHM_MAX_WORLD <= 64) */
 } shm_impl;
 
@@ -172,29 +179,42 @@ static bool shm_progress(rs_pg *g, rs_pg_xfer *x, rs_status *st, rs_err *err)
 {
     (void)st, (void)err; /* shared memory cannot break; a dead peer shows as silence (the timeout) */
     bool moved = false;
+    shm_impl *s = impl(g);
+    if (s->place.on && x->soff == 0 && x->roff == 0)
+        rs_shm_place_for(&s->place, x->sbytes > x->rbytes ? x->sbytes : x->rbytes);
     while (send_some(g, x)) moved = true;
     while (recv_some(g, x)) moved = true;
-    shm_impl *s = impl(g);
     for (; s->to_ring; s->to_ring &= s->to_ring - 1) ring(g, __builtin_ctzll(s->to_ring));
+    if (moved && !(s->own_core && !g->polite)) /* only yielding waits read it (shm_idle) */
+        atomic_store_explicit(&s->ranks[g->rank].moves, ++s->moves, memory_order_relaxed);
     if (moved && s->armed) disarm(g);
     return moved;
 }
 
-/* Waiting. With a core per rank the peer we wait for is running: spin (with the CPU's pause hint)
- * for ~100 us, since a chunk then arrives in a few and a small message in well under one. With more
- * ranks than cores (8 ranks on 2), or a communication thread beside compute (polite), spin briefly.
- * Past the spin, sleep on our bell (a futex in the segment) until a peer hands us something.
+/* Waiting. With a core per rank (shm_place binds them, place.c) the peer we wait for is running: spin
+ * (with the CPU's pause hint) for ~100 us, since a chunk then arrives in a few and a small message in
+ * well under one; past the spin, sleep on our bell (a futex in the segment) until a peer hands us
+ * something.
  *
- * Whatever the counts, the peer we wait for may share our CPU: on a machine where something else is
- * busy (a build, a test suite), two ranks and one busy process on 2 CPUs, and the kernel puts the two
- * ranks together. Spinning there cost each 128 KiB handed over a whole spin phase of the CPU the peer
- * needed, and yielding (the old next phase) is no better once anything else is on that CPU: under
- * EEVDF a yield puts the yielder behind the others there, so a busy process beside the ranks gets
- * slice after slice. 16 MiB all_reduce at 2 ranks went from 17 GB/s to 0.1-0.8
- * (docs/dist.md, "shm on a busy machine"). So each rank publishes the CPU it waits on (sched_getcpu: rdpid,
- * a nanosecond; written only when it changes), a rank whose peer was last seen on its own CPU sleeps
- * at once, and nobody yields: a sleeping rank leaves the CPU to its peer, and the peer's ring makes it
- * runnable the moment there is work.
+ * Whatever the counts, the peer we wait for may share our CPU (a large transfer runs unbound, a user's
+ * taskset): spinning there cost each 128 KiB handed over a whole spin phase of the CPU the peer needed,
+ * and yielding is no better once anything else is on that CPU: under EEVDF a yield puts the yielder
+ * behind the others there, so a busy process beside the ranks gets slice after slice. 16 MiB
+ * all_reduce at 2 ranks went from 17 GB/s to 0.1-0.8 (docs/dist.md, "shm on a busy machine"). So each
+ * rank publishes the CPU it waits on (sched_getcpu: rdpid, a nanosecond; written only when it changes),
+ * and a rank whose peer was last seen on its own CPU sleeps at once: it leaves the CPU to its peer, and
+ * the peer's ring makes it runnable the moment there is work.
+ *
+ * With more ranks than cores (4 ranks on 2 CPUs), or a communication thread beside compute (polite),
+ * spin briefly, then yield: the CPU mostly goes to another of our ranks, the one we wait for or one it
+ * waits for (8 B at 4 ranks on 2 CPUs: 3 us, against 27 sleeping at once). But a yield that keeps us
+ * off the CPU for more than 200 us while none of our ranks moved data gave it to a stranger (a busy
+ * process, a whole slice of it), and yielding again only gives it more: for the next 50 ms waits skip
+ * the yields and sleep on the bell. (Without the `moves` test, a peer reducing a 1 MiB chunk for
+ * 200 us counted as a stranger: 4 ranks on 2 CPUs on a quiet machine, 128 KiB to 1 MiB, fell from
+ * 7.8-9.6 GB/s to 3.4-6.7.)
+ * 4 ranks beside busy processes (load average 9-12), worst of 5 runs: 64 MiB 0.13 -> 1.67 GB/s, 8 B
+ * median 1496 -> 53 us.
  *
  * Sleeping takes two calls: the first sets `sleeping` (then a full fence) and returns, so the caller
  * looks at every transfer once more; the second sleeps on the bell as it read it before. A chunk
@@ -202,7 +222,19 @@ static bool shm_progress(rs_pg *g, rs_pg_xfer *x, rs_status *st, rs_err *err)
 #define SHM_SPIN_OWN 4096u    /* pauses (~23 ns each on this machine's Zen 5) */
 #define SHM_SPIN_SHARED 16u
 #define SHM_YIELDS 1024u
+#define SHM_YIELD_SLOW_S 200e-6 /* a yield that kept us off the CPU this long handed it to a stranger */
+#define SHM_NO_YIELDS_S 50e-3   /* ... so for this long, waits sleep on the bell instead */
 #define SHM_SLEEP_NS 20000000 /* a bell is never missed; this only bounds the gap between timeout checks */
+
+/* Data the other ranks have moved so far: a long yield during which it grew went to one of them. */
+static uint64_t others_moves(rs_pg *g)
+{
+    shm_impl *s = impl(g);
+    uint64_t sum = 0;
+    for (int r = 0; r < g->world; r++)
+        if (r != g->rank) sum += atomic_load_explicit(&s->ranks[r].moves, memory_order_relaxed);
+    return sum;
+}
 
 static void shm_idle(rs_pg *g, unsigned idle)
 {
@@ -223,8 +255,14 @@ static void shm_idle(rs_pg *g, unsigned idle)
         return;
     }
     if (!own_core && idle <= SHM_SPIN_SHARED + SHM_YIELDS) {
-        sched_yield();
-        return;
+        double t0 = rs_pg_now();
+        if (t0 >= s->yield_again) {
+            uint64_t before = others_moves(g);
+            sched_yield();
+            double t1 = rs_pg_now();
+            if (t1 - t0 > SHM_YIELD_SLOW_S && others_moves(g) == before) s->yield_again = t1 + SHM_NO_YIELDS_S;
+            return;
+        }
     }
     shm_rank_line *me = &s->ranks[g->rank];
     if (!s->armed) {
@@ -249,6 +287,7 @@ static void shm_destroy(rs_pg *g)
     shm_impl *s = g->impl;
     if (s) {
         if (s->base) munmap(s->base, s->size);
+        rs_shm_place_end(&s->place);
         free(s->tmp);
         free(s->sent);
         free(s->recvd);
@@ -258,12 +297,16 @@ static void shm_destroy(rs_pg *g)
     free(g);
 }
 
-/* A sub-group is a group of its own: its own segment, found through the same store. */
+static rs_status shm_create(rs_store *store, const char *name, int rank, int world, double timeout_s,
+                            const shm_impl *parent, rs_pg **out, rs_err *err);
+
+/* A sub-group is a group of its own: its own segment, found through the same store. Its ranks are
+ * some of the parent's, already placed: they keep their CPUs, and a core each if they had one. */
 static rs_status shm_new_group(rs_pg *g, const int *ranks, int n, const char *name, rs_pg **out, rs_err *err)
 {
     int me = 0;
     while (ranks[me] != g->rank) me++;
-    return rs_pg_shm_new(g->store, name, me, n, g->timeout_s, out, err);
+    return shm_create(g->store, name, me, n, g->timeout_s, impl(g), out, err);
 }
 
 const rs_pg_ops rs_pg_shm_ops = {RS_PG_STEP_OPS("shm", &shm_transport), .new_group = shm_new_group,
@@ -341,6 +384,12 @@ static rs_status map_segment(rs_pg *g, const char *seg, bool create, rs_err *err
 rs_status rs_pg_shm_new(rs_store *store, const char *name, int rank, int world, double timeout_s, rs_pg **out,
                         rs_err *err)
 {
+    return shm_create(store, name, rank, world, timeout_s, NULL, out, err);
+}
+
+static rs_status shm_create(rs_store *store, const char *name, int rank, int world, double timeout_s,
+                            const shm_impl *parent, rs_pg **out, rs_err *err)
+{
     rs_pg *g = NULL;
     rs_status st = rs_step_pg_alloc(&rs_pg_shm_ops, store, name, rank, world, SHM_MAX_WORLD, timeout_s, &g, err);
     if (st) return st;
@@ -351,7 +400,7 @@ rs_status rs_pg_shm_new(rs_store *store, const char *name, int rank, int world, 
         s->sent = calloc((size_t)world, sizeof *s->sent);
         s->recvd = calloc((size_t)world, sizeof *s->recvd);
         s->seen = calloc((size_t)world, sizeof *s->seen);
-        s->own_core = world <= usable_cpus();
+        s->own_core = parent ? parent->own_core : world <= usable_cpus();
         s->wait_peer = -1;
     }
     if (!s || !s->tmp || !s->sent || !s->recvd || !s->seen) {
@@ -375,6 +424,7 @@ rs_status rs_pg_shm_new(rs_store *store, const char *name, int rank, int world, 
         }
         free(val);
     }
+    if (!st) impl(g)->ranks[rank].start_cpu1 = sched_getcpu() + 1; /* read by all after the barrier below */
     /* Once every rank has mapped it, the name goes: the memory lives while mapped and nothing is left in
      * /dev/shm if a rank crashes later. Rank 0 unlinks even when the barrier fails. */
     if (!st || rank == 0) {
@@ -388,6 +438,11 @@ rs_status rs_pg_shm_new(rs_store *store, const char *name, int rank, int world, 
         rs_err_prefix(err, "shm group '%s' rank %d", name, rank);
         shm_destroy(g);
         return st;
+    }
+    if (!parent && impl(g)->own_core) {
+        int start[SHM_MAX_WORLD];
+        for (int q = 0; q < world; q++) start[q] = impl(g)->ranks[q].start_cpu1 - 1;
+        rs_shm_place_init(&impl(g)->place, rank, world, start);
     }
     *out = g;
     return RS_OK;

@@ -636,16 +636,18 @@ static int run_rank(const char *backend, const char *mode, int w, int r, rs_stor
     ctx c = {.r = r, .w = w, .backend = backend};
     char name[64];
     snprintf(name, sizeof name, "test-%s-%s-%d", backend, mode, w);
+    /* The first CPU this process may use, read before the group is made (shm binds each rank to a CPU
+     * of its own then). */
+    cpu_set_t set;
+    int first = 0;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        while (first < CPU_SETSIZE - 1 && !CPU_ISSET(first, &set)) first++;
     if (rs_pg_new(backend, st, name, r, w, timeout, &c.g, &e)) {
         fprintf(stderr, "rank %d: %s\n", r, e.msg);
         return 2;
     }
     if (strcmp(mode, "matrix-onecpu") == 0) {
-        cpu_set_t set;
-        int first = 0;
-        CPU_ZERO(&set);
-        if (sched_getaffinity(0, sizeof set, &set) == 0)
-            while (first < CPU_SETSIZE - 1 && !CPU_ISSET(first, &set)) first++;
         CPU_ZERO(&set);
         CPU_SET(first, &set);
         RS_CHECK(sched_setaffinity(0, sizeof set, &set) == 0, "rank %d: cannot move to CPU %d", r, first);
