@@ -33,6 +33,7 @@ static int show(rs_session *s)
         return 0;
     }
     fprintf(s->out, "serving %s on http://127.0.0.1:%d", rs_serve_repo(srv), rs_serve_http_port(srv));
+    if (rs_serve_grpc_port(srv) >= 0) fprintf(s->out, ", gRPC on :%d", rs_serve_grpc_port(srv));
     if (rs_serve_metrics_port(srv) >= 0) fprintf(s->out, ", metrics on :%d", rs_serve_metrics_port(srv));
     fprintf(s->out, "\n");
     rs_serve_each(srv, show_one, s->out);
@@ -115,11 +116,13 @@ int rs_cmd_serve(rs_session *s, const rs_call *c)
     rs_serve_opts_init(&so);
     so.repo = repo;
     so.host = rs_call_str(c, "host", NULL);
-    long long http = rs_call_int(c, "http", 8000), metrics = rs_call_int(c, "metrics", 8002);
-    if (http < 0 || http > 65535 || metrics < -1 || metrics > 65535)
-        return rs_session_error(s, c, (size_t)-1, 0, "serve: http= takes a port 0..65535 (0: any free one) and "
-                                "metrics= 0..65535 or -1 (none)");
+    long long http = rs_call_int(c, "http", 8000), metrics = rs_call_int(c, "metrics", 8002),
+              grpc = rs_call_int(c, "grpc", 8001);
+    if (http < 0 || http > 65535 || metrics < -1 || metrics > 65535 || grpc < -1 || grpc > 65535)
+        return rs_session_error(s, c, (size_t)-1, 0, "serve: http= takes a port 0..65535 (0: any free one), "
+                                "grpc= and metrics= 0..65535 or -1 (none)");
     so.http_port = (int)http;
+    so.grpc_port = (int)grpc;
     so.metrics_port = (int)metrics;
     if (rs_call_given(c, "max_batch")) so.max_batch = base.max_batch_size;
     if (rs_call_given(c, "instances")) so.instances = base.instance_count;

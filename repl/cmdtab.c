@@ -204,6 +204,7 @@ static const rs_optdef view_opts[] = {
 static const rs_optdef serve_opts[] = {
     {"name", RS_T_STRING, NULL, "the model's name in the repository (default: the model's or file's name)", NULL},
     {"http", RS_T_INT, "8000", "KServe v2 HTTP port (0: any free port)", NULL},
+    {"grpc", RS_T_INT, "8001", "gRPC port, Triton's GRPCInferenceService (0: any free port; -1: none)", NULL},
     {"metrics", RS_T_INT, "8002", "Prometheus metrics port (-1: none)", NULL},
     {"host", RS_T_STRING, "127.0.0.1", "address to bind (0.0.0.0: every interface)", NULL},
     {"max_batch", RS_T_INT, "64", "max_batch_size: the largest batch the batcher forms", NULL},
@@ -461,7 +462,7 @@ const rs_cmddef rs_commands[] = {
      "A model or file is first written into a repository (NAME/config.pbtxt, NAME/1/model.onnx).\n"
      "Requests are merged by a dynamic batcher (max_batch=, delay=) and run on instances= threads.\n"
      "`serve` alone shows what is served and its counters; `serve stop` drains and stops.\n"
-     "Standalone: ringside serve --repo DIR [--http PORT] [--metrics PORT] [--host ADDR].",
+     "Standalone: ringside serve --repo DIR [--http PORT] [--grpc PORT] [--metrics PORT] [--host ADDR].",
      false, NULL, {{"SRC", RS_A_PATH, true, serve_words}}, 1, serve_opts, false, rs_cmd_serve, NULL},
     {"export", "models", "export MODEL FILE.onnx [opset=17] | export session N FILE.ring    ONNX, or a session as a script",
      "  export MODEL FILE.onnx [opset=17] [softmax=on]\n"

@@ -16,7 +16,7 @@ int main(void)
     rs_session *s = rs_session_new(out);
     s->err = out;
     char line[512];
-    snprintf(line, sizeof line, "model m = mlp 5-7-3 seed=2; serve m http=0 metrics=-1 repo=%s/r max_batch=8", repo);
+    snprintf(line, sizeof line, "model m = mlp 5-7-3 seed=2; serve m http=0 grpc=0 metrics=-1 repo=%s/r max_batch=8", repo);
     RS_CHECK(rs_repl_line(s, line) == 0, "serve failed");
     RS_CHECK(s->server != NULL, "no server");
     if (!s->server) return rs_test_finish("serve-repl");
