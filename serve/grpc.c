@@ -352,7 +352,7 @@ static ssize_t read_out(nghttp2_session *h2, int32_t id, uint8_t *buf, size_t le
     conn *c = k->c;
     pthread_mutex_lock(&c->mu);
     size_t avail = k->out_n - k->out_off, n = avail < len ? avail : len;
-    memcpy(buf, k->out + k->out_off, n);
+    if (n) memcpy(buf, k->out + k->out_off, n);
     k->out_off += n;
     if (k->out_off == k->out_n) k->out_off = k->out_n = 0;
     if (!n && !k->finished) {
