@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "grpc_internal.h"
@@ -697,6 +698,10 @@ static void *accept_main(void *arg)
         if (!(p[0].revents & POLLIN)) continue;
         int fd = accept(g->lfd, NULL, NULL);
         if (fd >= 0) start_conn(g, fd);
+        else if (errno == EMFILE || errno == ENFILE) { /* out of descriptors: the backlog waits, not a spin */
+            struct timespec ts = {0, 10000000};
+            nanosleep(&ts, NULL);
+        }
     }
     return NULL;
 }

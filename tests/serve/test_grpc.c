@@ -2,9 +2,12 @@
  * by byte, two in one buffer, compressed, over the cap), grpc-message's percent-encoding, the method
  * table, then the methods on an in-process server with requests packed here: ModelInfer against the
  * model run in-process, malformed protobuf, unknown model, wrong shape, statistics, and garbage bytes
- * sent to the gRPC port (the connection is dropped, the server goes on). */
+ * sent to the gRPC port (the connection is dropped, the server goes on); then over a real socket with
+ * nghttp2's client: ModelInfer, and a GPT's ModelStreamInfer whose client vanishes after three tokens
+ * (under ASan this shows the server frees what the stream held). */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <nghttp2/nghttp2.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "engine/ckpt/checkpoint.h"
 #include "engine/nn/spec.h"
 #include "onnx/export.h"
 #include "rs_test.h"
@@ -132,6 +136,213 @@ static bool garbage_dropped(int port, const char *bytes, size_t n)
     return closed;
 }
 
+/* ---- a minimal gRPC client over nghttp2 ---- */
+
+typedef struct client {
+    int fd;
+    nghttp2_session *h2;
+    const uint8_t *req;
+    size_t req_n, req_off;
+    bool closed;
+    int status;
+    uint8_t body[1 << 16];
+    size_t body_n;
+    int messages;   /* whole response messages seen */
+    size_t skip;    /* bytes left of the current message */
+    int pend;       /* prefix bytes seen of the next one */
+} client;
+
+static ssize_t cl_send(nghttp2_session *s, const uint8_t *d, size_t n, int flags, void *ud)
+{
+    (void)s, (void)flags;
+    ssize_t r = send(((client *)ud)->fd, d, n, MSG_NOSIGNAL);
+    return r < 0 ? NGHTTP2_ERR_CALLBACK_FAILURE : r;
+}
+
+static ssize_t cl_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t len, uint32_t *flags,
+                       nghttp2_data_source *src, void *ud)
+{
+    (void)s, (void)id, (void)src;
+    client *c = ud;
+    size_t n = c->req_n - c->req_off < len ? c->req_n - c->req_off : len;
+    memcpy(buf, c->req + c->req_off, n);
+    c->req_off += n;
+    if (c->req_off == c->req_n) *flags |= NGHTTP2_DATA_FLAG_EOF;
+    return (ssize_t)n;
+}
+
+static int cl_data(nghttp2_session *s, uint8_t flags, int32_t id, const uint8_t *d, size_t n, void *ud)
+{
+    (void)s, (void)flags, (void)id;
+    client *c = ud;
+    if (c->body_n + n <= sizeof c->body) memcpy(c->body + c->body_n, d, n);
+    c->body_n += n;
+    for (size_t i = 0; i < n; i++) {
+        if (c->skip) {
+            c->skip--;
+            continue;
+        }
+        if (++c->pend == 5) {
+            const uint8_t *h = c->body + c->body_n - n + i - 4;
+            size_t len = (size_t)h[1] << 24 | (size_t)h[2] << 16 | (size_t)h[3] << 8 | h[4];
+            c->skip = c->body_n <= sizeof c->body ? len : 0;
+            c->pend = 0;
+            c->messages++;
+        }
+    }
+    return 0;
+}
+
+static int cl_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *name, size_t nl, const uint8_t *v,
+                     size_t vl, uint8_t flags, void *ud)
+{
+    (void)s, (void)f, (void)flags, (void)vl;
+    if (nl == 11 && !memcmp(name, "grpc-status", 11)) ((client *)ud)->status = atoi((const char *)v);
+    return 0;
+}
+
+static int cl_close(nghttp2_session *s, int32_t id, uint32_t code, void *ud)
+{
+    (void)s, (void)id, (void)code;
+    ((client *)ud)->closed = true;
+    return 0;
+}
+
+static bool cl_open(client *c, int port)
+{
+    memset(c, 0, sizeof *c);
+    c->status = -1;
+    c->fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    if (connect(c->fd, (struct sockaddr *)&a, sizeof a)) return false;
+    nghttp2_session_callbacks *cb;
+    nghttp2_session_callbacks_new(&cb);
+    nghttp2_session_callbacks_set_send_callback(cb, cl_send);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, cl_data);
+    nghttp2_session_callbacks_set_on_header_callback(cb, cl_header);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cb, cl_close);
+    nghttp2_session_client_new(&c->h2, cb, c);
+    nghttp2_session_callbacks_del(cb);
+    nghttp2_submit_settings(c->h2, NGHTTP2_FLAG_NONE, NULL, 0);
+    return true;
+}
+
+static void cl_free(client *c)
+{
+    nghttp2_session_del(c->h2);
+    close(c->fd);
+}
+
+/* Sends msg (packed here, framed) to method; runs until the call closed or `until` messages came. */
+static bool cl_call(client *c, const char *method, const ProtobufCMessage *msg, int until)
+{
+    size_t n = protobuf_c_message_get_packed_size(msg);
+    uint8_t *b = malloc(n + 5);
+    rs_grpc_frame_prefix(b, n);
+    protobuf_c_message_pack(msg, b + 5);
+    c->req = b;
+    c->req_n = n + 5;
+    char path[128];
+    snprintf(path, sizeof path, "/inference.GRPCInferenceService/%s", method);
+    const nghttp2_nv hd[] = {
+        {(uint8_t *)":method", (uint8_t *)"POST", 7, 4, 0},
+        {(uint8_t *)":scheme", (uint8_t *)"http", 7, 4, 0},
+        {(uint8_t *)":path", (uint8_t *)path, 5, strlen(path), 0},
+        {(uint8_t *)":authority", (uint8_t *)"127.0.0.1", 10, 9, 0},
+        {(uint8_t *)"content-type", (uint8_t *)"application/grpc", 12, 16, 0},
+        {(uint8_t *)"te", (uint8_t *)"trailers", 2, 8, 0},
+    };
+    nghttp2_data_provider dp = {.read_callback = cl_read};
+    bool ok = nghttp2_submit_request(c->h2, NULL, hd, 6, &dp, NULL) > 0;
+    uint8_t buf[16384];
+    while (ok && !c->closed && (!until || c->messages < until)) {
+        ok = nghttp2_session_send(c->h2) == 0;
+        struct pollfd p = {c->fd, POLLIN, 0};
+        if (ok && poll(&p, 1, 30000) <= 0) ok = false;
+        ssize_t r = ok ? recv(c->fd, buf, sizeof buf, 0) : -1;
+        ok = r > 0 && nghttp2_session_mem_recv(c->h2, buf, (size_t)r) >= 0;
+    }
+    free(b);
+    return ok;
+}
+
+/* A GPT's folder: weights (spec in the metadata), its vocabulary, a decoupled config. */
+static void write_gpt(const char *repo)
+{
+    char p[512];
+    rs_model *g;
+    rs_err e = {0};
+    snprintf(p, sizeof p, "%s/g", repo);
+    mkdir(p, 0755);
+    snprintf(p, sizeof p, "%s/g/1", repo);
+    mkdir(p, 0755);
+    RS_CHECK(rs_model_parse("gpt layers=1 heads=2 dim=16 ctx=16 vocab=4", "g", rs_device_cpu(), NULL, 3, &g, NULL,
+                            &e) == RS_OK,
+             "%s", e.msg);
+    snprintf(p, sizeof p, "%s/g/1/model.safetensors", repo);
+    RS_CHECK(rs_ckpt_save_model(p, g, &e) == RS_OK, "%s", e.msg);
+    rs_model_free(g);
+    snprintf(p, sizeof p, "%s/g/1/vocab.json", repo);
+    write_file(p, "{\"chars\": [32, 97, 98, 99]}");
+    snprintf(p, sizeof p, "%s/g/config.pbtxt", repo);
+    write_file(p, "model_transaction_policy { decoupled: true }\n");
+}
+
+static void over_the_socket(rs_serve_server *s, const Inference__ModelInferRequest *q)
+{
+    int port = rs_serve_grpc_port(s);
+    client c;
+    RS_CHECK(cl_open(&c, port) && cl_call(&c, "ModelInfer", &q->base, 0), "ModelInfer over HTTP/2");
+    RS_CHECK(c.status == 0 && c.messages == 1 && c.body_n > 5, "grpc-status %d, %d messages", c.status, c.messages);
+    Inference__ModelInferResponse *r =
+        c.body_n > 5 && c.body_n <= sizeof c.body ? inference__model_infer_response__unpack(NULL, c.body_n - 5, c.body + 5)
+                                                  : NULL;
+    RS_CHECK(r && r->n_raw_output_contents == 1 && r->raw_output_contents[0].len == 2 * NOUT * sizeof(float),
+             "the response over the socket");
+    inference__model_infer_response__free_unpacked(r, NULL);
+    /* an unknown method: UNIMPLEMENTED in the trailers, the connection goes on */
+    c.closed = false;
+    c.status = -1;
+    c.body_n = 0;
+    c.messages = 0;
+    RS_CHECK(cl_call(&c, "NoSuchMethod", &q->base, 0) && c.status == RS_GRPC_UNIMPLEMENTED, "unknown method: %d",
+             c.status);
+    cl_free(&c);
+
+    /* A generation the client walks away from after three tokens. */
+    Inference__ModelInferRequest g = INFERENCE__MODEL_INFER_REQUEST__INIT;
+    Inference__ModelInferRequest__InferInputTensor t = INFERENCE__MODEL_INFER_REQUEST__INFER_INPUT_TENSOR__INIT, *pt = &t;
+    Inference__InferParameter pv = INFERENCE__INFER_PARAMETER__INIT;
+    Inference__InferParameterEntry pe = INFERENCE__INFER_PARAMETER_ENTRY__INIT, *ppe = &pe;
+    int64_t one = 1;
+    uint8_t text[] = {2, 0, 0, 0, 'a', 'b'};
+    ProtobufCBinaryData raw = {sizeof text, text};
+    g.model_name = "g";
+    g.n_inputs = 1;
+    g.inputs = &pt;
+    t.name = "text_input";
+    t.datatype = "BYTES";
+    t.n_shape = 1;
+    t.shape = &one;
+    g.n_raw_input_contents = 1;
+    g.raw_input_contents = &raw;
+    pe.key = "max_tokens";
+    pv.parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM;
+    pv.int64_param = 100000;
+    pe.value = &pv;
+    g.n_parameters = 1;
+    g.parameters = &ppe;
+    RS_CHECK(cl_open(&c, port) && cl_call(&c, "ModelStreamInfer", &g.base, 3) && c.messages >= 3,
+             "three tokens streamed (%d)", c.messages);
+    cl_free(&c); /* gone, mid-stream */
+    /* the server streams on: a short generation on a new connection, one message per token */
+    pv.int64_param = 7;
+    RS_CHECK(cl_open(&c, port) && cl_call(&c, "ModelStreamInfer", &g.base, 0) && c.status == 0 && c.messages == 7,
+             "after the vanished client: %d messages, status %d", c.messages, c.status);
+    cl_free(&c);
+}
+
 int main(void)
 {
     frames();
@@ -152,6 +363,7 @@ int main(void)
     snprintf(p, sizeof p, "%s/m/config.pbtxt", repo);
     write_file(p, "max_batch_size: 8\ndynamic_batching { }\n");
 
+    write_gpt(repo);
     rs_serve_opts o;
     rs_serve_opts_init(&o);
     o.repo = repo;
@@ -282,6 +494,7 @@ int main(void)
     static const char half[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x04\x08\x00\x00\x00\x00\x00zzzzzzzzzz";
     RS_CHECK(garbage_dropped(port, half, sizeof half - 1), "a bad frame after the preface is dropped");
     RS_CHECK(call(s, RS_GRPC_MODEL_INFER, &q.base, &g, err) == RS_GRPC_OK, "still serving: %s", err);
+    over_the_socket(s, &q);
 
     free(g.b);
     rs_serve_stop(s);
