@@ -1,7 +1,8 @@
 /* `serve`: the inference server from the prompt. SRC is a session model (written into a repository
  * first: config.pbtxt, 1/model.onnx, 1/model.safetensors; a GPT as 1/model.safetensors and
- * 1/vocab.json, served decoupled), an ONNX file (copied into one), or a repository folder. The server runs on its own threads while the prompt goes on; `serve` alone
- * lists what it serves with the counters, `serve stop` drains and stops it. One server per session. */
+ * 1/vocab.json, served decoupled), an ONNX file (copied into one), or a repository folder. The server
+ * runs on its own threads while the prompt goes on; `serve` alone lists what it serves with the
+ * counters, `serve stop` drains and stops it. One server per session. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

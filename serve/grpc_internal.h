@@ -4,6 +4,7 @@
 #define RS_SERVE_GRPC_INTERNAL_H
 
 #include "grpc_frame.h"
+#include "serve/grpc_service.pb-c.h"
 #include "server.h"
 
 typedef enum rs_grpc_method {
@@ -32,5 +33,23 @@ typedef struct rs_grpc_sink {
  * Triton does: the stream goes on; it returns RS_GRPC_OK unless the sink is cancelled. */
 rs_grpc_code rs_grpc_call(rs_serve_server *s, rs_grpc_method m, const uint8_t *req, size_t n, const rs_grpc_sink *out,
                           char *errmsg, size_t errmsg_n);
+
+/* ---- shared by grpc_methods.c and grpc_infer.c ---- */
+
+/* msg = the formatted text; returns code. */
+rs_grpc_code rs_grpc_fail(char *msg, size_t n, rs_grpc_code code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* Packs m and hands it to the sink. */
+rs_grpc_code rs_grpc_emit(const rs_grpc_sink *o, const ProtobufCMessage *m, char *msg, size_t n);
+/* s, or "" for NULL (protobuf-c leaves absent strings as its empty string; this is for our own NULLs). */
+char *rs_grpc_str(const char *s);
+/* The model NAME held (release it) with *v its version, or NULL with *code and msg saying why. */
+rs_serve_model *rs_grpc_model_of(rs_serve_server *s, const char *name, const char *version, rs_serve_version **v,
+                                 rs_grpc_code *code, char *msg, size_t n);
+/* ModelInfer on a tensor model; stream: answer as a ModelStreamInferResponse. */
+rs_grpc_code rs_grpc_model_infer(rs_serve_server *s, const Inference__ModelInferRequest *q, bool stream,
+                                 const rs_grpc_sink *o, char *msg, size_t n);
+/* One ModelStreamInfer request message (failures in-band). */
+rs_grpc_code rs_grpc_stream_infer(rs_serve_server *s, const uint8_t *req, size_t len, const rs_grpc_sink *o, char *msg,
+                                  size_t n);
 
 #endif

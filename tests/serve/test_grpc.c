@@ -468,10 +468,13 @@ int main(void)
     sq.name = "m";
     RS_CHECK(call(s, RS_GRPC_MODEL_STATISTICS, &sq.base, &g, err) == RS_GRPC_OK, "stats: %s", err);
     Inference__ModelStatisticsResponse *st = inference__model_statistics_response__unpack(NULL, g.n, g.b);
-    RS_CHECK(st && st->n_model_stats == 1 && st->model_stats[0]->inference_count == 4 &&
-                 st->model_stats[0]->inference_stats->success->count == 2 &&
-                 st->model_stats[0]->inference_stats->fail->count == 2,
-             "statistics count what ran and what failed: %llu %llu %llu", st ? (unsigned long long)st->model_stats[0]->inference_count : 0ULL, st ? (unsigned long long)st->model_stats[0]->inference_stats->success->count : 0ULL, st ? (unsigned long long)st->model_stats[0]->inference_stats->fail->count : 0ULL);
+    const Inference__ModelStatistics *ms = st && st->n_model_stats == 1 ? st->model_stats[0] : NULL;
+    RS_CHECK(ms && ms->inference_count == 4 && ms->inference_stats->success->count == 2 &&
+                 ms->inference_stats->fail->count == 2,
+             "statistics count what ran and what failed: %llu samples, %llu ok, %llu failed",
+             ms ? (unsigned long long)ms->inference_count : 0ULL,
+             ms ? (unsigned long long)ms->inference_stats->success->count : 0ULL,
+             ms ? (unsigned long long)ms->inference_stats->fail->count : 0ULL);
     inference__model_statistics_response__free_unpacked(st, NULL);
 
     /* config and metadata say what the repository does */
