@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Triton's own gRPC client (tritonclient[grpc]) against `ringside serve --repo`: live/ready, metadata,
 config, infer (binary tensors) checked against ONNX Runtime, concurrent requests merged into batches,
-statistics, load/unload/index, bad requests with Triton's status codes, garbage bytes on the gRPC
+64 concurrent clients each checked, statistics, load/unload/index, bad requests with Triton's status codes, garbage bytes on the gRPC
 socket; then a GPT served decoupled: start_stream/async_stream_infer token by token, equal to
 `ringside generate` with the same seed, a client dropped mid-stream, and the HTTP generate extension
 (generate and generate_stream read as server-sent events by a raw HTTP client).
@@ -211,6 +211,26 @@ def main():
               "every batched answer equals its input run alone")
         check(after.inference_stats.success.count == before.inference_stats.success.count + 16
               and any(b.batch_size > 1 for b in after.batch_stats), "statistics: successes and batch sizes")
+
+        # 64 clients at once, each on its own channel, 4 requests each: every output checked.
+        bad = []
+
+        def client_loop(k):
+            cl = tg.InferenceServerClient(url)
+            r = np.random.default_rng(100 + k)
+            for _ in range(4):
+                xi = r.standard_normal((1 + k % 3, 4)).astype(np.float32)
+                try:
+                    if not np.allclose(infer(cl, "mlp", xi), ref_mlp.run(None, {"input": xi})[0], rtol=1e-4, atol=1e-5):
+                        bad.append(k)
+                except InferenceServerException as e:
+                    bad.append(str(e))
+            cl.close()
+
+        ts = [threading.Thread(target=client_loop, args=(k,)) for k in range(64)]
+        [t.start() for t in ts]
+        [t.join() for t in ts]
+        check(not bad, f"64 concurrent gRPC clients, 256 requests, every output equals ONNX Runtime ({bad[:3]})")
 
         # model control
         c.unload_model("cnn")
