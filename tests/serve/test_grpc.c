@@ -198,6 +198,7 @@ static int cl_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
 {
     (void)s, (void)f, (void)flags, (void)vl;
     if (nl == 11 && !memcmp(name, "grpc-status", 11)) ((client *)ud)->status = atoi((const char *)v);
+    if (nl == 12 && !memcmp(name, "grpc-message", 12) && getenv("RS_TEST_SHOW")) fprintf(stderr, "%.*s\n", (int)vl, v);
     return 0;
 }
 
@@ -243,6 +244,13 @@ static bool cl_call(client *c, const char *method, const ProtobufCMessage *msg, 
     protobuf_c_message_pack(msg, b + 5);
     c->req = b;
     c->req_n = n + 5;
+    c->req_off = 0;
+    c->closed = false;
+    c->status = -1;
+    c->body_n = 0;
+    c->messages = 0;
+    c->skip = 0;
+    c->pend = 0;
     char path[128];
     snprintf(path, sizeof path, "/inference.GRPCInferenceService/%s", method);
     const nghttp2_nv hd[] = {
@@ -302,12 +310,17 @@ static void over_the_socket(rs_serve_server *s, const Inference__ModelInferReque
              "the response over the socket");
     inference__model_infer_response__free_unpacked(r, NULL);
     /* an unknown method: UNIMPLEMENTED in the trailers, the connection goes on */
-    c.closed = false;
-    c.status = -1;
-    c.body_n = 0;
-    c.messages = 0;
     RS_CHECK(cl_call(&c, "NoSuchMethod", &q->base, 0) && c.status == RS_GRPC_UNIMPLEMENTED, "unknown method: %d",
              c.status);
+    /* a message over the cap (64 KB here): RESOURCE_EXHAUSTED from its prefix, the rest dropped */
+    Inference__ModelInferRequest big = *q;
+    ProtobufCBinaryData huge = {200000, calloc(1, 200000)};
+    big.raw_input_contents = &huge;
+    RS_CHECK(cl_call(&c, "ModelInfer", &big.base, 0) && c.status == RS_GRPC_RESOURCE_EXHAUSTED,
+             "over the cap: status %d", c.status);
+    free(huge.data);
+    RS_CHECK(cl_call(&c, "ModelInfer", &q->base, 0) && c.status == 0 && c.messages == 1,
+             "the same connection answers the next call (status %d)", c.status);
     cl_free(&c);
 
     /* A generation the client walks away from after three tokens. */
