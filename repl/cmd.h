@@ -122,6 +122,13 @@ struct rs_call {
 extern const rs_cmddef rs_commands[];
 const rs_cmddef *rs_cmd_find(const char *name);
 
+/* A language model's vocabulary as `generate` picks it (cmd_generate.c): data=NAME, else the newest
+ * text data set of V characters, else the built-in corpus when it has V (held in *builtin, which the
+ * caller frees with rs_data_pair_free). NULL when none fits. */
+struct rs_text_vocab;
+struct rs_data_pair;
+const struct rs_text_vocab *rs_generate_vocab(rs_session *s, const rs_call *c, int V, struct rs_data_pair *builtin);
+
 /* Option lookup by name in a parsed call: NULL when the command has no such option. */
 const rs_optval *rs_call_opt(const rs_call *c, const char *name);
 /* Convenience: the option's value, or its default, or fallback when neither exists. */

@@ -32,8 +32,8 @@ static bool should_stop(void *ud)
 }
 
 /* The vocabulary to decode with: data=NAME, else the newest text data set of the model's size, else
- * the built-in corpus when it matches (kept in *builtin, freed by the caller). */
-static const rs_text_vocab *find_vocab(rs_session *s, const rs_call *c, int V, rs_data_pair *builtin)
+ * the built-in corpus when it matches (kept in *builtin, freed by the caller). `serve` uses it too. */
+const rs_text_vocab *rs_generate_vocab(rs_session *s, const rs_call *c, int V, rs_data_pair *builtin)
 {
     const char *want = rs_call_str(c, "data", NULL);
     for (int i = s->nobjs - 1; i >= 0; i--) {
@@ -60,7 +60,7 @@ int rs_cmd_generate(rs_session *s, const rs_call *c)
     if (rs_session_check_busy(s, c, m, c->arg_pos[0], strlen(c->args[0]))) return 1;
     int V = rs_model_vocab(m->model);
     rs_data_pair builtin = {0};
-    const rs_text_vocab *v = find_vocab(s, c, V, &builtin);
+    const rs_text_vocab *v = rs_generate_vocab(s, c, V, &builtin);
     if (!v) {
         rs_data_pair_free(&builtin);
         return rs_session_error(s, c, c->arg_pos[0], strlen(c->args[0]),

@@ -1,12 +1,14 @@
 /* `serve`: the inference server from the prompt. SRC is a session model (written into a repository
- * first: config.pbtxt, 1/model.onnx, 1/model.safetensors), an ONNX file (copied into one), or a
- * repository folder. The server runs on its own threads while the prompt goes on; `serve` alone
- * lists what it serves with the counters, `serve stop` drains and stops it. One server per session. */
+ * first: config.pbtxt, 1/model.onnx, 1/model.safetensors; a GPT as 1/model.safetensors and
+ * 1/vocab.json, served decoupled), an ONNX file (copied into one), or a repository folder. The server
+ * runs on its own threads while the prompt goes on; `serve` alone lists what it serves with the
+ * counters, `serve stop` drains and stops it. One server per session. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "engine/data/data.h"
 #include "call.h"
 #include "cmd.h"
 #include "repl_log.h"
@@ -33,6 +35,7 @@ static int show(rs_session *s)
         return 0;
     }
     fprintf(s->out, "serving %s on http://127.0.0.1:%d", rs_serve_repo(srv), rs_serve_http_port(srv));
+    if (rs_serve_grpc_port(srv) >= 0) fprintf(s->out, ", gRPC on :%d", rs_serve_grpc_port(srv));
     if (rs_serve_metrics_port(srv) >= 0) fprintf(s->out, ", metrics on :%d", rs_serve_metrics_port(srv));
     fprintf(s->out, "\n");
     rs_serve_each(srv, show_one, s->out);
@@ -97,13 +100,30 @@ int rs_cmd_serve(rs_session *s, const rs_call *c)
             snprintf(repo, sizeof repo, "/tmp/ringside-serve-XXXXXX");
             if (!mkdtemp(repo)) return rs_session_error(s, c, (size_t)-1, 0, "serve: cannot make a temporary folder");
         }
-        if (rs_serve_repo_write(repo, name, o ? o->model : NULL, o ? NULL : src, &base, &err))
-            return rs_session_error(s, c, c->arg_pos[0], n, "serve: %s", err.msg);
-        fprintf(s->out, "wrote model repository %s/%s (config.pbtxt, 1/model.onnx%s)\n", repo, name,
-                o ? ", 1/model.safetensors" : "");
-        char file[1400];
-        snprintf(file, sizeof file, "%s/%s/1/model.onnx", repo, name);
-        rs_log_artifact(s, file, "onnx");
+        if (o && rs_model_tokens(o->model)) {
+            /* A GPT: served decoupled, text in and a response per token out, with generate's vocabulary. */
+            rs_data_pair builtin = {0};
+            const rs_text_vocab *v = rs_generate_vocab(s, c, rs_model_vocab(o->model), &builtin);
+            rs_status st = v ? rs_serve_repo_write_gpt(repo, name, o->model, v->chars, v->n, &base, &err)
+                             : rs_err_set(&err, RS_ERR_ARG, "no text data set has %s's vocabulary of %d characters; "
+                                          "open the text it was trained on (data t = text FILE) or name it with data=",
+                                          src, rs_model_vocab(o->model));
+            rs_data_pair_free(&builtin);
+            if (st) return rs_session_error(s, c, c->arg_pos[0], n, "serve: %s", err.msg);
+            fprintf(s->out, "wrote model repository %s/%s (config.pbtxt, decoupled; 1/model.safetensors, "
+                    "1/vocab.json)\n", repo, name);
+            char file[1400];
+            snprintf(file, sizeof file, "%s/%s/1/model.safetensors", repo, name);
+            rs_log_artifact(s, file, "safetensors");
+        } else {
+            if (rs_serve_repo_write(repo, name, o ? o->model : NULL, o ? NULL : src, &base, &err))
+                return rs_session_error(s, c, c->arg_pos[0], n, "serve: %s", err.msg);
+            fprintf(s->out, "wrote model repository %s/%s (config.pbtxt, 1/model.onnx%s)\n", repo, name,
+                    o ? ", 1/model.safetensors" : "");
+            char file[1400];
+            snprintf(file, sizeof file, "%s/%s/1/model.onnx", repo, name);
+            rs_log_artifact(s, file, "onnx");
+        }
     } else if (is_dir(src)) {
         snprintf(repo, sizeof repo, "%s", src);
     } else {
@@ -115,11 +135,13 @@ int rs_cmd_serve(rs_session *s, const rs_call *c)
     rs_serve_opts_init(&so);
     so.repo = repo;
     so.host = rs_call_str(c, "host", NULL);
-    long long http = rs_call_int(c, "http", 8000), metrics = rs_call_int(c, "metrics", 8002);
-    if (http < 0 || http > 65535 || metrics < -1 || metrics > 65535)
-        return rs_session_error(s, c, (size_t)-1, 0, "serve: http= takes a port 0..65535 (0: any free one) and "
-                                "metrics= 0..65535 or -1 (none)");
+    long long http = rs_call_int(c, "http", 8000), metrics = rs_call_int(c, "metrics", 8002),
+              grpc = rs_call_int(c, "grpc", 8001);
+    if (http < 0 || http > 65535 || metrics < -1 || metrics > 65535 || grpc < -1 || grpc > 65535)
+        return rs_session_error(s, c, (size_t)-1, 0, "serve: http= takes a port 0..65535 (0: any free one), "
+                                "grpc= and metrics= 0..65535 or -1 (none)");
     so.http_port = (int)http;
+    so.grpc_port = (int)grpc;
     so.metrics_port = (int)metrics;
     if (rs_call_given(c, "max_batch")) so.max_batch = base.max_batch_size;
     if (rs_call_given(c, "instances")) so.instances = base.instance_count;

@@ -204,12 +204,14 @@ static const rs_optdef view_opts[] = {
 static const rs_optdef serve_opts[] = {
     {"name", RS_T_STRING, NULL, "the model's name in the repository (default: the model's or file's name)", NULL},
     {"http", RS_T_INT, "8000", "KServe v2 HTTP port (0: any free port)", NULL},
+    {"grpc", RS_T_INT, "8001", "gRPC port, Triton's GRPCInferenceService (0: any free port; -1: none)", NULL},
     {"metrics", RS_T_INT, "8002", "Prometheus metrics port (-1: none)", NULL},
     {"host", RS_T_STRING, "127.0.0.1", "address to bind (0.0.0.0: every interface)", NULL},
     {"max_batch", RS_T_INT, "64", "max_batch_size: the largest batch the batcher forms", NULL},
     {"delay", RS_T_DURATION, "500us", "max_queue_delay: how long a request waits for a fuller batch", NULL},
     {"instances", RS_T_INT, "1", "instances of the model running in parallel, each with its own activations", NULL},
     {"repo", RS_T_PATH, NULL, "where to write the repository for a model or file (default: a new /tmp folder)", NULL},
+    {"data", RS_T_STRING, NULL, "a GPT's text data set: its characters are the tokens (default: as generate picks)", NULL},
     {NULL, 0, NULL, NULL, NULL},
 };
 static const char *const serve_words[] = {"stop", NULL};
@@ -455,13 +457,15 @@ const rs_cmddef rs_commands[] = {
      "loaded into or rebound; eval, predict and show see the weights from before the run.\n"
      "`jobs stop=N` stops run N; `quit` stops every one (Ctrl-C at the prompt does not).",
      false, NULL, {{0}}, 0, jobs_opts, false, rs_cmd_jobs, NULL},
-    {"serve", "models", "serve MODEL|FILE.onnx|REPO [http=8000] [max_batch=64] [delay=500us] ... | serve stop    Triton-compatible server",
-     "Serves a session model, an ONNX file or a Triton model repository over KServe v2 HTTP (Triton's\n"
-     "clients work as they are) with Prometheus metrics, in the background while the prompt goes on.\n"
-     "A model or file is first written into a repository (NAME/config.pbtxt, NAME/1/model.onnx).\n"
+    {"serve", "models", "serve MODEL|FILE.onnx|REPO [http=8000] [grpc=8001] [max_batch=64] [delay=500us] ... | serve stop    Triton-compatible server",
+     "Serves a session model, an ONNX file or a Triton model repository over KServe v2 HTTP and gRPC\n"
+     "(Triton's clients work as they are) with Prometheus metrics, in the background while the prompt\n"
+     "goes on. A model or file is first written into a repository (NAME/config.pbtxt, NAME/1/model.onnx).\n"
      "Requests are merged by a dynamic batcher (max_batch=, delay=) and run on instances= threads.\n"
+     "A GPT is served decoupled: one response per generated token over gRPC ModelStreamInfer, and\n"
+     "HTTP POST /v2/models/NAME/generate and generate_stream (server-sent events).\n"
      "`serve` alone shows what is served and its counters; `serve stop` drains and stops.\n"
-     "Standalone: ringside serve --repo DIR [--http PORT] [--metrics PORT] [--host ADDR].",
+     "Standalone: ringside serve --repo DIR [--http PORT] [--grpc PORT] [--metrics PORT] [--host ADDR].",
      false, NULL, {{"SRC", RS_A_PATH, true, serve_words}}, 1, serve_opts, false, rs_cmd_serve, NULL},
     {"export", "models", "export MODEL FILE.onnx [opset=17] | export session N FILE.ring    ONNX, or a session as a script",
      "  export MODEL FILE.onnx [opset=17] [softmax=on]\n"

@@ -17,9 +17,9 @@ PACKAGES=(
 )
 # Python packages for the interop tests; the tests skip their part (and say so) when these are absent.
 # PY_MODULES are pip's names, PY_IMPORTS the modules that show they are there (tritonclient[http]: Triton's
-# own HTTP client, which the serve tests point at `ringside serve`).
-PY_MODULES=(safetensors numpy onnx onnxruntime 'tritonclient[http]')
-PY_IMPORTS=(safetensors numpy onnx onnxruntime tritonclient.http)
+# own HTTP client, which the serve tests point at `ringside serve`; tritonclient[grpc]: its gRPC client).
+PY_MODULES=(safetensors numpy onnx onnxruntime 'tritonclient[http]' 'tritonclient[grpc]')
+PY_IMPORTS=(safetensors numpy onnx onnxruntime tritonclient.http tritonclient.grpc)
 
 say() { printf 'setup: %s\n' "$*"; }
 

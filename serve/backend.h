@@ -9,18 +9,42 @@
 typedef struct rs_serve_backend rs_serve_backend; /* a loaded model, shared by its instances */
 typedef struct rs_serve_inst rs_serve_inst;       /* one instance: what a pass writes (its own rs_acts) */
 
-/* Loads path (an .onnx file). Caller owns *out. */
+/* Loads path: an .onnx file (kind "engine"), or a model.safetensors holding a token model (a GPT; kind
+ * "gpt") with a vocab.json beside it ({"chars": [byte of token 0, byte of token 1, ...]}): text in,
+ * text out, served decoupled (a response per generated token). Caller owns *out. */
 rs_status rs_serve_backend_load(const char *path, rs_serve_backend **out, rs_err *err);
 void rs_serve_backend_free(rs_serve_backend *b); /* after every instance; NULL is a no-op */
 /* The model's input and output as a config states them (per sample: no batch dim). */
 void rs_serve_backend_io(const rs_serve_backend *b, rs_serve_io *in, rs_serve_io *out);
-/* "engine": every model runs on the engine's executor with an activation set per instance. */
+/* "engine": every model runs on the engine's executor with an activation set per instance; "gpt": a
+ * token model that generates (rs_serve_inst_generate), each instance with its own decoder. */
 const char *rs_serve_backend_kind(const rs_serve_backend *b);
+bool rs_serve_backend_generates(const rs_serve_backend *b);
 
 /* An instance for batches up to max_batch. Instances of one backend run at the same time. */
 rs_status rs_serve_inst_new(rs_serve_backend *b, int max_batch, rs_serve_inst **out, rs_err *err);
 void rs_serve_inst_free(rs_serve_inst *in);
 /* y (B, output numel) = model(x (B, input numel)). */
 rs_status rs_serve_inst_run(rs_serve_inst *in, const float *x, int B, float *y, rs_err *err);
+
+/* One generation request: the prompt's text, the sampling settings (the engine's rs_gen_cfg), and
+ * where each token's text goes as soon as it is drawn. stop is polled before each token. */
+typedef struct rs_serve_gen {
+    const char *prompt;
+    size_t plen;
+    int max_tokens;
+    float temperature;
+    int top_k;
+    uint64_t seed;
+    void (*on_text)(void *ud, const char *text, size_t n);
+    bool (*stop)(void *ud);
+    void *ud;
+    int tokens;            /* out: tokens generated */
+} rs_serve_gen;
+
+/* Defaults of a request that says nothing: `generate`'s (200 tokens, temperature 0.8, top_k 40, seed 1). */
+void rs_serve_gen_init(rs_serve_gen *g);
+/* Generates on an instance of a "gpt" backend. A prompt character outside the vocabulary is RS_ERR_ARG. */
+rs_status rs_serve_inst_generate(rs_serve_inst *in, rs_serve_gen *g, rs_err *err);
 
 #endif

@@ -30,8 +30,31 @@ typedef struct conn {
     bool too_big;
 } conn;
 
+static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)pos;
+    ssize_t n = rs_serve_sse_read(cls, buf, max);
+    return n < 0 ? MHD_CONTENT_READER_END_OF_STREAM : n;
+}
+
+static void sse_free(void *cls) { rs_serve_sse_free(cls); }
+
 static void reply_send(struct MHD_Connection *c, rs_serve_reply *r)
 {
+    if (r->sse) { /* events as they come: with a thread per connection, the reader may block */
+        rs_serve_sse *x = r->sse;
+        r->sse = NULL;
+        struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, sse_read, x, sse_free);
+        if (!resp) {
+            rs_serve_sse_free(x);
+            return;
+        }
+        MHD_add_response_header(resp, "Content-Type", "text/event-stream");
+        MHD_add_response_header(resp, "Cache-Control", "no-cache");
+        MHD_queue_response(c, (unsigned)r->status, resp);
+        MHD_destroy_response(resp);
+        return;
+    }
     struct MHD_Response *resp = MHD_create_response_from_buffer(r->len, r->body ? r->body : (void *)"",
                                                                 r->body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
     r->body = NULL; /* the response owns it now */
@@ -135,9 +158,17 @@ static void route_model(rs_serve_server *s, const char *method, char **seg, int 
         rs_serve_reply_json(r, 200, rs_serve_json_model_config(m));
     } else if (!strcmp(what, "infer")) {
         if (strcmp(method, "POST")) rs_serve_reply_error(r, 405, "infer takes POST");
+        else if (rs_serve_backend_generates(v->backend))
+            rs_serve_reply_error(r, 400, "model '%s' is decoupled (it generates text): POST to generate or "
+                                 "generate_stream", name);
         else rs_serve_infer(m, v, b->buf ? b->buf : "", b->n, hlen, r);
+    } else if (!strcmp(what, "generate") || !strcmp(what, "generate_stream")) {
+        if (strcmp(method, "POST")) rs_serve_reply_error(r, 405, "%s takes POST", what);
+        else if (!strcmp(what, "generate")) rs_serve_generate(m, v, b->buf ? b->buf : "", b->n, r);
+        else rs_serve_generate_stream(s, m, v, b->buf ? b->buf : "", b->n, r);
     } else {
-        rs_serve_reply_error(r, 404, "no such endpoint: '%s' (ready, config, stats, infer)", what);
+        rs_serve_reply_error(r, 404, "no such endpoint: '%s' (ready, config, stats, infer, generate, "
+                             "generate_stream)", what);
     }
     rs_serve_release(s, m);
 }
@@ -212,9 +243,9 @@ static void route(rs_serve_http *h, const char *url, const char *method, const c
         return;
     }
     if (n == 1) {
-        rs_serve_reply_json(r, 200, json_pack("{s:s,s:s,s:[s,s,s,s]}", "name", "ringside", "version", RS_SERVE_VERSION,
+        rs_serve_reply_json(r, 200, json_pack("{s:s,s:s,s:[s,s,s,s,s]}", "name", "ringside", "version", RS_SERVE_VERSION,
                                               "extensions", "binary_tensor_data", "model_repository",
-                                              "model_configuration", "statistics"));
+                                              "model_configuration", "statistics", "generate"));
     } else if (n == 3 && !strcmp(seg[1], "health") && (!strcmp(seg[2], "live") || !strcmp(seg[2], "ready"))) {
         reply_empty(r, 200);
     } else if (n == 3 && !strcmp(seg[1], "models") && !strcmp(seg[2], "stats")) {

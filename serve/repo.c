@@ -82,7 +82,11 @@ rs_status rs_serve_repo_list(const char *repo, char ***names, int *n, rs_err *er
 
 void rs_serve_repo_model_path(const char *repo, const char *name, int64_t version, char *buf, size_t n)
 {
-    snprintf(buf, n, "%s/%s/%lld/model.onnx", repo, name, (long long)version);
+    char onnx[4400], weights[4400];
+    snprintf(onnx, sizeof onnx, "%s/%s/%lld/model.onnx", repo, name, (long long)version);
+    snprintf(weights, sizeof weights, "%s/%s/%lld/model.safetensors", repo, name, (long long)version);
+    /* model.onnx; else a GPT's weights (with vocab.json beside them), served decoupled */
+    snprintf(buf, n, "%s", !is_file(onnx) && is_file(weights) ? weights : onnx);
 }
 
 rs_status rs_serve_repo_model(const char *repo, const char *name, rs_serve_config *c, int64_t *versions, int *nversions,
@@ -124,7 +128,8 @@ rs_status rs_serve_repo_model(const char *repo, const char *name, rs_serve_confi
     closedir(d);
     qsort(found, (size_t)nf, sizeof *found, cmp_i64);
     if (nf == 0)
-        return rs_err_set(err, RS_ERR_ARG, "model '%s' has no version folder with a model.onnx (%s/1/model.onnx)",
+        return rs_err_set(err, RS_ERR_ARG, "model '%s' has no version folder with a model.onnx (%s/1/model.onnx) or, for a GPT, a "
+                          "model.safetensors",
                           name, dir);
     if (c->vpolicy == RS_SERVE_VP_ALL) {
         for (int i = 0; i < nf && *nversions < max; i++) versions[(*nversions)++] = found[i];

@@ -15,10 +15,10 @@ bool rs_serve_name_ok(const char *name);
 rs_status rs_serve_repo_list(const char *repo, char ***names, int *n, rs_err *err);
 
 /* Reads NAME's config (or a default one named NAME) and picks the versions its version_policy
- * serves from the numeric folders holding a model.onnx: writes at most max, ascending. */
+ * serves from the numeric folders holding a model.onnx (or a GPT's model.safetensors): writes at most max, ascending. */
 rs_status rs_serve_repo_model(const char *repo, const char *name, rs_serve_config *c, int64_t *versions, int *nversions,
                               int max, rs_err *err);
-/* REPO/NAME/VERSION/model.onnx into buf. */
+/* REPO/NAME/VERSION/model.onnx into buf (model.safetensors, a GPT's, when only that one exists). */
 void rs_serve_repo_model_path(const char *repo, const char *name, int64_t version, char *buf, size_t n);
 
 #endif

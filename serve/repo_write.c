@@ -76,3 +76,50 @@ rs_status rs_serve_repo_write(const char *repo, const char *name, rs_model *m, c
     free(text);
     return ok ? RS_OK : rs_err_set(err, RS_ERR_IO, "%s: cannot write", p);
 }
+
+rs_status rs_serve_repo_write_gpt(const char *repo, const char *name, rs_model *m, const uint8_t *chars, int nchars,
+                                  const rs_serve_config *base, rs_err *err)
+{
+    if (!rs_serve_name_ok(name))
+        return rs_err_set(err, RS_ERR_ARG, "'%.60s' is not a model name (letters, digits, '_', '-', '.')", name);
+    if (nchars != rs_model_vocab(m))
+        return rs_err_set(err, RS_ERR_ARG, "the vocabulary has %d characters, the model %d", nchars, rs_model_vocab(m));
+    char dir[4096], p[4200];
+    snprintf(dir, sizeof dir, "%s/%s", repo, name);
+    rs_status st = mkdir_ok(repo, err);
+    if (!st) st = mkdir_ok(dir, err);
+    snprintf(p, sizeof p, "%s/1", dir);
+    if (!st) st = mkdir_ok(p, err);
+    snprintf(p, sizeof p, "%s/1/model.onnx", dir);
+    remove(p); /* an earlier export of another model would be served instead of the weights */
+    snprintf(p, sizeof p, "%s/1/model.safetensors", dir);
+    if (!st) st = rs_ckpt_save_model(p, m, err);
+    if (st) return st;
+    snprintf(p, sizeof p, "%s/1/vocab.json", dir);
+    FILE *f = fopen(p, "w");
+    bool ok = f && fputs("{\"chars\": [", f) >= 0;
+    for (int i = 0; ok && i < nchars; i++) ok = fprintf(f, "%s%d", i ? ", " : "", chars[i]) > 0;
+    ok = ok && fputs("]}\n", f) >= 0;
+    if (f) ok &= fclose(f) == 0;
+    if (!ok) return rs_err_set(err, RS_ERR_IO, "%s: cannot write", p);
+    rs_serve_config c;
+    rs_serve_config_init(&c);
+    snprintf(c.name, sizeof c.name, "%s", name);
+    snprintf(c.backend, sizeof c.backend, "ringside_gpt");
+    c.instance_count = base->instance_count;
+    c.decoupled = true;
+    c.ninputs = c.noutputs = 1;
+    snprintf(c.inputs[0].name, sizeof c.inputs[0].name, "text_input");
+    snprintf(c.outputs[0].name, sizeof c.outputs[0].name, "text_output");
+    c.inputs[0].dtype = c.outputs[0].dtype = RS_SERVE_STRING;
+    c.inputs[0].rank = c.outputs[0].rank = 1;
+    c.inputs[0].dims[0] = c.outputs[0].dims[0] = 1;
+    char *text = rs_serve_config_write(&c);
+    if (!text) return rs_err_set(err, RS_ERR_NOMEM, "out of memory");
+    snprintf(p, sizeof p, "%s/config.pbtxt", dir);
+    f = fopen(p, "w");
+    ok = f && fputs(text, f) >= 0;
+    if (f) ok &= fclose(f) == 0;
+    free(text);
+    return ok ? RS_OK : rs_err_set(err, RS_ERR_IO, "%s: cannot write", p);
+}

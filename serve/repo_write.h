@@ -14,4 +14,11 @@
 rs_status rs_serve_repo_write(const char *repo, const char *name, rs_model *m, const char *onnx,
                               const rs_serve_config *base, rs_err *err);
 
+/* A token model (a GPT) into REPO/NAME, to be served decoupled: 1/model.safetensors (the spec rides in
+ * its metadata), 1/vocab.json (chars[id]: the byte of token id, nchars of them) and a config.pbtxt
+ * with text_input -> text_output (TYPE_STRING, [ 1 ]) and model_transaction_policy { decoupled: true }.
+ * base gives instance_group's count; batching settings do not apply (a generation runs alone). */
+rs_status rs_serve_repo_write_gpt(const char *repo, const char *name, rs_model *m, const uint8_t *chars, int nchars,
+                                  const rs_serve_config *base, rs_err *err);
+
 #endif

@@ -15,6 +15,7 @@ typedef struct req {
     const float *x;
     float *y;
     int B;
+    rs_serve_gen *gen;     /* a generation instead of x -> y */
     uint64_t t_enq;
     bool done;
     rs_status st;
@@ -74,7 +75,7 @@ static req *take_batch(rs_serve_sched *s, int *rows)
     req *first = s->head, *last = first;
     int n = first->B;
     int cap = s->max_batch > 0 && s->dynamic ? s->max_batch : first->B;
-    while (last->next && n + last->next->B <= cap) {
+    while (!first->gen && last->next && !last->next->gen && n + last->next->B <= cap) {
         last = last->next;
         n += last->B;
     }
@@ -148,7 +149,8 @@ static void *inst_main(void *arg)
             y = yout;
         }
         uint64_t t1 = rs_serve_now_ns();
-        if (!st) st = rs_serve_inst_run(t->inst, x, rows, y, &err);
+        if (!st && batch->gen) st = rs_serve_inst_generate(t->inst, batch->gen, &err);
+        else if (!st) st = rs_serve_inst_run(t->inst, x, rows, y, &err);
         uint64_t t2 = rs_serve_now_ns();
         if (!st && batch->next) {
             size_t off = 0;
@@ -243,12 +245,32 @@ rs_status rs_serve_sched_new(rs_serve_backend *b, const rs_serve_config *c, rs_s
     return RS_OK;
 }
 
+static rs_status enqueue_wait(rs_serve_sched *s, req *rq, rs_err *err);
+
 rs_status rs_serve_sched_infer(rs_serve_sched *s, const float *x, int B, float *y, rs_err *err)
 {
     if (B < 1) return rs_err_set(err, RS_ERR_ARG, "a batch of %d samples", B);
     if (s->max_batch > 0 && B > s->max_batch)
         return rs_err_set(err, RS_ERR_ARG, "batch size %d is larger than the model's max_batch_size %d", B, s->max_batch);
+    if (rs_serve_backend_generates(s->b))
+        return rs_err_set(err, RS_ERR_UNSUPPORTED, "the model generates text: it is decoupled (ModelStreamInfer, "
+                          "or HTTP generate / generate_stream)");
     req r = {.x = x, .y = y, .B = B, .t_enq = rs_serve_now_ns()};
+    return enqueue_wait(s, &r, err);
+}
+
+rs_status rs_serve_sched_generate(rs_serve_sched *s, rs_serve_gen *g, rs_err *err)
+{
+    if (!rs_serve_backend_generates(s->b))
+        return rs_err_set(err, RS_ERR_UNSUPPORTED, "the model does not generate text (send it tensors to infer)");
+    req r = {.B = 1, .gen = g, .t_enq = rs_serve_now_ns()};
+    return enqueue_wait(s, &r, err);
+}
+
+/* Queues r (the caller's stack) and waits until an instance ran it. */
+static rs_status enqueue_wait(rs_serve_sched *s, req *rq, rs_err *err)
+{
+    req r = *rq;
     pthread_mutex_lock(&s->mu);
     if (s->stopping) {
         pthread_mutex_unlock(&s->mu);
@@ -266,7 +288,7 @@ rs_status rs_serve_sched_infer(rs_serve_sched *s, const float *x, int B, float *
     else s->head = &r;
     s->tail = &r;
     s->queued++;
-    s->queued_rows += B;
+    s->queued_rows += r.B;
     pthread_cond_broadcast(&s->work);
     while (!r.done) pthread_cond_wait(&s->done, &s->mu);
     pthread_mutex_unlock(&s->mu);

@@ -33,6 +33,9 @@ rs_status rs_serve_sched_new(rs_serve_backend *b, const rs_serve_config *c, rs_s
 /* Runs B samples x (B, input numel) into y (B, output numel); blocks until they ran. A full queue is
  * RS_ERR_UNSUPPORTED at once ("queue is full"); after rs_serve_sched_free began, RS_ERR_CANCELLED. */
 rs_status rs_serve_sched_infer(rs_serve_sched *s, const float *x, int B, float *y, rs_err *err);
+/* Runs one generation (a "gpt" backend) on the next free instance; blocks until it finished, g->on_text
+ * called from the instance's thread meanwhile. Counted as one inference and one execution. */
+rs_status rs_serve_sched_generate(rs_serve_sched *s, rs_serve_gen *g, rs_err *err);
 /* A request that failed before it reached the queue (bad shape, bad JSON): counted as a failure. */
 void rs_serve_sched_count_fail(rs_serve_sched *s, uint64_t ns);
 /* A snapshot of the statistics; free its arrays with rs_serve_stats_free. */

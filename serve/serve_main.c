@@ -1,5 +1,6 @@
-/* `ringside serve --repo DIR [--http PORT] [--metrics PORT] [--host ADDR]`: the standalone server.
- * Triton's spellings (--model-repository, --http-port, --metrics-port, --http-address) work too, so
+/* `ringside serve --repo DIR [--http PORT] [--grpc PORT] [--metrics PORT] [--host ADDR]`: the standalone
+ * server. Triton's spellings (--model-repository, --http-port, --grpc-port, --metrics-port,
+ * --http-address) work too, so
  * a command line written for tritonserver needs only its program name changed. SIGTERM or SIGINT
  * stops listening, lets the requests in flight finish and exits 0. */
 #include <pthread.h>
@@ -12,10 +13,12 @@
 
 static void usage(FILE *f)
 {
-    fputs("usage: ringside serve --repo DIR [--http PORT] [--metrics PORT] [--host ADDR]\n"
+    fputs("usage: ringside serve --repo DIR [--http PORT] [--grpc PORT] [--metrics PORT] [--host ADDR]\n"
           "  --repo DIR       a model repository in Triton's layout (NAME/config.pbtxt, NAME/1/model.onnx);\n"
           "                   also --model-repository DIR\n"
           "  --http PORT      KServe v2 HTTP/REST port (default 8000; 0 picks a free one); also --http-port\n"
+          "  --grpc PORT      gRPC port, Triton's GRPCInferenceService (default 8001; 0 picks a free one;\n"
+          "                   -1 turns it off); also --grpc-port\n"
           "  --metrics PORT   Prometheus metrics port (default 8002; -1 turns it off); also --metrics-port\n"
           "  --host ADDR      address to bind (default 127.0.0.1; 0.0.0.0 for every interface);\n"
           "                   also --http-address\n"
@@ -53,6 +56,7 @@ int rs_serve_main(int argc, char **argv, FILE *out, FILE *errf)
     rs_serve_opts_init(&o);
     o.http_port = 8000;
     o.metrics_port = 8002;
+    o.grpc_port = 8001;
     static const char *const repo_n[] = {"--repo", "--model-repository", "--model-store", NULL};
     static const char *const http_n[] = {"--http", "--http-port", NULL};
     static const char *const met_n[] = {"--metrics", "--metrics-port", NULL};
@@ -76,7 +80,10 @@ int rs_serve_main(int argc, char **argv, FILE *out, FILE *errf)
                 return 2;
             }
         } else if ((v = opt(argc, argv, &i, grpc_n))) {
-            fprintf(errf, "ringside serve: gRPC is not served yet; --grpc-port %s ignored\n", v);
+            if (!port_of(v, &o.grpc_port, -1)) {
+                fprintf(errf, "ringside serve: --grpc '%s' is not a port (0..65535, or -1 for none)\n", v);
+                return 2;
+            }
         } else {
             fprintf(errf, "ringside serve: unknown option '%s'\n", argv[i]);
             usage(errf);
@@ -113,6 +120,7 @@ int rs_serve_main(int argc, char **argv, FILE *out, FILE *errf)
     }
     fprintf(out, "ringside serve: %s on http://%s:%d (KServe v2)", o.repo, o.host ? o.host : "127.0.0.1",
             rs_serve_http_port(s));
+    if (rs_serve_grpc_port(s) >= 0) fprintf(out, ", gRPC on %s:%d", o.host ? o.host : "127.0.0.1", rs_serve_grpc_port(s));
     if (rs_serve_metrics_port(s) >= 0) fprintf(out, ", metrics on http://%s:%d/metrics", o.host ? o.host : "127.0.0.1",
                                                 rs_serve_metrics_port(s));
     fprintf(out, "\n");

@@ -24,12 +24,14 @@ struct rs_serve_server {
     entry *e;               /* (n), owned */
     int n, cap;
     rs_serve_http *http, *metrics; /* owned */
+    rs_serve_grpc *grpc;           /* owned */
 };
 
 void rs_serve_opts_init(rs_serve_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->max_batch = o->instances = -1;
+    o->grpc_port = -1;
     o->delay_us = -1;
 }
 
@@ -91,6 +93,38 @@ static rs_status complete(rs_serve_config *c, const rs_serve_backend *b, const c
     return RS_OK;
 }
 
+/* A GPT: text_input -> text_output (TYPE_STRING, [1]), decoupled, one request per execution. */
+static rs_status complete_gpt(rs_serve_config *c, const char *where, rs_err *err)
+{
+    if (!c->decoupled)
+        return rs_err_set(err, RS_ERR_UNSUPPORTED, "%s: a GPT answers with a response per token: its config needs "
+                          "model_transaction_policy { decoupled: true }", where);
+    static const char *const names[2] = {"text_input", "text_output"};
+    rs_serve_io *ios[2] = {c->inputs, c->outputs};
+    int *ns[2] = {&c->ninputs, &c->noutputs};
+    for (int k = 0; k < 2; k++) {
+        if (*ns[k] == 0) {
+            *ns[k] = 1;
+            memset(ios[k], 0, sizeof *ios[k]);
+            snprintf(ios[k]->name, sizeof ios[k]->name, "%s", names[k]);
+            ios[k]->dtype = RS_SERVE_STRING;
+            ios[k]->rank = 1;
+            ios[k]->dims[0] = 1;
+        }
+        if (*ns[k] != 1 || strcmp(ios[k]->name, names[k]) || ios[k]->dtype != RS_SERVE_STRING)
+            return rs_err_set(err, RS_ERR_UNSUPPORTED, "%s: a GPT has one input text_input and one output text_output, "
+                              "both TYPE_STRING with dims [ 1 ]", where);
+        ios[k]->rank = 1;
+        ios[k]->dims[0] = 1;
+    }
+    c->max_batch_size = 0; /* a generation runs alone on its instance */
+    c->dynamic_batching = false;
+    if (!c->platform[0] && !c->backend[0]) snprintf(c->backend, sizeof c->backend, "ringside_gpt");
+    if (!c->instance_kind[0]) snprintf(c->instance_kind, sizeof c->instance_kind, "KIND_CPU");
+    if (c->instance_count <= 0) c->instance_count = 1;
+    return RS_OK;
+}
+
 static rs_status model_load(rs_serve_server *s, const char *name, rs_serve_model **out, rs_err *err)
 {
     *out = NULL;
@@ -107,9 +141,6 @@ static rs_status model_load(rs_serve_server *s, const char *name, rs_serve_model
             c->dynamic_batching = true;
             c->max_queue_delay_us = s->o.delay_us;
         }
-        if (c->decoupled)
-            st = rs_err_set(err, RS_ERR_UNSUPPORTED, "model '%s' is decoupled (model_transaction_policy); streaming "
-                            "models are not served yet", name);
     }
     for (int i = 0; !st && i < nv; i++) {
         char path[4400];
@@ -117,7 +148,10 @@ static rs_status model_load(rs_serve_server *s, const char *name, rs_serve_model
         rs_serve_version *v = &m->v[m->nversions];
         v->version = vers[i];
         st = rs_serve_backend_load(path, &v->backend, err);
-        if (!st) st = complete(c, v->backend, path, err);
+        if (!st) st = rs_serve_backend_generates(v->backend) ? complete_gpt(c, path, err) : complete(c, v->backend, path, err);
+        if (!st && c->decoupled && !rs_serve_backend_generates(v->backend))
+            st = rs_err_set(err, RS_ERR_UNSUPPORTED, "%s: model '%s' is decoupled (model_transaction_policy), but "
+                            "only a GPT (model.safetensors) answers with a stream of responses", path, name);
         if (!st) st = rs_serve_sched_new(v->backend, c, &v->sched, err);
         if (v->backend) m->nversions++;
     }
@@ -317,6 +351,7 @@ rs_status rs_serve_start(const rs_serve_opts *o, rs_serve_server **out, rs_err *
     free(names);
     size_t cap = o->body_limit ? o->body_limit : (size_t)64 << 20;
     if (o->http_port >= 0) st = rs_serve_http_start(s, s->host, o->http_port, false, cap, &s->http, err);
+    if (!st && o->grpc_port >= 0) st = rs_serve_grpc_start(s, s->host, o->grpc_port, cap, &s->grpc, err);
     if (!st && o->metrics_port >= 0) st = rs_serve_http_start(s, s->host, o->metrics_port, true, cap, &s->metrics, err);
     if (st) {
         rs_serve_stop(s);
@@ -330,6 +365,7 @@ void rs_serve_stop(rs_serve_server *s)
 {
     if (!s) return;
     rs_serve_http_stop(s->http);     /* waits for the requests in flight */
+    rs_serve_grpc_stop(s->grpc);     /* likewise */
     rs_serve_http_stop(s->metrics);
     for (int i = 0; i < s->n; i++) rs_serve_release(s, s->e[i].m);
     free(s->e);
@@ -341,4 +377,5 @@ void rs_serve_stop(rs_serve_server *s)
 
 int rs_serve_http_port(const rs_serve_server *s) { return s->http ? rs_serve_http_bound_port(s->http) : -1; }
 int rs_serve_metrics_port(const rs_serve_server *s) { return s->metrics ? rs_serve_http_bound_port(s->metrics) : -1; }
+int rs_serve_grpc_port(const rs_serve_server *s) { return s->grpc ? rs_serve_grpc_bound_port(s->grpc) : -1; }
 const char *rs_serve_repo(const rs_serve_server *s) { return s->repo; }

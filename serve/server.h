@@ -1,5 +1,5 @@
 /* A server: the models of one repository, each version scheduled by its own rs_serve_sched, behind a
- * KServe v2 HTTP front end and a Prometheus metrics endpoint. Several servers may live in one
+ * KServe v2 HTTP front end, a gRPC one (Triton's GRPCInferenceService) and a Prometheus metrics endpoint. Several servers may live in one
  * process (nothing is global); every call is thread-safe. */
 #ifndef RS_SERVE_SERVER_H
 #define RS_SERVE_SERVER_H
@@ -12,6 +12,7 @@ typedef struct rs_serve_opts {
     const char *repo;      /* the model repository folder (required) */
     const char *host;      /* address to bind; NULL: 127.0.0.1 */
     int http_port;         /* 0: any free port (rs_serve_http_port says which); -1: no HTTP */
+    int grpc_port;         /* 0: any free port; -1: no gRPC */
     int metrics_port;      /* 0: any free port; -1: no metrics endpoint */
     /* Overrides of every model's config (from the REPL's serve options); -1 leaves the config's. */
     int max_batch, instances;
@@ -30,6 +31,7 @@ rs_status rs_serve_start(const rs_serve_opts *o, rs_serve_server **out, rs_err *
 void rs_serve_stop(rs_serve_server *s);
 int rs_serve_http_port(const rs_serve_server *s);
 int rs_serve_metrics_port(const rs_serve_server *s);
+int rs_serve_grpc_port(const rs_serve_server *s);
 const char *rs_serve_repo(const rs_serve_server *s);
 
 /* ---- model control and lookup (the HTTP handlers and the REPL use these) ---- */
@@ -78,6 +80,13 @@ rs_status rs_serve_http_start(rs_serve_server *s, const char *host, int port, bo
                               rs_serve_http **out, rs_err *err);
 int rs_serve_http_bound_port(const rs_serve_http *h);
 void rs_serve_http_stop(rs_serve_http *h);
+/* gRPC (serve/grpc.c): inference.GRPCInferenceService over HTTP/2 on its own port. */
+typedef struct rs_serve_grpc rs_serve_grpc;
+rs_status rs_serve_grpc_start(rs_serve_server *s, const char *host, int port, size_t body_limit, rs_serve_grpc **out,
+                              rs_err *err);
+int rs_serve_grpc_bound_port(const rs_serve_grpc *g);
+/* Stops accepting, answers the calls begun, closes. NULL is a no-op. */
+void rs_serve_grpc_stop(rs_serve_grpc *g);
 /* The Prometheus text of every counter (malloc'd). */
 char *rs_serve_metrics_text(rs_serve_server *s);
 

@@ -68,7 +68,7 @@ def make_repo(root):
 
 
 def start(repo):
-    p = subprocess.Popen([RINGSIDE, "serve", "--model-repository", repo, "--http-port", "0", "--metrics-port", "0"],
+    p = subprocess.Popen([RINGSIDE, "serve", "--model-repository", repo, "--http-port", "0", "--grpc-port", "0", "--metrics-port", "0"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines = []
     for line in p.stdout:

@@ -1,0 +1,780 @@
+/* The gRPC front end: inference.GRPCInferenceService over HTTP/2 (h2c, prior knowledge, as gRPC
+ * clients speak it on a plain port) with nghttp2 doing the HTTP/2 and grpc_methods.c the methods.
+ *
+ * Threads: one accepts; one per connection runs the nghttp2 session (all nghttp2 calls happen
+ * there); a pool of workers runs the calls, because a call blocks while its request waits for a batch
+ * and many calls share one connection (a gRPC channel multiplexes every RPC of a client on one).
+ * A worker hands responses back by appending them to its call's output under the connection's lock
+ * and poking the connection's wake pipe; the connection thread then starts or resumes that stream.
+ *
+ * Lifetimes: a call belongs to its connection. When its stream closes (the client reset it or went
+ * away) the call is marked closed; a worker still running it sees `cancelled` (a generation stops at
+ * the next token) and frees it when it returns. A connection that ends waits for its calls' workers,
+ * then frees everything, so a client vanishing mid-stream leaves nothing behind. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <nghttp2/nghttp2.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "grpc_internal.h"
+
+#define MAX_WORKERS 1024
+
+typedef struct msg {
+    struct msg *next;
+    size_t len;
+    uint8_t data[];
+} msg;
+
+typedef struct conn conn;
+
+typedef struct call {
+    conn *c;
+    int32_t id;
+    rs_grpc_method method;
+    bool content_ok;           /* content-type application/grpc* */
+    struct call *prev, *next;  /* the connection's calls */
+    struct call *job_next;     /* the pool's queue */
+    /* request side, connection thread only */
+    uint8_t *in;               /* owned: bytes not yet framed into messages */
+    size_t in_n, in_cap;
+    bool in_err;               /* framing failed: the rest is dropped */
+    /* under c->mu */
+    msg *q_head, *q_tail;      /* owned: request messages waiting for the worker */
+    size_t q_bytes;
+    int nmsgs;                 /* messages seen (a unary call takes exactly one) */
+    bool in_done;              /* the client ended its side */
+    bool job;                  /* queued in or run by the pool */
+    bool closed;               /* the stream is gone */
+    uint8_t *out;              /* owned: framed responses not yet sent */
+    size_t out_n, out_off, out_cap;
+    bool finished;             /* no more responses: trailers next */
+    rs_grpc_code status;
+    char errmsg[1024];
+    bool dirty;                /* output or finish the connection thread has not looked at */
+    /* connection thread only */
+    bool started, deferred;
+} call;
+
+struct conn {
+    rs_serve_grpc *g;
+    int fd;
+    int wake[2];
+    nghttp2_session *h2;
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t idle;       /* a worker let go of a call */
+    call *calls;               /* owned */
+    int jobs;                  /* calls held by the pool */
+    conn *next;                /* the server's connections (g->mu) */
+    bool done;                 /* the thread has finished (g->mu) */
+    bool goaway;
+    uint8_t *w;                /* owned: bytes for the socket not yet written */
+    size_t wn, woff;
+};
+
+struct rs_serve_grpc {
+    rs_serve_server *s;        /* borrowed */
+    size_t cap;
+    int lfd, port;
+    int stop_pipe[2];
+    pthread_t accept_th;
+    pthread_mutex_t mu;
+    pthread_cond_t work;
+    conn *conns;
+    bool stopping;             /* g->mu; read unlocked by the connection threads as a hint */
+    call *jq_head, *jq_tail;   /* the pool's queue */
+    int queued, idle, nworkers;
+    pthread_t *workers;        /* (MAX_WORKERS), owned */
+};
+
+/* ---- calls ---- */
+
+static void wake(conn *c)
+{
+    char b = 1;
+    ssize_t r = write(c->wake[1], &b, 1); /* a full pipe already says "look" */
+    (void)r;
+}
+
+/* Ends call k with status (lock held). */
+static void finish_locked(call *k, rs_grpc_code code, const char *errmsg)
+{
+    if (k->finished) return;
+    k->finished = true;
+    k->status = code;
+    snprintf(k->errmsg, sizeof k->errmsg, "%s", errmsg ? errmsg : "");
+    k->dirty = true;
+}
+
+static void call_free(call *k)
+{
+    for (msg *m = k->q_head, *nx; m; m = nx) {
+        nx = m->next;
+        free(m);
+    }
+    free(k->in);
+    free(k->out);
+    free(k);
+}
+
+/* Takes k out of its connection's list and frees it (lock held). */
+static void call_drop_locked(call *k)
+{
+    conn *c = k->c;
+    if (k->prev) k->prev->next = k->next;
+    else c->calls = k->next;
+    if (k->next) k->next->prev = k->prev;
+    call_free(k);
+}
+
+static void sink_emit(void *ud, const uint8_t *data, size_t n)
+{
+    call *k = ud;
+    conn *c = k->c;
+    pthread_mutex_lock(&c->mu);
+    if (!k->closed && !k->finished) {
+        size_t need = k->out_n + 5 + n;
+        if (need > k->out_cap) {
+            size_t nc = k->out_cap ? k->out_cap : 1024;
+            while (nc < need) nc *= 2;
+            uint8_t *nb = realloc(k->out, nc);
+            if (!nb) {
+                finish_locked(k, RS_GRPC_RESOURCE_EXHAUSTED, "out of memory for the response");
+                pthread_mutex_unlock(&c->mu);
+                wake(c);
+                return;
+            }
+            k->out = nb;
+            k->out_cap = nc;
+        }
+        rs_grpc_frame_prefix(k->out + k->out_n, n);
+        memcpy(k->out + k->out_n + 5, data, n);
+        k->out_n += 5 + n;
+        k->dirty = true;
+    }
+    pthread_mutex_unlock(&c->mu);
+    wake(c);
+}
+
+static bool sink_cancelled(void *ud)
+{
+    call *k = ud;
+    pthread_mutex_lock(&k->c->mu);
+    bool gone = k->closed;
+    pthread_mutex_unlock(&k->c->mu);
+    return gone;
+}
+
+/* A worker runs a call: a unary one's message, or a stream's messages one after another (so a
+ * stream's responses come in the order of its requests) until the queue is empty. */
+static void run_call(rs_serve_grpc *g, call *k)
+{
+    conn *c = k->c;
+    rs_grpc_sink sink = {sink_emit, sink_cancelled, k};
+    char err[1024];
+    for (;;) {
+        pthread_mutex_lock(&c->mu);
+        msg *m = k->q_head;
+        if (m) {
+            k->q_head = m->next;
+            if (!k->q_head) k->q_tail = NULL;
+            k->q_bytes -= m->len;
+        }
+        if (m && k->closed) { /* drain what a closed stream left */
+            pthread_mutex_unlock(&c->mu);
+            free(m);
+            continue;
+        }
+        if (!m) {
+            if (k->method == RS_GRPC_MODEL_STREAM_INFER && k->in_done) finish_locked(k, RS_GRPC_OK, NULL);
+            k->job = false;
+            c->jobs--;
+            if (k->closed) call_drop_locked(k);
+            else if (k->dirty) wake(c);
+            pthread_cond_broadcast(&c->idle);
+            pthread_mutex_unlock(&c->mu);
+            return;
+        }
+        pthread_mutex_unlock(&c->mu);
+        rs_grpc_code code = rs_grpc_call(g->s, k->method, m->data, m->len, &sink, err, sizeof err);
+        free(m);
+        if (k->method != RS_GRPC_MODEL_STREAM_INFER) {
+            pthread_mutex_lock(&c->mu);
+            finish_locked(k, code, code == RS_GRPC_OK ? NULL : err);
+            pthread_mutex_unlock(&c->mu);
+        }
+    }
+}
+
+static void *worker_main(void *arg)
+{
+    rs_serve_grpc *g = arg;
+    pthread_mutex_lock(&g->mu);
+    for (;;) {
+        if (!g->jq_head) {
+            if (g->stopping) break;
+            g->idle++;
+            pthread_cond_wait(&g->work, &g->mu);
+            g->idle--;
+            continue;
+        }
+        call *k = g->jq_head;
+        g->jq_head = k->job_next;
+        if (!g->jq_head) g->jq_tail = NULL;
+        g->queued--;
+        pthread_mutex_unlock(&g->mu);
+        run_call(g, k);
+        pthread_mutex_lock(&g->mu);
+    }
+    pthread_mutex_unlock(&g->mu);
+    return NULL;
+}
+
+/* Hands k to the pool (c->mu held; k->job set by the caller). */
+static void schedule(rs_serve_grpc *g, call *k)
+{
+    pthread_mutex_lock(&g->mu);
+    k->job_next = NULL;
+    if (g->jq_tail) g->jq_tail->job_next = k;
+    else g->jq_head = k;
+    g->jq_tail = k;
+    g->queued++;
+    if (g->queued > g->idle && g->nworkers < MAX_WORKERS &&
+        !pthread_create(&g->workers[g->nworkers], NULL, worker_main, g))
+        g->nworkers++;
+    pthread_cond_signal(&g->work);
+    pthread_mutex_unlock(&g->mu);
+}
+
+/* Queues the whole messages in k->in (connection thread). */
+static void take_messages(call *k)
+{
+    conn *c = k->c;
+    size_t off = 0;
+    for (;;) {
+        const uint8_t *p;
+        size_t len, used;
+        rs_grpc_code code;
+        char err[256];
+        rs_grpc_next r = rs_grpc_frame_next(k->in + off, k->in_n - off, k->c->g->cap, &p, &len, &used, &code, err,
+                                            sizeof err);
+        if (r == RS_GRPC_FRAME_MORE) break;
+        pthread_mutex_lock(&c->mu);
+        if (r == RS_GRPC_FRAME_ERR) {
+            k->in_err = true;
+            finish_locked(k, code, err);
+            pthread_mutex_unlock(&c->mu);
+            off = k->in_n;
+            break;
+        }
+        off += used;
+        k->nmsgs++;
+        if (k->method != RS_GRPC_MODEL_STREAM_INFER && k->nmsgs > 1) {
+            k->in_err = true;
+            finish_locked(k, RS_GRPC_INVALID_ARGUMENT, "a unary method takes one request message; got more");
+            pthread_mutex_unlock(&c->mu);
+            off = k->in_n;
+            break;
+        }
+        if (k->q_bytes + len > k->c->g->cap) {
+            k->in_err = true;
+            finish_locked(k, RS_GRPC_RESOURCE_EXHAUSTED, "requests waiting on this stream exceed the size limit");
+            pthread_mutex_unlock(&c->mu);
+            off = k->in_n;
+            break;
+        }
+        msg *m = malloc(sizeof *m + len); /* the call's queue owns it */
+        if (!m) {
+            k->in_err = true;
+            finish_locked(k, RS_GRPC_RESOURCE_EXHAUSTED, "out of memory for a request");
+            pthread_mutex_unlock(&c->mu);
+            off = k->in_n;
+            break;
+        }
+        m->next = NULL;
+        m->len = len;
+        memcpy(m->data, p, len);
+        if (k->q_tail) k->q_tail->next = m;
+        else k->q_head = m;
+        k->q_tail = m;
+        k->q_bytes += len;
+        /* A stream's messages go to the pool as they come; a unary call's when the client is done. */
+        if (k->method == RS_GRPC_MODEL_STREAM_INFER && !k->job) {
+            k->job = true;
+            c->jobs++;
+            schedule(c->g, k);
+        }
+        pthread_mutex_unlock(&c->mu);
+    }
+    memmove(k->in, k->in + off, k->in_n - off);
+    k->in_n -= off;
+}
+
+/* The client ended its side of k (connection thread). */
+static void end_of_request(call *k)
+{
+    conn *c = k->c;
+    pthread_mutex_lock(&c->mu);
+    k->in_done = true;
+    if (!k->finished && !k->in_err) {
+        if (k->in_n) finish_locked(k, RS_GRPC_INVALID_ARGUMENT, "the request ended inside a message (truncated "
+                                   "gRPC frame)");
+        else if (k->method == RS_GRPC_MODEL_STREAM_INFER) {
+            if (!k->job) finish_locked(k, RS_GRPC_OK, NULL);
+        } else if (k->nmsgs != 1) {
+            finish_locked(k, RS_GRPC_INVALID_ARGUMENT, "a unary method takes one request message; got none");
+        } else {
+            k->job = true;
+            c->jobs++;
+            schedule(c->g, k);
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* ---- nghttp2 callbacks (connection thread) ---- */
+
+static ssize_t read_out(nghttp2_session *h2, int32_t id, uint8_t *buf, size_t len, uint32_t *flags,
+                        nghttp2_data_source *src, void *ud)
+{
+    (void)ud;
+    call *k = src->ptr;
+    conn *c = k->c;
+    pthread_mutex_lock(&c->mu);
+    size_t avail = k->out_n - k->out_off, n = avail < len ? avail : len;
+    if (n) memcpy(buf, k->out + k->out_off, n);
+    k->out_off += n;
+    if (k->out_off == k->out_n) k->out_off = k->out_n = 0;
+    if (!n && !k->finished) {
+        k->deferred = true;
+        pthread_mutex_unlock(&c->mu);
+        return NGHTTP2_ERR_DEFERRED;
+    }
+    if (k->finished && k->out_n == 0) {
+        char status[16], enc[3 * sizeof k->errmsg];
+        snprintf(status, sizeof status, "%d", (int)k->status);
+        rs_grpc_percent_encode(k->errmsg, enc, sizeof enc);
+        nghttp2_nv tr[2] = {
+            {(uint8_t *)"grpc-status", (uint8_t *)status, 11, strlen(status), NGHTTP2_NV_FLAG_NONE},
+            {(uint8_t *)"grpc-message", (uint8_t *)enc, 12, strlen(enc), NGHTTP2_NV_FLAG_NONE},
+        };
+        *flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
+        nghttp2_submit_trailer(h2, id, tr, enc[0] ? 2 : 1);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return (ssize_t)n;
+}
+
+static int on_begin_headers(nghttp2_session *h2, const nghttp2_frame *f, void *ud)
+{
+    conn *c = ud;
+    if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
+    call *k = calloc(1, sizeof *k); /* the connection's (its list) */
+    if (!k) return NGHTTP2_ERR_CALLBACK_FAILURE;
+    k->c = c;
+    k->id = f->hd.stream_id;
+    k->method = RS_GRPC_NONE;
+    pthread_mutex_lock(&c->mu);
+    k->next = c->calls;
+    if (c->calls) c->calls->prev = k;
+    c->calls = k;
+    pthread_mutex_unlock(&c->mu);
+    nghttp2_session_set_stream_user_data(h2, k->id, k);
+    return 0;
+}
+
+static int on_header(nghttp2_session *h2, const nghttp2_frame *f, const uint8_t *name, size_t nl, const uint8_t *value,
+                     size_t vl, uint8_t flags, void *ud)
+{
+    (void)flags, (void)ud;
+    if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
+    call *k = nghttp2_session_get_stream_user_data(h2, f->hd.stream_id);
+    if (!k) return 0;
+    if (nl == 5 && !memcmp(name, ":path", 5)) {
+        char path[128];
+        snprintf(path, sizeof path, "%.*s", (int)(vl < 127 ? vl : 127), (const char *)value);
+        k->method = vl < 127 ? rs_grpc_method_of(path) : RS_GRPC_NONE;
+    } else if (nl == 12 && !memcmp(name, "content-type", 12)) {
+        k->content_ok = vl >= 16 && !memcmp(value, "application/grpc", 16);
+    }
+    return 0;
+}
+
+static int on_data(nghttp2_session *h2, uint8_t flags, int32_t id, const uint8_t *data, size_t len, void *ud)
+{
+    (void)flags, (void)ud;
+    call *k = nghttp2_session_get_stream_user_data(h2, id);
+    if (!k || k->in_err || k->method == RS_GRPC_NONE || !k->content_ok) return 0;
+    pthread_mutex_lock(&k->c->mu);
+    bool finished = k->finished; /* answered already (an error): what still comes is dropped */
+    pthread_mutex_unlock(&k->c->mu);
+    if (finished) return 0;
+    if (k->in_n + len > k->in_cap) {
+        size_t nc = k->in_cap ? k->in_cap : 4096;
+        while (nc < k->in_n + len) nc *= 2;
+        uint8_t *nb = realloc(k->in, nc);
+        if (!nb) {
+            pthread_mutex_lock(&k->c->mu);
+            k->in_err = true;
+            finish_locked(k, RS_GRPC_RESOURCE_EXHAUSTED, "out of memory for the request");
+            pthread_mutex_unlock(&k->c->mu);
+            return 0;
+        }
+        k->in = nb;
+        k->in_cap = nc;
+    }
+    memcpy(k->in + k->in_n, data, len);
+    k->in_n += len;
+    take_messages(k); /* a message over the cap is refused from its prefix, before its bytes pile up */
+    return 0;
+}
+
+static int on_frame(nghttp2_session *h2, const nghttp2_frame *f, void *ud)
+{
+    (void)ud;
+    if (f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA) return 0;
+    call *k = nghttp2_session_get_stream_user_data(h2, f->hd.stream_id);
+    if (!k) return 0;
+    if (f->hd.type == NGHTTP2_HEADERS && f->headers.cat == NGHTTP2_HCAT_REQUEST) {
+        pthread_mutex_lock(&k->c->mu);
+        if (k->method == RS_GRPC_NONE)
+            finish_locked(k, RS_GRPC_UNIMPLEMENTED, "unknown method: inference.GRPCInferenceService serves ServerLive, "
+                          "ServerReady, ModelReady, ServerMetadata, ModelMetadata, ModelConfig, ModelInfer, "
+                          "ModelStreamInfer, ModelStatistics, RepositoryIndex, RepositoryModelLoad, "
+                          "RepositoryModelUnload");
+        else if (!k->content_ok)
+            finish_locked(k, RS_GRPC_INVALID_ARGUMENT, "content-type is not application/grpc");
+        pthread_mutex_unlock(&k->c->mu);
+    }
+    if (f->hd.flags & NGHTTP2_FLAG_END_STREAM) end_of_request(k);
+    return 0;
+}
+
+static int on_close(nghttp2_session *h2, int32_t id, uint32_t code, void *ud)
+{
+    (void)code;
+    conn *c = ud;
+    call *k = nghttp2_session_get_stream_user_data(h2, id);
+    if (!k) return 0;
+    pthread_mutex_lock(&c->mu);
+    k->closed = true;
+    if (!k->job) call_drop_locked(k);
+    pthread_mutex_unlock(&c->mu);
+    return 0;
+}
+
+/* ---- the connection thread ---- */
+
+/* Starts or resumes the streams whose calls have news. */
+static void pump(conn *c)
+{
+    enum { BATCH = 64 };
+    for (;;) {
+        call *ks[BATCH];
+        int n = 0;
+        pthread_mutex_lock(&c->mu);
+        for (call *k = c->calls; k && n < BATCH; k = k->next)
+            if (k->dirty && !k->closed) {
+                k->dirty = false;
+                ks[n++] = k;
+            }
+        pthread_mutex_unlock(&c->mu);
+        for (int i = 0; i < n; i++) {
+            call *k = ks[i];
+            if (!k->started) {
+                static const nghttp2_nv hd[2] = {
+                    {(uint8_t *)":status", (uint8_t *)"200", 7, 3, NGHTTP2_NV_FLAG_NONE},
+                    {(uint8_t *)"content-type", (uint8_t *)"application/grpc", 12, 16, NGHTTP2_NV_FLAG_NONE},
+                };
+                nghttp2_data_provider dp = {.source.ptr = k, .read_callback = read_out};
+                k->started = true;
+                nghttp2_submit_response(c->h2, k->id, hd, 2, &dp);
+            } else if (k->deferred) {
+                k->deferred = false;
+                nghttp2_session_resume_data(c->h2, k->id);
+            }
+        }
+        if (n < BATCH) return;
+    }
+}
+
+/* Writes what nghttp2 has to send, as far as the socket takes it. false: the connection is dead. */
+static bool flush(conn *c)
+{
+    for (;;) {
+        if (c->woff == c->wn) {
+            c->woff = c->wn = 0;
+            const uint8_t *p;
+            ssize_t n = nghttp2_session_mem_send(c->h2, &p);
+            if (n < 0) return false;
+            if (n == 0) return true;
+            free(c->w);
+            c->w = malloc((size_t)n); /* owned by c until written */
+            if (!c->w) return false;
+            memcpy(c->w, p, (size_t)n);
+            c->wn = (size_t)n;
+        }
+        ssize_t w = send(c->fd, c->w + c->woff, c->wn - c->woff, MSG_NOSIGNAL);
+        if (w < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+        c->woff += (size_t)w;
+    }
+}
+
+static void *conn_main(void *arg)
+{
+    conn *c = arg;
+    rs_serve_grpc *g = c->g;
+    nghttp2_settings_entry iv[] = {
+        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 1024},
+        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 1 << 20},
+    };
+    nghttp2_submit_settings(c->h2, NGHTTP2_FLAG_NONE, iv, sizeof iv / sizeof *iv);
+    nghttp2_session_set_local_window_size(c->h2, NGHTTP2_FLAG_NONE, 0, 16 << 20);
+    uint8_t buf[65536];
+    uint64_t drain_until = 0;
+    for (;;) {
+        pump(c);
+        if (!flush(c)) break;
+        bool stopping = __atomic_load_n(&g->stopping, __ATOMIC_SEQ_CST);
+        if (stopping && !c->goaway) {
+            /* Drain: the client may open no new stream; the ones begun get their answers. */
+            c->goaway = true;
+            drain_until = rs_serve_now_ns() + 60 * (uint64_t)1000000000;
+            nghttp2_submit_shutdown_notice(c->h2);
+            nghttp2_submit_goaway(c->h2, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(c->h2),
+                                  NGHTTP2_NO_ERROR, NULL, 0);
+            continue;
+        }
+        if (c->goaway) {
+            /* A call no worker has (an idle stream, a request still arriving) is ended now; the rest
+             * end as their workers finish. Then, once the answers are out, the connection closes. */
+            bool busy = false;
+            pthread_mutex_lock(&c->mu);
+            for (call *k = c->calls; k; k = k->next) {
+                if (!k->job && !k->finished && !k->closed)
+                    finish_locked(k, k->method == RS_GRPC_MODEL_STREAM_INFER ? RS_GRPC_OK : RS_GRPC_UNAVAILABLE,
+                                  k->method == RS_GRPC_MODEL_STREAM_INFER ? NULL : "the server is shutting down");
+                busy |= !k->closed && (k->job || k->dirty || k->out_n > 0);
+            }
+            pthread_mutex_unlock(&c->mu);
+            if (rs_serve_now_ns() > drain_until) break;
+            if (!busy && c->woff == c->wn && !nghttp2_session_want_write(c->h2)) {
+                pump(c);
+                if (!flush(c) || (c->woff == c->wn && !nghttp2_session_want_write(c->h2))) break;
+            }
+        }
+        if (!nghttp2_session_want_read(c->h2) && !nghttp2_session_want_write(c->h2) && c->woff == c->wn) break;
+        struct pollfd p[2] = {{c->fd, POLLIN | (c->woff < c->wn ? POLLOUT : 0), 0}, {c->wake[0], POLLIN, 0}};
+        if (poll(p, 2, 200) < 0 && errno != EINTR) break;
+        if (p[1].revents & POLLIN) {
+            char d[256];
+            while (read(c->wake[0], d, sizeof d) > 0) {}
+        }
+        if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+            ssize_t r = recv(c->fd, buf, sizeof buf, 0);
+            if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) break;
+            if (r > 0 && nghttp2_session_mem_recv(c->h2, buf, (size_t)r) < 0) {
+                flush(c); /* the GOAWAY nghttp2 queued for a protocol error, if the socket takes it */
+                break;
+            }
+        }
+    }
+    /* The client is gone (or spoke no HTTP/2): every call is cancelled; wait for the workers. */
+    pthread_mutex_lock(&c->mu);
+    for (call *k = c->calls; k; k = k->next) k->closed = true;
+    while (c->jobs > 0) pthread_cond_wait(&c->idle, &c->mu);
+    while (c->calls) call_drop_locked(c->calls);
+    pthread_mutex_unlock(&c->mu);
+    nghttp2_session_del(c->h2);
+    c->h2 = NULL;
+    close(c->fd);
+    c->fd = -1;
+    free(c->w);
+    c->w = NULL;
+    pthread_mutex_lock(&g->mu);
+    c->done = true;
+    pthread_mutex_unlock(&g->mu);
+    return NULL;
+}
+
+static void conn_free(conn *c)
+{
+    if (c->wake[0] >= 0) close(c->wake[0]);
+    if (c->wake[1] >= 0) close(c->wake[1]);
+    if (c->h2) nghttp2_session_del(c->h2);
+    if (c->fd >= 0) close(c->fd);
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->idle);
+    free(c);
+}
+
+/* Joins and frees the connections whose threads ended (g->mu held); all of them when every is set. */
+static void reap_locked(rs_serve_grpc *g, bool every)
+{
+    for (conn **pp = &g->conns; *pp;) {
+        conn *c = *pp;
+        if (!c->done && !every) {
+            pp = &c->next;
+            continue;
+        }
+        *pp = c->next;
+        pthread_mutex_unlock(&g->mu);
+        pthread_join(c->th, NULL);
+        conn_free(c);
+        pthread_mutex_lock(&g->mu);
+    }
+}
+
+static nghttp2_session_callbacks *callbacks(void)
+{
+    nghttp2_session_callbacks *cb;
+    if (nghttp2_session_callbacks_new(&cb)) return NULL;
+    nghttp2_session_callbacks_set_on_begin_headers_callback(cb, on_begin_headers);
+    nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_close);
+    return cb;
+}
+
+static void start_conn(rs_serve_grpc *g, int fd)
+{
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    conn *c = calloc(1, sizeof *c); /* g's list owns it; freed by reap_locked */
+    nghttp2_session_callbacks *cb = callbacks();
+    if (!c || !cb || pipe(c->wake)) {
+        nghttp2_session_callbacks_del(cb);
+        free(c);
+        close(fd);
+        return;
+    }
+    c->g = g;
+    c->fd = fd;
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->idle, NULL);
+    fcntl(c->wake[0], F_SETFL, O_NONBLOCK);
+    fcntl(c->wake[1], F_SETFL, O_NONBLOCK);
+    int rc = nghttp2_session_server_new(&c->h2, cb, c);
+    nghttp2_session_callbacks_del(cb);
+    if (rc) {
+        c->h2 = NULL;
+        conn_free(c);
+        return;
+    }
+    pthread_mutex_lock(&g->mu);
+    if (pthread_create(&c->th, NULL, conn_main, c)) {
+        pthread_mutex_unlock(&g->mu);
+        conn_free(c);
+        return;
+    }
+    c->next = g->conns;
+    g->conns = c;
+    pthread_mutex_unlock(&g->mu);
+}
+
+static void *accept_main(void *arg)
+{
+    rs_serve_grpc *g = arg;
+    for (;;) {
+        struct pollfd p[2] = {{g->lfd, POLLIN, 0}, {g->stop_pipe[0], POLLIN, 0}};
+        if (poll(p, 2, 1000) < 0 && errno != EINTR) break;
+        if (p[1].revents) break;
+        pthread_mutex_lock(&g->mu);
+        reap_locked(g, false);
+        pthread_mutex_unlock(&g->mu);
+        if (!(p[0].revents & POLLIN)) continue;
+        int fd = accept(g->lfd, NULL, NULL);
+        if (fd >= 0) start_conn(g, fd);
+        else if (errno == EMFILE || errno == ENFILE) { /* out of descriptors: the backlog waits, not a spin */
+            struct timespec ts = {0, 10000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    return NULL;
+}
+
+rs_status rs_serve_grpc_start(rs_serve_server *s, const char *host, int port, size_t body_limit, rs_serve_grpc **out,
+                              rs_err *err)
+{
+    *out = NULL;
+    struct sockaddr_in a = {0};
+    a.sin_family = AF_INET;
+    if (port < 0 || port > 65535) return rs_err_set(err, RS_ERR_ARG, "port %d is not 0..65535", port);
+    a.sin_port = htons((uint16_t)port);
+    if (inet_pton(AF_INET, host, &a.sin_addr) != 1)
+        return rs_err_set(err, RS_ERR_ARG, "host '%s' is not an IPv4 address (127.0.0.1, 0.0.0.0 for every interface)",
+                          host);
+    rs_serve_grpc *g = calloc(1, sizeof *g); /* the caller's */
+    if (!g) return rs_err_set(err, RS_ERR_NOMEM, "out of memory");
+    g->s = s;
+    g->cap = body_limit;
+    g->stop_pipe[0] = g->stop_pipe[1] = -1;
+    g->workers = calloc(MAX_WORKERS, sizeof *g->workers);
+    g->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    if (g->lfd >= 0) setsockopt(g->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (!g->workers || g->lfd < 0 || bind(g->lfd, (struct sockaddr *)&a, sizeof a) || listen(g->lfd, 128) ||
+        pipe(g->stop_pipe)) {
+        int e = errno;
+        if (g->lfd >= 0) close(g->lfd);
+        if (g->stop_pipe[0] >= 0) close(g->stop_pipe[0]), close(g->stop_pipe[1]);
+        free(g->workers);
+        free(g);
+        return rs_err_set(err, RS_ERR_IO, "cannot listen on %s:%d for gRPC (%s; --grpc-port picks another)", host, port,
+                          strerror(e));
+    }
+    socklen_t al = sizeof a;
+    getsockname(g->lfd, (struct sockaddr *)&a, &al);
+    g->port = ntohs(a.sin_port);
+    pthread_mutex_init(&g->mu, NULL);
+    pthread_cond_init(&g->work, NULL);
+    if (pthread_create(&g->accept_th, NULL, accept_main, g)) {
+        close(g->lfd);
+        close(g->stop_pipe[0]);
+        close(g->stop_pipe[1]);
+        free(g->workers);
+        free(g);
+        return rs_err_set(err, RS_ERR_INTERNAL, "cannot start a thread");
+    }
+    *out = g;
+    return RS_OK;
+}
+
+int rs_serve_grpc_bound_port(const rs_serve_grpc *g) { return g->port; }
+
+void rs_serve_grpc_stop(rs_serve_grpc *g)
+{
+    if (!g) return;
+    char b = 1;
+    if (write(g->stop_pipe[1], &b, 1) != 1) {} /* the accept thread stops taking connections */
+    pthread_join(g->accept_th, NULL);
+    close(g->lfd);
+    pthread_mutex_lock(&g->mu);
+    __atomic_store_n(&g->stopping, true, __ATOMIC_SEQ_CST);
+    for (conn *c = g->conns; c; c = c->next)
+        if (!c->done) wake(c);
+    reap_locked(g, true); /* each connection answers what it began, then ends */
+    pthread_cond_broadcast(&g->work);
+    int n = g->nworkers;
+    pthread_mutex_unlock(&g->mu);
+    for (int i = 0; i < n; i++) pthread_join(g->workers[i], NULL);
+    close(g->stop_pipe[0]);
+    close(g->stop_pipe[1]);
+    pthread_mutex_destroy(&g->mu);
+    pthread_cond_destroy(&g->work);
+    free(g->workers);
+    free(g);
+}
