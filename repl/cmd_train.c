@@ -405,11 +405,16 @@ int rs_cmd_predict(rs_session *s, const rs_call *c)
                                 "predict: n must be 1..16, got %lld", n);
     if ((uint32_t)n > ds->n) n = ds->n;
     int k = rs_model_fixed_batch(m->model);
+    size_t npos = rs_call_given(c, "n") ? rs_call_opt(c, "n")->pos : (size_t)-1;
+    size_t nlen = rs_call_given(c, "n") ? 2 + strlen(rs_call_opt(c, "n")->text) : 0;
+    if (k > 16)
+        return rs_session_error(s, c, npos, nlen, "predict: %s takes %d samples at a time (its file fixed the batch "
+                                "at %d) and predict shows at most 16; eval %s on %s runs it", m->name, k, k, m->name,
+                                d->name);
     if (n % k)
-        return rs_session_error(s, c, rs_call_given(c, "n") ? rs_call_opt(c, "n")->pos : (size_t)-1,
-                                rs_call_given(c, "n") ? 2 + strlen(rs_call_opt(c, "n")->text) : 0,
-                                "predict: %s takes %d samples at a time (its file fixed the batch at %d), not %lld; "
-                                "give n=%d%s", m->name, k, k, n, k, 2 * k <= 16 ? " or a multiple of it up to 16" : "");
+        return rs_session_error(s, c, npos, nlen, "predict: %s takes %d samples at a time (its file fixed the batch at "
+                                "%d), not %lld; give n=%d%s", m->name, k, k, n, k,
+                                2 * k <= 16 ? " or a multiple of it up to 16" : "");
     uint32_t idx[16];
     rs_rng r;
     rs_rng_seed(&r, (uint64_t)rs_call_int(c, "seed", 0));
