@@ -4,7 +4,9 @@
  * of two equal values -> add), a generic op (engine/nn/tensor_op.h) for the rest. rs_onnx_to_model
  * takes the plan only when it is a chain of layers and builds it through a spec, so the model trains,
  * saves and exports like any other; rs_onnx_to_inference_model builds any plan as an inference-only
- * model. Either way the graph's constants are copied into the model's one parameter buffer. */
+ * model. Either way the graph's constants are copied into the model's one parameter buffer, each once:
+ * a constant that several nodes read in the same layout is one range that they all read (a tied
+ * weight, a mask every attention layer uses), not a copy per node. */
 #include "import.h"
 
 #include <math.h>
@@ -24,6 +26,11 @@ typedef struct plan_node {
     bool w_transposed;      /* slot 0 is MatMul's (K, N) weight: the engine's linear wants (N, K) */
     int wk, wn;             /* (K, N) of a transposed weight */
     int value;              /* the graph value it computes */
+    int node;               /* the (first) graph node it stands for */
+    /* slot j reads the same constant, in the same layout, as slot sh_slot[j] of the earlier model node
+     * sh_node[j]: it becomes a view of that slot rather than a copy (set by share_slots) */
+    bool shared[RS_LAYER_MAX_PARAMS];
+    int sh_node[RS_LAYER_MAX_PARAMS], sh_slot[RS_LAYER_MAX_PARAMS];
 } plan_node;
 
 typedef struct conv {
@@ -390,6 +397,7 @@ static rs_status plan(conv *c)
             if (st) return st;
             used = 1;
         }
+        P->node = k;
         k += used - 1;
         c->vnode[P->value] = c->np++;
         cur = P->value;
@@ -397,7 +405,53 @@ static rs_status plan(conv *c)
     return RS_OK;
 }
 
-/* Copies the planned constants into the built model's parameter slots. */
+/* The graph value holding constant data d (for messages). */
+static const char *const_name(const conv *c, const float *d)
+{
+    for (int v = 0; v < c->g->nvalues; v++)
+        if (c->g->values[v].data == d || c->cdata[v] == d) return c->g->values[v].name;
+    return "?";
+}
+
+/* Finds the slots that read a constant an earlier slot already holds in the same layout (the same graph
+ * value; a transposed MatMul weight is another layout) and marks them shared with the first. A trainable
+ * model can express only what the spec language can: a linear's weight tied to an earlier linear's
+ * (tie=); any other constant read twice, or read in two layouts, would be trained as separate copies,
+ * so the graph is refused as a trainable sequence, naming both nodes (it still imports for inference). */
+static rs_status share_slots(conv *c)
+{
+    for (int i = 0; i < c->np; i++) {
+        plan_node *P = &c->P[i];
+        for (int j = 0; j < RS_LAYER_MAX_PARAMS; j++) {
+            if (!P->w[j]) continue;
+            bool tj = j == 0 && P->w_transposed;
+            for (int a = 0; a < i && !P->shared[j]; a++)
+                for (int b = 0; b < RS_LAYER_MAX_PARAMS && !P->shared[j]; b++) {
+                    const plan_node *O = &c->P[a];
+                    if (O->w[b] != P->w[j] || O->shared[b]) continue;
+                    bool same_layout = (b == 0 && O->w_transposed) == tj;
+                    bool linear_weights = !P->is_op && !O->is_op && P->cfg.kind == RS_LAYER_LINEAR &&
+                                          O->cfg.kind == RS_LAYER_LINEAR && j == 0 && b == 0;
+                    if (c->train && !(same_layout && linear_weights)) {
+                        char why[192];
+                        snprintf(why, sizeof why, "reads constant '%s' that node '%s' also reads%s; a trainable model "
+                                 "can tie only a linear layer's weight to another's", const_name(c, P->w[j]),
+                                 c->g->nodes[O->node].name, same_layout ? "" : " in another layout");
+                        return seq_fail(c, &c->g->nodes[P->node], why);
+                    }
+                    if (!same_layout) continue; /* the transposed one keeps its own copy */
+                    P->shared[j] = true;
+                    P->sh_node[j] = a;
+                    P->sh_slot[j] = b;
+                    if (c->train) snprintf(P->cfg.tie, sizeof P->cfg.tie, "%d.weight", a);
+                }
+        }
+    }
+    return RS_OK;
+}
+
+/* Copies the planned constants into the built model's parameter slots (a shared slot's range is its
+ * owner's, written once). */
 static rs_status copy_weights(conv *c, rs_model *m)
 {
     float *W = rs_model_params(m);
@@ -409,6 +463,7 @@ static rs_status copy_weights(conv *c, rs_model *m)
         rs_layer *l = rs_model_layer(m, i);
         for (int j = 0; j < l->np; j++) {
             const rs_param_slot *ps = &l->p[j];
+            if (ps->tied) continue;
             if (!P->w[j]) {
                 memset(W + ps->offset, 0, sizeof(float) * ps->numel); /* layernorm without bias */
                 continue;
@@ -466,6 +521,7 @@ rs_status rs_onnx_to_model(const rs_onnx_graph *g, const char *name, rs_model **
     conv c;
     rs_status st = conv_init(&c, g, true, err);
     if (!st) st = plan(&c);
+    if (!st) st = share_slots(&c);
     if (!st && (c.np == 0 || c.vnode[g->output] != c.np - 1))
         st = rs_err_set(err, RS_ERR_UNSUPPORTED, c.np ? "onnx to model: the graph's output is not the end of the layer "
                         "chain" : "onnx to model: no layers");
@@ -510,6 +566,7 @@ rs_status rs_onnx_to_inference_model(const rs_onnx_graph *g, const char *name, r
     conv c;
     rs_status st = conv_init(&c, g, false, err);
     if (!st) st = plan(&c);
+    if (!st) st = share_slots(&c);
     if (!st && (c.np == 0 || c.vnode[g->output] != c.np - 1)) {
         /* the output is the input, or a view of an earlier node: a last node that is that view */
         int v = g->output;
@@ -524,10 +581,13 @@ rs_status rs_onnx_to_inference_model(const rs_onnx_graph *g, const char *name, r
     rs_model *m = st ? NULL : rs_model_new(name ? name : "onnx", &in, rs_device_cpu(), NULL);
     if (!st && !m) st = rs_err_set(err, RS_ERR_NOMEM, "onnx: out of memory for the model");
     if (m) rs_model_set_inference_only(m);
+    if (m && g->fixed_batch > 1) rs_model_set_fixed_batch(m, (int)g->fixed_batch);
     for (int i = 0; i < c.np && !st; i++) {
         const plan_node *P = &c.P[i];
         st = P->is_op ? rs_model_add_op(m, &P->op, P->src, P->nsrc, err)
                       : rs_model_add_from(m, &P->cfg, P->src, P->nsrc, err);
+        for (int j = 0; j < RS_LAYER_MAX_PARAMS && !st; j++)
+            if (P->shared[j]) st = rs_model_share_param(m, i, j, P->sh_node[j], P->sh_slot[j], err);
     }
     if (!st) st = rs_model_build(m, 0, err);
     if (!st) st = copy_weights(&c, m);

@@ -355,6 +355,12 @@ int rs_cmd_eval(rs_session *s, const rs_call *c)
     rs_result_num(s, "samples", ds->n);
     fprintf(s->out, "%s on %s (%s, %u samples): accuracy %.4f, loss %.4f\n", m->name, d->name, ds->name, ds->n, acc,
             loss);
+    int k = rs_model_fixed_batch(m->model), pad = (int)((k - ds->n % (uint32_t)k) % (uint32_t)k);
+    if (k > 1 && pad)
+        fprintf(s->out, "  %s takes %d samples at a time (its file fixed the batch at %d): the last batch was padded "
+                "with %d copies of its last sample, their rows left out of the figures\n", m->name, k, k, pad);
+    else if (k > 1)
+        fprintf(s->out, "  %s takes %d samples at a time (its file fixed the batch at %d)\n", m->name, k, k);
     return 0;
 }
 
@@ -398,6 +404,17 @@ int rs_cmd_predict(rs_session *s, const rs_call *c)
         return rs_session_error(s, c, rs_call_opt(c, "n")->pos, 2 + strlen(rs_call_opt(c, "n")->text),
                                 "predict: n must be 1..16, got %lld", n);
     if ((uint32_t)n > ds->n) n = ds->n;
+    int k = rs_model_fixed_batch(m->model);
+    size_t npos = rs_call_given(c, "n") ? rs_call_opt(c, "n")->pos : (size_t)-1;
+    size_t nlen = rs_call_given(c, "n") ? 2 + strlen(rs_call_opt(c, "n")->text) : 0;
+    if (k > 16)
+        return rs_session_error(s, c, npos, nlen, "predict: %s takes %d samples at a time (its file fixed the batch "
+                                "at %d) and predict shows at most 16; eval %s on %s runs it", m->name, k, k, m->name,
+                                d->name);
+    if (n % k)
+        return rs_session_error(s, c, npos, nlen, "predict: %s takes %d samples at a time (its file fixed the batch at "
+                                "%d), not %lld; give n=%d%s", m->name, k, k, n, k,
+                                2 * k <= 16 ? " or a multiple of it up to 16" : "");
     uint32_t idx[16];
     rs_rng r;
     rs_rng_seed(&r, (uint64_t)rs_call_int(c, "seed", 0));
@@ -416,7 +433,7 @@ int rs_cmd_predict(rs_session *s, const rs_call *c)
     rs_status st;
     bool was = rs_model_training(m->model);
     rs_model_set_training(m->model, false);
-    st = rs_model_forward(m->model, x, (int)n, &logits, &err);
+    st = rs_model_forward(m->model, x, (int)n / k, &logits, &err); /* k samples are one of the model's */
     rs_model_set_training(m->model, was);
     int C = rs_model_classes(m->model);
     if (st) {

@@ -134,6 +134,12 @@ struct rs_layer {
     rs_conv_geom geom;    /* conv and pools */
     struct rs_op_node *op; /* RS_LAYER_OP: what it runs (tensor_op.h), owned by the model */
     bool view;            /* its output is src[0]'s memory under another shape: nothing runs */
+    /* share[j].on: slot j is a view of layer share[j].layer's slot share[j].slot (rs_model_share_param:
+     * a constant that several nodes of an imported graph read lives once); applied at layout */
+    struct {
+        bool on;
+        int layer, slot;
+    } share[RS_LAYER_MAX_PARAMS];
     size_t src_pos;       /* where the layer was written in its spec (for error carets) */
 };
 

@@ -86,6 +86,22 @@ void rs_model_set_inference_only(rs_model *m)
 }
 bool rs_model_inference_only(const rs_model *m) { return m->inference; }
 
+void rs_model_set_fixed_batch(rs_model *m, int k) { m->fixed_batch = k > 1 ? k : 1; }
+int rs_model_fixed_batch(const rs_model *m) { return m->fixed_batch > 1 ? m->fixed_batch : 1; }
+
+rs_status rs_model_share_param(rs_model *m, int layer, int slot, int owner, int owner_slot, rs_err *err)
+{
+    if (m->laid_out) return rs_err_set(err, RS_ERR_ARG, "model %s is already laid out; parameters cannot be shared", m->name);
+    if (layer < 0 || layer >= m->nlayers || owner < 0 || owner >= layer || slot < 0 || slot >= RS_LAYER_MAX_PARAMS ||
+        owner_slot < 0 || owner_slot >= RS_LAYER_MAX_PARAMS)
+        return rs_err_set(err, RS_ERR_ARG, "model %s: layer %d cannot share slot %d of layer %d (only an earlier one)",
+                          m->name, layer, owner_slot, owner);
+    m->layers[layer].share[slot].on = true;
+    m->layers[layer].share[slot].layer = owner;
+    m->layers[layer].share[slot].slot = owner_slot;
+    return RS_OK;
+}
+
 rs_status rs_model_check_trainable(const rs_model *m, rs_err *err)
 {
     if (!m->inference) return RS_OK;
@@ -185,6 +201,20 @@ static rs_status resolve_tie(rs_model *m, rs_layer *l, rs_param_slot *p, rs_err 
                       "(write LAYER.NAME as `show` lists them, e.g. 0.wte)", l->name, l->ops->kind, l->cfg.tie);
 }
 
+/* Slot j of l as a view of the slot rs_model_share_param named: that slot's own range (never itself a
+ * view), of the same size whatever shape each layer gives it. */
+static rs_status resolve_share(rs_model *m, rs_layer *l, int j, rs_err *err)
+{
+    const rs_layer *o = &m->layers[l->share[j].layer];
+    int s = l->share[j].slot;
+    if (j >= l->np || s >= o->np || o->p[s].tied || o->p[s].numel != l->p[j].numel)
+        return rs_err_set(err, RS_ERR_SHAPE, "layer %s (%s): its parameter %d cannot share parameter %d of layer %s "
+                          "(%zu values)", l->name, l->ops->kind, j, s, o->name, s < o->np ? o->p[s].numel : 0);
+    l->p[j].tied = true;
+    l->p[j].offset = o->p[s].offset;
+    return RS_OK;
+}
+
 rs_status rs_model_layout(rs_model *m, rs_err *err)
 {
     if (m->laid_out) return RS_OK;
@@ -231,6 +261,11 @@ rs_status rs_model_layout(rs_model *m, rs_err *err)
                                   l->ops->kind, l->p[j].suffix, rs_shape_str(&l->p[j].shape, s, sizeof s),
                                   (long long)RS_MODEL_MAX_ELEMS);
             l->p[j].numel = (size_t)n;
+            if (l->share[j].on) {
+                st = resolve_share(m, l, j, err);
+                if (st) return st;
+                continue;
+            }
             if (l->p[j].tied) {
                 st = resolve_tie(m, l, &l->p[j], err);
                 if (st) return st;

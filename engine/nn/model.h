@@ -61,6 +61,17 @@ rs_status rs_model_reserve(rs_model *m, int B, rs_err *err);
  * nothing and rs_model_check_trainable (which training calls) refuses it. Set before layout. */
 void rs_model_set_inference_only(rs_model *m);
 bool rs_model_inference_only(const rs_model *m);
+/* Makes slot `slot` of layer `layer` a view of slot `owner_slot` of the earlier layer `owner` (the same
+ * number of values): one range of the parameter buffer that both read, counted and stored once, as
+ * tie= does for a linear's weight. How the constants an imported graph's nodes share stay one tensor.
+ * Before layout, which checks it. */
+rs_status rs_model_share_param(rs_model *m, int layer, int slot, int owner, int owner_slot, rs_err *err);
+/* A model whose one sample is k samples of its data (an imported graph whose file fixed the batch at
+ * k > 1): its input is k data samples back to back and its output k times the rows of scores per data
+ * sample. Evaluation runs it k data samples at a time (rs_evaluate pads the last group); 1 for every
+ * other model. */
+void rs_model_set_fixed_batch(rs_model *m, int k);
+int rs_model_fixed_batch(const rs_model *m);
 /* RS_OK, or why the model cannot train (naming the first node without a backward). */
 rs_status rs_model_check_trainable(const rs_model *m, rs_err *err);
 

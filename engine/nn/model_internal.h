@@ -22,6 +22,7 @@ struct rs_model {
     bool laid_out, built, training;
     bool tokens;      /* the input is a sequence of int32 token ids (a language model) */
     bool inference;   /* inference-only (see rs_model_set_inference_only) */
+    int fixed_batch;  /* data samples per model sample (rs_model_set_fixed_batch); 0 or 1: one */
 
     rs_layer *layers; /* execution order */
     int nlayers, cap_layers;

@@ -77,7 +77,17 @@ rs_status rs_train_check_data(const rs_model *m, const rs_dataset *d, rs_err *er
                               d->name, d->n_classes, rs_model_name(m), rs_model_classes(m), d->n_classes);
         return RS_OK;
     }
-    if (rs_shape_numel(in) != (int64_t)rs_dataset_sample_numel(d))
+    int k = rs_model_fixed_batch(m);
+    if (k > 1 && (rs_shape_numel(in) != k * (int64_t)rs_dataset_sample_numel(d) || rs_model_rows(m) != k * d->y_len))
+        return rs_err_set(err, RS_ERR_SHAPE,
+                          "model %s takes %d samples at a time (its file fixed the batch at %d): inputs of shape %s "
+                          "(%lld values each), %d row%s of scores each; data set %s has samples of shape %s (%zu "
+                          "values), %d label%s each",
+                          rs_model_name(m), k, k, rs_shape_str(in, ms, sizeof ms), (long long)(rs_shape_numel(in) / k),
+                          rs_model_rows(m) / k, rs_model_rows(m) / k == 1 ? "" : "s", d->name,
+                          rs_shape_str(&dshape, ds, sizeof ds), rs_dataset_sample_numel(d), d->y_len,
+                          d->y_len == 1 ? "" : "s");
+    if (k == 1 && rs_shape_numel(in) != (int64_t)rs_dataset_sample_numel(d))
         return rs_err_set(err, RS_ERR_SHAPE,
                           "model %s takes inputs of shape %s (%lld values) but data set %s has samples of "
                           "shape %s (%zu values); build the model for this data (e.g. mlp %zu-256-%d or "
@@ -106,6 +116,56 @@ rs_status rs_evaluate(rs_model *m, const rs_dataset *d, int batch, double *acc, 
     return rs_evaluate_n(m, d, batch, 0, acc, loss, err);
 }
 
+/* rs_evaluate_n for a model that takes k data samples at a time (rs_model_fixed_batch): groups of k
+ * samples are one model sample, batch / k groups a pass; the last group is padded with copies of its
+ * last sample, and the padded rows are left out of accuracy and loss. The loss is the device's softmax
+ * cross-entropy entry (what rs_model_loss runs) over the real rows only. */
+static rs_status evaluate_groups(rs_model *m, const rs_dataset *d, int batch, uint32_t n, uint32_t stride, int k,
+                                 double *acc, double *loss, rs_err *err)
+{
+    int G = batch / k > 0 ? batch / k : 1;
+    size_t per = rs_dataset_sample_numel(d), ny = (size_t)d->y_len, cap = (size_t)G * (size_t)k;
+    int C = rs_model_classes(m);
+    /* owned here: inputs (4-byte elements), labels, and the loss entry's probabilities and row losses */
+    float *x = malloc(cap * per * sizeof *x), *probs = malloc(cap * ny * (size_t)C * sizeof *probs);
+    float *rl = malloc(cap * ny * sizeof *rl);
+    int32_t *y = malloc(cap * ny * sizeof *y);
+    rs_status st = RS_OK;
+    if (!x || !y || !probs || !rl) st = rs_err_set(err, RS_ERR_NOMEM, "out of memory for an evaluation batch of %zu", cap);
+    const rs_kernels *kern = rs_model_kernels(m);
+    rs_kctx *ctx = rs_model_ctx(m);
+    bool was_training = rs_model_training(m);
+    rs_model_set_training(m, false);
+    double correct = 0, lsum = 0;
+    for (uint32_t i = 0; i < n && !st; i += (uint32_t)cap) {
+        size_t take = n - i < cap ? n - i : cap, groups = (take + (size_t)k - 1) / (size_t)k;
+        for (size_t b = 0; b < take; b++)
+            rs_dataset_get(d, (i + (uint32_t)b) * stride, x + b * per, y + b * ny);
+        for (size_t b = take; b < groups * (size_t)k; b++) { /* padding: the last real sample again */
+            memcpy(x + b * per, x + (take - 1) * per, per * sizeof *x);
+            memcpy(y + b * ny, y + (take - 1) * ny, ny * sizeof *y);
+        }
+        const float *logits;
+        st = rs_model_forward(m, x, (int)groups, &logits, err);
+        if (st) break;
+        size_t R = take * ny;
+        if (kern->softmax_xent_fwd(ctx, logits, y, probs, rl, (int)R, C)) {
+            st = rs_kctx_check(ctx, err);
+            break;
+        }
+        for (size_t r = 0; r < R; r++) {
+            lsum += (double)rl[r] / (double)ny;
+            correct += argmax(logits + r * (size_t)C, C) == y[r];
+        }
+    }
+    rs_model_set_training(m, was_training);
+    free(x), free(y), free(probs), free(rl);
+    if (st) return st;
+    if (acc) *acc = correct / ((double)n * (double)ny);
+    if (loss) *loss = lsum / n;
+    return RS_OK;
+}
+
 rs_status rs_evaluate_n(rs_model *m, const rs_dataset *d, int batch, uint32_t max_samples, double *acc, double *loss,
                         rs_err *err)
 {
@@ -116,6 +176,8 @@ rs_status rs_evaluate_n(rs_model *m, const rs_dataset *d, int batch, uint32_t ma
     /* A subset is spread evenly over the set (the same samples every time, so figures compare). */
     uint32_t n = max_samples && max_samples < d->n ? max_samples : d->n;
     uint32_t stride = d->n / n;
+    int k = rs_model_fixed_batch(m);
+    if (k > 1) return evaluate_groups(m, d, batch, n, stride, k, acc, loss, err);
     if ((uint32_t)batch > n) batch = (int)n;
     /* Samples are copied out batch by batch (a text set makes its windows on demand). A sample has
      * y_len labels and the model gives y_len rows of scores for it: one per token of a window. */

@@ -230,6 +230,69 @@ m = mk([N("Reshape", ["x", "shp"], ["r"]), N("Gemm", ["r", "w", "b"], ["y"])],
        [I64("shp", [1, 12]), W("w", 12, 4), W("b", 4)], [3, 4], batch=1)
 save_model("fixed_batch", m, [3, 4])
 
+# 12b. The batch fixed at 4 (what torch.onnx.export writes without dynamic axes): a conv, then a Reshape to
+# the fixed (4, -1) (so not a trainable sequence), Gemm, LogSoftmax. The executor runs 4 rows a sample;
+# eval runs a data set 4 samples at a time, padding the last group (checked against ORT on the same rows:
+# "eval NAME N CLASSES CORRECT LOSS_SUM", inputs in NAME.eval.in.f32, labels in NAME.eval.y.i32).
+FB = 4
+m = mk([N("Conv", ["x", "k", "kb"], ["c"], pads=[1, 1, 1, 1]),
+        N("Relu", ["c"], ["r"]),
+        N("Reshape", ["r", "shp"], ["f"]),
+        N("Gemm", ["f", "w", "b"], ["z"], transB=1),
+        N("LogSoftmax", ["z"], ["y"], axis=1)],
+       [W("k", 3, 1, 3, 3), W("kb", 3), I64("shp", [FB, -1]), W("w", 5, 3 * 6 * 6, scale=0.2), W("b", 5)],
+       [1, 6, 6], batch=FB)
+save_model("fixed_batch4", m, [1, 6, 6], batches=(FB, 2 * FB))
+sess = ort.InferenceSession(os.path.join(OUT, "fixed_batch4.onnx"), providers=["CPUExecutionProvider"])
+n_eval = 10  # not a multiple of 4: the last group is padded
+xe = rng.standard_normal((n_eval, 1, 6, 6)).astype(np.float32)
+pad = -n_eval % FB
+xp = np.concatenate([xe, np.repeat(xe[-1:], pad, axis=0)])
+ze = np.concatenate([sess.run(None, {"x": xp[i:i + FB]})[0] for i in range(0, len(xp), FB)])[:n_eval].astype(np.float64)
+ye = ze.argmax(1).astype(np.int32)
+ye[::3] = (ye[::3] + 1) % 5  # 6 of 10 right: a count that a wrong row order or a padded row would change
+lse = np.log(np.exp(ze - ze.max(1, keepdims=True)).sum(1)) + ze.max(1)
+xe.tofile(os.path.join(OUT, "fixed_batch4.eval.in.f32"))
+ye.tofile(os.path.join(OUT, "fixed_batch4.eval.y.i32"))
+with open(os.path.join(OUT, "fixed_batch4.eval.csv"), "w") as f:  # the same rows for the REPL: label, then features
+    for i in range(n_eval):
+        f.write(",".join([str(int(ye[i]))] + [repr(float(v)) for v in xe[i].ravel()]) + "\n")
+manifest.append(f"eval fixed_batch4 {n_eval} 5 {int((ze.argmax(1) == ye).sum())} "
+                f"{float((lse - ze[np.arange(n_eval), ye]).sum()):.9g}")
+
+
+# 12c. Initializers several nodes read live once in the model's parameter buffer: "params NAME BYTES
+# TRAIN_BYTES" is the parameter pool's size, the distinct constants each rounded up to 16 floats (the
+# buffer's alignment), for the inference model and for the trainable one (-1: refused for a weight read
+# in two layouts, -2: not trainable anyway).
+def param_bytes(*arrays):
+    return sum(-(-int(np.prod(a.dims)) // 16) * 16 * 4 for a in arrays)
+
+
+# a weight tied across two Gemm layers of a plain sequence: the trainable model ties them (linear tie=)
+tw, tb1, tb2, tw2, tb3 = W("w", 8, 8), W("b1", 8), W("b2", 8), W("w2", 5, 8), W("b3", 5)
+m = mk([N("Gemm", ["x", "w", "b1"], ["h"], transB=1), N("Relu", ["h"], ["r"]),
+        N("Gemm", ["r", "w", "b2"], ["h2"], transB=1), N("Relu", ["h2"], ["r2"]),
+        N("Gemm", ["r2", "w2", "b3"], ["y"], transB=1)], [tw, tb1, tb2, tw2, tb3], [8])
+save_model("shared_tied_mlp", m, [8], to_model=1)
+manifest.append(f"params shared_tied_mlp {param_bytes(tw, tb1, tb2, tw2, tb3)} {param_bytes(tw, tb1, tb2, tw2, tb3)}")
+# the same weight in two layouts (Gemm transB=1 and transB=0): the transposed one is a copy, so the
+# trainable model (which would untie them) is refused
+m = mk([N("Gemm", ["x", "w", "b1"], ["h"], transB=1), N("Relu", ["h"], ["r"]),
+        N("Gemm", ["r", "w", "b2"], ["y"])], [tw, tb1, tb2], [8])
+save_model("shared_transposed", m, [8])
+manifest.append(f"params shared_transposed {param_bytes(tw, tw, tb1, tb2)} -1")
+# one weight read by three MatMul layers, a scale read by two Mul ops and an Add, LayerNorm parameters
+# read by two LayerNormalization layers; a Softmax between them makes it inference-only
+sw, ss, sg, sb = W("w", 8, 8), W("s", 8), W("g", 8), W("bb", 8)
+m = mk([N("MatMul", ["x", "w"], ["a"]), N("Mul", ["a", "s"], ["a2"]), N("Softmax", ["a2"], ["a3"], axis=-1),
+        N("MatMul", ["a3", "w"], ["b"]), N("Mul", ["b", "s"], ["b2"]),
+        N("LayerNormalization", ["b2", "g", "bb"], ["b3"], axis=-1),
+        N("MatMul", ["b3", "w"], ["c"]), N("Add", ["c", "s"], ["c2"]),
+        N("LayerNormalization", ["c2", "g", "bb"], ["y"], axis=-1)], [sw, ss, sg, sb], [8], opset=17)
+save_model("shared_consts", m, [8], tol=1e-4)
+manifest.append(f"params shared_consts {param_bytes(sw, ss, sg, sb)} -2")
+
 
 # ---- what torch.onnx.export writes for transformer and modern CNN blocks ----
 F32 = lambda name, a: numpy_helper.from_array(np.asarray(a, np.float32), name)

@@ -13,6 +13,8 @@
 
 #include "engine/core/rng.h"
 #include "engine/cpu/cpu_kernels.h"
+#include "engine/data/dataset.h"
+#include "engine/train/train.h"
 #include "onnx/import.h"
 #include "rs_test.h"
 
@@ -123,7 +125,9 @@ static void check_good(const char *dir, const char *name, size_t in_n, size_t ou
         st = rs_onnx_to_model(g, name, &m, &e);
         RS_CHECK(st == RS_OK, "%s: to_model: %s", name, e.msg);
     }
-    for (int b = 1; b <= 7; b += 6) {
+    /* batches 1 and 7, or k and 2k for a file that fixed the batch at k > 1 (make_models.py's save_model) */
+    int k = g->fixed_batch > 1 ? (int)g->fixed_batch : 1, b0 = k > 1 ? k : 1, b1 = k > 1 ? 2 * k : 7;
+    for (int b = b0; b <= b1; b += b1 - b0) {
         float *x = read_f32(dir, name, b, "in", in_n * (size_t)b), *want = read_f32(dir, name, b, "out", out_n * (size_t)b);
         RS_CHECK(x && want, "%s: missing inputs/outputs for batch %d", name, b);
         if (!x || !want || !im || rs_onnx_graph_output_numel(g) != out_n) {
@@ -137,7 +141,7 @@ static void check_good(const char *dir, const char *name, size_t in_n, size_t ou
             double d = compare(name, y, want, out_n * (size_t)b, tol);
             RS_CHECK(d <= tol, "%s batch %d: max |diff| %.3g > %.1g vs ONNX Runtime", name, b, d, tol);
             printf("  %-24s batch %d: max |diff| vs ORT %.2e\n", name, b, d);
-            if (b > 1) check_threads(name, im, g, x, b, y, out_n * (size_t)b);
+            if (b > b0) check_threads(name, im, g, x, b, y, out_n * (size_t)b);
         }
         if (m) {
             const float *logits = NULL;
@@ -172,6 +176,100 @@ static void check_bad(const char *dir, const char *name, const char *want)
     RS_CHECK(st != RS_OK && g == NULL, "%s: imported, should have been refused", name);
     RS_CHECK(strstr(e.msg, want) != NULL, "%s: message '%s' lacks '%s'", name, e.msg, want);
     printf("  %-24s refused: %s\n", name, e.msg);
+    rs_onnx_graph_free(g);
+}
+
+/* A file that fixed the batch at k: rs_evaluate runs n samples (not a multiple of k) k at a time, for
+ * several eval batch sizes, and must count what ONNX Runtime's outputs give (correct rows, loss sum). */
+static void check_eval(const char *dir, const char *name, int n, int classes, int correct, double loss_sum)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s.onnx", dir, name);
+    rs_onnx_graph *g = NULL;
+    rs_model *m = NULL;
+    rs_err e = {0};
+    rs_status st = rs_onnx_load(path, &g, &e);
+    if (!st) st = rs_onnx_to_inference_model(g, name, &m, &e);
+    RS_CHECK(st == RS_OK, "%s: %s", name, e.msg);
+    size_t per = g ? rs_onnx_graph_input_numel(g) : 0;
+    rs_dataset *d = st ? NULL : rs_dataset_new((uint32_t)n, 1, 1, (int)per, classes);
+    snprintf(path, sizeof path, "%s/%s.eval.in.f32", dir, name);
+    FILE *fx = fopen(path, "rb");
+    snprintf(path, sizeof path, "%s/%s.eval.y.i32", dir, name);
+    FILE *fy = fopen(path, "rb");
+    bool ok = d && fx && fy && fread(d->x, sizeof(float), per * (size_t)n, fx) == per * (size_t)n &&
+              fread(d->y, sizeof(int32_t), (size_t)n, fy) == (size_t)n;
+    if (fx) fclose(fx);
+    if (fy) fclose(fy);
+    RS_CHECK(ok, "%s: eval data", name);
+    RS_CHECK(!m || rs_model_fixed_batch(m) == (int)g->fixed_batch, "%s: the model takes %d samples at a time, the "
+             "file fixed %lld", name, m ? rs_model_fixed_batch(m) : 0, (long long)g->fixed_batch);
+    for (int bi = 0; ok && m && bi < 4; bi++) {
+        static const int batches[] = {1, 3, 8, 256}; /* below k, not a multiple of it, two groups, all at once */
+        double acc = -1, loss = -1;
+        st = rs_evaluate(m, d, batches[bi], &acc, &loss, &e);
+        RS_CHECK(st == RS_OK, "%s: eval batch %d: %s", name, batches[bi], e.msg);
+        if (st) continue;
+        RS_CHECK(fabs(acc * n - correct) < 1e-9, "%s: eval batch %d: %.0f right, ONNX Runtime %d", name, batches[bi],
+                 acc * n, correct);
+        RS_CHECK(fabs(loss * n - loss_sum) <= 1e-4 * n, "%s: eval batch %d: loss sum %.6f, ONNX Runtime %.6f", name,
+                 batches[bi], loss * n, loss_sum);
+        printf("  %-24s eval batch %3d: %d samples %lld at a time, accuracy %.4f loss %.6f (ORT: %d right, loss %.6f)\n",
+               name, batches[bi], n, (long long)g->fixed_batch, acc, loss, correct, loss_sum / n);
+    }
+    /* a data set of single rows that do not fit is refused naming the batch the file fixed */
+    rs_dataset *wrong = rs_dataset_new(2, 1, 1, (int)per + 1, classes);
+    if (m && wrong) {
+        st = rs_evaluate(m, wrong, 8, NULL, NULL, &e);
+        RS_CHECK(st != RS_OK && strstr(e.msg, "samples at a time"), "%s: eval of mismatched data: '%s'", name,
+                 st ? e.msg : "accepted");
+    }
+    rs_dataset_free(wrong);
+    rs_dataset_free(d);
+    rs_model_free(m);
+    rs_onnx_graph_free(g);
+}
+
+/* Constants several nodes read live once: the parameter pool (measured by the model's rs_mem tracker)
+ * holds each distinct constant once, bytes as make_models.py computes them. train_bytes -1: the
+ * trainable model must be refused because a weight is read in two layouts (it cannot be tied); -2: it is
+ * refused (for whatever reason); else it holds the same bytes and its repeated weight is a tied slot. */
+static void check_params(const char *dir, const char *name, long long bytes, long long train_bytes)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s.onnx", dir, name);
+    rs_onnx_graph *g = NULL;
+    rs_model *m = NULL, *tm = NULL;
+    rs_err e = {0};
+    rs_status st = rs_onnx_load(path, &g, &e);
+    if (!st) st = rs_onnx_to_inference_model(g, name, &m, &e);
+    RS_CHECK(st == RS_OK, "%s: %s", name, e.msg);
+    if (st) {
+        rs_onnx_graph_free(g);
+        return;
+    }
+    long long copies = 0; /* what a copy per node would take: every slot, shared or not */
+    for (int i = 0; i < rs_model_layer_count(m); i++)
+        for (int j = 0; j < rs_model_layer(m, i)->np; j++)
+            copies += (long long)((rs_model_layer(m, i)->p[j].numel + 15) / 16 * 16 * sizeof(float));
+    long long got = (long long)rs_model_mem(m)->live[RS_POOL_PARAMS];
+    RS_CHECK(got == bytes, "%s: parameter pool %lld bytes, want %lld (each constant once)", name, got, bytes);
+    printf("  %-24s parameters: %lld bytes in the params pool (%lld with a copy per node)\n", name, got, copies);
+    st = rs_onnx_to_model(g, name, &tm, &e);
+    if (train_bytes < 0) {
+        RS_CHECK(st != RS_OK && (train_bytes == -2 || strstr(e.msg, "another layout")), "%s: trainable model: '%s'",
+                 name, st ? e.msg : "built, should be refused");
+    } else {
+        RS_CHECK(st == RS_OK, "%s: trainable model: %s", name, e.msg);
+        got = tm ? (long long)rs_model_mem(tm)->live[RS_POOL_PARAMS] : -1;
+        RS_CHECK(got == train_bytes, "%s: trainable model's parameter pool %lld bytes, want %lld", name, got,
+                 train_bytes);
+        int tied = 0;
+        for (int i = 0; tm && i < rs_model_layer_count(tm); i++) tied += rs_model_layer(tm, i)->np && rs_model_layer(tm, i)->p[0].tied;
+        RS_CHECK(tied == 1, "%s: trainable model has %d tied weights, want 1", name, tied);
+    }
+    rs_model_free(tm);
+    rs_model_free(m);
     rs_onnx_graph_free(g);
 }
 
@@ -298,6 +396,15 @@ int main(int argc, char **argv)
         if (!strcmp(kind, "good") && sscanf(line, "%*s %*s %zu %zu %lf %d", &in_n, &out_n, &tol, &to_model) == 4) {
             check_good(dir, name, in_n, out_n, tol, to_model);
             good++;
+        } else if (!strcmp(kind, "eval")) {
+            int n, classes, correct;
+            double loss_sum;
+            RS_CHECK(sscanf(line, "%*s %*s %d %d %d %lf", &n, &classes, &correct, &loss_sum) == 4, "bad line: %s", line);
+            check_eval(dir, name, n, classes, correct, loss_sum);
+        } else if (!strcmp(kind, "params")) {
+            long long bytes, train_bytes;
+            RS_CHECK(sscanf(line, "%*s %*s %lld %lld", &bytes, &train_bytes) == 2, "bad line: %s", line);
+            check_params(dir, name, bytes, train_bytes);
         } else if (!strcmp(kind, "bad")) {
             const char *p = strstr(line, name) + strlen(name);
             snprintf(rest, sizeof rest, "%s", p + (*p == ' '));

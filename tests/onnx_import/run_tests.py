@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Meson driver for the ONNX import test: writes the models and ONNX Runtime's outputs with
-make_models.py, then runs the C checker (argv[1]) over them. Exits 77 (meson's "skipped") when numpy,
+make_models.py, then runs the C checker (argv[1]) over them, and the REPL (argv[2], optional) on the file
+that fixed its batch. Exits 77 (meson's "skipped") when numpy,
 onnx or onnxruntime do not import; torch is optional (make_models.py skips the exported models)."""
 import os
 import subprocess
@@ -15,10 +16,59 @@ except Exception as e:
     print(f"SKIP: the ONNX import test needs numpy, onnx and onnxruntime ({e})")
     sys.exit(77)
 
+import re
+
+
+def repl_fixed_batch(ringside, out):
+    """The REPL on the file that fixed the batch at 4 (make_models.py's fixed_batch4) and the same 10 rows
+    as a CSV data set: predict with fewer than 4 samples says the model takes 4 at a time; eval on both
+    splits runs, says once that it padded, and its counts add up to ONNX Runtime's over all 10 rows
+    (the split's shuffle is ringside's own, so only the totals are known here). Returns failures."""
+    line = next(l.split() for l in open(os.path.join(out, "manifest.txt")) if l.startswith("eval fixed_batch4 "))
+    n, correct, loss_sum = int(line[2]), int(line[4]), float(line[5])
+    onnx_path, csv_path = os.path.join(out, "fixed_batch4.onnx"), os.path.join(out, "fixed_batch4.eval.csv")
+    load = f"model m = onnx {onnx_path}; data d = csv {csv_path}; "
+    fails = 0
+
+    def run(cmds):
+        env = dict(os.environ, COLUMNS="1000")  # one line per message, whatever the terminal
+        r = subprocess.run([ringside, "--no-db", "--keep-going", "-c", load + cmds], capture_output=True, text=True,
+                           timeout=120, env=env)
+        return r.stdout + r.stderr
+
+    text = run("predict m on d n=2 split=train")
+    if "m takes 4 samples at a time (its file fixed the batch at 4), not 2; give n=4" not in text:
+        print(f"FAIL repl: predict n=2 did not say the model takes 4 samples at a time:\n{text}")
+        fails += 1
+    text = run("predict m on d n=4 split=train")
+    if len(re.findall(r"(ok|NO) \d+ \(true \d+\)", text)) != 4:
+        print(f"FAIL repl: predict n=4 did not show 4 predictions:\n{text}")
+        fails += 1
+    text = run("eval m on d split=train; eval m on d")
+    got = re.findall(r"m on d \(\S+, (\d+) samples\): accuracy ([0-9.]+), loss ([0-9.]+)", text)
+    notes = re.findall(r"m takes 4 samples at a time \(its file fixed the batch at 4\)(: the last batch was padded with "
+                       r"(\d) copies)?", text)
+    if len(got) != 2 or len(notes) != 2:
+        print(f"FAIL repl: eval on both splits:\n{text}")
+        return fails + 1
+    rows = sum(int(k) for k, _, _ in got)
+    right = sum(int(k) * float(a) for k, a, _ in got)
+    loss = sum(int(k) * float(l) for k, _, l in got)
+    pads = [int(p or 0) for _, p in notes]
+    want_pads = [-int(k) % 4 for k, _, _ in got]
+    ok = rows == n and abs(right - correct) < 0.01 and abs(loss - loss_sum) < 1e-3 * n and pads == want_pads
+    print(f"  repl eval of fixed_batch4: {rows} rows over both splits, {right:.2f} right (ORT {correct}), loss sum "
+          f"{loss:.4f} (ORT {loss_sum:.4f}), padded {pads}{'' if ok else '  <- FAIL'}")
+    return fails + (not ok)
+
+
 here = os.path.dirname(os.path.abspath(__file__))
 with tempfile.TemporaryDirectory(prefix="rs-onnx-import-") as out:
     r = subprocess.run([sys.executable, os.path.join(here, "make_models.py"), out])
     if r.returncode:
         print("make_models.py failed")
         sys.exit(1)
-    sys.exit(subprocess.run([sys.argv[1], out]).returncode)
+    rc = subprocess.run([sys.argv[1], out]).returncode
+    if len(sys.argv) > 2:
+        rc += repl_fixed_batch(sys.argv[2], out)
+    sys.exit(min(rc, 1) if rc else 0)
