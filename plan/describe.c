@@ -42,15 +42,18 @@ static void what(const rs_plan *p, const rs_pnode *n, char *buf, size_t len)
     const rs_conv_geom *g = &n->g;
     switch (n->kind) {
     case RS_PK_CONV:
-        snprintf(buf, len, "conv %dx%dx%d -> %dx%dx%d, k%dx%d s%d p%d", g->c, g->h, g->w, g->oc, g->oh, g->ow, g->kh, g->kw,
-                 g->sh, g->ph);
+        snprintf(buf, len, "conv %dx%dx%d>%dx%dx%d k%d s%d p%d", g->c, g->h, g->w, g->oc, g->oh, g->ow, g->kh, g->sh,
+                 g->ph);
         break;
     case RS_PK_MAXPOOL:
     case RS_PK_AVGPOOL:
-        snprintf(buf, len, "%s %dx%dx%d -> %dx%d, k%d s%d", rs_pk_name(n->kind), g->c, g->h, g->w, g->oh, g->ow, g->kh,
-                 g->sh);
+        snprintf(buf, len, "%s %dx%dx%d>%dx%d k%d s%d", n->kind == RS_PK_MAXPOOL ? "maxpool" : "avgpool", g->c, g->h,
+                 g->w, g->oh, g->ow, g->kh, g->sh);
         break;
-    case RS_PK_LINEAR: snprintf(buf, len, "linear %d -> %d x %lld rows", n->I, n->O, (long long)n->rows); break;
+    case RS_PK_LINEAR:
+        if (n->rows > 1) snprintf(buf, len, "linear %d>%d x%lld rows", n->I, n->O, (long long)n->rows);
+        else snprintf(buf, len, "linear %d>%d", n->I, n->O);
+        break;
     case RS_PK_ACT: snprintf(buf, len, "%s", rs_plan_act_name(n->act)); break;
     case RS_PK_LAYERNORM: snprintf(buf, len, "layernorm over %d", n->C); break;
     case RS_PK_EMBED: snprintf(buf, len, "embed %d tokens x %d of %d", n->T, n->C, n->V); break;
@@ -79,21 +82,26 @@ char *rs_plan_describe(const rs_plan *p)
         p->device, p->dnnl_version, p->isa);
     add(&b, "nodes: %d before, %d after (%d views removed, %d rewrites)\n", st.nodes_before, st.nodes_after,
         st.views_removed, st.fusions);
-    add(&b, "  %-3s %-10s %-40s %-5s %-14s %s\n", "#", "layer", "node", "prec", "post-ops", "out @ arena offset");
+    add(&b, "  %-2s %-5s %-28s %-4s %-11s %s\n", "#", "layer", "node", "prec", "post-ops", "kernel");
     for (int i = 0; i < p->nnodes; i++) {
         const rs_pnode *n = &p->nodes[i];
         char w[96], po[64];
         what(p, n, w, sizeof w);
         post_str(n, po, sizeof po);
-        int r = rs_plan_root(p, n->out);
-        const char *impl = rs_plan_node_is_dnnl(n) ? rs_plan_dnnl_impl(p, i) : "engine";
-        add(&b, "  %-3d %-10.10s %-40.40s %-5s %-14.14s %lld (%lld KiB) [%s]\n", i, n->name, w, rs_plan_prec_name(n->prec),
-            po[0] ? po + 1 : "-", r > 0 ? (long long)p->values[r].offset : -1LL,
-            (long long)((size_t)p->values[n->out].numel * (size_t)p->batch * 4 / 1024), impl);
+        const char *impl = rs_plan_node_is_dnnl(n) ? rs_plan_dnnl_impl(p, i) : "engine cpu table";
+        add(&b, "  %-2d %-5.5s %-28.28s %-4s %-11.11s %.22s\n", i, n->name, w, rs_plan_prec_name(n->prec),
+            po[0] ? po + 1 : "-", impl);
     }
     add(&b, "memory: arena %zu bytes (activations %zu + scratch %zu) with reuse; %zu without (%.1fx)\n", st.arena_bytes,
         p->scratch_off, st.arena_bytes - p->scratch_off, st.naive_bytes,
         st.arena_bytes ? (double)st.naive_bytes / (double)st.arena_bytes : 0.0);
+    add(&b, "  %-5s %-12s %-12s %s\n", "value", "arena offset", "bytes", "alive (nodes)");
+    for (int v = 1; v < p->nvalues; v++) {
+        const rs_pvalue *x = &p->values[v];
+        if (x->alias >= 0 || x->def < 0) continue;
+        add(&b, "  %-5d %-12lld %-12zu %d..%d\n", v, (long long)x->offset, (size_t)x->numel * (size_t)p->batch * 4, x->def,
+            x->last);
+    }
     add(&b, "weights: %zu bytes in %d tensors\n", st.weight_bytes, p->ntensors);
     for (int i = 0; i < p->nfusions; i++) add(&b, "  rewrite: %s\n", p->fusions[i]);
     if (b.oom) {

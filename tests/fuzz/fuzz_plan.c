@@ -4,6 +4,7 @@
  * header around it (so mutations reach the parser and the graph checks instead of stopping at the
  * checksum); anything else, the rest is a whole file, header included. Seeds are plans compiled here
  * from a small MLP, a CNN and a GPT. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
@@ -14,9 +15,15 @@
 
 #define HEADER 24
 
+/* How far inputs got (FUZZ_PLAN_STATS=1 prints it at exit): a target whose inputs all stop at the
+ * first check tests nothing. */
+static long tried, loaded;
+static void stats(void) { fprintf(stderr, "fuzz-plan: %ld inputs, %ld loaded and ran\n", tried, loaded); }
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1 || size > (1u << 20)) return 0;
+    if (!tried++ && getenv("FUZZ_PLAN_STATS")) atexit(stats);
     uint8_t *file;
     size_t n;
     if (data[0] == 0) {
@@ -43,6 +50,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     if (rs_plan_check_memory(p, &e) != RS_OK) __builtin_trap();
+    loaded++;
     size_t in = (size_t)rs_shape_numel(rs_plan_input_shape(p));
     float *x = calloc(in ? in : 1, sizeof *x); /* zeros: token 0 is in every vocabulary */
     const float *out;

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Compiled plans (plan/) against ONNX Runtime on the same ONNX file, side by side in one run: the
+# CNN of the Fashion-MNIST figures (2 conv + pool, as bench/onnx.sh), exported by ringside, compiled
+# at fp32 and bf16, at 1 and 2 threads and batch 1 and 64, medians of many runs. With --train the
+# CNN is trained for one epoch on Fashion-MNIST first and each plan's accuracy on the test split is
+# printed beside the engine's.
+#   bench/plan.sh [--build-dir DIR] [--train] [--runs N]
+set -u
+cd "$(dirname "$0")/.." || exit 1
+build=build-bench
+train=0
+runs=200
+while [ $# -gt 0 ]; do
+  case $1 in
+    --build-dir) build=$2; shift ;;
+    --train) train=1 ;;
+    --runs) runs=$2; shift ;;
+  esac
+  shift
+done
+[ -f "$build/build.ninja" ] || meson setup "$build" --buildtype=release >/dev/null || exit 1
+ninja -C "$build" repl/ringside >/dev/null || exit 1
+rs="$build/repl/ringside"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cnn="seq conv(16,3,pad=1) relu maxpool(2) conv(32,3,pad=1) relu maxpool(2) flatten linear(10)"
+if [ $train = 1 ]; then
+  "$rs" --no-db -c "data f = fashion; model c = $cnn; train c on f epochs=1 view=off; eval c on f; export c $tmp/cnn.onnx; \
+compile $tmp/cnn.onnx batch=64 -> $tmp/fp32.plan; compile $tmp/cnn.onnx precision=bf16 batch=64 -> $tmp/bf16.plan; \
+model p = plan $tmp/fp32.plan; eval p on f; model q = plan $tmp/bf16.plan; eval q on f" \
+    | grep -E "on f \(|^compile|build time" || exit 1
+else
+  "$rs" --no-db -c "model c = $cnn; export c $tmp/cnn.onnx; compile $tmp/cnn.onnx batch=64 -> $tmp/fp32.plan; \
+compile $tmp/cnn.onnx precision=bf16 batch=64 -> $tmp/bf16.plan" | grep -E "^compile|build time" || exit 1
+fi
+echo "# CNN (2 conv + pool, 1x28x28), exported by ringside; median of $runs runs; $(nproc) CPUs; load $(cut -d' ' -f1-3 /proc/loadavg)"
+python3 bench/plan_ort.py "$rs" "$tmp/cnn.onnx" "$runs" "$tmp/fp32.plan" "$tmp/bf16.plan"
