@@ -31,6 +31,8 @@ struct rs_pdnnl {
     dnnl_stream_t strm;
     int n;
     dprim (*slot)[2];             /* per node: [0] the plan's batch, [1] the last other batch */
+    dnnl_memory_desc_t *vmd;      /* per value: its blocked layout at the plan's batch (vset[v]) */
+    char *vset;
 };
 
 static rs_status dfail(rs_err *err, dnnl_status_t s, const char *what, const rs_pnode *n)
@@ -85,6 +87,9 @@ rs_status rs_plan_dnnl_open(rs_plan *p, rs_err *err)
     p->dn->slot = calloc((size_t)(p->nnodes ? p->nnodes : 1), sizeof *p->dn->slot);
     if (!p->dn->slot) return rs_err_set(err, RS_ERR_NOMEM, "plan: out of memory");
     p->dn->n = p->nnodes;
+    p->dn->vmd = calloc((size_t)p->nvalues, sizeof *p->dn->vmd);
+    p->dn->vset = calloc((size_t)p->nvalues, 1);
+    if (!p->dn->vmd || !p->dn->vset) return rs_err_set(err, RS_ERR_NOMEM, "plan: out of memory");
     DTRY(dnnl_engine_create(&p->dn->eng, dnnl_cpu, 0), "engine");
     DTRY(dnnl_stream_create(&p->dn->strm, p->dn->eng, dnnl_stream_default_flags), "stream");
     return RS_OK;
@@ -110,6 +115,8 @@ void rs_plan_dnnl_close(rs_plan *p)
         free_prim(&p->dn->slot[i][1]);
     }
     free(p->dn->slot);
+    free(p->dn->vmd);
+    free(p->dn->vset);
     if (p->dn->strm) dnnl_stream_destroy(p->dn->strm);
     if (p->dn->eng) dnnl_engine_destroy(p->dn->eng);
     free(p->dn);
@@ -131,19 +138,111 @@ static dnnl_alg_kind_t elt_alg(int op)
     }
 }
 
-/* The operation's descriptor for batch B: src plain f32 (or bf16 for a bf16 node), weights "any". */
-static rs_status op_desc(const rs_plan *p, const rs_pnode *n, int B, dnnl_memory_desc_t *user_src,
+/* Layout choice. A value written by a conv or pool and read only by convs, pools and inner products
+ * (a flatten between them is a view: the inner product takes the 4-d value whole) may stay in the
+ * blocked layout its producer's primitive prefers (nChw16c on AVX-512): oneDNN's direct convolutions
+ * and pools run on those, and a plain nchw output would push the convolution onto its im2col+gemm
+ * path. Everything else (what the engine's ops read, the plan's output, memory shared by an in-place
+ * sum) stays plain. The choice is made at the plan's batch, recorded per value (layout, padded size)
+ * and made again the same way when a file is loaded. */
+static bool can_block(const rs_plan *p, int v)
+{
+    /* views of v were bypassed (passes.c): their readers read v; one that is the output makes v's root
+     * the output's */
+    if (v <= 0 || p->values[v].alias >= 0 || rs_plan_root(p, p->output) == v) return false;
+    int readers = 0;
+    for (int i = 0; i < p->nnodes; i++) {
+        const rs_pnode *n = &p->nodes[i];
+        for (int j = 0; j < n->npost; j++)
+            if (n->post[j].kind == RS_PPOST_SUM && n->post[j].value == v) return false;
+        for (int j = 0; j < n->nin; j++) {
+            if (n->in[j] != v) continue;
+            readers++;
+            bool ok = j == 0 && (n->kind == RS_PK_CONV || n->kind == RS_PK_MAXPOOL || n->kind == RS_PK_AVGPOOL ||
+                                 (n->kind == RS_PK_LINEAR && n->rows == 1));
+            if (!ok) return false;
+        }
+    }
+    return readers > 0;
+}
+
+/* md for batch B from the same layout at the plan's batch: only where the batch is the outermost
+ * dimension and not blocked, so that nothing but its count changes. */
+static bool md_with_batch(const dnnl_memory_desc_t *md, int B, dnnl_memory_desc_t *out)
+{
+    *out = *md;
+    if (md->format_kind != dnnl_blocked || md->ndims < 1) return false;
+    const dnnl_blocking_desc_t *bd = &md->format_desc.blocking;
+    for (int i = 0; i < bd->inner_nblks; i++)
+        if (bd->inner_idxs[i] == 0) return false;
+    for (int i = 1; i < md->ndims; i++)
+        if (bd->strides[i] > bd->strides[0]) return false;
+    out->dims[0] = B;
+    out->padded_dims[0] = B;
+    return true;
+}
+
+/* The layout a node reads its input in: the value's blocked layout, or plain. */
+static rs_status value_md(rs_plan *p, const rs_pnode *n, int v, int ndims, const dnnl_dims_t dims, int B,
+                          dnnl_memory_desc_t *md, rs_err *err)
+{
+    if (v > 0 && p->values[v].layout == 1 && p->dn->vset[v]) {
+        if (!md_with_batch(&p->dn->vmd[v], B, md))
+            return rs_err_set(err, RS_ERR_UNSUPPORTED, "plan: value %d's layout does not scale with the batch", v);
+        return RS_OK;
+    }
+    if (v > 0 && p->values[v].layout == 1)
+        return rs_err_set(err, RS_ERR_FORMAT, "plan: node %s reads value %d before its layout is known", n->name, v);
+    DTRY(dnnl_memory_desc_init_by_tag(md, ndims, dims, dnnl_f32, ndims == 4 ? dnnl_nchw : dnnl_nc), "src desc");
+    return RS_OK;
+}
+
+/* The dst layout: "any" while the plan's batch decides a blocked value, the recorded one after, plain
+ * otherwise. */
+static rs_status out_md(rs_plan *p, const rs_pnode *n, int B, const dnnl_dims_t dims, dnnl_memory_desc_t *md,
+                        rs_err *err)
+{
+    int v = n->out;
+    if (p->values[v].layout == 1 && B == p->batch && !p->dn->vset[v]) {
+        DTRY(dnnl_memory_desc_init_by_tag(md, 4, dims, dnnl_f32, dnnl_format_tag_any), "dst desc");
+        return RS_OK;
+    }
+    if (p->values[v].layout == 1) {
+        if (!p->dn->vset[v] || !md_with_batch(&p->dn->vmd[v], B, md))
+            return rs_err_set(err, RS_ERR_UNSUPPORTED, "plan: value %d's layout does not scale with the batch", v);
+        return RS_OK;
+    }
+    DTRY(dnnl_memory_desc_init_by_tag(md, 4, dims, dnnl_f32, dnnl_nchw), "dst desc");
+    return RS_OK;
+}
+
+/* The operation's descriptor for batch B: the input in its value's layout (bf16 nodes: "any", a
+ * reorder converts), weights "any", the output as out_md says. */
+static rs_status op_desc(rs_plan *p, const rs_pnode *n, int B, dnnl_memory_desc_t *user_src,
                          dnnl_convolution_desc_t *cd, dnnl_inner_product_desc_t *id, dnnl_pooling_desc_t *pd,
                          rs_err *err)
 {
     dnnl_data_type_t lt = n->prec == RS_PLAN_BF16 ? dnnl_bf16 : dnnl_f32;
     dnnl_memory_desc_t src, wei, bias, dst;
+    rs_status st;
     if (n->kind == RS_PK_LINEAR) {
         dnnl_dims_t s = {(dnnl_dim_t)B * n->rows, n->I}, w = {n->O, n->I}, b = {n->O},
                     d = {(dnnl_dim_t)B * n->rows, n->O};
-        DTRY(dnnl_memory_desc_init_by_tag(user_src, 2, s, dnnl_f32, dnnl_nc), "src desc");
-        DTRY(dnnl_memory_desc_init_by_tag(&src, 2, s, lt, dnnl_nc), "src desc");
-        DTRY(dnnl_memory_desc_init_by_tag(&wei, 2, w, lt, dnnl_format_tag_any), "weights desc");
+        int v = n->in[0];
+        bool blocked = v > 0 && p->values[v].layout == 1;
+        if (blocked) { /* the 4-d value of a conv or pool, whole: weights (O, C, H, W) */
+            st = value_md(p, n, v, 4, s, B, user_src, err);
+            if (st) return st;
+            dnnl_dims_t w4 = {n->O, user_src->dims[1], user_src->dims[2], user_src->dims[3]};
+            DTRY(dnnl_memory_desc_init_by_tag(&wei, 4, w4, lt, dnnl_format_tag_any), "weights desc");
+            src = *user_src;
+            if (lt != dnnl_f32) DTRY(dnnl_memory_desc_init_by_tag(&src, 4, user_src->dims, lt, dnnl_format_tag_any), "src desc");
+        } else {
+            st = value_md(p, n, v, 2, s, B, user_src, err);
+            if (st) return st;
+            DTRY(dnnl_memory_desc_init_by_tag(&src, 2, s, lt, dnnl_nc), "src desc");
+            DTRY(dnnl_memory_desc_init_by_tag(&wei, 2, w, lt, dnnl_format_tag_any), "weights desc");
+        }
         DTRY(dnnl_memory_desc_init_by_tag(&bias, 1, b, dnnl_f32, dnnl_x), "bias desc");
         DTRY(dnnl_memory_desc_init_by_tag(&dst, 2, d, dnnl_f32, dnnl_nc), "dst desc");
         DTRY(dnnl_inner_product_forward_desc_init(id, dnnl_forward_inference, &src, &wei, n->b >= 0 ? &bias : NULL,
@@ -157,10 +256,10 @@ static rs_status op_desc(const rs_plan *p, const rs_pnode *n, int B, dnnl_memory
     dnnl_dims_t strides = {g->sh, g->sw}, pl = {g->ph, g->pw};
     /* symmetric padding, as the engine's windows: oneDNN floors (h + 2p - k)/s + 1 the same way */
     dnnl_dims_t pr = {g->ph, g->pw};
-    DTRY(dnnl_memory_desc_init_by_tag(user_src, 4, s, dnnl_f32, dnnl_nchw), "src desc");
-    DTRY(dnnl_memory_desc_init_by_tag(&src, 4, s, lt, dnnl_nchw), "src desc");
-    DTRY(dnnl_memory_desc_init_by_tag(&dst, 4, d, dnnl_f32, dnnl_nchw), "dst desc");
+    if ((st = value_md(p, n, n->in[0], 4, s, B, user_src, err)) || (st = out_md(p, n, B, d, &dst, err))) return st;
+    src = *user_src;
     if (n->kind == RS_PK_CONV) {
+        if (lt != dnnl_f32) DTRY(dnnl_memory_desc_init_by_tag(&src, 4, s, lt, dnnl_format_tag_any), "src desc");
         dnnl_dims_t w = {g->oc, g->c, g->kh, g->kw}, b = {g->oc};
         DTRY(dnnl_memory_desc_init_by_tag(&wei, 4, w, lt, dnnl_format_tag_any), "weights desc");
         DTRY(dnnl_memory_desc_init_by_tag(&bias, 1, b, dnnl_f32, dnnl_x), "bias desc");
@@ -169,7 +268,6 @@ static rs_status op_desc(const rs_plan *p, const rs_pnode *n, int B, dnnl_memory
              "convolution");
         return RS_OK;
     }
-    (void)p;
     dnnl_dims_t k = {g->kh, g->kw};
     /* pools read f32 whatever the plan's precision: nothing to gain from a copy */
     DTRY(dnnl_pooling_forward_desc_init(pd, dnnl_forward_inference,
@@ -210,6 +308,23 @@ static rs_status make_prim(rs_plan *p, int i, int B, dprim *d, rs_err *err)
     d->src = *dnnl_primitive_desc_query_md(d->pd, dnnl_query_src_md, 0);
     d->dst = *dnnl_primitive_desc_query_md(d->pd, dnnl_query_dst_md, 0);
     if (n->kind == RS_PK_CONV || n->kind == RS_PK_LINEAR) d->wei = *dnnl_primitive_desc_query_md(d->pd, dnnl_query_weights_md, 0);
+    if (p->values[n->out].layout == 1 && B == p->batch && !p->dn->vset[n->out]) {
+        /* the layout the primitive chose for its output at the plan's batch: the value's from now on */
+        size_t bytes = dnnl_memory_desc_get_size(&d->dst), per = (bytes + 4 * (size_t)B - 1) / (4 * (size_t)B);
+        rs_pvalue *v = &p->values[n->out];
+        dnnl_memory_desc_t probe;
+        if (!md_with_batch(&d->dst, 1, &probe))
+            return rs_err_set(err, RS_ERR_UNSUPPORTED, "plan: oneDNN chose a layout for node %s's output that does not "
+                              "scale with the batch", n->name);
+        if (v->padded == 0) v->padded = (int64_t)per;
+        else if ((int64_t)per > v->padded)
+            return rs_err_set(err, RS_ERR_FORMAT,
+                              "plan: node %s's output takes %zu bytes in oneDNN's layout here, the file planned %lld; "
+                              "compile the model again here",
+                              n->name, bytes, (long long)v->padded * 4 * B);
+        p->dn->vmd[n->out] = d->dst;
+        p->dn->vset[n->out] = 1;
+    }
     d->pad_bytes = dnnl_memory_desc_get_size(dnnl_primitive_desc_query_md(d->pd, dnnl_query_scratchpad_md, 0));
     DTRY(dnnl_primitive_create(&d->prim, d->pd), "primitive");
     if (!dnnl_memory_desc_equal(&d->src, &d->user_src)) {
@@ -264,10 +379,15 @@ static rs_status reorder_to(rs_plan *p, const rs_pnode *n, const dnnl_memory_des
     return RS_OK;
 }
 
-static dnnl_memory_desc_t plain_weights(const rs_pnode *n)
+static dnnl_memory_desc_t plain_weights(const rs_plan *p, const rs_pnode *n)
 {
     dnnl_memory_desc_t md;
-    if (n->kind == RS_PK_LINEAR) {
+    if (n->kind == RS_PK_LINEAR && n->in[0] > 0 && p->values[n->in[0]].layout == 1) {
+        /* (O, I) is (O, C, H, W) row-major: the flatten of nchw */
+        const dnnl_memory_desc_t *s = &p->dn->vmd[n->in[0]];
+        dnnl_dims_t w = {n->O, s->dims[1], s->dims[2], s->dims[3]};
+        dnnl_memory_desc_init_by_tag(&md, 4, w, dnnl_f32, dnnl_oihw);
+    } else if (n->kind == RS_PK_LINEAR) {
         dnnl_dims_t w = {n->O, n->I};
         dnnl_memory_desc_init_by_tag(&md, 2, w, dnnl_f32, dnnl_oi);
     } else {
@@ -279,17 +399,20 @@ static dnnl_memory_desc_t plain_weights(const rs_pnode *n)
 
 rs_status rs_plan_dnnl_finalize_weights(rs_plan *p, rs_err *err)
 {
+    /* in order: a node's input layout is known when its primitive is made */
     for (int i = 0; i < p->nnodes; i++) {
-        const rs_pnode *n = &p->nodes[i];
-        if (n->kind != RS_PK_CONV && n->kind != RS_PK_LINEAR) continue;
+        rs_pnode *n = &p->nodes[i];
+        if (!rs_plan_node_is_dnnl(n)) continue;
+        if (n->kind != RS_PK_LINEAR && can_block(p, n->out)) p->values[n->out].layout = 1;
         dprim *d = &p->dn->slot[i][0];
         if (!d->B) {
             rs_status st = make_prim(p, i, p->batch, d, err);
             if (st) return st;
         }
+        if (n->kind != RS_PK_CONV && n->kind != RS_PK_LINEAR) continue;
         rs_ptensor *t = &p->tensors[n->w];
         if (t->layout != 0) continue; /* shared with a node already done (it never is today) */
-        dnnl_memory_desc_t plain = plain_weights(n);
+        dnnl_memory_desc_t plain = plain_weights(p, n);
         void *to;
         size_t bytes;
         rs_status st = reorder_to(p, n, &plain, t->data, &d->wei, &to, &bytes, err);

@@ -198,6 +198,9 @@ rs_status rs_plan_serialize(const rs_plan *p, uint8_t **buf, size_t *n, rs_err *
         v->numel = p->values[i].numel;
         v->alias = p->values[i].alias;
         v->offset = p->values[i].offset;
+        v->has_layout = v->has_padded = true;
+        v->layout = p->values[i].layout;
+        v->padded = p->values[i].padded;
         m.values[i] = v;
     }
     m.n_tensors = (size_t)p->ntensors;
@@ -386,6 +389,8 @@ static rs_status from_msg(const char *name, const Rsplan__Plan *m, rs_plan *p, r
         if (v < 0) return rs_err_set(err, RS_ERR_NOMEM, "%s: out of memory", name);
         p->values[v].alias = m->values[i]->alias;
         p->values[v].offset = m->values[i]->offset;
+        p->values[v].layout = m->values[i]->layout;
+        p->values[v].padded = m->values[i]->padded;
     }
     for (size_t i = 0; i < m->n_tensors; i++) {
         const Rsplan__Tensor *t = m->tensors[i];

@@ -77,6 +77,8 @@ typedef struct rs_pvalue {
     int alias;           /* this value is another's memory (a view, an in-place sum): its id; -1 own */
     int64_t offset;      /* bytes into the arena of its memory (roots only); -1 none (the input) */
     int def, last;       /* position of the node that writes it and of the last that reads it (-1: none) */
+    int layout;          /* 0 plain row-major; 1 the blocked layout its producer's primitive chose (dnnl.c) */
+    int64_t padded;      /* layout 1: floats per sample it takes with the layout's padding (0: numel) */
 } rs_pvalue;
 
 typedef struct rs_ptensor {

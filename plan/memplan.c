@@ -18,7 +18,9 @@ static size_t round_up(size_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
 /* Bytes of value v (its root's group) at the plan's batch. */
 static size_t value_bytes(const rs_plan *p, int v)
 {
-    return round_up((size_t)p->values[v].numel * (size_t)p->batch * sizeof(float));
+    const rs_pvalue *x = &p->values[v];
+    int64_t per = x->padded > x->numel ? x->padded : x->numel;
+    return round_up((size_t)per * (size_t)p->batch * sizeof(float));
 }
 
 /* def/last of every value from the node order; roots get their group's span. */

@@ -209,6 +209,9 @@ rs_status rs_plan_validate(const rs_plan *p, rs_err *err)
         if (!pos(x->numel)) st = BAD("value %d holds %lld floats", v, (long long)x->numel);
         else if (x->alias >= v || x->alias < -1 || (v == 0 && x->alias != -1))
             st = BAD("value %d is an alias of %d (only of an older value)", v, x->alias);
+        else if ((x->layout != 0 && x->layout != 1) || x->padded < 0 || x->padded >= MAX_NUMEL ||
+                 (x->layout == 1 && (x->padded < x->numel || x->alias >= 0 || v == 0)))
+            st = BAD("value %d has layout %d with %lld padded floats", v, x->layout, (long long)x->padded);
         else if (x->alias >= 0 && p->values[x->alias].numel != x->numel)
             st = BAD("value %d (%lld floats) aliases value %d of another size", v, (long long)x->numel, x->alias);
     }
