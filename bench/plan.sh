@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Compiled plans (plan/) against ONNX Runtime on the same ONNX file, side by side in one run: the
 # CNN of the Fashion-MNIST figures (2 conv + pool, as bench/onnx.sh), exported by ringside, compiled
-# at fp32 and bf16, at 1 and 2 threads and batch 1 and 64, medians of many runs. With --train the
+# at fp32 and bf16, at 1 and 2 threads and batch 1 and 64, medians of many runs; then the GPT
+# (4 layers, dim 128, ctx 64) compiled from the session model against ORT on its export. With --train the
 # CNN is trained for one epoch on Fashion-MNIST first and each plan's accuracy on the test split is
 # printed beside the engine's.
 #   bench/plan.sh [--build-dir DIR] [--train] [--runs N]
@@ -35,3 +36,8 @@ compile $tmp/cnn.onnx precision=bf16 batch=64 -> $tmp/bf16.plan" | grep -E "^com
 fi
 echo "# CNN (2 conv + pool, 1x28x28), exported by ringside; median of $runs runs; $(nproc) CPUs; load $(cut -d' ' -f1-3 /proc/loadavg)"
 python3 bench/plan_ort.py "$rs" "$tmp/cnn.onnx" "$runs" "$tmp/fp32.plan" "$tmp/bf16.plan"
+# The GPT of the text figures: compiled from the session model, ORT on its export (int64 tokens).
+gpt="gpt layers=4 heads=4 dim=128 ctx=64 vocab=65"
+"$rs" --no-db -c "model g = $gpt; export g $tmp/gpt.onnx; compile g batch=64 -> $tmp/gpt.plan; compile g precision=bf16 batch=64 -> $tmp/gpt16.plan" | grep -E "^compile|build time" || exit 1
+echo "# $gpt, exported by ringside; median of $runs runs; load $(cut -d' ' -f1-3 /proc/loadavg)"
+python3 bench/plan_ort.py "$rs" "$tmp/gpt.onnx" "$runs" "$tmp/gpt.plan" "$tmp/gpt16.plan"

@@ -21,7 +21,11 @@ def ort_ms(threads, batch):
     so.inter_op_num_threads = 1
     s = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
     inp = s.get_inputs()[0]
-    x = (np.arange(batch * int(np.prod(inp.shape[1:]))) % 17 * 0.05).astype(np.float32)
+    n = batch * int(np.prod(inp.shape[1:]))
+    if inp.type == "tensor(int64)":  # a GPT's tokens: zeros, as `plan bench` gives it
+        x = np.zeros(n, dtype=np.int64)
+    else:
+        x = (np.arange(n) % 17 * 0.05).astype(np.float32)
     x = x.reshape(batch, *inp.shape[1:])
     s.run(None, {inp.name: x})
     t = []

@@ -7,7 +7,7 @@ set -euo pipefail
 
 # Build and tests (with Debian's data: Fashion-MNIST, and fortunes for `data t = text fortunes`), then
 # clang for the libFuzzer script and sanitizer builds, then what later parts use (REPL, session log,
-# ONNX, serving, MPI ranks, tutorials in tmux).
+# ONNX, serving, MPI ranks, tutorials in tmux, oneDNN for compiled plans).
 PACKAGES=(
   build-essential pkg-config meson ninja-build libopenblas-openmp-dev zlib1g-dev libjansson-dev
   dataset-fashion-mnist fortunes python3 python3-numpy
