@@ -7,6 +7,7 @@
  * Scratchpads are the user's (the arena's scratch region), so the arena is all the memory a run uses
  * besides the weights. */
 #include <dnnl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -222,7 +223,7 @@ static rs_status op_desc(rs_plan *p, const rs_pnode *n, int B, dnnl_memory_desc_
                          dnnl_convolution_desc_t *cd, dnnl_inner_product_desc_t *id, dnnl_pooling_desc_t *pd,
                          rs_err *err)
 {
-    dnnl_data_type_t lt = n->prec == RS_PLAN_BF16 ? dnnl_bf16 : dnnl_f32;
+    dnnl_data_type_t lt = n->prec == RS_PLAN_BF16 ? dnnl_bf16 : n->prec == RS_PLAN_INT8 ? dnnl_s8 : dnnl_f32;
     dnnl_memory_desc_t src, wei, bias, dst;
     rs_status st;
     if (n->kind == RS_PK_LINEAR) {
@@ -289,6 +290,10 @@ static rs_status make_prim(rs_plan *p, int i, int B, dprim *d, rs_err *err)
     DTRY(dnnl_primitive_attr_create(&attr), "attributes");
     dnnl_post_ops_t po = NULL;
     dnnl_status_t s = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+    /* int8: s32 accumulators to fp32 by 1 / (input scale x the output channel's weight scale) */
+    if (s == dnnl_success && n->prec == RS_PLAN_INT8)
+        s = dnnl_primitive_attr_set_output_scales(attr, (dnnl_dim_t)(p->tensors[n->oscales].bytes / sizeof(float)), 1 << 1,
+                                                  p->tensors[n->oscales].data);
     if (s == dnnl_success && n->npost) {
         s = dnnl_post_ops_create(&po);
         for (int j = 0; j < n->npost && s == dnnl_success; j++) {
@@ -329,7 +334,14 @@ static rs_status make_prim(rs_plan *p, int i, int B, dprim *d, rs_err *err)
     DTRY(dnnl_primitive_create(&d->prim, d->pd), "primitive");
     if (!dnnl_memory_desc_equal(&d->src, &d->user_src)) {
         dnnl_primitive_desc_t rpd;
-        DTRY(dnnl_reorder_primitive_desc_create(&rpd, &d->user_src, p->dn->eng, &d->src, p->dn->eng, NULL), "input reorder");
+        dnnl_primitive_attr_t rattr = NULL;
+        if (n->prec == RS_PLAN_INT8) { /* x_q = round(x * 127 / max|x| seen in calibration), saturated */
+            DTRY(dnnl_primitive_attr_create(&rattr), "attributes");
+            dnnl_primitive_attr_set_output_scales(rattr, 1, 0, &n->qscale);
+        }
+        s = dnnl_reorder_primitive_desc_create(&rpd, &d->user_src, p->dn->eng, &d->src, p->dn->eng, rattr);
+        if (rattr) dnnl_primitive_attr_destroy(rattr);
+        if (s != dnnl_success) return dfail(err, s, "input reorder", n);
         s = dnnl_primitive_create(&d->src_cvt, rpd);
         dnnl_primitive_desc_destroy(rpd);
         if (s != dnnl_success) return dfail(err, s, "input reorder", n);
@@ -355,7 +367,8 @@ static rs_status make_prim(rs_plan *p, int i, int B, dprim *d, rs_err *err)
 
 /* Reorders `from` (bytes laid out as md_from) into a new buffer laid out as md_to. */
 static rs_status reorder_to(rs_plan *p, const rs_pnode *n, const dnnl_memory_desc_t *md_from, void *from,
-                            const dnnl_memory_desc_t *md_to, void **to, size_t *bytes, rs_err *err)
+                            const dnnl_memory_desc_t *md_to, void **to, size_t *bytes, const_dnnl_primitive_attr_t attr,
+                            rs_err *err)
 {
     *bytes = dnnl_memory_desc_get_size(md_to);
     *to = rs_plan_aligned_alloc(*bytes);
@@ -363,7 +376,7 @@ static rs_status reorder_to(rs_plan *p, const rs_pnode *n, const dnnl_memory_des
     dnnl_primitive_desc_t rpd;
     dnnl_primitive_t r;
     dnnl_memory_t a, b;
-    DTRY(dnnl_reorder_primitive_desc_create(&rpd, md_from, p->dn->eng, md_to, p->dn->eng, NULL), "weights reorder");
+    DTRY(dnnl_reorder_primitive_desc_create(&rpd, md_from, p->dn->eng, md_to, p->dn->eng, attr), "weights reorder");
     dnnl_status_t s = dnnl_primitive_create(&r, rpd);
     dnnl_primitive_desc_destroy(rpd);
     if (s != dnnl_success) return dfail(err, s, "weights reorder", n);
@@ -397,6 +410,32 @@ static dnnl_memory_desc_t plain_weights(const rs_plan *p, const rs_pnode *n)
     return md;
 }
 
+/* int8 node: per output channel weight scales from the fp32 weights, the output scales the primitive
+ * applies (1 / (input scale x weight scale), a tensor of the plan, so the file keeps them), and the
+ * bias in the accumulators' units (oneDNN 2.x adds it before the output scale). */
+static rs_status int8_scales(rs_plan *p, rs_pnode *n, rs_err *err)
+{
+    int64_t OC = n->kind == RS_PK_CONV ? n->g.oc : n->O;
+    const rs_ptensor *w = &p->tensors[n->w];
+    int64_t per = (int64_t)(w->bytes / sizeof(float)) / OC;
+    char name[64];
+    snprintf(name, sizeof name, "%.50s.oscales", n->name);
+    int t = rs_plan_add_tensor(p, name, 1, &OC, NULL);
+    if (t < 0) return rs_err_set(err, RS_ERR_NOMEM, "plan: out of memory");
+    n->oscales = t;
+    w = &p->tensors[n->w]; /* the array may have moved */
+    float *os = p->tensors[t].data, *b = n->b >= 0 ? p->tensors[n->b].data : NULL;
+    const float *wd = w->data;
+    for (int64_t o = 0; o < OC; o++) {
+        float amax = 0;
+        for (int64_t j = 0; j < per; j++) amax = fabsf(wd[o * per + j]) > amax ? fabsf(wd[o * per + j]) : amax;
+        float sw = amax > 0 ? 127.0f / amax : 1.0f;
+        os[o] = 1.0f / (n->qscale * sw);
+        if (b) b[o] *= n->qscale * sw;
+    }
+    return RS_OK;
+}
+
 rs_status rs_plan_dnnl_finalize_weights(rs_plan *p, rs_err *err)
 {
     /* in order: a node's input layout is known when its primitive is made */
@@ -404,6 +443,10 @@ rs_status rs_plan_dnnl_finalize_weights(rs_plan *p, rs_err *err)
         rs_pnode *n = &p->nodes[i];
         if (!rs_plan_node_is_dnnl(n)) continue;
         if (n->kind != RS_PK_LINEAR && can_block(p, n->out)) p->values[n->out].layout = 1;
+        if (n->prec == RS_PLAN_INT8) {
+            rs_status st = int8_scales(p, n, err);
+            if (st) return st;
+        }
         dprim *d = &p->dn->slot[i][0];
         if (!d->B) {
             rs_status st = make_prim(p, i, p->batch, d, err);
@@ -415,9 +458,22 @@ rs_status rs_plan_dnnl_finalize_weights(rs_plan *p, rs_err *err)
         dnnl_memory_desc_t plain = plain_weights(p, n);
         void *to;
         size_t bytes;
-        rs_status st = reorder_to(p, n, &plain, t->data, &d->wei, &to, &bytes, err);
+        dnnl_primitive_attr_t wattr = NULL;
+        float *ws = NULL;
+        if (n->prec == RS_PLAN_INT8) { /* w_q[oc] = round(w[oc] * 127 / max|w[oc]|): per output channel */
+            const float *os = p->tensors[n->oscales].data;
+            int64_t OC = (int64_t)(p->tensors[n->oscales].bytes / sizeof(float));
+            ws = malloc((size_t)OC * sizeof *ws);
+            if (!ws) return rs_err_set(err, RS_ERR_NOMEM, "plan: out of memory");
+            for (int64_t o = 0; o < OC; o++) ws[o] = 1.0f / (os[o] * n->qscale);
+            DTRY(dnnl_primitive_attr_create(&wattr), "attributes");
+            dnnl_primitive_attr_set_output_scales(wattr, OC, 1 << 0, ws);
+        }
+        rs_status st = reorder_to(p, n, &plain, t->data, &d->wei, &to, &bytes, wattr, err);
+        if (wattr) dnnl_primitive_attr_destroy(wattr);
+        free(ws);
         if (st) return st;
-        rs_plan_tensor_replace(t, n->prec == RS_PLAN_BF16 ? RS_BF16 : RS_F32, 1, to, bytes);
+        rs_plan_tensor_replace(t, n->prec == RS_PLAN_BF16 ? RS_BF16 : n->prec == RS_PLAN_INT8 ? RS_I8 : RS_F32, 1, to, bytes);
     }
     return RS_OK;
 }
@@ -445,7 +501,7 @@ rs_status rs_plan_dnnl_prepare(rs_plan *p, int B, size_t *scratch_bytes, rs_err 
                     dprim *d0 = &p->dn->slot[i][0];
                     if (!dnnl_memory_desc_equal(&d->wei, &d0->wei)) {
                         size_t bytes;
-                        st = reorder_to(p, n, &d0->wei, t->data, &d->wei, &d->wei_alt, &bytes, err);
+                        st = reorder_to(p, n, &d0->wei, t->data, &d->wei, &d->wei_alt, &bytes, NULL, err);
                         if (st) return st;
                     }
                 }
@@ -485,9 +541,17 @@ rs_status rs_plan_dnnl_exec(rs_plan *p, int i, const void *x, int B, rs_err *err
         args[na++] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS, d->m_wei};
     }
     if (d->m_bias) args[na++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, d->m_bias};
+    /* the CPU stream runs each primitive in order; rs_plan_dnnl_sync waits once at the end of a run,
+     * and the engine's ops in between run on the calling thread after the primitive before them */
     if (s == dnnl_success) s = dnnl_primitive_execute(d->prim, p->dn->strm, na, args);
-    if (s == dnnl_success) s = dnnl_stream_wait(p->dn->strm);
     if (s != dnnl_success) return dfail(err, s, "execute", n);
+    return RS_OK;
+}
+
+rs_status rs_plan_dnnl_sync(rs_plan *p, rs_err *err)
+{
+    const rs_pnode *n = NULL;
+    DTRY(dnnl_stream_wait(p->dn->strm), "stream wait");
     return RS_OK;
 }
 

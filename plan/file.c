@@ -117,6 +117,9 @@ static bool node_msg(pool *a, const rs_plan *p, const rs_pnode *n, Rsplan__Node 
     m->alpha = n->alpha;
     m->beta = n->beta;
     m->eps = n->eps;
+    m->has_qscale = m->has_oscales = true;
+    m->qscale = n->qscale;
+    m->oscales = n->oscales;
     m->has_t = m->has_c = m->has_v = m->has_heads = true;
     m->t = n->T;
     m->c = n->C;
@@ -306,6 +309,8 @@ static rs_status read_node(const char *name, const Rsplan__Node *m, rs_pnode *n,
         n->post[j] = (rs_ppost){.kind = (rs_ppost_kind)q->kind, .op = q->op, .alpha = q->alpha, .beta = q->beta,
                                 .value = q->has_value ? q->value : -1};
     }
+    n->qscale = m->qscale;
+    n->oscales = m->has_oscales ? m->oscales : -1;
     n->act = m->act;
     n->alpha = m->alpha;
     n->beta = m->beta;

@@ -75,7 +75,7 @@ rs_pnode rs_pnode_empty(rs_pk kind, const char *name)
     memset(&n, 0, sizeof n);
     n.kind = kind;
     snprintf(n.name, sizeof n.name, "%s", name);
-    n.w = n.b = n.tmp = -1;
+    n.w = n.b = n.tmp = n.oscales = -1;
     for (int i = 0; i < RS_OP_MAX_IN; i++) {
         n.in[i] = -1;
         n.cin[i] = -1;

@@ -64,6 +64,10 @@ typedef struct rs_pnode {
     float eps;
     int T, C, V, heads;
     int tmp;             /* a value of scratch it needs for the node only (mean/rstd, probabilities), -1 */
+    /* int8 (conv, linear): input scale (127 / max |input| in calibration) and the tensor of output
+     * scales per channel (1 / (input scale x weight scale)) */
+    float qscale;
+    int oscales;
     /* OP: the engine's op, its attributes and full shapes (RS_DIM_BATCH at the batch) */
     rs_op op;
     rs_op_attrs a;
@@ -122,6 +126,7 @@ struct rs_plan {
     void *arena;             /* arena_bytes, owned */
     size_t arena_cap;
     int threads;
+    float *calib_amax;       /* while calibrating: per node, max |input| of products seen so far (borrowed) */
     rs_kctx ctx;             /* the engine's CPU table for the ops oneDNN does not do */
     struct rs_pdnnl *dn;
 };
@@ -167,6 +172,7 @@ rs_status rs_plan_dnnl_exec(rs_plan *p, int node, const void *x, int B, rs_err *
 /* oneDNN's name for the implementation node i runs (for `plan show`). */
 const char *rs_plan_dnnl_impl(const rs_plan *p, int i);
 bool rs_plan_node_is_dnnl(const rs_pnode *n);
+rs_status rs_plan_dnnl_sync(rs_plan *p, rs_err *err);
 
 /* Pointer to value v's memory for batch B (the input: x). */
 float *rs_plan_value_ptr(rs_plan *p, int v, const void *x);

@@ -40,6 +40,10 @@ typedef struct rs_plan_opts {
     int threads;        /* threads per run (>= 1) */
     unsigned passes;    /* RS_PLAN_PASS_* */
     const char *source; /* what it is compiled from, for `plan show` (may be NULL) */
+    /* int8: min-max calibration on the first calib_samples samples of calib (0: 512): each int8
+     * node's input scale is 127 / the largest |input| an fp32 plan of the model saw there */
+    const rs_dataset *calib;
+    uint32_t calib_samples;
 } rs_plan_opts;
 
 rs_plan_opts rs_plan_opts_default(void);

@@ -55,6 +55,44 @@ rs_status rs_plan_open_runtime(rs_plan *p, rs_err *err)
     return RS_OK;
 }
 
+/* Min-max calibration: an fp32 plan of the same graph (the passes are deterministic, so its nodes are
+ * the int8 plan's, in the same order) runs the calibration samples and notes each node's largest
+ * |input|. */
+static rs_status calibrate(rs_model *m, const rs_plan_opts *o, float **amax, rs_err *err)
+{
+    rs_plan_opts f = *o;
+    f.prec = RS_PLAN_FP32;
+    f.calib = NULL;
+    rs_plan *ref = NULL;
+    rs_status st = rs_plan_compile(m, &f, &ref, err);
+    if (st) return st;
+    const rs_dataset *d = o->calib;
+    size_t per = rs_dataset_sample_numel(d);
+    uint32_t n = o->calib_samples ? o->calib_samples : 512;
+    if (n > d->n) n = d->n;
+    *amax = calloc((size_t)ref->nnodes + 1, sizeof **amax);
+    float *x = malloc((size_t)ref->batch * per * sizeof *x);
+    if ((int64_t)per != rs_shape_numel(&ref->in) || d->tokens != ref->tokens || n == 0)
+        st = rs_err_set(err, RS_ERR_SHAPE, "compile: calibration data %s (%zu values a sample, %u samples) does not fit "
+                                           "the model's input of %lld", d->name, per, d->n, (long long)rs_shape_numel(&ref->in));
+    else if (!*amax || !x)
+        st = rs_err_set(err, RS_ERR_NOMEM, "compile: out of memory");
+    ref->calib_amax = *amax;
+    for (uint32_t at = 0; at < n && !st; at += (uint32_t)ref->batch) {
+        int B = (int)(n - at < (uint32_t)ref->batch ? n - at : (uint32_t)ref->batch);
+        for (int i = 0; i < B; i++) rs_dataset_get(d, at + (uint32_t)i, x + (size_t)i * per, NULL);
+        const float *z;
+        st = rs_plan_run(ref, x, B, &z, err);
+    }
+    free(x);
+    rs_plan_free(ref);
+    if (st) {
+        free(*amax);
+        *amax = NULL;
+    }
+    return st;
+}
+
 rs_status rs_plan_compile(rs_model *m, const rs_plan_opts *o, rs_plan **out, rs_err *err)
 {
     *out = NULL;
@@ -63,9 +101,9 @@ rs_status rs_plan_compile(rs_model *m, const rs_plan_opts *o, rs_plan **out, rs_
         return rs_err_set(err, RS_ERR_ARG, "compile: batch must be 1..65536, got %d", o->batch);
     if (o->threads < 1 || o->threads > 1024)
         return rs_err_set(err, RS_ERR_ARG, "compile: threads must be >= 1, got %d", o->threads);
-    if (o->prec == RS_PLAN_INT8)
-        return rs_err_set(err, RS_ERR_UNSUPPORTED,
-                          "compile: precision=int8 (calibrated) is not built yet; fp32 and bf16 are");
+    if (o->prec == RS_PLAN_INT8 && !o->calib)
+        return rs_err_set(err, RS_ERR_ARG, "compile: precision=int8 needs calibration data (calib=DATA): the input "
+                                           "scales come from what the model sees there");
     if (!rs_model_params(m)) return rs_err_set(err, RS_ERR_ARG, "compile: model %s is not built", rs_model_name(m));
     rs_plan *p = calloc(1, sizeof *p);
     if (!p) return rs_err_set(err, RS_ERR_NOMEM, "compile: out of memory");
@@ -76,8 +114,13 @@ rs_status rs_plan_compile(rs_model *m, const rs_plan_opts *o, rs_plan **out, rs_
     rs_plan_dnnl_version(p->dnnl_version, sizeof p->dnnl_version);
     snprintf(p->device, sizeof p->device, "cpu");
     snprintf(p->source, sizeof p->source, "%s", o->source ? o->source : rs_model_name(m));
-    rs_status st = rs_plan_from_model(p, m, err);
+    float *amax = NULL; /* int8: per node, the calibration's max |input| (owned here) */
+    rs_status st = o->prec == RS_PLAN_INT8 ? calibrate(m, o, &amax, err) : RS_OK;
+    if (!st) st = rs_plan_from_model(p, m, err);
     if (!st) st = rs_plan_run_passes(p, o, err);
+    for (int i = 0; !st && amax && i < p->nnodes; i++)
+        p->nodes[i].qscale = amax[i] > 0 ? 127.0f / amax[i] : 1.0f;
+    free(amax);
     if (!st) st = rs_plan_dnnl_open(p, err);
     if (!st) st = rs_plan_dnnl_finalize_weights(p, err);
     size_t scratch = 0;
@@ -133,6 +176,14 @@ static rs_status run_node(rs_plan *p, int i, const void *x, int B, rs_err *err)
     const rs_pnode *n = &p->nodes[i];
     rs_kctx *c = &p->ctx;
     const rs_kernels *k = c->k;
+    if (p->calib_amax && (n->kind == RS_PK_CONV || n->kind == RS_PK_LINEAR)) {
+        const rs_pvalue *v = &p->values[rs_plan_root(p, n->in[0])];
+        size_t cnt = (size_t)B * (size_t)(v->padded > v->numel ? v->padded : v->numel);
+        const float *in = rs_plan_value_ptr(p, n->in[0], x);
+        float mx = p->calib_amax[i];
+        for (size_t j = 0; j < cnt; j++) mx = fabsf(in[j]) > mx ? fabsf(in[j]) : mx;
+        p->calib_amax[i] = mx;
+    }
     if (rs_plan_node_is_dnnl(n)) return rs_plan_dnnl_exec(p, i, x, B, err);
     float *out = rs_plan_value_ptr(p, n->out, x);
     const float *in = rs_plan_value_ptr(p, n->in[0], x);
@@ -193,6 +244,7 @@ rs_status rs_plan_run(rs_plan *p, const void *x, int B, const float **out, rs_er
     omp_set_num_threads(p->threads);
     rs_kctx_set_threads(&p->ctx, p->threads);
     for (int i = 0; i < p->nnodes && !st; i++) st = run_node(p, i, x, B, err);
+    if (!st) st = rs_plan_dnnl_sync(p, err);
     omp_set_num_threads(was);
     if (st) return st;
     *out = rs_plan_value_ptr(p, p->output, x);

@@ -28,7 +28,7 @@ static rs_status check_tensor(const rs_plan *p, const rs_pnode *n, int t, int64_
     if (numel != want)
         return BAD("tensor %s holds %lld values; node %s (%s) needs %lld", x->name, (long long)numel, n->name,
                    rs_pk_name(n->kind), (long long)want);
-    if (x->dtype != RS_F32 && x->dtype != RS_BF16) return BAD("tensor %s has dtype %d", x->name, (int)x->dtype);
+    if (x->dtype != RS_F32 && x->dtype != RS_BF16 && x->dtype != RS_I8) return BAD("tensor %s has dtype %d", x->name, (int)x->dtype);
     if (plain || x->layout == 0) {
         if (x->layout != 0 || x->dtype != RS_F32 || x->bytes != (size_t)numel * sizeof(float))
             return BAD("tensor %s: %zu bytes of layout %d, but node %s reads %lld plain floats", x->name, x->bytes,
@@ -183,7 +183,7 @@ static rs_status check_node(const rs_plan *p, const rs_pnode *n, const int64_t *
 rs_status rs_plan_validate(const rs_plan *p, rs_err *err)
 {
     if (p->batch < 1 || p->batch > 65536) return BAD("batch %d", p->batch);
-    if (p->prec != RS_PLAN_FP32 && p->prec != RS_PLAN_BF16) return BAD("precision %d", (int)p->prec);
+    if (p->prec != RS_PLAN_FP32 && p->prec != RS_PLAN_BF16 && p->prec != RS_PLAN_INT8) return BAD("precision %d", (int)p->prec);
     if (p->nvalues < 2 || p->nnodes < 1) return BAD("a plan without nodes");
     if (p->output < 1 || p->output >= p->nvalues) return BAD("output value %d of %d", p->output, p->nvalues);
     if (p->classes < 1 || p->rows < 1 || (p->tokens && p->vocab < 1)) return BAD("classes %d, rows %d", p->classes, p->rows);
@@ -224,9 +224,16 @@ rs_status rs_plan_validate(const rs_plan *p, rs_err *err)
             st = BAD("node %s has %d inputs", n->name, n->nin);
             break;
         }
-        if (n->prec != RS_PLAN_FP32 && !(n->prec == RS_PLAN_BF16 && (n->kind == RS_PK_CONV || n->kind == RS_PK_LINEAR))) {
+        bool product = n->kind == RS_PK_CONV || n->kind == RS_PK_LINEAR;
+        if (n->prec != RS_PLAN_FP32 && !((n->prec == RS_PLAN_BF16 || n->prec == RS_PLAN_INT8) && product)) {
             st = BAD("node %s has precision %d", n->name, (int)n->prec);
             break;
+        }
+        if (n->prec == RS_PLAN_INT8) {
+            int64_t OC = n->kind == RS_PK_CONV ? n->g.oc : n->O;
+            if (!(n->qscale > 0 && n->qscale < 1e30f) || !pos(OC)) st = BAD("node %s: int8 input scale %g", n->name, (double)n->qscale);
+            else st = check_tensor(p, n, n->oscales, OC, true, err);
+            if (st) break;
         }
         for (int j = 0; j < n->nin && !st; j++) {
             int v = n->in[j];

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "call.h"
+#include "engine/train/train.h"
 #include "plan/plan.h"
 #include "repl_log.h"
 #include "result.h"
@@ -55,9 +56,19 @@ int rs_cmd_compile(rs_session *s, const rs_call *c)
     if (o.threads < 1)
         return rs_session_error(s, c, rs_call_opt(c, "threads")->pos, 8 + strlen(rs_call_opt(c, "threads")->text),
                                 "compile: threads must be >= 1, got %d", o.threads);
-    if (o.prec == RS_PLAN_INT8)
+    const rs_obj *cal = NULL;
+    if (rs_call_given(c, "calib")) {
+        const rs_optval *v = rs_call_opt(c, "calib");
+        cal = rs_session_find(s, v->text);
+        if (!cal || cal->kind != RS_OBJ_DATA)
+            return rs_session_error(s, c, v->pos, 6 + strlen(v->text), "compile: calib=%s is not a data set of this session",
+                                    v->text);
+        o.calib = cal->data.train;
+        o.calib_samples = (uint32_t)rs_call_int(c, "calib_n", 512);
+    }
+    if (o.prec == RS_PLAN_INT8 && !cal)
         return rs_session_error(s, c, rs_call_opt(c, "precision")->pos, 10 + strlen(rs_call_opt(c, "precision")->text),
-                                "compile: precision=int8 (calibrated on calib=DATA) is not built yet; fp32 and bf16 are");
+                                "compile: precision=int8 needs calibration data: calib=DATA (a data set of the session)");
     if (!ends_with(out, ".plan"))
         return rs_session_error(s, c, c->arg_pos[2], strlen(out), "compile: write the plan to a FILE.plan, not '%s'",
                                 out);
@@ -80,6 +91,16 @@ int rs_cmd_compile(rs_session *s, const rs_call *c)
     rs_model_set_training(m, false);
     rs_plan *p = NULL;
     rs_status st = rs_plan_compile(m, &o, &p, &err);
+    /* int8: the accuracy it costs, on the calibration set's test part, against the model itself */
+    double acc32 = -1, acc8 = -1, l32 = 0, l8 = 0;
+    const rs_dataset *test = cal && cal->data.test && cal->data.test->n ? cal->data.test : NULL;
+    if (!st && o.prec == RS_PLAN_INT8 && test) {
+        rs_err e2 = {0};
+        if (rs_evaluate(m, test, 256, &acc32, &l32, &e2) || rs_plan_evaluate(p, test, &acc8, &l8, &e2)) {
+            acc32 = -1;
+            rs_session_warn(s, "compile: no accuracy report: %s", e2.msg);
+        }
+    }
     rs_model_set_training(m, was);
     rs_model_free(owned);
     if (st) return rs_session_error(s, c, c->arg_pos[0], strlen(src), "%s", err.msg);
@@ -104,6 +125,13 @@ int rs_cmd_compile(rs_session *s, const rs_call *c)
             kib(ps.arena_bytes, b1, sizeof b1), kib(ps.naive_bytes, b2, sizeof b2));
     fprintf(s->out, "weights: %s; plan file: %s; build time %.3f s\n", kib(ps.weight_bytes, b3, sizeof b3),
             kib(bytes, b1, sizeof b1), ps.build_s);
+    if (acc32 >= 0) {
+        fprintf(s->out, "int8 accuracy on %s (%u samples): %.4f (loss %.4f); the model in fp32: %.4f (loss %.4f), "
+                        "%+.2f points\n",
+                test->name, test->n, acc8, l8, acc32, l32, 100 * (acc8 - acc32));
+        rs_result_num(s, "accuracy", acc8);
+        rs_result_num(s, "fp32_accuracy", acc32);
+    }
     rs_result_num(s, "nodes_before", ps.nodes_before);
     rs_result_num(s, "nodes_after", ps.nodes_after);
     rs_result_num(s, "fusions", ps.fusions);

@@ -303,6 +303,8 @@ static const rs_optdef compile_opts[] = {
      precisions},
     {"batch", RS_T_INT, "64", "the largest batch the plan runs (its memory plan is made for it)", NULL},
     {"threads", RS_T_INT, NULL, "threads per run (default: the session's setting)", NULL},
+    {"calib", RS_T_STRING, NULL, "int8: the data set whose training samples calibrate the input scales", NULL},
+    {"calib_n", RS_T_INT, "512", "int8: how many calibration samples", NULL},
     {NULL, 0, NULL, NULL, NULL},
 };
 
@@ -509,7 +511,7 @@ const rs_cmddef rs_commands[] = {
      false, NULL, {A("WHAT", RS_A_WORD), AOPT("A", RS_A_STRING), AOPT("B", RS_A_STRING), AOPT("C", RS_A_STRING),
                    AOPT("D", RS_A_STRING)},
      5, onnx_opts, false, rs_cmd_onnx, NULL},
-    {"compile", "models", "compile MODEL|FILE.onnx [precision=fp32|bf16] [batch=64] -> FILE.plan    an inference plan",
+    {"compile", "models", "compile MODEL|FILE.onnx [precision=fp32|bf16|int8] [batch=64] -> FILE.plan    an inference plan",
      "Compiles a session model or an ONNX file for this CPU, as TensorRT builds an engine: views and\n"
      "dead nodes removed, a folded BatchNorm's scale and shift folded into the conv before it,\n"
      "activations and residual adds fused into the conv or inner product (oneDNN post-ops), every value\n"
@@ -518,6 +520,8 @@ const rs_cmddef rs_commands[] = {
      "the peak activation memory with and without reuse and the build time, and writes FILE.plan.\n"
      "  compile c -> c.plan\n"
      "  compile cnn.onnx precision=bf16 batch=64 -> cnn16.plan\n"
+     "  compile c precision=int8 calib=f -> c8.plan    (min-max on f's training samples;\n"
+     "                                                  accuracy vs fp32 on f's test part)\n"
      "Then: plan show FILE, plan bench FILE, model p = plan FILE (eval p on d, predict p on d).",
      false, NULL, {A("SRC", RS_A_PATH), A("->", RS_A_KEYWORD), A("FILE", RS_A_PATH)}, 3, compile_opts, false,
      rs_cmd_compile, NULL},

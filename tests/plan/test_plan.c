@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "engine/core/rng.h"
+#include "engine/data/dataset.h"
 #include "engine/nn/spec.h"
 #include "onnx/build.h"
 #include "plan/ir.h"
@@ -21,6 +22,9 @@
 #define FP32_TOL 1e-5
 /* bf16 weights and inputs (8-bit mantissa, fp32 accumulation): <= BF16_TOL * max(1, max |engine|). */
 #define BF16_TOL 3e-2
+/* int8 (inputs per tensor, weights per channel, 127 levels each, min-max calibrated on inputs of the
+ * same distribution): <= INT8_TOL * max(1, max |engine|). */
+#define INT8_TOL 6e-2
 
 static double max_abs(const float *a, size_t n)
 {
@@ -146,6 +150,55 @@ static void bf16(const char *spec)
         RS_CHECK(d > 1e-7, "%s: bf16 plan equals fp32 (%.3g): did it run in bf16?", spec, d);
     }
     rs_plan_free(p);
+    rs_model_free(m);
+}
+
+/* int8 calibrated on 64 samples like the test's inputs, within INT8_TOL of the fp32 engine; the file
+ * keeps its scales (a loaded plan gives the same bits); int8 without calibration data is refused. */
+static void int8(const char *spec, const char *dir)
+{
+    rs_err e = {0};
+    rs_model *m = NULL;
+    RS_CHECK(rs_model_parse(spec, "m", rs_device_cpu(), NULL, 5, &m, NULL, &e) == RS_OK, "%s: %s", spec, e.msg);
+    if (!m) return;
+    const rs_shape *in = rs_model_input_shape(m);
+    rs_dataset *cal = rs_dataset_new(64, (int)in->d[0], in->ndim > 1 ? (int)in->d[1] : 1, in->ndim > 2 ? (int)in->d[2] : 1,
+                                     rs_model_classes(m));
+    float *xs = inputs(m, 64, 99);
+    memcpy(cal->x, xs, 64 * rs_dataset_sample_numel(cal) * sizeof(float));
+    free(xs);
+    rs_plan_opts o = rs_plan_opts_default();
+    o.prec = RS_PLAN_INT8;
+    o.batch = 8;
+    rs_plan *p = NULL;
+    RS_CHECK(rs_plan_compile(m, &o, &p, &e) != RS_OK && strstr(e.msg, "calib"), "int8 without data: %s", e.msg);
+    o.calib = cal;
+    RS_CHECK(rs_plan_compile(m, &o, &p, &e) == RS_OK, "%s: int8 compile: %s", spec, e.msg);
+    if (p) {
+        RS_CHECK(rs_plan_check_memory(p, &e) == RS_OK, "%s", e.msg);
+        double d = compare(m, p, 8, spec), d1 = compare(m, p, 1, spec);
+        printf("  int8 %-60.60s B=8 %.2e B=1 %.2e\n", spec, d, d1);
+        RS_CHECK(d <= INT8_TOL && d1 <= INT8_TOL, "%s: int8 plan off by %.3g / %.3g", spec, d, d1);
+        RS_CHECK(d > 1e-6, "%s: int8 plan equals fp32 (%.3g): did it quantize?", spec, d);
+        char path[512];
+        snprintf(path, sizeof path, "%s/i8.plan", dir);
+        rs_plan *q = NULL;
+        RS_CHECK(rs_plan_save(p, path, &e) == RS_OK && rs_plan_load(path, &q, &e) == RS_OK, "int8 file: %s", e.msg);
+        if (q) {
+            void *x = inputs(m, 8, 5);
+            const float *a, *b;
+            float keep[64];
+            size_t n = out_numel(p, 8);
+            RS_CHECK(n <= 64 && rs_plan_run(p, x, 8, &a, &e) == RS_OK, "%s", e.msg);
+            memcpy(keep, a, n * sizeof *keep);
+            RS_CHECK(rs_plan_run(q, x, 8, &b, &e) == RS_OK && memcmp(keep, b, n * sizeof *keep) == 0,
+                     "the loaded int8 plan differs");
+            free(x);
+        }
+        rs_plan_free(q);
+    }
+    rs_plan_free(p);
+    rs_dataset_free(cal);
     rs_model_free(m);
 }
 
@@ -326,6 +379,8 @@ int main(void)
     file_tests(dir);
     bf16("seq in=1x14x14 conv(6,3,pad=1) relu maxpool(2) flatten linear(12) relu linear(4)");
     bf16("gpt layers=2 heads=2 dim=16 ctx=8 vocab=11");
+    int8("seq in=1x14x14 conv(6,3,pad=1) relu maxpool(2) conv(8,3,pad=1) relu flatten linear(12) relu linear(4)", dir);
+    int8("mlp 20-16-12-5", dir);
     snprintf(path, sizeof path, "rm -rf %s", dir);
     if (system(path)) fprintf(stderr, "could not remove %s\n", dir);
     return rs_test_finish("plan");
