@@ -520,8 +520,9 @@ const rs_cmddef rs_commands[] = {
      "the peak activation memory with and without reuse and the build time, and writes FILE.plan.\n"
      "  compile c -> c.plan\n"
      "  compile cnn.onnx precision=bf16 batch=64 -> cnn16.plan\n"
-     "  compile c precision=int8 calib=f -> c8.plan    (min-max on f's training samples;\n"
-     "                                                  accuracy vs fp32 on f's test part)\n"
+     "  compile c precision=int8 calib=f -> c8.plan\n"
+     "int8 is calibrated (min-max) on f's training samples; compile prints its accuracy on f's\n"
+     "test part beside the model's.\n"
      "Then: plan show FILE, plan bench FILE, model p = plan FILE (eval p on d, predict p on d).",
      false, NULL, {A("SRC", RS_A_PATH), A("->", RS_A_KEYWORD), A("FILE", RS_A_PATH)}, 3, compile_opts, false,
      rs_cmd_compile, NULL},

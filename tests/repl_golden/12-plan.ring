@@ -13,3 +13,4 @@ plan show
 plan show missing.plan
 plan show 12-plan.ring
 model p = plan 12-plan.ring
+compile c precision=int8 calib=nodata -> c.plan
