@@ -8,6 +8,7 @@
  * besides the weights. */
 #include <dnnl.h>
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,8 @@
 /* Primitives of one node for one batch size. */
 typedef struct dprim {
     int B;                        /* 0: not made */
+    int nthr;                     /* the OpenMP threads it was made for: oneDNN fixes its work split (and
+                                     runs that many threads) when a primitive is created */
     dnnl_primitive_desc_t pd;
     dnnl_primitive_t prim;
     dnnl_memory_desc_t user_src;  /* f32 plain: what the arena holds */
@@ -362,8 +365,13 @@ static rs_status make_prim(rs_plan *p, int i, int B, dprim *d, rs_err *err)
         }
     }
     d->B = B;
+    d->nthr = omp_get_max_threads();
     return RS_OK;
 }
+
+/* Slot 0 holds the primitives of the plan's batch and build threads (the ones its weights are laid
+ * out for), slot 1 those of the last other batch or thread count. */
+static int slot_of(const rs_plan *p, int B) { return B == p->batch && omp_get_max_threads() == p->build_threads ? 0 : 1; }
 
 /* Reorders `from` (bytes laid out as md_from) into a new buffer laid out as md_to. */
 static rs_status reorder_to(rs_plan *p, const rs_pnode *n, const dnnl_memory_desc_t *md_from, void *from,
@@ -484,20 +492,21 @@ rs_status rs_plan_dnnl_prepare(rs_plan *p, int B, size_t *scratch_bytes, rs_err 
     for (int i = 0; i < p->nnodes; i++) {
         const rs_pnode *n = &p->nodes[i];
         if (!rs_plan_node_is_dnnl(n)) continue;
-        dprim *d = &p->dn->slot[i][B == p->batch ? 0 : 1];
-        if (d->B != B) {
+        int si = slot_of(p, B);
+        dprim *d = &p->dn->slot[i][si];
+        if (d->B != B || d->nthr != omp_get_max_threads()) {
             free_prim(d);
             rs_status st = make_prim(p, i, B, d, err);
             if (st) return st;
             if (n->kind == RS_PK_CONV || n->kind == RS_PK_LINEAR) {
                 const rs_ptensor *t = &p->tensors[n->w];
                 size_t want = dnnl_memory_desc_get_size(&d->wei);
-                if (B == p->batch && (t->layout != 1 || t->bytes != want))
+                if (si == 0 && (t->layout != 1 || t->bytes != want))
                     return rs_err_set(err, RS_ERR_FORMAT,
                                       "plan: node %s's weights (%zu bytes, layout %d) are not what oneDNN %s chose on "
                                       "this machine (%zu bytes); compile the model again here",
                                       n->name, t->bytes, t->layout, p->dnnl_version, want);
-                if (B != p->batch) {
+                if (si == 1) {
                     dprim *d0 = &p->dn->slot[i][0];
                     if (!dnnl_memory_desc_equal(&d->wei, &d0->wei)) {
                         size_t bytes;
@@ -517,7 +526,7 @@ rs_status rs_plan_dnnl_prepare(rs_plan *p, int B, size_t *scratch_bytes, rs_err 
 rs_status rs_plan_dnnl_exec(rs_plan *p, int i, const void *x, int B, rs_err *err)
 {
     const rs_pnode *n = &p->nodes[i];
-    dprim *d = &p->dn->slot[i][B == p->batch ? 0 : 1];
+    dprim *d = &p->dn->slot[i][slot_of(p, B)];
     if (d->B != B) return rs_err_set(err, RS_ERR_INTERNAL, "plan: node %s has no primitive for batch %d", n->name, B);
     char *scratch = (char *)p->arena + p->scratch_off;
     dnnl_memory_set_data_handle(d->m_src, rs_plan_value_ptr(p, n->in[0], x));

@@ -183,6 +183,8 @@ rs_status rs_plan_serialize(const rs_plan *p, uint8_t **buf, size_t *n, rs_err *
     m.nodes_before = p->nodes_before;
     m.views_removed = p->views_removed;
     m.build_seconds = p->build_s;
+    m.has_build_threads = true;
+    m.build_threads = p->build_threads;
     bool ok = true;
     m.n_nodes = (size_t)p->nnodes;
     m.nodes = palloc(&a, sizeof *m.nodes * (size_t)(p->nnodes + 1));
@@ -389,6 +391,9 @@ static rs_status from_msg(const char *name, const Rsplan__Plan *m, rs_plan *p, r
     p->nodes_before = m->nodes_before;
     p->views_removed = m->views_removed;
     p->build_s = m->build_seconds;
+    p->build_threads = m->has_build_threads ? m->build_threads : 1;
+    if (p->build_threads < 1 || p->build_threads > 1024)
+        return rs_err_set(err, RS_ERR_FORMAT, "%s: built with %d threads", name, p->build_threads);
     for (size_t i = 0; i < m->n_values; i++) {
         int v = rs_plan_add_value(p, m->values[i]->numel);
         if (v < 0) return rs_err_set(err, RS_ERR_NOMEM, "%s: out of memory", name);
@@ -451,8 +456,8 @@ rs_status rs_plan_load_buffer(const uint8_t *buf, size_t n, const char *name, rs
         rsplan__plan__free_unpacked(m, NULL);
         return rs_err_set(err, RS_ERR_NOMEM, "%s: out of memory", name);
     }
-    p->threads = 1;
     rs_status st = from_msg(name, m, p, err);
+    p->threads = p->build_threads;
     rsplan__plan__free_unpacked(m, NULL);
     bool named = st != RS_OK; /* from_msg's messages name the file; the checks below do not */
     if (!st) st = rs_plan_validate(p, err);

@@ -125,7 +125,8 @@ struct rs_plan {
     /* runtime */
     void *arena;             /* arena_bytes, owned */
     size_t arena_cap;
-    int threads;
+    int threads;             /* per run (rs_plan_set_threads) */
+    int build_threads;       /* what its primitives were first made with (slot 0; the file keeps it) */
     float *calib_amax;       /* while calibrating: per node, max |input| of products seen so far (borrowed) */
     rs_kctx ctx;             /* the engine's CPU table for the ops oneDNN does not do */
     struct rs_pdnnl *dn;

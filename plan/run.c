@@ -38,12 +38,17 @@ void rs_plan_free(rs_plan *p)
  * the CPU table's context, the arena. */
 rs_status rs_plan_open_runtime(rs_plan *p, rs_err *err)
 {
+    if (p->build_threads < 1) p->build_threads = 1;
+    if (p->threads < 1) p->threads = p->build_threads;
     rs_status st = rs_kctx_init(&p->ctx, rs_kernels_for(rs_device_cpu()), p->threads > 0 ? p->threads : 1, err);
     if (st) return st;
     st = rs_plan_dnnl_open(p, err);
     if (st) return st;
     size_t scratch = 0;
+    int was = omp_get_max_threads();
+    omp_set_num_threads(p->build_threads);
     st = rs_plan_dnnl_prepare(p, p->batch, &scratch, err);
+    omp_set_num_threads(was);
     if (st) return st;
     if (scratch > p->scratch_bytes) { /* possible only for a plan of this ISA made by another build */
         p->scratch_bytes = scratch;
@@ -109,7 +114,7 @@ rs_status rs_plan_compile(rs_model *m, const rs_plan_opts *o, rs_plan **out, rs_
     if (!p) return rs_err_set(err, RS_ERR_NOMEM, "compile: out of memory");
     p->prec = o->prec;
     p->batch = o->batch;
-    p->threads = o->threads;
+    p->threads = p->build_threads = o->threads;
     rs_plan_dnnl_isa(p->isa, sizeof p->isa);
     rs_plan_dnnl_version(p->dnnl_version, sizeof p->dnnl_version);
     snprintf(p->device, sizeof p->device, "cpu");
@@ -122,9 +127,13 @@ rs_status rs_plan_compile(rs_model *m, const rs_plan_opts *o, rs_plan **out, rs_
         p->nodes[i].qscale = amax[i] > 0 ? 127.0f / amax[i] : 1.0f;
     free(amax);
     if (!st) st = rs_plan_dnnl_open(p, err);
+    /* oneDNN fixes a primitive's threads when it is made: make them with the plan's */
+    int was = omp_get_max_threads();
+    omp_set_num_threads(p->build_threads);
     if (!st) st = rs_plan_dnnl_finalize_weights(p, err);
     size_t scratch = 0;
     if (!st) st = rs_plan_dnnl_prepare(p, p->batch, &scratch, err);
+    omp_set_num_threads(was);
     p->scratch_bytes = scratch;
     if (!st) st = rs_plan_memplan_mode(p, (o->passes & RS_PLAN_PASS_REUSE) != 0, err);
     if (!st) st = rs_plan_check_memory(p, err);
@@ -226,22 +235,29 @@ rs_status rs_plan_run(rs_plan *p, const void *x, int B, const float **out, rs_er
                 return rs_err_set(err, RS_ERR_ARG, "plan: token %d at %lld is outside the vocabulary of %d", t[i],
                                   (long long)i, p->vocab);
     }
+    /* oneDNN (OpenMP build) sizes its regions from the calling thread's setting when a primitive is
+     * made and runs that many: the plan's count for this run (its primitives are made again when it
+     * changes), the caller's put back after */
+    int was = omp_get_max_threads();
+    omp_set_num_threads(p->threads);
     size_t scratch = 0;
     rs_status st = rs_plan_dnnl_prepare(p, B, &scratch, err);
-    if (st) return st;
+    if (st) {
+        omp_set_num_threads(was);
+        return st;
+    }
     size_t need = p->scratch_off + (scratch + 63) / 64 * 64;
     if (need > p->arena_cap) { /* a smaller batch whose primitives want more scratch: rare, grow once */
         void *a = rs_plan_aligned_alloc(need);
-        if (!a) return rs_err_set(err, RS_ERR_NOMEM, "plan: out of memory growing the arena to %zu bytes", need);
+        if (!a) {
+            omp_set_num_threads(was);
+            return rs_err_set(err, RS_ERR_NOMEM, "plan: out of memory growing the arena to %zu bytes", need);
+        }
         memcpy(a, p->arena, p->arena_cap);
         free(p->arena);
         p->arena = a;
         p->arena_cap = need;
     }
-    /* oneDNN (OpenMP build) sizes its regions from the calling thread's setting: the plan's count for
-     * this run, the caller's put back after */
-    int was = omp_get_max_threads();
-    omp_set_num_threads(p->threads);
     rs_kctx_set_threads(&p->ctx, p->threads);
     for (int i = 0; i < p->nnodes && !st; i++) st = run_node(p, i, x, B, err);
     if (!st) st = rs_plan_dnnl_sync(p, err);
