@@ -37,7 +37,7 @@ target_sources() {
     text) echo "tests/fuzz/fuzz_text.c $core $data" ;;
     spec) echo "tests/fuzz/fuzz_spec.c $core $nn" ;;
     repl) echo "tests/fuzz/fuzz_repl.c $core $nn $data $repl $dist $onnx $plan GEN/onnx/onnx.pb-c.c" ;;
-    plan) echo "tests/fuzz/fuzz_plan.c $core $nn $plan $(cd "$root" && echo onnx/*.c) GEN/onnx/onnx.pb-c.c" ;;
+    plan) echo "tests/fuzz/fuzz_plan.c $core $nn $plan engine/data/dataset.c $(cd "$root" && echo onnx/*.c) GEN/onnx/onnx.pb-c.c" ;;
     lines) echo "tests/dist/worker/fuzz_lines.c $core $nn dist/worker/lines.c dist/pg/pg.c" ;;
     store) echo "tests/dist/store/fuzz_store.c $core dist/store/wire.c" ;;
     lex) echo "tests/fuzz/fuzz_lex.c repl/lang/lex.c repl/lang/value.c $core $nn" ;;
