@@ -13,6 +13,7 @@
 #include "engine/data/dataset.h"
 #include "engine/nn/spec.h"
 #include "onnx/build.h"
+#include "onnx/export.h"
 #include "plan/ir.h"
 #include "plan/plan.h"
 #include "rs_test.h"
@@ -258,6 +259,36 @@ static void onnx_parity(const char *path, const char *needle, int want)
     rs_model_free(m);
 }
 
+/* A model exported by ringside (opset 17) and imported back: the plan of the import equals the
+ * engine running the same import (an inference model when softmax=on adds a generic Softmax op). */
+static void onnx_export_parity(const char *spec, bool softmax, const char *dir, const char *needle, int want)
+{
+    rs_err e = {0};
+    rs_model *m = NULL, *im = NULL;
+    RS_CHECK(rs_model_parse(spec, "m", rs_device_cpu(), NULL, 7, &m, NULL, &e) == RS_OK, "%s: %s", spec, e.msg);
+    if (!m) return;
+    char path[512];
+    snprintf(path, sizeof path, "%s/x.onnx", dir);
+    rs_onnx_export_opts eo = {.opset = 17, .softmax = softmax, .producer_version = "test"};
+    RS_CHECK(rs_onnx_export_ex(m, path, &eo, &e) == RS_OK, "%s: export: %s", spec, e.msg);
+    RS_CHECK(rs_plan_model_from_onnx(path, "i", &im, &e) == RS_OK, "%s: import: %s", spec, e.msg);
+    if (im) {
+        rs_plan *p = compile(im, RS_PLAN_FP32, RS_PLAN_PASS_ALL, spec);
+        if (p) {
+            for (int B = 1; B <= 8; B += 7) {
+                double d = compare(im, p, B, spec);
+                printf("  onnx %s%-55.55s B=%d %.2e\n", softmax ? "softmax " : "", spec, B, d);
+                RS_CHECK(d <= FP32_TOL, "%s (imported): plan differs by %.3g at B=%d", spec, d, B);
+            }
+            RS_CHECK(count_fusions(p, needle) == want, "%s (imported): %d rewrites matching '%s', want %d", spec,
+                     count_fusions(p, needle), needle, want);
+        }
+        rs_plan_free(p);
+    }
+    rs_model_free(im);
+    rs_model_free(m);
+}
+
 /* ---- the plan file ---- */
 
 static rs_status load_bytes(const uint8_t *b, size_t n, rs_plan **out, rs_err *e)
@@ -381,6 +412,9 @@ int main(void)
     snprintf(path, sizeof path, "%s/convbn.onnx", dir);
     onnx_conv_bn(path);
     onnx_parity(path, "folded", 2);
+    onnx_export_parity("seq in=1x12x12 conv(4,3,pad=1) relu maxpool(2) flatten linear(6)", true, dir, "post-op", 1);
+    onnx_export_parity("seq in=10 linear(16) res[ linear(32) relu linear(16) ] gelu linear(4)", false, dir, "post-op", 3);
+    onnx_export_parity("seq in=10 linear(16) tanh linear(4)", true, dir, "post-op", 1);
     file_tests(dir);
     bf16("seq in=1x14x14 conv(6,3,pad=1) relu maxpool(2) flatten linear(12) relu linear(4)");
     bf16("gpt layers=2 heads=2 dim=16 ctx=8 vocab=11");
