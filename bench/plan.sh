@@ -33,6 +33,12 @@ model p = plan $tmp/fp32.plan; eval p on f; model q = plan $tmp/bf16.plan; eval 
   | grep -E "on f \(|^compile|build time|int8 accuracy|fp32: " || exit 1
 echo "# CNN (2 conv + pool, 1x28x28), exported by ringside; median of $runs runs; $(nproc) CPUs; load $(cut -d' ' -f1-3 /proc/loadavg)"
 python3 bench/plan_ort.py "$rs" "$tmp/cnn.onnx" "$runs" "$tmp/fp32.plan" "$tmp/bf16.plan" "$tmp/int8.plan"
+# The seed's CIFAR SimpleCNN (3x32x32; no CIFAR data here, so no int8: it needs calibration data).
+scnn="seq in=3x32x32 conv(32,3,pad=1) relu maxpool(2) conv(64,3,pad=1) relu maxpool(2) flatten linear(512) relu linear(10)"
+"$rs" --no-db -c "model s = $scnn; export s $tmp/scnn.onnx; compile $tmp/scnn.onnx batch=64 -> $tmp/scnn.plan; \
+compile $tmp/scnn.onnx precision=bf16 batch=64 -> $tmp/scnn16.plan" | grep -E "^compile|build time" || exit 1
+echo "# CIFAR SimpleCNN (3x32x32), exported by ringside; median of $runs runs; load $(cut -d' ' -f1-3 /proc/loadavg)"
+python3 bench/plan_ort.py "$rs" "$tmp/scnn.onnx" "$runs" "$tmp/scnn.plan" "$tmp/scnn16.plan"
 # The GPT of the text figures: compiled from the session model, ORT on its export (int64 tokens).
 gpt="gpt layers=4 heads=4 dim=128 ctx=64 vocab=65"
 "$rs" --no-db -c "model g = $gpt; export g $tmp/gpt.onnx; compile g batch=64 -> $tmp/gpt.plan; compile g precision=bf16 batch=64 -> $tmp/gpt16.plan" | grep -E "^compile|build time" || exit 1
