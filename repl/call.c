@@ -162,7 +162,10 @@ int rs_call_parse(rs_session *s, const char *line, const rs_tokens *t, rs_call *
             i += 2;
             continue;
         }
-        if (k->kind == RS_TOK_EQUALS || k->kind == RS_TOK_ARROW)
+        /* "->" stands where the command declares it as a keyword (`compile SRC -> FILE.plan`) */
+        bool arrow_kw = k->kind == RS_TOK_ARROW && c->nargs < d->nargs && d->args[c->nargs].kind == RS_A_KEYWORD &&
+                        !strcmp(d->args[c->nargs].name, "->");
+        if (k->kind == RS_TOK_EQUALS || (k->kind == RS_TOK_ARROW && !arrow_kw))
             return rs_session_error(s, c, k->off, k->len, "%s: unexpected '%s': %s", d->name, k->text, usage);
         if (c->nargs >= d->nargs)
             return rs_session_error(s, c, k->off, k->len, "%s: unexpected '%s': %s", d->name, k->text, usage);
@@ -226,6 +229,13 @@ rs_obj *rs_call_lookup(rs_session *s, const rs_call *c, int i, rs_arg_kind kind)
     const char *what = kind == RS_A_MODEL ? "model" : kind == RS_A_DATA ? "data set" : "name";
     if (o && kind == RS_A_MODEL && o->kind != RS_OBJ_MODEL) {
         rs_session_error(s, c, c->arg_pos[i], strlen(name), "%s: %s is a data set, not a model", c->cmd->name, name);
+        return NULL;
+    }
+    /* A compiled plan runs (eval, predict) and nothing else. */
+    if (o && kind == RS_A_MODEL && o->plan && strcmp(c->cmd->name, "eval") && strcmp(c->cmd->name, "predict")) {
+        rs_session_error(s, c, c->arg_pos[i], strlen(name),
+                         "%s: %s is a compiled plan: eval and predict run it; %s the model it was compiled from",
+                         c->cmd->name, name, c->cmd->name);
         return NULL;
     }
     /* An imported ONNX graph with no engine equivalent runs (eval, predict) but does not train or save. */

@@ -9,6 +9,7 @@
 #include "engine/data/data.h"
 #include "engine/data/source.h"
 #include "onnx/import.h"
+#include "plan/plan.h"
 #include "engine/nn/spec.h"
 #include "call.h"
 #include "repl_log.h"
@@ -100,6 +101,8 @@ static void record_data(rs_session *s, const rs_dataset *t, const rs_dataset *v)
     if (rs_text_vocab_of(t)) rs_result_num(s, "chars", (double)(rs_text_len(t) + rs_text_len(v)));
 }
 
+int rs_model_from_plan(rs_session *s, const rs_call *c, const char *path, size_t pos); /* cmd_plan.c */
+
 int rs_cmd_model(rs_session *s, const rs_call *c)
 {
     rs_result_begin(s, NULL);
@@ -112,6 +115,14 @@ int rs_cmd_model(rs_session *s, const rs_call *c)
         snprintf(path, sizeof path, "%s", p);
         for (size_t n = strlen(path); n && path[n - 1] == ' '; n--) path[n - 1] = 0;
         return model_from_onnx(s, c, path, c->rest_pos + (size_t)(p - c->rest));
+    }
+    if (!strncmp(c->rest, "plan ", 5)) {
+        const char *p = c->rest + 5;
+        while (*p == ' ') p++;
+        char path[1024];
+        snprintf(path, sizeof path, "%s", p);
+        for (size_t n = strlen(path); n && path[n - 1] == ' '; n--) path[n - 1] = 0;
+        return rs_model_from_plan(s, c, path, c->rest_pos + (size_t)(p - c->rest));
     }
     size_t pos = (size_t)-1;
     rs_model *m = NULL;
@@ -367,6 +378,12 @@ int rs_cmd_show(rs_session *s, const rs_call *c)
         record_data(s, o->data.train, o->data.test);
         return 0;
     }
+    if (o->plan) {
+        char *d = rs_plan_describe(o->plan);
+        if (d) fputs(d, s->out);
+        free(d);
+        return 0;
+    }
     char *sum = rs_model_summary(o->model);
     record_model(s, o->model);
     fputs(sum, s->out);
@@ -392,7 +409,9 @@ int rs_cmd_ls(rs_session *s, const rs_call *c)
     int nw = 4, ww = 4;
     for (int i = 0; i < s->nobjs; i++) {
         const rs_obj *o = &s->objs[i];
-        if (o->kind == RS_OBJ_MODEL && !rs_model_inference_only(o->model))
+        if (o->kind == RS_OBJ_MODEL && o->plan)
+            snprintf(what[i], sizeof what[i], "compiled %s plan", rs_plan_prec_name(rs_plan_precision(o->plan)));
+        else if (o->kind == RS_OBJ_MODEL && !rs_model_inference_only(o->model))
             snprintf(what[i], sizeof what[i], "%zu parameters", rs_model_param_count(o->model));
         else if (o->kind == RS_OBJ_MODEL) snprintf(what[i], sizeof what[i], "ONNX inference graph");
         else if (o->data.train->tokens)
@@ -465,6 +484,9 @@ int rs_cmd_load(rs_session *s, const rs_call *c)
         return rs_session_error(s, c, c->arg_pos[0], strlen(c->args[0]), "load: %s is a data set, not a model",
                                 c->args[0]);
     if (rs_session_check_busy(s, c, o, c->arg_pos[0], strlen(c->args[0]))) return 1;
+    if (o && o->plan)
+        return rs_session_error(s, c, c->arg_pos[0], strlen(c->args[0]),
+                                "load: %s is a compiled plan; its weights are in its .plan file", c->args[0]);
     if (o) {
         if (rs_ckpt_load_model(c->args[1], o->model, &err))
             return rs_session_error(s, c, c->arg_pos[1], strlen(c->args[1]), "load: %s", err.msg);

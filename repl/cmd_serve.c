@@ -84,6 +84,9 @@ int rs_cmd_serve(rs_session *s, const rs_call *c)
     bool onnx = n > 5 && !strcmp(src + n - 5, ".onnx");
     rs_err err = {0};
     if ((o && o->kind == RS_OBJ_MODEL) || onnx) {
+        if (o && o->plan)
+            return rs_session_error(s, c, c->arg_pos[0], n, "serve: '%s' is a compiled plan; serve the model or the "
+                                    ".onnx file it was compiled from", src);
         if (o && !o->model)
             return rs_session_error(s, c, c->arg_pos[0], n, "serve: '%s' is an imported graph; serve its .onnx file",
                                     src);

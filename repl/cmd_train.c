@@ -9,6 +9,7 @@
 #include "dist/train/registry.h"
 #include "engine/train/dp.h"
 #include "engine/train/train.h"
+#include "plan/plan.h"
 #include "progress.h"
 #include "wrap.h"
 #include "repl_log.h"
@@ -71,6 +72,7 @@ static void operands(rs_session *s, const rs_call *c, rs_obj **m, rs_obj **d)
 static int fit_check(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d)
 {
     rs_err err = {0};
+    if (m->plan) return 0; /* a plan checks the data itself (rs_plan_evaluate, plan_logits) */
     if (rs_train_check_data(m->model, d->data.train, &err))
         return rs_session_error(s, c, c->arg_pos[2], strlen(c->args[2]), "%s: %s", c->cmd->name, err.msg);
     return 0;
@@ -342,7 +344,8 @@ int rs_cmd_eval(rs_session *s, const rs_call *c)
     double acc, loss;
     rs_err err = {0};
     int64_t run = rs_log_run_begin(s, "eval", m->name, m->spec, d->name, c);
-    rs_status est = rs_evaluate(m->model, ds, (int)rs_call_int(c, "batch", 256), &acc, &loss, &err);
+    rs_status est = m->plan ? rs_plan_evaluate(m->plan, ds, &acc, &loss, &err)
+                            : rs_evaluate(m->model, ds, (int)rs_call_int(c, "batch", 256), &acc, &loss, &err);
     if (est) {
         rs_log_run_end(s, run, "failed", 0, NULL, err.msg);
         return rs_session_error(s, c, (size_t)-1, 0, "eval: %s", err.msg);
@@ -388,6 +391,25 @@ static void render_rows(const rs_dataset *ds, const float *x, char rows[][64], i
     }
 }
 
+/* A plan's scores for n samples x, in batches it takes, into a buffer the caller frees. */
+static rs_status plan_logits(rs_plan *p, const rs_dataset *ds, const float *x, int n, float **out, rs_err *err)
+{
+    size_t per = rs_dataset_sample_numel(ds), C = (size_t)rs_plan_classes(p) * (size_t)rs_plan_rows(p);
+    if ((int64_t)per != rs_shape_numel(rs_plan_input_shape(p)) || ds->tokens != rs_plan_tokens(p))
+        return rs_err_set(err, RS_ERR_SHAPE, "the plan takes %lld values per sample, %s has %zu",
+                          (long long)rs_shape_numel(rs_plan_input_shape(p)), ds->name, per);
+    *out = malloc((size_t)n * C * sizeof **out);
+    if (!*out) return rs_err_set(err, RS_ERR_NOMEM, "out of memory");
+    for (int at = 0; at < n; at += rs_plan_batch(p)) {
+        int B = n - at < rs_plan_batch(p) ? n - at : rs_plan_batch(p);
+        const float *z;
+        rs_status st = rs_plan_run(p, x + (size_t)at * per, B, &z, err);
+        if (st) return st;
+        memcpy(*out + (size_t)at * C, z, (size_t)B * C * sizeof **out);
+    }
+    return RS_OK;
+}
+
 int rs_cmd_predict(rs_session *s, const rs_call *c)
 {
     rs_obj *m, *d;
@@ -429,14 +451,23 @@ int rs_cmd_predict(rs_session *s, const rs_call *c)
     }
     for (int i = 0; i < n; i++) rs_dataset_get(ds, idx[i], x + (size_t)i * per, y + i);
     const float *logits;
+    float *plan_out = NULL; /* owned here: a plan's scores */
     rs_err err = {0};
     rs_status st;
-    bool was = rs_model_training(m->model);
-    rs_model_set_training(m->model, false);
-    st = rs_model_forward(m->model, x, (int)n / k, &logits, &err); /* k samples are one of the model's */
-    rs_model_set_training(m->model, was);
-    int C = rs_model_classes(m->model);
+    int C;
+    if (m->plan) {
+        st = plan_logits(m->plan, ds, x, (int)n, &plan_out, &err);
+        logits = plan_out;
+        C = rs_plan_classes(m->plan);
+    } else {
+        bool was = rs_model_training(m->model);
+        rs_model_set_training(m->model, false);
+        st = rs_model_forward(m->model, x, (int)n / k, &logits, &err); /* k samples are one of the model's */
+        rs_model_set_training(m->model, was);
+        C = rs_model_classes(m->model);
+    }
     if (st) {
+        free(plan_out);
         free(x);
         free(y);
         return rs_session_error(s, c, (size_t)-1, 0, "predict: %s", err.msg);
@@ -475,6 +506,7 @@ int rs_cmd_predict(rs_session *s, const rs_call *c)
         }
         fputs("\n\n", s->out);
     }
+    free(plan_out);
     free(x);
     free(y);
     return 0;

@@ -45,6 +45,8 @@ int rs_cmd_expect(rs_session *, const rs_call *);
 int rs_cmd_world(rs_session *, const rs_call *);
 int rs_cmd_serve(rs_session *, const rs_call *);
 int rs_cmd_pi(rs_session *, const rs_call *);
+int rs_cmd_compile(rs_session *, const rs_call *);
+int rs_cmd_plan(rs_session *, const rs_call *);
 
 static const char *const opt_kinds[] = {"sgd", "adam", "adamw", NULL};
 static const char *const sched_kinds[] = {"constant", "step", "cosine", NULL};
@@ -297,6 +299,23 @@ static const rs_optdef export_opts[] = {
     {NULL, 0, NULL, NULL, NULL},
 };
 
+static const char *const precisions[] = {"fp32", "bf16", "int8", NULL};
+static const rs_optdef compile_opts[] = {
+    {"precision", RS_T_ENUM, "fp32", "what convolutions and inner products compute in (bf16: fp32 accumulation)",
+     precisions},
+    {"batch", RS_T_INT, "64", "the largest batch the plan runs (its memory plan is made for it)", NULL},
+    {"threads", RS_T_INT, NULL, "threads per run (default: the session's setting)", NULL},
+    {"calib", RS_T_STRING, NULL, "int8: the data set whose training samples calibrate the input scales", NULL},
+    {"calib_n", RS_T_INT, "512", "int8: how many calibration samples", NULL},
+    {NULL, 0, NULL, NULL, NULL},
+};
+
+static const rs_optdef plan_opts[] = {
+    {"threads", RS_T_INT, NULL, "bench: threads per run (default: the session's setting)", NULL},
+    {"runs", RS_T_INT, "50", "bench: timed runs per batch size (the median is printed)", NULL},
+    {NULL, 0, NULL, NULL, NULL},
+};
+
 static const rs_optdef onnx_opts[] = {
     {"opset", RS_T_INT, "17", "save: ONNX opset to write", NULL},
     {"dtype", RS_T_STRING, "float", "input/output/init: element type", NULL},
@@ -314,6 +333,7 @@ static const char *const coll_ops[] = {"broadcast", "reduce", "all_reduce", "sca
 static const char *const show_words[] = {"run", NULL};
 static const char *const tp_demos[] = {"matmul", NULL};
 static const char *const export_words[] = {"session", NULL};
+static const char *const plan_words[] = {"show", "bench", NULL};
 
 /* The words of a model spec after `seq` (engine/nn/spec.c parses them; "(" where arguments follow). */
 static const char *const layer_words[] = {"linear(", "conv(", "maxpool(", "avgpool(", "relu", "gelu", "tanh",
@@ -327,6 +347,7 @@ static const rs_formdef model_forms[] = {
     {"seq", RS_A_WORD, layer_words},
     {"gpt", RS_A_WORD, gpt_words},
     {"onnx", RS_A_PATH, NULL},
+    {"plan", RS_A_PATH, NULL},
     {NULL, 0, NULL},
 };
 
@@ -350,7 +371,9 @@ const rs_cmddef rs_commands[] = {
      "dropout(P) layernorm; [ ... ] groups layers into a block, res[ ... ] adds the block's\n"
      "input to its output. Text: seq ctx=T embed(VOCAB,WIDTH) ... attn(HEADS) gelu(tanh)\n"
      "linear(V,bias=0,tie=0.wte). gpt writes nanoGPT's model in those layers (show g lists\n"
-     "them); its vocab= comes from the newest text data set. seed= sets the initial weights.",
+     "them); its vocab= comes from the newest text data set. seed= sets the initial weights.\n"
+     "  model m = onnx FILE.onnx    an imported ONNX graph\n"
+     "  model p = plan FILE.plan    a compiled plan: eval and predict run it",
      true, "SPEC", {{0}}, 0, model_opts, true, rs_cmd_model, model_forms},
     {"data", "models", "data NAME = digits | fashion | idx F F | cifar F.. | csv F | text [F]  load a data set",
      "Loads a data set and gives it a name:\n"
@@ -492,6 +515,29 @@ const rs_cmddef rs_commands[] = {
      false, NULL, {A("WHAT", RS_A_WORD), AOPT("A", RS_A_STRING), AOPT("B", RS_A_STRING), AOPT("C", RS_A_STRING),
                    AOPT("D", RS_A_STRING)},
      5, onnx_opts, false, rs_cmd_onnx, NULL},
+    {"compile", "models", "compile MODEL|FILE.onnx [precision=fp32|bf16|int8] [batch=64] -> FILE.plan    an inference plan",
+     "Compiles a session model or an ONNX file for this CPU, as TensorRT builds an engine: views and\n"
+     "dead nodes removed, a folded BatchNorm's scale and shift folded into the conv before it,\n"
+     "activations and residual adds fused into the conv or inner product (oneDNN post-ops), every value\n"
+     "placed in one arena whose bytes are reused once a value is dead, weights reordered into the\n"
+     "layout and precision oneDNN chose for this ISA. It prints each rewrite, the precision per node,\n"
+     "the peak activation memory with and without reuse and the build time, and writes FILE.plan.\n"
+     "  compile c -> c.plan\n"
+     "  compile cnn.onnx precision=bf16 batch=64 -> cnn16.plan\n"
+     "  compile c precision=int8 calib=f -> c8.plan\n"
+     "int8 is calibrated (min-max) on f's training samples; compile prints its accuracy on f's\n"
+     "test part beside the model's.\n"
+     "Then: plan show FILE, plan bench FILE, model p = plan FILE (eval p on d, predict p on d).",
+     false, NULL, {A("SRC", RS_A_PATH), A("->", RS_A_KEYWORD), A("FILE", RS_A_PATH)}, 3, compile_opts, false,
+     rs_cmd_compile, NULL},
+    {"plan", "models", "plan show|bench FILE.plan    what a compiled plan holds, or how fast it runs",
+     "  plan show FILE    what it was built for (ISA, oneDNN, precision), its\n"
+     "                    nodes with post-ops, precision and kernel, its memory\n"
+     "                    plan (values, offsets, lifetimes) and its rewrites\n"
+     "  plan bench FILE   median time per run at batch 1 and at its batch\n"
+     "bench/plan.sh runs ONNX Runtime beside it on the same ONNX file.",
+     false, NULL, {ACH("WHAT", RS_A_WORD, plan_words), AOPT("FILE", RS_A_PATH)}, 2, plan_opts, false, rs_cmd_plan,
+     NULL},
     {"runs", "session log", "runs [n=20]    recent runs from the session log", NULL, false, NULL, {{0}}, 0, runs_opts,
      false, rs_cmd_runs, NULL},
     {"compare", "session log", "compare N M    two runs' settings and results side by side", NULL, false, NULL,

@@ -2,6 +2,7 @@
 #include "session.h"
 
 #include "onnx/build.h"
+#include "plan/plan.h"
 #include "result.h"
 #include "serve/server.h"
 #include "wrap.h"
@@ -28,6 +29,7 @@ static void obj_threads(rs_obj *o, int threads)
 {
     if (o->kind != RS_OBJ_MODEL) return;
     if (o->model) rs_model_set_threads(o->model, threads);
+    if (o->plan) rs_plan_set_threads(o->plan, threads);
 }
 
 void rs_session_set_threads(rs_session *s, int threads)
@@ -39,6 +41,7 @@ void rs_session_set_threads(rs_session *s, int threads)
 static void free_obj(rs_obj *o)
 {
     rs_model_free(o->model);
+    rs_plan_free(o->plan);
     free(o->spec);
     rs_data_pair_free(&o->data);
     memset(o, 0, sizeof *o);

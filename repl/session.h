@@ -21,7 +21,10 @@ typedef struct rs_obj {
     rs_model *model;        /* RS_OBJ_MODEL, owned; inference-only (rs_model_inference_only) for an
                                imported ONNX graph that is not a plain sequence of engine layers: eval,
                                predict and show run it, nothing trains or saves it */
-    char *spec;             /* the spec it was built from (owned); "onnx FILE" for an inference-only one */
+    struct rs_plan *plan;   /* RS_OBJ_MODEL from `model p = plan FILE` (plan/plan.h), owned; model is NULL
+                               then, and only eval, predict, show, ls and drop take it */
+    char *spec;             /* the spec it was built from (owned); "onnx FILE" for an inference-only one,
+                               "plan FILE" for a plan */
     rs_data_pair data;      /* RS_OBJ_DATA, owned */
     char source[256];       /* what `data` was given, as rs_data_open reads it ("digits:6000") */
     uint64_t data_seed;     /* the seed it was opened with: ranks open the same data from both */

@@ -27,6 +27,8 @@ repl="$(cd "$root" && echo engine/data/gen/digits.c engine/data/source.c engine/
 dist="$(cd "$root" && echo dist/store/*.c dist/launch/*.c dist/pg/*.c dist/shm/*.c dist/tcp/*.c dist/worker/*.c dist/train/*.c)"
 # ... and ONNX (its protobuf-c code generated here from onnx/onnx.proto), the dashboard and the server.
 onnx="$(cd "$root" && echo onnx/*.c repl/view/*.c serve/*.c)"
+# The plan compiler (its message generated from plan/plan.proto as meson does) and oneDNN.
+plan="$(cd "$root" && echo plan/*.c) GEN/plan/plan.pb-c.c"
 nn="engine/core/mem.c engine/core/tensor.c engine/core/dims.c engine/core/device.c $(cd "$root" && echo engine/nn/*.c engine/cpu/*.c)"
 target_sources() {
   case $1 in
@@ -34,8 +36,9 @@ target_sources() {
     csv) echo "tests/fuzz/fuzz_csv.c $core $data" ;;
     text) echo "tests/fuzz/fuzz_text.c $core $data" ;;
     spec) echo "tests/fuzz/fuzz_spec.c $core $nn" ;;
-    repl) echo "tests/fuzz/fuzz_repl.c $core $nn $data $repl $dist $onnx GEN/onnx/onnx.pb-c.c GEN/serve/grpc_service.pb-c.c" ;;
-    grpc) echo "tests/fuzz/fuzz_grpc.c $core $nn $data $repl $dist $onnx GEN/onnx/onnx.pb-c.c GEN/serve/grpc_service.pb-c.c" ;;
+    repl) echo "tests/fuzz/fuzz_repl.c $core $nn $data $repl $dist $onnx $plan GEN/onnx/onnx.pb-c.c GEN/serve/grpc_service.pb-c.c" ;;
+    grpc) echo "tests/fuzz/fuzz_grpc.c $core $nn $data $repl $dist $onnx $plan GEN/onnx/onnx.pb-c.c GEN/serve/grpc_service.pb-c.c" ;;
+    plan) echo "tests/fuzz/fuzz_plan.c $core $nn $plan engine/data/dataset.c $(cd "$root" && echo onnx/*.c) GEN/onnx/onnx.pb-c.c" ;;
     lines) echo "tests/dist/worker/fuzz_lines.c $core $nn dist/worker/lines.c dist/pg/pg.c" ;;
     store) echo "tests/dist/store/fuzz_store.c $core dist/store/wire.c" ;;
     lex) echo "tests/fuzz/fuzz_lex.c repl/lang/lex.c repl/lang/value.c $core $nn" ;;
@@ -46,18 +49,20 @@ target_sources() {
 }
 # The engine's kernels use OpenMP (GCC's runtime, which clang can target) and OpenBLAS.
 libs="-fopenmp=libgomp $(pkg-config --cflags --libs openblas) -lgomp -lz -lm -ljansson -lsqlite3 -lcrypto -lreadline -lmicrohttpd"
-libs="$libs -lnghttp2 -lprotobuf-c $(pkg-config --libs ncursesw 2>/dev/null || echo -lncursesw)"
+libs="$libs -lnghttp2 -lprotobuf-c -ldnnl $(pkg-config --libs ncursesw 2>/dev/null || echo -lncursesw)"
 # The ONNX messages, generated as meson does (sources named GEN/... below live here).
 mkdir -p "$out/gen/onnx"
 protoc-c --proto_path="$root/onnx" --c_out="$out/gen/onnx" "$root/onnx/onnx.proto" || exit 1
 # ... and the gRPC messages of serve/ (included as "serve/grpc_service.pb-c.h").
 mkdir -p "$out/gen/serve"
 protoc-c --proto_path="$root/serve" --c_out="$out/gen/serve" "$root/serve/grpc_service.proto" || exit 1
+mkdir -p "$out/gen/plan"
+protoc-c --proto_path="$root/plan" --c_out="$out/gen/plan" "$root/plan/plan.proto" || exit 1
 flags="-std=c17 -g -O1 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L -I$root -I$here -I$root/repl -I$out/gen -DRS_VERSION=\"fuzz\" -DRS_SERVE_VERSION=\"fuzz\""
 
 status=0
 for t in $targets; do
-  list=$(target_sources "$t") || { echo "unknown fuzz target '$t' (known: idx csv text spec lex expect repl store lines pbtxt grpc)" >&2; exit 2; }
+  list=$(target_sources "$t") || { echo "unknown fuzz target '$t' (known: idx csv text spec lex expect repl store lines pbtxt grpc plan)" >&2; exit 2; }
   src=""
   srcs=""
   for f in $list; do

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Compiled plans (plan/) against ONNX Runtime on the same ONNX file, side by side in one run: the
+# CNN of the Fashion-MNIST figures (2 conv + pool, as bench/onnx.sh), exported by ringside, compiled
+# at fp32, bf16 and int8 (calibrated on Fashion-MNIST), at 1 and 2 threads and batch 1 and 64, medians of many runs; then the GPT
+# (4 layers, dim 128, ctx 64) compiled from the session model against ORT on its export. With --train the
+# CNN is trained for one epoch on Fashion-MNIST first and each plan's accuracy on the test split is
+# printed beside the engine's.
+#   bench/plan.sh [--build-dir DIR] [--train] [--runs N]
+set -u
+cd "$(dirname "$0")/.." || exit 1
+build=build-bench
+train=0
+runs=200
+while [ $# -gt 0 ]; do
+  case $1 in
+    --build-dir) build=$2; shift ;;
+    --train) train=1 ;;
+    --runs) runs=$2; shift ;;
+  esac
+  shift
+done
+[ -f "$build/build.ninja" ] || meson setup "$build" --buildtype=release >/dev/null || exit 1
+ninja -C "$build" repl/ringside >/dev/null || exit 1
+rs="$build/repl/ringside"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cnn="seq conv(16,3,pad=1) relu maxpool(2) conv(32,3,pad=1) relu maxpool(2) flatten linear(10)"
+[ $train = 1 ] && fit="train c on f epochs=1; eval c on f;" || fit=""
+"$rs" --no-db -c "data f = fashion; model c = $cnn; $fit export c $tmp/cnn.onnx; \
+compile $tmp/cnn.onnx batch=64 -> $tmp/fp32.plan; compile $tmp/cnn.onnx precision=bf16 batch=64 -> $tmp/bf16.plan; \
+compile $tmp/cnn.onnx precision=int8 calib=f batch=64 -> $tmp/int8.plan; \
+model p = plan $tmp/fp32.plan; eval p on f; model q = plan $tmp/bf16.plan; eval q on f" \
+  | grep -E "on f \(|^compile|build time|int8 accuracy|fp32: " || exit 1
+echo "# CNN (2 conv + pool, 1x28x28), exported by ringside; median of $runs runs; $(nproc) CPUs; load $(cut -d' ' -f1-3 /proc/loadavg)"
+python3 bench/plan_ort.py "$rs" "$tmp/cnn.onnx" "$runs" "$tmp/fp32.plan" "$tmp/bf16.plan" "$tmp/int8.plan"
+# The seed's CIFAR SimpleCNN (3x32x32; no CIFAR data here, so no int8: it needs calibration data).
+scnn="seq in=3x32x32 conv(32,3,pad=1) relu maxpool(2) conv(64,3,pad=1) relu maxpool(2) flatten linear(512) relu linear(10)"
+"$rs" --no-db -c "model s = $scnn; export s $tmp/scnn.onnx; compile $tmp/scnn.onnx batch=64 -> $tmp/scnn.plan; \
+compile $tmp/scnn.onnx precision=bf16 batch=64 -> $tmp/scnn16.plan" | grep -E "^compile|build time" || exit 1
+echo "# CIFAR SimpleCNN (3x32x32), exported by ringside; median of $runs runs; load $(cut -d' ' -f1-3 /proc/loadavg)"
+python3 bench/plan_ort.py "$rs" "$tmp/scnn.onnx" "$runs" "$tmp/scnn.plan" "$tmp/scnn16.plan"
+# The GPT of the text figures: compiled from the session model, ORT on its export (int64 tokens).
+gpt="gpt layers=4 heads=4 dim=128 ctx=64 vocab=65"
+"$rs" --no-db -c "model g = $gpt; export g $tmp/gpt.onnx; compile g batch=64 -> $tmp/gpt.plan; compile g precision=bf16 batch=64 -> $tmp/gpt16.plan" | grep -E "^compile|build time" || exit 1
+echo "# $gpt, exported by ringside; median of $runs runs; load $(cut -d' ' -f1-3 /proc/loadavg)"
+python3 bench/plan_ort.py "$rs" "$tmp/gpt.onnx" "$runs" "$tmp/gpt.plan" "$tmp/gpt16.plan"

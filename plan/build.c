@@ -1,0 +1,179 @@
+/* An engine model as a plan graph: one node per layer, one value per layer output (value 0 is the
+ * model's input), the weights copied out of the model's flat buffer into tensors of their own, since
+ * the plan will reorder and convert them. Nothing is optimized here; passes.c does that. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/nn/tensor_op.h"
+#include "ir.h"
+
+static rs_status oom(rs_err *err) { return rs_err_set(err, RS_ERR_NOMEM, "compile: out of memory"); }
+
+/* A parameter slot of layer l as a tensor named "LAYER.SUFFIX". */
+static int slot_tensor(rs_plan *p, rs_model *m, const rs_layer *l, int j)
+{
+    const rs_param_slot *s = &l->p[j];
+    char name[64];
+    snprintf(name, sizeof name, "%s.%s", l->name, s->suffix);
+    int64_t dims[4] = {1, 1, 1, 1};
+    int nd = s->shape.ndim > 4 ? 1 : s->shape.ndim;
+    if (s->shape.ndim > 4) dims[0] = (int64_t)s->numel;
+    else
+        for (int i = 0; i < nd; i++) dims[i] = s->shape.d[i];
+    if (nd == 0) {
+        nd = 1;
+        dims[0] = (int64_t)s->numel;
+    }
+    return rs_plan_add_tensor(p, name, nd, dims, rs_model_params(m) + s->offset);
+}
+
+static rs_status unsupported(const rs_layer *l, const char *what, rs_err *err)
+{
+    return rs_err_set(err, RS_ERR_UNSUPPORTED,
+                      "compile: layer %s (%s) has no plan kernel yet; the engine runs it (eval, predict on the model "
+                      "itself)",
+                      l->name, what);
+}
+
+/* A generic op of an imported graph: the ones the plan runs, by the engine's rs_op_run. */
+static rs_status op_node(rs_plan *p, rs_model *m, const rs_layer *l, const int *vid, rs_pnode *n, rs_err *err)
+{
+    const rs_op_node *o = l->op;
+    switch (o->op) {
+    case RS_OP_RESHAPE:
+        if (o->from[0] != RS_OP_IN_SRC) break;
+        n->kind = RS_PK_VIEW;
+        n->nin = 1;
+        n->in[0] = vid[l->src[o->slot[0]]];
+        return RS_OK;
+    case RS_OP_UNARY:
+        if (o->from[0] != RS_OP_IN_SRC) break;
+        n->kind = RS_PK_ACT;
+        n->nin = 1;
+        n->in[0] = vid[l->src[o->slot[0]]];
+        n->act = o->a.sub;
+        n->alpha = o->a.alpha;
+        n->beta = o->a.beta;
+        return RS_OK;
+    case RS_OP_BINARY:
+    case RS_OP_SOFTMAX:
+    case RS_OP_LOGSOFTMAX:
+    case RS_OP_TRANSPOSE: {
+        n->kind = RS_PK_OP;
+        n->op = o->op;
+        n->a = o->a;
+        n->nin = o->nin;
+        n->dout = o->out;
+        for (int i = 0; i < o->nin; i++) {
+            n->ds[i] = o->in[i];
+            if (o->from[i] == RS_OP_IN_SRC) {
+                n->in[i] = vid[l->src[o->slot[i]]];
+            } else if (o->from[i] == RS_OP_IN_CONST) {
+                n->cin[i] = slot_tensor(p, m, l, o->slot[i]);
+                if (n->cin[i] < 0) return oom(err);
+            } else {
+                return unsupported(l, rs_op_name(o->op), err);
+            }
+        }
+        return RS_OK;
+    }
+    default: break;
+    }
+    char what[96];
+    snprintf(what, sizeof what, "%.23s '%.63s'", o->type, o->name);
+    return unsupported(l, what, err);
+}
+
+rs_status rs_plan_from_model(rs_plan *p, rs_model *m, rs_err *err)
+{
+    if (rs_model_device(m).kind != RS_DEV_CPU)
+        return rs_err_set(err, RS_ERR_UNSUPPORTED, "compile: model %s is not on the CPU", rs_model_name(m));
+    int L = rs_model_layer_count(m);
+    p->tokens = rs_model_tokens(m);
+    p->in = *rs_model_input_shape(m);
+    p->classes = rs_model_classes(m);
+    p->rows = rs_model_rows(m);
+    p->vocab = rs_model_vocab(m);
+    if (rs_plan_add_value(p, rs_shape_numel(&p->in)) != 0) return oom(err);
+    int *vid = calloc((size_t)L + 1, sizeof *vid); /* owned here */
+    if (!vid) return oom(err);
+    int *at = vid + 1; /* at[-1] is the model's input */
+    at[-1] = 0;
+    rs_status st = RS_OK;
+    for (int i = 0; i < L && !st; i++) {
+        rs_layer *l = rs_model_layer(m, i);
+        rs_pnode n = rs_pnode_empty(RS_PK_VIEW, l->name);
+        n.nin = 1;
+        n.in[0] = at[l->src[0]];
+        int64_t out_numel = rs_shape_numel(&l->out);
+        switch (l->cfg.kind) {
+        case RS_LAYER_LINEAR:
+            n.kind = RS_PK_LINEAR;
+            n.O = (int)l->p[0].shape.d[0];
+            n.I = (int)l->p[0].shape.d[1];
+            n.rows = out_numel / n.O;
+            if ((n.w = slot_tensor(p, m, l, 0)) < 0 || (l->np > 1 && (n.b = slot_tensor(p, m, l, 1)) < 0)) st = oom(err);
+            break;
+        case RS_LAYER_CONV2D:
+            n.kind = RS_PK_CONV;
+            n.g = l->geom;
+            if ((n.w = slot_tensor(p, m, l, 0)) < 0 || (l->np > 1 && (n.b = slot_tensor(p, m, l, 1)) < 0)) st = oom(err);
+            break;
+        case RS_LAYER_MAXPOOL2D:
+        case RS_LAYER_AVGPOOL2D:
+            n.kind = l->cfg.kind == RS_LAYER_MAXPOOL2D ? RS_PK_MAXPOOL : RS_PK_AVGPOOL;
+            n.g = l->geom;
+            break;
+        case RS_LAYER_RELU:
+        case RS_LAYER_TANH:
+        case RS_LAYER_GELU:
+            n.kind = RS_PK_ACT;
+            n.act = l->cfg.kind == RS_LAYER_RELU   ? RS_UNARY_RELU
+                    : l->cfg.kind == RS_LAYER_TANH ? RS_UNARY_TANH
+                    : l->cfg.approx_tanh           ? RS_UNARY_GELU_TANH
+                                                   : RS_UNARY_GELU;
+            break;
+        case RS_LAYER_FLATTEN:
+        case RS_LAYER_DROPOUT: break; /* a view: same bytes (dropout is the identity at inference) */
+        case RS_LAYER_LAYERNORM:
+            n.kind = RS_PK_LAYERNORM;
+            n.C = (int)l->out.d[l->out.ndim - 1];
+            n.eps = l->cfg.eps;
+            if ((n.w = slot_tensor(p, m, l, 0)) < 0 || (n.b = slot_tensor(p, m, l, 1)) < 0) st = oom(err);
+            else if ((n.tmp = rs_plan_add_value(p, 2 * (out_numel / n.C))) < 0) st = oom(err);
+            break;
+        case RS_LAYER_EMBED:
+            n.kind = RS_PK_EMBED;
+            n.T = (int)l->out.d[0];
+            n.C = (int)l->out.d[1];
+            n.V = l->cfg.vocab;
+            if ((n.w = slot_tensor(p, m, l, 0)) < 0 || (n.b = slot_tensor(p, m, l, 1)) < 0) st = oom(err);
+            break;
+        case RS_LAYER_ATTN:
+            n.kind = RS_PK_ATTN;
+            n.T = (int)l->out.d[0];
+            n.C = (int)l->out.d[1];
+            n.heads = l->cfg.heads;
+            if ((n.tmp = rs_plan_add_value(p, (int64_t)n.heads * n.T * n.T)) < 0) st = oom(err);
+            break;
+        case RS_LAYER_ADD:
+            n.kind = RS_PK_ADD;
+            n.nin = 2;
+            n.in[1] = at[l->src[1]];
+            break;
+        case RS_LAYER_OP: st = op_node(p, m, l, at, &n, err); break;
+        default: st = unsupported(l, rs_layer_kind_name(l->cfg.kind), err); break;
+        }
+        if (st) break;
+        if ((n.out = rs_plan_add_value(p, out_numel)) < 0 || rs_plan_add_node(p, &n) < 0) {
+            st = oom(err);
+            break;
+        }
+        at[i] = n.out;
+    }
+    if (!st) p->output = at[L - 1];
+    free(vid);
+    p->nodes_before = p->nnodes;
+    return st;
+}

@@ -1,0 +1,574 @@
+/* oneDNN for the plan's convolutions, inner products and pools (the C API of Debian's libdnnl 2.6).
+ * Activations stay in plain row-major layouts (nchw, nc) between nodes, so every other node and the
+ * caller read them as the engine does; weights take the layout the primitive asks for (format "any")
+ * at the plan's batch, reordered once at compile and stored so in the plan file. Fused activations
+ * and residual sums are the primitive's post-ops. bf16 nodes take bf16 weights and a bf16 copy of
+ * their input (a reorder into the scratch region) and write fp32: oneDNN accumulates in fp32.
+ * Scratchpads are the user's (the arena's scratch region), so the arena is all the memory a run uses
+ * besides the weights. */
+#include <dnnl.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir.h"
+
+/* Primitives of one node for one batch size. */
+typedef struct dprim {
+    int B;                        /* 0: not made */
+    int nthr;                     /* the OpenMP threads it was made for: oneDNN fixes its work split (and
+                                     runs that many threads) when a primitive is created */
+    dnnl_primitive_desc_t pd;
+    dnnl_primitive_t prim;
+    dnnl_memory_desc_t user_src;  /* f32 plain: what the arena holds */
+    dnnl_memory_desc_t src, wei, dst; /* as the primitive takes them */
+    dnnl_primitive_t src_cvt;     /* bf16: f32 -> bf16 copy of the input, NULL otherwise */
+    size_t cvt_bytes, pad_bytes;  /* the copy's bytes; the primitive's scratchpad */
+    void *wei_alt;                /* weights reordered for this batch when its layout differs (owned) */
+    dnnl_memory_t m_src, m_cvt, m_wei, m_bias, m_dst, m_pad;
+} dprim;
+
+struct rs_pdnnl {
+    dnnl_engine_t eng;
+    dnnl_stream_t strm;
+    int n;
+    dprim (*slot)[2];             /* per node: [0] the plan's batch, [1] the last other batch */
+    dnnl_memory_desc_t *vmd;      /* per value: its blocked layout at the plan's batch (vset[v]) */
+    char *vset;
+};
+
+static rs_status dfail(rs_err *err, dnnl_status_t s, const char *what, const rs_pnode *n)
+{
+    static const char *const names[] = {"success", "out of memory", "invalid arguments", "unimplemented",
+                                        "iterator ends", "runtime error", "not required"};
+    const char *msg = (unsigned)s < sizeof names / sizeof names[0] ? names[s] : "error";
+    return rs_err_set(err, s == dnnl_unimplemented ? RS_ERR_UNSUPPORTED : RS_ERR_INTERNAL,
+                      "oneDNN %s for node %s (%s): %s", what, n ? n->name : "-", n ? rs_pk_name(n->kind) : "-", msg);
+}
+
+#define DTRY(call, what)                                                                                 \
+    do {                                                                                                 \
+        dnnl_status_t s_ = (call);                                                                       \
+        if (s_ != dnnl_success) return dfail(err, s_, what, n);                                          \
+    } while (0)
+
+bool rs_plan_node_is_dnnl(const rs_pnode *n)
+{
+    return n->kind == RS_PK_CONV || n->kind == RS_PK_LINEAR || n->kind == RS_PK_MAXPOOL || n->kind == RS_PK_AVGPOOL;
+}
+
+void rs_plan_dnnl_isa(char *isa, size_t n)
+{
+    const char *s = "unknown";
+    switch (dnnl_get_effective_cpu_isa()) {
+    case dnnl_cpu_isa_sse41: s = "sse41"; break;
+    case dnnl_cpu_isa_avx: s = "avx"; break;
+    case dnnl_cpu_isa_avx2: s = "avx2"; break;
+    case dnnl_cpu_isa_avx2_vnni: s = "avx2_vnni"; break;
+    case dnnl_cpu_isa_avx512_core: s = "avx512_core"; break;
+    case dnnl_cpu_isa_avx512_core_vnni: s = "avx512_core_vnni"; break;
+    case dnnl_cpu_isa_avx512_core_bf16: s = "avx512_core_bf16"; break;
+    case dnnl_cpu_isa_avx512_core_amx: s = "avx512_core_amx"; break;
+    default: break;
+    }
+    snprintf(isa, n, "%s", s);
+}
+
+void rs_plan_dnnl_version(char *v, size_t n)
+{
+    const dnnl_version_t *d = dnnl_version();
+    snprintf(v, n, "%d.%d.%d", d->major, d->minor, d->patch);
+}
+
+rs_status rs_plan_dnnl_open(rs_plan *p, rs_err *err)
+{
+    const rs_pnode *n = NULL;
+    if (p->dn) return RS_OK;
+    p->dn = calloc(1, sizeof *p->dn);
+    if (!p->dn) return rs_err_set(err, RS_ERR_NOMEM, "plan: out of memory");
+    p->dn->slot = calloc((size_t)(p->nnodes ? p->nnodes : 1), sizeof *p->dn->slot);
+    if (!p->dn->slot) return rs_err_set(err, RS_ERR_NOMEM, "plan: out of memory");
+    p->dn->n = p->nnodes;
+    p->dn->vmd = calloc((size_t)p->nvalues, sizeof *p->dn->vmd);
+    p->dn->vset = calloc((size_t)p->nvalues, 1);
+    if (!p->dn->vmd || !p->dn->vset) return rs_err_set(err, RS_ERR_NOMEM, "plan: out of memory");
+    DTRY(dnnl_engine_create(&p->dn->eng, dnnl_cpu, 0), "engine");
+    DTRY(dnnl_stream_create(&p->dn->strm, p->dn->eng, dnnl_stream_default_flags), "stream");
+    return RS_OK;
+}
+
+static void free_prim(dprim *d)
+{
+    if (d->prim) dnnl_primitive_destroy(d->prim);
+    if (d->pd) dnnl_primitive_desc_destroy(d->pd);
+    if (d->src_cvt) dnnl_primitive_destroy(d->src_cvt);
+    dnnl_memory_t ms[] = {d->m_src, d->m_cvt, d->m_wei, d->m_bias, d->m_dst, d->m_pad};
+    for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
+        if (ms[i]) dnnl_memory_destroy(ms[i]);
+    free(d->wei_alt);
+    memset(d, 0, sizeof *d);
+}
+
+void rs_plan_dnnl_close(rs_plan *p)
+{
+    if (!p->dn) return;
+    for (int i = 0; i < p->dn->n; i++) {
+        free_prim(&p->dn->slot[i][0]);
+        free_prim(&p->dn->slot[i][1]);
+    }
+    free(p->dn->slot);
+    free(p->dn->vmd);
+    free(p->dn->vset);
+    if (p->dn->strm) dnnl_stream_destroy(p->dn->strm);
+    if (p->dn->eng) dnnl_engine_destroy(p->dn->eng);
+    free(p->dn);
+    p->dn = NULL;
+}
+
+static dnnl_alg_kind_t elt_alg(int op)
+{
+    switch (op) {
+    case RS_UNARY_RELU:
+    case RS_UNARY_LEAKYRELU: return dnnl_eltwise_relu;
+    case RS_UNARY_TANH: return dnnl_eltwise_tanh;
+    case RS_UNARY_GELU: return dnnl_eltwise_gelu_erf;
+    case RS_UNARY_GELU_TANH: return dnnl_eltwise_gelu_tanh;
+    case RS_UNARY_SIGMOID: return dnnl_eltwise_logistic;
+    case RS_UNARY_CLIP: return dnnl_eltwise_clip;
+    case RS_UNARY_HARDSWISH: return dnnl_eltwise_hardswish;
+    default: return dnnl_alg_kind_undef;
+    }
+}
+
+/* Layout choice. A value written by a conv or pool and read only by convs, pools and inner products
+ * (a flatten between them is a view: the inner product takes the 4-d value whole) may stay in the
+ * blocked layout its producer's primitive prefers (nChw16c on AVX-512): oneDNN's direct convolutions
+ * and pools run on those, and a plain nchw output would push the convolution onto its im2col+gemm
+ * path. Everything else (what the engine's ops read, the plan's output, memory shared by an in-place
+ * sum) stays plain. The choice is made at the plan's batch, recorded per value (layout, padded size)
+ * and made again the same way when a file is loaded. */
+static bool can_block(const rs_plan *p, int v)
+{
+    /* views of v were bypassed (passes.c): their readers read v; one that is the output makes v's root
+     * the output's */
+    if (v <= 0 || p->values[v].alias >= 0 || rs_plan_root(p, p->output) == v) return false;
+    int readers = 0;
+    for (int i = 0; i < p->nnodes; i++) {
+        const rs_pnode *n = &p->nodes[i];
+        for (int j = 0; j < n->npost; j++)
+            if (n->post[j].kind == RS_PPOST_SUM && n->post[j].value == v) return false;
+        for (int j = 0; j < n->nin; j++) {
+            if (n->in[j] != v) continue;
+            readers++;
+            bool ok = j == 0 && (n->kind == RS_PK_CONV || n->kind == RS_PK_MAXPOOL || n->kind == RS_PK_AVGPOOL ||
+                                 (n->kind == RS_PK_LINEAR && n->rows == 1));
+            if (!ok) return false;
+        }
+    }
+    return readers > 0;
+}
+
+/* md for batch B from the same layout at the plan's batch: only where the batch is the outermost
+ * dimension and not blocked, so that nothing but its count changes. */
+static bool md_with_batch(const dnnl_memory_desc_t *md, int B, dnnl_memory_desc_t *out)
+{
+    *out = *md;
+    if (md->format_kind != dnnl_blocked || md->ndims < 1) return false;
+    const dnnl_blocking_desc_t *bd = &md->format_desc.blocking;
+    for (int i = 0; i < bd->inner_nblks; i++)
+        if (bd->inner_idxs[i] == 0) return false;
+    for (int i = 1; i < md->ndims; i++)
+        if (bd->strides[i] > bd->strides[0]) return false;
+    out->dims[0] = B;
+    out->padded_dims[0] = B;
+    return true;
+}
+
+/* The layout a node reads its input in: the value's blocked layout, or plain. */
+static rs_status value_md(rs_plan *p, const rs_pnode *n, int v, int ndims, const dnnl_dims_t dims, int B,
+                          dnnl_memory_desc_t *md, rs_err *err)
+{
+    if (v > 0 && p->values[v].layout == 1 && p->dn->vset[v]) {
+        if (!md_with_batch(&p->dn->vmd[v], B, md))
+            return rs_err_set(err, RS_ERR_UNSUPPORTED, "plan: value %d's layout does not scale with the batch", v);
+        return RS_OK;
+    }
+    if (v > 0 && p->values[v].layout == 1)
+        return rs_err_set(err, RS_ERR_FORMAT, "plan: node %s reads value %d before its layout is known", n->name, v);
+    DTRY(dnnl_memory_desc_init_by_tag(md, ndims, dims, dnnl_f32, ndims == 4 ? dnnl_nchw : dnnl_nc), "src desc");
+    return RS_OK;
+}
+
+/* The dst layout: "any" while the plan's batch decides a blocked value, the recorded one after, plain
+ * otherwise. */
+static rs_status out_md(rs_plan *p, const rs_pnode *n, int B, const dnnl_dims_t dims, dnnl_memory_desc_t *md,
+                        rs_err *err)
+{
+    int v = n->out;
+    if (p->values[v].layout == 1 && B == p->batch && !p->dn->vset[v]) {
+        DTRY(dnnl_memory_desc_init_by_tag(md, 4, dims, dnnl_f32, dnnl_format_tag_any), "dst desc");
+        return RS_OK;
+    }
+    if (p->values[v].layout == 1) {
+        if (!p->dn->vset[v] || !md_with_batch(&p->dn->vmd[v], B, md))
+            return rs_err_set(err, RS_ERR_UNSUPPORTED, "plan: value %d's layout does not scale with the batch", v);
+        return RS_OK;
+    }
+    DTRY(dnnl_memory_desc_init_by_tag(md, 4, dims, dnnl_f32, dnnl_nchw), "dst desc");
+    return RS_OK;
+}
+
+/* The operation's descriptor for batch B: the input in its value's layout (bf16 nodes: "any", a
+ * reorder converts), weights "any", the output as out_md says. */
+static rs_status op_desc(rs_plan *p, const rs_pnode *n, int B, dnnl_memory_desc_t *user_src,
+                         dnnl_convolution_desc_t *cd, dnnl_inner_product_desc_t *id, dnnl_pooling_desc_t *pd,
+                         rs_err *err)
+{
+    dnnl_data_type_t lt = n->prec == RS_PLAN_BF16 ? dnnl_bf16 : n->prec == RS_PLAN_INT8 ? dnnl_s8 : dnnl_f32;
+    dnnl_memory_desc_t src, wei, bias, dst;
+    rs_status st;
+    if (n->kind == RS_PK_LINEAR) {
+        dnnl_dims_t s = {(dnnl_dim_t)B * n->rows, n->I}, w = {n->O, n->I}, b = {n->O},
+                    d = {(dnnl_dim_t)B * n->rows, n->O};
+        int v = n->in[0];
+        bool blocked = v > 0 && p->values[v].layout == 1;
+        if (blocked) { /* the 4-d value of a conv or pool, whole: weights (O, C, H, W) */
+            st = value_md(p, n, v, 4, s, B, user_src, err);
+            if (st) return st;
+            dnnl_dims_t w4 = {n->O, user_src->dims[1], user_src->dims[2], user_src->dims[3]};
+            DTRY(dnnl_memory_desc_init_by_tag(&wei, 4, w4, lt, dnnl_format_tag_any), "weights desc");
+            src = *user_src;
+            if (lt != dnnl_f32) DTRY(dnnl_memory_desc_init_by_tag(&src, 4, user_src->dims, lt, dnnl_format_tag_any), "src desc");
+        } else {
+            st = value_md(p, n, v, 2, s, B, user_src, err);
+            if (st) return st;
+            DTRY(dnnl_memory_desc_init_by_tag(&src, 2, s, lt, dnnl_nc), "src desc");
+            DTRY(dnnl_memory_desc_init_by_tag(&wei, 2, w, lt, dnnl_format_tag_any), "weights desc");
+        }
+        DTRY(dnnl_memory_desc_init_by_tag(&bias, 1, b, dnnl_f32, dnnl_x), "bias desc");
+        DTRY(dnnl_memory_desc_init_by_tag(&dst, 2, d, dnnl_f32, dnnl_nc), "dst desc");
+        DTRY(dnnl_inner_product_forward_desc_init(id, dnnl_forward_inference, &src, &wei, n->b >= 0 ? &bias : NULL,
+                                                  &dst),
+             "inner product");
+        return RS_OK;
+    }
+    const rs_conv_geom *g = &n->g;
+    dnnl_dims_t s = {B, g->c, g->h, g->w};
+    dnnl_dims_t d = {B, n->kind == RS_PK_CONV ? g->oc : g->c, g->oh, g->ow};
+    dnnl_dims_t strides = {g->sh, g->sw}, pl = {g->ph, g->pw};
+    /* symmetric padding, as the engine's windows: oneDNN floors (h + 2p - k)/s + 1 the same way */
+    dnnl_dims_t pr = {g->ph, g->pw};
+    if ((st = value_md(p, n, n->in[0], 4, s, B, user_src, err)) || (st = out_md(p, n, B, d, &dst, err))) return st;
+    src = *user_src;
+    if (n->kind == RS_PK_CONV) {
+        if (lt != dnnl_f32) DTRY(dnnl_memory_desc_init_by_tag(&src, 4, s, lt, dnnl_format_tag_any), "src desc");
+        dnnl_dims_t w = {g->oc, g->c, g->kh, g->kw}, b = {g->oc};
+        DTRY(dnnl_memory_desc_init_by_tag(&wei, 4, w, lt, dnnl_format_tag_any), "weights desc");
+        DTRY(dnnl_memory_desc_init_by_tag(&bias, 1, b, dnnl_f32, dnnl_x), "bias desc");
+        DTRY(dnnl_convolution_forward_desc_init(cd, dnnl_forward_inference, dnnl_convolution_direct, &src, &wei,
+                                                n->b >= 0 ? &bias : NULL, &dst, strides, pl, pr),
+             "convolution");
+        return RS_OK;
+    }
+    dnnl_dims_t k = {g->kh, g->kw};
+    /* pools read f32 whatever the plan's precision: nothing to gain from a copy */
+    DTRY(dnnl_pooling_forward_desc_init(pd, dnnl_forward_inference,
+                                        n->kind == RS_PK_MAXPOOL ? dnnl_pooling_max : dnnl_pooling_avg_include_padding,
+                                        user_src, &dst, strides, k, pl, pr),
+         "pooling");
+    return RS_OK;
+}
+
+static rs_status make_prim(rs_plan *p, int i, int B, dprim *d, rs_err *err)
+{
+    const rs_pnode *n = &p->nodes[i];
+    dnnl_convolution_desc_t cd;
+    dnnl_inner_product_desc_t id;
+    dnnl_pooling_desc_t pd;
+    rs_status st = op_desc(p, n, B, &d->user_src, &cd, &id, &pd, err);
+    if (st) return st;
+    dnnl_primitive_attr_t attr;
+    DTRY(dnnl_primitive_attr_create(&attr), "attributes");
+    dnnl_post_ops_t po = NULL;
+    dnnl_status_t s = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+    /* int8: s32 accumulators to fp32 by 1 / (input scale x the output channel's weight scale) */
+    if (s == dnnl_success && n->prec == RS_PLAN_INT8)
+        s = dnnl_primitive_attr_set_output_scales(attr, (dnnl_dim_t)(p->tensors[n->oscales].bytes / sizeof(float)), 1 << 1,
+                                                  p->tensors[n->oscales].data);
+    if (s == dnnl_success && n->npost) {
+        s = dnnl_post_ops_create(&po);
+        for (int j = 0; j < n->npost && s == dnnl_success; j++) {
+            const rs_ppost *q = &n->post[j];
+            if (q->kind == RS_PPOST_SUM) s = dnnl_post_ops_append_sum(po, 1.0f);
+            else if (elt_alg(q->op) == dnnl_alg_kind_undef) s = dnnl_invalid_arguments;
+            else s = dnnl_post_ops_append_eltwise(po, 1.0f, elt_alg(q->op), q->op == RS_UNARY_RELU ? 0.0f : q->alpha,
+                                                  q->beta);
+        }
+        if (s == dnnl_success) s = dnnl_primitive_attr_set_post_ops(attr, po);
+    }
+    const void *op = n->kind == RS_PK_CONV ? (const void *)&cd : n->kind == RS_PK_LINEAR ? (const void *)&id : (const void *)&pd;
+    if (s == dnnl_success) s = dnnl_primitive_desc_create(&d->pd, op, attr, p->dn->eng, NULL);
+    if (po) dnnl_post_ops_destroy(po);
+    dnnl_primitive_attr_destroy(attr);
+    if (s != dnnl_success) return dfail(err, s, "primitive descriptor", n);
+    d->src = *dnnl_primitive_desc_query_md(d->pd, dnnl_query_src_md, 0);
+    d->dst = *dnnl_primitive_desc_query_md(d->pd, dnnl_query_dst_md, 0);
+    if (n->kind == RS_PK_CONV || n->kind == RS_PK_LINEAR) d->wei = *dnnl_primitive_desc_query_md(d->pd, dnnl_query_weights_md, 0);
+    if (p->values[n->out].layout == 1 && B == p->batch && !p->dn->vset[n->out]) {
+        /* the layout the primitive chose for its output at the plan's batch: the value's from now on */
+        size_t bytes = dnnl_memory_desc_get_size(&d->dst), per = (bytes + 4 * (size_t)B - 1) / (4 * (size_t)B);
+        rs_pvalue *v = &p->values[n->out];
+        dnnl_memory_desc_t probe;
+        if (!md_with_batch(&d->dst, 1, &probe))
+            return rs_err_set(err, RS_ERR_UNSUPPORTED, "plan: oneDNN chose a layout for node %s's output that does not "
+                              "scale with the batch", n->name);
+        if (v->padded == 0) v->padded = (int64_t)per;
+        else if ((int64_t)per > v->padded)
+            return rs_err_set(err, RS_ERR_FORMAT,
+                              "plan: node %s's output takes %zu bytes in oneDNN's layout here, the file planned %lld; "
+                              "compile the model again here",
+                              n->name, bytes, (long long)v->padded * 4 * B);
+        p->dn->vmd[n->out] = d->dst;
+        p->dn->vset[n->out] = 1;
+    }
+    d->pad_bytes = dnnl_memory_desc_get_size(dnnl_primitive_desc_query_md(d->pd, dnnl_query_scratchpad_md, 0));
+    DTRY(dnnl_primitive_create(&d->prim, d->pd), "primitive");
+    if (!dnnl_memory_desc_equal(&d->src, &d->user_src)) {
+        dnnl_primitive_desc_t rpd;
+        dnnl_primitive_attr_t rattr = NULL;
+        if (n->prec == RS_PLAN_INT8) { /* x_q = round(x * 127 / max|x| seen in calibration), saturated */
+            DTRY(dnnl_primitive_attr_create(&rattr), "attributes");
+            dnnl_primitive_attr_set_output_scales(rattr, 1, 0, &n->qscale);
+        }
+        s = dnnl_reorder_primitive_desc_create(&rpd, &d->user_src, p->dn->eng, &d->src, p->dn->eng, rattr);
+        if (rattr) dnnl_primitive_attr_destroy(rattr);
+        if (s != dnnl_success) return dfail(err, s, "input reorder", n);
+        s = dnnl_primitive_create(&d->src_cvt, rpd);
+        dnnl_primitive_desc_destroy(rpd);
+        if (s != dnnl_success) return dfail(err, s, "input reorder", n);
+        d->cvt_bytes = (dnnl_memory_desc_get_size(&d->src) + 63) / 64 * 64;
+        DTRY(dnnl_memory_create(&d->m_cvt, &d->src, p->dn->eng, DNNL_MEMORY_NONE), "memory");
+    }
+    DTRY(dnnl_memory_create(&d->m_src, &d->user_src, p->dn->eng, DNNL_MEMORY_NONE), "memory");
+    DTRY(dnnl_memory_create(&d->m_dst, &d->dst, p->dn->eng, DNNL_MEMORY_NONE), "memory");
+    DTRY(dnnl_memory_create(&d->m_pad, dnnl_primitive_desc_query_md(d->pd, dnnl_query_scratchpad_md, 0), p->dn->eng,
+                            DNNL_MEMORY_NONE),
+         "memory");
+    if (n->kind == RS_PK_CONV || n->kind == RS_PK_LINEAR) {
+        DTRY(dnnl_memory_create(&d->m_wei, &d->wei, p->dn->eng, DNNL_MEMORY_NONE), "memory");
+        if (n->b >= 0) {
+            DTRY(dnnl_memory_create(&d->m_bias, dnnl_primitive_desc_query_md(d->pd, dnnl_query_weights_md, 1), p->dn->eng,
+                                    p->tensors[n->b].data),
+                 "memory");
+        }
+    }
+    d->B = B;
+    d->nthr = omp_get_max_threads();
+    return RS_OK;
+}
+
+/* Slot 0 holds the primitives of the plan's batch and build threads (the ones its weights are laid
+ * out for), slot 1 those of the last other batch or thread count. */
+static int slot_of(const rs_plan *p, int B) { return B == p->batch && omp_get_max_threads() == p->build_threads ? 0 : 1; }
+
+/* Reorders `from` (bytes laid out as md_from) into a new buffer laid out as md_to. */
+static rs_status reorder_to(rs_plan *p, const rs_pnode *n, const dnnl_memory_desc_t *md_from, void *from,
+                            const dnnl_memory_desc_t *md_to, void **to, size_t *bytes, const_dnnl_primitive_attr_t attr,
+                            rs_err *err)
+{
+    *bytes = dnnl_memory_desc_get_size(md_to);
+    *to = rs_plan_aligned_alloc(*bytes);
+    if (!*to) return rs_err_set(err, RS_ERR_NOMEM, "plan: out of memory");
+    dnnl_primitive_desc_t rpd;
+    dnnl_primitive_t r;
+    dnnl_memory_t a, b;
+    DTRY(dnnl_reorder_primitive_desc_create(&rpd, md_from, p->dn->eng, md_to, p->dn->eng, attr), "weights reorder");
+    dnnl_status_t s = dnnl_primitive_create(&r, rpd);
+    dnnl_primitive_desc_destroy(rpd);
+    if (s != dnnl_success) return dfail(err, s, "weights reorder", n);
+    dnnl_memory_create(&a, md_from, p->dn->eng, from);
+    dnnl_memory_create(&b, md_to, p->dn->eng, *to);
+    dnnl_exec_arg_t args[] = {{DNNL_ARG_FROM, a}, {DNNL_ARG_TO, b}};
+    s = dnnl_primitive_execute(r, p->dn->strm, 2, args);
+    if (s == dnnl_success) s = dnnl_stream_wait(p->dn->strm);
+    dnnl_memory_destroy(a);
+    dnnl_memory_destroy(b);
+    dnnl_primitive_destroy(r);
+    if (s != dnnl_success) return dfail(err, s, "weights reorder", n);
+    return RS_OK;
+}
+
+static dnnl_memory_desc_t plain_weights(const rs_plan *p, const rs_pnode *n)
+{
+    dnnl_memory_desc_t md;
+    if (n->kind == RS_PK_LINEAR && n->in[0] > 0 && p->values[n->in[0]].layout == 1) {
+        /* (O, I) is (O, C, H, W) row-major: the flatten of nchw */
+        const dnnl_memory_desc_t *s = &p->dn->vmd[n->in[0]];
+        dnnl_dims_t w = {n->O, s->dims[1], s->dims[2], s->dims[3]};
+        dnnl_memory_desc_init_by_tag(&md, 4, w, dnnl_f32, dnnl_oihw);
+    } else if (n->kind == RS_PK_LINEAR) {
+        dnnl_dims_t w = {n->O, n->I};
+        dnnl_memory_desc_init_by_tag(&md, 2, w, dnnl_f32, dnnl_oi);
+    } else {
+        dnnl_dims_t w = {n->g.oc, n->g.c, n->g.kh, n->g.kw};
+        dnnl_memory_desc_init_by_tag(&md, 4, w, dnnl_f32, dnnl_oihw);
+    }
+    return md;
+}
+
+/* int8 node: per output channel weight scales from the fp32 weights, the output scales the primitive
+ * applies (1 / (input scale x weight scale), a tensor of the plan, so the file keeps them), and the
+ * bias in the accumulators' units (oneDNN 2.x adds it before the output scale). */
+static rs_status int8_scales(rs_plan *p, rs_pnode *n, rs_err *err)
+{
+    int64_t OC = n->kind == RS_PK_CONV ? n->g.oc : n->O;
+    const rs_ptensor *w = &p->tensors[n->w];
+    int64_t per = (int64_t)(w->bytes / sizeof(float)) / OC;
+    char name[64];
+    snprintf(name, sizeof name, "%.50s.oscales", n->name);
+    int t = rs_plan_add_tensor(p, name, 1, &OC, NULL);
+    if (t < 0) return rs_err_set(err, RS_ERR_NOMEM, "plan: out of memory");
+    n->oscales = t;
+    w = &p->tensors[n->w]; /* the array may have moved */
+    float *os = p->tensors[t].data, *b = n->b >= 0 ? p->tensors[n->b].data : NULL;
+    const float *wd = w->data;
+    for (int64_t o = 0; o < OC; o++) {
+        float amax = 0;
+        for (int64_t j = 0; j < per; j++) amax = fabsf(wd[o * per + j]) > amax ? fabsf(wd[o * per + j]) : amax;
+        float sw = amax > 0 ? 127.0f / amax : 1.0f;
+        os[o] = 1.0f / (n->qscale * sw);
+        if (b) b[o] *= n->qscale * sw;
+    }
+    return RS_OK;
+}
+
+rs_status rs_plan_dnnl_finalize_weights(rs_plan *p, rs_err *err)
+{
+    /* in order: a node's input layout is known when its primitive is made */
+    for (int i = 0; i < p->nnodes; i++) {
+        rs_pnode *n = &p->nodes[i];
+        if (!rs_plan_node_is_dnnl(n)) continue;
+        if (n->kind != RS_PK_LINEAR && can_block(p, n->out)) p->values[n->out].layout = 1;
+        if (n->prec == RS_PLAN_INT8) {
+            rs_status st = int8_scales(p, n, err);
+            if (st) return st;
+        }
+        dprim *d = &p->dn->slot[i][0];
+        if (!d->B) {
+            rs_status st = make_prim(p, i, p->batch, d, err);
+            if (st) return st;
+        }
+        if (n->kind != RS_PK_CONV && n->kind != RS_PK_LINEAR) continue;
+        rs_ptensor *t = &p->tensors[n->w];
+        if (t->layout != 0) continue; /* shared with a node already done (it never is today) */
+        dnnl_memory_desc_t plain = plain_weights(p, n);
+        void *to;
+        size_t bytes;
+        dnnl_primitive_attr_t wattr = NULL;
+        float *ws = NULL;
+        if (n->prec == RS_PLAN_INT8) { /* w_q[oc] = round(w[oc] * 127 / max|w[oc]|): per output channel */
+            const float *os = p->tensors[n->oscales].data;
+            int64_t OC = (int64_t)(p->tensors[n->oscales].bytes / sizeof(float));
+            ws = malloc((size_t)OC * sizeof *ws);
+            if (!ws) return rs_err_set(err, RS_ERR_NOMEM, "plan: out of memory");
+            for (int64_t o = 0; o < OC; o++) ws[o] = 1.0f / (os[o] * n->qscale);
+            DTRY(dnnl_primitive_attr_create(&wattr), "attributes");
+            dnnl_primitive_attr_set_output_scales(wattr, OC, 1 << 0, ws);
+        }
+        rs_status st = reorder_to(p, n, &plain, t->data, &d->wei, &to, &bytes, wattr, err);
+        if (wattr) dnnl_primitive_attr_destroy(wattr);
+        free(ws);
+        if (st) return st;
+        rs_plan_tensor_replace(t, n->prec == RS_PLAN_BF16 ? RS_BF16 : n->prec == RS_PLAN_INT8 ? RS_I8 : RS_F32, 1, to, bytes);
+    }
+    return RS_OK;
+}
+
+rs_status rs_plan_dnnl_prepare(rs_plan *p, int B, size_t *scratch_bytes, rs_err *err)
+{
+    size_t most = 0;
+    for (int i = 0; i < p->nnodes; i++) {
+        const rs_pnode *n = &p->nodes[i];
+        if (!rs_plan_node_is_dnnl(n)) continue;
+        int si = slot_of(p, B);
+        dprim *d = &p->dn->slot[i][si];
+        if (d->B != B || d->nthr != omp_get_max_threads()) {
+            free_prim(d);
+            rs_status st = make_prim(p, i, B, d, err);
+            if (st) return st;
+            if (n->kind == RS_PK_CONV || n->kind == RS_PK_LINEAR) {
+                const rs_ptensor *t = &p->tensors[n->w];
+                size_t want = dnnl_memory_desc_get_size(&d->wei);
+                if (si == 0 && (t->layout != 1 || t->bytes != want))
+                    return rs_err_set(err, RS_ERR_FORMAT,
+                                      "plan: node %s's weights (%zu bytes, layout %d) are not what oneDNN %s chose on "
+                                      "this machine (%zu bytes); compile the model again here",
+                                      n->name, t->bytes, t->layout, p->dnnl_version, want);
+                if (si == 1) {
+                    dprim *d0 = &p->dn->slot[i][0];
+                    if (!dnnl_memory_desc_equal(&d->wei, &d0->wei)) {
+                        size_t bytes;
+                        st = reorder_to(p, n, &d0->wei, t->data, &d->wei, &d->wei_alt, &bytes, NULL, err);
+                        if (st) return st;
+                    }
+                }
+            }
+        }
+        size_t need = d->cvt_bytes + (d->pad_bytes + 63) / 64 * 64;
+        if (need > most) most = need;
+    }
+    *scratch_bytes = most;
+    return RS_OK;
+}
+
+rs_status rs_plan_dnnl_exec(rs_plan *p, int i, const void *x, int B, rs_err *err)
+{
+    const rs_pnode *n = &p->nodes[i];
+    dprim *d = &p->dn->slot[i][slot_of(p, B)];
+    if (d->B != B) return rs_err_set(err, RS_ERR_INTERNAL, "plan: node %s has no primitive for batch %d", n->name, B);
+    char *scratch = (char *)p->arena + p->scratch_off;
+    dnnl_memory_set_data_handle(d->m_src, rs_plan_value_ptr(p, n->in[0], x));
+    dnnl_memory_set_data_handle(d->m_dst, rs_plan_value_ptr(p, n->out, x));
+    dnnl_memory_set_data_handle(d->m_pad, scratch + d->cvt_bytes);
+    dnnl_exec_arg_t args[6];
+    int na = 0;
+    dnnl_status_t s = dnnl_success;
+    if (d->src_cvt) {
+        dnnl_memory_set_data_handle(d->m_cvt, scratch);
+        dnnl_exec_arg_t ra[] = {{DNNL_ARG_FROM, d->m_src}, {DNNL_ARG_TO, d->m_cvt}};
+        s = dnnl_primitive_execute(d->src_cvt, p->dn->strm, 2, ra);
+        args[na++] = (dnnl_exec_arg_t){DNNL_ARG_SRC, d->m_cvt};
+    } else {
+        args[na++] = (dnnl_exec_arg_t){DNNL_ARG_SRC, d->m_src};
+    }
+    args[na++] = (dnnl_exec_arg_t){DNNL_ARG_DST, d->m_dst};
+    args[na++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, d->m_pad};
+    if (d->m_wei) {
+        dnnl_memory_set_data_handle(d->m_wei, d->wei_alt ? d->wei_alt : p->tensors[n->w].data);
+        args[na++] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS, d->m_wei};
+    }
+    if (d->m_bias) args[na++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, d->m_bias};
+    /* the CPU stream runs each primitive in order; rs_plan_dnnl_sync waits once at the end of a run,
+     * and the engine's ops in between run on the calling thread after the primitive before them */
+    if (s == dnnl_success) s = dnnl_primitive_execute(d->prim, p->dn->strm, na, args);
+    if (s != dnnl_success) return dfail(err, s, "execute", n);
+    return RS_OK;
+}
+
+rs_status rs_plan_dnnl_sync(rs_plan *p, rs_err *err)
+{
+    const rs_pnode *n = NULL;
+    DTRY(dnnl_stream_wait(p->dn->strm), "stream wait");
+    return RS_OK;
+}
+
+/* What the primitive of node i is (oneDNN's implementation name), for `plan show`. */
+const char *rs_plan_dnnl_impl(const rs_plan *p, int i)
+{
+    if (!p->dn || i >= p->dn->n || !p->dn->slot[i][0].pd) return "";
+    const char *s = NULL;
+    if (dnnl_primitive_desc_query(p->dn->slot[i][0].pd, dnnl_query_impl_info_str, 0, &s) != dnnl_success || !s) return "";
+    return s;
+}

@@ -1,0 +1,181 @@
+/* The plan's graph, shared by the files of plan/ (nothing outside plan/ includes it): nodes in run
+ * order over values, constants in tensors of their own. build.c makes it from an engine model,
+ * passes.c rewrites it, memplan.c places its values in one arena, file.c writes and reads it,
+ * dnnl.c and run.c run it. */
+#ifndef RS_PLAN_IR_H
+#define RS_PLAN_IR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/core/device.h"
+#include "engine/core/tensor.h"
+#include "engine/nn/tensor_op.h"
+#include "plan.h"
+
+/* Node kinds. The first four run as oneDNN primitives; the rest through the engine's CPU table. */
+typedef enum rs_pk {
+    RS_PK_CONV = 0,  /* 2-d convolution, group 1 (weights (OC, C, KH, KW), bias (OC)) */
+    RS_PK_LINEAR,    /* inner product over rows: (rows, I) x (O, I)^T + (O) */
+    RS_PK_MAXPOOL,
+    RS_PK_AVGPOOL,   /* count_include_pad, as the engine's */
+    RS_PK_ACT,       /* an elementwise rs_unary_op (relu, gelu, tanh, ...) with alpha, beta */
+    RS_PK_LAYERNORM, /* over the last C of rows */
+    RS_PK_EMBED,     /* tokens (T) -> (T, C) */
+    RS_PK_ATTN,      /* causal attention core, qkv (T, 3C) -> (T, C) */
+    RS_PK_ADD,       /* two values of one size */
+    RS_PK_OP,        /* a generic op of an imported graph (UNARY, BINARY, SOFTMAX, LOGSOFTMAX, TRANSPOSE) */
+    RS_PK_VIEW,      /* its output is its input's memory (flatten, dropout, reshape): removed by the passes */
+    RS_PK_COUNT
+} rs_pk;
+
+/* A post-op fused into a conv or linear: an elementwise op on its result, or the sum of a value
+ * (the residual), in the order they apply. */
+typedef enum rs_ppost_kind { RS_PPOST_ELT = 0, RS_PPOST_SUM = 1 } rs_ppost_kind;
+typedef struct rs_ppost {
+    rs_ppost_kind kind;
+    int op;              /* ELT: rs_unary_op */
+    float alpha, beta;
+    int value;           /* SUM: the value added (its memory is the node's output: computed in place) */
+} rs_ppost;
+
+#define RS_PLAN_MAX_POST 4
+
+typedef struct rs_pnode {
+    rs_pk kind;
+    char name[64];       /* the engine layer it came from ("3", "1.2"); fused nodes keep the first's */
+    int nin;
+    int in[RS_OP_MAX_IN];/* value ids (-1: a constant input of an op, see cin) */
+    int out;             /* value id */
+    rs_plan_prec prec;   /* what it computes in (oneDNN nodes; the rest are fp32) */
+    /* CONV, pools */
+    rs_conv_geom g;
+    /* LINEAR: I inputs, O outputs per row, rows per sample */
+    int I, O;
+    int64_t rows;
+    int w, b;            /* tensor ids of weight and bias, -1: none */
+    int npost;
+    rs_ppost post[RS_PLAN_MAX_POST];
+    /* ACT */
+    int act;             /* rs_unary_op */
+    float alpha, beta;
+    /* LAYERNORM (C = row length), EMBED (T, C, V), ATTN (T, C, heads) */
+    float eps;
+    int T, C, V, heads;
+    int tmp;             /* a value of scratch it needs for the node only (mean/rstd, probabilities), -1 */
+    /* int8 (conv, linear): input scale (127 / max |input| in calibration) and the tensor of output
+     * scales per channel (1 / (input scale x weight scale)) */
+    float qscale;
+    int oscales;
+    /* OP: the engine's op, its attributes and full shapes (RS_DIM_BATCH at the batch) */
+    rs_op op;
+    rs_op_attrs a;
+    rs_dims ds[RS_OP_MAX_IN], dout;
+    int cin[RS_OP_MAX_IN]; /* tensor id of a constant input, -1 when it is a value */
+    bool dead;           /* removed by a pass (kept until the graph is compacted) */
+} rs_pnode;
+
+typedef struct rs_pvalue {
+    int64_t numel;       /* floats per sample */
+    int alias;           /* this value is another's memory (a view, an in-place sum): its id; -1 own */
+    int64_t offset;      /* bytes into the arena of its memory (roots only); -1 none (the input) */
+    int def, last;       /* position of the node that writes it and of the last that reads it (-1: none) */
+    int layout;          /* 0 plain row-major; 1 the blocked layout its producer's primitive chose (dnnl.c) */
+    int64_t padded;      /* layout 1: floats per sample it takes with the layout's padding (0: numel) */
+} rs_pvalue;
+
+typedef struct rs_ptensor {
+    char name[64];
+    rs_dtype dtype;      /* RS_F32, or RS_BF16 / RS_I8 for weights in a lower precision */
+    int ndim;
+    int64_t dims[4];
+    int layout;          /* 0 plain row-major, 1 the layout oneDNN chose for its node on this ISA */
+    size_t bytes;
+    void *data;          /* owned, 64-byte aligned */
+} rs_ptensor;
+
+struct rs_pdnnl; /* oneDNN's engine, stream and primitives (dnnl.c) */
+
+struct rs_plan {
+    /* what it was built for */
+    rs_plan_prec prec;
+    int batch;               /* the largest batch it runs; the memory plan is made for it */
+    char isa[32], dnnl_version[24], device[16];
+    char source[160];        /* what it was compiled from */
+    /* the model's interface */
+    bool tokens;             /* input: int32 token ids */
+    rs_shape in;             /* per sample */
+    int classes, rows, vocab;
+    /* the graph */
+    int nnodes, cap_nodes;
+    rs_pnode *nodes;
+    int nvalues, cap_values;
+    rs_pvalue *values;       /* value 0 is the input */
+    int ntensors, cap_tensors;
+    rs_ptensor *tensors;
+    int output;
+    /* the memory plan: one arena; per-primitive scratch at scratch_off (oneDNN's user scratchpads) */
+    size_t arena_bytes, scratch_off, scratch_bytes, naive_bytes;
+    /* what compile did, for its report and `plan show` */
+    int nodes_before, views_removed;
+    char (*fusions)[160]; /* one line per rewrite (names cut to 40 characters) */
+    int nfusions;
+    double build_s;
+    /* runtime */
+    void *arena;             /* arena_bytes, owned */
+    size_t arena_cap;
+    int threads;             /* per run (rs_plan_set_threads) */
+    int build_threads;       /* what its primitives were first made with (slot 0; the file keeps it) */
+    float *calib_amax;       /* while calibrating: per node, max |input| of products seen so far (borrowed) */
+    rs_kctx ctx;             /* the engine's CPU table for the ops oneDNN does not do */
+    struct rs_pdnnl *dn;
+};
+
+/* ---- graph building (ir.c) ---- */
+int rs_plan_add_value(rs_plan *p, int64_t numel);          /* -1 out of memory */
+int rs_plan_add_node(rs_plan *p, const rs_pnode *n);       /* -1 out of memory */
+/* A tensor of n floats copied from src (NULL: zeros); -1 out of memory. */
+int rs_plan_add_tensor(rs_plan *p, const char *name, int ndim, const int64_t *dims, const float *src);
+/* Replaces tensor t's data with bytes of dtype/layout (takes ownership of data). */
+void rs_plan_tensor_replace(rs_ptensor *t, rs_dtype dtype, int layout, void *data, size_t bytes);
+void *rs_plan_aligned_alloc(size_t bytes);
+rs_pnode rs_pnode_empty(rs_pk kind, const char *name);
+const char *rs_pk_name(rs_pk k);
+const char *rs_plan_act_name(int op);
+/* The value whose memory v is (following aliases). */
+int rs_plan_root(const rs_plan *p, int v);
+
+/* ---- the parts of compile ---- */
+rs_status rs_plan_from_model(rs_plan *p, rs_model *m, rs_err *err);               /* build.c */
+rs_status rs_plan_run_passes(rs_plan *p, const rs_plan_opts *o, rs_err *err);     /* passes.c */
+rs_status rs_plan_memplan(rs_plan *p, rs_err *err);                                /* memplan.c */
+/* reuse false: every value its own bytes (the figure without reuse, and a test's baseline). */
+rs_status rs_plan_memplan_mode(rs_plan *p, bool reuse, rs_err *err);
+/* oneDNN's engine and primitives for the plan's batch, the CPU context, the arena (run.c). */
+rs_status rs_plan_open_runtime(rs_plan *p, rs_err *err);
+rs_status rs_plan_liveness(rs_plan *p, rs_err *err);
+/* Checks the shapes and references of a graph read from a file (validate.c). */
+rs_status rs_plan_validate(const rs_plan *p, rs_err *err);
+
+/* ---- oneDNN (dnnl.c) ---- */
+rs_status rs_plan_dnnl_open(rs_plan *p, rs_err *err);
+void rs_plan_dnnl_close(rs_plan *p);
+/* The ISA oneDNN runs on this machine ("avx512_core_bf16") and its version ("2.6.3"). */
+void rs_plan_dnnl_isa(char *isa, size_t n);
+void rs_plan_dnnl_version(char *v, size_t n);
+/* After compile: reorders every oneDNN node's weights into the layout (and precision) its primitive
+ * chose for the plan's batch. */
+rs_status rs_plan_dnnl_finalize_weights(rs_plan *p, rs_err *err);
+/* Creates the primitives for batch B (kept for the next run of the same B); sizes their scratch. */
+rs_status rs_plan_dnnl_prepare(rs_plan *p, int B, size_t *scratch_bytes, rs_err *err);
+rs_status rs_plan_dnnl_exec(rs_plan *p, int node, const void *x, int B, rs_err *err);
+/* oneDNN's name for the implementation node i runs (for `plan show`). */
+const char *rs_plan_dnnl_impl(const rs_plan *p, int i);
+bool rs_plan_node_is_dnnl(const rs_pnode *n);
+rs_status rs_plan_dnnl_sync(rs_plan *p, rs_err *err);
+
+/* Pointer to value v's memory for batch B (the input: x). */
+float *rs_plan_value_ptr(rs_plan *p, int v, const void *x);
+
+#endif

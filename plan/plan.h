@@ -1,0 +1,108 @@
+/* Inference plans: a model compiled for this machine's CPU, as TensorRT builds an engine.
+ * rs_plan_compile takes an engine model (an MLP, a CNN, a GPT, or an imported ONNX graph) and makes
+ * an optimized graph: views and dead nodes removed, per-channel scale/shift (a folded BatchNorm)
+ * folded into the convolution before it, activations and residual adds fused into the convolution or
+ * inner product as oneDNN post-ops; then a memory plan (every value placed in one arena, buffers
+ * reused once their value is dead) and weights reordered into the layout and precision (fp32 or bf16)
+ * oneDNN chose for this ISA. Convolution, inner product and pooling run as oneDNN primitives; layer
+ * norm, attention, embedding, standalone activations and the generic ops run through the engine's
+ * CPU kernel table with a context of the plan's own.
+ *
+ * A plan is written to and read from a versioned protobuf-c file (plan/plan.proto) holding the graph,
+ * the weights in their final layout, the memory plan and the ISA and oneDNN version it was built for;
+ * a file for another ISA or version, truncated or corrupted, is refused with a message. */
+#ifndef RS_PLAN_H
+#define RS_PLAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/core/status.h"
+#include "engine/data/dataset.h"
+#include "engine/nn/model.h"
+
+typedef enum rs_plan_prec { RS_PLAN_FP32 = 0, RS_PLAN_BF16 = 1, RS_PLAN_INT8 = 2 } rs_plan_prec;
+const char *rs_plan_prec_name(rs_plan_prec p); /* "fp32" */
+
+/* Which passes run (all by default): a test turns one off to compare fused with unfused. */
+enum {
+    RS_PLAN_PASS_FOLD = 1,     /* per-channel scale/shift after a conv folded into its weights */
+    RS_PLAN_PASS_ACT = 2,      /* activation after conv/linear -> eltwise post-op */
+    RS_PLAN_PASS_RESIDUAL = 4, /* add of a conv/linear result and a dying value -> sum post-op, in place */
+    RS_PLAN_PASS_REUSE = 8,    /* memory plan reuses dead values' bytes (off: every value its own) */
+    RS_PLAN_PASS_ALL = 15,
+};
+
+typedef struct rs_plan_opts {
+    rs_plan_prec prec;
+    int batch;          /* the largest batch the plan runs (>= 1) */
+    int threads;        /* threads per run (>= 1) */
+    unsigned passes;    /* RS_PLAN_PASS_* */
+    const char *source; /* what it is compiled from, for `plan show` (may be NULL) */
+    /* int8: min-max calibration on the first calib_samples samples of calib (0: 512): each int8
+     * node's input scale is 127 / the largest |input| an fp32 plan of the model saw there */
+    const rs_dataset *calib;
+    uint32_t calib_samples;
+} rs_plan_opts;
+
+rs_plan_opts rs_plan_opts_default(void);
+
+typedef struct rs_plan rs_plan;
+
+/* Compiles built model m (read only; m keeps its weights). Caller owns *out. */
+rs_status rs_plan_compile(rs_model *m, const rs_plan_opts *o, rs_plan **out, rs_err *err);
+void rs_plan_free(rs_plan *p); /* NULL is a no-op */
+
+/* An ONNX file as an engine model through the importer (plain layers when the graph is a sequence of
+ * them, else an inference model), ready for rs_plan_compile. Caller owns *out. */
+rs_status rs_plan_model_from_onnx(const char *path, const char *name, rs_model **out, rs_err *err);
+
+/* Runs B samples (1 <= B <= rs_plan_batch): x as rs_model_forward takes it (floats, or int32 token ids
+ * for a token model; ids outside the vocabulary are an error). *out (B * rows, classes) points into
+ * the plan's arena, valid until the next run. One run at a time per plan. */
+rs_status rs_plan_run(rs_plan *p, const void *x, int B, const float **out, rs_err *err);
+/* Accuracy and mean cross-entropy on d (as rs_evaluate), in batches of the plan's batch. */
+rs_status rs_plan_evaluate(rs_plan *p, const rs_dataset *d, double *acc, double *loss, rs_err *err);
+
+void rs_plan_set_threads(rs_plan *p, int threads);
+int rs_plan_batch(const rs_plan *p);
+rs_plan_prec rs_plan_precision(const rs_plan *p);
+const rs_shape *rs_plan_input_shape(const rs_plan *p);
+bool rs_plan_tokens(const rs_plan *p);
+int rs_plan_classes(const rs_plan *p);
+int rs_plan_rows(const rs_plan *p);
+int rs_plan_vocab(const rs_plan *p);
+int rs_plan_node_count(const rs_plan *p);
+
+/* What compile did and what the plan holds, as `compile` and `plan show` print it. */
+typedef struct rs_plan_stats {
+    int nodes_before, nodes_after, views_removed, fusions;
+    size_t arena_bytes;      /* with reuse (the activations' peak, scratch included) */
+    size_t naive_bytes;      /* every value its own bytes */
+    size_t weight_bytes;
+    double build_s;
+} rs_plan_stats;
+void rs_plan_get_stats(const rs_plan *p, rs_plan_stats *st);
+/* The fusions in order, one line each ("conv 0 + relu 1"); i < stats.fusions. */
+const char *rs_plan_fusion(const rs_plan *p, int i);
+/* The plan as text: what it was built for, its nodes (kind, precision, post-ops, arena offset) and
+ * its memory plan. Caller frees. */
+char *rs_plan_describe(const rs_plan *p);
+
+/* The memory plan's invariant: no two values alive at the same time share a byte, and every value
+ * lies inside the arena. RS_OK, or which two overlap. */
+rs_status rs_plan_check_memory(const rs_plan *p, rs_err *err);
+
+/* The plan file (plan/plan.proto). Save writes the graph, the weights as they are, the memory plan
+ * and the ISA; load refuses a file of another format version, ISA or oneDNN version, a truncated or
+ * corrupted one, and one whose graph does not hold together, naming what is wrong. */
+rs_status rs_plan_save(const rs_plan *p, const char *path, rs_err *err);
+rs_status rs_plan_load(const char *path, rs_plan **out, rs_err *err);
+rs_status rs_plan_load_buffer(const uint8_t *buf, size_t n, const char *name, rs_plan **out, rs_err *err);
+/* The serialized plan (malloc'd, caller frees). */
+rs_status rs_plan_serialize(const rs_plan *p, uint8_t **buf, size_t *n, rs_err *err);
+
+#define RS_PLAN_FORMAT_VERSION 1
+
+#endif

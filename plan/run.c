@@ -1,0 +1,341 @@
+/* Compile (the order of the parts) and run: a pass over the plan's nodes, oneDNN primitives for the
+ * products and pools, the engine's CPU table for everything else, every value in the one arena. */
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ir.h"
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+rs_plan_opts rs_plan_opts_default(void)
+{
+    return (rs_plan_opts){.prec = RS_PLAN_FP32, .batch = 64, .threads = 1, .passes = RS_PLAN_PASS_ALL, .source = NULL};
+}
+
+void rs_plan_free(rs_plan *p)
+{
+    if (!p) return;
+    rs_plan_dnnl_close(p);
+    for (int i = 0; i < p->ntensors; i++) free(p->tensors[i].data);
+    free(p->tensors);
+    free(p->nodes);
+    free(p->values);
+    free(p->fusions);
+    free(p->arena);
+    free(p);
+}
+
+/* The runtime half, shared by compile and load: oneDNN's engine and primitives for the plan's batch,
+ * the CPU table's context, the arena. */
+rs_status rs_plan_open_runtime(rs_plan *p, rs_err *err)
+{
+    if (p->build_threads < 1) p->build_threads = 1;
+    if (p->threads < 1) p->threads = p->build_threads;
+    rs_status st = rs_kctx_init(&p->ctx, rs_kernels_for(rs_device_cpu()), p->threads > 0 ? p->threads : 1, err);
+    if (st) return st;
+    st = rs_plan_dnnl_open(p, err);
+    if (st) return st;
+    size_t scratch = 0;
+    int was = omp_get_max_threads();
+    omp_set_num_threads(p->build_threads);
+    st = rs_plan_dnnl_prepare(p, p->batch, &scratch, err);
+    omp_set_num_threads(was);
+    if (st) return st;
+    if (scratch > p->scratch_bytes) { /* possible only for a plan of this ISA made by another build */
+        p->scratch_bytes = scratch;
+        p->arena_bytes = p->scratch_off + (scratch + 63) / 64 * 64;
+    }
+    p->arena = rs_plan_aligned_alloc(p->arena_bytes);
+    if (!p->arena) return rs_err_set(err, RS_ERR_NOMEM, "plan: out of memory for a %zu-byte arena", p->arena_bytes);
+    p->arena_cap = p->arena_bytes;
+    return RS_OK;
+}
+
+/* Min-max calibration: an fp32 plan of the same graph (the passes are deterministic, so its nodes are
+ * the int8 plan's, in the same order) runs the calibration samples and notes each node's largest
+ * |input|. */
+static rs_status calibrate(rs_model *m, const rs_plan_opts *o, float **amax, rs_err *err)
+{
+    rs_plan_opts f = *o;
+    f.prec = RS_PLAN_FP32;
+    f.calib = NULL;
+    rs_plan *ref = NULL;
+    rs_status st = rs_plan_compile(m, &f, &ref, err);
+    if (st) return st;
+    const rs_dataset *d = o->calib;
+    size_t per = rs_dataset_sample_numel(d);
+    uint32_t n = o->calib_samples ? o->calib_samples : 512;
+    if (n > d->n) n = d->n;
+    *amax = calloc((size_t)ref->nnodes + 1, sizeof **amax);
+    float *x = malloc((size_t)ref->batch * per * sizeof *x);
+    if ((int64_t)per != rs_shape_numel(&ref->in) || d->tokens != ref->tokens || n == 0)
+        st = rs_err_set(err, RS_ERR_SHAPE, "compile: calibration data %s (%zu values a sample, %u samples) does not fit "
+                                           "the model's input of %lld", d->name, per, d->n, (long long)rs_shape_numel(&ref->in));
+    else if (!*amax || !x)
+        st = rs_err_set(err, RS_ERR_NOMEM, "compile: out of memory");
+    ref->calib_amax = *amax;
+    for (uint32_t at = 0; at < n && !st; at += (uint32_t)ref->batch) {
+        int B = (int)(n - at < (uint32_t)ref->batch ? n - at : (uint32_t)ref->batch);
+        for (int i = 0; i < B; i++) rs_dataset_get(d, at + (uint32_t)i, x + (size_t)i * per, NULL);
+        const float *z;
+        st = rs_plan_run(ref, x, B, &z, err);
+    }
+    free(x);
+    rs_plan_free(ref);
+    if (st) {
+        free(*amax);
+        *amax = NULL;
+    }
+    return st;
+}
+
+rs_status rs_plan_compile(rs_model *m, const rs_plan_opts *o, rs_plan **out, rs_err *err)
+{
+    *out = NULL;
+    double t0 = now_s();
+    if (o->batch < 1 || o->batch > 65536)
+        return rs_err_set(err, RS_ERR_ARG, "compile: batch must be 1..65536, got %d", o->batch);
+    if (o->threads < 1 || o->threads > 1024)
+        return rs_err_set(err, RS_ERR_ARG, "compile: threads must be >= 1, got %d", o->threads);
+    if (o->prec == RS_PLAN_INT8 && !o->calib)
+        return rs_err_set(err, RS_ERR_ARG, "compile: precision=int8 needs calibration data (calib=DATA): the input "
+                                           "scales come from what the model sees there");
+    if (!rs_model_params(m)) return rs_err_set(err, RS_ERR_ARG, "compile: model %s is not built", rs_model_name(m));
+    rs_plan *p = calloc(1, sizeof *p);
+    if (!p) return rs_err_set(err, RS_ERR_NOMEM, "compile: out of memory");
+    p->prec = o->prec;
+    p->batch = o->batch;
+    p->threads = p->build_threads = o->threads;
+    rs_plan_dnnl_isa(p->isa, sizeof p->isa);
+    rs_plan_dnnl_version(p->dnnl_version, sizeof p->dnnl_version);
+    snprintf(p->device, sizeof p->device, "cpu");
+    snprintf(p->source, sizeof p->source, "%s", o->source ? o->source : rs_model_name(m));
+    float *amax = NULL; /* int8: per node, the calibration's max |input| (owned here) */
+    rs_status st = o->prec == RS_PLAN_INT8 ? calibrate(m, o, &amax, err) : RS_OK;
+    if (!st) st = rs_plan_from_model(p, m, err);
+    if (!st) st = rs_plan_run_passes(p, o, err);
+    for (int i = 0; !st && amax && i < p->nnodes; i++)
+        p->nodes[i].qscale = amax[i] > 0 ? 127.0f / amax[i] : 1.0f;
+    free(amax);
+    if (!st) st = rs_plan_dnnl_open(p, err);
+    /* oneDNN fixes a primitive's threads when it is made: make them with the plan's */
+    int was = omp_get_max_threads();
+    omp_set_num_threads(p->build_threads);
+    if (!st) st = rs_plan_dnnl_finalize_weights(p, err);
+    size_t scratch = 0;
+    if (!st) st = rs_plan_dnnl_prepare(p, p->batch, &scratch, err);
+    omp_set_num_threads(was);
+    p->scratch_bytes = scratch;
+    if (!st) st = rs_plan_memplan_mode(p, (o->passes & RS_PLAN_PASS_REUSE) != 0, err);
+    if (!st) st = rs_plan_check_memory(p, err);
+    if (!st) st = rs_plan_open_runtime(p, err);
+    if (st) {
+        rs_plan_free(p);
+        return st;
+    }
+    p->build_s = now_s() - t0;
+    *out = p;
+    return RS_OK;
+}
+
+float *rs_plan_value_ptr(rs_plan *p, int v, const void *x)
+{
+    int r = rs_plan_root(p, v);
+    if (r == 0) return (float *)(uintptr_t)x;
+    return (float *)((char *)p->arena + p->values[r].offset);
+}
+
+/* A generic op with the batch filled in (B for a batched op; one sample at a time for an op whose
+ * file fixed the batch), as the engine's op layer runs it. */
+static rs_status run_op(rs_plan *p, const rs_pnode *n, const void *x, int B, rs_err *err)
+{
+    bool batched = rs_dims_batch_pos(&n->dout) >= 0;
+    int reps = batched ? 1 : B;
+    int64_t b = batched ? B : 1;
+    rs_dims os = rs_dims_with_batch(&n->dout, b), is[RS_OP_MAX_IN];
+    const rs_dims *isp[RS_OP_MAX_IN] = {0};
+    for (int i = 0; i < n->nin; i++) {
+        is[i] = n->cin[i] >= 0 ? n->ds[i] : rs_dims_with_batch(&n->ds[i], b);
+        isp[i] = &is[i];
+    }
+    float *out = rs_plan_value_ptr(p, n->out, x);
+    size_t ostep = (size_t)rs_dims_numel(&os, 0);
+    for (int r = 0; r < reps; r++) {
+        const float *ins[RS_OP_MAX_IN] = {0};
+        for (int i = 0; i < n->nin; i++)
+            ins[i] = n->cin[i] >= 0 ? (const float *)p->tensors[n->cin[i]].data
+                                    : rs_plan_value_ptr(p, n->in[i], x) + (size_t)r * (size_t)rs_dims_numel(&is[i], 0);
+        rs_status st = rs_op_run(&p->ctx, n->op, &n->a, ins, isp, out + (size_t)r * ostep, &os, NULL, 0, err);
+        if (st) return st;
+    }
+    return RS_OK;
+}
+
+static rs_status run_node(rs_plan *p, int i, const void *x, int B, rs_err *err)
+{
+    const rs_pnode *n = &p->nodes[i];
+    rs_kctx *c = &p->ctx;
+    const rs_kernels *k = c->k;
+    if (p->calib_amax && (n->kind == RS_PK_CONV || n->kind == RS_PK_LINEAR)) {
+        const rs_pvalue *v = &p->values[rs_plan_root(p, n->in[0])];
+        size_t cnt = (size_t)B * (size_t)(v->padded > v->numel ? v->padded : v->numel);
+        const float *in = rs_plan_value_ptr(p, n->in[0], x);
+        float mx = p->calib_amax[i];
+        for (size_t j = 0; j < cnt; j++) mx = fabsf(in[j]) > mx ? fabsf(in[j]) : mx;
+        p->calib_amax[i] = mx;
+    }
+    if (rs_plan_node_is_dnnl(n)) return rs_plan_dnnl_exec(p, i, x, B, err);
+    float *out = rs_plan_value_ptr(p, n->out, x);
+    const float *in = rs_plan_value_ptr(p, n->in[0], x);
+    size_t cnt = (size_t)B * (size_t)p->values[n->out].numel;
+    rs_status st = RS_OK;
+    switch (n->kind) {
+    case RS_PK_ACT: st = k->unary(c, (rs_unary_op)n->act, in, out, cnt, n->alpha, n->beta); break;
+    case RS_PK_ADD: st = k->add(c, in, rs_plan_value_ptr(p, n->in[1], x), out, cnt); break;
+    case RS_PK_LAYERNORM: {
+        int R = (int)(cnt / (size_t)n->C);
+        float *mean = rs_plan_value_ptr(p, n->tmp, x);
+        st = k->layernorm_fwd(c, in, p->tensors[n->w].data, p->tensors[n->b].data, out, mean, mean + R, R, n->C, n->eps);
+        break;
+    }
+    case RS_PK_EMBED:
+        st = k->embed_fwd(c, (const int32_t *)(const void *)in, p->tensors[n->w].data, p->tensors[n->b].data, out, B,
+                          n->T, n->C);
+        break;
+    case RS_PK_ATTN: st = k->attn_fwd(c, in, out, rs_plan_value_ptr(p, n->tmp, x), B, n->T, n->C, n->heads); break;
+    case RS_PK_OP: return run_op(p, n, x, B, err);
+    default: return rs_err_set(err, RS_ERR_INTERNAL, "plan: node %s (%s) cannot run", n->name, rs_pk_name(n->kind));
+    }
+    if (st) {
+        rs_kctx_check(c, err);
+        return rs_err_prefix(err, "plan node %s (%s)", n->name, rs_pk_name(n->kind));
+    }
+    return RS_OK;
+}
+
+rs_status rs_plan_run(rs_plan *p, const void *x, int B, const float **out, rs_err *err)
+{
+    if (B < 1 || B > p->batch)
+        return rs_err_set(err, RS_ERR_ARG, "plan: batch %d, but it was compiled for 1..%d (compile ... batch=%d)", B,
+                          p->batch, B);
+    if (p->tokens) {
+        const int32_t *t = x;
+        int64_t n = (int64_t)B * rs_shape_numel(&p->in);
+        for (int64_t i = 0; i < n; i++)
+            if (t[i] < 0 || t[i] >= p->vocab)
+                return rs_err_set(err, RS_ERR_ARG, "plan: token %d at %lld is outside the vocabulary of %d", t[i],
+                                  (long long)i, p->vocab);
+    }
+    /* oneDNN (OpenMP build) sizes its regions from the calling thread's setting when a primitive is
+     * made and runs that many: the plan's count for this run (its primitives are made again when it
+     * changes), the caller's put back after */
+    int was = omp_get_max_threads();
+    omp_set_num_threads(p->threads);
+    size_t scratch = 0;
+    rs_status st = rs_plan_dnnl_prepare(p, B, &scratch, err);
+    if (st) {
+        omp_set_num_threads(was);
+        return st;
+    }
+    size_t need = p->scratch_off + (scratch + 63) / 64 * 64;
+    if (need > p->arena_cap) { /* a smaller batch whose primitives want more scratch: rare, grow once */
+        void *a = rs_plan_aligned_alloc(need);
+        if (!a) {
+            omp_set_num_threads(was);
+            return rs_err_set(err, RS_ERR_NOMEM, "plan: out of memory growing the arena to %zu bytes", need);
+        }
+        memcpy(a, p->arena, p->arena_cap);
+        free(p->arena);
+        p->arena = a;
+        p->arena_cap = need;
+    }
+    rs_kctx_set_threads(&p->ctx, p->threads);
+    for (int i = 0; i < p->nnodes && !st; i++) st = run_node(p, i, x, B, err);
+    if (!st) st = rs_plan_dnnl_sync(p, err);
+    omp_set_num_threads(was);
+    if (st) return st;
+    *out = rs_plan_value_ptr(p, p->output, x);
+    return RS_OK;
+}
+
+rs_status rs_plan_evaluate(rs_plan *p, const rs_dataset *d, double *acc, double *loss, rs_err *err)
+{
+    size_t per = rs_dataset_sample_numel(d);
+    if ((int64_t)per != rs_shape_numel(&p->in) || d->tokens != p->tokens || d->y_len != p->rows ||
+        d->n_classes > p->classes)
+        return rs_err_set(err, RS_ERR_SHAPE,
+                          "plan: %s has samples of %zu %s with %d label(s) of %d classes; the plan takes %lld %s and "
+                          "gives %d row(s) of %d scores",
+                          d->name, per, d->tokens ? "tokens" : "values", d->y_len, d->n_classes,
+                          (long long)rs_shape_numel(&p->in), p->tokens ? "tokens" : "values", p->rows, p->classes);
+    int Bm = p->batch;
+    float *x = malloc((size_t)Bm * per * sizeof(float)); /* owned here */
+    int32_t *y = malloc((size_t)Bm * (size_t)d->y_len * sizeof *y);
+    if (!x || !y) {
+        free(x);
+        free(y);
+        return rs_err_set(err, RS_ERR_NOMEM, "plan: out of memory");
+    }
+    double right = 0, sum = 0, count = 0;
+    rs_status st = RS_OK;
+    for (uint32_t at = 0; at < d->n && !st; at += (uint32_t)Bm) {
+        int B = (int)(d->n - at < (uint32_t)Bm ? d->n - at : (uint32_t)Bm);
+        for (int i = 0; i < B; i++)
+            rs_dataset_get(d, at + (uint32_t)i, x + (size_t)i * per, y + (size_t)i * (size_t)d->y_len);
+        const float *z;
+        st = rs_plan_run(p, x, B, &z, err);
+        if (st) break;
+        int C = p->classes;
+        for (int64_t r = 0; r < (int64_t)B * p->rows; r++) {
+            const float *row = z + r * C;
+            int best = 0;
+            float mx = row[0];
+            for (int j = 1; j < C; j++)
+                if (row[j] > mx) mx = row[best = j];
+            double se = 0;
+            for (int j = 0; j < C; j++) se += exp((double)row[j] - mx);
+            sum += log(se) + mx - row[y[r]];
+            right += best == y[r];
+            count++;
+        }
+    }
+    free(x);
+    free(y);
+    if (st) return st;
+    *acc = count ? right / count : 0;
+    *loss = count ? sum / count : 0;
+    return RS_OK;
+}
+
+void rs_plan_set_threads(rs_plan *p, int threads) { p->threads = threads > 0 ? threads : 1; }
+int rs_plan_batch(const rs_plan *p) { return p->batch; }
+rs_plan_prec rs_plan_precision(const rs_plan *p) { return p->prec; }
+const rs_shape *rs_plan_input_shape(const rs_plan *p) { return &p->in; }
+bool rs_plan_tokens(const rs_plan *p) { return p->tokens; }
+int rs_plan_classes(const rs_plan *p) { return p->classes; }
+int rs_plan_rows(const rs_plan *p) { return p->rows; }
+int rs_plan_vocab(const rs_plan *p) { return p->vocab; }
+int rs_plan_node_count(const rs_plan *p) { return p->nnodes; }
+const char *rs_plan_fusion(const rs_plan *p, int i) { return i >= 0 && i < p->nfusions ? p->fusions[i] : ""; }
+
+void rs_plan_get_stats(const rs_plan *p, rs_plan_stats *st)
+{
+    memset(st, 0, sizeof *st);
+    st->nodes_before = p->nodes_before;
+    st->nodes_after = p->nnodes;
+    st->views_removed = p->views_removed;
+    st->fusions = p->nfusions;
+    st->arena_bytes = p->arena_bytes;
+    st->naive_bytes = p->naive_bytes;
+    for (int i = 0; i < p->ntensors; i++) st->weight_bytes += p->tensors[i].bytes;
+    st->build_s = p->build_s;
+}

@@ -1,0 +1,255 @@
+/* Compiled plans at the prompt (plan/plan.h): `compile SRC [precision=] [batch=] [threads=] -> FILE.plan`,
+ * `plan show FILE`, `plan bench FILE`, and `model p = plan FILE` (called from cmd_models.c), after
+ * which eval and predict run the plan. The compiler's work is plan/'s; this file turns words into
+ * calls and prints what compile did. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "call.h"
+#include "engine/train/train.h"
+#include "plan/plan.h"
+#include "repl_log.h"
+#include "result.h"
+#include "session.h"
+
+static const char *kib(size_t bytes, char *buf, size_t n)
+{
+    if (bytes >= 10u << 20) snprintf(buf, n, "%.1f MiB", (double)bytes / (1 << 20));
+    else snprintf(buf, n, "%.1f KiB", (double)bytes / 1024);
+    return buf;
+}
+
+static bool ends_with(const char *s, const char *tail)
+{
+    size_t a = strlen(s), b = strlen(tail);
+    return a >= b && !strcmp(s + a - b, tail);
+}
+
+/* The nodes of the plan with their precision, as compile reports them. */
+static void print_layers(rs_session *s, const rs_plan *p)
+{
+    char *d = rs_plan_describe(p);
+    if (!d) return;
+    /* the node table is the part between the header lines and the memory line */
+    const char *t = strstr(d, "  #");
+    const char *end = t ? strstr(t, "\nmemory:") : NULL;
+    if (end) end++;
+    if (t && end) fprintf(s->out, "%.*s", (int)(end - t), t);
+    free(d);
+}
+
+int rs_cmd_compile(rs_session *s, const rs_call *c)
+{
+    rs_result_begin(s, NULL);
+    const char *src = c->args[0], *out = c->args[2];
+    rs_err err = {0};
+    rs_plan_opts o = rs_plan_opts_default();
+    o.prec = (rs_plan_prec)rs_call_opt(c, "precision")->v.choice;
+    o.batch = (int)rs_call_int(c, "batch", 64);
+    o.threads = (int)rs_call_int(c, "threads", s->threads);
+    o.source = src;
+    if (o.batch < 1 || o.batch > 65536)
+        return rs_session_error(s, c, rs_call_opt(c, "batch")->pos, 6 + strlen(rs_call_opt(c, "batch")->text),
+                                "compile: batch must be 1..65536, got %d", o.batch);
+    if (o.threads < 1)
+        return rs_session_error(s, c, rs_call_opt(c, "threads")->pos, 8 + strlen(rs_call_opt(c, "threads")->text),
+                                "compile: threads must be >= 1, got %d", o.threads);
+    const rs_obj *cal = NULL;
+    if (rs_call_given(c, "calib")) {
+        const rs_optval *v = rs_call_opt(c, "calib");
+        cal = rs_session_find(s, v->text);
+        if (!cal || cal->kind != RS_OBJ_DATA)
+            return rs_session_error(s, c, v->pos, 6 + strlen(v->text), "compile: calib=%s is not a data set of this session",
+                                    v->text);
+        o.calib = cal->data.train;
+        o.calib_samples = (uint32_t)rs_call_int(c, "calib_n", 512);
+    }
+    if (o.prec == RS_PLAN_INT8 && !cal)
+        return rs_session_error(s, c, rs_call_opt(c, "precision")->pos, 10 + strlen(rs_call_opt(c, "precision")->text),
+                                "compile: precision=int8 needs calibration data: calib=DATA (a data set of the session)");
+    if (!ends_with(out, ".plan"))
+        return rs_session_error(s, c, c->arg_pos[2], strlen(out), "compile: write the plan to a FILE.plan, not '%s'",
+                                out);
+    rs_obj *ob = rs_session_find(s, src);
+    rs_model *m = NULL, *owned = NULL;
+    if (ob && ob->kind == RS_OBJ_MODEL && ob->model) {
+        if (rs_session_check_busy(s, c, ob, c->arg_pos[0], strlen(src))) return 1;
+        m = ob->model;
+    } else if (ob && ob->kind == RS_OBJ_MODEL) {
+        return rs_session_error(s, c, c->arg_pos[0], strlen(src), "compile: %s is a compiled plan already", src);
+    } else if (ends_with(src, ".onnx")) {
+        if (rs_plan_model_from_onnx(src, "onnx", &owned, &err))
+            return rs_session_error(s, c, c->arg_pos[0], strlen(src), "compile: %s", err.msg);
+        m = owned;
+    } else {
+        return rs_session_error(s, c, c->arg_pos[0], strlen(src),
+                                "compile: '%s' is neither a model of this session nor an .onnx file", src);
+    }
+    bool was = rs_model_training(m);
+    rs_model_set_training(m, false);
+    rs_plan *p = NULL;
+    rs_status st = rs_plan_compile(m, &o, &p, &err);
+    /* int8: the accuracy it costs, on the calibration set's test part, against the model itself */
+    double acc32 = -1, acc8 = -1, l32 = 0, l8 = 0;
+    const rs_dataset *test = cal && cal->data.test && cal->data.test->n ? cal->data.test : NULL;
+    if (!st && o.prec == RS_PLAN_INT8 && test) {
+        rs_err e2 = {0};
+        if (rs_evaluate(m, test, 256, &acc32, &l32, &e2) || rs_plan_evaluate(p, test, &acc8, &l8, &e2)) {
+            acc32 = -1;
+            rs_session_warn(s, "compile: no accuracy report: %s", e2.msg);
+        }
+    }
+    rs_model_set_training(m, was);
+    rs_model_free(owned);
+    if (st) return rs_session_error(s, c, c->arg_pos[0], strlen(src), "%s", err.msg);
+    rs_plan_stats ps;
+    rs_plan_get_stats(p, &ps);
+    uint8_t *buf = NULL;
+    size_t bytes = 0;
+    if (rs_plan_serialize(p, &buf, &bytes, &err) == RS_OK) free(buf);
+    st = rs_plan_save(p, out, &err);
+    if (st) {
+        rs_plan_free(p);
+        return rs_session_error(s, c, c->arg_pos[2], strlen(out), "compile: %s", err.msg);
+    }
+    char b1[32], b2[32], b3[32];
+    fprintf(s->out, "compile %s -> %s: %s, batch up to %d, %d thread%s\n", src, out, rs_plan_prec_name(o.prec), o.batch,
+            o.threads, o.threads == 1 ? "" : "s");
+    fprintf(s->out, "nodes: %d before, %d after (%d views removed)\n", ps.nodes_before, ps.nodes_after,
+            ps.views_removed);
+    for (int i = 0; i < ps.fusions; i++) fprintf(s->out, "  %s\n", rs_plan_fusion(p, i));
+    print_layers(s, p);
+    fprintf(s->out, "peak activation memory: %s with buffer reuse, %s without (every value its own)\n",
+            kib(ps.arena_bytes, b1, sizeof b1), kib(ps.naive_bytes, b2, sizeof b2));
+    fprintf(s->out, "weights: %s; plan file: %s; build time %.3f s\n", kib(ps.weight_bytes, b3, sizeof b3),
+            kib(bytes, b1, sizeof b1), ps.build_s);
+    if (acc32 >= 0) {
+        fprintf(s->out, "int8 accuracy on %s (%u samples): %.4f (loss %.4f); the model in fp32: %.4f (loss %.4f), "
+                        "%+.2f points\n",
+                test->name, test->n, acc8, l8, acc32, l32, 100 * (acc8 - acc32));
+        rs_result_num(s, "accuracy", acc8);
+        rs_result_num(s, "fp32_accuracy", acc32);
+    }
+    rs_result_num(s, "nodes_before", ps.nodes_before);
+    rs_result_num(s, "nodes_after", ps.nodes_after);
+    rs_result_num(s, "fusions", ps.fusions);
+    rs_result_num(s, "arena_bytes", (double)ps.arena_bytes);
+    rs_result_num(s, "naive_bytes", (double)ps.naive_bytes);
+    rs_result_num(s, "plan_bytes", (double)bytes);
+    rs_result_num(s, "build_s", ps.build_s);
+    rs_log_artifact(s, out, "plan");
+    rs_plan_free(p);
+    return 0;
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Median seconds of `runs` runs at batch B (after one warm-up run). */
+static int bench_at(rs_plan *p, int B, int runs, double *median, rs_err *err)
+{
+    size_t n = (size_t)B * (size_t)rs_shape_numel(rs_plan_input_shape(p));
+    float *x = calloc(n, sizeof *x); /* zeros: token 0 is in every vocabulary */
+    double *t = calloc((size_t)runs, sizeof *t);
+    if (!x || !t) {
+        free(x);
+        free(t);
+        return 1;
+    }
+    for (size_t i = 0; i < n && !rs_plan_tokens(p); i++) x[i] = (float)(i % 17) * 0.05f;
+    const float *out;
+    int rc = rs_plan_run(p, x, B, &out, err) != RS_OK;
+    for (int r = 0; r < runs && !rc; r++) {
+        double t0 = now_s();
+        rc = rs_plan_run(p, x, B, &out, err) != RS_OK;
+        t[r] = now_s() - t0;
+    }
+    qsort(t, (size_t)runs, sizeof *t, cmp_d);
+    *median = t[runs / 2];
+    free(x);
+    free(t);
+    return rc;
+}
+
+int rs_cmd_plan(rs_session *s, const rs_call *c)
+{
+    const char *what = c->args[0];
+    if (strcmp(what, "show") && strcmp(what, "bench"))
+        return rs_session_error(s, c, c->arg_pos[0], strlen(what), "plan: plan show FILE or plan bench FILE, not '%s'",
+                                what);
+    if (c->nargs < 2) return rs_session_error(s, c, c->arg_pos[0], strlen(what), "plan %s: which FILE.plan?", what);
+    rs_result_begin(s, NULL);
+    rs_err err = {0};
+    rs_plan *p = NULL;
+    if (rs_plan_load(c->args[1], &p, &err))
+        return rs_session_error(s, c, c->arg_pos[1], strlen(c->args[1]), "plan %s: %s", what, err.msg);
+    if (!strcmp(what, "show")) {
+        char *d = rs_plan_describe(p);
+        if (d) fputs(d, s->out);
+        free(d);
+        rs_plan_stats ps;
+        rs_plan_get_stats(p, &ps);
+        rs_result_num(s, "nodes", ps.nodes_after);
+        rs_result_num(s, "arena_bytes", (double)ps.arena_bytes);
+        rs_result_num(s, "batch", rs_plan_batch(p));
+        rs_plan_free(p);
+        return 0;
+    }
+    int threads = (int)rs_call_int(c, "threads", s->threads), runs = (int)rs_call_int(c, "runs", 50);
+    if (runs < 1 || threads < 1) {
+        rs_plan_free(p);
+        return rs_session_error(s, c, (size_t)-1, 0, "plan bench: runs and threads must be >= 1");
+    }
+    rs_plan_set_threads(p, threads);
+    int Bs[2] = {1, rs_plan_batch(p)};
+    for (int i = 0; i < (Bs[1] > 1 ? 2 : 1); i++) {
+        double med = 0;
+        if (bench_at(p, Bs[i], runs, &med, &err)) {
+            rs_plan_free(p);
+            return rs_session_error(s, c, (size_t)-1, 0, "plan bench: %s", err.msg);
+        }
+        fprintf(s->out, "plan %s threads=%d batch=%d: median %.3f ms of %d runs, %.0f samples/s\n", c->args[1], threads,
+                Bs[i], 1e3 * med, runs, Bs[i] / med);
+        char name[32];
+        snprintf(name, sizeof name, "ms.%d", Bs[i]);
+        rs_result_num(s, name, 1e3 * med);
+    }
+    rs_plan_free(p);
+    return 0;
+}
+
+/* `model p = plan FILE`: the plan as a session model that eval and predict run. */
+int rs_model_from_plan(rs_session *s, const rs_call *c, const char *path, size_t pos)
+{
+    rs_err err = {0};
+    rs_plan *p = NULL;
+    if (rs_plan_load(path, &p, &err)) return rs_session_error(s, c, pos, strlen(path), "model: %s", err.msg);
+    rs_plan_set_threads(p, s->threads);
+    rs_obj o = {.kind = RS_OBJ_MODEL, .plan = p};
+    snprintf(o.name, sizeof o.name, "%s", c->bind);
+    size_t n = strlen(path) + 8;
+    o.spec = malloc(n);
+    if (o.spec) snprintf(o.spec, n, "plan %s", path);
+    if (!o.spec || !rs_session_put(s, &o)) {
+        rs_plan_free(p);
+        free(o.spec);
+        return rs_session_error(s, c, (size_t)-1, 0, "out of memory");
+    }
+    rs_plan_stats ps;
+    rs_plan_get_stats(p, &ps);
+    fprintf(s->out, "model %s: the %s plan %s (%d nodes, batch up to %d); eval and predict run it\n", c->bind,
+            rs_plan_prec_name(rs_plan_precision(p)), path, ps.nodes_after, rs_plan_batch(p));
+    return 0;
+}
