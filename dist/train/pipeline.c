@@ -10,21 +10,34 @@
  * step, as Megatron-LM does, so both copies stay equal. Evaluation and checkpoints see the whole model:
  * gather() brings every stage's range to rank 0. Activation sets are the strategy's own, one per
  * micro-batch in flight per stage, so the ACTS pool shows what the schedule holds: GPipe all M,
- * 1F1B at most P - rank. */
+ * 1F1B at most P - rank.
+ *
+ * Combined with data and tensor parallelism (dp x pp x tp = ranks, laid out by grid.h): with tp > 1
+ * the stages run this rank's tensor-parallel shard of the model (engine/nn/tp.h: a stage's pairs are
+ * split over its tp group, whose tp_copy/tp_reduce layers all-reduce inside the passes) instead of the
+ * whole model, cut at the same places (a cut never falls inside a pair); with dp > 1 each of dp whole
+ * pipelines reads its batch/dp rows of every global batch and the replicas of a stage (its dp group)
+ * average their gradients before the step, or with zero=1 each steps only its 1/dp of the stage's
+ * range, keeping only that much optimizer state, and the replicas all-gather the parameters after. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "dtrain.h"
+#include "engine/nn/tp.h"
 #include "engine/optim/optim.h"
+#include "grid.h"
 #include "pipe_run.h"
 #include "pipe_split.h"
 #include "registry.h"
+#include "tp_gather.h"
 
 typedef struct chunk {
     int stage, first, last; /* layers [first, last) */
     size_t off, len;        /* the parameters it owns: [off, off+len) of the flat buffers */
-    rs_optim *opt;          /* NULL when it owns none */
+    size_t zlo, zlen;       /* zero=1: this dp rank's part [off+zlo, off+zlo+zlen) of it, blk the parts' size */
+    size_t blk;
+    rs_optim *opt;          /* over [off, off+len), or with zero=1 over its part; NULL when it owns none */
     rs_acts **sets;         /* (nsets) allocated activation sets; busy[] those in use */
     bool *busy;
     size_t *bytes;          /* what each set took from the ACTS pool, measured when it was made */
@@ -37,16 +50,35 @@ typedef struct tie {
     size_t off, numel;
     int peer;
     bool reader;            /* this rank reads it (and keeps a copy with its own optimizer) */
-    rs_optim *opt;          /* reader: the optimizer of the copy */
+    size_t zlo, zlen, blk;  /* reader, zero=1: its part of the copy, as a chunk's */
+    rs_optim *opt;          /* reader: the optimizer of the copy (or of its part) */
 } tie;
 
 typedef struct pipe {
-    rs_pg *g;
-    rs_model *m;
+    rs_pg *g;               /* the world, borrowed */
+    rs_grid grid;           /* this rank's place in dp x pp x tp */
+    rs_grid_groups gg;      /* its groups (owned unless the world itself); gg.pp is never NULL */
+    rs_pg *ppg;             /* = gg.pp: the stages of this rank's pipeline */
+    rs_model *whole;        /* the loop's model, borrowed */
+    rs_model *m;            /* the model the stages run: whole, or with tp > 1 this rank's shard (owned) */
+    rs_tp_plan *plan;       /* tp > 1 */
+    float *tp_stage;        /* rank 0: another shard in flight to the whole buffer (COMM) */
+    size_t tp_stage_n;
+    bool whole_resident;    /* rank 0 with tp > 1: whole holds the gathered weights */
+    bool gathered;          /* since the last step */
+    bool others_resident;   /* m's units of other stages hold the gathered weights (first stage's ranks) */
+    size_t own_floats;      /* parameters this rank keeps: its stages' ranges and tied copies */
+    rs_status comm_st;      /* the first failure of a tensor-parallel all-reduce inside a pass */
+    rs_err comm_err;
+    int ar_index;           /* this step's tensor-parallel all-reduces so far */
+    int zero;               /* 1: optimizer state sharded over the dp group */
+    float *zsend, *zrecv;   /* zero=1: one part and dp parts of the largest stage range (COMM) */
+    size_t zblk;
     rs_mem *mem;
     rs_pipe_kind kind;
-    int P, V, S, M, rank;
-    int *cuts;              /* (S+1) */
+    int P, V, S, M, rank;   /* P = pp, rank = this rank's place in its pipeline (grid.p) */
+    int *cuts;              /* (S+1) in m's layers */
+    int *wcuts;             /* (S+1) in the whole model's layers */
     chunk *ch;              /* (V) */
     tie *ties;
     int nties;
@@ -99,6 +131,13 @@ static const rs_strategy_opt pipeline_opts[] = {
     {"tie", RS_SOPT_STRING, "auto",
      "pipeline: parameters shared across stages whose gradients are summed (auto: every one, e.g. 0.wte)", NULL, 0,
      -1},
+    {"dp", RS_SOPT_INT, "1", "pipeline: data-parallel copies of the whole pipeline (dp x pp x tp = ranks)", NULL, 1,
+     4096},
+    {"pp", RS_SOPT_INT, NULL, "pipeline: stages' ranks in one pipeline (default: ranks / (dp x tp))", NULL, 2, 4096},
+    {"tp", RS_SOPT_INT, NULL,
+     "tensor: ranks per tensor-parallel group (default: all); pipeline: per stage (default 1)", NULL, 1, 4096},
+    {"zero", RS_SOPT_INT, "0", "pipeline: 1 shards each stage's optimizer state over its dp group (ZeRO-1)", NULL, 0,
+     1},
     {NULL, 0, NULL, NULL, NULL, 0, 0},
 };
 
@@ -108,26 +147,84 @@ static int virtual_of(const rs_strategy_args *a, rs_pipe_kind k)
     return k == RS_PIPE_INTERLEAVED ? 2 : 1;
 }
 
-/* The stage cuts of this run: split= by hand, or balanced (by time: measured on rank 0, so m must be
- * mutable then; the check at the prompt balances by parameters to see that the cut exists). */
-static rs_status cuts_for(const rs_strategy_args *a, const rs_model *m, int S, int *cuts, rs_err *err)
+/* The dp x pp x tp layout of this run's world; RS_ERR_ARG with the arithmetic when it cannot be. */
+static rs_status grid_of(const rs_strategy_args *a, int world, int rank, rs_grid *out, rs_err *err)
 {
-    const char *split = rs_strategy_str(a, "split");
-    if (split) return rs_pipe_split_parse(m, split, S, cuts, err);
-    double cost[512];
-    int n = rs_pipe_item_params(m, cost, 512);
-    if (n > 512) return rs_err_set(err, RS_ERR_ARG, "pipeline: the model has %d top-level items; at most 512", n);
-    return rs_pipe_split_balance(m, cost, S, cuts, err);
+    int dp = (int)rs_strategy_int(a, "dp"), tp = rs_strategy_given(a, "tp") ? (int)rs_strategy_int(a, "tp") : 1;
+    int pp = rs_strategy_given(a, "pp") ? (int)rs_strategy_int(a, "pp") : 0;
+    rs_status st = rs_grid_new(world, dp, pp, tp, rank, out, err);
+    if (st) return rs_err_prefix(err, "mode=pipeline");
+    if (out->pp < 2)
+        return rs_err_set(err, RS_ERR_ARG,
+                          "mode=pipeline: dp=%d x tp=%d leaves pp=%d: a pipeline needs 2 stages' ranks or more "
+                          "(ranks=%d for pp=2; %s alone is mode=%s)",
+                          out->dp, out->tp, out->pp, 2 * out->dp * out->tp, out->tp > 1 ? "dp x tp" : "dp",
+                          out->tp > 1 ? "tensor" : "ddp");
+    return RS_OK;
 }
 
-/* Every tied slot the cuts put on another rank than its owner; names from tie= must be among them
- * (tie=auto takes them all) and every one of them must be named. */
+/* Whether a stage may begin at whole-model layer `at`: never inside a tensor-parallel pair, whose
+ * halves must run on the same ranks (a column-parallel linear's part feeds the row-parallel one). */
+static bool cut_keeps_pairs(const rs_tp_plan *plan, int at)
+{
+    rs_tp_role r = plan ? rs_tp_plan_role(plan, at) : RS_TP_REPLICATED;
+    return r != RS_TP_INNER && r != RS_TP_ROW;
+}
+
+/* Where whole-model layer `at` begins in a shard: every layer before it is one, and a pair adds its
+ * tp_copy before the column-parallel linear and its tp_reduce after the row-parallel one. */
+static int shard_cut(const rs_tp_plan *plan, int at)
+{
+    int k = 0;
+    for (int j = 0; j < at; j++) {
+        rs_tp_role r = rs_tp_plan_role(plan, j);
+        k += 1 + (r == RS_TP_COLUMN || r == RS_TP_QKV) + (r == RS_TP_ROW);
+    }
+    return k;
+}
+
+/* The stage cuts of this run: split= by hand, or balanced (by time: measured on rank 0, so m must be
+ * mutable then; the check at the prompt balances by parameters to see that the cut exists). With a
+ * tensor-parallel plan, only between pairs. */
+static rs_status cuts_for(const rs_strategy_args *a, const rs_model *m, int S, const rs_tp_plan *plan, int *cuts,
+                          rs_err *err)
+{
+    const char *split = rs_strategy_str(a, "split");
+    if (split) {
+        rs_status st = rs_pipe_split_parse(m, split, S, cuts, err);
+        for (int s = 1; !st && s < S; s++) {
+            if (cut_keeps_pairs(plan, cuts[s])) continue;
+            int lo = cuts[s], hi = cuts[s];
+            while (lo > 0 && !cut_keeps_pairs(plan, lo)) lo--;
+            while (hi + 1 < rs_model_layer_count(m) && !cut_keeps_pairs(plan, hi + 1)) hi++;
+            char alt[48];
+            snprintf(alt, sizeof alt, lo > 0 ? "%d (after it) or %d (before it)" : "%d (after it)", hi + 1, lo);
+            return rs_err_set(err, RS_ERR_ARG,
+                              "pipeline: split=%s cuts before layer %d, inside the tensor-parallel pair of layers "
+                              "%d..%d (a column-parallel linear's part feeds the row-parallel one on the same ranks); "
+                              "cut at %s",
+                              split, cuts[s], lo, hi, alt);
+        }
+        return st;
+    }
+    double cost[512];
+    int n = rs_pipe_item_params(m, cost, 512), L = rs_model_layer_count(m);
+    if (n > 512) return rs_err_set(err, RS_ERR_ARG, "pipeline: the model has %d top-level items; at most 512", n);
+    bool *ok = plan ? malloc(sizeof *ok * (size_t)(L + 1)) : NULL; /* freed here */
+    if (plan && !ok) return rs_err_set(err, RS_ERR_NOMEM, "pipeline: out of memory");
+    for (int i = 0; ok && i <= L; i++) ok[i] = cut_keeps_pairs(plan, i);
+    rs_status st = rs_pipe_split_balance_where(m, cost, S, ok, cuts, err);
+    free(ok);
+    return st;
+}
+
+/* Every tied slot the cuts put on another rank than its owner; names from tie= (want; NULL or auto:
+ * every one) must be among them, and every one of them must be named. */
 typedef void (*tie_fn)(void *ud, size_t off, size_t numel, int owner_rank, int reader_rank);
 
-static rs_status find_ties(const rs_strategy_args *a, const rs_model *m, const int *cuts, int P, int S, tie_fn fn,
+static rs_status find_ties(const char *want, const rs_model *m, const int *cuts, int P, int S, tie_fn fn,
                            void *ud, rs_err *err)
 {
-    const char *want = rs_strategy_str(a, "tie");
     bool all = !want || !strcmp(want, "auto");
     int n = rs_model_layer_count(m), found = 0;
     char names[512] = "";
@@ -188,30 +285,66 @@ static rs_status pipeline_check(const rs_strategy_args *a, const rs_model *m, in
     int M = (int)rs_strategy_int(a, "micro"), V = virtual_of(a, k);
     if (k == RS_PIPE_NAIVE && !rs_strategy_given(a, "micro")) M = 1;
     if (world < 2) return rs_err_set(err, RS_ERR_ARG, "mode=pipeline needs ranks=2 or more (one stage each)");
+    rs_grid gr;
+    rs_status st = grid_of(a, world, 0, &gr, err);
+    if (st) return st;
+    int zero = (int)rs_strategy_int(a, "zero");
     if (V > 1 && k != RS_PIPE_INTERLEAVED)
         return rs_err_set(err, RS_ERR_ARG, "virtual=%d: several stages per rank are schedule=interleaved", V);
-    rs_status st = rs_pipe_check(k, world, M, V, err);
+    st = rs_pipe_check(k, gr.pp, M, V, err);
     if (st) return rs_err_prefix(err, "mode=pipeline");
+    if (zero && gr.dp < 2)
+        return rs_err_set(err, RS_ERR_ARG, "mode=pipeline: zero=1 shards each stage's optimizer state over its dp "
+                          "group, and dp=1 has no other replica to share it with; add dp=2 (ranks=%d)", 2 * world);
     if (cfg) {
         if (cfg->accum > 1)
             return rs_err_set(err, RS_ERR_ARG,
                               "mode=pipeline: accum=%d: micro=%d already splits each batch into micro-batches whose "
                               "gradients add up; raise micro= (and batch=) instead",
                               cfg->accum, M);
-        if (cfg->batch < M)
-            return rs_err_set(err, RS_ERR_ARG, "mode=pipeline: batch=%d cannot make micro=%d micro-batches of a sample "
-                                               "or more (try batch=%d)", cfg->batch, M, M);
+        if (cfg->batch % gr.dp)
+            return rs_err_set(err, RS_ERR_ARG, "mode=pipeline: batch=%d does not split over dp=%d pipelines; try "
+                              "batch=%d", cfg->batch, gr.dp, (cfg->batch / gr.dp + 1) * gr.dp);
+        if (cfg->batch / gr.dp < M)
+            return rs_err_set(err, RS_ERR_ARG, "mode=pipeline: batch=%d%s cannot make micro=%d micro-batches of a "
+                              "sample or more (try batch=%d)", cfg->batch, gr.dp > 1 ? " over dp pipelines" : "", M,
+                              M * gr.dp);
+        if ((cfg->ckpt_path || cfg->resume) && (gr.tp > 1 || zero))
+            return rs_err_set(err, RS_ERR_ARG, "mode=pipeline: checkpoints (ckpt=, resume=) are written by pipelines "
+                              "with dp= alone so far, not with %s; leave ckpt= out or use tp=1 zero=0",
+                              gr.tp > 1 ? "tp=" : "zero=1");
     }
     if (!m) return RS_OK;
-    int S = world * V, *cuts = malloc(sizeof *cuts * (size_t)(S + 1));
-    if (!cuts) return rs_err_set(err, RS_ERR_NOMEM, "out of memory");
-    st = cuts_for(a, m, S, cuts, err);
-    if (!st) st = find_ties(a, m, cuts, world, S, NULL, NULL, err);
+    rs_tp_plan *plan = NULL;
+    if (gr.tp > 1 && (st = rs_tp_plan_new(m, gr.tp, &plan, err)) != RS_OK) return rs_err_prefix(err, "mode=pipeline");
+    int S = gr.pp * V, *cuts = malloc(sizeof *cuts * (size_t)(S + 1));
+    if (!cuts) st = rs_err_set(err, RS_ERR_NOMEM, "out of memory");
+    if (!st) st = cuts_for(a, m, S, plan, cuts, err);
+    if (!st) st = find_ties(rs_strategy_str(a, "tie"), m, cuts, gr.pp, S, NULL, NULL, err);
     free(cuts);
+    rs_tp_plan_free(plan);
     return st;
 }
 
 /* ---------------------------------------------------------------- the executor's callbacks */
+
+/* tp_copy's and tp_reduce's all-reduce over this stage's tensor-parallel group (engine/nn/tp_layers.c).
+ * A layer has no status: the first failure is kept for the pass to report; later calls do nothing. */
+static void tp_all_reduce(void *ud, float *buf, size_t n)
+{
+    pipe *p = ud;
+    if (p->comm_st) return;
+    double t0 = rs_train_now();
+    p->comm_st = rs_pg_all_reduce(p->gg.tp, buf, n, RS_F32, RS_SUM, &p->comm_err);
+    comm(p, rs_pg_op_name(RS_OP_ALL_REDUCE), p->ar_index++, n * sizeof(float), t0);
+}
+
+static rs_status tp_failed(pipe *p, rs_err *err)
+{
+    if (!err) return p->comm_st;
+    *err = p->comm_err;
+    return rs_err_prefix(err, "pipeline stage %d's tensor-parallel group (shard %d)", p->rank, p->grid.t);
+}
 
 static size_t io_numel(void *ud, int micro, int stage)
 {
@@ -277,6 +410,7 @@ static rs_status io_forward(void *ud, int micro, int ci, const float *in, const 
     if (c->stage > 0) rs_acts_set_step(a, p->step_base + (uint64_t)micro + 1);
     const void *x = c->stage == 0 ? micro_input(p, micro) : in;
     rs_status st = rs_model_forward_range(p->m, a, c->first, c->last, x, p->rows[micro], out, err);
+    if (!st && p->comm_st) st = tp_failed(p, err);
     if (!st && c->stage == p->S - 1) {
         int R = rs_model_rows(p->m), C = rs_model_classes(p->m);
         float l = 0;
@@ -296,7 +430,6 @@ static rs_status io_backward(void *ud, int micro, int ci, const float *in, const
     pipe *p = ud;
     chunk *c = &p->ch[ci];
     rs_acts *a = p->held[micro * p->V + ci];
-    (void)err;
     /* the loss of each micro-batch is its mean: scaled by its share of the batch, the sum is the batch's */
     if (c->stage == p->S - 1) rs_acts_set_loss_scale(a, p->loss_scale * (float)p->rows[micro] / (float)p->B);
     rs_model_backward_range(p->m, a, c->first, c->last, c->stage == 0 ? micro_input(p, micro) : in, dout, din,
@@ -304,7 +437,7 @@ static rs_status io_backward(void *ud, int micro, int ci, const float *in, const
     give_set(p, c, a);
     p->held[micro * p->V + ci] = NULL;
     p->sets_held--;
-    return RS_OK;
+    return p->comm_st ? tp_failed(p, err) : RS_OK;
 }
 
 /* ---------------------------------------------------------------- the strategy */
@@ -316,7 +449,8 @@ static void on_tie(void *ud, size_t off, size_t numel, int owner, int reader)
     tie *t = realloc(p->ties, sizeof *t * (size_t)(p->nties + 1));
     if (!t) return;
     p->ties = t;
-    p->ties[p->nties++] = (tie){off, numel, p->rank == owner ? reader : owner, p->rank == reader, NULL};
+    p->ties[p->nties++] = (tie){.off = off, .numel = numel, .peer = p->rank == owner ? reader : owner,
+                                .reader = p->rank == reader};
     if (numel > p->tie_max) p->tie_max = numel;
 }
 
@@ -334,11 +468,122 @@ static void stage_range(rs_model *m, int first, int last, size_t *off, size_t *l
     *len = hi ? hi - lo : 0;
 }
 
+/* With zero=1 each replica of a stage keeps the optimizer of its 1/dp part of each range of len floats
+ * (equal blocks of blk, the last one short): [zlo, zlo+zlen) of it. */
+static void zero_part(const pipe *p, size_t len, size_t *blk, size_t *zlo, size_t *zlen)
+{
+    int D = p->grid.dp;
+    *blk = (len + (size_t)D - 1) / (size_t)D;
+    *zlo = p->zero ? (size_t)p->grid.d * *blk : 0;
+    if (*zlo > len) *zlo = len;
+    *zlen = !p->zero ? len : len - *zlo < *blk ? len - *zlo : *blk;
+}
+
+/* The cuts in the whole model's layers: by hand, by parameters, or by time measured on rank 0 (every
+ * rank takes rank 0's). */
+static rs_status whole_cuts(pipe *p, rs_model *m, rs_err *err)
+{
+    const rs_strategy_args *a = p->ctx.args;
+    if (rs_strategy_str(a, "split") || rs_strategy_choice(a, "balance") != 1)
+        return cuts_for(a, m, p->S, p->plan, p->wcuts, err);
+    double cost[512];
+    int n = 0, L = rs_model_layer_count(m);
+    rs_status st = RS_OK;
+    bool ok[1025];
+    for (int i = 0; i <= L && i < 1025; i++) ok[i] = cut_keeps_pairs(p->plan, i);
+    if (L >= 1025) st = rs_err_set(err, RS_ERR_ARG, "pipeline: balance=time takes models of at most 1024 layers");
+    if (!st && p->g->rank == 0) st = rs_pipe_item_times(m, p->batch_cap, cost, 512, &n, err);
+    if (!st && p->g->rank == 0) st = rs_pipe_split_balance_where(m, cost, p->S, ok, p->wcuts, err);
+    int32_t cuts[1024];
+    for (int s = 0; s <= p->S && s < 1024; s++) cuts[s] = p->g->rank == 0 && !st ? p->wcuts[s] : 0;
+    /* a failure on rank 0 shows on the others as cuts that cannot be */
+    rs_err e2 = {0};
+    rs_status bst = rs_pg_broadcast(p->g, cuts, (size_t)p->S + 1, RS_I32, 0, st ? &e2 : err);
+    if (st) return st;
+    if (bst) return bst;
+    for (int s = 0; s <= p->S; s++) p->wcuts[s] = cuts[s];
+    if (p->wcuts[p->S] != L) return rs_err_set(err, RS_ERR_ARG, "pipeline: rank 0 could not balance the stages by time");
+    return RS_OK;
+}
+
+/* With tp > 1 the stages run this rank's shard, cut where the whole model is. */
+static rs_status make_shard(pipe *p, rs_model *m, rs_err *err)
+{
+    rs_status st = rs_tp_shard_new(p->plan, p->grid.t, p->mem, &p->m, err);
+    if (st) return st;
+    rs_model_set_name(p->m, rs_model_name(m));
+    rs_model_set_tp_comm(p->m, tp_all_reduce, p);
+    for (int s = 0; s <= p->S; s++) {
+        p->cuts[s] = shard_cut(p->plan, p->wcuts[s]);
+        if (!rs_model_cut_ok(p->m, p->cuts[s]) || (s == p->S && p->cuts[s] != rs_model_layer_count(p->m)))
+            return rs_err_set(err, RS_ERR_INTERNAL, "pipeline: the cut before whole layer %d is no cut of the shard "
+                              "(layer %d of %d)", p->wcuts[s], p->cuts[s], rs_model_layer_count(p->m));
+    }
+    if (p->g->rank == 0 && p->grid.tp > 1) {
+        p->tp_stage_n = rs_tp_max_shard(p->plan);
+        p->tp_stage = rs_mem_alloc(p->mem, RS_POOL_COMM, p->tp_stage_n * sizeof(float));
+        if (!p->tp_stage) return rs_err_set(err, RS_ERR_NOMEM, "pipeline: out of memory for a shard in flight");
+    }
+    return RS_OK;
+}
+
+/* Whether [off, off+n) meets this rank's stages' ranges or its tied copies. */
+static bool owns(const pipe *p, size_t off, size_t n)
+{
+    for (int c = 0; c < p->V; c++)
+        if (off < p->ch[c].off + p->ch[c].len && p->ch[c].off < off + n) return true;
+    for (int i = 0; i < p->nties; i++)
+        if (p->ties[i].reader && off < p->ties[i].off + p->ties[i].numel && p->ties[i].off < off + n) return true;
+    return false;
+}
+
+/* Only this rank's stages keep parameters and gradients: the units (top-level items) of the other
+ * stages go back to the system, so the PARAMS and GRADS pools measure a stage, not the model. */
+static rs_status keep_own(pipe *p, rs_err *err)
+{
+    rs_model *m = p->m;
+    size_t n = 0, at = 0;
+    for (int c = 0; c < p->V; c++) n += p->ch[c].len;
+    for (int i = 0; i < p->nties; i++) n += p->ties[i].reader ? p->ties[i].numel : 0;
+    p->own_floats = n;
+    float *keep = malloc((n ? n : 1) * sizeof *keep); /* freed here: the weights while the buffers change */
+    if (!keep) return rs_err_set(err, RS_ERR_NOMEM, "pipeline: out of memory");
+    const float *w = rs_model_params(m);
+    for (int c = 0; c < p->V; c++, at += p->ch[c - 1].len) memcpy(keep + at, w + p->ch[c].off, p->ch[c].len * 4);
+    for (int i = 0; i < p->nties; i++)
+        if (p->ties[i].reader) memcpy(keep + at, w + p->ties[i].off, p->ties[i].numel * 4), at += p->ties[i].numel;
+    rs_status st = rs_model_shard_buffers(m, err);
+    for (int u = 0; !st && u < rs_model_unit_count(m); u++) {
+        const rs_unit *un = rs_model_unit(m, u);
+        if (!un->numel || !owns(p, un->offset, un->numel)) continue;
+        rs_model_unit_acquire(m, RS_POOL_PARAMS, u);
+        rs_model_unit_acquire(m, RS_POOL_GRADS, u);
+    }
+    float *wr = rs_model_params(m);
+    at = 0;
+    for (int c = 0; !st && c < p->V; c++, at += p->ch[c - 1].len) memcpy(wr + p->ch[c].off, keep + at, p->ch[c].len * 4);
+    for (int i = 0; !st && i < p->nties; i++)
+        if (p->ties[i].reader) memcpy(wr + p->ties[i].off, keep + at, p->ties[i].numel * 4), at += p->ties[i].numel;
+    free(keep);
+    return st;
+}
+
+/* The other stages' units, which a first stage's rank acquired to gather into, go back after a step. */
+static void release_others(pipe *p)
+{
+    if (!p->others_resident) return;
+    for (int u = 0; u < rs_model_unit_count(p->m); u++) {
+        const rs_unit *un = rs_model_unit(p->m, u);
+        if (un->numel && !owns(p, un->offset, un->numel)) rs_model_unit_release(p->m, RS_POOL_PARAMS, u);
+    }
+    p->others_resident = false;
+}
+
 static rs_status p_setup(void *ud, rs_model *m, const rs_opt_cfg *opt, rs_err *err)
 {
     pipe *p = ud;
-    if (m != p->m) return rs_err_set(err, RS_ERR_ARG, "pipeline: set up for model %s, trained with %s",
-                                     rs_model_name(p->m), rs_model_name(m));
+    if (m != p->whole) return rs_err_set(err, RS_ERR_ARG, "pipeline: set up for model %s, trained with %s",
+                                         rs_model_name(p->whole), rs_model_name(m));
     p->optcfg = *opt;
     /* Every stage starts from rank 0's parameters and step (the REPL's weights). */
     double t0 = rs_train_now();
@@ -348,62 +593,67 @@ static rs_status p_setup(void *ud, rs_model *m, const rs_opt_cfg *opt, rs_err *e
     if (!st) st = rs_pg_broadcast(p->g, &mstep, 1, RS_I64, 0, err);
     if (st) return st;
     rs_model_set_step(m, (uint64_t)mstep);
-
-    /* the cuts: by hand, by parameters, or by time measured on rank 0 (every rank takes rank 0's) */
-    const rs_strategy_args *a = p->ctx.args;
-    if (!rs_strategy_str(a, "split") && rs_strategy_choice(a, "balance") == 1) {
-        double cost[512];
-        int n = 0;
-        if (p->rank == 0) st = rs_pipe_item_times(m, p->batch_cap, cost, 512, &n, err);
-        if (!st && p->rank == 0) st = rs_pipe_split_balance(m, cost, p->S, p->cuts, err);
-        int32_t cuts[1024];
-        for (int s = 0; s <= p->S && s < 1024; s++) cuts[s] = p->rank == 0 && !st ? p->cuts[s] : 0;
-        /* a failure on rank 0 shows on the others as cuts that cannot be */
-        rs_err e2 = {0};
-        rs_status bst = rs_pg_broadcast(p->g, cuts, (size_t)p->S + 1, RS_I32, 0, st ? &e2 : err);
-        if (st) return st;
-        if (bst) return bst;
-        for (int s = 0; s <= p->S; s++) p->cuts[s] = cuts[s];
-        if (p->cuts[p->S] != rs_model_layer_count(m))
-            return rs_err_set(err, RS_ERR_ARG, "pipeline: rank 0 could not balance the stages by time");
-    } else {
-        st = cuts_for(a, m, p->S, p->cuts, err);
-        if (st) return st;
-    }
-    st = find_ties(a, m, p->cuts, p->P, p->S, on_tie, p, err);
+    if (p->grid.tp > 1 && (st = rs_tp_plan_new(m, p->grid.tp, &p->plan, err)) != RS_OK) return st;
+    st = whole_cuts(p, m, err);
+    if (st) return st;
+    if (p->plan) st = make_shard(p, m, err);
+    else memcpy(p->cuts, p->wcuts, sizeof *p->cuts * (size_t)(p->S + 1));
+    if (st) return st;
+    /* a shard's tied slots are the whole model's (the replicated embedding and head), under its names */
+    st = find_ties(p->plan ? NULL : rs_strategy_str(p->ctx.args, "tie"), p->m, p->cuts, p->P, p->S, on_tie, p, err);
     if (st) return st;
 
+    size_t most = 0;
     for (int c = 0; c < p->V; c++) {
         chunk *ch = &p->ch[c];
         ch->stage = c * p->P + p->rank;
         ch->first = p->cuts[ch->stage];
         ch->last = p->cuts[ch->stage + 1];
-        stage_range(m, ch->first, ch->last, &ch->off, &ch->len);
-        if (p->ctx.stage) p->ctx.stage(p->ctx.ud, ch->stage, p->S, ch->first, ch->last - 1);
-        if (!ch->len) continue;
-        ch->opt = rs_optim_new(opt, rs_model_device(m), ch->len, p->mem, err);
+        stage_range(p->m, ch->first, ch->last, &ch->off, &ch->len);
+        zero_part(p, ch->len, &ch->blk, &ch->zlo, &ch->zlen);
+        if (ch->blk > most) most = ch->blk;
+        if (p->ctx.stage) p->ctx.stage(p->ctx.ud, ch->stage, p->S, p->wcuts[ch->stage], p->wcuts[ch->stage + 1] - 1);
+        if (!ch->zlen) continue;
+        ch->opt = rs_optim_new(opt, rs_model_device(m), ch->zlen, p->mem, err);
         if (!ch->opt) return err ? err->code : RS_ERR_NOMEM;
-        st = rs_train_apply_groups(ch->opt, m, ch->off, err);
+        st = rs_train_apply_groups(ch->opt, p->m, ch->off + ch->zlo, err);
         if (st) return st;
     }
     for (int i = 0; i < p->nties; i++) {
         tie *t = &p->ties[i];
         if (!t->reader) continue;
-        t->opt = rs_optim_new(opt, rs_model_device(m), t->numel, p->mem, err);
+        zero_part(p, t->numel, &t->blk, &t->zlo, &t->zlen);
+        if (t->blk > most) most = t->blk;
+        if (!t->zlen) continue;
+        t->opt = rs_optim_new(opt, rs_model_device(m), t->zlen, p->mem, err);
         if (!t->opt) return err ? err->code : RS_ERR_NOMEM;
-        st = rs_train_apply_groups(t->opt, m, t->off, err);
+        st = rs_train_apply_groups(t->opt, p->m, t->off + t->zlo, err);
         if (st) return st;
     }
     if (p->tie_max) {
         p->tie_buf = rs_mem_alloc(p->mem, RS_POOL_COMM, p->tie_max * sizeof(float));
         if (!p->tie_buf) return rs_err_set(err, RS_ERR_NOMEM, "pipeline: out of memory for a tied gradient");
     }
+    if (p->zero && most) {
+        p->zblk = most;
+        p->zsend = rs_mem_alloc(p->mem, RS_POOL_COMM, most * sizeof(float));
+        p->zrecv = rs_mem_alloc(p->mem, RS_POOL_COMM, most * (size_t)p->grid.dp * sizeof(float));
+        if (!p->zsend || !p->zrecv) return rs_err_set(err, RS_ERR_NOMEM, "pipeline: out of memory for zero=1's gather");
+    }
     /* In a pipeline some stage is always waiting for its neighbour; a waiter that spins takes the core
      * a working stage needs whenever ranks share cores (more ranks than cores, a busy machine), which
-     * would show as bubble that is not the schedule's. */
-    p->g->polite = true;
-    p->ex = rs_pipe_exec_new(p->g, p->mem, err);
-    return p->ex ? RS_OK : (err ? err->code : RS_ERR_NOMEM);
+     * would show as bubble that is not the schedule's. The same holds for the other groups' waits. */
+    p->ppg->polite = true;
+    if (p->gg.dp) p->gg.dp->polite = true;
+    if (p->gg.tp) p->gg.tp->polite = true;
+    p->ex = rs_pipe_exec_new(p->ppg, p->mem, err);
+    if (!p->ex) return err ? err->code : RS_ERR_NOMEM;
+    p->gathered = false;
+    st = keep_own(p, err);
+    if (st) return st;
+    if (p->ctx.metric) p->ctx.metric(p->ctx.ud, 0, "stage_params", (double)p->own_floats);
+    /* with a shard, the whole buffers are only a place for rank 0 to gather into from now on */
+    return p->plan ? rs_model_shard_buffers(m, err) : RS_OK;
 }
 
 static rs_status p_forward_backward(void *ud, const float *x, const int32_t *y, int B, float loss_scale, float *loss,
@@ -423,6 +673,13 @@ static rs_status p_forward_backward(void *ud, const float *x, const int32_t *y, 
         p->logits_n = p->logits ? need : 0;
         if (!p->logits) return rs_err_set(err, RS_ERR_NOMEM, "pipeline: out of memory for %zu scores", need);
     }
+    /* this rank's gradients start the step at zero (a shard is not the loop's model) */
+    float *g = rs_model_grads(p->m);
+    for (int c = 0; c < p->V; c++) memset(g + p->ch[c].off, 0, p->ch[c].len * sizeof(float));
+    for (int i = 0; i < p->nties; i++)
+        if (p->ties[i].reader) memset(g + p->ties[i].off, 0, p->ties[i].numel * sizeof(float));
+    p->ar_index = 0;
+    if (p->m != p->whole) rs_model_set_training(p->m, rs_model_training(p->whole));
     p->x = x, p->y = y, p->B = B, p->Meff = M, p->loss_scale = loss_scale, p->loss = 0;
     for (int m = 0, at = 0; m < M; m++) {
         p->rows[m] = B / M + (m < B % M);
@@ -437,10 +694,12 @@ static rs_status p_forward_backward(void *ud, const float *x, const int32_t *y, 
     if (st) return st;
     /* every stage drew the same dropout steps; the first stage's model counted them */
     rs_model_set_step(p->m, p->step_base + (uint64_t)M);
-    /* the loss is the last stage's: every rank reports it */
+    if (p->m != p->whole) rs_model_set_step(p->whole, p->step_base + (uint64_t)M);
+    /* the loss is the last stage's: every rank reports it (with dp, the mean of the pipelines') */
     float l = (float)p->loss;
     double t0 = rs_train_now();
-    st = rs_pg_broadcast(p->g, &l, 1, RS_F32, (p->S - 1) % p->P, err);
+    st = rs_pg_broadcast(p->ppg, &l, 1, RS_F32, (p->S - 1) % p->P, err);
+    if (!st && p->gg.dp) st = rs_pg_all_reduce(p->gg.dp, &l, 1, RS_F32, RS_AVG, err);
     comm(p, rs_pg_op_name(RS_OP_BROADCAST), -1, sizeof l, t0);
     if (st) return st;
     *loss = l;
@@ -454,7 +713,8 @@ static rs_status p_forward_backward(void *ud, const float *x, const int32_t *y, 
 }
 
 /* The two contributions of each parameter shared across ranks, summed on both (a + b == b + a, so
- * both hold the same bits). */
+ * both hold the same bits); then, with dp, the replicas of this stage average what they hold, as DDP
+ * does. */
 static rs_status p_after_backward(void *ud, rs_err *err)
 {
     pipe *p = ud;
@@ -463,28 +723,54 @@ static rs_status p_after_backward(void *ud, rs_err *err)
         tie *t = &p->ties[i];
         double t0 = rs_train_now();
         rs_work *rw = NULL, *sw = NULL;
-        rs_status st = rs_pg_irecv(p->g, p->tie_buf, t->numel, RS_F32, t->peer, &rw, err);
-        if (!st) st = rs_pg_isend(p->g, g + t->off, t->numel, RS_F32, t->peer, &sw, err);
+        rs_status st = rs_pg_irecv(p->ppg, p->tie_buf, t->numel, RS_F32, t->peer, &rw, err);
+        if (!st) st = rs_pg_isend(p->ppg, g + t->off, t->numel, RS_F32, t->peer, &sw, err);
         if (!st) st = rs_work_wait(rw, err);
         if (!st) st = rs_work_wait(sw, err);
         rs_work_free(rw);
         rs_work_free(sw);
-        if (st) return rs_err_prefix(err, "pipeline: summing a tied gradient with rank %d", t->peer);
+        if (st) return rs_err_prefix(err, "pipeline: summing a tied gradient with stage rank %d", t->peer);
         for (size_t k = 0; k < t->numel; k++) g[t->off + k] += p->tie_buf[k];
         comm(p, "tie_sum", i, 2 * t->numel * sizeof(float), t0);
+    }
+    if (!p->gg.dp) return RS_OK;
+    for (int c = 0; c < p->V; c++) {
+        if (!p->ch[c].len) continue;
+        double t0 = rs_train_now();
+        rs_status st = rs_pg_all_reduce(p->gg.dp, g + p->ch[c].off, p->ch[c].len, RS_F32, RS_AVG, err);
+        comm(p, rs_pg_op_name(RS_OP_ALL_REDUCE), -1, p->ch[c].len * sizeof(float), t0);
+        if (st) return rs_err_prefix(err, "pipeline: averaging stage %d's gradients over its dp group", p->ch[c].stage);
+    }
+    for (int i = 0; i < p->nties; i++) {
+        if (!p->ties[i].reader) continue;
+        double t0 = rs_train_now();
+        rs_status st = rs_pg_all_reduce(p->gg.dp, g + p->ties[i].off, p->ties[i].numel, RS_F32, RS_AVG, err);
+        comm(p, rs_pg_op_name(RS_OP_ALL_REDUCE), -1, p->ties[i].numel * sizeof(float), t0);
+        if (st) return rs_err_prefix(err, "pipeline: averaging a tied gradient over the dp group");
     }
     return RS_OK;
 }
 
+/* The global norm's square: each stage's ranges once (with tp, a split tensor on every shard and a
+ * replicated one on shard 0 alone); a tied copy counts with its owner. */
 static rs_status p_grad_sumsq(void *ud, double *sumsq, rs_err *err)
 {
     pipe *p = ud;
     const float *g = rs_model_grads(p->m);
     double s = 0;
-    for (int c = 0; c < p->V; c++)
-        for (size_t i = 0; i < p->ch[c].len; i++) s += (double)g[p->ch[c].off + i] * g[p->ch[c].off + i];
+    if (p->plan) {
+        /* the ranges of other stages hold zeros, a tied copy its owner's sum (replicated: shard 0 counts it) */
+        s = rs_tp_sumsq(p->plan, p->grid.t, g);
+        for (int i = 0; i < p->nties && p->grid.t == 0; i++)
+            if (p->ties[i].reader)
+                for (size_t k = 0; k < p->ties[i].numel; k++) s -= (double)g[p->ties[i].off + k] * g[p->ties[i].off + k];
+    } else {
+        for (int c = 0; c < p->V; c++)
+            for (size_t i = 0; i < p->ch[c].len; i++) s += (double)g[p->ch[c].off + i] * g[p->ch[c].off + i];
+    }
     double t0 = rs_train_now();
-    rs_status st = rs_pg_all_reduce(p->g, &s, 1, RS_F64, RS_SUM, err);
+    rs_status st = rs_pg_all_reduce(p->ppg, &s, 1, RS_F64, RS_SUM, err);
+    if (!st && p->gg.tp) st = rs_pg_all_reduce(p->gg.tp, &s, 1, RS_F64, RS_SUM, err);
     comm(p, rs_pg_op_name(RS_OP_ALL_REDUCE), -1, sizeof s, t0);
     *sumsq = s;
     return st;
@@ -501,24 +787,70 @@ static void p_grad_scale(void *ud, float s)
             for (size_t k = 0; k < p->ties[i].numel; k++) g[p->ties[i].off + k] *= s;
 }
 
+/* zero=1: every replica stepped its part of the range [off, off+len); the parts go round the dp group
+ * (padded to equal blocks of blk, as all_gather moves them). */
+static rs_status zero_gather(pipe *p, size_t off, size_t len, size_t blk, size_t zlo, size_t zlen, rs_err *err)
+{
+    float *w = rs_model_params(p->m);
+    memset(p->zsend, 0, blk * sizeof(float));
+    memcpy(p->zsend, w + off + zlo, zlen * sizeof(float));
+    double t0 = rs_train_now();
+    rs_status st = rs_pg_all_gather(p->gg.dp, p->zsend, p->zrecv, blk, RS_F32, err);
+    comm(p, rs_pg_op_name(RS_OP_ALL_GATHER), -1, blk * (size_t)p->grid.dp * sizeof(float), t0);
+    if (st) return rs_err_prefix(err, "pipeline zero=1: gathering stage %d's parameters over its dp group", p->rank);
+    memcpy(w + off, p->zrecv, len * sizeof(float));
+    return RS_OK;
+}
+
+/* rank 0 gives the gathered whole weights back: they are stale once the shards move. */
+static void release_whole(pipe *p)
+{
+    if (!p->whole_resident) return;
+    for (int i = 0; i < rs_model_unit_count(p->whole); i++) rs_model_unit_release(p->whole, RS_POOL_PARAMS, i);
+    p->whole_resident = false;
+}
+
 static rs_status p_step(void *ud, float lr, rs_err *err)
 {
     pipe *p = ud;
     float *w = rs_model_params(p->m), *g = rs_model_grads(p->m);
     rs_status st = RS_OK;
-    for (int c = 0; c < p->V && !st; c++)
-        if (p->ch[c].opt) st = rs_optim_step(p->ch[c].opt, w + p->ch[c].off, g + p->ch[c].off, lr);
-    for (int i = 0; i < p->nties && !st; i++)
-        if (p->ties[i].opt) st = rs_optim_step(p->ties[i].opt, w + p->ties[i].off, g + p->ties[i].off, lr);
-    if (st) return rs_err_set(err, st, "pipeline: optimizer step failed (lr=%g)", (double)lr);
+    for (int c = 0; c < p->V && !st; c++) {
+        chunk *ch = &p->ch[c];
+        size_t at = ch->off + ch->zlo;
+        if (ch->opt) st = rs_optim_step(ch->opt, w + at, g + at, lr);
+        if (st) st = rs_err_set(err, st, "pipeline: optimizer step failed (lr=%g)", (double)lr);
+        if (!st && p->zero && ch->len) st = zero_gather(p, ch->off, ch->len, ch->blk, ch->zlo, ch->zlen, err);
+    }
+    for (int i = 0; i < p->nties && !st; i++) {
+        tie *t = &p->ties[i];
+        size_t at = t->off + t->zlo;
+        if (t->opt && (st = rs_optim_step(t->opt, w + at, g + at, lr)) != RS_OK)
+            st = rs_err_set(err, st, "pipeline: optimizer step failed (lr=%g)", (double)lr);
+        if (!st && p->zero && t->reader) st = zero_gather(p, t->off, t->numel, t->blk, t->zlo, t->zlen, err);
+    }
+    if (st) return st;
+    release_whole(p);
+    release_others(p);
+    p->gathered = false;
     p->step++;
     return RS_OK;
 }
 
-/* Rank 0 receives every other stage's range (in stage order on every rank, so sends meet receives). */
+/* Rank 0 of each pipeline of the first replica receives every other stage's range (in stage order on
+ * every rank, so sends meet receives); with tp, then, the shards of that first stage's tp group meet
+ * in the whole model on rank 0. The other replicas hold the same weights. */
 static rs_status p_gather(void *ud, rs_err *err)
 {
     pipe *p = ud;
+    if (p->gathered) return RS_OK;
+    p->gathered = true;
+    rs_model_set_step(p->whole, rs_model_step(p->m));
+    if (p->grid.d != 0) return RS_OK;
+    if (p->rank == 0 && !p->others_resident) {
+        for (int u = 0; u < rs_model_unit_count(p->m); u++) rs_model_unit_acquire(p->m, RS_POOL_PARAMS, u);
+        p->others_resident = true;
+    }
     float *w = rs_model_params(p->m);
     double t0 = rs_train_now();
     size_t moved = 0;
@@ -528,13 +860,20 @@ static rs_status p_gather(void *ud, rs_err *err)
         stage_range(p->m, p->cuts[s], p->cuts[s + 1], &off, &len);
         if (owner == 0 || !len) continue;
         rs_status st = RS_OK;
-        if (p->rank == 0) st = rs_pg_recv(p->g, w + off, len, RS_F32, owner, err);
-        else if (p->rank == owner) st = rs_pg_send(p->g, w + off, len, RS_F32, 0, err);
-        if (st) return rs_err_prefix(err, "pipeline: gathering stage %d's parameters to rank 0", s);
+        if (p->rank == 0) st = rs_pg_recv(p->ppg, w + off, len, RS_F32, owner, err);
+        else if (p->rank == owner) st = rs_pg_send(p->ppg, w + off, len, RS_F32, 0, err);
+        if (st) return rs_err_prefix(err, "pipeline: gathering stage %d's parameters to its first rank", s);
         moved += len * sizeof(float);
     }
     comm(p, "gather_stages", -1, moved, t0);
-    return RS_OK;
+    if (!p->plan || p->rank != 0) return RS_OK;
+    if (p->g->rank == 0 && !p->whole_resident) {
+        for (int i = 0; i < rs_model_unit_count(p->whole); i++) rs_model_unit_acquire(p->whole, RS_POOL_PARAMS, i);
+        p->whole_resident = true;
+    }
+    rs_status st = rs_tp_gather_whole(p->gg.tp, p->plan, w, p->g->rank == 0 ? rs_model_params(p->whole) : NULL,
+                                      p->tp_stage, p->ctx.comm, p->ctx.comm_ud, p->step, err);
+    return st ? rs_err_prefix(err, "pipeline: gathering the first stage's tensor-parallel shards to rank 0") : RS_OK;
 }
 
 static rs_optim *p_optimizer(void *ud)
@@ -560,6 +899,7 @@ static rs_status p_sync_optimizer(void *ud, bool to_full, rs_err *err)
     for (int s = 0; s < p->S; s++) {
         int owner = s % p->P;
         if (!to_full && owner != p->rank) continue;
+        if (to_full && p->grid.d != 0) break; /* the other replicas hold the same state */
         chunk *ch = NULL;
         for (int c = 0; c < p->V; c++)
             if (p->ch[c].stage == s) ch = &p->ch[c];
@@ -571,8 +911,8 @@ static rs_status p_sync_optimizer(void *ud, bool to_full, rs_err *err)
             rs_status st = RS_OK;
             if (!to_full) memcpy(rs_optim_state(ch->opt, k), full, len * sizeof(float));
             else if (owner == 0 && p->rank == 0) memcpy(full, rs_optim_state(ch->opt, k), len * sizeof(float));
-            else if (p->rank == 0) st = rs_pg_recv(p->g, full, len, RS_F32, owner, err);
-            else if (p->rank == owner) st = rs_pg_send(p->g, rs_optim_state(ch->opt, k), len, RS_F32, 0, err);
+            else if (p->rank == 0) st = rs_pg_recv(p->ppg, full, len, RS_F32, owner, err);
+            else if (p->rank == owner) st = rs_pg_send(p->ppg, rs_optim_state(ch->opt, k), len, RS_F32, 0, err);
             if (st) return rs_err_prefix(err, "pipeline: gathering stage %d's optimizer state", s);
         }
     }
@@ -611,11 +951,30 @@ static void p_teardown(void *ud)
     }
     rs_mem_free(p->mem, RS_POOL_COMM, p->tie_buf, p->tie_max * sizeof(float));
     rs_mem_free(p->mem, RS_POOL_SCRATCH, p->logits, p->logits_n * sizeof(float));
+    rs_mem_free(p->mem, RS_POOL_COMM, p->zsend, p->zblk * sizeof(float));
+    rs_mem_free(p->mem, RS_POOL_COMM, p->zrecv, p->zblk * (size_t)p->grid.dp * sizeof(float));
+    rs_mem_free(p->mem, RS_POOL_COMM, p->tp_stage, p->tp_stage_n * sizeof(float));
     rs_pipe_exec_free(p->ex);
-    if (p->ex) p->g->polite = false;
+    if (p->ex && p->ppg) p->ppg->polite = false;
+    if (p->m == p->whole && rs_model_buffers_sharded(p->whole)) {
+        /* the model keeps what its buffer holds (rank 0: the last gather, the whole weights) */
+        rs_err e = {0};
+        (void)rs_model_unshard_buffers(p->whole, &e); /* teardown has no status; rs_model_free handles it */
+    } else if (p->m && p->m != p->whole) {
+        /* the whole model keeps what its buffer holds: rank 0's last gather, the whole weights */
+        if (rs_model_buffers_sharded(p->whole)) {
+            rs_err e = {0};
+            (void)rs_model_unshard_buffers(p->whole, &e); /* teardown has no status; rs_model_free handles it */
+        }
+        rs_model_acquire_grads(p->whole, NULL);
+        rs_model_free(p->m);
+    }
+    rs_tp_plan_free(p->plan);
+    rs_grid_groups_free(&p->gg, p->g);
     free(p->ties);
     free(p->ch);
     free(p->cuts);
+    free(p->wcuts);
     free(p->rows);
     free(p->row0);
     free(p->held);
@@ -629,31 +988,46 @@ static rs_status pipeline_make(const rs_strategy_ctx *x, rs_train_strategy *out,
     if (k == RS_PIPE_NAIVE && !rs_strategy_given(x->args, "micro")) M = 1;
     rs_status st = pipeline_check(x->args, NULL, x->g->world, x->cfg, err);
     if (st) return st;
-    pipe *p = calloc(1, sizeof *p);
+    pipe *p = calloc(1, sizeof *p); /* owned by the strategy; p_teardown frees it */
     if (!p) return rs_err_set(err, RS_ERR_NOMEM, "pipeline: out of memory");
     p->g = x->g;
-    p->m = x->m;
+    p->whole = p->m = x->m;
     p->mem = rs_model_mem(x->m);
     p->ctx = *x;
     p->kind = k;
-    p->P = x->g->world;
-    p->rank = x->g->rank;
+    st = grid_of(x->args, x->g->world, x->g->rank, &p->grid, err);
+    if (!st) st = rs_grid_groups_new(x->g, &p->grid, &p->gg, err);
+    if (st) {
+        p_teardown(p);
+        return st;
+    }
+    p->ppg = p->gg.pp;
+    p->zero = (int)rs_strategy_int(x->args, "zero");
+    p->P = p->grid.pp;
+    p->rank = p->grid.p;
     p->V = V;
     p->S = p->P * V;
     p->M = M;
-    int batch = x->cfg ? x->cfg->batch : M;
+    int batch = x->cfg ? x->cfg->batch / p->grid.dp : M;
     p->batch_cap = (batch + M - 1) / M;
     p->cuts = calloc((size_t)p->S + 1, sizeof *p->cuts);
+    p->wcuts = calloc((size_t)p->S + 1, sizeof *p->wcuts);
     p->ch = calloc((size_t)V, sizeof *p->ch);
     p->rows = calloc((size_t)M, sizeof *p->rows);
     p->row0 = calloc((size_t)M, sizeof *p->row0);
     p->held = calloc((size_t)M * (size_t)V, sizeof *p->held);
-    if (!p->cuts || !p->ch || !p->rows || !p->row0 || !p->held) {
+    if (!p->cuts || !p->wcuts || !p->ch || !p->rows || !p->row0 || !p->held) {
         p_teardown(p);
         return rs_err_set(err, RS_ERR_NOMEM, "pipeline: out of memory");
     }
-    /* the sampler's split is none: every stage reads the whole batch */
-    *out = (rs_train_strategy){.name = "pipeline", .ud = p, .rank = 0, .world = 1, .report = p->rank == 0,
+    if (x->metric) { /* the session log keeps each rank's place in the layout */
+        x->metric(x->ud, 0, "pp_stage", p->grid.p);
+        x->metric(x->ud, 0, "dp_replica", p->grid.d);
+        x->metric(x->ud, 0, "tp_shard", p->grid.t);
+    }
+    /* the sampler's split is the dp group's: every stage of a pipeline reads its replica's rows */
+    *out = (rs_train_strategy){.name = "pipeline", .ud = p, .rank = p->grid.d, .world = p->grid.dp,
+                               .report = x->g->rank == 0,
                                .setup = p_setup, .forward_backward = p_forward_backward, .own_acts = true,
                                .own_phases = true,
                                .after_backward = p_after_backward, .step = p_step, .gather = p_gather,
@@ -662,9 +1036,19 @@ static rs_status pipeline_make(const rs_strategy_ctx *x, rs_train_strategy *out,
     return RS_OK;
 }
 
+/* The batch splits over the dp pipelines; every stage of one reads its part whole. */
+static int pipeline_batch_parts(const rs_strategy_args *a, int world)
+{
+    rs_grid g;
+    return rs_grid_new(world, (int)rs_strategy_int(a, "dp"), rs_strategy_given(a, "pp") ? (int)rs_strategy_int(a, "pp") : 0,
+                       rs_strategy_given(a, "tp") ? (int)rs_strategy_int(a, "tp") : 1, 0, &g, NULL)
+               ? 1
+               : g.dp;
+}
+
 const rs_strategy_def rs_strategy_pipeline = {
     .name = "pipeline", .kind = "rank processes",
     .about = "pipeline parallelism: stages of layers on the ranks, micro-batches flowing through them",
     .uses = RS_SUSE_RANKS | RS_SUSE_PROCS | RS_SUSE_WHOLE_BATCH, .opts = pipeline_opts, .check = pipeline_check,
-    .make = pipeline_make,
+    .make = pipeline_make, .batch_parts = pipeline_batch_parts,
 };

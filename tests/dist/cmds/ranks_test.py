@@ -259,7 +259,7 @@ def case_train_refuse(tmp):
     for args, want in ((["mode=pipelin"], "unknown mode 'pipelin'"),
                        ([], "needs mode="),
                        (["mode=dp"], "the REPL runs mode 'dp'"),
-                       (["mode=ddp", "zero=2"], "zero= is an option of mode=fsdp; this run is mode=ddp"),
+                       (["mode=ddp", "zero=2"], "zero= is an option of mode=fsdp or mode=pipeline; this run is mode=ddp"),
                        (["mode=ddp", "epochz=2"], "mode=ddp has no option 'epochz'"),
                        (["mode=fsdp", "zero=7"], "zero must be 1..3"),
                        (["mode=fsdp", "wrap=unit"], "expected one of top, layer, model"),
@@ -268,6 +268,15 @@ def case_train_refuse(tmp):
                            env=dict(os.environ, RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="1"))
         check(p.returncode == 2 and want in p.stderr,
               "worker refuses %s: exit %d, %s" % (" ".join(args) or "no mode", p.returncode, p.stderr.strip()))
+    # a dp x pp x tp layout that 4 ranks cannot make, before any rank joins (the REPL refuses it too)
+    for args, want in ((["mode=pipeline", "dp=3"], "ranks=4 does not split into stages of dp=3 x tp=1 = 3 ranks"),
+                       (["mode=pipeline", "dp=2", "pp=3"], "dp=2 x pp=3 x tp=1 = 6 ranks, but this run has ranks=4"),
+                       (["mode=pipeline", "dp=2", "tp=2"], "leaves pp=1"),
+                       (["mode=pipeline", "zero=1"], "dp=1 has no other replica")):
+        p = subprocess.run(base + args, capture_output=True, text=True, timeout=30,
+                           env=dict(os.environ, RANK="0", WORLD_SIZE="4", MASTER_ADDR="127.0.0.1", MASTER_PORT="1"))
+        check(p.returncode == 2 and want in p.stderr,
+              "worker refuses %s on 4 ranks: exit %d, %s" % (" ".join(args), p.returncode, p.stderr.strip()))
 
 
 def case_train_pipeline(tmp):
@@ -322,8 +331,9 @@ def case_train_pipeline(tmp):
     opts = json.loads(con.execute("SELECT options FROM runs WHERE mode='pipeline' ORDER BY id").fetchone()[0])
     fin = json.loads(con.execute("SELECT final FROM runs WHERE mode='pipeline' ORDER BY id").fetchone()[0])
     check(0 < fin.get("bubble", -1) < 1, "the measured bubble in the run's final figures: %s" % fin)
-    check(opts.get("schedule") == "gpipe" and opts.get("micro") == 4 and "bucket" not in opts and "zero" not in opts,
-          "the run's options: the pipeline's own, not ddp's or fsdp's: %s" % opts)
+    check(opts.get("schedule") == "gpipe" and opts.get("micro") == 4 and "bucket" not in opts and
+          opts.get("zero") == 0 and opts.get("dp") == 1,
+          "the run's options: the pipeline's own (its zero=0, not fsdp's zero=3), not ddp's: %s" % opts)
 
 
 def case_train_pipeline_fault(tmp):
