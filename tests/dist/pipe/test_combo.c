@@ -54,13 +54,22 @@ static rs_train_cfg cfg_for(const job *j)
 
 typedef struct watch {
     rs_model *m;
-    int64_t optim; /* the OPTIM pool after the last step */
+    int64_t optim, params; /* the OPTIM and PARAMS pools after the last step */
+    double stage_params;   /* the strategy's count of what this rank keeps: its stages' floats + tied copies */
 } watch;
 
 static void on_event(void *ud, const rs_train_event *ev)
 {
     watch *w = ud;
-    if (ev->kind == RS_TRAIN_EV_STEP) w->optim = rs_model_mem(w->m)->live[RS_POOL_OPTIM];
+    if (ev->kind != RS_TRAIN_EV_STEP) return;
+    w->optim = rs_model_mem(w->m)->live[RS_POOL_OPTIM];
+    w->params = rs_model_mem(w->m)->live[RS_POOL_PARAMS];
+}
+
+static void on_metric(void *ud, int64_t step, const char *name, double v)
+{
+    (void)step;
+    if (!strcmp(name, "stage_params")) ((watch *)ud)->stage_params = v;
 }
 
 static int set(rs_strategy_args *a, const char *key, int v, rs_err *e)
@@ -82,14 +91,14 @@ static int train_combo(const job *j, bool zero, rs_pg *g, rs_model *m, rs_data_p
         return 2;
     }
     rs_train_cfg cfg = cfg_for(j);
-    rs_strategy_ctx ctx = {.g = g, .m = m, .args = &a, .cfg = &cfg};
+    watch w = {.m = m};
+    rs_strategy_ctx ctx = {.g = g, .m = m, .args = &a, .cfg = &cfg, .metric = on_metric, .ud = &w};
     rs_train_strategy sg;
     if (rs_strategy_pipeline.check(&a, m, g->world, &cfg, &e) || rs_strategy_pipeline.make(&ctx, &sg, &e)) {
         fprintf(stderr, "rank %d: %s\n", g->rank, e.msg);
         return 2;
     }
     cfg.strategy = &sg;
-    watch w = {.m = m};
     rs_train_hooks hooks = {.on_event = on_event, .ud = &w};
     rs_train_result res;
     if (rs_train(m, data, &cfg, &hooks, &res, &e)) {
@@ -98,6 +107,14 @@ static int train_combo(const job *j, bool zero, rs_pg *g, rs_model *m, rs_data_p
     }
     RS_CHECK(res.global_step == j->steps, "rank %d: %lld steps", g->rank, (long long)res.global_step);
     *optim = w.optim;
+    /* measured: a rank keeps its stages' parameters (of its shard) and tied copies, not the model's; the
+     * units' alignment padding (16 floats a tensor at most) comes with them */
+    double want = 4 * w.stage_params, slack = 64.0 * rs_model_tensor_count(m);
+    printf("rank %d: %lld parameter bytes after the last step, its stages hold 4 x %.0f = %.0f\n", g->rank,
+           (long long)w.params, w.stage_params, want);
+    RS_CHECK(w.stage_params > 0 && w.params >= want && w.params <= want + slack,
+             "rank %d: %lld bytes of parameters, its stages' are %.0f (the whole model's %zu)", g->rank,
+             (long long)w.params, want, 4 * rs_model_numel(m));
     return 0;
 }
 
