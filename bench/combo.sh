@@ -50,7 +50,7 @@ for layout in "single|" "dp4|mode=ddp ranks=4" "pp4|mode=pipeline ranks=4 micro=
     [ "$name" = single ] && single=$sps
     ratio=$(awk -v a="${sps:-0}" -v b="${single:-0}" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "-" }')
     # the largest rank's parameter pool after the last step (single: the model's)
-    par=$(echo "$out" | awk '/^memory per rank/ { on = 1; next } on && /^  [0-9]+ / { print $2, $3 } on && !/^  [0-9]/ { on = 0 }' |
+    par=$(echo "$out" | awk '/^memory per rank/ { on = 1; next } on && /^  [0-9]+ / { print $2, $3 } on && !/^  / { on = 0 }' |
         sort -k2,2 -k1,1g | tail -1)
     [ -z "$par" ] && par=$(echo "$out" | sed -nE 's/^model g: .* ([0-9]+) parameters.*/\1/p' |
         awk '{ printf "%.2f MiB", $1 * 4 / 1048576 }')

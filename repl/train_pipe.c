@@ -54,8 +54,8 @@ void rs_train_pipe_summary(dist_job *j, FILE *f)
     rs_pipe_kind k = (rs_pipe_kind)j->pipe_kind;
     int P = pipe_pp(j), M = j->pipe_m, V = j->pipe_v, steps = 0;
     double b = rs_train_pipe_bubble(j, &steps), want = rs_pipe_bubble_formula(k, P, M, V);
-    fprintf(f, "pipeline: schedule=%s, %d stages on %d ranks%s, %d micro-batches per batch\n", rs_pipe_kind_name(k),
-            P * V, P, P != j->world ? " a pipeline" : "", M);
+    fprintf(f, "pipeline: schedule=%s, %d stages on %d ranks, %d micro-batches per batch\n", rs_pipe_kind_name(k), P * V,
+            P, M);
     if (P != j->world)
         fprintf(f, "  dp=%d x pp=%d x tp=%d = %d ranks: rank = %d x stage + %d x replica + shard\n", j->pipe_dp, P,
                 j->pipe_tp, j->world, j->pipe_dp * j->pipe_tp, j->pipe_tp);
