@@ -29,7 +29,7 @@ bench_build repl/ringside || exit 1
 
 ctx=64
 cfg="layers=4 heads=4 dim=$dim ctx=$ctx"
-topt="batch=16 opt=adamw wd=0.1 clip=1.0 eval=off view=off steps=$steps backend=$backend"
+topt="batch=16 opt=adamw wd=0.1 clip=1.0 eval=off eval_every=0 view=off steps=$steps backend=$backend"
 echo "# gpt $cfg on the built-in text, global batch 16, $steps steps, 1 thread per rank, backend=$backend;" \
     "$(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-10s %10s %10s %9s %12s  %s\n' layout samples/s tokens/s vs-single params/rank "train ..."

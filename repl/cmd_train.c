@@ -231,8 +231,7 @@ int rs_cmd_train(rs_session *s, const rs_call *c)
         }
         if (k) fprintf(s->out, "language model: nanoGPT's settings where none were given:%s\n", said);
         cfg.opt.groups = true;
-        /* eval=off: none at all */
-        if (cfg.eval && !rs_call_given(c, "eval_every") && cfg.max_steps) cfg.eval_every = cfg.max_steps >= 1000 ? 250 : (cfg.max_steps + 3) / 4;
+        if (!rs_call_given(c, "eval_every") && cfg.max_steps) cfg.eval_every = cfg.max_steps >= 1000 ? 250 : (cfg.max_steps + 3) / 4;
         if (!rs_call_given(c, "eval_samples")) cfg.eval_samples = 20 * (int64_t)cfg.batch;
     }
     if (m->trained_run) {
