@@ -153,8 +153,10 @@ def case_tutorial_pipeline(tmp):
     print(out)
     check(rc == 0, "the pipeline tutorial plays to the end")
     bubbles = re.findall(r"bubble: ([0-9.]+)% of each step idle.*\n +formula \S+ = ([0-9.]+)%", out)
-    check([f for _, f in bubbles] == ["50.0", "11.1", "11.1"], "naive, gpipe and 1f1b, each measured beside its "
-          "formula: %s" % bubbles)
+    check([f for _, f in bubbles] == ["50.0", "11.1", "11.1", "20.0"], "naive, gpipe, 1f1b and 2x2x2 (m=4), each "
+          "measured beside its formula: %s" % bubbles)
+    check("dp=2 x pp=2 x tp=2 = 8 ranks: rank = 4 x stage + 2 x replica + shard" in out,
+          "the combined run prints its layout")
     check(re.search(r"^  0 +0:.*\(8 micro\) +8 micro$", out, re.M) and re.search(r"^  0 +0:.*\(2 micro\) +2 micro$", out, re.M),
           "gpipe holds 8 micro-batches' activations on stage 0, 1f1b 2")
     check(re.search(r"^ +1 +backward +40 ", out, re.M) is not None, "its sql counts rank 1's 40 backwards (5 steps x 8)")
