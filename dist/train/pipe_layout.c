@@ -198,10 +198,6 @@ rs_status rs_pipe_layout_check(const rs_strategy_args *a, const rs_model *m, int
             return rs_err_set(err, RS_ERR_ARG, "mode=pipeline: batch=%d%s cannot make micro=%d micro-batches of a "
                               "sample or more (try batch=%d)", cfg->batch, gr.dp > 1 ? " over dp pipelines" : "", M,
                               M * gr.dp);
-        if ((cfg->ckpt_path || cfg->resume) && (gr.tp > 1 || zero))
-            return rs_err_set(err, RS_ERR_ARG, "mode=pipeline: checkpoints (ckpt=, resume=) are written by pipelines "
-                              "with dp= alone so far, not with %s; leave ckpt= out or use tp=1 zero=0",
-                              gr.tp > 1 ? "tp=" : "zero=1");
     }
     if (!m) return RS_OK;
     rs_tp_plan *plan = NULL;

@@ -70,6 +70,8 @@ typedef struct pipe {
     bool gathered;          /* since the last step */
     bool others_resident;   /* m's units of other stages hold the gathered weights (first stage's ranks) */
     size_t own_floats;      /* parameters this rank keeps: its stages' ranges and tied copies */
+    float *ck;              /* checkpoints: one optimizer state in m's layout (SCRATCH) */
+    size_t ck_n;
     rs_status comm_st;      /* the first failure of a tensor-parallel all-reduce inside a pass */
     rs_err comm_err;
     int ar_index;           /* this step's tensor-parallel all-reduces so far */
@@ -671,55 +673,121 @@ static rs_optim *p_optimizer(void *ud)
     pipe *p = ud;
     if (!p->full) {
         rs_err e = {0};
-        p->full = rs_optim_new(&p->optcfg, rs_model_device(p->m), rs_model_numel(p->m), &p->full_mem, &e);
+        p->full = rs_optim_new(&p->optcfg, rs_model_device(p->whole), rs_model_numel(p->whole), &p->full_mem, &e);
         if (p->full) rs_mem_count(p->mem, RS_POOL_SCRATCH, (int64_t)rs_optim_state_bytes(p->full));
-        if (p->full) rs_train_apply_groups(p->full, p->m, 0, &e);
+        if (p->full) rs_train_apply_groups(p->full, p->whole, 0, &e);
     }
     return p->full;
 }
 
-/* Checkpoints hold the whole optimizer: to_full brings each stage's state to rank 0's full one;
- * !to_full (after a resume loaded the full one on every rank) takes this rank's ranges back out,
- * whatever layout wrote it. */
+/* A buffer in the layout of m's parameters (SCRATCH), for the optimizer state of a checkpoint. */
+static float *ckpt_buf(pipe *p, rs_err *err)
+{
+    if (!p->ck) {
+        p->ck_n = rs_model_numel(p->m);
+        p->ck = rs_mem_alloc(p->mem, RS_POOL_SCRATCH, p->ck_n * sizeof(float));
+        if (!p->ck) rs_err_set(err, RS_ERR_NOMEM, "pipeline: out of memory for a checkpoint's optimizer state");
+    }
+    return p->ck;
+}
+
+/* State k of the whole optimizer into rank 0's full one: each stage's range (with zero=1 its parts
+ * all-gathered over the dp group first) to its pipeline's first stage, then (tp > 1) the first
+ * stage's shards into the whole layout. */
+static rs_status state_to_full(pipe *p, int k, float *ck, rs_err *err)
+{
+    rs_status st = RS_OK;
+    for (int c = 0; c < p->V && !st; c++) {
+        chunk *ch = &p->ch[c];
+        if (!ch->len) continue;
+        if (!p->zero) {
+            memcpy(ck + ch->off, rs_optim_state(ch->opt, k), ch->len * sizeof(float));
+            continue;
+        }
+        memset(p->zsend, 0, ch->blk * sizeof(float));
+        if (ch->opt) memcpy(p->zsend, rs_optim_state(ch->opt, k), ch->zlen * sizeof(float));
+        st = rs_pg_all_gather(p->gg.dp, p->zsend, p->zrecv, ch->blk, RS_F32, err);
+        if (!st) memcpy(ck + ch->off, p->zrecv, ch->len * sizeof(float));
+    }
+    if (st || p->grid.d != 0) return st;
+    for (int s = 0; s < p->S && !st; s++) {
+        int owner = s % p->P;
+        size_t off, len;
+        stage_range(p->m, p->cuts[s], p->cuts[s + 1], &off, &len);
+        if (owner == 0 || !len) continue;
+        if (p->rank == 0) st = rs_pg_recv(p->ppg, ck + off, len, RS_F32, owner, err);
+        else if (p->rank == owner) st = rs_pg_send(p->ppg, ck + off, len, RS_F32, 0, err);
+    }
+    if (st || p->rank != 0) return st;
+    float *full = p->g->rank == 0 ? rs_optim_state(p->full, k) : NULL;
+    if (!p->plan) {
+        memcpy(full, ck, rs_model_numel(p->m) * sizeof(float));
+        return RS_OK;
+    }
+    return rs_tp_gather_whole(p->gg.tp, p->plan, ck, full, p->tp_stage, p->ctx.comm, p->ctx.comm_ud, p->step, err);
+}
+
+/* After a resume wrote whole-model weights into buffers whose pages this rank had given back: the pages
+ * of the units it does not keep go back again (acquire then release: releasing a released unit does
+ * nothing). */
+static void drop_others(pipe *p, rs_model *m, bool all)
+{
+    for (int u = 0; u < rs_model_unit_count(m); u++) {
+        const rs_unit *un = rs_model_unit(m, u);
+        if (!un->numel || (!all && owns(p, un->offset, un->numel))) continue;
+        rs_model_unit_acquire(m, RS_POOL_PARAMS, u);
+        rs_model_unit_release(m, RS_POOL_PARAMS, u);
+    }
+}
+
+/* Checkpoints hold the whole optimizer: to_full brings every stage's (and shard's) state to rank 0's
+ * full one; !to_full (after a resume loaded the whole weights and the full optimizer on every rank)
+ * takes this rank's ranges back out, whatever layout wrote it. */
 static rs_status p_sync_optimizer(void *ud, bool to_full, rs_err *err)
 {
     pipe *p = ud;
     if (!p->full) return RS_OK;
     int ns = rs_optim_state_count(p->full);
-    for (int s = 0; s < p->S; s++) {
-        int owner = s % p->P;
-        if (!to_full && owner != p->rank) continue;
-        if (to_full && p->grid.d != 0) break; /* the other replicas hold the same state */
-        chunk *ch = NULL;
-        for (int c = 0; c < p->V; c++)
-            if (p->ch[c].stage == s) ch = &p->ch[c];
-        size_t off, len;
-        stage_range(p->m, p->cuts[s], p->cuts[s + 1], &off, &len);
-        if (!len) continue;
+    float *ck = ckpt_buf(p, err);
+    if (!ck) return RS_ERR_NOMEM;
+    if (to_full) {
         for (int k = 0; k < ns; k++) {
-            float *full = rs_optim_state(p->full, k) + off;
-            rs_status st = RS_OK;
-            if (!to_full) memcpy(rs_optim_state(ch->opt, k), full, len * sizeof(float));
-            else if (owner == 0 && p->rank == 0) memcpy(full, rs_optim_state(ch->opt, k), len * sizeof(float));
-            else if (p->rank == 0) st = rs_pg_recv(p->ppg, full, len, RS_F32, owner, err);
-            else if (p->rank == owner) st = rs_pg_send(p->ppg, rs_optim_state(ch->opt, k), len, RS_F32, 0, err);
-            if (st) return rs_err_prefix(err, "pipeline: gathering stage %d's optimizer state", s);
+            rs_status st = state_to_full(p, k, ck, err);
+            if (st) return rs_err_prefix(err, "pipeline: gathering the optimizer state for a checkpoint");
         }
+        /* the step count (Adam's bias correction) is the same on every stage */
+        for (int c = 0; c < p->V; c++)
+            if (p->ch[c].opt) rs_optim_set_step_count(p->full, rs_optim_step_count(p->ch[c].opt));
+        return RS_OK;
     }
-    /* the step count (Adam's bias correction) is the same on every stage */
-    int64_t steps = 0;
-    for (int c = 0; c < p->V; c++)
-        if (p->ch[c].opt) steps = rs_optim_step_count(p->ch[c].opt);
-    if (to_full) rs_optim_set_step_count(p->full, steps);
-    for (int i = 0; i < p->nties && !to_full; i++)
-        if (p->ties[i].opt) {
-            for (int k = 0; k < ns; k++)
-                memcpy(rs_optim_state(p->ties[i].opt, k), rs_optim_state(p->full, k) + p->ties[i].off,
-                       p->ties[i].numel * sizeof(float));
-            rs_optim_set_step_count(p->ties[i].opt, rs_optim_step_count(p->full));
+    for (int k = 0; k < ns; k++) {
+        const float *src = rs_optim_state(p->full, k);
+        if (p->plan) {
+            rs_tp_cut(p->plan, p->grid.t, src, ck);
+            src = ck;
         }
-    for (int c = 0; c < p->V && !to_full; c++)
-        if (p->ch[c].opt) rs_optim_set_step_count(p->ch[c].opt, rs_optim_step_count(p->full));
+        for (int c = 0; c < p->V; c++)
+            if (p->ch[c].opt)
+                memcpy(rs_optim_state(p->ch[c].opt, k), src + p->ch[c].off + p->ch[c].zlo, p->ch[c].zlen * sizeof(float));
+        for (int i = 0; i < p->nties; i++)
+            if (p->ties[i].opt)
+                memcpy(rs_optim_state(p->ties[i].opt, k), src + p->ties[i].off + p->ties[i].zlo,
+                       p->ties[i].zlen * sizeof(float));
+    }
+    int64_t steps = rs_optim_step_count(p->full);
+    for (int c = 0; c < p->V; c++)
+        if (p->ch[c].opt) rs_optim_set_step_count(p->ch[c].opt, steps);
+    for (int i = 0; i < p->nties; i++)
+        if (p->ties[i].opt) rs_optim_set_step_count(p->ties[i].opt, steps);
+    if (p->plan) {
+        /* the shard's weights out of the whole ones the checkpoint held, then the whole's pages go back */
+        rs_tp_cut(p->plan, p->grid.t, rs_model_params(p->whole), rs_model_params(p->m));
+        rs_model_set_seed(p->m, rs_model_seed(p->whole));
+        rs_model_set_step(p->m, rs_model_step(p->whole));
+        drop_others(p, p->whole, true);
+    }
+    drop_others(p, p->m, false);
+    p->whole_resident = p->others_resident = p->gathered = false;
     return RS_OK;
 }
 
@@ -744,6 +812,7 @@ static void p_teardown(void *ud)
     rs_mem_free(p->mem, RS_POOL_COMM, p->zsend, p->zblk * sizeof(float));
     rs_mem_free(p->mem, RS_POOL_COMM, p->zrecv, p->zblk * (size_t)p->grid.dp * sizeof(float));
     rs_mem_free(p->mem, RS_POOL_COMM, p->tp_stage, p->tp_stage_n * sizeof(float));
+    rs_mem_free(p->mem, RS_POOL_SCRATCH, p->ck, p->ck_n * sizeof(float));
     rs_pipe_exec_free(p->ex);
     if (p->ex && p->ppg) p->ppg->polite = false;
     if (p->m == p->whole && rs_model_buffers_sharded(p->whole)) {

@@ -9,10 +9,14 @@
  * and each rank's optimizer pool, measured at the allocator, must be 1/dp of plain dp's.
  * sgd: SGD with momentum (the GPT under dp x tp: see tests/dist/tensor/test_tensor.c on why Adam's
  * g/sqrt(v) magnifies the rounding of an attention key bias's zero gradient).
+ * resume: half the steps with a checkpoint (zero=1 when DP > 1), then the rest from it on another layout
+ * (DP and TP swapped, on RANKS / DP x TP ... ranks as it comes out): the checkpoint is the whole model
+ * and the whole optimizer, whatever layout wrote it.
  * `test-combo refuse`: layouts that cannot be are refused by the registry's check, with the arithmetic. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "dist/pg/pg.h"
 #include "dist/train/registry.h"
@@ -26,6 +30,8 @@ typedef struct job {
     const char *backend, *schedule, *spec, *data;
     int dp, tp, micro, batch, steps;
     bool gpt, zero, sgd;
+    bool zero_only;             /* resume: train once, with zero=1 when dp > 1 */
+    const char *ckpt, *resume;  /* resume: the first run writes ckpt, the second resumes from it */
 } job;
 
 static rs_train_cfg cfg_for(const job *j)
@@ -91,6 +97,8 @@ static int train_combo(const job *j, bool zero, rs_pg *g, rs_model *m, rs_data_p
         return 2;
     }
     rs_train_cfg cfg = cfg_for(j);
+    cfg.ckpt_path = j->ckpt;
+    cfg.resume = j->resume;
     watch w = {.m = m};
     rs_strategy_ctx ctx = {.g = g, .m = m, .args = &a, .cfg = &cfg, .metric = on_metric, .ud = &w};
     rs_train_strategy sg;
@@ -128,7 +136,7 @@ static int rank_main(void *ud, int rank, int world, rs_store *st)
     /* other initial weights elsewhere: every stage and shard must start from rank 0's */
     if (rs_test_rank_model(j->backend, st, "combo", rank, world, j->spec, j->data, &g, &m, &data)) return 2;
     int64_t optim = 0, optim_zero = 0;
-    int rc = train_combo(j, false, g, m, &data, &optim);
+    int rc = train_combo(j, j->zero_only && j->dp > 1, g, m, &data, &optim);
     if (rc) return rc;
     int pp = world / (j->dp * j->tp);
     if (j->zero) {
@@ -149,7 +157,7 @@ static int rank_main(void *ud, int rank, int world, rs_store *st)
         }
         rs_model_free(mz);
     }
-    if (rank == 0) {
+    if (rank == 0 && !j->ckpt) {
         rs_model *ref = NULL;
         if (rs_model_parse(j->spec, "ref", rs_device_cpu(), NULL, 11, &ref, NULL, &e)) return 2;
         rs_train_cfg one = cfg_for(j);
@@ -247,9 +255,37 @@ int main(int argc, char **argv)
         j.micro = 2;
         j.steps = 6;
     }
+    bool resume = false;
+    if (argc > at && !strcmp(argv[at], "resume")) resume = true, at++;
     if (argc > at && !strcmp(argv[at], "zero")) j.zero = true, at++;
     else if (argc > at && !strcmp(argv[at], "sgd")) j.sgd = true, at++;
     if (argc > at + 1) j.schedule = argv[at], j.micro = atoi(argv[at + 1]);
+    if (resume) {
+        char path[] = "/tmp/ringside-combo-XXXXXX", file[64], optim[80];
+        if (!mkdtemp(path)) return 2;
+        snprintf(file, sizeof file, "%s/c.safetensors", path);
+        snprintf(optim, sizeof optim, "%s/c.optim.safetensors", path);
+        job first = j;
+        first.steps = j.steps / 2;
+        first.ckpt = file;
+        first.zero_only = true;
+        int bad = rs_fork_ranks(world, rank_main, &first, NULL, NULL);
+        RS_CHECK(bad == 0, "first run: %d ranks failed", bad);
+        /* the other layout: dp and tp swapped, two stages */
+        job second = j;
+        second.resume = file;
+        second.dp = j.tp, second.tp = j.dp;
+        second.zero_only = true;
+        int world2 = 2 * second.dp * second.tp;
+        printf("resuming on %d ranks as dp=%d x pp=2 x tp=%d from a checkpoint of dp=%d x pp=%d x tp=%d%s\n", world2,
+               second.dp, second.tp, j.dp, world / (j.dp * j.tp), j.tp, j.dp > 1 ? " with zero=1" : "");
+        bad = rs_fork_ranks(world2, rank_main, &second, NULL, NULL);
+        RS_CHECK(bad == 0, "resumed run: %d ranks failed", bad);
+        unlink(file);
+        unlink(optim);
+        rmdir(path);
+        return rs_test_finish("test-combo");
+    }
     int bad = rs_fork_ranks(world, rank_main, &j, NULL, NULL);
     RS_CHECK(bad == 0, "%d ranks failed", bad);
     return rs_test_finish("test-combo");
