@@ -19,7 +19,8 @@
  * pipelines reads its batch/dp rows of every global batch and the replicas of a stage (its dp group)
  * average their gradients before the step, or with zero=1 each steps only its 1/dp of the stage's
  * range, keeping only that much optimizer state, and the replicas all-gather the parameters after.
- * What the options decide (the grid, the cuts, the tied parameters, the check) is pipe_layout.c. */
+ * What the options decide (the grid, the cuts, the tied parameters, the check) is pipe_layout.c; what
+ * a rank keeps (its stages' parameters alone, ZeRO-1's parts, checkpoints' whole optimizer) pipe_keep.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,95 +29,13 @@
 #include "engine/nn/tp.h"
 #include "engine/optim/optim.h"
 #include "grid.h"
+#include "pipe_keep.h"
 #include "pipe_layout.h"
 #include "pipe_run.h"
 #include "pipe_split.h"
 #include "registry.h"
 #include "tp_gather.h"
 
-typedef struct chunk {
-    int stage, first, last; /* layers [first, last) */
-    size_t off, len;        /* the parameters it owns: [off, off+len) of the flat buffers */
-    size_t zlo, zlen;       /* zero=1: this dp rank's part [off+zlo, off+zlo+zlen) of it, blk the parts' size */
-    size_t blk;
-    rs_optim *opt;          /* over [off, off+len), or with zero=1 over its part; NULL when it owns none */
-    rs_acts **sets;         /* (nsets) allocated activation sets; busy[] those in use */
-    bool *busy;
-    size_t *bytes;          /* what each set took from the ACTS pool, measured when it was made */
-    int nsets;
-} chunk;
-
-/* A parameter read on this rank and owned on another (or the reverse): its gradient is summed with
- * the peer's before the step. */
-typedef struct tie {
-    size_t off, numel;
-    int peer;
-    bool reader;            /* this rank reads it (and keeps a copy with its own optimizer) */
-    size_t zlo, zlen, blk;  /* reader, zero=1: its part of the copy, as a chunk's */
-    rs_optim *opt;          /* reader: the optimizer of the copy (or of its part) */
-} tie;
-
-typedef struct pipe {
-    rs_pg *g;               /* the world, borrowed */
-    rs_grid grid;           /* this rank's place in dp x pp x tp */
-    rs_grid_groups gg;      /* its groups (owned unless the world itself); gg.pp is never NULL */
-    rs_pg *ppg;             /* = gg.pp: the stages of this rank's pipeline */
-    rs_model *whole;        /* the loop's model, borrowed */
-    rs_model *m;            /* the model the stages run: whole, or with tp > 1 this rank's shard (owned) */
-    rs_tp_plan *plan;       /* tp > 1 */
-    float *tp_stage;        /* rank 0: another shard in flight to the whole buffer (COMM) */
-    size_t tp_stage_n;
-    bool whole_resident;    /* rank 0 with tp > 1: whole holds the gathered weights */
-    bool gathered;          /* since the last step */
-    bool others_resident;   /* m's units of other stages hold the gathered weights (first stage's ranks) */
-    size_t own_floats;      /* parameters this rank keeps: its stages' ranges and tied copies */
-    float *ck;              /* checkpoints: one optimizer state in m's layout (SCRATCH) */
-    size_t ck_n;
-    rs_status comm_st;      /* the first failure of a tensor-parallel all-reduce inside a pass */
-    rs_err comm_err;
-    int ar_index;           /* this step's tensor-parallel all-reduces so far */
-    int zero;               /* 1: optimizer state sharded over the dp group */
-    float *zsend, *zrecv;   /* zero=1: one part and dp parts of the largest stage range (COMM) */
-    size_t zblk;
-    rs_mem *mem;
-    rs_pipe_kind kind;
-    int P, V, S, M, rank;   /* P = pp, rank = this rank's place in its pipeline (grid.p) */
-    int *cuts;              /* (S+1) in m's layers */
-    int *wcuts;             /* (S+1) in the whole model's layers */
-    chunk *ch;              /* (V) */
-    tie *ties;
-    int nties;
-    float *tie_buf;         /* COMM: the peer's contribution while summing */
-    size_t tie_max;
-    rs_pipe_exec *ex;
-    rs_strategy_ctx ctx;
-    int64_t step;
-    rs_opt_cfg optcfg;
-    int batch_cap;          /* rows of a micro-batch's activation set */
-    /* the current forward_backward */
-    const void *x;
-    const int32_t *y;
-    int B, Meff;
-    float loss_scale;
-    int *rows, *row0;       /* (M) */
-    double loss;
-    rs_acts **held;         /* (M * V): the set of micro-batch m on chunk c */
-    float *logits;          /* (B * rows * classes) SCRATCH: what the loop counts accuracy from */
-    size_t logits_n;
-    uint64_t step_base;     /* the model's step before this batch: micro-batch m draws step_base + m + 1 */
-    /* activations in flight, measured: the bytes of the sets in use plus the received stage inputs,
-     * their peak during a step, and the sets' count */
-    size_t acts_now, acts_peak, set_bytes;
-    int sets_held, sets_peak;
-    /* checkpoints: the whole optimizer, only when a run checkpoints or resumes */
-    rs_optim *full;
-    rs_mem full_mem;
-} pipe;
-
-static void comm(pipe *p, const char *op, int index, size_t bytes, double t0)
-{
-    if (p->ctx.comm) p->ctx.comm(p->ctx.comm_ud, p->step, op, index, bytes, t0, rs_train_now());
-}
 
 /* ---------------------------------------------------------------- the executor's callbacks */
 
@@ -124,14 +43,14 @@ static void comm(pipe *p, const char *op, int index, size_t bytes, double t0)
  * A layer has no status: the first failure is kept for the pass to report; later calls do nothing. */
 static void tp_all_reduce(void *ud, float *buf, size_t n)
 {
-    pipe *p = ud;
+    rs_pipe_state *p = ud;
     if (p->comm_st) return;
     double t0 = rs_train_now();
     p->comm_st = rs_pg_all_reduce(p->gg.tp, buf, n, RS_F32, RS_SUM, &p->comm_err);
-    comm(p, rs_pg_op_name(RS_OP_ALL_REDUCE), p->ar_index++, n * sizeof(float), t0);
+    rs_pipe_comm(p, rs_pg_op_name(RS_OP_ALL_REDUCE), p->ar_index++, n * sizeof(float), t0);
 }
 
-static rs_status tp_failed(pipe *p, rs_err *err)
+static rs_status tp_failed(rs_pipe_state *p, rs_err *err)
 {
     if (!err) return p->comm_st;
     *err = p->comm_err;
@@ -140,13 +59,13 @@ static rs_status tp_failed(pipe *p, rs_err *err)
 
 static size_t io_numel(void *ud, int micro, int stage)
 {
-    pipe *p = ud;
+    rs_pipe_state *p = ud;
     const rs_layer *l = rs_model_layer(p->m, p->cuts[stage] - 1);
     return (size_t)p->rows[micro] * (size_t)rs_shape_numel(&l->out);
 }
 
 /* An activation set of chunk c for a micro-batch: a free one, or a new one (counted in ACTS). */
-static rs_acts *take_set(pipe *p, chunk *c, rs_err *err)
+static rs_acts *take_set(rs_pipe_state *p, rs_pipe_chunk *c, rs_err *err)
 {
     for (int i = 0; i < c->nsets; i++)
         if (!c->busy[i]) {
@@ -175,7 +94,7 @@ static rs_acts *take_set(pipe *p, chunk *c, rs_err *err)
     return a;
 }
 
-static void give_set(pipe *p, chunk *c, rs_acts *a)
+static void give_set(rs_pipe_state *p, rs_pipe_chunk *c, rs_acts *a)
 {
     for (int i = 0; i < c->nsets; i++)
         if (c->sets[i] == a && c->busy[i]) {
@@ -184,7 +103,7 @@ static void give_set(pipe *p, chunk *c, rs_acts *a)
         }
 }
 
-static const void *micro_input(pipe *p, int micro)
+static const void *micro_input(rs_pipe_state *p, int micro)
 {
     size_t per = (size_t)rs_shape_numel(rs_model_input_shape(p->m));
     return (const char *)p->x + (size_t)p->row0[micro] * per * 4; /* 4-byte elements: floats or token ids */
@@ -192,8 +111,8 @@ static const void *micro_input(pipe *p, int micro)
 
 static rs_status io_forward(void *ud, int micro, int ci, const float *in, const float **out, rs_err *err)
 {
-    pipe *p = ud;
-    chunk *c = &p->ch[ci];
+    rs_pipe_state *p = ud;
+    rs_pipe_chunk *c = &p->ch[ci];
     rs_acts *a = take_set(p, c, err);
     if (!a) return err ? err->code : RS_ERR_NOMEM;
     p->held[micro * p->V + ci] = a;
@@ -219,8 +138,8 @@ static rs_status io_forward(void *ud, int micro, int ci, const float *in, const 
 
 static rs_status io_backward(void *ud, int micro, int ci, const float *in, const float *dout, float *din, rs_err *err)
 {
-    pipe *p = ud;
-    chunk *c = &p->ch[ci];
+    rs_pipe_state *p = ud;
+    rs_pipe_chunk *c = &p->ch[ci];
     rs_acts *a = p->held[micro * p->V + ci];
     /* the loss of each micro-batch is its mean: scaled by its share of the batch, the sum is the batch's */
     if (c->stage == p->S - 1) rs_acts_set_loss_scale(a, p->loss_scale * (float)p->rows[micro] / (float)p->B);
@@ -236,44 +155,19 @@ static rs_status io_backward(void *ud, int micro, int ci, const float *in, const
 
 static void on_tie(void *ud, size_t off, size_t numel, int owner, int reader)
 {
-    pipe *p = ud;
+    rs_pipe_state *p = ud;
     if (p->rank != owner && p->rank != reader) return;
-    tie *t = realloc(p->ties, sizeof *t * (size_t)(p->nties + 1));
+    rs_pipe_tie *t = realloc(p->ties, sizeof *t * (size_t)(p->nties + 1));
     if (!t) return;
     p->ties = t;
-    p->ties[p->nties++] = (tie){.off = off, .numel = numel, .peer = p->rank == owner ? reader : owner,
+    p->ties[p->nties++] = (rs_pipe_tie){.off = off, .numel = numel, .peer = p->rank == owner ? reader : owner,
                                 .reader = p->rank == reader};
     if (numel > p->tie_max) p->tie_max = numel;
 }
 
-/* The parameters a stage owns: its layers' tensors (tied slots belong to their owner). */
-static void stage_range(rs_model *m, int first, int last, size_t *off, size_t *len)
-{
-    size_t lo = (size_t)-1, hi = 0;
-    for (int t = 0; t < rs_model_tensor_count(m); t++) {
-        const rs_param_info *pi = rs_model_tensor(m, t);
-        if (pi->layer < first || pi->layer >= last) continue;
-        if (pi->offset < lo) lo = pi->offset;
-        if (pi->offset + pi->numel > hi) hi = pi->offset + pi->numel;
-    }
-    *off = hi ? lo : 0;
-    *len = hi ? hi - lo : 0;
-}
-
-/* With zero=1 each replica of a stage keeps the optimizer of its 1/dp part of each range of len floats
- * (equal blocks of blk, the last one short): [zlo, zlo+zlen) of it. */
-static void zero_part(const pipe *p, size_t len, size_t *blk, size_t *zlo, size_t *zlen)
-{
-    int D = p->grid.dp;
-    *blk = (len + (size_t)D - 1) / (size_t)D;
-    *zlo = p->zero ? (size_t)p->grid.d * *blk : 0;
-    if (*zlo > len) *zlo = len;
-    *zlen = !p->zero ? len : len - *zlo < *blk ? len - *zlo : *blk;
-}
-
 /* The cuts in the whole model's layers: by hand, by parameters, or by time measured on rank 0 (every
  * rank takes rank 0's). */
-static rs_status whole_cuts(pipe *p, rs_model *m, rs_err *err)
+static rs_status whole_cuts(rs_pipe_state *p, rs_model *m, rs_err *err)
 {
     const rs_strategy_args *a = p->ctx.args;
     if (rs_strategy_str(a, "split") || rs_strategy_choice(a, "balance") != 1)
@@ -299,7 +193,7 @@ static rs_status whole_cuts(pipe *p, rs_model *m, rs_err *err)
 }
 
 /* With tp > 1 the stages run this rank's shard, cut where the whole model is. */
-static rs_status make_shard(pipe *p, rs_model *m, rs_err *err)
+static rs_status make_shard(rs_pipe_state *p, rs_model *m, rs_err *err)
 {
     rs_status st = rs_tp_shard_new(p->plan, p->grid.t, p->mem, &p->m, err);
     if (st) return st;
@@ -319,68 +213,16 @@ static rs_status make_shard(pipe *p, rs_model *m, rs_err *err)
     return RS_OK;
 }
 
-/* Whether [off, off+n) meets this rank's stages' ranges or its tied copies. */
-static bool owns(const pipe *p, size_t off, size_t n)
-{
-    for (int c = 0; c < p->V; c++)
-        if (off < p->ch[c].off + p->ch[c].len && p->ch[c].off < off + n) return true;
-    for (int i = 0; i < p->nties; i++)
-        if (p->ties[i].reader && off < p->ties[i].off + p->ties[i].numel && p->ties[i].off < off + n) return true;
-    return false;
-}
-
-/* Only this rank's stages keep parameters and gradients: the units (top-level items) of the other
- * stages go back to the system, so the PARAMS and GRADS pools measure a stage, not the model. */
-static rs_status keep_own(pipe *p, rs_err *err)
-{
-    rs_model *m = p->m;
-    size_t n = 0, at = 0;
-    for (int c = 0; c < p->V; c++) n += p->ch[c].len;
-    for (int i = 0; i < p->nties; i++) n += p->ties[i].reader ? p->ties[i].numel : 0;
-    p->own_floats = n;
-    float *keep = malloc((n ? n : 1) * sizeof *keep); /* freed here: the weights while the buffers change */
-    if (!keep) return rs_err_set(err, RS_ERR_NOMEM, "pipeline: out of memory");
-    const float *w = rs_model_params(m);
-    for (int c = 0; c < p->V; c++, at += p->ch[c - 1].len) memcpy(keep + at, w + p->ch[c].off, p->ch[c].len * 4);
-    for (int i = 0; i < p->nties; i++)
-        if (p->ties[i].reader) memcpy(keep + at, w + p->ties[i].off, p->ties[i].numel * 4), at += p->ties[i].numel;
-    rs_status st = rs_model_shard_buffers(m, err);
-    for (int u = 0; !st && u < rs_model_unit_count(m); u++) {
-        const rs_unit *un = rs_model_unit(m, u);
-        if (!un->numel || !owns(p, un->offset, un->numel)) continue;
-        rs_model_unit_acquire(m, RS_POOL_PARAMS, u);
-        rs_model_unit_acquire(m, RS_POOL_GRADS, u);
-    }
-    float *wr = rs_model_params(m);
-    at = 0;
-    for (int c = 0; !st && c < p->V; c++, at += p->ch[c - 1].len) memcpy(wr + p->ch[c].off, keep + at, p->ch[c].len * 4);
-    for (int i = 0; !st && i < p->nties; i++)
-        if (p->ties[i].reader) memcpy(wr + p->ties[i].off, keep + at, p->ties[i].numel * 4), at += p->ties[i].numel;
-    free(keep);
-    return st;
-}
-
-/* The other stages' units, which a first stage's rank acquired to gather into, go back after a step. */
-static void release_others(pipe *p)
-{
-    if (!p->others_resident) return;
-    for (int u = 0; u < rs_model_unit_count(p->m); u++) {
-        const rs_unit *un = rs_model_unit(p->m, u);
-        if (un->numel && !owns(p, un->offset, un->numel)) rs_model_unit_release(p->m, RS_POOL_PARAMS, u);
-    }
-    p->others_resident = false;
-}
-
 static rs_status p_setup(void *ud, rs_model *m, const rs_opt_cfg *opt, rs_err *err)
 {
-    pipe *p = ud;
+    rs_pipe_state *p = ud;
     if (m != p->whole) return rs_err_set(err, RS_ERR_ARG, "pipeline: set up for model %s, trained with %s",
                                          rs_model_name(p->whole), rs_model_name(m));
     p->optcfg = *opt;
     /* Every stage starts from rank 0's parameters and step (the REPL's weights). */
     double t0 = rs_train_now();
     rs_status st = rs_pg_broadcast(p->g, rs_model_params(m), rs_model_numel(m), RS_F32, 0, err);
-    comm(p, rs_pg_op_name(RS_OP_BROADCAST), -1, rs_model_numel(m) * sizeof(float), t0);
+    rs_pipe_comm(p, rs_pg_op_name(RS_OP_BROADCAST), -1, rs_model_numel(m) * sizeof(float), t0);
     int64_t mstep = (int64_t)rs_model_step(m);
     if (!st) st = rs_pg_broadcast(p->g, &mstep, 1, RS_I64, 0, err);
     if (st) return st;
@@ -397,12 +239,12 @@ static rs_status p_setup(void *ud, rs_model *m, const rs_opt_cfg *opt, rs_err *e
 
     size_t most = 0;
     for (int c = 0; c < p->V; c++) {
-        chunk *ch = &p->ch[c];
+        rs_pipe_chunk *ch = &p->ch[c];
         ch->stage = c * p->P + p->rank;
         ch->first = p->cuts[ch->stage];
         ch->last = p->cuts[ch->stage + 1];
-        stage_range(p->m, ch->first, ch->last, &ch->off, &ch->len);
-        zero_part(p, ch->len, &ch->blk, &ch->zlo, &ch->zlen);
+        rs_pipe_stage_range(p->m, ch->first, ch->last, &ch->off, &ch->len);
+        rs_pipe_zero_part(p, ch->len, &ch->blk, &ch->zlo, &ch->zlen);
         if (ch->blk > most) most = ch->blk;
         if (p->ctx.stage) p->ctx.stage(p->ctx.ud, ch->stage, p->S, p->wcuts[ch->stage], p->wcuts[ch->stage + 1] - 1);
         if (!ch->zlen) continue;
@@ -412,9 +254,9 @@ static rs_status p_setup(void *ud, rs_model *m, const rs_opt_cfg *opt, rs_err *e
         if (st) return st;
     }
     for (int i = 0; i < p->nties; i++) {
-        tie *t = &p->ties[i];
+        rs_pipe_tie *t = &p->ties[i];
         if (!t->reader) continue;
-        zero_part(p, t->numel, &t->blk, &t->zlo, &t->zlen);
+        rs_pipe_zero_part(p, t->numel, &t->blk, &t->zlo, &t->zlen);
         if (t->blk > most) most = t->blk;
         if (!t->zlen) continue;
         t->opt = rs_optim_new(opt, rs_model_device(m), t->zlen, p->mem, err);
@@ -441,7 +283,7 @@ static rs_status p_setup(void *ud, rs_model *m, const rs_opt_cfg *opt, rs_err *e
     p->ex = rs_pipe_exec_new(p->ppg, p->mem, err);
     if (!p->ex) return err ? err->code : RS_ERR_NOMEM;
     p->gathered = false;
-    st = keep_own(p, err);
+    st = rs_pipe_keep_own(p, err);
     if (st) return st;
     if (p->ctx.metric) p->ctx.metric(p->ctx.ud, 0, "stage_params", (double)p->own_floats);
     /* with a shard, the whole buffers are only a place for rank 0 to gather into from now on */
@@ -451,7 +293,7 @@ static rs_status p_setup(void *ud, rs_model *m, const rs_opt_cfg *opt, rs_err *e
 static rs_status p_forward_backward(void *ud, const float *x, const int32_t *y, int B, float loss_scale, float *loss,
                                     const float **logits, rs_err *err)
 {
-    pipe *p = ud;
+    rs_pipe_state *p = ud;
     int M = p->M < B ? p->M : B;
     if (p->kind == RS_PIPE_INTERLEAVED) M -= M % p->P;
     if (M < 1)
@@ -492,7 +334,7 @@ static rs_status p_forward_backward(void *ud, const float *x, const int32_t *y, 
     double t0 = rs_train_now();
     st = rs_pg_broadcast(p->ppg, &l, 1, RS_F32, (p->S - 1) % p->P, err);
     if (!st && p->gg.dp) st = rs_pg_all_reduce(p->gg.dp, &l, 1, RS_F32, RS_AVG, err);
-    comm(p, rs_pg_op_name(RS_OP_BROADCAST), -1, sizeof l, t0);
+    rs_pipe_comm(p, rs_pg_op_name(RS_OP_BROADCAST), -1, sizeof l, t0);
     if (st) return st;
     *loss = l;
     *logits = p->logits; /* the last stage's scores; zeros elsewhere (accuracy is the last stage's) */
@@ -509,10 +351,10 @@ static rs_status p_forward_backward(void *ud, const float *x, const int32_t *y, 
  * does. */
 static rs_status p_after_backward(void *ud, rs_err *err)
 {
-    pipe *p = ud;
+    rs_pipe_state *p = ud;
     float *g = rs_model_grads(p->m);
     for (int i = 0; i < p->nties; i++) {
-        tie *t = &p->ties[i];
+        rs_pipe_tie *t = &p->ties[i];
         double t0 = rs_train_now();
         rs_work *rw = NULL, *sw = NULL;
         rs_status st = rs_pg_irecv(p->ppg, p->tie_buf, t->numel, RS_F32, t->peer, &rw, err);
@@ -523,21 +365,21 @@ static rs_status p_after_backward(void *ud, rs_err *err)
         rs_work_free(sw);
         if (st) return rs_err_prefix(err, "pipeline: summing a tied gradient with stage rank %d", t->peer);
         for (size_t k = 0; k < t->numel; k++) g[t->off + k] += p->tie_buf[k];
-        comm(p, "tie_sum", i, 2 * t->numel * sizeof(float), t0);
+        rs_pipe_comm(p, "tie_sum", i, 2 * t->numel * sizeof(float), t0);
     }
     if (!p->gg.dp) return RS_OK;
     for (int c = 0; c < p->V; c++) {
         if (!p->ch[c].len) continue;
         double t0 = rs_train_now();
         rs_status st = rs_pg_all_reduce(p->gg.dp, g + p->ch[c].off, p->ch[c].len, RS_F32, RS_AVG, err);
-        comm(p, rs_pg_op_name(RS_OP_ALL_REDUCE), -1, p->ch[c].len * sizeof(float), t0);
+        rs_pipe_comm(p, rs_pg_op_name(RS_OP_ALL_REDUCE), -1, p->ch[c].len * sizeof(float), t0);
         if (st) return rs_err_prefix(err, "pipeline: averaging stage %d's gradients over its dp group", p->ch[c].stage);
     }
     for (int i = 0; i < p->nties; i++) {
         if (!p->ties[i].reader) continue;
         double t0 = rs_train_now();
         rs_status st = rs_pg_all_reduce(p->gg.dp, g + p->ties[i].off, p->ties[i].numel, RS_F32, RS_AVG, err);
-        comm(p, rs_pg_op_name(RS_OP_ALL_REDUCE), -1, p->ties[i].numel * sizeof(float), t0);
+        rs_pipe_comm(p, rs_pg_op_name(RS_OP_ALL_REDUCE), -1, p->ties[i].numel * sizeof(float), t0);
         if (st) return rs_err_prefix(err, "pipeline: averaging a tied gradient over the dp group");
     }
     return RS_OK;
@@ -547,7 +389,7 @@ static rs_status p_after_backward(void *ud, rs_err *err)
  * replicated one on shard 0 alone); a tied copy counts with its owner. */
 static rs_status p_grad_sumsq(void *ud, double *sumsq, rs_err *err)
 {
-    pipe *p = ud;
+    rs_pipe_state *p = ud;
     const float *g = rs_model_grads(p->m);
     double s = 0;
     if (p->plan) {
@@ -563,14 +405,14 @@ static rs_status p_grad_sumsq(void *ud, double *sumsq, rs_err *err)
     double t0 = rs_train_now();
     rs_status st = rs_pg_all_reduce(p->ppg, &s, 1, RS_F64, RS_SUM, err);
     if (!st && p->gg.tp) st = rs_pg_all_reduce(p->gg.tp, &s, 1, RS_F64, RS_SUM, err);
-    comm(p, rs_pg_op_name(RS_OP_ALL_REDUCE), -1, sizeof s, t0);
+    rs_pipe_comm(p, rs_pg_op_name(RS_OP_ALL_REDUCE), -1, sizeof s, t0);
     *sumsq = s;
     return st;
 }
 
 static void p_grad_scale(void *ud, float s)
 {
-    pipe *p = ud;
+    rs_pipe_state *p = ud;
     float *g = rs_model_grads(p->m);
     for (int c = 0; c < p->V; c++)
         for (size_t i = 0; i < p->ch[c].len; i++) g[p->ch[c].off + i] *= s;
@@ -579,23 +421,8 @@ static void p_grad_scale(void *ud, float s)
             for (size_t k = 0; k < p->ties[i].numel; k++) g[p->ties[i].off + k] *= s;
 }
 
-/* zero=1: every replica stepped its part of the range [off, off+len); the parts go round the dp group
- * (padded to equal blocks of blk, as all_gather moves them). */
-static rs_status zero_gather(pipe *p, size_t off, size_t len, size_t blk, size_t zlo, size_t zlen, rs_err *err)
-{
-    float *w = rs_model_params(p->m);
-    memset(p->zsend, 0, blk * sizeof(float));
-    memcpy(p->zsend, w + off + zlo, zlen * sizeof(float));
-    double t0 = rs_train_now();
-    rs_status st = rs_pg_all_gather(p->gg.dp, p->zsend, p->zrecv, blk, RS_F32, err);
-    comm(p, rs_pg_op_name(RS_OP_ALL_GATHER), -1, blk * (size_t)p->grid.dp * sizeof(float), t0);
-    if (st) return rs_err_prefix(err, "pipeline zero=1: gathering stage %d's parameters over its dp group", p->rank);
-    memcpy(w + off, p->zrecv, len * sizeof(float));
-    return RS_OK;
-}
-
 /* rank 0 gives the gathered whole weights back: they are stale once the shards move. */
-static void release_whole(pipe *p)
+static void release_whole(rs_pipe_state *p)
 {
     if (!p->whole_resident) return;
     for (int i = 0; i < rs_model_unit_count(p->whole); i++) rs_model_unit_release(p->whole, RS_POOL_PARAMS, i);
@@ -604,26 +431,26 @@ static void release_whole(pipe *p)
 
 static rs_status p_step(void *ud, float lr, rs_err *err)
 {
-    pipe *p = ud;
+    rs_pipe_state *p = ud;
     float *w = rs_model_params(p->m), *g = rs_model_grads(p->m);
     rs_status st = RS_OK;
     for (int c = 0; c < p->V && !st; c++) {
-        chunk *ch = &p->ch[c];
+        rs_pipe_chunk *ch = &p->ch[c];
         size_t at = ch->off + ch->zlo;
         if (ch->opt) st = rs_optim_step(ch->opt, w + at, g + at, lr);
         if (st) st = rs_err_set(err, st, "pipeline: optimizer step failed (lr=%g)", (double)lr);
-        if (!st && p->zero && ch->len) st = zero_gather(p, ch->off, ch->len, ch->blk, ch->zlo, ch->zlen, err);
+        if (!st && p->zero && ch->len) st = rs_pipe_zero_gather(p, ch->off, ch->len, ch->blk, ch->zlo, ch->zlen, err);
     }
     for (int i = 0; i < p->nties && !st; i++) {
-        tie *t = &p->ties[i];
+        rs_pipe_tie *t = &p->ties[i];
         size_t at = t->off + t->zlo;
         if (t->opt && (st = rs_optim_step(t->opt, w + at, g + at, lr)) != RS_OK)
             st = rs_err_set(err, st, "pipeline: optimizer step failed (lr=%g)", (double)lr);
-        if (!st && p->zero && t->reader) st = zero_gather(p, t->off, t->numel, t->blk, t->zlo, t->zlen, err);
+        if (!st && p->zero && t->reader) st = rs_pipe_zero_gather(p, t->off, t->numel, t->blk, t->zlo, t->zlen, err);
     }
     if (st) return st;
     release_whole(p);
-    release_others(p);
+    rs_pipe_release_others(p);
     p->gathered = false;
     p->step++;
     return RS_OK;
@@ -634,7 +461,7 @@ static rs_status p_step(void *ud, float lr, rs_err *err)
  * in the whole model on rank 0. The other replicas hold the same weights. */
 static rs_status p_gather(void *ud, rs_err *err)
 {
-    pipe *p = ud;
+    rs_pipe_state *p = ud;
     if (p->gathered) return RS_OK;
     p->gathered = true;
     rs_model_set_step(p->whole, rs_model_step(p->m));
@@ -649,7 +476,7 @@ static rs_status p_gather(void *ud, rs_err *err)
     for (int s = 0; s < p->S; s++) {
         int owner = s % p->P;
         size_t off, len;
-        stage_range(p->m, p->cuts[s], p->cuts[s + 1], &off, &len);
+        rs_pipe_stage_range(p->m, p->cuts[s], p->cuts[s + 1], &off, &len);
         if (owner == 0 || !len) continue;
         rs_status st = RS_OK;
         if (p->rank == 0) st = rs_pg_recv(p->ppg, w + off, len, RS_F32, owner, err);
@@ -657,7 +484,7 @@ static rs_status p_gather(void *ud, rs_err *err)
         if (st) return rs_err_prefix(err, "pipeline: gathering stage %d's parameters to its first rank", s);
         moved += len * sizeof(float);
     }
-    comm(p, "gather_stages", -1, moved, t0);
+    rs_pipe_comm(p, "gather_stages", -1, moved, t0);
     if (!p->plan || p->rank != 0) return RS_OK;
     if (p->g->rank == 0 && !p->whole_resident) {
         for (int i = 0; i < rs_model_unit_count(p->whole); i++) rs_model_unit_acquire(p->whole, RS_POOL_PARAMS, i);
@@ -668,132 +495,9 @@ static rs_status p_gather(void *ud, rs_err *err)
     return st ? rs_err_prefix(err, "pipeline: gathering the first stage's tensor-parallel shards to rank 0") : RS_OK;
 }
 
-static rs_optim *p_optimizer(void *ud)
-{
-    pipe *p = ud;
-    if (!p->full) {
-        rs_err e = {0};
-        p->full = rs_optim_new(&p->optcfg, rs_model_device(p->whole), rs_model_numel(p->whole), &p->full_mem, &e);
-        if (p->full) rs_mem_count(p->mem, RS_POOL_SCRATCH, (int64_t)rs_optim_state_bytes(p->full));
-        if (p->full) rs_train_apply_groups(p->full, p->whole, 0, &e);
-    }
-    return p->full;
-}
-
-/* A buffer in the layout of m's parameters (SCRATCH), for the optimizer state of a checkpoint. */
-static float *ckpt_buf(pipe *p, rs_err *err)
-{
-    if (!p->ck) {
-        p->ck_n = rs_model_numel(p->m);
-        p->ck = rs_mem_alloc(p->mem, RS_POOL_SCRATCH, p->ck_n * sizeof(float));
-        if (!p->ck) rs_err_set(err, RS_ERR_NOMEM, "pipeline: out of memory for a checkpoint's optimizer state");
-    }
-    return p->ck;
-}
-
-/* State k of the whole optimizer into rank 0's full one: each stage's range (with zero=1 its parts
- * all-gathered over the dp group first) to its pipeline's first stage, then (tp > 1) the first
- * stage's shards into the whole layout. */
-static rs_status state_to_full(pipe *p, int k, float *ck, rs_err *err)
-{
-    rs_status st = RS_OK;
-    for (int c = 0; c < p->V && !st; c++) {
-        chunk *ch = &p->ch[c];
-        if (!ch->len) continue;
-        if (!p->zero) {
-            memcpy(ck + ch->off, rs_optim_state(ch->opt, k), ch->len * sizeof(float));
-            continue;
-        }
-        memset(p->zsend, 0, ch->blk * sizeof(float));
-        if (ch->opt) memcpy(p->zsend, rs_optim_state(ch->opt, k), ch->zlen * sizeof(float));
-        st = rs_pg_all_gather(p->gg.dp, p->zsend, p->zrecv, ch->blk, RS_F32, err);
-        if (!st) memcpy(ck + ch->off, p->zrecv, ch->len * sizeof(float));
-    }
-    if (st || p->grid.d != 0) return st;
-    for (int s = 0; s < p->S && !st; s++) {
-        int owner = s % p->P;
-        size_t off, len;
-        stage_range(p->m, p->cuts[s], p->cuts[s + 1], &off, &len);
-        if (owner == 0 || !len) continue;
-        if (p->rank == 0) st = rs_pg_recv(p->ppg, ck + off, len, RS_F32, owner, err);
-        else if (p->rank == owner) st = rs_pg_send(p->ppg, ck + off, len, RS_F32, 0, err);
-    }
-    if (st || p->rank != 0) return st;
-    float *full = p->g->rank == 0 ? rs_optim_state(p->full, k) : NULL;
-    if (!p->plan) {
-        memcpy(full, ck, rs_model_numel(p->m) * sizeof(float));
-        return RS_OK;
-    }
-    return rs_tp_gather_whole(p->gg.tp, p->plan, ck, full, p->tp_stage, p->ctx.comm, p->ctx.comm_ud, p->step, err);
-}
-
-/* After a resume wrote whole-model weights into buffers whose pages this rank had given back: the pages
- * of the units it does not keep go back again (acquire then release: releasing a released unit does
- * nothing). */
-static void drop_others(pipe *p, rs_model *m, bool all)
-{
-    for (int u = 0; u < rs_model_unit_count(m); u++) {
-        const rs_unit *un = rs_model_unit(m, u);
-        if (!un->numel || (!all && owns(p, un->offset, un->numel))) continue;
-        rs_model_unit_acquire(m, RS_POOL_PARAMS, u);
-        rs_model_unit_release(m, RS_POOL_PARAMS, u);
-    }
-}
-
-/* Checkpoints hold the whole optimizer: to_full brings every stage's (and shard's) state to rank 0's
- * full one; !to_full (after a resume loaded the whole weights and the full optimizer on every rank)
- * takes this rank's ranges back out, whatever layout wrote it. */
-static rs_status p_sync_optimizer(void *ud, bool to_full, rs_err *err)
-{
-    pipe *p = ud;
-    if (!p->full) return RS_OK;
-    int ns = rs_optim_state_count(p->full);
-    float *ck = ckpt_buf(p, err);
-    if (!ck) return RS_ERR_NOMEM;
-    if (to_full) {
-        for (int k = 0; k < ns; k++) {
-            rs_status st = state_to_full(p, k, ck, err);
-            if (st) return rs_err_prefix(err, "pipeline: gathering the optimizer state for a checkpoint");
-        }
-        /* the step count (Adam's bias correction) is the same on every stage */
-        for (int c = 0; c < p->V; c++)
-            if (p->ch[c].opt) rs_optim_set_step_count(p->full, rs_optim_step_count(p->ch[c].opt));
-        return RS_OK;
-    }
-    for (int k = 0; k < ns; k++) {
-        const float *src = rs_optim_state(p->full, k);
-        if (p->plan) {
-            rs_tp_cut(p->plan, p->grid.t, src, ck);
-            src = ck;
-        }
-        for (int c = 0; c < p->V; c++)
-            if (p->ch[c].opt)
-                memcpy(rs_optim_state(p->ch[c].opt, k), src + p->ch[c].off + p->ch[c].zlo, p->ch[c].zlen * sizeof(float));
-        for (int i = 0; i < p->nties; i++)
-            if (p->ties[i].opt)
-                memcpy(rs_optim_state(p->ties[i].opt, k), src + p->ties[i].off + p->ties[i].zlo,
-                       p->ties[i].zlen * sizeof(float));
-    }
-    int64_t steps = rs_optim_step_count(p->full);
-    for (int c = 0; c < p->V; c++)
-        if (p->ch[c].opt) rs_optim_set_step_count(p->ch[c].opt, steps);
-    for (int i = 0; i < p->nties; i++)
-        if (p->ties[i].opt) rs_optim_set_step_count(p->ties[i].opt, steps);
-    if (p->plan) {
-        /* the shard's weights out of the whole ones the checkpoint held, then the whole's pages go back */
-        rs_tp_cut(p->plan, p->grid.t, rs_model_params(p->whole), rs_model_params(p->m));
-        rs_model_set_seed(p->m, rs_model_seed(p->whole));
-        rs_model_set_step(p->m, rs_model_step(p->whole));
-        drop_others(p, p->whole, true);
-    }
-    drop_others(p, p->m, false);
-    p->whole_resident = p->others_resident = p->gathered = false;
-    return RS_OK;
-}
-
 static void p_teardown(void *ud)
 {
-    pipe *p = ud;
+    rs_pipe_state *p = ud;
     if (!p) return;
     for (int c = 0; p->ch && c < p->V; c++) {
         rs_optim_free(p->ch[c].opt);
@@ -847,7 +551,7 @@ static rs_status pipeline_make(const rs_strategy_ctx *x, rs_train_strategy *out,
     if (k == RS_PIPE_NAIVE && !rs_strategy_given(x->args, "micro")) M = 1;
     rs_status st = rs_pipe_layout_check(x->args, NULL, x->g->world, x->cfg, err);
     if (st) return st;
-    pipe *p = calloc(1, sizeof *p); /* owned by the strategy; p_teardown frees it */
+    rs_pipe_state *p = calloc(1, sizeof *p); /* owned by the strategy; p_teardown frees it */
     if (!p) return rs_err_set(err, RS_ERR_NOMEM, "pipeline: out of memory");
     p->g = x->g;
     p->whole = p->m = x->m;
@@ -890,7 +594,7 @@ static rs_status pipeline_make(const rs_strategy_ctx *x, rs_train_strategy *out,
                                .setup = p_setup, .forward_backward = p_forward_backward, .own_acts = true,
                                .own_phases = true,
                                .after_backward = p_after_backward, .step = p_step, .gather = p_gather,
-                               .optimizer = p_optimizer, .sync_optimizer = p_sync_optimizer, .teardown = p_teardown,
+                               .optimizer = rs_pipe_optimizer, .sync_optimizer = rs_pipe_sync_optimizer, .teardown = p_teardown,
                                .grad_sumsq = p_grad_sumsq, .grad_scale = p_grad_scale};
     return RS_OK;
 }
