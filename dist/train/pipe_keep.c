@@ -43,21 +43,32 @@ bool rs_pipe_owns(const rs_pipe_state *p, size_t off, size_t n)
     return false;
 }
 
+/* This rank's ranges of the buffer w (its stages', then its tied copies) to or from the packed keep. */
+static void move_own(const rs_pipe_state *p, float *w, float *keep, bool to_keep)
+{
+    size_t at = 0;
+    for (int r = 0; r < p->V + p->nties; r++) {
+        const rs_pipe_tie *t = r >= p->V ? &p->ties[r - p->V] : NULL;
+        if (t && !t->reader) continue;
+        size_t off = t ? t->off : p->ch[r].off, n = t ? t->numel : p->ch[r].len;
+        if (to_keep) memcpy(keep + at, w + off, n * sizeof(float));
+        else memcpy(w + off, keep + at, n * sizeof(float));
+        at += n;
+    }
+}
+
 /* Only this rank's stages keep parameters and gradients: the units (top-level items) of the other
  * stages go back to the system, so the PARAMS and GRADS pools measure a stage, not the model. */
 rs_status rs_pipe_keep_own(rs_pipe_state *p, rs_err *err)
 {
     rs_model *m = p->m;
-    size_t n = 0, at = 0;
+    size_t n = 0;
     for (int c = 0; c < p->V; c++) n += p->ch[c].len;
     for (int i = 0; i < p->nties; i++) n += p->ties[i].reader ? p->ties[i].numel : 0;
     p->own_floats = n;
     float *keep = malloc((n ? n : 1) * sizeof *keep); /* freed here: the weights while the buffers change */
     if (!keep) return rs_err_set(err, RS_ERR_NOMEM, "pipeline: out of memory");
-    const float *w = rs_model_params(m);
-    for (int c = 0; c < p->V; c++, at += p->ch[c - 1].len) memcpy(keep + at, w + p->ch[c].off, p->ch[c].len * 4);
-    for (int i = 0; i < p->nties; i++)
-        if (p->ties[i].reader) memcpy(keep + at, w + p->ties[i].off, p->ties[i].numel * 4), at += p->ties[i].numel;
+    move_own(p, rs_model_params(m), keep, true);
     rs_status st = rs_model_shard_buffers(m, err);
     for (int u = 0; !st && u < rs_model_unit_count(m); u++) {
         const rs_unit *un = rs_model_unit(m, u);
@@ -65,11 +76,7 @@ rs_status rs_pipe_keep_own(rs_pipe_state *p, rs_err *err)
         rs_model_unit_acquire(m, RS_POOL_PARAMS, u);
         rs_model_unit_acquire(m, RS_POOL_GRADS, u);
     }
-    float *wr = rs_model_params(m);
-    at = 0;
-    for (int c = 0; !st && c < p->V; c++, at += p->ch[c - 1].len) memcpy(wr + p->ch[c].off, keep + at, p->ch[c].len * 4);
-    for (int i = 0; !st && i < p->nties; i++)
-        if (p->ties[i].reader) memcpy(wr + p->ties[i].off, keep + at, p->ties[i].numel * 4), at += p->ties[i].numel;
+    if (!st) move_own(p, rs_model_params(m), keep, false);
     free(keep);
     return st;
 }
