@@ -56,9 +56,11 @@ void rs_train_pipe_summary(dist_job *j, FILE *f)
     double b = rs_train_pipe_bubble(j, &steps), want = rs_pipe_bubble_formula(k, P, M, V);
     fprintf(f, "pipeline: schedule=%s, %d stages on %d ranks, %d micro-batches per batch\n", rs_pipe_kind_name(k), P * V,
             P, M);
-    if (P != j->world)
+    if (P != j->world && j->pipe_tp > 1)
         fprintf(f, "  dp=%d x pp=%d x tp=%d = %d ranks: rank = %d x stage + %d x replica + shard\n", j->pipe_dp, P,
                 j->pipe_tp, j->world, j->pipe_dp * j->pipe_tp, j->pipe_tp);
+    else if (P != j->world)
+        fprintf(f, "  dp=%d x pp=%d = %d ranks: rank = %d x stage + replica\n", j->pipe_dp, P, j->world, j->pipe_dp);
     if (b >= 0)
         fprintf(f, "  bubble: %.1f%% of each step idle, measured from the ranks' traces (%d steps)\n"
                    "          formula %s = %.1f%%\n",
