@@ -286,7 +286,7 @@ def case_train_pipeline(tmp):
     end with one process's weights; the run's end prints the bubble beside its formula and each stage's
     activations in flight; the session log has every micro-batch's forward and backward per stage."""
     db = os.path.join(tmp, "log.db")
-    a, b, g1, g2 = (os.path.join(tmp, x + ".safetensors") for x in ("a", "b", "g1", "g2"))
+    a, b, g1, g2, c = (os.path.join(tmp, x + ".safetensors") for x in ("a", "b", "g1", "g2", "c"))
     dump = os.path.join(tmp, "frame.txt")
     gpt = "gpt layers=2 heads=2 dim=16 ctx=16"
     gopts = "steps=5 batch=8 opt=adamw lr=3e-3 clip=0.5 eval=off view=off"
@@ -336,6 +336,14 @@ def case_train_pipeline(tmp):
     check(opts.get("schedule") == "gpipe" and opts.get("micro") == 4 and "bucket" not in opts and
           opts.get("zero") == 0 and opts.get("dp") == 1,
           "the run's options: the pipeline's own (its zero=0, not fsdp's zero=3), not ddp's: %s" % opts)
+    # pipeline stages whose layers are tensor-parallel, from the REPL: rank 0 hands back the whole model
+    rc, out = run("model c = mlp 784-32-16-10 seed=1; data d = digits n=1200; train c on d mode=pipeline ranks=4 "
+                  "tp=2 micro=4 batch=32 steps=12 backend=tcp view=off; save c %s" % c)
+    check(rc == 0 and "dp=1 x pp=2 x tp=2 = 4 ranks" in out, "pp2 x tp2 trains from the REPL:\n" + out[-600:])
+    if rc == 0:
+        d = rel(load_weights(c), load_weights(b))
+        check(d <= 1e-5, "MLP on 2 stages of 2 tensor-parallel ranks: the REPL's model holds the gathered shards, "
+              "equal to one process (%.3g)" % d)
 
 
 def case_train_pipeline_fault(tmp):
