@@ -210,13 +210,15 @@ static int train_end(dist_job *j, int rc)
     rmdir(j->dir);
     if (rc) return rc;
     double sps = 0, secs = 0;
+    int per_stage = j->pipe_dp * j->pipe_tp;
     for (int r = 0; r < j->world; r++) {
-        /* every pipeline stage works on the same samples: the pipeline's rate is one stage's */
-        if (!j->nmicros || r == 0) sps += j->done[r].sps;
+        /* every stage of a pipeline (and shard of a stage) works on the same samples: the pipelines' rate
+         * is their first stages' first shards' (ranks d * tp of the first dp x tp, dist/train/grid.h) */
+        if (!j->nmicros || (per_stage > 0 && r < per_stage && r % j->pipe_tp == 0)) sps += j->done[r].sps;
         if (j->done[r].seconds > secs) secs = j->done[r].seconds;
     }
-    /* every sample is read by world/parts ranks (a tensor-parallel group, a pipeline): count it once */
-    if (j->batch_parts > 0 && j->batch_parts < j->world) sps *= (double)j->batch_parts / j->world;
+    /* every sample is read by world/parts ranks (a tensor-parallel group): count it once */
+    if (!j->nmicros && j->batch_parts > 0 && j->batch_parts < j->world) sps *= (double)j->batch_parts / j->world;
     fprintf(s->out, "trained %s on %s with %s on %d ranks: %lld steps in %.1fs, %.0f samples/s in all", j->mname,
             j->dname, j->mode, j->world, (long long)j->done[0].step, secs, sps);
     if (j->evaluated) fprintf(s->out, ", test accuracy %.4f", j->eval_acc);

@@ -125,6 +125,7 @@ __attribute__((constructor)) static void train_opts_from_registry(void)
     const rs_strategy_def *const *all = rs_strategy_list();
     int n = 0, k = 0;
     while (train_opts[n].name) n++;
+    int n0 = n; /* the common options end here */
     /* mode=: "single process; dp: threads as replicas; ddp, fsdp, ...: rank processes" */
     size_t h = (size_t)snprintf(mode_help, sizeof mode_help, "how training is split:");
     for (int i = 0; all[i] && k < (int)(sizeof mode_choices / sizeof mode_choices[0]) - 1; i++) {
@@ -144,7 +145,14 @@ __attribute__((constructor)) static void train_opts_from_registry(void)
     for (int i = 0; all[i]; i++)
         for (const rs_strategy_opt *o = all[i]->opts; o && o->name; o++) {
             bool dup = false;
-            for (int j = 0; j < n; j++) dup |= !strcmp(train_opts[j].name, o->name);
+            for (int j = 0; j < n; j++) {
+                if (strcmp(train_opts[j].name, o->name)) continue;
+                dup = true;
+                /* modes that share a name with different defaults (fsdp's zero=3, pipeline's zero=0): the
+                 * table gives none, each mode takes its own from the registry, the help says both */
+                if (j >= n0 && (!train_opts[j].def || !o->def || strcmp(train_opts[j].def, o->def)))
+                    train_opts[j].def = NULL;
+            }
             if (dup || n >= RS_MAX_OPTS) continue; /* the registry's test checks every option made it */
             train_opts[n++] = (rs_optdef){o->name, opt_type(o->type), o->def, o->help, o->choices};
             train_opts[n] = (rs_optdef){NULL, 0, NULL, NULL, NULL};

@@ -60,6 +60,7 @@ struct rs_job {
     /* a strategy's own figures (@metric) per rank: the last and the largest value of each name */
     struct rs_job_fig { char name[24]; double last, max; } (*figs)[8]; /* (world) */
     int pipe_kind, pipe_m, pipe_v; /* mode=pipeline: schedule (rs_pipe_kind), micro-batches, stages per rank */
+    int pipe_dp, pipe_tp;          /* mode=pipeline: its pipelines' copies and each stage's tp group (dist/train/grid.h) */
     char failure[RS_ERR_MSG_MAX];       /* why the ranks failed (the launcher's message), "" when they did not */
     double eval_acc, eval_loss, last_print, t_start;
     int64_t last_step;

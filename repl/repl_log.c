@@ -59,6 +59,26 @@ static json_t *run_default(const rs_session *s, const rs_call *c, const char *na
     return NULL;
 }
 
+/* The default of an option of the run's mode as the registry declares it (two modes may share a name
+ * with different defaults: fsdp's zero=3, pipeline's zero=0); json_null() when it has none, NULL when
+ * the mode has no such option. */
+static json_t *mode_default(const rs_call *c, const char *name)
+{
+    const rs_strategy_def *md = rs_strategy_find(rs_call_str(c, "mode", "single"));
+    const rs_strategy_opt *so = md ? rs_strategy_opt_find(md, name, NULL) : NULL;
+    if (!so) return NULL;
+    if (!so->def) return json_null();
+    rs_strategy_args a;
+    rs_strategy_args_init(&a, md);
+    switch (so->type) {
+    case RS_SOPT_INT: return json_integer((json_int_t)rs_strategy_int(&a, name));
+    case RS_SOPT_FLOAT: return json_real(rs_strategy_float(&a, name));
+    case RS_SOPT_SIZE: return json_integer((json_int_t)rs_strategy_size(&a, name));
+    case RS_SOPT_BOOL: return json_boolean(rs_strategy_bool(&a, name));
+    default: return rs_strategy_str(&a, name) ? json_string(rs_strategy_str(&a, name)) : json_null();
+    }
+}
+
 /* Every option of the run, defaults included (those the table leaves open as the run resolved them),
  * and of `train` only those its mode, optimizer and schedule read unless they were given: so that
  * `compare` lines up what mattered. */
@@ -71,6 +91,10 @@ static json_t *options_json(const rs_session *s, const rs_call *c)
         const rs_optval *v = &c->opts[i];
         if (train && !v->set && !applies(c, d->name)) continue;
         json_t *j = NULL;
+        if (train && !v->set && (j = mode_default(c, d->name)) != NULL) {
+            if (j != json_null()) json_object_set_new(o, d->name, j);
+            continue;
+        }
         if (!v->text) {
             if (train && (j = run_default(s, c, d->name)) != NULL) json_object_set_new(o, d->name, j);
             continue;

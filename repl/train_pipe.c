@@ -20,7 +20,13 @@ void rs_train_pipe_begin(dist_job *j, const rs_strategy_args *sa)
     if (j->pipe_kind == RS_PIPE_NAIVE && !rs_strategy_given(sa, "micro")) j->pipe_m = 1;
     j->pipe_v = rs_strategy_given(sa, "virtual") ? (int)rs_strategy_int(sa, "virtual")
                 : j->pipe_kind == RS_PIPE_INTERLEAVED ? 2 : 1;
+    j->pipe_dp = (int)rs_strategy_int(sa, "dp");
+    j->pipe_tp = rs_strategy_given(sa, "tp") ? (int)rs_strategy_int(sa, "tp") : 1;
 }
+
+/* Stages' ranks in one pipeline, and the stage rank r runs (dp x pp x tp, dist/train/grid.h). */
+static int pipe_pp(const dist_job *j) { return j->world / (j->pipe_dp * j->pipe_tp); }
+static int stage_of(const dist_job *j, int r) { return r / (j->pipe_dp * j->pipe_tp); }
 
 static double fig_max(const dist_job *j, int r, const char *name)
 {
@@ -46,25 +52,42 @@ double rs_train_pipe_bubble(const dist_job *j, int *steps)
 void rs_train_pipe_summary(dist_job *j, FILE *f)
 {
     rs_pipe_kind k = (rs_pipe_kind)j->pipe_kind;
-    int P = j->world, M = j->pipe_m, V = j->pipe_v, steps = 0;
+    int P = pipe_pp(j), M = j->pipe_m, V = j->pipe_v, steps = 0;
     double b = rs_train_pipe_bubble(j, &steps), want = rs_pipe_bubble_formula(k, P, M, V);
     fprintf(f, "pipeline: schedule=%s, %d stages on %d ranks, %d micro-batches per batch\n", rs_pipe_kind_name(k), P * V,
             P, M);
+    if (P != j->world && j->pipe_tp > 1)
+        fprintf(f, "  dp=%d x pp=%d x tp=%d = %d ranks: rank = %d x stage + %d x replica + shard\n", j->pipe_dp, P,
+                j->pipe_tp, j->world, j->pipe_dp * j->pipe_tp, j->pipe_tp);
+    else if (P != j->world)
+        fprintf(f, "  dp=%d x pp=%d = %d ranks: rank = %d x stage + replica\n", j->pipe_dp, P, j->world, j->pipe_dp);
     if (b >= 0)
         fprintf(f, "  bubble: %.1f%% of each step idle, measured from the ranks' traces (%d steps)\n"
                    "          formula %s = %.1f%%\n",
                 100 * b, steps, k == RS_PIPE_INTERLEAVED ? "(p-1)/(v*m+p-1)" : "(p-1)/(m+p-1)", 100 * want);
     fprintf(f, "  %-4s %-24s %22s %10s\n", "rank", "stage:layers", "in flight (measured)", "schedule");
-    for (int r = 0; r < P; r++) {
+    for (int r = 0; r < j->world; r++) {
         char bytes[32] = "-", held[40] = "-";
         double peak = fig_max(j, r, "acts_peak_bytes"), sets = fig_max(j, r, "acts_inflight");
         if (peak >= 0) rs_view_fmt_bytes(bytes, peak);
         if (sets >= 0) snprintf(held, sizeof held, "%s (%.0f micro)", bytes, sets);
         fprintf(f, "  %-4d %-24.24s %22s %4d micro\n", r, j->stage_short ? j->stage_short[r] : "", held,
-                rs_pipe_peak_inflight(k, P, M, V, r));
+                rs_pipe_peak_inflight(k, P, M, V, stage_of(j, r)));
     }
     fprintf(f, "  (in flight: activations a stage holds for its backward, peak of the ACTS pool\n"
                "   during a step; the schedule holds gpipe m micro-batches, 1f1b p - stage)\n");
+    /* each rank keeps its stages' parameters alone (the other stages' pages go back to the system) */
+    bool any = false;
+    for (int r = 0; r < j->world; r++) any |= fig_max(j, r, "stage_params") >= 0;
+    if (!any || !j->mem) return;
+    fprintf(f, "  parameters per rank, measured (PARAMS pool) | formula 4 x (its stages' + tied)\n");
+    for (int r = 0; r < j->world; r++) {
+        char got[32], want[32];
+        double n = fig_max(j, r, "stage_params");
+        rs_view_fmt_bytes(got, (double)j->mem[r].live[RS_POOL_PARAMS]);
+        rs_view_fmt_bytes(want, 4 * n);
+        fprintf(f, "  %-4d %-24.24s %10s | 4 x %.0f = %s\n", r, j->stage_short ? j->stage_short[r] : "", got, n, want);
+    }
 }
 
 /* What `expect` reads after a pipeline run (docs/repl.md): the measured bubble beside its formula and
@@ -72,15 +95,18 @@ void rs_train_pipe_summary(dist_job *j, FILE *f)
 void rs_train_pipe_record(dist_job *j)
 {
     rs_pipe_kind k = (rs_pipe_kind)j->pipe_kind;
-    int P = j->world, M = j->pipe_m, V = j->pipe_v, steps = 0;
+    int P = pipe_pp(j), M = j->pipe_m, V = j->pipe_v, steps = 0;
     double b = rs_train_pipe_bubble(j, &steps);
     if (b >= 0) rs_result_num(j->s, "bubble", b);
     rs_result_num(j->s, "formula.bubble", rs_pipe_bubble_formula(k, P, M, V));
     rs_result_num(j->s, "micro", M);
-    for (int r = 0; r < P; r++) {
+    for (int r = 0; r < j->world; r++) {
         double sets = fig_max(j, r, "acts_inflight"), peak = fig_max(j, r, "acts_peak_bytes");
         if (sets >= 0) rs_result_rank(j->s, "inflight", r, sets);
         if (peak >= 0) rs_result_rank(j->s, "inflight_bytes", r, peak);
-        rs_result_rank(j->s, "formula.inflight", r, rs_pipe_peak_inflight(k, P, M, V, r));
+        rs_result_rank(j->s, "formula.inflight", r, rs_pipe_peak_inflight(k, P, M, V, stage_of(j, r)));
+        double n = fig_max(j, r, "stage_params");
+        if (n >= 0 && j->mem) rs_result_rank(j->s, "stage_param_bytes", r, (double)j->mem[r].live[RS_POOL_PARAMS]);
+        if (n >= 0) rs_result_rank(j->s, "formula.stage_param_bytes", r, 4 * n);
     }
 }

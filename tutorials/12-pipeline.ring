@@ -26,4 +26,16 @@ expect inflight per rank = [2, 1]
 expect inflight per rank = formula.inflight
 say "Every micro-batch's forward and backward is in the session log, with the stage that ran it:"
 sql "SELECT rank, name, count(*) AS ops, round(1000 * sum(value), 1) AS busy_ms FROM events WHERE kind = 'micro' AND run_id = (SELECT max(id) FROM runs) GROUP BY rank, name"
+pause
+
+say "Pipeline stages combine with data and tensor parallelism, as Megatron-LM lays them out. dp= copies the whole pipeline (each copy reads its share of every batch, and the copies of a stage average their gradients, as DDP does); tp= splits each stage's layers over a tensor-parallel group; dp x pp x tp must be the ranks. Eight ranks as 2 x 2 x 2: two pipelines of two stages, each stage on two ranks. With zero=1 the two copies of a stage keep Adam's state for half of it each."
+model c = mlp 784-256-256-10 seed=1
+train c on d mode=pipeline ranks=8 dp=2 tp=2 micro=4 batch=64 steps=5 zero=1 eval=off view=off
+expect world = 8
+expect formula.bubble ~= 0.2 within 0.001
+say "Each rank keeps only its stage's slice of the parameters: measured at the allocator, beside 4 bytes per float of its stage's share."
+expect stage_param_bytes per rank ~= formula.stage_param_bytes within 1%
+say "The first stage's shards hold half of its two linears each (rank 0 and 2 also the row-split linear's bias, which one rank adds), the last stage its small linear whole:"
+expect formula.stage_param_bytes per rank = [534016, 532992, 534016, 532992, 10280, 10280, 10280, 10280]
+say "They end with the weights one process reaches from the same seed and batches (tests/dist/pipe/test_combo.c checks it to 1e-5). A layout that cannot be is refused before any rank starts, with the arithmetic: try ranks=8 dp=3, or tp=3 on this model."
 say "Try schedule=interleaved micro=8 virtual=2 (two stages per rank, a smaller bubble), ranks=4, split=4 to cut by hand, or a GPT: its head shares the embedding's weights across the first and last stage, and their gradients are summed before each step."

@@ -149,7 +149,8 @@ static rs_status need(rs_pipe_exec *x, char kind, int micro, int stage, int P, i
     }
     if (st)
         return rs_err_prefix(err, "pipeline stage %d (rank %d): waiting for micro-batch %d's %s from rank %d", stage,
-                             x->g->rank, micro, kind == 'A' ? "activation" : "gradient", from);
+                             rs_pg_global_rank(x->g, x->g->rank), micro, kind == 'A' ? "activation" : "gradient",
+                             rs_pg_global_rank(x->g, from));
     *buf = r->buf;
     return RS_OK;
 }
@@ -329,7 +330,7 @@ rs_status rs_pipe_exec_step(rs_pipe_exec *x, rs_pipe_kind k, int M, int V, const
     }
     if (st) {
         if (err && !strstr(err->msg, "pipeline stage"))
-            rs_err_prefix(err, "pipeline stage %d (rank %d)", r, r);
+            rs_err_prefix(err, "pipeline stage %d (rank %d)", r, rs_pg_global_rank(x->g, r));
         abandon(x);
     }
     return st;

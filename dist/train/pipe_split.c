@@ -61,6 +61,12 @@ int rs_pipe_item_params(const rs_model *m, double *cost, int max)
 
 rs_status rs_pipe_split_balance(const rs_model *m, const double *cost, int S, int *cuts, rs_err *err)
 {
+    return rs_pipe_split_balance_where(m, cost, S, NULL, cuts, err);
+}
+
+rs_status rs_pipe_split_balance_where(const rs_model *m, const double *cost, int S, const bool *ok, int *cuts,
+                                      rs_err *err)
+{
     rs_top_item it[512];
     int n = rs_model_top_items(m, it, 512);
     if (n > 512) return rs_err_set(err, RS_ERR_ARG, "pipeline: the model has %d top-level items; at most 512", n);
@@ -85,6 +91,7 @@ rs_status rs_pipe_split_balance(const rs_model *m, const double *cost, int S, in
         for (int j = 0; j <= n; j++) {
             BEST(s, j) = -1;
             for (int i = s - 1; i < j; i++) {
+                if (ok && !ok[it[i].first]) continue; /* no cut before item i */
                 double c = BEST(s - 1, i), last = pre[j] - pre[i], v = c > last ? c : last;
                 if (c >= 0 && (BEST(s, j) < 0 || v < BEST(s, j))) {
                     BEST(s, j) = v;
@@ -92,6 +99,12 @@ rs_status rs_pipe_split_balance(const rs_model *m, const double *cost, int S, in
                 }
             }
         }
+    if (BEST(S, n) < 0) {
+        free(pre), free(best), free(from);
+        return rs_err_set(err, RS_ERR_ARG,
+                          "pipeline: the model cannot be cut into %d stages between the items where a cut may go "
+                          "(a tensor-parallel pair stays in one stage); use fewer stages or split= by hand", S);
+    }
     int j = n;
     cuts[S] = rs_model_layer_count(m);
     for (int s = S; s >= 2; s--) {

@@ -10,218 +10,62 @@
  * step, as Megatron-LM does, so both copies stay equal. Evaluation and checkpoints see the whole model:
  * gather() brings every stage's range to rank 0. Activation sets are the strategy's own, one per
  * micro-batch in flight per stage, so the ACTS pool shows what the schedule holds: GPipe all M,
- * 1F1B at most P - rank. */
+ * 1F1B at most P - rank.
+ *
+ * Combined with data and tensor parallelism (dp x pp x tp = ranks, laid out by grid.h): with tp > 1
+ * the stages run this rank's tensor-parallel shard of the model (engine/nn/tp.h: a stage's pairs are
+ * split over its tp group, whose tp_copy/tp_reduce layers all-reduce inside the passes) instead of the
+ * whole model, cut at the same places (a cut never falls inside a pair); with dp > 1 each of dp whole
+ * pipelines reads its batch/dp rows of every global batch and the replicas of a stage (its dp group)
+ * average their gradients before the step, or with zero=1 each steps only its 1/dp of the stage's
+ * range, keeping only that much optimizer state, and the replicas all-gather the parameters after.
+ * What the options decide (the grid, the cuts, the tied parameters, the check) is pipe_layout.c; what
+ * a rank keeps (its stages' parameters alone, ZeRO-1's parts, checkpoints' whole optimizer) pipe_keep.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "dtrain.h"
+#include "engine/nn/tp.h"
 #include "engine/optim/optim.h"
+#include "grid.h"
+#include "pipe_keep.h"
+#include "pipe_layout.h"
 #include "pipe_run.h"
 #include "pipe_split.h"
 #include "registry.h"
+#include "tp_gather.h"
 
-typedef struct chunk {
-    int stage, first, last; /* layers [first, last) */
-    size_t off, len;        /* the parameters it owns: [off, off+len) of the flat buffers */
-    rs_optim *opt;          /* NULL when it owns none */
-    rs_acts **sets;         /* (nsets) allocated activation sets; busy[] those in use */
-    bool *busy;
-    size_t *bytes;          /* what each set took from the ACTS pool, measured when it was made */
-    int nsets;
-} chunk;
-
-/* A parameter read on this rank and owned on another (or the reverse): its gradient is summed with
- * the peer's before the step. */
-typedef struct tie {
-    size_t off, numel;
-    int peer;
-    bool reader;            /* this rank reads it (and keeps a copy with its own optimizer) */
-    rs_optim *opt;          /* reader: the optimizer of the copy */
-} tie;
-
-typedef struct pipe {
-    rs_pg *g;
-    rs_model *m;
-    rs_mem *mem;
-    rs_pipe_kind kind;
-    int P, V, S, M, rank;
-    int *cuts;              /* (S+1) */
-    chunk *ch;              /* (V) */
-    tie *ties;
-    int nties;
-    float *tie_buf;         /* COMM: the peer's contribution while summing */
-    size_t tie_max;
-    rs_pipe_exec *ex;
-    rs_strategy_ctx ctx;
-    int64_t step;
-    rs_opt_cfg optcfg;
-    int batch_cap;          /* rows of a micro-batch's activation set */
-    /* the current forward_backward */
-    const void *x;
-    const int32_t *y;
-    int B, Meff;
-    float loss_scale;
-    int *rows, *row0;       /* (M) */
-    double loss;
-    rs_acts **held;         /* (M * V): the set of micro-batch m on chunk c */
-    float *logits;          /* (B * rows * classes) SCRATCH: what the loop counts accuracy from */
-    size_t logits_n;
-    uint64_t step_base;     /* the model's step before this batch: micro-batch m draws step_base + m + 1 */
-    /* activations in flight, measured: the bytes of the sets in use plus the received stage inputs,
-     * their peak during a step, and the sets' count */
-    size_t acts_now, acts_peak, set_bytes;
-    int sets_held, sets_peak;
-    /* checkpoints: the whole optimizer, only when a run checkpoints or resumes */
-    rs_optim *full;
-    rs_mem full_mem;
-} pipe;
-
-static void comm(pipe *p, const char *op, int index, size_t bytes, double t0)
-{
-    if (p->ctx.comm) p->ctx.comm(p->ctx.comm_ud, p->step, op, index, bytes, t0, rs_train_now());
-}
-
-/* ---------------------------------------------------------------- options and checks */
-
-static const char *const schedules[] = {"naive", "gpipe", "1f1b", "interleaved", NULL}; /* rs_pipe_kind */
-static const char *const balances[] = {"params", "time", NULL};
-
-static const rs_strategy_opt pipeline_opts[] = {
-    {"schedule", RS_SOPT_ENUM, "1f1b",
-     "pipeline: naive (no micro-batches), gpipe (all forwards, then backwards), 1f1b, interleaved", schedules, 0, -1},
-    {"micro", RS_SOPT_INT, "4", "pipeline: micro-batches per global batch (schedule=naive: 1)", NULL, 1, 4096},
-    {"virtual", RS_SOPT_INT, NULL, "pipeline schedule=interleaved: stages per rank (default 2)", NULL, 1, 64},
-    {"split", RS_SOPT_STRING, NULL, "pipeline: layers where stages begin, e.g. split=4,8 (default: balance=)", NULL, 0,
-     -1},
-    {"balance", RS_SOPT_ENUM, "params", "pipeline: cut between top-level items evening out parameters or measured time",
-     balances, 0, -1},
-    {"tie", RS_SOPT_STRING, "auto",
-     "pipeline: parameters shared across stages whose gradients are summed (auto: every one, e.g. 0.wte)", NULL, 0,
-     -1},
-    {NULL, 0, NULL, NULL, NULL, 0, 0},
-};
-
-static int virtual_of(const rs_strategy_args *a, rs_pipe_kind k)
-{
-    if (rs_strategy_given(a, "virtual")) return (int)rs_strategy_int(a, "virtual");
-    return k == RS_PIPE_INTERLEAVED ? 2 : 1;
-}
-
-/* The stage cuts of this run: split= by hand, or balanced (by time: measured on rank 0, so m must be
- * mutable then; the check at the prompt balances by parameters to see that the cut exists). */
-static rs_status cuts_for(const rs_strategy_args *a, const rs_model *m, int S, int *cuts, rs_err *err)
-{
-    const char *split = rs_strategy_str(a, "split");
-    if (split) return rs_pipe_split_parse(m, split, S, cuts, err);
-    double cost[512];
-    int n = rs_pipe_item_params(m, cost, 512);
-    if (n > 512) return rs_err_set(err, RS_ERR_ARG, "pipeline: the model has %d top-level items; at most 512", n);
-    return rs_pipe_split_balance(m, cost, S, cuts, err);
-}
-
-/* Every tied slot the cuts put on another rank than its owner; names from tie= must be among them
- * (tie=auto takes them all) and every one of them must be named. */
-typedef void (*tie_fn)(void *ud, size_t off, size_t numel, int owner_rank, int reader_rank);
-
-static rs_status find_ties(const rs_strategy_args *a, const rs_model *m, const int *cuts, int P, int S, tie_fn fn,
-                           void *ud, rs_err *err)
-{
-    const char *want = rs_strategy_str(a, "tie");
-    bool all = !want || !strcmp(want, "auto");
-    int n = rs_model_layer_count(m), found = 0;
-    char names[512] = "";
-    size_t k = 0;
-    for (int i = 0; i < n; i++) {
-        const rs_layer *l = rs_model_layer((rs_model *)m, i);
-        for (int j = 0; j < l->np; j++) {
-            if (!l->p[j].tied) continue;
-            const rs_param_info *owner = NULL;
-            for (int t = 0; t < rs_model_tensor_count(m); t++)
-                if (rs_model_tensor(m, t)->offset == l->p[j].offset) owner = rs_model_tensor(m, t);
-            if (!owner) continue;
-            int rs = 0, os = 0;
-            for (int s = 0; s < S; s++) {
-                if (i >= cuts[s] && i < cuts[s + 1]) rs = s;
-                if (owner->layer >= cuts[s] && owner->layer < cuts[s + 1]) os = s;
-            }
-            if (rs % P == os % P) continue; /* one rank holds both: the gradients add in its buffer */
-            bool named = all;
-            if (!all) {
-                size_t len = strlen(owner->name);
-                for (const char *p = want; (p = strstr(p, owner->name)) != NULL; p += len)
-                    if ((p == want || p[-1] == ',') && (p[len] == ',' || !p[len])) named = true;
-            }
-            if (!named)
-                return rs_err_set(err, RS_ERR_ARG,
-                                  "pipeline: %s is owned by stage %d (layer %d) and read by stage %d (layer %d, %s) on "
-                                  "another rank; its gradients must be summed there: add it to tie= or use tie=auto",
-                                  owner->name, os, owner->layer, rs, i, l->name);
-            found++;
-            if (k + 40 < sizeof names) k += (size_t)snprintf(names + k, sizeof names - k, "%s%s", k ? "," : "", owner->name);
-            if (fn) fn(ud, owner->offset, owner->numel, os % P, rs % P);
-        }
-    }
-    /* a name in tie= that is no shared parameter across ranks is a mistake worth saying */
-    if (!all) {
-        char copy[RS_STRATEGY_VAL_MAX];
-        snprintf(copy, sizeof copy, "%s", want);
-        for (char *save = NULL, *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-            bool ok = false;
-            size_t len = strlen(t);
-            for (const char *p = names; (p = strstr(p, t)) != NULL; p += len)
-                if ((p == names || p[-1] == ',') && (p[len] == ',' || !p[len])) ok = true;
-            if (!ok)
-                return rs_err_set(err, RS_ERR_ARG,
-                                  "pipeline: tie=%s: %s is not a parameter two stages on different ranks share%s%s "
-                                  "(tie=auto finds them)",
-                                  want, t, found ? "; those are: " : "; with these stages there are none", names);
-        }
-    }
-    return RS_OK;
-}
-
-static rs_status pipeline_check(const rs_strategy_args *a, const rs_model *m, int world, const rs_train_cfg *cfg,
-                                rs_err *err)
-{
-    rs_pipe_kind k = (rs_pipe_kind)rs_strategy_choice(a, "schedule");
-    int M = (int)rs_strategy_int(a, "micro"), V = virtual_of(a, k);
-    if (k == RS_PIPE_NAIVE && !rs_strategy_given(a, "micro")) M = 1;
-    if (world < 2) return rs_err_set(err, RS_ERR_ARG, "mode=pipeline needs ranks=2 or more (one stage each)");
-    if (V > 1 && k != RS_PIPE_INTERLEAVED)
-        return rs_err_set(err, RS_ERR_ARG, "virtual=%d: several stages per rank are schedule=interleaved", V);
-    rs_status st = rs_pipe_check(k, world, M, V, err);
-    if (st) return rs_err_prefix(err, "mode=pipeline");
-    if (cfg) {
-        if (cfg->accum > 1)
-            return rs_err_set(err, RS_ERR_ARG,
-                              "mode=pipeline: accum=%d: micro=%d already splits each batch into micro-batches whose "
-                              "gradients add up; raise micro= (and batch=) instead",
-                              cfg->accum, M);
-        if (cfg->batch < M)
-            return rs_err_set(err, RS_ERR_ARG, "mode=pipeline: batch=%d cannot make micro=%d micro-batches of a sample "
-                                               "or more (try batch=%d)", cfg->batch, M, M);
-    }
-    if (!m) return RS_OK;
-    int S = world * V, *cuts = malloc(sizeof *cuts * (size_t)(S + 1));
-    if (!cuts) return rs_err_set(err, RS_ERR_NOMEM, "out of memory");
-    st = cuts_for(a, m, S, cuts, err);
-    if (!st) st = find_ties(a, m, cuts, world, S, NULL, NULL, err);
-    free(cuts);
-    return st;
-}
 
 /* ---------------------------------------------------------------- the executor's callbacks */
 
+/* tp_copy's and tp_reduce's all-reduce over this stage's tensor-parallel group (engine/nn/tp_layers.c).
+ * A layer has no status: the first failure is kept for the pass to report; later calls do nothing. */
+static void tp_all_reduce(void *ud, float *buf, size_t n)
+{
+    rs_pipe_state *p = ud;
+    if (p->comm_st) return;
+    double t0 = rs_train_now();
+    p->comm_st = rs_pg_all_reduce(p->gg.tp, buf, n, RS_F32, RS_SUM, &p->comm_err);
+    rs_pipe_comm(p, rs_pg_op_name(RS_OP_ALL_REDUCE), p->ar_index++, n * sizeof(float), t0);
+}
+
+static rs_status tp_failed(rs_pipe_state *p, rs_err *err)
+{
+    if (!err) return p->comm_st;
+    *err = p->comm_err;
+    return rs_err_prefix(err, "pipeline stage %d's tensor-parallel group (shard %d)", p->rank, p->grid.t);
+}
+
 static size_t io_numel(void *ud, int micro, int stage)
 {
-    pipe *p = ud;
+    rs_pipe_state *p = ud;
     const rs_layer *l = rs_model_layer(p->m, p->cuts[stage] - 1);
     return (size_t)p->rows[micro] * (size_t)rs_shape_numel(&l->out);
 }
 
 /* An activation set of chunk c for a micro-batch: a free one, or a new one (counted in ACTS). */
-static rs_acts *take_set(pipe *p, chunk *c, rs_err *err)
+static rs_acts *take_set(rs_pipe_state *p, rs_pipe_chunk *c, rs_err *err)
 {
     for (int i = 0; i < c->nsets; i++)
         if (!c->busy[i]) {
@@ -250,7 +94,7 @@ static rs_acts *take_set(pipe *p, chunk *c, rs_err *err)
     return a;
 }
 
-static void give_set(pipe *p, chunk *c, rs_acts *a)
+static void give_set(rs_pipe_state *p, rs_pipe_chunk *c, rs_acts *a)
 {
     for (int i = 0; i < c->nsets; i++)
         if (c->sets[i] == a && c->busy[i]) {
@@ -259,7 +103,7 @@ static void give_set(pipe *p, chunk *c, rs_acts *a)
         }
 }
 
-static const void *micro_input(pipe *p, int micro)
+static const void *micro_input(rs_pipe_state *p, int micro)
 {
     size_t per = (size_t)rs_shape_numel(rs_model_input_shape(p->m));
     return (const char *)p->x + (size_t)p->row0[micro] * per * 4; /* 4-byte elements: floats or token ids */
@@ -267,8 +111,8 @@ static const void *micro_input(pipe *p, int micro)
 
 static rs_status io_forward(void *ud, int micro, int ci, const float *in, const float **out, rs_err *err)
 {
-    pipe *p = ud;
-    chunk *c = &p->ch[ci];
+    rs_pipe_state *p = ud;
+    rs_pipe_chunk *c = &p->ch[ci];
     rs_acts *a = take_set(p, c, err);
     if (!a) return err ? err->code : RS_ERR_NOMEM;
     p->held[micro * p->V + ci] = a;
@@ -277,6 +121,7 @@ static rs_status io_forward(void *ud, int micro, int ci, const float *in, const 
     if (c->stage > 0) rs_acts_set_step(a, p->step_base + (uint64_t)micro + 1);
     const void *x = c->stage == 0 ? micro_input(p, micro) : in;
     rs_status st = rs_model_forward_range(p->m, a, c->first, c->last, x, p->rows[micro], out, err);
+    if (!st && p->comm_st) st = tp_failed(p, err);
     if (!st && c->stage == p->S - 1) {
         int R = rs_model_rows(p->m), C = rs_model_classes(p->m);
         float l = 0;
@@ -293,10 +138,9 @@ static rs_status io_forward(void *ud, int micro, int ci, const float *in, const 
 
 static rs_status io_backward(void *ud, int micro, int ci, const float *in, const float *dout, float *din, rs_err *err)
 {
-    pipe *p = ud;
-    chunk *c = &p->ch[ci];
+    rs_pipe_state *p = ud;
+    rs_pipe_chunk *c = &p->ch[ci];
     rs_acts *a = p->held[micro * p->V + ci];
-    (void)err;
     /* the loss of each micro-batch is its mean: scaled by its share of the batch, the sum is the batch's */
     if (c->stage == p->S - 1) rs_acts_set_loss_scale(a, p->loss_scale * (float)p->rows[micro] / (float)p->B);
     rs_model_backward_range(p->m, a, c->first, c->last, c->stage == 0 ? micro_input(p, micro) : in, dout, din,
@@ -304,112 +148,152 @@ static rs_status io_backward(void *ud, int micro, int ci, const float *in, const
     give_set(p, c, a);
     p->held[micro * p->V + ci] = NULL;
     p->sets_held--;
-    return RS_OK;
+    return p->comm_st ? tp_failed(p, err) : RS_OK;
 }
 
 /* ---------------------------------------------------------------- the strategy */
 
 static void on_tie(void *ud, size_t off, size_t numel, int owner, int reader)
 {
-    pipe *p = ud;
+    rs_pipe_state *p = ud;
     if (p->rank != owner && p->rank != reader) return;
-    tie *t = realloc(p->ties, sizeof *t * (size_t)(p->nties + 1));
+    rs_pipe_tie *t = realloc(p->ties, sizeof *t * (size_t)(p->nties + 1));
     if (!t) return;
     p->ties = t;
-    p->ties[p->nties++] = (tie){off, numel, p->rank == owner ? reader : owner, p->rank == reader, NULL};
+    p->ties[p->nties++] = (rs_pipe_tie){.off = off, .numel = numel, .peer = p->rank == owner ? reader : owner,
+                                .reader = p->rank == reader};
     if (numel > p->tie_max) p->tie_max = numel;
 }
 
-/* The parameters a stage owns: its layers' tensors (tied slots belong to their owner). */
-static void stage_range(rs_model *m, int first, int last, size_t *off, size_t *len)
+/* The cuts in the whole model's layers: by hand, by parameters, or by time measured on rank 0 (every
+ * rank takes rank 0's). */
+static rs_status whole_cuts(rs_pipe_state *p, rs_model *m, rs_err *err)
 {
-    size_t lo = (size_t)-1, hi = 0;
-    for (int t = 0; t < rs_model_tensor_count(m); t++) {
-        const rs_param_info *pi = rs_model_tensor(m, t);
-        if (pi->layer < first || pi->layer >= last) continue;
-        if (pi->offset < lo) lo = pi->offset;
-        if (pi->offset + pi->numel > hi) hi = pi->offset + pi->numel;
+    const rs_strategy_args *a = p->ctx.args;
+    if (rs_strategy_str(a, "split") || rs_strategy_choice(a, "balance") != 1)
+        return rs_pipe_cuts_for(a, m, p->S, p->plan, p->wcuts, err);
+    double cost[512];
+    int n = 0, L = rs_model_layer_count(m);
+    rs_status st = RS_OK;
+    bool ok[1025];
+    for (int i = 0; i <= L && i < 1025; i++) ok[i] = rs_pipe_cut_keeps_pairs(p->plan, i);
+    if (L >= 1025) st = rs_err_set(err, RS_ERR_ARG, "pipeline: balance=time takes models of at most 1024 layers");
+    if (!st && p->g->rank == 0) st = rs_pipe_item_times(m, p->batch_cap, cost, 512, &n, err);
+    if (!st && p->g->rank == 0) st = rs_pipe_split_balance_where(m, cost, p->S, ok, p->wcuts, err);
+    int32_t cuts[1024];
+    for (int s = 0; s <= p->S && s < 1024; s++) cuts[s] = p->g->rank == 0 && !st ? p->wcuts[s] : 0;
+    /* a failure on rank 0 shows on the others as cuts that cannot be */
+    rs_err e2 = {0};
+    rs_status bst = rs_pg_broadcast(p->g, cuts, (size_t)p->S + 1, RS_I32, 0, st ? &e2 : err);
+    if (st) return st;
+    if (bst) return bst;
+    for (int s = 0; s <= p->S; s++) p->wcuts[s] = cuts[s];
+    if (p->wcuts[p->S] != L) return rs_err_set(err, RS_ERR_ARG, "pipeline: rank 0 could not balance the stages by time");
+    return RS_OK;
+}
+
+/* With tp > 1 the stages run this rank's shard, cut where the whole model is. */
+static rs_status make_shard(rs_pipe_state *p, rs_model *m, rs_err *err)
+{
+    rs_status st = rs_tp_shard_new(p->plan, p->grid.t, p->mem, &p->m, err);
+    if (st) return st;
+    rs_model_set_name(p->m, rs_model_name(m));
+    rs_model_set_tp_comm(p->m, tp_all_reduce, p);
+    for (int s = 0; s <= p->S; s++) {
+        p->cuts[s] = rs_pipe_shard_cut(p->plan, p->wcuts[s]);
+        if (!rs_model_cut_ok(p->m, p->cuts[s]) || (s == p->S && p->cuts[s] != rs_model_layer_count(p->m)))
+            return rs_err_set(err, RS_ERR_INTERNAL, "pipeline: the cut before whole layer %d is no cut of the shard "
+                              "(layer %d of %d)", p->wcuts[s], p->cuts[s], rs_model_layer_count(p->m));
     }
-    *off = hi ? lo : 0;
-    *len = hi ? hi - lo : 0;
+    if (p->g->rank == 0 && p->grid.tp > 1) {
+        p->tp_stage_n = rs_tp_max_shard(p->plan);
+        p->tp_stage = rs_mem_alloc(p->mem, RS_POOL_COMM, p->tp_stage_n * sizeof(float));
+        if (!p->tp_stage) return rs_err_set(err, RS_ERR_NOMEM, "pipeline: out of memory for a shard in flight");
+    }
+    return RS_OK;
 }
 
 static rs_status p_setup(void *ud, rs_model *m, const rs_opt_cfg *opt, rs_err *err)
 {
-    pipe *p = ud;
-    if (m != p->m) return rs_err_set(err, RS_ERR_ARG, "pipeline: set up for model %s, trained with %s",
-                                     rs_model_name(p->m), rs_model_name(m));
+    rs_pipe_state *p = ud;
+    if (m != p->whole) return rs_err_set(err, RS_ERR_ARG, "pipeline: set up for model %s, trained with %s",
+                                         rs_model_name(p->whole), rs_model_name(m));
     p->optcfg = *opt;
     /* Every stage starts from rank 0's parameters and step (the REPL's weights). */
     double t0 = rs_train_now();
     rs_status st = rs_pg_broadcast(p->g, rs_model_params(m), rs_model_numel(m), RS_F32, 0, err);
-    comm(p, rs_pg_op_name(RS_OP_BROADCAST), -1, rs_model_numel(m) * sizeof(float), t0);
+    rs_pipe_comm(p, rs_pg_op_name(RS_OP_BROADCAST), -1, rs_model_numel(m) * sizeof(float), t0);
     int64_t mstep = (int64_t)rs_model_step(m);
     if (!st) st = rs_pg_broadcast(p->g, &mstep, 1, RS_I64, 0, err);
     if (st) return st;
     rs_model_set_step(m, (uint64_t)mstep);
-
-    /* the cuts: by hand, by parameters, or by time measured on rank 0 (every rank takes rank 0's) */
-    const rs_strategy_args *a = p->ctx.args;
-    if (!rs_strategy_str(a, "split") && rs_strategy_choice(a, "balance") == 1) {
-        double cost[512];
-        int n = 0;
-        if (p->rank == 0) st = rs_pipe_item_times(m, p->batch_cap, cost, 512, &n, err);
-        if (!st && p->rank == 0) st = rs_pipe_split_balance(m, cost, p->S, p->cuts, err);
-        int32_t cuts[1024];
-        for (int s = 0; s <= p->S && s < 1024; s++) cuts[s] = p->rank == 0 && !st ? p->cuts[s] : 0;
-        /* a failure on rank 0 shows on the others as cuts that cannot be */
-        rs_err e2 = {0};
-        rs_status bst = rs_pg_broadcast(p->g, cuts, (size_t)p->S + 1, RS_I32, 0, st ? &e2 : err);
-        if (st) return st;
-        if (bst) return bst;
-        for (int s = 0; s <= p->S; s++) p->cuts[s] = cuts[s];
-        if (p->cuts[p->S] != rs_model_layer_count(m))
-            return rs_err_set(err, RS_ERR_ARG, "pipeline: rank 0 could not balance the stages by time");
-    } else {
-        st = cuts_for(a, m, p->S, p->cuts, err);
-        if (st) return st;
-    }
-    st = find_ties(a, m, p->cuts, p->P, p->S, on_tie, p, err);
+    if (p->grid.tp > 1 && (st = rs_tp_plan_new(m, p->grid.tp, &p->plan, err)) != RS_OK) return st;
+    st = whole_cuts(p, m, err);
+    if (st) return st;
+    if (p->plan) st = make_shard(p, m, err);
+    else memcpy(p->cuts, p->wcuts, sizeof *p->cuts * (size_t)(p->S + 1));
+    if (st) return st;
+    /* a shard's tied slots are the whole model's (the replicated embedding and head), under its names */
+    st = rs_pipe_find_ties(p->plan ? NULL : rs_strategy_str(p->ctx.args, "tie"), p->m, p->cuts, p->P, p->S, on_tie, p, err);
     if (st) return st;
 
+    size_t most = 0;
     for (int c = 0; c < p->V; c++) {
-        chunk *ch = &p->ch[c];
+        rs_pipe_chunk *ch = &p->ch[c];
         ch->stage = c * p->P + p->rank;
         ch->first = p->cuts[ch->stage];
         ch->last = p->cuts[ch->stage + 1];
-        stage_range(m, ch->first, ch->last, &ch->off, &ch->len);
-        if (p->ctx.stage) p->ctx.stage(p->ctx.ud, ch->stage, p->S, ch->first, ch->last - 1);
-        if (!ch->len) continue;
-        ch->opt = rs_optim_new(opt, rs_model_device(m), ch->len, p->mem, err);
+        rs_pipe_stage_range(p->m, ch->first, ch->last, &ch->off, &ch->len);
+        rs_pipe_zero_part(p, ch->len, &ch->blk, &ch->zlo, &ch->zlen);
+        if (ch->blk > most) most = ch->blk;
+        if (p->ctx.stage) p->ctx.stage(p->ctx.ud, ch->stage, p->S, p->wcuts[ch->stage], p->wcuts[ch->stage + 1] - 1);
+        if (!ch->zlen) continue;
+        ch->opt = rs_optim_new(opt, rs_model_device(m), ch->zlen, p->mem, err);
         if (!ch->opt) return err ? err->code : RS_ERR_NOMEM;
-        st = rs_train_apply_groups(ch->opt, m, ch->off, err);
+        st = rs_train_apply_groups(ch->opt, p->m, ch->off + ch->zlo, err);
         if (st) return st;
     }
     for (int i = 0; i < p->nties; i++) {
-        tie *t = &p->ties[i];
+        rs_pipe_tie *t = &p->ties[i];
         if (!t->reader) continue;
-        t->opt = rs_optim_new(opt, rs_model_device(m), t->numel, p->mem, err);
+        rs_pipe_zero_part(p, t->numel, &t->blk, &t->zlo, &t->zlen);
+        if (t->blk > most) most = t->blk;
+        if (!t->zlen) continue;
+        t->opt = rs_optim_new(opt, rs_model_device(m), t->zlen, p->mem, err);
         if (!t->opt) return err ? err->code : RS_ERR_NOMEM;
-        st = rs_train_apply_groups(t->opt, m, t->off, err);
+        st = rs_train_apply_groups(t->opt, p->m, t->off + t->zlo, err);
         if (st) return st;
     }
     if (p->tie_max) {
         p->tie_buf = rs_mem_alloc(p->mem, RS_POOL_COMM, p->tie_max * sizeof(float));
         if (!p->tie_buf) return rs_err_set(err, RS_ERR_NOMEM, "pipeline: out of memory for a tied gradient");
     }
+    if (p->zero && most) {
+        p->zblk = most;
+        p->zsend = rs_mem_alloc(p->mem, RS_POOL_COMM, most * sizeof(float));
+        p->zrecv = rs_mem_alloc(p->mem, RS_POOL_COMM, most * (size_t)p->grid.dp * sizeof(float));
+        if (!p->zsend || !p->zrecv) return rs_err_set(err, RS_ERR_NOMEM, "pipeline: out of memory for zero=1's gather");
+    }
     /* In a pipeline some stage is always waiting for its neighbour; a waiter that spins takes the core
      * a working stage needs whenever ranks share cores (more ranks than cores, a busy machine), which
-     * would show as bubble that is not the schedule's. */
-    p->g->polite = true;
-    p->ex = rs_pipe_exec_new(p->g, p->mem, err);
-    return p->ex ? RS_OK : (err ? err->code : RS_ERR_NOMEM);
+     * would show as bubble that is not the schedule's. The same holds for the other groups' waits. */
+    p->ppg->polite = true;
+    if (p->gg.dp) p->gg.dp->polite = true;
+    if (p->gg.tp) p->gg.tp->polite = true;
+    p->ex = rs_pipe_exec_new(p->ppg, p->mem, err);
+    if (!p->ex) return err ? err->code : RS_ERR_NOMEM;
+    p->gathered = false;
+    st = rs_pipe_keep_own(p, err);
+    if (st) return st;
+    if (p->ctx.metric) p->ctx.metric(p->ctx.ud, 0, "stage_params", (double)p->own_floats);
+    /* with a shard, the whole buffers are only a place for rank 0 to gather into from now on */
+    return p->plan ? rs_model_shard_buffers(m, err) : RS_OK;
 }
 
 static rs_status p_forward_backward(void *ud, const float *x, const int32_t *y, int B, float loss_scale, float *loss,
                                     const float **logits, rs_err *err)
 {
-    pipe *p = ud;
+    rs_pipe_state *p = ud;
     int M = p->M < B ? p->M : B;
     if (p->kind == RS_PIPE_INTERLEAVED) M -= M % p->P;
     if (M < 1)
@@ -423,6 +307,13 @@ static rs_status p_forward_backward(void *ud, const float *x, const int32_t *y, 
         p->logits_n = p->logits ? need : 0;
         if (!p->logits) return rs_err_set(err, RS_ERR_NOMEM, "pipeline: out of memory for %zu scores", need);
     }
+    /* this rank's gradients start the step at zero (a shard is not the loop's model) */
+    float *g = rs_model_grads(p->m);
+    for (int c = 0; c < p->V; c++) memset(g + p->ch[c].off, 0, p->ch[c].len * sizeof(float));
+    for (int i = 0; i < p->nties; i++)
+        if (p->ties[i].reader) memset(g + p->ties[i].off, 0, p->ties[i].numel * sizeof(float));
+    p->ar_index = 0;
+    if (p->m != p->whole) rs_model_set_training(p->m, rs_model_training(p->whole));
     p->x = x, p->y = y, p->B = B, p->Meff = M, p->loss_scale = loss_scale, p->loss = 0;
     for (int m = 0, at = 0; m < M; m++) {
         p->rows[m] = B / M + (m < B % M);
@@ -437,11 +328,13 @@ static rs_status p_forward_backward(void *ud, const float *x, const int32_t *y, 
     if (st) return st;
     /* every stage drew the same dropout steps; the first stage's model counted them */
     rs_model_set_step(p->m, p->step_base + (uint64_t)M);
-    /* the loss is the last stage's: every rank reports it */
+    if (p->m != p->whole) rs_model_set_step(p->whole, p->step_base + (uint64_t)M);
+    /* the loss is the last stage's: every rank reports it (with dp, the mean of the pipelines') */
     float l = (float)p->loss;
     double t0 = rs_train_now();
-    st = rs_pg_broadcast(p->g, &l, 1, RS_F32, (p->S - 1) % p->P, err);
-    comm(p, rs_pg_op_name(RS_OP_BROADCAST), -1, sizeof l, t0);
+    st = rs_pg_broadcast(p->ppg, &l, 1, RS_F32, (p->S - 1) % p->P, err);
+    if (!st && p->gg.dp) st = rs_pg_all_reduce(p->gg.dp, &l, 1, RS_F32, RS_AVG, err);
+    rs_pipe_comm(p, rs_pg_op_name(RS_OP_BROADCAST), -1, sizeof l, t0);
     if (st) return st;
     *loss = l;
     *logits = p->logits; /* the last stage's scores; zeros elsewhere (accuracy is the last stage's) */
@@ -454,45 +347,72 @@ static rs_status p_forward_backward(void *ud, const float *x, const int32_t *y, 
 }
 
 /* The two contributions of each parameter shared across ranks, summed on both (a + b == b + a, so
- * both hold the same bits). */
+ * both hold the same bits); then, with dp, the replicas of this stage average what they hold, as DDP
+ * does. */
 static rs_status p_after_backward(void *ud, rs_err *err)
 {
-    pipe *p = ud;
+    rs_pipe_state *p = ud;
     float *g = rs_model_grads(p->m);
     for (int i = 0; i < p->nties; i++) {
-        tie *t = &p->ties[i];
+        rs_pipe_tie *t = &p->ties[i];
         double t0 = rs_train_now();
         rs_work *rw = NULL, *sw = NULL;
-        rs_status st = rs_pg_irecv(p->g, p->tie_buf, t->numel, RS_F32, t->peer, &rw, err);
-        if (!st) st = rs_pg_isend(p->g, g + t->off, t->numel, RS_F32, t->peer, &sw, err);
+        rs_status st = rs_pg_irecv(p->ppg, p->tie_buf, t->numel, RS_F32, t->peer, &rw, err);
+        if (!st) st = rs_pg_isend(p->ppg, g + t->off, t->numel, RS_F32, t->peer, &sw, err);
         if (!st) st = rs_work_wait(rw, err);
         if (!st) st = rs_work_wait(sw, err);
         rs_work_free(rw);
         rs_work_free(sw);
-        if (st) return rs_err_prefix(err, "pipeline: summing a tied gradient with rank %d", t->peer);
+        if (st) return rs_err_prefix(err, "pipeline: summing a tied gradient with stage rank %d", t->peer);
         for (size_t k = 0; k < t->numel; k++) g[t->off + k] += p->tie_buf[k];
-        comm(p, "tie_sum", i, 2 * t->numel * sizeof(float), t0);
+        rs_pipe_comm(p, "tie_sum", i, 2 * t->numel * sizeof(float), t0);
+    }
+    if (!p->gg.dp) return RS_OK;
+    for (int c = 0; c < p->V; c++) {
+        if (!p->ch[c].len) continue;
+        double t0 = rs_train_now();
+        rs_status st = rs_pg_all_reduce(p->gg.dp, g + p->ch[c].off, p->ch[c].len, RS_F32, RS_AVG, err);
+        rs_pipe_comm(p, rs_pg_op_name(RS_OP_ALL_REDUCE), -1, p->ch[c].len * sizeof(float), t0);
+        if (st) return rs_err_prefix(err, "pipeline: averaging stage %d's gradients over its dp group", p->ch[c].stage);
+    }
+    for (int i = 0; i < p->nties; i++) {
+        if (!p->ties[i].reader) continue;
+        double t0 = rs_train_now();
+        rs_status st = rs_pg_all_reduce(p->gg.dp, g + p->ties[i].off, p->ties[i].numel, RS_F32, RS_AVG, err);
+        rs_pipe_comm(p, rs_pg_op_name(RS_OP_ALL_REDUCE), -1, p->ties[i].numel * sizeof(float), t0);
+        if (st) return rs_err_prefix(err, "pipeline: averaging a tied gradient over the dp group");
     }
     return RS_OK;
 }
 
+/* The global norm's square: each stage's ranges once (with tp, a split tensor on every shard and a
+ * replicated one on shard 0 alone); a tied copy counts with its owner. */
 static rs_status p_grad_sumsq(void *ud, double *sumsq, rs_err *err)
 {
-    pipe *p = ud;
+    rs_pipe_state *p = ud;
     const float *g = rs_model_grads(p->m);
     double s = 0;
-    for (int c = 0; c < p->V; c++)
-        for (size_t i = 0; i < p->ch[c].len; i++) s += (double)g[p->ch[c].off + i] * g[p->ch[c].off + i];
+    if (p->plan) {
+        /* the ranges of other stages hold zeros, a tied copy its owner's sum (replicated: shard 0 counts it) */
+        s = rs_tp_sumsq(p->plan, p->grid.t, g);
+        for (int i = 0; i < p->nties && p->grid.t == 0; i++)
+            if (p->ties[i].reader)
+                for (size_t k = 0; k < p->ties[i].numel; k++) s -= (double)g[p->ties[i].off + k] * g[p->ties[i].off + k];
+    } else {
+        for (int c = 0; c < p->V; c++)
+            for (size_t i = 0; i < p->ch[c].len; i++) s += (double)g[p->ch[c].off + i] * g[p->ch[c].off + i];
+    }
     double t0 = rs_train_now();
-    rs_status st = rs_pg_all_reduce(p->g, &s, 1, RS_F64, RS_SUM, err);
-    comm(p, rs_pg_op_name(RS_OP_ALL_REDUCE), -1, sizeof s, t0);
+    rs_status st = rs_pg_all_reduce(p->ppg, &s, 1, RS_F64, RS_SUM, err);
+    if (!st && p->gg.tp) st = rs_pg_all_reduce(p->gg.tp, &s, 1, RS_F64, RS_SUM, err);
+    rs_pipe_comm(p, rs_pg_op_name(RS_OP_ALL_REDUCE), -1, sizeof s, t0);
     *sumsq = s;
     return st;
 }
 
 static void p_grad_scale(void *ud, float s)
 {
-    pipe *p = ud;
+    rs_pipe_state *p = ud;
     float *g = rs_model_grads(p->m);
     for (int c = 0; c < p->V; c++)
         for (size_t i = 0; i < p->ch[c].len; i++) g[p->ch[c].off + i] *= s;
@@ -501,101 +421,83 @@ static void p_grad_scale(void *ud, float s)
             for (size_t k = 0; k < p->ties[i].numel; k++) g[p->ties[i].off + k] *= s;
 }
 
+/* rank 0 gives the gathered whole weights back: they are stale once the shards move. */
+static void release_whole(rs_pipe_state *p)
+{
+    if (!p->whole_resident) return;
+    for (int i = 0; i < rs_model_unit_count(p->whole); i++) rs_model_unit_release(p->whole, RS_POOL_PARAMS, i);
+    p->whole_resident = false;
+}
+
 static rs_status p_step(void *ud, float lr, rs_err *err)
 {
-    pipe *p = ud;
+    rs_pipe_state *p = ud;
     float *w = rs_model_params(p->m), *g = rs_model_grads(p->m);
     rs_status st = RS_OK;
-    for (int c = 0; c < p->V && !st; c++)
-        if (p->ch[c].opt) st = rs_optim_step(p->ch[c].opt, w + p->ch[c].off, g + p->ch[c].off, lr);
-    for (int i = 0; i < p->nties && !st; i++)
-        if (p->ties[i].opt) st = rs_optim_step(p->ties[i].opt, w + p->ties[i].off, g + p->ties[i].off, lr);
-    if (st) return rs_err_set(err, st, "pipeline: optimizer step failed (lr=%g)", (double)lr);
+    for (int c = 0; c < p->V && !st; c++) {
+        rs_pipe_chunk *ch = &p->ch[c];
+        size_t at = ch->off + ch->zlo;
+        if (ch->opt) st = rs_optim_step(ch->opt, w + at, g + at, lr);
+        if (st) st = rs_err_set(err, st, "pipeline: optimizer step failed (lr=%g)", (double)lr);
+        if (!st && p->zero && ch->len) st = rs_pipe_zero_gather(p, ch->off, ch->len, ch->blk, ch->zlo, ch->zlen, err);
+    }
+    for (int i = 0; i < p->nties && !st; i++) {
+        rs_pipe_tie *t = &p->ties[i];
+        size_t at = t->off + t->zlo;
+        if (t->opt && (st = rs_optim_step(t->opt, w + at, g + at, lr)) != RS_OK)
+            st = rs_err_set(err, st, "pipeline: optimizer step failed (lr=%g)", (double)lr);
+        if (!st && p->zero && t->reader) st = rs_pipe_zero_gather(p, t->off, t->numel, t->blk, t->zlo, t->zlen, err);
+    }
+    if (st) return st;
+    release_whole(p);
+    rs_pipe_release_others(p);
+    p->gathered = false;
     p->step++;
     return RS_OK;
 }
 
-/* Rank 0 receives every other stage's range (in stage order on every rank, so sends meet receives). */
+/* Rank 0 of each pipeline of the first replica receives every other stage's range (in stage order on
+ * every rank, so sends meet receives); with tp, then, the shards of that first stage's tp group meet
+ * in the whole model on rank 0. The other replicas hold the same weights. */
 static rs_status p_gather(void *ud, rs_err *err)
 {
-    pipe *p = ud;
+    rs_pipe_state *p = ud;
+    if (p->gathered) return RS_OK;
+    p->gathered = true;
+    rs_model_set_step(p->whole, rs_model_step(p->m));
+    if (p->grid.d != 0) return RS_OK;
+    if (p->rank == 0 && !p->others_resident) {
+        for (int u = 0; u < rs_model_unit_count(p->m); u++) rs_model_unit_acquire(p->m, RS_POOL_PARAMS, u);
+        p->others_resident = true;
+    }
     float *w = rs_model_params(p->m);
     double t0 = rs_train_now();
     size_t moved = 0;
     for (int s = 0; s < p->S; s++) {
         int owner = s % p->P;
         size_t off, len;
-        stage_range(p->m, p->cuts[s], p->cuts[s + 1], &off, &len);
+        rs_pipe_stage_range(p->m, p->cuts[s], p->cuts[s + 1], &off, &len);
         if (owner == 0 || !len) continue;
         rs_status st = RS_OK;
-        if (p->rank == 0) st = rs_pg_recv(p->g, w + off, len, RS_F32, owner, err);
-        else if (p->rank == owner) st = rs_pg_send(p->g, w + off, len, RS_F32, 0, err);
-        if (st) return rs_err_prefix(err, "pipeline: gathering stage %d's parameters to rank 0", s);
+        if (p->rank == 0) st = rs_pg_recv(p->ppg, w + off, len, RS_F32, owner, err);
+        else if (p->rank == owner) st = rs_pg_send(p->ppg, w + off, len, RS_F32, 0, err);
+        if (st) return rs_err_prefix(err, "pipeline: gathering stage %d's parameters to its first rank", s);
         moved += len * sizeof(float);
     }
-    comm(p, "gather_stages", -1, moved, t0);
-    return RS_OK;
-}
-
-static rs_optim *p_optimizer(void *ud)
-{
-    pipe *p = ud;
-    if (!p->full) {
-        rs_err e = {0};
-        p->full = rs_optim_new(&p->optcfg, rs_model_device(p->m), rs_model_numel(p->m), &p->full_mem, &e);
-        if (p->full) rs_mem_count(p->mem, RS_POOL_SCRATCH, (int64_t)rs_optim_state_bytes(p->full));
-        if (p->full) rs_train_apply_groups(p->full, p->m, 0, &e);
+    rs_pipe_comm(p, "gather_stages", -1, moved, t0);
+    if (!p->plan || p->rank != 0) return RS_OK;
+    if (p->g->rank == 0 && !p->whole_resident) {
+        for (int i = 0; i < rs_model_unit_count(p->whole); i++) rs_model_unit_acquire(p->whole, RS_POOL_PARAMS, i);
+        p->whole_resident = true;
     }
-    return p->full;
-}
-
-/* Checkpoints hold the whole optimizer: to_full brings each stage's state to rank 0's full one;
- * !to_full (after a resume loaded the full one on every rank) takes this rank's ranges back out,
- * whatever layout wrote it. */
-static rs_status p_sync_optimizer(void *ud, bool to_full, rs_err *err)
-{
-    pipe *p = ud;
-    if (!p->full) return RS_OK;
-    int ns = rs_optim_state_count(p->full);
-    for (int s = 0; s < p->S; s++) {
-        int owner = s % p->P;
-        if (!to_full && owner != p->rank) continue;
-        chunk *ch = NULL;
-        for (int c = 0; c < p->V; c++)
-            if (p->ch[c].stage == s) ch = &p->ch[c];
-        size_t off, len;
-        stage_range(p->m, p->cuts[s], p->cuts[s + 1], &off, &len);
-        if (!len) continue;
-        for (int k = 0; k < ns; k++) {
-            float *full = rs_optim_state(p->full, k) + off;
-            rs_status st = RS_OK;
-            if (!to_full) memcpy(rs_optim_state(ch->opt, k), full, len * sizeof(float));
-            else if (owner == 0 && p->rank == 0) memcpy(full, rs_optim_state(ch->opt, k), len * sizeof(float));
-            else if (p->rank == 0) st = rs_pg_recv(p->g, full, len, RS_F32, owner, err);
-            else if (p->rank == owner) st = rs_pg_send(p->g, rs_optim_state(ch->opt, k), len, RS_F32, 0, err);
-            if (st) return rs_err_prefix(err, "pipeline: gathering stage %d's optimizer state", s);
-        }
-    }
-    /* the step count (Adam's bias correction) is the same on every stage */
-    int64_t steps = 0;
-    for (int c = 0; c < p->V; c++)
-        if (p->ch[c].opt) steps = rs_optim_step_count(p->ch[c].opt);
-    if (to_full) rs_optim_set_step_count(p->full, steps);
-    for (int i = 0; i < p->nties && !to_full; i++)
-        if (p->ties[i].opt) {
-            for (int k = 0; k < ns; k++)
-                memcpy(rs_optim_state(p->ties[i].opt, k), rs_optim_state(p->full, k) + p->ties[i].off,
-                       p->ties[i].numel * sizeof(float));
-            rs_optim_set_step_count(p->ties[i].opt, rs_optim_step_count(p->full));
-        }
-    for (int c = 0; c < p->V && !to_full; c++)
-        if (p->ch[c].opt) rs_optim_set_step_count(p->ch[c].opt, rs_optim_step_count(p->full));
-    return RS_OK;
+    rs_status st = rs_tp_gather_whole(p->gg.tp, p->plan, w, p->g->rank == 0 ? rs_model_params(p->whole) : NULL,
+                                      p->tp_stage, p->ctx.comm, p->ctx.comm_ud, p->step, err);
+    return st ? rs_err_prefix(err, "pipeline: gathering the first stage's tensor-parallel shards to rank 0") : RS_OK;
 }
 
 static void p_teardown(void *ud)
 {
-    pipe *p = ud;
+    rs_pipe_state *p = ud;
     if (!p) return;
     for (int c = 0; p->ch && c < p->V; c++) {
         rs_optim_free(p->ch[c].opt);
@@ -611,11 +513,31 @@ static void p_teardown(void *ud)
     }
     rs_mem_free(p->mem, RS_POOL_COMM, p->tie_buf, p->tie_max * sizeof(float));
     rs_mem_free(p->mem, RS_POOL_SCRATCH, p->logits, p->logits_n * sizeof(float));
+    rs_mem_free(p->mem, RS_POOL_COMM, p->zsend, p->zblk * sizeof(float));
+    rs_mem_free(p->mem, RS_POOL_COMM, p->zrecv, p->zblk * (size_t)p->grid.dp * sizeof(float));
+    rs_mem_free(p->mem, RS_POOL_COMM, p->tp_stage, p->tp_stage_n * sizeof(float));
+    rs_mem_free(p->mem, RS_POOL_SCRATCH, p->ck, p->ck_n * sizeof(float));
     rs_pipe_exec_free(p->ex);
-    if (p->ex) p->g->polite = false;
+    if (p->ex && p->ppg) p->ppg->polite = false;
+    if (p->m == p->whole && rs_model_buffers_sharded(p->whole)) {
+        /* the model keeps what its buffer holds (rank 0: the last gather, the whole weights) */
+        rs_err e = {0};
+        (void)rs_model_unshard_buffers(p->whole, &e); /* teardown has no status; rs_model_free handles it */
+    } else if (p->m && p->m != p->whole) {
+        /* the whole model keeps what its buffer holds: rank 0's last gather, the whole weights */
+        if (rs_model_buffers_sharded(p->whole)) {
+            rs_err e = {0};
+            (void)rs_model_unshard_buffers(p->whole, &e); /* teardown has no status; rs_model_free handles it */
+        }
+        rs_model_acquire_grads(p->whole, NULL);
+        rs_model_free(p->m);
+    }
+    rs_tp_plan_free(p->plan);
+    rs_grid_groups_free(&p->gg, p->g);
     free(p->ties);
     free(p->ch);
     free(p->cuts);
+    free(p->wcuts);
     free(p->rows);
     free(p->row0);
     free(p->held);
@@ -625,46 +547,71 @@ static void p_teardown(void *ud)
 static rs_status pipeline_make(const rs_strategy_ctx *x, rs_train_strategy *out, rs_err *err)
 {
     rs_pipe_kind k = (rs_pipe_kind)rs_strategy_choice(x->args, "schedule");
-    int M = (int)rs_strategy_int(x->args, "micro"), V = virtual_of(x->args, k);
+    int M = (int)rs_strategy_int(x->args, "micro"), V = rs_pipe_virtual_of(x->args, k);
     if (k == RS_PIPE_NAIVE && !rs_strategy_given(x->args, "micro")) M = 1;
-    rs_status st = pipeline_check(x->args, NULL, x->g->world, x->cfg, err);
+    rs_status st = rs_pipe_layout_check(x->args, NULL, x->g->world, x->cfg, err);
     if (st) return st;
-    pipe *p = calloc(1, sizeof *p);
+    rs_pipe_state *p = calloc(1, sizeof *p); /* owned by the strategy; p_teardown frees it */
     if (!p) return rs_err_set(err, RS_ERR_NOMEM, "pipeline: out of memory");
     p->g = x->g;
-    p->m = x->m;
+    p->whole = p->m = x->m;
     p->mem = rs_model_mem(x->m);
     p->ctx = *x;
     p->kind = k;
-    p->P = x->g->world;
-    p->rank = x->g->rank;
+    st = rs_pipe_grid_of(x->args, x->g->world, x->g->rank, &p->grid, err);
+    if (!st) st = rs_grid_groups_new(x->g, &p->grid, &p->gg, err);
+    if (st) {
+        p_teardown(p);
+        return st;
+    }
+    p->ppg = p->gg.pp;
+    p->zero = (int)rs_strategy_int(x->args, "zero");
+    p->P = p->grid.pp;
+    p->rank = p->grid.p;
     p->V = V;
     p->S = p->P * V;
     p->M = M;
-    int batch = x->cfg ? x->cfg->batch : M;
+    int batch = x->cfg ? x->cfg->batch / p->grid.dp : M;
     p->batch_cap = (batch + M - 1) / M;
     p->cuts = calloc((size_t)p->S + 1, sizeof *p->cuts);
+    p->wcuts = calloc((size_t)p->S + 1, sizeof *p->wcuts);
     p->ch = calloc((size_t)V, sizeof *p->ch);
     p->rows = calloc((size_t)M, sizeof *p->rows);
     p->row0 = calloc((size_t)M, sizeof *p->row0);
     p->held = calloc((size_t)M * (size_t)V, sizeof *p->held);
-    if (!p->cuts || !p->ch || !p->rows || !p->row0 || !p->held) {
+    if (!p->cuts || !p->wcuts || !p->ch || !p->rows || !p->row0 || !p->held) {
         p_teardown(p);
         return rs_err_set(err, RS_ERR_NOMEM, "pipeline: out of memory");
     }
-    /* the sampler's split is none: every stage reads the whole batch */
-    *out = (rs_train_strategy){.name = "pipeline", .ud = p, .rank = 0, .world = 1, .report = p->rank == 0,
+    if (x->metric) { /* the session log keeps each rank's place in the layout */
+        x->metric(x->ud, 0, "pp_stage", p->grid.p);
+        x->metric(x->ud, 0, "dp_replica", p->grid.d);
+        x->metric(x->ud, 0, "tp_shard", p->grid.t);
+    }
+    /* the sampler's split is the dp group's: every stage of a pipeline reads its replica's rows */
+    *out = (rs_train_strategy){.name = "pipeline", .ud = p, .rank = p->grid.d, .world = p->grid.dp,
+                               .report = x->g->rank == 0,
                                .setup = p_setup, .forward_backward = p_forward_backward, .own_acts = true,
                                .own_phases = true,
                                .after_backward = p_after_backward, .step = p_step, .gather = p_gather,
-                               .optimizer = p_optimizer, .sync_optimizer = p_sync_optimizer, .teardown = p_teardown,
+                               .optimizer = rs_pipe_optimizer, .sync_optimizer = rs_pipe_sync_optimizer, .teardown = p_teardown,
                                .grad_sumsq = p_grad_sumsq, .grad_scale = p_grad_scale};
     return RS_OK;
+}
+
+/* The batch splits over the dp pipelines; every stage of one reads its part whole. */
+static int pipeline_batch_parts(const rs_strategy_args *a, int world)
+{
+    rs_grid g;
+    return rs_grid_new(world, (int)rs_strategy_int(a, "dp"), rs_strategy_given(a, "pp") ? (int)rs_strategy_int(a, "pp") : 0,
+                       rs_strategy_given(a, "tp") ? (int)rs_strategy_int(a, "tp") : 1, 0, &g, NULL)
+               ? 1
+               : g.dp;
 }
 
 const rs_strategy_def rs_strategy_pipeline = {
     .name = "pipeline", .kind = "rank processes",
     .about = "pipeline parallelism: stages of layers on the ranks, micro-batches flowing through them",
-    .uses = RS_SUSE_RANKS | RS_SUSE_PROCS | RS_SUSE_WHOLE_BATCH, .opts = pipeline_opts, .check = pipeline_check,
-    .make = pipeline_make,
+    .uses = RS_SUSE_RANKS | RS_SUSE_PROCS | RS_SUSE_WHOLE_BATCH, .opts = rs_pipe_opts, .check = rs_pipe_layout_check,
+    .make = pipeline_make, .batch_parts = pipeline_batch_parts,
 };

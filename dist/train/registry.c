@@ -225,10 +225,16 @@ rs_status rs_strategy_args_set(rs_strategy_args *a, const char *key, const char 
         const rs_strategy_def *other = rs_strategy_opt_owner(key);
         if (!d) return rs_err_set(err, RS_ERR_ARG, "option %s= given before any mode", key);
         options_text(d, list, sizeof list);
-        if (other)
-            return rs_err_set(err, RS_ERR_ARG, "%s= is an option of mode=%s; this run is mode=%s%s%s%s", key,
-                              other->name, d->name, list[0] ? " (its options: " : " (which has no options of its own",
-                              list, ")");
+        if (other) {
+            char owners[128] = ""; /* every mode that has it */
+            size_t k = 0;
+            for (int m = 0; all[m]; m++)
+                if (rs_strategy_opt_find(all[m], key, NULL))
+                    k += (size_t)snprintf(owners + k, k < sizeof owners ? sizeof owners - k : 0, "%smode=%s",
+                                          k ? " or " : "", all[m]->name);
+            return rs_err_set(err, RS_ERR_ARG, "%s= is an option of %s; this run is mode=%s%s%s%s", key, owners,
+                              d->name, list[0] ? " (its options: " : " (which has no options of its own", list, ")");
+        }
         return rs_err_set(err, RS_ERR_ARG, "mode=%s has no option '%s'%s%s%s", d->name, key,
                           list[0] ? " (its options: " : " (it has no options of its own", list, ")");
     }

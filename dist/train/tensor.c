@@ -14,8 +14,9 @@
 
 #include "dtrain.h"
 #include "engine/nn/tp.h"
-#include "registry.h"
 #include "engine/optim/optim.h"
+#include "registry.h"
+#include "tp_gather.h"
 
 typedef struct tensor {
     rs_pg *g;                /* the world, borrowed */
@@ -90,23 +91,7 @@ static rs_status make_groups(tensor *t, int *ranks, rs_err *err)
 static rs_status gather_whole(tensor *t, const float *src, float *dst, rs_err *err)
 {
     if (t->d != 0) return RS_OK;
-    if (t->t != 0) {
-        double t0 = rs_train_now();
-        size_t n = rs_tp_shard_numel(t->plan, t->t);
-        rs_status st = rs_pg_send(t->tpg, src, n, RS_F32, 0, err);
-        span(t, rs_pg_op_name(RS_OP_SEND), -1, n * sizeof(float), t0);
-        return st;
-    }
-    rs_tp_place(t->plan, 0, src, dst);
-    for (int r = 1; r < t->tp; r++) {
-        size_t n = rs_tp_shard_numel(t->plan, r);
-        double t0 = rs_train_now();
-        rs_status st = rs_pg_recv(t->tpg, t->stage, n, RS_F32, r, err);
-        span(t, rs_pg_op_name(RS_OP_RECV), -1, n * sizeof(float), t0);
-        if (st) return st;
-        rs_tp_place(t->plan, r, t->stage, dst);
-    }
-    return RS_OK;
+    return rs_tp_gather_whole(t->tpg, t->plan, src, dst, t->stage, t->comm, t->comm_ud, t->step, err);
 }
 
 /* ---- the strategy entries ---- */

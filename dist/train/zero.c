@@ -506,7 +506,9 @@ static const char *const wrap_words[] = {"top", "layer", "model", NULL}; /* rs_w
 static const char *const offload_words[] = {"none", "cpu", NULL};
 
 static const rs_strategy_opt fsdp_opts[] = {
-    {"zero", RS_SOPT_INT, "3", "fsdp: 1 shards optimizer state, 2 also gradients, 3 also parameters", NULL, 1, 3},
+    {"zero", RS_SOPT_INT, "3",
+     "fsdp: 1 shards optimizer state, 2 also gradients, 3 also parameters (default 3); pipeline: 1 shards optimizer "
+     "state over the dp group (default 0)", NULL, 1, 3},
     {"wrap", RS_SOPT_ENUM, "top", "fsdp zero=3: a unit per top-level item, per layer, or the whole model",
      wrap_words, 0, -1},
     {"offload", RS_SOPT_ENUM, "none", "fsdp: cpu keeps optimizer state and parameter shards in host memory",

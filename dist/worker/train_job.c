@@ -302,6 +302,19 @@ int rs_worker_train(int argc, char **argv, FILE *out, FILE *errf)
     if (kill && sscanf(kill, "%lld:%lld", &kr, &ks) == 2) j.die_rank = kr, j.die_step = ks;
     int rc = parse(&j, argc, argv);
     if (rc) return rc;
+    /* a layout the ranks cannot make (pipeline's dp x pp x tp) is refused before joining any group, when
+     * the launcher's WORLD_SIZE says how many ranks there are; every rank checks again with the model */
+    const char *ws = getenv("WORLD_SIZE");
+    if (ws && atoi(ws) > 0 && j.sargs.def->check) {
+        rs_err e0 = {0};
+        rs_status s0 = RS_OK;
+        rs_train_cfg c0 = train_cfg(&j, &e0, &s0);
+        if (!s0) s0 = j.sargs.def->check(&j.sargs, NULL, atoi(ws), &c0, &e0);
+        if (s0) {
+            fprintf(errf, "ringside --worker train: %s\n", e0.msg);
+            return 2;
+        }
+    }
     rs_worker_conn conn;
     rc = rs_worker_join(j.backend, j.group, j.timeout, j.store_from_launcher, errf, &conn);
     j.rank = conn.rank;

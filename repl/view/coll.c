@@ -1,7 +1,9 @@
 /* The collective pane: the ranks on a ring (or, for tree algorithms, in a binomial tree) with the
  * chunks of the current algorithm step on the way between them, step k of K, bytes moved and the
  * bandwidths once the operation ended. A training run's strategy collectives (@comm) carry no steps:
- * the pane lists each rank's last one with its size, time and bandwidth instead. */
+ * the pane lists each rank's last one with its size, time and bandwidth instead, or, when a step has
+ * several numbered ones (tensor parallel's all-reduces in every block's forward and backward, DDP's
+ * buckets), how many the step has had so far, their numbers, bytes and time. */
 #include "pane.h"
 
 #include <math.h>
@@ -108,7 +110,21 @@ static void draw_strategy_comm(rs_view_screen *s, const rs_view_rect *in, const 
         double dt = r->comm_t1 - r->comm_t0;
         int x = in->x;
         x += rs_view_screen_printf(s, x, y, -1, rs_view_role(o, RS_VIEW_C_COMM), RS_VIEW_A_BOLD, "r%d %s", i,
-                                   r->comm_op);
+                                   r->comm_n > 1 ? r->comm_nop : r->comm_op);
+        if (r->comm_n > 1) {
+            /* several numbered ones in a step (tensor parallel's per-block all-reduces, DDP's buckets):
+             * how many the step has had, their numbers, their bytes and time together */
+            x += rs_view_screen_printf(s, x, y, -1, 0, RS_VIEW_A_BOLD, " x%d", r->comm_n);
+            x += rs_view_screen_printf(s, x, y, -1, 0, 0, " #%d-%d", r->comm_lo, r->comm_hi);
+            rs_view_screen_printf(s, x, y, -1, 0, 0, in->w < 50 ? " %s %.2fms" : "  %s  %.2f ms in step %lld",
+                                  rs_view_fmt_bytes(by, (double)r->comm_sum_bytes), r->comm_sum_s * 1e3,
+                                  (long long)r->comm_step);
+            y++;
+            if (r->comm_index >= 0 || y >= in->y + in->h) continue;
+            /* and the last one when it was another (a gather to rank 0 for evaluation) */
+            x = in->x + rs_view_screen_printf(s, in->x, y, -1, rs_view_role(o, RS_VIEW_C_COMM), RS_VIEW_A_BOLD,
+                                              "r%d %s", i, r->comm_op);
+        }
         /* the bucket (DDP) or unit (FSDP) the collective carried */
         if (r->comm_index >= 0) x += rs_view_screen_printf(s, x, y, -1, 0, 0, " #%d", r->comm_index);
         rs_view_screen_printf(s, x, y, -1, 0, 0, in->w < 50 ? " %s %.2fms %.2fGB/s" : "  %s  %.2f ms  %.2f GB/s",

@@ -327,6 +327,21 @@ void rs_view_feed_train(rs_view_model *vm, const rs_train_line *tl)
         r->comm_bytes = tl->bytes;
         r->comm_t0 = tl->t0;
         r->comm_t1 = tl->t1;
+        if (tl->index >= 0) {
+            if (!r->comm_n || tl->step != r->comm_step) {
+                r->comm_step = tl->step;
+                r->comm_n = 0;
+                r->comm_lo = r->comm_hi = tl->index;
+                r->comm_sum_bytes = 0;
+                r->comm_sum_s = 0;
+            }
+            r->comm_n++;
+            copy_str(r->comm_nop, sizeof r->comm_nop, tl->name);
+            if (tl->index < r->comm_lo) r->comm_lo = tl->index;
+            if (tl->index > r->comm_hi) r->comm_hi = tl->index;
+            r->comm_sum_bytes += tl->bytes;
+            r->comm_sum_s += tl->t1 - tl->t0 > 0 ? tl->t1 - tl->t0 : 0;
+        }
         break;
     case RS_TL_STEP:
         r->step = tl->step;

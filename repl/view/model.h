@@ -72,6 +72,13 @@ typedef struct rs_view_rank {
     int comm_index;
     uint64_t comm_bytes;
     double comm_t0, comm_t1;
+    /* the numbered collectives (index >= 0) of the step of the last one: DDP's buckets, FSDP's units,
+     * tensor parallel's all-reduces inside each block's forward and backward */
+    char comm_nop[24];              /* the op of the last numbered one */
+    int64_t comm_step;
+    int comm_n, comm_lo, comm_hi;
+    uint64_t comm_sum_bytes;
+    double comm_sum_s;
     double done_s, done_sps;        /* @done figures */
     /* `collective ... step=1`: the values of the buffer the collective works in, as this rank last
      * reported them (@data), and as it reported them the time before (what changed) */

@@ -172,6 +172,29 @@ static void test_ddp(void)
     rs_view_model_free(vm);
 }
 
+/* Tensor parallel on 2 ranks (gpt layers=2: two split pairs a block, an all-reduce in each one's forward
+ * and backward): the collective pane counts the step's all-reduces with their numbers, not only the
+ * last one. tensor2.lines: 2 ranks by hand as merge_lines.py says, `ringside --worker train "spec=gpt
+ * layers=2 heads=2 dim=16 ctx=16 vocab=50" data=text:builtin,ctx=16 steps=3 batch=8 mode=tensor eval=0`. */
+static void test_tensor(void)
+{
+    static const rs_view_run tp_run = {"r3", "train", "tensor", "shm", 2, 3, 1, -1};
+    rs_view_model *vm = load("tensor2.lines", -1, &tp_run);
+    for (int r = 0; r < 2; r++)
+        RS_CHECK(vm->ranks[r].comm_n == 8 && vm->ranks[r].comm_lo == 0 && vm->ranks[r].comm_hi == 7 &&
+                 vm->ranks[r].comm_sum_bytes == 8 * 8192ull && vm->ranks[r].comm_step == 2,
+                 "tensor rank %d: %d all-reduces #%d-%d, %llu bytes in step %lld; want 8, #0-7, 64 KiB, step 2", r,
+                 vm->ranks[r].comm_n, vm->ranks[r].comm_lo, vm->ranks[r].comm_hi,
+                 (unsigned long long)vm->ranks[r].comm_sum_bytes, (long long)vm->ranks[r].comm_step);
+    char *a = draw(vm, 80, 24, "tensor2-end-80x24.txt", NULL);
+    char *b = draw(vm, 160, 48, "tensor2-end-160x48.txt", NULL);
+    RS_CHECK(strstr(a, "r0 all_reduce x8 #0-7") && strstr(b, "r1 all_reduce x8 #0-7  64.0 KiB"),
+             "tensor: the collective pane lists the step's 8 all-reduces:\n%s", b);
+    free(a);
+    free(b);
+    rs_view_model_free(vm);
+}
+
 static int overlap(rs_view_rect a, rs_view_rect b)
 {
     if (a.w <= 0 || a.h <= 0 || b.w <= 0 || b.h <= 0) return 0;
@@ -579,6 +602,7 @@ int main(int argc, char **argv)
     test_junk();
     test_ring();
     test_ddp();
+    test_tensor();
     test_data();
     return rs_test_finish("view");
 }

@@ -153,8 +153,10 @@ def case_tutorial_pipeline(tmp):
     print(out)
     check(rc == 0, "the pipeline tutorial plays to the end")
     bubbles = re.findall(r"bubble: ([0-9.]+)% of each step idle.*\n +formula \S+ = ([0-9.]+)%", out)
-    check([f for _, f in bubbles] == ["50.0", "11.1", "11.1"], "naive, gpipe and 1f1b, each measured beside its "
-          "formula: %s" % bubbles)
+    check([f for _, f in bubbles] == ["50.0", "11.1", "11.1", "20.0"], "naive, gpipe, 1f1b and 2x2x2 (m=4), each "
+          "measured beside its formula: %s" % bubbles)
+    check("dp=2 x pp=2 x tp=2 = 8 ranks: rank = 4 x stage + 2 x replica + shard" in out,
+          "the combined run prints its layout")
     check(re.search(r"^  0 +0:.*\(8 micro\) +8 micro$", out, re.M) and re.search(r"^  0 +0:.*\(2 micro\) +2 micro$", out, re.M),
           "gpipe holds 8 micro-batches' activations on stage 0, 1f1b 2")
     check(re.search(r"^ +1 +backward +40 ", out, re.M) is not None, "its sql counts rank 1's 40 backwards (5 steps x 8)")
@@ -259,7 +261,7 @@ def case_train_refuse(tmp):
     for args, want in ((["mode=pipelin"], "unknown mode 'pipelin'"),
                        ([], "needs mode="),
                        (["mode=dp"], "the REPL runs mode 'dp'"),
-                       (["mode=ddp", "zero=2"], "zero= is an option of mode=fsdp; this run is mode=ddp"),
+                       (["mode=ddp", "zero=2"], "zero= is an option of mode=fsdp or mode=pipeline; this run is mode=ddp"),
                        (["mode=ddp", "epochz=2"], "mode=ddp has no option 'epochz'"),
                        (["mode=fsdp", "zero=7"], "zero must be 1..3"),
                        (["mode=fsdp", "wrap=unit"], "expected one of top, layer, model"),
@@ -268,6 +270,15 @@ def case_train_refuse(tmp):
                            env=dict(os.environ, RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT="1"))
         check(p.returncode == 2 and want in p.stderr,
               "worker refuses %s: exit %d, %s" % (" ".join(args) or "no mode", p.returncode, p.stderr.strip()))
+    # a dp x pp x tp layout that 4 ranks cannot make, before any rank joins (the REPL refuses it too)
+    for args, want in ((["mode=pipeline", "dp=3"], "ranks=4 does not split into stages of dp=3 x tp=1 = 3 ranks"),
+                       (["mode=pipeline", "dp=2", "pp=3"], "dp=2 x pp=3 x tp=1 = 6 ranks, but this run has ranks=4"),
+                       (["mode=pipeline", "dp=2", "tp=2"], "leaves pp=1"),
+                       (["mode=pipeline", "zero=1"], "dp=1 has no other replica")):
+        p = subprocess.run(base + args, capture_output=True, text=True, timeout=30,
+                           env=dict(os.environ, RANK="0", WORLD_SIZE="4", MASTER_ADDR="127.0.0.1", MASTER_PORT="1"))
+        check(p.returncode == 2 and want in p.stderr,
+              "worker refuses %s on 4 ranks: exit %d, %s" % (" ".join(args), p.returncode, p.stderr.strip()))
 
 
 def case_train_pipeline(tmp):
@@ -275,7 +286,7 @@ def case_train_pipeline(tmp):
     end with one process's weights; the run's end prints the bubble beside its formula and each stage's
     activations in flight; the session log has every micro-batch's forward and backward per stage."""
     db = os.path.join(tmp, "log.db")
-    a, b, g1, g2 = (os.path.join(tmp, x + ".safetensors") for x in ("a", "b", "g1", "g2"))
+    a, b, g1, g2, c = (os.path.join(tmp, x + ".safetensors") for x in ("a", "b", "g1", "g2", "c"))
     dump = os.path.join(tmp, "frame.txt")
     gpt = "gpt layers=2 heads=2 dim=16 ctx=16"
     gopts = "steps=5 batch=8 opt=adamw lr=3e-3 clip=0.5 eval=off view=off"
@@ -322,8 +333,17 @@ def case_train_pipeline(tmp):
     opts = json.loads(con.execute("SELECT options FROM runs WHERE mode='pipeline' ORDER BY id").fetchone()[0])
     fin = json.loads(con.execute("SELECT final FROM runs WHERE mode='pipeline' ORDER BY id").fetchone()[0])
     check(0 < fin.get("bubble", -1) < 1, "the measured bubble in the run's final figures: %s" % fin)
-    check(opts.get("schedule") == "gpipe" and opts.get("micro") == 4 and "bucket" not in opts and "zero" not in opts,
-          "the run's options: the pipeline's own, not ddp's or fsdp's: %s" % opts)
+    check(opts.get("schedule") == "gpipe" and opts.get("micro") == 4 and "bucket" not in opts and
+          opts.get("zero") == 0 and opts.get("dp") == 1,
+          "the run's options: the pipeline's own (its zero=0, not fsdp's zero=3), not ddp's: %s" % opts)
+    # pipeline stages whose layers are tensor-parallel, from the REPL: rank 0 hands back the whole model
+    rc, out = run("model c = mlp 784-32-16-10 seed=1; data d = digits n=1200; train c on d mode=pipeline ranks=4 "
+                  "tp=2 micro=4 batch=32 steps=12 backend=tcp view=off; save c %s" % c)
+    check(rc == 0 and "dp=1 x pp=2 x tp=2 = 4 ranks" in out, "pp2 x tp2 trains from the REPL:\n" + out[-600:])
+    if rc == 0:
+        d = rel(load_weights(c), load_weights(b))
+        check(d <= 1e-5, "MLP on 2 stages of 2 tensor-parallel ranks: the REPL's model holds the gathered shards, "
+              "equal to one process (%.3g)" % d)
 
 
 def case_train_pipeline_fault(tmp):

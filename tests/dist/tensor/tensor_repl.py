@@ -169,7 +169,7 @@ def case_train(tmp):
                       ("model c = seq conv(4,3) relu flatten linear(10); train c on d mode=tensor ranks=2",
                        "no pair of linear layers"),
                       ("train m on d mode=tensor ranks=4 tp=2 batch=31", "does not split over 2 data-parallel groups"),
-                      ("train m on d mode=ddp tp=2", "tp= is an option of mode=tensor")):
+                      ("train m on d mode=ddp tp=2", "tp= is an option of mode=pipeline or mode=tensor")):
         rc, out = run("data d = digits n=200; model m = mlp 784-64-10; " + cmd)
         check(rc != 0 and want in out and "rank 0:" not in out, "refused before any rank starts: %s" % cmd)
 
