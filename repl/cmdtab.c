@@ -201,6 +201,7 @@ static const rs_optdef view_opts[] = {
     {NULL, 0, NULL, NULL, NULL},
 };
 
+static const char *const serve_modes[] = {"pipeline", "tensor", NULL};
 static const rs_optdef serve_opts[] = {
     {"name", RS_T_STRING, NULL, "the model's name in the repository (default: the model's or file's name)", NULL},
     {"http", RS_T_INT, "8000", "KServe v2 HTTP port (0: any free port)", NULL},
@@ -212,6 +213,8 @@ static const rs_optdef serve_opts[] = {
     {"instances", RS_T_INT, "1", "instances of the model running in parallel, each with its own activations", NULL},
     {"repo", RS_T_PATH, NULL, "where to write the repository for a model or file (default: a new /tmp folder)", NULL},
     {"data", RS_T_STRING, NULL, "a GPT's text data set: its characters are the tokens (default: as generate picks)", NULL},
+    {"ranks", RS_T_INT, "1", "rank processes serving the model (2..64: large-model inference across ranks)", NULL},
+    {"mode", RS_T_ENUM, "pipeline", "across ranks: pipeline stages or tensor shards", serve_modes},
     {NULL, 0, NULL, NULL, NULL},
 };
 static const char *const serve_words[] = {"stop", NULL};
@@ -464,6 +467,7 @@ const rs_cmddef rs_commands[] = {
      "Requests are merged by a dynamic batcher (max_batch=, delay=) and run on instances= threads.\n"
      "A GPT is served decoupled: one response per generated token over gRPC ModelStreamInfer, and\n"
      "HTTP POST /v2/models/NAME/generate and generate_stream (server-sent events).\n"
+     "ranks=2 mode=pipeline|tensor serves it across rank processes (stages or shards), as one process answers.\n"
      "`serve` alone shows what is served and its counters; `serve stop` drains and stops.\n"
      "Standalone: ringside serve --repo DIR [--http PORT] [--grpc PORT] [--metrics PORT] [--host ADDR].",
      false, NULL, {{"SRC", RS_A_PATH, true, serve_words}}, 1, serve_opts, false, rs_cmd_serve, NULL},
