@@ -26,6 +26,19 @@ static void show_one(void *ud, const rs_serve_model *m, const rs_serve_version *
             m->cfg.name, (long long)v->version, (unsigned long long)st->success.count,
             (unsigned long long)st->fail.count, (unsigned long long)st->inference_count,
             (unsigned long long)st->execution_count, mean_us, st->queued);
+    /* the pane: over HTTP and gRPC alike, since both go through the scheduler these come from */
+    if (st->success.count) {
+        fprintf(out, "      %.1f requests/s (last 10 s), latency p50 %.0f us p99 %.0f us, queue p50 %.0f us\n",
+                rs_serve_stats_rate(st, rs_serve_now_ns(), 10), rs_serve_hist_quantile(st->request_hist, 0.5),
+                rs_serve_hist_quantile(st->request_hist, 0.99), rs_serve_hist_quantile(st->queue_hist, 0.5));
+        fprintf(out, "      batches:");
+        bool first = true;
+        for (int b = 1; b <= st->max_batch && st->batch_infer; b++)
+            if (st->batch_infer[b].count)
+                fprintf(out, "%s %llu of %d", first ? "" : ",", (unsigned long long)st->batch_infer[b].count, b),
+                    first = false;
+        fprintf(out, "\n");
+    }
     char ranks[2048]; /* across ranks: what each rank holds, one line each */
     rs_serve_backend_ranks_text(v->backend, ranks, sizeof ranks);
     for (char *l = ranks, *nl; *l; l = nl + 1) {

@@ -91,6 +91,7 @@ double rs_serve_hist_quantile(const uint64_t *h, double q)
     return rs_serve_hist_le_us(RS_SERVE_HIST_N - 2);
 }
 
+/* the current second counts as a whole one: a burst just answered shows at once, a little low */
 double rs_serve_stats_rate(const rs_serve_stats *st, uint64_t now_ns, int window)
 {
     if (window < 1) window = 1;
@@ -98,7 +99,7 @@ double rs_serve_stats_rate(const rs_serve_stats *st, uint64_t now_ns, int window
     int64_t now = (int64_t)(now_ns / 1000000000u);
     uint64_t n = 0;
     for (int k = 0; k < RS_SERVE_RATE_SLOTS; k++)
-        if (st->rate_sec[k] >= now - window && st->rate_sec[k] < now && st->rate_count[k]) n += st->rate_count[k];
+        if (st->rate_sec[k] > now - window && st->rate_sec[k] <= now && st->rate_count[k]) n += st->rate_count[k];
     return (double)n / window;
 }
 

@@ -22,7 +22,6 @@ double rs_serve_hist_le_us(int i);
 /* The q-quantile (0..1) of a histogram, in microseconds, by linear interpolation inside the bucket
  * (what Prometheus' histogram_quantile does); 0 when it is empty. */
 double rs_serve_hist_quantile(const uint64_t *h, double q);
-/* Requests answered per second over the last `window` whole seconds (1..15). */
 #define RS_SERVE_RATE_SLOTS 16
 
 typedef struct rs_serve_stats {
@@ -57,7 +56,7 @@ void rs_serve_sched_count_fail(rs_serve_sched *s, uint64_t ns);
 /* A snapshot of the statistics; free its arrays with rs_serve_stats_free. */
 void rs_serve_sched_stats(rs_serve_sched *s, rs_serve_stats *out);
 void rs_serve_stats_free(rs_serve_stats *st);
-/* Successes per second over the `window` whole seconds before now_ns (rs_serve_now_ns), 1..15. */
+/* Successes per second over the last `window` seconds to now_ns (rs_serve_now_ns, its second included), 1..15. */
 double rs_serve_stats_rate(const rs_serve_stats *st, uint64_t now_ns, int window);
 /* Runs every queued request, then stops the instances and frees. NULL is a no-op. */
 void rs_serve_sched_free(rs_serve_sched *s);
