@@ -29,7 +29,8 @@ struct rs_serve_ranks {
     rs_store_server *store;     /* owned: the ranks' rendezvous store */
     pthread_t pump;             /* starts the ranks and reads their output until they end */
     bool pump_started;
-    pthread_mutex_t mu;         /* the fields below, and one batch at a time on fd */
+    pthread_mutex_t io;         /* one batch at a time on fd */
+    pthread_mutex_t mu;         /* the fields below (the pump thread's lines never wait for a batch) */
     pthread_cond_t cv;
     bool launched, ended, stop;
     rs_err launch_err;          /* why the launch failed or how the ranks ended */
@@ -179,6 +180,7 @@ rs_status rs_serve_ranks_start(const rs_serve_ranks_cfg *cfg, rs_serve_ranks **o
     r->cfg.model = r->model;
     r->cfg.mode = r->mode;
     pthread_mutex_init(&r->mu, NULL);
+    pthread_mutex_init(&r->io, NULL);
     pthread_cond_init(&r->cv, NULL);
     if (cfg->exe) snprintf(r->exe, sizeof r->exe, "%s", cfg->exe);
     else {
@@ -268,6 +270,7 @@ void rs_serve_ranks_stop(rs_serve_ranks *r)
     for (int i = 0; i < r->nlines; i++) free(r->lines[i]);
     pthread_cond_destroy(&r->cv);
     pthread_mutex_destroy(&r->mu);
+    pthread_mutex_destroy(&r->io);
     free(r);
 }
 
@@ -303,7 +306,7 @@ rs_status rs_serve_ranks_run(rs_serve_ranks *r, const void *x, int B, float *y, 
         return rs_err_set(err, RS_ERR_ARG, "a batch of %d across ranks (1..%d)", B, r->cfg.max_batch);
     uint32_t hdr[2] = {(uint32_t)B, (uint32_t)((size_t)B * r->cfg.in_bytes)};
     size_t want = (size_t)B * r->cfg.out_numel * sizeof *y;
-    pthread_mutex_lock(&r->mu);
+    pthread_mutex_lock(&r->io);
     bool ok = put_all(r->fd, hdr, sizeof hdr) && put_all(r->fd, x, hdr[1]) && get_all(r->fd, hdr, sizeof hdr);
     rs_status st = RS_OK;
     if (ok && hdr[0] == 0 && hdr[1] == want) ok = get_all(r->fd, y, want);
@@ -313,7 +316,7 @@ rs_status rs_serve_ranks_run(rs_serve_ranks *r, const void *x, int B, float *y, 
         msg[ok ? hdr[1] : 0] = 0;
         if (ok) st = rs_err_set(err, (rs_status)hdr[0], "across ranks: %s", msg);
     } else if (ok) ok = false;
-    pthread_mutex_unlock(&r->mu);
+    pthread_mutex_unlock(&r->io);
     if (!ok) {
         /* let the launcher see how they ended before saying so */
         struct timespec t = {0, 200000000};
