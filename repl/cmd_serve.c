@@ -12,6 +12,7 @@
 #include "call.h"
 #include "cmd.h"
 #include "repl_log.h"
+#include "serve/backend.h"
 #include "serve/repo_write.h"
 #include "serve/server.h"
 #include "session.h"
@@ -25,6 +26,25 @@ static void show_one(void *ud, const rs_serve_model *m, const rs_serve_version *
             m->cfg.name, (long long)v->version, (unsigned long long)st->success.count,
             (unsigned long long)st->fail.count, (unsigned long long)st->inference_count,
             (unsigned long long)st->execution_count, mean_us, st->queued);
+    /* the pane: over HTTP and gRPC alike, since both go through the scheduler these come from */
+    if (st->success.count) {
+        fprintf(out, "      %.1f requests/s (last 10 s), latency p50 %.0f us p99 %.0f us, queue p50 %.0f us\n",
+                rs_serve_stats_rate(st, rs_serve_now_ns(), 10), rs_serve_hist_quantile(st->request_hist, 0.5),
+                rs_serve_hist_quantile(st->request_hist, 0.99), rs_serve_hist_quantile(st->queue_hist, 0.5));
+        fprintf(out, "      batches:");
+        bool first = true;
+        for (int b = 1; b <= st->max_batch && st->batch_infer; b++)
+            if (st->batch_infer[b].count)
+                fprintf(out, "%s %llu of %d", first ? "" : ",", (unsigned long long)st->batch_infer[b].count, b),
+                    first = false;
+        fprintf(out, "\n");
+    }
+    char ranks[2048]; /* across ranks: what each rank holds, one line each */
+    rs_serve_backend_ranks_text(v->backend, ranks, sizeof ranks);
+    for (char *l = ranks, *nl; *l; l = nl + 1) {
+        if (!(nl = strchr(l, '\n'))) break;
+        fprintf(out, "      %.*s\n", (int)(nl - l), l);
+    }
 }
 
 static int show(rs_session *s)
@@ -72,6 +92,13 @@ int rs_cmd_serve(rs_session *s, const rs_call *c)
     if (!(delay >= 0 && delay * 1e6 <= (double)((int64_t)1 << 40))) /* config.pbtxt's limit */
         return rs_session_error(s, c, (size_t)-1, 0, "serve: delay= takes 0s..12d (max_queue_delay_microseconds "
                                 "up to 2^40)");
+    long long ranks = rs_call_int(c, "ranks", 1);
+    const char *rmode = rs_call_str(c, "mode", NULL);
+    if (ranks < 1 || ranks > 64)
+        return rs_session_error(s, c, rs_call_opt(c, "ranks")->pos, 0, "serve: ranks= takes 1..64 (2 or more: the model "
+                                "is served across that many rank processes)");
+    base.ranks = (int)ranks;
+    if (rmode) strcpy(base.ranks_mode, strcmp(rmode, "tensor") ? "pipeline" : "tensor");
     base.max_batch_size = (int)max_batch;
     base.instance_count = (int)instances;
     base.dynamic_batching = true;
@@ -149,6 +176,8 @@ int rs_cmd_serve(rs_session *s, const rs_call *c)
     if (rs_call_given(c, "max_batch")) so.max_batch = base.max_batch_size;
     if (rs_call_given(c, "instances")) so.instances = base.instance_count;
     if (rs_call_given(c, "delay")) so.delay_us = base.max_queue_delay_us;
+    if (rs_call_given(c, "ranks")) so.ranks = base.ranks;
+    if (rmode) so.ranks_mode = rmode;
     rs_serve_server *srv;
     if (rs_serve_start(&so, &srv, &err)) return rs_session_error(s, c, (size_t)-1, 0, "serve: %s", err.msg);
     s->server = srv;

@@ -44,6 +44,7 @@ int rs_cmd_jobs(rs_session *, const rs_call *);
 int rs_cmd_expect(rs_session *, const rs_call *);
 int rs_cmd_world(rs_session *, const rs_call *);
 int rs_cmd_serve(rs_session *, const rs_call *);
+int rs_cmd_infer(rs_session *, const rs_call *);
 int rs_cmd_pi(rs_session *, const rs_call *);
 int rs_cmd_compile(rs_session *, const rs_call *);
 int rs_cmd_plan(rs_session *, const rs_call *);
@@ -211,6 +212,7 @@ static const rs_optdef view_opts[] = {
     {NULL, 0, NULL, NULL, NULL},
 };
 
+static const char *const serve_modes[] = {"pipeline", "tensor", NULL};
 static const rs_optdef serve_opts[] = {
     {"name", RS_T_STRING, NULL, "the model's name in the repository (default: the model's or file's name)", NULL},
     {"http", RS_T_INT, "8000", "KServe v2 HTTP port (0: any free port)", NULL},
@@ -222,9 +224,21 @@ static const rs_optdef serve_opts[] = {
     {"instances", RS_T_INT, "1", "instances of the model running in parallel, each with its own activations", NULL},
     {"repo", RS_T_PATH, NULL, "where to write the repository for a model or file (default: a new /tmp folder)", NULL},
     {"data", RS_T_STRING, NULL, "a GPT's text data set: its characters are the tokens (default: as generate picks)", NULL},
+    {"ranks", RS_T_INT, "1", "rank processes serving the model (2..64: large-model inference across ranks)", NULL},
+    {"mode", RS_T_ENUM, "pipeline", "across ranks: pipeline stages or tensor shards", serve_modes},
     {NULL, 0, NULL, NULL, NULL},
 };
 static const char *const serve_words[] = {"stop", NULL};
+static const rs_optdef infer_opts[] = {
+    {"n", RS_T_INT, "16", "requests to send, one sample each (a tensor model)", NULL},
+    {"clients", RS_T_INT, "16", "threads sending them at once (the batcher merges what waits together)", NULL},
+    {"seed", RS_T_INT, "1", "the inputs' random seed; a GPT's sampling seed", NULL},
+    {"prompt", RS_T_STRING, NULL, "a GPT: the text to continue", NULL},
+    {"tokens", RS_T_INT, "40", "a GPT: tokens to generate, each streamed as it is drawn", NULL},
+    {"temp", RS_T_FLOAT, "0.8", "a GPT: sampling temperature", NULL},
+    {"top_k", RS_T_INT, "40", "a GPT: sample among the k most likely", NULL},
+    {NULL, 0, NULL, NULL, NULL},
+};
 
 static const rs_optdef jobs_opts[] = {
     {"stop", RS_T_INT, NULL, "stop the background run with this number (its ranks are ended)", NULL},
@@ -495,9 +509,16 @@ const rs_cmddef rs_commands[] = {
      "Requests are merged by a dynamic batcher (max_batch=, delay=) and run on instances= threads.\n"
      "A GPT is served decoupled: one response per generated token over gRPC ModelStreamInfer, and\n"
      "HTTP POST /v2/models/NAME/generate and generate_stream (server-sent events).\n"
+     "ranks=2 mode=pipeline|tensor serves it across rank processes (stages or shards), as one process answers.\n"
      "`serve` alone shows what is served and its counters; `serve stop` drains and stops.\n"
      "Standalone: ringside serve --repo DIR [--http PORT] [--grpc PORT] [--metrics PORT] [--host ADDR].",
      false, NULL, {{"SRC", RS_A_PATH, true, serve_words}}, 1, serve_opts, false, rs_cmd_serve, NULL},
+    {"infer", "models", "infer NAME [n=16] [clients=16] | infer GPT prompt=TEXT [tokens=40]    requests to the running server",
+     "Sends requests to a model the running server holds, through its scheduler as HTTP and gRPC requests\n"
+     "go (n= random inputs from clients= threads at once, so the dynamic batcher merges them), prints how\n"
+     "they were batched and checks each answer against the session model of that name run alone.\n"
+     "A GPT streams its tokens as they are drawn. `serve` then shows the counters and latencies.",
+     false, NULL, {{"NAME", RS_A_WORD, true, NULL}}, 1, infer_opts, false, rs_cmd_infer, NULL},
     {"export", "models", "export MODEL FILE.onnx [opset=17] | export session N FILE.ring    ONNX, or a session as a script",
      "  export MODEL FILE.onnx [opset=17] [softmax=on]\n"
      "Writes MODEL as an ONNX file: Gemm, Conv, MaxPool, AveragePool, Relu, Gelu, Tanh, Flatten,\n"

@@ -17,6 +17,7 @@
 #include "dist/worker/worker.h"
 #include "engine/cpu/blas.h"
 #include "repl.h"
+#include "serve/ranks.h"
 #include "serve/server.h"
 #include "slog/slog.h"
 #include "wrap.h"
@@ -69,6 +70,9 @@ int main(int argc, char **argv)
 {
     rs_blas_prefer_fast_kernel(argv);
     /* A rank process (started by the REPL, mpirun or by hand with the torchrun variables). */
+    /* the rank job of a model served across ranks lives in serve/ (it loads models as the server does) */
+    if (argc >= 3 && !strcmp(argv[1], "--worker") && !strcmp(argv[2], "serve"))
+        return rs_serve_rank_main(argc - 2, argv + 2, stdout, stderr);
     if (argc >= 2 && !strcmp(argv[1], "--worker")) return rs_worker_main(argc - 2, argv + 2, stdout, stderr);
     if (argc >= 2 && !strcmp(argv[1], "serve")) return rs_serve_main(argc - 2, argv + 2, stdout, stderr);
     const char *db = NULL, *cmdline = NULL, *file = NULL;

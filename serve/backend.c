@@ -14,6 +14,7 @@
 #include "engine/nn/model.h"
 #include "engine/nn/spec.h"
 #include "onnx/import.h"
+#include "ranks.h"
 
 struct rs_serve_backend {
     char *path;          /* owned */
@@ -25,6 +26,7 @@ struct rs_serve_backend {
     int vocab_n;
     uint8_t chars[256];  /* chars[id]: the byte of token id */
     int16_t id[256];     /* id[byte]: its token, -1 when the vocabulary lacks it */
+    rs_serve_ranks *ranks; /* owned: the rank processes that run it, NULL in-process */
 };
 
 struct rs_serve_inst {
@@ -141,6 +143,7 @@ rs_status rs_serve_backend_load(const char *path, rs_serve_backend **out, rs_err
 void rs_serve_backend_free(rs_serve_backend *b)
 {
     if (!b) return;
+    rs_serve_ranks_stop(b->ranks);
     rs_model_free(b->m);
     rs_onnx_graph_free(b->g);
     free(b->path);
@@ -153,6 +156,27 @@ void rs_serve_backend_io(const rs_serve_backend *b, rs_serve_io *in, rs_serve_io
     *out = b->out;
 }
 
+rs_status rs_serve_backend_use_ranks(rs_serve_backend *b, int ranks, const char *mode, int max_batch, int worker_index,
+                                     rs_err *err)
+{
+    const rs_shape *in = rs_model_input_shape(b->m);
+    int T = rs_model_tokens(b->m) ? (int)in->d[0] : 0;
+    rs_serve_ranks_cfg c = {.model = b->path, .ranks = ranks, .mode = mode, .max_batch = b->gpt ? 1 : max_batch,
+                            .in_bytes = (size_t)rs_shape_numel(in) * 4,
+                            .out_numel = b->gpt ? (size_t)T * (size_t)b->vocab_n : b->out_numel,
+                            .worker_index = worker_index};
+    if (c.max_batch < 1) c.max_batch = 1;
+    return rs_serve_ranks_start(&c, &b->ranks, err);
+}
+
+void rs_serve_backend_ranks_text(rs_serve_backend *b, char *buf, size_t cap)
+{
+    if (b->ranks) rs_serve_ranks_describe(b->ranks, buf, cap);
+    else if (cap) buf[0] = 0;
+}
+
+struct rs_model *rs_serve_backend_model(rs_serve_backend *b) { return b->m; }
+
 const char *rs_serve_backend_kind(const rs_serve_backend *b) { return b->gpt ? "gpt" : "engine"; }
 bool rs_serve_backend_generates(const rs_serve_backend *b) { return b->gpt; }
 
@@ -163,7 +187,7 @@ rs_status rs_serve_inst_new(rs_serve_backend *b, int max_batch, rs_serve_inst **
     if (!in) return rs_err_set(err, RS_ERR_NOMEM, "out of memory");
     in->b = b;
     rs_status st = RS_OK;
-    if (b->gpt) { /* rs_generate makes a decoder per request */
+    if (b->gpt || b->ranks) { /* the ranks hold the activations */ /* rs_generate makes a decoder per request */
         *out = in;
         return RS_OK;
     }
@@ -186,6 +210,7 @@ void rs_serve_inst_free(rs_serve_inst *in)
 
 rs_status rs_serve_inst_run(rs_serve_inst *in, const float *x, int B, float *y, rs_err *err)
 {
+    if (in->b->ranks) return rs_serve_ranks_run(in->b->ranks, x, B, y, err);
     const float *o;
     rs_status st = rs_model_forward_acts(in->b->m, in->acts, x, B, &o, err);
     if (st) return st;
@@ -222,6 +247,40 @@ static bool should_stop(void *ud)
     return c->g->stop && c->g->stop(c->g->ud);
 }
 
+/* rs_generate without the KV cache (what its cache=false path does: a full forward of the last ctx
+ * tokens per token, then the engine's sampler with the same seed), each forward across the ranks. */
+static rs_status generate_ranks(const rs_serve_backend *b, const int32_t *prompt, int plen, const rs_gen_cfg *cfg,
+                                gen_cb *c, rs_err *err)
+{
+    int T = (int)rs_model_input_shape(b->m)->d[0], V = b->vocab_n;
+    rs_rng rng;
+    rs_rng_seed(&rng, cfg->seed);
+    int32_t *seq = malloc(((size_t)plen + (size_t)cfg->n) * sizeof *seq); /* owned here: the whole text */
+    int32_t *x = malloc((size_t)T * sizeof *x);                         /* owned: the window */
+    float *y = malloc(((size_t)T * (size_t)V + 2 * (size_t)V) * sizeof *y); /* owned: logits, z, scratch */
+    rs_status st = RS_OK;
+    if (!seq || !x || !y) st = rs_err_set(err, RS_ERR_NOMEM, "out of memory");
+    if (!st) memcpy(seq, prompt, (size_t)plen * sizeof *seq);
+    int len = plen;
+    for (int t = 0; !st && t < cfg->n; t++) {
+        if (should_stop(c)) break;
+        int n = len > T ? T : len;
+        memset(x, 0, (size_t)T * sizeof *x); /* causal: what follows position n-1 cannot change it */
+        memcpy(x, seq + len - n, (size_t)n * sizeof *x);
+        st = rs_serve_ranks_run(b->ranks, x, 1, y, err);
+        if (st) break;
+        float *z = y + (size_t)T * (size_t)V;
+        memcpy(z, y + (size_t)(n - 1) * (size_t)V, (size_t)V * sizeof *z);
+        int32_t tok = rs_gen_sample(z, V, cfg->temp, cfg->top_k, &rng, z + V);
+        seq[len++] = tok;
+        on_token(c, tok);
+    }
+    free(seq);
+    free(x);
+    free(y);
+    return st;
+}
+
 rs_status rs_serve_inst_generate(rs_serve_inst *in, rs_serve_gen *g, rs_err *err)
 {
     const rs_serve_backend *b = in->b;
@@ -250,6 +309,11 @@ rs_status rs_serve_inst_generate(rs_serve_inst *in, rs_serve_gen *g, rs_err *err
     cfg.top_k = g->top_k;
     cfg.seed = g->seed;
     gen_cb c = {b, g};
+    if (b->ranks) {
+        rs_status st = generate_ranks(b, ids, (int)plen, &cfg, &c, err);
+        free(ids);
+        return st;
+    }
     rs_status st = rs_generate(b->m, ids, (int)plen, &cfg, on_token, should_stop, &c, NULL, err);
     free(ids);
     return st;

@@ -21,6 +21,17 @@ void rs_serve_backend_io(const rs_serve_backend *b, rs_serve_io *in, rs_serve_io
 const char *rs_serve_backend_kind(const rs_serve_backend *b);
 bool rs_serve_backend_generates(const rs_serve_backend *b);
 
+/* Serves the model across `ranks` rank processes (serve/ranks.h) in mode "pipeline" or "tensor", for
+ * batches up to max_batch: from here on every instance's run (and a GPT's generation, one full
+ * forward per token) goes through them, one batch at a time. worker_index numbers the models served
+ * across ranks on this host (their devices go round-robin by it). */
+rs_status rs_serve_backend_use_ranks(rs_serve_backend *b, int ranks, const char *mode, int max_batch, int worker_index,
+                                     rs_err *err);
+/* The ranks' own lines (what each holds), "" for a model served in-process. */
+void rs_serve_backend_ranks_text(rs_serve_backend *b, char *buf, size_t cap);
+/* The model the backend runs (borrowed): what a rank of a model across ranks cuts its part from. */
+struct rs_model *rs_serve_backend_model(rs_serve_backend *b);
+
 /* An instance for batches up to max_batch. Instances of one backend run at the same time. */
 rs_status rs_serve_inst_new(rs_serve_backend *b, int max_batch, rs_serve_inst **out, rs_err *err);
 void rs_serve_inst_free(rs_serve_inst *in);

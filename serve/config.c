@@ -473,10 +473,67 @@ static rs_status f_vpolicy(P *p, const tok *name, void *ctx)
     return unknown(p, name, "version_policy", "latest, all, specific");
 }
 
+/* One parameters entry (Triton's map<string, ModelParameter>): key and value { string_value } in either
+ * order; ringside acts on "ranks" and "ranks_mode", other keys are read and kept out. */
+typedef struct param {
+    rs_serve_config *c;
+    char key[64], val[64];
+    tok at;                 /* where the value was, for its error */
+    bool have_val;
+} param;
+
+static rs_status f_pvalue(P *p, const tok *name, void *ctx)
+{
+    param *q = ctx;
+    if (tok_is(name, "string_value")) {
+        q->at = p->cur;
+        q->have_val = true;
+        return read_str(p, q->val, sizeof q->val);
+    }
+    return skip_value(p);
+}
+
+static rs_status param_apply(P *p, param *q)
+{
+    if (!q->have_val || !q->key[0]) return RS_OK;
+    if (!strcmp(q->key, "ranks")) {
+        char *end;
+        long v = strtol(q->val, &end, 10);
+        if (!q->val[0] || *end || v < 1 || v > 64)
+            return fail(p, &q->at, "parameter ranks is '%s' (a count of rank processes, 1..64, as a string: \"2\")",
+                        q->val, NULL);
+        q->c->ranks = (int)v;
+    } else if (!strcmp(q->key, "ranks_mode")) {
+        if (strcmp(q->val, "pipeline") && strcmp(q->val, "tensor"))
+            return fail(p, &q->at, "parameter ranks_mode is '%s' (\"pipeline\" or \"tensor\")", q->val, NULL);
+        strcpy(q->c->ranks_mode, strcmp(q->val, "tensor") ? "pipeline" : "tensor");
+    }
+    return RS_OK;
+}
+
+static rs_status f_param(P *p, const tok *name, void *ctx)
+{
+    param *q = ctx;
+    rs_status st;
+    if (tok_is(name, "key")) st = read_str(p, q->key, sizeof q->key);
+    else if (tok_is(name, "value")) st = message(p, f_pvalue, q);
+    else return unknown(p, name, "parameters", "key, value");
+    return st ? st : param_apply(p, q);
+}
+
+static void *begin_param(P *p, const tok *at, void *ctx)
+{
+    (void)p, (void)at;
+    param *q = ctx;
+    rs_serve_config *c = q->c;
+    *q = (param){.c = c};
+    return q;
+}
+
 static rs_status f_model(P *p, const tok *name, void *ctx)
 {
     rs_serve_config *c = ctx;
-    static const char *const skip[] = {"optimization", "parameters", "default_model_filename", "cc_model_filenames",
+    static const char *const skip[] = {"optimization", "default_model_filename", "cc_model_filenames",
                                        "model_warmup", "sequence_batching", "ensemble_scheduling", "response_cache",
                                        "model_operations", "metric_tags", "runtime", "label_filename",
                                        "batch_input", "batch_output", "model_repository_agents", NULL};
@@ -498,10 +555,14 @@ static rs_status f_model(P *p, const tok *name, void *ctx)
     }
     if (tok_is(name, "model_transaction_policy")) return message(p, f_txn, c);
     if (tok_is(name, "version_policy")) return message(p, f_vpolicy, c);
+    if (tok_is(name, "parameters")) {
+        param q = {.c = c};
+        return messages(p, f_param, begin_param, &q);
+    }
     if (ignored(name, skip)) return skip_value(p);
     return unknown(p, name, "the model config",
                    "name, platform, backend, max_batch_size, input, output, instance_group, dynamic_batching, "
-                   "model_transaction_policy, version_policy");
+                   "model_transaction_policy, version_policy, parameters");
 }
 
 void rs_serve_config_init(rs_serve_config *c)
@@ -651,6 +712,10 @@ char *rs_serve_config_write(const rs_serve_config *c)
         put(&s, &len, &cap, "}\n");
     }
     if (c->decoupled) put(&s, &len, &cap, "model_transaction_policy { decoupled: true }\n");
+    if (c->ranks > 1)
+        put(&s, &len, &cap, "parameters { key: \"ranks\" value: { string_value: \"%d\" } }\n", c->ranks);
+    if (c->ranks_mode[0])
+        put(&s, &len, &cap, "parameters { key: \"ranks_mode\" value: { string_value: \"%s\" } }\n", c->ranks_mode);
     if (c->vpolicy == RS_SERVE_VP_ALL) put(&s, &len, &cap, "version_policy: { all { } }\n");
     else if (c->vpolicy == RS_SERVE_VP_SPECIFIC) {
         put(&s, &len, &cap, "version_policy: { specific { versions: [ ");

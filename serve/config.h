@@ -57,6 +57,10 @@ typedef struct rs_serve_config {
     int latest_n;                    /* latest { num_versions }, default 1 */
     int nversions;
     int64_t versions[RS_SERVE_MAX_VERSIONS]; /* specific { versions: [...] } */
+    /* parameters { key: "ranks" value: { string_value: "2" } } and key "ranks_mode" ("pipeline" or
+     * "tensor"): the model is served by that many rank processes (serve/ranks.h); 0 or 1: in-process */
+    int ranks;
+    char ranks_mode[16];
 } rs_serve_config;
 
 /* Defaults: latest 1 version, no batching settings, one instance. */

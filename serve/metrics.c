@@ -1,6 +1,7 @@
 /* Prometheus text exposition of the statistics, under Triton's metric names and labels, so the
  * dashboards and alerts written for Triton read ringside unchanged. */
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,6 +105,35 @@ char *rs_serve_metrics_text(rs_serve_server *s)
             default: v = (unsigned long long)st->queued; break;
             }
             put(&b, "%s{model=\"%s\",version=\"%lld\"} %llu\n", m[k].name, x.r[i].model, x.r[i].version, v);
+        }
+    }
+    /* ringside's own: latency histograms (Triton's counters above have only sums) */
+    static const struct {
+        const char *name, *help;
+        bool queue;
+    } h[] = {
+        {"ringside_inference_request_duration_us", "Inference request duration in microseconds, queue to answer", false},
+        {"ringside_inference_queue_duration_us", "Time requests waited in the queue in microseconds", true},
+    };
+    for (size_t k = 0; k < sizeof h / sizeof *h; k++) {
+        put(&b, "# HELP %s %s\n# TYPE %s histogram\n", h[k].name, h[k].help, h[k].name);
+        for (int i = 0; i < x.n; i++) {
+            const rs_serve_stats *st = &x.r[i].st;
+            const uint64_t *v = h[k].queue ? st->queue_hist : st->request_hist;
+            unsigned long long cum = 0;
+            for (int j = 0; j < RS_SERVE_HIST_N; j++) {
+                cum += v[j];
+                double le = rs_serve_hist_le_us(j);
+                if (j == RS_SERVE_HIST_N - 1)
+                    put(&b, "%s_bucket{model=\"%s\",version=\"%lld\",le=\"+Inf\"} %llu\n", h[k].name, x.r[i].model,
+                        x.r[i].version, cum);
+                else
+                    put(&b, "%s_bucket{model=\"%s\",version=\"%lld\",le=\"%g\"} %llu\n", h[k].name, x.r[i].model,
+                        x.r[i].version, le, cum);
+            }
+            put(&b, "%s_sum{model=\"%s\",version=\"%lld\"} %.3f\n", h[k].name, x.r[i].model, x.r[i].version,
+                (double)(h[k].queue ? st->queue.ns : st->success.ns) / 1e3);
+            put(&b, "%s_count{model=\"%s\",version=\"%lld\"} %llu\n", h[k].name, x.r[i].model, x.r[i].version, cum);
         }
     }
     free(x.r);

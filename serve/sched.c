@@ -55,6 +55,54 @@ uint64_t rs_serve_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+double rs_serve_hist_le_us(int i)
+{
+    static const double steps[3] = {1.0, 2.5, 5.0};
+    if (i >= RS_SERVE_HIST_N - 1) return 1.0 / 0.0;
+    /* 50, 100, 250, 500, 1000, ...: i = 0 is 50 us, then 1-2.5-5 per decade from 100 us */
+    if (i == 0) return 50.0;
+    double d = 100.0;
+    for (int k = 0; k < (i - 1) / 3; k++) d *= 10.0;
+    return d * steps[(i - 1) % 3];
+}
+
+static void hist_add(uint64_t *h, uint64_t ns)
+{
+    double us = (double)ns / 1e3;
+    int i = 0;
+    while (i < RS_SERVE_HIST_N - 1 && us > rs_serve_hist_le_us(i)) i++;
+    h[i]++;
+}
+
+double rs_serve_hist_quantile(const uint64_t *h, double q)
+{
+    uint64_t total = 0;
+    for (int i = 0; i < RS_SERVE_HIST_N; i++) total += h[i];
+    if (!total) return 0.0;
+    double rank = q * (double)total, seen = 0.0;
+    for (int i = 0; i < RS_SERVE_HIST_N; i++) {
+        if (h[i] && seen + (double)h[i] >= rank) {
+            double lo = i ? rs_serve_hist_le_us(i - 1) : 0.0, hi = rs_serve_hist_le_us(i);
+            if (i == RS_SERVE_HIST_N - 1) return lo; /* +Inf: the largest finite bound, as Prometheus */
+            return lo + (hi - lo) * (rank - seen) / (double)h[i];
+        }
+        seen += (double)h[i];
+    }
+    return rs_serve_hist_le_us(RS_SERVE_HIST_N - 2);
+}
+
+/* the current second counts as a whole one: a burst just answered shows at once, a little low */
+double rs_serve_stats_rate(const rs_serve_stats *st, uint64_t now_ns, int window)
+{
+    if (window < 1) window = 1;
+    if (window > RS_SERVE_RATE_SLOTS - 1) window = RS_SERVE_RATE_SLOTS - 1;
+    int64_t now = (int64_t)(now_ns / 1000000000u);
+    uint64_t n = 0;
+    for (int k = 0; k < RS_SERVE_RATE_SLOTS; k++)
+        if (st->rate_sec[k] > now - window && st->rate_sec[k] <= now && st->rate_count[k]) n += st->rate_count[k];
+    return (double)n / window;
+}
+
 static uint64_t wall_ms(void)
 {
     struct timespec ts;
@@ -182,6 +230,12 @@ static void *inst_main(void *arg)
                 add(&s->st.compute_infer, t2 - t1);
                 add(&s->st.compute_output, t3 - t2);
                 add(&s->st.success, t3 - r->t_enq);
+                hist_add(s->st.request_hist, t3 - r->t_enq);
+                hist_add(s->st.queue_hist, t0 - r->t_enq);
+                int64_t sec = (int64_t)(t3 / 1000000000u);
+                int slot = (int)(sec % RS_SERVE_RATE_SLOTS);
+                if (s->st.rate_sec[slot] != sec) s->st.rate_sec[slot] = sec, s->st.rate_count[slot] = 0;
+                s->st.rate_count[slot]++;
             } else {
                 add(&s->st.fail, t3 - r->t_enq);
             }

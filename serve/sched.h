@@ -14,6 +14,16 @@ typedef struct rs_serve_stat {
     uint64_t count, ns;
 } rs_serve_stat;
 
+/* Latency histograms: per request, how many fell in each bucket (not cumulative), bucket i holding
+ * durations <= rs_serve_hist_le_us(i) microseconds and above the previous bound; the last is +Inf. */
+#define RS_SERVE_HIST_N 18
+/* The upper bound of bucket i in microseconds (50 us .. 10 s, 1-2.5-5 steps); +Inf for the last. */
+double rs_serve_hist_le_us(int i);
+/* The q-quantile (0..1) of a histogram, in microseconds, by linear interpolation inside the bucket
+ * (what Prometheus' histogram_quantile does); 0 when it is empty. */
+double rs_serve_hist_quantile(const uint64_t *h, double q);
+#define RS_SERVE_RATE_SLOTS 16
+
 typedef struct rs_serve_stats {
     rs_serve_stat success, fail, queue, compute_input, compute_infer, compute_output;
     uint64_t inference_count;  /* samples answered */
@@ -21,6 +31,11 @@ typedef struct rs_serve_stats {
     uint64_t last_inference_ms;/* wall clock, ms since the epoch; 0: none yet */
     int queued;                /* requests waiting now */
     int max_batch;             /* size of the arrays below minus 1 */
+    uint64_t request_hist[RS_SERVE_HIST_N]; /* successes' durations, queue to answer */
+    uint64_t queue_hist[RS_SERVE_HIST_N];   /* their time in the queue */
+    /* successes per monotonic second, slot sec % RS_SERVE_RATE_SLOTS holding second rate_sec[slot] */
+    uint64_t rate_count[RS_SERVE_RATE_SLOTS];
+    int64_t rate_sec[RS_SERVE_RATE_SLOTS];
     /* per batch size b (1..max_batch): how many batches of that size ran, and their phase times */
     rs_serve_stat *batch_input, *batch_infer, *batch_output; /* owned by the stats (rs_serve_stats_free) */
 } rs_serve_stats;
@@ -41,6 +56,8 @@ void rs_serve_sched_count_fail(rs_serve_sched *s, uint64_t ns);
 /* A snapshot of the statistics; free its arrays with rs_serve_stats_free. */
 void rs_serve_sched_stats(rs_serve_sched *s, rs_serve_stats *out);
 void rs_serve_stats_free(rs_serve_stats *st);
+/* Successes per second over the last `window` seconds to now_ns (rs_serve_now_ns, its second included), 1..15. */
+double rs_serve_stats_rate(const rs_serve_stats *st, uint64_t now_ns, int window);
 /* Runs every queued request, then stops the instances and frees. NULL is a no-op. */
 void rs_serve_sched_free(rs_serve_sched *s);
 

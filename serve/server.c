@@ -13,7 +13,7 @@
 typedef struct entry {
     char name[RS_SERVE_NAME_MAX];
     rs_serve_model *m;      /* NULL when unavailable */
-    char reason[256];       /* why it is unavailable */
+    char reason[1024];      /* why it is unavailable */
 } entry;
 
 struct rs_serve_server {
@@ -25,6 +25,7 @@ struct rs_serve_server {
     int n, cap;
     rs_serve_http *http, *metrics; /* owned */
     rs_serve_grpc *grpc;           /* owned */
+    int ranks_workers;             /* models started across ranks so far (their devices' round-robin) */
 };
 
 void rs_serve_opts_init(rs_serve_opts *o)
@@ -137,6 +138,8 @@ static rs_status model_load(rs_serve_server *s, const char *name, rs_serve_model
     if (!st) {
         if (s->o.max_batch >= 0) c->max_batch_size = s->o.max_batch;
         if (s->o.instances > 0) c->instance_count = s->o.instances;
+        if (s->o.ranks > 0) c->ranks = s->o.ranks;
+        if (s->o.ranks_mode) strcpy(c->ranks_mode, strcmp(s->o.ranks_mode, "tensor") ? "pipeline" : "tensor");
         if (s->o.delay_us >= 0) {
             c->dynamic_batching = true;
             c->max_queue_delay_us = s->o.delay_us;
@@ -152,6 +155,13 @@ static rs_status model_load(rs_serve_server *s, const char *name, rs_serve_model
         if (!st && c->decoupled && !rs_serve_backend_generates(v->backend))
             st = rs_err_set(err, RS_ERR_UNSUPPORTED, "%s: model '%s' is decoupled (model_transaction_policy), but "
                             "only a GPT (model.safetensors) answers with a stream of responses", path, name);
+        if (!st && c->ranks > 1) {
+            pthread_mutex_lock(&s->mu);
+            int w = s->ranks_workers++;
+            pthread_mutex_unlock(&s->mu);
+            st = rs_serve_backend_use_ranks(v->backend, c->ranks, c->ranks_mode[0] ? c->ranks_mode : "pipeline",
+                                            c->max_batch_size, w, err);
+        }
         if (!st) st = rs_serve_sched_new(v->backend, c, &v->sched, err);
         if (v->backend) m->nversions++;
     }

@@ -18,6 +18,10 @@ typedef struct rs_serve_opts {
     int max_batch, instances;
     int64_t delay_us;
     size_t body_limit;     /* request body cap in bytes; 0: 64 MB */
+    /* Every model across this many rank processes (0: as its config says; its parameters "ranks" and
+     * "ranks_mode"), in ranks_mode "pipeline" or "tensor" (NULL: the config's, else pipeline) */
+    int ranks;
+    const char *ranks_mode;
 } rs_serve_opts;
 
 void rs_serve_opts_init(rs_serve_opts *o);

@@ -31,7 +31,8 @@ static const char full[] =
     "model_transaction_policy { decoupled: true }\n"
     "version_policy: { specific { versions: [1, 3] } }\n"
     "optimization { execution_accelerators { cpu_execution_accelerator: [ { name: \"openvino\" } ] } }\n"
-    "parameters { key: \"x\" value: { string_value: \"y\" } }\n";
+    "parameters { key: \"x\" value: { string_value: \"y\" } }\n"
+    "parameters [ { value: { string_value: \"tensor\" } key: \"ranks_mode\" }, { key: \"ranks\" value { string_value: \"4\" } } ]\n";
 
 /* Parses text and checks the error message starts with "t.pbtxt:LINE:COL: " and contains needle. */
 static void bad(const char *text, int line, int col, const char *needle)
@@ -65,6 +66,7 @@ int main(void)
     RS_CHECK(c.max_queue_delay_us == 500 && c.max_queue_size == 100, "delay %lld", (long long)c.max_queue_delay_us);
     RS_CHECK(c.decoupled, "decoupled");
     RS_CHECK(c.vpolicy == RS_SERVE_VP_SPECIFIC && c.nversions == 2 && c.versions[1] == 3, "versions");
+    RS_CHECK(c.ranks == 4 && !strcmp(c.ranks_mode, "tensor"), "ranks %d mode '%s'", c.ranks, c.ranks_mode);
 
     /* The writer's text parses back to the same settings. */
     char *w = rs_serve_config_write(&c);
@@ -73,7 +75,7 @@ int main(void)
     RS_CHECK(st == RS_OK, "%s\n%s", e.msg, w);
     RS_CHECK(!strcmp(d.name, c.name) && d.max_batch_size == 32 && d.noutputs == 2 && d.outputs[1].dims[0] == -1 &&
                  d.instance_count == 3 && d.npreferred == 3 && d.max_queue_delay_us == 500 && d.max_queue_size == 100 &&
-                 d.decoupled && d.nversions == 2,
+                 d.decoupled && d.nversions == 2 && d.ranks == 4 && !strcmp(d.ranks_mode, "tensor"),
              "written config differs:\n%s", w);
     free(w);
 
@@ -103,6 +105,10 @@ int main(void)
     bad("  }", 1, 3, "expected a field name");
     bad("model_transaction_policy { decoupled: maybe }", 1, 39, "expected true or false");
     bad("version_policy { newest { } }", 1, 18, "unknown field 'newest' in version_policy");
+    bad("parameters { key: \"ranks\" value: { string_value: \"0\" } }", 1, 48, "parameter ranks is '0'");
+    bad("parameters { key: \"ranks\" value: { string_value: \"two\" } }", 1, 48, "1..64");
+    bad("parameters { key: \"ranks_mode\" value: { string_value: \"diagonal\" } }", 1, 53, "\"pipeline\" or \"tensor\"");
+    bad("parameters { key: \"ranks\" val: { } }", 1, 27, "unknown field 'val' in parameters");
     /* Deep nesting of skipped fields stops at a limit instead of the stack. */
     char deep[400] = "optimization ";
     for (int i = 0; i < 40; i++) strcat(deep, "{ a ");
