@@ -250,6 +250,7 @@ static rs_status p_setup(void *ud, rs_model *m, const rs_opt_cfg *opt, rs_err *e
         if (!ch->zlen) continue;
         ch->opt = rs_optim_new(opt, rs_model_device(m), ch->zlen, p->mem, err);
         if (!ch->opt) return err ? err->code : RS_ERR_NOMEM;
+        rs_optim_set_ctx(ch->opt, rs_model_ctx(p->m)); /* the stage's threads, not a default of every core */
         st = rs_train_apply_groups(ch->opt, p->m, ch->off + ch->zlo, err);
         if (st) return st;
     }
@@ -261,6 +262,7 @@ static rs_status p_setup(void *ud, rs_model *m, const rs_opt_cfg *opt, rs_err *e
         if (!t->zlen) continue;
         t->opt = rs_optim_new(opt, rs_model_device(m), t->zlen, p->mem, err);
         if (!t->opt) return err ? err->code : RS_ERR_NOMEM;
+        rs_optim_set_ctx(t->opt, rs_model_ctx(p->m));
         st = rs_train_apply_groups(t->opt, p->m, t->off + t->zlo, err);
         if (st) return st;
     }

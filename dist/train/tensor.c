@@ -114,6 +114,7 @@ static rs_status t_setup(void *ud, rs_model *m, const rs_opt_cfg *opt, rs_err *e
     if (t->tp > 1) rs_model_set_tp_comm(t->s, tp_all_reduce, t);
     t->opt = rs_optim_new(opt, rs_model_device(m), rs_model_numel(t->s), t->mem, err);
     if (!t->opt) return err ? err->code : RS_ERR_NOMEM;
+    rs_optim_set_ctx(t->opt, rs_model_ctx(t->s)); /* the shard's threads, not a default of every core */
     st = rs_train_apply_groups(t->opt, t->s, 0, err);
     if (st) return st;
     size_t smax = 0;

@@ -279,6 +279,9 @@ rs_status rs_tp_shard_new(const rs_tp_plan *p, int rank, rs_mem *mem, rs_model *
     }
     s->step = p->whole->step;
     s->training = p->whole->training;
+    /* The shard computes for the whole model: same threads (a rank trains with threads=1; a default
+     * context of every core in each of two ranks on two cores made tensor-parallel steps 100x slower). */
+    rs_kctx_set_threads(&s->ctx, p->whole->ctx.threads);
     rs_tp_cut(p, rank, p->whole->params, s->params);
     *out = s;
     return RS_OK;

@@ -341,8 +341,10 @@ static void gpt_shape(void)
     rs_tp_plan *p = NULL;
     rs_model *s = NULL;
     rs_err e = {0};
+    if (w) rs_model_set_threads(w, 3); /* a rank's count (1), or any: the shard computes with the whole's */
     RS_CHECK(w && !rs_tp_plan_new(w, 2, &p, &e) && !rs_tp_shard_new(p, 1, NULL, &s, &e), "%s", e.msg);
     if (s) {
+        RS_CHECK(rs_model_threads(s) == 3, "shard threads %d, the whole model's 3", rs_model_threads(s));
         char *spec = rs_model_spec(s);
         const char *want = "seq ctx=8 embed(11,16,std=0.02) res[ layernorm tp_copy linear(24,std=0.02) attn(2) "
                            "linear(16,bias=0,std=0.0141421) tp_reduce ] res[ layernorm tp_copy linear(32,std=0.02) "
