@@ -27,13 +27,20 @@ void rs_cuda_query(rs_cuda_info *info)
     info->count = n;
 }
 
+/* index is not a GPU here: none at all (the reason), or past the last one. */
+static rs_status no_such(const rs_cuda_info *info, int index, rs_err *err)
+{
+    if (!info->count) return rs_err_set(err, RS_ERR_UNSUPPORTED, "%s", info->why);
+    if (info->count == 1) return rs_err_set(err, RS_ERR_ARG, "there is no cuda:%d; this machine has one GPU, cuda:0", index);
+    return rs_err_set(err, RS_ERR_ARG, "there is no cuda:%d; this machine has %d GPUs, cuda:0 to cuda:%d", index,
+                      info->count, info->count - 1);
+}
+
 rs_status rs_cuda_gpu_info(int index, rs_cuda_gpu *gpu, rs_err *err)
 {
     rs_cuda_info info;
     rs_cuda_query(&info);
-    if (index < 0 || index >= info.count)
-        return rs_err_set(err, RS_ERR_ARG, "cuda:%d: %s", index,
-                          info.count ? "no such GPU (see `devices`)" : info.why);
+    if (index < 0 || index >= info.count) return no_such(&info, index, err);
     struct cudaDeviceProp p;
     cudaError_t e = cudaGetDeviceProperties(&p, index);
     if (e != cudaSuccess) return rs_err_set(err, RS_ERR_INTERNAL, "cuda:%d: %s", index, cudaGetErrorString(e));
@@ -56,9 +63,7 @@ rs_status rs_cuda_use(int index, rs_err *err)
 {
     rs_cuda_info info;
     rs_cuda_query(&info);
-    if (index < 0 || index >= info.count)
-        return rs_err_set(err, RS_ERR_ARG, "cuda:%d: %s", index,
-                          info.count ? "no such GPU (see `devices`)" : info.why);
+    if (index < 0 || index >= info.count) return no_such(&info, index, err);
     cudaError_t e = cudaSetDevice(index);
     if (e != cudaSuccess) return rs_err_set(err, RS_ERR_INTERNAL, "cuda:%d: %s", index, cudaGetErrorString(e));
     return RS_OK;
