@@ -2,22 +2,27 @@
  * no GPU, and a reason that says how to get one. */
 #include "cuda.h"
 
+#include <stdio.h>
 #include <string.h>
+
+#define WHY                                                                                            \
+    "no CUDA device: this build has no CUDA support (configured without nvcc or with -Dcuda=disabled; "  \
+    "install the CUDA toolkit and reconfigure with -Dcuda=enabled)"
 
 void rs_cuda_query(rs_cuda_info *info)
 {
     memset(info, 0, sizeof *info);
-    strcpy(info->why, "no CUDA device: this build has no CUDA support (nvcc was not found when it was configured; "
-                      "install the CUDA toolkit and reconfigure with -Dcuda=enabled)");
+    snprintf(info->why, sizeof info->why, "%s", WHY);
 }
 
 rs_status rs_cuda_gpu_info(int index, rs_cuda_gpu *gpu, rs_err *err)
 {
-    (void)gpu;
-    return rs_err_set(err, RS_ERR_UNSUPPORTED, "cuda:%d: this build has no CUDA support", index);
+    (void)index, (void)gpu;
+    return rs_err_set(err, RS_ERR_UNSUPPORTED, "%s", WHY);
 }
 
 rs_status rs_cuda_use(int index, rs_err *err)
 {
-    return rs_err_set(err, RS_ERR_UNSUPPORTED, "cuda:%d: this build has no CUDA support", index);
+    (void)index;
+    return rs_err_set(err, RS_ERR_UNSUPPORTED, "%s", WHY);
 }

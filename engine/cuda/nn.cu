@@ -582,13 +582,14 @@ __global__ static void k_embed_fwd(const int32_t *tok, const float *wte, const f
     }
 }
 
-__global__ static void k_embed_bwd_pos(const float *dout, float *dwpe, int B, int T, int C)
+__global__ static void k_embed_bwd_pos(const float *dout, float *dwpe, int B, size_t n)
 {
-    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-    if (i >= (size_t)T * C) return;
-    float s = dwpe[i];
-    for (int b = 0; b < B; b++) s += dout[(size_t)b * T * C + i];
-    dwpe[i] = s;
+    GRID_STRIDE(i, n)
+    {
+        float s = dwpe[i];
+        for (int b = 0; b < B; b++) s += dout[(size_t)b * n + i];
+        dwpe[i] = s;
+    }
 }
 
 // A token that occurs at several positions gets several additions: atomics, so their order (and the
@@ -628,7 +629,7 @@ extern "C" rs_status rs_cuda_embed_bwd(rs_kctx *ctx, const int32_t *tok, const f
     CU_PTR(ctx, "embed_bwd", dwpe, B && T && C);
     size_t n = (size_t)B * T * C;
     if (!n) return RS_OK;
-    k_embed_bwd_pos<<<cu_blocks((size_t)T * C), 256, 0, cu_stream(ctx)>>>(dout, dwpe, B, T, C);
+    k_embed_bwd_pos LAUNCH((size_t)T * C)(dout, dwpe, B, (size_t)T * C);
     RS_KTRY(cu_launched(ctx, "embed_bwd"));
     k_embed_bwd_tok LAUNCH(n)(tok, dout, dwte, C, n);
     return cu_launched(ctx, "embed_bwd");

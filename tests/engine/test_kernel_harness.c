@@ -300,7 +300,7 @@ int main(int argc, char **argv)
         char why[300] = "";
         if (!k) {
             printf("device %s: no kernel table in this build\n", rs_device_name(d));
-            if (kind == only) RS_SKIP("no CUDA device: this build has no CUDA table (nvcc was not found)");
+            if (kind == only) RS_SKIP("no CUDA device: this build has no CUDA table (configured without nvcc or with -Dcuda=disabled)");
             continue;
         }
         RS_CHECK(k->kind == d.kind, "rs_kernels_for(%s) gave table %s", rs_device_name(d), k->name);

@@ -363,7 +363,7 @@ int main(int argc, char **argv)
         const rs_kernels *k = rs_kernels_for((rs_device){RS_DEV_CUDA, 0});
         rs_cuda_info ci;
         rs_cuda_query(&ci);
-        if (!k) RS_SKIP("no CUDA device: this build has no CUDA table (nvcc was not found)");
+        if (!k) RS_SKIP("no CUDA device: this build has no CUDA table (configured without nvcc or with -Dcuda=disabled)");
         if (ci.count < 1) RS_SKIP("%s", ci.why);
         check_device(k, &mlp, "mlp 13-17-5");
         check_device(k, &gpt, "gpt block");
