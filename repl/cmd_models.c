@@ -392,7 +392,9 @@ int rs_cmd_show(rs_session *s, const rs_call *c)
     fprintf(s->out, "%s %s\n", rs_model_inference_only(o->model) ? "from:" : "spec:", o->spec);
     rs_blas_info b;
     rs_blas_get_info(&b);
-    fprintf(s->out, "kernels: cpu, threads %d, OpenBLAS %s\n", rs_model_threads(o->model), b.core);
+    /* where the model lives: its buffers and the kernel table it runs on */
+    fprintf(s->out, "kernels: %s, threads %d, OpenBLAS %s\n", rs_device_name(rs_model_device(o->model)),
+            rs_model_threads(o->model), b.core);
     return 0;
 }
 

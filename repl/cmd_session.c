@@ -117,6 +117,8 @@ int rs_cmd_help(rs_session *s, const rs_call *c)
     return help_one(s, c, d);
 }
 
+int rs_cmd_set_device(rs_session *s, const rs_call *c); /* repl/cmd_devices.c */
+
 int rs_cmd_set(rs_session *s, const rs_call *c)
 {
     bool any = false;
@@ -137,9 +139,16 @@ int rs_cmd_set(rs_session *s, const rs_call *c)
         s->color = rs_call_bool(c, "color", false) && !getenv("NO_COLOR");
         any = true;
     }
-    if (!any || s->interactive || s->echo)
-        fprintf(s->out, "threads=%d seed=%llu color=%s\n", s->threads,
-                (unsigned long long)s->seed, s->color ? "on" : "off");
+    if (rs_call_given(c, "device")) {
+        if (rs_cmd_set_device(s, c)) return 1;
+        any = true;
+    }
+    if (!any || s->interactive || s->echo) {
+        fprintf(s->out, "threads=%d seed=%llu color=%s", s->threads, (unsigned long long)s->seed, s->color ? "on" : "off");
+        /* the device once a GPU was chosen (`devices` always names it) */
+        if (s->device.kind != RS_DEV_CPU) fprintf(s->out, " device=cuda:%d", s->device.index);
+        fputc('\n', s->out);
+    }
     return 0;
 }
 

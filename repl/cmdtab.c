@@ -33,6 +33,7 @@ int rs_cmd_set(rs_session *, const rs_call *);
 int rs_cmd_help(rs_session *, const rs_call *);
 int rs_cmd_quit(rs_session *, const rs_call *);
 int rs_cmd_version(rs_session *, const rs_call *);
+int rs_cmd_devices(rs_session *, const rs_call *);
 int rs_cmd_onnx(rs_session *, const rs_call *);
 int rs_cmd_collective(rs_session *, const rs_call *);
 int rs_cmd_bench(rs_session *, const rs_call *);
@@ -198,6 +199,7 @@ static const rs_optdef set_opts[] = {
     {"threads", RS_T_INT, NULL, "CPU threads for kernels and BLAS", NULL},
     {"seed", RS_T_INT, NULL, "default seed for models, data and runs", NULL},
     {"color", RS_T_BOOL, NULL, "coloured output", NULL},
+    {"device", RS_T_STRING, NULL, "cpu, cuda or cuda:N: the session's device (`devices` lists the GPUs)", NULL},
     {NULL, 0, NULL, NULL, NULL},
 };
 
@@ -608,10 +610,12 @@ const rs_cmddef rs_commands[] = {
      "Clears the terminal, as clear(1) does, so the next part of a lesson starts on a fresh screen.\n"
      "Where the output is not a terminal (a script's output in a file or a pipe) it prints nothing.",
      false, NULL, {{0}}, 0, NULL, false, rs_cmd_clear, NULL},
-    {"set", "session", "set [threads=N] [seed=N] [color=on|off]    session settings (no options: show them)", NULL,
+    {"set", "session", "set [threads=N] [seed=N] [color=on|off] [device=cpu|cuda[:N]]    session settings (none: show them)", NULL,
      false, NULL, {{0}}, 0, set_opts, false, rs_cmd_set, NULL},
     {"version", "session", "version    version, BLAS kernel, threads", NULL, false, NULL, {{0}}, 0, NULL, false,
      rs_cmd_version, NULL},
+    {"devices", "session", "devices    is CUDA available: GPUs, memory, compute capability, versions", NULL, false, NULL,
+     {{0}}, 0, NULL, false, rs_cmd_devices, NULL},
     {"help", "session", "help [COMMAND]    this list, or one command in full", NULL, false, NULL,
      {AOPT("COMMAND", RS_A_COMMAND)}, 1, NULL, false, rs_cmd_help, NULL},
     {"quit", "session", "quit    leave (Ctrl-D too)", NULL, false, NULL, {{0}}, 0, NULL, false, rs_cmd_quit, NULL},

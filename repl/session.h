@@ -42,6 +42,7 @@ struct rs_session {
     int nobjs, cap;
     uint64_t seed;
     int threads;
+    rs_device device;       /* `set device=`: cpu (zero) or a GPU the driver reports (repl/cmd_devices.c) */
     FILE *out;
     FILE *err;              /* errors and warnings: stderr in scripts, -c and pipes; NULL: out (the prompt) */
     bool color;             /* NO_COLOR, TERM=dumb and non-terminals turn it off */

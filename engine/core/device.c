@@ -5,6 +5,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#ifdef RS_HAVE_CUDA
+#include "engine/cuda/cuda_kernels.h"
+#endif
+
 const char *rs_device_name(rs_device d)
 {
     switch (d.kind) {
@@ -18,7 +22,12 @@ const rs_kernels *rs_kernels_for(rs_device d)
 {
     switch (d.kind) {
     case RS_DEV_CPU: return &rs_cpu_kernels;
-    default: return NULL; /* the CUDA issue adds its table here */
+#ifdef RS_HAVE_CUDA
+    /* the table whether or not a GPU is present: its calls then fail with "no CUDA device"; callers
+     * that choose a device ask rs_cuda_query (engine/cuda/cuda.h) first */
+    case RS_DEV_CUDA: return &rs_cuda_kernels;
+#endif
+    default: return NULL;
     }
 }
 

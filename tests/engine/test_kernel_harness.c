@@ -5,7 +5,11 @@
  * registered in engine/core/device.c; a new entry fails the coverage check until it has a case.
  * Then what contexts promise: the first failure is kept until taken, a call leaves the caller's
  * OpenMP setting alone, and two threads with contexts of 1 and 2 threads run side by side and both
- * get right answers. */
+ * get right answers.
+ *
+ * `test-kernel-harness` checks the CPU table and the contexts; `test-kernel-harness cuda` (meson test
+ * --suite cuda) checks the CUDA table on the current GPU instead, and exits 77 ("skipped") with the
+ * reason where this build has no CUDA or the machine no GPU. */
 #include <omp.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -13,6 +17,7 @@
 #include <string.h>
 
 #include "engine/cpu/cpu_kernels.h"
+#include "engine/cuda/cuda.h"
 #include "engine/nn/spec.h"
 #include "engine/optim/optim.h"
 #include "harness.h"
@@ -261,8 +266,28 @@ static void test_two_threads(void)
     free(A), free(B), free(x), free(wt), free(dy), free(qkv), free(C), free(Y), free(DW), free(O), free(att);
 }
 
-int main(void)
+/* Whether device d's table can run here; why not in *why. */
+static bool usable(rs_device d, char *why, size_t n)
 {
+    if (d.kind != RS_DEV_CUDA) return true;
+    rs_cuda_info ci;
+    rs_cuda_query(&ci);
+    snprintf(why, n, "%s", ci.why);
+    if (ci.count > 0) snprintf(why, n, "%d GPU%s", ci.count, ci.count == 1 ? "" : "s");
+    return ci.count > 0;
+}
+
+int main(int argc, char **argv)
+{
+    /* which tables: the CPU's (default) or one device's, named on the command line */
+    int only = RS_DEV_CPU;
+    if (argc > 1) {
+        if (strcmp(argv[1], "cuda") != 0) {
+            fprintf(stderr, "usage: %s [cuda]\n", argv[0]);
+            return 2;
+        }
+        only = RS_DEV_CUDA;
+    }
     collect(hz_mem_cases, hz_mem_ncases);
     collect(hz_dense_cases, hz_dense_ncases);
     collect(hz_nn_cases, hz_nn_ncases);
@@ -272,19 +297,31 @@ int main(void)
     for (int kind = 0; kind < RS_DEV_KIND_COUNT; kind++) {
         rs_device d = {(rs_device_kind)kind, 0};
         const rs_kernels *k = rs_kernels_for(d);
+        char why[300] = "";
         if (!k) {
             printf("device %s: no kernel table in this build\n", rs_device_name(d));
+            if (kind == only) RS_SKIP("no CUDA device: this build has no CUDA table (configured without nvcc or with -Dcuda=disabled)");
             continue;
         }
         RS_CHECK(k->kind == d.kind, "rs_kernels_for(%s) gave table %s", rs_device_name(d), k->name);
-        printf("table %s:\n", k->name);
+        if (kind != only) {
+            if (kind == RS_DEV_CPU) printf("device cpu: the reference; its own table is checked by the default run\n");
+            else
+                printf("device %s: table %s, checked by `test-kernel-harness %s` (meson test --suite %s)\n",
+                       rs_device_name(d), k->name, rs_device_name(d), rs_device_name(d));
+            continue;
+        }
+        if (!usable(d, why, sizeof why)) RS_SKIP("table %s not run: %s", k->name, why);
+        printf("table %s (%s):\n", k->name, why[0] ? why : "host");
         run_table(k);
         tables++;
     }
     RS_CHECK(tables >= 1, "no kernel table at all");
-    test_status();
-    test_icv();
-    test_model_status();
-    test_two_threads();
-    return rs_test_finish("kernel-harness");
+    if (only == RS_DEV_CPU) {
+        test_status();
+        test_icv();
+        test_model_status();
+        test_two_threads();
+    }
+    return rs_test_finish(only == RS_DEV_CPU ? "kernel-harness" : "kernel-harness cuda");
 }
