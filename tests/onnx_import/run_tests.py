@@ -40,6 +40,12 @@ def repl_fixed_batch(ringside, out):
     if "m takes 4 samples at a time (its file fixed the batch at 4), not 2; give n=4" not in text:
         print(f"FAIL repl: predict n=2 did not say the model takes 4 samples at a time:\n{text}")
         fails += 1
+    # the test split has 2 rows: fewer than one group of 4, said as such (not "give n=4", which cannot be)
+    text = run("predict m on d; predict m on d n=16 split=train")
+    if ("m takes 4 samples at a time (its file fixed the batch at 4) but d's test split has 2" not in text
+            or len(re.findall(r"(ok|NO) \d+ \(true \d+\)", text)) != 8):
+        print(f"FAIL repl: predict on 2 test rows, and n=16 on 8 train rows:\n{text}")
+        fails += 1
     text = run("predict m on d n=4 split=train")
     if len(re.findall(r"(ok|NO) \d+ \(true \d+\)", text)) != 4:
         print(f"FAIL repl: predict n=4 did not show 4 predictions:\n{text}")
