@@ -68,6 +68,24 @@ def repl_fixed_batch(ringside, out):
     return fails + (not ok)
 
 
+def repl_plan(ringside, out):
+    """eval and predict on a compiled plan (model p = plan FILE), which has no engine model behind it: both
+    run and print their figures (they read the fixed batch of a model, and crashed on a plan's). Returns
+    failures."""
+    plan = os.path.join(out, "p.plan")
+    cmds = (f"model c = mlp 36-16-5; data d = csv {os.path.join(out, 'fixed_batch4.eval.csv')}; compile c -> {plan}; "
+            f"model p = plan {plan}; eval p on d split=train; predict p on d n=3 split=train")
+    r = subprocess.run([ringside, "--no-db", "--keep-going", "-c", cmds], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, COLUMNS="1000"))
+    text = r.stdout + r.stderr
+    ok = (r.returncode == 0 and re.search(r"p on d \(\S+, 8 samples\): accuracy", text) is not None
+          and len(re.findall(r"(ok|NO) \d+ \(true \d+\)", text)) == 3)
+    print(f"  repl eval and predict on a plan: {'ok' if ok else 'FAIL'}")
+    if not ok:
+        print(f"FAIL repl: eval/predict on a plan (exit {r.returncode}):\n{text}")
+    return 0 if ok else 1
+
+
 here = os.path.dirname(os.path.abspath(__file__))
 with tempfile.TemporaryDirectory(prefix="rs-onnx-import-") as out:
     r = subprocess.run([sys.executable, os.path.join(here, "make_models.py"), out])
@@ -77,4 +95,5 @@ with tempfile.TemporaryDirectory(prefix="rs-onnx-import-") as out:
     rc = subprocess.run([sys.argv[1], out]).returncode
     if len(sys.argv) > 2:
         rc += repl_fixed_batch(sys.argv[2], out)
+        rc += repl_plan(sys.argv[2], out)
     sys.exit(min(rc, 1) if rc else 0)
