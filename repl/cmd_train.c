@@ -358,7 +358,7 @@ int rs_cmd_eval(rs_session *s, const rs_call *c)
     rs_result_num(s, "samples", ds->n);
     fprintf(s->out, "%s on %s (%s, %u samples): accuracy %.4f, loss %.4f\n", m->name, d->name, ds->name, ds->n, acc,
             loss);
-    int k = rs_model_fixed_batch(m->model), pad = (int)((k - ds->n % (uint32_t)k) % (uint32_t)k);
+    int k = m->model ? rs_model_fixed_batch(m->model) : 1, pad = /* a plan (m->plan) has no model */ (int)((k - ds->n % (uint32_t)k) % (uint32_t)k);
     if (k > 1 && pad)
         fprintf(s->out, "  %s takes %d samples at a time (its file fixed the batch at %d): the last batch was padded "
                 "with %d copies of its last sample, their rows left out of the figures\n", m->name, k, k, pad);
@@ -425,14 +425,18 @@ int rs_cmd_predict(rs_session *s, const rs_call *c)
     if (n < 1 || n > 16)
         return rs_session_error(s, c, rs_call_opt(c, "n")->pos, 2 + strlen(rs_call_opt(c, "n")->text),
                                 "predict: n must be 1..16, got %lld", n);
-    if ((uint32_t)n > ds->n) n = ds->n;
-    int k = rs_model_fixed_batch(m->model);
+    int k = m->model ? rs_model_fixed_batch(m->model) : 1; /* a plan (m->plan) has no model */
     size_t npos = rs_call_given(c, "n") ? rs_call_opt(c, "n")->pos : (size_t)-1;
     size_t nlen = rs_call_given(c, "n") ? 2 + strlen(rs_call_opt(c, "n")->text) : 0;
     if (k > 16)
         return rs_session_error(s, c, npos, nlen, "predict: %s takes %d samples at a time (its file fixed the batch "
                                 "at %d) and predict shows at most 16; eval %s on %s runs it", m->name, k, k, m->name,
                                 d->name);
+    if ((uint32_t)k > ds->n)
+        return rs_session_error(s, c, (size_t)-1, 0, "predict: %s takes %d samples at a time (its file fixed the batch "
+                                "at %d) but %s's %s split has %u; eval %s on %s pads the last batch", m->name, k, k,
+                                d->name, ds == d->data.train ? "train" : "test", ds->n, m->name, d->name);
+    if ((uint32_t)n > ds->n) n = ds->n / (uint32_t)k * (uint32_t)k; /* all there is, in whole groups of k */
     if (n % k)
         return rs_session_error(s, c, npos, nlen, "predict: %s takes %d samples at a time (its file fixed the batch at "
                                 "%d), not %lld; give n=%d%s", m->name, k, k, n, k,

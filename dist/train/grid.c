@@ -1,6 +1,7 @@
 /* The dp x pp x tp layout of a run's ranks and its sub-groups (see grid.h). */
 #include "grid.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 rs_status rs_grid_new(int world, int dp, int pp, int tp, int rank, rs_grid *out, rs_err *err)
@@ -9,12 +10,17 @@ rs_status rs_grid_new(int world, int dp, int pp, int tp, int rank, rs_grid *out,
         return rs_err_set(err, RS_ERR_ARG, "dp=%d, pp=%d, tp=%d: each must be 1 or more", dp, pp, tp);
     int per_stage = dp * tp;
     if (!pp) {
-        if (world % per_stage)
+        if (world % per_stage) {
+            /* the multiples of dp x tp either side of world; below one stage there is none to offer */
+            int lo = world / per_stage * per_stage, hi = lo + per_stage;
+            char use[48];
+            if (lo) snprintf(use, sizeof use, "ranks=%d or %d", lo, hi);
+            else snprintf(use, sizeof use, "ranks=%d", hi);
             return rs_err_set(err, RS_ERR_ARG,
                               "ranks=%d does not split into stages of dp=%d x tp=%d = %d ranks (pp would be %d/%d); "
-                              "use ranks=%d or %d, or give dp= and tp= whose product divides %d",
-                              world, dp, tp, per_stage, world, per_stage, (world / per_stage) * per_stage,
-                              (world / per_stage + 1) * per_stage, world);
+                              "use %s, or give dp= and tp= whose product divides %d",
+                              world, dp, tp, per_stage, world, per_stage, use, world);
+        }
         pp = world / per_stage;
     }
     if ((long long)dp * pp * tp != world)

@@ -40,6 +40,12 @@ def repl_fixed_batch(ringside, out):
     if "m takes 4 samples at a time (its file fixed the batch at 4), not 2; give n=4" not in text:
         print(f"FAIL repl: predict n=2 did not say the model takes 4 samples at a time:\n{text}")
         fails += 1
+    # the test split has 2 rows: fewer than one group of 4, said as such (not "give n=4", which cannot be)
+    text = run("predict m on d; predict m on d n=16 split=train")
+    if ("m takes 4 samples at a time (its file fixed the batch at 4) but d's test split has 2" not in text
+            or len(re.findall(r"(ok|NO) \d+ \(true \d+\)", text)) != 8):
+        print(f"FAIL repl: predict on 2 test rows, and n=16 on 8 train rows:\n{text}")
+        fails += 1
     text = run("predict m on d n=4 split=train")
     if len(re.findall(r"(ok|NO) \d+ \(true \d+\)", text)) != 4:
         print(f"FAIL repl: predict n=4 did not show 4 predictions:\n{text}")
@@ -62,6 +68,24 @@ def repl_fixed_batch(ringside, out):
     return fails + (not ok)
 
 
+def repl_plan(ringside, out):
+    """eval and predict on a compiled plan (model p = plan FILE), which has no engine model behind it: both
+    run and print their figures (they read the fixed batch of a model, and crashed on a plan's). Returns
+    failures."""
+    plan = os.path.join(out, "p.plan")
+    cmds = (f"model c = mlp 36-16-5; data d = csv {os.path.join(out, 'fixed_batch4.eval.csv')}; compile c -> {plan}; "
+            f"model p = plan {plan}; eval p on d split=train; predict p on d n=3 split=train")
+    r = subprocess.run([ringside, "--no-db", "--keep-going", "-c", cmds], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, COLUMNS="1000"))
+    text = r.stdout + r.stderr
+    ok = (r.returncode == 0 and re.search(r"p on d \(\S+, 8 samples\): accuracy", text) is not None
+          and len(re.findall(r"(ok|NO) \d+ \(true \d+\)", text)) == 3)
+    print(f"  repl eval and predict on a plan: {'ok' if ok else 'FAIL'}")
+    if not ok:
+        print(f"FAIL repl: eval/predict on a plan (exit {r.returncode}):\n{text}")
+    return 0 if ok else 1
+
+
 here = os.path.dirname(os.path.abspath(__file__))
 with tempfile.TemporaryDirectory(prefix="rs-onnx-import-") as out:
     r = subprocess.run([sys.executable, os.path.join(here, "make_models.py"), out])
@@ -71,4 +95,5 @@ with tempfile.TemporaryDirectory(prefix="rs-onnx-import-") as out:
     rc = subprocess.run([sys.argv[1], out]).returncode
     if len(sys.argv) > 2:
         rc += repl_fixed_batch(sys.argv[2], out)
+        rc += repl_plan(sys.argv[2], out)
     sys.exit(min(rc, 1) if rc else 0)

@@ -190,6 +190,7 @@ static void refusals(void)
         {6, "dp=2 tp=2", "ranks=6 does not split into stages of dp=2 x tp=2 = 4 ranks"},
         {4, "dp=2 tp=2", "leaves pp=1"},
         {4, "tp=3", "ranks=4 does not split into stages of dp=1 x tp=3"},
+        {2, "dp=2 tp=2", "(pp would be 2/4); use ranks=4, or give"}, /* no multiple below: not ranks=0 */
         {6, "tp=3", "linear(64)"},                         /* 64 outputs over 3 ranks */
         {2, "zero=1", "dp=1 has no other replica"},
         {4, "tp=2 split=2", "inside the tensor-parallel pair of layers 0..2"},
