@@ -358,7 +358,7 @@ int rs_cmd_eval(rs_session *s, const rs_call *c)
     rs_result_num(s, "samples", ds->n);
     fprintf(s->out, "%s on %s (%s, %u samples): accuracy %.4f, loss %.4f\n", m->name, d->name, ds->name, ds->n, acc,
             loss);
-    int k = rs_model_fixed_batch(m->model), pad = (int)((k - ds->n % (uint32_t)k) % (uint32_t)k);
+    int k = m->plan ? 1 : rs_model_fixed_batch(m->model), pad = (int)((k - ds->n % (uint32_t)k) % (uint32_t)k);
     if (k > 1 && pad)
         fprintf(s->out, "  %s takes %d samples at a time (its file fixed the batch at %d): the last batch was padded "
                 "with %d copies of its last sample, their rows left out of the figures\n", m->name, k, k, pad);
@@ -426,7 +426,7 @@ int rs_cmd_predict(rs_session *s, const rs_call *c)
         return rs_session_error(s, c, rs_call_opt(c, "n")->pos, 2 + strlen(rs_call_opt(c, "n")->text),
                                 "predict: n must be 1..16, got %lld", n);
     if ((uint32_t)n > ds->n) n = ds->n;
-    int k = rs_model_fixed_batch(m->model);
+    int k = m->plan ? 1 : rs_model_fixed_batch(m->model);
     size_t npos = rs_call_given(c, "n") ? rs_call_opt(c, "n")->pos : (size_t)-1;
     size_t nlen = rs_call_given(c, "n") ? 2 + strlen(rs_call_opt(c, "n")->text) : 0;
     if (k > 16)
