@@ -367,12 +367,15 @@ static void file_tests(const char *dir)
     expect_refused(buf, n, "oneDNN 1.0.0", "wrong oneDNN");
     free(buf);
     snprintf(p->dnnl_version, sizeof p->dnnl_version, "%s", ver);
-    int64_t keep_numel = p->values[p->nodes[0].out].numel;
+    int64_t keep_numel = p->values[p->nodes[0].out].numel, keep_padded = p->values[p->nodes[0].out].padded;
     p->values[p->nodes[0].out].numel = keep_numel + 1;
+    if (keep_padded && keep_padded < keep_numel + 1) /* a blocked value: its padding must still hold it */
+        p->values[p->nodes[0].out].padded = keep_numel + 1;
     RS_CHECK(rs_plan_serialize(p, &buf, &n, &e) == RS_OK, "%s", e.msg);
     expect_refused(buf, n, "do not fit", "inconsistent sizes");
     free(buf);
     p->values[p->nodes[0].out].numel = keep_numel;
+    p->values[p->nodes[0].out].padded = keep_padded;
     /* a memory plan that puts two live values in the same bytes */
     int a0 = rs_plan_root(p, p->nodes[0].out), a1 = rs_plan_root(p, p->nodes[1].out);
     int64_t off = p->values[a1].offset;
