@@ -121,6 +121,8 @@ rs_status rs_plan_load_buffer(const uint8_t *buf, size_t n, const char *name, rs
 /* The serialized plan (malloc'd, caller frees). */
 rs_status rs_plan_serialize(const rs_plan *p, uint8_t **buf, size_t *n, rs_err *err);
 
-#define RS_PLAN_FORMAT_VERSION 1
+/* 2: fp32 convolutions pick their own input layout, so their weights may take another layout of the
+ * same size than a version 1 file's (the loader checks sizes only): version 1 files are refused. */
+#define RS_PLAN_FORMAT_VERSION 2
 
 #endif
