@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Compiled plans (plan/) against ONNX Runtime on the same ONNX file, side by side in one run: the
 # CNN of the Fashion-MNIST figures (2 conv + pool, as bench/onnx.sh), exported by ringside, compiled
-# at fp32, bf16 and int8 (calibrated on Fashion-MNIST), at 1 and 2 threads and batch 1 and 64, medians of many runs; then the GPT
+# at fp32, bf16 and int8 (calibrated on Fashion-MNIST: min-max, percentile and entropy), at 1 and 2
+# threads and batch 1 and 64, medians of many runs, and ONNX Runtime's own int8 (quantize_static on the
+# same file and calibration rows, bench/plan_ort_int8.py; skipped where onnxruntime.quantization is
+# missing); then the GPT
 # (4 layers, dim 128, ctx 64) compiled from the session model against ORT on its export. With --train the
 # CNN is trained for one epoch on Fashion-MNIST first and each plan's accuracy on the test split is
 # printed beside the engine's.
@@ -26,13 +29,17 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cnn="seq conv(16,3,pad=1) relu maxpool(2) conv(32,3,pad=1) relu maxpool(2) flatten linear(10)"
 [ $train = 1 ] && fit="train c on f epochs=1; eval c on f;" || fit=""
-"$rs" --no-db -c "data f = fashion; model c = $cnn; $fit export c $tmp/cnn.onnx; \
+COLUMNS=250 "$rs" --no-db -c "data f = fashion; model c = $cnn; $fit export c $tmp/cnn.onnx; \
 compile $tmp/cnn.onnx batch=64 -> $tmp/fp32.plan; compile $tmp/cnn.onnx precision=bf16 batch=64 -> $tmp/bf16.plan; \
 compile $tmp/cnn.onnx precision=int8 calib=f batch=64 -> $tmp/int8.plan; \
+compile $tmp/cnn.onnx precision=int8 calib=f calib_method=percentile batch=64 -> $tmp/int8p.plan; \
+compile $tmp/cnn.onnx precision=int8 calib=f calib_method=entropy batch=64 -> $tmp/int8e.plan; \
 model p = plan $tmp/fp32.plan; eval p on f; model q = plan $tmp/bf16.plan; eval q on f" \
-  | grep -E "on f \(|^compile|build time|int8 accuracy|fp32: " || exit 1
+  | grep -E "on f \(|^compile|build time|calibration\) accuracy|fp32: " || exit 1
 echo "# CNN (2 conv + pool, 1x28x28), exported by ringside; median of $runs runs; $(nproc) CPUs; load $(cut -d' ' -f1-3 /proc/loadavg)"
 python3 bench/plan_ort.py "$rs" "$tmp/cnn.onnx" "$runs" "$tmp/fp32.plan" "$tmp/bf16.plan" "$tmp/int8.plan"
+# ORT's own int8 (quantize_static) on the same file and the same 512 calibration rows, beside the int8 plan
+python3 bench/plan_ort_int8.py "$rs" "$tmp/cnn.onnx" 512 "$runs" "$tmp/int8.plan"
 # The seed's CIFAR SimpleCNN (3x32x32; no CIFAR data here, so no int8: it needs calibration data).
 scnn="seq in=3x32x32 conv(32,3,pad=1) relu maxpool(2) conv(64,3,pad=1) relu maxpool(2) flatten linear(512) relu linear(10)"
 "$rs" --no-db -c "model s = $scnn; export s $tmp/scnn.onnx; compile $tmp/scnn.onnx batch=64 -> $tmp/scnn.plan; \

@@ -263,7 +263,10 @@ static rs_status op_desc(rs_plan *p, const rs_pnode *n, int B, dnnl_memory_desc_
     if ((st = value_md(p, n, n->in[0], 4, s, B, user_src, err)) || (st = out_md(p, n, B, d, &dst, err))) return st;
     src = *user_src;
     if (n->kind == RS_PK_CONV) {
-        if (lt != dnnl_f32) DTRY(dnnl_memory_desc_init_by_tag(&src, 4, s, lt, dnnl_format_tag_any), "src desc");
+        /* "any" in fp32 too: a producer with 8 output channels chose nChw8c, and a 16-channel
+         * convolution reading that has only oneDNN's reference kernel (ref:any, 600 ms a batch of 64 on
+         * the tutorial's CNN); a reorder into the layout it prefers costs far less */
+        DTRY(dnnl_memory_desc_init_by_tag(&src, 4, s, lt, dnnl_format_tag_any), "src desc");
         dnnl_dims_t w = {g->oc, g->c, g->kh, g->kw}, b = {g->oc};
         DTRY(dnnl_memory_desc_init_by_tag(&wei, 4, w, lt, dnnl_format_tag_any), "weights desc");
         DTRY(dnnl_memory_desc_init_by_tag(&bias, 1, b, dnnl_f32, dnnl_x), "bias desc");

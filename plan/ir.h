@@ -97,6 +97,17 @@ typedef struct rs_ptensor {
 
 struct rs_pdnnl; /* oneDNN's engine, stream and primitives (dnnl.c) */
 
+/* Calibration's running record (calib.c): pass 0 keeps per node the largest |input| of a conv or
+ * inner product, pass 1 its histogram of |input| over [0, that max]. */
+typedef struct rs_pcalib {
+    int pass;
+    float *amax;   /* (nnodes) */
+    uint64_t *hist; /* (nnodes, RS_PLAN_CALIB_BINS), NULL for min-max */
+} rs_pcalib;
+void rs_plan_calib_observe(rs_pcalib *c, int node, const float *x, size_t n);
+/* int8: per node, the threshold of its input the method chose (calib.c; caller frees *thr). */
+rs_status rs_plan_calibrate(rs_model *m, const rs_plan_opts *o, float **thr, rs_err *err);
+
 struct rs_plan {
     /* what it was built for */
     rs_plan_prec prec;
@@ -127,7 +138,7 @@ struct rs_plan {
     size_t arena_cap;
     int threads;             /* per run (rs_plan_set_threads) */
     int build_threads;       /* what its primitives were first made with (slot 0; the file keeps it) */
-    float *calib_amax;       /* while calibrating: per node, max |input| of products seen so far (borrowed) */
+    struct rs_pcalib *calib; /* while calibrating: what the products' inputs look like (borrowed) */
     rs_kctx ctx;             /* the engine's CPU table for the ops oneDNN does not do */
     struct rs_pdnnl *dn;
 };

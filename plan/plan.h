@@ -25,6 +25,20 @@
 typedef enum rs_plan_prec { RS_PLAN_FP32 = 0, RS_PLAN_BF16 = 1, RS_PLAN_INT8 = 2 } rs_plan_prec;
 const char *rs_plan_prec_name(rs_plan_prec p); /* "fp32" */
 
+typedef enum rs_plan_calib_method {
+    RS_PLAN_CALIB_MINMAX = 0,
+    RS_PLAN_CALIB_PERCENTILE = 1,
+    RS_PLAN_CALIB_ENTROPY = 2,
+} rs_plan_calib_method;
+const char *rs_plan_calib_name(rs_plan_calib_method m); /* "minmax" */
+#define RS_PLAN_CALIB_BINS 2048
+/* Adds |x[i]| of n values to hist's bins over [0, amax] (larger ones to the last bin). */
+void rs_plan_calib_hist(const float *x, size_t n, float amax, uint64_t *hist, int bins);
+/* The clipping threshold the method picks from a histogram of |x| over [0, amax] (min-max: amax;
+ * percentile: the bin edge below which pct percent of the counts lie; entropy: the least
+ * KL(P || Q) of TensorRT's calibrator). */
+float rs_plan_calib_threshold(const uint64_t *hist, int bins, float amax, rs_plan_calib_method m, double pct);
+
 /* Which passes run (all by default): a test turns one off to compare fused with unfused. */
 enum {
     RS_PLAN_PASS_FOLD = 1,     /* per-channel scale/shift after a conv folded into its weights */
@@ -40,10 +54,14 @@ typedef struct rs_plan_opts {
     int threads;        /* threads per run (>= 1) */
     unsigned passes;    /* RS_PLAN_PASS_* */
     const char *source; /* what it is compiled from, for `plan show` (may be NULL) */
-    /* int8: min-max calibration on the first calib_samples samples of calib (0: 512): each int8
-     * node's input scale is 127 / the largest |input| an fp32 plan of the model saw there */
+    /* int8: calibration on the first calib_samples samples of calib (0: 512): each int8 node's
+     * input scale is 127 / the threshold calib_method picks from what an fp32 plan of the model
+     * saw there (min-max: the largest |input|; percentile: calib_percentile percent of |input|
+     * below it (0: 99.99); entropy: TensorRT's least KL divergence) */
     const rs_dataset *calib;
     uint32_t calib_samples;
+    rs_plan_calib_method calib_method;
+    double calib_percentile;
 } rs_plan_opts;
 
 rs_plan_opts rs_plan_opts_default(void);
@@ -103,6 +121,8 @@ rs_status rs_plan_load_buffer(const uint8_t *buf, size_t n, const char *name, rs
 /* The serialized plan (malloc'd, caller frees). */
 rs_status rs_plan_serialize(const rs_plan *p, uint8_t **buf, size_t *n, rs_err *err);
 
-#define RS_PLAN_FORMAT_VERSION 1
+/* 2: fp32 convolutions pick their own input layout, so their weights may take another layout of the
+ * same size than a version 1 file's (the loader checks sizes only): version 1 files are refused. */
+#define RS_PLAN_FORMAT_VERSION 2
 
 #endif

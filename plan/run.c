@@ -60,44 +60,6 @@ rs_status rs_plan_open_runtime(rs_plan *p, rs_err *err)
     return RS_OK;
 }
 
-/* Min-max calibration: an fp32 plan of the same graph (the passes are deterministic, so its nodes are
- * the int8 plan's, in the same order) runs the calibration samples and notes each node's largest
- * |input|. */
-static rs_status calibrate(rs_model *m, const rs_plan_opts *o, float **amax, rs_err *err)
-{
-    rs_plan_opts f = *o;
-    f.prec = RS_PLAN_FP32;
-    f.calib = NULL;
-    rs_plan *ref = NULL;
-    rs_status st = rs_plan_compile(m, &f, &ref, err);
-    if (st) return st;
-    const rs_dataset *d = o->calib;
-    size_t per = rs_dataset_sample_numel(d);
-    uint32_t n = o->calib_samples ? o->calib_samples : 512;
-    if (n > d->n) n = d->n;
-    *amax = calloc((size_t)ref->nnodes + 1, sizeof **amax);
-    float *x = malloc((size_t)ref->batch * per * sizeof *x);
-    if ((int64_t)per != rs_shape_numel(&ref->in) || d->tokens != ref->tokens || n == 0)
-        st = rs_err_set(err, RS_ERR_SHAPE, "compile: calibration data %s (%zu values a sample, %u samples) does not fit "
-                                           "the model's input of %lld", d->name, per, d->n, (long long)rs_shape_numel(&ref->in));
-    else if (!*amax || !x)
-        st = rs_err_set(err, RS_ERR_NOMEM, "compile: out of memory");
-    ref->calib_amax = *amax;
-    for (uint32_t at = 0; at < n && !st; at += (uint32_t)ref->batch) {
-        int B = (int)(n - at < (uint32_t)ref->batch ? n - at : (uint32_t)ref->batch);
-        for (int i = 0; i < B; i++) rs_dataset_get(d, at + (uint32_t)i, x + (size_t)i * per, NULL);
-        const float *z;
-        st = rs_plan_run(ref, x, B, &z, err);
-    }
-    free(x);
-    rs_plan_free(ref);
-    if (st) {
-        free(*amax);
-        *amax = NULL;
-    }
-    return st;
-}
-
 rs_status rs_plan_compile(rs_model *m, const rs_plan_opts *o, rs_plan **out, rs_err *err)
 {
     *out = NULL;
@@ -119,8 +81,8 @@ rs_status rs_plan_compile(rs_model *m, const rs_plan_opts *o, rs_plan **out, rs_
     rs_plan_dnnl_version(p->dnnl_version, sizeof p->dnnl_version);
     snprintf(p->device, sizeof p->device, "cpu");
     snprintf(p->source, sizeof p->source, "%s", o->source ? o->source : rs_model_name(m));
-    float *amax = NULL; /* int8: per node, the calibration's max |input| (owned here) */
-    rs_status st = o->prec == RS_PLAN_INT8 ? calibrate(m, o, &amax, err) : RS_OK;
+    float *amax = NULL; /* int8: per node, the threshold calibration chose for its input (owned here) */
+    rs_status st = o->prec == RS_PLAN_INT8 ? rs_plan_calibrate(m, o, &amax, err) : RS_OK;
     if (!st) st = rs_plan_from_model(p, m, err);
     if (!st) st = rs_plan_run_passes(p, o, err);
     for (int i = 0; !st && amax && i < p->nnodes; i++)
@@ -185,13 +147,11 @@ static rs_status run_node(rs_plan *p, int i, const void *x, int B, rs_err *err)
     const rs_pnode *n = &p->nodes[i];
     rs_kctx *c = &p->ctx;
     const rs_kernels *k = c->k;
-    if (p->calib_amax && (n->kind == RS_PK_CONV || n->kind == RS_PK_LINEAR)) {
+    if (p->calib && (n->kind == RS_PK_CONV || n->kind == RS_PK_LINEAR)) {
+        /* a blocked value's padding channels are zeros: they add to the histogram's first bin */
         const rs_pvalue *v = &p->values[rs_plan_root(p, n->in[0])];
         size_t cnt = (size_t)B * (size_t)(v->padded > v->numel ? v->padded : v->numel);
-        const float *in = rs_plan_value_ptr(p, n->in[0], x);
-        float mx = p->calib_amax[i];
-        for (size_t j = 0; j < cnt; j++) mx = fabsf(in[j]) > mx ? fabsf(in[j]) : mx;
-        p->calib_amax[i] = mx;
+        rs_plan_calib_observe(p->calib, i, rs_plan_value_ptr(p, n->in[0], x), cnt);
     }
     if (rs_plan_node_is_dnnl(n)) return rs_plan_dnnl_exec(p, i, x, B, err);
     float *out = rs_plan_value_ptr(p, n->out, x);

@@ -66,6 +66,12 @@ int rs_cmd_compile(rs_session *s, const rs_call *c)
         o.calib = cal->data.train;
         o.calib_samples = (uint32_t)rs_call_int(c, "calib_n", 512);
     }
+    o.calib_method = (rs_plan_calib_method)rs_call_opt(c, "calib_method")->v.choice;
+    o.calib_percentile = rs_call_float(c, "calib_pct", 99.99);
+    if (!(o.calib_percentile > 0 && o.calib_percentile <= 100))
+        return rs_session_error(s, c, rs_call_opt(c, "calib_pct")->pos, 10 + strlen(rs_call_opt(c, "calib_pct")->text),
+                                "compile: calib_pct is the percent of |x| kept unclipped, 0 < calib_pct <= 100, got %g",
+                                o.calib_percentile);
     if (o.prec == RS_PLAN_INT8 && !cal)
         return rs_session_error(s, c, rs_call_opt(c, "precision")->pos, 10 + strlen(rs_call_opt(c, "precision")->text),
                                 "compile: precision=int8 needs calibration data: calib=DATA (a data set of the session)");
@@ -126,11 +132,12 @@ int rs_cmd_compile(rs_session *s, const rs_call *c)
     fprintf(s->out, "weights: %s; plan file: %s; build time %.3f s\n", kib(ps.weight_bytes, b3, sizeof b3),
             kib(bytes, b1, sizeof b1), ps.build_s);
     if (acc32 >= 0) {
-        fprintf(s->out, "int8 accuracy on %s (%u samples): %.4f (loss %.4f); the model in fp32: %.4f (loss %.4f), "
-                        "%+.2f points\n",
-                test->name, test->n, acc8, l8, acc32, l32, 100 * (acc8 - acc32));
+        fprintf(s->out, "int8 (%s calibration) accuracy on %s (%u samples): %.4f (loss %.4f); the model in fp32: "
+                        "%.4f (loss %.4f), %+.2f points\n",
+                rs_plan_calib_name(o.calib_method), test->name, test->n, acc8, l8, acc32, l32, 100 * (acc8 - acc32));
         rs_result_num(s, "accuracy", acc8);
         rs_result_num(s, "fp32_accuracy", acc32);
+        rs_result_num(s, "accuracy_drop", 100 * (acc32 - acc8));
     }
     rs_result_num(s, "nodes_before", ps.nodes_before);
     rs_result_num(s, "nodes_after", ps.nodes_after);

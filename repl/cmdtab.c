@@ -324,6 +324,7 @@ static const rs_optdef export_opts[] = {
 };
 
 static const char *const precisions[] = {"fp32", "bf16", "int8", NULL};
+static const char *const calib_methods[] = {"minmax", "percentile", "entropy", NULL};
 static const rs_optdef compile_opts[] = {
     {"precision", RS_T_ENUM, "fp32", "what convolutions and inner products compute in (bf16: fp32 accumulation)",
      precisions},
@@ -331,6 +332,9 @@ static const rs_optdef compile_opts[] = {
     {"threads", RS_T_INT, NULL, "threads per run (default: the session's setting)", NULL},
     {"calib", RS_T_STRING, NULL, "int8: the data set whose training samples calibrate the input scales", NULL},
     {"calib_n", RS_T_INT, "512", "int8: how many calibration samples", NULL},
+    {"calib_method", RS_T_ENUM, "minmax", "int8: the input threshold: the largest |x|, a percentile, or least KL "
+     "divergence (TensorRT's entropy)", calib_methods},
+    {"calib_pct", RS_T_FLOAT, "99.99", "int8, calib_method=percentile: the percent of |x| kept unclipped", NULL},
     {NULL, 0, NULL, NULL, NULL},
 };
 
@@ -556,8 +560,12 @@ const rs_cmddef rs_commands[] = {
      "  compile c -> c.plan\n"
      "  compile cnn.onnx precision=bf16 batch=64 -> cnn16.plan\n"
      "  compile c precision=int8 calib=f -> c8.plan\n"
-     "int8 is calibrated (min-max) on f's training samples; compile prints its accuracy on f's\n"
-     "test part beside the model's.\n"
+     "  compile c precision=int8 calib=f calib_method=entropy -> c8e.plan\n"
+     "int8 is calibrated on f's training samples (calib_n of them): each conv and inner product's\n"
+     "input scale is 127 / a threshold of |x|: minmax takes the largest, percentile the calib_pct\n"
+     "percentile, entropy the one whose clipped, 128-level histogram is closest to the original\n"
+     "(least KL divergence, TensorRT's default); larger values saturate. compile prints the int8\n"
+     "plan's accuracy on f's test part beside the model's.\n"
      "Then: plan show FILE, plan bench FILE, model p = plan FILE (eval p on d, predict p on d).",
      false, NULL, {A("SRC", RS_A_PATH), A("->", RS_A_KEYWORD), A("FILE", RS_A_PATH)}, 3, compile_opts, false,
      rs_cmd_compile, NULL},

@@ -2,7 +2,7 @@
  * element at a time, unless -ffast-math). Used where a kernel spends its time in it: the attention
  * softmax and the tanh GELU. Accuracy: within 2 ulp on [-87, 88] (Cephes' minimax polynomial after a
  * two-constant ln 2 reduction); 0 below -87 (the true value is under 1.7e-38); e^88 above 88 (finite,
- * so x / (1 + e^x) style formulas stay NaN-free). */
+ * so x / (1 + e^x) style formulas stay NaN-free); NaN for NaN, with no undefined conversion on the way. */
 #ifndef RS_CPU_VMATH_H
 #define RS_CPU_VMATH_H
 
@@ -26,6 +26,7 @@ static inline float rs_vexpf(float x)
     const float hi = 88.0f, lo = -87.0f;
     float xc = x > hi ? hi : x;
     xc = xc < lo ? lo : xc;
+    xc = xc == xc ? xc : 0.0f; /* NaN: (int32_t)NaN below is undefined; the NaN is put back at the end */
     /* n = round(x / ln 2) by the 1.5*2^23 trick (exact for |n| < 2^22); r = x - n ln 2 in two steps */
     float t = xc * 1.44269504088896341f + 12582912.0f;
     float n = t - 12582912.0f;
@@ -42,7 +43,8 @@ static inline float rs_vexpf(float x)
     float s;
     memcpy(&s, &e, sizeof s);
     float y = p * s;
-    return x < lo ? 0.0f : y;
+    y = x < lo ? 0.0f : y;
+    return x == x ? y : x;
 }
 
 #endif

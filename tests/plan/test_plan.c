@@ -141,6 +141,32 @@ static void parity(const char *spec, const char *needle, int want_fusions)
     rs_model_free(m);
 }
 
+/* The GPT's attention is one plan node per layer running the engine's fused causal attention kernel
+ * straight on the QKV projection's (B*T, 3C) output: no split, transpose, matmul or softmax of its own
+ * (parity() checks its numbers against the engine). */
+static void gpt_attention(const char *spec, int layers)
+{
+    rs_err e = {0};
+    rs_model *m = NULL;
+    RS_CHECK(rs_model_parse(spec, "m", rs_device_cpu(), NULL, 5, &m, NULL, &e) == RS_OK, "%s: %s", spec, e.msg);
+    if (!m) return;
+    rs_plan *p = compile(m, RS_PLAN_FP32, RS_PLAN_PASS_ALL, spec);
+    int attn = 0, fed = 0, ops = 0;
+    for (int i = 0; p && i < p->nnodes; i++) {
+        const rs_pnode *n = &p->nodes[i];
+        ops += n->kind == RS_PK_OP;
+        if (n->kind != RS_PK_ATTN) continue;
+        attn++;
+        for (int j = 0; j < i; j++)
+            fed += p->nodes[j].kind == RS_PK_LINEAR && p->nodes[j].out == n->in[0] && p->nodes[j].O == 3 * n->C;
+    }
+    RS_CHECK(attn == layers && fed == layers && ops == 0,
+             "%s: %d attention nodes (%d fed by a QKV linear), %d generic ops; want %d, %d, 0", spec, attn, fed, ops,
+             layers, layers);
+    rs_plan_free(p);
+    rs_model_free(m);
+}
+
 /* bf16 within BF16_TOL of the fp32 engine, where oneDNN has bf16 for this CPU. */
 static void bf16(const char *spec)
 {
@@ -367,12 +393,15 @@ static void file_tests(const char *dir)
     expect_refused(buf, n, "oneDNN 1.0.0", "wrong oneDNN");
     free(buf);
     snprintf(p->dnnl_version, sizeof p->dnnl_version, "%s", ver);
-    int64_t keep_numel = p->values[p->nodes[0].out].numel;
+    int64_t keep_numel = p->values[p->nodes[0].out].numel, keep_padded = p->values[p->nodes[0].out].padded;
     p->values[p->nodes[0].out].numel = keep_numel + 1;
+    if (keep_padded && keep_padded < keep_numel + 1) /* a blocked value: its padding must still hold it */
+        p->values[p->nodes[0].out].padded = keep_numel + 1;
     RS_CHECK(rs_plan_serialize(p, &buf, &n, &e) == RS_OK, "%s", e.msg);
     expect_refused(buf, n, "do not fit", "inconsistent sizes");
     free(buf);
     p->values[p->nodes[0].out].numel = keep_numel;
+    p->values[p->nodes[0].out].padded = keep_padded;
     /* a memory plan that puts two live values in the same bytes */
     int a0 = rs_plan_root(p, p->nodes[0].out), a1 = rs_plan_root(p, p->nodes[1].out);
     int64_t off = p->values[a1].offset;
@@ -408,6 +437,7 @@ int main(void)
     parity("seq in=10 linear(16) res[ linear(32) relu linear(16) ] gelu linear(4)", "post-op", 3);
     /* GPT: per block linear+gelu(tanh), two residual sums */
     parity("gpt layers=2 heads=2 dim=16 ctx=8 vocab=11", "post-op", 6);
+    gpt_attention("gpt layers=2 heads=2 dim=16 ctx=8 vocab=11", 2);
     char path[512];
     snprintf(path, sizeof path, "%s/convbn.onnx", dir);
     onnx_conv_bn(path);

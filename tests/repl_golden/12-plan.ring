@@ -14,3 +14,5 @@ plan show missing.plan
 plan show 12-plan.ring
 model p = plan 12-plan.ring
 compile c precision=int8 calib=nodata -> c.plan
+compile c precision=int8 calib_method=kl -> c.plan
+compile c precision=int8 calib_pct=0 -> c.plan
