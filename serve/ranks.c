@@ -275,7 +275,7 @@ void rs_serve_ranks_stop(rs_serve_ranks *r)
     free(r);
 }
 
-static bool put_all(int fd, const void *p, size_t n)
+bool rs_serve_ranks_put_all(int fd, const void *p, size_t n)
 {
     const char *c = p;
     while (n) {
@@ -288,7 +288,7 @@ static bool put_all(int fd, const void *p, size_t n)
     return true;
 }
 
-static bool get_all(int fd, void *p, size_t n)
+bool rs_serve_ranks_get_all(int fd, void *p, size_t n)
 {
     char *c = p;
     while (n) {
@@ -308,12 +308,13 @@ rs_status rs_serve_ranks_run(rs_serve_ranks *r, const void *x, int B, float *y, 
     uint32_t hdr[2] = {(uint32_t)B, (uint32_t)((size_t)B * r->cfg.in_bytes)};
     size_t want = (size_t)B * r->cfg.out_numel * sizeof *y;
     pthread_mutex_lock(&r->io);
-    bool ok = put_all(r->fd, hdr, sizeof hdr) && put_all(r->fd, x, hdr[1]) && get_all(r->fd, hdr, sizeof hdr);
+    bool ok = rs_serve_ranks_put_all(r->fd, hdr, sizeof hdr) && rs_serve_ranks_put_all(r->fd, x, hdr[1]) &&
+              rs_serve_ranks_get_all(r->fd, hdr, sizeof hdr);
     rs_status st = RS_OK;
-    if (ok && hdr[0] == 0 && hdr[1] == want) ok = get_all(r->fd, y, want);
+    if (ok && hdr[0] == 0 && hdr[1] == want) ok = rs_serve_ranks_get_all(r->fd, y, want);
     else if (ok && hdr[0] != 0 && hdr[1] < 4096) {
         char msg[4096];
-        ok = get_all(r->fd, msg, hdr[1]);
+        ok = rs_serve_ranks_get_all(r->fd, msg, hdr[1]);
         msg[ok ? hdr[1] : 0] = 0;
         if (ok) st = rs_err_set(err, (rs_status)hdr[0], "across ranks: %s", msg);
     } else if (ok) ok = false;

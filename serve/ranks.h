@@ -12,6 +12,7 @@
 #ifndef RS_SERVE_RANKS_H
 #define RS_SERVE_RANKS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -46,5 +47,10 @@ int rs_serve_ranks_pids(rs_serve_ranks *r, int *pids, int max);
 /* The rank job: `ringside --worker serve model=PATH mode=pipeline|tensor feed=PORT max_batch=N ...`
  * (ranks_worker.c); returns the process exit code. */
 int rs_serve_rank_main(int argc, char **argv, FILE *out, FILE *errf);
+
+/* Whole transfers on the loopback socket between the server and rank 0 (both sides use them): false
+ * when the peer closed or the socket failed. */
+bool rs_serve_ranks_put_all(int fd, const void *p, size_t n);
+bool rs_serve_ranks_get_all(int fd, void *p, size_t n);
 
 #endif

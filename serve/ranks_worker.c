@@ -124,32 +124,6 @@ static rs_status setup(rjob *j, rs_err *err)
     return RS_OK;
 }
 
-static bool put_all(int fd, const void *p, size_t n)
-{
-    const char *c = p;
-    while (n) {
-        ssize_t k = send(fd, c, n, MSG_NOSIGNAL);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) return false;
-        c += k;
-        n -= (size_t)k;
-    }
-    return true;
-}
-
-static bool get_all(int fd, void *p, size_t n)
-{
-    char *c = p;
-    while (n) {
-        ssize_t k = recv(fd, c, n, 0);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) return false;
-        c += k;
-        n -= (size_t)k;
-    }
-    return true;
-}
-
 static int connect_feed(int port)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -220,9 +194,9 @@ static int serve_loop(rjob *j)
         int32_t B = 0;
         if (R == 0) {
             uint32_t hdr[2];
-            if (!get_all(fd, hdr, sizeof hdr)) B = 0; /* the server is done */
+            if (!rs_serve_ranks_get_all(fd, hdr, sizeof hdr)) B = 0; /* the server is done */
             else if (hdr[0] < 1 || hdr[0] > (uint32_t)j->max_batch || hdr[1] != hdr[0] * j->in_numel * 4 ||
-                     !get_all(fd, x, hdr[1])) {
+                     !rs_serve_ranks_get_all(fd, x, hdr[1])) {
                 fprintf(j->errf, "rank 0: a malformed batch from the server (%u samples, %u bytes)\n", hdr[0], hdr[1]);
                 rc = 1;
                 B = 0;
@@ -241,7 +215,8 @@ static int serve_loop(rjob *j)
         }
         if (R == 0) {
             uint32_t hdr[2] = {0, (uint32_t)((size_t)B * j->out_numel * sizeof *y)};
-            if (!put_all(fd, hdr, sizeof hdr) || !put_all(fd, y, hdr[1])) break; /* the server went away */
+            if (!rs_serve_ranks_put_all(fd, hdr, sizeof hdr) || !rs_serve_ranks_put_all(fd, y, hdr[1]))
+                break; /* the server went away */
         }
     }
     if (fd >= 0) close(fd);
