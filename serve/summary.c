@@ -93,7 +93,7 @@ int rs_serve_summary_head(const rs_serve_summary *sum, char *buf, size_t cap)
     return (int)at;
 }
 
-int rs_serve_summary_text(const rs_serve_summary_row *r, char *buf, size_t cap)
+int rs_serve_summary_text(const rs_serve_summary_row *r, bool batch_line, char *buf, size_t cap)
 {
     size_t at = 0;
     if (cap) buf[0] = '\0';
@@ -104,13 +104,15 @@ int rs_serve_summary_text(const rs_serve_summary_row *r, char *buf, size_t cap)
     if (r->ok) {
         put(buf, cap, &at, "      %.1f requests/s (last %d s), latency p50 %.0f us p99 %.0f us, queue p50 %.0f us\n",
             r->rate, RS_SERVE_SUMMARY_WINDOW, r->p50_us, r->p99_us, r->queue_p50_us);
-        put(buf, cap, &at, "      batches:");
-        bool first = true;
-        for (int b = 1; b <= r->max_batch && r->batch_count; b++)
-            if (r->batch_count[b])
-                put(buf, cap, &at, "%s %llu of %d", first ? "" : ",", (unsigned long long)r->batch_count[b], b),
-                    first = false;
-        put(buf, cap, &at, "\n");
+        if (batch_line) {
+            put(buf, cap, &at, "      batches:");
+            bool first = true;
+            for (int b = 1; b <= r->max_batch && r->batch_count; b++)
+                if (r->batch_count[b])
+                    put(buf, cap, &at, "%s %llu of %d", first ? "" : ",", (unsigned long long)r->batch_count[b], b),
+                        first = false;
+            put(buf, cap, &at, "\n");
+        }
     }
     /* across ranks: what each rank holds, one line each */
     for (const char *l = r->ranks ? r->ranks : "", *nl; *l; l = nl + 1) {
@@ -126,10 +128,10 @@ void rs_serve_summary_print(const rs_serve_summary *sum, FILE *out)
     rs_serve_summary_head(sum, head, sizeof head);
     fprintf(out, "%s\n", head);
     for (int i = 0; i < sum->n; i++) {
-        int n = rs_serve_summary_text(&sum->rows[i], NULL, 0);
+        int n = rs_serve_summary_text(&sum->rows[i], true, NULL, 0);
         char *t = malloc((size_t)n + 1); /* freed below */
         if (!t) continue;
-        rs_serve_summary_text(&sum->rows[i], t, (size_t)n + 1);
+        rs_serve_summary_text(&sum->rows[i], true, t, (size_t)n + 1);
         fputs(t, out);
         free(t);
     }

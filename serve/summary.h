@@ -6,6 +6,7 @@
 #ifndef RS_SERVE_SUMMARY_H
 #define RS_SERVE_SUMMARY_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -43,12 +44,13 @@ void rs_serve_summary_free(rs_serve_summary *sum);
 
 /* "serving REPO on http://127.0.0.1:P, gRPC on :G, metrics on :M" (no newline), snprintf's contract. */
 int rs_serve_summary_head(const rs_serve_summary *sum, char *buf, size_t cap);
-/* One version as `serve` prints it, snprintf's contract, every line ending in '\n':
+/* One version as `serve` prints it, snprintf's contract, every line ending in '\n' (batch_line false
+ * leaves out the "batches:" line: the dashboard draws those counts as a histogram):
  *   "  NAME v1 requests 64 ok / 0 failed, 64 samples in 9 batches, mean 812 us, queued 0"
  *   "      21.3 requests/s (last 10 s), latency p50 700 us p99 2100 us, queue p50 400 us"  (once any ran)
  *   "      batches: 2 of 1, 7 of 9"                                                           (once any ran)
  *   "      rank 0: ..."                                                                        (across ranks) */
-int rs_serve_summary_text(const rs_serve_summary_row *r, char *buf, size_t cap);
+int rs_serve_summary_text(const rs_serve_summary_row *r, bool batch_line, char *buf, size_t cap);
 /* The head and every version's text into out: what `serve` alone prints. */
 void rs_serve_summary_print(const rs_serve_summary *sum, FILE *out);
 

@@ -8,7 +8,8 @@
 
 #include "pane.h"
 
-#define WRAP_INDENT 8 /* a wrapped line goes on under the figures, not under the name */
+#define WRAP_INDENT 8
+#define MAXBINS 256   /* histogram rows at most (a 256-row terminal) */ /* a wrapped line goes on under the figures, not under the name */
 
 static int imin(int a, int b) { return a < b ? a : b; }
 static int imax(int a, int b) { return a > b ? a : b; }
@@ -87,7 +88,6 @@ static int distinct_sizes(const rs_serve_summary_row *r)
 static void histogram(rs_view_screen *s, const rs_view_rect *h, const rs_serve_summary_row *r, const rs_view_opts *o)
 {
     if (h->h < 2 || h->w < 40) return;
-    enum { MAXBINS = 256 };
     int lo[MAXBINS], hi[MAXBINS];
     uint64_t count[MAXBINS];
     int n = bins(r, imin(h->h - 1, MAXBINS), lo, hi, count);
@@ -136,10 +136,11 @@ void rs_view_draw_serve(rs_view_screen *s, const rs_view_rect *r, const rs_serve
     if (!text || !need || !height) goto out;
     int shown = 0, used = 0, with_hist = 0;
     for (int i = 0; i < sum->n; i++) {
-        int len = rs_serve_summary_text(&sum->rows[i], NULL, 0);
-        if (!(text[i] = malloc((size_t)len + 1))) goto out;
-        rs_serve_summary_text(&sum->rows[i], text[i], (size_t)len + 1);
+        /* `serve`'s text, but the batch sizes as the histogram rather than a line of "N of SIZE" */
         bool hist = distinct_sizes(&sum->rows[i]) > 0;
+        int len = rs_serve_summary_text(&sum->rows[i], !hist, NULL, 0);
+        if (!(text[i] = malloc((size_t)len + 1))) goto out;
+        rs_serve_summary_text(&sum->rows[i], !hist, text[i], (size_t)len + 1);
         need[i] = fr + text_rows(NULL, 0, 0, inner_w, 0, text[i], o) + (hist ? 2 : 0);
     }
     /* the first blocks that fit whole, with a row for "+N more" when not all of them do */
@@ -153,13 +154,18 @@ void rs_view_draw_serve(rs_view_screen *s, const rs_view_rect *r, const rs_serve
         height[i] = need[i];
         with_hist += distinct_sizes(&sum->rows[i]) > 0;
     }
-    /* the spare rows: as many more bars as each histogram has sizes, shared evenly */
-    int spare = r->h - used;
-    for (int i = 0; i < shown && with_hist; i++) {
-        int want = distinct_sizes(&sum->rows[i]) - 1;
-        if (want <= 0) continue;
-        int give = imin(want, spare / with_hist);
-        height[i] += give;
+    /* the spare rows, one at a time to each histogram in turn, until each has a bar per size */
+    for (int spare = r->h - used, given = 1; spare > 0 && with_hist && given;) {
+        given = 0;
+        for (int i = 0; i < shown && spare > 0; i++)
+            if (height[i] - need[i] + 1 < distinct_sizes(&sum->rows[i])) height[i]++, spare--, given = 1;
+    }
+    /* sizes merged into ranges may need fewer rows than were given: no blank rows under the bars */
+    for (int i = 0; i < shown; i++) {
+        int lo[MAXBINS], hi[MAXBINS];
+        uint64_t count[MAXBINS];
+        int nb = bins(&sum->rows[i], imin(height[i] - need[i] + 1, MAXBINS), lo, hi, count);
+        if (nb > 0) height[i] = need[i] - 1 + nb;
     }
     int y = r->y;
     for (int i = 0; i < shown; i++) {

@@ -1,7 +1,7 @@
 /* The dashboard's serve pane (`view serve`): what the server started at the prompt is doing, drawn
  * from a summary (serve/summary.h) into a virtual screen, so it is tested as text like every pane.
- * Each model version shows the lines `serve` prints (one formatter: rs_serve_summary_text) and a
- * histogram of the batches the dynamic batcher formed, by size. */
+ * Each model version shows the lines `serve` prints (one formatter: rs_serve_summary_text), with the
+ * batches the dynamic batcher formed drawn as a histogram by size instead of `serve`'s "batches:" line. */
 #ifndef RS_VIEW_SERVE_PANE_H
 #define RS_VIEW_SERVE_PANE_H
 

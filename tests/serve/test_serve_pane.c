@@ -163,15 +163,16 @@ int main(void)
     RS_CHECK(strstr(t, "terminal too small: need 80x24") && !strstr(t, "requests"), "79x24:\n%s", t);
     free(t);
 
-    /* `serve` prints what the pane shows: its version line is in the frame, wrapped at 80 columns */
-    int n = rs_serve_summary_text(row, NULL, 0);
+    /* the pane shows `serve`'s text (its batch sizes as the histogram): at 160 columns, line by line */
+    int n = rs_serve_summary_text(row, false, NULL, 0);
     char *txt = malloc((size_t)n + 1);
-    rs_serve_summary_text(row, txt, (size_t)n + 1);
-    char bl[256] = "";
-    const char *bp = strstr(txt, "      batches: ");
-    if (bp) snprintf(bl, sizeof bl, "%.*s", (int)strcspn(bp, "\n"), bp);
-    RS_CHECK(strstr(txt, "requests 36 ok / 1 failed, 36 samples in") && bl[0] && strstr(big, bl),
-             "the pane's 160-column frame lacks serve's batches line:\n%s\n%s", txt, big);
+    rs_serve_summary_text(row, false, txt, (size_t)n + 1);
+    int lines = 0;
+    for (char *l = txt, *nl; (nl = strchr(l, '\n')); l = nl + 1, lines++) {
+        *nl = '\0';
+        RS_CHECK(strstr(big, l) != NULL, "the 160-column frame lacks serve's line '%s':\n%s", l, big);
+    }
+    RS_CHECK(lines == 2 && !strstr(big, "batches: "), "%d lines of serve's text, batches line in the pane", lines);
     free(txt);
     free(small);
     free(big);
@@ -188,7 +189,8 @@ int main(void)
     size_t got = fread(text, 1, sizeof text - 1, out);
     text[got] = 0;
     RS_CHECK(strstr(text, "serve") && strstr(text, "batch size  batches run (36 samples in") &&
-                 strstr(text, "36 ok / 1 failed"), "view serve printed:\n%s", text);
+                 strstr(text, "36 ok / 1 failed") && strstr(text, "      batches: "), "view serve; serve printed:\n%s",
+             text);
     RS_CHECK(rs_repl_line(s, "view serve 2") == 1 && rs_repl_line(s, "view nothing") == 1, "bad view forms accepted");
     RS_CHECK(rs_repl_line(s, "serve stop") == 0 && rs_repl_line(s, "view serve") == 1, "view serve after stop");
     rs_session_free(s);
