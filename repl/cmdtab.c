@@ -496,7 +496,7 @@ const rs_cmddef rs_commands[] = {
      false, NULL, {{0}}, 0, pi_opts, false, rs_cmd_pi, NULL},
     {"backends", "ranks", "backends    which operations each backend has, on CPU and GPU", NULL, false, NULL, {{0}}, 0,
      NULL, false, rs_cmd_backends, NULL},
-    {"view", "ranks", "view run N [speed=1] | view serve    replay a logged run, or watch the server, in the dashboard",
+    {"view", "ranks", "view run N | view serve    replay a logged run; watch the server live",
      "Replays run N of the session log (collective, bench, train across ranks) in the live dashboard's\n"
      "panes, at speed= times real time. Keys: space pauses, + and - change the speed, Left and Right\n"
      "scrub back and forth, tab moves the focus between panes, q leaves. Without a terminal it prints\n"
@@ -521,7 +521,7 @@ const rs_cmddef rs_commands[] = {
      "A GPT is served decoupled: one response per generated token over gRPC ModelStreamInfer, and\n"
      "HTTP POST /v2/models/NAME/generate and generate_stream (server-sent events).\n"
      "ranks=2 mode=pipeline|tensor serves it across rank processes (stages or shards), as one process answers.\n"
-     "`serve` alone shows what is served and its counters; `serve stop` drains and stops.\n"
+     "`serve` alone shows what is served and its counters (`view serve`: live); `serve stop` drains and stops.\n"
      "Standalone: ringside serve --repo DIR [--http PORT] [--grpc PORT] [--metrics PORT] [--host ADDR].",
      false, NULL, {{"SRC", RS_A_PATH, true, serve_words}}, 1, serve_opts, false, rs_cmd_serve, NULL},
     {"infer", "models", "infer NAME [n=16] [clients=16] | infer GPT prompt=TEXT [tokens=40]    requests to the running server",

@@ -2,11 +2,13 @@
  * summary (the statistics `serve` prints) a few times a second until a key is pressed. The server
  * runs on its own threads meanwhile, so watching it while clients (another terminal, tritonclient,
  * perf_analyzer) send requests shows the batcher at work. Without a terminal: one frame as text. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "call.h"
+#include "dist/pg/pg.h"
 #include "serve/summary.h"
 #include "session.h"
 #include "view/serve_pane.h"
@@ -53,8 +55,11 @@ int rs_cmd_view_serve(rs_session *s, const rs_call *c)
     }
     rs_live_set_speed(lv, 4, false); /* the rate is counted per second; 4 frames a second follow it */
     rs_live_set_draw(lv, draw, s);
-    rs_live_status(lv, "live: any key leaves");
-    while (!(rs_live_tick(lv) & (RS_LIVE_KEY | RS_LIVE_STOP))) usleep(20000);
+    /* a tutorial played in auto mode goes on by itself, as it does after a run's last frame */
+    bool autoplay = s->play_depth && s->play_mode == RS_PLAY_AUTO;
+    rs_live_status(lv, autoplay ? "live: 3 s, or a key" : "live: any key leaves");
+    double until = rs_pg_now() + 3;
+    while (!(rs_live_tick(lv) & (RS_LIVE_KEY | RS_LIVE_STOP)) && !(autoplay && rs_pg_now() > until)) usleep(20000);
     rs_live_end(lv);
     return 0;
 }
