@@ -154,6 +154,11 @@ void rs_view_draw_serve(rs_view_screen *s, const rs_view_rect *r, const rs_serve
         height[i] = need[i];
         with_hist += distinct_sizes(&sum->rows[i]) > 0;
     }
+    if (shown == 0) {
+        /* not even the first fits (a model across many ranks, a line each): its first lines, no bars */
+        shown = 1, used = r->h, with_hist = 0;
+        height[0] = r->h - (sum->n > 1 ? 1 : 0);
+    }
     /* the spare rows, one at a time to each histogram in turn, until each has a bar per size */
     for (int spare = r->h - used, given = 1; spare > 0 && with_hist && given;) {
         given = 0;

@@ -686,6 +686,20 @@ static void test_serve(void)
         free(t);
         rs_view_screen_free(s);
     }
+    /* a version taller than the screen (30 ranks, a line each): its first lines, then "+1 more" */
+    char many[30 * 48] = "";
+    for (int k = 0; k < 30; k++)
+        snprintf(many + strlen(many), sizeof many - strlen(many), "rank %d: pipeline stage %d of 30\n", k, k);
+    rows[1].ranks = many;
+    sum.rows = rows + 1, sum.n = 2;
+    rs_view_screen *s = rs_view_screen_new(80, 24, NULL);
+    rs_view_opts mono = rs_view_opts_detect("xterm-256color", "1", true);
+    rs_view_draw_serve_frame(s, &sum, &mono);
+    const char *t = rs_view_screen_text(s);
+    RS_CHECK(strstr(t, "gpt v2") && strstr(t, "requests 10 ok") && strstr(t, "rank 0: pipeline stage 0 of 30") &&
+                 !strstr(t, "rank 29:") && strstr(t, "+1 more model versions"), "serve: a version taller than 80x24:\n%s",
+             t);
+    rs_view_screen_free(s);
 }
 
 int main(int argc, char **argv)
