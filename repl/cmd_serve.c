@@ -15,51 +15,22 @@
 #include "serve/backend.h"
 #include "serve/repo_write.h"
 #include "serve/server.h"
+#include "serve/summary.h"
 #include "session.h"
-
-static void show_one(void *ud, const rs_serve_model *m, const rs_serve_version *v, const rs_serve_stats *st)
-{
-    FILE *out = ud;
-    double mean_us = st->success.count ? (double)st->success.ns / (double)st->success.count / 1e3 : 0.0;
-    fprintf(out, "  %-16s v%-3lld requests %llu ok / %llu failed, %llu samples in %llu batches, mean %.0f us, "
-                 "queued %d\n",
-            m->cfg.name, (long long)v->version, (unsigned long long)st->success.count,
-            (unsigned long long)st->fail.count, (unsigned long long)st->inference_count,
-            (unsigned long long)st->execution_count, mean_us, st->queued);
-    /* the pane: over HTTP and gRPC alike, since both go through the scheduler these come from */
-    if (st->success.count) {
-        fprintf(out, "      %.1f requests/s (last 10 s), latency p50 %.0f us p99 %.0f us, queue p50 %.0f us\n",
-                rs_serve_stats_rate(st, rs_serve_now_ns(), 10), rs_serve_hist_quantile(st->request_hist, 0.5),
-                rs_serve_hist_quantile(st->request_hist, 0.99), rs_serve_hist_quantile(st->queue_hist, 0.5));
-        fprintf(out, "      batches:");
-        bool first = true;
-        for (int b = 1; b <= st->max_batch && st->batch_infer; b++)
-            if (st->batch_infer[b].count)
-                fprintf(out, "%s %llu of %d", first ? "" : ",", (unsigned long long)st->batch_infer[b].count, b),
-                    first = false;
-        fprintf(out, "\n");
-    }
-    char ranks[2048]; /* across ranks: what each rank holds, one line each */
-    rs_serve_backend_ranks_text(v->backend, ranks, sizeof ranks);
-    for (char *l = ranks, *nl; *l; l = nl + 1) {
-        if (!(nl = strchr(l, '\n'))) break;
-        fprintf(out, "      %.*s\n", (int)(nl - l), l);
-    }
-}
 
 static int show(rs_session *s)
 {
-    rs_serve_server *srv = s->server;
-    if (!srv) {
+    if (!s->server) {
         fprintf(s->out, "nothing is served (serve MODEL | serve FILE.onnx | serve REPOSITORY)\n");
         return 0;
     }
-    fprintf(s->out, "serving %s on http://127.0.0.1:%d", rs_serve_repo(srv), rs_serve_http_port(srv));
-    if (rs_serve_grpc_port(srv) >= 0) fprintf(s->out, ", gRPC on :%d", rs_serve_grpc_port(srv));
-    if (rs_serve_metrics_port(srv) >= 0) fprintf(s->out, ", metrics on :%d", rs_serve_metrics_port(srv));
-    fprintf(s->out, "\n");
-    rs_serve_each(srv, show_one, s->out);
-    return 0;
+    /* the same text the dashboard's serve pane (`view serve`) shows, from one snapshot */
+    rs_serve_summary sum;
+    rs_err err = {0};
+    rs_status st = rs_serve_summary_take(s->server, rs_serve_now_ns(), &sum, &err);
+    if (!st) rs_serve_summary_print(&sum, s->out);
+    rs_serve_summary_free(&sum);
+    return st ? rs_session_error(s, NULL, (size_t)-1, 0, "%s", err.msg) : 0;
 }
 
 static bool is_dir(const char *p)

@@ -1,4 +1,4 @@
-/* `view run N`: a run across ranks replayed from the session log into the live dashboard's panes. The
+/* `view run N` (`view serve` is view_serve.c): a run across ranks replayed from the session log into the live dashboard's panes. The
  * log holds what the ranks reported (events: collectives' steps, phases, memory, plain lines, @done;
  * metrics: losses and evaluations); each row is turned back into what the rank said (an rs_pg_event, an
  * rs_train_line or a log line) and fed to the same model the live view uses, so a replay draws what the
@@ -287,8 +287,16 @@ static rs_status sort_items(replay *r)
     return RS_OK;
 }
 
+int rs_cmd_view_serve(rs_session *s, const rs_call *c); /* view_serve.c */
+
 int rs_cmd_view(rs_session *s, const rs_call *c)
 {
+    if (!strcmp(c->args[0], "serve")) return rs_cmd_view_serve(s, c);
+    if (strcmp(c->args[0], "run"))
+        return rs_session_error(s, c, c->arg_pos[0], strlen(c->args[0]), "view: '%s' is neither run nor serve: view run N "
+                                "replays a logged run, view serve watches the server", c->args[0]);
+    if (c->nargs < 2)
+        return rs_session_error(s, c, (size_t)-1, 0, "view run: expected N, the run's number (`runs` lists them)");
     char *end;
     long long n = strtoll(c->args[1], &end, 10);
     if (*end || n <= 0)

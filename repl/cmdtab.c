@@ -209,6 +209,7 @@ static const rs_optdef play_opts[] = {
     {NULL, 0, NULL, NULL, NULL},
 };
 
+static const char *const view_words[] = {"run", "serve", NULL};
 static const rs_optdef view_opts[] = {
     {"speed", RS_T_FLOAT, "1", "playback speed (0.001: a millisecond collective takes a second)", NULL},
     {NULL, 0, NULL, NULL, NULL},
@@ -495,12 +496,16 @@ const rs_cmddef rs_commands[] = {
      false, NULL, {{0}}, 0, pi_opts, false, rs_cmd_pi, NULL},
     {"backends", "ranks", "backends    which operations each backend has, on CPU and GPU", NULL, false, NULL, {{0}}, 0,
      NULL, false, rs_cmd_backends, NULL},
-    {"view", "ranks", "view run N [speed=1]    replay a logged run in the dashboard",
+    {"view", "ranks", "view run N | view serve    replay a logged run; watch the server live",
      "Replays run N of the session log (collective, bench, train across ranks) in the live dashboard's\n"
      "panes, at speed= times real time. Keys: space pauses, + and - change the speed, Left and Right\n"
      "scrub back and forth, tab moves the focus between panes, q leaves. Without a terminal it prints\n"
-     "the run's final frame as text (as wide as the terminal, 80 in scripts; 30 rows).",
-     false, NULL, {A("run", RS_A_KEYWORD), A("N", RS_A_INT)}, 2, view_opts, false, rs_cmd_view, NULL},
+     "the run's final frame as text (as wide as the terminal, 80 in scripts; 30 rows).\n"
+     "`view serve`: the serve pane, live until a key is pressed: per model version of the server `serve`\n"
+     "started, the figures `serve` prints (requests/s over 10 s, p50/p99 latency, queue p50, queue now,\n"
+     "ok/failed, each rank's line) and a histogram of the batches by size. Without a terminal: one frame.",
+     false, NULL, {{"run|serve", RS_A_WORD, false, view_words}, {"N", RS_A_INT, true, NULL}}, 2, view_opts, false,
+     rs_cmd_view, NULL},
     {"jobs", "ranks", "jobs [stop=N]    runs going on in the background (q in the live view sends one there)",
      "Lists the runs that left the live view with `q` at the prompt and go on in the background: run\n"
      "number, kind, ranks, time so far. Each one's end is printed at the prompt when its ranks finish.\n"
@@ -516,7 +521,7 @@ const rs_cmddef rs_commands[] = {
      "A GPT is served decoupled: one response per generated token over gRPC ModelStreamInfer, and\n"
      "HTTP POST /v2/models/NAME/generate and generate_stream (server-sent events).\n"
      "ranks=2 mode=pipeline|tensor serves it across rank processes (stages or shards), as one process answers.\n"
-     "`serve` alone shows what is served and its counters; `serve stop` drains and stops.\n"
+     "`serve` alone shows what is served and its counters (`view serve`: live); `serve stop` drains and stops.\n"
      "Standalone: ringside serve --repo DIR [--http PORT] [--grpc PORT] [--metrics PORT] [--host ADDR].",
      false, NULL, {{"SRC", RS_A_PATH, true, serve_words}}, 1, serve_opts, false, rs_cmd_serve, NULL},
     {"infer", "models", "infer NAME [n=16] [clients=16] | infer GPT prompt=TEXT [tokens=40]    requests to the running server",

@@ -42,6 +42,8 @@ struct rs_live {
     double now;             /* < 0: the monotonic clock */
     int focus, log_scroll;
     char status[64];
+    rs_live_draw_fn draw_fn; /* not NULL: draws the frame instead of the panes (rs_live_set_draw) */
+    void *draw_ud;
 };
 
 /* Signal handlers only set flags; the tick does the work. */
@@ -148,6 +150,13 @@ double rs_live_speed(const rs_live *lv) { return lv->speed; }
 bool rs_live_paused(const rs_live *lv) { return lv->paused; }
 void rs_live_dirty(rs_live *lv) { lv->dirty = true; }
 
+void rs_live_set_draw(rs_live *lv, rs_live_draw_fn fn, void *ud)
+{
+    lv->draw_fn = fn;
+    lv->draw_ud = ud;
+    lv->dirty = true;
+}
+
 void rs_live_set_speed(rs_live *lv, double speed, bool replay)
 {
     lv->speed = speed;
@@ -242,6 +251,16 @@ static void draw(rs_live *lv)
 {
     rs_view_screen *sc = lv->sc;
     double now = lv->now >= 0 ? lv->now : rs_pg_now();
+    if (lv->draw_fn) {
+        lv->draw_fn(lv->draw_ud, sc, &lv->o);
+        int len = (int)strlen(lv->status) + 2;
+        if (lv->status[0] && sc->w >= RS_VIEW_MIN_W && sc->h >= RS_VIEW_MIN_H)
+            rs_view_screen_printf(sc, sc->w - len, 1, -1, lv->o.color ? RS_VIEW_C_WARN : 0,
+                                  RS_VIEW_A_REVERSE | RS_VIEW_A_BOLD, " %s ", lv->status);
+        rs_view_screen_to_curses(sc, stdscr);
+        doupdate();
+        return;
+    }
     rs_view_draw(sc, lv->vm, now, &lv->o);
     int world = lv->vm->world > 0 ? lv->vm->world : lv->vm->nranks;
     rs_view_layout l = rs_view_layout_for(sc->w, sc->h, world);

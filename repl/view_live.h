@@ -9,6 +9,7 @@
 
 #include "session.h"
 #include "view/model.h"
+#include "view/render.h"
 
 typedef struct rs_live rs_live;
 
@@ -55,6 +56,10 @@ void rs_live_status(rs_live *lv, const char *text);
  * (printed when the view closes) but left out of the log pane: text the panes show their own way (the
  * bench table). */
 void rs_live_quiet(rs_live *lv, bool on);
+/* A frame the caller draws instead of the run's panes (`view serve`): fn(ud, screen, options) fills the
+ * terminal-sized screen on every frame; the status corner is added after it. NULL: the panes again. */
+typedef void (*rs_live_draw_fn)(void *ud, rs_view_screen *s, const rs_view_opts *o);
+void rs_live_set_draw(rs_live *lv, rs_live_draw_fn fn, void *ud);
 /* Draws the next tick even when paused or within the frame interval. */
 void rs_live_dirty(rs_live *lv);
 

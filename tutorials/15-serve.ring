@@ -13,6 +13,8 @@ expect batches < 64
 expect max_diff < 1e-5
 say "`serve` shows the counters Triton's statistics report, the latency percentiles from the histogram the metrics port exports, and how many batches of each size ran:"
 serve
+say "`view serve` shows the same figures in the dashboard's serve pane, redrawn four times a second while clients send requests (point tritonclient or perf_analyzer at the port and watch the batcher merge them), the batches drawn as a histogram by size; any key leaves. Without a terminal it prints one frame."
+view serve
 pause
 
 say "One client waiting for each answer before the next leaves the batcher nothing to merge: every request runs alone, after waiting the whole delay for company. That is the trade dynamic batching makes: throughput under load for a little latency when idle."

@@ -16,6 +16,9 @@ static inline int rs_view_state_color(rs_view_state s)
 rs_view_rect rs_view_pane_frame(rs_view_screen *s, const rs_view_rect *r, const char *title,
                                 const rs_view_opts *o);
 
+/* Below RS_VIEW_MIN_W x RS_VIEW_MIN_H the whole screen is this one centred line (every dashboard). */
+void rs_view_draw_too_small(rs_view_screen *s, const rs_view_opts *o);
+
 /* The letter of a memory pool in the bar and its legend. */
 char rs_view_pool_letter(int pool);
 

@@ -219,6 +219,14 @@ void rs_view_draw_log(rs_view_screen *s, const rs_view_rect *r, const rs_view_mo
     rs_view_screen_clip(s, NULL);
 }
 
+void rs_view_draw_too_small(rs_view_screen *s, const rs_view_opts *o)
+{
+    char msg[64];
+    snprintf(msg, sizeof msg, "terminal too small: need %dx%d", RS_VIEW_MIN_W, RS_VIEW_MIN_H);
+    int len = (int)strlen(msg);
+    rs_view_screen_put(s, imax(0, (s->w - len) / 2), s->h / 2, msg, -1, rs_view_role(o, RS_VIEW_C_WARN), RS_VIEW_A_BOLD);
+}
+
 void rs_view_draw(rs_view_screen *s, const rs_view_model *vm, double now, const rs_view_opts *o)
 {
     rs_view_screen_clear(s);
@@ -226,11 +234,7 @@ void rs_view_draw(rs_view_screen *s, const rs_view_model *vm, double now, const 
     int world = vm->world > 0 ? vm->world : vm->nranks;
     rs_view_layout l = rs_view_layout_for(s->w, s->h, world);
     if (l.too_small) {
-        char msg[64];
-        snprintf(msg, sizeof msg, "terminal too small: need %dx%d", RS_VIEW_MIN_W, RS_VIEW_MIN_H);
-        int len = (int)strlen(msg);
-        rs_view_screen_put(s, imax(0, (s->w - len) / 2), s->h / 2, msg, -1, rs_view_role(o, RS_VIEW_C_WARN),
-                           RS_VIEW_A_BOLD);
+        rs_view_draw_too_small(s, o);
         return;
     }
     rs_view_draw_header(s, &l.header, vm, now, o);

@@ -15,6 +15,12 @@
       No terminal: a collective run with RINGSIDE_VIEW_DUMP=FILE writes the live model's final frame
       (80x30 without a terminal); `view run 1` prints the same frame, twice the same; `step=1` is
       refused.
+  live_test.py serve PATH/TO/ringside
+      `view serve` in tmux (100x30): with no server it says how to start one; after `serve m` the pane
+      shows m's counters and redraws while requests arrive over HTTP from here (the prompt is blocked:
+      only the live pane can show them), 5 then 12 requests ok and the histogram's batch size 1; a
+      resize to 70x20 shows "terminal too small", back to 100x30 the pane again; a key returns to the
+      prompt, where `serve` prints the same counts. Exit 77 when tmux is missing.
 """
 import os
 import re
@@ -23,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "repl_term"))
 import term_test as tt  # noqa: E402  (the tmux driver the REPL's terminal test uses)
@@ -278,13 +285,78 @@ def headless_mode(rs):
     return 1 if c.fails else 0
 
 
+def serve_mode(rs):
+    if not shutil.which("tmux"):
+        tt.skip("tmux is not installed (scripts/setup.sh installs it): no live serve-pane test")
+    tmp = tempfile.mkdtemp(prefix="rs-live-serve-")
+    home = os.path.join(tmp, "home")
+    os.makedirs(home)
+    env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE", "NO_COLOR", "XDG_DATA_HOME")}
+    env.update(HOME=home, XDG_DATA_HOME=os.path.join(home, "data"), TERM="xterm-256color", LC_ALL="C.UTF-8")
+    argv = ["env", "-u", "NO_COLOR", f"HOME={home}", f"XDG_DATA_HOME={home}/data", rs, "--no-db"]
+    c = tt.Checks()
+    term = None
+
+    def infer(port, n):
+        body = b'{"inputs":[{"name":"input","datatype":"FP32","shape":[1,5],"data":[1,2,3,4,5]}]}'
+        for _ in range(n):
+            req = urllib.request.Request(f"http://127.0.0.1:{port}/v2/models/m/infer", data=body, method="POST")
+            with urllib.request.urlopen(req, timeout=30) as r:
+                if r.status != 200:
+                    raise tt.Fail(f"infer answered {r.status}")
+
+    try:
+        term = Term(tmp, argv, env, "s1", 100, 30)
+        wait("a prompt", lambda: tt.at_prompt(term), term, 30)
+        out = tt.run_line(term, "view serve", expect="nothing is served")
+        c.ok("`view serve` without a server says so and how to start one",
+             any("serve MODEL" in l for l in out), "\n".join(out))
+        out = tt.run_line(term, "model m = mlp 5-7-3; serve m http=0 grpc=-1 metrics=-1", expect="serving")
+        port = next((int(m.group(1)) for l in out for m in [re.search(r"http://127\.0\.0\.1:(\d+)", l)] if m), 0)
+        c.ok("the server's port is printed", port > 0, "\n".join(out))
+        term.text("view serve")
+        wait("the line echoed", lambda: tt.at_prompt(term, "view serve"), term)
+        term.keys("Enter")
+        c.wait_ok("the serve pane: header, m's block, 0 requests, 'any key leaves'",
+                  lambda: has(term, "serve", "m v1", "requests 0 ok / 0 failed", "any key leaves"), term, 15)
+        infer(port, 5)
+        c.wait_ok("requests sent meanwhile appear live: 5 ok, a histogram with batch size 1",
+                  lambda: has(term, "requests 5 ok / 0 failed", "batch size", "requests/s"), term, 15,
+                  detail=lambda: "\n".join(term.visible()))
+        infer(port, 7)
+        c.wait_ok("and keep appearing: 12 ok", lambda: has(term, "requests 12 ok / 0 failed"), term, 15,
+                  detail=lambda: "\n".join(term.visible()))
+        term.tmux("resize-window", "-t", "rs", "-x", "70", "-y", "20")
+        c.wait_ok("resized to 70x20: 'terminal too small'", lambda: has(term, "terminal too small: need 80x24")
+                  and not has(term, "requests 12"), term, 15, detail=lambda: "\n".join(term.visible()))
+        term.tmux("resize-window", "-t", "rs", "-x", "100", "-y", "30")
+        c.wait_ok("back to 100x30: the pane again", lambda: has(term, "requests 12 ok / 0 failed"), term, 15,
+                  detail=lambda: "\n".join(term.visible()))
+        term.text("x")
+        c.wait_ok("a key leaves: a prompt", lambda: tt.at_prompt(term), term, 10)
+        out = tt.run_line(term, "serve", expect="requests 12 ok")
+        c.ok("`serve` prints the same count after the view", any("requests 12 ok / 0 failed" in l for l in out),
+             "\n".join(out))
+        term.text("quit")
+        term.keys("Enter")
+        c.wait_ok("ringside exits after quit", term.dead, term, 15, detail=term.state)
+        c.ok("exit status 0 (under ASan: no leak or error)", term.dead_status() == "0", term.state())
+    except tt.Fail as e:
+        c.ok("the test ran to its end", False, str(e))
+    finally:
+        if term:
+            term.kill()
+    shutil.rmtree(tmp, ignore_errors=True)
+    return 1 if c.fails else 0
+
+
 def main():
-    if len(sys.argv) < 3 or sys.argv[1] not in ("tmux", "headless"):
+    if len(sys.argv) < 3 or sys.argv[1] not in ("tmux", "headless", "serve"):
         print(__doc__)
         return 2
     rs = os.path.abspath(sys.argv[2])
     t0 = time.monotonic()
-    rc = tmux_mode(rs) if sys.argv[1] == "tmux" else headless_mode(rs)
+    rc = {"tmux": tmux_mode, "headless": headless_mode, "serve": serve_mode}[sys.argv[1]](rs)
     print(f"{'FAILED' if rc else 'passed'} in {time.monotonic() - t0:.1f}s")
     return rc
 

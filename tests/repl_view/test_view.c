@@ -10,6 +10,7 @@
 
 #include "replay.h"
 #include "repl/view/render.h"
+#include "repl/view/serve_pane.h"
 #include "rs_test.h"
 
 static const char *srcdir = ".";
@@ -590,6 +591,117 @@ static void test_data(void)
     rs_view_model_free(vm);
 }
 
+/* The histogram rows after the first "batch size" head at or after `from`: each bin's first and last
+ * size and its count; returns how many, their counts summed in *total. */
+static int serve_bins(const char *from, int *lo, int *hi, uint64_t *total)
+{
+    const char *p = strstr(from, "batch size  batches run");
+    int n = 0;
+    *total = 0;
+    while (p && (p = strchr(p, '\n')) && p[1]) {
+        p++;
+        const char *q = p;
+        if (!strncmp(q, "\xe2\x94\x82", 3)) q += 3; /* a framed block's edge */
+        else if (*q == '|') q++;
+        int a, b, used = 0;
+        if (sscanf(q, " %d%n", &a, &used) != 1) break;
+        q += used;
+        b = a;
+        if (*q == '-' && sscanf(q + 1, "%d%n", &b, &used) == 1) q += 1 + used;
+        while (*q == ' ') q++;
+        if (*q != '#' && strncmp(q, "\xe2\x96\x88", 3)) break;
+        while (*q == '#' || !strncmp(q, "\xe2\x96\x88", 3)) q += *q == '#' ? 1 : 3;
+        unsigned long long c;
+        if (sscanf(q, " %llu", &c) != 1) break;
+        lo[n] = a, hi[n] = b, *total += c;
+        n++;
+    }
+    return n;
+}
+
+/* The serve pane (`view serve`) from a summary made up here, so the snapshot is fixed: five versions
+ * (one batching over 40 sizes, a GPT across 2 ranks, idle ones), at 80x24 (the histogram in ranges,
+ * versions past the room as "+N more") and 160x48 (framed, all of them). The real server's figures are
+ * checked by tests/serve/test_serve_pane.c. */
+static void test_serve(void)
+{
+    uint64_t cnn_b[41] = {0}, gpt_b[2] = {0, 10};
+    uint64_t batches = 0;
+    for (int b = 1; b <= 40; b++) cnn_b[b] = (uint64_t)(b % 7 == 0 ? 0 : 1 + (b * 13) % 9), batches += cnn_b[b];
+    char gpt_ranks[] = "rank 0: pipeline stage 0 of 2: layers 0-2, 6208 parameters here\n"
+                       "rank 1: pipeline stage 1 of 2: layers 3-5, 6154 parameters here\n";
+    rs_serve_summary_row rows[5] = {
+        {.name = "cnn", .version = 1, .ok = 1200, .failed = 3, .samples = 1500, .batches = batches, .mean_us = 912,
+         .queued = 5, .rate = 120.5, .p50_us = 812, .p99_us = 4100, .queue_p50_us = 350, .max_batch = 40,
+         .batch_count = cnn_b, .ranks = ""},
+        {.name = "gpt", .version = 2, .ok = 10, .samples = 10, .batches = 10, .mean_us = 52000, .rate = 1,
+         .p50_us = 50000, .p99_us = 61000, .queue_p50_us = 40, .max_batch = 1, .batch_count = gpt_b,
+         .ranks = gpt_ranks},
+        {.name = "idle", .version = 1, .ranks = ""},
+        {.name = "idle2", .version = 1, .ranks = ""},
+        {.name = "idle3", .version = 3, .ranks = ""},
+    };
+    rs_serve_summary sum = {.repo = "/tmp/ringside-serve-TEST", .http_port = 8000, .grpc_port = 8001,
+                            .metrics_port = -1, .n = 5, .rows = rows};
+    static const struct { int w, h; const char *snap, *ascii; } sizes[] = {
+        {80, 24, "serve-80x24.txt", "serve-80x24-ascii.txt"}, {160, 48, "serve-160x48.txt", NULL}};
+    for (int k = 0; k < 2; k++) {
+        int w = sizes[k].w, h = sizes[k].h;
+        rs_view_screen *s = rs_view_screen_new(w, h, NULL);
+        rs_view_opts color = rs_view_opts_detect("xterm-256color", NULL, true);
+        rs_view_opts mono = rs_view_opts_detect("xterm-256color", "1", true);
+        rs_view_opts dumb = rs_view_opts_detect("dumb", NULL, true);
+        rs_view_draw_serve_frame(s, &sum, &color);
+        char *t = strdup(rs_view_screen_text(s));
+        rs_view_draw_serve_frame(s, &sum, &mono);
+        RS_CHECK(!strcmp(t, rs_view_screen_text(s)), "serve %dx%d: NO_COLOR changed the text", w, h);
+        for (int i = 0; i < w * h; i++)
+            if (s->cells[i].color) {
+                RS_CHECK(0, "serve %dx%d: NO_COLOR drew colour", w, h);
+                break;
+            }
+        snapshot(sizes[k].snap, t);
+        rs_view_draw_serve_frame(s, &sum, &dumb);
+        const char *a = rs_view_screen_text(s);
+        for (const unsigned char *p = (const unsigned char *)a; *p; p++)
+            if (*p >= 0x80) {
+                RS_CHECK(0, "serve %dx%d: ASCII mode wrote byte 0x%02x", w, h, *p);
+                break;
+            }
+        if (sizes[k].ascii) snapshot(sizes[k].ascii, a);
+        /* every batch the cnn ran is in its histogram, in bins that follow each other */
+        int lo[64], hi[64];
+        uint64_t total;
+        int n = serve_bins(t, lo, hi, &total);
+        RS_CHECK(n > 1 && total == batches && lo[0] >= 1 && hi[n - 1] <= 40, "serve %dx%d: %d bins hold %llu batches, "
+                 "want %llu:\n%s", w, h, n, (unsigned long long)total, (unsigned long long)batches, t);
+        for (int i = 1; i < n; i++) RS_CHECK(lo[i] > hi[i - 1], "serve %dx%d: bins overlap", w, h);
+        RS_CHECK(strstr(t, "1200 ok / 3 failed") && strstr(t, "queued 5") && strstr(t, "120.5 requests/s") &&
+                     strstr(t, "p99 4100 us") && strstr(t, "queue p50 350 us") && strstr(t, "121.5 requests/s"),
+                 "serve %dx%d: the cnn's figures or the total rate:\n%s", w, h, t);
+        RS_CHECK(strstr(t, "rank 0: pipeline stage 0 of 2") && strstr(t, "rank 1: pipeline stage 1 of 2"),
+                 "serve %dx%d: the GPT's rank lines:\n%s", w, h, t);
+        if (w == 80) RS_CHECK(n < 36 && strstr(t, "more model versions"), "serve 80x24: ranges and +N more:\n%s", t);
+        else RS_CHECK(strstr(t, "idle3 v3") && !strstr(t, "more model versions"), "serve 160x48: all versions:\n%s", t);
+        free(t);
+        rs_view_screen_free(s);
+    }
+    /* a version taller than the screen (30 ranks, a line each): its first lines, then "+1 more" */
+    char many[30 * 48] = "";
+    for (int k = 0; k < 30; k++)
+        snprintf(many + strlen(many), sizeof many - strlen(many), "rank %d: pipeline stage %d of 30\n", k, k);
+    rows[1].ranks = many;
+    sum.rows = rows + 1, sum.n = 2;
+    rs_view_screen *s = rs_view_screen_new(80, 24, NULL);
+    rs_view_opts mono = rs_view_opts_detect("xterm-256color", "1", true);
+    rs_view_draw_serve_frame(s, &sum, &mono);
+    const char *t = rs_view_screen_text(s);
+    RS_CHECK(strstr(t, "gpt v2") && strstr(t, "requests 10 ok") && strstr(t, "rank 0: pipeline stage 0 of 30") &&
+                 !strstr(t, "rank 29:") && strstr(t, "+1 more model versions"), "serve: a version taller than 80x24:\n%s",
+             t);
+    rs_view_screen_free(s);
+}
+
 int main(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {
@@ -604,5 +716,6 @@ int main(int argc, char **argv)
     test_ddp();
     test_tensor();
     test_data();
+    test_serve();
     return rs_test_finish("view");
 }
