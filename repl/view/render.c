@@ -133,7 +133,10 @@ void rs_view_draw_header(rs_view_screen *s, const rs_view_rect *r, const rs_view
     x += rs_view_screen_printf(s, x, r->y, -1, 0, 0, "%sworld %d", dot, world);
 
     char el[24], eta[24], right[64];
-    double elapsed = vm->t_start >= 0 ? now - vm->t_start : 0;
+    /* A finished run's clock stops at its last event, so the live view's final frame and a replay's
+     * (whose `now` is that event) agree to the digit. */
+    double until = rs_view_all_done(vm) && vm->t_last > 0 ? vm->t_last : now;
+    double elapsed = vm->t_start >= 0 ? until - vm->t_start : 0;
     fmt_secs(el, elapsed);
     int64_t step = rs_view_min_step(vm);
     /* "done" once every rank said so; a rank not heard from yet is starting, not done */
