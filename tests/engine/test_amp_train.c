@@ -21,7 +21,14 @@ typedef struct run_out {
     double acc;
     int64_t skipped, steps;
     float scale;
+    int64_t first_skip; /* the step whose event first showed a skipped step (0: none) */
 } run_out;
+
+static void on_event(void *ud, const rs_train_event *ev)
+{
+    run_out *o = ud;
+    if (ev->kind == RS_TRAIN_EV_STEP && ev->skipped > 0 && !o->first_skip) o->first_skip = ev->step;
+}
 
 static run_out run(const rs_data_pair *d, const char *spec, int steps, rs_prec p, float scale0, int64_t inject)
 {
@@ -41,14 +48,15 @@ static run_out run(const rs_data_pair *d, const char *spec, int steps, rs_prec p
     c.eval_every = steps; /* one evaluation, after the last step, on 2000 test samples */
     c.eval_samples = 2000;
     rs_train_result r;
-    rs_status st = rs_train(m, d, &c, NULL, &r, &e);
+    rs_train_hooks h = {.on_event = on_event, .ud = &o};
+    rs_status st = rs_train(m, d, &c, &h, &r, &e);
     RS_CHECK(st == RS_OK, "train %s %s: %s", spec, rs_prec_name(p), e.msg);
     RS_CHECK(rs_model_ctx(m)->prec == RS_PREC_FP32, "the model's context is back to fp32 after a %s run",
              rs_prec_name(p));
-    if (!st) o = (run_out){r.test_acc, r.skipped, r.steps, r.loss_scale};
-    printf("  %-4s scale0 %-8g inject %-3lld: test accuracy %.4f, %lld steps, %lld skipped, scale %g, %.0f samples/s\n",
-           rs_prec_name(p), (double)scale0, (long long)inject, o.acc, (long long)o.steps, (long long)o.skipped,
-           (double)o.scale, r.samples_per_s);
+    if (!st) o = (run_out){r.test_acc, r.skipped, r.steps, r.loss_scale, o.first_skip};
+    printf("  %-4s scale0 %-8g inject %-3lld: test accuracy %.4f, %lld steps, %lld skipped (first at step %lld), "
+           "scale %g, %.0f samples/s\n", rs_prec_name(p), (double)scale0, (long long)inject, o.acc, (long long)o.steps,
+           (long long)o.skipped, (long long)o.first_skip, (double)o.scale, r.samples_per_s);
     fflush(stdout);
     rs_model_free(m);
     return o;
@@ -65,14 +73,20 @@ static void model_case(const rs_data_pair *d, const char *spec, int steps)
     RS_CHECK(fabs(h16.acc - f32.acc) <= 0.01, "fp16 %.4f vs fp32 %.4f: more than 1 point apart", h16.acc, f32.acc);
     RS_CHECK(f32.skipped == 0 && b16.skipped == 0 && f32.scale == 1.0f && b16.scale == 1.0f,
              "fp32/bf16 run without a scaler: skipped %lld/%lld", (long long)f32.skipped, (long long)b16.skipped);
-    RS_CHECK(h16.skipped == 0 && h16.scale == 65536.0f, "fp16 from 65536: %lld skipped, scale %g (no overflow expected)",
-             (long long)h16.skipped, (double)h16.scale);
+    /* torch's first scale overflows now and then early in a run: a few skips, each halving it */
+    RS_CHECK(h16.skipped <= 4 && h16.scale == ldexpf(1.0f, 16 - (int)h16.skipped),
+             "fp16 from 65536: %lld skipped, scale %g (want 2^(16 - skipped))", (long long)h16.skipped, (double)h16.scale);
     RS_CHECK(b16.acc != f32.acc || h16.acc != f32.acc, "bf16 and fp16 give fp32's accuracy exactly: not in effect?");
 
     run_out inj = run(d, spec, steps, RS_PREC_FP16, 0, 50);
-    RS_CHECK(inj.skipped == 1 && inj.scale == 32768.0f && inj.steps == steps,
-             "injected overflow: %lld skipped (want 1), scale %g (want 32768), %lld steps", (long long)inj.skipped,
+    /* identical to the plain fp16 run up to step 50 (its own skips included), step 50 is skipped */
+    bool before = h16.first_skip && h16.first_skip < 50;
+    RS_CHECK(inj.skipped >= 1 && inj.scale == ldexpf(1.0f, 16 - (int)inj.skipped) && inj.steps == steps,
+             "injected overflow: %lld skipped, scale %g (want 2^(16 - skipped)), %lld steps", (long long)inj.skipped,
              (double)inj.scale, (long long)inj.steps);
+    RS_CHECK(before ? inj.first_skip == h16.first_skip : inj.first_skip == 50,
+             "injected at step 50: the first skip came at step %lld (the plain run's first: %lld)",
+             (long long)inj.first_skip, (long long)h16.first_skip);
     RS_CHECK(fabs(inj.acc - f32.acc) <= 0.01, "after the injected overflow %.4f vs fp32 %.4f", inj.acc, f32.acc);
 
     const float big = 1099511627776.0f; /* 2^40 */
