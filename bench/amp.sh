@@ -37,7 +37,7 @@ run() {
     for ((r = 0; r < repeat; r++)); do
         for p in fp32 bf16 fp16; do
             v=$("$exe" --no-db -c "data d = $data; model m = $model; train m on d steps=$steps batch=$batch eval=off threads=1 precision=$p" 2>&1 |
-                sed -n "s/.* \([0-9]*\) $unit.*/\1/p" | tail -1)
+                sed -n "s|.* \([0-9]*\) $unit.*|\1|p" | tail -1)
             got[$p]="${got[$p]:-} ${v:-0}"
         done
     done
