@@ -8,21 +8,39 @@
  * library has no such symbol), and oneDNN 2.6's BLAS-like API has sgemm and int8 only (a bf16 matmul
  * primitive would be the next step for speed; docs/engine.md "Mixed precision").
  * FP16: no CPU product either, so the operands and the product's output are rounded to IEEE half
- * (_Float16: to nearest even, inf beyond 65504, subnormals below 2^-14, zero below 2^-25), the
+ * (F16C's conversion, to nearest even: inf beyond 65504, subnormals below 2^-14, zero below 2^-25), the
  * product between them in fp32. That keeps what a GPU's fp16 tensors do to a gradient, overflow and
  * underflow, which is what the loss scaler (engine/train/scaler.h) exists for.
  * The rounded copies are made per call (malloc/free, owned here): a few hundred KB for the layers of
  * this project's models, reused by the allocator from call to call. */
+#include <cpuid.h>
 #include <immintrin.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cpu_scope.h"
 #include "vmath.h"
 
-/* Rounding to half goes through F16C's vcvtps2ph (round to nearest even, from the immediate) where the
- * CPU has it, 8 values at a time; the baseline build has no F16C, and _Float16's conversion is then a
- * libgcc call per value, 30x slower. Both give the same bits (IEEE conversion, nearest even). */
+/* x rounded to IEEE half and back, in plain C (no _Float16: clang 14, which the fuzz build uses, has
+ * none on x86): to nearest even on the 13 bits fp32 keeps beyond half's 10, a fixed quantum of 2^-24
+ * below half's smallest normal 2^-14, inf from 65520 up (the first value that rounds past 65504). */
+static float half_round(float x)
+{
+    uint32_t u, a;
+    memcpy(&u, &x, 4);
+    a = u & 0x7fffffffu;
+    if (a >= 0x7f800000u) return x;                               /* inf, NaN */
+    if (a >= 0x477ff000u) return x < 0 ? -INFINITY : INFINITY;   /* >= 65520 */
+    if (a < 0x38800000u) return rintf(x * 16777216.0f) / 16777216.0f; /* < 2^-14: multiples of 2^-24 */
+    a = (a + 0xfffu + ((a >> 13) & 1u)) & ~0x1fffu;
+    u = (u & 0x80000000u) | a;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+/* Rounding through F16C's vcvtps2ph (round to nearest even, from the immediate), 8 values at a time,
+ * where the CPU has it: the baseline build has no F16C. Both give the same bits (IEEE conversion). */
 __attribute__((target("avx,f16c"))) static void half_f16c(const float *s, float *d, int n)
 {
     int c = 0;
@@ -30,16 +48,34 @@ __attribute__((target("avx,f16c"))) static void half_f16c(const float *s, float 
         __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(s + c), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
         _mm256_storeu_ps(d + c, _mm256_cvtph_ps(h));
     }
-    for (; c < n; c++) d[c] = (float)(_Float16)s[c];
+    for (; c < n; c++) d[c] = half_round(s[c]);
+}
+
+/* CPUID leaf 1, ECX bit 29 (F16C) and bit 28 (AVX, whose registers it uses), and the OS saving them
+ * (OSXSAVE, bit 27, and XCR0's SSE and AVX bits). */
+static bool have_f16c(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+    if (!(c & (1u << 29)) || !(c & (1u << 28)) || !(c & (1u << 27))) return false;
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return (lo & 6u) == 6u;
 }
 
 static void half_row(const float *s, float *d, int n)
 {
-    if (__builtin_cpu_supports("f16c")) {
+    static int f16c = -1; /* the CPU's answer, the same for every thread: a benign race to store it */
+    int have = __atomic_load_n(&f16c, __ATOMIC_RELAXED);
+    if (have < 0) {
+        have = have_f16c();
+        __atomic_store_n(&f16c, have, __ATOMIC_RELAXED);
+    }
+    if (have) {
         half_f16c(s, d, n);
         return;
     }
-    for (int c = 0; c < n; c++) d[c] = (float)(_Float16)s[c];
+    for (int c = 0; c < n; c++) d[c] = half_round(s[c]);
 }
 
 /* dst (rows, cols) tight = src (rows, cols) with row stride ld, each value through fp16. */
