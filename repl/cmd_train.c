@@ -47,6 +47,10 @@ static void on_event(void *ud, const rs_train_event *ev)
         rs_log_metric(w->s, w->run, ev->step, ev->epoch, "train_loss", ev->epoch_loss);
         rs_log_metric(w->s, w->run, ev->step, ev->epoch, "train_acc", ev->epoch_acc);
         rs_log_metric(w->s, w->run, ev->step, ev->epoch, "samples_per_s", ev->samples_per_s);
+        if (ev->prec == RS_PREC_FP16) { /* the loss scaler's figures */
+            rs_log_metric(w->s, w->run, ev->step, ev->epoch, "skipped_steps", (double)ev->skipped);
+            rs_log_metric(w->s, w->run, ev->step, ev->epoch, "loss_scale", ev->loss_scale);
+        }
     } else if (ev->kind == RS_TRAIN_EV_EVAL) {
         rs_log_metric(w->s, w->run, ev->step, ev->epoch, "test_acc", ev->test_acc);
         rs_log_metric(w->s, w->run, ev->step, ev->epoch, "test_loss", ev->test_loss);
@@ -113,6 +117,16 @@ static int train_cfg(rs_session *s, const rs_call *c, rs_train_cfg *out)
     if (!(cfg.clip >= 0.0f) || !isfinite(cfg.clip))
         return rs_session_error(s, c, rs_call_opt(c, "clip")->pos, 4, "train: clip must be a norm >= 0 (0 is off), got %g",
                                 (double)cfg.clip);
+    if (!rs_prec_parse(rs_call_str(c, "precision", "fp32"), &cfg.precision)) cfg.precision = RS_PREC_FP32;
+    cfg.inject_inf = rs_call_int(c, "inject_inf", 0);
+    if (cfg.precision == RS_PREC_FP16) cfg.loss_scale = (float)rs_call_float(c, "loss_scale", 65536);
+    if ((rs_call_given(c, "loss_scale") || cfg.inject_inf) && cfg.precision != RS_PREC_FP16)
+        return rs_session_error(s, c, rs_call_opt(c, rs_call_given(c, "loss_scale") ? "loss_scale" : "inject_inf")->pos, 0,
+                                "train: %s is for precision=fp16 (its loss scaler); add precision=fp16",
+                                rs_call_given(c, "loss_scale") ? "loss_scale" : "inject_inf");
+    if (cfg.precision == RS_PREC_FP16 && (!(cfg.loss_scale > 0.0f) || !isfinite(cfg.loss_scale) || cfg.inject_inf < 0))
+        return rs_session_error(s, c, (size_t)-1, 0, "train: loss_scale must be a finite scale > 0 (e.g. 65536) and "
+                                "inject_inf a step >= 1 (0: none)");
     cfg.eval_every = rs_call_int(c, "eval_every", 0);
     cfg.eval_samples = rs_call_int(c, "eval_samples", 0);
     if (cfg.eval_every < 0 || cfg.eval_samples < 0)
@@ -178,6 +192,8 @@ static void record_train(rs_session *s, const rs_train_result *r, int rows, cons
     rs_result_num(s, "loss", r->train_loss);
     rs_result_num(s, "samples_per_s", r->samples_per_s);
     if (rows > 1) rs_result_num(s, "tokens_per_s", r->samples_per_s * rows);
+    rs_result_num(s, "skipped_steps", (double)r->skipped);
+    rs_result_num(s, "loss_scale", r->loss_scale);
     if (r->test_acc >= 0) {
         rs_result_num(s, "accuracy", r->test_acc);
         rs_result_num(s, rows > 1 ? "val_loss" : "test_loss", r->test_loss);
@@ -273,6 +289,13 @@ int rs_cmd_train(rs_session *s, const rs_call *c)
     json_t *fin = json_pack("{s:I, s:i, s:f, s:f, s:f}", "steps", (json_int_t)r.global_step, "epochs",
                             r.epochs_done, "train_loss", r.train_loss, "seconds", r.seconds, "samples_per_s",
                             r.samples_per_s);
+    if (fin && cfg.precision != RS_PREC_FP32) {
+        json_object_set_new(fin, "precision", json_string(rs_prec_name(cfg.precision)));
+        if (cfg.precision == RS_PREC_FP16) {
+            json_object_set_new(fin, "skipped_steps", json_integer((json_int_t)r.skipped));
+            json_object_set_new(fin, "loss_scale", json_real(r.loss_scale));
+        }
+    }
     if (fin && r.test_acc >= 0) {
         json_object_set_new(fin, "test_acc", json_real(r.test_acc));
         json_object_set_new(fin, "test_loss", json_real(r.test_loss));
@@ -321,6 +344,10 @@ int rs_cmd_train(rs_session *s, const rs_call *c)
                 r.seconds, r.samples_per_s);
         if (r.test_acc >= 0) fprintf(s->out, ", test accuracy %.4f", r.test_acc);
     }
+    if (cfg.precision == RS_PREC_BF16) fprintf(s->out, "; bf16 products");
+    if (cfg.precision == RS_PREC_FP16)
+        fprintf(s->out, "; fp16 products, %lld step%s skipped (loss scale %g)", (long long)r.skipped,
+                r.skipped == 1 ? "" : "s", (double)r.loss_scale);
     fprintf(s->out, "%s\n", w.run > 0 ? "" : "");
     if (w.run > 0) fprintf(s->out, "run %lld logged: `show run %lld`\n", (long long)w.run, (long long)w.run);
     rs_log_run_end(s, w.run, "done", r.global_step, fin_text, NULL);

@@ -429,6 +429,9 @@ int rs_cmd_train_ranks(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, co
     arg_fmt(&a, "steps=%lld", (long long)cfg->max_steps);
     arg_fmt(&a, "eval=%d", cfg->eval);
     arg_fmt(&a, "clip=%.9g", (double)cfg->clip);
+    arg_fmt(&a, "precision=%s", rs_prec_name(cfg->precision));
+    if (cfg->precision == RS_PREC_FP16) arg_fmt(&a, "loss_scale=%.9g", (double)cfg->loss_scale);
+    if (cfg->inject_inf) arg_fmt(&a, "inject_inf=%lld", (long long)cfg->inject_inf);
     arg_fmt(&a, "groups=%d", cfg->opt.groups);
     arg_fmt(&a, "eval_every=%lld", (long long)cfg->eval_every);
     arg_fmt(&a, "eval_samples=%lld", (long long)cfg->eval_samples);

@@ -94,6 +94,10 @@ static rs_optdef train_opts[RS_MAX_OPTS + 1] = {
     {"eval_every", RS_T_INT, "0", "evaluate every N steps instead of after each epoch (text: validation loss)",
      NULL},
     {"eval_samples", RS_T_INT, "0", "eval_every: samples of the test split to evaluate on (0: all)", NULL},
+    {"precision", RS_T_ENUM, "fp32", "compute type of the products (autocast): bf16, fp16 (with a loss scaler); weights stay fp32",
+     (const char *const[]){"fp32", "bf16", "fp16", NULL}},
+    {"loss_scale", RS_T_FLOAT, "65536", "precision=fp16: the loss scaler's first scale", NULL},
+    {"inject_inf", RS_T_INT, "0", "precision=fp16: this step's gradients overflow (to see a step skipped)", NULL},
     /* mode=: its choices and help come from the registry of strategies (train_opts_from_registry) */
     {"mode", RS_T_ENUM, "single", mode_help, mode_choices},
     {"ranks", RS_T_INT, "2", "dp: replicas; across ranks: rank processes", NULL},

@@ -81,8 +81,10 @@ static void bar(rs_progress *p, const rs_train_event *ev)
     snprintf(t[2], sizeof t[2], "  acc %.3f", ev->epoch_acc);
     snprintf(t[3], sizeof t[3], "  ETA %s", eta);
     snprintf(t[4], sizeof t[4], "  %.0f samples/s", ev->samples_per_s);
-    const char *tail[5] = {t[0], t[1], t[2], t[3], t[4]};
-    draw_line(p, head, frac, tail, 5);
+    char sk[48];
+    snprintf(sk, sizeof sk, "  skipped %lld", (long long)ev->skipped);
+    const char *tail[6] = {t[0], t[1], t[2], t[3], t[4], sk};
+    draw_line(p, head, frac, tail, ev->prec == RS_PREC_FP16 ? 6 : 5);
 }
 
 void rs_progress_event(void *ud, const rs_train_event *ev)
@@ -103,8 +105,11 @@ void rs_progress_event(void *ud, const rs_train_event *ev)
             bar(p, ev);
             fputc('\n', p->out);
         } else {
-            fprintf(p->out, "epoch %d/%d: loss %.4f  acc %.3f  %.0f samples/s  %.1fs\n", ev->epoch + 1, ev->epochs,
+            fprintf(p->out, "epoch %d/%d: loss %.4f  acc %.3f  %.0f samples/s  %.1fs", ev->epoch + 1, ev->epochs,
                     ev->epoch_loss, ev->epoch_acc, ev->samples_per_s, ev->elapsed_s);
+            if (ev->prec == RS_PREC_FP16)
+                fprintf(p->out, "  skipped %lld (scale %g)", (long long)ev->skipped, (double)ev->loss_scale);
+            fputc('\n', p->out);
         }
         break;
     case RS_TRAIN_EV_EVAL:

@@ -52,6 +52,13 @@ typedef struct zero {
     rs_optim *full;      /* checkpoints: the whole optimizer, made only when a run checkpoints or resumes;
                             its state is tracked by full_mem and counted in the model's SCRATCH pool */
     rs_mem full_mem;
+    /* zero 3 with precision=bf16 (FSDP's MixedPrecision(param_dtype=bfloat16, reduce_dtype=float32)):
+     * the training passes gather the parameters as bf16, half the bytes, while the shards, the
+     * optimizer and the gradients' reduce-scatter stay fp32; gather() for evaluation and checkpoints
+     * still moves the exact fp32 master weights. */
+    bool gather_bf16;
+    uint32_t *half;      /* (half_n) COMM pool, owned: every rank's block as bf16 pairs */
+    size_t half_n;
 } zero;
 
 static void report(zero *z, const char *op, int index, size_t bytes, double t0)
@@ -85,6 +92,38 @@ static rs_status gather_unit(zero *z, int i, const float *block, rs_err *err)
     return gather_into(z, i, block, rs_model_params(z->m) + z->u[i].off, err);
 }
 
+/* bf16 of x, to nearest even (NaN kept a NaN), as the upper 16 bits of its fp32 pattern. */
+static uint16_t to_bf16(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+/* The unit's parameters gathered in bf16: this rank's block rounded, every rank's block moved as bf16
+ * (the process groups' element types are 32 and 64 bits and an all-gather only copies, so two bf16
+ * values travel as one i32 word: ceil(s/2) words a rank), widened back to fp32 in the model's range. */
+static rs_status gather_unit_bf16(zero *z, int i, rs_err *err)
+{
+    zunit *u = &z->u[i];
+    size_t w = (u->s + 1) / 2, W = (size_t)z->world; /* words a rank */
+    uint16_t *all = (uint16_t *)z->half, *mine = all + 2 * w * (size_t)z->rank;
+    const float *block = z->pshard + u->soff;
+    for (size_t k = 0; k < 2 * w; k++) mine[k] = k < u->mine ? to_bf16(block[k]) : 0;
+    double t0 = rs_train_now();
+    rs_status st = rs_pg_all_gather(z->g, z->half + w * (size_t)z->rank, z->half, w, RS_I32, err);
+    report(z, rs_pg_op_name(RS_OP_ALL_GATHER), i, w * W * sizeof(uint32_t), t0);
+    if (st) return st;
+    float *dst = rs_model_params(z->m) + u->off;
+    for (size_t k = 0; k < u->len; k++) {
+        size_t r = k / u->s, j = k % u->s;
+        uint32_t b = (uint32_t)all[2 * w * r + j] << 16;
+        memcpy(&dst[k], &b, 4);
+    }
+    return RS_OK;
+}
+
 /* The average over ranks of this rank's block of the unit's gradients, into out (s floats). */
 static rs_status reduce_scatter_unit(zero *z, int i, float *out, rs_err *err)
 {
@@ -108,6 +147,7 @@ static rs_status fetch_params(zero *z, int i, rs_err *err)
 {
     if (rs_model_unit_resident(z->m, RS_POOL_PARAMS, i)) return RS_OK;
     rs_model_unit_acquire(z->m, RS_POOL_PARAMS, i);
+    if (z->gather_bf16) return gather_unit_bf16(z, i, err);
     return gather_unit(z, i, z->pshard + z->u[i].soff, err);
 }
 
@@ -256,6 +296,13 @@ static rs_status z_setup(void *ud, rs_model *m, const rs_opt_cfg *opt, rs_err *e
         z->gshard = rs_mem_alloc(z->mem, RS_POOL_GRADS, z->shard_n * sizeof(float));
         z->rs_out_n = smax;
         z->rs_out = rs_mem_alloc(z->mem, RS_POOL_COMM, smax * sizeof(float));
+        /* the training loop set the model's context to the run's precision before setup */
+        z->gather_bf16 = rs_model_ctx(m)->prec == RS_PREC_BF16;
+        if (z->gather_bf16) {
+            z->half_n = (smax + 1) / 2 * (size_t)W;
+            z->half = rs_mem_alloc(z->mem, RS_POOL_COMM, z->half_n * sizeof(uint32_t));
+            if (!z->half) return rs_err_set(err, RS_ERR_NOMEM, "zero: out of memory for the bf16 gather buffer");
+        }
         if (!z->pshard || !z->gshard || !z->rs_out)
             return rs_err_set(err, RS_ERR_NOMEM, "zero: out of memory for %zu-element shards", z->shard_n);
         const float *p = rs_model_params(m);
@@ -382,7 +429,13 @@ static rs_status z_gather(void *ud, rs_err *err)
     if (z->zero != 3) return RS_OK; /* every step ends with the full parameters on every rank */
     for (int i = 0; i < z->nu; i++) {
         if (!z->u[i].len) continue;
-        rs_status st = fetch_params(z, i, err);
+        rs_status st;
+        if (z->gather_bf16) { /* the exact fp32 weights, even where a training pass left a unit gathered in bf16 */
+            if (!rs_model_unit_resident(z->m, RS_POOL_PARAMS, i)) rs_model_unit_acquire(z->m, RS_POOL_PARAMS, i);
+            st = gather_unit(z, i, z->pshard + z->u[i].soff, err);
+        } else {
+            st = fetch_params(z, i, err);
+        }
         if (st) return st;
     }
     return RS_OK;
@@ -474,6 +527,7 @@ static void z_teardown(void *ud)
     rs_mem_free(z->mem, RS_POOL_GRADS, z->gshard, gn * sizeof(float));
     rs_mem_free(z->mem, RS_POOL_COMM, z->stage, z->stage_n * sizeof(float));
     rs_mem_free(z->mem, RS_POOL_COMM, z->rs_out, z->rs_out_n * sizeof(float));
+    rs_mem_free(z->mem, RS_POOL_COMM, z->half, z->half_n * sizeof(uint32_t));
     free(z->u);
     free(z);
 }

@@ -27,8 +27,10 @@ typedef struct tjob {
     uint64_t data_seed, model_seed, seed;
     int accum, epochs, batch, warmup, threads, eval, nesterov;
     int64_t steps, step_size, ckpt_every, eval_every, eval_samples;
-    double lr, momentum, wd, gamma, min_lr, timeout, clip;
+    double lr, momentum, wd, gamma, min_lr, timeout, clip, loss_scale;
     int groups;
+    int64_t inject_inf;
+    rs_prec precision;
     const char *opt, *sched;
     bool store_from_launcher, has_lr, has_wd;
     /* the mode and its own options, as the registry declares them (dist/train/registry.h) */
@@ -103,11 +105,12 @@ static int parse(tjob *j, int argc, char **argv)
             if ((good = sscanf(v, "%lld:%lld", &kr, &ks) == 2)) j->die_rank = kr, j->die_step = ks;
         }
         else if (KEY("store")) j->store_from_launcher = !strcmp(v, "launcher");
+        else if (KEY("precision")) good = rs_prec_parse(v, &j->precision);
         else if (KEY("data_seed") || KEY("model_seed") || KEY("seed") || KEY("accum") || KEY("epochs") ||
                  KEY("batch") || KEY("warmup") || KEY("threads") || KEY("eval") || KEY("nesterov") ||
                  KEY("steps") || KEY("step_size") || KEY("ckpt_every") || KEY("lr") || KEY("momentum") ||
                  KEY("wd") || KEY("gamma") || KEY("min_lr") || KEY("timeout") || KEY("clip") || KEY("groups") ||
-                 KEY("eval_every") || KEY("eval_samples")) {
+                 KEY("eval_every") || KEY("eval_samples") || KEY("loss_scale") || KEY("inject_inf")) {
             if (!(good = num(v, &d))) ;
             else if (KEY("data_seed")) j->data_seed = (uint64_t)d;
             else if (KEY("model_seed")) j->model_seed = (uint64_t)d;
@@ -132,6 +135,8 @@ static int parse(tjob *j, int argc, char **argv)
             else if (KEY("groups")) j->groups = (int)d;
             else if (KEY("eval_every")) j->eval_every = (int64_t)d;
             else if (KEY("eval_samples")) j->eval_samples = (int64_t)d;
+            else if (KEY("loss_scale")) j->loss_scale = d;
+            else if (KEY("inject_inf")) j->inject_inf = (int64_t)d;
         } else {
             common = false;
         }
@@ -284,6 +289,9 @@ static rs_train_cfg train_cfg(const tjob *j, rs_err *err, rs_status *st)
     c.eval = j->eval;
     c.accum = j->accum;
     c.clip = (float)j->clip;
+    c.precision = j->precision;
+    c.loss_scale = (float)j->loss_scale;
+    c.inject_inf = j->inject_inf;
     c.opt.groups = j->groups != 0;
     c.eval_every = j->eval_every;
     c.eval_samples = j->eval_samples;
@@ -356,6 +364,9 @@ int rs_worker_train(int argc, char **argv, FILE *out, FILE *errf)
             if (!st) {
                 fprintf(out, "@done %d %lld %.6f %.6g\n", j.rank, (long long)res.global_step, res.seconds,
                         res.samples_per_s);
+                if (j.rank == 0 && cfg.precision == RS_PREC_FP16)
+                    fprintf(out, "fp16: %lld step%s skipped, loss scale %g\n", (long long)res.skipped,
+                            res.skipped == 1 ? "" : "s", (double)res.loss_scale);
                 if (j.rank == 0 && j.outp) st = rs_ckpt_save_model(j.outp, m, &e);
             }
         }

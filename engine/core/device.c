@@ -31,6 +31,22 @@ const rs_kernels *rs_kernels_for(rs_device d)
     }
 }
 
+const char *rs_prec_name(rs_prec p)
+{
+    static const char *const n[RS_PREC_COUNT] = {"fp32", "bf16", "fp16"};
+    return (unsigned)p < RS_PREC_COUNT ? n[p] : "?";
+}
+
+bool rs_prec_parse(const char *s, rs_prec *p)
+{
+    for (int i = 0; s && i < RS_PREC_COUNT; i++)
+        if (!strcmp(s, rs_prec_name((rs_prec)i))) {
+            *p = (rs_prec)i;
+            return true;
+        }
+    return false;
+}
+
 rs_status rs_kctx_init(rs_kctx *ctx, const rs_kernels *k, int threads, rs_err *err)
 {
     if (!ctx || !k) return rs_err_set(err, RS_ERR_ARG, "kernel context: no %s", ctx ? "kernel table" : "context");

@@ -88,6 +88,18 @@ typedef enum rs_binary_op {
 
 typedef struct rs_kernels rs_kernels;
 
+/* The compute type of a context's products (gemm and the products inside convolution and attention):
+ * torch.autocast's choice, applied per call. FP32 is exact fp32. BF16 rounds both operands to bfloat16
+ * and accumulates in fp32 (what a bf16 GEMM computes); the output stays fp32. FP16 rounds the
+ * operands to IEEE half and the product's output to half too (what an fp16 tensor would hold: beyond
+ * 65504 it is inf, below 2^-24 it is 0), accumulating in fp32; an accumulating call (beta != 0) adds
+ * the rounded product to the fp32 output. Everything else (norms, softmax, losses, reductions,
+ * optimizers) stays fp32 whatever the context says. */
+typedef enum rs_prec { RS_PREC_FP32 = 0, RS_PREC_BF16 = 1, RS_PREC_FP16 = 2, RS_PREC_COUNT } rs_prec;
+const char *rs_prec_name(rs_prec p); /* "fp32", "bf16", "fp16" */
+/* "fp32"/"bf16"/"fp16" -> *p; false for anything else. */
+bool rs_prec_parse(const char *s, rs_prec *p);
+
 /* What one caller's stream of kernel calls runs with. A context belongs to its caller: the model keeps
  * one (rs_model_ctx), a decoder one of its own, an optimizer runs on its model's; threads that run
  * kernels at the same time give each its own, as a stream orders the calls made on it. Plain data:
@@ -103,6 +115,7 @@ typedef struct rs_kctx {
     void *stream;         /* a device's queue (CUDA: a cudaStream_t), NULL = its default; unused on the CPU */
     rs_status status;     /* first failure since the last rs_kctx_check (set atomically: the first wins) */
     rs_err err;           /* its message */
+    rs_prec prec;         /* compute type of products (autocast); FP32 after rs_kctx_init */
 } rs_kctx;
 
 struct rs_kernels {

@@ -278,17 +278,17 @@ RS_SIMD static void softmax_causal_rows_bwd(const float *att, float *dp, int t0,
 
 /* One (b, h) pair. q, k, v: (T, hs) with row stride 3C; out (T, hs) with row stride C; att (T, T). */
 static void attn_fwd_pair(const float *q, const float *k, const float *v, float *out, float *att, int T, int C,
-                          int hs, float scale)
+                          int hs, float scale, rs_prec prec, int *fail)
 {
     const int C3 = 3 * C;
     for (int t0 = 0; t0 < T; t0 += ROW_BLOCK) {
         const int t1 = imin(t0 + ROW_BLOCK, T), m = t1 - t0;
         float *a = att + (size_t)t0 * T;
         /* S[t0:t1, 0:t1] = scale * Q[t0:t1] K[0:t1]^T */
-        rs_cpu_blas_gemm(false, true, m, t1, hs, scale, q + (size_t)t0 * C3, C3, k, C3, 0.0f, a, T);
+        CPU_GEMM_PREC(fail, prec, false, true, m, t1, hs, scale, q + (size_t)t0 * C3, C3, k, C3, 0.0f, a, T);
         softmax_causal_rows(att, t0, t1, T);
         /* O[t0:t1] = P[t0:t1, 0:t1] V[0:t1] */
-        rs_cpu_blas_gemm(false, false, m, hs, t1, 1.0f, a, T, v, C3, 0.0f, out + (size_t)t0 * C, C);
+        CPU_GEMM_PREC(fail, prec, false, false, m, hs, t1, 1.0f, a, T, v, C3, 0.0f, out + (size_t)t0 * C, C);
     }
 }
 
@@ -300,6 +300,7 @@ rs_status rs_cpu_attn_fwd(rs_kctx *ctx, const float *qkv, float *out, float *att
     CPU_PTR(ctx, "attn_fwd", out, B && T);
     CPU_PTR(ctx, "attn_fwd", att, B && T);
     if (!B || !T) return RS_OK;
+    int fail = 0;
     int prev = cpu_enter(ctx);
     const int hs = C / NH, pairs = B * NH;
     const float scale = 1.0f / sqrtf((float)hs);
@@ -309,9 +310,10 @@ rs_status rs_cpu_attn_fwd(rs_kctx *ctx, const float *qkv, float *out, float *att
         const int b = p / NH, h = p % NH;
         const float *q = qkv + (size_t)b * T * 3 * C + (size_t)h * hs;
         attn_fwd_pair(q, q + C, q + 2 * C, out + (size_t)b * T * C + (size_t)h * hs, att + (size_t)p * T * T, T,
-                      C, hs, scale);
+                      C, hs, scale, ctx->prec, &fail);
     }
     cpu_leave(ctx, prev);
+    if (fail) return rs_kctx_fail(ctx, RS_ERR_NOMEM, "attn_fwd: out of memory for the %s operands", rs_prec_name(ctx->prec));
     return RS_OK;
 }
 
@@ -329,7 +331,8 @@ rs_status rs_cpu_attn_workspace(rs_kctx *ctx, int B, int T, int C, int NH, size_
  * Row blocks go last first: the last block covers keys [0, T), so its dK/dV products overwrite
  * (beta 0) and the earlier, shorter blocks add. dq, dk, dv have row stride 3C, dout stride C. */
 static void attn_bwd_pair(const float *q, const float *k, const float *v, const float *att, const float *dout,
-                          float *dq, float *dk, float *dv, float *dp, int T, int C, int hs, float scale)
+                          float *dq, float *dk, float *dv, float *dp, int T, int C, int hs, float scale,
+                          rs_prec prec, int *fail)
 {
     const int C3 = 3 * C;
     const int last = ((T - 1) / ROW_BLOCK) * ROW_BLOCK;
@@ -339,13 +342,13 @@ static void attn_bwd_pair(const float *q, const float *k, const float *v, const 
         const float *P = att + (size_t)t0 * T, *dO = dout + (size_t)t0 * C;
         float *D = dp + (size_t)t0 * T;
         /* dP[t0:t1, 0:t1] = dO[t0:t1] V[0:t1]^T */
-        rs_cpu_blas_gemm(false, true, m, t1, hs, 1.0f, dO, C, v, C3, 0.0f, D, T);
+        CPU_GEMM_PREC(fail, prec, false, true, m, t1, hs, 1.0f, dO, C, v, C3, 0.0f, D, T);
         softmax_causal_rows_bwd(att, dp, t0, t1, T);
         /* dQ[t0:t1] = scale dS[t0:t1, 0:t1] K[0:t1] */
-        rs_cpu_blas_gemm(false, false, m, hs, t1, scale, D, T, k, C3, 0.0f, dq + (size_t)t0 * C3, C3);
+        CPU_GEMM_PREC(fail, prec, false, false, m, hs, t1, scale, D, T, k, C3, 0.0f, dq + (size_t)t0 * C3, C3);
         /* dK[0:t1] (+)= scale dS[t0:t1, 0:t1]^T Q[t0:t1];  dV[0:t1] (+)= P[t0:t1, 0:t1]^T dO[t0:t1] */
-        rs_cpu_blas_gemm(true, false, t1, hs, m, scale, D, T, q + (size_t)t0 * C3, C3, beta, dk, C3);
-        rs_cpu_blas_gemm(true, false, t1, hs, m, 1.0f, P, T, dO, C, beta, dv, C3);
+        CPU_GEMM_PREC(fail, prec, true, false, t1, hs, m, scale, D, T, q + (size_t)t0 * C3, C3, beta, dk, C3);
+        CPU_GEMM_PREC(fail, prec, true, false, t1, hs, m, 1.0f, P, T, dO, C, beta, dv, C3);
     }
 }
 
@@ -360,6 +363,7 @@ rs_status rs_cpu_attn_bwd(rs_kctx *ctx, const float *qkv, const float *att, cons
     CPU_PTR(ctx, "attn_bwd", dqkv, B && T);
     RS_KTRY(check_ws(ctx, "attn_bwd", ws, ws_bytes, B, T, NH));
     if (!B || !T) return RS_OK;
+    int fail = 0;
     int prev = cpu_enter(ctx);
     const int hs = C / NH, pairs = B * NH, nt = team_for(ctx, pairs);
     const float scale = 1.0f / sqrtf((float)hs);
@@ -371,9 +375,10 @@ rs_status rs_cpu_attn_bwd(rs_kctx *ctx, const float *qkv, const float *att, cons
         const float *q = qkv + o3;
         float *dq = dqkv + o3;
         attn_bwd_pair(q, q + C, q + 2 * C, att + (size_t)p * T * T, dout + (size_t)b * T * C + (size_t)h * hs, dq,
-                      dq + C, dq + 2 * C, ws + (size_t)omp_get_thread_num() * tf, T, C, hs, scale);
+                      dq + C, dq + 2 * C, ws + (size_t)omp_get_thread_num() * tf, T, C, hs, scale, ctx->prec, &fail);
     }
     cpu_leave(ctx, prev);
+    if (fail) return rs_kctx_fail(ctx, RS_ERR_NOMEM, "attn_bwd: out of memory for the %s operands", rs_prec_name(ctx->prec));
     return RS_OK;
 }
 

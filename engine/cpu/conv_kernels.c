@@ -163,6 +163,8 @@ rs_status rs_cpu_conv2d_fwd(rs_kctx *ctx, const rs_conv_geom *g, int B, const fl
     const size_t in_n = (size_t)g->c * g->h * g->w, out_n = (size_t)g->oc * N;
     int nt = ctx->threads;
     if (nt > B) nt = B;
+    const rs_prec prec = ctx->prec;
+    int fail = 0;
     int prev = cpu_enter(ctx);
     #pragma omp parallel for schedule(static) num_threads(nt)
     for (int b = 0; b < B; b++) {
@@ -171,7 +173,7 @@ rs_status rs_cpu_conv2d_fwd(rs_kctx *ctx, const rs_conv_geom *g, int B, const fl
         float *y = out + (size_t)b * out_n;
         if (is_pointwise(g)) col = (float *)x;
         else im2col(g, x, col);
-        rs_cpu_blas_gemm(false, false, g->oc, N, K, 1.0f, w, K, col, N, 0.0f, y, N);
+        CPU_GEMM_PREC(&fail, prec, false, false, g->oc, N, K, 1.0f, w, K, col, N, 0.0f, y, N);
         if (bias)
             for (int o = 0; o < g->oc; o++) {
                 float bv = bias[o], *row = y + (size_t)o * N;
@@ -179,6 +181,7 @@ rs_status rs_cpu_conv2d_fwd(rs_kctx *ctx, const rs_conv_geom *g, int B, const fl
             }
     }
     cpu_leave(ctx, prev);
+    if (fail) return rs_kctx_fail(ctx, RS_ERR_NOMEM, "conv2d_fwd: out of memory for the %s operands", rs_prec_name(prec));
     return RS_OK;
 }
 
@@ -194,6 +197,8 @@ rs_status rs_cpu_conv2d_bwd(rs_kctx *ctx, const rs_conv_geom *g, int B, const fl
     const size_t wn = (size_t)g->oc * K, tf = thread_floats(g);
     int nt = ctx->threads;
     if (nt > B) nt = B;
+    const rs_prec prec = ctx->prec;
+    int fail = 0;
     int prev = cpu_enter(ctx);
     #pragma omp parallel num_threads(nt)
     {
@@ -208,16 +213,16 @@ rs_status rs_cpu_conv2d_bwd(rs_kctx *ctx, const rs_conv_geom *g, int B, const fl
             float *c = is_pointwise(g) ? (float *)x : col;
             if (!is_pointwise(g)) im2col(g, x, c);
             /* dW (OC,K) += dy (OC,N) . col^T (N,K) */
-            rs_cpu_blas_gemm(false, true, g->oc, K, N, 1.0f, dy, N, c, N, 1.0f, tdw, K);
+            CPU_GEMM_PREC(&fail, prec, false, true, g->oc, K, N, 1.0f, dy, N, c, N, 1.0f, tdw, K);
             if (db)
                 for (int o = 0; o < g->oc; o++) tdb[o] += row_sum(dy + (size_t)o * N, N);
             if (din) {
                 float *dx = din + (size_t)b * in_n;
                 if (is_pointwise(g)) {
-                    rs_cpu_blas_gemm(true, false, K, N, g->oc, 1.0f, w, K, dy, N, 0.0f, dx, N);
+                    CPU_GEMM_PREC(&fail, prec, true, false, K, N, g->oc, 1.0f, w, K, dy, N, 0.0f, dx, N);
                 } else {
                     /* dcol (K,N) = W^T (K,OC) . dy (OC,N), then scatter-add into the image. */
-                    rs_cpu_blas_gemm(true, false, K, N, g->oc, 1.0f, w, K, dy, N, 0.0f, col, N);
+                    CPU_GEMM_PREC(&fail, prec, true, false, K, N, g->oc, 1.0f, w, K, dy, N, 0.0f, col, N);
                     memset(dx, 0, in_n * sizeof(float));
                     col2im(g, col, dx);
                 }
@@ -236,6 +241,7 @@ rs_status rs_cpu_conv2d_bwd(rs_kctx *ctx, const rs_conv_geom *g, int B, const fl
         }
     }
     cpu_leave(ctx, prev);
+    if (fail) return rs_kctx_fail(ctx, RS_ERR_NOMEM, "conv2d_bwd: out of memory for the %s operands", rs_prec_name(prec));
     return RS_OK;
 }
 

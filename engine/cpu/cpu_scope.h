@@ -62,6 +62,18 @@ static inline void cpu_leave(const rs_kctx *ctx, int prev)
  * blas_lock when the product may thread (above); the profiler (prof.h) counts them. */
 void rs_cpu_blas_gemm(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
                       int ldb, float beta, float *C, int ldc);
+/* The product in compute type p (device.h, rs_prec; engine/cpu/amp_gemm.c): the operands rounded to
+ * bf16 or fp16, fp16's output too. false: no memory for the rounded copies (C is then untouched). */
+bool rs_cpu_gemm_prec(rs_prec p, bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda,
+                      const float *B, int ldb, float beta, float *C, int ldc);
+/* rs_cpu_gemm_prec from inside a parallel region: sets *fail (shared, written atomically) when it
+ * had no memory, for the entry to report after the region. */
+#define CPU_GEMM_PREC(fail, prec, ...)                                                                 \
+    do {                                                                                               \
+        if (!rs_cpu_gemm_prec((prec), __VA_ARGS__)) {                                                  \
+            _Pragma("omp atomic write") *(fail) = 1;                                                   \
+        }                                                                                              \
+    } while (0)
 /* y(M) = alpha op(A) x + beta y, A (M0, N0) row-major with row stride lda, op = transpose when ta. */
 void rs_cpu_blas_gemv(bool ta, int M0, int N0, float alpha, const float *A, int lda, const float *x, float beta,
                       float *y);

@@ -7,6 +7,11 @@
  * transpose flags stay with their operand, and no data moves. Math mode stays CUBLAS_DEFAULT_MATH (full
  * fp32, no TF32), so results match the CPU's within fp32 rounding.
  *
+ * A context with prec BF16 or FP16 (mixed precision, device.h) runs the same product through
+ * cublasGemmEx with CUBLAS_COMPUTE_32F_FAST_16BF / _FAST_16F: fp32 arrays, operands rounded to bf16 /
+ * fp16 inside cuBLAS, tensor cores, fp32 accumulation and output. The CPU table rounds fp16 products'
+ * outputs to half as well; this one keeps them fp32 (not run on a GPU yet: none was lent).
+ *
  * One cuBLAS handle per host thread and device, made on first use: a handle must not be used by two
  * threads at once, and each call sets the handle's stream to its context's, so the product is ordered
  * with the rest of the context's calls. */
@@ -74,6 +79,11 @@ static rs_status handle_for(rs_kctx *ctx, const char *who, cublasHandle_t *out)
     return RS_OK;
 }
 
+static cublasComputeType_t compute_of(const rs_kctx *ctx)
+{
+    return ctx->prec == RS_PREC_BF16 ? CUBLAS_COMPUTE_32F_FAST_16BF : CUBLAS_COMPUTE_32F_FAST_16F;
+}
+
 rs_status rs_cuda_sgemm(rs_kctx *ctx, const char *who, bool ta, bool tb, int M, int N, int K, float alpha,
                         const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
@@ -84,8 +94,14 @@ rs_status rs_cuda_sgemm(rs_kctx *ctx, const char *who, bool ta, bool tb, int M, 
         K = 1;
         alpha = 0.0f;
     }
-    cublasStatus_t s = cublasSgemm(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha,
-                                   B ? B : C, ldb, A ? A : C, lda, &beta, C, ldc);
+    cublasStatus_t s;
+    if (ctx->prec != RS_PREC_FP32)
+        s = cublasGemmEx(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B ? B : C,
+                         CUDA_R_32F, ldb, A ? A : C, CUDA_R_32F, lda, &beta, C, CUDA_R_32F, ldc, compute_of(ctx),
+                         CUBLAS_GEMM_DEFAULT);
+    else
+        s = cublasSgemm(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B ? B : C,
+                        ldb, A ? A : C, lda, &beta, C, ldc);
     if (s != CUBLAS_STATUS_SUCCESS) return rs_kctx_fail(ctx, RS_ERR_INTERNAL, "%s: cublasSgemm: %s", who, blas_err(s));
     return RS_OK;
 }
@@ -97,8 +113,14 @@ rs_status rs_cuda_sgemm_batched(rs_kctx *ctx, const char *who, bool ta, bool tb,
     if (!M || !N || count < 1) return RS_OK;
     cublasHandle_t h;
     RS_KTRY(handle_for(ctx, who, &h));
-    cublasStatus_t s = cublasSgemmStridedBatched(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, N,
-                                                 M, K, &alpha, B, ldb, sb, A, lda, sa, &beta, C, ldc, sc, count);
+    cublasStatus_t s;
+    if (ctx->prec != RS_PREC_FP32)
+        s = cublasGemmStridedBatchedEx(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha,
+                                       B, CUDA_R_32F, ldb, sb, A, CUDA_R_32F, lda, sa, &beta, C, CUDA_R_32F, ldc, sc,
+                                       count, compute_of(ctx), CUBLAS_GEMM_DEFAULT);
+    else
+        s = cublasSgemmStridedBatched(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha,
+                                      B, ldb, sb, A, lda, sa, &beta, C, ldc, sc, count);
     if (s != CUBLAS_STATUS_SUCCESS)
         return rs_kctx_fail(ctx, RS_ERR_INTERNAL, "%s: cublasSgemmStridedBatched: %s", who, blas_err(s));
     return RS_OK;

@@ -159,6 +159,7 @@ static rs_status dp_forward_backward(void *ud, const float *x, const int32_t *y,
         rs_model_set_training(d->rep[i], training);
         rs_model_set_seed(d->rep[i], mseed + (uint64_t)i * 0x9e3779b97f4a7c15ULL);
         rs_model_set_step(d->rep[i], mstep);
+        rs_model_ctx(d->rep[i])->prec = kc->prec; /* the run's precision (the loop set m's) */
     }
     double t1 = rs_train_now();
     span(d, step, RS_DP_REPLICATE, -1, t0, t1);

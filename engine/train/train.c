@@ -257,6 +257,32 @@ static rs_status optim_step(rs_optim *o, rs_model *m, float lr, rs_err *err)
     return st;
 }
 
+/* Whether every gradient the step would apply is finite (the scaler's check, before unscaling), and the
+ * unscaling itself. A sum of squares in double is finite exactly when every fp32 value is, and across
+ * ranks the strategy's sum already agrees on every rank, so all ranks skip the same steps. */
+static rs_status grads_finite(rs_model *m, const rs_train_strategy *sg, bool *finite, rs_err *err)
+{
+    double sq = 0.0;
+    if (sg && sg->grad_sumsq) {
+        rs_status st = sg->grad_sumsq(sg->ud, &sq, err);
+        if (st) return st;
+    } else {
+        const float *g = rs_model_grads(m);
+        size_t n = rs_model_numel(m);
+        for (size_t i = 0; i < n; i++) sq += (double)g[i] * g[i];
+    }
+    *finite = isfinite(sq);
+    return RS_OK;
+}
+
+static rs_status grads_scale(rs_model *m, const rs_train_strategy *sg, float s, rs_err *err)
+{
+    if (sg && sg->grad_scale) sg->grad_scale(sg->ud, s);
+    else if (rs_model_kernels(m)->scale(rs_model_ctx(m), rs_model_grads(m), rs_model_numel(m), s))
+        return rs_kctx_check(rs_model_ctx(m), err);
+    return RS_OK;
+}
+
 static void emit(const rs_train_hooks *h, rs_train_event *ev)
 {
     if (h && h->on_event) h->on_event(h->ud, ev);
@@ -283,6 +309,11 @@ static rs_status train_loop(rs_model *m, const rs_data_pair *data, const rs_trai
     rs_train_result r = {.test_acc = -1, .test_loss = -1};
     int64_t step = 0, start_step = 0; /* read at `out:`, so set before any jump there */
     rs_thread_tuner tune = {0};       /* likewise (off until set up) */
+    rs_grad_scaler scaler;
+    rs_grad_scaler_init(&scaler, cfg_in && cfg_in->precision == RS_PREC_FP16, cfg_in ? cfg_in->loss_scale : 0,
+                        cfg_in ? cfg_in->scale_window : 0);
+    rs_kctx *kc = rs_model_ctx(m);
+    rs_prec prec_before = kc->prec; /* the run's precision is the run's: put back at `out:` */
     if (!data || !data->train) return rs_err_set(err, RS_ERR_ARG, "no training data");
     const rs_dataset *train = data->train;
     if (cfg.epochs < 1) return rs_err_set(err, RS_ERR_ARG, "epochs must be >= 1, got %d", cfg.epochs);
@@ -295,6 +326,14 @@ static rs_status train_loop(rs_model *m, const rs_data_pair *data, const rs_trai
     const rs_train_strategy *sg = cfg.strategy;
     int world = sg ? sg->world : 1, accum = cfg.accum > 1 ? cfg.accum : 1;
     if (accum > 4096) return rs_err_set(err, RS_ERR_ARG, "accum must be 1..4096, got %d", cfg.accum);
+    if ((unsigned)cfg.precision >= RS_PREC_COUNT)
+        return rs_err_set(err, RS_ERR_ARG, "precision %d is not one of fp32, bf16, fp16", (int)cfg.precision);
+    if (cfg.precision != RS_PREC_FP16 && (cfg.inject_inf || cfg.loss_scale > 0))
+        return rs_err_set(err, RS_ERR_ARG, "%s is for precision=fp16 (the loss scaler), this run is %s",
+                          cfg.inject_inf ? "inject_inf" : "loss_scale", rs_prec_name(cfg.precision));
+    if (!(cfg.loss_scale >= 0) || !isfinite(cfg.loss_scale) || cfg.inject_inf < 0 || cfg.scale_window < 0)
+        return rs_err_set(err, RS_ERR_ARG, "loss_scale must be a finite scale > 0 (0: 65536), inject_inf a step >= 1, "
+                          "scale_window >= 1");
     if (sg && (world < 1 || sg->rank < 0 || sg->rank >= world || !sg->step))
         return rs_err_set(err, RS_ERR_ARG, "training strategy %s: rank %d of world %d", sg->name, sg->rank, world);
     if (cfg.batch % world)
@@ -309,9 +348,10 @@ static rs_status train_loop(rs_model *m, const rs_data_pair *data, const rs_trai
     st = rs_train_check_data(m, train, err);
     if (st) return st;
     if (train->n == 0) return rs_err_set(err, RS_ERR_ARG, "data set %s is empty", train->name);
-    /* The threads are the model's: its context runs forward, backward, the update and the tuner. */
-    rs_kctx *kc = rs_model_ctx(m);
+    /* The threads are the model's: its context runs forward, backward, the update and the tuner. So is
+     * the precision: activation sets and replicas made from here on copy it. */
     if (cfg.threads > 0) rs_kctx_set_threads(kc, cfg.threads);
+    kc->prec = cfg.precision;
 
     rs_sampler_cfg sc = rs_sampler_cfg_default();
     sc.seed = cfg.seed;
@@ -398,7 +438,7 @@ static rs_status train_loop(rs_model *m, const rs_data_pair *data, const rs_trai
 
     int C = rs_model_classes(m);
     rs_model_set_training(m, true);
-    rs_train_event ev = {.epochs = cfg.epochs, .batches = batches, .steps_total = steps_total,
+    rs_train_event ev = {.prec = cfg.precision, .loss_scale = scaler.scale, .epochs = cfg.epochs, .batches = batches, .steps_total = steps_total,
                          .epoch_samples = rs_loader_samples(loader), .test_acc = -1, .test_loss = -1};
     ev.kind = RS_TRAIN_EV_BEGIN;
     ev.step = step;
@@ -422,7 +462,7 @@ static rs_status train_loop(rs_model *m, const rs_data_pair *data, const rs_trai
                 if (rows <= 0) break;
                 ns += rows;
             }
-        int64_t nb_start = nb, ns_start = ns;
+        int64_t nb_start = nb, ns_start = ns, lost = 0;
         for (;;) {
             if (h && h->should_stop && h->should_stop(h->ud)) {
                 r.stopped = true;
@@ -436,6 +476,9 @@ static rs_status train_loop(rs_model *m, const rs_data_pair *data, const rs_trai
             float loss = 0;
             int B = 0;
             double t_fwd = 0, t_bwd = 0;
+            /* GradScaler: the loss gradient carries the scale (infinite on the injected step) */
+            float ls = scaler.scale;
+            if (cfg.inject_inf && step + 1 == cfg.inject_inf) ls = INFINITY;
             for (int k = 0; k < accum; k++) {
                 double a1 = now_s();
                 int rows = rs_loader_next(loader, x, y);
@@ -446,7 +489,7 @@ static rs_status train_loop(rs_model *m, const rs_data_pair *data, const rs_trai
                 if (k == 0) rs_model_zero_grad(m);
                 double c1, d1;
                 if (sg && sg->forward_backward) {
-                    st = sg->forward_backward(sg->ud, x, y, rows, 1.0f / (float)accum, &l, &logits, err);
+                    st = sg->forward_backward(sg->ud, x, y, rows, ls / (float)accum, &l, &logits, err);
                     c1 = d1 = now_s();
                     if (!st && !sg->own_phases) phase(h, step, RS_PHASE_BACKWARD, b1, d1);
                 } else {
@@ -455,7 +498,7 @@ static rs_status train_loop(rs_model *m, const rs_data_pair *data, const rs_trai
                     c1 = now_s();
                     if (!st) phase(h, step, RS_PHASE_FORWARD, b1, c1);
                     if (!st && sg && sg->before_backward) st = sg->before_backward(sg->ud, k == accum - 1, err);
-                    if (!st) rs_model_backward(m, x, y, rows, 1.0f / (float)accum);
+                    if (!st) rs_model_backward(m, x, y, rows, ls / (float)accum);
                     if (!st) st = rs_kctx_check(kc, err); /* backward returns nothing: its kernels' failure */
                     d1 = now_s();
                     if (!st) phase(h, step, RS_PHASE_BACKWARD, c1, d1);
@@ -470,6 +513,7 @@ static rs_status train_loop(rs_model *m, const rs_data_pair *data, const rs_trai
             if (B <= 0) break;
             c = d = now_s();
             float lr = rs_sched_lr(&cfg.sched, step);
+            bool apply = true;
             if (sg) {
                 /* combining gradients counts as backward time here; the strategy reports its own
                  * communication spans through on_phase */
@@ -478,12 +522,18 @@ static rs_status train_loop(rs_model *m, const rs_data_pair *data, const rs_trai
                 /* the compute thread waits here for communication still in flight (ddp's buckets) or
                  * runs the strategy's blocking collectives: idle, as far as computing goes */
                 if (!st && d > c) phase(h, step, RS_PHASE_IDLE, c, d);
-                if (!st && cfg.clip > 0) st = clip_grads(m, sg, cfg.clip, &ev.grad_norm, err);
-                if (!st) st = sg->step(sg->ud, lr, err);
-            } else {
-                if (cfg.clip > 0) st = clip_grads(m, NULL, cfg.clip, &ev.grad_norm, err);
-                if (!st) st = optim_step(opt, m, lr, err);
             }
+            if (!st && scaler.enabled) {
+                /* GradScaler.step: check, skip or unscale, and only then clip (a norm of scaled gradients
+                 * would clip at the wrong size) */
+                bool finite = false;
+                float s = scaler.scale;
+                st = grads_finite(m, sg, &finite, err);
+                if (!st) apply = rs_grad_scaler_update(&scaler, finite);
+                if (!st && apply) st = grads_scale(m, sg, 1.0f / s, err);
+            }
+            if (!st && apply && cfg.clip > 0) st = clip_grads(m, sg, cfg.clip, &ev.grad_norm, err);
+            if (!st && apply) st = sg ? sg->step(sg->ud, lr, err) : optim_step(opt, m, lr, err);
             if (st) goto out;
             double e = now_s();
             phase(h, step, RS_PHASE_OPTIM, d, e);
@@ -496,8 +546,9 @@ static rs_status train_loop(rs_model *m, const rs_data_pair *data, const rs_trai
             nb++;
             ns += B;
             samples_run += B;
-            lsum += (double)loss * B;
-            if (!isfinite(loss)) {
+            if (apply || isfinite(loss)) lsum += (double)loss * B;
+            else lost += B; /* a skipped step's loss overflowed: left out of the epoch's mean */
+            if (apply && !isfinite(loss)) {
                 st = rs_err_set(err, RS_ERR_ARG,
                                 "loss became %g at step %lld (epoch %d); lower the learning rate (lr=%g now)",
                                 (double)loss, (long long)step, epoch + 1, (double)lr);
@@ -511,7 +562,7 @@ static rs_status train_loop(rs_model *m, const rs_data_pair *data, const rs_trai
             ev.samples = ns;
             ev.loss = loss;
             ev.lr = lr;
-            ev.epoch_loss = lsum / (double)(ns - ns_start);
+            ev.epoch_loss = ns - ns_start > lost ? lsum / (double)(ns - ns_start - lost) : 0;
             ev.epoch_acc = correct / ((double)(ns - ns_start) * R);
             ev.elapsed_s = el;
             ev.samples_per_s = (double)(ns - ns_start) / (el > 0 ? el : 1e-9);
@@ -521,6 +572,8 @@ static rs_status train_loop(rs_model *m, const rs_data_pair *data, const rs_trai
             ev.t_bwd = tb;
             ev.t_opt = to;
             ev.rows = R;
+            ev.skipped = scaler.skipped;
+            ev.loss_scale = scaler.scale;
             emit(h, &ev);
             bool last = (cfg.max_steps && step >= cfg.max_steps) || (epoch + 1 == cfg.epochs && nb == batches);
             if (cfg.eval_every && (step % cfg.eval_every == 0 || last) && data->test && data->test->n) {
@@ -574,7 +627,7 @@ static rs_status train_loop(rs_model *m, const rs_data_pair *data, const rs_trai
                 emit(h, &ev);
             }
         }
-        r.train_loss = ns > ns_start ? lsum / (double)(ns - ns_start) : 0;
+        r.train_loss = ns - ns_start > lost ? lsum / (double)(ns - ns_start - lost) : 0;
         if (cfg.ckpt_path && (done || epoch + 1 == cfg.epochs) && !(cfg.ckpt_every && step % cfg.ckpt_every == 0)) {
             if (sg && sg->gather) st = sg->gather(sg->ud, err);
             if (!st && sg && sg->sync_optimizer) st = sg->sync_optimizer(sg->ud, true, err);
@@ -594,9 +647,12 @@ static rs_status train_loop(rs_model *m, const rs_data_pair *data, const rs_trai
     emit(h, &ev);
 out:
     rs_thread_tuner_end(&tune);
+    kc->prec = prec_before;
     if (res) {
         r.global_step = step;
         r.steps = step - start_step;
+        r.skipped = scaler.skipped;
+        r.loss_scale = scaler.scale;
         *res = r;
     }
     rs_optim_free(opt);

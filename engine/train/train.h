@@ -9,6 +9,7 @@
 #include "engine/nn/model.h"
 #include "engine/optim/optim.h"
 #include "engine/optim/sched.h"
+#include "engine/train/scaler.h"
 
 typedef struct rs_train_strategy rs_train_strategy;
 
@@ -34,6 +35,14 @@ typedef struct rs_train_cfg {
     int64_t eval_samples;   /* 0 = all */
     float clip;             /* > 0: scale the gradient to this global L2 norm when it is larger
                                (torch.nn.utils.clip_grad_norm_), after it is combined across ranks */
+    /* Mixed precision (torch.autocast + GradScaler; docs/engine.md "Mixed precision"): the compute type
+     * of the products (gemm, convolution, attention) during the run; parameters, gradients and the
+     * optimizer stay fp32. FP16 runs with a dynamic loss scaler (engine/train/scaler.h). */
+    rs_prec precision;
+    float loss_scale;       /* fp16: the scaler's first scale (0 = 65536) */
+    int scale_window;       /* fp16: finite steps before the scale doubles (0 = 2000) */
+    int64_t inject_inf;     /* > 0, fp16: step number inject_inf (1-based) runs its backward with an
+                               infinite loss scale, as an overflow would (tests and the tutorial) */
 } rs_train_cfg;
 
 /* The phases of a step, for timelines (rs_train_hooks.on_phase). */
@@ -112,6 +121,9 @@ typedef struct rs_train_event {
     double test_acc, test_loss; /* EVAL */
     double t_data, t_fwd, t_bwd, t_opt; /* seconds in each phase within the epoch */
     double grad_norm;           /* STEP with clip=: the norm before clipping */
+    int64_t skipped;            /* fp16: steps skipped for inf/NaN gradients in the whole run */
+    float loss_scale;           /* fp16: the scaler's scale after this step (1 otherwise) */
+    rs_prec prec;               /* the run's precision */
     int rows;                   /* labels per sample: 1, or the positions of a token model (tokens/s =
                                    samples_per_s * rows) */
     const char *path;           /* CKPT */
@@ -134,6 +146,8 @@ typedef struct rs_train_result {
     double test_acc, test_loss; /* last evaluation; -1 when none ran */
     double seconds, samples_per_s;
     double t_data, t_fwd, t_bwd, t_opt;
+    int64_t skipped;          /* fp16: steps skipped for inf/NaN gradients (counted in steps) */
+    float loss_scale;         /* fp16: the scaler's last scale (1 otherwise) */
 } rs_train_result;
 
 rs_status rs_train(rs_model *m, const rs_data_pair *data, const rs_train_cfg *cfg, const rs_train_hooks *hooks,

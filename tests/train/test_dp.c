@@ -41,9 +41,12 @@ static rs_model *build(const char *spec)
     return m;
 }
 
+static rs_prec run_prec = RS_PREC_FP32; /* the precision of the equivalence runs (bf16: replicas must take it) */
+
 static rs_train_cfg cfg_for(rs_opt_kind opt, int batch, int accum, int steps)
 {
     rs_train_cfg c = rs_train_defaults();
+    c.precision = run_prec;
     c.opt = rs_opt_defaults(opt);
     if (opt == RS_OPT_SGD) c.opt.momentum = 0.9f;
     c.batch = batch;
@@ -364,6 +367,9 @@ int main(void)
     equivalence(&d, RS_OPT_ADAM, CNN, 3, 31, 1, 30, "adam cnn, 3 replicas, batch 31 (11/10/10)");
     equivalence(&d, RS_OPT_ADAM, MLP, 3, 2, 1, 20, "adam mlp, 3 replicas, batch 2 (1/1/0)");
     equivalence(&d, RS_OPT_ADAM, MLP, 2, 32, 2, 20, "adam mlp, 2 replicas, accum 2 vs batch 64");
+    run_prec = RS_PREC_BF16; /* every replica computes in bf16, as one bf16 process does */
+    equivalence(&d, RS_OPT_SGD, CNN, 2, 32, 1, 20, "bf16 sgd cnn, 2 replicas, batch 32");
+    run_prec = RS_PREC_FP32;
     equivalence(&d, RS_OPT_ADAM, CNN, 3, 32, 2, 20, "adam cnn, 3 replicas, accum 2 vs batch 64");
     memory(MLP, 2);
     memory(MLP, 3);
