@@ -80,7 +80,8 @@ struct conn {
     bool done;                 /* the thread has finished (g->mu) */
     bool goaway;
     uint8_t *w;                /* owned: bytes for the socket not yet written */
-    size_t wn, woff;
+    size_t wn, woff, wcap;
+    uint64_t sends;            /* buffers handed to send (one per flush with news) */
 };
 
 struct rs_serve_grpc {
@@ -164,7 +165,9 @@ static void sink_emit(void *ud, const uint8_t *data, size_t n)
         k->dirty = true;
     }
     pthread_mutex_unlock(&c->mu);
-    wake(c);
+    /* A unary call's one message goes out with its trailers, in one write, when run_call finishes
+     * it; only a stream's messages are sent as they come. */
+    if (k->method == RS_GRPC_MODEL_STREAM_INFER) wake(c);
 }
 
 static bool sink_cancelled(void *ud)
@@ -509,21 +512,33 @@ static void pump(conn *c)
     }
 }
 
-/* Writes what nghttp2 has to send, as far as the socket takes it. false: the connection is dead. */
+/* Writes what nghttp2 has to send, as far as the socket takes it. false: the connection is dead.
+ * Every frame nghttp2 has ready (a response's HEADERS, DATA and trailers) is gathered into one buffer
+ * and written with one send: a frame per send costs the client a wake-up per frame. */
 static bool flush(conn *c)
 {
     for (;;) {
         if (c->woff == c->wn) {
             c->woff = c->wn = 0;
-            const uint8_t *p;
-            ssize_t n = nghttp2_session_mem_send(c->h2, &p);
-            if (n < 0) return false;
-            if (n == 0) return true;
-            free(c->w);
-            c->w = malloc((size_t)n); /* owned by c until written */
-            if (!c->w) return false;
-            memcpy(c->w, p, (size_t)n);
-            c->wn = (size_t)n;
+            for (;;) {
+                const uint8_t *p;
+                ssize_t n = nghttp2_session_mem_send(c->h2, &p);
+                if (n < 0) return false;
+                if (n == 0) break;
+                if (c->wn + (size_t)n > c->wcap) {
+                    size_t nc = c->wcap ? c->wcap : 16384;
+                    while (nc < c->wn + (size_t)n) nc *= 2;
+                    uint8_t *nb = realloc(c->w, nc); /* owned by c */
+                    if (!nb) return false;
+                    c->w = nb;
+                    c->wcap = nc;
+                }
+                memcpy(c->w + c->wn, p, (size_t)n);
+                c->wn += (size_t)n;
+                if (c->wn >= 65536) break; /* a large response goes out as it is framed */
+            }
+            if (c->wn == 0) return true;
+            c->sends++;
         }
         ssize_t w = send(c->fd, c->w + c->woff, c->wn - c->woff, MSG_NOSIGNAL);
         if (w < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
