@@ -1,11 +1,14 @@
 /* The gRPC front end: inference.GRPCInferenceService over HTTP/2 (h2c, prior knowledge, as gRPC
  * clients speak it on a plain port) with nghttp2 doing the HTTP/2 and grpc_methods.c the methods.
  *
- * Threads: one accepts; one per connection runs the nghttp2 session (all nghttp2 calls happen
- * there); a pool of workers runs the calls, because a call blocks while its request waits for a batch
- * and many calls share one connection (a gRPC channel multiplexes every RPC of a client on one).
- * A worker hands responses back by appending them to its call's output under the connection's lock
- * and poking the connection's wake pipe; the connection thread then starts or resumes that stream.
+ * Threads: one accepts; one per connection reads the socket into its nghttp2 session; a pool of
+ * workers runs the calls, because a call blocks while its request waits for a batch and many calls
+ * share one connection (a gRPC channel multiplexes every RPC of a client on one). A worker appends
+ * its responses to its call's output under the connection's lock, then takes the session's lock
+ * (h2mu: nghttp2 is not thread-safe, so every nghttp2 call is made under it) and sends them itself,
+ * a unary call's HEADERS, DATA and trailers in one send(); waking the connection thread to send
+ * would put one more thread hand-off on every call. What the socket does not take at once is left to
+ * the connection thread (woken by its pipe), which polls for POLLOUT.
  *
  * Lifetimes: a call belongs to its connection. When its stream closes (the client reset it or went
  * away) the call is marked closed; a worker still running it sees `cancelled` (a generation stops at
@@ -61,8 +64,8 @@ typedef struct call {
     bool finished;             /* no more responses: trailers next */
     rs_grpc_code status;
     char errmsg[1024];
-    bool dirty;                /* output or finish the connection thread has not looked at */
-    /* connection thread only */
+    bool dirty;                /* news not yet given to nghttp2: a stream's output, a call's end */
+    /* under c->h2mu */
     bool started, deferred;
 } call;
 
@@ -72,6 +75,7 @@ struct conn {
     int wake[2];
     nghttp2_session *h2;
     pthread_t th;
+    pthread_mutex_t h2mu;      /* the session, w and the calls' started/deferred: whichever thread sends */
     pthread_mutex_t mu;
     pthread_cond_t idle;       /* a worker let go of a call */
     call *calls;               /* owned */
@@ -81,7 +85,6 @@ struct conn {
     bool goaway;
     uint8_t *w;                /* owned: bytes for the socket not yet written */
     size_t wn, woff, wcap;
-    uint64_t sends;            /* buffers handed to send (one per flush with news) */
 };
 
 struct rs_serve_grpc {
@@ -97,6 +100,7 @@ struct rs_serve_grpc {
     call *jq_head, *jq_tail;   /* the pool's queue */
     int queued, idle, nworkers;
     pthread_t *workers;        /* (MAX_WORKERS), owned */
+    uint64_t sends;            /* buffers given to send() (atomic): one per response when the socket takes it */
 };
 
 /* ---- calls ---- */
@@ -139,6 +143,21 @@ static void call_drop_locked(call *k)
     call_free(k);
 }
 
+static void pump(conn *c);
+static bool flush(conn *c);
+
+/* A worker sends its call's news itself (the connection thread would be one more thread hand-off
+ * per call); what the socket does not take now, or a dead socket, is left to the connection thread.
+ * The caller holds a job on the connection (it stays alive) and not c->mu. */
+static void send_now(conn *c)
+{
+    pthread_mutex_lock(&c->h2mu);
+    pump(c);
+    bool left = !flush(c) || c->woff < c->wn;
+    pthread_mutex_unlock(&c->h2mu);
+    if (left) wake(c);
+}
+
 static void sink_emit(void *ud, const uint8_t *data, size_t n)
 {
     call *k = ud;
@@ -153,7 +172,7 @@ static void sink_emit(void *ud, const uint8_t *data, size_t n)
             if (!nb) {
                 finish_locked(k, RS_GRPC_RESOURCE_EXHAUSTED, "out of memory for the response");
                 pthread_mutex_unlock(&c->mu);
-                wake(c);
+                send_now(c);
                 return;
             }
             k->out = nb;
@@ -162,12 +181,12 @@ static void sink_emit(void *ud, const uint8_t *data, size_t n)
         rs_grpc_frame_prefix(k->out + k->out_n, n);
         memcpy(k->out + k->out_n + 5, data, n);
         k->out_n += 5 + n;
-        k->dirty = true;
+        /* A unary call's one message is news only with its trailers (finish_locked), so HEADERS,
+         * DATA and trailers leave in one send; a stream's messages are sent as they come. */
+        if (k->method == RS_GRPC_MODEL_STREAM_INFER) k->dirty = true;
     }
     pthread_mutex_unlock(&c->mu);
-    /* A unary call's one message goes out with its trailers, in one write, when run_call finishes
-     * it; only a stream's messages are sent as they come. */
-    if (k->method == RS_GRPC_MODEL_STREAM_INFER) wake(c);
+    if (k->method == RS_GRPC_MODEL_STREAM_INFER) send_now(c);
 }
 
 static bool sink_cancelled(void *ud)
@@ -201,10 +220,14 @@ static void run_call(rs_serve_grpc *g, call *k)
         }
         if (!m) {
             if (k->method == RS_GRPC_MODEL_STREAM_INFER && k->in_done) finish_locked(k, RS_GRPC_OK, NULL);
+            if (k->dirty && !k->closed) { /* the answer or the trailers, sent while the job keeps c alive */
+                pthread_mutex_unlock(&c->mu);
+                send_now(c);
+                continue;
+            }
             k->job = false;
             c->jobs--;
             if (k->closed) call_drop_locked(k);
-            else if (k->dirty) wake(c);
             pthread_cond_broadcast(&c->idle);
             pthread_mutex_unlock(&c->mu);
             return;
@@ -538,7 +561,7 @@ static bool flush(conn *c)
                 if (c->wn >= 65536) break; /* a large response goes out as it is framed */
             }
             if (c->wn == 0) return true;
-            c->sends++;
+            __atomic_add_fetch(&c->g->sends, 1, __ATOMIC_RELAXED);
         }
         ssize_t w = send(c->fd, c->w + c->woff, c->wn - c->woff, MSG_NOSIGNAL);
         if (w < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
@@ -558,6 +581,7 @@ static void *conn_main(void *arg)
     nghttp2_session_set_local_window_size(c->h2, NGHTTP2_FLAG_NONE, 0, 16 << 20);
     uint8_t buf[65536];
     uint64_t drain_until = 0;
+    pthread_mutex_lock(&c->h2mu); /* held but in poll and recv */
     for (;;) {
         pump(c);
         if (!flush(c)) break;
@@ -591,20 +615,26 @@ static void *conn_main(void *arg)
         }
         if (!nghttp2_session_want_read(c->h2) && !nghttp2_session_want_write(c->h2) && c->woff == c->wn) break;
         struct pollfd p[2] = {{c->fd, POLLIN | (c->woff < c->wn ? POLLOUT : 0), 0}, {c->wake[0], POLLIN, 0}};
-        if (poll(p, 2, 200) < 0 && errno != EINTR) break;
+        pthread_mutex_unlock(&c->h2mu);
+        int pr = poll(p, 2, 200), perr = errno;
         if (p[1].revents & POLLIN) {
             char d[256];
             while (read(c->wake[0], d, sizeof d) > 0) {}
         }
-        if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
-            ssize_t r = recv(c->fd, buf, sizeof buf, 0);
-            if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) break;
+        bool readable = pr > 0 && (p[0].revents & (POLLIN | POLLHUP | POLLERR));
+        ssize_t r = readable ? recv(c->fd, buf, sizeof buf, 0) : -1;
+        int rerr = errno;
+        pthread_mutex_lock(&c->h2mu);
+        if (pr < 0 && perr != EINTR) break;
+        if (readable) {
+            if (r == 0 || (r < 0 && rerr != EAGAIN && rerr != EINTR)) break;
             if (r > 0 && nghttp2_session_mem_recv(c->h2, buf, (size_t)r) < 0) {
                 flush(c); /* the GOAWAY nghttp2 queued for a protocol error, if the socket takes it */
                 break;
             }
         }
     }
+    pthread_mutex_unlock(&c->h2mu); /* a worker may be waiting for it in send_now */
     /* The client is gone (or spoke no HTTP/2): every call is cancelled; wait for the workers. */
     pthread_mutex_lock(&c->mu);
     for (call *k = c->calls; k; k = k->next) k->closed = true;
@@ -630,6 +660,7 @@ static void conn_free(conn *c)
     if (c->h2) nghttp2_session_del(c->h2);
     if (c->fd >= 0) close(c->fd);
     pthread_mutex_destroy(&c->mu);
+    pthread_mutex_destroy(&c->h2mu);
     pthread_cond_destroy(&c->idle);
     free(c);
 }
@@ -679,6 +710,7 @@ static void start_conn(rs_serve_grpc *g, int fd)
     c->g = g;
     c->fd = fd;
     pthread_mutex_init(&c->mu, NULL);
+    pthread_mutex_init(&c->h2mu, NULL);
     pthread_cond_init(&c->idle, NULL);
     fcntl(c->wake[0], F_SETFL, O_NONBLOCK);
     fcntl(c->wake[1], F_SETFL, O_NONBLOCK);
@@ -769,6 +801,8 @@ rs_status rs_serve_grpc_start(rs_serve_server *s, const char *host, int port, si
 }
 
 int rs_serve_grpc_bound_port(const rs_serve_grpc *g) { return g->port; }
+
+uint64_t rs_serve_grpc_sends(rs_serve_grpc *g) { return __atomic_load_n(&g->sends, __ATOMIC_RELAXED); }
 
 void rs_serve_grpc_stop(rs_serve_grpc *g)
 {
