@@ -267,7 +267,8 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-/* Hands k to the pool (c->mu held; k->job set by the caller). */
+/* Hands k to the pool (k->job set by the caller under c->mu, which it has let go: the worker takes
+ * c->mu first thing, and one woken into a held lock sleeps again). */
 static void schedule(rs_serve_grpc *g, call *k)
 {
     pthread_mutex_lock(&g->mu);
@@ -279,8 +280,8 @@ static void schedule(rs_serve_grpc *g, call *k)
     if (g->queued > g->idle && g->nworkers < MAX_WORKERS &&
         !pthread_create(&g->workers[g->nworkers], NULL, worker_main, g))
         g->nworkers++;
-    pthread_cond_signal(&g->work);
     pthread_mutex_unlock(&g->mu);
+    pthread_cond_signal(&g->work); /* after the unlock, for the same reason */
 }
 
 /* Queues the whole messages in k->in (connection thread). */
@@ -336,12 +337,13 @@ static void take_messages(call *k)
         k->q_tail = m;
         k->q_bytes += len;
         /* A stream's messages go to the pool as they come; a unary call's when the client is done. */
-        if (k->method == RS_GRPC_MODEL_STREAM_INFER && !k->job) {
+        bool run = k->method == RS_GRPC_MODEL_STREAM_INFER && !k->job;
+        if (run) {
             k->job = true;
             c->jobs++;
-            schedule(c->g, k);
         }
         pthread_mutex_unlock(&c->mu);
+        if (run) schedule(c->g, k);
     }
     memmove(k->in, k->in + off, k->in_n - off);
     k->in_n -= off;
@@ -351,6 +353,7 @@ static void take_messages(call *k)
 static void end_of_request(call *k)
 {
     conn *c = k->c;
+    bool run = false;
     pthread_mutex_lock(&c->mu);
     k->in_done = true;
     if (!k->finished && !k->in_err) {
@@ -363,10 +366,11 @@ static void end_of_request(call *k)
         } else {
             k->job = true;
             c->jobs++;
-            schedule(c->g, k);
+            run = true;
         }
     }
     pthread_mutex_unlock(&c->mu);
+    if (run) schedule(c->g, k);
 }
 
 /* ---- nghttp2 callbacks (connection thread) ---- */
