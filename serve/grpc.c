@@ -74,14 +74,21 @@ struct conn {
     int fd;
     int wake[2];
     nghttp2_session *h2;
-    pthread_t th;
+    pthread_t th[2];           /* its two threads: one reads the socket, the other runs a call or waits */
+    bool two;                  /* th[1] started */
+    pthread_cond_t role;       /* the reader role changed hands, or the connection ends (c->mu) */
+    int reader;                /* the thread that reads (c->mu) */
+    bool runner_busy;          /* the other thread is running a call (c->mu) */
+    bool ending;               /* the reader has left its loop (c->mu) */
+    call *inline_k;            /* a unary call the reader runs itself once the other reads (reader only) */
+    uint64_t drain_until;      /* reader only */
     pthread_mutex_t h2mu;      /* the session, w and the calls' started/deferred: whichever thread sends */
     pthread_mutex_t mu;
     pthread_cond_t idle;       /* a worker let go of a call */
     call *calls;               /* owned */
     int jobs;                  /* calls held by the pool */
     conn *next;                /* the server's connections (g->mu) */
-    bool done;                 /* the thread has finished (g->mu) */
+    bool done;                 /* the reader has finished with the socket (g->mu) */
     bool goaway;
     uint8_t *w;                /* owned: bytes for the socket not yet written */
     size_t wn, woff, wcap;
@@ -366,7 +373,11 @@ static void end_of_request(call *k)
         } else {
             k->job = true;
             c->jobs++;
-            run = true;
+            /* The reader runs one unary call itself, after handing the socket to the connection's
+             * other thread (one thread hand-off less on the call's path); while that thread is busy
+             * with one, or for a second call, the pool runs it. */
+            if (!c->runner_busy && !c->inline_k && !c->goaway) c->inline_k = k;
+            else run = true;
         }
     }
     pthread_mutex_unlock(&c->mu);
@@ -573,27 +584,32 @@ static bool flush(conn *c)
     }
 }
 
-static void *conn_main(void *arg)
+/* The reader's loop (thread `me`). Returns a unary call for this thread to run, once it has given
+ * the reader role to the other thread; NULL when the connection has ended (everything freed but c). */
+static call *read_socket(conn *c, int me)
 {
-    conn *c = arg;
     rs_serve_grpc *g = c->g;
-    nghttp2_settings_entry iv[] = {
-        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 1024},
-        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 1 << 20},
-    };
-    nghttp2_submit_settings(c->h2, NGHTTP2_FLAG_NONE, iv, sizeof iv / sizeof *iv);
-    nghttp2_session_set_local_window_size(c->h2, NGHTTP2_FLAG_NONE, 0, 16 << 20);
     uint8_t buf[65536];
-    uint64_t drain_until = 0;
     pthread_mutex_lock(&c->h2mu); /* held but in poll and recv */
     for (;;) {
+        if (c->inline_k) {
+            call *k = c->inline_k;
+            c->inline_k = NULL;
+            pthread_mutex_lock(&c->mu);
+            c->reader = !me;
+            c->runner_busy = true;
+            pthread_mutex_unlock(&c->mu);
+            pthread_cond_broadcast(&c->role);
+            pthread_mutex_unlock(&c->h2mu);
+            return k;
+        }
         pump(c);
         if (!flush(c)) break;
         bool stopping = __atomic_load_n(&g->stopping, __ATOMIC_SEQ_CST);
         if (stopping && !c->goaway) {
             /* Drain: the client may open no new stream; the ones begun get their answers. */
             c->goaway = true;
-            drain_until = rs_serve_now_ns() + 60 * (uint64_t)1000000000;
+            c->drain_until = rs_serve_now_ns() + 60 * (uint64_t)1000000000;
             nghttp2_submit_shutdown_notice(c->h2);
             nghttp2_submit_goaway(c->h2, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(c->h2),
                                   NGHTTP2_NO_ERROR, NULL, 0);
@@ -611,7 +627,7 @@ static void *conn_main(void *arg)
                 busy |= !k->closed && (k->job || k->dirty || k->out_n > 0);
             }
             pthread_mutex_unlock(&c->mu);
-            if (rs_serve_now_ns() > drain_until) break;
+            if (rs_serve_now_ns() > c->drain_until) break;
             if (!busy && c->woff == c->wn && !nghttp2_session_want_write(c->h2)) {
                 pump(c);
                 if (!flush(c) || (c->woff == c->wn && !nghttp2_session_want_write(c->h2))) break;
@@ -639,8 +655,16 @@ static void *conn_main(void *arg)
         }
     }
     pthread_mutex_unlock(&c->h2mu); /* a worker may be waiting for it in send_now */
-    /* The client is gone (or spoke no HTTP/2): every call is cancelled; wait for the workers. */
+    /* The client is gone (or spoke no HTTP/2): every call is cancelled; wait for the workers and
+     * for the other thread's call. */
     pthread_mutex_lock(&c->mu);
+    c->ending = true;
+    pthread_cond_broadcast(&c->role);
+    if (c->inline_k) { /* taken but never run */
+        c->inline_k->job = false;
+        c->jobs--;
+        c->inline_k = NULL;
+    }
     for (call *k = c->calls; k; k = k->next) k->closed = true;
     while (c->jobs > 0) pthread_cond_wait(&c->idle, &c->mu);
     while (c->calls) call_drop_locked(c->calls);
@@ -657,6 +681,37 @@ static void *conn_main(void *arg)
     return NULL;
 }
 
+/* Each of a connection's two threads: read while it holds the reader role, run the call it took
+ * when it handed the role on, then wait to be the reader again. */
+static void conn_thread(conn *c, int me)
+{
+    for (;;) {
+        pthread_mutex_lock(&c->mu);
+        while (c->reader != me && !c->ending) pthread_cond_wait(&c->role, &c->mu);
+        bool end = c->ending;
+        pthread_mutex_unlock(&c->mu);
+        if (end) return;
+        call *k = read_socket(c, me);
+        if (!k) return;
+        run_call(c->g, k);
+        pthread_mutex_lock(&c->mu);
+        c->runner_busy = false;
+        pthread_mutex_unlock(&c->mu);
+    }
+}
+
+static void *conn_main0(void *arg)
+{
+    conn_thread(arg, 0);
+    return NULL;
+}
+
+static void *conn_main1(void *arg)
+{
+    conn_thread(arg, 1);
+    return NULL;
+}
+
 static void conn_free(conn *c)
 {
     if (c->wake[0] >= 0) close(c->wake[0]);
@@ -666,6 +721,7 @@ static void conn_free(conn *c)
     pthread_mutex_destroy(&c->mu);
     pthread_mutex_destroy(&c->h2mu);
     pthread_cond_destroy(&c->idle);
+    pthread_cond_destroy(&c->role);
     free(c);
 }
 
@@ -680,7 +736,8 @@ static void reap_locked(rs_serve_grpc *g, bool every)
         }
         *pp = c->next;
         pthread_mutex_unlock(&g->mu);
-        pthread_join(c->th, NULL);
+        pthread_join(c->th[0], NULL);
+        if (c->two) pthread_join(c->th[1], NULL);
         conn_free(c);
         pthread_mutex_lock(&g->mu);
     }
@@ -716,6 +773,7 @@ static void start_conn(rs_serve_grpc *g, int fd)
     pthread_mutex_init(&c->mu, NULL);
     pthread_mutex_init(&c->h2mu, NULL);
     pthread_cond_init(&c->idle, NULL);
+    pthread_cond_init(&c->role, NULL);
     fcntl(c->wake[0], F_SETFL, O_NONBLOCK);
     fcntl(c->wake[1], F_SETFL, O_NONBLOCK);
     int rc = nghttp2_session_server_new(&c->h2, cb, c);
@@ -725,12 +783,23 @@ static void start_conn(rs_serve_grpc *g, int fd)
         conn_free(c);
         return;
     }
+    nghttp2_settings_entry iv[] = {
+        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 1024},
+        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 1 << 20},
+    };
+    nghttp2_submit_settings(c->h2, NGHTTP2_FLAG_NONE, iv, sizeof iv / sizeof *iv);
+    nghttp2_session_set_local_window_size(c->h2, NGHTTP2_FLAG_NONE, 0, 16 << 20);
     pthread_mutex_lock(&g->mu);
-    if (pthread_create(&c->th, NULL, conn_main, c)) {
+    pthread_mutex_lock(&c->mu); /* the threads wait for it: runner_busy is set before they look */
+    if (pthread_create(&c->th[0], NULL, conn_main0, c)) {
+        pthread_mutex_unlock(&c->mu);
         pthread_mutex_unlock(&g->mu);
         conn_free(c);
         return;
     }
+    c->two = !pthread_create(&c->th[1], NULL, conn_main1, c);
+    c->runner_busy = !c->two; /* without a second thread every call goes to the pool */
+    pthread_mutex_unlock(&c->mu);
     c->next = g->conns;
     g->conns = c;
     pthread_mutex_unlock(&g->mu);
