@@ -1,19 +1,23 @@
 /* The gRPC front end: inference.GRPCInferenceService over HTTP/2 (h2c, prior knowledge, as gRPC
  * clients speak it on a plain port) with nghttp2 doing the HTTP/2 and grpc_methods.c the methods.
  *
- * Threads: one accepts; one per connection reads the socket into its nghttp2 session; a pool of
- * workers runs the calls, because a call blocks while its request waits for a batch and many calls
- * share one connection (a gRPC channel multiplexes every RPC of a client on one). A worker appends
- * its responses to its call's output under the connection's lock, then takes the session's lock
- * (h2mu: nghttp2 is not thread-safe, so every nghttp2 call is made under it) and sends them itself,
- * a unary call's HEADERS, DATA and trailers in one send(); waking the connection thread to send
- * would put one more thread hand-off on every call. What the socket does not take at once is left to
- * the connection thread (woken by its pipe), which polls for POLLOUT.
+ * Threads: one accepts; each connection has two that take turns reading its socket into its nghttp2
+ * session; a pool of workers runs the calls the reader does not, because a call blocks while its
+ * request waits for a batch and many calls share one connection (a gRPC channel multiplexes every RPC
+ * of a client on one). Each thread hand-off costs a wake-up, so a call's path has as few as HTTP's:
+ * when a unary request is complete, the reader gives the socket to the connection's other thread (if
+ * that one is idle) and runs the call itself; a second call meanwhile, and every stream, go to the
+ * pool. Whoever ran a call sends its answer: the response is appended to the call's output under the
+ * connection's lock (mu), then, under the session's lock (h2mu: nghttp2 is not thread-safe, so every
+ * nghttp2 call is made under it; taken before mu, never after), handed to nghttp2 and written, a unary
+ * call's HEADERS, DATA and trailers in one send(). What the socket does not take at once is left to
+ * the reader (woken by the connection's pipe), which polls for POLLOUT.
  *
  * Lifetimes: a call belongs to its connection. When its stream closes (the client reset it or went
  * away) the call is marked closed; a worker still running it sees `cancelled` (a generation stops at
  * the next token) and frees it when it returns. A connection that ends waits for its calls' workers,
- * then frees everything, so a client vanishing mid-stream leaves nothing behind. */
+ * then frees everything but the connection itself, which goes when both its threads are joined, so a
+ * client vanishing mid-stream leaves nothing behind. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
