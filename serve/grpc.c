@@ -52,7 +52,7 @@ typedef struct call {
     bool content_ok;           /* content-type application/grpc* */
     struct call *prev, *next;  /* the connection's calls */
     struct call *job_next;     /* the pool's queue */
-    /* request side, connection thread only */
+    /* request side, the reader only */
     uint8_t *in;               /* owned: bytes not yet framed into messages */
     size_t in_n, in_cap;
     bool in_err;               /* framing failed: the rest is dropped */
@@ -107,7 +107,7 @@ struct rs_serve_grpc {
     pthread_mutex_t mu;
     pthread_cond_t work;
     conn *conns;
-    bool stopping;             /* g->mu; read unlocked by the connection threads as a hint */
+    bool stopping;             /* g->mu; read unlocked by the readers as a hint */
     call *jq_head, *jq_tail;   /* the pool's queue */
     int queued, idle, nworkers;
     pthread_t *workers;        /* (MAX_WORKERS), owned */
@@ -157,8 +157,8 @@ static void call_drop_locked(call *k)
 static void pump(conn *c);
 static bool flush(conn *c);
 
-/* A worker sends its call's news itself (the connection thread would be one more thread hand-off
- * per call); what the socket does not take now, or a dead socket, is left to the connection thread.
+/* Whoever ran a call sends its news itself (waking the reader to send would be one more thread
+ * hand-off per call); what the socket does not take now, or a dead socket, is left to the reader.
  * The caller holds a job on the connection (it stays alive) and not c->mu. */
 static void send_now(conn *c)
 {
@@ -295,7 +295,7 @@ static void schedule(rs_serve_grpc *g, call *k)
     pthread_cond_signal(&g->work); /* after the unlock, for the same reason */
 }
 
-/* Queues the whole messages in k->in (connection thread). */
+/* Queues the whole messages in k->in (the reader). */
 static void take_messages(call *k)
 {
     conn *c = k->c;
@@ -360,7 +360,7 @@ static void take_messages(call *k)
     k->in_n -= off;
 }
 
-/* The client ended its side of k (connection thread). */
+/* The client ended its side of k (the reader). */
 static void end_of_request(call *k)
 {
     conn *c = k->c;
@@ -388,7 +388,7 @@ static void end_of_request(call *k)
     if (run) schedule(c->g, k);
 }
 
-/* ---- nghttp2 callbacks (connection thread) ---- */
+/* ---- nghttp2 callbacks (the reader, under h2mu) ---- */
 
 static ssize_t read_out(nghttp2_session *h2, int32_t id, uint8_t *buf, size_t len, uint32_t *flags,
                         nghttp2_data_source *src, void *ud)
@@ -519,7 +519,7 @@ static int on_close(nghttp2_session *h2, int32_t id, uint32_t code, void *ud)
     return 0;
 }
 
-/* ---- the connection thread ---- */
+/* ---- the connection's threads ---- */
 
 /* Starts or resumes the streams whose calls have news. */
 static void pump(conn *c)
