@@ -4,8 +4,10 @@
 # raw_input_contents, one HTTP/2 connection per client thread) for the CNN of the ONNX figures,
 # beside the same file run in-process through serve/'s backend; then the per-request server overhead
 # on a trivial model (a 4x4 linear layer): HTTP and gRPC p50 at concurrency 1 minus the in-process
-# p50 (Triton's own figure for that overhead is 41 us); then tokens/s streamed over ModelStreamInfer
-# from a GPT served decoupled, beside `generate` in-process on the same model shape.
+# p50 (Triton's own figure for that overhead is 41 us), and the same through tritonclient when it can
+# be imported (bench/serve_tritonclient.py: the Python client's own time included); then tokens/s
+# streamed over ModelStreamInfer from a GPT served decoupled, beside `generate` in-process on the same
+# model shape.
 #   bench/serve.sh [--build-dir DIR] [--seconds S]
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -57,10 +59,14 @@ echo "# CNN (2 conv + pool, 1x28x28), 2 instances, dynamic batching (delay 0); $
 "$build/bench/serve_load" --inproc "$tmp/repo/cnn/1/model.onnx" "$secs" 2
 for c in 1 8 64; do "$build/bench/serve_load" "$port" cnn 1x28x28 "$c" "$secs"; done
 for c in 1 8 64; do "$build/bench/serve_grpc_load" "$gport" cnn 1x28x28 "$c" "$secs"; done
-echo "# trivial model (linear 4->4): per-request server overhead = HTTP p50 - in-process p50 (Triton: 41 us)"
+echo "# trivial model (linear 4->4): per-request server overhead = HTTP or gRPC p50 - in-process p50 (Triton: 41 us); load $(cut -d' ' -f1 /proc/loadavg)"
 "$build/bench/serve_load" --inproc "$tmp/repo/tiny/1/model.onnx" "$secs" | head -1
 "$build/bench/serve_load" "$port" tiny 4 1 "$secs"
 "$build/bench/serve_grpc_load" "$gport" tiny 4 1 "$secs"
+if python3 -c 'import tritonclient.grpc, tritonclient.http' 2>/dev/null; then
+  echo "# the same through Triton's Python clients (the client library's own time included)"
+  python3 bench/serve_tritonclient.py "$port" "$gport" tiny 4
+fi
 echo "# GPT ($gpt), 2 instances: tokens streamed over gRPC ModelStreamInfer (one response per token), beside generate in-process"
 "$build/repl/ringside" --no-db -c "data t = text $tmp/text.txt; model g = $gpt; generate g prompt=the n=2000 data=t" | tail -1
 for c in 1 2; do "$build/bench/serve_grpc_load" --stream "$gport" gpt 2000 "$c"; done

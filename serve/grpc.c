@@ -1,16 +1,23 @@
 /* The gRPC front end: inference.GRPCInferenceService over HTTP/2 (h2c, prior knowledge, as gRPC
  * clients speak it on a plain port) with nghttp2 doing the HTTP/2 and grpc_methods.c the methods.
  *
- * Threads: one accepts; one per connection runs the nghttp2 session (all nghttp2 calls happen
- * there); a pool of workers runs the calls, because a call blocks while its request waits for a batch
- * and many calls share one connection (a gRPC channel multiplexes every RPC of a client on one).
- * A worker hands responses back by appending them to its call's output under the connection's lock
- * and poking the connection's wake pipe; the connection thread then starts or resumes that stream.
+ * Threads: one accepts; each connection has two that take turns reading its socket into its nghttp2
+ * session; a pool of workers runs the calls the reader does not, because a call blocks while its
+ * request waits for a batch and many calls share one connection (a gRPC channel multiplexes every RPC
+ * of a client on one). Each thread hand-off costs a wake-up, so a call's path has as few as HTTP's:
+ * when a unary request is complete, the reader gives the socket to the connection's other thread (if
+ * that one is idle) and runs the call itself; a second call meanwhile, and every stream, go to the
+ * pool. Whoever ran a call sends its answer: the response is appended to the call's output under the
+ * connection's lock (mu), then, under the session's lock (h2mu: nghttp2 is not thread-safe, so every
+ * nghttp2 call is made under it; taken before mu, never after), handed to nghttp2 and written, a unary
+ * call's HEADERS, DATA and trailers in one send(). What the socket does not take at once is left to
+ * the reader (woken by the connection's pipe), which polls for POLLOUT.
  *
  * Lifetimes: a call belongs to its connection. When its stream closes (the client reset it or went
  * away) the call is marked closed; a worker still running it sees `cancelled` (a generation stops at
  * the next token) and frees it when it returns. A connection that ends waits for its calls' workers,
- * then frees everything, so a client vanishing mid-stream leaves nothing behind. */
+ * then frees everything but the connection itself, which goes when both its threads are joined, so a
+ * client vanishing mid-stream leaves nothing behind. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -45,7 +52,7 @@ typedef struct call {
     bool content_ok;           /* content-type application/grpc* */
     struct call *prev, *next;  /* the connection's calls */
     struct call *job_next;     /* the pool's queue */
-    /* request side, connection thread only */
+    /* request side, the reader only */
     uint8_t *in;               /* owned: bytes not yet framed into messages */
     size_t in_n, in_cap;
     bool in_err;               /* framing failed: the rest is dropped */
@@ -61,8 +68,8 @@ typedef struct call {
     bool finished;             /* no more responses: trailers next */
     rs_grpc_code status;
     char errmsg[1024];
-    bool dirty;                /* output or finish the connection thread has not looked at */
-    /* connection thread only */
+    bool dirty;                /* news not yet given to nghttp2: a stream's output, a call's end */
+    /* under c->h2mu */
     bool started, deferred;
 } call;
 
@@ -71,16 +78,24 @@ struct conn {
     int fd;
     int wake[2];
     nghttp2_session *h2;
-    pthread_t th;
+    pthread_t th[2];           /* its two threads: one reads the socket, the other runs a call or waits */
+    bool two;                  /* th[1] started */
+    pthread_cond_t role;       /* the reader role changed hands, or the connection ends (c->mu) */
+    int reader;                /* the thread that reads (c->mu) */
+    bool runner_busy;          /* the other thread is running a call (c->mu) */
+    bool ending;               /* the reader has left its loop (c->mu) */
+    call *inline_k;            /* a unary call the reader runs itself once the other reads (reader only) */
+    uint64_t drain_until;      /* reader only */
+    pthread_mutex_t h2mu;      /* the session, w and the calls' started/deferred: whichever thread sends */
     pthread_mutex_t mu;
     pthread_cond_t idle;       /* a worker let go of a call */
     call *calls;               /* owned */
     int jobs;                  /* calls held by the pool */
     conn *next;                /* the server's connections (g->mu) */
-    bool done;                 /* the thread has finished (g->mu) */
+    bool done;                 /* the reader has finished with the socket (g->mu) */
     bool goaway;
     uint8_t *w;                /* owned: bytes for the socket not yet written */
-    size_t wn, woff;
+    size_t wn, woff, wcap;
 };
 
 struct rs_serve_grpc {
@@ -92,10 +107,11 @@ struct rs_serve_grpc {
     pthread_mutex_t mu;
     pthread_cond_t work;
     conn *conns;
-    bool stopping;             /* g->mu; read unlocked by the connection threads as a hint */
+    bool stopping;             /* g->mu; read unlocked by the readers as a hint */
     call *jq_head, *jq_tail;   /* the pool's queue */
     int queued, idle, nworkers;
     pthread_t *workers;        /* (MAX_WORKERS), owned */
+    uint64_t sends;            /* buffers given to send() (atomic): one per response when the socket takes it */
 };
 
 /* ---- calls ---- */
@@ -138,6 +154,21 @@ static void call_drop_locked(call *k)
     call_free(k);
 }
 
+static void pump(conn *c);
+static bool flush(conn *c);
+
+/* Whoever ran a call sends its news itself (waking the reader to send would be one more thread
+ * hand-off per call); what the socket does not take now, or a dead socket, is left to the reader.
+ * The caller holds a job on the connection (it stays alive) and not c->mu. */
+static void send_now(conn *c)
+{
+    pthread_mutex_lock(&c->h2mu);
+    pump(c);
+    bool left = !flush(c) || c->woff < c->wn;
+    pthread_mutex_unlock(&c->h2mu);
+    if (left) wake(c);
+}
+
 static void sink_emit(void *ud, const uint8_t *data, size_t n)
 {
     call *k = ud;
@@ -152,7 +183,7 @@ static void sink_emit(void *ud, const uint8_t *data, size_t n)
             if (!nb) {
                 finish_locked(k, RS_GRPC_RESOURCE_EXHAUSTED, "out of memory for the response");
                 pthread_mutex_unlock(&c->mu);
-                wake(c);
+                send_now(c);
                 return;
             }
             k->out = nb;
@@ -161,10 +192,12 @@ static void sink_emit(void *ud, const uint8_t *data, size_t n)
         rs_grpc_frame_prefix(k->out + k->out_n, n);
         memcpy(k->out + k->out_n + 5, data, n);
         k->out_n += 5 + n;
-        k->dirty = true;
+        /* A unary call's one message is news only with its trailers (finish_locked), so HEADERS,
+         * DATA and trailers leave in one send; a stream's messages are sent as they come. */
+        if (k->method == RS_GRPC_MODEL_STREAM_INFER) k->dirty = true;
     }
     pthread_mutex_unlock(&c->mu);
-    wake(c);
+    if (k->method == RS_GRPC_MODEL_STREAM_INFER) send_now(c);
 }
 
 static bool sink_cancelled(void *ud)
@@ -198,10 +231,14 @@ static void run_call(rs_serve_grpc *g, call *k)
         }
         if (!m) {
             if (k->method == RS_GRPC_MODEL_STREAM_INFER && k->in_done) finish_locked(k, RS_GRPC_OK, NULL);
+            if (k->dirty && !k->closed) { /* the answer or the trailers, sent while the job keeps c alive */
+                pthread_mutex_unlock(&c->mu);
+                send_now(c);
+                continue;
+            }
             k->job = false;
             c->jobs--;
             if (k->closed) call_drop_locked(k);
-            else if (k->dirty) wake(c);
             pthread_cond_broadcast(&c->idle);
             pthread_mutex_unlock(&c->mu);
             return;
@@ -241,7 +278,8 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-/* Hands k to the pool (c->mu held; k->job set by the caller). */
+/* Hands k to the pool (k->job set by the caller under c->mu, which it has let go: the worker takes
+ * c->mu first thing, and one woken into a held lock sleeps again). */
 static void schedule(rs_serve_grpc *g, call *k)
 {
     pthread_mutex_lock(&g->mu);
@@ -253,11 +291,11 @@ static void schedule(rs_serve_grpc *g, call *k)
     if (g->queued > g->idle && g->nworkers < MAX_WORKERS &&
         !pthread_create(&g->workers[g->nworkers], NULL, worker_main, g))
         g->nworkers++;
-    pthread_cond_signal(&g->work);
     pthread_mutex_unlock(&g->mu);
+    pthread_cond_signal(&g->work); /* after the unlock, for the same reason */
 }
 
-/* Queues the whole messages in k->in (connection thread). */
+/* Queues the whole messages in k->in (the reader). */
 static void take_messages(call *k)
 {
     conn *c = k->c;
@@ -310,21 +348,23 @@ static void take_messages(call *k)
         k->q_tail = m;
         k->q_bytes += len;
         /* A stream's messages go to the pool as they come; a unary call's when the client is done. */
-        if (k->method == RS_GRPC_MODEL_STREAM_INFER && !k->job) {
+        bool run = k->method == RS_GRPC_MODEL_STREAM_INFER && !k->job;
+        if (run) {
             k->job = true;
             c->jobs++;
-            schedule(c->g, k);
         }
         pthread_mutex_unlock(&c->mu);
+        if (run) schedule(c->g, k);
     }
     memmove(k->in, k->in + off, k->in_n - off);
     k->in_n -= off;
 }
 
-/* The client ended its side of k (connection thread). */
+/* The client ended its side of k (the reader). */
 static void end_of_request(call *k)
 {
     conn *c = k->c;
+    bool run = false;
     pthread_mutex_lock(&c->mu);
     k->in_done = true;
     if (!k->finished && !k->in_err) {
@@ -337,13 +377,18 @@ static void end_of_request(call *k)
         } else {
             k->job = true;
             c->jobs++;
-            schedule(c->g, k);
+            /* The reader runs one unary call itself, after handing the socket to the connection's
+             * other thread (one thread hand-off less on the call's path); while that thread is busy
+             * with one, or for a second call, the pool runs it. */
+            if (!c->runner_busy && !c->inline_k && !c->goaway) c->inline_k = k;
+            else run = true;
         }
     }
     pthread_mutex_unlock(&c->mu);
+    if (run) schedule(c->g, k);
 }
 
-/* ---- nghttp2 callbacks (connection thread) ---- */
+/* ---- nghttp2 callbacks (the reader, under h2mu) ---- */
 
 static ssize_t read_out(nghttp2_session *h2, int32_t id, uint8_t *buf, size_t len, uint32_t *flags,
                         nghttp2_data_source *src, void *ud)
@@ -474,7 +519,7 @@ static int on_close(nghttp2_session *h2, int32_t id, uint32_t code, void *ud)
     return 0;
 }
 
-/* ---- the connection thread ---- */
+/* ---- the connection's threads ---- */
 
 /* Starts or resumes the streams whose calls have news. */
 static void pump(conn *c)
@@ -509,21 +554,33 @@ static void pump(conn *c)
     }
 }
 
-/* Writes what nghttp2 has to send, as far as the socket takes it. false: the connection is dead. */
+/* Writes what nghttp2 has to send, as far as the socket takes it. false: the connection is dead.
+ * Every frame nghttp2 has ready (a response's HEADERS, DATA and trailers) is gathered into one buffer
+ * and written with one send: a frame per send costs the client a wake-up per frame. */
 static bool flush(conn *c)
 {
     for (;;) {
         if (c->woff == c->wn) {
             c->woff = c->wn = 0;
-            const uint8_t *p;
-            ssize_t n = nghttp2_session_mem_send(c->h2, &p);
-            if (n < 0) return false;
-            if (n == 0) return true;
-            free(c->w);
-            c->w = malloc((size_t)n); /* owned by c until written */
-            if (!c->w) return false;
-            memcpy(c->w, p, (size_t)n);
-            c->wn = (size_t)n;
+            for (;;) {
+                const uint8_t *p;
+                ssize_t n = nghttp2_session_mem_send(c->h2, &p);
+                if (n < 0) return false;
+                if (n == 0) break;
+                if (c->wn + (size_t)n > c->wcap) {
+                    size_t nc = c->wcap ? c->wcap : 16384;
+                    while (nc < c->wn + (size_t)n) nc *= 2;
+                    uint8_t *nb = realloc(c->w, nc); /* owned by c */
+                    if (!nb) return false;
+                    c->w = nb;
+                    c->wcap = nc;
+                }
+                memcpy(c->w + c->wn, p, (size_t)n);
+                c->wn += (size_t)n;
+                if (c->wn >= 65536) break; /* a large response goes out as it is framed */
+            }
+            if (c->wn == 0) return true;
+            __atomic_add_fetch(&c->g->sends, 1, __ATOMIC_RELAXED);
         }
         ssize_t w = send(c->fd, c->w + c->woff, c->wn - c->woff, MSG_NOSIGNAL);
         if (w < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
@@ -531,26 +588,32 @@ static bool flush(conn *c)
     }
 }
 
-static void *conn_main(void *arg)
+/* The reader's loop (thread `me`). Returns a unary call for this thread to run, once it has given
+ * the reader role to the other thread; NULL when the connection has ended (everything freed but c). */
+static call *read_socket(conn *c, int me)
 {
-    conn *c = arg;
     rs_serve_grpc *g = c->g;
-    nghttp2_settings_entry iv[] = {
-        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 1024},
-        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 1 << 20},
-    };
-    nghttp2_submit_settings(c->h2, NGHTTP2_FLAG_NONE, iv, sizeof iv / sizeof *iv);
-    nghttp2_session_set_local_window_size(c->h2, NGHTTP2_FLAG_NONE, 0, 16 << 20);
     uint8_t buf[65536];
-    uint64_t drain_until = 0;
+    pthread_mutex_lock(&c->h2mu); /* held but in poll and recv */
     for (;;) {
+        if (c->inline_k) {
+            call *k = c->inline_k;
+            c->inline_k = NULL;
+            pthread_mutex_lock(&c->mu);
+            c->reader = !me;
+            c->runner_busy = true;
+            pthread_mutex_unlock(&c->mu);
+            pthread_cond_broadcast(&c->role);
+            pthread_mutex_unlock(&c->h2mu);
+            return k;
+        }
         pump(c);
         if (!flush(c)) break;
         bool stopping = __atomic_load_n(&g->stopping, __ATOMIC_SEQ_CST);
         if (stopping && !c->goaway) {
             /* Drain: the client may open no new stream; the ones begun get their answers. */
             c->goaway = true;
-            drain_until = rs_serve_now_ns() + 60 * (uint64_t)1000000000;
+            c->drain_until = rs_serve_now_ns() + 60 * (uint64_t)1000000000;
             nghttp2_submit_shutdown_notice(c->h2);
             nghttp2_submit_goaway(c->h2, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(c->h2),
                                   NGHTTP2_NO_ERROR, NULL, 0);
@@ -568,7 +631,7 @@ static void *conn_main(void *arg)
                 busy |= !k->closed && (k->job || k->dirty || k->out_n > 0);
             }
             pthread_mutex_unlock(&c->mu);
-            if (rs_serve_now_ns() > drain_until) break;
+            if (rs_serve_now_ns() > c->drain_until) break;
             if (!busy && c->woff == c->wn && !nghttp2_session_want_write(c->h2)) {
                 pump(c);
                 if (!flush(c) || (c->woff == c->wn && !nghttp2_session_want_write(c->h2))) break;
@@ -576,22 +639,36 @@ static void *conn_main(void *arg)
         }
         if (!nghttp2_session_want_read(c->h2) && !nghttp2_session_want_write(c->h2) && c->woff == c->wn) break;
         struct pollfd p[2] = {{c->fd, POLLIN | (c->woff < c->wn ? POLLOUT : 0), 0}, {c->wake[0], POLLIN, 0}};
-        if (poll(p, 2, 200) < 0 && errno != EINTR) break;
+        pthread_mutex_unlock(&c->h2mu);
+        int pr = poll(p, 2, 200), perr = errno;
         if (p[1].revents & POLLIN) {
             char d[256];
             while (read(c->wake[0], d, sizeof d) > 0) {}
         }
-        if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
-            ssize_t r = recv(c->fd, buf, sizeof buf, 0);
-            if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) break;
+        bool readable = pr > 0 && (p[0].revents & (POLLIN | POLLHUP | POLLERR));
+        ssize_t r = readable ? recv(c->fd, buf, sizeof buf, 0) : -1;
+        int rerr = errno;
+        pthread_mutex_lock(&c->h2mu);
+        if (pr < 0 && perr != EINTR) break;
+        if (readable) {
+            if (r == 0 || (r < 0 && rerr != EAGAIN && rerr != EINTR)) break;
             if (r > 0 && nghttp2_session_mem_recv(c->h2, buf, (size_t)r) < 0) {
                 flush(c); /* the GOAWAY nghttp2 queued for a protocol error, if the socket takes it */
                 break;
             }
         }
     }
-    /* The client is gone (or spoke no HTTP/2): every call is cancelled; wait for the workers. */
+    pthread_mutex_unlock(&c->h2mu); /* a worker may be waiting for it in send_now */
+    /* The client is gone (or spoke no HTTP/2): every call is cancelled; wait for the workers and
+     * for the other thread's call. */
     pthread_mutex_lock(&c->mu);
+    c->ending = true;
+    pthread_cond_broadcast(&c->role);
+    if (c->inline_k) { /* taken but never run */
+        c->inline_k->job = false;
+        c->jobs--;
+        c->inline_k = NULL;
+    }
     for (call *k = c->calls; k; k = k->next) k->closed = true;
     while (c->jobs > 0) pthread_cond_wait(&c->idle, &c->mu);
     while (c->calls) call_drop_locked(c->calls);
@@ -608,6 +685,37 @@ static void *conn_main(void *arg)
     return NULL;
 }
 
+/* Each of a connection's two threads: read while it holds the reader role, run the call it took
+ * when it handed the role on, then wait to be the reader again. */
+static void conn_thread(conn *c, int me)
+{
+    for (;;) {
+        pthread_mutex_lock(&c->mu);
+        while (c->reader != me && !c->ending) pthread_cond_wait(&c->role, &c->mu);
+        bool end = c->ending;
+        pthread_mutex_unlock(&c->mu);
+        if (end) return;
+        call *k = read_socket(c, me);
+        if (!k) return;
+        run_call(c->g, k);
+        pthread_mutex_lock(&c->mu);
+        c->runner_busy = false;
+        pthread_mutex_unlock(&c->mu);
+    }
+}
+
+static void *conn_main0(void *arg)
+{
+    conn_thread(arg, 0);
+    return NULL;
+}
+
+static void *conn_main1(void *arg)
+{
+    conn_thread(arg, 1);
+    return NULL;
+}
+
 static void conn_free(conn *c)
 {
     if (c->wake[0] >= 0) close(c->wake[0]);
@@ -615,7 +723,9 @@ static void conn_free(conn *c)
     if (c->h2) nghttp2_session_del(c->h2);
     if (c->fd >= 0) close(c->fd);
     pthread_mutex_destroy(&c->mu);
+    pthread_mutex_destroy(&c->h2mu);
     pthread_cond_destroy(&c->idle);
+    pthread_cond_destroy(&c->role);
     free(c);
 }
 
@@ -630,7 +740,8 @@ static void reap_locked(rs_serve_grpc *g, bool every)
         }
         *pp = c->next;
         pthread_mutex_unlock(&g->mu);
-        pthread_join(c->th, NULL);
+        pthread_join(c->th[0], NULL);
+        if (c->two) pthread_join(c->th[1], NULL);
         conn_free(c);
         pthread_mutex_lock(&g->mu);
     }
@@ -664,7 +775,9 @@ static void start_conn(rs_serve_grpc *g, int fd)
     c->g = g;
     c->fd = fd;
     pthread_mutex_init(&c->mu, NULL);
+    pthread_mutex_init(&c->h2mu, NULL);
     pthread_cond_init(&c->idle, NULL);
+    pthread_cond_init(&c->role, NULL);
     fcntl(c->wake[0], F_SETFL, O_NONBLOCK);
     fcntl(c->wake[1], F_SETFL, O_NONBLOCK);
     int rc = nghttp2_session_server_new(&c->h2, cb, c);
@@ -674,12 +787,23 @@ static void start_conn(rs_serve_grpc *g, int fd)
         conn_free(c);
         return;
     }
+    nghttp2_settings_entry iv[] = {
+        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 1024},
+        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 1 << 20},
+    };
+    nghttp2_submit_settings(c->h2, NGHTTP2_FLAG_NONE, iv, sizeof iv / sizeof *iv);
+    nghttp2_session_set_local_window_size(c->h2, NGHTTP2_FLAG_NONE, 0, 16 << 20);
     pthread_mutex_lock(&g->mu);
-    if (pthread_create(&c->th, NULL, conn_main, c)) {
+    pthread_mutex_lock(&c->mu); /* the threads wait for it: runner_busy is set before they look */
+    if (pthread_create(&c->th[0], NULL, conn_main0, c)) {
+        pthread_mutex_unlock(&c->mu);
         pthread_mutex_unlock(&g->mu);
         conn_free(c);
         return;
     }
+    c->two = !pthread_create(&c->th[1], NULL, conn_main1, c);
+    c->runner_busy = !c->two; /* without a second thread every call goes to the pool */
+    pthread_mutex_unlock(&c->mu);
     c->next = g->conns;
     g->conns = c;
     pthread_mutex_unlock(&g->mu);
@@ -754,6 +878,8 @@ rs_status rs_serve_grpc_start(rs_serve_server *s, const char *host, int port, si
 }
 
 int rs_serve_grpc_bound_port(const rs_serve_grpc *g) { return g->port; }
+
+uint64_t rs_serve_grpc_sends(rs_serve_grpc *g) { return __atomic_load_n(&g->sends, __ATOMIC_RELAXED); }
 
 void rs_serve_grpc_stop(rs_serve_grpc *g)
 {

@@ -34,6 +34,10 @@ typedef struct rs_grpc_sink {
 rs_grpc_code rs_grpc_call(rs_serve_server *s, rs_grpc_method m, const uint8_t *req, size_t n, const rs_grpc_sink *out,
                           char *errmsg, size_t errmsg_n);
 
+/* How many buffers the front end has given to send() on all its connections: one per unary
+ * response (its HEADERS, DATA and trailers together) when the socket takes it whole. */
+uint64_t rs_serve_grpc_sends(rs_serve_grpc *g);
+
 /* ---- shared by grpc_methods.c and grpc_infer.c ---- */
 
 /* msg = the formatted text; returns code. */

@@ -356,6 +356,36 @@ static void over_the_socket(rs_serve_server *s, const Inference__ModelInferReque
     cl_free(&c);
 }
 
+/* A unary answer leaves in one send(): HEADERS, DATA and trailers together (one frame per send
+ * cost the client a wake-up per frame), sent by the worker that ran the call. Counted on a front end
+ * of its own, so nothing else writes on it. */
+static void one_send_per_answer(rs_serve_server *s, const Inference__ModelInferRequest *q)
+{
+    rs_serve_grpc *gf = NULL;
+    rs_err e = {0};
+    RS_CHECK(rs_serve_grpc_start(s, "127.0.0.1", 0, 1 << 16, &gf, &e) == RS_OK, "%s", e.msg);
+    if (!gf) return;
+    client c;
+    RS_CHECK(cl_open(&c, rs_serve_grpc_bound_port(gf)) && cl_call(&c, "ModelInfer", &q->base, 0) && c.status == 0,
+             "the first call (settings exchanged)");
+    uint64_t before = rs_serve_grpc_sends(gf);
+    enum { CALLS = 5 };
+    int ok = 0;
+    for (int i = 0; i < CALLS; i++)
+        ok += cl_call(&c, "ModelInfer", &q->base, 0) && c.status == 0 && c.messages == 1;
+    RS_CHECK(ok == CALLS, "%d of %d calls answered", ok, CALLS);
+    uint64_t sends = rs_serve_grpc_sends(gf) - before;
+    RS_CHECK(sends == CALLS, "%d unary answers took %llu sends (one each: HEADERS, DATA and trailers together)", CALLS,
+             (unsigned long long)sends);
+    /* an error's trailers-only answer too */
+    before = rs_serve_grpc_sends(gf);
+    RS_CHECK(cl_call(&c, "NoSuchMethod", &q->base, 0) && c.status == RS_GRPC_UNIMPLEMENTED, "unknown method");
+    RS_CHECK(rs_serve_grpc_sends(gf) - before == 1, "an error's answer in %llu sends",
+             (unsigned long long)(rs_serve_grpc_sends(gf) - before));
+    cl_free(&c);
+    rs_serve_grpc_stop(gf);
+}
+
 int main(void)
 {
     frames();
@@ -511,6 +541,7 @@ int main(void)
     RS_CHECK(garbage_dropped(port, half, sizeof half - 1), "a bad frame after the preface is dropped");
     RS_CHECK(call(s, RS_GRPC_MODEL_INFER, &q.base, &g, err) == RS_GRPC_OK, "still serving: %s", err);
     over_the_socket(s, &q);
+    one_send_per_answer(s, &q);
 
     free(g.b);
     rs_serve_stop(s);
