@@ -222,7 +222,7 @@ static rs_status out_md(rs_plan *p, const rs_pnode *n, int B, const dnnl_dims_t 
 
 /* The operation's descriptor for batch B: the input in its value's layout (bf16 nodes: "any", a
  * reorder converts), weights "any", the output as out_md says. */
-static rs_status op_desc(rs_plan *p, const rs_pnode *n, int B, dnnl_memory_desc_t *user_src,
+static rs_status op_desc(rs_plan *p, const rs_pnode *n, int B, bool own_layout, dnnl_memory_desc_t *user_src,
                          dnnl_convolution_desc_t *cd, dnnl_inner_product_desc_t *id, dnnl_pooling_desc_t *pd,
                          rs_err *err)
 {
@@ -263,10 +263,18 @@ static rs_status op_desc(rs_plan *p, const rs_pnode *n, int B, dnnl_memory_desc_
     if ((st = value_md(p, n, n->in[0], 4, s, B, user_src, err)) || (st = out_md(p, n, B, d, &dst, err))) return st;
     src = *user_src;
     if (n->kind == RS_PK_CONV) {
-        /* "any" in fp32 too: a producer with 8 output channels chose nChw8c, and a 16-channel
-         * convolution reading that has only oneDNN's reference kernel (ref:any, 600 ms a batch of 64 on
-         * the tutorial's CNN); a reorder into the layout it prefers costs far less */
-        DTRY(dnnl_memory_desc_init_by_tag(&src, 4, s, lt, dnnl_format_tag_any), "src desc");
+        /* own_layout (fp32): the input as its value holds it, no reorder; make_prim keeps that only when
+         * oneDNN has a jit kernel for it. A plain (caller's) input goes to the direct "first
+         * convolution" kernel (nchw in, nChw16c out), told its output layout so that the choice does
+         * not hang on which primitives this process made before. Otherwise "any": a producer with 8
+         * output channels chose nChw8c, and a 16-channel convolution reading that has only oneDNN's
+         * reference kernel (ref:any, 600 ms a batch of 64 on the tutorial's CNN); a reorder into the
+         * layout it prefers costs far less. */
+        if (own_layout && p->values[n->out].layout == 1 && B == p->batch && !p->dn->vset[n->out] &&
+            !(n->in[0] > 0 && p->values[n->in[0]].layout == 1) && g->oc % 8 == 0)
+            DTRY(dnnl_memory_desc_init_by_tag(&dst, 4, d, dnnl_f32, g->oc % 16 == 0 ? dnnl_nChw16c : dnnl_nChw8c),
+                 "dst desc");
+        if (!own_layout) DTRY(dnnl_memory_desc_init_by_tag(&src, 4, s, lt, dnnl_format_tag_any), "src desc");
         dnnl_dims_t w = {g->oc, g->c, g->kh, g->kw}, b = {g->oc};
         DTRY(dnnl_memory_desc_init_by_tag(&wei, 4, w, lt, dnnl_format_tag_any), "weights desc");
         DTRY(dnnl_memory_desc_init_by_tag(&bias, 1, b, dnnl_f32, dnnl_x), "bias desc");
@@ -284,13 +292,44 @@ static rs_status op_desc(rs_plan *p, const rs_pnode *n, int B, dnnl_memory_desc_
     return RS_OK;
 }
 
+/* Multiply-adds (compares for a pool) of node n at batch B. */
+static double node_work(const rs_pnode *n, int B)
+{
+    if (n->kind == RS_PK_LINEAR) return (double)B * n->rows * n->O * n->I;
+    const rs_conv_geom *g = &n->g;
+    double out = (double)B * g->oh * g->ow * g->kh * g->kw;
+    return n->kind == RS_PK_CONV ? out * g->oc * g->c : out * g->c;
+}
+
+/* Below this many multiply-adds (about 10 us on one core) a primitive runs on one thread whatever
+ * the plan's count: a second thread saves less than the fork and join of its team cost, and on a
+ * loaded machine the join waits for that thread's next scheduler slice (a batch-1 Fashion CNN at two
+ * threads: 0.011 ms idle, 64-80 ms medians at load 4-8). ONNX Runtime's cost model does the same. */
+#define RS_PLAN_PAR_MIN_WORK (1 << 20)
+
+static rs_status make_prim_at(rs_plan *p, int i, int B, dprim *d, rs_err *err);
+
 static rs_status make_prim(rs_plan *p, int i, int B, dprim *d, rs_err *err)
+{
+    int asked = omp_get_max_threads();
+    bool one = asked > 1 && node_work(&p->nodes[i], B) < RS_PLAN_PAR_MIN_WORK;
+    if (one) omp_set_num_threads(1);
+    rs_status st = make_prim_at(p, i, B, d, err);
+    if (one) omp_set_num_threads(asked);
+    d->nthr = asked; /* what prepare compares the run's count with */
+    return st;
+}
+
+static rs_status make_prim_at(rs_plan *p, int i, int B, dprim *d, rs_err *err)
 {
     const rs_pnode *n = &p->nodes[i];
     dnnl_convolution_desc_t cd;
     dnnl_inner_product_desc_t id;
     dnnl_pooling_desc_t pd;
-    rs_status st = op_desc(p, n, B, &d->user_src, &cd, &id, &pd, err);
+    /* an fp32 convolution first tries its input's own layout (no reorder between nodes) */
+    bool own = n->kind == RS_PK_CONV && n->prec == RS_PLAN_FP32;
+again:;
+    rs_status st = op_desc(p, n, B, own, &d->user_src, &cd, &id, &pd, err);
     if (st) return st;
     dnnl_primitive_attr_t attr;
     DTRY(dnnl_primitive_attr_create(&attr), "attributes");
@@ -315,6 +354,18 @@ static rs_status make_prim(rs_plan *p, int i, int B, dprim *d, rs_err *err)
     if (s == dnnl_success) s = dnnl_primitive_desc_create(&d->pd, op, attr, p->dn->eng, NULL);
     if (po) dnnl_post_ops_destroy(po);
     dnnl_primitive_attr_destroy(attr);
+    if (own) {
+        /* kept only on a jit kernel: oneDNN falls back to ref:any (600x slower) or im2col + gemm on
+         * layouts its direct kernels do not take */
+        const char *impl = NULL;
+        if (s == dnnl_success) dnnl_primitive_desc_query(d->pd, dnnl_query_impl_info_str, 0, &impl);
+        if (s != dnnl_success || !impl || strncmp(impl, "ref", 3) == 0 || strstr(impl, "gemm")) {
+            if (d->pd) dnnl_primitive_desc_destroy(d->pd);
+            d->pd = NULL;
+            own = false;
+            goto again;
+        }
+    }
     if (s != dnnl_success) return dfail(err, s, "primitive descriptor", n);
     d->src = *dnnl_primitive_desc_query_md(d->pd, dnnl_query_src_md, 0);
     d->dst = *dnnl_primitive_desc_query_md(d->pd, dnnl_query_dst_md, 0);

@@ -139,6 +139,7 @@ struct rs_plan {
     int threads;             /* per run (rs_plan_set_threads) */
     int build_threads;       /* what its primitives were first made with (slot 0; the file keeps it) */
     struct rs_pcalib *calib; /* while calibrating: what the products' inputs look like (borrowed) */
+    double *node_s;          /* rs_plan_time_nodes: each run writes node i's seconds here (borrowed) */
     rs_kctx ctx;             /* the engine's CPU table for the ops oneDNN does not do */
     struct rs_pdnnl *dn;
 };

@@ -219,7 +219,15 @@ rs_status rs_plan_run(rs_plan *p, const void *x, int B, const float **out, rs_er
         p->arena_cap = need;
     }
     rs_kctx_set_threads(&p->ctx, p->threads);
-    for (int i = 0; i < p->nnodes && !st; i++) st = run_node(p, i, x, B, err);
+    if (p->node_s) { /* the CPU stream runs a primitive before execute returns: a node's time is its own */
+        for (int i = 0; i < p->nnodes && !st; i++) {
+            double t0 = now_s();
+            st = run_node(p, i, x, B, err);
+            p->node_s[i] = now_s() - t0;
+        }
+    } else {
+        for (int i = 0; i < p->nnodes && !st; i++) st = run_node(p, i, x, B, err);
+    }
     if (!st) st = rs_plan_dnnl_sync(p, err);
     omp_set_num_threads(was);
     if (st) return st;
@@ -277,6 +285,17 @@ rs_status rs_plan_evaluate(rs_plan *p, const rs_dataset *d, double *acc, double 
 }
 
 void rs_plan_set_threads(rs_plan *p, int threads) { p->threads = threads > 0 ? threads : 1; }
+void rs_plan_time_nodes(rs_plan *p, double *s) { p->node_s = s; }
+
+void rs_plan_node_label(const rs_plan *p, int i, char *buf, size_t n)
+{
+    if (!n) return;
+    buf[0] = 0;
+    if (i < 0 || i >= p->nnodes) return;
+    const rs_pnode *d = &p->nodes[i];
+    snprintf(buf, n, "%.60s (%s, %s)", d->name, rs_pk_name(d->kind),
+             rs_plan_node_is_dnnl(d) ? rs_plan_dnnl_impl(p, i) : "engine cpu table");
+}
 int rs_plan_batch(const rs_plan *p) { return p->batch; }
 rs_plan_prec rs_plan_precision(const rs_plan *p) { return p->prec; }
 const rs_shape *rs_plan_input_shape(const rs_plan *p) { return &p->in; }

@@ -341,6 +341,7 @@ static const rs_optdef compile_opts[] = {
 static const rs_optdef plan_opts[] = {
     {"threads", RS_T_INT, NULL, "bench: threads per run (default: the session's setting)", NULL},
     {"runs", RS_T_INT, "50", "bench: timed runs per batch size (the median is printed)", NULL},
+    {"nodes", RS_T_BOOL, "off", "bench: each node's median time and oneDNN kernel too", NULL},
     {NULL, 0, NULL, NULL, NULL},
 };
 
