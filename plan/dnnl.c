@@ -28,13 +28,21 @@ typedef struct dprim {
     size_t cvt_bytes, pad_bytes;  /* the copy's bytes; the primitive's scratchpad */
     void *wei_alt;                /* weights reordered for this batch when its layout differs (owned) */
     dnnl_memory_t m_src, m_cvt, m_wei, m_bias, m_dst, m_pad;
+    unsigned long used;           /* when a run last took it (slots 1.. are replaced least recent first) */
 } dprim;
+
+/* Primitives kept per node: the plan's batch at its build threads, and the last few other (batch,
+ * threads) pairs, so a run that alternates between two (batch 1 and 64, or the thread tuner's 1 and
+ * N) does not make them again each time. */
+#define RS_PLAN_SLOTS 4
 
 struct rs_pdnnl {
     dnnl_engine_t eng;
     dnnl_stream_t strm;
     int n;
-    dprim (*slot)[2];             /* per node: [0] the plan's batch, [1] the last other batch */
+    dprim (*slot)[RS_PLAN_SLOTS]; /* per node: [0] the plan's batch and build threads, then others */
+    int *cur;                     /* per node: the slot of the run under way */
+    unsigned long tick;
     dnnl_memory_desc_t *vmd;      /* per value: its blocked layout at the plan's batch (vset[v]) */
     char *vset;
 };
@@ -91,6 +99,8 @@ rs_status rs_plan_dnnl_open(rs_plan *p, rs_err *err)
     p->dn->slot = calloc((size_t)(p->nnodes ? p->nnodes : 1), sizeof *p->dn->slot);
     if (!p->dn->slot) return rs_err_set(err, RS_ERR_NOMEM, "plan: out of memory");
     p->dn->n = p->nnodes;
+    p->dn->cur = calloc((size_t)(p->nnodes ? p->nnodes : 1), sizeof *p->dn->cur);
+    if (!p->dn->cur) return rs_err_set(err, RS_ERR_NOMEM, "plan: out of memory");
     p->dn->vmd = calloc((size_t)p->nvalues, sizeof *p->dn->vmd);
     p->dn->vset = calloc((size_t)p->nvalues, 1);
     if (!p->dn->vmd || !p->dn->vset) return rs_err_set(err, RS_ERR_NOMEM, "plan: out of memory");
@@ -115,10 +125,10 @@ void rs_plan_dnnl_close(rs_plan *p)
 {
     if (!p->dn) return;
     for (int i = 0; i < p->dn->n; i++) {
-        free_prim(&p->dn->slot[i][0]);
-        free_prim(&p->dn->slot[i][1]);
+        for (int j = 0; j < RS_PLAN_SLOTS; j++) free_prim(&p->dn->slot[i][j]);
     }
     free(p->dn->slot);
+    free(p->dn->cur);
     free(p->dn->vmd);
     free(p->dn->vset);
     if (p->dn->strm) dnnl_stream_destroy(p->dn->strm);
@@ -424,8 +434,20 @@ again:;
 }
 
 /* Slot 0 holds the primitives of the plan's batch and build threads (the ones its weights are laid
- * out for), slot 1 those of the last other batch or thread count. */
-static int slot_of(const rs_plan *p, int B) { return B == p->batch && omp_get_max_threads() == p->build_threads ? 0 : 1; }
+ * out for); another (batch, threads) takes the slot that has it, an empty one, or the least recently
+ * used. */
+static int slot_of(const rs_plan *p, int i, int B)
+{
+    int nthr = omp_get_max_threads();
+    if (B == p->batch && nthr == p->build_threads) return 0;
+    const dprim *s = p->dn->slot[i];
+    int pick = 1;
+    for (int j = 1; j < RS_PLAN_SLOTS; j++) {
+        if (s[j].B == B && s[j].nthr == nthr) return j;
+        if (s[pick].B && (!s[j].B || s[j].used < s[pick].used)) pick = j;
+    }
+    return pick;
+}
 
 /* Reorders `from` (bytes laid out as md_from) into a new buffer laid out as md_to. */
 static rs_status reorder_to(rs_plan *p, const rs_pnode *n, const dnnl_memory_desc_t *md_from, void *from,
@@ -546,8 +568,9 @@ rs_status rs_plan_dnnl_prepare(rs_plan *p, int B, size_t *scratch_bytes, rs_err 
     for (int i = 0; i < p->nnodes; i++) {
         const rs_pnode *n = &p->nodes[i];
         if (!rs_plan_node_is_dnnl(n)) continue;
-        int si = slot_of(p, B);
+        int si = slot_of(p, i, B);
         dprim *d = &p->dn->slot[i][si];
+        p->dn->cur[i] = si;
         if (d->B != B || d->nthr != omp_get_max_threads()) {
             free_prim(d);
             rs_status st = make_prim(p, i, B, d, err);
@@ -560,7 +583,7 @@ rs_status rs_plan_dnnl_prepare(rs_plan *p, int B, size_t *scratch_bytes, rs_err 
                                       "plan: node %s's weights (%zu bytes, layout %d) are not what oneDNN %s chose on "
                                       "this machine (%zu bytes); compile the model again here",
                                       n->name, t->bytes, t->layout, p->dnnl_version, want);
-                if (si == 1) {
+                if (si > 0) {
                     dprim *d0 = &p->dn->slot[i][0];
                     if (!dnnl_memory_desc_equal(&d->wei, &d0->wei)) {
                         size_t bytes;
@@ -570,6 +593,7 @@ rs_status rs_plan_dnnl_prepare(rs_plan *p, int B, size_t *scratch_bytes, rs_err 
                 }
             }
         }
+        d->used = ++p->dn->tick;
         size_t need = d->cvt_bytes + (d->pad_bytes + 63) / 64 * 64;
         if (need > most) most = need;
     }
@@ -580,7 +604,7 @@ rs_status rs_plan_dnnl_prepare(rs_plan *p, int B, size_t *scratch_bytes, rs_err 
 rs_status rs_plan_dnnl_exec(rs_plan *p, int i, const void *x, int B, rs_err *err)
 {
     const rs_pnode *n = &p->nodes[i];
-    dprim *d = &p->dn->slot[i][slot_of(p, B)];
+    dprim *d = &p->dn->slot[i][p->dn->cur[i]];
     if (d->B != B) return rs_err_set(err, RS_ERR_INTERNAL, "plan: node %s has no primitive for batch %d", n->name, B);
     char *scratch = (char *)p->arena + p->scratch_off;
     dnnl_memory_set_data_handle(d->m_src, rs_plan_value_ptr(p, n->in[0], x));

@@ -195,11 +195,21 @@ rs_status rs_plan_run(rs_plan *p, const void *x, int B, const float **out, rs_er
                 return rs_err_set(err, RS_ERR_ARG, "plan: token %d at %lld is outside the vocabulary of %d", t[i],
                                   (long long)i, p->vocab);
     }
+    /* Threads: on a loaded machine a team of N waits at every primitive and kernel for its slowest
+     * member, which gets a core one scheduler slice at a time (the GPT at two threads: every node 12 ms,
+     * embedding included, at load 4 on 2 cores). So a plan of N > 1 threads runs with the training
+     * loop's tuner (engine/train/tune.h): windows of runs at 1 and at N, the faster kept, probed again
+     * now and then; RINGSIDE_TUNE_THREADS=off fixes N. A new batch size starts it again. */
+    if (p->tune_B != B) {
+        rs_kctx_set_threads(&p->ctx, p->threads);
+        rs_thread_tuner_init(&p->tune, &p->ctx, now_s());
+        p->tune_B = B;
+    }
     /* oneDNN (OpenMP build) sizes its regions from the calling thread's setting when a primitive is
-     * made and runs that many: the plan's count for this run (its primitives are made again when it
-     * changes), the caller's put back after */
+     * made and runs that many: the run's count (its primitives are kept per count and batch), the
+     * caller's put back after */
     int was = omp_get_max_threads();
-    omp_set_num_threads(p->threads);
+    omp_set_num_threads(rs_kctx_threads(&p->ctx));
     size_t scratch = 0;
     rs_status st = rs_plan_dnnl_prepare(p, B, &scratch, err);
     if (st) {
@@ -218,7 +228,7 @@ rs_status rs_plan_run(rs_plan *p, const void *x, int B, const float **out, rs_er
         p->arena = a;
         p->arena_cap = need;
     }
-    rs_kctx_set_threads(&p->ctx, p->threads);
+    double t0 = now_s();
     if (p->node_s) { /* the CPU stream runs a primitive before execute returns: a node's time is its own */
         for (int i = 0; i < p->nnodes && !st; i++) {
             double t0 = now_s();
@@ -229,6 +239,8 @@ rs_status rs_plan_run(rs_plan *p, const void *x, int B, const float **out, rs_er
         for (int i = 0; i < p->nnodes && !st; i++) st = run_node(p, i, x, B, err);
     }
     if (!st) st = rs_plan_dnnl_sync(p, err);
+    double t1 = now_s();
+    if (!st) rs_thread_tuner_step(&p->tune, t1 - t0, t1);
     omp_set_num_threads(was);
     if (st) return st;
     *out = rs_plan_value_ptr(p, p->output, x);
@@ -284,7 +296,11 @@ rs_status rs_plan_evaluate(rs_plan *p, const rs_dataset *d, double *acc, double 
     return RS_OK;
 }
 
-void rs_plan_set_threads(rs_plan *p, int threads) { p->threads = threads > 0 ? threads : 1; }
+void rs_plan_set_threads(rs_plan *p, int threads)
+{
+    p->threads = threads > 0 ? threads : 1;
+    p->tune_B = 0; /* the tuner starts again from the new count */
+}
 void rs_plan_time_nodes(rs_plan *p, double *s) { p->node_s = s; }
 
 void rs_plan_node_label(const rs_plan *p, int i, char *buf, size_t n)
