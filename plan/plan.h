@@ -128,8 +128,9 @@ rs_status rs_plan_serialize(const rs_plan *p, uint8_t **buf, size_t *n, rs_err *
 /* 2: fp32 convolutions pick their own input layout, so their weights may take another layout of the
  * same size than a version 1 file's (the loader checks sizes only): version 1 files are refused.
  * 3: an fp32 convolution reads its input in the layout its value holds when oneDNN has a jit kernel
- * for it (the image itself through the nchw "first convolution" kernel), and small primitives are
- * made for one thread: again weights of the same size in another layout, so version 2 is refused. */
+ * for it (the image itself through the nchw "first convolution" kernel), an inner product over a
+ * blocked value takes it as a matrix (weights laid out the value's way), and small primitives are
+ * made for one thread: weights of the same size in another layout, so version 2 is refused. */
 #define RS_PLAN_FORMAT_VERSION 3
 
 #endif
