@@ -1,4 +1,5 @@
-/* oneDNN for the plan's convolutions, inner products and pools (the C API of Debian's libdnnl 2.6).
+/* oneDNN for the plan's convolutions, inner products, pools and layer norms (the C API of Debian's
+ * libdnnl 2.6).
  * Activations stay in plain row-major layouts (nchw, nc) between nodes, so every other node and the
  * caller read them as the engine does; weights take the layout the primitive asks for (format "any")
  * at the plan's batch, reordered once at compile and stored so in the plan file. Fused activations
@@ -64,7 +65,8 @@ static rs_status dfail(rs_err *err, dnnl_status_t s, const char *what, const rs_
 
 bool rs_plan_node_is_dnnl(const rs_pnode *n)
 {
-    return n->kind == RS_PK_CONV || n->kind == RS_PK_LINEAR || n->kind == RS_PK_MAXPOOL || n->kind == RS_PK_AVGPOOL;
+    return n->kind == RS_PK_CONV || n->kind == RS_PK_LINEAR || n->kind == RS_PK_MAXPOOL || n->kind == RS_PK_AVGPOOL ||
+           n->kind == RS_PK_LAYERNORM;
 }
 
 void rs_plan_dnnl_isa(char *isa, size_t n)
@@ -242,11 +244,20 @@ static rs_status out_md(rs_plan *p, const rs_pnode *n, int B, const dnnl_dims_t 
  * reorder converts), weights "any", the output as out_md says. */
 static rs_status op_desc(rs_plan *p, const rs_pnode *n, int B, bool own_layout, dnnl_memory_desc_t *user_src,
                          dnnl_convolution_desc_t *cd, dnnl_inner_product_desc_t *id, dnnl_pooling_desc_t *pd,
-                         rs_err *err)
+                         dnnl_layer_normalization_desc_t *ld, rs_err *err)
 {
     dnnl_data_type_t lt = n->prec == RS_PLAN_BF16 ? dnnl_bf16 : n->prec == RS_PLAN_INT8 ? dnnl_s8 : dnnl_f32;
     dnnl_memory_desc_t src, wei, bias, dst;
     rs_status st;
+    if (n->kind == RS_PK_LAYERNORM) {
+        /* rows of C, plain (what the engine's ops around it read); statistics computed, not kept */
+        dnnl_dims_t s = {(dnnl_dim_t)B * (p->values[n->out].numel / n->C), n->C};
+        DTRY(dnnl_memory_desc_init_by_tag(user_src, 2, s, dnnl_f32, dnnl_nc), "src desc");
+        DTRY(dnnl_layer_normalization_forward_desc_init(ld, dnnl_forward_inference, user_src, NULL, n->eps,
+                                                        dnnl_use_scale | dnnl_use_shift),
+             "layer normalization");
+        return RS_OK;
+    }
     if (n->kind == RS_PK_LINEAR) {
         dnnl_dims_t s = {(dnnl_dim_t)B * n->rows, n->I}, w = {n->O, n->I}, b = {n->O},
                     d = {(dnnl_dim_t)B * n->rows, n->O};
@@ -315,10 +326,12 @@ static rs_status op_desc(rs_plan *p, const rs_pnode *n, int B, bool own_layout, 
     return RS_OK;
 }
 
-/* Multiply-adds (compares for a pool) of node n at batch B. */
-static double node_work(const rs_pnode *n, int B)
+/* Multiply-adds (compares for a pool, about four operations a value for a layer norm) of node n at
+ * batch B. */
+static double node_work(const rs_plan *p, const rs_pnode *n, int B)
 {
     if (n->kind == RS_PK_LINEAR) return (double)B * n->rows * n->O * n->I;
+    if (n->kind == RS_PK_LAYERNORM) return 4.0 * B * (double)p->values[n->out].numel;
     const rs_conv_geom *g = &n->g;
     double out = (double)B * g->oh * g->ow * g->kh * g->kw;
     return n->kind == RS_PK_CONV ? out * g->oc * g->c : out * g->c;
@@ -335,7 +348,7 @@ static rs_status make_prim_at(rs_plan *p, int i, int B, dprim *d, rs_err *err);
 static rs_status make_prim(rs_plan *p, int i, int B, dprim *d, rs_err *err)
 {
     int asked = omp_get_max_threads();
-    bool one = asked > 1 && node_work(&p->nodes[i], B) < RS_PLAN_PAR_MIN_WORK;
+    bool one = asked > 1 && node_work(p, &p->nodes[i], B) < RS_PLAN_PAR_MIN_WORK;
     if (one) omp_set_num_threads(1);
     rs_status st = make_prim_at(p, i, B, d, err);
     if (one) omp_set_num_threads(asked);
@@ -349,10 +362,11 @@ static rs_status make_prim_at(rs_plan *p, int i, int B, dprim *d, rs_err *err)
     dnnl_convolution_desc_t cd;
     dnnl_inner_product_desc_t id;
     dnnl_pooling_desc_t pd;
+    dnnl_layer_normalization_desc_t ld;
     /* an fp32 convolution first tries its input's own layout (no reorder between nodes) */
     bool own = n->kind == RS_PK_CONV && n->prec == RS_PLAN_FP32;
 again:;
-    rs_status st = op_desc(p, n, B, own, &d->user_src, &cd, &id, &pd, err);
+    rs_status st = op_desc(p, n, B, own, &d->user_src, &cd, &id, &pd, &ld, err);
     if (st) return st;
     dnnl_primitive_attr_t attr;
     DTRY(dnnl_primitive_attr_create(&attr), "attributes");
@@ -373,7 +387,10 @@ again:;
         }
         if (s == dnnl_success) s = dnnl_primitive_attr_set_post_ops(attr, po);
     }
-    const void *op = n->kind == RS_PK_CONV ? (const void *)&cd : n->kind == RS_PK_LINEAR ? (const void *)&id : (const void *)&pd;
+    const void *op = n->kind == RS_PK_CONV             ? (const void *)&cd
+                     : n->kind == RS_PK_LINEAR         ? (const void *)&id
+                     : n->kind == RS_PK_LAYERNORM      ? (const void *)&ld
+                                                       : (const void *)&pd;
     if (s == dnnl_success) s = dnnl_primitive_desc_create(&d->pd, op, attr, p->dn->eng, NULL);
     if (po) dnnl_post_ops_destroy(po);
     dnnl_primitive_attr_destroy(attr);
@@ -440,6 +457,12 @@ again:;
                                     p->tensors[n->b].data),
                  "memory");
         }
+    } else if (n->kind == RS_PK_LAYERNORM) { /* gamma and beta as they are: (C) each */
+        dnnl_memory_desc_t c;
+        dnnl_dims_t cd1 = {n->C};
+        DTRY(dnnl_memory_desc_init_by_tag(&c, 1, cd1, dnnl_f32, dnnl_x), "scale desc");
+        DTRY(dnnl_memory_create(&d->m_wei, &c, p->dn->eng, p->tensors[n->w].data), "memory");
+        DTRY(dnnl_memory_create(&d->m_bias, &c, p->dn->eng, p->tensors[n->b].data), "memory");
     }
     d->B = B;
     d->nthr = omp_get_max_threads();
@@ -557,7 +580,8 @@ rs_status rs_plan_dnnl_finalize_weights(rs_plan *p, rs_err *err)
     for (int i = 0; i < p->nnodes; i++) {
         rs_pnode *n = &p->nodes[i];
         if (!rs_plan_node_is_dnnl(n)) continue;
-        if (n->kind != RS_PK_LINEAR && can_block(p, n->out)) p->values[n->out].layout = 1;
+        if ((n->kind == RS_PK_CONV || n->kind == RS_PK_MAXPOOL || n->kind == RS_PK_AVGPOOL) && can_block(p, n->out))
+            p->values[n->out].layout = 1;
         if (n->prec == RS_PLAN_INT8) {
             rs_status st = int8_scales(p, n, err);
             if (st) return st;
@@ -658,11 +682,12 @@ rs_status rs_plan_dnnl_exec(rs_plan *p, int i, const void *x, int B, rs_err *err
     }
     args[na++] = (dnnl_exec_arg_t){DNNL_ARG_DST, d->m_dst};
     args[na++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, d->m_pad};
+    bool ln = n->kind == RS_PK_LAYERNORM;
     if (d->m_wei) {
         dnnl_memory_set_data_handle(d->m_wei, d->wei_alt ? d->wei_alt : p->tensors[n->w].data);
-        args[na++] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS, d->m_wei};
+        args[na++] = (dnnl_exec_arg_t){ln ? DNNL_ARG_SCALE : DNNL_ARG_WEIGHTS, d->m_wei};
     }
-    if (d->m_bias) args[na++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, d->m_bias};
+    if (d->m_bias) args[na++] = (dnnl_exec_arg_t){ln ? DNNL_ARG_SHIFT : DNNL_ARG_BIAS, d->m_bias};
     /* the CPU stream runs each primitive in order; rs_plan_dnnl_sync waits once at the end of a run,
      * and the engine's ops in between run on the calling thread after the primitive before them */
     if (s == dnnl_success) s = dnnl_primitive_execute(d->prim, p->dn->strm, na, args);

@@ -161,12 +161,6 @@ static rs_status run_node(rs_plan *p, int i, const void *x, int B, rs_err *err)
     switch (n->kind) {
     case RS_PK_ACT: st = k->unary(c, (rs_unary_op)n->act, in, out, cnt, n->alpha, n->beta); break;
     case RS_PK_ADD: st = k->add(c, in, rs_plan_value_ptr(p, n->in[1], x), out, cnt); break;
-    case RS_PK_LAYERNORM: {
-        int R = (int)(cnt / (size_t)n->C);
-        float *mean = rs_plan_value_ptr(p, n->tmp, x);
-        st = k->layernorm_fwd(c, in, p->tensors[n->w].data, p->tensors[n->b].data, out, mean, mean + R, R, n->C, n->eps);
-        break;
-    }
     case RS_PK_EMBED:
         st = k->embed_fwd(c, (const int32_t *)(const void *)in, p->tensors[n->w].data, p->tensors[n->b].data, out, B,
                           n->T, n->C);
