@@ -57,6 +57,13 @@ rs_status rs_plan_open_runtime(rs_plan *p, rs_err *err)
     p->arena = rs_plan_aligned_alloc(p->arena_bytes);
     if (!p->arena) return rs_err_set(err, RS_ERR_NOMEM, "plan: out of memory for a %zu-byte arena", p->arena_bytes);
     p->arena_cap = p->arena_bytes;
+    /* start the OpenMP team now: the thread tuner's first run at `threads` would otherwise pay for
+     * creating it, and a probe that costs a run more than one thread is abandoned */
+    if (p->threads > 1) {
+        #pragma omp parallel num_threads(p->threads)
+        {
+        }
+    }
     return RS_OK;
 }
 
