@@ -8,23 +8,32 @@
 # (4 layers, dim 128, ctx 64) compiled from the session model against ORT on its export. With --train the
 # CNN is trained for one epoch on Fashion-MNIST first and each plan's accuracy on the test split is
 # printed beside the engine's.
-#   bench/plan.sh [--build-dir DIR] [--train] [--runs N]
+# Plans and ORT take turns (bench/plan_ort.py: PLAN_ROUNDS rounds, 3 by default, medians of RUNS runs
+# each, a figure the median of its rounds), so a change of load hits both sides alike.
+# --exe FILE runs that ringside instead of building one (another commit's, for a before/after).
+#   bench/plan.sh [--build-dir DIR | --exe FILE] [--train] [--runs N]
 set -u
 cd "$(dirname "$0")/.." || exit 1
 build=build-bench
 train=0
 runs=200
+exe=
 while [ $# -gt 0 ]; do
   case $1 in
     --build-dir) build=$2; shift ;;
+    --exe) exe=$2; shift ;;
     --train) train=1 ;;
     --runs) runs=$2; shift ;;
   esac
   shift
 done
-[ -f "$build/build.ninja" ] || meson setup "$build" --buildtype=release >/dev/null || exit 1
-ninja -C "$build" repl/ringside >/dev/null || exit 1
-rs="$build/repl/ringside"
+if [ -n "$exe" ]; then
+  rs=$exe
+else
+  [ -f "$build/build.ninja" ] || meson setup "$build" --buildtype=release >/dev/null || exit 1
+  ninja -C "$build" repl/ringside >/dev/null || exit 1
+  rs="$build/repl/ringside"
+fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cnn="seq conv(16,3,pad=1) relu maxpool(2) conv(32,3,pad=1) relu maxpool(2) flatten linear(10)"
@@ -40,14 +49,23 @@ echo "# CNN (2 conv + pool, 1x28x28), exported by ringside; median of $runs runs
 python3 bench/plan_ort.py "$rs" "$tmp/cnn.onnx" "$runs" "$tmp/fp32.plan" "$tmp/bf16.plan" "$tmp/int8.plan"
 # ORT's own int8 (quantize_static) on the same file and the same 512 calibration rows, beside the int8 plan
 python3 bench/plan_ort_int8.py "$rs" "$tmp/cnn.onnx" 512 "$runs" "$tmp/int8.plan"
-# The seed's CIFAR SimpleCNN (3x32x32; no CIFAR data here, so no int8: it needs calibration data).
+# The seed's CIFAR SimpleCNN (3x32x32). No CIFAR data here: its int8 plan is calibrated on 600
+# synthetic CIFAR-format records (uniform pixels, random labels) for a speed figure only; its accuracy
+# cannot be measured on them.
 scnn="seq in=3x32x32 conv(32,3,pad=1) relu maxpool(2) conv(64,3,pad=1) relu maxpool(2) flatten linear(512) relu linear(10)"
-"$rs" --no-db -c "model s = $scnn; export s $tmp/scnn.onnx; compile $tmp/scnn.onnx batch=64 -> $tmp/scnn.plan; \
-compile $tmp/scnn.onnx precision=bf16 batch=64 -> $tmp/scnn16.plan" | grep -E "^compile|build time" || exit 1
-echo "# CIFAR SimpleCNN (3x32x32), exported by ringside; median of $runs runs; load $(cut -d' ' -f1-3 /proc/loadavg)"
-python3 bench/plan_ort.py "$rs" "$tmp/scnn.onnx" "$runs" "$tmp/scnn.plan" "$tmp/scnn16.plan"
-# The GPT of the text figures: compiled from the session model, ORT on its export (int64 tokens).
+python3 -c "import numpy as np; r = np.random.default_rng(1); n = 600
+rec = np.concatenate([r.integers(0, 10, (n, 1)), r.integers(0, 256, (n, 3072))], 1).astype(np.uint8)
+rec.tofile('$tmp/synth.bin')" || exit 1
+"$rs" --no-db -c "data c = cifar $tmp/synth.bin; model s = $scnn; export s $tmp/scnn.onnx; compile $tmp/scnn.onnx batch=64 -> $tmp/scnn.plan; \
+compile $tmp/scnn.onnx precision=bf16 batch=64 -> $tmp/scnn16.plan; \
+compile $tmp/scnn.onnx precision=int8 calib=c batch=64 -> $tmp/scnn8.plan" | grep -E "^compile|build time" || exit 1
+echo "# CIFAR SimpleCNN (3x32x32), exported by ringside (int8: calibrated on synthetic data, speed only); median of $runs runs; load $(cut -d' ' -f1-3 /proc/loadavg)"
+python3 bench/plan_ort.py "$rs" "$tmp/scnn.onnx" "$runs" "$tmp/scnn.plan" "$tmp/scnn16.plan" "$tmp/scnn8.plan"
+# The GPT of the text figures: compiled from the session model, ORT on its export (int64 tokens); int8
+# calibrated on 512 windows of the built-in text.
 gpt="gpt layers=4 heads=4 dim=128 ctx=64 vocab=65"
-"$rs" --no-db -c "model g = $gpt; export g $tmp/gpt.onnx; compile g batch=64 -> $tmp/gpt.plan; compile g precision=bf16 batch=64 -> $tmp/gpt16.plan" | grep -E "^compile|build time" || exit 1
+"$rs" --no-db -c "data s = text ctx=64; model g = $gpt; export g $tmp/gpt.onnx; compile g batch=64 -> $tmp/gpt.plan; \
+compile g precision=bf16 batch=64 -> $tmp/gpt16.plan; compile g precision=int8 calib=s batch=64 -> $tmp/gpt8.plan" \
+  | grep -E "^compile|build time" || exit 1
 echo "# $gpt, exported by ringside; median of $runs runs; load $(cut -d' ' -f1-3 /proc/loadavg)"
-python3 bench/plan_ort.py "$rs" "$tmp/gpt.onnx" "$runs" "$tmp/gpt.plan" "$tmp/gpt16.plan"
+python3 bench/plan_ort.py "$rs" "$tmp/gpt.onnx" "$runs" "$tmp/gpt.plan" "$tmp/gpt16.plan" "$tmp/gpt8.plan"

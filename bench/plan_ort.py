@@ -1,8 +1,16 @@
 #!/usr/bin/env python3
 """Figures, not a test: compiled plans (`ringside -c "plan bench FILE"`) against ONNX Runtime on the
-ONNX file they were compiled from, at 1 and 2 threads and batch 1 and 64, medians of RUNS runs each,
-with ORT's time over the plan's (above 1: the plan is faster).
-usage: plan_ort.py RINGSIDE FILE.onnx RUNS PLAN... (bench/plan.sh runs it)"""
+ONNX file they were compiled from, at 1 and 2 threads and batch 1 and 64, with ORT's time over the
+plan's (above 1: the plan is faster).
+
+On a shared machine the load changes from one second to the next, so the two sides take turns: ROUNDS
+rounds, each timing every plan (`plan bench`, median of RUNS runs) and then ORT (median of RUNS runs);
+a figure is the median of its rounds' medians. ORT runs as its own benchmarks run it: one session per
+thread count (intra_op_num_threads = threads, inter_op 1, graph optimizations at ORT's default, all),
+input and output bound once with IOBinding so that a run converts nothing from NumPy (what remains of
+Python per call is a few microseconds, which batch-1 figures of small models still carry).
+usage: plan_ort.py RINGSIDE FILE.onnx RUNS PLAN... (bench/plan.sh runs it; ROUNDS from PLAN_ROUNDS, 3)"""
+import os
 import re
 import statistics
 import subprocess
@@ -13,27 +21,42 @@ import numpy as np
 import onnxruntime as ort
 
 exe, path, runs, plans = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:]
+rounds = int(os.environ.get("PLAN_ROUNDS", "3"))
 
 
-def ort_ms(threads, batch):
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = threads
-    so.inter_op_num_threads = 1
-    s = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-    inp = s.get_inputs()[0]
-    n = batch * int(np.prod(inp.shape[1:]))
-    if inp.type == "tensor(int64)":  # a GPT's tokens: zeros, as `plan bench` gives it
-        x = np.zeros(n, dtype=np.int64)
-    else:
-        x = (np.arange(n) % 17 * 0.05).astype(np.float32)
-    x = x.reshape(batch, *inp.shape[1:])
-    s.run(None, {inp.name: x})
-    t = []
-    for _ in range(runs):
-        a = time.perf_counter()
-        s.run(None, {inp.name: x})
-        t.append(time.perf_counter() - a)
-    return 1e3 * statistics.median(t)
+class Ort:
+    def __init__(self, threads):
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = threads
+        so.inter_op_num_threads = 1
+        self.s = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+        self.bound = {}
+
+    def binding(self, batch):
+        if batch not in self.bound:
+            inp, out = self.s.get_inputs()[0], self.s.get_outputs()[0]
+            n = batch * int(np.prod(inp.shape[1:]))
+            if inp.type == "tensor(int64)":  # a GPT's tokens: zeros, as `plan bench` gives it
+                x = np.zeros(n, dtype=np.int64)
+            else:
+                x = (np.arange(n) % 17 * 0.05).astype(np.float32)
+            xv = ort.OrtValue.ortvalue_from_numpy(x.reshape(batch, *inp.shape[1:]))
+            io = self.s.io_binding()
+            io.bind_ortvalue_input(inp.name, xv)
+            io.bind_output(out.name)
+            self.s.run_with_iobinding(io)  # warm-up; then the output it made stays bound
+            io.bind_ortvalue_output(out.name, io.get_outputs()[0])
+            self.bound[batch] = (io, xv)
+        return self.bound[batch][0]
+
+    def ms(self, batch):
+        io = self.binding(batch)
+        t = []
+        for _ in range(runs):
+            a = time.perf_counter()
+            self.s.run_with_iobinding(io)
+            t.append(time.perf_counter() - a)
+        return 1e3 * statistics.median(t)
 
 
 def plan_ms(plan, threads):
@@ -45,11 +68,19 @@ def plan_ms(plan, threads):
 print(f"{'threads':>7} {'batch':>5} {'ORT fp32 ms':>12} " + " ".join(f"{p.split('/')[-1]:>14}" for p in plans)
       + "   (ORT/plan: >1 = plan faster)")
 for threads in (1, 2):
-    got = [plan_ms(p, threads) for p in plans]
+    o = Ort(threads)
+    got = [[] for _ in plans]
+    ort_t = {1: [], 64: []}
+    for _ in range(rounds):
+        for i, p in enumerate(plans):
+            got[i].append(plan_ms(p, threads))
+        for batch in (1, 64):
+            ort_t[batch].append(o.ms(batch))
     for batch in (1, 64):
-        o = ort_ms(threads, batch)
+        om = statistics.median(ort_t[batch])
         cells = []
         for g in got:
-            ms = g.get(batch)
-            cells.append(f"{ms:7.3f} ({o / ms:4.2f}x)" if ms else f"{'-':>14}")
-        print(f"{threads:>7} {batch:>5} {o:12.3f} " + " ".join(f"{c:>14}" for c in cells))
+            ms = [r[batch] for r in g if batch in r]
+            ms = statistics.median(ms) if ms else None
+            cells.append(f"{ms:7.3f} ({om / ms:4.2f}x)" if ms else f"{'-':>14}")
+        print(f"{threads:>7} {batch:>5} {om:12.3f} " + " ".join(f"{c:>14}" for c in cells))

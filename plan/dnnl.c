@@ -1,4 +1,5 @@
-/* oneDNN for the plan's convolutions, inner products and pools (the C API of Debian's libdnnl 2.6).
+/* oneDNN for the plan's convolutions, inner products, pools and layer norms (the C API of Debian's
+ * libdnnl 2.6).
  * Activations stay in plain row-major layouts (nchw, nc) between nodes, so every other node and the
  * caller read them as the engine does; weights take the layout the primitive asks for (format "any")
  * at the plan's batch, reordered once at compile and stored so in the plan file. Fused activations
@@ -28,13 +29,21 @@ typedef struct dprim {
     size_t cvt_bytes, pad_bytes;  /* the copy's bytes; the primitive's scratchpad */
     void *wei_alt;                /* weights reordered for this batch when its layout differs (owned) */
     dnnl_memory_t m_src, m_cvt, m_wei, m_bias, m_dst, m_pad;
+    unsigned long used;           /* when a run last took it (slots 1.. are replaced least recent first) */
 } dprim;
+
+/* Primitives kept per node: the plan's batch at its build threads, and the last few other (batch,
+ * threads) pairs, so a run that alternates between two (batch 1 and 64, or the thread tuner's 1 and
+ * N) does not make them again each time. */
+#define RS_PLAN_SLOTS 4
 
 struct rs_pdnnl {
     dnnl_engine_t eng;
     dnnl_stream_t strm;
     int n;
-    dprim (*slot)[2];             /* per node: [0] the plan's batch, [1] the last other batch */
+    dprim (*slot)[RS_PLAN_SLOTS]; /* per node: [0] the plan's batch and build threads, then others */
+    int *cur;                     /* per node: the slot of the run under way */
+    unsigned long tick;
     dnnl_memory_desc_t *vmd;      /* per value: its blocked layout at the plan's batch (vset[v]) */
     char *vset;
 };
@@ -56,7 +65,8 @@ static rs_status dfail(rs_err *err, dnnl_status_t s, const char *what, const rs_
 
 bool rs_plan_node_is_dnnl(const rs_pnode *n)
 {
-    return n->kind == RS_PK_CONV || n->kind == RS_PK_LINEAR || n->kind == RS_PK_MAXPOOL || n->kind == RS_PK_AVGPOOL;
+    return n->kind == RS_PK_CONV || n->kind == RS_PK_LINEAR || n->kind == RS_PK_MAXPOOL || n->kind == RS_PK_AVGPOOL ||
+           n->kind == RS_PK_LAYERNORM;
 }
 
 void rs_plan_dnnl_isa(char *isa, size_t n)
@@ -91,6 +101,8 @@ rs_status rs_plan_dnnl_open(rs_plan *p, rs_err *err)
     p->dn->slot = calloc((size_t)(p->nnodes ? p->nnodes : 1), sizeof *p->dn->slot);
     if (!p->dn->slot) return rs_err_set(err, RS_ERR_NOMEM, "plan: out of memory");
     p->dn->n = p->nnodes;
+    p->dn->cur = calloc((size_t)(p->nnodes ? p->nnodes : 1), sizeof *p->dn->cur);
+    if (!p->dn->cur) return rs_err_set(err, RS_ERR_NOMEM, "plan: out of memory");
     p->dn->vmd = calloc((size_t)p->nvalues, sizeof *p->dn->vmd);
     p->dn->vset = calloc((size_t)p->nvalues, 1);
     if (!p->dn->vmd || !p->dn->vset) return rs_err_set(err, RS_ERR_NOMEM, "plan: out of memory");
@@ -115,10 +127,10 @@ void rs_plan_dnnl_close(rs_plan *p)
 {
     if (!p->dn) return;
     for (int i = 0; i < p->dn->n; i++) {
-        free_prim(&p->dn->slot[i][0]);
-        free_prim(&p->dn->slot[i][1]);
+        for (int j = 0; j < RS_PLAN_SLOTS; j++) free_prim(&p->dn->slot[i][j]);
     }
     free(p->dn->slot);
+    free(p->dn->cur);
     free(p->dn->vmd);
     free(p->dn->vset);
     if (p->dn->strm) dnnl_stream_destroy(p->dn->strm);
@@ -201,6 +213,14 @@ static rs_status value_md(rs_plan *p, const rs_pnode *n, int v, int ndims, const
     return RS_OK;
 }
 
+/* Floats one sample takes in md (batch outermost, padding included). */
+static dnnl_dim_t per_sample(const dnnl_memory_desc_t *md)
+{
+    dnnl_memory_desc_t one;
+    if (!md_with_batch(md, 1, &one)) return 0;
+    return (dnnl_dim_t)(dnnl_memory_desc_get_size(&one) / sizeof(float));
+}
+
 /* The dst layout: "any" while the plan's batch decides a blocked value, the recorded one after, plain
  * otherwise. */
 static rs_status out_md(rs_plan *p, const rs_pnode *n, int B, const dnnl_dims_t dims, dnnl_memory_desc_t *md,
@@ -222,25 +242,39 @@ static rs_status out_md(rs_plan *p, const rs_pnode *n, int B, const dnnl_dims_t 
 
 /* The operation's descriptor for batch B: the input in its value's layout (bf16 nodes: "any", a
  * reorder converts), weights "any", the output as out_md says. */
-static rs_status op_desc(rs_plan *p, const rs_pnode *n, int B, dnnl_memory_desc_t *user_src,
+static rs_status op_desc(rs_plan *p, const rs_pnode *n, int B, bool own_layout, dnnl_memory_desc_t *user_src,
                          dnnl_convolution_desc_t *cd, dnnl_inner_product_desc_t *id, dnnl_pooling_desc_t *pd,
-                         rs_err *err)
+                         dnnl_layer_normalization_desc_t *ld, rs_err *err)
 {
     dnnl_data_type_t lt = n->prec == RS_PLAN_BF16 ? dnnl_bf16 : n->prec == RS_PLAN_INT8 ? dnnl_s8 : dnnl_f32;
     dnnl_memory_desc_t src, wei, bias, dst;
     rs_status st;
+    if (n->kind == RS_PK_LAYERNORM) {
+        /* rows of C, plain (what the engine's ops around it read); statistics computed, not kept */
+        dnnl_dims_t s = {(dnnl_dim_t)B * (p->values[n->out].numel / n->C), n->C};
+        DTRY(dnnl_memory_desc_init_by_tag(user_src, 2, s, dnnl_f32, dnnl_nc), "src desc");
+        DTRY(dnnl_layer_normalization_forward_desc_init(ld, dnnl_forward_inference, user_src, NULL, n->eps,
+                                                        dnnl_use_scale | dnnl_use_shift),
+             "layer normalization");
+        return RS_OK;
+    }
     if (n->kind == RS_PK_LINEAR) {
         dnnl_dims_t s = {(dnnl_dim_t)B * n->rows, n->I}, w = {n->O, n->I}, b = {n->O},
                     d = {(dnnl_dim_t)B * n->rows, n->O};
         int v = n->in[0];
         bool blocked = v > 0 && p->values[v].layout == 1;
-        if (blocked) { /* the 4-d value of a conv or pool, whole: weights (O, C, H, W) */
+        if (blocked) {
+            /* the 4-d value of a conv or pool, whole, seen as the (B, P) matrix its bytes are: each
+             * sample's P floats (padding included) lie together in the value's layout. As a 4-d
+             * product oneDNN 2.6 has only gemm:jit here (bf16: 0.05 ms for Fashion's 1568 > 10 at
+             * batch 64, fp32 0.017), as a matrix its brgemm kernels; the weights are laid out the
+             * value's way once (finalize: blocked_weights) */
             st = value_md(p, n, v, 4, s, B, user_src, err);
             if (st) return st;
-            dnnl_dims_t w4 = {n->O, user_src->dims[1], user_src->dims[2], user_src->dims[3]};
-            DTRY(dnnl_memory_desc_init_by_tag(&wei, 4, w4, lt, dnnl_format_tag_any), "weights desc");
-            src = *user_src;
-            if (lt != dnnl_f32) DTRY(dnnl_memory_desc_init_by_tag(&src, 4, user_src->dims, lt, dnnl_format_tag_any), "src desc");
+            dnnl_dims_t s2 = {(dnnl_dim_t)B, per_sample(user_src)}, w2 = {n->O, s2[1]};
+            DTRY(dnnl_memory_desc_init_by_tag(user_src, 2, s2, dnnl_f32, dnnl_nc), "src desc");
+            DTRY(dnnl_memory_desc_init_by_tag(&src, 2, s2, lt, dnnl_nc), "src desc");
+            DTRY(dnnl_memory_desc_init_by_tag(&wei, 2, w2, lt, dnnl_format_tag_any), "weights desc");
         } else {
             st = value_md(p, n, v, 2, s, B, user_src, err);
             if (st) return st;
@@ -263,10 +297,18 @@ static rs_status op_desc(rs_plan *p, const rs_pnode *n, int B, dnnl_memory_desc_
     if ((st = value_md(p, n, n->in[0], 4, s, B, user_src, err)) || (st = out_md(p, n, B, d, &dst, err))) return st;
     src = *user_src;
     if (n->kind == RS_PK_CONV) {
-        /* "any" in fp32 too: a producer with 8 output channels chose nChw8c, and a 16-channel
-         * convolution reading that has only oneDNN's reference kernel (ref:any, 600 ms a batch of 64 on
-         * the tutorial's CNN); a reorder into the layout it prefers costs far less */
-        DTRY(dnnl_memory_desc_init_by_tag(&src, 4, s, lt, dnnl_format_tag_any), "src desc");
+        /* own_layout (fp32): the input as its value holds it, no reorder; make_prim keeps that only when
+         * oneDNN has a jit kernel for it. A plain (caller's) input goes to the direct "first
+         * convolution" kernel (nchw in, nChw16c out), told its output layout so that the choice does
+         * not hang on which primitives this process made before. Otherwise "any": a producer with 8
+         * output channels chose nChw8c, and a 16-channel convolution reading that has only oneDNN's
+         * reference kernel (ref:any, 600 ms a batch of 64 on the tutorial's CNN); a reorder into the
+         * layout it prefers costs far less. */
+        if (own_layout && p->values[n->out].layout == 1 && B == p->batch && !p->dn->vset[n->out] &&
+            !(n->in[0] > 0 && p->values[n->in[0]].layout == 1) && g->oc % 8 == 0)
+            DTRY(dnnl_memory_desc_init_by_tag(&dst, 4, d, dnnl_f32, g->oc % 16 == 0 ? dnnl_nChw16c : dnnl_nChw8c),
+                 "dst desc");
+        if (!own_layout) DTRY(dnnl_memory_desc_init_by_tag(&src, 4, s, lt, dnnl_format_tag_any), "src desc");
         dnnl_dims_t w = {g->oc, g->c, g->kh, g->kw}, b = {g->oc};
         DTRY(dnnl_memory_desc_init_by_tag(&wei, 4, w, lt, dnnl_format_tag_any), "weights desc");
         DTRY(dnnl_memory_desc_init_by_tag(&bias, 1, b, dnnl_f32, dnnl_x), "bias desc");
@@ -284,13 +326,47 @@ static rs_status op_desc(rs_plan *p, const rs_pnode *n, int B, dnnl_memory_desc_
     return RS_OK;
 }
 
+/* Multiply-adds (compares for a pool, about four operations a value for a layer norm) of node n at
+ * batch B. */
+static double node_work(const rs_plan *p, const rs_pnode *n, int B)
+{
+    if (n->kind == RS_PK_LINEAR) return (double)B * n->rows * n->O * n->I;
+    if (n->kind == RS_PK_LAYERNORM) return 4.0 * B * (double)p->values[n->out].numel;
+    const rs_conv_geom *g = &n->g;
+    double out = (double)B * g->oh * g->ow * g->kh * g->kw;
+    return n->kind == RS_PK_CONV ? out * g->oc * g->c : out * g->c;
+}
+
+/* Below this many multiply-adds (about 10 us on one core) a primitive runs on one thread whatever
+ * the plan's count: a second thread saves less than the fork and join of its team cost, and on a
+ * loaded machine the join waits for that thread's next scheduler slice (a batch-1 Fashion CNN at two
+ * threads: 0.011 ms idle, 64-80 ms medians at load 4-8). ONNX Runtime's cost model does the same. */
+#define RS_PLAN_PAR_MIN_WORK (1 << 20)
+
+static rs_status make_prim_at(rs_plan *p, int i, int B, dprim *d, rs_err *err);
+
 static rs_status make_prim(rs_plan *p, int i, int B, dprim *d, rs_err *err)
+{
+    int asked = omp_get_max_threads();
+    bool one = asked > 1 && node_work(p, &p->nodes[i], B) < RS_PLAN_PAR_MIN_WORK;
+    if (one) omp_set_num_threads(1);
+    rs_status st = make_prim_at(p, i, B, d, err);
+    if (one) omp_set_num_threads(asked);
+    d->nthr = asked; /* what prepare compares the run's count with */
+    return st;
+}
+
+static rs_status make_prim_at(rs_plan *p, int i, int B, dprim *d, rs_err *err)
 {
     const rs_pnode *n = &p->nodes[i];
     dnnl_convolution_desc_t cd;
     dnnl_inner_product_desc_t id;
     dnnl_pooling_desc_t pd;
-    rs_status st = op_desc(p, n, B, &d->user_src, &cd, &id, &pd, err);
+    dnnl_layer_normalization_desc_t ld;
+    /* an fp32 convolution first tries its input's own layout (no reorder between nodes) */
+    bool own = n->kind == RS_PK_CONV && n->prec == RS_PLAN_FP32;
+again:;
+    rs_status st = op_desc(p, n, B, own, &d->user_src, &cd, &id, &pd, &ld, err);
     if (st) return st;
     dnnl_primitive_attr_t attr;
     DTRY(dnnl_primitive_attr_create(&attr), "attributes");
@@ -311,10 +387,25 @@ static rs_status make_prim(rs_plan *p, int i, int B, dprim *d, rs_err *err)
         }
         if (s == dnnl_success) s = dnnl_primitive_attr_set_post_ops(attr, po);
     }
-    const void *op = n->kind == RS_PK_CONV ? (const void *)&cd : n->kind == RS_PK_LINEAR ? (const void *)&id : (const void *)&pd;
+    const void *op = n->kind == RS_PK_CONV             ? (const void *)&cd
+                     : n->kind == RS_PK_LINEAR         ? (const void *)&id
+                     : n->kind == RS_PK_LAYERNORM      ? (const void *)&ld
+                                                       : (const void *)&pd;
     if (s == dnnl_success) s = dnnl_primitive_desc_create(&d->pd, op, attr, p->dn->eng, NULL);
     if (po) dnnl_post_ops_destroy(po);
     dnnl_primitive_attr_destroy(attr);
+    if (own) {
+        /* kept only on a jit kernel: oneDNN falls back to ref:any (600x slower) or im2col + gemm on
+         * layouts its direct kernels do not take */
+        const char *impl = NULL;
+        if (s == dnnl_success) dnnl_primitive_desc_query(d->pd, dnnl_query_impl_info_str, 0, &impl);
+        if (s != dnnl_success || !impl || strncmp(impl, "ref", 3) == 0 || strstr(impl, "gemm")) {
+            if (d->pd) dnnl_primitive_desc_destroy(d->pd);
+            d->pd = NULL;
+            own = false;
+            goto again;
+        }
+    }
     if (s != dnnl_success) return dfail(err, s, "primitive descriptor", n);
     d->src = *dnnl_primitive_desc_query_md(d->pd, dnnl_query_src_md, 0);
     d->dst = *dnnl_primitive_desc_query_md(d->pd, dnnl_query_dst_md, 0);
@@ -366,6 +457,12 @@ static rs_status make_prim(rs_plan *p, int i, int B, dprim *d, rs_err *err)
                                     p->tensors[n->b].data),
                  "memory");
         }
+    } else if (n->kind == RS_PK_LAYERNORM) { /* gamma and beta as they are: (C) each */
+        dnnl_memory_desc_t c;
+        dnnl_dims_t cd1 = {n->C};
+        DTRY(dnnl_memory_desc_init_by_tag(&c, 1, cd1, dnnl_f32, dnnl_x), "scale desc");
+        DTRY(dnnl_memory_create(&d->m_wei, &c, p->dn->eng, p->tensors[n->w].data), "memory");
+        DTRY(dnnl_memory_create(&d->m_bias, &c, p->dn->eng, p->tensors[n->b].data), "memory");
     }
     d->B = B;
     d->nthr = omp_get_max_threads();
@@ -373,8 +470,20 @@ static rs_status make_prim(rs_plan *p, int i, int B, dprim *d, rs_err *err)
 }
 
 /* Slot 0 holds the primitives of the plan's batch and build threads (the ones its weights are laid
- * out for), slot 1 those of the last other batch or thread count. */
-static int slot_of(const rs_plan *p, int B) { return B == p->batch && omp_get_max_threads() == p->build_threads ? 0 : 1; }
+ * out for); another (batch, threads) takes the slot that has it, an empty one, or the least recently
+ * used. */
+static int slot_of(const rs_plan *p, int i, int B)
+{
+    int nthr = omp_get_max_threads();
+    if (B == p->batch && nthr == p->build_threads) return 0;
+    const dprim *s = p->dn->slot[i];
+    int pick = 1;
+    for (int j = 1; j < RS_PLAN_SLOTS; j++) {
+        if (s[j].B == B && s[j].nthr == nthr) return j;
+        if (s[pick].B && (!s[j].B || s[j].used < s[pick].used)) pick = j;
+    }
+    return pick;
+}
 
 /* Reorders `from` (bytes laid out as md_from) into a new buffer laid out as md_to. */
 static rs_status reorder_to(rs_plan *p, const rs_pnode *n, const dnnl_memory_desc_t *md_from, void *from,
@@ -407,10 +516,9 @@ static dnnl_memory_desc_t plain_weights(const rs_plan *p, const rs_pnode *n)
 {
     dnnl_memory_desc_t md;
     if (n->kind == RS_PK_LINEAR && n->in[0] > 0 && p->values[n->in[0]].layout == 1) {
-        /* (O, I) is (O, C, H, W) row-major: the flatten of nchw */
-        const dnnl_memory_desc_t *s = &p->dn->vmd[n->in[0]];
-        dnnl_dims_t w = {n->O, s->dims[1], s->dims[2], s->dims[3]};
-        dnnl_memory_desc_init_by_tag(&md, 4, w, dnnl_f32, dnnl_oihw);
+        /* blocked_weights made them (O, P) row-major */
+        dnnl_dims_t w = {n->O, per_sample(&p->dn->vmd[n->in[0]])};
+        dnnl_memory_desc_init_by_tag(&md, 2, w, dnnl_f32, dnnl_oi);
     } else if (n->kind == RS_PK_LINEAR) {
         dnnl_dims_t w = {n->O, n->I};
         dnnl_memory_desc_init_by_tag(&md, 2, w, dnnl_f32, dnnl_oi);
@@ -419,6 +527,25 @@ static dnnl_memory_desc_t plain_weights(const rs_plan *p, const rs_pnode *n)
         dnnl_memory_desc_init_by_tag(&md, 4, w, dnnl_f32, dnnl_oihw);
     }
     return md;
+}
+
+/* An inner product reading a blocked value: its (O, I) weights are (O, C, H, W) row-major (the
+ * flatten of nchw); laid out as the value is (each of the O rows a "sample" of the value's layout,
+ * zeros in its padding) they are the (O, P) matrix the product takes. Replaces t's data. */
+static rs_status blocked_weights(rs_plan *p, const rs_pnode *n, rs_ptensor *t, rs_err *err)
+{
+    const dnnl_memory_desc_t *s = &p->dn->vmd[n->in[0]];
+    dnnl_dims_t w = {n->O, s->dims[1], s->dims[2], s->dims[3]};
+    dnnl_memory_desc_t from, to;
+    DTRY(dnnl_memory_desc_init_by_tag(&from, 4, w, dnnl_f32, dnnl_oihw), "weights desc");
+    if (!md_with_batch(s, (int)n->O, &to))
+        return rs_err_set(err, RS_ERR_UNSUPPORTED, "plan: node %s's input layout does not scale with the batch", n->name);
+    void *data;
+    size_t bytes;
+    rs_status st = reorder_to(p, n, &from, t->data, &to, &data, &bytes, NULL, err);
+    if (st) return st;
+    rs_plan_tensor_replace(t, RS_F32, 0, data, bytes);
+    return RS_OK;
 }
 
 /* int8 node: per output channel weight scales from the fp32 weights, the output scales the primitive
@@ -453,7 +580,8 @@ rs_status rs_plan_dnnl_finalize_weights(rs_plan *p, rs_err *err)
     for (int i = 0; i < p->nnodes; i++) {
         rs_pnode *n = &p->nodes[i];
         if (!rs_plan_node_is_dnnl(n)) continue;
-        if (n->kind != RS_PK_LINEAR && can_block(p, n->out)) p->values[n->out].layout = 1;
+        if ((n->kind == RS_PK_CONV || n->kind == RS_PK_MAXPOOL || n->kind == RS_PK_AVGPOOL) && can_block(p, n->out))
+            p->values[n->out].layout = 1;
         if (n->prec == RS_PLAN_INT8) {
             rs_status st = int8_scales(p, n, err);
             if (st) return st;
@@ -466,6 +594,10 @@ rs_status rs_plan_dnnl_finalize_weights(rs_plan *p, rs_err *err)
         if (n->kind != RS_PK_CONV && n->kind != RS_PK_LINEAR) continue;
         rs_ptensor *t = &p->tensors[n->w];
         if (t->layout != 0) continue; /* shared with a node already done (it never is today) */
+        if (n->kind == RS_PK_LINEAR && n->in[0] > 0 && p->values[n->in[0]].layout == 1) {
+            rs_status st = blocked_weights(p, n, t, err);
+            if (st) return st;
+        }
         dnnl_memory_desc_t plain = plain_weights(p, n);
         void *to;
         size_t bytes;
@@ -495,8 +627,9 @@ rs_status rs_plan_dnnl_prepare(rs_plan *p, int B, size_t *scratch_bytes, rs_err 
     for (int i = 0; i < p->nnodes; i++) {
         const rs_pnode *n = &p->nodes[i];
         if (!rs_plan_node_is_dnnl(n)) continue;
-        int si = slot_of(p, B);
+        int si = slot_of(p, i, B);
         dprim *d = &p->dn->slot[i][si];
+        p->dn->cur[i] = si;
         if (d->B != B || d->nthr != omp_get_max_threads()) {
             free_prim(d);
             rs_status st = make_prim(p, i, B, d, err);
@@ -509,7 +642,7 @@ rs_status rs_plan_dnnl_prepare(rs_plan *p, int B, size_t *scratch_bytes, rs_err 
                                       "plan: node %s's weights (%zu bytes, layout %d) are not what oneDNN %s chose on "
                                       "this machine (%zu bytes); compile the model again here",
                                       n->name, t->bytes, t->layout, p->dnnl_version, want);
-                if (si == 1) {
+                if (si > 0) {
                     dprim *d0 = &p->dn->slot[i][0];
                     if (!dnnl_memory_desc_equal(&d->wei, &d0->wei)) {
                         size_t bytes;
@@ -519,6 +652,7 @@ rs_status rs_plan_dnnl_prepare(rs_plan *p, int B, size_t *scratch_bytes, rs_err 
                 }
             }
         }
+        d->used = ++p->dn->tick;
         size_t need = d->cvt_bytes + (d->pad_bytes + 63) / 64 * 64;
         if (need > most) most = need;
     }
@@ -529,7 +663,7 @@ rs_status rs_plan_dnnl_prepare(rs_plan *p, int B, size_t *scratch_bytes, rs_err 
 rs_status rs_plan_dnnl_exec(rs_plan *p, int i, const void *x, int B, rs_err *err)
 {
     const rs_pnode *n = &p->nodes[i];
-    dprim *d = &p->dn->slot[i][slot_of(p, B)];
+    dprim *d = &p->dn->slot[i][p->dn->cur[i]];
     if (d->B != B) return rs_err_set(err, RS_ERR_INTERNAL, "plan: node %s has no primitive for batch %d", n->name, B);
     char *scratch = (char *)p->arena + p->scratch_off;
     dnnl_memory_set_data_handle(d->m_src, rs_plan_value_ptr(p, n->in[0], x));
@@ -548,11 +682,12 @@ rs_status rs_plan_dnnl_exec(rs_plan *p, int i, const void *x, int B, rs_err *err
     }
     args[na++] = (dnnl_exec_arg_t){DNNL_ARG_DST, d->m_dst};
     args[na++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, d->m_pad};
+    bool ln = n->kind == RS_PK_LAYERNORM;
     if (d->m_wei) {
         dnnl_memory_set_data_handle(d->m_wei, d->wei_alt ? d->wei_alt : p->tensors[n->w].data);
-        args[na++] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS, d->m_wei};
+        args[na++] = (dnnl_exec_arg_t){ln ? DNNL_ARG_SCALE : DNNL_ARG_WEIGHTS, d->m_wei};
     }
-    if (d->m_bias) args[na++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, d->m_bias};
+    if (d->m_bias) args[na++] = (dnnl_exec_arg_t){ln ? DNNL_ARG_SHIFT : DNNL_ARG_BIAS, d->m_bias};
     /* the CPU stream runs each primitive in order; rs_plan_dnnl_sync waits once at the end of a run,
      * and the engine's ops in between run on the calling thread after the primitive before them */
     if (s == dnnl_success) s = dnnl_primitive_execute(d->prim, p->dn->strm, na, args);

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/train/tune.h"
+
 #include "engine/core/device.h"
 #include "engine/core/tensor.h"
 #include "engine/nn/tensor_op.h"
@@ -139,7 +141,11 @@ struct rs_plan {
     int threads;             /* per run (rs_plan_set_threads) */
     int build_threads;       /* what its primitives were first made with (slot 0; the file keeps it) */
     struct rs_pcalib *calib; /* while calibrating: what the products' inputs look like (borrowed) */
-    rs_kctx ctx;             /* the engine's CPU table for the ops oneDNN does not do */
+    double *node_s;          /* rs_plan_time_nodes: each run writes node i's seconds here (borrowed) */
+    rs_kctx ctx;             /* the engine's CPU table for the ops oneDNN does not do; its thread count
+                                is the run's (the tuner's choice, at most `threads`) */
+    rs_thread_tuner tune;    /* threads > 1: 1 or `threads` per run, whichever runs faster (tune.h) */
+    int tune_B;              /* the batch the tuner is timing (0: start again) */
     struct rs_pdnnl *dn;
 };
 

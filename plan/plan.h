@@ -84,6 +84,10 @@ rs_status rs_plan_run(rs_plan *p, const void *x, int B, const float **out, rs_er
 rs_status rs_plan_evaluate(rs_plan *p, const rs_dataset *d, double *acc, double *loss, rs_err *err);
 
 void rs_plan_set_threads(rs_plan *p, int threads);
+/* Profiling: from now on every run writes the seconds each node took into s[0 .. node_count) (s is
+ * the caller's and must outlive the runs; NULL stops it). rs_plan_node_label says what node i is. */
+void rs_plan_time_nodes(rs_plan *p, double *s);
+void rs_plan_node_label(const rs_plan *p, int i, char *buf, size_t n); /* "conv.0 (conv, brgconv:avx512_core)" */
 int rs_plan_batch(const rs_plan *p);
 rs_plan_prec rs_plan_precision(const rs_plan *p);
 const rs_shape *rs_plan_input_shape(const rs_plan *p);
@@ -122,7 +126,11 @@ rs_status rs_plan_load_buffer(const uint8_t *buf, size_t n, const char *name, rs
 rs_status rs_plan_serialize(const rs_plan *p, uint8_t **buf, size_t *n, rs_err *err);
 
 /* 2: fp32 convolutions pick their own input layout, so their weights may take another layout of the
- * same size than a version 1 file's (the loader checks sizes only): version 1 files are refused. */
-#define RS_PLAN_FORMAT_VERSION 2
+ * same size than a version 1 file's (the loader checks sizes only): version 1 files are refused.
+ * 3: an fp32 convolution reads its input in the layout its value holds when oneDNN has a jit kernel
+ * for it (the image itself through the nchw "first convolution" kernel), an inner product over a
+ * blocked value takes it as a matrix (weights laid out the value's way), and small primitives are
+ * made for one thread: weights of the same size in another layout, so version 2 is refused. */
+#define RS_PLAN_FORMAT_VERSION 3
 
 #endif

@@ -57,6 +57,13 @@ rs_status rs_plan_open_runtime(rs_plan *p, rs_err *err)
     p->arena = rs_plan_aligned_alloc(p->arena_bytes);
     if (!p->arena) return rs_err_set(err, RS_ERR_NOMEM, "plan: out of memory for a %zu-byte arena", p->arena_bytes);
     p->arena_cap = p->arena_bytes;
+    /* start the OpenMP team now: the thread tuner's first run at `threads` would otherwise pay for
+     * creating it, and a probe that costs a run more than one thread is abandoned */
+    if (p->threads > 1) {
+        #pragma omp parallel num_threads(p->threads)
+        {
+        }
+    }
     return RS_OK;
 }
 
@@ -161,12 +168,6 @@ static rs_status run_node(rs_plan *p, int i, const void *x, int B, rs_err *err)
     switch (n->kind) {
     case RS_PK_ACT: st = k->unary(c, (rs_unary_op)n->act, in, out, cnt, n->alpha, n->beta); break;
     case RS_PK_ADD: st = k->add(c, in, rs_plan_value_ptr(p, n->in[1], x), out, cnt); break;
-    case RS_PK_LAYERNORM: {
-        int R = (int)(cnt / (size_t)n->C);
-        float *mean = rs_plan_value_ptr(p, n->tmp, x);
-        st = k->layernorm_fwd(c, in, p->tensors[n->w].data, p->tensors[n->b].data, out, mean, mean + R, R, n->C, n->eps);
-        break;
-    }
     case RS_PK_EMBED:
         st = k->embed_fwd(c, (const int32_t *)(const void *)in, p->tensors[n->w].data, p->tensors[n->b].data, out, B,
                           n->T, n->C);
@@ -195,11 +196,21 @@ rs_status rs_plan_run(rs_plan *p, const void *x, int B, const float **out, rs_er
                 return rs_err_set(err, RS_ERR_ARG, "plan: token %d at %lld is outside the vocabulary of %d", t[i],
                                   (long long)i, p->vocab);
     }
+    /* Threads: on a loaded machine a team of N waits at every primitive and kernel for its slowest
+     * member, which gets a core one scheduler slice at a time (the GPT at two threads: every node 12 ms,
+     * embedding included, at load 4 on 2 cores). So a plan of N > 1 threads runs with the training
+     * loop's tuner (engine/train/tune.h): windows of runs at 1 and at N, the faster kept, probed again
+     * now and then; RINGSIDE_TUNE_THREADS=off fixes N. A new batch size starts it again. */
+    if (p->tune_B != B) {
+        rs_kctx_set_threads(&p->ctx, p->threads);
+        rs_thread_tuner_init(&p->tune, &p->ctx, now_s());
+        p->tune_B = B;
+    }
     /* oneDNN (OpenMP build) sizes its regions from the calling thread's setting when a primitive is
-     * made and runs that many: the plan's count for this run (its primitives are made again when it
-     * changes), the caller's put back after */
+     * made and runs that many: the run's count (its primitives are kept per count and batch), the
+     * caller's put back after */
     int was = omp_get_max_threads();
-    omp_set_num_threads(p->threads);
+    omp_set_num_threads(rs_kctx_threads(&p->ctx));
     size_t scratch = 0;
     rs_status st = rs_plan_dnnl_prepare(p, B, &scratch, err);
     if (st) {
@@ -218,9 +229,19 @@ rs_status rs_plan_run(rs_plan *p, const void *x, int B, const float **out, rs_er
         p->arena = a;
         p->arena_cap = need;
     }
-    rs_kctx_set_threads(&p->ctx, p->threads);
-    for (int i = 0; i < p->nnodes && !st; i++) st = run_node(p, i, x, B, err);
+    double t0 = now_s();
+    if (p->node_s) { /* the CPU stream runs a primitive before execute returns: a node's time is its own */
+        for (int i = 0; i < p->nnodes && !st; i++) {
+            double t0 = now_s();
+            st = run_node(p, i, x, B, err);
+            p->node_s[i] = now_s() - t0;
+        }
+    } else {
+        for (int i = 0; i < p->nnodes && !st; i++) st = run_node(p, i, x, B, err);
+    }
     if (!st) st = rs_plan_dnnl_sync(p, err);
+    double t1 = now_s();
+    if (!st) rs_thread_tuner_step(&p->tune, t1 - t0, t1);
     omp_set_num_threads(was);
     if (st) return st;
     *out = rs_plan_value_ptr(p, p->output, x);
@@ -276,7 +297,22 @@ rs_status rs_plan_evaluate(rs_plan *p, const rs_dataset *d, double *acc, double 
     return RS_OK;
 }
 
-void rs_plan_set_threads(rs_plan *p, int threads) { p->threads = threads > 0 ? threads : 1; }
+void rs_plan_set_threads(rs_plan *p, int threads)
+{
+    p->threads = threads > 0 ? threads : 1;
+    p->tune_B = 0; /* the tuner starts again from the new count */
+}
+void rs_plan_time_nodes(rs_plan *p, double *s) { p->node_s = s; }
+
+void rs_plan_node_label(const rs_plan *p, int i, char *buf, size_t n)
+{
+    if (!n) return;
+    buf[0] = 0;
+    if (i < 0 || i >= p->nnodes) return;
+    const rs_pnode *d = &p->nodes[i];
+    snprintf(buf, n, "%.60s (%s, %s)", d->name, rs_pk_name(d->kind),
+             rs_plan_node_is_dnnl(d) ? rs_plan_dnnl_impl(p, i) : "engine cpu table");
+}
 int rs_plan_batch(const rs_plan *p) { return p->batch; }
 rs_plan_prec rs_plan_precision(const rs_plan *p) { return p->prec; }
 const rs_shape *rs_plan_input_shape(const rs_plan *p) { return &p->in; }

@@ -164,29 +164,42 @@ static int cmp_d(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Median seconds of `runs` runs at batch B (after one warm-up run). */
-static int bench_at(rs_plan *p, int B, int runs, double *median, rs_err *err)
+/* Median seconds of `runs` runs at batch B (after one warm-up run); with node_med (node_count
+ * doubles), each node's median seconds too. */
+static int bench_at(rs_plan *p, int B, int runs, double *median, double *node_med, rs_err *err)
 {
     size_t n = (size_t)B * (size_t)rs_shape_numel(rs_plan_input_shape(p));
+    int nn = rs_plan_node_count(p);
     float *x = calloc(n, sizeof *x); /* zeros: token 0 is in every vocabulary */
     double *t = calloc((size_t)runs, sizeof *t);
-    if (!x || !t) {
+    double *nt = node_med ? calloc((size_t)runs * (size_t)nn + (size_t)nn, sizeof *nt) : NULL; /* (runs, nodes) + one run's */
+    if (!x || !t || (node_med && !nt)) {
         free(x);
         free(t);
-        return 1;
+        free(nt);
+        return rs_err_set(err, RS_ERR_NOMEM, "out of memory"), 1;
     }
     for (size_t i = 0; i < n && !rs_plan_tokens(p); i++) x[i] = (float)(i % 17) * 0.05f;
     const float *out;
+    double *one = nt ? nt + (size_t)runs * (size_t)nn : NULL;
+    rs_plan_time_nodes(p, one);
     int rc = rs_plan_run(p, x, B, &out, err) != RS_OK;
     for (int r = 0; r < runs && !rc; r++) {
         double t0 = now_s();
         rc = rs_plan_run(p, x, B, &out, err) != RS_OK;
         t[r] = now_s() - t0;
+        for (int i = 0; one && i < nn; i++) nt[(size_t)i * (size_t)runs + (size_t)r] = one[i];
     }
+    rs_plan_time_nodes(p, NULL);
     qsort(t, (size_t)runs, sizeof *t, cmp_d);
     *median = t[runs / 2];
+    for (int i = 0; nt && i < nn; i++) {
+        qsort(nt + (size_t)i * (size_t)runs, (size_t)runs, sizeof *nt, cmp_d);
+        node_med[i] = nt[(size_t)i * (size_t)runs + (size_t)runs / 2];
+    }
     free(x);
     free(t);
+    free(nt);
     return rc;
 }
 
@@ -220,19 +233,28 @@ int rs_cmd_plan(rs_session *s, const rs_call *c)
         return rs_session_error(s, c, (size_t)-1, 0, "plan bench: runs and threads must be >= 1");
     }
     rs_plan_set_threads(p, threads);
-    int Bs[2] = {1, rs_plan_batch(p)};
+    int Bs[2] = {1, rs_plan_batch(p)}, nn = rs_plan_node_count(p);
+    /* nodes=on: each node's median beside the run's (the medians need not add up to it) */
+    double *node_med = rs_call_bool(c, "nodes", false) ? calloc((size_t)nn + 1, sizeof *node_med) : NULL;
     for (int i = 0; i < (Bs[1] > 1 ? 2 : 1); i++) {
         double med = 0;
-        if (bench_at(p, Bs[i], runs, &med, &err)) {
+        if (bench_at(p, Bs[i], runs, &med, node_med, &err)) {
             rs_plan_free(p);
+            free(node_med);
             return rs_session_error(s, c, (size_t)-1, 0, "plan bench: %s", err.msg);
         }
         fprintf(s->out, "plan %s threads=%d batch=%d: median %.3f ms of %d runs, %.0f samples/s\n", c->args[1], threads,
                 Bs[i], 1e3 * med, runs, Bs[i] / med);
+        for (int j = 0; node_med && j < nn; j++) {
+            char label[160];
+            rs_plan_node_label(p, j, label, sizeof label);
+            fprintf(s->out, "  %8.3f ms  %s\n", 1e3 * node_med[j], label);
+        }
         char name[32];
         snprintf(name, sizeof name, "ms.%d", Bs[i]);
         rs_result_num(s, name, 1e3 * med);
     }
+    free(node_med);
     rs_plan_free(p);
     return 0;
 }

@@ -346,6 +346,7 @@ static const rs_optdef compile_opts[] = {
 static const rs_optdef plan_opts[] = {
     {"threads", RS_T_INT, NULL, "bench: threads per run (default: the session's setting)", NULL},
     {"runs", RS_T_INT, "50", "bench: timed runs per batch size (the median is printed)", NULL},
+    {"nodes", RS_T_BOOL, "off", "bench: each node's median time and oneDNN kernel too", NULL},
     {NULL, 0, NULL, NULL, NULL},
 };
 
@@ -583,6 +584,7 @@ const rs_cmddef rs_commands[] = {
      "                    nodes with post-ops, precision and kernel, its memory\n"
      "                    plan (values, offsets, lifetimes) and its rewrites\n"
      "  plan bench FILE   median time per run at batch 1 and at its batch\n"
+     "                    (nodes=on: each node's median and oneDNN kernel too)\n"
      "bench/plan.sh runs ONNX Runtime beside it on the same ONNX file.",
      false, NULL, {ACH("WHAT", RS_A_WORD, plan_words), AOPT("FILE", RS_A_PATH)}, 2, plan_opts, false, rs_cmd_plan,
      NULL},

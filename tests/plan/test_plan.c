@@ -135,6 +135,14 @@ static void parity(const char *spec, const char *needle, int want_fusions)
                  sp.nodes_after, su.nodes_after, want_fusions);
         RS_CHECK(sp.arena_bytes < sp.naive_bytes, "%s: reuse saved nothing (%zu vs %zu)", spec, sp.arena_bytes,
                  sp.naive_bytes);
+        /* every layout choice lands on a jit kernel where the CPU has AVX2 or more: oneDNN's
+         * reference kernels (ref:any) are hundreds of times slower */
+        bool jit_isa = strncmp(p->isa, "avx", 3) == 0;
+        for (int i = 0; jit_isa && i < p->nnodes; i++) {
+            const char *impl = rs_plan_node_is_dnnl(&p->nodes[i]) ? rs_plan_dnnl_impl(p, i) : "";
+            RS_CHECK(strncmp(impl, "ref", 3) != 0, "%s: node %s runs oneDNN's reference kernel %s", spec,
+                     p->nodes[i].name, impl);
+        }
     }
     rs_plan_free(p);
     rs_plan_free(u);
@@ -431,6 +439,9 @@ int main(void)
     parity("seq in=1x14x14 conv(6,3,pad=1) relu maxpool(2) conv(8,3,pad=1) relu avgpool(2) flatten linear(12) relu "
            "linear(4)",
            "post-op", 3);
+    /* 3-channel image through the nchw "first convolution" kernel into nChw16c, a conv reading that
+     * without a reorder; at B=8 the second conv is large enough to run on two threads, at B=1 not */
+    parity("seq in=3x16x16 conv(16,3,pad=1) relu maxpool(2) conv(32,3,pad=1) relu flatten linear(10)", "post-op", 2);
     /* strided conv, tanh, no bias */
     parity("seq in=3x11x11 conv(5,3,stride=2,bias=0) tanh conv(4,2) flatten linear(3)", "post-op", 1);
     /* residual MLP: linear + add in place, then gelu */
