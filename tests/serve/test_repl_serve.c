@@ -131,6 +131,7 @@ int main(void)
         RS_CHECK(r.status == 200 && strstr(r.body, "\"max_batch_size\":4") && strstr(r.body, "ringside_plan"), "%s",
                  r.body);
         free(r.raw);
+        RS_CHECK(rs_repl_line(s, "infer p n=12 clients=6") == 0, "infer p");
         RS_CHECK(rs_repl_line(s, "serve stop") == 0, "serve stop");
     }
 
@@ -145,8 +146,11 @@ int main(void)
              "output:\n%s", text);
     RS_CHECK(strstr(text, "decoupled; 1/model.safetensors, 1/vocab.json"), "the GPT's repository");
     RS_CHECK(strstr(text, "max_batch=8 is larger than the batch 4") && strstr(text, "runs in one process (ranks=1)") &&
-                 strstr(text, "platform ringside_plan; 1/model.plan"),
+                 strstr(text, "platform ringside_plan; 1/model.plan") &&
+                 strstr(text, "12 ok, 0 failed") && strstr(text, "every answer equals plan p run alone"),
              "the plan's messages:\n%s", text);
+    const char *pd = strstr(text, "plan p run alone on its input: max |diff| ");
+    RS_CHECK(pd && strtod(pd + 42, NULL) <= 1e-5, "infer p: %s", pd ? pd : "no max |diff|");
     rs_session_free(s);
     fclose(out);
     snprintf(line, sizeof line, "rm -rf '%s'", repo);
