@@ -78,9 +78,17 @@ plan_rows() {
       printf "  ratio at concurrency %d: HTTP %.2fx, gRPC %.2fx of the plan in-process (%s samples/s)\n", c, h[4] / ref, g[4] / ref, ref }'
   done
 }
+# What the front end and the client reach on this machine with next to no model: the ceiling the
+# served plans' rows meet (client and server share the CPUs).
+ceiling() {
+  echo "# the front end's ceiling: the trivial model (linear 4->4) at concurrency 64, client on the same CPUs; load $(cut -d' ' -f1-3 /proc/loadavg)"
+  "$build/bench/serve_load" "$port" tiny 4 64 "$secs"
+  "$build/bench/serve_grpc_load" "$gport" tiny 4 64 "$secs"
+}
 if [ $plans_only = 1 ]; then
   plan_rows cnnplan fp32
   plan_rows cnnplan8 int8
+  ceiling
   exit 0
 fi
 echo "# CNN (2 conv + pool, 1x28x28), 2 instances, dynamic batching (delay 0); $secs s per row; $(getconf _NPROCESSORS_ONLN) CPUs; OMP_NUM_THREADS=$OMP_NUM_THREADS; load $(cut -d' ' -f1 /proc/loadavg)"
@@ -96,3 +104,4 @@ echo "# GPT ($gpt), 2 instances: tokens streamed over gRPC ModelStreamInfer (one
 for c in 1 2; do "$build/bench/serve_grpc_load" --stream "$gport" gpt 2000 "$c"; done
 plan_rows cnnplan fp32
 plan_rows cnnplan8 int8
+ceiling
