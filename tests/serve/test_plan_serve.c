@@ -1,9 +1,10 @@
 /* Compiled plans served (serve/backend_plan.c) over raw HTTP: a small CNN compiled here at fp32 and
- * bf16 and written as REPO/NAME/1/model.plan. Each answer, alone and among 16 concurrent requests
- * the batcher merges, equals rs_plan_run of that input alone on a plan loaded from the same file
- * (fp32 within the plan tests' FP32_TOL, bf16 within BF16_TOL); a config asking a larger batch than
- * the plan's, a corrupted model.plan, one built for another ISA and Triton's tensorrt_plan platform leave those models
- * UNAVAILABLE with the reason while the others serve. */
+ * bf16 and int8 and written as REPO/NAME/1/model.plan. Each answer, alone and among 16 concurrent
+ * requests the batcher merges, equals rs_plan_run of that input alone on a plan loaded from the same
+ * file (fp32 within the plan tests' FP32_TOL, bf16 within BF16_TOL, int8 within INT8_TOL); a config
+ * asking a larger batch than the plan's, a corrupted model.plan, one built for another ISA and
+ * Triton's tensorrt_plan platform leave those models UNAVAILABLE with the reason while the others
+ * serve. */
 #include <jansson.h>
 #include <math.h>
 #include <pthread.h>
@@ -22,6 +23,7 @@
 
 #define FP32_TOL 1e-5 /* tests/plan/test_plan.c's */
 #define BF16_TOL 3e-2
+#define INT8_TOL 6e-2
 #define NIN (1 * 10 * 10)
 #define NOUT 5
 #define PB 8 /* the plans' compiled batch */
@@ -117,11 +119,12 @@ static void put_model(const char *repo, const char *name, const rs_plan *p, cons
     write_text(d, config);
 }
 
-static rs_plan *compile(rs_model *m, rs_plan_prec prec)
+static rs_plan *compile(rs_model *m, rs_plan_prec prec, const rs_dataset *calib)
 {
     rs_plan_opts o = rs_plan_opts_default();
     o.prec = prec;
     o.batch = PB;
+    o.calib = calib;
     rs_plan *p = NULL;
     rs_err e = {0};
     if (rs_plan_compile(m, &o, &p, &e) != RS_OK) {
@@ -132,6 +135,43 @@ static rs_plan *compile(rs_model *m, rs_plan_prec prec)
     return p;
 }
 
+/* NCLIENT requests of one sample at once to model mname: merged into batches (of up to 8, over two
+ * instances), each answer its own input's (ref run alone, within tol). */
+static void concurrent(rs_serve_server *s, int port, const char *mname, rs_plan *ref, double tol)
+{
+    rs_serve_model *sm = rs_serve_acquire(s, mname);
+    RS_CHECK(sm != NULL, "%s not served", mname);
+    if (!sm) return;
+    rs_serve_stats before, after;
+    rs_serve_sched_stats(rs_serve_model_version(sm, NULL)->sched, &before);
+    static client cl[NCLIENT];
+    pthread_t th[NCLIENT];
+    for (int k = 0; k < NCLIENT; k++) {
+        cl[k].port = port;
+        cl[k].model = mname;
+        sample(k + 1, cl[k].x);
+        alone(ref, cl[k].x, cl[k].want);
+    }
+    for (int k = 0; k < NCLIENT; k++) pthread_create(&th[k], NULL, client_main, &cl[k]);
+    int right = 0;
+    for (int k = 0; k < NCLIENT; k++) {
+        pthread_join(th[k], NULL);
+        right += cl[k].ok && close_to(cl[k].got, cl[k].want, NOUT, tol);
+    }
+    RS_CHECK(right == NCLIENT, "%s: %d of %d concurrent answers equal the plan run alone", mname, right, NCLIENT);
+    rs_serve_sched_stats(rs_serve_model_version(sm, NULL)->sched, &after);
+    uint64_t larger = 0;
+    for (int b = 2; b <= after.max_batch && after.batch_infer; b++)
+        larger += after.batch_infer[b].count - (before.batch_infer ? before.batch_infer[b].count : 0);
+    uint64_t inf = after.inference_count - before.inference_count, ex = after.execution_count - before.execution_count;
+    printf("  %s, %d requests: %llu samples in %llu executions, %llu of them batches > 1\n", mname, NCLIENT,
+           (unsigned long long)inf, (unsigned long long)ex, (unsigned long long)larger);
+    RS_CHECK(inf == NCLIENT && larger > 0 && ex < NCLIENT, "no batch > 1: %llu executions", (unsigned long long)ex);
+    rs_serve_stats_free(&before);
+    rs_serve_stats_free(&after);
+    rs_serve_release(s, sm);
+}
+
 int main(void)
 {
     char repo[] = "/tmp/rs-serve-plan-XXXXXX";
@@ -140,12 +180,18 @@ int main(void)
     rs_model *m = NULL;
     RS_CHECK(rs_model_parse(SPEC, "m", rs_device_cpu(), NULL, 7, &m, NULL, &e) == RS_OK, "%s", e.msg);
     if (!m) return rs_test_finish("serve-plan");
-    rs_plan *p32 = compile(m, RS_PLAN_FP32), *p16 = compile(m, RS_PLAN_BF16);
+    /* int8: calibrated (min-max) on 64 inputs drawn as the requests' are */
+    rs_dataset *cal = rs_dataset_new(64, 1, 10, 10, NOUT);
+    for (int k = 0; cal && k < 64; k++) sample(100 + k, cal->x + (size_t)k * NIN);
+    rs_plan *p32 = compile(m, RS_PLAN_FP32, NULL), *p16 = compile(m, RS_PLAN_BF16, NULL),
+            *p8 = cal ? compile(m, RS_PLAN_INT8, cal) : NULL;
+    RS_CHECK(p8 != NULL, "no int8 plan");
     if (!p32) return rs_test_finish("serve-plan");
     const char *batching = "max_batch_size: 8\ninstance_group [ { count: 2 } ]\n"
                            "dynamic_batching { max_queue_delay_microseconds: 200000 }\n";
     put_model(repo, "cnn", p32, batching);
     if (p16) put_model(repo, "cnn16", p16, "max_batch_size: 8\nplatform: \"ringside_plan\"\n");
+    if (p8) put_model(repo, "cnn8", p8, batching);
     put_model(repo, "big", p32, "max_batch_size: 16\n");
     put_model(repo, "trt", p32, "platform: \"tensorrt_plan\"\nmax_batch_size: 8\n");
     put_model(repo, "bad", p32, "max_batch_size: 8\n");
@@ -169,11 +215,13 @@ int main(void)
         fclose(f);
     }
     /* the references: plans loaded from the served files */
-    rs_plan *r32 = NULL, *r16 = NULL;
+    rs_plan *r32 = NULL, *r16 = NULL, *r8 = NULL;
     snprintf(path, sizeof path, "%s/cnn/1/model.plan", repo);
     RS_CHECK(rs_plan_load(path, &r32, &e) == RS_OK, "%s", e.msg);
     snprintf(path, sizeof path, "%s/cnn16/1/model.plan", repo);
     if (p16) RS_CHECK(rs_plan_load(path, &r16, &e) == RS_OK, "%s", e.msg);
+    snprintf(path, sizeof path, "%s/cnn8/1/model.plan", repo);
+    if (p8) RS_CHECK(rs_plan_load(path, &r8, &e) == RS_OK, "%s", e.msg);
 
     rs_serve_opts o;
     rs_serve_opts_init(&o);
@@ -227,40 +275,14 @@ int main(void)
         alone(r16, x, want);
         RS_CHECK(infer1(port, "cnn16", x, y) && close_to(y, want, NOUT, BF16_TOL), "bf16 alone");
     }
-
-    /* NCLIENT at once: merged into batches (of up to 8, over two instances), each answer its own */
-    rs_serve_model *sm = rs_serve_acquire(s, "cnn");
-    RS_CHECK(sm != NULL, "cnn not served");
-    if (sm) {
-        rs_serve_stats before, after;
-        rs_serve_sched_stats(rs_serve_model_version(sm, NULL)->sched, &before);
-        static client cl[NCLIENT];
-        pthread_t th[NCLIENT];
-        for (int k = 0; k < NCLIENT; k++) {
-            cl[k].port = port;
-            cl[k].model = "cnn";
-            sample(k + 1, cl[k].x);
-            alone(r32, cl[k].x, cl[k].want);
-        }
-        for (int k = 0; k < NCLIENT; k++) pthread_create(&th[k], NULL, client_main, &cl[k]);
-        int right = 0;
-        for (int k = 0; k < NCLIENT; k++) {
-            pthread_join(th[k], NULL);
-            right += cl[k].ok && close_to(cl[k].got, cl[k].want, NOUT, FP32_TOL);
-        }
-        RS_CHECK(right == NCLIENT, "%d of %d concurrent answers equal the plan run alone", right, NCLIENT);
-        rs_serve_sched_stats(rs_serve_model_version(sm, NULL)->sched, &after);
-        uint64_t larger = 0;
-        for (int b = 2; b <= after.max_batch && after.batch_infer; b++)
-            larger += after.batch_infer[b].count - (before.batch_infer ? before.batch_infer[b].count : 0);
-        uint64_t inf = after.inference_count - before.inference_count, ex = after.execution_count - before.execution_count;
-        printf("  %d requests: %llu samples in %llu executions, %llu of them batches > 1\n", NCLIENT,
-               (unsigned long long)inf, (unsigned long long)ex, (unsigned long long)larger);
-        RS_CHECK(inf == NCLIENT && larger > 0 && ex < NCLIENT, "no batch > 1: %llu executions", (unsigned long long)ex);
-        rs_serve_stats_free(&before);
-        rs_serve_stats_free(&after);
-        rs_serve_release(s, sm);
+    if (r8) {
+        alone(r8, x, want);
+        RS_CHECK(infer1(port, "cnn8", x, y) && close_to(y, want, NOUT, INT8_TOL), "int8 alone");
     }
+
+    /* NCLIENT at once, fp32 and int8 */
+    concurrent(s, port, "cnn", r32, FP32_TOL);
+    if (r8) concurrent(s, port, "cnn8", r8, INT8_TOL);
     /* a request larger than the plan's batch is refused, not run */
     {
         char *body = malloc(32 * 9 * NIN + 256), *q = body;
@@ -275,8 +297,13 @@ int main(void)
     rs_serve_stop(s);
     rs_plan_free(r32);
     rs_plan_free(r16);
+    rs_plan_free(r8);
     rs_plan_free(p32);
     rs_plan_free(p16);
+    rs_plan_free(p8);
+    rs_dataset_free(cal);
+    snprintf(path, sizeof path, "rm -rf '%s'", repo);
+    if (system(path)) {}
     rs_model_free(m);
     return rs_test_finish("serve-plan");
 }
