@@ -3,7 +3,7 @@
  * --inproc it runs the same ONNX file in this process through serve/'s backend instead (batch 1
  * latency, and batch-64 throughput), the figure the HTTP numbers are compared with.
  *   serve_load PORT MODEL DIMS CONCURRENCY SECONDS     (DIMS: one sample's shape, e.g. 1x28x28)
- *   serve_load --inproc FILE.onnx SECONDS [THREADS] */
+ *   serve_load --inproc FILE.onnx|FILE.plan SECONDS [THREADS [BATCH]] */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -51,8 +51,8 @@ static int read_response(int fd, char *buf, size_t cap)
         buf[n] = '\0';
         end = strstr(buf, "\r\n\r\n");
     }
-    const char *cl = strstr(buf, "Content-Length:");
-    size_t body = cl ? strtoul(cl + 15, NULL, 10) : 0, have = n - (size_t)(end + 4 - buf);
+    const char *cl = strstr(buf, "\r\nContent-Length:"); /* not Inference-Header-Content-Length */
+    size_t body = cl ? strtoul(cl + 17, NULL, 10) : 0, have = n - (size_t)(end + 4 - buf);
     while (have < body) {
         ssize_t k = read(fd, buf, cap - 1 < body - have ? cap - 1 : body - have);
         if (k <= 0) return -1;
@@ -135,7 +135,10 @@ static void *run_inproc(void *arg)
     uint64_t t_end = rs_serve_now_ns() + (uint64_t)(r->seconds * 1e9);
     while (rs_serve_now_ns() < t_end && r->n < r->cap) {
         uint64_t t0 = rs_serve_now_ns();
-        rs_serve_inst_run(in, x, r->B, y, &e);
+        if (rs_serve_inst_run(in, x, r->B, y, &e)) { /* a failed run is no figure */
+            fprintf(stderr, "serve_load: %s\n", e.msg);
+            break;
+        }
         r->lat[r->n++] = rs_serve_now_ns() - t0;
     }
     free(x);
@@ -147,8 +150,10 @@ static void *run_inproc(void *arg)
 static int cmp_u64(const void *a, const void *b);
 
 /* As the server runs it: on threads (not main), one instance each. Batch 1 on one thread (latency),
- * then batch 64 on `threads` threads (the throughput the server's instances could reach). */
-static int inproc(const char *file, double seconds, int threads)
+ * then batch 64 on `threads` threads (the throughput the server's instances could reach); with
+ * batch > 0, that batch on `threads` threads alone (what the server's instances run when every one
+ * is busy with batches of that size). */
+static int inproc(const char *file, double seconds, int threads, int batch)
 {
     rs_serve_backend *b;
     rs_err e = {0};
@@ -156,8 +161,13 @@ static int inproc(const char *file, double seconds, int threads)
         fprintf(stderr, "serve_load: %s\n", e.msg);
         return 1;
     }
-    for (int pass = 0; pass < 2; pass++) {
-        int B = pass ? 64 : 1, nt = pass ? threads : 1;
+    if (threads < 1 || threads > 64 || batch < 0 || batch > 64) {
+        fprintf(stderr, "serve_load: --inproc takes 1..64 threads and a batch of 0..64\n");
+        rs_serve_backend_free(b);
+        return 2;
+    }
+    for (int pass = batch ? 1 : 0; pass < 2; pass++) {
+        int B = batch ? batch : pass ? 64 : 1, nt = pass ? threads : 1;
         runner r[64] = {{0}};
         pthread_t th[64];
         uint64_t t0 = rs_serve_now_ns();
@@ -190,10 +200,10 @@ static int inproc(const char *file, double seconds, int threads)
 
 int main(int argc, char **argv)
 {
-    if ((argc == 4 || argc == 5) && !strcmp(argv[1], "--inproc"))
-        return inproc(argv[2], atof(argv[3]), argc == 5 ? atoi(argv[4]) : 1);
+    if (argc >= 4 && argc <= 6 && !strcmp(argv[1], "--inproc"))
+        return inproc(argv[2], atof(argv[3]), argc >= 5 ? atoi(argv[4]) : 1, argc == 6 ? atoi(argv[5]) : 0);
     if (argc != 6) {
-        fprintf(stderr, "usage: serve_load PORT MODEL DIMS CONCURRENCY SECONDS | serve_load --inproc FILE.onnx SECONDS [THREADS]\n");
+        fprintf(stderr, "usage: serve_load PORT MODEL DIMS CONCURRENCY SECONDS | serve_load --inproc FILE.onnx|FILE.plan SECONDS [THREADS [BATCH]]\n");
         return 2;
     }
     static char dims[64];

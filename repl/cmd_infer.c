@@ -13,6 +13,7 @@
 #include "cmd.h"
 #include "engine/core/rng.h"
 #include "engine/nn/model.h"
+#include "plan/plan.h"
 #include "result.h"
 #include "serve/server.h"
 #include "session.h"
@@ -157,6 +158,22 @@ int rs_cmd_infer(rs_session *s, const rs_call *c)
                 rs_acts_free(a);
                 fprintf(s->out, "  every answer equals model %s run alone on its input: max |diff| %.2g\n", name, diff);
                 rs_result_num(s, "max_diff", diff);
+            } else if (o && o->kind == RS_OBJ_MODEL && o->plan && ok == n && !rs_plan_tokens(o->plan) &&
+                       (size_t)rs_shape_numel(rs_plan_input_shape(o->plan)) == in_n) {
+                /* a served plan against the session's plan of that name, one sample at a time */
+                rs_err e = {0};
+                double diff = 0.0;
+                bool ran = true;
+                for (long long i = 0; ran && i < n; i++) {
+                    const float *ref;
+                    ran = rs_plan_run(o->plan, x + (size_t)i * in_n, 1, &ref, &e) == RS_OK;
+                    for (size_t j = 0; ran && j < out_n; j++)
+                        diff = fmax(diff, fabs((double)ref[j] - y[(size_t)i * out_n + j]));
+                }
+                if (ran) {
+                    fprintf(s->out, "  every answer equals plan %s run alone on its input: max |diff| %.2g\n", name, diff);
+                    rs_result_num(s, "max_diff", diff);
+                }
             }
             rs_serve_stats_free(&before);
             rs_serve_stats_free(&after);

@@ -1,6 +1,7 @@
 /* `serve`: the inference server from the prompt. SRC is a session model (written into a repository
  * first: config.pbtxt, 1/model.onnx, 1/model.safetensors; a GPT as 1/model.safetensors and
- * 1/vocab.json, served decoupled), an ONNX file (copied into one), or a repository folder. The server
+ * 1/vocab.json, served decoupled; a plan, `model p = plan FILE`, as 1/model.plan), an ONNX file or a
+ * FILE.plan (copied into one), or a repository folder. The server
  * runs on its own threads while the prompt goes on; `serve` alone lists what it serves with the
  * counters, `serve stop` drains and stops it. One server per session. */
 #include <stdio.h>
@@ -9,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "engine/data/data.h"
+#include "plan/plan.h"
 #include "call.h"
 #include "cmd.h"
 #include "repl_log.h"
@@ -21,7 +23,7 @@
 static int show(rs_session *s)
 {
     if (!s->server) {
-        fprintf(s->out, "nothing is served (serve MODEL | serve FILE.onnx | serve REPOSITORY)\n");
+        fprintf(s->out, "nothing is served (serve MODEL | serve FILE.onnx | serve FILE.plan | serve REPOSITORY)\n");
         return 0;
     }
     /* the same text the dashboard's serve pane (`view serve`) shows, from one snapshot */
@@ -80,11 +82,44 @@ int rs_cmd_serve(rs_session *s, const rs_call *c)
     rs_obj *o = rs_session_find(s, src);
     size_t n = strlen(src);
     bool onnx = n > 5 && !strcmp(src + n - 5, ".onnx");
+    bool planf = !o && n > 5 && !strcmp(src + n - 5, ".plan");
     rs_err err = {0};
-    if ((o && o->kind == RS_OBJ_MODEL) || onnx) {
-        if (o && o->plan)
-            return rs_session_error(s, c, c->arg_pos[0], n, "serve: '%s' is a compiled plan; serve the model or the "
-                                    ".onnx file it was compiled from", src);
+    if ((o && o->kind == RS_OBJ_MODEL && o->plan) || planf) {
+        /* A compiled plan: one process, one batch at a time per instance, batches up to its compiled one. */
+        if (ranks > 1)
+            return rs_session_error(s, c, rs_call_opt(c, "ranks")->pos, 0, "serve: a compiled plan runs in one process "
+                                    "(ranks=1); serve the model or the .onnx file it was compiled from across ranks");
+        rs_plan *fp = NULL;
+        if (planf && rs_plan_load(src, &fp, &err))
+            return rs_session_error(s, c, c->arg_pos[0], n, "serve: %s", err.msg);
+        const rs_plan *pl = o ? o->plan : fp;
+        int pb = rs_plan_batch(pl);
+        rs_plan_free(fp);
+        if (rs_call_given(c, "max_batch") && max_batch > pb)
+            return rs_session_error(s, c, rs_call_opt(c, "max_batch")->pos, 0, "serve: max_batch=%lld is larger than "
+                                    "the batch %d %s was compiled for (1..%d would work, or compile with batch=%lld)",
+                                    max_batch, pb, src, pb, max_batch);
+        if (base.max_batch_size > pb) base.max_batch_size = pb;
+        char base_name[128];
+        const char *name = rs_call_str(c, "name", NULL);
+        if (!name) {
+            const char *b = strrchr(src, '/');
+            snprintf(base_name, sizeof base_name, "%s", b ? b + 1 : src);
+            if (planf) base_name[strlen(base_name) > 5 ? strlen(base_name) - 5 : 0] = '\0';
+            name = base_name;
+        }
+        if (given_repo) snprintf(repo, sizeof repo, "%s", given_repo);
+        else {
+            snprintf(repo, sizeof repo, "/tmp/ringside-serve-XXXXXX");
+            if (!mkdtemp(repo)) return rs_session_error(s, c, (size_t)-1, 0, "serve: cannot make a temporary folder");
+        }
+        if (rs_serve_repo_write_plan(repo, name, o ? o->plan : NULL, o ? NULL : src, &base, &err))
+            return rs_session_error(s, c, c->arg_pos[0], n, "serve: %s", err.msg);
+        fprintf(s->out, "wrote model repository %s/%s (config.pbtxt, platform ringside_plan; 1/model.plan)\n", repo, name);
+        char file[1400];
+        snprintf(file, sizeof file, "%s/%s/1/model.plan", repo, name);
+        rs_log_artifact(s, file, "plan");
+    } else if ((o && o->kind == RS_OBJ_MODEL) || onnx) {
         if (o && !o->model)
             return rs_session_error(s, c, c->arg_pos[0], n, "serve: '%s' is an imported graph; serve its .onnx file",
                                     src);
@@ -129,7 +164,7 @@ int rs_cmd_serve(rs_session *s, const rs_call *c)
         snprintf(repo, sizeof repo, "%s", src);
     } else {
         return rs_session_error(s, c, c->arg_pos[0], n,
-                                "serve: '%s' is neither a model of this session, an .onnx file nor a repository folder",
+                                "serve: '%s' is neither a model of this session, an .onnx or .plan file nor a repository folder",
                                 src);
     }
     rs_serve_opts so;

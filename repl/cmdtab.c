@@ -518,14 +518,16 @@ const rs_cmddef rs_commands[] = {
      "loaded into or rebound; eval, predict and show see the weights from before the run.\n"
      "`jobs stop=N` stops run N; `quit` stops every one (Ctrl-C at the prompt does not).",
      false, NULL, {{0}}, 0, jobs_opts, false, rs_cmd_jobs, NULL},
-    {"serve", "models", "serve MODEL|FILE.onnx|REPO [http=8000] [grpc=8001] [max_batch=64] [delay=500us] ... | serve stop    Triton-compatible server",
-     "Serves a session model, an ONNX file or a Triton model repository over KServe v2 HTTP and gRPC\n"
+    {"serve", "models", "serve MODEL|FILE.onnx|FILE.plan|REPO [http=8000] [grpc=8001] [max_batch=64] [delay=500us] ... | serve stop    Triton-compatible server",
+     "Serves a session model, an ONNX file, a compiled plan or a Triton model repository over KServe v2 HTTP and gRPC\n"
      "(Triton's clients work as they are) with Prometheus metrics, in the background while the prompt\n"
      "goes on. A model or file is first written into a repository (NAME/config.pbtxt, NAME/1/model.onnx).\n"
      "Requests are merged by a dynamic batcher (max_batch=, delay=) and run on instances= threads.\n"
      "A GPT is served decoupled: one response per generated token over gRPC ModelStreamInfer, and\n"
      "HTTP POST /v2/models/NAME/generate and generate_stream (server-sent events).\n"
      "ranks=2 mode=pipeline|tensor serves it across rank processes (stages or shards), as one process answers.\n"
+     "A plan (model p = plan FILE, or FILE.plan) is served as NAME/1/model.plan, platform ringside_plan,\n"
+     "batches up to its compiled batch, in one process.\n"
      "`serve` alone shows what is served and its counters (`view serve`: live); `serve stop` drains and stops.\n"
      "Standalone: ringside serve --repo DIR [--http PORT] [--grpc PORT] [--metrics PORT] [--host ADDR].",
      false, NULL, {{"SRC", RS_A_PATH, true, serve_words}}, 1, serve_opts, false, rs_cmd_serve, NULL},

@@ -1,6 +1,6 @@
 /* serve/'s model adapter. An ONNX file becomes an inference-only rs_model (the engine's one
  * executor), and each instance owns an activation set (rs_acts), so instances run one model side by
- * side. */
+ * side; a compiled plan (backend_plan.c) gives each instance a plan of its own. */
 #include "backend.h"
 
 #include <stdio.h>
@@ -14,6 +14,7 @@
 #include "engine/nn/model.h"
 #include "engine/nn/spec.h"
 #include "onnx/import.h"
+#include "backend_plan.h"
 #include "ranks.h"
 
 struct rs_serve_backend {
@@ -27,11 +28,13 @@ struct rs_serve_backend {
     uint8_t chars[256];  /* chars[id]: the byte of token id */
     int16_t id[256];     /* id[byte]: its token, -1 when the vocabulary lacks it */
     rs_serve_ranks *ranks; /* owned: the rank processes that run it, NULL in-process */
+    rs_serve_plan *plan;   /* owned: a compiled plan (model.plan); g and m are NULL */
 };
 
 struct rs_serve_inst {
     rs_serve_backend *b; /* borrowed */
     rs_acts *acts;       /* owned: this instance's activations, so instances run side by side */
+    rs_plan *plan;       /* owned: a plan backend's instance runs a plan of its own (one run at a time each) */
 };
 
 static void io_of(const rs_onnx_graph *g, int v, rs_serve_io *io)
@@ -109,6 +112,16 @@ rs_status rs_serve_backend_load(const char *path, rs_serve_backend **out, rs_err
         return rs_err_set(err, RS_ERR_NOMEM, "out of memory");
     }
     size_t pn = strlen(path);
+    if (pn > 5 && !strcmp(path + pn - 5, ".plan")) {
+        rs_status st = rs_serve_plan_open(path, &b->plan, err);
+        if (st) {
+            rs_serve_backend_free(b);
+            return st;
+        }
+        rs_serve_plan_io(b->plan, &b->in, &b->out, &b->out_numel);
+        *out = b;
+        return RS_OK;
+    }
     if (pn > 12 && !strcmp(path + pn - 12, ".safetensors")) {
         rs_status st = load_gpt(b, path, err);
         if (st) {
@@ -146,6 +159,7 @@ void rs_serve_backend_free(rs_serve_backend *b)
     rs_serve_ranks_stop(b->ranks);
     rs_model_free(b->m);
     rs_onnx_graph_free(b->g);
+    rs_serve_plan_close(b->plan);
     free(b->path);
     free(b);
 }
@@ -159,6 +173,9 @@ void rs_serve_backend_io(const rs_serve_backend *b, rs_serve_io *in, rs_serve_io
 rs_status rs_serve_backend_use_ranks(rs_serve_backend *b, int ranks, const char *mode, int max_batch, int worker_index,
                                      rs_err *err)
 {
+    if (b->plan)
+        return rs_err_set(err, RS_ERR_UNSUPPORTED, "%s: a compiled plan runs in one process (ranks=1); to serve across "
+                          "%d ranks, serve the model or the .onnx file it was compiled from", b->path, ranks);
     const rs_shape *in = rs_model_input_shape(b->m);
     int T = rs_model_tokens(b->m) ? (int)in->d[0] : 0;
     rs_serve_ranks_cfg c = {.model = b->path, .ranks = ranks, .mode = mode, .max_batch = b->gpt ? 1 : max_batch,
@@ -177,7 +194,8 @@ void rs_serve_backend_ranks_text(rs_serve_backend *b, char *buf, size_t cap)
 
 struct rs_model *rs_serve_backend_model(rs_serve_backend *b) { return b->m; }
 
-const char *rs_serve_backend_kind(const rs_serve_backend *b) { return b->gpt ? "gpt" : "engine"; }
+const char *rs_serve_backend_kind(const rs_serve_backend *b) { return b->plan ? "plan" : b->gpt ? "gpt" : "engine"; }
+int rs_serve_backend_max_batch(const rs_serve_backend *b) { return b->plan ? rs_serve_plan_batch(b->plan) : 0; }
 bool rs_serve_backend_generates(const rs_serve_backend *b) { return b->gpt; }
 
 rs_status rs_serve_inst_new(rs_serve_backend *b, int max_batch, rs_serve_inst **out, rs_err *err)
@@ -187,6 +205,15 @@ rs_status rs_serve_inst_new(rs_serve_backend *b, int max_batch, rs_serve_inst **
     if (!in) return rs_err_set(err, RS_ERR_NOMEM, "out of memory");
     in->b = b;
     rs_status st = RS_OK;
+    if (b->plan) {
+        st = rs_serve_plan_instance(b->plan, &in->plan, err);
+        if (st) {
+            rs_serve_inst_free(in);
+            return st;
+        }
+        *out = in;
+        return RS_OK;
+    }
     if (b->gpt || b->ranks) { /* the ranks hold the activations */ /* rs_generate makes a decoder per request */
         *out = in;
         return RS_OK;
@@ -205,6 +232,7 @@ void rs_serve_inst_free(rs_serve_inst *in)
 {
     if (!in) return;
     rs_acts_free(in->acts);
+    rs_plan_free(in->plan);
     free(in);
 }
 
@@ -212,6 +240,12 @@ rs_status rs_serve_inst_run(rs_serve_inst *in, const float *x, int B, float *y, 
 {
     if (in->b->ranks) return rs_serve_ranks_run(in->b->ranks, x, B, y, err);
     const float *o;
+    if (in->plan) {
+        rs_status st = rs_plan_run(in->plan, x, B, &o, err);
+        if (st) return st;
+        memcpy(y, o, (size_t)B * in->b->out_numel * sizeof *y);
+        return RS_OK;
+    }
     rs_status st = rs_model_forward_acts(in->b->m, in->acts, x, B, &o, err);
     if (st) return st;
     memcpy(y, o, (size_t)B * in->b->out_numel * sizeof *y);

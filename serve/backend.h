@@ -9,7 +9,8 @@
 typedef struct rs_serve_backend rs_serve_backend; /* a loaded model, shared by its instances */
 typedef struct rs_serve_inst rs_serve_inst;       /* one instance: what a pass writes (its own rs_acts) */
 
-/* Loads path: an .onnx file (kind "engine"), or a model.safetensors holding a token model (a GPT; kind
+/* Loads path: an .onnx file (kind "engine"), a model.plan compiled by `compile` (kind "plan": refused
+ * with the plan loader's reason when it was built for another ISA or oneDNN, or is corrupted), or a model.safetensors holding a token model (a GPT; kind
  * "gpt") with a vocab.json beside it ({"chars": [byte of token 0, byte of token 1, ...]}): text in,
  * text out, served decoupled (a response per generated token). Caller owns *out. */
 rs_status rs_serve_backend_load(const char *path, rs_serve_backend **out, rs_err *err);
@@ -20,6 +21,8 @@ void rs_serve_backend_io(const rs_serve_backend *b, rs_serve_io *in, rs_serve_io
  * token model that generates (rs_serve_inst_generate), each instance with its own decoder. */
 const char *rs_serve_backend_kind(const rs_serve_backend *b);
 bool rs_serve_backend_generates(const rs_serve_backend *b);
+/* The largest batch the model runs: a plan's compiled batch; 0 for any. */
+int rs_serve_backend_max_batch(const rs_serve_backend *b);
 
 /* Serves the model across `ranks` rank processes (serve/ranks.h) in mode "pipeline" or "tensor", for
  * batches up to max_batch: from here on every instance's run (and a GPT's generation, one full
@@ -29,7 +32,8 @@ rs_status rs_serve_backend_use_ranks(rs_serve_backend *b, int ranks, const char 
                                      rs_err *err);
 /* The ranks' own lines (what each holds), "" for a model served in-process. */
 void rs_serve_backend_ranks_text(rs_serve_backend *b, char *buf, size_t cap);
-/* The model the backend runs (borrowed): what a rank of a model across ranks cuts its part from. */
+/* The model the backend runs (borrowed; NULL for a plan): what a rank of a model across ranks cuts its
+ * part from. A plan is refused by use_ranks: it runs in one process. */
 struct rs_model *rs_serve_backend_model(rs_serve_backend *b);
 
 /* An instance for batches up to max_batch. Instances of one backend run at the same time. */

@@ -82,11 +82,13 @@ rs_status rs_serve_repo_list(const char *repo, char ***names, int *n, rs_err *er
 
 void rs_serve_repo_model_path(const char *repo, const char *name, int64_t version, char *buf, size_t n)
 {
-    char onnx[4400], weights[4400];
+    char onnx[4400], plan[4400], weights[4400];
     snprintf(onnx, sizeof onnx, "%s/%s/%lld/model.onnx", repo, name, (long long)version);
+    snprintf(plan, sizeof plan, "%s/%s/%lld/model.plan", repo, name, (long long)version);
     snprintf(weights, sizeof weights, "%s/%s/%lld/model.safetensors", repo, name, (long long)version);
-    /* model.onnx; else a GPT's weights (with vocab.json beside them), served decoupled */
-    snprintf(buf, n, "%s", !is_file(onnx) && is_file(weights) ? weights : onnx);
+    /* model.onnx; else a compiled plan; else a GPT's weights (with vocab.json beside them), served decoupled */
+    const char *pick = is_file(onnx) ? onnx : is_file(plan) ? plan : is_file(weights) ? weights : onnx;
+    snprintf(buf, n, "%s", pick);
 }
 
 rs_status rs_serve_repo_model(const char *repo, const char *name, rs_serve_config *c, int64_t *versions, int *nversions,
@@ -128,8 +130,8 @@ rs_status rs_serve_repo_model(const char *repo, const char *name, rs_serve_confi
     closedir(d);
     qsort(found, (size_t)nf, sizeof *found, cmp_i64);
     if (nf == 0)
-        return rs_err_set(err, RS_ERR_ARG, "model '%s' has no version folder with a model.onnx (%s/1/model.onnx) or, for a GPT, a "
-                          "model.safetensors",
+        return rs_err_set(err, RS_ERR_ARG, "model '%s' has no version folder with a model.onnx (%s/1/model.onnx), a model.plan "
+                          "(`compile`) or, for a GPT, a model.safetensors",
                           name, dir);
     if (c->vpolicy == RS_SERVE_VP_ALL) {
         for (int i = 0; i < nf && *nversions < max; i++) versions[(*nversions)++] = found[i];

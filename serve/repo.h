@@ -1,6 +1,7 @@
 /* The model repository, in Triton's layout:
  *     REPO/NAME/config.pbtxt          (optional: without it the model file states the tensors)
  *     REPO/NAME/VERSION/model.onnx    VERSION a positive integer; model.safetensors may sit beside it
+ *     REPO/NAME/VERSION/model.plan    a plan `compile` wrote (platform "ringside_plan"), when no model.onnx
  * Names are checked before any path is built, so no request can reach outside the repository. */
 #ifndef RS_SERVE_REPO_H
 #define RS_SERVE_REPO_H
@@ -15,10 +16,10 @@ bool rs_serve_name_ok(const char *name);
 rs_status rs_serve_repo_list(const char *repo, char ***names, int *n, rs_err *err);
 
 /* Reads NAME's config (or a default one named NAME) and picks the versions its version_policy
- * serves from the numeric folders holding a model.onnx (or a GPT's model.safetensors): writes at most max, ascending. */
+ * serves from the numeric folders holding a model.onnx (or a model.plan, or a GPT's model.safetensors): writes at most max, ascending. */
 rs_status rs_serve_repo_model(const char *repo, const char *name, rs_serve_config *c, int64_t *versions, int *nversions,
                               int max, rs_err *err);
-/* REPO/NAME/VERSION/model.onnx into buf (model.safetensors, a GPT's, when only that one exists). */
+/* REPO/NAME/VERSION/model.onnx into buf; else its model.plan; else model.safetensors (a GPT's). */
 void rs_serve_repo_model_path(const char *repo, const char *name, int64_t version, char *buf, size_t n);
 
 #endif

@@ -123,3 +123,44 @@ rs_status rs_serve_repo_write_gpt(const char *repo, const char *name, rs_model *
     free(text);
     return ok ? RS_OK : rs_err_set(err, RS_ERR_IO, "%s: cannot write", p);
 }
+
+rs_status rs_serve_repo_write_plan(const char *repo, const char *name, const rs_plan *plan, const char *file,
+                                   const rs_serve_config *base, rs_err *err)
+{
+    if (!rs_serve_name_ok(name))
+        return rs_err_set(err, RS_ERR_ARG, "'%.60s' is not a model name (letters, digits, '_', '-', '.')", name);
+    char dir[4096], p[4200];
+    snprintf(dir, sizeof dir, "%s/%s", repo, name);
+    rs_status st = mkdir_ok(repo, err);
+    if (!st) st = mkdir_ok(dir, err);
+    snprintf(p, sizeof p, "%s/1", dir);
+    if (!st) st = mkdir_ok(p, err);
+    snprintf(p, sizeof p, "%s/1/model.onnx", dir);
+    remove(p); /* an earlier export would be served instead of the plan */
+    snprintf(p, sizeof p, "%s/1/model.plan", dir);
+    if (!st) st = plan ? rs_plan_save(plan, p, err) : copy_file(file, p, err);
+    if (st) return st;
+    /* read back through the server's loader: a plan for another ISA is refused here, before serving */
+    rs_serve_backend *b;
+    st = rs_serve_backend_load(p, &b, err);
+    if (st) return st;
+    rs_serve_config c = *base;
+    snprintf(c.name, sizeof c.name, "%s", name);
+    snprintf(c.platform, sizeof c.platform, "ringside_plan");
+    c.backend[0] = 0;
+    c.ninputs = c.noutputs = 1;
+    rs_serve_backend_io(b, &c.inputs[0], &c.outputs[0]);
+    int pb = rs_serve_backend_max_batch(b);
+    rs_serve_backend_free(b);
+    if (c.max_batch_size > pb)
+        return rs_err_set(err, RS_ERR_ARG, "max_batch=%d is larger than the batch %d the plan was compiled for (1..%d "
+                          "would work, or compile with batch=%d)", c.max_batch_size, pb, pb, c.max_batch_size);
+    char *text = rs_serve_config_write(&c);
+    if (!text) return rs_err_set(err, RS_ERR_NOMEM, "out of memory");
+    snprintf(p, sizeof p, "%s/config.pbtxt", dir);
+    FILE *f = fopen(p, "w");
+    bool ok = f && fputs(text, f) >= 0;
+    if (f) ok &= fclose(f) == 0;
+    free(text);
+    return ok ? RS_OK : rs_err_set(err, RS_ERR_IO, "%s: cannot write", p);
+}

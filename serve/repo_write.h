@@ -6,6 +6,7 @@
 
 #include "config.h"
 #include "engine/nn/model.h"
+#include "plan/plan.h"
 
 /* Exactly one of m (exported with the ONNX exporter; read, not changed) and onnx (copied) is given.
  * base supplies the scheduling settings (max_batch_size, instances, dynamic batching); its name and
@@ -20,5 +21,11 @@ rs_status rs_serve_repo_write(const char *repo, const char *name, rs_model *m, c
  * base gives instance_group's count; batching settings do not apply (a generation runs alone). */
 rs_status rs_serve_repo_write_gpt(const char *repo, const char *name, rs_model *m, const uint8_t *chars, int nchars,
                                   const rs_serve_config *base, rs_err *err);
+
+/* A compiled plan into REPO/NAME: 1/model.plan (plan saved, or the file copied; exactly one given) and
+ * a config.pbtxt with platform "ringside_plan" and the plan's tensors. base gives the scheduling
+ * settings; a max_batch_size above the plan's compiled batch is refused naming both. */
+rs_status rs_serve_repo_write_plan(const char *repo, const char *name, const rs_plan *plan, const char *file,
+                                   const rs_serve_config *base, rs_err *err);
 
 #endif

@@ -126,6 +126,34 @@ static rs_status complete_gpt(rs_serve_config *c, const char *where, rs_err *err
     return RS_OK;
 }
 
+/* The config's platform/backend against the file the version folder holds, and a plan's batch. A
+ * model.plan is ringside's own (oneDNN, from `compile`): platform "ringside_plan". Triton's
+ * "tensorrt_plan" names a TensorRT engine, which this server cannot run, so it is refused by name
+ * rather than taken as meaning a ringside plan. */
+static rs_status check_kind(rs_serve_config *c, const rs_serve_backend *b, const char *where, rs_err *err)
+{
+    bool plan = !strcmp(rs_serve_backend_kind(b), "plan");
+    bool says_plan = !strcmp(c->platform, "ringside_plan") || !strcmp(c->backend, "ringside_plan");
+    if (!strcmp(c->platform, "tensorrt_plan") || !strcmp(c->backend, "tensorrt"))
+        return rs_err_set(err, RS_ERR_UNSUPPORTED, "%s: the config says %s \"%s\" (a TensorRT engine, which ringside "
+                          "does not run); a model.plan written by `compile` is platform: \"ringside_plan\"", where,
+                          c->platform[0] ? "platform" : "backend", c->platform[0] ? c->platform : c->backend);
+    if (says_plan && !plan)
+        return rs_err_set(err, RS_ERR_ARG, "%s: the config says ringside_plan, but the version folder holds no "
+                          "model.plan (a plan is served from VERSION/model.plan)", where);
+    if (!plan) return RS_OK;
+    if ((c->platform[0] && strcmp(c->platform, "ringside_plan")) || (c->backend[0] && strcmp(c->backend, "ringside_plan")))
+        return rs_err_set(err, RS_ERR_ARG, "%s: a compiled plan is platform: \"ringside_plan\", not %s \"%s\"", where,
+                          c->platform[0] ? "platform" : "backend", c->platform[0] ? c->platform : c->backend);
+    if (!c->platform[0]) snprintf(c->platform, sizeof c->platform, "ringside_plan");
+    int pb = rs_serve_backend_max_batch(b);
+    if (c->max_batch_size > pb)
+        return rs_err_set(err, RS_ERR_ARG, "%s: max_batch_size %d is larger than the batch %d the plan was compiled "
+                          "for: set max_batch_size to 1..%d, or compile the model again with batch=%d", where,
+                          c->max_batch_size, pb, pb, c->max_batch_size);
+    return RS_OK;
+}
+
 static rs_status model_load(rs_serve_server *s, const char *name, rs_serve_model **out, rs_err *err)
 {
     *out = NULL;
@@ -151,6 +179,7 @@ static rs_status model_load(rs_serve_server *s, const char *name, rs_serve_model
         rs_serve_version *v = &m->v[m->nversions];
         v->version = vers[i];
         st = rs_serve_backend_load(path, &v->backend, err);
+        if (!st) st = check_kind(c, v->backend, path, err);
         if (!st) st = rs_serve_backend_generates(v->backend) ? complete_gpt(c, path, err) : complete(c, v->backend, path, err);
         if (!st && c->decoupled && !rs_serve_backend_generates(v->backend))
             st = rs_err_set(err, RS_ERR_UNSUPPORTED, "%s: model '%s' is decoupled (model_transaction_policy), but "

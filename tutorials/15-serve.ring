@@ -24,6 +24,17 @@ expect mean_batch = 1
 serve stop
 pause
 
+say "A compiled plan (tutorial 14, docs/plan.md) is served the same way: `serve` writes it as NAME/1/model.plan with platform ringside_plan, each instance runs a plan of its own, and batches go up to the batch it was compiled for (max_batch= above it is refused). `serve FILE.plan` works too."
+compile c batch=16 -> c.plan
+model p = plan c.plan
+serve p http=0 grpc=-1 metrics=-1 delay=50ms instances=2
+infer p n=32 clients=16
+expect ok = 32
+expect batches < 32
+expect max_diff < 1e-5
+serve stop
+pause
+
 say "A GPT is served decoupled: one request, and a response for every token as soon as it is drawn (gRPC ModelStreamInfer, or server-sent events from HTTP generate_stream). Train a small one on the built-in text first."
 data t = text ctx=32
 model g = gpt layers=1 heads=2 dim=32 ctx=32 seed=1

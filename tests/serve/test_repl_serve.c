@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "plan/plan.h"
 #include "raw_http.h"
 #include "repl.h"
 #include "rs_test.h"
@@ -98,6 +99,42 @@ int main(void)
         RS_CHECK(rs_repl_line(s, "serve stop") == 0, "serve stop");
     }
 
+    /* A compiled plan at the prompt: `serve p` writes 1/model.plan and serves it; the answer equals
+     * the session plan run alone; a max_batch above its compiled batch and ranks=2 are refused. */
+    snprintf(line, sizeof line, "model c = seq in=1x6x6 conv(3,3,pad=1) relu flatten linear(4) seed=3; "
+             "compile c batch=4 -> %s/c.plan; model p = plan %s/c.plan", repo, repo);
+    RS_CHECK(rs_repl_line(s, line) == 0, "compile, model = plan");
+    snprintf(line, sizeof line, "serve p http=0 grpc=-1 metrics=-1 repo=%s/r3 max_batch=8", repo);
+    RS_CHECK(rs_repl_line(s, line) == 1 && !s->server, "max_batch above the plan's batch accepted");
+    snprintf(line, sizeof line, "serve %s/c.plan http=0 grpc=-1 metrics=-1 ranks=2", repo);
+    RS_CHECK(rs_repl_line(s, line) == 1 && !s->server, "a plan across ranks accepted");
+    snprintf(line, sizeof line, "serve p http=0 grpc=-1 metrics=-1 repo=%s/r3", repo);
+    RS_CHECK(rs_repl_line(s, line) == 0 && s->server, "serve a plan");
+    if (s->server) {
+        float px[36];
+        char pb[1024], *q = pb;
+        q += sprintf(q, "{\"inputs\":[{\"name\":\"input\",\"datatype\":\"FP32\",\"shape\":[1,1,6,6],\"data\":[");
+        for (int i = 0; i < 36; i++) q += sprintf(q, "%s%g", i ? "," : "", px[i] = (float)((i * 7) % 13) / 6.0f - 1.0f);
+        sprintf(q, "]}]}");
+        const float *pw = NULL;
+        RS_CHECK(rs_plan_run(rs_session_find(s, "p")->plan, px, 1, &pw, &e) == RS_OK, "%s", e.msg);
+        snprintf(head, sizeof head, "POST /v2/models/p/infer HTTP/1.1\r\nContent-Length: %zu", strlen(pb));
+        http(rs_serve_http_port(s->server), head, pb, strlen(pb), &r);
+        j = json_loadb(r.body, r.body_n, 0, NULL);
+        d = json_object_get(json_array_get(json_object_get(j, "outputs"), 0), "data");
+        RS_CHECK(r.status == 200 && json_array_size(d) == 4 && pw, "plan infer %d %s", r.status, r.body);
+        for (size_t i = 0; pw && i < json_array_size(d); i++)
+            RS_CHECK_CLOSE(json_number_value(json_array_get(d, i)), pw[i], 1e-5, 1e-5, "plan output");
+        json_decref(j);
+        free(r.raw);
+        http(rs_serve_http_port(s->server), "GET /v2/models/p/config HTTP/1.1", NULL, 0, &r);
+        RS_CHECK(r.status == 200 && strstr(r.body, "\"max_batch_size\":4") && strstr(r.body, "ringside_plan"), "%s",
+                 r.body);
+        free(r.raw);
+        RS_CHECK(rs_repl_line(s, "infer p n=12 clients=6") == 0, "infer p");
+        RS_CHECK(rs_repl_line(s, "serve stop") == 0, "serve stop");
+    }
+
     fflush(out);
     rewind(out);
     char text[16384] = {0};
@@ -108,6 +145,12 @@ int main(void)
                  strstr(text, "neither a model of this session"),
              "output:\n%s", text);
     RS_CHECK(strstr(text, "decoupled; 1/model.safetensors, 1/vocab.json"), "the GPT's repository");
+    RS_CHECK(strstr(text, "max_batch=8 is larger than the batch 4") && strstr(text, "runs in one process (ranks=1)") &&
+                 strstr(text, "platform ringside_plan; 1/model.plan") &&
+                 strstr(text, "12 ok, 0 failed") && strstr(text, "every answer equals plan p run alone"),
+             "the plan's messages:\n%s", text);
+    const char *pd = strstr(text, "plan p run alone on its input: max |diff| ");
+    RS_CHECK(pd && strtod(pd + 42, NULL) <= 1e-5, "infer p: %s", pd ? pd : "no max |diff|");
     rs_session_free(s);
     fclose(out);
     snprintf(line, sizeof line, "rm -rf '%s'", repo);
