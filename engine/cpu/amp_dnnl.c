@@ -34,7 +34,7 @@ static void open_engine(void)
     dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
     if ((isa & dnnl_cpu_isa_avx512_core_bf16) != dnnl_cpu_isa_avx512_core_bf16) {
         /* oneDNN would convert bf16 to fp32 inside its kernels: no faster than the emulation */
-        snprintf(why, sizeof why, "emulated (bf16-rounded operands, fp32 sgemm): oneDNN %d.%d sees no AVX512-BF16 on this CPU",
+        snprintf(why, sizeof why, "emulated (bf16-rounded operands, fp32 sgemm): oneDNN %d.%d reports no avx512_core_bf16 (the CPU, or ONEDNN_MAX_CPU_ISA)",
                  v->major, v->minor);
         return;
     }

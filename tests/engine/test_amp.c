@@ -232,9 +232,11 @@ static void scaler_rule(void)
     RS_CHECK(s.scale == 1.0f && rs_grad_scaler_update(&s, false) && s.skipped == 0, "disabled: nothing skipped");
 }
 
-/* The CPU has AVX512-BF16 (the kernel's flags say): oneDNN's path must then be taken. */
+/* The CPU has AVX512-BF16 (the kernel's flags say) and oneDNN is not told to ignore it
+ * (ONEDNN_MAX_CPU_ISA, how the fallback is tried here): oneDNN's path must then be taken. */
 static bool cpu_has_bf16(void)
 {
+    if (getenv("ONEDNN_MAX_CPU_ISA") || getenv("DNNL_MAX_CPU_ISA")) return false;
     FILE *f = fopen("/proc/cpuinfo", "r");
     char line[4096];
     bool has = false;
