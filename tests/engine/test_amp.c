@@ -19,6 +19,7 @@
 
 #include "engine/core/device.h"
 #include "engine/cpu/amp.h"
+#include "engine/cpu/prof.h"
 #include "engine/nn/spec.h"
 #include "engine/train/scaler.h"
 #include "engine/train/train.h"
@@ -311,6 +312,16 @@ static void dnnl_vs_emul(void)
     printf("  oneDNN vs emulated bf16: %d of %d products on oneDNN, worst %.2f of the tolerance\n", taken, cases, worst);
     RS_CHECK(!want || taken == cases, "the CPU has AVX512-BF16 but oneDNN took %d of %d products", taken, cases);
     RS_CHECK(fail == 0, "oneDNN bf16 inside a parallel region: %d products not taken", fail);
+    /* the profiler counts a oneDNN product as it counts an sgemm */
+    rs_cpu_prof_enable(true);
+    rs_cpu_prof_reset();
+    bool took = dnnl_case(false, false, 3, 17, 33, 1.0f, 0.0f, &worst);
+    rs_cpu_prof rec;
+    rs_cpu_prof_read(&rec);
+    rs_cpu_prof_enable(false);
+    RS_CHECK(!took || (rec.gemm_calls == 2 && rec.gemm_flops == 2.0 * 2 * 3 * 17 * 33),
+             "profiler after one oneDNN and one emulated product: %llu calls, %g flops (want 2, %d)",
+             (unsigned long long)rec.gemm_calls, rec.gemm_flops, 2 * 2 * 3 * 17 * 33);
 }
 
 int main(void)
