@@ -4,8 +4,9 @@
 # Fashion-MNIST and nanoGPT's tiny GPT on Debian's fortunes. Each row runs the three precisions back to
 # back, `--repeat` times alternating, and prints the median with the 1-minute load average before the
 # row (a figure taken under load says so). What to expect here (docs/engine.md "Mixed precision"):
-# bf16 and fp16 are emulated on this CPU (operands rounded, fp32 products), so they cost the rounding
-# and gain nothing; the figures show what that costs, not what a bf16 GEMM would gain. Batch 64 for
+# bf16 products of 2^20 multiply-adds and more run on oneDNN's bf16 matmul where the CPU has
+# AVX512-BF16, smaller ones and all fp16 ones are emulated (operands rounded, fp32 products), which
+# costs the rounding and gains nothing. On a shared machine bench/amp_cpu.sh (CPU time) is steadier. Batch 64 for
 # the MLP and CNN, 12 for the GPT (nanoGPT's CPU configuration, as bench/gpt.sh).
 #
 #   bench/amp.sh [--build-dir DIR] [--steps N] [--repeat N] [--wait S]

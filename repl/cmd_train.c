@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "dist/train/registry.h"
+#include "engine/cpu/amp.h"
 #include "engine/train/dp.h"
 #include "engine/train/train.h"
 #include "plan/plan.h"
@@ -344,7 +345,7 @@ int rs_cmd_train(rs_session *s, const rs_call *c)
                 r.seconds, r.samples_per_s);
         if (r.test_acc >= 0) fprintf(s->out, ", test accuracy %.4f", r.test_acc);
     }
-    if (cfg.precision == RS_PREC_BF16) fprintf(s->out, "; bf16 products");
+    if (cfg.precision == RS_PREC_BF16) fprintf(s->out, "; bf16 products: %s", rs_cpu_bf16_backend());
     if (cfg.precision == RS_PREC_FP16)
         fprintf(s->out, "; fp16 products, %lld step%s skipped (loss scale %g)", (long long)r.skipped,
                 r.skipped == 1 ? "" : "s", (double)r.loss_scale);

@@ -1,12 +1,16 @@
 /* The products of mixed precision (torch.autocast) on the CPU: what a context with prec BF16 or FP16
  * computes in its gemm, convolution and attention entries (device.h, rs_prec).
  * BF16: both operands are rounded to bfloat16 (to nearest even; 8 significant bits, fp32's range) and
- * multiplied in fp32. The product of two bf16 values is exact in fp32 (8 x 8 bits < 24), so this is
- * what a bf16 GEMM with fp32 accumulation (cuBLAS's, oneDNN's, AMX's) computes, up to the order of
- * the additions; the output stays fp32. It is emulated because no library here has the product:
- * Debian's OpenBLAS 0.3.21 is built without BUILD_BFLOAT16 (its cblas.h declares cblas_sbgemm, the
- * library has no such symbol), and oneDNN 2.6's BLAS-like API has sgemm and int8 only (a bf16 matmul
- * primitive would be the next step for speed; docs/engine.md "Mixed precision").
+ * multiplied with fp32 accumulation; the output stays fp32. Products of RS_AMP_DNNL_MIN_MACS
+ * multiply-adds and more run on oneDNN's bf16 matmul primitive where the CPU has AVX512-BF16
+ * (engine/cpu/amp_dnnl.c); smaller ones, and every one on a CPU without it, are emulated here: the
+ * operands rounded into fp32 copies and multiplied by OpenBLAS's sgemm. The product of two bf16 values
+ * is exact in fp32 (8 x 8 bits < 24), so the emulation computes what a bf16 GEMM with fp32
+ * accumulation (oneDNN's, cuBLAS's, AMX's) does, up to the order of the additions, and it stays the
+ * reference the oneDNN path is tested against (tests/engine/test_amp.c). OpenBLAS cannot do it
+ * natively here: Debian's 0.3.21 is built without BUILD_BFLOAT16 (its cblas.h declares cblas_sbgemm,
+ * the library has no such symbol); oneDNN 2.6's BLAS-like API has sgemm and int8 only, hence the
+ * matmul primitive (docs/engine.md "Mixed precision").
  * FP16: no CPU product either, so the operands and the product's output are rounded to IEEE half
  * (F16C's conversion, to nearest even: inf beyond 65504, subnormals below 2^-14, zero below 2^-25), the
  * product between them in fp32. That keeps what a GPU's fp16 tensors do to a gradient, overflow and
@@ -19,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "amp.h"
 #include "cpu_scope.h"
 #include "vmath.h"
 
@@ -112,9 +117,7 @@ static bool gemm_fp16(bool ta, bool tb, int M, int N, int K, float alpha, const 
     return true;
 }
 
-/* dst (rows, cols) tight = src (rows, cols) with row stride ld, each value rounded to bf16 (to nearest
- * even on the 16 bits dropped; NaN stays NaN, inf stays inf, a value that rounds past FLT_MAX is inf
- * as in every bf16 conversion). */
+/* dst (rows, cols) tight = src (rows, cols) with row stride ld, each value rounded to bf16 (amp.h). */
 RS_SIMD static void to_bf16_rows(const float *src, int rows, int cols, int ld, float *dst)
 {
     for (int r = 0; r < rows; r++) {
@@ -123,15 +126,13 @@ RS_SIMD static void to_bf16_rows(const float *src, int rows, int cols, int ld, f
         for (int c = 0; c < cols; c++) {
             uint32_t u;
             memcpy(&u, &s[c], 4);
-            uint32_t nan = (u & 0x7fffffffu) > 0x7f800000u;
-            uint32_t rnd = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-            u = nan ? (u | 0x00400000u) & 0xffff0000u : rnd;
+            u = amp_bf16_bits(u);
             memcpy(&d[c], &u, 4);
         }
     }
 }
 
-static bool gemm_bf16(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+bool rs_cpu_bf16_emul(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
                       int ldb, float beta, float *C, int ldc)
 {
     const int ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
@@ -143,6 +144,16 @@ static bool gemm_bf16(bool ta, bool tb, int M, int N, int K, float alpha, const 
     rs_cpu_blas_gemm(ta, tb, M, N, K, alpha, w, ac, w + na, bc, beta, C, ldc);
     free(w);
     return true;
+}
+
+static bool gemm_bf16(bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B,
+                      int ldb, float beta, float *C, int ldc)
+{
+    if ((long)M * N * K >= RS_AMP_DNNL_MIN_MACS) {
+        int r = rs_cpu_bf16_dnnl(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        if (r) return r > 0;
+    }
+    return rs_cpu_bf16_emul(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 bool rs_cpu_gemm_prec(rs_prec p, bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda,

@@ -1,4 +1,5 @@
-/* A process-wide profiler of the BLAS products (rs_cpu_blas_gemm: the gemm entry, conv and attention):
+/* A process-wide profiler of the BLAS products (rs_cpu_blas_gemm: the gemm entry, conv and attention;
+ * the bf16 ones oneDNN runs, engine/cpu/amp_dnnl.c, too):
  * call count, FLOPs (2*M*N*K) and an estimate of the wall time spent in them. Like perf, it measures
  * the process, not one model: every thread's products add to the same atomic counters. Off by
  * default; when off, a product pays one predictable branch on a relaxed load.

@@ -2,16 +2,24 @@
  * against a float64 reference over operands rounded by an independent routine (frexp/rint, not the
  * kernel's bit arithmetic or _Float16), the convolution through the same rounding, overflow where fp16
  * overflows and bf16 does not, a small MLP's bf16 gradient against central differences of its fp32
- * forward, and the loss scaler's rule. Tolerances:
+ * forward, the loss scaler's rule, and oneDNN's bf16 matmul against the emulated product it replaces
+ * (all transpositions, padded strides, M, N, K in {1, 3, 17, 33, 129}; taken on every product where the
+ * CPU has AVX512-BF16). Tolerances:
  *   bf16 gemm: |C - ref| <= 1e-5 * sum_k |a_ik b_kj| (fp32 accumulation order against float64);
  *   fp16 gemm: the same plus one half ulp of the result (the output is rounded to half, and the
  *              accumulation difference may move it across a rounding boundary);
+ *   oneDNN vs emulated bf16: 1e-5 (|alpha| sum_k |a_ik b_kj| + |beta c_ij|) (the same bf16 values, the
+ *              fp32 additions in another order);
  *   bf16 MLP gradient: ||g_bf16 - g_fd|| <= 2e-2 ||g_fd|| (bf16 keeps 8 bits: 2^-9 relative per operand,
  *              a few of them per product; fp32's own gradient is checked at 1e-3 for scale). */
 #include <math.h>
+#include <omp.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "engine/core/device.h"
+#include "engine/cpu/amp.h"
+#include "engine/cpu/prof.h"
 #include "engine/nn/spec.h"
 #include "engine/train/scaler.h"
 #include "engine/train/train.h"
@@ -225,6 +233,97 @@ static void scaler_rule(void)
     RS_CHECK(s.scale == 1.0f && rs_grad_scaler_update(&s, false) && s.skipped == 0, "disabled: nothing skipped");
 }
 
+/* The CPU has AVX512-BF16 (the kernel's flags say) and oneDNN is not told to ignore it
+ * (ONEDNN_MAX_CPU_ISA, how the fallback is tried here): oneDNN's path must then be taken. */
+static bool cpu_has_bf16(void)
+{
+    if (getenv("ONEDNN_MAX_CPU_ISA") || getenv("DNNL_MAX_CPU_ISA")) return false;
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[4096];
+    bool has = false;
+    while (f && !has && fgets(line, sizeof line, f))
+        if (strncmp(line, "flags", 5) == 0) has = strstr(line, " avx512_bf16") != NULL;
+    if (f) fclose(f);
+    return has;
+}
+
+/* oneDNN's bf16 matmul (amp_dnnl.c) against the emulation (amp_gemm.c, the reference) on one product,
+ * operands with padded leading dimensions: equal within fp32's accumulation order,
+ * |C_dnnl - C_emul| <= 1e-5 (|alpha| sum_k |a_ik b_kj| + |beta c_ij|), and the padding of C untouched.
+ * false when oneDNN did not take it. */
+static bool dnnl_case(bool ta, bool tb, int M, int N, int K, float alpha, float beta, double *worst)
+{
+    int ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
+    int lda = ac + 2, ldb = bc + 5, ldc = N + 3;
+    size_t nc = (size_t)M * ldc;
+    float *A = malloc(sizeof(float) * (size_t)ar * lda), *B = malloc(sizeof(float) * (size_t)br * ldb);
+    float *C = malloc(sizeof(float) * nc), *Ce = malloc(sizeof(float) * nc), *C0 = malloc(sizeof(float) * nc);
+    for (int i = 0; i < ar * lda; i++) A[i] = urand() * 2.0f;
+    for (int i = 0; i < br * ldb; i++) B[i] = urand() * 2.0f;
+    for (size_t i = 0; i < nc; i++) C0[i] = C[i] = Ce[i] = urand();
+    int r = rs_cpu_bf16_dnnl(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    RS_CHECK(r >= 0, "oneDNN bf16 %dx%dx%d failed", M, N, K);
+    RS_CHECK(rs_cpu_bf16_emul(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, Ce, ldc), "emulated bf16");
+    int bad = 0, pad = 0;
+    for (int i = 0; i < M && r == 1; i++) {
+        for (int j = N; j < ldc; j++) pad += C[(size_t)i * ldc + j] != C0[(size_t)i * ldc + j];
+        for (int j = 0; j < N; j++) {
+            double sa = 0;
+            for (int k = 0; k < K; k++)
+                sa += fabs((double)(ta ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k]) *
+                           (double)(tb ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j]));
+            size_t at = (size_t)i * ldc + j;
+            double d = fabs((double)C[at] - (double)Ce[at]), tol = 1e-5 * (fabs(alpha) * sa + fabs(beta * C0[at])) + 1e-30;
+            if (d / tol > *worst) *worst = d / tol;
+            bad += d > tol;
+        }
+    }
+    RS_CHECK(bad == 0, "oneDNN bf16 ta=%d tb=%d %dx%dx%d alpha=%g beta=%g: %d values off the emulated product", ta, tb, M,
+             N, K, (double)alpha, (double)beta, bad);
+    RS_CHECK(pad == 0, "oneDNN bf16 %dx%dx%d wrote %d values of C's padding (ldc=%d)", M, N, K, pad, ldc);
+    free(A), free(B), free(C), free(Ce), free(C0);
+    return r == 1;
+}
+
+static void dnnl_vs_emul(void)
+{
+    static const int d[] = {1, 3, 17, 33, 129};
+    const bool want = cpu_has_bf16();
+    printf("  bf16 products here: %s\n", rs_cpu_bf16_backend());
+    RS_CHECK(!want || strncmp(rs_cpu_bf16_backend(), "oneDNN", 6) == 0,
+             "the CPU has AVX512-BF16, yet bf16 products are %s", rs_cpu_bf16_backend());
+    int taken = 0, cases = 0, c = 0;
+    double worst = 0;
+    for (int m = 0; m < 5; m++)
+        for (int n = 0; n < 5; n++)
+            for (int k = 0; k < 5; k++, c++)
+                for (int tr = 0; tr < 4; tr++, cases++) {
+                    float alpha = c % 2 ? 0.5f : 1.0f, beta = c % 3 == 0 ? 0.0f : c % 3 == 1 ? 1.0f : -0.5f;
+                    taken += dnnl_case(tr & 1, tr & 2, d[m], d[n], d[k], alpha, beta, &worst);
+                }
+    /* the per-head products of attention run inside a parallel region: one team thread each */
+    int fail = 0;
+#pragma omp parallel num_threads(2) reduction(+ : fail)
+    {
+        double w = 0;
+        int id = omp_get_thread_num();
+        fail += !dnnl_case(id & 1, true, 33, 17 + id, 129, 0.25f, 1.0f, &w) && want;
+    }
+    printf("  oneDNN vs emulated bf16: %d of %d products on oneDNN, worst %.2f of the tolerance\n", taken, cases, worst);
+    RS_CHECK(!want || taken == cases, "the CPU has AVX512-BF16 but oneDNN took %d of %d products", taken, cases);
+    RS_CHECK(fail == 0, "oneDNN bf16 inside a parallel region: %d products not taken", fail);
+    /* the profiler counts a oneDNN product as it counts an sgemm */
+    rs_cpu_prof_enable(true);
+    rs_cpu_prof_reset();
+    bool took = dnnl_case(false, false, 3, 17, 33, 1.0f, 0.0f, &worst);
+    rs_cpu_prof rec;
+    rs_cpu_prof_read(&rec);
+    rs_cpu_prof_enable(false);
+    RS_CHECK(!took || (rec.gemm_calls == 2 && rec.gemm_flops == 2.0 * 2 * 3 * 17 * 33),
+             "profiler after one oneDNN and one emulated product: %llu calls, %g flops (want 2, %d)",
+             (unsigned long long)rec.gemm_calls, rec.gemm_flops, 2 * 2 * 3 * 17 * 33);
+}
+
 int main(void)
 {
     rs_kctx ctx;
@@ -232,7 +331,7 @@ int main(void)
     RS_CHECK(rs_kctx_init(&ctx, &rs_cpu_kernels, 1, &e) == RS_OK, "%s", e.msg);
     rs_prec p;
     RS_CHECK(rs_prec_parse("bf16", &p) && p == RS_PREC_BF16 && !rs_prec_parse("fp8", &p), "rs_prec_parse");
-    static const int sz[][3] = {{1, 1, 1}, {3, 17, 5}, {17, 3, 33}, {33, 129, 17}, {64, 40, 96}};
+    static const int sz[][3] = {{1, 1, 1}, {3, 17, 5}, {17, 3, 33}, {33, 129, 17}, {64, 40, 96}, {129, 97, 129}};
     for (int t = 1; t <= 2; t++)
         for (int th = 1; th <= 2; th++) {
             rs_kctx_set_threads(&ctx, th);
@@ -245,5 +344,6 @@ int main(void)
     overflow_case(&ctx);
     mlp_gradcheck();
     scaler_rule();
+    dnnl_vs_emul();
     return rs_test_finish("engine-amp");
 }
