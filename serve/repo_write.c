@@ -37,17 +37,39 @@ static rs_status copy_file(const char *from, const char *to, rs_err *err)
     return ok ? RS_OK : rs_err_set(err, RS_ERR_IO, "copying %s to %s failed", from, to);
 }
 
-rs_status rs_serve_repo_write(const char *repo, const char *name, rs_model *m, const char *onnx,
-                              const rs_serve_config *base, rs_err *err)
+/* NAME checked, then REPO/NAME/1 made; dir gets REPO/NAME. Every writer starts here. */
+static rs_status version_dir(const char *repo, const char *name, char *dir, size_t cap, rs_err *err)
 {
     if (!rs_serve_name_ok(name))
         return rs_err_set(err, RS_ERR_ARG, "'%.60s' is not a model name (letters, digits, '_', '-', '.')", name);
-    char dir[4096], p[4200];
-    snprintf(dir, sizeof dir, "%s/%s", repo, name);
+    char p[4200];
+    snprintf(dir, cap, "%s/%s", repo, name);
     rs_status st = mkdir_ok(repo, err);
     if (!st) st = mkdir_ok(dir, err);
     snprintf(p, sizeof p, "%s/1", dir);
     if (!st) st = mkdir_ok(p, err);
+    return st;
+}
+
+/* DIR/config.pbtxt from c. */
+static rs_status write_config(const char *dir, const rs_serve_config *c, rs_err *err)
+{
+    char p[4200];
+    char *text = rs_serve_config_write(c);
+    if (!text) return rs_err_set(err, RS_ERR_NOMEM, "out of memory");
+    snprintf(p, sizeof p, "%s/config.pbtxt", dir);
+    FILE *f = fopen(p, "w");
+    bool ok = f && fputs(text, f) >= 0;
+    if (f) ok &= fclose(f) == 0;
+    free(text);
+    return ok ? RS_OK : rs_err_set(err, RS_ERR_IO, "%s: cannot write", p);
+}
+
+rs_status rs_serve_repo_write(const char *repo, const char *name, rs_model *m, const char *onnx,
+                              const rs_serve_config *base, rs_err *err)
+{
+    char dir[4096], p[4200];
+    rs_status st = version_dir(repo, name, dir, sizeof dir, err);
     snprintf(p, sizeof p, "%s/1/model.onnx", dir);
     if (!st) st = m ? rs_onnx_export(m, p, 0, err) : copy_file(onnx, p, err);
     if (st) return st;
@@ -67,29 +89,16 @@ rs_status rs_serve_repo_write(const char *repo, const char *name, rs_model *m, c
     c.ninputs = c.noutputs = 1;
     rs_serve_backend_io(b, &c.inputs[0], &c.outputs[0]);
     rs_serve_backend_free(b);
-    char *text = rs_serve_config_write(&c);
-    if (!text) return rs_err_set(err, RS_ERR_NOMEM, "out of memory");
-    snprintf(p, sizeof p, "%s/config.pbtxt", dir);
-    FILE *f = fopen(p, "w");
-    bool ok = f && fputs(text, f) >= 0;
-    if (f) ok &= fclose(f) == 0;
-    free(text);
-    return ok ? RS_OK : rs_err_set(err, RS_ERR_IO, "%s: cannot write", p);
+    return write_config(dir, &c, err);
 }
 
 rs_status rs_serve_repo_write_gpt(const char *repo, const char *name, rs_model *m, const uint8_t *chars, int nchars,
                                   const rs_serve_config *base, rs_err *err)
 {
-    if (!rs_serve_name_ok(name))
-        return rs_err_set(err, RS_ERR_ARG, "'%.60s' is not a model name (letters, digits, '_', '-', '.')", name);
     if (nchars != rs_model_vocab(m))
         return rs_err_set(err, RS_ERR_ARG, "the vocabulary has %d characters, the model %d", nchars, rs_model_vocab(m));
     char dir[4096], p[4200];
-    snprintf(dir, sizeof dir, "%s/%s", repo, name);
-    rs_status st = mkdir_ok(repo, err);
-    if (!st) st = mkdir_ok(dir, err);
-    snprintf(p, sizeof p, "%s/1", dir);
-    if (!st) st = mkdir_ok(p, err);
+    rs_status st = version_dir(repo, name, dir, sizeof dir, err);
     snprintf(p, sizeof p, "%s/1/model.onnx", dir);
     remove(p); /* an earlier export of another model would be served instead of the weights */
     snprintf(p, sizeof p, "%s/1/model.safetensors", dir);
@@ -114,27 +123,14 @@ rs_status rs_serve_repo_write_gpt(const char *repo, const char *name, rs_model *
     c.inputs[0].dtype = c.outputs[0].dtype = RS_SERVE_STRING;
     c.inputs[0].rank = c.outputs[0].rank = 1;
     c.inputs[0].dims[0] = c.outputs[0].dims[0] = 1;
-    char *text = rs_serve_config_write(&c);
-    if (!text) return rs_err_set(err, RS_ERR_NOMEM, "out of memory");
-    snprintf(p, sizeof p, "%s/config.pbtxt", dir);
-    f = fopen(p, "w");
-    ok = f && fputs(text, f) >= 0;
-    if (f) ok &= fclose(f) == 0;
-    free(text);
-    return ok ? RS_OK : rs_err_set(err, RS_ERR_IO, "%s: cannot write", p);
+    return write_config(dir, &c, err);
 }
 
 rs_status rs_serve_repo_write_plan(const char *repo, const char *name, const rs_plan *plan, const char *file,
                                    const rs_serve_config *base, rs_err *err)
 {
-    if (!rs_serve_name_ok(name))
-        return rs_err_set(err, RS_ERR_ARG, "'%.60s' is not a model name (letters, digits, '_', '-', '.')", name);
     char dir[4096], p[4200];
-    snprintf(dir, sizeof dir, "%s/%s", repo, name);
-    rs_status st = mkdir_ok(repo, err);
-    if (!st) st = mkdir_ok(dir, err);
-    snprintf(p, sizeof p, "%s/1", dir);
-    if (!st) st = mkdir_ok(p, err);
+    rs_status st = version_dir(repo, name, dir, sizeof dir, err);
     snprintf(p, sizeof p, "%s/1/model.onnx", dir);
     remove(p); /* an earlier export would be served instead of the plan */
     snprintf(p, sizeof p, "%s/1/model.plan", dir);
@@ -155,12 +151,5 @@ rs_status rs_serve_repo_write_plan(const char *repo, const char *name, const rs_
     if (c.max_batch_size > pb)
         return rs_err_set(err, RS_ERR_ARG, "max_batch=%d is larger than the batch %d the plan was compiled for (1..%d "
                           "would work, or compile with batch=%d)", c.max_batch_size, pb, pb, c.max_batch_size);
-    char *text = rs_serve_config_write(&c);
-    if (!text) return rs_err_set(err, RS_ERR_NOMEM, "out of memory");
-    snprintf(p, sizeof p, "%s/config.pbtxt", dir);
-    FILE *f = fopen(p, "w");
-    bool ok = f && fputs(text, f) >= 0;
-    if (f) ok &= fclose(f) == 0;
-    free(text);
-    return ok ? RS_OK : rs_err_set(err, RS_ERR_IO, "%s: cannot write", p);
+    return write_config(dir, &c, err);
 }
