@@ -65,6 +65,25 @@ static rs_status write_config(const char *dir, const rs_serve_config *c, rs_err 
     return ok ? RS_OK : rs_err_set(err, RS_ERR_IO, "%s: cannot write", p);
 }
 
+/* c = base named NAME on PLATFORM with the tensors as the file at path states them, read back through
+ * the loader the server uses (so a file the server would refuse is refused here); *max_batch, when
+ * asked, the largest batch the file runs. */
+static rs_status config_from_file(const char *path, const char *name, const rs_serve_config *base,
+                                  const char *platform, rs_serve_config *c, int *max_batch, rs_err *err)
+{
+    rs_serve_backend *b;
+    rs_status st = rs_serve_backend_load(path, &b, err);
+    if (st) return st;
+    *c = *base;
+    snprintf(c->name, sizeof c->name, "%s", name);
+    snprintf(c->platform, sizeof c->platform, "%s", platform);
+    c->ninputs = c->noutputs = 1;
+    rs_serve_backend_io(b, &c->inputs[0], &c->outputs[0]);
+    if (max_batch) *max_batch = rs_serve_backend_max_batch(b);
+    rs_serve_backend_free(b);
+    return RS_OK;
+}
+
 rs_status rs_serve_repo_write(const char *repo, const char *name, rs_model *m, const char *onnx,
                               const rs_serve_config *base, rs_err *err)
 {
@@ -79,16 +98,9 @@ rs_status rs_serve_repo_write(const char *repo, const char *name, rs_model *m, c
         st = rs_ckpt_save_model(w, m, err);
         if (st) return st;
     }
-    /* The tensors as the file states them, read back through the same loader the server uses. */
-    rs_serve_backend *b;
-    st = rs_serve_backend_load(p, &b, err);
+    rs_serve_config c;
+    st = config_from_file(p, name, base, base->platform[0] ? base->platform : "onnxruntime_onnx", &c, NULL, err);
     if (st) return st;
-    rs_serve_config c = *base;
-    snprintf(c.name, sizeof c.name, "%s", name);
-    if (!c.platform[0]) snprintf(c.platform, sizeof c.platform, "onnxruntime_onnx");
-    c.ninputs = c.noutputs = 1;
-    rs_serve_backend_io(b, &c.inputs[0], &c.outputs[0]);
-    rs_serve_backend_free(b);
     return write_config(dir, &c, err);
 }
 
@@ -137,17 +149,11 @@ rs_status rs_serve_repo_write_plan(const char *repo, const char *name, const rs_
     if (!st) st = plan ? rs_plan_save(plan, p, err) : copy_file(file, p, err);
     if (st) return st;
     /* read back through the server's loader: a plan for another ISA is refused here, before serving */
-    rs_serve_backend *b;
-    st = rs_serve_backend_load(p, &b, err);
+    rs_serve_config c;
+    int pb;
+    st = config_from_file(p, name, base, "ringside_plan", &c, &pb, err);
     if (st) return st;
-    rs_serve_config c = *base;
-    snprintf(c.name, sizeof c.name, "%s", name);
-    snprintf(c.platform, sizeof c.platform, "ringside_plan");
     c.backend[0] = 0;
-    c.ninputs = c.noutputs = 1;
-    rs_serve_backend_io(b, &c.inputs[0], &c.outputs[0]);
-    int pb = rs_serve_backend_max_batch(b);
-    rs_serve_backend_free(b);
     if (c.max_batch_size > pb)
         return rs_err_set(err, RS_ERR_ARG, "max_batch=%d is larger than the batch %d the plan was compiled for (1..%d "
                           "would work, or compile with batch=%d)", c.max_batch_size, pb, pb, c.max_batch_size);

@@ -226,18 +226,24 @@ rs_status rs_train_apply_groups(rs_optim *o, const rs_model *m, size_t base, rs_
     return st;
 }
 
+/* The sum of squares of every gradient the step applies: the strategy's (over its shards, the same on
+ * every rank) or the model's own buffer's, in double. */
+static rs_status grad_sumsq(rs_model *m, const rs_train_strategy *sg, double *sq, rs_err *err)
+{
+    *sq = 0.0;
+    if (sg && sg->grad_sumsq) return sg->grad_sumsq(sg->ud, sq, err);
+    const float *g = rs_model_grads(m);
+    size_t n = rs_model_numel(m);
+    for (size_t i = 0; i < n; i++) *sq += (double)g[i] * g[i];
+    return RS_OK;
+}
+
 /* torch.nn.utils.clip_grad_norm_: the norm over every gradient, scaled down to max when above it. */
 static rs_status clip_grads(rs_model *m, const rs_train_strategy *sg, float max, double *norm, rs_err *err)
 {
-    double sq = 0.0;
-    if (sg && sg->grad_sumsq) {
-        rs_status st = sg->grad_sumsq(sg->ud, &sq, err);
-        if (st) return st;
-    } else {
-        const float *g = rs_model_grads(m);
-        size_t n = rs_model_numel(m);
-        for (size_t i = 0; i < n; i++) sq += (double)g[i] * g[i];
-    }
+    double sq;
+    rs_status st = grad_sumsq(m, sg, &sq, err);
+    if (st) return st;
     *norm = sqrt(sq);
     double coef = max / (*norm + 1e-6);
     if (coef < 1.0) {
@@ -262,15 +268,9 @@ static rs_status optim_step(rs_optim *o, rs_model *m, float lr, rs_err *err)
  * ranks the strategy's sum already agrees on every rank, so all ranks skip the same steps. */
 static rs_status grads_finite(rs_model *m, const rs_train_strategy *sg, bool *finite, rs_err *err)
 {
-    double sq = 0.0;
-    if (sg && sg->grad_sumsq) {
-        rs_status st = sg->grad_sumsq(sg->ud, &sq, err);
-        if (st) return st;
-    } else {
-        const float *g = rs_model_grads(m);
-        size_t n = rs_model_numel(m);
-        for (size_t i = 0; i < n; i++) sq += (double)g[i] * g[i];
-    }
+    double sq;
+    rs_status st = grad_sumsq(m, sg, &sq, err);
+    if (st) return st;
     *finite = isfinite(sq);
     return RS_OK;
 }
