@@ -39,7 +39,7 @@ target_sources() {
     spec) echo "tests/fuzz/fuzz_spec.c $core $nn" ;;
     repl) echo "tests/fuzz/fuzz_repl.c $core $nn $data $repl $dist $onnx $plan GEN/onnx/onnx.pb-c.c GEN/serve/grpc_service.pb-c.c" ;;
     grpc) echo "tests/fuzz/fuzz_grpc.c $core $nn $data $repl $dist $onnx $plan GEN/onnx/onnx.pb-c.c GEN/serve/grpc_service.pb-c.c" ;;
-    plan) echo "tests/fuzz/fuzz_plan.c $core $nn $plan engine/data/dataset.c $(cd "$root" && echo onnx/*.c) GEN/onnx/onnx.pb-c.c" ;;
+    plan) echo "tests/fuzz/fuzz_plan.c $core $nn $plan engine/train/tune.c engine/data/dataset.c $(cd "$root" && echo onnx/*.c) GEN/onnx/onnx.pb-c.c" ;;
     lines) echo "tests/dist/worker/fuzz_lines.c $core $nn dist/worker/lines.c dist/pg/pg.c" ;;
     store) echo "tests/dist/store/fuzz_store.c $core dist/store/wire.c" ;;
     lex) echo "tests/fuzz/fuzz_lex.c repl/lang/lex.c repl/lang/value.c $core $nn" ;;
