@@ -87,6 +87,7 @@ struct conn {
     call *inline_k;            /* a unary call the reader runs itself once the other reads (reader only) */
     uint64_t drain_until;      /* reader only */
     pthread_mutex_t h2mu;      /* the session, w and the calls' started/deferred: whichever thread sends */
+    bool dead;                 /* the reader has left: nobody touches the session again (c->h2mu) */
     pthread_mutex_t mu;
     pthread_cond_t idle;       /* a worker let go of a call */
     call *calls;               /* owned */
@@ -163,6 +164,10 @@ static bool flush(conn *c);
 static void send_now(conn *c)
 {
     pthread_mutex_lock(&c->h2mu);
+    if (c->dead) { /* the connection is ending: its calls may be freed the moment they are closed */
+        pthread_mutex_unlock(&c->h2mu);
+        return;
+    }
     pump(c);
     bool left = !flush(c) || c->woff < c->wn;
     pthread_mutex_unlock(&c->h2mu);
@@ -658,9 +663,15 @@ static call *read_socket(conn *c, int me)
             }
         }
     }
+    /* The client is gone (or spoke no HTTP/2): every call is cancelled. That happens under h2mu, so
+     * no sender is inside pump or flush holding a call that its worker, seeing it closed, could free;
+     * and with dead set no sender enters them again. */
+    c->dead = true;
+    pthread_mutex_lock(&c->mu);
+    for (call *k = c->calls; k; k = k->next) k->closed = true;
+    pthread_mutex_unlock(&c->mu);
     pthread_mutex_unlock(&c->h2mu); /* a worker may be waiting for it in send_now */
-    /* The client is gone (or spoke no HTTP/2): every call is cancelled; wait for the workers and
-     * for the other thread's call. */
+    /* Wait for the workers and for the other thread's call. */
     pthread_mutex_lock(&c->mu);
     c->ending = true;
     pthread_cond_broadcast(&c->role);
@@ -669,7 +680,6 @@ static call *read_socket(conn *c, int me)
         c->jobs--;
         c->inline_k = NULL;
     }
-    for (call *k = c->calls; k; k = k->next) k->closed = true;
     while (c->jobs > 0) pthread_cond_wait(&c->idle, &c->mu);
     while (c->calls) call_drop_locked(c->calls);
     pthread_mutex_unlock(&c->mu);
