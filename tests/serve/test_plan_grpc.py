@@ -24,6 +24,8 @@ except Exception as e:  # noqa: BLE001 - any import failure means the same: skip
     print(f"skipped: needs numpy, onnxruntime and tritonclient[grpc]: {e}")
     sys.exit(77)
 
+import serve_util  # noqa: E402 - beside this file
+
 RINGSIDE = sys.argv[1]
 failures = 0
 
@@ -50,18 +52,9 @@ def main():
         f.write('platform: "ringside_plan"\nmax_batch_size: 8\ninstance_group [ { count: 2 } ]\n'
                 "dynamic_batching { max_queue_delay_microseconds: 100000 }\n")
     ref = ort.InferenceSession(onnx, providers=["CPUExecutionProvider"])
-    p = subprocess.Popen([RINGSIDE, "serve", "--model-repository", repo, "--http-port", "0", "--grpc-port", "0",
-                          "--metrics-port", "-1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    gport = None
-    lines = []
-    for line in p.stdout:
-        lines.append(line)
-        m = re.search(r"gRPC on 127\.0\.0\.1:(\d+)", line)
-        if m:
-            gport = int(m.group(1))
-            break
-    if gport is None:
-        raise SystemExit("server did not start: " + "".join(lines) + p.stderr.read())
+    p, ports, _ = serve_util.start(RINGSIDE, ["--model-repository", repo, "--http-port", "0", "--grpc-port", "0",
+                                              "--metrics-port", "-1"])
+    gport = ports["grpc"]
     c = tg.InferenceServerClient(f"127.0.0.1:{gport}")
     try:
         check(c.is_model_ready("cnnplan"), "the plan is ready")

@@ -20,6 +20,8 @@ import tempfile
 import threading
 import time
 
+import serve_util  # noqa: E402 - beside this file
+
 RINGSIDE = sys.argv[1]
 GPT = "gpt layers=1 heads=2 dim=16 ctx=32 vocab={V} seed=11"
 PROMPT = "the cab"
@@ -75,15 +77,9 @@ def make_repo(root):
 
 
 def start(repo):
-    p = subprocess.Popen([RINGSIDE, "serve", "--model-repository", repo, "--http-port", "0", "--grpc-port", "-1",
-                          "--metrics-port", "-1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    lines = []
-    for line in p.stdout:
-        lines.append(line)
-        m = re.search(r"http://127\.0\.0\.1:(\d+)", line)
-        if m:
-            return p, int(m.group(1)), "".join(lines)
-    raise SystemExit("server did not start: " + "".join(lines) + p.stderr.read())
+    p, ports, banner = serve_util.start(RINGSIDE, ["--model-repository", repo, "--http-port", "0", "--grpc-port", "-1",
+                                                   "--metrics-port", "-1"])
+    return p, ports["http"], banner
 
 
 def post(port, path, body):

@@ -26,6 +26,8 @@ except Exception as e:  # noqa: BLE001 - any import failure means the same: skip
     print(f"skipped: needs numpy, onnxruntime and tritonclient[http] (scripts/setup.sh installs them): {e}")
     sys.exit(77)
 
+import serve_util  # noqa: E402 - beside this file
+
 RINGSIDE = sys.argv[1]
 failures = 0
 
@@ -68,15 +70,9 @@ def make_repo(root):
 
 
 def start(repo):
-    p = subprocess.Popen([RINGSIDE, "serve", "--model-repository", repo, "--http-port", "0", "--grpc-port", "0", "--metrics-port", "0"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    lines = []
-    for line in p.stdout:
-        lines.append(line)
-        m = re.search(r"http://127\.0\.0\.1:(\d+) .*metrics on http://127\.0\.0\.1:(\d+)", line)
-        if m:
-            return p, int(m.group(1)), int(m.group(2)), "".join(lines)
-    raise SystemExit("server did not start: " + "".join(lines) + p.stderr.read())
+    p, ports, banner = serve_util.start(RINGSIDE, ["--model-repository", repo, "--http-port", "0", "--grpc-port", "0",
+                                                   "--metrics-port", "0"])
+    return p, ports["http"], ports["metrics"], banner
 
 
 def raw(port, method, path, body=b"", headers=None):

@@ -30,6 +30,8 @@ except Exception as e:  # noqa: BLE001 - any import failure means the same: skip
     print(f"skipped: needs numpy, onnxruntime and tritonclient[grpc] (scripts/setup.sh installs them): {e}")
     sys.exit(77)
 
+import serve_util  # noqa: E402 - beside this file
+
 RINGSIDE = sys.argv[1]
 failures = 0
 GPT = "gpt layers=1 heads=2 dim=16 ctx=32 vocab={V} seed=11"
@@ -91,15 +93,9 @@ def reference_generate(corpus, spec, repo, n, temp, top_k, seed):
 
 
 def start(repo):
-    p = subprocess.Popen([RINGSIDE, "serve", "--model-repository", repo, "--http-port", "0", "--grpc-port", "0",
-                          "--metrics-port", "-1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    lines = []
-    for line in p.stdout:
-        lines.append(line)
-        m = re.search(r"http://127\.0\.0\.1:(\d+) .*gRPC on 127\.0\.0\.1:(\d+)", line)
-        if m:
-            return p, int(m.group(1)), int(m.group(2)), "".join(lines)
-    raise SystemExit("server did not start: " + "".join(lines) + p.stderr.read())
+    p, ports, banner = serve_util.start(RINGSIDE, ["--model-repository", repo, "--http-port", "0", "--grpc-port", "0",
+                                                   "--metrics-port", "-1"])
+    return p, ports["http"], ports["grpc"], banner
 
 
 def code_of(fn):
