@@ -35,6 +35,29 @@ static int show(rs_session *s)
     return st ? rs_session_error(s, NULL, (size_t)-1, 0, "%s", err.msg) : 0;
 }
 
+/* The name a source is served under: name=, else the file's or object's name (a file's without its
+ * 5-character extension, .onnx or .plan, when has_ext). buf holds it when it is made here. */
+static const char *served_name(const rs_call *c, const char *src, bool has_ext, char *buf, size_t cap)
+{
+    const char *name = rs_call_str(c, "name", NULL);
+    if (name) return name;
+    const char *b = strrchr(src, '/');
+    snprintf(buf, cap, "%s", b ? b + 1 : src);
+    if (has_ext) buf[strlen(buf) > 5 ? strlen(buf) - 5 : 0] = '\0';
+    return buf;
+}
+
+/* The repository a written model goes into: repo= when given, else a new folder under /tmp. */
+static bool repo_dir(const char *given, char *repo, size_t cap)
+{
+    if (given) {
+        snprintf(repo, cap, "%s", given);
+        return true;
+    }
+    snprintf(repo, cap, "/tmp/ringside-serve-XXXXXX");
+    return mkdtemp(repo) != NULL;
+}
+
 static bool is_dir(const char *p)
 {
     struct stat st;
@@ -101,18 +124,9 @@ int rs_cmd_serve(rs_session *s, const rs_call *c)
                                     max_batch, pb, src, pb, max_batch);
         if (base.max_batch_size > pb) base.max_batch_size = pb;
         char base_name[128];
-        const char *name = rs_call_str(c, "name", NULL);
-        if (!name) {
-            const char *b = strrchr(src, '/');
-            snprintf(base_name, sizeof base_name, "%s", b ? b + 1 : src);
-            if (planf) base_name[strlen(base_name) > 5 ? strlen(base_name) - 5 : 0] = '\0';
-            name = base_name;
-        }
-        if (given_repo) snprintf(repo, sizeof repo, "%s", given_repo);
-        else {
-            snprintf(repo, sizeof repo, "/tmp/ringside-serve-XXXXXX");
-            if (!mkdtemp(repo)) return rs_session_error(s, c, (size_t)-1, 0, "serve: cannot make a temporary folder");
-        }
+        const char *name = served_name(c, src, planf, base_name, sizeof base_name);
+        if (!repo_dir(given_repo, repo, sizeof repo))
+            return rs_session_error(s, c, (size_t)-1, 0, "serve: cannot make a temporary folder");
         if (rs_serve_repo_write_plan(repo, name, o ? o->plan : NULL, o ? NULL : src, &base, &err))
             return rs_session_error(s, c, c->arg_pos[0], n, "serve: %s", err.msg);
         fprintf(s->out, "wrote model repository %s/%s (config.pbtxt, platform ringside_plan; 1/model.plan)\n", repo, name);
@@ -123,19 +137,10 @@ int rs_cmd_serve(rs_session *s, const rs_call *c)
         if (o && !o->model)
             return rs_session_error(s, c, c->arg_pos[0], n, "serve: '%s' is an imported graph; serve its .onnx file",
                                     src);
-        const char *name = rs_call_str(c, "name", NULL);
         char base_name[128];
-        if (!name) {
-            const char *b = strrchr(src, '/');
-            snprintf(base_name, sizeof base_name, "%s", b ? b + 1 : src);
-            if (onnx) base_name[strlen(base_name) > 5 ? strlen(base_name) - 5 : 0] = '\0';
-            name = base_name;
-        }
-        if (given_repo) snprintf(repo, sizeof repo, "%s", given_repo);
-        else {
-            snprintf(repo, sizeof repo, "/tmp/ringside-serve-XXXXXX");
-            if (!mkdtemp(repo)) return rs_session_error(s, c, (size_t)-1, 0, "serve: cannot make a temporary folder");
-        }
+        const char *name = served_name(c, src, onnx, base_name, sizeof base_name);
+        if (!repo_dir(given_repo, repo, sizeof repo))
+            return rs_session_error(s, c, (size_t)-1, 0, "serve: cannot make a temporary folder");
         if (o && rs_model_tokens(o->model)) {
             /* A GPT: served decoupled, text in and a response per token out, with generate's vocabulary. */
             rs_data_pair builtin = {0};
