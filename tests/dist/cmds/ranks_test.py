@@ -471,7 +471,7 @@ def case_fault(tmp):
 
 def case_by_hand(tmp):
     """Ranks started by hand with the torchrun variables (rank 0 hosts the store, as c10d does)."""
-    port = 29000 + os.getpid() % 2000
+    port = free_port()
     procs = []
     for r in range(3):
         env = dict(os.environ, RANK=str(r), WORLD_SIZE="3", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
@@ -504,6 +504,15 @@ def case_by_hand(tmp):
     check(p.returncode != 0 and time.time() - t0 < 5, "a port in use fails at once")
     check("in use" in p.stderr, "and says the port is in use")
     s.close()
+
+
+def free_port():
+    """A TCP port nobody listens on now, from the kernel (a port computed from our pid can fall in the
+    ephemeral range, where another test's connection may hold it)."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def worker_children(pid):
@@ -560,7 +569,7 @@ def case_orphans(tmp):
         for r in left:
             os.kill(r, 9)
 
-    port = 31000 + os.getpid() % 2000
+    port = free_port()
     procs = []
     for r in range(2):
         env = dict(os.environ, RANK=str(r), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
@@ -568,7 +577,17 @@ def case_orphans(tmp):
                                        "iters=200000", "backend=shm", "timeout=60"], env=env,
                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
     time.sleep(2)
-    check(all(p.poll() is None for p in procs), "two hand-started ranks run a long bench")
+    running = all(p.poll() is None for p in procs)
+    check(running, "two hand-started ranks run a long bench (port %d)" % port)
+    if not running:  # say why (a port taken meanwhile, a rank that failed) instead of three bare FAILs
+        for r, p in enumerate(procs):
+            if p.poll() is not None:
+                print("rank %d exited %d:\n%s" % (r, p.returncode, p.communicate(timeout=30)[1]))
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        return
     procs[0].kill()
     procs[0].wait()
     time.sleep(1)
