@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "engine/guard/guard.h"
+
 #ifdef RS_HAVE_CUDA
 #include "engine/cuda/cuda_kernels.h"
 #endif
@@ -14,6 +16,7 @@ const char *rs_device_name(rs_device d)
     switch (d.kind) {
     case RS_DEV_CPU: return "cpu";
     case RS_DEV_CUDA: return "cuda";
+    case RS_DEV_GUARD: return "guard";
     default: return "?";
     }
 }
@@ -27,6 +30,7 @@ const rs_kernels *rs_kernels_for(rs_device d)
      * that choose a device ask rs_cuda_query (engine/cuda/cuda.h) first */
     case RS_DEV_CUDA: return &rs_cuda_kernels;
 #endif
+    case RS_DEV_GUARD: return &rs_guard_kernels;
     default: return NULL;
     }
 }

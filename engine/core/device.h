@@ -45,7 +45,9 @@
 #include "engine/core/mem.h"
 #include "engine/core/status.h"
 
-typedef enum rs_device_kind { RS_DEV_CPU = 0, RS_DEV_CUDA = 1, RS_DEV_KIND_COUNT } rs_device_kind;
+/* RS_DEV_GUARD is a test device: the CPU's kernels on memory the host cannot touch between calls
+ * (engine/guard/guard.h). */
+typedef enum rs_device_kind { RS_DEV_CPU = 0, RS_DEV_CUDA = 1, RS_DEV_GUARD = 2, RS_DEV_KIND_COUNT } rs_device_kind;
 
 typedef struct rs_device {
     rs_device_kind kind;
@@ -119,7 +121,7 @@ typedef struct rs_kctx {
 } rs_kctx;
 
 struct rs_kernels {
-    const char *name;          /* "cpu", "cuda" */
+    const char *name;          /* "cpu", "cuda", "guard" */
     rs_device_kind kind;
     /* Every member from here on is an entry: required, context first, returns rs_status. The harness
      * counts them (a new entry without a harness case fails it). */

@@ -9,7 +9,8 @@
  *
  * `test-kernel-harness` checks the CPU table and the contexts; `test-kernel-harness cuda` (meson test
  * --suite cuda) checks the CUDA table on the current GPU instead, and exits 77 ("skipped") with the
- * reason where this build has no CUDA or the machine no GPU. */
+ * reason where this build has no CUDA or the machine no GPU; `test-kernel-harness guard` checks the
+ * guard table (engine/guard/guard.h), whose memory faults when a case touches it outside the table. */
 #include <omp.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -282,11 +283,11 @@ int main(int argc, char **argv)
     /* which tables: the CPU's (default) or one device's, named on the command line */
     int only = RS_DEV_CPU;
     if (argc > 1) {
-        if (strcmp(argv[1], "cuda") != 0) {
-            fprintf(stderr, "usage: %s [cuda]\n", argv[0]);
+        only = !strcmp(argv[1], "cuda") ? RS_DEV_CUDA : !strcmp(argv[1], "guard") ? RS_DEV_GUARD : -1;
+        if (only < 0) {
+            fprintf(stderr, "usage: %s [cuda|guard]\n", argv[0]);
             return 2;
         }
-        only = RS_DEV_CUDA;
     }
     collect(hz_mem_cases, hz_mem_ncases);
     collect(hz_dense_cases, hz_dense_ncases);
@@ -307,7 +308,7 @@ int main(int argc, char **argv)
         if (kind != only) {
             if (kind == RS_DEV_CPU) printf("device cpu: the reference; its own table is checked by the default run\n");
             else
-                printf("device %s: table %s, checked by `test-kernel-harness %s` (meson test --suite %s)\n",
+                printf("device %s: table %s, checked by `test-kernel-harness %s` (meson test %s-kernel-harness)\n",
                        rs_device_name(d), k->name, rs_device_name(d), rs_device_name(d));
             continue;
         }
@@ -323,5 +324,6 @@ int main(int argc, char **argv)
         test_model_status();
         test_two_threads();
     }
-    return rs_test_finish(only == RS_DEV_CPU ? "kernel-harness" : "kernel-harness cuda");
+    return rs_test_finish(only == RS_DEV_CPU ? "kernel-harness" : only == RS_DEV_CUDA ? "kernel-harness cuda"
+                                                                                       : "kernel-harness guard");
 }
