@@ -269,13 +269,13 @@ rs_status rs_onnx_export_ex(rs_model *m, const char *path, const rs_onnx_export_
                           "export: opset %d is not supported; use one of 13 14 15 16 17 18 19 20 21 (default %d)",
                           opset, RS_ONNX_OPSET_DEFAULT);
     if (rs_model_layer_count(m) < 1) return rs_err_set(err, RS_ERR_ARG, "export: the model has no layers");
-    if (rs_model_device(m).kind != RS_DEV_CPU)
-        return rs_err_set(err, RS_ERR_UNSUPPORTED, "export: the model lives on %s; export reads parameters on the "
-                          "CPU, move it there first", rs_device_name(rs_model_device(m)));
     if (!rs_model_params(m))
         return rs_err_set(err, RS_ERR_ARG, "export: model '%s' has no parameters allocated (build it first)",
                           rs_model_name(m));
-    exporter x = {.m = m, .params = rs_model_params(m), .opset = opset, .err = err};
+    /* host floats: a copy when the model lives on a device (torch.onnx.export also reads them on the host) */
+    float *params = rs_model_params_map(m, err);
+    if (!params) return err ? err->code : RS_ERR_NOMEM;
+    exporter x = {.m = m, .params = params, .opset = opset, .err = err};
     x.b = rs_onnx_builder_new(rs_model_name(m));
     x.val = calloc((size_t)rs_model_layer_count(m), sizeof *x.val);
     x.added = calloc((size_t)rs_model_tensor_count(m) + 1, sizeof *x.added);
@@ -285,6 +285,7 @@ rs_status rs_onnx_export_ex(rs_model *m, const char *path, const rs_onnx_export_
     if (!st) st = export_graph(&x, o);
     if (!st) st = rs_onnx_builder_save(x.b, path, opset, err);
     rs_onnx_builder_free(x.b);
+    rs_model_params_unmap(m, params, false, NULL);
     free(x.val);
     free(x.added);
     return st;

@@ -79,6 +79,12 @@ rs_status rs_plan_compile(rs_model *m, const rs_plan_opts *o, rs_plan **out, rs_
         return rs_err_set(err, RS_ERR_ARG, "compile: precision=int8 needs calibration data (calib=DATA): the input "
                                            "scales come from what the model sees there");
     if (!rs_model_params(m)) return rs_err_set(err, RS_ERR_ARG, "compile: model %s is not built", rs_model_name(m));
+    if (rs_model_device(m).kind != RS_DEV_CPU) {
+        char where[32];
+        return rs_err_set(err, RS_ERR_UNSUPPORTED, "compile: model %s is on %s; plans run on the CPU and are built "
+                          "from a model there: `to %s cpu` first", rs_model_name(m),
+                          rs_model_device_str(m, where, sizeof where), rs_model_name(m));
+    }
     rs_plan *p = calloc(1, sizeof *p);
     if (!p) return rs_err_set(err, RS_ERR_NOMEM, "compile: out of memory");
     p->prec = o->prec;

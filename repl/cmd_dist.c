@@ -19,6 +19,7 @@
 #include "dist/train/dtrain.h"
 #include "dist/worker/worker.h"
 #include "engine/ckpt/checkpoint.h"
+#include "engine/cuda/cuda.h"
 #include "lang/value.h"
 #include "repl_log.h"
 #include "result.h"
@@ -478,6 +479,15 @@ int rs_cmd_backends(rs_session *s, const rs_call *c)
         if (!rs_pg_backend_find(all[i]))
             fprintf(f, "  %-5s not built: meson did not find %s\n", all[i],
                     !strcmp(all[i], "mpi") ? "Open MPI (apt-get install libopenmpi-dev)" : "CUDA and NCCL");
+    if (rs_pg_backend_find("nccl")) {
+        rs_cuda_info ci;
+        rs_cuda_query(&ci);
+        fprintf(f, "\nGPUs here: %d. nccl puts rank LOCAL_RANK on GPU LOCAL_RANK mod %d, one GPU per rank: NCCL "
+                   "refuses two ranks of one group on one GPU (ncclInvalidUsage, \"Duplicate GPU detected\"), so "
+                   "with fewer GPUs than ranks the ranks share the host through shm or tcp instead.\n",
+                ci.count, ci.count > 0 ? ci.count : 1);
+        rs_result_num(s, "gpus", ci.count);
+    }
     fprintf(f, "\nTry: collective all_reduce ranks=4 backend=shm algo=ring   bench all_reduce ranks=2 sizes=8..64M\n");
     return 0;
 }

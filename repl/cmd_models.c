@@ -108,6 +108,18 @@ int rs_cmd_model(rs_session *s, const rs_call *c)
     rs_result_begin(s, NULL);
     if (check_name(s, c)) return 1;
     rs_err err = {0};
+    /* where it lives: device=, else the session's (`set device=`) */
+    rs_device dev = s->device;
+    const rs_optval *dv = rs_call_given(c, "device") ? rs_call_opt(c, "device") : NULL;
+    if (dv) {
+        char stays[96];
+        snprintf(stays, sizeof stays, "no model %s was made", c->bind);
+        if (rs_repl_device_parse(s, c, "model: device=", dv->text, dv->pos, 7 + strlen(dv->text), stays, &dev)) return 1;
+        if (dev.kind != RS_DEV_CPU && (!strncmp(c->rest, "onnx ", 5) || !strncmp(c->rest, "plan ", 5)))
+            return rs_session_error(s, c, dv->pos, 7 + strlen(dv->text), "model: device=%s: imported graphs and plans "
+                                    "are made on the CPU; `to %s %s` then moves an imported graph", dv->text, c->bind,
+                                    dv->text);
+    }
     if (!strncmp(c->rest, "onnx ", 5)) {
         const char *p = c->rest + 5;
         while (*p == ' ') p++;
@@ -155,7 +167,7 @@ int rs_cmd_model(rs_session *s, const rs_call *c)
         fprintf(s->out, "gpt: vocab=%d, the characters of %s\n", vocab,
                 from ? from : "the built-in corpus (`data t = text`)");
     }
-    rs_status pst = rs_model_parse(text, c->bind, rs_device_cpu(), NULL, seed_opt(s, c), &m, &pos, &err);
+    rs_status pst = rs_model_parse(text, c->bind, dev, NULL, seed_opt(s, c), &m, &pos, &err);
     free(spec);
     if (pst) {
         size_t at = pos == (size_t)-1 ? c->rest_pos : c->rest_pos + pos;
@@ -174,13 +186,17 @@ int rs_cmd_model(rs_session *s, const rs_call *c)
     int nl = rs_model_layer_count(m);
     record_model(s, m);
     if (rs_model_tokens(m)) {
-        fprintf(s->out, "model %s: %d layers, %zu parameters, input %lld tokens, vocabulary %d\n", c->bind, nl,
-                rs_model_param_count(m), (long long)rs_shape_numel(rs_model_input_shape(m)), rs_model_vocab(m));
+        char dv[32] = "";
+        fprintf(s->out, "model %s: %d layers, %zu parameters, input %lld tokens, vocabulary %d%s%s\n", c->bind, nl,
+                rs_model_param_count(m), (long long)rs_shape_numel(rs_model_input_shape(m)), rs_model_vocab(m),
+                dev.kind != RS_DEV_CPU ? ", on " : "", dev.kind != RS_DEV_CPU ? rs_repl_device_str(dev, dv, sizeof dv) : "");
         return 0;
     }
-    fprintf(s->out, "model %s: %d layer%s, %zu parameters, input %lld values, %d classes\n", c->bind, nl,
+    char dvs[40] = "", dvn[32];
+    if (dev.kind != RS_DEV_CPU) snprintf(dvs, sizeof dvs, ", on %s", rs_repl_device_str(dev, dvn, sizeof dvn));
+    fprintf(s->out, "model %s: %d layer%s, %zu parameters, input %lld values, %d classes%s\n", c->bind, nl,
             nl == 1 ? "" : "s", rs_model_param_count(m), (long long)rs_shape_numel(rs_model_input_shape(m)),
-            rs_model_classes(m));
+            rs_model_classes(m), dvs);
     return 0;
 }
 
@@ -393,8 +409,13 @@ int rs_cmd_show(rs_session *s, const rs_call *c)
     rs_blas_info b;
     rs_blas_get_info(&b);
     /* where the model lives: its buffers and the kernel table it runs on */
-    fprintf(s->out, "kernels: %s, threads %d, OpenBLAS %s\n", rs_device_name(rs_model_device(o->model)),
-            rs_model_threads(o->model), b.core);
+    char dv[32];
+    rs_device d = rs_model_device(o->model);
+    if (d.kind == RS_DEV_CPU)
+        fprintf(s->out, "kernels: cpu, threads %d, OpenBLAS %s\n", rs_model_threads(o->model), b.core);
+    else
+        fprintf(s->out, "kernels: %s; its inputs, labels and outputs pass through host memory (`to %s cpu` moves it "
+                "back)\n", rs_repl_device_str(d, dv, sizeof dv), o->name);
     return 0;
 }
 
@@ -454,7 +475,7 @@ int rs_cmd_reset(rs_session *s, const rs_call *c)
     uint64_t seed = rs_model_seed(o->model);
     rs_model *m = NULL;
     rs_err err = {0};
-    if (rs_model_parse(o->spec, o->name, rs_device_cpu(), NULL, seed, &m, NULL, &err))
+    if (rs_model_parse(o->spec, o->name, rs_model_device(o->model), NULL, seed, &m, NULL, &err)) /* where it was */
         return rs_session_error(s, c, pos, len, "reset: %s", err.msg);
     rs_model_free(o->model);
     o->model = m;
@@ -499,7 +520,7 @@ int rs_cmd_load(rs_session *s, const rs_call *c)
     char *spec = rs_ckpt_read_spec(c->args[1], &err);
     if (!spec) return rs_session_error(s, c, c->arg_pos[1], strlen(c->args[1]), "load: %s", err.msg);
     rs_model *m = NULL;
-    if (rs_model_parse(spec, c->args[0], rs_device_cpu(), NULL, s->seed, &m, NULL, &err) ||
+    if (rs_model_parse(spec, c->args[0], s->device, NULL, s->seed, &m, NULL, &err) ||
         rs_ckpt_load_model(c->args[1], m, &err)) {
         rs_model_free(m);
         free(spec);

@@ -145,8 +145,9 @@ int rs_cmd_set(rs_session *s, const rs_call *c)
     }
     if (!any || s->interactive || s->echo) {
         fprintf(s->out, "threads=%d seed=%llu color=%s", s->threads, (unsigned long long)s->seed, s->color ? "on" : "off");
-        /* the device once a GPU was chosen (`devices` always names it) */
-        if (s->device.kind != RS_DEV_CPU) fprintf(s->out, " device=cuda:%d", s->device.index);
+        /* the device once another than the CPU was chosen (`devices` always names it) */
+        char dv[32];
+        if (s->device.kind != RS_DEV_CPU) fprintf(s->out, " device=%s", rs_repl_device_str(s->device, dv, sizeof dv));
         fputc('\n', s->out);
     }
     return 0;

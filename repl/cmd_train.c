@@ -259,6 +259,17 @@ int rs_cmd_train(rs_session *s, const rs_call *c)
         fprintf(s->out, "train: %s continues from the weights of %s; `reset %s` starts afresh\n", m->name, from,
                 m->name);
     }
+    if (m->model && rs_model_device(m->model).kind != RS_DEV_CPU && sa.def != &rs_strategy_single) {
+        /* ranks build their own copies on the CPU from the spec, and dp's replicas are CPU threads: a
+         * model on a device would be trained somewhere else than it lives, silently */
+        char dv[32];
+        const rs_optval *v = rs_call_opt(c, "mode");
+        return rs_session_error(s, c, v->pos, 5 + strlen(v->text),
+                                "train: %s lives on %s and mode=%s trains on the CPU in this build (GPU ranks over "
+                                "backend=nccl are not built yet); train it with mode=single there, or `to %s cpu` first",
+                                m->name, rs_repl_device_str(rs_model_device(m->model), dv, sizeof dv), sa.def->name,
+                                m->name);
+    }
     if (sa.def->make) return rs_cmd_train_ranks(s, c, m, d, &cfg, &sa);
     if (rs_call_given(c, "kill")) {
         const rs_optval *v = rs_call_opt(c, "kill");

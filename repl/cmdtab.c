@@ -13,6 +13,7 @@ int rs_cmd_show(rs_session *, const rs_call *);
 int rs_cmd_ls(rs_session *, const rs_call *);
 int rs_cmd_drop(rs_session *, const rs_call *);
 int rs_cmd_reset(rs_session *, const rs_call *);
+int rs_cmd_to(rs_session *, const rs_call *);
 int rs_cmd_train(rs_session *, const rs_call *);
 int rs_cmd_generate(rs_session *, const rs_call *);
 int rs_cmd_eval(rs_session *, const rs_call *);
@@ -56,6 +57,7 @@ static const char *const play_modes[] = {"interactive", "auto", "step", NULL};
 
 static const rs_optdef model_opts[] = {
     {"seed", RS_T_INT, NULL, "initial weights' seed (default: the session's seed)", NULL},
+    {"device", RS_T_STRING, NULL, "where it lives: cpu, cuda, cuda:N, guard (default: the session's, `set device=`)", NULL},
     {NULL, 0, NULL, NULL, NULL},
 };
 
@@ -203,7 +205,7 @@ static const rs_optdef set_opts[] = {
     {"threads", RS_T_INT, NULL, "CPU threads for kernels and BLAS", NULL},
     {"seed", RS_T_INT, NULL, "default seed for models, data and runs", NULL},
     {"color", RS_T_BOOL, NULL, "coloured output", NULL},
-    {"device", RS_T_STRING, NULL, "cpu, cuda or cuda:N: the session's device (`devices` lists the GPUs)", NULL},
+    {"device", RS_T_STRING, NULL, "cpu, cuda, cuda:N or guard: where new models are built (`devices` lists the GPUs)", NULL},
     {NULL, 0, NULL, NULL, NULL},
 };
 
@@ -368,6 +370,7 @@ static const char *const show_words[] = {"run", NULL};
 static const char *const tp_demos[] = {"matmul", NULL};
 static const char *const export_words[] = {"session", NULL};
 static const char *const plan_words[] = {"show", "bench", NULL};
+static const char *const device_words[] = {"cpu", "cuda", "cuda:0", "guard", NULL};
 
 /* The words of a model spec after `seq` (engine/nn/spec.c parses them; "(" where arguments follow). */
 static const char *const layer_words[] = {"linear(", "conv(", "maxpool(", "avgpool(", "relu", "gelu", "tanh",
@@ -428,6 +431,16 @@ const rs_cmddef rs_commands[] = {
      rs_cmd_ls, NULL},
     {"drop", "models", "drop NAME    forget a model or data set", NULL, false, NULL, {A("NAME", RS_A_NAME)}, 1, NULL,
      false, rs_cmd_drop, NULL},
+    {"to", "models", "to MODEL DEVICE    move a model to cpu, cuda, cuda:N or guard (torch's model.to)",
+     "Moves a model's weights to another device, as torch's model.to(device): they are copied\n"
+     "through host memory, the gradients start again at zero, and from then on its passes run on\n"
+     "that device's kernels (eval, predict, train, save and export read it back as needed).\n"
+     "  to m cuda        the session's GPU (refused, with the reason, where there is none)\n"
+     "  to m cpu         back\n"
+     "  to m guard       the test device: the CPU's kernels on memory sealed between kernel calls,\n"
+     "                   so any code that reads device memory directly stops at once\n"
+     "`show m` says where a model lives; `model m = ... device=` builds it there.",
+     false, NULL, {A("MODEL", RS_A_MODEL), ACH("DEVICE", RS_A_WORD, device_words)}, 2, NULL, false, rs_cmd_to, NULL},
     {"reset", "models", "reset MODEL    back to its initial weights (from its seed), as `model` made them",
      "Training continues from a model's current weights; `reset m` puts back the weights `model m = ...`\n"
      "made from its seed, so that the next `train` starts afresh. Refused while a background run trains it.",
@@ -631,7 +644,7 @@ const rs_cmddef rs_commands[] = {
      "Clears the terminal, as clear(1) does, so the next part of a lesson starts on a fresh screen.\n"
      "Where the output is not a terminal (a script's output in a file or a pipe) it prints nothing.",
      false, NULL, {{0}}, 0, NULL, false, rs_cmd_clear, NULL},
-    {"set", "session", "set [threads=N] [seed=N] [color=on|off] [device=cpu|cuda[:N]]    session settings (none: show them)", NULL,
+    {"set", "session", "set [threads=N] [seed=N] [color=on|off] [device=cpu|cuda[:N]|guard]    session settings (none: show them)", NULL,
      false, NULL, {{0}}, 0, set_opts, false, rs_cmd_set, NULL},
     {"version", "session", "version    version, BLAS kernel, threads", NULL, false, NULL, {{0}}, 0, NULL, false,
      rs_cmd_version, NULL},

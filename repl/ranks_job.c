@@ -21,6 +21,7 @@
 #include "dist/train/dtrain.h"
 #include "dist/worker/worker.h"
 #include "engine/ckpt/checkpoint.h"
+#include "engine/cuda/cuda.h"
 #include "lang/value.h"
 #include "repl_log.h"
 #include "result.h"
@@ -894,6 +895,21 @@ int rs_job_common_opts(rs_session *s, const rs_call *c, dist_job *j, double *tim
         rs_pg *g = NULL;
         rs_pg_new(j->backend, NULL, "x", 0, 1, 1, &g, &e);
         return rs_session_error(s, c, bv->pos, 8 + strlen(j->backend), "%s: %s", c->cmd->name, e.msg);
+    }
+    if (!(rs_pg_backend_find(j->backend)->ops->devices & RS_PG_DEV_CPU)) {
+        /* A GPU backend: rank r takes GPU LOCAL_RANK mod count, and NCCL refuses two ranks of one
+         * communicator on one GPU, so say so here rather than after the ranks have started. */
+        rs_cuda_info ci;
+        rs_cuda_query(&ci);
+        if (ci.count < 1)
+            return rs_session_error(s, c, bv->pos, 8 + strlen(j->backend), "%s: backend=%s runs on GPUs, one per rank, "
+                                    "and this machine has none (%s); backend=shm or tcp run the ranks on the CPU",
+                                    c->cmd->name, j->backend, ci.why);
+        if (ci.count < j->world)
+            return rs_session_error(s, c, bv->pos, 8 + strlen(j->backend), "%s: backend=%s puts each rank on its own "
+                                    "GPU and this machine has %d: NCCL refuses two ranks of one group on one GPU "
+                                    "(ncclInvalidUsage, \"Duplicate GPU detected\"); use ranks=%d, or backend=shm or "
+                                    "tcp, whose ranks share the host", c->cmd->name, j->backend, ci.count, ci.count);
     }
     const rs_optval *av = rs_call_opt(c, "algo");
     if (av && av->set && rs_pg_backend_find(j->backend)->ops->transport == NULL &&

@@ -96,6 +96,12 @@ void rs_session_warn(rs_session *s, const char *fmt, ...) __attribute__((format(
 /* A name a background run uses (rs_obj.busy_run): reports "CMD: NAME is in use by run N ..." for call c
  * (caret under [pos, pos+len)) and returns 1; 0 when o is NULL or free. */
 int rs_session_check_busy(rs_session *s, const rs_call *c, const rs_obj *o, size_t pos, size_t len);
+/* A device word (cpu, cuda, cuda:N, guard) -> *d, checked usable on this machine; 1 after reporting at
+ * [pos, pos+len) as `who`, ending with `stays` (what stays where). repl/cmd_devices.c */
+int rs_repl_device_parse(rs_session *s, const rs_call *c, const char *who, const char *v, size_t pos, size_t len,
+                         const char *stays, rs_device *d);
+/* "cpu", "cuda:0", "guard" into buf; returns buf. */
+const char *rs_repl_device_str(rs_device d, char *buf, size_t n);
 
 /* Background runs (repl/ranks_job.c). rs_jobs_count: how many are in progress. rs_jobs_pump: services each one
  * once without blocking (a few ms at most) and prints the end of those that finished to s->out.

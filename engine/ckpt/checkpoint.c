@@ -37,11 +37,38 @@ static rs_st_tensor *model_tensors(rs_model *m, const float *base, const char *s
     return t;
 }
 
+/* Host floats of an optimizer state buffer of n values: the buffer on the CPU, else a copy the caller
+ * frees (or gives back with state_back). */
+static float *state_host(rs_optim *o, float *dev, size_t n, rs_err *err)
+{
+    rs_kctx *c = rs_optim_ctx(o);
+    if (c->k->kind == RS_DEV_CPU) return dev;
+    float *h = malloc(n ? n * sizeof *h : 1);
+    if (!h) rs_err_set(err, RS_ERR_NOMEM, "out of host memory for a copy of the optimizer state");
+    else if (c->k->sync(c) || c->k->copy_d2h(c, h, dev, n * sizeof *h)) {
+        rs_kctx_check(c, err);
+        free(h);
+        h = NULL;
+    }
+    return h;
+}
+
+static rs_status state_back(rs_optim *o, float *dev, float *host, size_t n, rs_err *err)
+{
+    rs_kctx *c = rs_optim_ctx(o);
+    if (host == dev) return RS_OK;
+    rs_status st = c->k->copy_h2d(c, dev, host, n * sizeof *host) ? rs_kctx_check(c, err) : RS_OK;
+    free(host);
+    return st;
+}
+
 static rs_status save_weights(const char *path, rs_model *m, const char *const *extra, int n_extra, rs_err *err)
 {
     int n = rs_model_tensor_count(m);
+    float *params = rs_model_params_map(m, err); /* host floats: a copy for a model on a device */
+    if (!params) return err ? err->code : RS_ERR_NOMEM;
     char (*names)[128] = calloc((size_t)(n ? n : 1), sizeof *names);
-    rs_st_tensor *t = names ? model_tensors(m, rs_model_params(m), "", names) : NULL;
+    rs_st_tensor *t = names ? model_tensors(m, params, "", names) : NULL;
     char *spec = rs_model_spec(m);
     char count[32];
     size_t real = 0; /* parameters, without the alignment padding between tensors */
@@ -56,6 +83,7 @@ static rs_status save_weights(const char *path, rs_model *m, const char *const *
     rs_status st;
     if (!names || !t || !spec) st = rs_err_set(err, RS_ERR_NOMEM, "out of memory writing %s", path);
     else st = rs_st_write(path, t, n, meta, nm, err);
+    rs_model_params_unmap(m, params, false, NULL);
     free(spec);
     free(t);
     free(names);
@@ -121,7 +149,12 @@ rs_status rs_ckpt_load_model(const char *path, rs_model *m, rs_err *err)
     rs_status st = rs_st_open(path, &f, err);
     if (st) return st;
     st = check_tensors(f, m, "", err);
-    if (!st) copy_tensors(f, m, rs_model_params(m), "");
+    float *params = st ? NULL : rs_model_params_map(m, err);
+    if (!st && !params) st = err ? err->code : RS_ERR_NOMEM;
+    if (!st) {
+        copy_tensors(f, m, params, "");
+        st = rs_model_params_unmap(m, params, true, err);
+    }
     rs_st_close(f);
     return st;
 }
@@ -160,12 +193,19 @@ rs_status rs_ckpt_save_train(const char *path, rs_model *m, rs_optim *o, const r
     size_t total = (size_t)n * (size_t)(ns ? ns : 1);
     char (*names)[128] = calloc(total, sizeof *names);
     rs_st_tensor *all = calloc(total, sizeof *all);
+    float *host[8] = {0}; /* host floats of each state buffer (copies on a device, freed below) */
     rs_status st = RS_OK;
     if (!opath || !names || !all) st = rs_err_set(err, RS_ERR_NOMEM, "out of memory writing %s", path);
+    if (ns > 8) st = rs_err_set(err, RS_ERR_INTERNAL, "optimizer keeps %d state buffers, more than 8", ns);
     for (int s = 0; s < ns && !st; s++) {
         char suffix[40];
         snprintf(suffix, sizeof suffix, ".%s", rs_optim_state_name(o, s));
-        rs_st_tensor *t = model_tensors(m, rs_optim_state(o, s), suffix, names + (size_t)s * n);
+        host[s] = state_host(o, rs_optim_state(o, s), rs_optim_numel(o), err);
+        if (!host[s]) {
+            st = err ? err->code : RS_ERR_NOMEM;
+            break;
+        }
+        rs_st_tensor *t = model_tensors(m, host[s], suffix, names + (size_t)s * n);
         if (!t) {
             st = rs_err_set(err, RS_ERR_NOMEM, "out of memory");
             break;
@@ -182,6 +222,8 @@ rs_status rs_ckpt_save_train(const char *path, rs_model *m, rs_optim *o, const r
         st = rs_st_write(opath, all, n * ns, meta, 6, err);
     }
     if (!st) st = save_weights(path, m, posmeta, 7, err);
+    for (int s = 0; s < ns && s < 8; s++)
+        if (host[s] != rs_optim_state(o, s)) free(host[s]);
     free(all);
     free(names);
     free(opath);
@@ -280,13 +322,23 @@ rs_status rs_ckpt_load_train(const char *path, rs_model *m, rs_optim *o, rs_ckpt
                                 rs_shape_str(&pi->shape, want, sizeof want));
         }
     }
+    float *params = st ? NULL : rs_model_params_map(m, err);
+    if (!st && !params) st = err ? err->code : RS_ERR_NOMEM;
     if (!st) {
-        copy_tensors(w, m, rs_model_params(m), "");
-        for (int s = 0; s < ns; s++) {
-            char suffix[40];
-            snprintf(suffix, sizeof suffix, ".%s", rs_optim_state_name(o, s));
-            copy_tensors(f, m, rs_optim_state(o, s), suffix);
+        copy_tensors(w, m, params, "");
+        st = rs_model_params_unmap(m, params, true, err);
+    }
+    for (int s = 0; s < ns && !st; s++) {
+        char suffix[40];
+        snprintf(suffix, sizeof suffix, ".%s", rs_optim_state_name(o, s));
+        float *h = state_host(o, rs_optim_state(o, s), rs_optim_numel(o), err);
+        if (!h) st = err ? err->code : RS_ERR_NOMEM;
+        else {
+            copy_tensors(f, m, h, suffix);
+            st = state_back(o, rs_optim_state(o, s), h, rs_optim_numel(o), err);
         }
+    }
+    if (!st) {
         rs_optim_set_step_count(o, osteps);
         rs_model_set_seed(m, p.model_seed);
         rs_model_set_step(m, p.model_step);

@@ -374,6 +374,10 @@ rs_status rs_model_build(rs_model *m, uint64_t seed, rs_err *err)
     m->grads = m->inference ? NULL : rs_model_buf_alloc(m, RS_POOL_GRADS);
     if (!m->tensors || !m->params || (!m->grads && !m->inference))
         return rs_err_set(err, RS_ERR_NOMEM, "model %s: out of memory for %zu parameters", m->name, m->numel);
+    /* Initialisers write host floats: a model on a device gets them through a host copy (owned here). */
+    bool staged = m->k->kind != RS_DEV_CPU && !m->inference;
+    float *init = staged ? calloc(m->numel ? m->numel : 1, sizeof *init) : m->params;
+    if (!init) return rs_err_set(err, RS_ERR_NOMEM, "model %s: out of memory for %zu parameters", m->name, m->numel);
     int t = 0;
     rs_rng root;
     rs_rng_seed(&root, seed);
@@ -391,7 +395,12 @@ rs_status rs_model_build(rs_model *m, uint64_t seed, rs_err *err)
         /* One stream per layer: adding a layer does not change the others' initial weights. */
         rs_rng r = rs_rng_fork(&root, (uint64_t)i);
         /* an inference-only model's weights are its file's, copied in after build */
-        if (l->ops->init && !m->inference) l->ops->init(l, m->params, &r);
+        if (l->ops->init && !m->inference) l->ops->init(l, init, &r);
+    }
+    if (staged) {
+        st = m->k->copy_h2d(&m->ctx, m->params, init, m->numel * sizeof *init) ? rs_kctx_check(&m->ctx, err) : RS_OK;
+        free(init);
+        if (st) return st;
     }
     st = build_units(m, err);
     if (!st) st = rs_model_plan_grads(m, err);

@@ -232,6 +232,26 @@ rs_kctx *rs_model_ctx(rs_model *m);
 void rs_model_set_threads(rs_model *m, int threads);
 int rs_model_threads(const rs_model *m);
 rs_device rs_model_device(const rs_model *m);
+/* "cpu", "cuda:0", ... into buf; returns buf. */
+const char *rs_model_device_str(const rs_model *m, char *buf, size_t n);
+/* Moves a built model to device dev (torch's model.to): its parameters are copied through host memory
+ * into blocks of dev's table (counted in the model's tracker as before) and the old ones freed; the
+ * gradients start again at zero; activation sets are made anew by the next pass (a set made with
+ * rs_acts_new before the move must be freed first). Refused for a sharded model (ranks hold its parts)
+ * and an imported fixed-batch model. On failure the model stays where it was.
+ * A model on a device takes host buffers in the API above (inputs, labels) and gives host ones back
+ * (rs_model_forward's output, the loss), staging them in its activation set; its parameter and
+ * gradient buffers (rs_model_params, rs_model_grads) are device memory, read from the host only
+ * through rs_model_params_map or rs_model_grads_sumsq. Ranges of layers (pipeline stages) run on the
+ * CPU only. */
+rs_status rs_model_to(rs_model *m, rs_device dev, rs_err *err);
+/* Host floats of the parameters: the buffer itself on the CPU, else a copy (d2h). Give it back with
+ * rs_model_params_unmap, write_back true when it was changed (copied h2d; the copy is then freed). */
+float *rs_model_params_map(rs_model *m, rs_err *err);
+rs_status rs_model_params_unmap(rs_model *m, float *host, bool write_back, rs_err *err);
+/* The sum of the squares of the gradient buffer in double (clipping's norm, the loss scaler's check),
+ * through a host copy on a device. */
+rs_status rs_model_grads_sumsq(rs_model *m, double *sq, rs_err *err);
 uint64_t rs_model_seed(const rs_model *m);
 /* Forward passes done in training mode; it seeds the dropout masks, so checkpoints carry it. */
 uint64_t rs_model_step(const rs_model *m);

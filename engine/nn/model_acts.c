@@ -72,20 +72,57 @@ rs_status rs_acts_sync_ctx(rs_acts *a, rs_err *err)
 
 static size_t align(size_t n, size_t to) { return (n + to - 1) & ~(to - 1); }
 
+/* The set's memory comes from the model's table, so it lives where the model does. A failure stays in
+ * the context for rs_acts_reserve to report. */
+static void *dev_alloc(rs_acts *a, rs_pool p, size_t bytes)
+{
+    void *ptr = NULL;
+    a->m->k->mem_alloc(a->ctx, a->m->mem, p, bytes, &ptr);
+    return ptr;
+}
+
+static void dev_free(rs_acts *a, rs_pool p, void *ptr, size_t bytes)
+{
+    if (ptr) a->m->k->mem_free(a->ctx, a->m->mem, p, ptr, bytes);
+}
+
 /* Gives back the set's pooled memory (its per-layer arrays stay). */
 static void acts_release(rs_acts *a)
 {
-    rs_mem *mem = a->m->mem;
-    rs_mem_free(mem, RS_POOL_ACTS, a->acts, a->acts_bytes);
-    rs_mem_free(mem, RS_POOL_ACTS, a->dbuf, a->dbuf_bytes);
-    rs_mem_free(mem, RS_POOL_ACTS, a->saved, a->saved_bytes);
-    rs_mem_free(mem, RS_POOL_ACTS, a->probs, a->probs_bytes);
-    rs_mem_free(mem, RS_POOL_SCRATCH, a->ws, a->ws_bytes);
+    dev_free(a, RS_POOL_ACTS, a->acts, a->acts_bytes);
+    dev_free(a, RS_POOL_ACTS, a->dbuf, a->dbuf_bytes);
+    dev_free(a, RS_POOL_ACTS, a->saved, a->saved_bytes);
+    dev_free(a, RS_POOL_ACTS, a->probs, a->probs_bytes);
+    dev_free(a, RS_POOL_SCRATCH, a->ws, a->ws_bytes);
+    dev_free(a, RS_POOL_ACTS, a->in_dev, a->in_bytes);
+    dev_free(a, RS_POOL_ACTS, a->y_dev, a->y_bytes);
+    free(a->out_host);
+    free(a->loss_host);
     a->acts = a->dbuf = a->probs = a->losses = a->ws = NULL;
     a->out = NULL;
     a->saved = NULL;
+    a->in_dev = NULL;
+    a->y_dev = NULL;
+    a->out_host = a->loss_host = NULL;
     a->acts_bytes = a->dbuf_bytes = a->saved_bytes = a->probs_bytes = a->ws_bytes = 0;
+    a->in_bytes = a->y_bytes = a->out_bytes = 0;
     a->cap_B = 0;
+}
+
+/* A device model's staging buffers for batches of B (see model_internal.h). */
+static bool stage_alloc(rs_acts *a, const rs_shape *in, bool last, size_t R, int B)
+{
+    rs_model *m = a->m;
+    a->in_bytes = (size_t)B * (size_t)rs_shape_numel(in) * 4; /* floats or int32 token ids */
+    a->in_dev = dev_alloc(a, RS_POOL_ACTS, a->in_bytes);
+    if (!a->in_dev) return false;
+    if (!last) return true;
+    a->y_bytes = R * sizeof(int32_t);
+    a->out_bytes = (size_t)B * (size_t)rs_shape_numel(&m->layers[m->nlayers - 1].out) * sizeof(float);
+    a->y_dev = dev_alloc(a, RS_POOL_ACTS, a->y_bytes);
+    a->out_host = malloc(a->out_bytes ? a->out_bytes : 1);
+    a->loss_host = malloc(R ? R * sizeof(float) : 1);
+    return a->y_dev && a->out_host && a->loss_host;
 }
 
 rs_status rs_acts_reserve(rs_acts *a, int B, rs_err *err)
@@ -131,13 +168,17 @@ rs_status rs_acts_reserve(rs_acts *a, int B, rs_err *err)
     a->saved_bytes = saved ? saved : 64;
     a->probs_bytes = last ? (R * (size_t)C + R) * sizeof(float) : 0;
     a->ws_bytes = ws ? ws : 64;
-    a->acts = rs_mem_alloc(m->mem, RS_POOL_ACTS, a->acts_bytes);
-    a->dbuf = rs_mem_alloc(m->mem, RS_POOL_ACTS, a->dbuf_bytes);
-    a->saved = rs_mem_alloc(m->mem, RS_POOL_ACTS, a->saved_bytes);
-    if (last) a->probs = rs_mem_alloc(m->mem, RS_POOL_ACTS, a->probs_bytes);
-    a->ws = rs_mem_alloc(m->mem, RS_POOL_SCRATCH, a->ws_bytes);
-    if (!a->acts || !a->dbuf || !a->saved || (last && !a->probs) || !a->ws) {
+    a->acts = dev_alloc(a, RS_POOL_ACTS, a->acts_bytes);
+    a->dbuf = dev_alloc(a, RS_POOL_ACTS, a->dbuf_bytes);
+    a->saved = dev_alloc(a, RS_POOL_ACTS, a->saved_bytes);
+    if (last) a->probs = dev_alloc(a, RS_POOL_ACTS, a->probs_bytes);
+    a->ws = dev_alloc(a, RS_POOL_SCRATCH, a->ws_bytes);
+    bool staged_ok = !a->staged || stage_alloc(a, in, last, R, B);
+    if (!a->acts || !a->dbuf || !a->saved || (last && !a->probs) || !a->ws || !staged_ok) {
         acts_release(a);
+        /* the table's own reason when it refused for another (an unusable context); else out of memory */
+        rs_err e = {0};
+        if (rs_kctx_check(a->ctx, &e) && e.code != RS_ERR_NOMEM) return rs_err_set(err, e.code, "%s", e.msg);
         return rs_err_set(err, RS_ERR_NOMEM, "model %s: out of memory for activations of batch %d", m->name, B);
     }
     if (last) a->losses = a->probs + R * (size_t)C;
@@ -175,6 +216,7 @@ static rs_acts *acts_new(rs_model *m, int first, int last, int B, bool model_ctx
     a->own = m->ctx;
     rs_kctx_check(&a->own, NULL); /* the copy starts without the model's failure */
     a->ctx = model_ctx ? &m->ctx : &a->own;
+    a->staged = m->k->kind != RS_DEV_CPU;
     a->act_off = malloc(2 * (size_t)n * sizeof *a->act_off);
     a->gdone = calloc((size_t)n, 1);
     if (!a->act_off || !a->gdone) goto nomem;

@@ -77,6 +77,16 @@ rs_status rs_model_run_range(rs_model *m, rs_acts *a, int first, int last, const
     st = rs_acts_reserve(a, B, err);
     if (st) return st;
     if (first == 0 && m->tokens && (st = check_tokens(m, in, B, err))) return st;
+    if (a->staged) {
+        /* Stages pass host buffers between ranks; a model on a device runs whole passes only. */
+        if (first != 0 || last != n)
+            return rs_err_set(err, RS_ERR_UNSUPPORTED, "model %s is on %s: a range of its layers (a pipeline "
+                              "stage) runs on the CPU only; `to %s cpu` moves it back", m->name,
+                              rs_device_name(m->dev), m->name);
+        if (m->k->copy_h2d(a->ctx, a->in_dev, in, (size_t)B * (size_t)rs_shape_numel(&m->in) * 4))
+            return rs_kctx_check(a->ctx, err);
+        in = a->in_dev;
+    }
     if (training && first == 0) a->step = ++m->step;
     a->training = training;
     rs_exec ex = exec_for(m, a);
@@ -106,6 +116,12 @@ rs_status rs_model_run_range(rs_model *m, rs_acts *a, int first, int last, const
     }
     const float *o = node_out(a, last - 1, first, in);
     if (last == n) a->out = o;
+    if (a->staged && out) {
+        /* The caller reads the output on the host (accuracy, sampling): a copy, after the pass. */
+        size_t bytes = (size_t)B * (size_t)rs_shape_numel(&m->layers[n - 1].out) * sizeof(float);
+        if (m->k->copy_d2h(a->ctx, a->out_host, o, bytes)) return rs_kctx_check(a->ctx, err);
+        o = a->out_host;
+    }
     if (out) *out = o;
     return RS_OK;
 }
@@ -147,11 +163,21 @@ rs_status rs_model_loss_acts(rs_model *m, rs_acts *a, const int32_t *y, int B, f
                               (int)y[b], R == B ? "sample" : "row", b, C, C - 1);
     const float *logits = a->out;
     if (!logits) return rs_err_set(err, RS_ERR_ARG, "loss of batch %d before a forward of that batch", B);
-    if (m->k->softmax_xent_fwd(a->ctx, logits, y, a->probs, a->losses, R, C)) return rs_kctx_check(a->ctx, err);
-    a->y = y;
+    const int32_t *yd = y;
+    const float *losses = a->losses;
+    if (a->staged) {
+        if (m->k->copy_h2d(a->ctx, a->y_dev, y, (size_t)R * sizeof *y)) return rs_kctx_check(a->ctx, err);
+        yd = a->y_dev;
+    }
+    if (m->k->softmax_xent_fwd(a->ctx, logits, yd, a->probs, a->losses, R, C)) return rs_kctx_check(a->ctx, err);
+    a->y = yd;
+    if (a->staged) {
+        if (m->k->copy_d2h(a->ctx, a->loss_host, a->losses, (size_t)R * sizeof(float))) return rs_kctx_check(a->ctx, err);
+        losses = a->loss_host;
+    }
     /* Mean over the rows in double: the figure reported does not drift with batch size. */
     double s = 0.0;
-    for (int b = 0; b < R; b++) s += a->losses[b];
+    for (int b = 0; b < R; b++) s += losses[b];
     if (loss) *loss = (float)(s / R);
     return RS_OK;
 }
@@ -265,11 +291,25 @@ static void run_backward(rs_model *m, rs_acts *a, int first, int last, const voi
 void rs_model_backward_range(rs_model *m, rs_acts *a, int first, int last, const void *in, const float *dout,
                              float *din, int B)
 {
+    if (a->staged && (dout || din || first != 0 || last != m->nlayers)) {
+        /* dout and din are host buffers between stages (see rs_model_run_range) */
+        rs_kctx_fail(a->ctx, RS_ERR_UNSUPPORTED, "model %s is on %s: a range of its layers runs on the CPU only",
+                     m->name, rs_device_name(m->dev));
+        return;
+    }
+    if (a->staged) in = a->in_dev;
     run_backward(m, a, first, last, in, dout, din, B, a->y, a->loss_scale);
 }
 
 void rs_model_backward_acts(rs_model *m, rs_acts *a, const void *x, const int32_t *y, int B, float loss_scale)
 {
+    if (a->staged) {
+        /* The device copies the forward and the loss made of this batch's x and y (model.h: backward
+         * follows them); the host pointers say only which batch. */
+        if (!a->in_dev || !a->y_dev || B > a->cap_B) return;
+        x = a->in_dev;
+        y = a->y_dev;
+    }
     run_backward(m, a, 0, m->nlayers, x, NULL, NULL, B, y, loss_scale);
 }
 

@@ -87,6 +87,16 @@ struct rs_acts {
     const float *out;         /* the last whole pass's output (a view may make it the input itself) */
     float *ws;                /* workspace: the largest workspace_bytes of its layers */
     size_t acts_bytes, dbuf_bytes, saved_bytes, probs_bytes, ws_bytes;
+    /* A model on a device (not the CPU) takes its inputs and labels from host memory and gives its
+     * output and losses back there, so a set stages them: in_dev and y_dev are device memory (from
+     * the table, counted in RS_POOL_ACTS) the host values are copied into before a pass; out_host and
+     * loss_host are host copies of the output and the row losses (malloc, owned). All NULL on the CPU,
+     * where the caller's buffers are used directly. */
+    bool staged;
+    void *in_dev;
+    int32_t *y_dev;
+    float *out_host, *loss_host;
+    size_t in_bytes, y_bytes, out_bytes;
     /* the last forward's mode and dropout step, the last loss's labels (borrowed), the loss factor */
     bool training;
     uint64_t step;

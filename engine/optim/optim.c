@@ -111,14 +111,8 @@ rs_optim *rs_optim_new(const rs_opt_cfg *cfg, rs_device dev, size_t n, rs_mem *m
                    rs_device_name(dev));
         return NULL;
     }
-    /* The state comes from the table's allocator, counted in mem; what is missing for another device
-     * is a checkpoint path that copies it to the host (rs_optim_state hands out the pointers). */
-    if (dev.kind != RS_DEV_CPU) {
-        rs_err_set(err, RS_ERR_UNSUPPORTED,
-                   "optimizer: state on device %s is not supported yet (cpu only)",
-                   rs_device_name(dev));
-        return NULL;
-    }
+    /* The state comes from the table's allocator, counted in mem: it lives where the parameters do
+     * (checkpoints copy it through host memory, engine/ckpt/checkpoint.c). */
     if (n > SIZE_MAX / (MAX_STATE * sizeof(float))) {
         rs_err_set(err, RS_ERR_ARG, "optimizer: %zu elements is too many to hold state for", n);
         return NULL;
@@ -150,9 +144,10 @@ rs_optim *rs_optim_new(const rs_opt_cfg *cfg, rs_device dev, size_t n, rs_mem *m
         /* Owned by o; zero-filled by rs_mem_alloc, which is the state torch starts from. */
         void *st = NULL;
         if (k->mem_alloc(o->ctx, mem, RS_POOL_OPTIM, n * sizeof(float), &st)) {
-            rs_kctx_check(o->ctx, NULL);
-            rs_err_set(err, RS_ERR_NOMEM, "optimizer: out of memory for %s (%zu bytes)",
-                       o->names[i], n * sizeof(float));
+            rs_err e = {0};
+            rs_kctx_check(o->ctx, &e); /* the table's reason: no memory, or no device at all */
+            rs_err_set(err, e.code ? e.code : RS_ERR_NOMEM, "optimizer: no room for %s (%zu bytes) on %s: %s",
+                       o->names[i], n * sizeof(float), rs_device_name(dev), e.msg);
             rs_optim_free(o);
             return NULL;
         }

@@ -232,10 +232,7 @@ static rs_status grad_sumsq(rs_model *m, const rs_train_strategy *sg, double *sq
 {
     *sq = 0.0;
     if (sg && sg->grad_sumsq) return sg->grad_sumsq(sg->ud, sq, err);
-    const float *g = rs_model_grads(m);
-    size_t n = rs_model_numel(m);
-    for (size_t i = 0; i < n; i++) *sq += (double)g[i] * g[i];
-    return RS_OK;
+    return rs_model_grads_sumsq(m, sq, err);
 }
 
 /* torch.nn.utils.clip_grad_norm_: the norm over every gradient, scaled down to max when above it. */
