@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist/pg/pg.h"
 #include "dist/train/registry.h"
 #include "engine/cpu/amp.h"
 #include "engine/train/dp.h"
@@ -259,14 +260,25 @@ int rs_cmd_train(rs_session *s, const rs_call *c)
         fprintf(s->out, "train: %s continues from the weights of %s; `reset %s` starts afresh\n", m->name, from,
                 m->name);
     }
-    if (m->model && rs_model_device(m->model).kind != RS_DEV_CPU && sa.def != &rs_strategy_single) {
+    const char *backend = rs_call_str(c, "backend", "shm");
+    const rs_pg_backend *be = rs_pg_backend_find(backend);
+    bool gpu_ranks = sa.def->make && be && !(be->ops->devices & RS_PG_DEV_CPU);
+    if (gpu_ranks && sa.def != &rs_strategy_ddp) {
+        /* ddp's buckets are the model's own gradient buffer; the others pass host buffers between ranks */
+        const rs_optval *v = rs_call_opt(c, "backend");
+        return rs_session_error(s, c, v->pos, 8 + strlen(backend),
+                                "train: backend=%s trains mode=ddp on GPUs in this build; mode=%s's ranks exchange "
+                                "host buffers: use backend=shm or tcp for it", backend, sa.def->name);
+    }
+    if (m->model && rs_model_device(m->model).kind != RS_DEV_CPU && sa.def != &rs_strategy_single && !gpu_ranks) {
         /* ranks build their own copies on the CPU from the spec, and dp's replicas are CPU threads: a
          * model on a device would be trained somewhere else than it lives, silently */
         char dv[32];
         const rs_optval *v = rs_call_opt(c, "mode");
         return rs_session_error(s, c, v->pos, 5 + strlen(v->text),
-                                "train: %s lives on %s and mode=%s trains on the CPU in this build (GPU ranks over "
-                                "backend=nccl are not built yet); train it with mode=single there, or `to %s cpu` first",
+                                "train: %s lives on %s and mode=%s trains on the CPU over backend=shm, tcp or mpi "
+                                "(GPU ranks: mode=ddp backend=nccl); train it with mode=single there, or `to %s cpu` "
+                                "first",
                                 m->name, rs_repl_device_str(rs_model_device(m->model), dv, sizeof dv), sa.def->name,
                                 m->name);
     }

@@ -516,6 +516,8 @@ static void nccl_dev_free(rs_pg *g, void *p)
     cudaFree(p);
 }
 
+static int nccl_gpu(const rs_pg *g) { return ((const nc_impl *)g->impl)->device; }
+
 static rs_status nccl_dev_copy(rs_pg *g, void *dst, const void *src, size_t bytes, int to_device, rs_err *err)
 {
     if (!bytes) return RS_OK;
@@ -574,6 +576,7 @@ const rs_pg_ops rs_pg_nccl_ops = {
     .dev_alloc = nccl_dev_alloc,
     .dev_free = nccl_dev_free,
     .dev_copy = nccl_dev_copy,
+    .gpu = nccl_gpu,
     .algos = "NCCL's own (ring/tree, chosen by NCCL)",
     .transport = NULL,
 };

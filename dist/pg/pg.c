@@ -104,6 +104,8 @@ int rs_pg_global_rank(const rs_pg *g, int r)
     return g->members && r >= 0 && r < g->world ? g->members[r] : r;
 }
 
+int rs_pg_gpu(const rs_pg *g) { return g && g->ops->gpu ? g->ops->gpu(g) : -1; }
+
 /* Backends report group ranks; the trace speaks global ranks so a dashboard can place them. */
 void rs_pg_emit(rs_pg *g, const rs_pg_event *ev)
 {

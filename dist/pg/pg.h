@@ -109,6 +109,8 @@ typedef struct rs_pg_ops {
     void *(*dev_alloc)(rs_pg *g, size_t bytes);
     void (*dev_free)(rs_pg *g, void *p);
     rs_status (*dev_copy)(rs_pg *g, void *dst, const void *src, size_t bytes, int to_device, rs_err *err);
+    /* The GPU ordinal this rank's buffers live on (nccl: LOCAL_RANK mod the GPUs); NULL for host backends. */
+    int (*gpu)(const rs_pg *g);
     const char *algos;      /* what `backends` says about its algorithms */
     const struct rs_pg_transport *transport; /* non-NULL for step-based backends (shm, tcp) */
 } rs_pg_ops;
@@ -171,6 +173,8 @@ rs_status rs_pg_new(const char *backend, rs_store *store, const char *name, int 
 rs_status rs_pg_new_group(rs_pg *g, const int *ranks, int n, rs_pg **out, rs_err *err);
 /* The global rank of group rank r (r itself in a world group). */
 int rs_pg_global_rank(const rs_pg *g, int r);
+/* The GPU this rank's buffers of g live on, -1 for a host backend (ops->gpu). */
+int rs_pg_gpu(const rs_pg *g);
 
 /* The backends' own constructors (rs_pg_new dispatches to them). */
 rs_status rs_pg_shm_new(rs_store *store, const char *name, int rank, int world, double timeout_s, rs_pg **out,

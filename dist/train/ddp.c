@@ -98,6 +98,11 @@ static int layer_of(const ddp *d, size_t first)
     return -1;
 }
 
+static void sync_model(ddp *d)
+{
+    if (rs_model_device(d->m).kind != RS_DEV_CPU) rs_model_kernels(d->m)->sync(rs_model_ctx(d->m));
+}
+
 /* Backward finished a layer: when its bucket is complete, hand it to the communication thread. */
 static void on_grad_ready(void *ud, size_t offset, size_t numel)
 {
@@ -108,6 +113,9 @@ static void on_grad_ready(void *ud, size_t offset, size_t numel)
     if (l < 0) return;
     ddp_bucket *k = &d->buckets[d->layers[l].bucket];
     if (++k->ready < k->layers || !d->cfg.overlap) return;
+    /* On a GPU the layer's kernels were only queued: the bucket is read by another stream (NCCL's) once
+     * they are done. Synced here, on the thread whose device and stream the model's are. */
+    sync_model(d);
     pthread_mutex_lock(&d->mu);
     d->queue[d->qtail++] = d->layers[l].bucket;
     pthread_cond_signal(&d->cv);
@@ -207,6 +215,7 @@ static rs_status ddp_after_backward(void *ud, rs_err *err)
     ddp *d = ud;
     d->armed = false;
     if (d->g->world == 1) return RS_OK;
+    sync_model(d); /* the gradients of the buckets sent from here (see on_grad_ready) */
     if (!d->th_started) {
         for (int b = 0; b < d->nb; b++) {
             rs_status st = all_reduce_bucket(d, b, err);

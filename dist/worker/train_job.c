@@ -15,6 +15,7 @@
 #include "dist/train/dtrain.h"
 #include "dist/train/registry.h"
 #include "engine/ckpt/checkpoint.h"
+#include "engine/cuda/cuda.h"
 #include "engine/data/source.h"
 #include "engine/nn/spec.h"
 #include "worker.h"
@@ -332,7 +333,16 @@ int rs_worker_train(int argc, char **argv, FILE *out, FILE *errf)
     rs_status st = RS_OK;
     if (!rc) {
         size_t pos = 0;
-        st = rs_model_parse(j.spec, "m", rs_device_cpu(), NULL, j.model_seed, &m, &pos, &e);
+        /* A GPU backend's ranks train on their GPUs: the one the group chose (LOCAL_RANK mod the GPUs, as
+         * torchrun's ranks do with torch.cuda.set_device(local_rank)); host backends' on the CPU. */
+        rs_device dev = rs_device_cpu();
+        if (!(conn.g->ops->devices & RS_PG_DEV_CPU)) {
+            int gpu = rs_pg_gpu(conn.g);
+            st = gpu < 0 ? rs_err_set(&e, RS_ERR_UNSUPPORTED, "backend %s has no GPU for this rank", j.backend)
+                         : rs_cuda_use(gpu, &e);
+            dev = (rs_device){RS_DEV_CUDA, gpu};
+        }
+        if (!st) st = rs_model_parse(j.spec, "m", dev, NULL, j.model_seed, &m, &pos, &e);
         /* Rank 0 starts from the REPL's weights; DDP's broadcast (or ZeRO's) gives them to the others. */
         if (!st && j.init && j.rank == 0) st = rs_ckpt_load_model(j.init, m, &e);
         if (!st) st = rs_data_open(j.data, j.data_seed, &data, &e);
