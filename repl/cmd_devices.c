@@ -11,6 +11,7 @@
 
 #include "engine/cpu/blas.h"
 #include "engine/cuda/cuda.h"
+#include "result.h"
 #include "session.h"
 
 static void version(char *buf, size_t n, int v)
@@ -22,8 +23,11 @@ static void version(char *buf, size_t n, int v)
 int rs_cmd_devices(rs_session *s, const rs_call *c)
 {
     (void)c;
+    rs_result_begin(s, NULL);
     rs_cuda_info ci;
     rs_cuda_query(&ci);
+    rs_result_num(s, "gpus", ci.count);
+    rs_result_num(s, "cuda_available", ci.count > 0);
     char drv[16], rt[16];
     version(drv, sizeof drv, ci.driver_version);
     version(rt, sizeof rt, ci.runtime_version);
@@ -114,6 +118,7 @@ int rs_cmd_set_device(rs_session *s, const rs_call *c)
 /* `to MODEL DEVICE`: torch's model.to(device). */
 int rs_cmd_to(rs_session *s, const rs_call *c)
 {
+    rs_result_begin(s, NULL);
     rs_obj *o = rs_session_find(s, c->args[0]);
     size_t pos = c->arg_pos[0], len = strlen(c->args[0]);
     if (rs_session_check_busy(s, c, o, pos, len)) return 1;
@@ -135,7 +140,14 @@ int rs_cmd_to(rs_session *s, const rs_call *c)
     if (rs_model_to(o->model, d, &err))
         return rs_session_error(s, c, c->arg_pos[1], strlen(c->args[1]), "to: %s; %s", err.msg, stays);
     rs_model_set_threads(o->model, s->threads);
-    fprintf(s->out, "%s: %s -> %s (%zu parameters, %.1f KiB copied through host memory)\n", o->name, was, now,
-            rs_model_param_count(o->model), (double)rs_model_numel(o->model) * 4 / 1024);
+    /* what the allocator holds for the parameters now: the new device's blocks, the old ones given back */
+    const rs_mem *mem = rs_model_mem(o->model);
+    double live = (double)mem->live[RS_POOL_PARAMS];
+    rs_result_num(s, "params", (double)rs_model_param_count(o->model));
+    rs_result_num(s, "copied_bytes", 4.0 * (double)rs_model_numel(o->model));
+    rs_result_num(s, "memory.params", live);
+    fprintf(s->out, "%s: %s -> %s (%zu parameters, %.1f KiB copied through host memory; its parameter pool now "
+            "holds %.1f KiB, measured)\n", o->name, was, now, rs_model_param_count(o->model),
+            (double)rs_model_numel(o->model) * 4 / 1024, live / 1024);
     return 0;
 }

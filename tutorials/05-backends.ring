@@ -38,4 +38,4 @@ say "all_to_all, which Gloo lacked in the chart: element j of rank r goes to ran
 collective all_to_all ranks=3 count=1 backend=tcp
 expect rank 0 = [0, 3, 6]
 expect rank 2 = [2, 5, 8]
-say "On a machine with GPUs, backend=nccl runs the same commands on GPU buffers; on this machine it would say that no rank has a CUDA device. Which to use? NCCL on GPUs, MPI where it is installed and tuned (a cluster), and Gloo, or shm and tcp here, for everything else."
+say "On a machine with GPUs, backend=nccl runs the same commands on GPU buffers, one GPU per rank (NCCL refuses two ranks of one group on one GPU); where there are fewer GPUs than ranks, or none, it is refused before any rank starts, with the reason. Which to use? NCCL on GPUs, MPI where it is installed and tuned (a cluster), and Gloo, or shm and tcp here, for everything else."
