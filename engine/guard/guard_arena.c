@@ -54,6 +54,10 @@ static void reserve(void)
         void *p = mmap(NULL, sizes[i], A.sealing ? PROT_NONE : PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (p != MAP_FAILED) {
+            /* Opening and sealing rewrite a page table entry per page in use; transparent huge pages
+             * (where the system allows them) make that one per 2 MiB: a call with 16 MiB written cost
+             * 570 us with 4 KiB pages, 80 with huge ones (test-guard prints it). Advice only. */
+            madvise(p, sizes[i], MADV_HUGEPAGE);
             A.base = p;
             A.size = sizes[i];
             return;
