@@ -86,11 +86,12 @@ static void test_seal(rs_kctx *c, bool sealed)
     if (sealed) {
         RS_CHECK(rd == SIGSEGV, "a host read of a guard block after the call returned: child status %d, not killed by "
                  "SIGSEGV at the block (3: a fault elsewhere or of another kind)", rd);
-        RS_CHECK(wr == SIGSEGV, "a host write to a guard block: child status %d, not killed by SIGSEGV at the block", wr);
+        RS_CHECK(wr == SIGSEGV, "a host write to a guard block: child status %d, not killed by SIGSEGV at the block",
+                 wr);
     } else {
         float want = 2.5f;
-        RS_CHECK(rd == 0 && wr == 0, "RINGSIDE_GUARD=off: the child's read gave status %d, its write %d (want 0, 0)", rd,
-                 wr);
+        RS_CHECK(rd == 0 && wr == 0, "RINGSIDE_GUARD=off: the child's read gave status %d, its write %d (want 0, 0)",
+                 rd, wr);
         RS_CHECK(seen == ((unsigned char *)&want)[(n * sizeof *d / 2) % 4], "RINGSIDE_GUARD=off: the child read %u",
                  seen);
     }
