@@ -8,6 +8,9 @@
  *   test-kernel-train cuda   the same steps on the CPU and on the GPU: per-step losses and the final
  *                            weights equal within the tolerances below (cuda suite; exits 77 with
  *                            the reason where there is no GPU)
+ *   test-kernel-train guard  the same on the guard table (engine/guard/guard.h): every buffer faults
+ *                            if touched outside a table call, and the results equal the CPU's bit
+ *                            for bit (the same kernels)
  *
  * SGD with momentum, not Adam: Adam's first steps move a weight by about lr whatever its gradient's
  * size, so a gradient that is zero up to rounding on one device and not on the other would move the
@@ -325,7 +328,7 @@ static void check_cpu(const chain *c, const char *name)
     free(p), free(g), free(pout);
 }
 
-/* CPU and CUDA from the same weights and data: the losses and the weights after STEPS steps. */
+/* The CPU and another table from the same weights and data: the losses and the weights after STEPS steps. */
 static void check_device(const rs_kernels *k, const chain *c, const char *name)
 {
     hdata h;
@@ -351,6 +354,10 @@ static void check_device(const rs_kernels *k, const chain *c, const char *name)
              "%.3g)", name, bad_l, STEPS, k->name, worst_l);
     RS_CHECK(bad_p == 0, "%s: %d of %zu weights differ between cpu and %s after %d steps by more than 1e-4 + "
              "1e-3|w| (worst %.3g)", name, bad_p, c->np, k->name, STEPS, worst_p);
+    /* the guard table runs the CPU's own code with the same thread count: nothing may differ */
+    if (k->kind == RS_DEV_GUARD)
+        RS_CHECK(worst_l == 0 && worst_p == 0, "%s: cpu and guard differ (loss by %.3g, weights by %.3g); they run the "
+                 "same kernels", name, worst_l, worst_p);
     printf("%s, %d steps: loss %.5f -> %.5f on cpu, %.5f -> %.5f on %s; worst loss diff %.2g, weight diff %.2g\n",
            name, STEPS, lc[0], lc[STEPS - 1], ld[0], ld[STEPS - 1], k->name, worst_l, worst_p);
     free(p), free(pc), free(pd);
@@ -369,8 +376,16 @@ int main(int argc, char **argv)
         check_device(k, &gpt, "gpt block");
         return rs_test_finish("kernel-train cuda");
     }
+    if (argc > 1 && !strcmp(argv[1], "guard")) {
+        const rs_kernels *k = rs_kernels_for((rs_device){RS_DEV_GUARD, 0});
+        RS_CHECK(k && k->kind == RS_DEV_GUARD, "no guard table");
+        if (!k) return rs_test_finish("kernel-train guard");
+        check_device(k, &mlp, "mlp 13-17-5");
+        check_device(k, &gpt, "gpt block");
+        return rs_test_finish("kernel-train guard");
+    }
     if (argc > 1) {
-        fprintf(stderr, "usage: %s [cuda]\n", argv[0]);
+        fprintf(stderr, "usage: %s [cuda|guard]\n", argv[0]);
         return 2;
     }
     check_cpu(&mlp, "mlp 13-17-5");
