@@ -677,49 +677,47 @@ static rs_status slot_weights(rs_plan *p, int i, dprim *d, rs_err *err)
     return reorder_to(p, n, have, t->data, &d->wei, &d->wei_alt, &bytes, NULL, err);
 }
 
-/* Node i (an fp32 3x3 stride-1 convolution over 8 or more channels; its direct primitive in slot 0,
- * its weights still plain) at batch B: Winograd where oneDNN has it (jit_wino_4x3 at larger batches,
- * jit_fp32_wino_2x3 at small ones, AVX-512: 2.25x fewer multiplies, more memory traffic for the
- * transforms), kept when `want` forces it or when it runs faster at B on the build threads. Returns
- * the choice; the report gets one line. */
+/* Node i (an fp32 3x3 stride-1 convolution over 8 or more channels; its weights still plain) at
+ * batch B: Winograd where oneDNN has it (jit_wino_4x3 at larger batches, jit_fp32_wino_2x3 at small
+ * ones, AVX-512: 2.25x fewer multiplies, more memory traffic for the transforms), kept when `want`
+ * forces it or when it runs faster. Both are timed on one thread whatever the plan's count: on this
+ * shared 2-core machine a two-thread time is mostly how long the second thread waited for a core
+ * (15 ms against 0.45 on one thread for Fashion's second conv at load 7), which decided nothing; the
+ * kernels' ratio is their own. Returns the choice; the report gets one line. */
 static rs_status pick_conv_alg(rs_plan *p, int i, int B, rs_plan_conv_alg want, int *alg, rs_err *err)
 {
     const rs_pnode *n = &p->nodes[i];
-    dprim w = {0}, dd = {0};
+    dprim w = {0}, d = {0};
     char line[160];
     rs_err why = {0};
     *alg = RS_PCONV_DIRECT;
+    int was = omp_get_max_threads();
+    omp_set_num_threads(1);
     rs_status st = make_prim(p, i, B, RS_PCONV_WINOGRAD, &w, &why);
     if (st) { /* not implemented for this shape or ISA */
         free_prim(&w);
+        omp_set_num_threads(was);
         return RS_OK;
     }
     bool keep = true;
     if (want == RS_PLAN_CONV_AUTO) {
         double td = 0, tw = 0;
-        dprim *d = B == p->batch ? &p->dn->slot[i][0] : &dd;
-        if (d == &dd) st = make_prim(p, i, B, RS_PCONV_DIRECT, &dd, err);
-        if (!st) st = slot_weights(p, i, d, err);
+        st = make_prim(p, i, B, RS_PCONV_DIRECT, &d, err);
+        if (!st) st = slot_weights(p, i, &d, err);
         if (!st) st = slot_weights(p, i, &w, err);
-        if (!st) st = time_pair(p, &p->nodes[i], d, &w, &td, &tw, err);
-        free(d->wei_alt); /* slot 0's weights are laid out by finalize */
-        d->wei_alt = NULL;
-        free_prim(&dd);
-        if (st) {
-            free_prim(&w);
-            return st;
-        }
+        if (!st) st = time_pair(p, n, &d, &w, &td, &tw, err);
         /* direct unless Winograd is clearly faster: its transforms round more (within 1e-6 of the
          * output's scale in tests/plan) */
         keep = tw < 0.95 * td;
-        int nt = omp_get_max_threads();
-        snprintf(line, sizeof line, "conv %.40s: %s (%.3f ms) over %s (%.3f ms) at batch %d, %d thread%s", n->name,
-                 keep ? "winograd" : "direct", keep ? tw : td, keep ? "direct" : "winograd", keep ? td : tw, B, nt,
-                 nt > 1 ? "s" : "");
+        snprintf(line, sizeof line, "conv %.40s: %s (%.3f ms) over %s (%.3f ms) at batch %d, timed on 1 thread", n->name,
+                 keep ? "winograd" : "direct", keep ? tw : td, keep ? "direct" : "winograd", keep ? td : tw, B);
     } else {
         snprintf(line, sizeof line, "conv %.40s: winograd at batch %d (asked for)", n->name, B);
     }
+    free_prim(&d);
     free_prim(&w);
+    omp_set_num_threads(was);
+    if (st) return st;
     if (keep) *alg = RS_PCONV_WINOGRAD;
     return note(p, line, err);
 }
@@ -884,5 +882,17 @@ const char *rs_plan_dnnl_impl(const rs_plan *p, int i)
     if (!p->dn || i >= p->dn->n || !p->dn->slot[i][0].pd) return "";
     const char *s = NULL;
     if (dnnl_primitive_desc_query(p->dn->slot[i][0].pd, dnnl_query_impl_info_str, 0, &s) != dnnl_success || !s) return "";
+    return s;
+}
+
+/* The same for the primitive node i ran last (another batch's may be another kernel: Winograd's
+ * 2x3 at batch 1, 4x3 at 64), for `plan bench nodes=on`. */
+const char *rs_plan_dnnl_impl_ran(const rs_plan *p, int i)
+{
+    if (!p->dn || i >= p->dn->n) return "";
+    const dprim *d = &p->dn->slot[i][p->dn->cur[i]];
+    const char *s = NULL;
+    if (!d->pd) return rs_plan_dnnl_impl(p, i);
+    if (dnnl_primitive_desc_query(d->pd, dnnl_query_impl_info_str, 0, &s) != dnnl_success || !s) return "";
     return s;
 }

@@ -195,6 +195,7 @@ rs_status rs_plan_dnnl_prepare(rs_plan *p, int B, size_t *scratch_bytes, rs_err 
 rs_status rs_plan_dnnl_exec(rs_plan *p, int node, const void *x, int B, rs_err *err);
 /* oneDNN's name for the implementation node i runs (for `plan show`). */
 const char *rs_plan_dnnl_impl(const rs_plan *p, int i);
+const char *rs_plan_dnnl_impl_ran(const rs_plan *p, int i); /* ... the primitive of its last run */
 bool rs_plan_node_is_dnnl(const rs_pnode *n);
 rs_status rs_plan_dnnl_sync(rs_plan *p, rs_err *err);
 

@@ -317,7 +317,7 @@ void rs_plan_node_label(const rs_plan *p, int i, char *buf, size_t n)
     if (i < 0 || i >= p->nnodes) return;
     const rs_pnode *d = &p->nodes[i];
     snprintf(buf, n, "%.60s (%s, %s)", d->name, rs_pk_name(d->kind),
-             rs_plan_node_is_dnnl(d) ? rs_plan_dnnl_impl(p, i) : "engine cpu table");
+             rs_plan_node_is_dnnl(d) ? rs_plan_dnnl_impl_ran(p, i) : "engine cpu table");
 }
 int rs_plan_batch(const rs_plan *p) { return p->batch; }
 rs_plan_prec rs_plan_precision(const rs_plan *p) { return p->prec; }
