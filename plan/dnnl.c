@@ -28,7 +28,6 @@ typedef struct dprim {
     dnnl_memory_desc_t src, wei, dst; /* as the primitive takes them */
     dnnl_primitive_t src_cvt;     /* bf16: f32 -> bf16 copy of the input, NULL otherwise */
     size_t cvt_bytes, pad_bytes;  /* the copy's bytes; the primitive's scratchpad */
-    int alg;                      /* convolutions: RS_PCONV_DIRECT or RS_PCONV_WINOGRAD */
     void *wei_alt;                /* weights reordered for this batch when its layout differs (owned) */
     dnnl_memory_t m_src, m_cvt, m_wei, m_bias, m_dst, m_pad;
     unsigned long used;           /* when a run last took it (slots 1.. are replaced least recent first) */
@@ -468,7 +467,6 @@ again:;
         DTRY(dnnl_memory_create(&d->m_wei, &c, p->dn->eng, p->tensors[n->w].data), "memory");
         DTRY(dnnl_memory_create(&d->m_bias, &c, p->dn->eng, p->tensors[n->b].data), "memory");
     }
-    d->alg = alg;
     d->B = B;
     d->nthr = omp_get_max_threads();
     return RS_OK;
