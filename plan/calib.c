@@ -147,6 +147,7 @@ rs_status rs_plan_calibrate(rs_model *m, const rs_plan_opts *o, float **thr, rs_
     *thr = NULL;
     rs_plan_opts f = *o;
     f.prec = RS_PLAN_FP32;
+    f.conv_alg = RS_PLAN_CONV_DIRECT; /* the inputs are what calibration wants, not the speed */
     f.calib = NULL;
     rs_plan *ref = NULL;
     rs_status st = rs_plan_compile(m, &f, &ref, err);

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ir.h"
 
@@ -242,7 +243,7 @@ static rs_status out_md(rs_plan *p, const rs_pnode *n, int B, const dnnl_dims_t 
 
 /* The operation's descriptor for batch B: the input in its value's layout (bf16 nodes: "any", a
  * reorder converts), weights "any", the output as out_md says. */
-static rs_status op_desc(rs_plan *p, const rs_pnode *n, int B, bool own_layout, dnnl_memory_desc_t *user_src,
+static rs_status op_desc(rs_plan *p, const rs_pnode *n, int B, int calg, bool own_layout, dnnl_memory_desc_t *user_src,
                          dnnl_convolution_desc_t *cd, dnnl_inner_product_desc_t *id, dnnl_pooling_desc_t *pd,
                          dnnl_layer_normalization_desc_t *ld, rs_err *err)
 {
@@ -312,7 +313,8 @@ static rs_status op_desc(rs_plan *p, const rs_pnode *n, int B, bool own_layout, 
         dnnl_dims_t w = {g->oc, g->c, g->kh, g->kw}, b = {g->oc};
         DTRY(dnnl_memory_desc_init_by_tag(&wei, 4, w, lt, dnnl_format_tag_any), "weights desc");
         DTRY(dnnl_memory_desc_init_by_tag(&bias, 1, b, dnnl_f32, dnnl_x), "bias desc");
-        DTRY(dnnl_convolution_forward_desc_init(cd, dnnl_forward_inference, dnnl_convolution_direct, &src, &wei,
+        dnnl_alg_kind_t alg = calg == RS_PCONV_WINOGRAD ? dnnl_convolution_winograd : dnnl_convolution_direct;
+        DTRY(dnnl_convolution_forward_desc_init(cd, dnnl_forward_inference, alg, &src, &wei,
                                                 n->b >= 0 ? &bias : NULL, &dst, strides, pl, pr),
              "convolution");
         return RS_OK;
@@ -343,20 +345,21 @@ static double node_work(const rs_plan *p, const rs_pnode *n, int B)
  * threads: 0.011 ms idle, 64-80 ms medians at load 4-8). ONNX Runtime's cost model does the same. */
 #define RS_PLAN_PAR_MIN_WORK (1 << 20)
 
-static rs_status make_prim_at(rs_plan *p, int i, int B, dprim *d, rs_err *err);
+static rs_status make_prim_at(rs_plan *p, int i, int B, int alg, dprim *d, rs_err *err);
+static dnnl_status_t exec_prim(rs_plan *p, const rs_pnode *n, dprim *d, void *src, void *dst, char *scratch);
 
-static rs_status make_prim(rs_plan *p, int i, int B, dprim *d, rs_err *err)
+static rs_status make_prim(rs_plan *p, int i, int B, int alg, dprim *d, rs_err *err)
 {
     int asked = omp_get_max_threads();
     bool one = asked > 1 && node_work(p, &p->nodes[i], B) < RS_PLAN_PAR_MIN_WORK;
     if (one) omp_set_num_threads(1);
-    rs_status st = make_prim_at(p, i, B, d, err);
+    rs_status st = make_prim_at(p, i, B, alg, d, err);
     if (one) omp_set_num_threads(asked);
     d->nthr = asked; /* what prepare compares the run's count with */
     return st;
 }
 
-static rs_status make_prim_at(rs_plan *p, int i, int B, dprim *d, rs_err *err)
+static rs_status make_prim_at(rs_plan *p, int i, int B, int alg, dprim *d, rs_err *err)
 {
     const rs_pnode *n = &p->nodes[i];
     dnnl_convolution_desc_t cd;
@@ -366,7 +369,7 @@ static rs_status make_prim_at(rs_plan *p, int i, int B, dprim *d, rs_err *err)
     /* an fp32 convolution first tries its input's own layout (no reorder between nodes) */
     bool own = n->kind == RS_PK_CONV && n->prec == RS_PLAN_FP32;
 again:;
-    rs_status st = op_desc(p, n, B, own, &d->user_src, &cd, &id, &pd, &ld, err);
+    rs_status st = op_desc(p, n, B, alg, own, &d->user_src, &cd, &id, &pd, &ld, err);
     if (st) return st;
     dnnl_primitive_attr_t attr;
     DTRY(dnnl_primitive_attr_create(&attr), "attributes");
@@ -574,7 +577,150 @@ static rs_status int8_scales(rs_plan *p, rs_pnode *n, rs_err *err)
     return RS_OK;
 }
 
-rs_status rs_plan_dnnl_finalize_weights(rs_plan *p, rs_err *err)
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The fastest ms of node n's primitives a and b (two algorithms for the same node, the same input and
+ * output layouts), run in turns on the same buffers; at most 21 runs each and about 0.2 s. The
+ * fastest, not the median: on this shared 2-core machine a two-thread run's median is how long its
+ * second thread waited for a core (9 ms against 1.2 for the same primitive, runs apart). */
+static rs_status time_pair(rs_plan *p, const rs_pnode *n, dprim *a, dprim *b, double *ta, double *tb, rs_err *err)
+{
+    enum { RUNS = 21, WARM = 2 };
+    size_t sbytes = dnnl_memory_desc_get_size(&a->user_src), dbytes = dnnl_memory_desc_get_size(&a->dst);
+    size_t pa = a->cvt_bytes + (a->pad_bytes + 63) / 64 * 64, pb = b->cvt_bytes + (b->pad_bytes + 63) / 64 * 64;
+    float *src = rs_plan_aligned_alloc(sbytes), *dst = rs_plan_aligned_alloc(dbytes); /* owned here */
+    char *scratch = rs_plan_aligned_alloc(pa > pb ? pa : pb);
+    rs_status st = RS_OK;
+    if (!src || !dst || !scratch) st = rs_err_set(err, RS_ERR_NOMEM, "plan: out of memory timing node %s", n->name);
+    /* activations of either sign around 1: no denormals, no zeros a kernel could skip */
+    for (size_t i = 0; !st && i < sbytes / sizeof(float); i++) src[i] = (float)((i * 7919) % 251) / 125.0f - 1.0f;
+    double xa[RUNS], xb[RUNS], t0 = now_ms();
+    int runs = 0;
+    for (int r = -WARM; !st && r < RUNS; r++) {
+        double t[3];
+        dnnl_status_t s = dnnl_success;
+        t[0] = now_ms();
+        s = exec_prim(p, n, a, src, dst, scratch);
+        if (s == dnnl_success) s = dnnl_stream_wait(p->dn->strm);
+        t[1] = now_ms();
+        if (s == dnnl_success) s = exec_prim(p, n, b, src, dst, scratch);
+        if (s == dnnl_success) s = dnnl_stream_wait(p->dn->strm);
+        t[2] = now_ms();
+        if (s != dnnl_success) st = dfail(err, s, "execute", n);
+        if (st || r < 0) continue;
+        xa[runs] = t[1] - t[0];
+        xb[runs] = t[2] - t[1];
+        runs++;
+        if (runs >= 5 && t[2] - t0 > 200) break;
+    }
+    if (!st) {
+        qsort(xa, (size_t)runs, sizeof *xa, cmp_double);
+        qsort(xb, (size_t)runs, sizeof *xb, cmp_double);
+        *ta = xa[0];
+        *tb = xb[0];
+    }
+    free(src);
+    free(dst);
+    free(scratch);
+    return st;
+}
+
+static rs_status note(rs_plan *p, const char *line, rs_err *err)
+{
+    char(*f)[160] = realloc(p->fusions, (size_t)(p->nfusions + 1) * sizeof *f);
+    if (!f) return rs_err_set(err, RS_ERR_NOMEM, "plan: out of memory");
+    p->fusions = f;
+    snprintf(f[p->nfusions++], sizeof f[0], "%s", line);
+    return RS_OK;
+}
+
+/* The algorithm node n's convolution runs at batch B: the one timed at the plan's batch, or at
+ * batch 1 for batches nearer 1 (geometrically) than the plan's. */
+static int alg_for(const rs_plan *p, const rs_pnode *n, int B)
+{
+    if (n->kind != RS_PK_CONV) return RS_PCONV_DIRECT;
+    return B == p->batch || (double)B * B > (double)p->batch ? n->alg : n->alg1;
+}
+
+/* Weights for primitive d of node i: the tensor's bytes where they are laid out as d wants, else a
+ * copy in d->wei_alt reordered from them. The tensor is plain (Winograd at the plan's batch, or
+ * before finalize) or in slot 0's layout; oneDNN makes Winograd weights from plain ones only, so a
+ * blocked tensor goes through a plain copy first. */
+static rs_status slot_weights(rs_plan *p, int i, dprim *d, rs_err *err)
+{
+    const rs_pnode *n = &p->nodes[i];
+    const rs_ptensor *t = &p->tensors[n->w];
+    dnnl_memory_desc_t plain = plain_weights(p, n);
+    const dnnl_memory_desc_t *have = t->layout == 0 ? &plain : &p->dn->slot[i][0].wei;
+    if (dnnl_memory_desc_equal(have, &d->wei)) return RS_OK;
+    size_t bytes;
+    if (d->wei.format_kind == dnnl_format_kind_wino && t->layout != 0) {
+        void *tmp; /* owned here */
+        rs_status st = reorder_to(p, n, have, t->data, &plain, &tmp, &bytes, NULL, err);
+        if (!st) st = reorder_to(p, n, &plain, tmp, &d->wei, &d->wei_alt, &bytes, NULL, err);
+        free(tmp);
+        return st;
+    }
+    return reorder_to(p, n, have, t->data, &d->wei, &d->wei_alt, &bytes, NULL, err);
+}
+
+/* Node i (an fp32 3x3 stride-1 convolution over 8 or more channels; its weights still plain) at
+ * batch B: Winograd where oneDNN has it (jit_wino_4x3 at larger batches, jit_fp32_wino_2x3 at small
+ * ones, AVX-512: 2.25x fewer multiplies, more memory traffic for the transforms), kept when `want`
+ * forces it or when it runs faster. Both are timed on one thread whatever the plan's count: on this
+ * shared 2-core machine a two-thread time is mostly how long the second thread waited for a core
+ * (15 ms against 0.45 on one thread for Fashion's second conv at load 7), which decided nothing; the
+ * kernels' ratio is their own. Returns the choice; the report gets one line. */
+static rs_status pick_conv_alg(rs_plan *p, int i, int B, rs_plan_conv_alg want, int *alg, rs_err *err)
+{
+    const rs_pnode *n = &p->nodes[i];
+    dprim w = {0}, d = {0};
+    char line[160];
+    rs_err why = {0};
+    *alg = RS_PCONV_DIRECT;
+    int was = omp_get_max_threads();
+    omp_set_num_threads(1);
+    rs_status st = make_prim(p, i, B, RS_PCONV_WINOGRAD, &w, &why);
+    if (st) { /* not implemented for this shape or ISA */
+        free_prim(&w);
+        omp_set_num_threads(was);
+        return RS_OK;
+    }
+    bool keep = true;
+    if (want == RS_PLAN_CONV_AUTO) {
+        double td = 0, tw = 0;
+        st = make_prim(p, i, B, RS_PCONV_DIRECT, &d, err);
+        if (!st) st = slot_weights(p, i, &d, err);
+        if (!st) st = slot_weights(p, i, &w, err);
+        if (!st) st = time_pair(p, n, &d, &w, &td, &tw, err);
+        /* direct unless Winograd is clearly faster: its transforms round more (within 1e-6 of the
+         * output's scale in tests/plan) */
+        keep = tw < 0.95 * td;
+        snprintf(line, sizeof line, "conv %.40s: %s (%.3f ms) over %s (%.3f ms) at batch %d, timed on 1 thread", n->name,
+                 keep ? "winograd" : "direct", keep ? tw : td, keep ? "direct" : "winograd", keep ? td : tw, B);
+    } else {
+        snprintf(line, sizeof line, "conv %.40s: winograd at batch %d (asked for)", n->name, B);
+    }
+    free_prim(&d);
+    free_prim(&w);
+    omp_set_num_threads(was);
+    if (st) return st;
+    if (keep) *alg = RS_PCONV_WINOGRAD;
+    return note(p, line, err);
+}
+
+rs_status rs_plan_dnnl_finalize_weights(rs_plan *p, rs_plan_conv_alg alg, rs_err *err)
 {
     /* in order: a node's input layout is known when its primitive is made */
     for (int i = 0; i < p->nnodes; i++) {
@@ -587,11 +733,33 @@ rs_status rs_plan_dnnl_finalize_weights(rs_plan *p, rs_err *err)
             if (st) return st;
         }
         dprim *d = &p->dn->slot[i][0];
+        n->alg = n->alg1 = RS_PCONV_DIRECT;
         if (!d->B) {
-            rs_status st = make_prim(p, i, p->batch, d, err);
+            rs_status st = make_prim(p, i, p->batch, RS_PCONV_DIRECT, d, err);
             if (st) return st;
         }
         if (n->kind != RS_PK_CONV && n->kind != RS_PK_LINEAR) continue;
+        const rs_conv_geom *g = &n->g;
+        /* an image's few channels: the Winograd kernels work on blocks of 16 (Fashion's 1-channel
+         * conv: 0.76 ms against 0.20 direct at batch 64) */
+        if (n->kind == RS_PK_CONV && n->prec == RS_PLAN_FP32 && alg != RS_PLAN_CONV_DIRECT && g->kh == 3 && g->kw == 3 &&
+            g->sh == 1 && g->sw == 1 && g->c >= 8) {
+            int a = RS_PCONV_DIRECT, a1 = RS_PCONV_DIRECT;
+            rs_status st = pick_conv_alg(p, i, p->batch, alg, &a, err);
+            if (!st && p->batch > 1) st = pick_conv_alg(p, i, 1, alg, &a1, err);
+            else a1 = a;
+            if (st) return st;
+            n->alg1 = a1;
+            if (a == RS_PCONV_WINOGRAD) {
+                /* its weights stay plain: each primitive lays them out its own way (slot_weights) */
+                free_prim(d);
+                n->alg = RS_PCONV_WINOGRAD;
+                st = make_prim(p, i, p->batch, RS_PCONV_WINOGRAD, d, err);
+                if (!st) st = slot_weights(p, i, d, err);
+                if (st) return st;
+                continue;
+            }
+        }
         rs_ptensor *t = &p->tensors[n->w];
         if (t->layout != 0) continue; /* shared with a node already done (it never is today) */
         if (n->kind == RS_PK_LINEAR && n->in[0] > 0 && p->values[n->in[0]].layout == 1) {
@@ -632,24 +800,21 @@ rs_status rs_plan_dnnl_prepare(rs_plan *p, int B, size_t *scratch_bytes, rs_err 
         p->dn->cur[i] = si;
         if (d->B != B || d->nthr != omp_get_max_threads()) {
             free_prim(d);
-            rs_status st = make_prim(p, i, B, d, err);
+            rs_status st = make_prim(p, i, B, alg_for(p, n, B), d, err);
             if (st) return st;
             if (n->kind == RS_PK_CONV || n->kind == RS_PK_LINEAR) {
                 const rs_ptensor *t = &p->tensors[n->w];
-                size_t want = dnnl_memory_desc_get_size(&d->wei);
-                if (si == 0 && (t->layout != 1 || t->bytes != want))
+                /* slot 0's layout is the file's (plain for Winograd) */
+                bool plain = n->alg == RS_PCONV_WINOGRAD;
+                size_t want = plain ? (size_t)n->g.oc * n->g.c * n->g.kh * n->g.kw * sizeof(float)
+                                    : dnnl_memory_desc_get_size(&d->wei);
+                if (si == 0 && (t->layout != (plain ? 0 : 1) || t->bytes != want))
                     return rs_err_set(err, RS_ERR_FORMAT,
                                       "plan: node %s's weights (%zu bytes, layout %d) are not what oneDNN %s chose on "
                                       "this machine (%zu bytes); compile the model again here",
                                       n->name, t->bytes, t->layout, p->dnnl_version, want);
-                if (si > 0) {
-                    dprim *d0 = &p->dn->slot[i][0];
-                    if (!dnnl_memory_desc_equal(&d->wei, &d0->wei)) {
-                        size_t bytes;
-                        st = reorder_to(p, n, &d0->wei, t->data, &d->wei, &d->wei_alt, &bytes, NULL, err);
-                        if (st) return st;
-                    }
-                }
+                st = slot_weights(p, i, d, err);
+                if (st) return st;
             }
         }
         d->used = ++p->dn->tick;
@@ -660,14 +825,11 @@ rs_status rs_plan_dnnl_prepare(rs_plan *p, int B, size_t *scratch_bytes, rs_err 
     return RS_OK;
 }
 
-rs_status rs_plan_dnnl_exec(rs_plan *p, int i, const void *x, int B, rs_err *err)
+/* Runs d's primitive (after its input copy) from src into dst, scratch the region of both. */
+static dnnl_status_t exec_prim(rs_plan *p, const rs_pnode *n, dprim *d, void *src, void *dst, char *scratch)
 {
-    const rs_pnode *n = &p->nodes[i];
-    dprim *d = &p->dn->slot[i][p->dn->cur[i]];
-    if (d->B != B) return rs_err_set(err, RS_ERR_INTERNAL, "plan: node %s has no primitive for batch %d", n->name, B);
-    char *scratch = (char *)p->arena + p->scratch_off;
-    dnnl_memory_set_data_handle(d->m_src, rs_plan_value_ptr(p, n->in[0], x));
-    dnnl_memory_set_data_handle(d->m_dst, rs_plan_value_ptr(p, n->out, x));
+    dnnl_memory_set_data_handle(d->m_src, src);
+    dnnl_memory_set_data_handle(d->m_dst, dst);
     dnnl_memory_set_data_handle(d->m_pad, scratch + d->cvt_bytes);
     dnnl_exec_arg_t args[6];
     int na = 0;
@@ -688,9 +850,19 @@ rs_status rs_plan_dnnl_exec(rs_plan *p, int i, const void *x, int B, rs_err *err
         args[na++] = (dnnl_exec_arg_t){ln ? DNNL_ARG_SCALE : DNNL_ARG_WEIGHTS, d->m_wei};
     }
     if (d->m_bias) args[na++] = (dnnl_exec_arg_t){ln ? DNNL_ARG_SHIFT : DNNL_ARG_BIAS, d->m_bias};
+    if (s == dnnl_success) s = dnnl_primitive_execute(d->prim, p->dn->strm, na, args);
+    return s;
+}
+
+rs_status rs_plan_dnnl_exec(rs_plan *p, int i, const void *x, int B, rs_err *err)
+{
+    const rs_pnode *n = &p->nodes[i];
+    dprim *d = &p->dn->slot[i][p->dn->cur[i]];
+    if (d->B != B) return rs_err_set(err, RS_ERR_INTERNAL, "plan: node %s has no primitive for batch %d", n->name, B);
     /* the CPU stream runs each primitive in order; rs_plan_dnnl_sync waits once at the end of a run,
      * and the engine's ops in between run on the calling thread after the primitive before them */
-    if (s == dnnl_success) s = dnnl_primitive_execute(d->prim, p->dn->strm, na, args);
+    dnnl_status_t s = exec_prim(p, n, d, rs_plan_value_ptr(p, n->in[0], x), rs_plan_value_ptr(p, n->out, x),
+                                (char *)p->arena + p->scratch_off);
     if (s != dnnl_success) return dfail(err, s, "execute", n);
     return RS_OK;
 }
@@ -708,5 +880,17 @@ const char *rs_plan_dnnl_impl(const rs_plan *p, int i)
     if (!p->dn || i >= p->dn->n || !p->dn->slot[i][0].pd) return "";
     const char *s = NULL;
     if (dnnl_primitive_desc_query(p->dn->slot[i][0].pd, dnnl_query_impl_info_str, 0, &s) != dnnl_success || !s) return "";
+    return s;
+}
+
+/* The same for the primitive node i ran last (another batch's may be another kernel: Winograd's
+ * 2x3 at batch 1, 4x3 at 64), for `plan bench nodes=on`. */
+const char *rs_plan_dnnl_impl_ran(const rs_plan *p, int i)
+{
+    if (!p->dn || i >= p->dn->n) return "";
+    const dprim *d = &p->dn->slot[i][p->dn->cur[i]];
+    const char *s = NULL;
+    if (!d->pd) return rs_plan_dnnl_impl(p, i);
+    if (dnnl_primitive_desc_query(d->pd, dnnl_query_impl_info_str, 0, &s) != dnnl_success || !s) return "";
     return s;
 }

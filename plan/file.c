@@ -120,6 +120,9 @@ static bool node_msg(pool *a, const rs_plan *p, const rs_pnode *n, Rsplan__Node 
     m->has_qscale = m->has_oscales = true;
     m->qscale = n->qscale;
     m->oscales = n->oscales;
+    m->has_conv_alg = m->has_conv_alg_1 = true;
+    m->conv_alg = n->alg;
+    m->conv_alg_1 = n->alg1;
     m->has_t = m->has_c = m->has_v = m->has_heads = true;
     m->t = n->T;
     m->c = n->C;
@@ -313,6 +316,8 @@ static rs_status read_node(const char *name, const Rsplan__Node *m, rs_pnode *n,
     }
     n->qscale = m->qscale;
     n->oscales = m->has_oscales ? m->oscales : -1;
+    n->alg = m->has_conv_alg ? m->conv_alg : RS_PCONV_DIRECT;
+    n->alg1 = m->has_conv_alg_1 ? m->conv_alg_1 : RS_PCONV_DIRECT;
     n->act = m->act;
     n->alpha = m->alpha;
     n->beta = m->beta;

@@ -44,6 +44,8 @@ typedef struct rs_ppost {
 
 #define RS_PLAN_MAX_POST 4
 
+enum { RS_PCONV_DIRECT = 0, RS_PCONV_WINOGRAD = 1 };
+
 typedef struct rs_pnode {
     rs_pk kind;
     char name[64];       /* the engine layer it came from ("3", "1.2"); fused nodes keep the first's */
@@ -70,6 +72,10 @@ typedef struct rs_pnode {
      * scales per channel (1 / (input scale x weight scale)) */
     float qscale;
     int oscales;
+    /* CONV: RS_PCONV_DIRECT or RS_PCONV_WINOGRAD (oneDNN's), chosen at compile by timing both at the
+     * plan's batch (alg) and at batch 1 (alg1, for batches nearer 1). alg Winograd: the weights stay
+     * plain fp32 in the plan, each primitive lays them out its own way */
+    int alg, alg1;
     /* OP: the engine's op, its attributes and full shapes (RS_DIM_BATCH at the batch) */
     rs_op op;
     rs_op_attrs a;
@@ -183,12 +189,13 @@ void rs_plan_dnnl_isa(char *isa, size_t n);
 void rs_plan_dnnl_version(char *v, size_t n);
 /* After compile: reorders every oneDNN node's weights into the layout (and precision) its primitive
  * chose for the plan's batch. */
-rs_status rs_plan_dnnl_finalize_weights(rs_plan *p, rs_err *err);
+rs_status rs_plan_dnnl_finalize_weights(rs_plan *p, rs_plan_conv_alg alg, rs_err *err);
 /* Creates the primitives for batch B (kept for the next run of the same B); sizes their scratch. */
 rs_status rs_plan_dnnl_prepare(rs_plan *p, int B, size_t *scratch_bytes, rs_err *err);
 rs_status rs_plan_dnnl_exec(rs_plan *p, int node, const void *x, int B, rs_err *err);
 /* oneDNN's name for the implementation node i runs (for `plan show`). */
 const char *rs_plan_dnnl_impl(const rs_plan *p, int i);
+const char *rs_plan_dnnl_impl_ran(const rs_plan *p, int i); /* ... the primitive of its last run */
 bool rs_plan_node_is_dnnl(const rs_pnode *n);
 rs_status rs_plan_dnnl_sync(rs_plan *p, rs_err *err);
 

@@ -48,6 +48,8 @@ enum {
     RS_PLAN_PASS_ALL = 15,
 };
 
+typedef enum { RS_PLAN_CONV_AUTO = 0, RS_PLAN_CONV_DIRECT, RS_PLAN_CONV_WINOGRAD } rs_plan_conv_alg;
+
 typedef struct rs_plan_opts {
     rs_plan_prec prec;
     int batch;          /* the largest batch the plan runs (>= 1) */
@@ -62,6 +64,10 @@ typedef struct rs_plan_opts {
     uint32_t calib_samples;
     rs_plan_calib_method calib_method;
     double calib_percentile;
+    /* 3x3 stride-1 fp32 convolutions: AUTO times oneDNN's direct and Winograd kernels at the plan's
+     * batch and keeps the faster; DIRECT never tries Winograd; WINOGRAD takes it wherever oneDNN has
+     * it (the tests' way to get each) */
+    rs_plan_conv_alg conv_alg;
 } rs_plan_opts;
 
 rs_plan_opts rs_plan_opts_default(void);

@@ -105,7 +105,7 @@ rs_status rs_plan_compile(rs_model *m, const rs_plan_opts *o, rs_plan **out, rs_
     /* oneDNN fixes a primitive's threads when it is made: make them with the plan's */
     int was = omp_get_max_threads();
     omp_set_num_threads(p->build_threads);
-    if (!st) st = rs_plan_dnnl_finalize_weights(p, err);
+    if (!st) st = rs_plan_dnnl_finalize_weights(p, o->conv_alg, err);
     size_t scratch = 0;
     if (!st) st = rs_plan_dnnl_prepare(p, p->batch, &scratch, err);
     omp_set_num_threads(was);
@@ -317,7 +317,7 @@ void rs_plan_node_label(const rs_plan *p, int i, char *buf, size_t n)
     if (i < 0 || i >= p->nnodes) return;
     const rs_pnode *d = &p->nodes[i];
     snprintf(buf, n, "%.60s (%s, %s)", d->name, rs_pk_name(d->kind),
-             rs_plan_node_is_dnnl(d) ? rs_plan_dnnl_impl(p, i) : "engine cpu table");
+             rs_plan_node_is_dnnl(d) ? rs_plan_dnnl_impl_ran(p, i) : "engine cpu table");
 }
 int rs_plan_batch(const rs_plan *p) { return p->batch; }
 rs_plan_prec rs_plan_precision(const rs_plan *p) { return p->prec; }

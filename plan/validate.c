@@ -138,7 +138,15 @@ static rs_status check_node(const rs_plan *p, const rs_pnode *n, const int64_t *
         if (n->nin != 1 || in0 != (int64_t)g->c * g->h * g->w || out != (int64_t)(conv ? g->oc : g->c) * g->oh * g->ow)
             return BAD("node %s (%s): its values do not fit its geometry", n->name, rs_pk_name(n->kind));
         if (!conv) return RS_OK;
-        if ((st = check_tensor(p, n, n->w, (int64_t)g->oc * g->c * g->kh * g->kw, false, err))) return st;
+        for (int k = 0; k < 2; k++) {
+            int a = k ? n->alg1 : n->alg;
+            if (a != RS_PCONV_DIRECT &&
+                (a != RS_PCONV_WINOGRAD || n->prec != RS_PLAN_FP32 || g->kh != 3 || g->kw != 3 || g->sh != 1 || g->sw != 1))
+                return BAD("node %s (conv): algorithm %d does not apply (Winograd: fp32, 3x3, stride 1)", n->name, a);
+        }
+        /* Winograd weights stay plain: each primitive lays them out its own way */
+        if ((st = check_tensor(p, n, n->w, (int64_t)g->oc * g->c * g->kh * g->kw, n->alg == RS_PCONV_WINOGRAD, err)))
+            return st;
         if (n->b >= 0 && (st = check_tensor(p, n, n->b, g->oc, true, err))) return st;
         return RS_OK;
     }
@@ -227,6 +235,10 @@ rs_status rs_plan_validate(const rs_plan *p, rs_err *err)
         bool product = n->kind == RS_PK_CONV || n->kind == RS_PK_LINEAR;
         if (n->prec != RS_PLAN_FP32 && !((n->prec == RS_PLAN_BF16 || n->prec == RS_PLAN_INT8) && product)) {
             st = BAD("node %s has precision %d", n->name, (int)n->prec);
+            break;
+        }
+        if (n->kind != RS_PK_CONV && (n->alg != RS_PCONV_DIRECT || n->alg1 != RS_PCONV_DIRECT)) {
+            st = BAD("node %s (%s) has a convolution algorithm", n->name, rs_pk_name(n->kind));
             break;
         }
         if (n->prec == RS_PLAN_INT8) {

@@ -60,15 +60,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     return 0;
 }
 
-static rs_fuzz_seed seeds[6];
+static rs_fuzz_seed seeds[8];
 
-static void add_seed(const char *spec, size_t *ns)
+static void add_seed(const char *spec, rs_plan_conv_alg alg, size_t *ns)
 {
     rs_model *m = NULL;
     rs_err e;
     if (rs_model_parse(spec, "s", rs_device_cpu(), NULL, 1, &m, NULL, &e)) return;
     rs_plan_opts o = rs_plan_opts_default();
     o.batch = 2;
+    o.conv_alg = alg;
     rs_plan *p = NULL;
     uint8_t *buf;
     size_t n;
@@ -89,9 +90,11 @@ static void add_seed(const char *spec, size_t *ns)
 size_t rs_fuzz_seeds(const rs_fuzz_seed **out)
 {
     size_t ns = 0;
-    add_seed("mlp 6-5-3", &ns);
-    add_seed("seq in=1x6x6 conv(2,3,pad=1) relu maxpool(2) flatten linear(3)", &ns);
-    add_seed("gpt layers=1 heads=2 dim=8 ctx=4 vocab=5", &ns);
+    add_seed("mlp 6-5-3", RS_PLAN_CONV_AUTO, &ns);
+    add_seed("seq in=1x6x6 conv(2,3,pad=1) relu maxpool(2) flatten linear(3)", RS_PLAN_CONV_AUTO, &ns);
+    add_seed("gpt layers=1 heads=2 dim=8 ctx=4 vocab=5", RS_PLAN_CONV_AUTO, &ns);
+    /* Winograd where oneDNN has it (AVX-512): plain weights, the algorithm fields */
+    add_seed("seq in=8x6x6 conv(16,3,pad=1) relu flatten linear(3)", RS_PLAN_CONV_WINOGRAD, &ns);
     *out = seeds;
     return ns;
 }

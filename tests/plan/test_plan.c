@@ -429,6 +429,98 @@ static void file_tests(const char *dir)
     rs_model_free(m);
 }
 
+/* Each convolution algorithm (plan/dnnl.c): a plan compiled with Winograd wherever oneDNN has it (on
+ * AVX-512: the 3x3 stride-1 fp32 convs over 8 or more channels, at the plan's batch and at batch 1)
+ * and one with direct only equal the engine at B = 1, 2 (batch 1's choice), 5, 8 (the plan's) and at
+ * 1 and 2 threads; the Winograd plan's file keeps the choice and its weights plain and loads to the
+ * same bits; a choice a node cannot take is refused. */
+static void conv_algs(const char *spec, const char *dir)
+{
+    rs_err e = {0};
+    rs_model *m = NULL;
+    RS_CHECK(rs_model_parse(spec, "m", rs_device_cpu(), NULL, 5, &m, NULL, &e) == RS_OK, "%s: %s", spec, e.msg);
+    if (!m) return;
+    rs_plan_conv_alg algs[] = {RS_PLAN_CONV_DIRECT, RS_PLAN_CONV_WINOGRAD};
+    const char *names[] = {"direct", "winograd"};
+    for (int a = 0; a < 2; a++) {
+        rs_plan_opts o = rs_plan_opts_default();
+        o.batch = 8;
+        o.threads = 2;
+        o.conv_alg = algs[a];
+        rs_plan *p = NULL;
+        RS_CHECK(rs_plan_compile(m, &o, &p, &e) == RS_OK, "%s %s: compile: %s", spec, names[a], e.msg);
+        if (!p) continue;
+        int wino = 0, wino1 = 0, impl_wino = 0;
+        for (int i = 0; i < p->nnodes; i++) {
+            wino += p->nodes[i].alg == RS_PCONV_WINOGRAD;
+            wino1 += p->nodes[i].alg1 == RS_PCONV_WINOGRAD;
+            impl_wino += rs_plan_node_is_dnnl(&p->nodes[i]) && strstr(rs_plan_dnnl_impl(p, i), "wino") != NULL;
+        }
+        if (a == 0) RS_CHECK(wino + wino1 + impl_wino == 0, "%s: the direct plan has Winograd nodes", spec);
+        else if (strncmp(p->isa, "avx512", 6) == 0)
+            RS_CHECK(wino == 2 && wino1 == 2 && impl_wino == 2, "%s: %d/%d Winograd nodes (batch 8/1), %d run it; want 2",
+                     spec, wino, wino1, impl_wino);
+        int Bs[] = {1, 2, 5, 8};
+        for (int t = 2; t >= 1; t--) {
+            rs_plan_set_threads(p, t);
+            for (int i = 0; i < 4; i++) {
+                double d = compare(m, p, Bs[i], spec);
+                printf("  %s %-50.50s B=%d threads=%d %.2e\n", names[a], spec, Bs[i], t, d);
+                RS_CHECK(d <= FP32_TOL, "%s (%s): differs from the engine by %.3g at B=%d, %d threads", spec, names[a], d,
+                         Bs[i], t);
+            }
+        }
+        rs_plan_set_threads(p, 2);
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s.plan", dir, names[a]);
+        RS_CHECK(rs_plan_save(p, path, &e) == RS_OK, "save: %s", e.msg);
+        rs_plan *q = NULL;
+        RS_CHECK(rs_plan_load(path, &q, &e) == RS_OK, "%s %s: load: %s", spec, names[a], e.msg);
+        if (q) {
+            void *x = inputs(m, 8, 4);
+            size_t n = out_numel(p, 8);
+            float *keep = malloc(n * sizeof *keep);
+            const float *y;
+            for (int B = 1; B <= 8; B += 7) { /* batch 1's primitives and the plan's */
+                n = out_numel(p, B);
+                RS_CHECK(rs_plan_run(p, x, B, &y, &e) == RS_OK, "%s", e.msg);
+                memcpy(keep, y, n * sizeof *keep);
+                RS_CHECK(rs_plan_run(q, x, B, &y, &e) == RS_OK, "%s", e.msg);
+                RS_CHECK(memcmp(keep, y, n * sizeof *keep) == 0, "%s %s: the loaded plan differs at B=%d", spec, names[a], B);
+            }
+            for (int i = 0; i < q->nnodes; i++)
+                RS_CHECK(q->nodes[i].alg == p->nodes[i].alg && q->nodes[i].alg1 == p->nodes[i].alg1,
+                         "%s: node %s's algorithm was not kept", spec, q->nodes[i].name);
+            free(keep);
+            free(x);
+        }
+        rs_plan_free(q);
+        /* refused: Winograd on an inner product, an algorithm that does not exist, and (direct plan)
+         * Winograd over weights laid out for the direct kernel */
+        for (int i = 0; i < p->nnodes; i++) {
+            rs_pnode *n = &p->nodes[i];
+            if (n->kind != RS_PK_CONV && n->kind != RS_PK_LINEAR) continue;
+            int keep_alg = n->alg;
+            const char *why = n->kind == RS_PK_LINEAR ? "has a convolution algorithm" : "algorithm 7";
+            n->alg = n->kind == RS_PK_LINEAR ? RS_PCONV_WINOGRAD : 7;
+            uint8_t *buf;
+            size_t nb;
+            RS_CHECK(rs_plan_serialize(p, &buf, &nb, &e) == RS_OK, "%s", e.msg);
+            expect_refused(buf, nb, why, "bad algorithm");
+            free(buf);
+            if (a == 0 && n->kind == RS_PK_CONV && n->g.c >= 8) {
+                n->alg = RS_PCONV_WINOGRAD;
+                RS_CHECK(rs_plan_serialize(p, &buf, &nb, &e) == RS_OK, "%s", e.msg);
+                expect_refused(buf, nb, "plain floats", "Winograd over blocked weights");
+                free(buf);
+            }
+            n->alg = keep_alg;
+        }
+        rs_plan_free(p);
+    }
+    rs_model_free(m);
+}
+
 int main(void)
 {
     char dir[] = "/tmp/rs-plan-XXXXXX";
@@ -457,6 +549,9 @@ int main(void)
     onnx_export_parity("seq in=10 linear(16) res[ linear(32) relu linear(16) ] gelu linear(4)", false, dir, "post-op", 3);
     onnx_export_parity("seq in=10 linear(16) tanh linear(4)", true, dir, "post-op", 1);
     file_tests(dir);
+    /* two 3x3 convs over 16 channels (Winograd's), one over 3 (an image: direct), a relu post-op */
+    conv_algs("seq in=3x12x12 conv(16,3,pad=1) relu conv(16,3,pad=1) relu maxpool(2) conv(32,3,pad=1) flatten linear(5)",
+              dir);
     bf16("seq in=1x14x14 conv(6,3,pad=1) relu maxpool(2) flatten linear(12) relu linear(4)");
     bf16("gpt layers=2 heads=2 dim=16 ctx=8 vocab=11");
     int8("seq in=1x14x14 conv(6,3,pad=1) relu maxpool(2) conv(8,3,pad=1) relu flatten linear(12) relu linear(4)", dir);
