@@ -477,6 +477,7 @@ int rs_cmd_reset(rs_session *s, const rs_call *c)
     rs_err err = {0};
     if (rs_model_parse(o->spec, o->name, rs_model_device(o->model), NULL, seed, &m, NULL, &err)) /* where it was */
         return rs_session_error(s, c, pos, len, "reset: %s", err.msg);
+    rs_model_set_threads(m, s->threads); /* the session's, as `model` gives it (rs_session_put) */
     rs_model_free(o->model);
     o->model = m;
     o->trained_run = 0;

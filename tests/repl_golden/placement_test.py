@@ -172,5 +172,19 @@ if gpus == 0:
 else:
     print("note: %d GPU(s): the no-GPU refusals are checked where there is none (CI)" % gpus)
 
+# ---- reset keeps the device and the session's threads; a model without parameters moves cleanly ----
+p = subprocess.run([EXE, "--no-db", "--keep-going"], capture_output=True, text=True, timeout=120,
+                   input="set threads=1\nmodel g = mlp 784-8-10 device=guard\nmodel c = mlp 784-8-10\n"
+                         "reset g\nreset c\nshow g\nshow c\n"
+                         "model z = seq in=4 relu device=guard\nto z cpu\nto z guard\nto z cpu\n"
+                         "expect memory.params = 4\ndrop z\n",
+                   env=dict(os.environ, NO_COLOR="1", COLUMNS="200", OMP_NUM_THREADS="3"))
+detail = "rc %d\nstdout:\n%s\nstderr:\n%s" % (p.returncode, p.stdout[-4000:], p.stderr[-2000:])
+check(p.returncode == 0, "the reset and zero-parameter session ran without an error", detail)
+check(re.search(r"> show g\nmodel g: [^\n]*on guard", p.stdout), "reset g rebuilds the model on the guard", detail)
+check("kernels: cpu, threads 1," in p.stdout, "reset c keeps the session's threads=1 (not the default 3)", detail)
+check("ok: memory.params is 4" in p.stdout,
+      "moving a model without parameters keeps its parameter pool at its one-float buffer", detail)
+
 print("placement: %d failed" % failures)
 sys.exit(1 if failures else 0)
