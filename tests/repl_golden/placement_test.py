@@ -147,6 +147,7 @@ check(len(gens) == 4 and gens[0] == gens[1] and gens[2] == gens[3],
 rc, out, err, detail = run("""data d = digits n=200
 model g = mlp 784-8-10 device=guard
 compile g -> %(p)s
+train g on d epochs=1
 train g on d mode=ddp ranks=2
 train g on d mode=dp ranks=2
 to g tpu
@@ -157,6 +158,8 @@ check("compile: model g is on guard; plans run on the CPU" in err, "compile refu
       detail)
 check(err.count("lives on guard and mode=") == 2 and "`to g cpu` first" in err,
       "ddp and dp refuse it (their ranks and replicas train on the CPU)", detail)
+check("g continues from" not in out, "a refused run says nothing about the run first (where its weights come from)",
+      detail)
 check("to: tpu; cpu, cuda or cuda:N" in err and "g: guard" not in out, "an unknown device is refused", detail)
 gpus = int(re.search(r"CUDA device count: (\d+)", out).group(1))
 if gpus == 0:
