@@ -160,7 +160,7 @@ check(err.count("lives on guard and mode=") == 2 and "`to g cpu` first" in err,
       "ddp and dp refuse it (their ranks and replicas train on the CPU)", detail)
 check("g continues from" not in out, "a refused run says nothing about the run first (where its weights come from)",
       detail)
-check("to: tpu; cpu, cuda or cuda:N" in err and "g: guard" not in out, "an unknown device is refused", detail)
+check("to: tpu; cpu, cuda, cuda:N (N from `devices`) or guard" in err and "g: guard" not in out, "an unknown device is refused", detail)
 gpus = int(re.search(r"CUDA device count: (\d+)", out).group(1))
 if gpus == 0:
     rc, out, err, detail = run("model m = mlp 4-3-2\nto m cuda\nmodel n = mlp 4-3-2 device=cuda:0\nshow m\nbackends\n"
