@@ -180,7 +180,7 @@ p = subprocess.run([EXE, "--no-db", "--keep-going"], capture_output=True, text=T
                    input="set threads=1\nmodel g = mlp 784-8-10 device=guard\nmodel c = mlp 784-8-10\n"
                          "reset g\nreset c\nshow g\nshow c\n"
                          "model z = seq in=4 relu device=guard\nto z cpu\nto z guard\nto z cpu\n"
-                         "expect memory.params = 4\ndrop z\n",
+                         "expect memory.params = 4\ndrop z\nset device=guard\nmodel o = onnx %s\n" % P("c.onnx"),
                    env=dict(os.environ, NO_COLOR="1", COLUMNS="200", OMP_NUM_THREADS="3"))
 detail = "rc %d\nstdout:\n%s\nstderr:\n%s" % (p.returncode, p.stdout[-4000:], p.stderr[-2000:])
 check(p.returncode == 0, "the reset and zero-parameter session ran without an error", detail)
@@ -188,6 +188,8 @@ check(re.search(r"> show g\nmodel g: [^\n]*on guard", p.stdout), "reset g rebuil
 check("kernels: cpu, threads 1," in p.stdout, "reset c keeps the session's threads=1 (not the default 3)", detail)
 check("ok: memory.params is 4" in p.stdout,
       "moving a model without parameters keeps its parameter pool at its one-float buffer", detail)
+check("o is on the CPU, where imported graphs are made (the session's device is guard); `to o guard` moves it"
+      in re.sub(r"\n  (?=\S)", " ", p.stdout), "an import under set device=guard says it stays on the CPU", detail)
 
 print("placement: %d failed" % failures)
 sys.exit(1 if failures else 0)
