@@ -30,7 +30,7 @@ dist="$(cd "$root" && echo dist/store/*.c dist/launch/*.c dist/pg/*.c dist/shm/*
 onnx="$(cd "$root" && echo onnx/*.c repl/view/*.c serve/*.c)"
 # The plan compiler (its message generated from plan/plan.proto as meson does) and oneDNN.
 plan="$(cd "$root" && echo plan/*.c) GEN/plan/plan.pb-c.c"
-nn="engine/core/mem.c engine/core/tensor.c engine/core/dims.c engine/core/device.c $(cd "$root" && echo engine/nn/*.c engine/cpu/*.c)"
+nn="engine/core/mem.c engine/core/tensor.c engine/core/dims.c engine/core/device.c $(cd "$root" && echo engine/nn/*.c engine/cpu/*.c engine/guard/*.c)"
 target_sources() {
   case $1 in
     idx) echo "tests/fuzz/fuzz_idx.c $core $data" ;;

@@ -62,7 +62,7 @@ int main(void)
     want("data x = digits ", "n=|seed=|ctx=|", false);
     want("model m = seq li", "linear(|", false);
     want("model m = seq conv(8,3) r", "relu |res[ |", false);
-    want("model m = onnx ", "seed=|", true);
+    want("model m = onnx ", "seed=|device=|", true);
     want("model m = l", "", false);                                      /* layers come after seq */
     want("nosuch ", "", false);
     return rs_test_finish("complete");
