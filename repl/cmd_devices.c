@@ -72,7 +72,8 @@ int rs_repl_device_parse(rs_session *s, const rs_call *c, const char *who, const
     }
     int index = 0;
     if (strncmp(v, "cuda", 4) != 0 || (v[4] && v[4] != ':'))
-        return rs_session_error(s, c, pos, len, "%s%s; cpu, cuda or cuda:N (N from `devices`) work", who, v);
+        return rs_session_error(s, c, pos, len,
+                                "%s%s; cpu, cuda, cuda:N (N from `devices`) or guard (the test device) work", who, v);
     if (v[4] == ':') {
         char *end;
         long n = strtol(v + 5, &end, 10);

@@ -126,7 +126,20 @@ int rs_cmd_model(rs_session *s, const rs_call *c)
         char path[1024];
         snprintf(path, sizeof path, "%s", p);
         for (size_t n = strlen(path); n && path[n - 1] == ' '; n--) path[n - 1] = 0;
-        return model_from_onnx(s, c, path, c->rest_pos + (size_t)(p - c->rest));
+        int rc = model_from_onnx(s, c, path, c->rest_pos + (size_t)(p - c->rest));
+        const rs_obj *o = rc ? NULL : rs_session_find(s, c->bind);
+        if (o && o->model && s->device.kind != RS_DEV_CPU) {
+            /* `set device=` chose another place for new models: say where this one is instead */
+            char here[32];
+            rs_repl_device_str(s->device, here, sizeof here);
+            if (rs_model_inference_only(o->model))
+                fprintf(s->out, "%s stays on the CPU (the session's device is %s): an imported graph that only "
+                                "runs is CPU code\n", c->bind, here);
+            else
+                fprintf(s->out, "%s is on the CPU, where imported graphs are made (the session's device is %s); "
+                                "`to %s %s` moves it\n", c->bind, here, c->bind, here);
+        }
+        return rc;
     }
     if (!strncmp(c->rest, "plan ", 5)) {
         const char *p = c->rest + 5;
@@ -477,6 +490,7 @@ int rs_cmd_reset(rs_session *s, const rs_call *c)
     rs_err err = {0};
     if (rs_model_parse(o->spec, o->name, rs_model_device(o->model), NULL, seed, &m, NULL, &err)) /* where it was */
         return rs_session_error(s, c, pos, len, "reset: %s", err.msg);
+    rs_model_set_threads(m, s->threads); /* the session's, as `model` gives it (rs_session_put) */
     rs_model_free(o->model);
     o->model = m;
     o->trained_run = 0;

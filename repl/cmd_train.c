@@ -222,6 +222,29 @@ int rs_cmd_train(rs_session *s, const rs_call *c)
     if (train_cfg(s, c, &cfg)) return 1;
     rs_strategy_args sa;
     if (strategy_args(s, c, &sa)) return 1;
+    /* refusals before anything is said about the run (its settings, where its weights come from) */
+    const char *backend = rs_call_str(c, "backend", "shm");
+    const rs_pg_backend *be = rs_pg_backend_find(backend);
+    bool gpu_ranks = sa.def->make && be && !(be->ops->devices & RS_PG_DEV_CPU);
+    if (gpu_ranks && sa.def != &rs_strategy_ddp) {
+        /* ddp's buckets are the model's own gradient buffer; the others pass host buffers between ranks */
+        const rs_optval *v = rs_call_opt(c, "backend");
+        return rs_session_error(s, c, v->pos, 8 + strlen(backend),
+                                "train: backend=%s trains mode=ddp on GPUs in this build; mode=%s's ranks exchange "
+                                "host buffers: use backend=shm or tcp for it", backend, sa.def->name);
+    }
+    if (m->model && rs_model_device(m->model).kind != RS_DEV_CPU && sa.def != &rs_strategy_single && !gpu_ranks) {
+        /* ranks build their own copies on the CPU from the spec, and dp's replicas are CPU threads: a
+         * model on a device would be trained somewhere else than it lives, silently */
+        char dv[32];
+        const rs_optval *v = rs_call_opt(c, "mode");
+        return rs_session_error(s, c, v->pos, 5 + strlen(v->text),
+                                "train: %s lives on %s and mode=%s trains on the CPU over backend=shm, tcp or mpi "
+                                "(GPU ranks: mode=ddp backend=nccl); train it with mode=single there, or `to %s cpu` "
+                                "first",
+                                m->name, rs_repl_device_str(rs_model_device(m->model), dv, sizeof dv), sa.def->name,
+                                m->name);
+    }
     /* A language model trains as nanoGPT does: decay on matrix weights only, and its long epoch is
      * measured by validation loss every few hundred steps unless told otherwise. */
     if (m->model && rs_model_tokens(m->model)) {
@@ -259,28 +282,6 @@ int rs_cmd_train(rs_session *s, const rs_call *c)
         if (m->trained_run > 0) snprintf(from, sizeof from, "run %lld", (long long)m->trained_run);
         fprintf(s->out, "train: %s continues from the weights of %s; `reset %s` starts afresh\n", m->name, from,
                 m->name);
-    }
-    const char *backend = rs_call_str(c, "backend", "shm");
-    const rs_pg_backend *be = rs_pg_backend_find(backend);
-    bool gpu_ranks = sa.def->make && be && !(be->ops->devices & RS_PG_DEV_CPU);
-    if (gpu_ranks && sa.def != &rs_strategy_ddp) {
-        /* ddp's buckets are the model's own gradient buffer; the others pass host buffers between ranks */
-        const rs_optval *v = rs_call_opt(c, "backend");
-        return rs_session_error(s, c, v->pos, 8 + strlen(backend),
-                                "train: backend=%s trains mode=ddp on GPUs in this build; mode=%s's ranks exchange "
-                                "host buffers: use backend=shm or tcp for it", backend, sa.def->name);
-    }
-    if (m->model && rs_model_device(m->model).kind != RS_DEV_CPU && sa.def != &rs_strategy_single && !gpu_ranks) {
-        /* ranks build their own copies on the CPU from the spec, and dp's replicas are CPU threads: a
-         * model on a device would be trained somewhere else than it lives, silently */
-        char dv[32];
-        const rs_optval *v = rs_call_opt(c, "mode");
-        return rs_session_error(s, c, v->pos, 5 + strlen(v->text),
-                                "train: %s lives on %s and mode=%s trains on the CPU over backend=shm, tcp or mpi "
-                                "(GPU ranks: mode=ddp backend=nccl); train it with mode=single there, or `to %s cpu` "
-                                "first",
-                                m->name, rs_repl_device_str(rs_model_device(m->model), dv, sizeof dv), sa.def->name,
-                                m->name);
     }
     if (sa.def->make) return rs_cmd_train_ranks(s, c, m, d, &cfg, &sa);
     if (rs_call_given(c, "kill")) {

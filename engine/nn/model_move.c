@@ -68,7 +68,8 @@ rs_status rs_model_grads_sumsq(rs_model *m, double *sq, rs_err *err)
 static rs_status move_buf(rs_model *m, const rs_kernels *to, rs_kctx *tc, rs_pool p, const float *src, bool copy,
                           float **out, rs_err *err)
 {
-    size_t bytes = m->numel * sizeof(float);
+    /* the size rs_model_buf_free gives back (one float for a model without parameters) */
+    size_t bytes = rs_model_buf_bytes(m);
     void *dst = NULL;
     if (to->mem_alloc(tc, m->mem, p, bytes, &dst)) {
         rs_err e = {0};
@@ -112,7 +113,7 @@ rs_status rs_model_to(rs_model *m, rs_device dev, rs_err *err)
     /* gradients do not outlive a step (zero_grad starts every one): fresh zeros */
     if (!st && m->grads) st = move_buf(m, k, &ctx, RS_POOL_GRADS, NULL, false, &g, err);
     if (st) {
-        if (p) k->mem_free(&ctx, m->mem, RS_POOL_PARAMS, p, m->numel * sizeof *p);
+        if (p) k->mem_free(&ctx, m->mem, RS_POOL_PARAMS, p, rs_model_buf_bytes(m));
         return st;
     }
     /* the activations were sized and placed for the old device: the next pass makes new ones */

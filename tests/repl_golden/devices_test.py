@@ -68,7 +68,7 @@ else:
     rc, out, err, detail = run("set device=cuda:%d" % count)
     check(rc != 0 and "there is no cuda:%d" % count in err, "GPU: set device=cuda:%d refused" % count, detail)
 
-for bad, why in (("gpu", "cpu, cuda or cuda:N"), ("cuda:x", "the GPU number after cuda:")):
+for bad, why in (("gpu", "cpu, cuda, cuda:N (N from `devices`) or guard"), ("cuda:x", "the GPU number after cuda:")):
     rc, out, err, detail = run("set device=%s; devices" % bad)
     check(rc != 0 and why in err and "CUDA available" in out, "set device=%s refused; the REPL goes on" % bad, detail)
 

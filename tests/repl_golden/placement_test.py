@@ -147,6 +147,7 @@ check(len(gens) == 4 and gens[0] == gens[1] and gens[2] == gens[3],
 rc, out, err, detail = run("""data d = digits n=200
 model g = mlp 784-8-10 device=guard
 compile g -> %(p)s
+train g on d epochs=1
 train g on d mode=ddp ranks=2
 train g on d mode=dp ranks=2
 to g tpu
@@ -157,7 +158,9 @@ check("compile: model g is on guard; plans run on the CPU" in err, "compile refu
       detail)
 check(err.count("lives on guard and mode=") == 2 and "`to g cpu` first" in err,
       "ddp and dp refuse it (their ranks and replicas train on the CPU)", detail)
-check("to: tpu; cpu, cuda or cuda:N" in err and "g: guard" not in out, "an unknown device is refused", detail)
+check("g continues from" not in out, "a refused run says nothing about the run first (where its weights come from)",
+      detail)
+check("to: tpu; cpu, cuda, cuda:N (N from `devices`) or guard" in err and "g: guard" not in out, "an unknown device is refused", detail)
 gpus = int(re.search(r"CUDA device count: (\d+)", out).group(1))
 if gpus == 0:
     rc, out, err, detail = run("model m = mlp 4-3-2\nto m cuda\nmodel n = mlp 4-3-2 device=cuda:0\nshow m\nbackends\n"
@@ -171,6 +174,22 @@ if gpus == 0:
           "backend=nccl refused before any rank starts", detail)
 else:
     print("note: %d GPU(s): the no-GPU refusals are checked where there is none (CI)" % gpus)
+
+# ---- reset keeps the device and the session's threads; a model without parameters moves cleanly ----
+p = subprocess.run([EXE, "--no-db", "--keep-going"], capture_output=True, text=True, timeout=120,
+                   input="set threads=1\nmodel g = mlp 784-8-10 device=guard\nmodel c = mlp 784-8-10\n"
+                         "reset g\nreset c\nshow g\nshow c\n"
+                         "model z = seq in=4 relu device=guard\nto z cpu\nto z guard\nto z cpu\n"
+                         "expect memory.params = 4\ndrop z\nset device=guard\nmodel o = onnx %s\n" % P("c.onnx"),
+                   env=dict(os.environ, NO_COLOR="1", COLUMNS="200", OMP_NUM_THREADS="3"))
+detail = "rc %d\nstdout:\n%s\nstderr:\n%s" % (p.returncode, p.stdout[-4000:], p.stderr[-2000:])
+check(p.returncode == 0, "the reset and zero-parameter session ran without an error", detail)
+check(re.search(r"> show g\nmodel g: [^\n]*on guard", p.stdout), "reset g rebuilds the model on the guard", detail)
+check("kernels: cpu, threads 1," in p.stdout, "reset c keeps the session's threads=1 (not the default 3)", detail)
+check("ok: memory.params is 4" in p.stdout,
+      "moving a model without parameters keeps its parameter pool at its one-float buffer", detail)
+check("o is on the CPU, where imported graphs are made (the session's device is guard); `to o guard` moves it"
+      in re.sub(r"\n  (?=\S)", " ", p.stdout), "an import under set device=guard says it stays on the CPU", detail)
 
 print("placement: %d failed" % failures)
 sys.exit(1 if failures else 0)
