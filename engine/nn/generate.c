@@ -250,6 +250,8 @@ rs_status rs_generate(rs_model *m, const int32_t *prompt, int plen, const rs_gen
     if (cfg->n < 0) return rs_err_set(err, RS_ERR_ARG, "generate: n=%d; expected a count >= 0", cfg->n);
     int V = rs_model_vocab(m);
     if (!V) return rs_err_set(err, RS_ERR_ARG, "model %s is not a token model; generate needs a language model", m->name);
+    rs_status ust = rs_model_use_device(m, err); /* the decoder's calls run on the model's GPU */
+    if (ust) return ust;
     double t0 = now_s();
     rs_rng rng;
     rs_rng_seed(&rng, cfg->seed);

@@ -232,6 +232,9 @@ rs_kctx *rs_model_ctx(rs_model *m);
 void rs_model_set_threads(rs_model *m, int threads);
 int rs_model_threads(const rs_model *m);
 rs_device rs_model_device(const rs_model *m);
+/* Makes the model's GPU the calling thread's current one (the CUDA table runs there); RS_OK for other
+ * devices. Every pass does it (rs_acts_sync_ctx), so models on different GPUs can share a thread. */
+rs_status rs_model_use_device(const rs_model *m, rs_err *err);
 /* "cpu", "cuda:0", ... into buf; returns buf. */
 const char *rs_model_device_str(const rs_model *m, char *buf, size_t n);
 /* Moves a built model to device dev (torch's model.to): its parameters are copied through host memory

@@ -65,6 +65,8 @@ static void acts_follow(rs_acts *a)
 rs_status rs_acts_sync_ctx(rs_acts *a, rs_err *err)
 {
     rs_kctx *mc = &a->m->ctx;
+    rs_status ust = a->staged ? rs_model_use_device(a->m, err) : RS_OK;
+    if (ust) return ust;
     acts_follow(a);
     if (a->ctx != mc && rs_kctx_status(mc)) return rs_kctx_check(mc, err);
     return rs_kctx_check(a->ctx, err);

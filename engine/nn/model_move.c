@@ -2,9 +2,17 @@
  * parameters for code that reads or writes them as host floats (checkpoints, ONNX export, plans). */
 #include "model_internal.h"
 
+#include "engine/cuda/cuda.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+rs_status rs_model_use_device(const rs_model *m, rs_err *err)
+{
+    /* the CUDA table runs on the thread's current GPU; a session may hold models on several */
+    return m->dev.kind == RS_DEV_CUDA ? rs_cuda_use(m->dev.index, err) : RS_OK;
+}
 
 const char *rs_model_device_str(const rs_model *m, char *buf, size_t n)
 {
@@ -20,6 +28,7 @@ float *rs_model_params_map(rs_model *m, rs_err *err)
         return NULL;
     }
     if (m->k->kind == RS_DEV_CPU) return m->params;
+    if (rs_model_use_device(m, err)) return NULL;
     float *h = malloc(m->numel ? m->numel * sizeof *h : 1); /* the caller's until rs_model_params_unmap */
     if (!h) {
         rs_err_set(err, RS_ERR_NOMEM, "model %s: out of host memory for a copy of %zu parameters", m->name, m->numel);
@@ -50,6 +59,8 @@ rs_status rs_model_grads_sumsq(rs_model *m, double *sq, rs_err *err)
     const float *g = m->grads;
     float *h = NULL; /* a device's gradients are read through a host copy, owned here */
     if (m->k->kind != RS_DEV_CPU) {
+        rs_status st = rs_model_use_device(m, err);
+        if (st) return st;
         h = malloc(m->numel ? m->numel * sizeof *h : 1);
         if (!h) return rs_err_set(err, RS_ERR_NOMEM, "model %s: out of host memory for a copy of its gradients", m->name);
         if (m->k->sync(&m->ctx) || m->k->copy_d2h(&m->ctx, h, m->grads, m->numel * sizeof *h)) {
@@ -65,12 +76,15 @@ rs_status rs_model_grads_sumsq(rs_model *m, double *sq, rs_err *err)
 
 /* One buffer of numel floats moved from table `from` (context fc) to table `to` (context tc) through
  * host memory: the two devices need not see each other. *out is to's block, counted in pool p. */
-static rs_status move_buf(rs_model *m, const rs_kernels *to, rs_kctx *tc, rs_pool p, const float *src, bool copy,
-                          float **out, rs_err *err)
+static rs_status move_buf(rs_model *m, rs_device tdev, const rs_kernels *to, rs_kctx *tc, rs_pool p,
+                          const float *src, bool copy, float **out, rs_err *err)
 {
     /* the size rs_model_buf_free gives back (one float for a model without parameters) */
     size_t bytes = rs_model_buf_bytes(m);
     void *dst = NULL;
+    /* each side's calls run with its own GPU current (cuda:0 -> cuda:1 goes through both) */
+    rs_status st = tdev.kind == RS_DEV_CUDA ? rs_cuda_use(tdev.index, err) : RS_OK;
+    if (st) return st;
     if (to->mem_alloc(tc, m->mem, p, bytes, &dst)) {
         rs_err e = {0};
         rs_kctx_check(tc, &e);
@@ -79,10 +93,11 @@ static rs_status move_buf(rs_model *m, const rs_kernels *to, rs_kctx *tc, rs_poo
     }
     if (copy) {
         float *h = malloc(bytes ? bytes : 1); /* the stage between the devices, freed here */
-        rs_status st = RS_OK;
         if (!h) st = rs_err_set(err, RS_ERR_NOMEM, "model %s: out of host memory moving it", m->name);
-        else if (m->k->sync(&m->ctx) || m->k->copy_d2h(&m->ctx, h, src, bytes)) st = rs_kctx_check(&m->ctx, err);
-        else if (to->copy_h2d(tc, dst, h, bytes)) st = rs_kctx_check(tc, err);
+        if (!st) st = rs_model_use_device(m, err);
+        if (!st && (m->k->sync(&m->ctx) || m->k->copy_d2h(&m->ctx, h, src, bytes))) st = rs_kctx_check(&m->ctx, err);
+        if (!st && tdev.kind == RS_DEV_CUDA) st = rs_cuda_use(tdev.index, err);
+        if (!st && to->copy_h2d(tc, dst, h, bytes)) st = rs_kctx_check(tc, err);
         free(h);
         if (st) {
             to->mem_free(tc, m->mem, p, dst, bytes);
@@ -109,14 +124,15 @@ rs_status rs_model_to(rs_model *m, rs_device dev, rs_err *err)
     if (st) return st;
     ctx.prec = m->ctx.prec;
     float *p = NULL, *g = NULL;
-    st = move_buf(m, k, &ctx, RS_POOL_PARAMS, m->params, true, &p, err);
+    st = move_buf(m, dev, k, &ctx, RS_POOL_PARAMS, m->params, true, &p, err);
     /* gradients do not outlive a step (zero_grad starts every one): fresh zeros */
-    if (!st && m->grads) st = move_buf(m, k, &ctx, RS_POOL_GRADS, NULL, false, &g, err);
+    if (!st && m->grads) st = move_buf(m, dev, k, &ctx, RS_POOL_GRADS, NULL, false, &g, err);
     if (st) {
         if (p) k->mem_free(&ctx, m->mem, RS_POOL_PARAMS, p, rs_model_buf_bytes(m));
         return st;
     }
     /* the activations were sized and placed for the old device: the next pass makes new ones */
+    rs_model_use_device(m, NULL); /* the old blocks are freed on their own GPU */
     rs_acts_free(m->dflt);
     m->dflt = NULL;
     rs_model_buf_free(m, RS_POOL_PARAMS, m->params);
@@ -126,5 +142,5 @@ rs_status rs_model_to(rs_model *m, rs_device dev, rs_err *err)
     m->k = k;
     m->dev = dev;
     m->ctx = ctx;
-    return RS_OK;
+    return rs_model_use_device(m, err);
 }
