@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "engine/cpu/cpu_kernels.h"
+#include "engine/cpu/cpu_scope.h" /* CPU_CTX: the CPU table's own check of a context, with its message */
 #include "guard.h"
 #include "guard_arena.h"
 
@@ -215,18 +216,9 @@ static rs_status guard_concat(rs_kctx *ctx, int n, const float *const *x, const 
 
 /* ---- memory and copies ---- */
 
-/* The CPU table's check of a context, with its message. */
-#define GUARD_CTX(ctx, who)                                                                            \
-    do {                                                                                               \
-        if (!(ctx)) return RS_ERR_ARG;                                                                 \
-        if ((ctx)->threads < 1)                                                                        \
-            return rs_kctx_fail((ctx), RS_ERR_ARG, "%s: the kernel context is not initialised (threads=%d); " \
-                                "set it up with rs_kctx_init", (who), (ctx)->threads);                 \
-    } while (0)
-
 static rs_status guard_mem_alloc(rs_kctx *ctx, rs_mem *mem, rs_pool p, size_t bytes, void **out)
 {
-    GUARD_CTX(ctx, "mem_alloc");
+    CPU_CTX(ctx, "mem_alloc");
     if (!out) return rs_kctx_fail(ctx, RS_ERR_ARG, "mem_alloc: out is NULL");
     *out = NULL;
     if ((unsigned)p >= RS_POOL_COUNT) return rs_kctx_fail(ctx, RS_ERR_ARG, "mem_alloc: pool %d does not exist", (int)p);
@@ -241,7 +233,7 @@ static rs_status guard_mem_alloc(rs_kctx *ctx, rs_mem *mem, rs_pool p, size_t by
 
 static rs_status guard_mem_free(rs_kctx *ctx, rs_mem *mem, rs_pool p, void *ptr, size_t bytes)
 {
-    GUARD_CTX(ctx, "mem_free");
+    CPU_CTX(ctx, "mem_free");
     if ((unsigned)p >= RS_POOL_COUNT) return rs_kctx_fail(ctx, RS_ERR_ARG, "mem_free: pool %d does not exist", (int)p);
     if (!ptr) return RS_OK;
     size_t was = 0;

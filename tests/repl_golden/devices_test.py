@@ -13,24 +13,14 @@ import shutil
 import subprocess
 import sys
 
+from repl_check import Checks, run as repl_run
+
 EXE = os.path.abspath(sys.argv[1])
-failures = 0
-
-
-def check(cond, what, detail=""):
-    global failures
-    print(("ok: " if cond else "FAIL: ") + what)
-    if not cond:
-        failures += 1
-        print(detail)
+check = Checks()
 
 
 def run(cmds):
-    p = subprocess.run([EXE, "--no-db", "--keep-going", "-c", cmds], capture_output=True, text=True, timeout=120,
-                       env=dict(os.environ, NO_COLOR="1", COLUMNS="200"))
-    # messages wrap at the terminal's width: join continuation lines to match whole sentences
-    flat = lambda t: re.sub(r"\n  (?=\S)", " ", t)
-    return p.returncode, flat(p.stdout), flat(p.stderr), "rc %d\nstdout:\n%s\nstderr:\n%s" % (p.returncode, p.stdout, p.stderr)
+    return repl_run(EXE, cmds, timeout=120)
 
 
 rc, out, err, detail = run("devices")
@@ -72,5 +62,4 @@ for bad, why in (("gpu", "cpu, cuda, cuda:N (N from `devices`) or guard"), ("cud
     rc, out, err, detail = run("set device=%s; devices" % bad)
     check(rc != 0 and why in err and "CUDA available" in out, "set device=%s refused; the REPL goes on" % bad, detail)
 
-print("devices: %d failed" % failures)
-sys.exit(1 if failures else 0)
+check.finish("devices")

@@ -8,30 +8,19 @@ machine have none, so this runs only on a lent GPU machine (`meson test -C build
 usage: gpu_train_test.py RINGSIDE"""
 import os
 import re
-import subprocess
 import sys
 import tempfile
 
 import numpy as np
+from repl_check import Checks, run as repl_run
 from safetensors.numpy import load_file
 
 EXE = os.path.abspath(sys.argv[1])
-failures = 0
-
-
-def check(cond, what, detail=""):
-    global failures
-    print(("ok: " if cond else "FAIL: ") + what)
-    if not cond:
-        failures += 1
-        print(detail)
+check = Checks()
 
 
 def run(cmds, timeout=600):
-    p = subprocess.run([EXE, "--no-db", "--keep-going"], input=cmds, capture_output=True, text=True, timeout=timeout,
-                       env=dict(os.environ, NO_COLOR="1", COLUMNS="200"))
-    flat = lambda t: re.sub(r"\n  (?=\S)", " ", t)
-    return p.returncode, flat(p.stdout), flat(p.stderr), "rc %d\nstdout:\n%s\nstderr:\n%s" % (p.returncode, p.stdout[-6000:], p.stderr[-3000:])
+    return repl_run(EXE, cmds, stdin=True, timeout=timeout)
 
 
 def rel(a, b):
@@ -88,5 +77,4 @@ train b on f epochs=1 batch=64 precision=bf16
 else:
     print("note: Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist): bf16 check skipped")
 
-print("gpu-train: %d failed" % failures)
-sys.exit(1 if failures else 0)
+check.finish("gpu-train")

@@ -17,25 +17,15 @@ import sys
 import tempfile
 
 import numpy as np
+from repl_check import Checks, run as repl_run
 from safetensors.numpy import load_file
 
 EXE = os.path.abspath(sys.argv[1])
-failures = 0
+check = Checks()
 
 
-def check(cond, what, detail=""):
-    global failures
-    print(("ok: " if cond else "FAIL: ") + what)
-    if not cond:
-        failures += 1
-        print(detail)
-
-
-def run(cmds):
-    p = subprocess.run([EXE, "--no-db", "--keep-going"], input=cmds, capture_output=True, text=True, timeout=600,
-                       env=dict(os.environ, NO_COLOR="1", COLUMNS="200"))
-    flat = lambda t: re.sub(r"\n  (?=\S)", " ", t)
-    return p.returncode, flat(p.stdout), flat(p.stderr), "rc %d\nstdout:\n%s\nstderr:\n%s" % (p.returncode, p.stdout[-6000:], p.stderr[-3000:])
+def run(cmds, timeout=600):
+    return repl_run(EXE, cmds, stdin=True, timeout=timeout)
 
 
 def same_weights(a, b):
@@ -191,5 +181,4 @@ check("ok: memory.params is 4" in p.stdout,
 check("o is on the CPU, where imported graphs are made (the session's device is guard); `to o guard` moves it"
       in re.sub(r"\n  (?=\S)", " ", p.stdout), "an import under set device=guard says it stays on the CPU", detail)
 
-print("placement: %d failed" % failures)
-sys.exit(1 if failures else 0)
+check.finish("placement")

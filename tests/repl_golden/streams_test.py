@@ -9,16 +9,10 @@ import subprocess
 import sys
 import tempfile
 
+from repl_check import Checks
+
 EXE = os.path.abspath(sys.argv[1])
-failures = 0
-
-
-def check(cond, what, detail=""):
-    global failures
-    print(("ok: " if cond else "FAIL: ") + what)
-    if not cond:
-        failures += 1
-        print(detail)
+check = Checks()
 
 
 SCRIPT = "model m = mlp 784-10\nmodel x = foo\nshow m\n"
@@ -43,5 +37,4 @@ with tempfile.TemporaryDirectory() as tmp:
         check(p.returncode == 1, "%s: exit status 1 (one error)" % name, detail)
     p = subprocess.run([EXE, "--no-db", "--keep-going", path], capture_output=True, text=True, timeout=60)
     check("s.ring:2: error:" in p.stderr, "a script's error starts with file:line on stderr", p.stderr)
-print("%d failed" % failures)
-sys.exit(1 if failures else 0)
+check.finish("streams")
