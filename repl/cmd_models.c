@@ -447,8 +447,13 @@ int rs_cmd_ls(rs_session *s, const rs_call *c)
         const rs_obj *o = &s->objs[i];
         if (o->kind == RS_OBJ_MODEL && o->plan)
             snprintf(what[i], sizeof what[i], "compiled %s plan", rs_plan_prec_name(rs_plan_precision(o->plan)));
-        else if (o->kind == RS_OBJ_MODEL && !rs_model_inference_only(o->model))
-            snprintf(what[i], sizeof what[i], "%zu parameters", rs_model_param_count(o->model));
+        else if (o->kind == RS_OBJ_MODEL && !rs_model_inference_only(o->model)) {
+            /* where it lives, once it is not the CPU (`to`, device=) */
+            char dv[32] = "";
+            if (rs_model_device(o->model).kind != RS_DEV_CPU) rs_model_device_str(o->model, dv, sizeof dv);
+            snprintf(what[i], sizeof what[i], "%zu parameters%s%s", rs_model_param_count(o->model), *dv ? " on " : "",
+                     dv);
+        }
         else if (o->kind == RS_OBJ_MODEL) snprintf(what[i], sizeof what[i], "ONNX inference graph");
         else if (o->data.train->tokens)
             snprintf(what[i], sizeof what[i], "%u+%u windows of %d", o->data.train->n,

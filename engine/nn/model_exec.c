@@ -306,7 +306,11 @@ void rs_model_backward_acts(rs_model *m, rs_acts *a, const void *x, const int32_
     if (a->staged) {
         /* The device copies the forward and the loss made of this batch's x and y (model.h: backward
          * follows them); the host pointers say only which batch. */
-        if (!a->in_dev || !a->y_dev || B > a->cap_B) return;
+        if (!a->in_dev || !a->y_dev || B > a->cap_B) {
+            rs_kctx_fail(a->ctx, RS_ERR_ARG, "model %s: backward of batch %d before a forward and loss of that batch",
+                         m->name, B);
+            return;
+        }
         x = a->in_dev;
         y = a->y_dev;
     }

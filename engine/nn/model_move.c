@@ -120,7 +120,8 @@ rs_status rs_model_to(rs_model *m, rs_device dev, rs_err *err)
     const rs_kernels *k = rs_kernels_for(dev);
     if (!k) return rs_err_set(err, RS_ERR_UNSUPPORTED, "this build has no kernels for %s", rs_device_name(dev));
     rs_kctx ctx;
-    rs_status st = rs_kctx_init(&ctx, k, 0, err);
+    /* host threads stay the model's where the new table uses them (CPU to guard and back) */
+    rs_status st = rs_kctx_init(&ctx, k, k->kind == RS_DEV_CUDA ? 0 : m->ctx.threads, err);
     if (st) return st;
     ctx.prec = m->ctx.prec;
     float *p = NULL, *g = NULL;

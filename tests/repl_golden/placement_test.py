@@ -142,8 +142,10 @@ train g on d mode=ddp ranks=2
 train g on d mode=dp ranks=2
 to g tpu
 model p = plan %(p)s
+ls
 devices
 """ % dict(p=P("x.plan")))
+check(re.search(r"\bg +model +6370 parameters on guard ", out), "ls says where a model lives", detail)
 check("compile: model g is on guard; plans run on the CPU" in err, "compile refuses a model on a device, saying why",
       detail)
 check(err.count("lives on guard and mode=") == 2 and "`to g cpu` first" in err,
