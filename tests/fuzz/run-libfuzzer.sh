@@ -21,16 +21,17 @@ mkdir -p "$out"
 core="engine/core/status.c engine/core/rng.c"
 data="engine/data/dataset.c engine/data/read.c engine/data/idx.c engine/data/fashion.c \
   engine/data/cifar.c engine/data/csv.c engine/data/split.c engine/data/text.c engine/data/gen/story.c"
-# The REPL parser target links the REPL library (all but main) and what it uses (CUDA as a build
-# without it: engine/cuda/cuda_absent.c).
-repl="$(cd "$root" && echo engine/cuda/cuda_absent.c engine/data/gen/digits.c engine/data/source.c engine/data/sampler.c engine/data/loader.c engine/optim/*.c engine/train/*.c engine/ckpt/*.c repl/[!m]*.c repl/lang/*.c repl/slog/*.c)"
+# The REPL parser target links the REPL library (all but main) and what it uses.
+repl="$(cd "$root" && echo engine/data/gen/digits.c engine/data/source.c engine/data/sampler.c engine/data/loader.c engine/optim/*.c engine/train/*.c engine/ckpt/*.c repl/[!m]*.c repl/lang/*.c repl/slog/*.c)"
 # The REPL starts ranks (repl/cmd_dist.c): the dist parts without the optional mpi and nccl backends.
 dist="$(cd "$root" && echo dist/store/*.c dist/launch/*.c dist/pg/*.c dist/shm/*.c dist/tcp/*.c dist/worker/*.c dist/train/*.c)"
 # ... and ONNX (its protobuf-c code generated here from onnx/onnx.proto), the dashboard and the server.
 onnx="$(cd "$root" && echo onnx/*.c repl/view/*.c serve/*.c)"
 # The plan compiler (its message generated from plan/plan.proto as meson does) and oneDNN.
 plan="$(cd "$root" && echo plan/*.c) GEN/plan/plan.pb-c.c"
-nn="engine/core/mem.c engine/core/tensor.c engine/core/dims.c engine/core/device.c $(cd "$root" && echo engine/nn/*.c engine/cpu/*.c engine/guard/*.c)"
+# The engine's models and kernel tables, CUDA as a build without it (engine/cuda/cuda_absent.c: a model
+# on a GPU makes its device current).
+nn="engine/core/mem.c engine/core/tensor.c engine/core/dims.c engine/core/device.c engine/cuda/cuda_absent.c $(cd "$root" && echo engine/nn/*.c engine/cpu/*.c engine/guard/*.c)"
 target_sources() {
   case $1 in
     idx) echo "tests/fuzz/fuzz_idx.c $core $data" ;;
