@@ -37,29 +37,16 @@ static rs_st_tensor *model_tensors(rs_model *m, const float *base, const char *s
     return t;
 }
 
-/* Host floats of an optimizer state buffer of n values: the buffer on the CPU, else a copy the caller
- * frees (or gives back with state_back). */
+/* Host floats of an optimizer state buffer of n values: the buffer on the CPU, else a copy (see
+ * rs_kctx_host_view), given back with state_back. */
 static float *state_host(rs_optim *o, float *dev, size_t n, rs_err *err)
 {
-    rs_kctx *c = rs_optim_ctx(o);
-    if (c->k->kind == RS_DEV_CPU) return dev;
-    float *h = malloc(n ? n * sizeof *h : 1);
-    if (!h) rs_err_set(err, RS_ERR_NOMEM, "out of host memory for a copy of the optimizer state");
-    else if (c->k->sync(c) || c->k->copy_d2h(c, h, dev, n * sizeof *h)) {
-        rs_kctx_check(c, err);
-        free(h);
-        h = NULL;
-    }
-    return h;
+    return rs_kctx_host_view(rs_optim_ctx(o), dev, n * sizeof(float), err);
 }
 
 static rs_status state_back(rs_optim *o, float *dev, float *host, size_t n, rs_err *err)
 {
-    rs_kctx *c = rs_optim_ctx(o);
-    if (host == dev) return RS_OK;
-    rs_status st = c->k->copy_h2d(c, dev, host, n * sizeof *host) ? rs_kctx_check(c, err) : RS_OK;
-    free(host);
-    return st;
+    return rs_kctx_host_done(rs_optim_ctx(o), dev, host, n * sizeof(float), true, err);
 }
 
 static rs_status save_weights(const char *path, rs_model *m, const char *const *extra, int n_extra, rs_err *err)
@@ -223,7 +210,7 @@ rs_status rs_ckpt_save_train(const char *path, rs_model *m, rs_optim *o, const r
     }
     if (!st) st = save_weights(path, m, posmeta, 7, err);
     for (int s = 0; s < ns && s < 8; s++)
-        if (host[s] != rs_optim_state(o, s)) free(host[s]);
+        rs_kctx_host_done(rs_optim_ctx(o), rs_optim_state(o, s), host[s], rs_optim_numel(o) * sizeof(float), false, NULL);
     free(all);
     free(names);
     free(opath);

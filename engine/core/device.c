@@ -3,6 +3,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/guard/guard.h"
@@ -93,5 +94,29 @@ rs_status rs_kctx_check(rs_kctx *ctx, rs_err *err)
     if (err) *err = ctx->err;
     rs_err_clear(&ctx->err);
     __atomic_store_n(&ctx->status, RS_OK, __ATOMIC_RELEASE);
+    return st;
+}
+
+void *rs_kctx_host_view(rs_kctx *ctx, void *dev, size_t bytes, rs_err *err)
+{
+    if (ctx->k->kind == RS_DEV_CPU) return dev;
+    void *h = malloc(bytes ? bytes : 1); /* the caller's until rs_kctx_host_done */
+    if (!h) {
+        rs_err_set(err, RS_ERR_NOMEM, "out of host memory for a copy of %zu bytes of %s memory", bytes, ctx->k->name);
+        return NULL;
+    }
+    if (ctx->k->sync(ctx) || ctx->k->copy_d2h(ctx, h, dev, bytes)) {
+        rs_kctx_check(ctx, err);
+        free(h);
+        return NULL;
+    }
+    return h;
+}
+
+rs_status rs_kctx_host_done(rs_kctx *ctx, void *dev, void *host, size_t bytes, bool write_back, rs_err *err)
+{
+    if (!host || host == dev) return RS_OK;
+    rs_status st = write_back && ctx->k->copy_h2d(ctx, dev, host, bytes) ? rs_kctx_check(ctx, err) : RS_OK;
+    free(host);
     return st;
 }

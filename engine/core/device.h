@@ -309,6 +309,13 @@ rs_status rs_kctx_status(const rs_kctx *ctx);
  * when there was none). Callers that return void record kernel failures in their context and leave
  * them for the next status-returning call, which surfaces them with this. */
 rs_status rs_kctx_check(rs_kctx *ctx, rs_err *err);
+/* Host access to `bytes` of device memory `dev` of ctx's table, for host code that reads or writes
+ * values (checkpoints, export, a gradient norm): `dev` itself on the CPU, else a malloc'd copy made
+ * after everything issued on ctx finished (sync, copy_d2h). NULL on failure (err says why). Give it
+ * back with rs_kctx_host_done. */
+void *rs_kctx_host_view(rs_kctx *ctx, void *dev, size_t bytes, rs_err *err);
+/* Gives back a view of dev: write_back copies it into dev first (copy_h2d); a copy is then freed. */
+rs_status rs_kctx_host_done(rs_kctx *ctx, void *dev, void *host, size_t bytes, bool write_back, rs_err *err);
 
 /* Returns from the enclosing function when call returns an error (its status). */
 #define RS_KTRY(call)                                                                                  \

@@ -27,51 +27,25 @@ float *rs_model_params_map(rs_model *m, rs_err *err)
         rs_err_set(err, RS_ERR_ARG, "model %s is not built", m->name);
         return NULL;
     }
-    if (m->k->kind == RS_DEV_CPU) return m->params;
     if (rs_model_use_device(m, err)) return NULL;
-    float *h = malloc(m->numel ? m->numel * sizeof *h : 1); /* the caller's until rs_model_params_unmap */
-    if (!h) {
-        rs_err_set(err, RS_ERR_NOMEM, "model %s: out of host memory for a copy of %zu parameters", m->name, m->numel);
-        return NULL;
-    }
-    if (m->k->sync(&m->ctx) || m->k->copy_d2h(&m->ctx, h, m->params, m->numel * sizeof *h)) {
-        rs_kctx_check(&m->ctx, err);
-        free(h);
-        return NULL;
-    }
-    return h;
+    return rs_kctx_host_view(&m->ctx, m->params, m->numel * sizeof(float), err);
 }
 
 rs_status rs_model_params_unmap(rs_model *m, float *host, bool write_back, rs_err *err)
 {
-    if (!host || host == m->params) return RS_OK;
-    rs_status st = RS_OK;
-    if (write_back && m->k->copy_h2d(&m->ctx, m->params, host, m->numel * sizeof *host))
-        st = rs_kctx_check(&m->ctx, err);
-    free(host);
-    return st;
+    return rs_kctx_host_done(&m->ctx, m->params, host, m->numel * sizeof(float), write_back, err);
 }
 
 rs_status rs_model_grads_sumsq(rs_model *m, double *sq, rs_err *err)
 {
     *sq = 0.0;
     if (!m->grads) return RS_OK;
-    const float *g = m->grads;
-    float *h = NULL; /* a device's gradients are read through a host copy, owned here */
-    if (m->k->kind != RS_DEV_CPU) {
-        rs_status st = rs_model_use_device(m, err);
-        if (st) return st;
-        h = malloc(m->numel ? m->numel * sizeof *h : 1);
-        if (!h) return rs_err_set(err, RS_ERR_NOMEM, "model %s: out of host memory for a copy of its gradients", m->name);
-        if (m->k->sync(&m->ctx) || m->k->copy_d2h(&m->ctx, h, m->grads, m->numel * sizeof *h)) {
-            free(h);
-            return rs_kctx_check(&m->ctx, err);
-        }
-        g = h;
-    }
+    rs_status st = rs_model_use_device(m, err);
+    if (st) return st;
+    const float *g = rs_kctx_host_view(&m->ctx, m->grads, m->numel * sizeof(float), err);
+    if (!g) return err ? err->code : RS_ERR_NOMEM;
     for (size_t i = 0; i < m->numel; i++) *sq += (double)g[i] * g[i];
-    free(h);
-    return RS_OK;
+    return rs_kctx_host_done(&m->ctx, m->grads, (void *)g, m->numel * sizeof(float), false, err);
 }
 
 /* One buffer of numel floats moved from table `from` (context fc) to table `to` (context tc) through
