@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "ir.h"
 
@@ -577,13 +576,6 @@ static rs_status int8_scales(rs_plan *p, rs_pnode *n, rs_err *err)
     return RS_OK;
 }
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
-
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -605,18 +597,18 @@ static rs_status time_pair(rs_plan *p, const rs_pnode *n, dprim *a, dprim *b, do
     if (!src || !dst || !scratch) st = rs_err_set(err, RS_ERR_NOMEM, "plan: out of memory timing node %s", n->name);
     /* activations of either sign around 1: no denormals, no zeros a kernel could skip */
     for (size_t i = 0; !st && i < sbytes / sizeof(float); i++) src[i] = (float)((i * 7919) % 251) / 125.0f - 1.0f;
-    double xa[RUNS], xb[RUNS], t0 = now_ms();
+    double xa[RUNS], xb[RUNS], t0 = 1e3 * rs_plan_now_s();
     int runs = 0;
     for (int r = -WARM; !st && r < RUNS; r++) {
         double t[3];
         dnnl_status_t s = dnnl_success;
-        t[0] = now_ms();
+        t[0] = 1e3 * rs_plan_now_s();
         s = exec_prim(p, n, a, src, dst, scratch);
         if (s == dnnl_success) s = dnnl_stream_wait(p->dn->strm);
-        t[1] = now_ms();
+        t[1] = 1e3 * rs_plan_now_s();
         if (s == dnnl_success) s = exec_prim(p, n, b, src, dst, scratch);
         if (s == dnnl_success) s = dnnl_stream_wait(p->dn->strm);
-        t[2] = now_ms();
+        t[2] = 1e3 * rs_plan_now_s();
         if (s != dnnl_success) st = dfail(err, s, "execute", n);
         if (st || r < 0) continue;
         xa[runs] = t[1] - t[0];
@@ -634,15 +626,6 @@ static rs_status time_pair(rs_plan *p, const rs_pnode *n, dprim *a, dprim *b, do
     free(dst);
     free(scratch);
     return st;
-}
-
-static rs_status note(rs_plan *p, const char *line, rs_err *err)
-{
-    char(*f)[160] = realloc(p->fusions, (size_t)(p->nfusions + 1) * sizeof *f);
-    if (!f) return rs_err_set(err, RS_ERR_NOMEM, "plan: out of memory");
-    p->fusions = f;
-    snprintf(f[p->nfusions++], sizeof f[0], "%s", line);
-    return RS_OK;
 }
 
 /* The algorithm node n's convolution runs at batch B: the one timed at the plan's batch, or at
@@ -692,7 +675,7 @@ static rs_status pick_conv_alg(rs_plan *p, int i, int B, rs_plan_conv_alg want, 
     int was = omp_get_max_threads();
     omp_set_num_threads(1);
     rs_status st = make_prim(p, i, B, RS_PCONV_WINOGRAD, &w, &why);
-    if (st) { /* not implemented for this shape or ISA */
+    if (st) { /* oneDNN has no Winograd kernel for this shape or ISA: the node stays direct */
         free_prim(&w);
         omp_set_num_threads(was);
         return RS_OK;
@@ -717,7 +700,8 @@ static rs_status pick_conv_alg(rs_plan *p, int i, int B, rs_plan_conv_alg want, 
     omp_set_num_threads(was);
     if (st) return st;
     if (keep) *alg = RS_PCONV_WINOGRAD;
-    return note(p, line, err);
+    rs_plan_note(p, line);
+    return RS_OK;
 }
 
 rs_status rs_plan_dnnl_finalize_weights(rs_plan *p, rs_plan_conv_alg alg, rs_err *err)

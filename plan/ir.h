@@ -172,6 +172,11 @@ int rs_plan_root(const rs_plan *p, int v);
 /* ---- the parts of compile ---- */
 rs_status rs_plan_from_model(rs_plan *p, rs_model *m, rs_err *err);               /* build.c */
 rs_status rs_plan_run_passes(rs_plan *p, const rs_plan_opts *o, rs_err *err);     /* passes.c */
+/* Appends one line to the compile report's rewrites (p->fusions); a failed allocation loses the line,
+ * not the plan. passes.c */
+void rs_plan_note(rs_plan *p, const char *line);
+/* Monotonic seconds, for build times and timing kernels. run.c */
+double rs_plan_now_s(void);
 rs_status rs_plan_memplan(rs_plan *p, rs_err *err);                                /* memplan.c */
 /* reuse false: every value its own bytes (the figure without reuse, and a test's baseline). */
 rs_status rs_plan_memplan_mode(rs_plan *p, bool reuse, rs_err *err);

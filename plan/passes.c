@@ -14,13 +14,19 @@
 
 #include "ir.h"
 
-static void note_fusion(rs_plan *p, const char *fmt, const char *a, const char *b, const char *c)
+void rs_plan_note(rs_plan *p, const char *line)
 {
     char(*f)[160] = realloc(p->fusions, (size_t)(p->nfusions + 1) * sizeof *f);
     if (!f) return; /* the report loses a line; the plan is unaffected */
     p->fusions = f;
-    snprintf(f[p->nfusions], sizeof f[0], fmt, a, b, c);
-    p->nfusions++;
+    snprintf(f[p->nfusions++], sizeof f[0], "%s", line);
+}
+
+static void note_fusion(rs_plan *p, const char *fmt, const char *a, const char *b, const char *c)
+{
+    char line[160];
+    snprintf(line, sizeof line, fmt, a, b, c);
+    rs_plan_note(p, line);
 }
 
 static bool is_product(const rs_pnode *n) { return n->kind == RS_PK_CONV || n->kind == RS_PK_LINEAR; }

@@ -9,7 +9,7 @@
 
 #include "ir.h"
 
-static double now_s(void)
+double rs_plan_now_s(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -70,7 +70,7 @@ rs_status rs_plan_open_runtime(rs_plan *p, rs_err *err)
 rs_status rs_plan_compile(rs_model *m, const rs_plan_opts *o, rs_plan **out, rs_err *err)
 {
     *out = NULL;
-    double t0 = now_s();
+    double t0 = rs_plan_now_s();
     if (o->batch < 1 || o->batch > 65536)
         return rs_err_set(err, RS_ERR_ARG, "compile: batch must be 1..65536, got %d", o->batch);
     if (o->threads < 1 || o->threads > 1024)
@@ -117,7 +117,7 @@ rs_status rs_plan_compile(rs_model *m, const rs_plan_opts *o, rs_plan **out, rs_
         rs_plan_free(p);
         return st;
     }
-    p->build_s = now_s() - t0;
+    p->build_s = rs_plan_now_s() - t0;
     *out = p;
     return RS_OK;
 }
@@ -209,7 +209,7 @@ rs_status rs_plan_run(rs_plan *p, const void *x, int B, const float **out, rs_er
      * now and then; RINGSIDE_TUNE_THREADS=off fixes N. A new batch size starts it again. */
     if (p->tune_B != B) {
         rs_kctx_set_threads(&p->ctx, p->threads);
-        rs_thread_tuner_init(&p->tune, &p->ctx, now_s());
+        rs_thread_tuner_init(&p->tune, &p->ctx, rs_plan_now_s());
         p->tune_B = B;
     }
     /* oneDNN (OpenMP build) sizes its regions from the calling thread's setting when a primitive is
@@ -235,18 +235,18 @@ rs_status rs_plan_run(rs_plan *p, const void *x, int B, const float **out, rs_er
         p->arena = a;
         p->arena_cap = need;
     }
-    double t0 = now_s();
+    double t0 = rs_plan_now_s();
     if (p->node_s) { /* the CPU stream runs a primitive before execute returns: a node's time is its own */
         for (int i = 0; i < p->nnodes && !st; i++) {
-            double t0 = now_s();
+            double t0 = rs_plan_now_s();
             st = run_node(p, i, x, B, err);
-            p->node_s[i] = now_s() - t0;
+            p->node_s[i] = rs_plan_now_s() - t0;
         }
     } else {
         for (int i = 0; i < p->nnodes && !st; i++) st = run_node(p, i, x, B, err);
     }
     if (!st) st = rs_plan_dnnl_sync(p, err);
-    double t1 = now_s();
+    double t1 = rs_plan_now_s();
     if (!st) rs_thread_tuner_step(&p->tune, t1 - t0, t1);
     omp_set_num_threads(was);
     if (st) return st;
