@@ -1,5 +1,6 @@
 # Training and the session log: train (options, steps=, eval=off, checkpoint and resume), eval,
 # predict, runs, show run N, compare N M, sql, history.
+# golden: columns=120
 set threads=1
 model m = mlp 784-32-10
 data d = digits n=600

@@ -5,10 +5,10 @@ prints with the .out file next to it.
     run_golden.py [--update] [--keep] RINGSIDE [SCRIPT.ring ...]
 
 Each script runs in a fresh temporary folder (save/export files land there) with a fresh session log
-(`--db session.db`), `--keep-going`, NO_COLOR=1, COLUMNS=80, TERM=dumb, stdin from /dev/null (so
-`pause` and step mode never wait), HOME and XDG_DATA_HOME inside the folder, and the two small
-tutorials of tests/repl_golden/tutorials/ (RINGSIDE_TUTORIALS: the real ones change as they grow, and
-tests/tutorials plays them). The files under files/ are copied into the folder first, and
+(`--db session.db`), `--keep-going`, NO_COLOR=1, COLUMNS=80 (see columns= below), TERM=dumb, stdin
+from /dev/null (so `pause` and step mode never wait), HOME and XDG_DATA_HOME inside the folder, and
+the two small tutorials of tests/repl_golden/tutorials/ (RINGSIDE_TUTORIALS: the real ones change as
+they grow, and tests/tutorials plays them). The files under files/ are copied into the folder first, and
 the script itself is copied there and run by its bare name, so error lines read `NAME.ring:LINE:`.
 stdout and stderr are merged; the exit status is appended as `[exit N]`.
 
@@ -18,6 +18,9 @@ Directives, in comment lines at the top of a script (`# golden: KEY=VALUE`):
     args=ARGS         extra ringside arguments, space-separated (e.g. --no-db, which also drops --db)
     keep-going=off    leave out --keep-going (the script must stop at its first error)
     cat=FILE          after the run, append FILE from the folder (e.g. an exported script)
+    columns=N         the terminal's width (default 80), for tables that must not be cut: a table
+                      narrowed to fit cuts its cells at widths that follow its timing cells, which
+                      the normalisation below turns into `#` but cannot make uncut
 
 What legitimately varies from run to run is normalised before comparing (rules in NORMALISE below,
 applied line by line in order; tables are re-aligned after their cells change, see reflow_tables):
@@ -180,7 +183,7 @@ def normalise(text, subst):
 
 
 def directives(path):
-    d = {'setup': [], 'args': [], 'keep-going': 'on', 'cat': []}
+    d = {'setup': [], 'args': [], 'keep-going': 'on', 'cat': [], 'columns': '80'}
     with open(path, encoding='utf-8') as f:
         for line in f:
             if not line.startswith('#'):
@@ -193,8 +196,8 @@ def directives(path):
                 d[key].append(val)
             elif key == 'args':
                 d['args'] += val.split()
-            elif key == 'keep-going':
-                d['keep-going'] = val
+            elif key in ('keep-going', 'columns'):
+                d[key] = val
             else:
                 raise SystemExit('%s: unknown directive %s' % (path, key))
     return d
@@ -218,7 +221,7 @@ def run_one(ringside, script, keep):
     env = dict(os.environ)
     for k in ('OPENBLAS_CORETYPE', 'RINGSIDE_BLAS', 'COLORTERM'):
         env.pop(k, None)
-    env.update({'NO_COLOR': '1', 'COLUMNS': '80', 'TERM': 'dumb', 'LC_ALL': 'C', 'TZ': 'UTC',
+    env.update({'NO_COLOR': '1', 'COLUMNS': d['columns'], 'TERM': 'dumb', 'LC_ALL': 'C', 'TZ': 'UTC',
                 'HOME': tmp, 'XDG_DATA_HOME': os.path.join(tmp, 'xdg'),
                 'RINGSIDE_TUTORIALS': os.path.join(tmp, 'tutorials')})
     base = [ringside]
