@@ -88,7 +88,11 @@ char *rs_plan_describe(const rs_plan *p)
         char w[96], po[64];
         what(p, n, w, sizeof w);
         post_str(n, po, sizeof po);
-        const char *impl = rs_plan_node_is_dnnl(n) ? rs_plan_dnnl_impl(p, i) : "engine cpu table";
+        /* a per-sample conv's kernel name with " per sample" is wider than the column: its batch-1
+         * kernel is in `plan bench nodes=on` */
+        const char *impl = !rs_plan_node_is_dnnl(n)       ? "engine cpu table"
+                           : n->alg == RS_PCONV_SAMPLES ? "winograd per sample"
+                                                        : rs_plan_dnnl_impl(p, i);
         add(&b, "  %-2d %-5.5s %-28.28s %-4s %-11.11s %.22s\n", i, n->name, w, rs_plan_prec_name(n->prec),
             po[0] ? po + 1 : "-", impl);
     }

@@ -16,6 +16,11 @@
 
 #include "ir.h"
 
+/* The memory objects one execution of a primitive binds (handles set per run). */
+typedef struct dmem {
+    dnnl_memory_t src, cvt, wei, bias, dst, pad;
+} dmem;
+
 /* Primitives of one node for one batch size. */
 typedef struct dprim {
     int B;                        /* 0: not made */
@@ -28,7 +33,12 @@ typedef struct dprim {
     dnnl_primitive_t src_cvt;     /* bf16: f32 -> bf16 copy of the input, NULL otherwise */
     size_t cvt_bytes, pad_bytes;  /* the copy's bytes; the primitive's scratchpad */
     void *wei_alt;                /* weights reordered for this batch when its layout differs (owned) */
-    dnnl_memory_t m_src, m_cvt, m_wei, m_bias, m_dst, m_pad;
+    dmem m;
+    /* RS_PCONV_SAMPLES: prim is a batch-1 primitive made for one thread and run once per sample of
+     * batch B, by up to nthr threads at a time; thread j > 0 binds tm[j - 1] and its own stream */
+    bool each;
+    int ntm;
+    dmem *tm;                     /* ntm = nthr - 1 of them (owned) */
     unsigned long used;           /* when a run last took it (slots 1.. are replaced least recent first) */
 } dprim;
 
@@ -40,11 +50,14 @@ typedef struct dprim {
 struct rs_pdnnl {
     dnnl_engine_t eng;
     dnnl_stream_t strm;
+    dnnl_stream_t *tstrm;         /* per-sample nodes: a stream for each OpenMP thread but the first */
+    int ntstrm;
     int n;
     dprim (*slot)[RS_PLAN_SLOTS]; /* per node: [0] the plan's batch and build threads, then others */
     int *cur;                     /* per node: the slot of the run under way */
     unsigned long tick;
     dnnl_memory_desc_t *vmd;      /* per value: its blocked layout at the plan's batch (vset[v]) */
+    char (*label)[64];            /* per node: the kernel's name as rs_plan_dnnl_impl gives it */
     char *vset;
 };
 
@@ -105,10 +118,18 @@ rs_status rs_plan_dnnl_open(rs_plan *p, rs_err *err)
     if (!p->dn->cur) return rs_err_set(err, RS_ERR_NOMEM, "plan: out of memory");
     p->dn->vmd = calloc((size_t)p->nvalues, sizeof *p->dn->vmd);
     p->dn->vset = calloc((size_t)p->nvalues, 1);
-    if (!p->dn->vmd || !p->dn->vset) return rs_err_set(err, RS_ERR_NOMEM, "plan: out of memory");
+    p->dn->label = calloc((size_t)(p->nnodes ? p->nnodes : 1), sizeof *p->dn->label);
+    if (!p->dn->vmd || !p->dn->vset || !p->dn->label) return rs_err_set(err, RS_ERR_NOMEM, "plan: out of memory");
     DTRY(dnnl_engine_create(&p->dn->eng, dnnl_cpu, 0), "engine");
     DTRY(dnnl_stream_create(&p->dn->strm, p->dn->eng, dnnl_stream_default_flags), "stream");
     return RS_OK;
+}
+
+static void free_mem(dmem *m)
+{
+    dnnl_memory_t ms[] = {m->src, m->cvt, m->wei, m->bias, m->dst, m->pad};
+    for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
+        if (ms[i]) dnnl_memory_destroy(ms[i]);
 }
 
 static void free_prim(dprim *d)
@@ -116,9 +137,9 @@ static void free_prim(dprim *d)
     if (d->prim) dnnl_primitive_destroy(d->prim);
     if (d->pd) dnnl_primitive_desc_destroy(d->pd);
     if (d->src_cvt) dnnl_primitive_destroy(d->src_cvt);
-    dnnl_memory_t ms[] = {d->m_src, d->m_cvt, d->m_wei, d->m_bias, d->m_dst, d->m_pad};
-    for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
-        if (ms[i]) dnnl_memory_destroy(ms[i]);
+    free_mem(&d->m);
+    for (int j = 0; j < d->ntm; j++) free_mem(&d->tm[j]);
+    free(d->tm);
     free(d->wei_alt);
     memset(d, 0, sizeof *d);
 }
@@ -133,6 +154,10 @@ void rs_plan_dnnl_close(rs_plan *p)
     free(p->dn->cur);
     free(p->dn->vmd);
     free(p->dn->vset);
+    free(p->dn->label);
+    for (int j = 0; j < p->dn->ntstrm; j++)
+        if (p->dn->tstrm[j]) dnnl_stream_destroy(p->dn->tstrm[j]);
+    free(p->dn->tstrm);
     if (p->dn->strm) dnnl_stream_destroy(p->dn->strm);
     if (p->dn->eng) dnnl_engine_destroy(p->dn->eng);
     free(p->dn);
@@ -335,7 +360,7 @@ static double node_work(const rs_plan *p, const rs_pnode *n, int B)
     if (n->kind == RS_PK_LAYERNORM) return 4.0 * B * (double)p->values[n->out].numel;
     const rs_conv_geom *g = &n->g;
     double out = (double)B * g->oh * g->ow * g->kh * g->kw;
-    return n->kind == RS_PK_CONV ? out * g->oc * g->c : out * g->c;
+    return n->kind == RS_PK_CONV ? out * g->oc * g->c : 4.0 * out * g->c;
 }
 
 /* Below this many multiply-adds (about 10 us on one core) a primitive runs on one thread whatever
@@ -345,11 +370,55 @@ static double node_work(const rs_plan *p, const rs_pnode *n, int B)
 #define RS_PLAN_PAR_MIN_WORK (1 << 20)
 
 static rs_status make_prim_at(rs_plan *p, int i, int B, int alg, dprim *d, rs_err *err);
+static rs_status bind_mem(rs_plan *p, const rs_pnode *n, const dprim *d, dmem *m, rs_err *err);
 static dnnl_status_t exec_prim(rs_plan *p, const rs_pnode *n, dprim *d, void *src, void *dst, char *scratch);
+
+/* RS_PCONV_SAMPLES at batch B: node i's batch-1 Winograd primitive, made for one thread, run whole by
+ * each of the run's `threads` on its share of the samples (oneDNN 2.6's F(2x2, 3x3) kernel exists at
+ * batch 1 only; Fashion's second conv: 64 x 0.005 ms against 0.44 ms direct at batch 64). Each thread
+ * gets its own memory objects and stream: neither may be shared by concurrent executions. */
+static rs_status make_samples(rs_plan *p, int i, int B, int threads, dprim *d, rs_err *err)
+{
+    omp_set_num_threads(1);
+    rs_status st = make_prim_at(p, i, 1, RS_PCONV_WINOGRAD, d, err);
+    omp_set_num_threads(threads);
+    if (st) return st;
+    d->B = B;
+    d->each = true;
+    d->nthr = threads;
+    if (threads > 1) {
+        d->tm = calloc((size_t)threads - 1, sizeof *d->tm);
+        if (!d->tm) return rs_err_set(err, RS_ERR_NOMEM, "plan: out of memory");
+        d->ntm = threads - 1;
+        for (int j = 0; j < d->ntm; j++)
+            if ((st = bind_mem(p, &p->nodes[i], d, &d->tm[j], err))) return st;
+    }
+    if (p->dn->ntstrm < threads - 1) {
+        dnnl_stream_t *ts = realloc(p->dn->tstrm, (size_t)(threads - 1) * sizeof *ts);
+        if (!ts) return rs_err_set(err, RS_ERR_NOMEM, "plan: out of memory");
+        p->dn->tstrm = ts;
+        for (; p->dn->ntstrm < threads - 1; p->dn->ntstrm++) {
+            ts[p->dn->ntstrm] = NULL;
+            const rs_pnode *n = &p->nodes[i];
+            DTRY(dnnl_stream_create(&ts[p->dn->ntstrm], p->dn->eng, dnnl_stream_default_flags), "stream");
+        }
+    }
+    return RS_OK;
+}
 
 static rs_status make_prim(rs_plan *p, int i, int B, int alg, dprim *d, rs_err *err)
 {
     int asked = omp_get_max_threads();
+    int v = p->nodes[i].out;
+    if (alg != RS_PCONV_DIRECT && p->values[v].layout == 1 && !p->dn->vset[v]) {
+        /* compile let the direct primitive at the plan's batch choose the output's layout before it
+         * timed the others: a loader does the same */
+        dprim tmp = {0};
+        rs_status st = make_prim(p, i, p->batch, RS_PCONV_DIRECT, &tmp, err);
+        free_prim(&tmp);
+        if (st) return st;
+    }
+    if (alg == RS_PCONV_SAMPLES) return make_samples(p, i, B, asked, d, err);
     bool one = asked > 1 && node_work(p, &p->nodes[i], B) < RS_PLAN_PAR_MIN_WORK;
     if (one) omp_set_num_threads(1);
     rs_status st = make_prim_at(p, i, B, alg, d, err);
@@ -445,17 +514,28 @@ again:;
         dnnl_primitive_desc_destroy(rpd);
         if (s != dnnl_success) return dfail(err, s, "input reorder", n);
         d->cvt_bytes = (dnnl_memory_desc_get_size(&d->src) + 63) / 64 * 64;
-        DTRY(dnnl_memory_create(&d->m_cvt, &d->src, p->dn->eng, DNNL_MEMORY_NONE), "memory");
     }
-    DTRY(dnnl_memory_create(&d->m_src, &d->user_src, p->dn->eng, DNNL_MEMORY_NONE), "memory");
-    DTRY(dnnl_memory_create(&d->m_dst, &d->dst, p->dn->eng, DNNL_MEMORY_NONE), "memory");
-    DTRY(dnnl_memory_create(&d->m_pad, dnnl_primitive_desc_query_md(d->pd, dnnl_query_scratchpad_md, 0), p->dn->eng,
+    st = bind_mem(p, n, d, &d->m, err);
+    if (st) return st;
+    d->B = B;
+    d->nthr = omp_get_max_threads();
+    return RS_OK;
+}
+
+/* The memory objects an execution of d binds (handles set then), bias and layer-norm parameters
+ * bound to the plan's tensors now. */
+static rs_status bind_mem(rs_plan *p, const rs_pnode *n, const dprim *d, dmem *m, rs_err *err)
+{
+    if (d->src_cvt) DTRY(dnnl_memory_create(&m->cvt, &d->src, p->dn->eng, DNNL_MEMORY_NONE), "memory");
+    DTRY(dnnl_memory_create(&m->src, &d->user_src, p->dn->eng, DNNL_MEMORY_NONE), "memory");
+    DTRY(dnnl_memory_create(&m->dst, &d->dst, p->dn->eng, DNNL_MEMORY_NONE), "memory");
+    DTRY(dnnl_memory_create(&m->pad, dnnl_primitive_desc_query_md(d->pd, dnnl_query_scratchpad_md, 0), p->dn->eng,
                             DNNL_MEMORY_NONE),
          "memory");
     if (n->kind == RS_PK_CONV || n->kind == RS_PK_LINEAR) {
-        DTRY(dnnl_memory_create(&d->m_wei, &d->wei, p->dn->eng, DNNL_MEMORY_NONE), "memory");
+        DTRY(dnnl_memory_create(&m->wei, &d->wei, p->dn->eng, DNNL_MEMORY_NONE), "memory");
         if (n->b >= 0) {
-            DTRY(dnnl_memory_create(&d->m_bias, dnnl_primitive_desc_query_md(d->pd, dnnl_query_weights_md, 1), p->dn->eng,
+            DTRY(dnnl_memory_create(&m->bias, dnnl_primitive_desc_query_md(d->pd, dnnl_query_weights_md, 1), p->dn->eng,
                                     p->tensors[n->b].data),
                  "memory");
         }
@@ -463,12 +543,18 @@ again:;
         dnnl_memory_desc_t c;
         dnnl_dims_t cd1 = {n->C};
         DTRY(dnnl_memory_desc_init_by_tag(&c, 1, cd1, dnnl_f32, dnnl_x), "scale desc");
-        DTRY(dnnl_memory_create(&d->m_wei, &c, p->dn->eng, p->tensors[n->w].data), "memory");
-        DTRY(dnnl_memory_create(&d->m_bias, &c, p->dn->eng, p->tensors[n->b].data), "memory");
+        DTRY(dnnl_memory_create(&m->wei, &c, p->dn->eng, p->tensors[n->w].data), "memory");
+        DTRY(dnnl_memory_create(&m->bias, &c, p->dn->eng, p->tensors[n->b].data), "memory");
     }
-    d->B = B;
-    d->nthr = omp_get_max_threads();
     return RS_OK;
+}
+
+/* Bytes of the scratch region a run of d takes: its input copy and scratchpad, once per thread for
+ * a per-sample primitive. */
+static size_t prim_scratch(const dprim *d)
+{
+    size_t one = d->cvt_bytes + (d->pad_bytes + 63) / 64 * 64;
+    return d->each ? one * (size_t)(d->ntm + 1) : one;
 }
 
 /* Slot 0 holds the primitives of the plan's batch and build threads (the ones its weights are laid
@@ -589,8 +675,9 @@ static int cmp_double(const void *a, const void *b)
 static rs_status time_pair(rs_plan *p, const rs_pnode *n, dprim *a, dprim *b, double *ta, double *tb, rs_err *err)
 {
     enum { RUNS = 21, WARM = 2 };
+    /* a runs the whole batch in one primitive (b may run it per sample) */
     size_t sbytes = dnnl_memory_desc_get_size(&a->user_src), dbytes = dnnl_memory_desc_get_size(&a->dst);
-    size_t pa = a->cvt_bytes + (a->pad_bytes + 63) / 64 * 64, pb = b->cvt_bytes + (b->pad_bytes + 63) / 64 * 64;
+    size_t pa = prim_scratch(a), pb = prim_scratch(b);
     float *src = rs_plan_aligned_alloc(sbytes), *dst = rs_plan_aligned_alloc(dbytes); /* owned here */
     char *scratch = rs_plan_aligned_alloc(pa > pb ? pa : pb);
     rs_status st = RS_OK;
@@ -659,48 +746,66 @@ static rs_status slot_weights(rs_plan *p, int i, dprim *d, rs_err *err)
 }
 
 /* Node i (an fp32 3x3 stride-1 convolution over 8 or more channels; its weights still plain) at
- * batch B: Winograd where oneDNN has it (jit_wino_4x3 at larger batches, jit_fp32_wino_2x3 at small
- * ones, AVX-512: 2.25x fewer multiplies, more memory traffic for the transforms), kept when `want`
- * forces it or when it runs faster. Both are timed on one thread whatever the plan's count: on this
+ * batch B: Winograd where oneDNN has it (jit_wino_4x3 at larger batches, jit_fp32_wino_2x3 at batch
+ * 1, AVX-512: 2.25x fewer multiplies, more memory traffic for the transforms) and, at B > 1 when
+ * the batch-1 kernel won at batch 1 (a1), that kernel once per sample; kept when `want` forces it or
+ * when it runs at least 5% faster than the best before it (its transforms round more: within 1e-6 of
+ * the output's scale in tests/plan). All are timed on one thread whatever the plan's count: on this
  * shared 2-core machine a two-thread time is mostly how long the second thread waited for a core
  * (15 ms against 0.45 on one thread for Fashion's second conv at load 7), which decided nothing; the
  * kernels' ratio is their own. Returns the choice; the report gets one line. */
-static rs_status pick_conv_alg(rs_plan *p, int i, int B, rs_plan_conv_alg want, int *alg, rs_err *err)
+static rs_status pick_conv_alg(rs_plan *p, int i, int B, rs_plan_conv_alg want, int a1, int *alg, rs_err *err)
 {
+    static const char *const names[] = {"direct", "winograd", "winograd per sample"};
     const rs_pnode *n = &p->nodes[i];
-    dprim w = {0}, d = {0};
-    char line[160];
-    rs_err why = {0};
-    *alg = RS_PCONV_DIRECT;
+    dprim c[3] = {{0}}; /* indexed by RS_PCONV_* */
+    bool have[3] = {true, false, false};
+    double t[3] = {0};
+    int forced = want == RS_PLAN_CONV_WINOGRAD                  ? RS_PCONV_WINOGRAD
+                 : want == RS_PLAN_CONV_SAMPLES                 ? (B > 1 ? RS_PCONV_SAMPLES : RS_PCONV_WINOGRAD)
+                                                                : -1;
+    rs_err why = {0}; /* oneDNN without a kernel for this shape or ISA: that candidate is not one */
     int was = omp_get_max_threads();
     omp_set_num_threads(1);
-    rs_status st = make_prim(p, i, B, RS_PCONV_WINOGRAD, &w, &why);
-    if (st) { /* oneDNN has no Winograd kernel for this shape or ISA: the node stays direct */
-        free_prim(&w);
-        omp_set_num_threads(was);
-        return RS_OK;
+    rs_status st = RS_OK;
+    if (forced < 0 || forced == RS_PCONV_WINOGRAD)
+        have[1] = make_prim(p, i, B, RS_PCONV_WINOGRAD, &c[1], &why) == RS_OK;
+    if (B > 1 && (forced == RS_PCONV_SAMPLES || (forced < 0 && a1 == RS_PCONV_WINOGRAD)))
+        have[2] = make_prim(p, i, B, RS_PCONV_SAMPLES, &c[2], &why) == RS_OK;
+    int best = RS_PCONV_DIRECT;
+    char line[160];
+    line[0] = 0;
+    if (forced >= 0) {
+        if (have[forced]) {
+            best = forced;
+            snprintf(line, sizeof line, "conv %.40s: %s at batch %d (asked for)", n->name, names[best], B);
+        }
+    } else if (have[1] || have[2]) {
+        st = make_prim(p, i, B, RS_PCONV_DIRECT, &c[0], err);
+        for (int k = 0; k < 3 && !st; k++)
+            if (have[k]) st = slot_weights(p, i, &c[k], err);
+        if (!st && have[1]) {
+            st = time_pair(p, n, &c[0], &c[1], &t[0], &t[1], err);
+            if (!st && t[1] < 0.95 * t[0]) best = RS_PCONV_WINOGRAD;
+        }
+        if (!st && have[2]) {
+            st = time_pair(p, n, &c[best], &c[2], &t[best], &t[2], err);
+            if (!st && t[2] < 0.95 * t[best]) best = RS_PCONV_SAMPLES;
+        }
+        int len = snprintf(line, sizeof line, "conv %.40s: %s (%.3f ms) over", n->name, names[best], t[best]);
+        for (int k = 0, first = 1; k < 3 && len < (int)sizeof line; k++)
+            if (k != best && have[k]) {
+                len += snprintf(line + len, sizeof line - (size_t)len, "%s %s (%.3f ms)", first ? "" : ",", names[k], t[k]);
+                first = 0;
+            }
+        if (len < (int)sizeof line)
+            snprintf(line + len, sizeof line - (size_t)len, " at batch %d, timed on 1 thread", B);
     }
-    bool keep = true;
-    if (want == RS_PLAN_CONV_AUTO) {
-        double td = 0, tw = 0;
-        st = make_prim(p, i, B, RS_PCONV_DIRECT, &d, err);
-        if (!st) st = slot_weights(p, i, &d, err);
-        if (!st) st = slot_weights(p, i, &w, err);
-        if (!st) st = time_pair(p, n, &d, &w, &td, &tw, err);
-        /* direct unless Winograd is clearly faster: its transforms round more (within 1e-6 of the
-         * output's scale in tests/plan) */
-        keep = tw < 0.95 * td;
-        snprintf(line, sizeof line, "conv %.40s: %s (%.3f ms) over %s (%.3f ms) at batch %d, timed on 1 thread", n->name,
-                 keep ? "winograd" : "direct", keep ? tw : td, keep ? "direct" : "winograd", keep ? td : tw, B);
-    } else {
-        snprintf(line, sizeof line, "conv %.40s: winograd at batch %d (asked for)", n->name, B);
-    }
-    free_prim(&d);
-    free_prim(&w);
+    for (int k = 0; k < 3; k++) free_prim(&c[k]);
     omp_set_num_threads(was);
     if (st) return st;
-    if (keep) *alg = RS_PCONV_WINOGRAD;
-    rs_plan_note(p, line);
+    *alg = best;
+    if (line[0]) rs_plan_note(p, line);
     return RS_OK;
 }
 
@@ -728,17 +833,17 @@ rs_status rs_plan_dnnl_finalize_weights(rs_plan *p, rs_plan_conv_alg alg, rs_err
          * conv: 0.76 ms against 0.20 direct at batch 64) */
         if (n->kind == RS_PK_CONV && n->prec == RS_PLAN_FP32 && alg != RS_PLAN_CONV_DIRECT && g->kh == 3 && g->kw == 3 &&
             g->sh == 1 && g->sw == 1 && g->c >= 8) {
+            /* batch 1 first: its answer decides whether its kernel is tried once per sample */
             int a = RS_PCONV_DIRECT, a1 = RS_PCONV_DIRECT;
-            rs_status st = pick_conv_alg(p, i, p->batch, alg, &a, err);
-            if (!st && p->batch > 1) st = pick_conv_alg(p, i, 1, alg, &a1, err);
-            else a1 = a;
+            rs_status st = p->batch > 1 ? pick_conv_alg(p, i, 1, alg, -1, &a1, err) : RS_OK;
+            if (!st) st = pick_conv_alg(p, i, p->batch, alg, a1, &a, err);
             if (st) return st;
-            n->alg1 = a1;
-            if (a == RS_PCONV_WINOGRAD) {
+            n->alg1 = p->batch > 1 ? a1 : a;
+            if (a != RS_PCONV_DIRECT) {
                 /* its weights stay plain: each primitive lays them out its own way (slot_weights) */
                 free_prim(d);
-                n->alg = RS_PCONV_WINOGRAD;
-                st = make_prim(p, i, p->batch, RS_PCONV_WINOGRAD, d, err);
+                n->alg = a;
+                st = make_prim(p, i, p->batch, a, d, err);
                 if (!st) st = slot_weights(p, i, d, err);
                 if (st) return st;
                 continue;
@@ -789,7 +894,7 @@ rs_status rs_plan_dnnl_prepare(rs_plan *p, int B, size_t *scratch_bytes, rs_err 
             if (n->kind == RS_PK_CONV || n->kind == RS_PK_LINEAR) {
                 const rs_ptensor *t = &p->tensors[n->w];
                 /* slot 0's layout is the file's (plain for Winograd) */
-                bool plain = n->alg == RS_PCONV_WINOGRAD;
+                bool plain = n->alg != RS_PCONV_DIRECT;
                 size_t want = plain ? (size_t)n->g.oc * n->g.c * n->g.kh * n->g.kw * sizeof(float)
                                     : dnnl_memory_desc_get_size(&d->wei);
                 if (si == 0 && (t->layout != (plain ? 0 : 1) || t->bytes != want))
@@ -802,40 +907,74 @@ rs_status rs_plan_dnnl_prepare(rs_plan *p, int B, size_t *scratch_bytes, rs_err 
             }
         }
         d->used = ++p->dn->tick;
-        size_t need = d->cvt_bytes + (d->pad_bytes + 63) / 64 * 64;
+        size_t need = prim_scratch(d);
         if (need > most) most = need;
     }
     *scratch_bytes = most;
     return RS_OK;
 }
 
-/* Runs d's primitive (after its input copy) from src into dst, scratch the region of both. */
-static dnnl_status_t exec_prim(rs_plan *p, const rs_pnode *n, dprim *d, void *src, void *dst, char *scratch)
+/* Runs d's primitive (after its input copy) from src into dst through memory objects m on stream
+ * strm, scratch the region of both. */
+static dnnl_status_t exec_one(rs_plan *p, const rs_pnode *n, const dprim *d, dmem *m, dnnl_stream_t strm, void *src,
+                              void *dst, char *scratch)
 {
-    dnnl_memory_set_data_handle(d->m_src, src);
-    dnnl_memory_set_data_handle(d->m_dst, dst);
-    dnnl_memory_set_data_handle(d->m_pad, scratch + d->cvt_bytes);
+    dnnl_memory_set_data_handle(m->src, src);
+    dnnl_memory_set_data_handle(m->dst, dst);
+    dnnl_memory_set_data_handle(m->pad, scratch + d->cvt_bytes);
     dnnl_exec_arg_t args[6];
     int na = 0;
     dnnl_status_t s = dnnl_success;
     if (d->src_cvt) {
-        dnnl_memory_set_data_handle(d->m_cvt, scratch);
-        dnnl_exec_arg_t ra[] = {{DNNL_ARG_FROM, d->m_src}, {DNNL_ARG_TO, d->m_cvt}};
-        s = dnnl_primitive_execute(d->src_cvt, p->dn->strm, 2, ra);
-        args[na++] = (dnnl_exec_arg_t){DNNL_ARG_SRC, d->m_cvt};
+        dnnl_memory_set_data_handle(m->cvt, scratch);
+        dnnl_exec_arg_t ra[] = {{DNNL_ARG_FROM, m->src}, {DNNL_ARG_TO, m->cvt}};
+        s = dnnl_primitive_execute(d->src_cvt, strm, 2, ra);
+        args[na++] = (dnnl_exec_arg_t){DNNL_ARG_SRC, m->cvt};
     } else {
-        args[na++] = (dnnl_exec_arg_t){DNNL_ARG_SRC, d->m_src};
+        args[na++] = (dnnl_exec_arg_t){DNNL_ARG_SRC, m->src};
     }
-    args[na++] = (dnnl_exec_arg_t){DNNL_ARG_DST, d->m_dst};
-    args[na++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, d->m_pad};
+    args[na++] = (dnnl_exec_arg_t){DNNL_ARG_DST, m->dst};
+    args[na++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, m->pad};
     bool ln = n->kind == RS_PK_LAYERNORM;
-    if (d->m_wei) {
-        dnnl_memory_set_data_handle(d->m_wei, d->wei_alt ? d->wei_alt : p->tensors[n->w].data);
-        args[na++] = (dnnl_exec_arg_t){ln ? DNNL_ARG_SCALE : DNNL_ARG_WEIGHTS, d->m_wei};
+    if (m->wei) {
+        dnnl_memory_set_data_handle(m->wei, d->wei_alt ? d->wei_alt : p->tensors[n->w].data);
+        args[na++] = (dnnl_exec_arg_t){ln ? DNNL_ARG_SCALE : DNNL_ARG_WEIGHTS, m->wei};
     }
-    if (d->m_bias) args[na++] = (dnnl_exec_arg_t){ln ? DNNL_ARG_SHIFT : DNNL_ARG_BIAS, d->m_bias};
-    if (s == dnnl_success) s = dnnl_primitive_execute(d->prim, p->dn->strm, na, args);
+    if (m->bias) args[na++] = (dnnl_exec_arg_t){ln ? DNNL_ARG_SHIFT : DNNL_ARG_BIAS, m->bias};
+    if (s == dnnl_success) s = dnnl_primitive_execute(d->prim, strm, na, args);
     return s;
+}
+
+/* A per-sample primitive over d->B samples: thread j of the run's team takes the j-th contiguous
+ * share (where the node before left it in its core's cache), its memory objects, stream and slice of
+ * the scratch region. Every thread waits for its own stream. */
+static dnnl_status_t exec_samples(rs_plan *p, const rs_pnode *n, dprim *d, char *src, char *dst, char *scratch)
+{
+    size_t sb = dnnl_memory_desc_get_size(&d->user_src), db = dnnl_memory_desc_get_size(&d->dst);
+    size_t one = d->cvt_bytes + (d->pad_bytes + 63) / 64 * 64;
+    int T = d->ntm + 1 < d->B ? d->ntm + 1 : d->B;
+    dnnl_status_t bad = dnnl_success;
+    #pragma omp parallel num_threads(T) if (T > 1)
+    {
+        int j = omp_get_thread_num();
+        dmem *m = j ? &d->tm[j - 1] : &d->m;
+        dnnl_stream_t strm = j ? p->dn->tstrm[j - 1] : p->dn->strm;
+        dnnl_status_t s = dnnl_success;
+        for (int b = j * d->B / T; b < (j + 1) * d->B / T && s == dnnl_success; b++)
+            s = exec_one(p, n, d, m, strm, src + (size_t)b * sb, dst + (size_t)b * db, scratch + (size_t)j * one);
+        if (s == dnnl_success && j) s = dnnl_stream_wait(strm);
+        if (s != dnnl_success) {
+            #pragma omp critical(rs_plan_samples)
+            bad = s;
+        }
+    }
+    return bad;
+}
+
+static dnnl_status_t exec_prim(rs_plan *p, const rs_pnode *n, dprim *d, void *src, void *dst, char *scratch)
+{
+    if (d->each) return exec_samples(p, n, d, src, dst, scratch);
+    return exec_one(p, n, d, &d->m, p->dn->strm, src, dst, scratch);
 }
 
 rs_status rs_plan_dnnl_exec(rs_plan *p, int i, const void *x, int B, rs_err *err)
@@ -858,13 +997,22 @@ rs_status rs_plan_dnnl_sync(rs_plan *p, rs_err *err)
     return RS_OK;
 }
 
+/* oneDNN's implementation name of d's primitive, "... per sample" for a per-sample one (in node i's
+ * label buffer). */
+static const char *prim_name(const rs_plan *p, int i, const dprim *d)
+{
+    const char *s = NULL;
+    if (!d->pd || dnnl_primitive_desc_query(d->pd, dnnl_query_impl_info_str, 0, &s) != dnnl_success || !s) return "";
+    if (!d->each) return s;
+    snprintf(p->dn->label[i], sizeof p->dn->label[i], "%s per sample", s);
+    return p->dn->label[i];
+}
+
 /* What the primitive of node i is (oneDNN's implementation name), for `plan show`. */
 const char *rs_plan_dnnl_impl(const rs_plan *p, int i)
 {
-    if (!p->dn || i >= p->dn->n || !p->dn->slot[i][0].pd) return "";
-    const char *s = NULL;
-    if (dnnl_primitive_desc_query(p->dn->slot[i][0].pd, dnnl_query_impl_info_str, 0, &s) != dnnl_success || !s) return "";
-    return s;
+    if (!p->dn || i >= p->dn->n) return "";
+    return prim_name(p, i, &p->dn->slot[i][0]);
 }
 
 /* The same for the primitive node i ran last (another batch's may be another kernel: Winograd's
@@ -873,8 +1021,5 @@ const char *rs_plan_dnnl_impl_ran(const rs_plan *p, int i)
 {
     if (!p->dn || i >= p->dn->n) return "";
     const dprim *d = &p->dn->slot[i][p->dn->cur[i]];
-    const char *s = NULL;
-    if (!d->pd) return rs_plan_dnnl_impl(p, i);
-    if (dnnl_primitive_desc_query(d->pd, dnnl_query_impl_info_str, 0, &s) != dnnl_success || !s) return "";
-    return s;
+    return d->pd ? prim_name(p, i, d) : rs_plan_dnnl_impl(p, i);
 }

@@ -44,7 +44,9 @@ typedef struct rs_ppost {
 
 #define RS_PLAN_MAX_POST 4
 
-enum { RS_PCONV_DIRECT = 0, RS_PCONV_WINOGRAD = 1 };
+/* RS_PCONV_SAMPLES: the batch-1 Winograd primitive run once per sample (threads split the samples),
+ * where oneDNN's batch-1 kernel (F(2x2, 3x3)) beats what it has for the whole batch */
+enum { RS_PCONV_DIRECT = 0, RS_PCONV_WINOGRAD = 1, RS_PCONV_SAMPLES = 2 };
 
 typedef struct rs_pnode {
     rs_pk kind;
@@ -73,8 +75,9 @@ typedef struct rs_pnode {
     float qscale;
     int oscales;
     /* CONV: RS_PCONV_DIRECT or RS_PCONV_WINOGRAD (oneDNN's), chosen at compile by timing both at the
-     * plan's batch (alg) and at batch 1 (alg1, for batches nearer 1). alg Winograd: the weights stay
-     * plain fp32 in the plan, each primitive lays them out its own way */
+     * plan's batch (alg, which may also be RS_PCONV_SAMPLES) and at batch 1 (alg1, for batches nearer
+     * 1). alg not direct: the weights stay plain fp32 in the plan, each primitive lays them out its
+     * own way */
     int alg, alg1;
     /* OP: the engine's op, its attributes and full shapes (RS_DIM_BATCH at the batch) */
     rs_op op;

@@ -48,7 +48,7 @@ enum {
     RS_PLAN_PASS_ALL = 15,
 };
 
-typedef enum { RS_PLAN_CONV_AUTO = 0, RS_PLAN_CONV_DIRECT, RS_PLAN_CONV_WINOGRAD } rs_plan_conv_alg;
+typedef enum { RS_PLAN_CONV_AUTO = 0, RS_PLAN_CONV_DIRECT, RS_PLAN_CONV_WINOGRAD, RS_PLAN_CONV_SAMPLES } rs_plan_conv_alg;
 
 typedef struct rs_plan_opts {
     rs_plan_prec prec;
@@ -65,8 +65,9 @@ typedef struct rs_plan_opts {
     rs_plan_calib_method calib_method;
     double calib_percentile;
     /* 3x3 stride-1 fp32 convolutions: AUTO times oneDNN's direct and Winograd kernels at the plan's
-     * batch and keeps the faster; DIRECT never tries Winograd; WINOGRAD takes it wherever oneDNN has
-     * it (the tests' way to get each) */
+     * batch (and its batch-1 Winograd kernel run once per sample) and keeps the fastest; DIRECT never
+     * tries Winograd; WINOGRAD takes it wherever oneDNN has it; SAMPLES the batch-1 kernel per sample
+     * at the plan's batch (the tests' way to get each) */
     rs_plan_conv_alg conv_alg;
 } rs_plan_opts;
 

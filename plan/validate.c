@@ -140,12 +140,15 @@ static rs_status check_node(const rs_plan *p, const rs_pnode *n, const int64_t *
         if (!conv) return RS_OK;
         for (int k = 0; k < 2; k++) {
             int a = k ? n->alg1 : n->alg;
+            /* per sample: at the plan's batch only (batch 1 runs its kernel as it is) */
+            bool wino = a == RS_PCONV_WINOGRAD || (a == RS_PCONV_SAMPLES && !k);
             if (a != RS_PCONV_DIRECT &&
-                (a != RS_PCONV_WINOGRAD || n->prec != RS_PLAN_FP32 || g->kh != 3 || g->kw != 3 || g->sh != 1 || g->sw != 1))
-                return BAD("node %s (conv): algorithm %d does not apply (Winograd: fp32, 3x3, stride 1)", n->name, a);
+                (!wino || n->prec != RS_PLAN_FP32 || g->kh != 3 || g->kw != 3 || g->sh != 1 || g->sw != 1))
+                return BAD("node %s (conv): algorithm %d does not apply (Winograd: fp32, 3x3, stride 1; per sample: "
+                           "at the plan's batch)", n->name, a);
         }
         /* Winograd weights stay plain: each primitive lays them out its own way */
-        if ((st = check_tensor(p, n, n->w, (int64_t)g->oc * g->c * g->kh * g->kw, n->alg == RS_PCONV_WINOGRAD, err)))
+        if ((st = check_tensor(p, n, n->w, (int64_t)g->oc * g->c * g->kh * g->kw, n->alg != RS_PCONV_DIRECT, err)))
             return st;
         if (n->b >= 0 && (st = check_tensor(p, n, n->b, g->oc, true, err))) return st;
         return RS_OK;

@@ -430,19 +430,20 @@ static void file_tests(const char *dir)
 }
 
 /* Each convolution algorithm (plan/dnnl.c): a plan compiled with Winograd wherever oneDNN has it (on
- * AVX-512: the 3x3 stride-1 fp32 convs over 8 or more channels, at the plan's batch and at batch 1)
- * and one with direct only equal the engine at B = 1, 2 (batch 1's choice), 5, 8 (the plan's) and at
- * 1 and 2 threads; the Winograd plan's file keeps the choice and its weights plain and loads to the
- * same bits; a choice a node cannot take is refused. */
+ * AVX-512: the 3x3 stride-1 fp32 convs over 8 or more channels, at the plan's batch and at batch 1),
+ * one with the batch-1 Winograd kernel run once per sample at the plan's batch (its threads split the
+ * samples: 5 into 2 and 3, 8 into 4 and 4) and one with direct only equal the engine at B = 1, 2
+ * (batch 1's choice), 5, 8 (the plan's) and at 1 and 2 threads; the Winograd plans' files keep the
+ * choice and their weights plain and load to the same bits; a choice a node cannot take is refused. */
 static void conv_algs(const char *spec, const char *dir)
 {
     rs_err e = {0};
     rs_model *m = NULL;
     RS_CHECK(rs_model_parse(spec, "m", rs_device_cpu(), NULL, 5, &m, NULL, &e) == RS_OK, "%s: %s", spec, e.msg);
     if (!m) return;
-    rs_plan_conv_alg algs[] = {RS_PLAN_CONV_DIRECT, RS_PLAN_CONV_WINOGRAD};
-    const char *names[] = {"direct", "winograd"};
-    for (int a = 0; a < 2; a++) {
+    rs_plan_conv_alg algs[] = {RS_PLAN_CONV_DIRECT, RS_PLAN_CONV_WINOGRAD, RS_PLAN_CONV_SAMPLES};
+    const char *names[] = {"direct", "winograd", "per-sample"};
+    for (int a = 0; a < 3; a++) {
         rs_plan_opts o = rs_plan_opts_default();
         o.batch = 8;
         o.threads = 2;
@@ -450,16 +451,18 @@ static void conv_algs(const char *spec, const char *dir)
         rs_plan *p = NULL;
         RS_CHECK(rs_plan_compile(m, &o, &p, &e) == RS_OK, "%s %s: compile: %s", spec, names[a], e.msg);
         if (!p) continue;
-        int wino = 0, wino1 = 0, impl_wino = 0;
+        int wino = 0, wino1 = 0, impl_wino = 0, each = 0;
         for (int i = 0; i < p->nnodes; i++) {
-            wino += p->nodes[i].alg == RS_PCONV_WINOGRAD;
+            wino += p->nodes[i].alg == (a == 2 ? RS_PCONV_SAMPLES : RS_PCONV_WINOGRAD);
             wino1 += p->nodes[i].alg1 == RS_PCONV_WINOGRAD;
             impl_wino += rs_plan_node_is_dnnl(&p->nodes[i]) && strstr(rs_plan_dnnl_impl(p, i), "wino") != NULL;
+            each += rs_plan_node_is_dnnl(&p->nodes[i]) && strstr(rs_plan_dnnl_impl(p, i), "per sample") != NULL;
         }
         if (a == 0) RS_CHECK(wino + wino1 + impl_wino == 0, "%s: the direct plan has Winograd nodes", spec);
         else if (strncmp(p->isa, "avx512", 6) == 0)
-            RS_CHECK(wino == 2 && wino1 == 2 && impl_wino == 2, "%s: %d/%d Winograd nodes (batch 8/1), %d run it; want 2",
-                     spec, wino, wino1, impl_wino);
+            RS_CHECK(wino == 2 && wino1 == 2 && impl_wino == 2 && each == (a == 2 ? 2 : 0),
+                     "%s: %d/%d %s nodes (batch 8/1), %d run Winograd, %d per sample; want 2", spec, wino, wino1,
+                     names[a], impl_wino, each);
         int Bs[] = {1, 2, 5, 8};
         for (int t = 2; t >= 1; t--) {
             rs_plan_set_threads(p, t);
@@ -509,12 +512,22 @@ static void conv_algs(const char *spec, const char *dir)
             expect_refused(buf, nb, why, "bad algorithm");
             free(buf);
             if (a == 0 && n->kind == RS_PK_CONV && n->g.c >= 8) {
-                n->alg = RS_PCONV_WINOGRAD;
-                RS_CHECK(rs_plan_serialize(p, &buf, &nb, &e) == RS_OK, "%s", e.msg);
-                expect_refused(buf, nb, "plain floats", "Winograd over blocked weights");
-                free(buf);
+                for (int k = RS_PCONV_WINOGRAD; k <= RS_PCONV_SAMPLES; k++) {
+                    n->alg = k;
+                    RS_CHECK(rs_plan_serialize(p, &buf, &nb, &e) == RS_OK, "%s", e.msg);
+                    expect_refused(buf, nb, "plain floats", "Winograd over blocked weights");
+                    free(buf);
+                }
             }
             n->alg = keep_alg;
+            if (a == 2 && n->kind == RS_PK_CONV && n->g.c >= 8) { /* per sample is for the plan's batch only */
+                int keep1 = n->alg1;
+                n->alg1 = RS_PCONV_SAMPLES;
+                RS_CHECK(rs_plan_serialize(p, &buf, &nb, &e) == RS_OK, "%s", e.msg);
+                expect_refused(buf, nb, "per sample: at the plan's batch", "per sample at batch 1");
+                free(buf);
+                n->alg1 = keep1;
+            }
         }
         rs_plan_free(p);
     }
