@@ -329,11 +329,17 @@ static rs_status op_desc(rs_plan *p, const rs_pnode *n, int B, int calg, bool ow
          * output channels chose nChw8c, and a 16-channel convolution reading that has only oneDNN's
          * reference kernel (ref:any, 600 ms a batch of 64 on the tutorial's CNN); a reorder into the
          * layout it prefers costs far less. */
-        if (own_layout && p->values[n->out].layout == 1 && B == p->batch && !p->dn->vset[n->out] &&
-            !(n->in[0] > 0 && p->values[n->in[0]].layout == 1) && g->oc % 8 == 0)
+        bool plain_in = !(n->in[0] > 0 && p->values[n->in[0]].layout == 1);
+        /* a bf16 conv over an image's few channels: its bf16 copy stays nchw for oneDNN's bf16 "first
+         * convolution" kernel (in "any" layout it is brgconv on nhwc: 0.43 ms against 0.35 for the
+         * SimpleCNN's at batch 64) */
+        bool image16 = n->prec == RS_PLAN_BF16 && plain_in && g->c < 4;
+        if ((own_layout || image16) && p->values[n->out].layout == 1 && B == p->batch && !p->dn->vset[n->out] &&
+            plain_in && g->oc % 8 == 0)
             DTRY(dnnl_memory_desc_init_by_tag(&dst, 4, d, dnnl_f32, g->oc % 16 == 0 ? dnnl_nChw16c : dnnl_nChw8c),
                  "dst desc");
-        if (!own_layout) DTRY(dnnl_memory_desc_init_by_tag(&src, 4, s, lt, dnnl_format_tag_any), "src desc");
+        if (!own_layout)
+            DTRY(dnnl_memory_desc_init_by_tag(&src, 4, s, lt, image16 ? dnnl_nchw : dnnl_format_tag_any), "src desc");
         dnnl_dims_t w = {g->oc, g->c, g->kh, g->kw}, b = {g->oc};
         DTRY(dnnl_memory_desc_init_by_tag(&wei, 4, w, lt, dnnl_format_tag_any), "weights desc");
         DTRY(dnnl_memory_desc_init_by_tag(&bias, 1, b, dnnl_f32, dnnl_x), "bias desc");
@@ -812,8 +818,41 @@ static rs_status pick_conv_alg(rs_plan *p, int i, int B, rs_plan_conv_alg want, 
     return RS_OK;
 }
 
-rs_status rs_plan_dnnl_finalize_weights(rs_plan *p, rs_plan_conv_alg alg, rs_err *err)
+/* A bf16 convolution over an image's few channels (slot 0, d, made in bf16): an fp32 primitive and a
+ * second bf16 one are timed on one thread at the plan's batch (time_pair's reasons), and the node
+ * stays bf16 only when that is at least 5% faster: it rounds the image to 8 bits of mantissa for
+ * nothing otherwise. Slot 0 is made again in fp32 when fp32 wins. The report gets one line. */
+static rs_status pick_image_prec(rs_plan *p, int i, dprim *d, rs_err *err)
 {
+    rs_pnode *n = &p->nodes[i];
+    dprim c[2] = {{0}}; /* fp32, bf16 */
+    double t[2] = {0};
+    int was = omp_get_max_threads();
+    omp_set_num_threads(1);
+    n->prec = RS_PLAN_FP32;
+    rs_status st = make_prim(p, i, p->batch, RS_PCONV_DIRECT, &c[0], err);
+    n->prec = RS_PLAN_BF16;
+    if (!st) st = make_prim(p, i, p->batch, RS_PCONV_DIRECT, &c[1], err);
+    for (int k = 0; k < 2 && !st; k++) st = slot_weights(p, i, &c[k], err);
+    if (!st) st = time_pair(p, n, &c[0], &c[1], &t[0], &t[1], err);
+    free_prim(&c[0]);
+    free_prim(&c[1]);
+    omp_set_num_threads(was);
+    if (st) return st;
+    bool bf16 = t[1] < 0.95 * t[0];
+    char line[160];
+    snprintf(line, sizeof line, "conv %.40s: %s (%.3f ms) over %s (%.3f ms) at batch %d, timed on 1 thread", n->name,
+             bf16 ? "bf16" : "fp32", bf16 ? t[1] : t[0], bf16 ? "fp32" : "bf16", bf16 ? t[0] : t[1], p->batch);
+    rs_plan_note(p, line);
+    if (bf16) return RS_OK;
+    n->prec = RS_PLAN_FP32;
+    free_prim(d);
+    return make_prim(p, i, p->batch, RS_PCONV_DIRECT, d, err);
+}
+
+rs_status rs_plan_dnnl_finalize_weights(rs_plan *p, const rs_plan_opts *o, rs_err *err)
+{
+    rs_plan_conv_alg alg = o->conv_alg;
     /* in order: a node's input layout is known when its primitive is made */
     for (int i = 0; i < p->nnodes; i++) {
         rs_pnode *n = &p->nodes[i];
@@ -826,8 +865,19 @@ rs_status rs_plan_dnnl_finalize_weights(rs_plan *p, rs_plan_conv_alg alg, rs_err
         }
         dprim *d = &p->dn->slot[i][0];
         n->alg = n->alg1 = RS_PCONV_DIRECT;
+        /* bf16 over an image: only where oneDNN's first-conv kernel takes it (plain input, an output
+         * layout fixed by its channels, as the fp32 kernel's) */
+        bool image16 = n->kind == RS_PK_CONV && n->prec == RS_PLAN_BF16 && n->g.c < 4;
+        if (image16 && (o->image_bf16 < 0 || n->g.oc % 8 || (n->in[0] > 0 && p->values[n->in[0]].layout == 1))) {
+            n->prec = RS_PLAN_FP32;
+            image16 = false;
+        }
         if (!d->B) {
             rs_status st = make_prim(p, i, p->batch, RS_PCONV_DIRECT, d, err);
+            if (st) return st;
+        }
+        if (image16 && !o->image_bf16) {
+            rs_status st = pick_image_prec(p, i, d, err);
             if (st) return st;
         }
         if (n->kind != RS_PK_CONV && n->kind != RS_PK_LINEAR) continue;

@@ -197,7 +197,7 @@ void rs_plan_dnnl_isa(char *isa, size_t n);
 void rs_plan_dnnl_version(char *v, size_t n);
 /* After compile: reorders every oneDNN node's weights into the layout (and precision) its primitive
  * chose for the plan's batch. */
-rs_status rs_plan_dnnl_finalize_weights(rs_plan *p, rs_plan_conv_alg alg, rs_err *err);
+rs_status rs_plan_dnnl_finalize_weights(rs_plan *p, const rs_plan_opts *o, rs_err *err);
 /* Creates the primitives for batch B (kept for the next run of the same B); sizes their scratch. */
 rs_status rs_plan_dnnl_prepare(rs_plan *p, int B, size_t *scratch_bytes, rs_err *err);
 rs_status rs_plan_dnnl_exec(rs_plan *p, int node, const void *x, int B, rs_err *err);

@@ -271,14 +271,16 @@ rs_status rs_plan_run_passes(rs_plan *p, const rs_plan_opts *o, rs_err *err)
         if (!n) break;
     }
     compact(p);
-    /* Precision per node: pools and the engine's ops stay fp32, and so does a convolution over fewer
-     * than 4 input channels (an image): with so few products per output there is nothing for bf16 or
-     * int8 kernels to gain, while fp32 has oneDNN's direct kernel for a plain image (Fashion's
-     * 1-channel conv at batch 64: 0.094 ms fp32, 0.21 ms bf16, 0.13 ms int8) and the input keeps its
-     * precision. TensorRT's builder chooses per layer the same way. */
+    /* Precision per node: pools and the engine's ops stay fp32, and so does an int8 convolution over
+     * fewer than 4 input channels (an image): with so few products per output an int8 kernel has
+     * nothing to gain (Fashion's 1-channel conv at batch 64: 0.094 ms fp32, 0.13 ms int8) while the
+     * input keeps its precision. A bf16 one is timed against fp32 at finalize (dnnl.c): oneDNN's bf16
+     * kernel for a plain image gains on 3 channels (the SimpleCNN's: 0.35 ms against 0.46) and not
+     * on 1. TensorRT's builder chooses per layer the same way. */
     for (int i = 0; i < p->nnodes; i++) {
         rs_pnode *n = &p->nodes[i];
-        if (is_product(n)) n->prec = n->kind == RS_PK_CONV && n->g.c < 4 ? RS_PLAN_FP32 : o->prec;
+        if (is_product(n))
+            n->prec = n->kind == RS_PK_CONV && n->g.c < 4 && o->prec == RS_PLAN_INT8 ? RS_PLAN_FP32 : o->prec;
     }
     return RS_OK;
 }

@@ -69,6 +69,9 @@ typedef struct rs_plan_opts {
      * tries Winograd; WINOGRAD takes it wherever oneDNN has it; SAMPLES the batch-1 kernel per sample
      * at the plan's batch (the tests' way to get each) */
     rs_plan_conv_alg conv_alg;
+    /* bf16 plans, a convolution over an image's few channels (< 4): 0 times its bf16 kernel against
+     * fp32 and keeps the faster; 1 takes bf16, -1 fp32 (the tests' way to get each) */
+    int image_bf16;
 } rs_plan_opts;
 
 rs_plan_opts rs_plan_opts_default(void);

@@ -105,7 +105,7 @@ rs_status rs_plan_compile(rs_model *m, const rs_plan_opts *o, rs_plan **out, rs_
     /* oneDNN fixes a primitive's threads when it is made: make them with the plan's */
     int was = omp_get_max_threads();
     omp_set_num_threads(p->build_threads);
-    if (!st) st = rs_plan_dnnl_finalize_weights(p, o->conv_alg, err);
+    if (!st) st = rs_plan_dnnl_finalize_weights(p, o, err);
     size_t scratch = 0;
     if (!st) st = rs_plan_dnnl_prepare(p, p->batch, &scratch, err);
     omp_set_num_threads(was);

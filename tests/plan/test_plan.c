@@ -193,6 +193,45 @@ static void bf16(const char *spec)
     rs_model_free(m);
 }
 
+/* A bf16 plan whose first conv reads a 3-channel image: that conv in bf16 (oneDNN's bf16 first-conv
+ * kernel on the image's nchw bf16 copy) and in fp32, each forced, within BF16_TOL of the engine at
+ * batch 1 and 8, and the image conv's precision is the one asked for; a plan file keeps it. */
+static void bf16_image(const char *spec, const char *dir)
+{
+    rs_err e = {0};
+    rs_model *m = NULL;
+    RS_CHECK(rs_model_parse(spec, "m", rs_device_cpu(), NULL, 5, &m, NULL, &e) == RS_OK, "%s: %s", spec, e.msg);
+    if (!m) return;
+    for (int f = -1; f <= 1; f += 2) {
+        rs_plan_opts o = rs_plan_opts_default();
+        o.prec = RS_PLAN_BF16;
+        o.batch = 8;
+        o.image_bf16 = f;
+        rs_plan *p = NULL;
+        RS_CHECK(rs_plan_compile(m, &o, &p, &e) == RS_OK, "%s: bf16 compile: %s", spec, e.msg);
+        if (!p) continue;
+        rs_plan_prec want = f > 0 ? RS_PLAN_BF16 : RS_PLAN_FP32;
+        RS_CHECK(p->nodes[0].kind == RS_PK_CONV && p->nodes[0].prec == want, "%s: image conv in %s, asked for %s", spec,
+                 rs_plan_prec_name(p->nodes[0].prec), rs_plan_prec_name(want));
+        if (f > 0)
+            RS_CHECK(strstr(rs_plan_dnnl_impl(p, 0), "bf16") != NULL, "%s: image conv runs %s, not a bf16 kernel", spec,
+                     rs_plan_dnnl_impl(p, 0));
+        for (int B = 1; B <= 8; B += 7) {
+            double d = compare(m, p, B, spec);
+            printf("  bf16 image conv %s %-44.44s B=%d %.2e\n", rs_plan_prec_name(want), spec, B, d);
+            RS_CHECK(d <= BF16_TOL, "%s: bf16 plan (image conv %s) off by %.3g at B=%d", spec, rs_plan_prec_name(want), d, B);
+        }
+        char path[512];
+        snprintf(path, sizeof path, "%s/image16.plan", dir);
+        rs_plan *q = NULL;
+        RS_CHECK(rs_plan_save(p, path, &e) == RS_OK && rs_plan_load(path, &q, &e) == RS_OK, "%s: %s", spec, e.msg);
+        if (q) RS_CHECK(q->nodes[0].prec == want, "%s: the file lost the image conv's precision", spec);
+        rs_plan_free(q);
+        rs_plan_free(p);
+    }
+    rs_model_free(m);
+}
+
 /* int8 calibrated on 64 samples like the test's inputs, within INT8_TOL of the fp32 engine; the file
  * keeps its scales (a loaded plan gives the same bits); int8 without calibration data is refused. */
 static void int8(const char *spec, const char *dir)
@@ -567,6 +606,7 @@ int main(void)
               dir);
     bf16("seq in=1x14x14 conv(6,3,pad=1) relu maxpool(2) flatten linear(12) relu linear(4)");
     bf16("gpt layers=2 heads=2 dim=16 ctx=8 vocab=11");
+    bf16_image("seq in=3x16x16 conv(16,3,pad=1) relu maxpool(2) conv(32,3,pad=1) relu flatten linear(10)", dir);
     int8("seq in=1x14x14 conv(6,3,pad=1) relu maxpool(2) conv(8,3,pad=1) relu flatten linear(12) relu linear(4)", dir);
     int8("mlp 20-16-12-5", dir);
     snprintf(path, sizeof path, "rm -rf %s", dir);
