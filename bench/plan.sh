@@ -44,7 +44,7 @@ compile $tmp/cnn.onnx precision=int8 calib=f batch=64 -> $tmp/int8.plan; \
 compile $tmp/cnn.onnx precision=int8 calib=f calib_method=percentile batch=64 -> $tmp/int8p.plan; \
 compile $tmp/cnn.onnx precision=int8 calib=f calib_method=entropy batch=64 -> $tmp/int8e.plan; \
 model p = plan $tmp/fp32.plan; eval p on f; model q = plan $tmp/bf16.plan; eval q on f" \
-  | grep -E "on f \(|^compile|build time|calibration\) accuracy|fp32: |: (winograd|direct) \(" || exit 1
+  | grep -E "on f \(|^compile|build time|calibration\) accuracy|fp32: |: (winograd|winograd per sample|direct|bf16|fp32) \(" || exit 1
 echo "# CNN (2 conv + pool, 1x28x28), exported by ringside; median of $runs runs; $(nproc) CPUs; load $(cut -d' ' -f1-3 /proc/loadavg)"
 python3 bench/plan_ort.py "$rs" "$tmp/cnn.onnx" "$runs" "$tmp/fp32.plan" "$tmp/bf16.plan" "$tmp/int8.plan"
 # ORT's own int8 (quantize_static) on the same file and the same 512 calibration rows, beside the int8 plan
@@ -56,9 +56,9 @@ scnn="seq in=3x32x32 conv(32,3,pad=1) relu maxpool(2) conv(64,3,pad=1) relu maxp
 python3 -c "import numpy as np; r = np.random.default_rng(1); n = 600
 rec = np.concatenate([r.integers(0, 10, (n, 1)), r.integers(0, 256, (n, 3072))], 1).astype(np.uint8)
 rec.tofile('$tmp/synth.bin')" || exit 1
-"$rs" --no-db -c "data c = cifar $tmp/synth.bin; model s = $scnn; export s $tmp/scnn.onnx; compile $tmp/scnn.onnx batch=64 -> $tmp/scnn.plan; \
+COLUMNS=250 "$rs" --no-db -c "data c = cifar $tmp/synth.bin; model s = $scnn; export s $tmp/scnn.onnx; compile $tmp/scnn.onnx batch=64 -> $tmp/scnn.plan; \
 compile $tmp/scnn.onnx precision=bf16 batch=64 -> $tmp/scnn16.plan; \
-compile $tmp/scnn.onnx precision=int8 calib=c batch=64 -> $tmp/scnn8.plan" | grep -E "^compile|build time|: (winograd|direct) \(" || exit 1
+compile $tmp/scnn.onnx precision=int8 calib=c batch=64 -> $tmp/scnn8.plan" | grep -E "^compile|build time|: (winograd|winograd per sample|direct|bf16|fp32) \(" || exit 1
 echo "# CIFAR SimpleCNN (3x32x32), exported by ringside (int8: calibrated on synthetic data, speed only); median of $runs runs; load $(cut -d' ' -f1-3 /proc/loadavg)"
 python3 bench/plan_ort.py "$rs" "$tmp/scnn.onnx" "$runs" "$tmp/scnn.plan" "$tmp/scnn16.plan" "$tmp/scnn8.plan"
 # The GPT of the text figures: compiled from the session model, ORT on its export (int64 tokens); int8
