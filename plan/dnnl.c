@@ -725,10 +725,13 @@ static rs_status time_pair(rs_plan *p, const rs_pnode *n, dprim *a, dprim *b, do
 }
 
 /* The algorithm node n's convolution runs at batch B: the one timed at the plan's batch, or at
- * batch 1 for batches nearer 1 (geometrically) than the plan's. */
+ * batch 1 for batches nearer 1 (geometrically) than the plan's. Per sample is batch 1's kernel at
+ * any batch (at 2..8 the batch Winograd kernel would be the 4x4 tiles that lost): batch 1 runs it
+ * as it is. */
 static int alg_for(const rs_plan *p, const rs_pnode *n, int B)
 {
     if (n->kind != RS_PK_CONV) return RS_PCONV_DIRECT;
+    if (n->alg == RS_PCONV_SAMPLES) return B == 1 ? n->alg1 : RS_PCONV_SAMPLES;
     return B == p->batch || (double)B * B > (double)p->batch ? n->alg : n->alg1;
 }
 

@@ -470,8 +470,8 @@ static void file_tests(const char *dir)
 
 /* Each convolution algorithm (plan/dnnl.c): a plan compiled with Winograd wherever oneDNN has it (on
  * AVX-512: the 3x3 stride-1 fp32 convs over 8 or more channels, at the plan's batch and at batch 1),
- * one with the batch-1 Winograd kernel run once per sample at the plan's batch (its threads split the
- * samples: 5 into 2 and 3, 8 into 4 and 4) and one with direct only equal the engine at B = 1, 2
+ * one with the batch-1 Winograd kernel run once per sample at every batch but 1 (its threads split
+ * the samples: 2 into 1 and 1, 5 into 2 and 3, 8 into 4 and 4) and one with direct only equal the engine at B = 1, 2
  * (batch 1's choice), 5, 8 (the plan's) and at 1 and 2 threads; the Winograd plans' files keep the
  * choice and their weights plain and load to the same bits; a choice a node cannot take is refused. */
 static void conv_algs(const char *spec, const char *dir)
