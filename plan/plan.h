@@ -6,7 +6,9 @@
  * reused once their value is dead) and weights reordered into the layout and precision (fp32 or bf16)
  * oneDNN chose for this ISA. Convolution, inner product and pooling run as oneDNN primitives; layer
  * norm, attention, embedding, standalone activations and the generic ops run through the engine's
- * CPU kernel table with a context of the plan's own.
+ * CPU kernel table with a context of the plan's own. A plan for a GPU (device=cuda, plan/cuda.c) has
+ * the same graph and memory plan with plain weights, and runs on cuDNN, cuBLASLt and the engine's CUDA
+ * table.
  *
  * A plan is written to and read from a versioned protobuf-c file (plan/plan.proto) holding the graph,
  * the weights in their final layout, the memory plan and the ISA and oneDNN version it was built for;
