@@ -600,7 +600,8 @@ const rs_cmddef rs_commands[] = {
      false, NULL, {A("SRC", RS_A_PATH), A("->", RS_A_KEYWORD), A("FILE", RS_A_PATH)}, 3, compile_opts, false,
      rs_cmd_compile, NULL},
     {"plan", "models", "plan show|bench FILE.plan    what a compiled plan holds, or how fast it runs",
-     "  plan show FILE    what it was built for (ISA, oneDNN, precision), its\n"
+     "  plan show FILE    what it was built for (ISA, oneDNN, precision; or cuda's\n"
+     "                    target, cuDNN, cuBLASLt: read without a GPU too), its\n"
      "                    nodes with post-ops, precision and kernel, its memory\n"
      "                    plan (values, offsets, lifetimes) and its rewrites\n"
      "  plan bench FILE   median time per run at batch 1 and at its batch\n"
