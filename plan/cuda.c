@@ -118,23 +118,23 @@ static rs_status setup(rs_plan *p, int B, size_t limit, size_t *need, rs_err *er
             if (!conv) continue;
             /* fp32: FMA math only (no TF32), so the plan matches the CPU; a bf16 node allows tensor cores,
              * which on fp32 data means TF32 (the legacy API has no fp32-in, bf16-compute mode) */
-            cudnnMathType_t math = n->prec == RS_PLAN_BF16 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
             cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
             int got = 0;
             DNN("algorithm choice", n->name,
                 cudnnGetConvolutionForwardAlgorithm_v7(c->dnn, k->x, k->w, k->conv, k->y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
                                                        &got, perf));
+            /* the descriptor's math type (describe_nodes) is what the heuristic ranks under */
             int pick = -1;
             for (int a = 0; a < got && pick < 0; a++)
-                if (perf[a].status == CUDNN_STATUS_SUCCESS && perf[a].memory <= limit &&
-                    (math != CUDNN_FMA_MATH || perf[a].mathType == CUDNN_FMA_MATH))
-                    pick = a;
+                if (perf[a].status == CUDNN_STATUS_SUCCESS && perf[a].memory <= limit) pick = a;
             if (pick < 0)
                 return rs_err_set(err, RS_ERR_UNSUPPORTED, "plan (cuda): cuDNN has no convolution algorithm for node %s "
                                   "at batch %d within %zu bytes of workspace", n->name, B, limit);
             k->algo = perf[pick].algo;
-            /* the math type the algorithm was judged with, as cuDNN asks */
-            DNN("math type", n->name, cudnnSetConvolutionMathType(k->conv, perf[pick].mathType));
+            /* bf16 nodes: the math type the algorithm was judged with, as cuDNN asks; fp32 keeps FMA (an
+             * answer of DEFAULT math would permit TF32 on sm_80 and later) */
+            if (n->prec == RS_PLAN_BF16)
+                DNN("math type", n->name, cudnnSetConvolutionMathType(k->conv, perf[pick].mathType));
             /* the heuristic's figure is an estimate: ask for the exact one */
             DNN("workspace size", n->name,
                 cudnnGetConvolutionForwardWorkspaceSize(c->dnn, k->x, k->w, k->conv, k->y, k->algo, &k->ws));
@@ -149,6 +149,14 @@ static rs_status setup(rs_plan *p, int B, size_t limit, size_t *need, rs_err *er
             LT("preference", n->name, cublasLtMatmulPreferenceCreate(&pref));
             cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &limit,
                                                                     sizeof limit);
+            /* the heuristic assumes 256-byte aligned operands unless told: arena values are 64-byte aligned
+             * (memplan.c), so only algorithms that take 16 may be chosen */
+            uint32_t align = 16;
+            cublasLtMatmulPreferenceAttributes_t al[] = {
+                CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+            for (int a = 0; a < 4 && s == CUBLAS_STATUS_SUCCESS; a++)
+                s = cublasLtMatmulPreferenceSetAttribute(pref, al[a], &align, sizeof align);
             int got = 0;
             if (s == CUBLAS_STATUS_SUCCESS)
                 s = cublasLtMatmulAlgoGetHeuristic(c->lt, k->mm, k->la, k->lb, k->lc, k->lc, pref, 1, &k->heur, &got);
