@@ -410,17 +410,24 @@ static rs_status run_conv(rs_plan *p, int i, int B, rs_err *err)
         DNN("pooling", n->name, cudnnPoolingForward(c->dnn, k->pool, &one, k->x, in, &zero, k->y, out));
         return RS_OK;
     }
+    size_t cnt = (size_t)B * (size_t)p->values[n->out].numel;
+    cudnnStatus_t s = CUDNN_STATUS_NOT_SUPPORTED;
     if (k->epi.fused >= 0) /* relu(conv + bias), z (alpha2 = 0) not read */
-        DNN("convolution", n->name,
-            cudnnConvolutionBiasActivationForward(c->dnn, &one, k->x, in, k->w, c->tdev[n->w], k->conv, k->algo, ws, k->ws,
-                                                  &zero, k->y, into, k->bias, c->tdev[n->b], k->act, k->y, into));
-    else {
+        s = cudnnConvolutionBiasActivationForward(c->dnn, &one, k->x, in, k->w, c->tdev[n->w], k->conv, k->algo, ws, k->ws,
+                                                  &zero, k->y, into, k->bias, c->tdev[n->b], k->act, k->y, into);
+    if (s == CUDNN_STATUS_NOT_SUPPORTED) { /* unfused (or the fused call declined this algorithm): conv, bias, relu */
         DNN("convolution", n->name,
             cudnnConvolutionForward(c->dnn, &one, k->x, in, k->w, c->tdev[n->w], k->conv, k->algo, ws, k->ws, &beta, k->y,
                                     into));
         if (n->b >= 0) DNN("bias", n->name, cudnnAddTensor(c->dnn, &one, k->bias, c->tdev[n->b], &one, k->y, into));
+        if (k->epi.fused >= 0 && c->ctx.k->unary(&c->ctx, RS_UNARY_RELU, into, into, cnt, 0, 0)) {
+            rs_kctx_check(&c->ctx, err);
+            return rs_err_prefix(err, "plan node %s (relu)", n->name);
+        }
+    } else if (s != CUDNN_STATUS_SUCCESS) {
+        return dnn_err(err, "convolution", n->name, s);
     }
-    return finish_post(p, n, k, into, out, (size_t)B * (size_t)p->values[n->out].numel, err);
+    return finish_post(p, n, k, into, out, cnt, err);
 }
 
 static rs_status run_linear(rs_plan *p, int i, int B, rs_err *err)
