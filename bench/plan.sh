@@ -11,11 +11,15 @@
 # Plans and ORT take turns (bench/plan_ort.py: PLAN_ROUNDS rounds, 3 by default, medians of RUNS runs
 # each, a figure the median of its rounds), so a change of load hits both sides alike.
 # --exe FILE runs that ringside instead of building one (another commit's, for a before/after).
-#   bench/plan.sh [--build-dir DIR | --exe FILE] [--train] [--runs N]
+# --cuda runs only the GPU section: the CNN and the GPT compiled with device=cuda (fp32, bf16), `plan
+# bench` on them, and ONNX Runtime's CUDA provider on the same ONNX files; each part skipped with a
+# message where there is no GPU or no onnxruntime-gpu.
+#   bench/plan.sh [--build-dir DIR | --exe FILE] [--train] [--runs N] [--cuda]
 set -u
 cd "$(dirname "$0")/.." || exit 1
 build=build-bench
 train=0
+cuda=0
 runs=200
 exe=
 while [ $# -gt 0 ]; do
@@ -23,6 +27,7 @@ while [ $# -gt 0 ]; do
     --build-dir) build=$2; shift ;;
     --exe) exe=$2; shift ;;
     --train) train=1 ;;
+    --cuda) cuda=1 ;;
     --runs) runs=$2; shift ;;
   esac
   shift
@@ -37,6 +42,43 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cnn="seq conv(16,3,pad=1) relu maxpool(2) conv(32,3,pad=1) relu maxpool(2) flatten linear(10)"
+if [ $cuda = 1 ]; then
+  cnn="seq in=1x28x28 conv(16,3,pad=1) relu maxpool(2) conv(32,3,pad=1) relu maxpool(2) flatten linear(10)"
+  gpt="gpt layers=4 heads=4 dim=128 ctx=64 vocab=65"
+  COLUMNS=250 "$rs" --no-db -c "model c = $cnn; export c $tmp/cnn.onnx; compile c device=cuda batch=64 -> $tmp/c.plan; \
+compile c device=cuda precision=bf16 batch=64 -> $tmp/c16.plan; model g = $gpt; export g $tmp/gpt.onnx; \
+compile g device=cuda batch=64 -> $tmp/g.plan; compile g device=cuda precision=bf16 batch=64 -> $tmp/g16.plan" \
+    | grep -E "^compile" || exit 1
+  echo "# plans for cuda: plan bench (median of $runs runs, batch 1 and 64); $(nvidia-smi -L 2>/dev/null | head -1)"
+  for p in c c16 g g16; do
+    COLUMNS=250 "$rs" --no-db -c "plan bench $tmp/$p.plan runs=$runs" 2>&1 | grep -E "median|error" | head -3
+  done
+  python3 - "$tmp" "$runs" <<'PY'
+import sys, time, statistics
+try:
+    import numpy as np, onnxruntime as ort
+except ImportError as e:
+    sys.exit(f"# ONNX Runtime: not installed ({e}); skipped")
+if "CUDAExecutionProvider" not in ort.get_available_providers():
+    sys.exit("# ONNX Runtime: no CUDAExecutionProvider here (onnxruntime-gpu and a GPU); skipped")
+tmp, runs = sys.argv[1], int(sys.argv[2])
+for name in ("cnn", "gpt"):
+    s = ort.InferenceSession(f"{tmp}/{name}.onnx", providers=["CUDAExecutionProvider"])
+    i = s.get_inputs()[0]
+    for B in (1, 64):
+        shape = [B] + [d for d in i.shape[1:]]
+        x = np.zeros(shape, np.int64 if "int64" in i.type else np.float32)
+        io = s.io_binding()
+        io.bind_cpu_input(i.name, x)
+        io.bind_output(s.get_outputs()[0].name)
+        s.run_with_iobinding(io)
+        t = []
+        for _ in range(runs):
+            t0 = time.perf_counter(); s.run_with_iobinding(io); t.append(time.perf_counter() - t0)
+        print(f"ORT CUDA {name} batch={B}: median {1e3 * statistics.median(t):.3f} ms of {runs} runs (input copied in, as plan bench does)")
+PY
+  exit 0
+fi
 [ $train = 1 ] && fit="train c on f epochs=1; eval c on f;" || fit=""
 COLUMNS=250 "$rs" --no-db -c "data f = fashion; model c = $cnn; $fit export c $tmp/cnn.onnx; \
 compile $tmp/cnn.onnx batch=64 -> $tmp/fp32.plan; compile $tmp/cnn.onnx precision=bf16 batch=64 -> $tmp/bf16.plan; \

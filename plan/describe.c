@@ -73,13 +73,26 @@ static void post_str(const rs_pnode *n, char *buf, size_t len)
         at += (size_t)snprintf(buf + at, len - at, " +%s", n->post[j].kind == RS_PPOST_SUM ? "sum" : rs_plan_act_name(n->post[j].op));
 }
 
+void rs_plan_target(const rs_plan *p, char *buf, size_t n)
+{
+    if (p->dev == RS_PLAN_DEV_CUDA)
+        snprintf(buf, n, "cuda %s, cuDNN %s, cuBLASLt %s", p->cuda_target, p->cudnn_version, p->cublaslt_version);
+    else
+        snprintf(buf, n, "cpu %s, oneDNN %s", p->isa, p->dnnl_version);
+}
+
 char *rs_plan_describe(const rs_plan *p)
 {
     sbuf b = {0};
     rs_plan_stats st;
     rs_plan_get_stats(p, &st);
-    add(&b, "plan: %s, batch up to %d, %s on %s (oneDNN %s, %s)\n", p->source, p->batch, rs_plan_prec_name(p->prec),
-        p->device, p->dnnl_version, p->isa);
+    if (p->dev == RS_PLAN_DEV_CUDA)
+        add(&b, "plan: %s, batch up to %d, %s on cuda %s (cuDNN %s, cuBLASLt %s)%s\n", p->source, p->batch,
+            rs_plan_prec_name(p->prec), p->cuda_target, p->cudnn_version, p->cublaslt_version,
+            p->cu ? "" : "; not opened on a GPU here");
+    else
+        add(&b, "plan: %s, batch up to %d, %s on %s (oneDNN %s, %s)\n", p->source, p->batch, rs_plan_prec_name(p->prec),
+            p->device, p->dnnl_version, p->isa);
     add(&b, "nodes: %d before, %d after (%d views removed, %d rewrites)\n", st.nodes_before, st.nodes_after,
         st.views_removed, st.fusions);
     add(&b, "  %-2s %-5s %-28s %-4s %-11s %s\n", "#", "layer", "node", "prec", "post-ops", "kernel");
@@ -90,7 +103,8 @@ char *rs_plan_describe(const rs_plan *p)
         post_str(n, po, sizeof po);
         /* a per-sample conv's kernel name with " per sample" is wider than the column: its batch-1
          * kernel is in `plan bench nodes=on` */
-        const char *impl = !rs_plan_node_is_dnnl(n)       ? "engine cpu table"
+        const char *impl = p->dev == RS_PLAN_DEV_CUDA   ? rs_plan_cuda_impl(p, i)
+                           : !rs_plan_node_is_dnnl(n)   ? "engine cpu table"
                            : n->alg == RS_PCONV_SAMPLES ? "winograd per sample"
                                                         : rs_plan_dnnl_impl(p, i);
         add(&b, "  %-2d %-5.5s %-28.28s %-4s %-11.11s %.22s\n", i, n->name, w, rs_plan_prec_name(n->prec),

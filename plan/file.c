@@ -1,8 +1,8 @@
 /* The plan file: a 24-byte header (magic "RINGPLAN", format version, CRC-32 of the payload, payload
  * length; little-endian) then the Plan message of plan.proto, packed by protobuf-c. The header lets a
  * reader say "truncated", "corrupted" or "another version" before it parses anything; the message
- * carries the ISA and oneDNN version, checked before the graph is read, and the graph is validated
- * (validate.c) before any primitive is made from it. */
+ * carries the ISA and oneDNN version (a cuda plan: its GPU target and libraries), checked before the
+ * graph is read, and the graph is validated (validate.c) before any primitive is made from it. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -188,6 +188,11 @@ rs_status rs_plan_serialize(const rs_plan *p, uint8_t **buf, size_t *n, rs_err *
     m.build_seconds = p->build_s;
     m.has_build_threads = true;
     m.build_threads = p->build_threads;
+    if (p->dev == RS_PLAN_DEV_CUDA) {
+        m.cuda_target = (char *)p->cuda_target;
+        m.cudnn_version = (char *)p->cudnn_version;
+        m.cublaslt_version = (char *)p->cublaslt_version;
+    }
     bool ok = true;
     m.n_nodes = (size_t)p->nnodes;
     m.nodes = palloc(&a, sizeof *m.nodes * (size_t)(p->nnodes + 1));
@@ -361,15 +366,27 @@ static rs_status from_msg(const char *name, const Rsplan__Plan *m, rs_plan *p, r
     if (m->format_version != RS_PLAN_FORMAT_VERSION)
         return rs_err_set(err, RS_ERR_FORMAT, "%s: plan format version %u; this ringside reads version %d: compile the model again", name,
                           m->format_version, RS_PLAN_FORMAT_VERSION);
-    if (strcmp(m->device, "cpu"))
-        return rs_err_set(err, RS_ERR_UNSUPPORTED, "%s: built for device '%s'; this build runs plans on the cpu", name,
-                          m->device);
-    if (strcmp(m->isa, isa))
+    if (!strcmp(m->device, "cuda")) {
+        /* no ISA or oneDNN to match: the GPU and the libraries are checked when the plan is opened */
+        int sm = 0;
+        char tail = 0;
+        if (!m->cuda_target || sscanf(m->cuda_target, "sm_%d%c", &sm, &tail) != 1 || sm < 10 || sm > 999 ||
+            !m->cudnn_version || !m->cublaslt_version)
+            return rs_err_set(err, RS_ERR_FORMAT, "%s: a cuda plan without a valid target (compute capability '%s'); "
+                              "compile the model again", name, m->cuda_target ? m->cuda_target : "");
+        p->dev = RS_PLAN_DEV_CUDA;
+        snprintf(p->cuda_target, sizeof p->cuda_target, "%s", m->cuda_target);
+        snprintf(p->cudnn_version, sizeof p->cudnn_version, "%s", m->cudnn_version);
+        snprintf(p->cublaslt_version, sizeof p->cublaslt_version, "%s", m->cublaslt_version);
+    } else if (strcmp(m->device, "cpu")) {
+        return rs_err_set(err, RS_ERR_UNSUPPORTED, "%s: built for device '%s'; plans are for the cpu or cuda "
+                          "(compile ... device=cpu|cuda)", name, m->device);
+    } else if (strcmp(m->isa, isa))
         return rs_err_set(err, RS_ERR_UNSUPPORTED,
                           "%s: built for ISA %s, but oneDNN runs %s on this CPU: its weights are laid out for the "
                           "other one; compile the model again here",
                           name, m->isa, isa);
-    if (strcmp(m->dnnl_version, ver))
+    else if (strcmp(m->dnnl_version, ver))
         return rs_err_set(err, RS_ERR_UNSUPPORTED,
                           "%s: built with oneDNN %s, this ringside has %s (weight layouts may differ); compile the "
                           "model again here",
@@ -438,7 +455,8 @@ static rs_status from_msg(const char *name, const Rsplan__Plan *m, rs_plan *p, r
     return RS_OK;
 }
 
-rs_status rs_plan_load_buffer(const uint8_t *buf, size_t n, const char *name, rs_plan **out, rs_err *err)
+/* run false: a plan this machine cannot run is read without its runtime (rs_plan_inspect) */
+static rs_status load(const uint8_t *buf, size_t n, const char *name, bool run, rs_plan **out, rs_err *err)
 {
     *out = NULL;
     if (n < HEADER || memcmp(buf, MAGIC, 8))
@@ -468,7 +486,11 @@ rs_status rs_plan_load_buffer(const uint8_t *buf, size_t n, const char *name, rs
     if (!st) st = rs_plan_validate(p, err);
     if (!st) st = rs_plan_liveness(p, err);
     if (!st) st = rs_plan_check_memory(p, err);
-    if (!st) st = rs_plan_open_runtime(p, err);
+    if (!st && (run || p->dev == RS_PLAN_DEV_CPU)) st = rs_plan_open_runtime(p, err);
+    else if (!st && p->dev == RS_PLAN_DEV_CUDA) { /* show what it holds, and where it can, what it runs */
+        rs_err quiet = {0};
+        rs_plan_cuda_open(p, &quiet);
+    }
     if (st) {
         if (!named) rs_err_prefix(err, "%s", name);
         rs_plan_free(p);
@@ -478,7 +500,17 @@ rs_status rs_plan_load_buffer(const uint8_t *buf, size_t n, const char *name, rs
     return RS_OK;
 }
 
-rs_status rs_plan_load(const char *path, rs_plan **out, rs_err *err)
+rs_status rs_plan_load_buffer(const uint8_t *buf, size_t n, const char *name, rs_plan **out, rs_err *err)
+{
+    return load(buf, n, name, true, out, err);
+}
+
+rs_status rs_plan_inspect_buffer(const uint8_t *buf, size_t n, const char *name, rs_plan **out, rs_err *err)
+{
+    return load(buf, n, name, false, out, err);
+}
+
+static rs_status load_file(const char *path, bool run, rs_plan **out, rs_err *err)
 {
     *out = NULL;
     FILE *f = fopen(path, "rb");
@@ -500,8 +532,11 @@ rs_status rs_plan_load(const char *path, rs_plan **out, rs_err *err)
     }
     size_t got = fread(buf, 1, (size_t)sz, f);
     fclose(f);
-    rs_status st = got == (size_t)sz ? rs_plan_load_buffer(buf, got, path, out, err)
+    rs_status st = got == (size_t)sz ? load(buf, got, path, run, out, err)
                                      : rs_err_set(err, RS_ERR_IO, "%s: read failed", path);
     free(buf);
     return st;
 }
+
+rs_status rs_plan_load(const char *path, rs_plan **out, rs_err *err) { return load_file(path, true, out, err); }
+rs_status rs_plan_inspect(const char *path, rs_plan **out, rs_err *err) { return load_file(path, false, out, err); }

@@ -107,6 +107,7 @@ typedef struct rs_ptensor {
 } rs_ptensor;
 
 struct rs_pdnnl; /* oneDNN's engine, stream and primitives (dnnl.c) */
+struct rs_pcuda; /* a cuda plan's GPU runtime: device memory, cuDNN / cuBLASLt handles and descriptors (cuda.c) */
 
 /* Calibration's running record (calib.c): pass 0 keeps per node the largest |input| of a conv or
  * inner product, pass 1 its histogram of |input| over [0, that max]. */
@@ -124,6 +125,8 @@ struct rs_plan {
     rs_plan_prec prec;
     int batch;               /* the largest batch it runs; the memory plan is made for it */
     char isa[32], dnnl_version[24], device[16];
+    rs_plan_dev dev;         /* device, parsed */
+    char cuda_target[16], cudnn_version[24], cublaslt_version[24]; /* dev CUDA: what it was built for */
     char source[160];        /* what it was compiled from */
     /* the model's interface */
     bool tokens;             /* input: int32 token ids */
@@ -156,6 +159,8 @@ struct rs_plan {
     rs_thread_tuner tune;    /* threads > 1: 1 or `threads` per run, whichever runs faster (tune.h) */
     int tune_B;              /* the batch the tuner is timing (0: start again) */
     struct rs_pdnnl *dn;
+    struct rs_pcuda *cu;     /* dev CUDA, once opened on a GPU (NULL: not opened, or no GPU here) */
+    bool no_runtime;         /* read by rs_plan_inspect where it cannot run: runs answer why */
 };
 
 /* ---- graph building (ir.c) ---- */
@@ -206,6 +211,36 @@ const char *rs_plan_dnnl_impl(const rs_plan *p, int i);
 const char *rs_plan_dnnl_impl_ran(const rs_plan *p, int i); /* ... the primitive of its last run */
 bool rs_plan_node_is_dnnl(const rs_pnode *n);
 rs_status rs_plan_dnnl_sync(rs_plan *p, rs_err *err);
+
+/* ---- CUDA (cuda.c where the build has CUDA, cuDNN and cuBLASLt; cuda_absent.c elsewhere) ---- */
+/* What a cuda plan compiled by this build is for: the compute capability the CUDA kernels are built
+ * for ("sm_90") and the cuDNN and cuBLASLt versions ("9.19.0"; "none" in a build without them). Needs
+ * no GPU. */
+void rs_plan_cuda_target(char *target, size_t nt, char *cudnn, size_t nc, char *lt, size_t nl);
+/* Compile's last step for a cuda plan, on the host (cuda_compile.c): bf16 nodes' weights rounded to
+ * bf16, plain row-major; no scratch in the arena (the runtime sizes cuDNN's workspace at open). */
+rs_status rs_plan_cuda_finalize(rs_plan *p, rs_err *err);
+/* Opens a cuda plan on GPU 0: its compute capability checked against the plan's target, one device
+ * allocation for the arena, the input and the workspace, weights uploaded once, cuDNN descriptors and
+ * algorithms for the plan's batch. RS_ERR_UNSUPPORTED with the reason where it cannot run here. */
+rs_status rs_plan_cuda_open(rs_plan *p, rs_err *err);
+void rs_plan_cuda_close(rs_plan *p);
+/* rs_plan_run on the GPU: x (host) copied in, the nodes, the output copied back to a host buffer of
+ * the plan's (*out, valid until the next run). */
+rs_status rs_plan_cuda_run(rs_plan *p, const void *x, int B, const float **out, rs_err *err);
+/* How a conv or linear of a cuda plan applies its post-ops (cuda_compile.c; the runtime follows it):
+ * a sum first is the product's beta = 1 into its own output (in place, as on the CPU); the eltwise
+ * post-op right after it (or first, without a sum) goes to the library when it has it (fused); an
+ * eltwise before the sum sends the product to scratch (via_tmp), then the sum is an add into the
+ * output. The other eltwise post-ops run through the engine's CUDA table in order. */
+typedef struct rs_pcuda_epi {
+    int sum;      /* index of the sum post-op, -1 none */
+    int fused;    /* index of the eltwise post-op the library applies, -1 none */
+    bool via_tmp; /* an eltwise before the sum */
+} rs_pcuda_epi;
+rs_pcuda_epi rs_plan_cuda_epilogue(const rs_pnode *n);
+/* What node i runs on the GPU ("cudnn conv+bias+relu", "cublasLt +bias_relu", "engine cuda table"). */
+const char *rs_plan_cuda_impl(const rs_plan *p, int i);
 
 /* Pointer to value v's memory for batch B (the input: x). */
 float *rs_plan_value_ptr(rs_plan *p, int v, const void *x);

@@ -6,7 +6,9 @@
  * reused once their value is dead) and weights reordered into the layout and precision (fp32 or bf16)
  * oneDNN chose for this ISA. Convolution, inner product and pooling run as oneDNN primitives; layer
  * norm, attention, embedding, standalone activations and the generic ops run through the engine's
- * CPU kernel table with a context of the plan's own.
+ * CPU kernel table with a context of the plan's own. A plan for a GPU (device=cuda, plan/cuda.c) has
+ * the same graph and memory plan with plain weights, and runs on cuDNN, cuBLASLt and the engine's CUDA
+ * table.
  *
  * A plan is written to and read from a versioned protobuf-c file (plan/plan.proto) holding the graph,
  * the weights in their final layout, the memory plan and the ISA and oneDNN version it was built for;
@@ -50,6 +52,10 @@ enum {
 
 typedef enum { RS_PLAN_CONV_AUTO = 0, RS_PLAN_CONV_DIRECT, RS_PLAN_CONV_WINOGRAD, RS_PLAN_CONV_SAMPLES } rs_plan_conv_alg;
 
+/* What a plan runs on: this CPU (oneDNN), or a GPU (cuDNN and cuBLASLt, plan/cuda.c). A cuda plan is
+ * compiled without a GPU (the graph, memory plan and plain weights need none) and opened where one is. */
+typedef enum rs_plan_dev { RS_PLAN_DEV_CPU = 0, RS_PLAN_DEV_CUDA = 1 } rs_plan_dev;
+
 typedef struct rs_plan_opts {
     rs_plan_prec prec;
     int batch;          /* the largest batch the plan runs (>= 1) */
@@ -72,6 +78,10 @@ typedef struct rs_plan_opts {
     /* bf16 plans, a convolution over an image's few channels (< 4): 0 times its bf16 kernel against
      * fp32 and keeps the faster; 1 takes bf16, -1 fp32 (the tests' way to get each) */
     int image_bf16;
+    /* CUDA: fp32 and bf16 only (int8 is refused); weights stay plain row-major, oneDNN's layout
+     * choice, Winograd timing and primitives are skipped; the plan records the GPU target and the
+     * cuDNN / cuBLASLt versions of this build */
+    rs_plan_dev device;
 } rs_plan_opts;
 
 rs_plan_opts rs_plan_opts_default(void);
@@ -106,6 +116,11 @@ int rs_plan_classes(const rs_plan *p);
 int rs_plan_rows(const rs_plan *p);
 int rs_plan_vocab(const rs_plan *p);
 int rs_plan_node_count(const rs_plan *p);
+/* "cpu" or "cuda". */
+const char *rs_plan_device(const rs_plan *p);
+/* What it was built for, in words: "cuda sm_90, cuDNN 9.19.0, cuBLASLt 13.1.0" or "cpu avx512_core_bf16,
+ * oneDNN 2.6.3". */
+void rs_plan_target(const rs_plan *p, char *buf, size_t n);
 
 /* What compile did and what the plan holds, as `compile` and `plan show` print it. */
 typedef struct rs_plan_stats {
@@ -132,6 +147,11 @@ rs_status rs_plan_check_memory(const rs_plan *p, rs_err *err);
 rs_status rs_plan_save(const rs_plan *p, const char *path, rs_err *err);
 rs_status rs_plan_load(const char *path, rs_plan **out, rs_err *err);
 rs_status rs_plan_load_buffer(const uint8_t *buf, size_t n, const char *name, rs_plan **out, rs_err *err);
+/* As rs_plan_load, for reading what a plan holds (`plan show`): a cuda plan on a machine that cannot
+ * run it (no GPU, or a build without cuDNN) is read and validated but gets no runtime; rs_plan_run on
+ * it then answers why. A cpu plan is opened as rs_plan_load opens it. */
+rs_status rs_plan_inspect(const char *path, rs_plan **out, rs_err *err);
+rs_status rs_plan_inspect_buffer(const uint8_t *buf, size_t n, const char *name, rs_plan **out, rs_err *err);
 /* The serialized plan (malloc'd, caller frees). */
 rs_status rs_plan_serialize(const rs_plan *p, uint8_t **buf, size_t *n, rs_err *err);
 
@@ -140,7 +160,9 @@ rs_status rs_plan_serialize(const rs_plan *p, uint8_t **buf, size_t *n, rs_err *
  * 3: an fp32 convolution reads its input in the layout its value holds when oneDNN has a jit kernel
  * for it (the image itself through the nchw "first convolution" kernel), an inner product over a
  * blocked value takes it as a matrix (weights laid out the value's way), and small primitives are
- * made for one thread: weights of the same size in another layout, so version 2 is refused. */
+ * made for one thread: weights of the same size in another layout, so version 2 is refused.
+ * Plans for a GPU (device "cuda") added optional fields only (cuda_target, cudnn_version,
+ * cublaslt_version): a version 3 cpu file of before reads as it did, so the version stays 3. */
 #define RS_PLAN_FORMAT_VERSION 3
 
 #endif

@@ -25,6 +25,7 @@ void rs_plan_free(rs_plan *p)
 {
     if (!p) return;
     rs_plan_dnnl_close(p);
+    rs_plan_cuda_close(p);
     for (int i = 0; i < p->ntensors; i++) free(p->tensors[i].data);
     free(p->tensors);
     free(p->nodes);
@@ -38,6 +39,7 @@ void rs_plan_free(rs_plan *p)
  * the CPU table's context, the arena. */
 rs_status rs_plan_open_runtime(rs_plan *p, rs_err *err)
 {
+    if (p->dev == RS_PLAN_DEV_CUDA) return rs_plan_cuda_open(p, err);
     if (p->build_threads < 1) p->build_threads = 1;
     if (p->threads < 1) p->threads = p->build_threads;
     rs_status st = rs_kctx_init(&p->ctx, rs_kernels_for(rs_device_cpu()), p->threads > 0 ? p->threads : 1, err);
@@ -75,14 +77,19 @@ rs_status rs_plan_compile(rs_model *m, const rs_plan_opts *o, rs_plan **out, rs_
         return rs_err_set(err, RS_ERR_ARG, "compile: batch must be 1..65536, got %d", o->batch);
     if (o->threads < 1 || o->threads > 1024)
         return rs_err_set(err, RS_ERR_ARG, "compile: threads must be >= 1, got %d", o->threads);
+    if (o->device != RS_PLAN_DEV_CPU && o->device != RS_PLAN_DEV_CUDA)
+        return rs_err_set(err, RS_ERR_ARG, "compile: device %d; plans are for the cpu or cuda", (int)o->device);
+    if (o->device == RS_PLAN_DEV_CUDA && o->prec == RS_PLAN_INT8)
+        return rs_err_set(err, RS_ERR_UNSUPPORTED, "compile: precision=int8 is for device=cpu (oneDNN's s8 kernels "
+                          "with calibration); device=cuda compiles precision=fp32 or precision=bf16");
     if (o->prec == RS_PLAN_INT8 && !o->calib)
         return rs_err_set(err, RS_ERR_ARG, "compile: precision=int8 needs calibration data (calib=DATA): the input "
                                            "scales come from what the model sees there");
     if (!rs_model_params(m)) return rs_err_set(err, RS_ERR_ARG, "compile: model %s is not built", rs_model_name(m));
     if (rs_model_device(m).kind != RS_DEV_CPU) {
         char where[32];
-        return rs_err_set(err, RS_ERR_UNSUPPORTED, "compile: model %s is on %s; plans run on the CPU and are built "
-                          "from a model there: `to %s cpu` first", rs_model_name(m),
+        return rs_err_set(err, RS_ERR_UNSUPPORTED, "compile: model %s is on %s; plans are built from a model on the "
+                          "CPU (device=cuda then makes one for a GPU): `to %s cpu` first", rs_model_name(m),
                           rs_model_device_str(m, where, sizeof where), rs_model_name(m));
     }
     rs_plan *p = calloc(1, sizeof *p);
@@ -90,9 +97,15 @@ rs_status rs_plan_compile(rs_model *m, const rs_plan_opts *o, rs_plan **out, rs_
     p->prec = o->prec;
     p->batch = o->batch;
     p->threads = p->build_threads = o->threads;
-    rs_plan_dnnl_isa(p->isa, sizeof p->isa);
-    rs_plan_dnnl_version(p->dnnl_version, sizeof p->dnnl_version);
-    snprintf(p->device, sizeof p->device, "cpu");
+    p->dev = o->device;
+    if (p->dev == RS_PLAN_DEV_CUDA) /* no ISA or oneDNN: the GPU's target and libraries instead */
+        rs_plan_cuda_target(p->cuda_target, sizeof p->cuda_target, p->cudnn_version, sizeof p->cudnn_version,
+                            p->cublaslt_version, sizeof p->cublaslt_version);
+    else {
+        rs_plan_dnnl_isa(p->isa, sizeof p->isa);
+        rs_plan_dnnl_version(p->dnnl_version, sizeof p->dnnl_version);
+    }
+    snprintf(p->device, sizeof p->device, "%s", p->dev == RS_PLAN_DEV_CUDA ? "cuda" : "cpu");
     snprintf(p->source, sizeof p->source, "%s", o->source ? o->source : rs_model_name(m));
     float *amax = NULL; /* int8: per node, the threshold calibration chose for its input (owned here) */
     rs_status st = o->prec == RS_PLAN_INT8 ? rs_plan_calibrate(m, o, &amax, err) : RS_OK;
@@ -101,6 +114,18 @@ rs_status rs_plan_compile(rs_model *m, const rs_plan_opts *o, rs_plan **out, rs_
     for (int i = 0; !st && amax && i < p->nnodes; i++)
         p->nodes[i].qscale = amax[i] > 0 ? 127.0f / amax[i] : 1.0f;
     free(amax);
+    if (p->dev == RS_PLAN_DEV_CUDA) { /* host work only: the GPU is opened by the first run, or at load */
+        if (!st) st = rs_plan_cuda_finalize(p, err);
+        if (!st) st = rs_plan_memplan_mode(p, (o->passes & RS_PLAN_PASS_REUSE) != 0, err);
+        if (!st) st = rs_plan_check_memory(p, err);
+        if (st) {
+            rs_plan_free(p);
+            return st;
+        }
+        p->build_s = rs_plan_now_s() - t0;
+        *out = p;
+        return RS_OK;
+    }
     if (!st) st = rs_plan_dnnl_open(p, err);
     /* oneDNN fixes a primitive's threads when it is made: make them with the plan's */
     int was = omp_get_max_threads();
@@ -202,6 +227,7 @@ rs_status rs_plan_run(rs_plan *p, const void *x, int B, const float **out, rs_er
                 return rs_err_set(err, RS_ERR_ARG, "plan: token %d at %lld is outside the vocabulary of %d", t[i],
                                   (long long)i, p->vocab);
     }
+    if (p->dev == RS_PLAN_DEV_CUDA) return rs_plan_cuda_run(p, x, B, out, err);
     /* Threads: on a loaded machine a team of N waits at every primitive and kernel for its slowest
      * member, which gets a core one scheduler slice at a time (the GPT at two threads: every node 12 ms,
      * embedding included, at load 4 on 2 cores). So a plan of N > 1 threads runs with the training
@@ -317,7 +343,9 @@ void rs_plan_node_label(const rs_plan *p, int i, char *buf, size_t n)
     if (i < 0 || i >= p->nnodes) return;
     const rs_pnode *d = &p->nodes[i];
     snprintf(buf, n, "%.60s (%s, %s)", d->name, rs_pk_name(d->kind),
-             rs_plan_node_is_dnnl(d) ? rs_plan_dnnl_impl_ran(p, i) : "engine cpu table");
+             p->dev == RS_PLAN_DEV_CUDA ? rs_plan_cuda_impl(p, i)
+             : rs_plan_node_is_dnnl(d)  ? rs_plan_dnnl_impl_ran(p, i)
+                                        : "engine cpu table");
 }
 int rs_plan_batch(const rs_plan *p) { return p->batch; }
 rs_plan_prec rs_plan_precision(const rs_plan *p) { return p->prec; }
@@ -327,6 +355,7 @@ int rs_plan_classes(const rs_plan *p) { return p->classes; }
 int rs_plan_rows(const rs_plan *p) { return p->rows; }
 int rs_plan_vocab(const rs_plan *p) { return p->vocab; }
 int rs_plan_node_count(const rs_plan *p) { return p->nnodes; }
+const char *rs_plan_device(const rs_plan *p) { return p->dev == RS_PLAN_DEV_CUDA ? "cuda" : "cpu"; }
 const char *rs_plan_fusion(const rs_plan *p, int i) { return i >= 0 && i < p->nfusions ? p->fusions[i] : ""; }
 
 void rs_plan_get_stats(const rs_plan *p, rs_plan_stats *st)

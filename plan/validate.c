@@ -29,6 +29,14 @@ static rs_status check_tensor(const rs_plan *p, const rs_pnode *n, int t, int64_
         return BAD("tensor %s holds %lld values; node %s (%s) needs %lld", x->name, (long long)numel, n->name,
                    rs_pk_name(n->kind), (long long)want);
     if (x->dtype != RS_F32 && x->dtype != RS_BF16 && x->dtype != RS_I8) return BAD("tensor %s has dtype %d", x->name, (int)x->dtype);
+    if (p->dev == RS_PLAN_DEV_CUDA) { /* plain row-major always; a bf16 product's weights in bf16 */
+        rs_dtype want = !plain && n->prec == RS_PLAN_BF16 ? RS_BF16 : RS_F32;
+        if (x->layout != 0 || x->dtype != want || x->bytes != (size_t)numel * rs_dtype_size(want))
+            return BAD("tensor %s: %zu bytes of dtype %d, layout %d, but node %s of a cuda plan reads %lld plain %s",
+                       x->name, x->bytes, (int)x->dtype, x->layout, n->name, (long long)numel,
+                       want == RS_BF16 ? "bf16" : "floats");
+        return RS_OK;
+    }
     if (plain || x->layout == 0) {
         if (x->layout != 0 || x->dtype != RS_F32 || x->bytes != (size_t)numel * sizeof(float))
             return BAD("tensor %s: %zu bytes of layout %d, but node %s reads %lld plain floats", x->name, x->bytes,
@@ -195,6 +203,9 @@ rs_status rs_plan_validate(const rs_plan *p, rs_err *err)
 {
     if (p->batch < 1 || p->batch > 65536) return BAD("batch %d", p->batch);
     if (p->prec != RS_PLAN_FP32 && p->prec != RS_PLAN_BF16 && p->prec != RS_PLAN_INT8) return BAD("precision %d", (int)p->prec);
+    /* what the GPU runtime (cuda.c) takes: no int8, no oneDNN layouts or Winograd */
+    bool cuda = p->dev == RS_PLAN_DEV_CUDA;
+    if (cuda && p->prec == RS_PLAN_INT8) return BAD("a cuda plan in int8 (cuda plans are fp32 or bf16)");
     if (p->nvalues < 2 || p->nnodes < 1) return BAD("a plan without nodes");
     if (p->output < 1 || p->output >= p->nvalues) return BAD("output value %d of %d", p->output, p->nvalues);
     if (p->classes < 1 || p->rows < 1 || (p->tokens && p->vocab < 1)) return BAD("classes %d, rows %d", p->classes, p->rows);
@@ -223,6 +234,8 @@ rs_status rs_plan_validate(const rs_plan *p, rs_err *err)
         else if ((x->layout != 0 && x->layout != 1) || x->padded < 0 || x->padded >= MAX_NUMEL ||
                  (x->layout == 1 && (x->padded < x->numel || x->alias >= 0 || v == 0)))
             st = BAD("value %d has layout %d with %lld padded floats", v, x->layout, (long long)x->padded);
+        else if (cuda && x->layout != 0)
+            st = BAD("value %d of a cuda plan has oneDNN's layout %d", v, x->layout);
         else if (x->alias >= 0 && p->values[x->alias].numel != x->numel)
             st = BAD("value %d (%lld floats) aliases value %d of another size", v, (long long)x->numel, x->alias);
     }
@@ -236,11 +249,11 @@ rs_status rs_plan_validate(const rs_plan *p, rs_err *err)
             break;
         }
         bool product = n->kind == RS_PK_CONV || n->kind == RS_PK_LINEAR;
-        if (n->prec != RS_PLAN_FP32 && !((n->prec == RS_PLAN_BF16 || n->prec == RS_PLAN_INT8) && product)) {
+        if (n->prec != RS_PLAN_FP32 && !((n->prec == RS_PLAN_BF16 || (n->prec == RS_PLAN_INT8 && !cuda)) && product)) {
             st = BAD("node %s has precision %d", n->name, (int)n->prec);
             break;
         }
-        if (n->kind != RS_PK_CONV && (n->alg != RS_PCONV_DIRECT || n->alg1 != RS_PCONV_DIRECT)) {
+        if ((n->kind != RS_PK_CONV || cuda) && (n->alg != RS_PCONV_DIRECT || n->alg1 != RS_PCONV_DIRECT)) {
             st = BAD("node %s (%s) has a convolution algorithm", n->name, rs_pk_name(n->kind));
             break;
         }

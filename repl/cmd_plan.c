@@ -50,6 +50,11 @@ int rs_cmd_compile(rs_session *s, const rs_call *c)
     o.batch = (int)rs_call_int(c, "batch", 64);
     o.threads = (int)rs_call_int(c, "threads", s->threads);
     o.source = src;
+    o.device = (rs_plan_dev)rs_call_opt(c, "device")->v.choice;
+    if (o.device == RS_PLAN_DEV_CUDA && o.prec == RS_PLAN_INT8)
+        return rs_session_error(s, c, rs_call_opt(c, "precision")->pos, 10 + strlen(rs_call_opt(c, "precision")->text),
+                                "compile: precision=int8 is for device=cpu (oneDNN's s8 kernels with calibration); "
+                                "device=cuda compiles precision=fp32 or precision=bf16");
     if (o.batch < 1 || o.batch > 65536)
         return rs_session_error(s, c, rs_call_opt(c, "batch")->pos, 6 + strlen(rs_call_opt(c, "batch")->text),
                                 "compile: batch must be 1..65536, got %d", o.batch);
@@ -121,8 +126,15 @@ int rs_cmd_compile(rs_session *s, const rs_call *c)
         return rs_session_error(s, c, c->arg_pos[2], strlen(out), "compile: %s", err.msg);
     }
     char b1[32], b2[32], b3[32];
-    fprintf(s->out, "compile %s -> %s: %s, batch up to %d, %d thread%s\n", src, out, rs_plan_prec_name(o.prec), o.batch,
-            o.threads, o.threads == 1 ? "" : "s");
+    if (o.device == RS_PLAN_DEV_CUDA) {
+        char tgt[128];
+        rs_plan_target(p, tgt, sizeof tgt);
+        fprintf(s->out, "compile %s -> %s: %s, batch up to %d, for %s (compiled without a GPU; it runs where one is)\n",
+                src, out, rs_plan_prec_name(o.prec), o.batch, tgt);
+    } else {
+        fprintf(s->out, "compile %s -> %s: %s, batch up to %d, %d thread%s\n", src, out, rs_plan_prec_name(o.prec),
+                o.batch, o.threads, o.threads == 1 ? "" : "s");
+    }
     fprintf(s->out, "nodes: %d before, %d after (%d views removed)\n", ps.nodes_before, ps.nodes_after,
             ps.views_removed);
     for (int i = 0; i < ps.fusions; i++) fprintf(s->out, "  %s\n", rs_plan_fusion(p, i));
@@ -213,7 +225,8 @@ int rs_cmd_plan(rs_session *s, const rs_call *c)
     rs_result_begin(s, NULL);
     rs_err err = {0};
     rs_plan *p = NULL;
-    if (rs_plan_load(c->args[1], &p, &err))
+    /* show reads a plan for a GPU this machine lacks too; bench must run it */
+    if ((!strcmp(what, "show") ? rs_plan_inspect : rs_plan_load)(c->args[1], &p, &err))
         return rs_session_error(s, c, c->arg_pos[1], strlen(c->args[1]), "plan %s: %s", what, err.msg);
     if (!strcmp(what, "show")) {
         char *d = rs_plan_describe(p);

@@ -332,6 +332,7 @@ static const rs_optdef export_opts[] = {
 
 static const char *const precisions[] = {"fp32", "bf16", "int8", NULL};
 static const char *const calib_methods[] = {"minmax", "percentile", "entropy", NULL};
+static const char *const plan_devices[] = {"cpu", "cuda", NULL};
 static const rs_optdef compile_opts[] = {
     {"precision", RS_T_ENUM, "fp32", "what convolutions and inner products compute in (bf16: fp32 accumulation)",
      precisions},
@@ -342,6 +343,8 @@ static const rs_optdef compile_opts[] = {
     {"calib_method", RS_T_ENUM, "minmax", "int8: the input threshold: the largest |x|, a percentile, or least KL "
      "divergence (TensorRT's entropy)", calib_methods},
     {"calib_pct", RS_T_FLOAT, "99.99", "int8, calib_method=percentile: the percent of |x| kept unclipped", NULL},
+    {"device", RS_T_ENUM, "cpu", "what the plan runs on: this CPU (oneDNN) or a GPU (cuDNN, cuBLASLt; fp32 or bf16; "
+     "compiles without one)", plan_devices},
     {NULL, 0, NULL, NULL, NULL},
 };
 
@@ -575,7 +578,7 @@ const rs_cmddef rs_commands[] = {
      false, NULL, {A("WHAT", RS_A_WORD), AOPT("A", RS_A_STRING), AOPT("B", RS_A_STRING), AOPT("C", RS_A_STRING),
                    AOPT("D", RS_A_STRING)},
      5, onnx_opts, false, rs_cmd_onnx, NULL},
-    {"compile", "models", "compile MODEL|FILE.onnx [precision=fp32|bf16|int8] [batch=64] -> FILE.plan    an inference plan",
+    {"compile", "models", "compile MODEL|FILE.onnx [precision=fp32|bf16|int8] [batch=64] [device=cpu|cuda] -> FILE.plan    an inference plan",
      "Compiles a session model or an ONNX file for this CPU, as TensorRT builds an engine: views and\n"
      "dead nodes removed, a folded BatchNorm's scale and shift folded into the conv before it,\n"
      "activations and residual adds fused into the conv or inner product (oneDNN post-ops), every value\n"
@@ -591,11 +594,14 @@ const rs_cmddef rs_commands[] = {
      "percentile, entropy the one whose clipped, 128-level histogram is closest to the original\n"
      "(least KL divergence, TensorRT's default); larger values saturate. compile prints the int8\n"
      "plan's accuracy on f's test part beside the model's.\n"
+     "device=cuda makes a plan for a GPU (cuDNN convolutions and pools, cuBLASLt products, the\n"
+     "engine's CUDA kernels for the rest; fp32 or bf16) on any machine; it runs where there is one.\n"
      "Then: plan show FILE, plan bench FILE, model p = plan FILE (eval p on d, predict p on d).",
      false, NULL, {A("SRC", RS_A_PATH), A("->", RS_A_KEYWORD), A("FILE", RS_A_PATH)}, 3, compile_opts, false,
      rs_cmd_compile, NULL},
     {"plan", "models", "plan show|bench FILE.plan    what a compiled plan holds, or how fast it runs",
-     "  plan show FILE    what it was built for (ISA, oneDNN, precision), its\n"
+     "  plan show FILE    what it was built for (ISA, oneDNN, precision; or cuda's\n"
+     "                    target, cuDNN, cuBLASLt: read without a GPU too), its\n"
      "                    nodes with post-ops, precision and kernel, its memory\n"
      "                    plan (values, offsets, lifetimes) and its rewrites\n"
      "  plan bench FILE   median time per run at batch 1 and at its batch\n"

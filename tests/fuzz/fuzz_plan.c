@@ -3,7 +3,7 @@
  * The first byte chooses the form: 0, the rest is a plan message and the target writes a correct
  * header around it (so mutations reach the parser and the graph checks instead of stopping at the
  * checksum); anything else, the rest is a whole file, header included. Seeds are plans compiled here
- * from a small MLP, a CNN and a GPT. */
+ * from a small MLP, a CNN and a GPT, for the CPU and (refused here without a GPU) for cuda. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,9 +60,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     return 0;
 }
 
-static rs_fuzz_seed seeds[8];
+static rs_fuzz_seed seeds[12];
 
-static void add_seed(const char *spec, rs_plan_conv_alg alg, size_t *ns)
+static void add_seed(const char *spec, rs_plan_conv_alg alg, rs_plan_dev dev, rs_plan_prec prec, size_t *ns)
 {
     rs_model *m = NULL;
     rs_err e;
@@ -70,6 +70,8 @@ static void add_seed(const char *spec, rs_plan_conv_alg alg, size_t *ns)
     rs_plan_opts o = rs_plan_opts_default();
     o.batch = 2;
     o.conv_alg = alg;
+    o.device = dev;
+    o.prec = prec;
     rs_plan *p = NULL;
     uint8_t *buf;
     size_t n;
@@ -90,11 +92,16 @@ static void add_seed(const char *spec, rs_plan_conv_alg alg, size_t *ns)
 size_t rs_fuzz_seeds(const rs_fuzz_seed **out)
 {
     size_t ns = 0;
-    add_seed("mlp 6-5-3", RS_PLAN_CONV_AUTO, &ns);
-    add_seed("seq in=1x6x6 conv(2,3,pad=1) relu maxpool(2) flatten linear(3)", RS_PLAN_CONV_AUTO, &ns);
-    add_seed("gpt layers=1 heads=2 dim=8 ctx=4 vocab=5", RS_PLAN_CONV_AUTO, &ns);
+    add_seed("mlp 6-5-3", RS_PLAN_CONV_AUTO, RS_PLAN_DEV_CPU, RS_PLAN_FP32, &ns);
+    add_seed("seq in=1x6x6 conv(2,3,pad=1) relu maxpool(2) flatten linear(3)", RS_PLAN_CONV_AUTO, RS_PLAN_DEV_CPU, RS_PLAN_FP32, &ns);
+    add_seed("gpt layers=1 heads=2 dim=8 ctx=4 vocab=5", RS_PLAN_CONV_AUTO, RS_PLAN_DEV_CPU, RS_PLAN_FP32, &ns);
     /* Winograd where oneDNN has it (AVX-512): plain weights, the algorithm fields */
-    add_seed("seq in=8x6x6 conv(16,3,pad=1) relu flatten linear(3)", RS_PLAN_CONV_WINOGRAD, &ns);
+    add_seed("seq in=8x6x6 conv(16,3,pad=1) relu flatten linear(3)", RS_PLAN_CONV_WINOGRAD, RS_PLAN_DEV_CPU, RS_PLAN_FP32, &ns);
+    /* plans for a GPU (the cuda fields, bf16 weights in plain layout): loaded where one is, refused with
+     * the reason elsewhere, after the same graph checks */
+    add_seed("seq in=4x6x6 conv(8,3,pad=1) relu maxpool(2) flatten linear(3)", RS_PLAN_CONV_AUTO, RS_PLAN_DEV_CUDA,
+             RS_PLAN_BF16, &ns);
+    add_seed("gpt layers=1 heads=2 dim=8 ctx=4 vocab=5", RS_PLAN_CONV_AUTO, RS_PLAN_DEV_CUDA, RS_PLAN_FP32, &ns);
     *out = seeds;
     return ns;
 }

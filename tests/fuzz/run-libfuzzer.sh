@@ -27,8 +27,9 @@ repl="$(cd "$root" && echo engine/data/gen/digits.c engine/data/source.c engine/
 dist="$(cd "$root" && echo dist/store/*.c dist/launch/*.c dist/pg/*.c dist/shm/*.c dist/tcp/*.c dist/worker/*.c dist/train/*.c)"
 # ... and ONNX (its protobuf-c code generated here from onnx/onnx.proto), the dashboard and the server.
 onnx="$(cd "$root" && echo onnx/*.c repl/view/*.c serve/*.c)"
-# The plan compiler (its message generated from plan/plan.proto as meson does) and oneDNN.
-plan="$(cd "$root" && echo plan/*.c) GEN/plan/plan.pb-c.c"
+# The plan compiler (its message generated from plan/plan.proto as meson does) and oneDNN; its GPU
+# runtime as a build without cuDNN has it (plan/cuda_absent.c; cuda plans are refused when opened).
+plan="$(cd "$root" && ls plan/*.c | grep -v '^plan/cuda\.c$' | tr '\n' ' ') GEN/plan/plan.pb-c.c"
 # The engine's models and kernel tables, CUDA as a build without it (engine/cuda/cuda_absent.c: a model
 # on a GPU makes its device current).
 nn="engine/core/mem.c engine/core/tensor.c engine/core/dims.c engine/core/device.c engine/cuda/cuda_absent.c $(cd "$root" && echo engine/nn/*.c engine/cpu/*.c engine/guard/*.c)"
@@ -60,7 +61,7 @@ mkdir -p "$out/gen/serve"
 protoc-c --proto_path="$root/serve" --c_out="$out/gen/serve" "$root/serve/grpc_service.proto" || exit 1
 mkdir -p "$out/gen/plan"
 protoc-c --proto_path="$root/plan" --c_out="$out/gen/plan" "$root/plan/plan.proto" || exit 1
-flags="-std=c17 -g -O1 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L -I$root -I$here -I$root/repl -I$out/gen -DRS_VERSION=\"fuzz\" -DRS_SERVE_VERSION=\"fuzz\""
+flags="-std=c17 -g -O1 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L -I$root -I$here -I$root/repl -I$out/gen -DRS_VERSION=\"fuzz\" -DRS_SERVE_VERSION=\"fuzz\" -DRS_PLAN_CUDA_SM=90"
 
 status=0
 for t in $targets; do

@@ -16,3 +16,5 @@ model p = plan 12-plan.ring
 compile c precision=int8 calib=nodata -> c.plan
 compile c precision=int8 calib_method=kl -> c.plan
 compile c precision=int8 calib_pct=0 -> c.plan
+compile c device=cuda precision=int8 -> c.plan
+compile c device=gpu -> c.plan

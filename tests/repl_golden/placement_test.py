@@ -146,7 +146,7 @@ ls
 devices
 """ % dict(p=P("x.plan")))
 check(re.search(r"\bg +model +6370 parameters on guard ", out), "ls says where a model lives", detail)
-check("compile: model g is on guard; plans run on the CPU" in err, "compile refuses a model on a device, saying why",
+check("compile: model g is on guard; plans are built from a model on the CPU" in err, "compile refuses a model on a device, saying why",
       detail)
 check(err.count("lives on guard and mode=") == 2 and "`to g cpu` first" in err,
       "ddp and dp refuse it (their ranks and replicas train on the CPU)", detail)
