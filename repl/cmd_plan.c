@@ -256,7 +256,7 @@ int rs_cmd_plan(rs_session *s, const rs_call *c)
             free(node_med);
             return rs_session_error(s, c, (size_t)-1, 0, "plan bench: %s", err.msg);
         }
-        fprintf(s->out, "plan %s threads=%d batch=%d: median %.4g ms of %d runs, %.0f samples/s\n", c->args[1], threads,
+        fprintf(s->out, "plan %s threads=%d batch=%d: median %.4f ms of %d runs, %.0f samples/s\n", c->args[1], threads,
                 Bs[i], 1e3 * med, runs, Bs[i] / med);
         for (int j = 0; node_med && j < nn; j++) {
             char label[160];
