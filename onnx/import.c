@@ -348,6 +348,9 @@ rs_status rs_onnx_emit(nctx *c, rs_op op, const rs_op_attrs *a, ival **ins, int 
     for (int k = 0; k < nin; k++) {
         n.in[k] = -1;
         if (!ins[k]) continue;
+        if (op != RS_OP_GATHER && rs_onnx_reads_tokens(p, ins[k]))
+            return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "reads the token ids '%s' as numbers; only a Gather of a constant "
+                                "table (the embedding) takes them", p->g->values[p->g->input].name);
         is[k] = &ins[k]->shape;
         if (!rs_onnx_is_const(ins[k])) all_const = false;
     }
@@ -550,9 +553,10 @@ static rs_status graph_input(imp *p, const Onnx__ValueInfoProto *vi, rs_dims *s,
     if (!t || t->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !t->tensor_type)
         return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "input '%s' is not a tensor", nm);
     const Onnx__TypeProto__Tensor *tt = t->tensor_type;
-    if (tt->elem_type != DT_FLOAT)
-        return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "input '%s' has element type %s; only float inputs are supported", nm,
-                    rs_onnx_import_dtype_name(tt->elem_type));
+    bool ids = tt->elem_type == DT_INT64 || tt->elem_type == DT_INT32;
+    if (tt->elem_type != DT_FLOAT && !ids)
+        return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "input '%s' has element type %s; only float inputs (and int64 or "
+                    "int32 token ids) are supported", nm, rs_onnx_import_dtype_name(tt->elem_type));
     if (!tt->shape || tt->shape->n_dim < 1)
         return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "input '%s' has no shape; a (batch, ...) shape is needed", nm);
     const Onnx__TensorShapeProto *sh = tt->shape;
@@ -574,7 +578,7 @@ static rs_status graph_input(imp *p, const Onnx__ValueInfoProto *vi, rs_dims *s,
         s->d[k] = d->dim_value;
     }
     if (rs_dims_numel(s, 1) < 0) return rs_onnx_fail(p, RS_ERR_FORMAT, "input '%s' is larger than 2^31 elements", nm);
-    return RS_OK;
+    return ids ? rs_onnx_token_input(p, nm, tt->elem_type, s, *fixed) : RS_OK;
 }
 
 /* Drops nodes and values the output does not need, renumbering what stays. */
