@@ -365,6 +365,9 @@ rs_status rs_onnx_emit(nctx *c, rs_op op, const rs_op_attrs *a, ival **ins, int 
     bool has_batch = batch_dims > 0;
     /* (N, 1) + (1, N) would give (N, N): rows would no longer be samples */
     if (batch_dims > 1) return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "the batch would appear in two dimensions of the output");
+    if (p->g->tokens && all_const && has_batch) /* it would read the model's input, which holds ids */
+        return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "a value of the batch made from constants alone; in a graph of token "
+                            "ids every computed value comes from the embedding");
     if (all_const && !has_batch && on <= p->budget) {
         /* fold: evaluate now on the constants */
         float *bufs[RS_OP_MAX_IN] = {0};
@@ -758,6 +761,8 @@ static rs_status import_model(imp *p, const Onnx__ModelProto *m)
     if (!ov || ov->kind == IV_NONE) return rs_onnx_fail(p, RS_ERR_FORMAT, "graph output '%s' is not produced by any node", oname);
     if (ov->kind != IV_DYN)
         return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "graph output '%s' is a constant: it does not depend on the input", oname);
+    if (g->tokens && ov->vid == g->input)
+        return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "graph output '%s' is the token ids themselves", oname);
     int batch_dims = 0;
     for (int k = 0; k < ov->shape.rank; k++) batch_dims += ov->shape.d[k] == RS_DIM_BATCH;
     if (!g->fixed_batch && batch_dims != 1)
