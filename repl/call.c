@@ -244,8 +244,8 @@ rs_obj *rs_call_lookup(rs_session *s, const rs_call *c, int i, rs_arg_kind kind)
         strcmp(c->cmd->name, "predict") && !gen) {
         rs_session_error(s, c, c->arg_pos[i], strlen(name),
                          "%s: %s is an imported ONNX graph that is not a plain sequence of ringside layers, so it "
-                         "only runs: eval, predict and show use it",
-                         c->cmd->name, name);
+                         "only runs: eval, predict%s and show use it",
+                         c->cmd->name, name, rs_model_tokens(o->model) ? ", generate" : "");
         return NULL;
     }
     if (o && kind == RS_A_DATA && o->kind != RS_OBJ_DATA) {
