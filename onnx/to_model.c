@@ -6,7 +6,8 @@
  * saves and exports like any other; rs_onnx_to_inference_model builds any plan as an inference-only
  * model. Either way the graph's constants are copied into the model's one parameter buffer, each once:
  * a constant that several nodes read in the same layout is one range that they all read (a tied
- * weight, a mask every attention layer uses), not a copy per node. */
+ * weight, a mask every attention layer uses), not a copy per node. The transformer's subgraphs (the
+ * token embedding, the exporter's attention, the tanh GELU) are matched in to_model_seq.c. */
 #include "to_model_internal.h"
 
 #include <math.h>
