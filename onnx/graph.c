@@ -250,6 +250,15 @@ rs_status rs_onnx_infer(const rs_onnx_node *n, const rs_dims *const *in, int64_t
                             rs_dims_str(x, sa, sizeof sa));
         *out = *x;
         return RS_OK;
+    case RS_OP_GATHER: {
+        /* table (V, C) [ids (batch, T)] -> (batch, T, C): rows along axis 0 */
+        const rs_dims *ix = in[1];
+        if (x->rank != 2 || ix->rank + 1 > RS_DIMS_MAX)
+            return rs_onnx_node_err(err, RS_ERR_SHAPE, n, "Gather needs a (V, C) table, got %s", rs_dims_str(x, sa, sizeof sa));
+        *out = *ix;
+        out->d[out->rank++] = x->d[1];
+        return RS_OK;
+    }
     case RS_OP_COUNT: break;
     }
     return rs_onnx_node_err(err, RS_ERR_INTERNAL, n, "no shape rule");

@@ -41,6 +41,10 @@ typedef struct rs_onnx_graph {
     rs_onnx_value *values;    /* (nvalues), owned */
     rs_onnx_node *nodes;      /* (nnodes), owned, topological order */
     int input, output;        /* value indices */
+    /* the input holds token ids (int64 or int32 (batch, T) in the file): a model of the graph reads
+     * them as the engine's token models do, int32 in its 4-byte elements, and only a Gather of a
+     * constant table (the embedding) reads them */
+    bool tokens;
     /* 0 when the input's first dim is symbolic; else the file fixed the batch at this size, and one
      * sample of the model made of it is that many rows of the file's batch. */
     int64_t fixed_batch;

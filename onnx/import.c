@@ -348,6 +348,9 @@ rs_status rs_onnx_emit(nctx *c, rs_op op, const rs_op_attrs *a, ival **ins, int 
     for (int k = 0; k < nin; k++) {
         n.in[k] = -1;
         if (!ins[k]) continue;
+        if (op != RS_OP_GATHER && rs_onnx_reads_tokens(p, ins[k]))
+            return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "reads the token ids '%s' as numbers; only a Gather of a constant "
+                                "table (the embedding) takes them", p->g->values[p->g->input].name);
         is[k] = &ins[k]->shape;
         if (!rs_onnx_is_const(ins[k])) all_const = false;
     }
@@ -362,6 +365,9 @@ rs_status rs_onnx_emit(nctx *c, rs_op op, const rs_op_attrs *a, ival **ins, int 
     bool has_batch = batch_dims > 0;
     /* (N, 1) + (1, N) would give (N, N): rows would no longer be samples */
     if (batch_dims > 1) return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "the batch would appear in two dimensions of the output");
+    if (p->g->tokens && all_const && has_batch) /* it would read the model's input, which holds ids */
+        return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "a value of the batch made from constants alone; in a graph of token "
+                            "ids every computed value comes from the embedding");
     if (all_const && !has_batch && on <= p->budget) {
         /* fold: evaluate now on the constants */
         float *bufs[RS_OP_MAX_IN] = {0};
@@ -550,9 +556,10 @@ static rs_status graph_input(imp *p, const Onnx__ValueInfoProto *vi, rs_dims *s,
     if (!t || t->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !t->tensor_type)
         return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "input '%s' is not a tensor", nm);
     const Onnx__TypeProto__Tensor *tt = t->tensor_type;
-    if (tt->elem_type != DT_FLOAT)
-        return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "input '%s' has element type %s; only float inputs are supported", nm,
-                    rs_onnx_import_dtype_name(tt->elem_type));
+    bool ids = tt->elem_type == DT_INT64 || tt->elem_type == DT_INT32;
+    if (tt->elem_type != DT_FLOAT && !ids)
+        return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "input '%s' has element type %s; only float inputs (and int64 or "
+                    "int32 token ids) are supported", nm, rs_onnx_import_dtype_name(tt->elem_type));
     if (!tt->shape || tt->shape->n_dim < 1)
         return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "input '%s' has no shape; a (batch, ...) shape is needed", nm);
     const Onnx__TensorShapeProto *sh = tt->shape;
@@ -574,7 +581,7 @@ static rs_status graph_input(imp *p, const Onnx__ValueInfoProto *vi, rs_dims *s,
         s->d[k] = d->dim_value;
     }
     if (rs_dims_numel(s, 1) < 0) return rs_onnx_fail(p, RS_ERR_FORMAT, "input '%s' is larger than 2^31 elements", nm);
-    return RS_OK;
+    return ids ? rs_onnx_token_input(p, nm, tt->elem_type, s, *fixed) : RS_OK;
 }
 
 /* Drops nodes and values the output does not need, renumbering what stays. */
@@ -754,6 +761,8 @@ static rs_status import_model(imp *p, const Onnx__ModelProto *m)
     if (!ov || ov->kind == IV_NONE) return rs_onnx_fail(p, RS_ERR_FORMAT, "graph output '%s' is not produced by any node", oname);
     if (ov->kind != IV_DYN)
         return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "graph output '%s' is a constant: it does not depend on the input", oname);
+    if (g->tokens && ov->vid == g->input)
+        return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "graph output '%s' is the token ids themselves", oname);
     int batch_dims = 0;
     for (int k = 0; k < ov->shape.rank; k++) batch_dims += ov->shape.d[k] == RS_DIM_BATCH;
     if (!g->fixed_batch && batch_dims != 1)

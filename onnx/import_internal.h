@@ -120,4 +120,15 @@ rs_status rs_onnx_h_expand(nctx *c);
 rs_status rs_onnx_h_range(nctx *c);
 rs_status rs_onnx_h_trilu(nctx *c);
 
+/* import_tokens.c: token id inputs and the embedding Gather that reads them */
+
+/* An int64/int32 graph input of shape s (name and element type for messages): token ids (batch, T),
+ * anything else refused; marks the graph as taking tokens. */
+rs_status rs_onnx_token_input(imp *p, const char *name, int elem_type, const rs_dims *s, int64_t fixed);
+/* Whether v is the token input (of a graph that takes tokens). */
+bool rs_onnx_reads_tokens(const imp *p, const ival *v);
+/* Gather(c->in[0], c->in[1]) along axis when its indices are computed: the embedding lookup of a constant
+ * (V, C) table by the token ids, emitted as RS_OP_GATHER; anything else refused naming the node. */
+rs_status rs_onnx_token_gather(nctx *c, int axis);
+
 #endif

@@ -35,10 +35,11 @@ rs_status rs_onnx_h_gather(nctx *c)
     if (st) return st;
     ival *x = c->in[0], *ix = c->in[1];
     if (!rs_onnx_is_const(x)) return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "Gather on computed data (only constants and shapes)");
-    if (ix->kind != IV_I) return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "Gather indices must be integer constants");
     int64_t ax;
     int axis = 0;
     if ((st = rs_onnx_attr_int(p, "axis", 0, &ax)) || (st = rs_onnx_norm_axis(p, ax, x->shape.rank, &axis))) return st;
+    if (ix->kind == IV_DYN && p->g->tokens) return rs_onnx_token_gather(c, axis); /* an embedding */
+    if (ix->kind != IV_I) return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "Gather indices must be integer constants");
     rs_dims os = {0, {0}};
     if (x->shape.rank - 1 + ix->shape.rank > RS_DIMS_MAX) return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "rank too high");
     for (int k = 0; k < axis; k++) os.d[os.rank++] = x->shape.d[k];

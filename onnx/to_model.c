@@ -6,8 +6,9 @@
  * saves and exports like any other; rs_onnx_to_inference_model builds any plan as an inference-only
  * model. Either way the graph's constants are copied into the model's one parameter buffer, each once:
  * a constant that several nodes read in the same layout is one range that they all read (a tied
- * weight, a mask every attention layer uses), not a copy per node. */
-#include "import.h"
+ * weight, a mask every attention layer uses), not a copy per node. The transformer's subgraphs (the
+ * token embedding, the exporter's attention, the tanh GELU) are matched in to_model_seq.c. */
+#include "to_model_internal.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -16,49 +17,12 @@
 
 #include "engine/nn/spec.h"
 
-/* One planned model node. */
-typedef struct plan_node {
-    bool is_op;
-    rs_layer_cfg cfg;       /* a layer */
-    rs_op_node op;          /* a generic op */
-    int src[RS_LAYER_MAX_SRC], nsrc; /* model nodes read (-1: the model's input) */
-    const float *w[RS_LAYER_MAX_PARAMS]; /* constants for the parameter slots, in slot order (NULL: zeros) */
-    bool w_transposed;      /* slot 0 is MatMul's (K, N) weight: the engine's linear wants (N, K) */
-    int wk, wn;             /* (K, N) of a transposed weight */
-    int value;              /* the graph value it computes */
-    int node;               /* the (first) graph node it stands for */
-    /* slot j reads the same constant, in the same layout, as slot sh_slot[j] of the earlier model node
-     * sh_node[j]: it becomes a view of that slot rather than a copy (set by share_slots) */
-    bool shared[RS_LAYER_MAX_PARAMS];
-    int sh_node[RS_LAYER_MAX_PARAMS], sh_slot[RS_LAYER_MAX_PARAMS];
-} plan_node;
+typedef rs_onnx_pnode plan_node;
+typedef rs_onnx_conv conv;
 
-typedef struct conv {
-    const rs_onnx_graph *g;
-    bool train;             /* rs_onnx_to_model: a chain of trainable layers, or an error saying why not */
-    rs_err *err;
-    plan_node *P;           /* (np), owned */
-    int np;
-    int *vnode;             /* (nvalues) graph value -> model node; -1 the model's input, -2 none */
-    int *uses;              /* (nvalues) how many node inputs read each value (the output counts one) */
-    float **cdata;          /* (nvalues) constants computed here (owned): nodes over the import's folding budget */
-} conv;
-
-static const float *cval(const conv *c, int v)
-{
-    if (v < 0) return NULL;
-    return c->g->values[v].data ? c->g->values[v].data : c->cdata[v];
-}
-
-static const rs_dims *vshape(const conv *c, int v) { return &c->g->values[v].shape; }
-
-static bool const_scalar(const conv *c, int v, float *out)
-{
-    const float *d = cval(c, v);
-    if (!d || rs_dims_numel(vshape(c, v), 1) != 1) return false;
-    *out = d[0];
-    return true;
-}
+static const float *cval(const conv *c, int v) { return rs_onnx_cval(c, v); }
+static const rs_dims *vshape(const conv *c, int v) { return rs_onnx_vshape(c, v); }
+static bool const_scalar(const conv *c, int v, float *out) { return rs_onnx_const_scalar(c, v, out); }
 
 /* Does node k, with input cur, add a bias over the last dim (a constant of N values, last dim N) to a
  * value nothing else reads? */
@@ -162,6 +126,7 @@ static int match_layer(conv *c, int k, plan_node *L, const char **why)
     rs_shape per = rs_op_sample_shape(xs);
     *L = (plan_node){.nsrc = 1, .src = {src_of(c, x)}, .value = n->out};
     *why = NULL;
+    if (n->op == RS_OP_GATHER) return rs_onnx_tm_embed(c, k, L, why); /* x is the table, the ids come second */
     if (src_of(c, x) == -2) {
         *why = "reads a constant where a layer takes its input";
         return 0;
@@ -243,7 +208,12 @@ static int match_layer(conv *c, int k, plan_node *L, const char **why)
             return 0;
         }
         return 1;
+    case RS_OP_SLICE:
+        if (!c->train && rs_onnx_tm_attn(c, k, L)) return 1;
+        *why = "has no engine layer";
+        return 0;
     case RS_OP_BINARY: {
+        if (!c->train && rs_onnx_tm_gelu_tanh(c, k, L)) return 1;
         int used = gelu_expansion(c, k, x);
         if (used) {
             L->cfg = rs_layer_cfg_default(RS_LAYER_GELU);
@@ -371,6 +341,7 @@ static rs_status plan(conv *c)
     int cur = g->input; /* train: the value the chain has reached */
     for (int k = 0; k < g->nnodes; k++) {
         const rs_onnx_node *n = &g->nodes[k];
+        if (c->taken[k]) continue; /* inside a subgraph an earlier model node computes whole */
         bool all_const = true; /* then its value is computed here, unless it holds the batch */
         for (int i = 0; i < n->nin; i++)
             if (n->in[i] >= 0 && !cval(c, n->in[i])) all_const = false;
@@ -392,6 +363,8 @@ static rs_status plan(conv *c)
         const char *why = NULL;
         int used = match_layer(c, k, P, &why);
         if (!used && c->train) return seq_fail(c, n, why ? why : "has no engine layer");
+        if (!used && n->op == RS_OP_GATHER) /* the ids are int32 bits: only the embed layer reads them */
+            return rs_onnx_node_err(c->err, RS_ERR_UNSUPPORTED, n, "%s", why ? why : "is not an embedding");
         if (!used) {
             rs_status st = plan_op(c, k, P);
             if (st) return st;
@@ -494,6 +467,7 @@ static void conv_free(conv *c)
     free(c->cdata);
     free(c->vnode);
     free(c->uses);
+    free(c->taken);
     free(c->P);
 }
 
@@ -505,7 +479,8 @@ static rs_status conv_init(conv *c, const rs_onnx_graph *g, bool train, rs_err *
     c->vnode = malloc(nv * sizeof *c->vnode);
     c->uses = calloc(nv, sizeof *c->uses);
     c->cdata = calloc(nv, sizeof *c->cdata);
-    if (!c->P || !c->vnode || !c->uses || !c->cdata) return rs_err_set(err, RS_ERR_NOMEM, "onnx to model: out of memory");
+    c->taken = calloc((size_t)g->nnodes + 1, sizeof *c->taken);
+    if (!c->P || !c->vnode || !c->uses || !c->cdata || !c->taken) return rs_err_set(err, RS_ERR_NOMEM, "onnx to model: out of memory");
     for (int i = 0; i < g->nvalues; i++) c->vnode[i] = -2;
     c->vnode[g->input] = -1;
     for (int k = 0; k < g->nnodes; k++)
@@ -518,6 +493,9 @@ static rs_status conv_init(conv *c, const rs_onnx_graph *g, bool train, rs_err *
 rs_status rs_onnx_to_model(const rs_onnx_graph *g, const char *name, rs_model **out, rs_err *err)
 {
     *out = NULL;
+    if (g->tokens) /* its embedding and residual adds are no layer chain; `model g = gpt` is the trainable form */
+        return rs_err_set(err, RS_ERR_UNSUPPORTED, "onnx to model: the graph takes token ids; a GPT's graph is not a "
+                          "plain sequence of layers (`model g = gpt ...` builds one that trains)");
     conv c;
     rs_status st = conv_init(&c, g, true, err);
     if (!st) st = plan(&c);
@@ -581,6 +559,7 @@ rs_status rs_onnx_to_inference_model(const rs_onnx_graph *g, const char *name, r
     rs_model *m = st ? NULL : rs_model_new(name ? name : "onnx", &in, rs_device_cpu(), NULL);
     if (!st && !m) st = rs_err_set(err, RS_ERR_NOMEM, "onnx: out of memory for the model");
     if (m) rs_model_set_inference_only(m);
+    if (m) rs_model_set_tokens(m, g->tokens);
     if (m && g->fixed_batch > 1) rs_model_set_fixed_batch(m, (int)g->fixed_batch);
     for (int i = 0; i < c.np && !st; i++) {
         const plan_node *P = &c.P[i];

@@ -239,11 +239,13 @@ rs_obj *rs_call_lookup(rs_session *s, const rs_call *c, int i, rs_arg_kind kind)
         return NULL;
     }
     /* An imported ONNX graph with no engine equivalent runs (eval, predict) but does not train or save. */
-    if (o && kind == RS_A_MODEL && o->model && rs_model_inference_only(o->model) && strcmp(c->cmd->name, "eval") && strcmp(c->cmd->name, "predict")) {
+    bool gen = o && o->model && rs_model_tokens(o->model) && !strcmp(c->cmd->name, "generate"); /* an exported GPT */
+    if (o && kind == RS_A_MODEL && o->model && rs_model_inference_only(o->model) && strcmp(c->cmd->name, "eval") &&
+        strcmp(c->cmd->name, "predict") && !gen) {
         rs_session_error(s, c, c->arg_pos[i], strlen(name),
                          "%s: %s is an imported ONNX graph that is not a plain sequence of ringside layers, so it "
-                         "only runs: eval, predict and show use it",
-                         c->cmd->name, name);
+                         "only runs: eval, predict%s and show use it",
+                         c->cmd->name, name, rs_model_tokens(o->model) ? ", generate" : "");
         return NULL;
     }
     if (o && kind == RS_A_DATA && o->kind != RS_OBJ_DATA) {

@@ -74,10 +74,11 @@ static int model_from_onnx(rs_session *s, const rs_call *c, const char *path, si
         fprintf(s->out, "model %s: imported from %s as %s (%zu parameters): it trains, saves and exports like any model\n",
                 c->bind, path, o.spec, rs_model_param_count(m));
     else
-        fprintf(s->out, "model %s: imported from %s for inference (%d nodes, input %lld values, output %lld); it runs "
-                        "with eval and predict but does not train: %s\n",
+        fprintf(s->out, "model %s: imported from %s for inference (%d nodes, input %lld %s, output %lld); it runs "
+                        "with eval%s and predict but does not train: %s\n",
                 c->bind, path, rs_model_layer_count(m), (long long)rs_shape_numel(rs_model_input_shape(m)),
-                (long long)rs_model_classes(m) * rs_model_rows(m), why.msg);
+                rs_model_tokens(m) ? "tokens" : "values", (long long)rs_model_classes(m) * rs_model_rows(m),
+                rs_model_tokens(m) ? ", generate" : "", why.msg);
     return 0;
 }
 

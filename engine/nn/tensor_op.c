@@ -12,6 +12,7 @@
 static const char *const op_names[RS_OP_COUNT] = {
     "reshape", "gemm", "matmul", "conv", "maxpool", "avgpool", "globalavgpool", "unary", "binary", "softmax",
     "logsoftmax", "layernorm", "transpose", "concat", "reducemean", "reducesum", "where", "expand", "slice", "trilu",
+    "gather",
 };
 
 const char *rs_op_name(rs_op op) { return (unsigned)op < RS_OP_COUNT ? op_names[op] : "?"; }
@@ -191,6 +192,7 @@ static rs_status run_op(rs_kctx *ctx, rs_op op, const rs_op_attrs *a, const floa
     case RS_OP_EXPAND: return k->select(ctx, NULL, NULL, x, xs, NULL, NULL, out, os);
     case RS_OP_SLICE: return slice_op(ctx, a, x, xs, out, os);
     case RS_OP_TRILU: return k->trilu(ctx, x, xs, a->upper, a->k, out);
+    case RS_OP_GATHER:
     case RS_OP_COUNT: break;
     }
     return rs_kctx_fail(ctx, RS_ERR_INTERNAL, "tensor op %d has no kernel", (int)op);

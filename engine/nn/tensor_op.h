@@ -37,6 +37,8 @@ typedef enum rs_op {
     RS_OP_EXPAND,      /* broadcast x to attrs.shape (numpy rules both ways) */
     RS_OP_SLICE,       /* Slice / Split: attrs.starts/steps per dim, the output shape in attrs.shape */
     RS_OP_TRILU,       /* over the last two dims: attrs.upper, attrs.k */
+    RS_OP_GATHER,      /* rows of a constant (V, C) table picked by the model's token ids: no kernel here,
+                          onnx/'s conversion makes it the embed layer (which reads int32 ids, not floats) */
     RS_OP_COUNT
 } rs_op;
 

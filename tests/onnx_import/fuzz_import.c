@@ -3,7 +3,8 @@
  * touching memory it does not own.
  * Seeds are small valid models built here with protobuf-c: an MLP, the exporters' Shape -> Gather ->
  * Unsqueeze -> Concat -> Reshape chain, a conv/pool chain, a LayerNormalization/Softmax head, and the
- * mask patterns of attention blocks (Split, Range, Mod, Equal, Trilu, Where, Expand, Cast, HardSwish). */
+ * mask patterns of attention blocks (Split, Range, Mod, Equal, Trilu, Where, Expand, Cast, HardSwish), and
+ * a token model (int64 ids, the embedding Gather, the tanh GELU expansion). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -211,7 +212,7 @@ static rs_fuzz_seed pack(mb *b)
 
 size_t rs_fuzz_seeds(const rs_fuzz_seed **seeds)
 {
-    static rs_fuzz_seed s[5];
+    static rs_fuzz_seed s[6];
     static mb b;
     static const int64_t w1[] = {8, 12}, b1[] = {8}, w2[] = {3, 8}, b2[] = {3};
     static const int64_t mlp_in[] = {0, 3, 4};
@@ -286,6 +287,31 @@ size_t rs_fuzz_seeds(const rs_fuzz_seed **seeds)
     init_i(&b, "r1", r1, 1, NULL, 0), init_i(&b, "two", two, 1, NULL, 0), init_i(&b, "eshape", eshape, 2, two_d, 1);
     init_f(&b, "e41", e41, 2), init_f(&b, "c0", c1, 0);
     s[4] = pack(&b);
+
+    /* a token model: int64 ids, the embedding Gather + positions, GPT-2's tanh GELU spelled out (the
+     * importer makes them the embed and gelu layers) */
+    static const int64_t tin[] = {0, 4}, te[] = {11, 6}, tp[] = {4, 6}, scalar[] = {1};
+    mb_init(&b, 17, tin, 2);
+    b.in_tt.elem_type = 7;
+    attr_i(&b, node(&b, "Gather", "te", "x", NULL, "emb"), "axis", 0);
+    node(&b, "Add", "emb", "tp", NULL, "h");
+    node(&b, "Mul", "h", "h", NULL, "x2");
+    node(&b, "Mul", "x2", "h", NULL, "x3");
+    node(&b, "Mul", "x3", "ga", NULL, "ax3");
+    node(&b, "Add", "ax3", "h", NULL, "inner");
+    node(&b, "Mul", "inner", "gk", NULL, "u");
+    node(&b, "Tanh", "u", NULL, NULL, "th");
+    node(&b, "Add", "th", "one", NULL, "t1");
+    node(&b, "Mul", "t1", "h", NULL, "xm");
+    node(&b, "Mul", "xm", "half", NULL, "y");
+    init_f(&b, "te", te, 2), init_f(&b, "tp", tp, 2);
+    static const char *const scal[] = {"ga", "gk", "one", "half"};
+    static const float sv[] = {0.044715f, 0.7978845608f, 1.0f, 0.5f};
+    for (int i = 0; i < 4; i++) {
+        init_f(&b, scal[i], scalar, 0);
+        b.fdata[b.nf - 1] = sv[i];
+    }
+    s[5] = pack(&b);
     *seeds = s;
-    return 5;
+    return 6;
 }
