@@ -17,6 +17,7 @@
 #include "plan/ir.h"
 #include "plan/plan.h"
 #include "rs_test.h"
+#include "plan_check.h"
 
 /* fp32: |plan - engine| <= FP32_TOL * max(1, max |engine|). oneDNN sums in another order than
  * OpenBLAS; seen: at most 1.2e-6. */
@@ -26,59 +27,6 @@
 /* int8 (inputs per tensor, weights per channel, 127 levels each, min-max calibrated on inputs of the
  * same distribution): <= INT8_TOL * max(1, max |engine|). */
 #define INT8_TOL 6e-2
-
-static double max_abs(const float *a, size_t n)
-{
-    double m = 0;
-    for (size_t i = 0; i < n; i++)
-        if (fabs(a[i]) > m) m = fabs(a[i]);
-    return m;
-}
-
-static double max_diff(const float *a, const float *b, size_t n)
-{
-    double m = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - (double)b[i]);
-        if (!(d <= m)) m = d;
-    }
-    return m;
-}
-
-/* Inputs for B samples of m: floats in [-1, 1), or token ids below the vocabulary. */
-static void *inputs(rs_model *m, int B, uint64_t seed)
-{
-    size_t n = (size_t)B * (size_t)rs_shape_numel(rs_model_input_shape(m));
-    float *x = malloc(n * sizeof *x);
-    rs_rng r;
-    rs_rng_seed(&r, seed);
-    for (size_t i = 0; i < n; i++) {
-        if (rs_model_tokens(m)) ((int32_t *)(void *)x)[i] = (int32_t)rs_rng_below(&r, (uint64_t)rs_model_vocab(m));
-        else x[i] = 2.0f * (float)rs_rng_uniform(&r) - 1.0f;
-    }
-    return x;
-}
-
-static size_t out_numel(rs_plan *p, int B) { return (size_t)B * rs_plan_rows(p) * rs_plan_classes(p); }
-
-/* Engine vs plan at B; returns the max difference relative to the output's scale. */
-static double compare(rs_model *m, rs_plan *p, int B, const char *what)
-{
-    void *x = inputs(m, B, 11 + (uint64_t)B);
-    const float *ref, *got;
-    rs_err e = {0};
-    rs_model_set_training(m, false);
-    RS_CHECK(rs_model_forward(m, x, B, &ref, &e) == RS_OK, "%s: engine: %s", what, e.msg);
-    size_t n = out_numel(p, B);
-    float *keep = malloc(n * sizeof *keep);
-    memcpy(keep, ref, n * sizeof *keep);
-    double rel = 1e9;
-    if (rs_plan_run(p, x, B, &got, &e) == RS_OK) rel = max_diff(got, keep, n) / fmax(1.0, max_abs(keep, n));
-    else RS_CHECK(0, "%s: plan run at B=%d: %s", what, B, e.msg);
-    free(keep);
-    free(x);
-    return rel;
-}
 
 static rs_plan *compile(rs_model *m, rs_plan_prec prec, unsigned passes, const char *what)
 {
