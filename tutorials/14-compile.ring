@@ -15,6 +15,7 @@ compile cnn.onnx batch=64 -> c32.plan
 expect nodes_before = 8
 expect nodes_after = 5
 expect fusions = 2
+say "For a 3x3 convolution over enough channels (16 on this CPU) compile also times oneDNN's Winograd kernels (fewer multiplies, more memory traffic) against the direct one: at the plan's batch, at batch 1, and the batch-1 kernel run once per sample, keeps the fastest and prints a line saying by how much. This CNN's convolutions read 1 and 8 channels, too few: compile a model with conv(32,3,pad=1) after a first conv to see the lines."
 say "Every value of a run lives in one arena. A value's bytes are free again once its last reader has run, so the memory plan gives them to a later value; without reuse each value would need its own. The peak with reuse is what the machine must hold:"
 expect arena_bytes < naive_bytes
 pause
