@@ -4,6 +4,8 @@
 #define RS_TESTS_PLAN_CHECK_H
 
 #include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +65,35 @@ static inline double compare(rs_model *m, rs_plan *p, int B, const char *what)
     free(keep);
     free(x);
     return rel;
+}
+
+/* Plan bytes b are refused, by the loader or (inspect) by what `plan show` reads with, and the
+ * message holds needle. */
+static inline void expect_bytes_refused(const uint8_t *b, size_t n, bool inspect, const char *needle, const char *what)
+{
+    rs_err e = {0};
+    rs_plan *p = NULL;
+    rs_status st = inspect ? rs_plan_inspect_buffer(b, n, "t.plan", &p, &e) : rs_plan_load_buffer(b, n, "t.plan", &p, &e);
+    RS_CHECK(st != RS_OK && !p, "%s: read", what);
+    RS_CHECK(strstr(e.msg, needle) != NULL, "%s: message '%s' lacks '%s'", what, e.msg, needle);
+    rs_plan_free(p);
+}
+
+/* p written with its string field (cap bytes) set to value is refused as above; the field is put back. */
+static inline void expect_field_refused(rs_plan *p, char *field, size_t cap, const char *value, bool inspect,
+                                        const char *needle, const char *what)
+{
+    char keep[256]; /* fields of rs_plan hold at most 160 */
+    size_t nk = cap < sizeof keep ? cap : sizeof keep;
+    memcpy(keep, field, nk);
+    snprintf(field, cap, "%s", value);
+    uint8_t *buf = NULL;
+    size_t n = 0;
+    rs_err e = {0};
+    RS_CHECK(rs_plan_serialize(p, &buf, &n, &e) == RS_OK, "%s: %s", what, e.msg);
+    if (buf) expect_bytes_refused(buf, n, inspect, needle, what);
+    free(buf);
+    memcpy(field, keep, nk);
 }
 
 #endif

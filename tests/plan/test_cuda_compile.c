@@ -16,6 +16,7 @@
 #include "plan/ir.h"
 #include "plan/plan.h"
 #include "rs_test.h"
+#include "plan_check.h"
 
 static rs_plan *compile_cuda(rs_model *m, rs_plan_prec prec, rs_err *e)
 {
@@ -30,12 +31,7 @@ static rs_plan *compile_cuda(rs_model *m, rs_plan_prec prec, rs_err *e)
 
 static void expect_refused(const uint8_t *b, size_t n, const char *needle, const char *what)
 {
-    rs_err e = {0};
-    rs_plan *p = NULL;
-    rs_status st = rs_plan_inspect_buffer(b, n, "t.plan", &p, &e);
-    RS_CHECK(st != RS_OK && !p, "%s: read", what);
-    RS_CHECK(strstr(e.msg, needle) != NULL, "%s: message '%s' lacks '%s'", what, e.msg, needle);
-    rs_plan_free(p);
+    expect_bytes_refused(b, n, true, needle, what);
 }
 
 /* The weights of p's products are plain, bf16 exactly where the node is, and equal the model's
@@ -183,20 +179,10 @@ static void refusals(void)
     }
     uint8_t *buf;
     size_t n;
-    char keep[16];
-    snprintf(keep, sizeof keep, "%s", p->device);
-    snprintf(p->device, sizeof p->device, "tpu");
-    RS_CHECK(rs_plan_serialize(p, &buf, &n, &e) == RS_OK, "%s", e.msg);
-    expect_refused(buf, n, "built for device 'tpu'; plans are for the cpu or cuda", "device tpu");
-    free(buf);
-    snprintf(p->device, sizeof p->device, "%s", keep);
-    char tgt[16];
-    snprintf(tgt, sizeof tgt, "%s", p->cuda_target);
-    snprintf(p->cuda_target, sizeof p->cuda_target, "gfx90a");
-    RS_CHECK(rs_plan_serialize(p, &buf, &n, &e) == RS_OK, "%s", e.msg);
-    expect_refused(buf, n, "without a valid target", "target gfx90a");
-    free(buf);
-    snprintf(p->cuda_target, sizeof p->cuda_target, "%s", tgt);
+    expect_field_refused(p, p->device, sizeof p->device, "tpu", true,
+                         "built for device 'tpu'; plans are for the cpu or cuda", "device tpu");
+    expect_field_refused(p, p->cuda_target, sizeof p->cuda_target, "gfx90a", true, "without a valid target",
+                         "target gfx90a");
     /* a cpu plan's blocked layout in a cuda plan: the GPU runtime reads every value plain */
     int v = p->nodes[0].out;
     p->values[v].layout = 1;
