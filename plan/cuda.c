@@ -93,9 +93,8 @@ void rs_plan_cuda_target(char *target, size_t nt, char *cudnn, size_t nc, char *
 
 static float *dev_value(rs_plan *p, int v)
 {
-    int r = rs_plan_root(p, v);
-    if (r == 0) return (float *)(void *)(p->cu->mem + p->cu->in_off);
-    return (float *)(void *)(p->cu->mem + p->values[r].offset);
+    rs_plan_mem m = {p->cu->mem, p->cu->mem + p->cu->in_off, NULL};
+    return rs_plan_mem_value(p, &m, v);
 }
 
 /* The descriptors and algorithms of every node for batch B, each algorithm the library's first
@@ -444,70 +443,21 @@ static rs_status run_linear(rs_plan *p, int i, int B, rs_err *err)
     return finish_post(p, n, k, into, out, (size_t)B * (size_t)p->values[n->out].numel, err);
 }
 
-/* A generic op as run.c's run_op, on device memory. */
-static rs_status run_op(rs_plan *p, const rs_pnode *n, int B, rs_err *err)
-{
-    bool batched = rs_dims_batch_pos(&n->dout) >= 0;
-    int reps = batched ? 1 : B;
-    int64_t b = batched ? B : 1;
-    rs_dims os = rs_dims_with_batch(&n->dout, b), is[RS_OP_MAX_IN];
-    const rs_dims *isp[RS_OP_MAX_IN] = {0};
-    for (int i = 0; i < n->nin; i++) {
-        is[i] = n->cin[i] >= 0 ? n->ds[i] : rs_dims_with_batch(&n->ds[i], b);
-        isp[i] = &is[i];
-    }
-    float *out = dev_value(p, n->out);
-    size_t ostep = (size_t)rs_dims_numel(&os, 0);
-    for (int r = 0; r < reps; r++) {
-        const float *ins[RS_OP_MAX_IN] = {0};
-        for (int i = 0; i < n->nin; i++)
-            ins[i] = n->cin[i] >= 0 ? p->cu->tdev[n->cin[i]]
-                                    : dev_value(p, n->in[i]) + (size_t)r * (size_t)rs_dims_numel(&is[i], 0);
-        rs_status st = rs_op_run(&p->cu->ctx, n->op, &n->a, ins, isp, out + (size_t)r * ostep, &os, NULL, 0, err);
-        if (st) return st;
-    }
-    return RS_OK;
-}
+static const float *dev_tensor(const rs_plan *p, int t) { return p->cu->tdev[t]; }
 
 static rs_status run_node(rs_plan *p, int i, int B, rs_err *err)
 {
     const rs_pnode *n = &p->nodes[i];
     struct rs_pcuda *c = p->cu;
-    rs_kctx *x = &c->ctx;
-    const rs_kernels *k = x->k;
     switch (n->kind) {
     case RS_PK_CONV:
     case RS_PK_MAXPOOL:
     case RS_PK_AVGPOOL: return run_conv(p, i, B, err);
     case RS_PK_LINEAR: return run_linear(p, i, B, err);
-    case RS_PK_OP: return run_op(p, n, B, err); /* its first input may be a constant */
     default: break;
     }
-    float *out = dev_value(p, n->out);
-    const float *in = dev_value(p, n->in[0]);
-    size_t cnt = (size_t)B * (size_t)p->values[n->out].numel;
-    rs_status st = RS_OK;
-    switch (n->kind) {
-    case RS_PK_ACT: st = k->unary(x, (rs_unary_op)n->act, in, out, cnt, n->alpha, n->beta); break;
-    case RS_PK_ADD: st = k->add(x, in, dev_value(p, n->in[1]), out, cnt); break;
-    case RS_PK_LAYERNORM: {
-        /* mean and rstd of each row into the node's scratch value, as the engine's forward keeps them */
-        int rows = (int)(cnt / (size_t)n->C);
-        float *mr = dev_value(p, n->tmp);
-        st = k->layernorm_fwd(x, in, c->tdev[n->w], c->tdev[n->b], out, mr, mr + rows, rows, n->C, n->eps);
-        break;
-    }
-    case RS_PK_EMBED:
-        st = k->embed_fwd(x, (const int32_t *)(const void *)in, c->tdev[n->w], c->tdev[n->b], out, B, n->T, n->C);
-        break;
-    case RS_PK_ATTN: st = k->attn_fwd(x, in, out, dev_value(p, n->tmp), B, n->T, n->C, n->heads); break;
-    default: return rs_err_set(err, RS_ERR_INTERNAL, "plan: node %s (%s) cannot run", n->name, rs_pk_name(n->kind));
-    }
-    if (st) {
-        rs_kctx_check(x, err);
-        return rs_err_prefix(err, "plan node %s (%s)", n->name, rs_pk_name(n->kind));
-    }
-    return RS_OK;
+    rs_plan_mem m = {c->mem, c->mem + c->in_off, dev_tensor};
+    return rs_plan_table_node(p, &c->ctx, &m, n, B, err);
 }
 
 rs_status rs_plan_cuda_run(rs_plan *p, const void *x, int B, const float **out, rs_err *err)

@@ -245,4 +245,16 @@ const char *rs_plan_cuda_impl(const rs_plan *p, int i);
 /* Pointer to value v's memory for batch B (the input: x). */
 float *rs_plan_value_ptr(rs_plan *p, int v, const void *x);
 
+/* ---- the engine's kernel table (table.c) ---- */
+/* Where a run's memory is: the arena its offsets count from, value 0 (the input), and each tensor's
+ * data (host for run.c, device for cuda.c). */
+typedef struct rs_plan_mem {
+    char *arena;
+    const void *input;
+    const float *(*tensor)(const rs_plan *p, int t);
+} rs_plan_mem;
+float *rs_plan_mem_value(const rs_plan *p, const rs_plan_mem *m, int v);
+/* Runs node n (not a oneDNN / cuDNN / cuBLASLt one) on context c over memory m at batch B. */
+rs_status rs_plan_table_node(const rs_plan *p, rs_kctx *c, const rs_plan_mem *m, const rs_pnode *n, int B, rs_err *err);
+
 #endif

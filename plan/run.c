@@ -149,42 +149,15 @@ rs_status rs_plan_compile(rs_model *m, const rs_plan_opts *o, rs_plan **out, rs_
 
 float *rs_plan_value_ptr(rs_plan *p, int v, const void *x)
 {
-    int r = rs_plan_root(p, v);
-    if (r == 0) return (float *)(uintptr_t)x;
-    return (float *)((char *)p->arena + p->values[r].offset);
+    rs_plan_mem m = {(char *)p->arena, x, NULL};
+    return rs_plan_mem_value(p, &m, v);
 }
 
-/* A generic op with the batch filled in (B for a batched op; one sample at a time for an op whose
- * file fixed the batch), as the engine's op layer runs it. */
-static rs_status run_op(rs_plan *p, const rs_pnode *n, const void *x, int B, rs_err *err)
-{
-    bool batched = rs_dims_batch_pos(&n->dout) >= 0;
-    int reps = batched ? 1 : B;
-    int64_t b = batched ? B : 1;
-    rs_dims os = rs_dims_with_batch(&n->dout, b), is[RS_OP_MAX_IN];
-    const rs_dims *isp[RS_OP_MAX_IN] = {0};
-    for (int i = 0; i < n->nin; i++) {
-        is[i] = n->cin[i] >= 0 ? n->ds[i] : rs_dims_with_batch(&n->ds[i], b);
-        isp[i] = &is[i];
-    }
-    float *out = rs_plan_value_ptr(p, n->out, x);
-    size_t ostep = (size_t)rs_dims_numel(&os, 0);
-    for (int r = 0; r < reps; r++) {
-        const float *ins[RS_OP_MAX_IN] = {0};
-        for (int i = 0; i < n->nin; i++)
-            ins[i] = n->cin[i] >= 0 ? (const float *)p->tensors[n->cin[i]].data
-                                    : rs_plan_value_ptr(p, n->in[i], x) + (size_t)r * (size_t)rs_dims_numel(&is[i], 0);
-        rs_status st = rs_op_run(&p->ctx, n->op, &n->a, ins, isp, out + (size_t)r * ostep, &os, NULL, 0, err);
-        if (st) return st;
-    }
-    return RS_OK;
-}
+static const float *host_tensor(const rs_plan *p, int t) { return p->tensors[t].data; }
 
 static rs_status run_node(rs_plan *p, int i, const void *x, int B, rs_err *err)
 {
     const rs_pnode *n = &p->nodes[i];
-    rs_kctx *c = &p->ctx;
-    const rs_kernels *k = c->k;
     if (p->calib && (n->kind == RS_PK_CONV || n->kind == RS_PK_LINEAR)) {
         /* a blocked value's padding channels are zeros: they add to the histogram's first bin */
         const rs_pvalue *v = &p->values[rs_plan_root(p, n->in[0])];
@@ -192,26 +165,8 @@ static rs_status run_node(rs_plan *p, int i, const void *x, int B, rs_err *err)
         rs_plan_calib_observe(p->calib, i, rs_plan_value_ptr(p, n->in[0], x), cnt);
     }
     if (rs_plan_node_is_dnnl(n)) return rs_plan_dnnl_exec(p, i, x, B, err);
-    float *out = rs_plan_value_ptr(p, n->out, x);
-    const float *in = rs_plan_value_ptr(p, n->in[0], x);
-    size_t cnt = (size_t)B * (size_t)p->values[n->out].numel;
-    rs_status st = RS_OK;
-    switch (n->kind) {
-    case RS_PK_ACT: st = k->unary(c, (rs_unary_op)n->act, in, out, cnt, n->alpha, n->beta); break;
-    case RS_PK_ADD: st = k->add(c, in, rs_plan_value_ptr(p, n->in[1], x), out, cnt); break;
-    case RS_PK_EMBED:
-        st = k->embed_fwd(c, (const int32_t *)(const void *)in, p->tensors[n->w].data, p->tensors[n->b].data, out, B,
-                          n->T, n->C);
-        break;
-    case RS_PK_ATTN: st = k->attn_fwd(c, in, out, rs_plan_value_ptr(p, n->tmp, x), B, n->T, n->C, n->heads); break;
-    case RS_PK_OP: return run_op(p, n, x, B, err);
-    default: return rs_err_set(err, RS_ERR_INTERNAL, "plan: node %s (%s) cannot run", n->name, rs_pk_name(n->kind));
-    }
-    if (st) {
-        rs_kctx_check(c, err);
-        return rs_err_prefix(err, "plan node %s (%s)", n->name, rs_pk_name(n->kind));
-    }
-    return RS_OK;
+    rs_plan_mem m = {(char *)p->arena, x, host_tensor};
+    return rs_plan_table_node(p, &p->ctx, &m, n, B, err);
 }
 
 rs_status rs_plan_run(rs_plan *p, const void *x, int B, const float **out, rs_err *err)
