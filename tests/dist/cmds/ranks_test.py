@@ -483,7 +483,8 @@ def case_by_hand(tmp):
     check(all("-> out [6, 33, 60]" in o for o in outs), "each holds the sum of [1,10,19],[2,11,20],[3,12,21]")
     check(all(re.search(r"^@check %d 0 " % r, o, re.M) for r, o in enumerate(outs)), "each rank checks itself")
     # a rank that never arrives: rendezvous times out naming it
-    env = dict(os.environ, RANK="0", WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port + 1))
+    # (its own free port: port + 1 was another process's once, and rank 0 then failed at listen)
+    env = dict(os.environ, RANK="0", WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
     t0 = time.time()
     p = subprocess.run([EXE, "--worker", "collective", "op=all_reduce", "timeout=1.5"], env=env, capture_output=True,
                        text=True, timeout=60)
@@ -742,7 +743,7 @@ def case_world(tmp):
     if m and len(lines) == 2:
         env = dict(os.environ)
         env.update(dict(kv.split("=", 1) for kv in m.group(1).split()))
-        env["MASTER_PORT"] = str(29800 + os.getpid() % 100)  # the printed port was rank 0's, now free again
+        env["MASTER_PORT"] = str(free_port())  # the printed port was rank 0's; a pid-made one can be taken
         procs = []
         for line in lines:
             e = dict(env)
