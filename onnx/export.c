@@ -98,28 +98,6 @@ static rs_status window_attrs(exporter *x, const rs_layer *l, bool conv)
     return st;
 }
 
-/* GELU, exact (erf) form as the engine computes it: 0.5 * x * (1 + erf(x / sqrt(2))). Gelu is an
- * operator from opset 20; before it, the same formula from Div, Erf, Add and Mul. */
-static rs_status gelu(exporter *x, const rs_layer *l)
-{
-    char xin[NAME_MAX_LEN], t1[NAME_MAX_LEN], t2[NAME_MAX_LEN], t3[NAME_MAX_LEN], t4[NAME_MAX_LEN];
-    snprintf(xin, sizeof xin, "%s", rs_onnx_ex_src(x, l, 0));
-    if (x->opset >= 20) return node(x, l, "Gelu", "gelu", 1, (const char *[]){xin});
-    rs_status st = rs_onnx_ex_const(x, "/gelu/sqrt2", (float)M_SQRT2);
-    if (!st) st = rs_onnx_ex_const(x, "/gelu/one", 1.0f);
-    if (!st) st = rs_onnx_ex_const(x, "/gelu/half", 0.5f);
-    if (st) return st;
-    if ((st = node(x, l, "Div", "gelu_div", 2, (const char *[]){xin, "/gelu/sqrt2"}))) return st;
-    snprintf(t1, sizeof t1, "%s", x->cur);
-    if ((st = node(x, l, "Erf", "gelu_erf", 1, (const char *[]){t1}))) return st;
-    snprintf(t2, sizeof t2, "%s", x->cur);
-    if ((st = node(x, l, "Add", "gelu_add", 2, (const char *[]){t2, "/gelu/one"}))) return st;
-    snprintf(t3, sizeof t3, "%s", x->cur);
-    if ((st = node(x, l, "Mul", "gelu_mul", 2, (const char *[]){xin, t3}))) return st;
-    snprintf(t4, sizeof t4, "%s", x->cur);
-    return node(x, l, "Mul", "gelu", 2, (const char *[]){t4, "/gelu/half"});
-}
-
 /* LayerNorm over the last dimension. LayerNormalization is an operator from opset 17; before it,
  * (x - mean) / sqrt(var + eps) * weight + bias with the biased variance, as the engine computes it. */
 static rs_status layernorm(exporter *x, const rs_layer *l)
@@ -186,9 +164,6 @@ static rs_status layer(exporter *x, const rs_layer *l)
         if ((st = node(x, l, "AveragePool", "avgpool", 1, in1))) return st;
         if ((st = window_attrs(x, l, false))) return st;
         return (l->cfg.ph || l->cfg.pw) ? rs_onnx_builder_attr_int(x->b, "count_include_pad", 1, x->err) : RS_OK;
-    case RS_LAYER_RELU: return node(x, l, "Relu", "relu", 1, in1);
-    case RS_LAYER_TANH: return node(x, l, "Tanh", "tanh", 1, in1);
-    case RS_LAYER_GELU: return l->cfg.approx_tanh ? rs_onnx_ex_gelu_tanh(x, l) : gelu(x, l);
     case RS_LAYER_FLATTEN:
         if ((st = node(x, l, "Flatten", "flatten", 1, in1))) return st;
         return rs_onnx_builder_attr_int(x->b, "axis", 1, x->err);
@@ -202,6 +177,7 @@ static rs_status layer(exporter *x, const rs_layer *l)
             return rs_err_set(x->err, RS_ERR_INTERNAL, "layer %s (add) has %d inputs, not 2", l->name, l->nsrc);
         return node(x, l, "Add", "add", 2, (const char *[]){rs_onnx_ex_src(x, l, 0), rs_onnx_ex_src(x, l, 1)});
     default:
+        if (rs_layer_unary(l) >= 0) return rs_onnx_ex_unary(x, l, rs_layer_unary(l)); /* an activation */
         return rs_err_set(x->err, RS_ERR_UNSUPPORTED, "layer %s (%s) has no ONNX mapping", l->name,
                           rs_layer_kind_name(l->cfg.kind));
     }

@@ -39,6 +39,9 @@ const rs_param_info *rs_onnx_ex_param(const rs_onnx_exporter *x, const rs_layer 
 /* An initializer holding a model tensor under the model's name for it. */
 rs_status rs_onnx_ex_add_param(rs_onnx_exporter *x, const rs_param_info *p);
 
+/* export_act.c: an activation layer computing elementwise operator op (an rs_unary_op). */
+rs_status rs_onnx_ex_unary(rs_onnx_exporter *x, const rs_layer *l, int op);
+
 /* export_seq.c */
 rs_status rs_onnx_ex_embed(rs_onnx_exporter *x, const rs_layer *l);
 rs_status rs_onnx_ex_linear_seq(rs_onnx_exporter *x, const rs_layer *l);

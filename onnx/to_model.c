@@ -65,6 +65,18 @@ static int gelu_expansion(const conv *c, int k, int x)
     return m1_ok && m2_ok && private ? 5 : 0;
 }
 
+/* SiLU as exporters write it (ONNX has no operator for it): Sigmoid(x), then Mul of x by it. */
+static bool silu_pair(const conv *c, int k, int x)
+{
+    const rs_onnx_graph *g = c->g;
+    if (k + 1 >= g->nnodes) return false;
+    const rs_onnx_node *s = &g->nodes[k], *m = &g->nodes[k + 1];
+    if (s->op != RS_OP_UNARY || s->a.sub != RS_UNARY_SIGMOID || m->op != RS_OP_BINARY || m->a.sub != RS_BINARY_MUL)
+        return false;
+    bool pair = (m->in[0] == x && m->in[1] == s->out) || (m->in[1] == x && m->in[0] == s->out);
+    return pair && c->uses[s->out] == 1;
+}
+
 /* LayerNorm as opset < 17 exporters expand it: ReduceMean, Sub, Pow 2 (or Mul by itself), ReduceMean,
  * Add eps, Sqrt, Div, Mul gamma, Add beta, over the last dim. Returns the nodes used (9), 0 when no
  * match; eps and the parameters come back through the pointers. */
@@ -198,12 +210,11 @@ static int match_layer(conv *c, int k, plan_node *L, const char **why)
         return 1;
     }
     case RS_OP_UNARY:
-        if (a->sub == RS_UNARY_RELU) L->cfg = rs_layer_cfg_default(RS_LAYER_RELU);
-        else if (a->sub == RS_UNARY_TANH) L->cfg = rs_layer_cfg_default(RS_LAYER_TANH);
-        else if (a->sub == RS_UNARY_GELU || a->sub == RS_UNARY_GELU_TANH) {
-            L->cfg = rs_layer_cfg_default(RS_LAYER_GELU);
-            L->cfg.approx_tanh = a->sub == RS_UNARY_GELU_TANH;
-        } else {
+        if (silu_pair(c, k, x) && rs_layer_for_unary(RS_UNARY_SILU, &L->cfg)) {
+            L->value = g->nodes[k + 1].out;
+            return 2;
+        }
+        if (!rs_layer_for_unary(a->sub, &L->cfg)) {
             *why = "is an activation the engine has no layer for";
             return 0;
         }

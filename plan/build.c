@@ -125,15 +125,6 @@ rs_status rs_plan_from_model(rs_plan *p, rs_model *m, rs_err *err)
             n.kind = l->cfg.kind == RS_LAYER_MAXPOOL2D ? RS_PK_MAXPOOL : RS_PK_AVGPOOL;
             n.g = l->geom;
             break;
-        case RS_LAYER_RELU:
-        case RS_LAYER_TANH:
-        case RS_LAYER_GELU:
-            n.kind = RS_PK_ACT;
-            n.act = l->cfg.kind == RS_LAYER_RELU   ? RS_UNARY_RELU
-                    : l->cfg.kind == RS_LAYER_TANH ? RS_UNARY_TANH
-                    : l->cfg.approx_tanh           ? RS_UNARY_GELU_TANH
-                                                   : RS_UNARY_GELU;
-            break;
         case RS_LAYER_FLATTEN:
         case RS_LAYER_DROPOUT: break; /* a view: same bytes (dropout is the identity at inference) */
         case RS_LAYER_LAYERNORM:
@@ -163,7 +154,15 @@ rs_status rs_plan_from_model(rs_plan *p, rs_model *m, rs_err *err)
             n.in[1] = at[l->src[1]];
             break;
         case RS_LAYER_OP: st = op_node(p, m, l, at, &n, err); break;
-        default: st = unsupported(l, rs_layer_kind_name(l->cfg.kind), err); break;
+        default:
+            /* an activation: one elementwise node, which the passes may fuse into its producer */
+            if (rs_layer_unary(l) < 0) {
+                st = unsupported(l, rs_layer_kind_name(l->cfg.kind), err);
+                break;
+            }
+            n.kind = RS_PK_ACT;
+            n.act = rs_layer_unary(l);
+            break;
         }
         if (st) break;
         if ((n.out = rs_plan_add_value(p, out_numel)) < 0 || rs_plan_add_node(p, &n) < 0) {

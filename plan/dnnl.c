@@ -175,8 +175,16 @@ static dnnl_alg_kind_t elt_alg(int op)
     case RS_UNARY_SIGMOID: return dnnl_eltwise_logistic;
     case RS_UNARY_CLIP: return dnnl_eltwise_clip;
     case RS_UNARY_HARDSWISH: return dnnl_eltwise_hardswish;
+    case RS_UNARY_SILU: return dnnl_eltwise_swish; /* x * sigmoid(alpha x), alpha 1 */
     default: return dnnl_alg_kind_undef;
     }
+}
+
+/* The alpha oneDNN's eltwise wants: relu's negative slope 0 (LeakyRelu keeps its own), swish's 1 for
+ * SiLU, the node's own for the rest (clip's bounds). */
+static float elt_alpha(const rs_ppost *q)
+{
+    return q->op == RS_UNARY_RELU ? 0.0f : q->op == RS_UNARY_SILU ? 1.0f : q->alpha;
 }
 
 /* Layout choice. A value written by a conv or pool and read only by convs, pools and inner products
@@ -462,8 +470,7 @@ again:;
             const rs_ppost *q = &n->post[j];
             if (q->kind == RS_PPOST_SUM) s = dnnl_post_ops_append_sum(po, 1.0f);
             else if (elt_alg(q->op) == dnnl_alg_kind_undef) s = dnnl_invalid_arguments;
-            else s = dnnl_post_ops_append_eltwise(po, 1.0f, elt_alg(q->op), q->op == RS_UNARY_RELU ? 0.0f : q->alpha,
-                                                  q->beta);
+            else s = dnnl_post_ops_append_eltwise(po, 1.0f, elt_alg(q->op), elt_alpha(q), q->beta);
         }
         if (s == dnnl_success) s = dnnl_primitive_attr_set_post_ops(attr, po);
     }

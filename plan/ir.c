@@ -103,6 +103,7 @@ const char *rs_plan_act_name(int op)
     case RS_UNARY_CLIP: return "clip";
     case RS_UNARY_HARDSWISH: return "hardswish";
     case RS_UNARY_HARDSIGMOID: return "hardsigmoid";
+    case RS_UNARY_SILU: return "silu";
     default: return "unary";
     }
 }

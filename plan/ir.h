@@ -174,6 +174,8 @@ void *rs_plan_aligned_alloc(size_t bytes);
 rs_pnode rs_pnode_empty(rs_pk kind, const char *name);
 const char *rs_pk_name(rs_pk k);
 const char *rs_plan_act_name(int op);
+/* The activations oneDNN applies as eltwise post-ops of a conv or inner product (dnnl.c spells them). */
+bool rs_plan_fusable_act(int op);
 /* The value whose memory v is (following aliases). */
 int rs_plan_root(const rs_plan *p, int v);
 

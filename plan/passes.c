@@ -169,11 +169,11 @@ static rs_status fold(rs_plan *p, rs_err *err)
     return RS_OK;
 }
 
-/* The activations oneDNN applies as eltwise post-ops (and its spelling: dnnl.c maps them). */
-static bool fusable_act(int op)
+bool rs_plan_fusable_act(int op)
 {
     return op == RS_UNARY_RELU || op == RS_UNARY_TANH || op == RS_UNARY_GELU || op == RS_UNARY_GELU_TANH ||
-           op == RS_UNARY_SIGMOID || op == RS_UNARY_LEAKYRELU || op == RS_UNARY_CLIP || op == RS_UNARY_HARDSWISH;
+           op == RS_UNARY_SIGMOID || op == RS_UNARY_LEAKYRELU || op == RS_UNARY_CLIP || op == RS_UNARY_HARDSWISH ||
+           op == RS_UNARY_SILU;
 }
 
 static int acts(rs_plan *p)
@@ -185,7 +185,7 @@ static int acts(rs_plan *p)
         int zi = -1;
         if (readers(p, a->out, &zi) != 1) continue;
         rs_pnode *z = &p->nodes[zi];
-        if (z->kind != RS_PK_ACT || !fusable_act(z->act) || z->in[0] != a->out) continue;
+        if (z->kind != RS_PK_ACT || !rs_plan_fusable_act(z->act) || z->in[0] != a->out) continue;
         /* after a sum post-op the product writes in the residual's memory: so does the activation now */
         bool in_place = false;
         for (int j = 0; j < a->npost; j++) in_place |= a->post[j].kind == RS_PPOST_SUM;

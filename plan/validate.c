@@ -169,7 +169,7 @@ static rs_status check_node(const rs_plan *p, const rs_pnode *n, const int64_t *
         if (n->b >= 0 && (st = check_tensor(p, n, n->b, n->O, true, err))) return st;
         return RS_OK;
     case RS_PK_ACT:
-        if (n->nin != 1 || n->act < 0 || n->act > RS_UNARY_NOT || in0 != out)
+        if (n->nin != 1 || n->act < 0 || n->act >= RS_UNARY_COUNT || in0 != out)
             return BAD("node %s (act): bad operator or sizes", n->name);
         return RS_OK;
     case RS_PK_ADD:
@@ -286,7 +286,7 @@ rs_status rs_plan_validate(const rs_plan *p, rs_err *err)
                 if (q->value < 0 || q->value >= p->nvalues || !written[q->value] || numel[q->value] != numel[n->out] ||
                     rs_plan_root(p, q->value) != rs_plan_root(p, n->out) || rs_plan_root(p, q->value) == 0)
                     st = BAD("node %s: a sum of value %d that is not its output's memory", n->name, q->value);
-            } else if (q->kind != RS_PPOST_ELT || q->op < 0 || q->op > RS_UNARY_HARDSWISH) {
+            } else if (q->kind != RS_PPOST_ELT || !rs_plan_fusable_act(q->op)) {
                 st = BAD("node %s: post-op %d", n->name, (int)q->kind);
             }
         }

@@ -78,7 +78,10 @@ typedef enum rs_unary_op {
     RS_UNARY_CAST_INT,    /* a cast of computed floats to an integer type: truncation toward zero */
     RS_UNARY_CAST_BOOL,   /* x != 0 as 0/1 */
     RS_UNARY_NOT,         /* x == 0 as 0/1 (bools are 0/1) */
+    RS_UNARY_SILU,        /* x * sigmoid(x) (SiLU, swish) */
 } rs_unary_op;
+/* How many there are: new operators go at the end (plan files store the number), and this follows. */
+#define RS_UNARY_COUNT (RS_UNARY_SILU + 1)
 
 /* Comparisons give 0/1 (bools); MOD is Python's (the divisor's sign), FMOD C's. */
 typedef enum rs_binary_op {

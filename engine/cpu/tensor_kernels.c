@@ -53,6 +53,7 @@ static void unary_run(rs_unary_op op, const float *x, float *y, size_t n, float 
     case RS_UNARY_CAST_INT: for (size_t i = 0; i < n; i++) y[i] = isfinite(x[i]) ? truncf(x[i]) : 0.0f; return;
     case RS_UNARY_CAST_BOOL: for (size_t i = 0; i < n; i++) y[i] = x[i] != 0.0f ? 1.0f : 0.0f; return;
     case RS_UNARY_NOT: for (size_t i = 0; i < n; i++) y[i] = x[i] == 0.0f ? 1.0f : 0.0f; return;
+    case RS_UNARY_SILU: for (size_t i = 0; i < n; i++) y[i] = x[i] / (1.0f + expf(-x[i])); return;
     }
 }
 

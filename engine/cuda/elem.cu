@@ -260,6 +260,7 @@ __global__ static void k_unary(rs_unary_op op, const float *x, float *y, size_t 
         case RS_UNARY_CAST_INT: r = isfinite(v) ? truncf(v) : 0.0f; break;
         case RS_UNARY_CAST_BOOL: r = v != 0.0f ? 1.0f : 0.0f; break;
         case RS_UNARY_NOT: r = v == 0.0f ? 1.0f : 0.0f; break;
+        case RS_UNARY_SILU: r = v / (1.0f + expf(-v)); break;
         }
         y[i] = r;
     }

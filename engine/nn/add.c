@@ -24,5 +24,13 @@ static void backward2(rs_layer *l, const rs_exec *x, const float *dout, float *d
 }
 
 const rs_layer_ops rs_add_ops = {
-    .kind = "add", .setup = setup, .nin = 2, .forward2 = forward2, .backward2 = backward2,
+    .kind = "add",
+    .unspelled = true, /* made by res[ ... ] */
+    .tp = RS_LAYER_TP_REPLICATE,
+    .gen = RS_LAYER_GEN_ROW,
+    .example = "seq in=6 linear(6) res[ relu linear(6) ] linear(3)",
+    .setup = setup,
+    .nin = 2,
+    .forward2 = forward2,
+    .backward2 = backward2,
 };

@@ -2,6 +2,8 @@
  * own. The projections around it are ordinary linear layers (linear(3C) before, linear(C) after),
  * which is what lets tensor parallelism split them by columns and rows. The attention probabilities
  * (B, heads, T, T) are the one T x T buffer kept, from forward until backward. */
+#include <stdio.h>
+
 #include "layer.h"
 
 static rs_status setup(rs_layer *l, const rs_shape *in, rs_err *err)
@@ -49,7 +51,38 @@ static void backward(rs_layer *l, const rs_exec *x, const float *in, const float
         x->k->attn_bwd(x->ctx, in, x->saved, dout, din, x->ws, x->ws_bytes, B, seq(l), width(l), l->cfg.heads);
 }
 
+/* The keys and values of every position so far: (maxT, C) each, side by side in the cache. */
+static size_t cache_floats(const rs_layer *l, int maxT) { return 2 * (size_t)maxT * (size_t)width(l); }
+
+/* One position: in = [q | k | v] of it; its key and value join the cache, and its query attends over
+ * the cached positions (the kernel table's attn_step). */
+static void step(const rs_layer *l, const rs_exec *x, const rs_layer_pos *s, const float *in, float *out)
+{
+    int W = width(l);
+    size_t row = (size_t)W * sizeof(float);
+    float *kc = s->cache, *vc = s->cache + (size_t)s->maxT * (size_t)W;
+    x->k->copy_d2d(x->ctx, kc + (size_t)s->pos * (size_t)W, in + W, row);
+    x->k->copy_d2d(x->ctx, vc + (size_t)s->pos * (size_t)W, in + 2 * W, row);
+    x->k->attn_step(x->ctx, in, kc, vc, out, 1, s->pos + 1, s->maxT, W, l->cfg.heads);
+}
+
+static void spell(const rs_layer_cfg *c, char *buf, size_t n) { snprintf(buf, n, "attn(%d)", c->heads); }
+
 const rs_layer_ops rs_attn_ops = {
-    .kind = "attn", .setup = setup, .saved_bytes = saved, .workspace_bytes = workspace, .forward = forward,
+    .kind = "attn",
+    .synopsis = "attn(H)",
+    .opts = (const char *const[]){"heads", NULL},
+    .npos = 1,
+    .word = "attn(",
+    .spell = spell,
+    .tp = RS_LAYER_TP_HEADS,
+    .gen = RS_LAYER_GEN_STEP,
+    .step = step,
+    .cache_floats = cache_floats,
+    .example = "seq ctx=6 embed(11,8) linear(24) attn(2) linear(8) linear(11)",
+    .setup = setup,
+    .saved_bytes = saved,
+    .workspace_bytes = workspace,
+    .forward = forward,
     .backward = backward,
 };

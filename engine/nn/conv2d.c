@@ -1,6 +1,7 @@
 /* Conv2d with weight (OC, C, KH, KW) and bias (OC), PyTorch's layout; the arithmetic is the device's
  * conv2d entries (im2col + BLAS product on the CPU). */
 #include <math.h>
+#include <stdio.h>
 
 #include "layer.h"
 
@@ -50,8 +51,36 @@ static void backward(rs_layer *l, const rs_exec *x, const float *in, const float
                      db, x->ws, x->ws_bytes);
 }
 
+static const char *missing(const rs_layer_cfg *c)
+{
+    return c->out ? NULL : "conv needs its output size, e.g. conv(16,3,pad=1)";
+}
+
+static void defaults(rs_layer_cfg *c)
+{
+    c->kh = c->kw = 3;
+    c->sh = c->sw = 1;
+}
+
+static void spell(const rs_layer_cfg *c, char *buf, size_t n)
+{
+    char win[64];
+    rs_layer_spell_window(c, 1, win, sizeof win);
+    snprintf(buf, n, "conv(%d,%s%s)", c->out, win, c->bias ? "" : ",bias=0");
+}
+
 const rs_layer_ops rs_conv2d_ops = {
     .kind = "conv",
+    .synopsis = "conv(OUT,K,stride=,pad=)",
+    .opts = (const char *const[]){"out", "k", "stride", "pad", "bias", NULL},
+    .npos = 2,
+    .word = "conv(",
+    .missing = missing,
+    .defaults = defaults,
+    .spell = spell,
+    .tp = RS_LAYER_TP_REPLICATE,
+    .gen = RS_LAYER_GEN_NONE,
+    .example = "seq in=2x6x6 conv(3,3,pad=1) conv(2,3x2,stride=2,bias=0) flatten linear(3)",
     .setup = setup,
     .init = init,
     .workspace_bytes = workspace_bytes,

@@ -1,5 +1,7 @@
 /* Dropout: in training, zero each element with probability p and scale the rest by 1/(1-p) (inverted
  * dropout, as PyTorch); in eval, the identity. The mask is saved for backward. */
+#include <stdio.h>
+
 #include "layer.h"
 
 static rs_status setup(rs_layer *l, const rs_shape *in, rs_err *err)
@@ -35,6 +37,24 @@ static void backward(rs_layer *l, const rs_exec *x, const float *in, const float
     else x->k->dropout_bwd(x->ctx, dout, x->saved, din, numel(l, B), l->cfg.p);
 }
 
+static void spell(const rs_layer_cfg *c, char *buf, size_t n)
+{
+    char f[32];
+    snprintf(buf, n, "dropout(%s)", rs_layer_flt(c->p, f, sizeof f));
+}
+
 const rs_layer_ops rs_dropout_ops = {
-    .kind = "dropout", .setup = setup, .saved_bytes = saved, .forward = forward, .backward = backward,
+    .kind = "dropout",
+    .synopsis = "dropout(P)",
+    .opts = (const char *const[]){"p", NULL},
+    .npos = 1,
+    .word = "dropout(",
+    .spell = spell,
+    .tp = RS_LAYER_TP_ELEMENTWISE,
+    .gen = RS_LAYER_GEN_ROW, /* generation runs in eval mode: the identity */
+    .example = "seq in=6 linear(8) dropout(0.25) linear(3)",
+    .setup = setup,
+    .saved_bytes = saved,
+    .forward = forward,
+    .backward = backward,
 };

@@ -3,6 +3,8 @@
  * (a token model reads no floats); ids were checked against the vocabulary before the forward. */
 #include <string.h>
 
+#include <stdio.h>
+
 #include "layer.h"
 
 static rs_status setup(rs_layer *l, const rs_shape *in, rs_err *err)
@@ -47,6 +49,41 @@ static void backward(rs_layer *l, const rs_exec *x, const float *in, const float
                     x->grads + l->p[1].offset, B, T, C);
 }
 
+/* One position: the row of the token read from device memory, plus the position's row of wpe. */
+static void step(const rs_layer *l, const rs_exec *x, const rs_layer_pos *s, const float *in, float *out)
+{
+    (void)in;
+    int C = (int)l->out.d[1];
+    x->k->embed_fwd(x->ctx, s->tok, x->params + l->p[0].offset, x->params + l->p[1].offset + (size_t)s->pos * (size_t)C,
+                    out, 1, 1, C);
+}
+
+static const char *missing(const rs_layer_cfg *c)
+{
+    return c->out && c->vocab ? NULL : "embed needs the vocabulary and the width, e.g. embed(65,128)";
+}
+
+static void spell(const rs_layer_cfg *c, char *buf, size_t n)
+{
+    char f[32];
+    if (c->init_std > 0.0f) snprintf(buf, n, "embed(%d,%d,std=%s)", c->vocab, c->out, rs_layer_flt(c->init_std, f, sizeof f));
+    else snprintf(buf, n, "embed(%d,%d)", c->vocab, c->out);
+}
+
 const rs_layer_ops rs_embed_ops = {
-    .kind = "embed", .setup = setup, .init = init, .forward = forward, .backward = backward,
+    .kind = "embed",
+    .synopsis = "embed(V,C)",
+    .opts = (const char *const[]){"vocab", "out", "std", NULL},
+    .npos = 2,
+    .word = "embed(",
+    .missing = missing,
+    .spell = spell,
+    .tp = RS_LAYER_TP_REPLICATE,
+    .gen = RS_LAYER_GEN_STEP,
+    .step = step,
+    .example = "seq ctx=6 embed(11,8) linear(11)",
+    .setup = setup,
+    .init = init,
+    .forward = forward,
+    .backward = backward,
 };

@@ -22,4 +22,13 @@ static void backward(rs_layer *l, const rs_exec *x, const float *in, const float
     if (din) x->k->copy_d2d(x->ctx, din, dout, (size_t)B * (size_t)rs_shape_numel(&l->out) * sizeof(float));
 }
 
-const rs_layer_ops rs_flatten_ops = {.kind = "flatten", .setup = setup, .forward = forward, .backward = backward};
+const rs_layer_ops rs_flatten_ops = {
+    .kind = "flatten",
+    .word = "flatten",
+    .tp = RS_LAYER_TP_REPLICATE,
+    .gen = RS_LAYER_GEN_NONE,
+    .example = "seq in=2x3x3 flatten linear(3)",
+    .setup = setup,
+    .forward = forward,
+    .backward = backward,
+};

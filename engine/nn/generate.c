@@ -1,7 +1,7 @@
 /* Token-by-token decoding with a KV cache, and sampling (see generate.h). The decoder runs the
- * model's graph one position at a time: every layer of a GPT but attention works row by row, so it
- * runs on the new row alone; attention appends the row's key and value to its cache and attends over
- * the cached positions (the kernel table's attn_step). */
+ * model's graph one position at a time through each layer's one-position form (its descriptor's
+ * `gen`): a row-wise layer runs its own forward on a one-row view of itself; a layer with a step
+ * (the embedding, attention) runs that, with the cache it asked for. */
 #include "generate.h"
 
 #include <math.h>
@@ -16,12 +16,13 @@ struct rs_gen {
     const rs_kernels *k;
     rs_kctx ctx;                 /* the decoder's own: threads copied from the model's when made */
     int T;                       /* the model's context */
+    rs_layer *row;               /* (nlayers) each layer as a one-position view (shapes of one row), owned */
     float **act;                 /* (nlayers) one row of each node's output, owned (device memory) */
-    float **kc, **vc;            /* (nlayers) attention layers' caches (T, C), owned (device memory); NULL
-                                    elsewhere */
-    size_t *bytes;               /* (nlayers) size of act[i]; of kc[i] and vc[i]: T times it */
-    float *scr;                  /* (4) device memory for the token id (int32) and a layer norm's mean and
-                                    rstd of the one row */
+    float **cache;               /* (nlayers) a stepping layer's cache, owned (device memory); else NULL */
+    void **saved;                /* (nlayers) what a row-wise forward saves for one row (a layer norm's
+                                    mean and rstd), owned (device memory); else NULL */
+    size_t *bytes, *cache_bytes, *saved_bytes; /* (nlayers) sizes of the three */
+    int32_t *tok;                /* (1) the token id in device memory, owned */
     int32_t *hist;               /* (T) tokens in the cache, for a context shift */
     int len;
 };
@@ -29,14 +30,14 @@ struct rs_gen {
 static int row_width(const rs_layer *l) { return (int)l->out.d[l->out.ndim - 1]; }
 
 /* Device memory for the decoder, counted with the model's activations. */
-static float *dev_alloc(rs_gen *g, size_t bytes)
+static void *dev_alloc(rs_gen *g, size_t bytes)
 {
     void *p = NULL;
     if (g->k->mem_alloc(&g->ctx, rs_model_mem(g->m), RS_POOL_ACTS, bytes, &p)) rs_kctx_check(&g->ctx, NULL);
     return p;
 }
 
-static void dev_free(rs_gen *g, float *p, size_t bytes)
+static void dev_free(rs_gen *g, void *p, size_t bytes)
 {
     if (p) g->k->mem_free(&g->ctx, rs_model_mem(g->m), RS_POOL_ACTS, p, bytes);
 }
@@ -46,16 +47,48 @@ void rs_gen_free(rs_gen *g)
     if (!g) return;
     for (int i = 0; g->bytes && i < g->m->nlayers; i++) {
         if (g->act) dev_free(g, g->act[i], g->bytes[i]);
-        if (g->kc) dev_free(g, g->kc[i], (size_t)g->T * g->bytes[i]);
-        if (g->vc) dev_free(g, g->vc[i], (size_t)g->T * g->bytes[i]);
+        if (g->cache) dev_free(g, g->cache[i], g->cache_bytes[i]);
+        if (g->saved) dev_free(g, g->saved[i], g->saved_bytes[i]);
     }
-    dev_free(g, g->scr, 4 * sizeof(float));
+    dev_free(g, g->tok, sizeof *g->tok);
+    free(g->row);
     free(g->act);
-    free(g->kc);
-    free(g->vc);
+    free(g->cache);
+    free(g->saved);
     free(g->bytes);
+    free(g->cache_bytes);
+    free(g->saved_bytes);
     free(g->hist);
     free(g);
+}
+
+/* The refusal when a layer has no one-position form (NULL when every layer has one). */
+static const rs_layer *stepless(const rs_model *m)
+{
+    for (int i = 0; i < m->nlayers; i++) {
+        rs_layer_gen gen = m->layers[i].ops->gen;
+        if (gen != RS_LAYER_GEN_ROW && gen != RS_LAYER_GEN_STEP) return &m->layers[i];
+    }
+    return NULL;
+}
+
+/* Layer i's one-row view and its device memory. */
+static bool layer_alloc(rs_gen *g, int i)
+{
+    const rs_layer *l = &g->m->layers[i];
+    rs_layer *r = &g->row[i];
+    *r = *l;
+    if (l->ops->gen == RS_LAYER_GEN_ROW) {
+        r->in = (rs_shape){1, {l->in.d[l->in.ndim - 1]}};
+        r->out = (rs_shape){1, {row_width(l)}};
+        g->saved_bytes[i] = l->ops->saved_bytes ? l->ops->saved_bytes(r, 1) : 0;
+        if (g->saved_bytes[i] && !(g->saved[i] = dev_alloc(g, g->saved_bytes[i]))) return false;
+    } else if (l->ops->cache_floats) {
+        g->cache_bytes[i] = l->ops->cache_floats(l, g->T) * sizeof(float);
+        if (g->cache_bytes[i] && !(g->cache[i] = dev_alloc(g, g->cache_bytes[i]))) return false;
+    }
+    g->bytes[i] = (size_t)row_width(l) * sizeof(float);
+    return (g->act[i] = dev_alloc(g, g->bytes[i])) != NULL;
 }
 
 rs_gen *rs_gen_new(rs_model *m, rs_err *err)
@@ -65,15 +98,11 @@ rs_gen *rs_gen_new(rs_model *m, rs_err *err)
                    "`model g = gpt ...`", m->name);
         return NULL;
     }
-    for (int i = 0; i < m->nlayers; i++) {
-        rs_layer_kind k = m->layers[i].cfg.kind;
-        if (k != RS_LAYER_EMBED && k != RS_LAYER_LINEAR && k != RS_LAYER_LAYERNORM && k != RS_LAYER_GELU &&
-            k != RS_LAYER_RELU && k != RS_LAYER_TANH && k != RS_LAYER_DROPOUT && k != RS_LAYER_ADD &&
-            k != RS_LAYER_ATTN) {
-            rs_err_set(err, RS_ERR_UNSUPPORTED, "generate: layer %s (%s) has no one-position form", m->layers[i].name,
-                       m->layers[i].ops->kind);
-            return NULL;
-        }
+    const rs_layer *no = stepless(m);
+    if (no) {
+        rs_err_set(err, RS_ERR_UNSUPPORTED, "generate: layer %s (%s) has no one-position form", no->name,
+                   no->ops->kind);
+        return NULL;
     }
     rs_gen *g = calloc(1, sizeof *g);
     if (!g) goto nomem;
@@ -82,24 +111,20 @@ rs_gen *rs_gen_new(rs_model *m, rs_err *err)
     g->ctx = m->ctx;
     rs_kctx_check(&g->ctx, NULL); /* the model's pending failure is the model's */
     g->T = (int)m->in.d[0];
-    g->act = calloc((size_t)m->nlayers, sizeof *g->act);
-    g->kc = calloc((size_t)m->nlayers, sizeof *g->kc);
-    g->vc = calloc((size_t)m->nlayers, sizeof *g->vc);
-    g->bytes = calloc((size_t)m->nlayers, sizeof *g->bytes);
+    size_t n = (size_t)m->nlayers;
+    g->row = calloc(n, sizeof *g->row);
+    g->act = calloc(n, sizeof *g->act);
+    g->cache = calloc(n, sizeof *g->cache);
+    g->saved = calloc(n, sizeof *g->saved);
+    g->bytes = calloc(n, sizeof *g->bytes);
+    g->cache_bytes = calloc(n, sizeof *g->cache_bytes);
+    g->saved_bytes = calloc(n, sizeof *g->saved_bytes);
     g->hist = calloc((size_t)g->T, sizeof *g->hist);
-    if (!g->act || !g->kc || !g->vc || !g->bytes || !g->hist || !(g->scr = dev_alloc(g, 4 * sizeof(float))))
+    if (!g->row || !g->act || !g->cache || !g->saved || !g->bytes || !g->cache_bytes || !g->saved_bytes ||
+        !g->hist || !(g->tok = dev_alloc(g, sizeof *g->tok)))
         goto nomem;
-    for (int i = 0; i < m->nlayers; i++) {
-        const rs_layer *l = &m->layers[i];
-        g->bytes[i] = (size_t)row_width(l) * sizeof(float);
-        g->act[i] = dev_alloc(g, g->bytes[i]);
-        if (!g->act[i]) goto nomem;
-        if (l->cfg.kind == RS_LAYER_ATTN) {
-            g->kc[i] = dev_alloc(g, (size_t)g->T * g->bytes[i]);
-            g->vc[i] = dev_alloc(g, (size_t)g->T * g->bytes[i]);
-            if (!g->kc[i] || !g->vc[i]) goto nomem;
-        }
-    }
+    for (int i = 0; i < m->nlayers; i++)
+        if (!layer_alloc(g, i)) goto nomem;
     return g;
 nomem:
     rs_gen_free(g);
@@ -110,50 +135,26 @@ nomem:
 void rs_gen_reset(rs_gen *g) { g->len = 0; }
 int rs_gen_len(const rs_gen *g) { return g->len; }
 
-/* Runs every node on position pos for token tok; the last node's row is the logits. */
+/* Runs every node on position pos for token tok; the last node's row is the logits. Failures stay in
+ * the decoder's context, as in a forward pass. */
 static rs_status step(rs_gen *g, int32_t tok, int pos)
 {
     const rs_model *m = g->m;
-    const rs_kernels *k = g->k;
-    rs_kctx *c = &g->ctx;
-    const float *P = m->params;
-    int32_t *dtok = (int32_t *)(void *)g->scr; /* the embedding reads the id from device memory */
-    RS_KTRY(k->copy_h2d(c, dtok, &tok, sizeof tok));
+    RS_KTRY(g->k->copy_h2d(&g->ctx, g->tok, &tok, sizeof tok)); /* the embedding reads it from the device */
+    rs_exec x = {.k = g->k, .ctx = &g->ctx, .params = m->params, .training = false, .inference = true};
     for (int i = 0; i < m->nlayers; i++) {
-        const rs_layer *l = &m->layers[i];
-        float *out = g->act[i];
-        const float *in = l->src[0] >= 0 ? g->act[l->src[0]] : NULL;
-        int W = row_width(l);
-        switch (l->cfg.kind) {
-        case RS_LAYER_EMBED:
-            RS_KTRY(k->embed_fwd(c, dtok, P + l->p[0].offset, P + l->p[1].offset + (size_t)pos * (size_t)W, out, 1,
-                                 1, W));
-            break;
-        case RS_LAYER_LINEAR: {
-            int I = (int)l->p[0].shape.d[1];
-            RS_KTRY(k->gemm(c, false, true, 1, W, I, 1.0f, in, I, P + l->p[0].offset, I, 0.0f, out, W));
-            if (l->np > 1) RS_KTRY(k->bias_rows(c, out, P + l->p[1].offset, 1, W));
-            break;
+        rs_layer *r = &g->row[i];
+        const float *in = r->src[0] >= 0 ? g->act[r->src[0]] : NULL;
+        x.saved = g->saved[i];
+        if (r->ops->gen == RS_LAYER_GEN_STEP) {
+            rs_layer_pos s = {.pos = pos, .maxT = g->T, .tok = g->tok, .cache = g->cache[i]};
+            r->ops->step(r, &x, &s, in, g->act[i]);
+        } else if (r->ops->nin == 2) {
+            r->ops->forward2(r, &x, in, g->act[r->src[1]], g->act[i], 1);
+        } else {
+            r->ops->forward(r, &x, in, g->act[i], 1);
         }
-        case RS_LAYER_LAYERNORM:
-            RS_KTRY(k->layernorm_fwd(c, in, P + l->p[0].offset, P + l->p[1].offset, out, g->scr + 1, g->scr + 2, 1,
-                                     W, l->cfg.eps));
-            break;
-        case RS_LAYER_GELU:
-            if (l->cfg.approx_tanh) RS_KTRY(k->gelu_tanh_fwd(c, in, out, (size_t)W));
-            else RS_KTRY(k->gelu_fwd(c, in, out, (size_t)W));
-            break;
-        case RS_LAYER_RELU: RS_KTRY(k->relu_fwd(c, in, out, (size_t)W)); break;
-        case RS_LAYER_TANH: RS_KTRY(k->tanh_fwd(c, in, out, (size_t)W)); break;
-        case RS_LAYER_DROPOUT: RS_KTRY(k->copy_d2d(c, out, in, g->bytes[i])); break; /* eval mode */
-        case RS_LAYER_ADD: RS_KTRY(k->add(c, in, g->act[l->src[1]], out, (size_t)W)); break;
-        case RS_LAYER_ATTN: /* in = [q | k | v] of this position */
-            RS_KTRY(k->copy_d2d(c, g->kc[i] + (size_t)pos * (size_t)W, in + W, g->bytes[i]));
-            RS_KTRY(k->copy_d2d(c, g->vc[i] + (size_t)pos * (size_t)W, in + 2 * W, g->bytes[i]));
-            RS_KTRY(k->attn_step(c, in, g->kc[i], g->vc[i], out, 1, pos + 1, g->T, W, l->cfg.heads));
-            break;
-        default: break; /* refused by rs_gen_new */
-        }
+        RS_KTRY(rs_kctx_status(&g->ctx));
     }
     return RS_OK;
 }

@@ -1,20 +1,16 @@
-/* Layer kind registry, configuration defaults and helpers shared by several kinds. */
+/* The layer registry (from engine/nn/layers.def), what is read across the descriptors (names,
+ * completion words, synopses, activations), configuration defaults and helpers shared by kinds. */
 #include "layer.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static const rs_layer_ops *const ops_by_kind[RS_LAYER_KIND_COUNT] = {
-    [RS_LAYER_LINEAR] = &rs_linear_ops,       [RS_LAYER_CONV2D] = &rs_conv2d_ops,
-    [RS_LAYER_MAXPOOL2D] = &rs_maxpool2d_ops, [RS_LAYER_AVGPOOL2D] = &rs_avgpool2d_ops,
-    [RS_LAYER_RELU] = &rs_relu_ops,           [RS_LAYER_GELU] = &rs_gelu_ops,
-    [RS_LAYER_TANH] = &rs_tanh_ops,           [RS_LAYER_FLATTEN] = &rs_flatten_ops,
-    [RS_LAYER_DROPOUT] = &rs_dropout_ops,     [RS_LAYER_LAYERNORM] = &rs_layernorm_ops,
-    [RS_LAYER_EMBED] = &rs_embed_ops,         [RS_LAYER_ATTN] = &rs_attn_ops,
-    [RS_LAYER_ADD] = &rs_add_ops,             [RS_LAYER_TP_COPY] = &rs_tp_copy_ops,
-    [RS_LAYER_TP_REDUCE] = &rs_tp_reduce_ops,
-    [RS_LAYER_OP] = &rs_op_ops,
+#define RS_LAYER(E, ops) [RS_LAYER_##E] = &rs_##ops##_ops,
+#include "engine/nn/layers.def"
+#undef RS_LAYER
 };
 
 const rs_layer_ops *rs_layer_ops_for(rs_layer_kind k)
@@ -28,17 +24,84 @@ const char *rs_layer_kind_name(rs_layer_kind k)
     return o ? o->kind : "?";
 }
 
+rs_layer_kind rs_layer_kind_by_name(const char *word)
+{
+    for (int k = 0; k < RS_LAYER_KIND_COUNT; k++)
+        if (!ops_by_kind[k]->unspelled && !strcmp(word, ops_by_kind[k]->kind)) return (rs_layer_kind)k;
+    return RS_LAYER_KIND_COUNT;
+}
+
+/* Lists derived from the descriptors once and read-only after: every caller sees the same. */
+static struct {
+    pthread_once_t once;
+    const char *names[RS_LAYER_KIND_COUNT + 1];
+    const char *words[RS_LAYER_KIND_COUNT + 1];
+    char synopses[1024];
+} lists = {.once = PTHREAD_ONCE_INIT};
+
+static void make_lists(void)
+{
+    int nn = 0, nw = 0;
+    size_t at = 0;
+    for (int k = 0; k < RS_LAYER_KIND_COUNT; k++) {
+        const rs_layer_ops *o = ops_by_kind[k];
+        if (o->unspelled) continue;
+        lists.names[nn++] = o->kind;
+        if (!o->word) continue;
+        lists.words[nw++] = o->word;
+        int w = snprintf(lists.synopses + at, sizeof lists.synopses - at, "%s%s", at ? ", " : "",
+                         o->synopsis ? o->synopsis : o->kind);
+        if (w > 0 && at + (size_t)w < sizeof lists.synopses) at += (size_t)w;
+    }
+}
+
+const char *const *rs_layer_names(void)
+{
+    pthread_once(&lists.once, make_lists);
+    return lists.names;
+}
+
+const char *const *rs_layer_words(void)
+{
+    pthread_once(&lists.once, make_lists);
+    return lists.words;
+}
+
+const char *rs_layer_synopses(void)
+{
+    pthread_once(&lists.once, make_lists);
+    return lists.synopses;
+}
+
+bool rs_layer_for_unary(int op, rs_layer_cfg *c)
+{
+    for (int k = 0; k < RS_LAYER_KIND_COUNT; k++) {
+        rs_layer_cfg t = rs_layer_cfg_default((rs_layer_kind)k);
+        if (ops_by_kind[k]->from_unary && ops_by_kind[k]->from_unary(op, &t)) {
+            *c = t;
+            return true;
+        }
+    }
+    return false;
+}
+
+int rs_layer_unary(const rs_layer *l)
+{
+    return l->ops->unary_of ? l->ops->unary_of(&l->cfg) : -1;
+}
+
 rs_layer_cfg rs_layer_cfg_default(rs_layer_kind k)
 {
     rs_layer_cfg c = {.kind = k, .bias = true, .eps = 1e-5f, .p = 0.5f, .heads = 1};
-    c.kh = c.kw = (k == RS_LAYER_CONV2D) ? 3 : 2;
-    c.sh = c.sw = (k == RS_LAYER_CONV2D) ? 1 : c.kh;
+    c.kh = c.kw = c.sh = c.sw = 2;
+    const rs_layer_ops *o = rs_layer_ops_for(k);
+    if (o && o->defaults) o->defaults(&c);
     return c;
 }
 
 /* The shortest of %g, %.7g, %.9g that reads back as the same float: "0.1", not "0.100000001", and
  * never a value the parser would refuse (0.99999994 is not "1"). */
-static const char *flt(float v, char *buf, size_t n)
+const char *rs_layer_flt(float v, char *buf, size_t n)
 {
     snprintf(buf, n, "%g", (double)v);
     if (strtof(buf, NULL) != v) snprintf(buf, n, "%.7g", (double)v);
@@ -46,52 +109,33 @@ static const char *flt(float v, char *buf, size_t n)
     return buf;
 }
 
+void rs_layer_spell_window(const rs_layer_cfg *c, int def_stride, char *buf, size_t n)
+{
+    int k = 0;
+    buf[0] = '\0';
+#define PUT(...)                                                                                       \
+    do {                                                                                               \
+        if (k >= 0 && (size_t)k < n) k += snprintf(buf + k, n - (size_t)k, __VA_ARGS__);               \
+    } while (0)
+    if (c->kh == c->kw) PUT("%d", c->kh);
+    else PUT("%dx%d", c->kh, c->kw);
+    if (c->sh != def_stride || c->sw != def_stride) {
+        if (c->sh == c->sw) PUT(",stride=%d", c->sh);
+        else PUT(",stride=%dx%d", c->sh, c->sw);
+    }
+    if (c->ph || c->pw) {
+        if (c->ph == c->pw) PUT(",pad=%d", c->ph);
+        else PUT(",pad=%dx%d", c->ph, c->pw);
+    }
+#undef PUT
+}
+
 char *rs_layer_cfg_str(const rs_layer_cfg *c, char *buf, size_t n)
 {
-    char f[32];
-    const char *name = rs_layer_kind_name(c->kind);
-    int k = 0;
-    char win[64] = "";
-    switch (c->kind) {
-    case RS_LAYER_LINEAR:
-        k = snprintf(buf, n, "%s(%d%s", name, c->out, c->bias ? "" : ",bias=0");
-        if (c->init_std > 0.0f && k >= 0 && (size_t)k < n) k += snprintf(buf + k, n - (size_t)k, ",std=%s", flt(c->init_std, f, sizeof f));
-        if (c->tie[0] && k >= 0 && (size_t)k < n) k += snprintf(buf + k, n - (size_t)k, ",tie=%s", c->tie);
-        if (k >= 0 && (size_t)k < n) snprintf(buf + k, n - (size_t)k, ")");
-        return buf;
-    case RS_LAYER_EMBED:
-        if (c->init_std > 0.0f) snprintf(buf, n, "%s(%d,%d,std=%s)", name, c->vocab, c->out, flt(c->init_std, f, sizeof f));
-        else snprintf(buf, n, "%s(%d,%d)", name, c->vocab, c->out);
-        return buf;
-    case RS_LAYER_ATTN: snprintf(buf, n, "%s(%d)", name, c->heads); return buf;
-    case RS_LAYER_GELU: snprintf(buf, n, c->approx_tanh ? "%s(tanh)" : "%s", name); return buf;
-    case RS_LAYER_CONV2D:
-    case RS_LAYER_MAXPOOL2D:
-    case RS_LAYER_AVGPOOL2D: {
-        bool conv = c->kind == RS_LAYER_CONV2D;
-        int def_stride = conv ? 1 : c->kh;
-        if (conv) k += snprintf(win + k, sizeof win - (size_t)k, "%d,", c->out);
-        if (c->kh == c->kw) k += snprintf(win + k, sizeof win - (size_t)k, "%d", c->kh);
-        else k += snprintf(win + k, sizeof win - (size_t)k, "%dx%d", c->kh, c->kw);
-        if (c->sh != def_stride || c->sw != def_stride) {
-            if (c->sh == c->sw) k += snprintf(win + k, sizeof win - (size_t)k, ",stride=%d", c->sh);
-            else k += snprintf(win + k, sizeof win - (size_t)k, ",stride=%dx%d", c->sh, c->sw);
-        }
-        if (c->ph || c->pw) {
-            if (c->ph == c->pw) k += snprintf(win + k, sizeof win - (size_t)k, ",pad=%d", c->ph);
-            else k += snprintf(win + k, sizeof win - (size_t)k, ",pad=%dx%d", c->ph, c->pw);
-        }
-        if (conv && !c->bias) snprintf(win + k, sizeof win - (size_t)k, ",bias=0");
-        snprintf(buf, n, "%s(%s)", name, win);
-        return buf;
-    }
-    case RS_LAYER_DROPOUT: snprintf(buf, n, "%s(%s)", name, flt(c->p, f, sizeof f)); return buf;
-    case RS_LAYER_LAYERNORM:
-        if (c->eps != 1e-5f) snprintf(buf, n, "%s(eps=%s)", name, flt(c->eps, f, sizeof f));
-        else snprintf(buf, n, "%s", name);
-        return buf;
-    default: snprintf(buf, n, "%s", name); return buf;
-    }
+    const rs_layer_ops *o = rs_layer_ops_for(c->kind);
+    if (o && o->spell) o->spell(c, buf, n);
+    else snprintf(buf, n, "%s", rs_layer_kind_name(c->kind));
+    return buf;
 }
 
 rs_status rs_layer_window_geom(rs_layer *l, const rs_shape *in, int out_channels, rs_err *err)

@@ -15,22 +15,9 @@
 #include "engine/core/tensor.h"
 
 typedef enum rs_layer_kind {
-    RS_LAYER_LINEAR = 0,
-    RS_LAYER_CONV2D,
-    RS_LAYER_MAXPOOL2D,
-    RS_LAYER_AVGPOOL2D,
-    RS_LAYER_RELU,
-    RS_LAYER_GELU,
-    RS_LAYER_TANH,
-    RS_LAYER_FLATTEN,
-    RS_LAYER_DROPOUT,
-    RS_LAYER_LAYERNORM,
-    RS_LAYER_EMBED,       /* token + position embedding: tokens (T) -> (T, C) */
-    RS_LAYER_ATTN,        /* causal multi-head self-attention core: qkv (T, 3C) -> (T, C) */
-    RS_LAYER_ADD,         /* sum of two inputs of one shape (the residual of a res[ ... ] block) */
-    RS_LAYER_TP_COPY,     /* tensor parallelism's f: identity forward, all-reduce of the gradient backward */
-    RS_LAYER_TP_REDUCE,   /* tensor parallelism's g: all-reduce forward, identity backward */
-    RS_LAYER_OP,          /* a generic tensor op of an imported graph (tensor_op.h); inference only */
+#define RS_LAYER(E, ops) RS_LAYER_##E,
+#include "engine/nn/layers.def"
+#undef RS_LAYER
     RS_LAYER_KIND_COUNT
 } rs_layer_kind;
 
@@ -92,8 +79,68 @@ typedef struct rs_exec {
     void *tp_ud;
 } rs_exec;
 
+/* How tensor parallelism treats a layer (engine/nn/tp.c). Every descriptor says which: 0 is "unset",
+ * and the facet test (tests/engine/test_layer_facets.c) fails on it. */
+typedef enum rs_layer_tp {
+    RS_LAYER_TP_UNSET = 0,
+    RS_LAYER_TP_REPLICATE,    /* every rank runs the whole layer */
+    RS_LAYER_TP_ELEMENTWISE,  /* runs unchanged on a rank's slice between the two linears of a pair */
+    RS_LAYER_TP_HEADS,        /* runs on heads/tp of its heads between the linears of a pair (attn) */
+    RS_LAYER_TP_SPLIT,        /* linear: by columns where a pair opens, by rows where it closes */
+} rs_layer_tp;
+
+/* A layer's one-position form, for generation with a KV cache (engine/nn/generate.c). */
+typedef enum rs_layer_gen {
+    RS_LAYER_GEN_UNSET = 0,
+    RS_LAYER_GEN_NONE,        /* none: generate refuses a model that has this layer */
+    RS_LAYER_GEN_ROW,         /* each row of the last dimension is computed alone: a step is forward
+                                 on a one-row view of the layer */
+    RS_LAYER_GEN_STEP,        /* its own step() (and cache_floats() when it keeps a cache) */
+} rs_layer_gen;
+
+/* What a step is given besides its input and output row. */
+typedef struct rs_layer_pos {
+    int pos;                  /* the position computed, 0 <= pos < maxT */
+    int maxT;                 /* positions a cache holds: the model's context */
+    const int32_t *tok;       /* the token at pos (device memory): what an embedding reads */
+    float *cache;             /* cache_floats(l, maxT) floats of device memory kept between steps, or NULL */
+} rs_layer_pos;
+
+/* A layer kind's descriptor: everything the program knows about the kind, in the kind's own file.
+ * The parser, completion, help, generation and tensor parallelism read these members; export,
+ * import and the plan compiler read the activation facet (unary_of/from_unary) and otherwise
+ * switch on the kind for the structural layers whose forms need their builders (docs/add-a-layer.md). */
 typedef struct rs_layer_ops {
-    const char *kind;     /* spelling in specs and summaries: "linear" */
+    /* ---- the command language: engine/nn/spec.c parses with these; completion and help list them ---- */
+    const char *kind;         /* spelling in specs and summaries: "linear" */
+    const char *synopsis;     /* how errors and help write it: "linear(OUT)"; NULL: the kind alone */
+    const char *const *opts;  /* the options it takes, positional ones first (NULL-terminated; NULL: none) */
+    int npos;                 /* how many leading options may be given by position */
+    const char *word;         /* what completion offers: "linear(" where arguments are usually written,
+                                 "relu"; NULL: not offered (tensor parallelism's own layers) */
+    bool unspelled;           /* never written in a spec (made by res[ ] or an import) */
+    /* The message when c lacks what the kind needs ("linear needs its output size, e.g. linear(10)"),
+     * NULL when it is complete. Optional. */
+    const char *(*missing)(const rs_layer_cfg *c);
+    /* Defaults of the kind besides the common ones (rs_layer_cfg_default). Optional. */
+    void (*defaults)(rs_layer_cfg *c);
+    /* Writes c as the language spells it (it re-parses to the same). Optional: the kind alone. */
+    void (*spell)(const rs_layer_cfg *c, char *buf, size_t n);
+    /* An activation's elementwise operator (an rs_unary_op) for c, -1 for any other layer; from_unary
+     * sets c for op and says whether op is this kind's. The plan lowers, export writes and import
+     * recognises an activation through these, so a new one needs no edit there. Optional. */
+    int (*unary_of)(const rs_layer_cfg *c);
+    bool (*from_unary)(int op, rs_layer_cfg *c);
+    rs_layer_tp tp;
+    rs_layer_gen gen;
+    /* RS_LAYER_GEN_STEP: the layer at position s->pos, in and out one row (in NULL for the model's
+     * tokens); failures stay in x->ctx as in forward. */
+    void (*step)(const rs_layer *l, const rs_exec *x, const rs_layer_pos *s, const float *in, float *out);
+    size_t (*cache_floats)(const rs_layer *l, int maxT); /* optional: no cache */
+    /* A small model that has the layer, for the facet test ("seq in=8 linear(8) silu linear(4)"). */
+    const char *example;
+
+    /* ---- the computation ---- */
     /* Output shape from input shape (per sample, no batch), parameter shapes into l->p[]. */
     rs_status (*setup)(rs_layer *l, const rs_shape *in, rs_err *err);
     /* PyTorch's default initialisation, drawing from rng. Optional (no parameters). */
@@ -145,15 +192,33 @@ struct rs_layer {
 
 const rs_layer_ops *rs_layer_ops_for(rs_layer_kind k);
 const char *rs_layer_kind_name(rs_layer_kind k);
+/* The kind a spec spells `word` ("linear"), RS_LAYER_KIND_COUNT when none does. */
+rs_layer_kind rs_layer_kind_by_name(const char *word);
+/* The spellable kinds' names, NULL-terminated, in the registry's order (for near misses). */
+const char *const *rs_layer_names(void);
+/* What completion offers for the kinds ("linear(", "relu"), NULL-terminated. */
+const char *const *rs_layer_words(void);
+/* The synopses of the kinds a user writes, "linear(OUT), conv(OUT,K,stride=,pad=), ..., attn(H)". */
+const char *rs_layer_synopses(void);
+/* The activation kind computing elementwise op (an rs_unary_op), configured into *c; false when no
+ * layer computes it. */
+bool rs_layer_for_unary(int op, rs_layer_cfg *c);
+/* The elementwise op of an activation layer l, -1 for other layers. */
+int rs_layer_unary(const rs_layer *l);
 /* Default configuration of a kind (bias on, pool stride = kernel, eps 1e-5, p 0.5). */
 rs_layer_cfg rs_layer_cfg_default(rs_layer_kind k);
 /* Writes the layer as the spec language spells it, e.g. "conv(16,3,pad=1)"; re-parses to the same. */
 char *rs_layer_cfg_str(const rs_layer_cfg *c, char *buf, size_t n);
+/* Pieces of spellings shared by several kinds: a float in its shortest form that reads back the
+ * same, and a window "3,stride=2,pad=1" of conv and the pools (conv's default stride is 1, a pool's
+ * its kernel). */
+const char *rs_layer_flt(float v, char *buf, size_t n);
+void rs_layer_spell_window(const rs_layer_cfg *c, int def_stride, char *buf, size_t n);
 
-/* Per-kind operation tables (engine/nn/<kind>.c). */
-extern const rs_layer_ops rs_linear_ops, rs_conv2d_ops, rs_maxpool2d_ops, rs_avgpool2d_ops,
-    rs_relu_ops, rs_gelu_ops, rs_tanh_ops, rs_flatten_ops, rs_dropout_ops, rs_layernorm_ops, rs_embed_ops,
-    rs_attn_ops, rs_add_ops, rs_tp_copy_ops, rs_tp_reduce_ops, rs_op_ops;
+/* The descriptors (engine/nn/<kind>.c), declared from the one list. */
+#define RS_LAYER(E, ops) extern const rs_layer_ops rs_##ops##_ops;
+#include "engine/nn/layers.def"
+#undef RS_LAYER
 
 /* Shared by conv and pools: output size of a window, or an error naming the layer. */
 rs_status rs_layer_window_geom(rs_layer *l, const rs_shape *in, int out_channels, rs_err *err);

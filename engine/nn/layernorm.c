@@ -1,5 +1,7 @@
 /* LayerNorm over the last dimension of each sample (torch.nn.LayerNorm(last_dim)), with learnable
  * weight (gamma, init 1) and bias (beta, init 0); mean and 1/std per row are saved for backward. */
+#include <stdio.h>
+
 #include "layer.h"
 
 static rs_status setup(rs_layer *l, const rs_shape *in, rs_err *err)
@@ -45,7 +47,26 @@ static void backward(rs_layer *l, const rs_exec *x, const float *in, const float
                         x->grads + l->p[1].offset, R, row_len(l));
 }
 
+static void spell(const rs_layer_cfg *c, char *buf, size_t n)
+{
+    char f[32];
+    if (c->eps != 1e-5f) snprintf(buf, n, "layernorm(eps=%s)", rs_layer_flt(c->eps, f, sizeof f));
+    else snprintf(buf, n, "layernorm");
+}
+
 const rs_layer_ops rs_layernorm_ops = {
-    .kind = "layernorm", .setup = setup, .init = init, .saved_bytes = saved, .forward = forward,
+    .kind = "layernorm",
+    .synopsis = "layernorm",
+    .opts = (const char *const[]){"eps", NULL},
+    .npos = 1,
+    .word = "layernorm",
+    .spell = spell,
+    .tp = RS_LAYER_TP_REPLICATE,
+    .gen = RS_LAYER_GEN_ROW,
+    .example = "seq in=6 linear(8) layernorm linear(8) layernorm(eps=0.001) linear(3)",
+    .setup = setup,
+    .init = init,
+    .saved_bytes = saved,
+    .forward = forward,
     .backward = backward,
 };

@@ -3,6 +3,7 @@
  * input and batch x positions for a sequence (T, I). With tie= the weight is another layer's
  * parameter (GPT-2's head shares the token embedding): same offsets, gradients added together. */
 #include <math.h>
+#include <stdio.h>
 
 #include "layer.h"
 
@@ -60,6 +61,34 @@ static void backward(rs_layer *l, const rs_exec *x, const float *in, const float
     if (din) x->k->gemm(x->ctx, false, false, B, I, O, 1.0f, dout, O, W, I, 0.0f, din, I);
 }
 
+static const char *missing(const rs_layer_cfg *c)
+{
+    return c->out ? NULL : "linear needs its output size, e.g. linear(10)";
+}
+
+static void spell(const rs_layer_cfg *c, char *buf, size_t n)
+{
+    char f[32];
+    int k = snprintf(buf, n, "linear(%d%s", c->out, c->bias ? "" : ",bias=0");
+    if (c->init_std > 0.0f && k >= 0 && (size_t)k < n)
+        k += snprintf(buf + k, n - (size_t)k, ",std=%s", rs_layer_flt(c->init_std, f, sizeof f));
+    if (c->tie[0] && k >= 0 && (size_t)k < n) k += snprintf(buf + k, n - (size_t)k, ",tie=%s", c->tie);
+    if (k >= 0 && (size_t)k < n) snprintf(buf + k, n - (size_t)k, ")");
+}
+
 const rs_layer_ops rs_linear_ops = {
-    .kind = "linear", .setup = setup, .init = init, .forward = forward, .backward = backward,
+    .kind = "linear",
+    .synopsis = "linear(OUT)",
+    .opts = (const char *const[]){"out", "bias", "std", "tie", NULL},
+    .npos = 1,
+    .word = "linear(",
+    .missing = missing,
+    .spell = spell,
+    .tp = RS_LAYER_TP_SPLIT,
+    .gen = RS_LAYER_GEN_ROW,
+    .example = "seq in=6 linear(5) linear(3,bias=0)",
+    .setup = setup,
+    .init = init,
+    .forward = forward,
+    .backward = backward,
 };

@@ -19,15 +19,6 @@ typedef struct parser {
     rs_err *err;
 } parser;
 
-static const char *const layer_names[] = {"linear", "conv", "maxpool", "avgpool", "relu", "gelu",
-                                          "tanh", "flatten", "dropout", "layernorm", "embed", "attn",
-                                          "tp_copy", "tp_reduce"};
-static const rs_layer_kind layer_kinds[] = {RS_LAYER_LINEAR, RS_LAYER_CONV2D, RS_LAYER_MAXPOOL2D,
-                                            RS_LAYER_AVGPOOL2D, RS_LAYER_RELU, RS_LAYER_GELU,
-                                            RS_LAYER_TANH, RS_LAYER_FLATTEN, RS_LAYER_DROPOUT,
-                                            RS_LAYER_LAYERNORM, RS_LAYER_EMBED, RS_LAYER_ATTN,
-                                            RS_LAYER_TP_COPY, RS_LAYER_TP_REDUCE};
-#define NLAYER_NAMES ((int)(sizeof layer_names / sizeof *layer_names))
 
 static int edit_distance(const char *a, const char *b)
 {
@@ -128,29 +119,13 @@ static bool parse_bool(const char *w, bool *out)
     return true;
 }
 
-/* Options each layer accepts, by position first then by name. */
+/* Options a layer accepts, by position first then by name: its descriptor's list. */
 static const char *const *layer_opts(rs_layer_kind k, int *n)
 {
-    static const char *const lin[] = {"out", "bias", "std", "tie"};
-    static const char *const emb[] = {"vocab", "out", "std"};
-    static const char *const att[] = {"heads"};
-    static const char *const gel[] = {"approx"};
-    static const char *const conv[] = {"out", "k", "stride", "pad", "bias"};
-    static const char *const pool[] = {"k", "stride", "pad"};
-    static const char *const drop[] = {"p"};
-    static const char *const ln[] = {"eps"};
-    switch (k) {
-    case RS_LAYER_LINEAR: *n = 4; return lin;
-    case RS_LAYER_EMBED: *n = 3; return emb;
-    case RS_LAYER_ATTN: *n = 1; return att;
-    case RS_LAYER_GELU: *n = 1; return gel;
-    case RS_LAYER_CONV2D: *n = 5; return conv;
-    case RS_LAYER_MAXPOOL2D:
-    case RS_LAYER_AVGPOOL2D: *n = 3; return pool;
-    case RS_LAYER_DROPOUT: *n = 1; return drop;
-    case RS_LAYER_LAYERNORM: *n = 1; return ln;
-    default: *n = 0; return NULL;
-    }
+    const char *const *o = rs_layer_ops_for(k)->opts;
+    *n = 0;
+    while (o && o[*n]) (*n)++;
+    return o;
 }
 
 static rs_status set_layer_opt(parser *p, rs_layer_cfg *c, const char *key, const char *val, size_t at,
@@ -165,7 +140,7 @@ static rs_status set_layer_opt(parser *p, rs_layer_cfg *c, const char *key, cons
     } else if (!strcmp(key, "k")) {
         if (!parse_pair(val, 1, 1024, &c->kh, &c->kw))
             return fail(p, at, RS_ERR_ARG, "%s: kernel '%s' is not valid; expected N or HxW, e.g. 3 or 3x5", kind, val);
-        if (!*stride_set && c->kind != RS_LAYER_CONV2D) {
+        if (!*stride_set && c->kind != RS_LAYER_CONV2D) { /* a pool's stride follows its kernel */
             c->sh = c->kh;
             c->sw = c->kw;
         }
@@ -226,25 +201,25 @@ static rs_status parse_layer_at(parser *p, rs_layer_cfg *cfg)
     size_t a = p->pos, b = word_end(p->s, a);
     char name[64];
     copy_word(p, a, b, name, sizeof name);
-    int which = -1;
-    for (int i = 0; i < NLAYER_NAMES; i++)
-        if (!strcmp(name, layer_names[i])) which = i;
-    if (which < 0) {
-        const char *near = rs_spec_near_miss(name, layer_names, NLAYER_NAMES);
+    rs_layer_kind which = rs_layer_kind_by_name(name);
+    if (which == RS_LAYER_KIND_COUNT) {
+        const char *const *names = rs_layer_names();
+        int nn = 0;
+        while (names[nn]) nn++;
+        const char *near = rs_spec_near_miss(name, names, nn);
         if (near)
             return fail(p, a, RS_ERR_ARG, "unknown layer '%s' (did you mean '%s'?)", name, near);
         return fail(p, a, RS_ERR_ARG,
-                    "unknown layer '%s'; layers are linear(OUT), conv(OUT,K,stride=,pad=), maxpool(K), "
-                    "avgpool(K), relu, gelu, tanh, flatten, dropout(P), layernorm, embed(V,C), attn(H); "
-                    "res[ ... ] adds a block's input to its output",
-                    name);
+                    "unknown layer '%s'; layers are %s; res[ ... ] adds a block's input to its output", name,
+                    rs_layer_synopses());
     }
-    *cfg = rs_layer_cfg_default(layer_kinds[which]);
+    *cfg = rs_layer_cfg_default(which);
+    const rs_layer_ops *ops = rs_layer_ops_for(which);
     p->pos = b;
     int nopts;
     const char *const *opts = layer_opts(cfg->kind, &nopts);
     int npos = 0;
-    bool stride_set = false, have_out = false;
+    bool stride_set = false;
     if (p->s[p->pos] == '(') {
         p->pos++;
         for (;;) {
@@ -279,14 +254,11 @@ static rs_status parse_layer_at(parser *p, rs_layer_cfg *cfg)
                 /* positional */
                 if (nopts == 0)
                     return fail(p, ka, RS_ERR_ARG, "%s takes no arguments; write it as plain `%s`", name, name);
-                if (npos >= nopts || (cfg->kind == RS_LAYER_CONV2D && npos >= 2) ||
-                    (cfg->kind == RS_LAYER_LINEAR && npos >= 1) || (cfg->kind == RS_LAYER_EMBED && npos >= 2) ||
-                    ((cfg->kind == RS_LAYER_MAXPOOL2D || cfg->kind == RS_LAYER_AVGPOOL2D) && npos >= 1))
+                if (npos >= ops->npos)
                     return fail(p, ka, RS_ERR_ARG, "%s: too many arguments at '%s'; name it, e.g. pad=%s", name, key, key);
                 snprintf(val, sizeof val, "%s", key);
                 snprintf(key, sizeof key, "%s", opts[npos++]);
             }
-            if (!strcmp(key, "out")) have_out = true;
             rs_status st = set_layer_opt(p, cfg, key, val, vat, &stride_set);
             if (st) return st;
             skip_ws(p);
@@ -301,11 +273,8 @@ static rs_status parse_layer_at(parser *p, rs_layer_cfg *cfg)
             return fail(p, p->pos, RS_ERR_ARG, "%s: expected ',' or ')' here", name);
         }
     }
-    if (cfg->kind == RS_LAYER_EMBED && (!have_out || !cfg->vocab))
-        return fail(p, a, RS_ERR_ARG, "embed needs the vocabulary and the width, e.g. embed(65,128)");
-    if ((cfg->kind == RS_LAYER_LINEAR || cfg->kind == RS_LAYER_CONV2D) && !have_out)
-        return fail(p, a, RS_ERR_ARG, "%s needs its output size, e.g. %s", name,
-                    cfg->kind == RS_LAYER_LINEAR ? "linear(10)" : "conv(16,3,pad=1)");
+    const char *missing = ops->missing ? ops->missing(cfg) : NULL;
+    if (missing) return fail(p, a, RS_ERR_ARG, "%s", missing);
     return RS_OK;
 }
 
@@ -341,6 +310,23 @@ static bool parse_shape(const char *w, rs_shape *out)
     return true;
 }
 
+/* "relu, gelu or tanh": the kinds that are activations, for mlp's act=. */
+static const char *activation_names(char *buf, size_t n)
+{
+    const char *acts[RS_LAYER_KIND_COUNT];
+    int na = 0;
+    for (const char *const *w = rs_layer_names(); *w; w++)
+        if (rs_layer_ops_for(rs_layer_kind_by_name(*w))->unary_of) acts[na++] = *w;
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < na; i++) {
+        int k = snprintf(buf + at, n - at, "%s%s", i == 0 ? "" : i == na - 1 ? " or " : ", ", acts[i]);
+        if (k < 0 || at + (size_t)k >= n) break;
+        at += (size_t)k;
+    }
+    return buf;
+}
+
 typedef struct spec_opts {
     rs_shape in;
     bool have_in;
@@ -364,10 +350,13 @@ static rs_status parse_opt(parser *p, size_t a, const char *key, const char *val
             return fail(p, a, RS_ERR_ARG, "in='%s' is not a shape; expected FEATURES or CxHxW, e.g. in=1x28x28", val);
         o->have_in = true;
     } else if (mlp && !strcmp(key, "act")) {
-        if (!strcmp(val, "relu")) o->act = RS_LAYER_RELU;
-        else if (!strcmp(val, "gelu")) o->act = RS_LAYER_GELU;
-        else if (!strcmp(val, "tanh")) o->act = RS_LAYER_TANH;
-        else return fail(p, a, RS_ERR_ARG, "act='%s' is not an activation; expected relu, gelu or tanh", val);
+        rs_layer_kind k = rs_layer_kind_by_name(val);
+        if (k == RS_LAYER_KIND_COUNT || !rs_layer_ops_for(k)->unary_of) {
+            char acts[256];
+            return fail(p, a, RS_ERR_ARG, "act='%s' is not an activation; expected %s", val,
+                        activation_names(acts, sizeof acts));
+        }
+        o->act = k;
     } else if (mlp && !strcmp(key, "dropout")) {
         char *end;
         double v = strtod(val, &end);

@@ -320,8 +320,16 @@ static void forward_n(rs_layer *l, const rs_exec *x, const float *const *in, flo
     }
 }
 
+/* No spelling: an import makes it (engine/nn/tensor_op.h). It has no one-position form: a model
+ * that has one generates with cache=off. */
 const rs_layer_ops rs_op_ops = {
-    .kind = "op", .setup = setup, .workspace_bytes = workspace_bytes, .forward_n = forward_n,
+    .kind = "op",
+    .unspelled = true,
+    .tp = RS_LAYER_TP_REPLICATE,
+    .gen = RS_LAYER_GEN_NONE,
+    .setup = setup,
+    .workspace_bytes = workspace_bytes,
+    .forward_n = forward_n,
 };
 
 rs_status rs_model_add_op(rs_model *m, const rs_op_node *op, const int *src, int nsrc, rs_err *err)

@@ -39,10 +39,10 @@ void rs_model_set_tp_comm(rs_model *m, rs_tp_comm_fn fn, void *ud)
     m->tp_comm_ud = ud;
 }
 
-static bool elementwise(rs_layer_kind k)
-{
-    return k == RS_LAYER_RELU || k == RS_LAYER_GELU || k == RS_LAYER_TANH || k == RS_LAYER_DROPOUT;
-}
+/* What may stand between the two linears of a pair: layers that run on a rank's slice as they are,
+ * and one that runs on its heads (attention), as each layer's descriptor says. */
+static bool elementwise(const rs_layer *l) { return l->ops->tp == RS_LAYER_TP_ELEMENTWISE; }
+static bool by_heads(const rs_layer *l) { return l->ops->tp == RS_LAYER_TP_HEADS; }
 
 /* Layer i's output is read by layer i+1 alone (and is not the model's output). */
 static bool feeds_next_only(const rs_model *m, int i)
@@ -57,7 +57,7 @@ static bool feeds_next_only(const rs_model *m, int i)
 
 static bool splittable_linear(const rs_layer *l)
 {
-    return l->cfg.kind == RS_LAYER_LINEAR && !l->cfg.tie[0] && l->nsrc == 1;
+    return l->ops->tp == RS_LAYER_TP_SPLIT && !l->cfg.tie[0] && l->nsrc == 1;
 }
 
 /* Marks the pairs (see tp.h); an error names a pair that tp ranks cannot split evenly. */
@@ -68,9 +68,9 @@ static rs_status find_pairs(rs_tp_plan *p, rs_err *err)
         const rs_layer *a = &m->layers[i];
         if (!splittable_linear(a) || !feeds_next_only(m, i)) continue;
         int j = i + 1, attn = -1;
-        while (j < m->nlayers && (elementwise(m->layers[j].cfg.kind) || (m->layers[j].cfg.kind == RS_LAYER_ATTN && attn < 0)) &&
+        while (j < m->nlayers && (elementwise(&m->layers[j]) || (by_heads(&m->layers[j]) && attn < 0)) &&
                feeds_next_only(m, j)) {
-            if (m->layers[j].cfg.kind == RS_LAYER_ATTN) attn = j;
+            if (by_heads(&m->layers[j])) attn = j;
             j++;
         }
         if (j >= m->nlayers || !splittable_linear(&m->layers[j])) continue;
@@ -143,7 +143,7 @@ static rs_status shard_layout(const rs_tp_plan *p, int rank, rs_mem *mem, int *s
         if (!closes_residual) {
             rs_layer_cfg c = l->cfg;
             if (r == RS_TP_COLUMN || r == RS_TP_QKV) c.out /= p->tp;
-            if (r == RS_TP_INNER && c.kind == RS_LAYER_ATTN) c.heads /= p->tp;
+            if (r == RS_TP_INNER && by_heads(l)) c.heads /= p->tp;
             if (r == RS_TP_ROW) c.bias = c.bias && rank == 0;
             if (c.tie[0]) shard_tie(w, s, shard_of, c.tie, sizeof c.tie);
             if (r == RS_TP_COLUMN || r == RS_TP_QKV) st = add_kind(s, RS_LAYER_TP_COPY, err);

@@ -60,9 +60,22 @@ static void reduce_backward(rs_layer *l, const rs_exec *x, const float *in, cons
     if (din) copy_values(x, din, dout, numel(l, B));
 }
 
+/* Spellable so a shard's spec re-parses, but never offered: tensor parallelism places them. */
 const rs_layer_ops rs_tp_copy_ops = {
-    .kind = "tp_copy", .setup = setup, .forward = copy_forward, .backward = copy_backward,
+    .kind = "tp_copy",
+    .tp = RS_LAYER_TP_REPLICATE,
+    .gen = RS_LAYER_GEN_NONE,
+    .example = "seq in=6 linear(8) tp_copy linear(3)",
+    .setup = setup,
+    .forward = copy_forward,
+    .backward = copy_backward,
 };
 const rs_layer_ops rs_tp_reduce_ops = {
-    .kind = "tp_reduce", .setup = setup, .forward = reduce_forward, .backward = reduce_backward,
+    .kind = "tp_reduce",
+    .tp = RS_LAYER_TP_REPLICATE,
+    .gen = RS_LAYER_GEN_NONE,
+    .example = "seq in=6 linear(8) tp_reduce linear(3)",
+    .setup = setup,
+    .forward = reduce_forward,
+    .backward = reduce_backward,
 };

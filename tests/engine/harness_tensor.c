@@ -78,6 +78,7 @@ static double unary_ref(rs_unary_op op, double x, double a, double b)
     case RS_UNARY_CAST_INT: return trunc(x);
     case RS_UNARY_CAST_BOOL: return x != 0;
     case RS_UNARY_NOT: return x == 0;
+    case RS_UNARY_SILU: return x / (1 + exp(-x));
     }
     return NAN;
 }
@@ -85,7 +86,7 @@ static double unary_ref(rs_unary_op op, double x, double a, double b)
 static void case_unary(hz *h)
 {
     static const size_t sizes[] = {1, 17, 129};
-    for (int op = RS_UNARY_RELU; op <= RS_UNARY_NOT; op++)
+    for (int op = 0; op < RS_UNARY_COUNT; op++)
         for (size_t s = 0; s < 3; s++) {
             size_t n = sizes[s], mark = hz_mark(h);
             /* sqrt and log on positives, reciprocal away from 0; integers (some 0) for the bool ops */
