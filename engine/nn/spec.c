@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,26 @@ const char *rs_spec_near_miss(const char *word, const char *const *cands, int n)
         }
     }
     return best;
+}
+
+/* Made once from the descriptors, read-only after: every caller sees the same list. */
+static struct {
+    pthread_once_t once;
+    const char *w[RS_LAYER_KIND_COUNT + 5];
+} spec_words = {.once = PTHREAD_ONCE_INIT};
+
+static void make_spec_words(void)
+{
+    static const char *const own[] = {"res[", "ctx=", "[", "]"};
+    int n = 0;
+    for (const char *const *w = rs_layer_words(); *w; w++) spec_words.w[n++] = *w;
+    for (size_t i = 0; i < sizeof own / sizeof *own; i++) spec_words.w[n++] = own[i];
+}
+
+const char *const *rs_spec_words(void)
+{
+    pthread_once(&spec_words.once, make_spec_words);
+    return spec_words.w;
 }
 
 static rs_status fail(parser *p, size_t at, rs_status code, const char *fmt, ...)

@@ -23,5 +23,8 @@ rs_status rs_layer_parse(const char *word, rs_layer_cfg *cfg, size_t *err_pos, r
 
 /* The closest of `cands` to `word` within edit distance 2, or NULL: the "did you mean" helper. */
 const char *rs_spec_near_miss(const char *word, const char *const *cands, int n);
+/* The words a `seq` spec is made of, for completion: every offered layer ("linear(", "relu", from the
+ * layers' descriptors) and the spec's own ("res[", "ctx=", "[", "]"). NULL-terminated, read-only. */
+const char *const *rs_spec_words(void);
 
 #endif
