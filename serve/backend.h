@@ -9,7 +9,7 @@
 #include "config.h"
 
 typedef struct rs_serve_backend rs_serve_backend; /* a loaded model, shared by its instances */
-typedef struct rs_serve_inst rs_serve_inst;       /* one instance: what a pass writes (its own rs_acts) */
+typedef struct rs_serve_inst rs_serve_inst;       /* one instance: what a pass writes (the backend says what) */
 
 /* Loads path: an .onnx file (kind "engine"), a model.plan compiled by `compile` (kind "plan": refused
  * with the plan loader's reason when it was built for another ISA or oneDNN, or is corrupted), or a
