@@ -1,5 +1,7 @@
 /* The gRPC front end: inference.GRPCInferenceService over HTTP/2 (h2c, prior knowledge, as gRPC
  * clients speak it on a plain port) with nghttp2 doing the HTTP/2 and grpc_methods.c the methods.
+ * This file holds the sockets, nghttp2's callbacks and the connection's threads; a call's life (its
+ * messages, the worker pool, its responses) is grpc_call.c's, the structs both share grpc_conn.h's.
  *
  * Threads: one accepts; each connection has two that take turns reading its socket into its nghttp2
  * session; a pool of workers runs the calls the reader does not, because a call blocks while its
