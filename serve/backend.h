@@ -1,24 +1,31 @@
-/* The one place serve/ runs a model: load a model file, describe its tensors, and run batches on an
- * instance. Everything model-specific stays behind these calls, so a change of executor (imported
- * ONNX graphs moving onto the engine's) touches this file alone. */
+/* What serve/ asks of a served model: load a model file, describe its tensors, complete its config,
+ * and run batches (or generate text) on an instance. Each kind of model is a backend, a table of
+ * functions in a file of its own (backend_ops.h); these calls go through the table, so the server
+ * core never tests which kind it holds. The rank processes of a model served across ranks run it
+ * too (ranks_worker.c), with the engine model a backend hands them (rs_serve_backend_model). */
 #ifndef RS_SERVE_BACKEND_H
 #define RS_SERVE_BACKEND_H
 
 #include "config.h"
 
 typedef struct rs_serve_backend rs_serve_backend; /* a loaded model, shared by its instances */
-typedef struct rs_serve_inst rs_serve_inst;       /* one instance: what a pass writes (its own rs_acts) */
+typedef struct rs_serve_inst rs_serve_inst;       /* one instance: what a pass writes (the backend says what) */
 
 /* Loads path: an .onnx file (kind "engine"), a model.plan compiled by `compile` (kind "plan": refused
- * with the plan loader's reason when it was built for another ISA or oneDNN, or is corrupted), or a model.safetensors holding a token model (a GPT; kind
- * "gpt") with a vocab.json beside it ({"chars": [byte of token 0, byte of token 1, ...]}): text in,
+ * with the plan loader's reason when it was built for another ISA or oneDNN, or is corrupted), or a
+ * model.safetensors holding a token model (a GPT; kind "gpt") with a vocab.json beside it ({"chars": [byte of token 0, byte of token 1, ...]}): text in,
  * text out, served decoupled (a response per generated token). Caller owns *out. */
 rs_status rs_serve_backend_load(const char *path, rs_serve_backend **out, rs_err *err);
 void rs_serve_backend_free(rs_serve_backend *b); /* after every instance; NULL is a no-op */
 /* The model's input and output as a config states them (per sample: no batch dim). */
 void rs_serve_backend_io(const rs_serve_backend *b, rs_serve_io *in, rs_serve_io *out);
-/* "engine": every model runs on the engine's executor with an activation set per instance; "gpt": a
- * token model that generates (rs_serve_inst_generate), each instance with its own decoder. */
+/* Checks the model's config c against the model (where: its file, for messages) and fills in what c
+ * leaves out: tensors, platform, instance defaults. A config naming another backend (ringside_plan
+ * without a model.plan, a TensorRT engine), or decoupled for a model that does not generate, is refused. */
+rs_status rs_serve_backend_complete(const rs_serve_backend *b, rs_serve_config *c, const char *where, rs_err *err);
+/* The backend's name: "engine" (an ONNX graph on the engine's executor, an activation set per
+ * instance), "plan" (a compiled plan), "gpt" (a token model that generates: rs_serve_inst_generate)
+ * or "ranks" (a model served across ranks: rs_serve_backend_use_ranks). */
 const char *rs_serve_backend_kind(const rs_serve_backend *b);
 bool rs_serve_backend_generates(const rs_serve_backend *b);
 /* The largest batch the model runs: a plan's compiled batch; 0 for any. */

@@ -1,21 +1,28 @@
-/* A compiled plan as a served model (see backend_plan.h). */
-#include "backend_plan.h"
-
+/* The plan backend: a model.plan compiled by `compile` (plan/plan.h) in a repository version folder.
+ * A plan runs one batch at a time (its arena holds the activations), so every instance holds a plan
+ * of its own: the first takes the plan loaded to check and describe the file, each further one is
+ * loaded from the same bytes. Memory: the file's bytes once (kept for the further instances) plus
+ * per instance the plan's weights and its arena. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-struct rs_serve_plan {
+#include "backend_ops.h"
+#include "plan/plan.h"
+
+typedef struct splan {
     char *path;       /* owned */
     rs_plan *first;   /* owned until the first instance takes it (NULL after) */
     uint8_t *bytes;   /* owned: the serialized plan, what further instances load */
     size_t nbytes;
-    rs_serve_io in, out; /* what the plan takes and gives, read once at open */
+    rs_serve_io in, out; /* what the plan takes and gives, read once at load */
     size_t out_numel;
-    int batch;
-};
+    int batch;        /* the batch it was compiled for */
+} splan;
 
-static void describe(rs_serve_plan *sp)
+/* Per sample, named as the ONNX exporter names them ("input", "logits"): the input shape the plan was
+ * compiled for and its (rows x) classes outputs. */
+static void describe(splan *sp)
 {
     rs_serve_io *in = &sp->in, *out = &sp->out;
     snprintf(in->name, sizeof in->name, "input");
@@ -30,10 +37,21 @@ static void describe(rs_serve_plan *sp)
     sp->batch = rs_plan_batch(sp->first);
 }
 
-rs_status rs_serve_plan_open(const char *path, rs_serve_plan **out, rs_err *err)
+static void plan_free(void *impl)
 {
-    *out = NULL;
-    rs_serve_plan *sp = calloc(1, sizeof *sp); /* the caller's */
+    splan *sp = impl;
+    if (!sp) return;
+    rs_plan_free(sp->first);
+    free(sp->bytes);
+    free(sp->path);
+    free(sp);
+}
+
+/* A file for another ISA or oneDNN version, or a corrupted one, is refused with the loader's message;
+ * a token plan (a GPT) too, since serve/ takes FP32 tensors. */
+static rs_status plan_load(const char *path, void **impl, rs_err *err)
+{
+    splan *sp = calloc(1, sizeof *sp); /* the caller's: plan_free */
     if (!sp || !(sp->path = strdup(path))) {
         free(sp);
         return rs_err_set(err, RS_ERR_NOMEM, "out of memory");
@@ -46,39 +64,82 @@ rs_status rs_serve_plan_open(const char *path, rs_serve_plan **out, rs_err *err)
         st = rs_err_set(err, RS_ERR_FORMAT, "%s: the plan has %d output rows", path, rs_plan_rows(sp->first));
     if (!st) st = rs_plan_serialize(sp->first, &sp->bytes, &sp->nbytes, err);
     if (st) {
-        rs_serve_plan_close(sp);
+        plan_free(sp);
         return st;
     }
     describe(sp);
-    *out = sp;
+    *impl = sp;
     return RS_OK;
 }
 
-void rs_serve_plan_close(rs_serve_plan *sp)
+static void plan_io(const void *impl, rs_serve_io *in, rs_serve_io *out)
 {
-    if (!sp) return;
-    rs_plan_free(sp->first);
-    free(sp->bytes);
-    free(sp->path);
-    free(sp);
-}
-
-void rs_serve_plan_io(const rs_serve_plan *sp, rs_serve_io *in, rs_serve_io *out, size_t *out_numel)
-{
+    const splan *sp = impl;
     *in = sp->in;
     *out = sp->out;
-    *out_numel = sp->out_numel;
 }
 
-int rs_serve_plan_batch(const rs_serve_plan *sp) { return sp->batch; }
-
-rs_status rs_serve_plan_instance(rs_serve_plan *sp, rs_plan **out, rs_err *err)
+/* A model.plan is ringside's own (oneDNN, from `compile`): platform "ringside_plan", and a config
+ * may not ask for batches larger than the one it was compiled for. */
+static rs_status plan_complete(const void *impl, rs_serve_config *c, const char *where, rs_err *err)
 {
-    *out = NULL;
-    if (sp->first) {
-        *out = sp->first;
-        sp->first = NULL;
-        return RS_OK;
-    }
-    return rs_plan_load_buffer(sp->bytes, sp->nbytes, sp->path, out, err);
+    const splan *sp = impl;
+    if ((c->platform[0] && strcmp(c->platform, "ringside_plan")) || (c->backend[0] && strcmp(c->backend, "ringside_plan")))
+        return rs_err_set(err, RS_ERR_ARG, "%s: a compiled plan is platform: \"ringside_plan\", not %s \"%s\"", where,
+                          c->platform[0] ? "platform" : "backend", c->platform[0] ? c->platform : c->backend);
+    if (!c->platform[0]) snprintf(c->platform, sizeof c->platform, "ringside_plan");
+    int pb = sp->batch;
+    if (c->max_batch_size > pb)
+        return rs_err_set(err, RS_ERR_ARG, "%s: max_batch_size %d is larger than the batch %d the plan was compiled "
+                          "for: set max_batch_size to 1..%d, or compile the model again with batch=%d", where,
+                          c->max_batch_size, pb, pb, c->max_batch_size);
+    return rs_srv_complete_tensors(c, &sp->in, &sp->out, where, err);
 }
+
+static rs_status plan_new_instance(void *impl, int max_batch, void **inst, rs_err *err)
+{
+    (void)max_batch;
+    splan *sp = impl;
+    rs_plan *p = sp->first; /* the instance's: plan_free_instance (instances are made one at a time) */
+    sp->first = NULL;
+    rs_status st = p ? RS_OK : rs_plan_load_buffer(sp->bytes, sp->nbytes, sp->path, &p, err);
+    if (!st) *inst = p;
+    return st;
+}
+
+static void plan_free_instance(void *inst) { rs_plan_free(inst); }
+
+static rs_status plan_run(void *impl, void *inst, const float *x, int B, float *y, rs_err *err)
+{
+    const splan *sp = impl;
+    const float *o;
+    rs_status st = rs_plan_run(inst, x, B, &o, err);
+    if (st) return st;
+    memcpy(y, o, (size_t)B * sp->out_numel * sizeof *y);
+    return RS_OK;
+}
+
+static int plan_max_batch(const void *impl) { return ((const splan *)impl)->batch; }
+
+static rs_status plan_ranks_cfg(const void *impl, const char *path, int max_batch, rs_serve_ranks_cfg *c, rs_err *err)
+{
+    (void)impl, (void)max_batch;
+    return rs_err_set(err, RS_ERR_UNSUPPORTED, "%s: a compiled plan runs in one process (ranks=1); to serve across "
+                      "%d ranks, serve the model or the .onnx file it was compiled from", path, c->ranks);
+}
+
+const rs_srv_backend_ops rs_srv_backend_plan = {
+    .name = "plan",
+    .file = "model.plan",
+    .what = "a plan",
+    .platform = "ringside_plan",
+    .load = plan_load,
+    .free = plan_free,
+    .io = plan_io,
+    .complete = plan_complete,
+    .new_instance = plan_new_instance,
+    .free_instance = plan_free_instance,
+    .run = plan_run,
+    .max_batch = plan_max_batch,
+    .ranks_cfg = plan_ranks_cfg,
+};

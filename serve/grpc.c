@@ -1,5 +1,7 @@
 /* The gRPC front end: inference.GRPCInferenceService over HTTP/2 (h2c, prior knowledge, as gRPC
  * clients speak it on a plain port) with nghttp2 doing the HTTP/2 and grpc_methods.c the methods.
+ * This file holds the sockets, nghttp2's callbacks and the connection's threads; a call's life (its
+ * messages, the worker pool, its responses) is grpc_call.c's, the structs both share grpc_conn.h's.
  *
  * Threads: one accepts; each connection has two that take turns reading its socket into its nghttp2
  * session; a pool of workers runs the calls the reader does not, because a call blocks while its
@@ -33,365 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "grpc_internal.h"
-
-#define MAX_WORKERS 1024
-
-typedef struct msg {
-    struct msg *next;
-    size_t len;
-    uint8_t data[];
-} msg;
-
-typedef struct conn conn;
-
-typedef struct call {
-    conn *c;
-    int32_t id;
-    rs_grpc_method method;
-    bool content_ok;           /* content-type application/grpc* */
-    struct call *prev, *next;  /* the connection's calls */
-    struct call *job_next;     /* the pool's queue */
-    /* request side, the reader only */
-    uint8_t *in;               /* owned: bytes not yet framed into messages */
-    size_t in_n, in_cap;
-    bool in_err;               /* framing failed: the rest is dropped */
-    /* under c->mu */
-    msg *q_head, *q_tail;      /* owned: request messages waiting for the worker */
-    size_t q_bytes;
-    int nmsgs;                 /* messages seen (a unary call takes exactly one) */
-    bool in_done;              /* the client ended its side */
-    bool job;                  /* queued in or run by the pool */
-    bool closed;               /* the stream is gone */
-    uint8_t *out;              /* owned: framed responses not yet sent */
-    size_t out_n, out_off, out_cap;
-    bool finished;             /* no more responses: trailers next */
-    rs_grpc_code status;
-    char errmsg[1024];
-    bool dirty;                /* news not yet given to nghttp2: a stream's output, a call's end */
-    /* under c->h2mu */
-    bool started, deferred;
-} call;
-
-struct conn {
-    rs_serve_grpc *g;
-    int fd;
-    int wake[2];
-    nghttp2_session *h2;
-    pthread_t th[2];           /* its two threads: one reads the socket, the other runs a call or waits */
-    bool two;                  /* th[1] started */
-    pthread_cond_t role;       /* the reader role changed hands, or the connection ends (c->mu) */
-    int reader;                /* the thread that reads (c->mu) */
-    bool runner_busy;          /* the other thread is running a call (c->mu) */
-    bool ending;               /* the reader has left its loop (c->mu) */
-    call *inline_k;            /* a unary call the reader runs itself once the other reads (reader only) */
-    uint64_t drain_until;      /* reader only */
-    pthread_mutex_t h2mu;      /* the session, w and the calls' started/deferred: whichever thread sends */
-    bool dead;                 /* the reader has left: nobody touches the session again (c->h2mu) */
-    pthread_mutex_t mu;
-    pthread_cond_t idle;       /* a worker let go of a call */
-    call *calls;               /* owned */
-    int jobs;                  /* calls held by the pool */
-    conn *next;                /* the server's connections (g->mu) */
-    bool done;                 /* the reader has finished with the socket (g->mu) */
-    bool goaway;
-    uint8_t *w;                /* owned: bytes for the socket not yet written */
-    size_t wn, woff, wcap;
-};
-
-struct rs_serve_grpc {
-    rs_serve_server *s;        /* borrowed */
-    size_t cap;
-    int lfd, port;
-    int stop_pipe[2];
-    pthread_t accept_th;
-    pthread_mutex_t mu;
-    pthread_cond_t work;
-    conn *conns;
-    bool stopping;             /* g->mu; read unlocked by the readers as a hint */
-    call *jq_head, *jq_tail;   /* the pool's queue */
-    int queued, idle, nworkers;
-    pthread_t *workers;        /* (MAX_WORKERS), owned */
-    uint64_t sends;            /* buffers given to send() (atomic): one per response when the socket takes it */
-};
-
-/* ---- calls ---- */
-
-static void wake(conn *c)
-{
-    char b = 1;
-    ssize_t r = write(c->wake[1], &b, 1); /* a full pipe already says "look" */
-    (void)r;
-}
-
-/* Ends call k with status (lock held). */
-static void finish_locked(call *k, rs_grpc_code code, const char *errmsg)
-{
-    if (k->finished) return;
-    k->finished = true;
-    k->status = code;
-    snprintf(k->errmsg, sizeof k->errmsg, "%s", errmsg ? errmsg : "");
-    k->dirty = true;
-}
-
-static void call_free(call *k)
-{
-    for (msg *m = k->q_head, *nx; m; m = nx) {
-        nx = m->next;
-        free(m);
-    }
-    free(k->in);
-    free(k->out);
-    free(k);
-}
-
-/* Takes k out of its connection's list and frees it (lock held). */
-static void call_drop_locked(call *k)
-{
-    conn *c = k->c;
-    if (k->prev) k->prev->next = k->next;
-    else c->calls = k->next;
-    if (k->next) k->next->prev = k->prev;
-    call_free(k);
-}
-
-static void pump(conn *c);
-static bool flush(conn *c);
-
-/* Whoever ran a call sends its news itself (waking the reader to send would be one more thread
- * hand-off per call); what the socket does not take now, or a dead socket, is left to the reader.
- * The caller holds a job on the connection (it stays alive) and not c->mu. */
-static void send_now(conn *c)
-{
-    pthread_mutex_lock(&c->h2mu);
-    if (c->dead) { /* the connection is ending: its calls may be freed the moment they are closed */
-        pthread_mutex_unlock(&c->h2mu);
-        return;
-    }
-    pump(c);
-    bool left = !flush(c) || c->woff < c->wn;
-    pthread_mutex_unlock(&c->h2mu);
-    if (left) wake(c);
-}
-
-static void sink_emit(void *ud, const uint8_t *data, size_t n)
-{
-    call *k = ud;
-    conn *c = k->c;
-    pthread_mutex_lock(&c->mu);
-    if (!k->closed && !k->finished) {
-        size_t need = k->out_n + 5 + n;
-        if (need > k->out_cap) {
-            size_t nc = k->out_cap ? k->out_cap : 1024;
-            while (nc < need) nc *= 2;
-            uint8_t *nb = realloc(k->out, nc);
-            if (!nb) {
-                finish_locked(k, RS_GRPC_RESOURCE_EXHAUSTED, "out of memory for the response");
-                pthread_mutex_unlock(&c->mu);
-                send_now(c);
-                return;
-            }
-            k->out = nb;
-            k->out_cap = nc;
-        }
-        rs_grpc_frame_prefix(k->out + k->out_n, n);
-        memcpy(k->out + k->out_n + 5, data, n);
-        k->out_n += 5 + n;
-        /* A unary call's one message is news only with its trailers (finish_locked), so HEADERS,
-         * DATA and trailers leave in one send; a stream's messages are sent as they come. */
-        if (k->method == RS_GRPC_MODEL_STREAM_INFER) k->dirty = true;
-    }
-    pthread_mutex_unlock(&c->mu);
-    if (k->method == RS_GRPC_MODEL_STREAM_INFER) send_now(c);
-}
-
-static bool sink_cancelled(void *ud)
-{
-    call *k = ud;
-    pthread_mutex_lock(&k->c->mu);
-    bool gone = k->closed;
-    pthread_mutex_unlock(&k->c->mu);
-    return gone;
-}
-
-/* A worker runs a call: a unary one's message, or a stream's messages one after another (so a
- * stream's responses come in the order of its requests) until the queue is empty. */
-static void run_call(rs_serve_grpc *g, call *k)
-{
-    conn *c = k->c;
-    rs_grpc_sink sink = {sink_emit, sink_cancelled, k};
-    char err[1024];
-    for (;;) {
-        pthread_mutex_lock(&c->mu);
-        msg *m = k->q_head;
-        if (m) {
-            k->q_head = m->next;
-            if (!k->q_head) k->q_tail = NULL;
-            k->q_bytes -= m->len;
-        }
-        if (m && k->closed) { /* drain what a closed stream left */
-            pthread_mutex_unlock(&c->mu);
-            free(m);
-            continue;
-        }
-        if (!m) {
-            if (k->method == RS_GRPC_MODEL_STREAM_INFER && k->in_done) finish_locked(k, RS_GRPC_OK, NULL);
-            if (k->dirty && !k->closed) { /* the answer or the trailers, sent while the job keeps c alive */
-                pthread_mutex_unlock(&c->mu);
-                send_now(c);
-                continue;
-            }
-            k->job = false;
-            c->jobs--;
-            if (k->closed) call_drop_locked(k);
-            pthread_cond_broadcast(&c->idle);
-            pthread_mutex_unlock(&c->mu);
-            return;
-        }
-        pthread_mutex_unlock(&c->mu);
-        rs_grpc_code code = rs_grpc_call(g->s, k->method, m->data, m->len, &sink, err, sizeof err);
-        free(m);
-        if (k->method != RS_GRPC_MODEL_STREAM_INFER) {
-            pthread_mutex_lock(&c->mu);
-            finish_locked(k, code, code == RS_GRPC_OK ? NULL : err);
-            pthread_mutex_unlock(&c->mu);
-        }
-    }
-}
-
-static void *worker_main(void *arg)
-{
-    rs_serve_grpc *g = arg;
-    pthread_mutex_lock(&g->mu);
-    for (;;) {
-        if (!g->jq_head) {
-            if (g->stopping) break;
-            g->idle++;
-            pthread_cond_wait(&g->work, &g->mu);
-            g->idle--;
-            continue;
-        }
-        call *k = g->jq_head;
-        g->jq_head = k->job_next;
-        if (!g->jq_head) g->jq_tail = NULL;
-        g->queued--;
-        pthread_mutex_unlock(&g->mu);
-        run_call(g, k);
-        pthread_mutex_lock(&g->mu);
-    }
-    pthread_mutex_unlock(&g->mu);
-    return NULL;
-}
-
-/* Hands k to the pool (k->job set by the caller under c->mu, which it has let go: the worker takes
- * c->mu first thing, and one woken into a held lock sleeps again). */
-static void schedule(rs_serve_grpc *g, call *k)
-{
-    pthread_mutex_lock(&g->mu);
-    k->job_next = NULL;
-    if (g->jq_tail) g->jq_tail->job_next = k;
-    else g->jq_head = k;
-    g->jq_tail = k;
-    g->queued++;
-    if (g->queued > g->idle && g->nworkers < MAX_WORKERS &&
-        !pthread_create(&g->workers[g->nworkers], NULL, worker_main, g))
-        g->nworkers++;
-    pthread_mutex_unlock(&g->mu);
-    pthread_cond_signal(&g->work); /* after the unlock, for the same reason */
-}
-
-/* Queues the whole messages in k->in (the reader). */
-static void take_messages(call *k)
-{
-    conn *c = k->c;
-    size_t off = 0;
-    for (;;) {
-        const uint8_t *p;
-        size_t len, used;
-        rs_grpc_code code;
-        char err[256];
-        rs_grpc_next r = rs_grpc_frame_next(k->in + off, k->in_n - off, k->c->g->cap, &p, &len, &used, &code, err,
-                                            sizeof err);
-        if (r == RS_GRPC_FRAME_MORE) break;
-        pthread_mutex_lock(&c->mu);
-        if (r == RS_GRPC_FRAME_ERR) {
-            k->in_err = true;
-            finish_locked(k, code, err);
-            pthread_mutex_unlock(&c->mu);
-            off = k->in_n;
-            break;
-        }
-        off += used;
-        k->nmsgs++;
-        if (k->method != RS_GRPC_MODEL_STREAM_INFER && k->nmsgs > 1) {
-            k->in_err = true;
-            finish_locked(k, RS_GRPC_INVALID_ARGUMENT, "a unary method takes one request message; got more");
-            pthread_mutex_unlock(&c->mu);
-            off = k->in_n;
-            break;
-        }
-        if (k->q_bytes + len > k->c->g->cap) {
-            k->in_err = true;
-            finish_locked(k, RS_GRPC_RESOURCE_EXHAUSTED, "requests waiting on this stream exceed the size limit");
-            pthread_mutex_unlock(&c->mu);
-            off = k->in_n;
-            break;
-        }
-        msg *m = malloc(sizeof *m + len); /* the call's queue owns it */
-        if (!m) {
-            k->in_err = true;
-            finish_locked(k, RS_GRPC_RESOURCE_EXHAUSTED, "out of memory for a request");
-            pthread_mutex_unlock(&c->mu);
-            off = k->in_n;
-            break;
-        }
-        m->next = NULL;
-        m->len = len;
-        memcpy(m->data, p, len);
-        if (k->q_tail) k->q_tail->next = m;
-        else k->q_head = m;
-        k->q_tail = m;
-        k->q_bytes += len;
-        /* A stream's messages go to the pool as they come; a unary call's when the client is done. */
-        bool run = k->method == RS_GRPC_MODEL_STREAM_INFER && !k->job;
-        if (run) {
-            k->job = true;
-            c->jobs++;
-        }
-        pthread_mutex_unlock(&c->mu);
-        if (run) schedule(c->g, k);
-    }
-    memmove(k->in, k->in + off, k->in_n - off);
-    k->in_n -= off;
-}
-
-/* The client ended its side of k (the reader). */
-static void end_of_request(call *k)
-{
-    conn *c = k->c;
-    bool run = false;
-    pthread_mutex_lock(&c->mu);
-    k->in_done = true;
-    if (!k->finished && !k->in_err) {
-        if (k->in_n) finish_locked(k, RS_GRPC_INVALID_ARGUMENT, "the request ended inside a message (truncated "
-                                   "gRPC frame)");
-        else if (k->method == RS_GRPC_MODEL_STREAM_INFER) {
-            if (!k->job) finish_locked(k, RS_GRPC_OK, NULL);
-        } else if (k->nmsgs != 1) {
-            finish_locked(k, RS_GRPC_INVALID_ARGUMENT, "a unary method takes one request message; got none");
-        } else {
-            k->job = true;
-            c->jobs++;
-            /* The reader runs one unary call itself, after handing the socket to the connection's
-             * other thread (one thread hand-off less on the call's path); while that thread is busy
-             * with one, or for a second call, the pool runs it. */
-            if (!c->runner_busy && !c->inline_k && !c->goaway) c->inline_k = k;
-            else run = true;
-        }
-    }
-    pthread_mutex_unlock(&c->mu);
-    if (run) schedule(c->g, k);
-}
+#include "grpc_conn.h"
 
 /* ---- nghttp2 callbacks (the reader, under h2mu) ---- */
 
@@ -477,7 +121,7 @@ static int on_data(nghttp2_session *h2, uint8_t flags, int32_t id, const uint8_t
         if (!nb) {
             pthread_mutex_lock(&k->c->mu);
             k->in_err = true;
-            finish_locked(k, RS_GRPC_RESOURCE_EXHAUSTED, "out of memory for the request");
+            rs_grpc_finish_locked(k, RS_GRPC_RESOURCE_EXHAUSTED, "out of memory for the request");
             pthread_mutex_unlock(&k->c->mu);
             return 0;
         }
@@ -486,7 +130,7 @@ static int on_data(nghttp2_session *h2, uint8_t flags, int32_t id, const uint8_t
     }
     memcpy(k->in + k->in_n, data, len);
     k->in_n += len;
-    take_messages(k); /* a message over the cap is refused from its prefix, before its bytes pile up */
+    rs_grpc_take_messages(k); /* a message over the cap is refused from its prefix, before its bytes pile up */
     return 0;
 }
 
@@ -499,15 +143,15 @@ static int on_frame(nghttp2_session *h2, const nghttp2_frame *f, void *ud)
     if (f->hd.type == NGHTTP2_HEADERS && f->headers.cat == NGHTTP2_HCAT_REQUEST) {
         pthread_mutex_lock(&k->c->mu);
         if (k->method == RS_GRPC_NONE)
-            finish_locked(k, RS_GRPC_UNIMPLEMENTED, "unknown method: inference.GRPCInferenceService serves ServerLive, "
+            rs_grpc_finish_locked(k, RS_GRPC_UNIMPLEMENTED, "unknown method: inference.GRPCInferenceService serves ServerLive, "
                           "ServerReady, ModelReady, ServerMetadata, ModelMetadata, ModelConfig, ModelInfer, "
                           "ModelStreamInfer, ModelStatistics, RepositoryIndex, RepositoryModelLoad, "
                           "RepositoryModelUnload");
         else if (!k->content_ok)
-            finish_locked(k, RS_GRPC_INVALID_ARGUMENT, "content-type is not application/grpc");
+            rs_grpc_finish_locked(k, RS_GRPC_INVALID_ARGUMENT, "content-type is not application/grpc");
         pthread_mutex_unlock(&k->c->mu);
     }
-    if (f->hd.flags & NGHTTP2_FLAG_END_STREAM) end_of_request(k);
+    if (f->hd.flags & NGHTTP2_FLAG_END_STREAM) rs_grpc_end_of_request(k);
     return 0;
 }
 
@@ -519,7 +163,7 @@ static int on_close(nghttp2_session *h2, int32_t id, uint32_t code, void *ud)
     if (!k) return 0;
     pthread_mutex_lock(&c->mu);
     k->closed = true;
-    if (!k->job) call_drop_locked(k);
+    if (!k->job) rs_grpc_call_drop_locked(k);
     pthread_mutex_unlock(&c->mu);
     return 0;
 }
@@ -527,7 +171,7 @@ static int on_close(nghttp2_session *h2, int32_t id, uint32_t code, void *ud)
 /* ---- the connection's threads ---- */
 
 /* Starts or resumes the streams whose calls have news. */
-static void pump(conn *c)
+void rs_grpc_pump(conn *c)
 {
     enum { BATCH = 64 };
     for (;;) {
@@ -562,7 +206,7 @@ static void pump(conn *c)
 /* Writes what nghttp2 has to send, as far as the socket takes it. false: the connection is dead.
  * Every frame nghttp2 has ready (a response's HEADERS, DATA and trailers) is gathered into one buffer
  * and written with one send: a frame per send costs the client a wake-up per frame. */
-static bool flush(conn *c)
+bool rs_grpc_flush(conn *c)
 {
     for (;;) {
         if (c->woff == c->wn) {
@@ -612,8 +256,8 @@ static call *read_socket(conn *c, int me)
             pthread_mutex_unlock(&c->h2mu);
             return k;
         }
-        pump(c);
-        if (!flush(c)) break;
+        rs_grpc_pump(c);
+        if (!rs_grpc_flush(c)) break;
         bool stopping = __atomic_load_n(&g->stopping, __ATOMIC_SEQ_CST);
         if (stopping && !c->goaway) {
             /* Drain: the client may open no new stream; the ones begun get their answers. */
@@ -631,15 +275,15 @@ static call *read_socket(conn *c, int me)
             pthread_mutex_lock(&c->mu);
             for (call *k = c->calls; k; k = k->next) {
                 if (!k->job && !k->finished && !k->closed)
-                    finish_locked(k, k->method == RS_GRPC_MODEL_STREAM_INFER ? RS_GRPC_OK : RS_GRPC_UNAVAILABLE,
+                    rs_grpc_finish_locked(k, k->method == RS_GRPC_MODEL_STREAM_INFER ? RS_GRPC_OK : RS_GRPC_UNAVAILABLE,
                                   k->method == RS_GRPC_MODEL_STREAM_INFER ? NULL : "the server is shutting down");
                 busy |= !k->closed && (k->job || k->dirty || k->out_n > 0);
             }
             pthread_mutex_unlock(&c->mu);
             if (rs_serve_now_ns() > c->drain_until) break;
             if (!busy && c->woff == c->wn && !nghttp2_session_want_write(c->h2)) {
-                pump(c);
-                if (!flush(c) || (c->woff == c->wn && !nghttp2_session_want_write(c->h2))) break;
+                rs_grpc_pump(c);
+                if (!rs_grpc_flush(c) || (c->woff == c->wn && !nghttp2_session_want_write(c->h2))) break;
             }
         }
         if (!nghttp2_session_want_read(c->h2) && !nghttp2_session_want_write(c->h2) && c->woff == c->wn) break;
@@ -658,7 +302,7 @@ static call *read_socket(conn *c, int me)
         if (readable) {
             if (r == 0 || (r < 0 && rerr != EAGAIN && rerr != EINTR)) break;
             if (r > 0 && nghttp2_session_mem_recv(c->h2, buf, (size_t)r) < 0) {
-                flush(c); /* the GOAWAY nghttp2 queued for a protocol error, if the socket takes it */
+                rs_grpc_flush(c); /* the GOAWAY nghttp2 queued for a protocol error, if the socket takes it */
                 break;
             }
         }
@@ -681,7 +325,7 @@ static call *read_socket(conn *c, int me)
         c->inline_k = NULL;
     }
     while (c->jobs > 0) pthread_cond_wait(&c->idle, &c->mu);
-    while (c->calls) call_drop_locked(c->calls);
+    while (c->calls) rs_grpc_call_drop_locked(c->calls);
     pthread_mutex_unlock(&c->mu);
     nghttp2_session_del(c->h2);
     c->h2 = NULL;
@@ -707,7 +351,7 @@ static void conn_thread(conn *c, int me)
         if (end) return;
         call *k = read_socket(c, me);
         if (!k) return;
-        run_call(c->g, k);
+        rs_grpc_run_call(c->g, k);
         pthread_mutex_lock(&c->mu);
         c->runner_busy = false;
         pthread_mutex_unlock(&c->mu);
@@ -901,7 +545,7 @@ void rs_serve_grpc_stop(rs_serve_grpc *g)
     pthread_mutex_lock(&g->mu);
     __atomic_store_n(&g->stopping, true, __ATOMIC_SEQ_CST);
     for (conn *c = g->conns; c; c = c->next)
-        if (!c->done) wake(c);
+        if (!c->done) rs_grpc_wake(c);
     reap_locked(g, true); /* each connection answers what it began, then ends */
     pthread_cond_broadcast(&g->work);
     int n = g->nworkers;

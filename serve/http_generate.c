@@ -39,25 +39,45 @@ static void put(text_buf *b, const char *s, size_t n)
     b->s[b->n] = '\0';
 }
 
-/* s as a JSON string. A token is one byte of the model's vocabulary, which need not be valid UTF-8
- * on its own, so bytes outside printable ASCII are written as \u00XX (the byte as a code point). */
-static void put_json_string(text_buf *b, const char *s, size_t n)
+/* n bytes as a JSON string. A token is one byte of the model's vocabulary, which need not be valid
+ * UTF-8 on its own, so each byte stands for the code point of its value (Latin-1), which the
+ * JSON_ENSURE_ASCII dump writes as \u00XX when it is not ASCII. NULL when out of memory. */
+static json_t *json_bytes(const char *s, size_t n)
 {
-    put(b, "\"", 1);
+    char *u = malloc(2 * n + 1); /* owned here: s as UTF-8 */
+    if (!u) return NULL;
+    size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         unsigned char ch = (unsigned char)s[i];
-        char e[8];
-        if (ch == '"' || ch == '\\') {
-            e[0] = '\\', e[1] = (char)ch;
-            put(b, e, 2);
-        } else if (ch >= 0x20 && ch < 0x7f) {
-            put(b, (const char *)&ch, 1);
+        if (ch < 0x80) {
+            u[k++] = (char)ch;
         } else {
-            snprintf(e, sizeof e, "\\u%04x", ch);
-            put(b, e, 6);
+            u[k++] = (char)(0xc0 | ch >> 6);
+            u[k++] = (char)(0x80 | (ch & 0x3f));
         }
     }
-    put(b, "\"", 1);
+    json_t *j = json_stringn(u, k);
+    free(u);
+    return j;
+}
+
+/* {"model_name", "model_version", "text_output": the n bytes of text} or, with error, {"error": error},
+ * as compact JSON text (the caller's; NULL when out of memory). */
+static char *text_json(const rs_serve_model *m, const rs_serve_version *v, const char *text, size_t n,
+                       const char *error)
+{
+    json_t *j;
+    if (error) {
+        j = json_pack("{s:o}", "error", json_bytes(error, strlen(error)));
+    } else {
+        char ver[32];
+        snprintf(ver, sizeof ver, "%lld", (long long)v->version);
+        j = json_pack("{s:s,s:s,s:o}", "model_name", m->cfg.name, "model_version", ver, "text_output",
+                      json_bytes(text, n));
+    }
+    char *out = j ? json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+    json_decref(j);
+    return out;
 }
 
 /* The request's text and settings into g; false with r filled when they are wrong. */
@@ -132,21 +152,14 @@ void rs_serve_generate(rs_serve_model *m, rs_serve_version *v, const char *body,
         rs_serve_reply_error(r, st == RS_ERR_ARG ? 400 : st == RS_ERR_UNSUPPORTED || st == RS_ERR_CANCELLED ? 503 : 500,
                              "%s", st ? err.msg : "out of memory");
     } else {
-        text_buf j = {0};
-        char head[RS_SERVE_NAME_MAX + 96];
-        int hn = snprintf(head, sizeof head, "{\"model_name\":\"%s\",\"model_version\":\"%lld\",\"text_output\":",
-                          m->cfg.name, (long long)v->version);
-        put(&j, head, (size_t)hn);
-        put_json_string(&j, out.s ? out.s : "", out.n);
-        put(&j, "}", 1);
-        if (j.oom) {
-            free(j.s);
+        char *j = text_json(m, v, out.s ? out.s : "", out.n, NULL); /* the reply's */
+        if (!j) {
             rs_serve_reply_error(r, 500, "out of memory");
         } else {
             free(r->body);
             r->status = 200;
-            r->body = j.s;
-            r->len = j.n;
+            r->body = j;
+            r->len = strlen(j);
             r->type = "application/json";
             r->header_len = -1;
         }
@@ -174,14 +187,13 @@ struct rs_serve_sse {
 
 static void sse_event(rs_serve_sse *x, const char *text, size_t n, const char *error)
 {
+    char *j = text_json(x->m, x->v, text, n, error); /* owned here */
     text_buf e = {0};
-    char head[RS_SERVE_NAME_MAX + 96];
-    int hn = error ? snprintf(head, sizeof head, "data: {\"error\":")
-                   : snprintf(head, sizeof head, "data: {\"model_name\":\"%s\",\"model_version\":\"%lld\","
-                                                 "\"text_output\":", x->m->cfg.name, (long long)x->v->version);
-    put(&e, head, (size_t)hn);
-    put_json_string(&e, error ? error : text, error ? strlen(error) : n);
-    put(&e, "}\n\n", 3);
+    put(&e, "data: ", 6);
+    if (j) put(&e, j, strlen(j));
+    put(&e, "\n\n", 2);
+    free(j);
+    e.oom |= !j;
     pthread_mutex_lock(&x->mu);
     if (!e.oom) put(&x->ev, e.s, e.n);
     pthread_cond_broadcast(&x->cv);

@@ -8,6 +8,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "backend_ops.h"
+
 bool rs_serve_name_ok(const char *name)
 {
     size_t n = strlen(name);
@@ -82,13 +84,13 @@ rs_status rs_serve_repo_list(const char *repo, char ***names, int *n, rs_err *er
 
 void rs_serve_repo_model_path(const char *repo, const char *name, int64_t version, char *buf, size_t n)
 {
-    char onnx[4400], plan[4400], weights[4400];
-    snprintf(onnx, sizeof onnx, "%s/%s/%lld/model.onnx", repo, name, (long long)version);
-    snprintf(plan, sizeof plan, "%s/%s/%lld/model.plan", repo, name, (long long)version);
-    snprintf(weights, sizeof weights, "%s/%s/%lld/model.safetensors", repo, name, (long long)version);
-    /* model.onnx; else a compiled plan; else a GPT's weights (with vocab.json beside them), served decoupled */
-    const char *pick = is_file(onnx) ? onnx : is_file(plan) ? plan : is_file(weights) ? weights : onnx;
-    snprintf(buf, n, "%s", pick);
+    /* the backends' files in their probe order (model.onnx; else a compiled plan; else a GPT's weights,
+     * with vocab.json beside them); the first's name when the folder holds none */
+    for (const rs_srv_backend_ops *const *o = rs_srv_backends; *o; o++) {
+        snprintf(buf, n, "%s/%s/%lld/%s", repo, name, (long long)version, (*o)->file);
+        if (is_file(buf)) return;
+    }
+    snprintf(buf, n, "%s/%s/%lld/%s", repo, name, (long long)version, rs_srv_backends[0]->file);
 }
 
 rs_status rs_serve_repo_model(const char *repo, const char *name, rs_serve_config *c, int64_t *versions, int *nversions,

@@ -46,114 +46,6 @@ static void model_free(rs_serve_model *m)
     free(m);
 }
 
-static bool io_same(const rs_serve_io *a, const rs_serve_io *b)
-{
-    if (a->rank != b->rank) return false;
-    for (int d = 0; d < a->rank; d++)
-        if (a->dims[d] != b->dims[d] && a->dims[d] != -1) return false;
-    return true;
-}
-
-/* Checks the config's tensors against the model file's, or fills them in when the config has none. */
-static rs_status complete(rs_serve_config *c, const rs_serve_backend *b, const char *where, rs_err *err)
-{
-    rs_serve_io in, out;
-    rs_serve_backend_io(b, &in, &out);
-    if (c->ninputs == 0) c->inputs[c->ninputs++] = in;
-    if (c->noutputs == 0) c->outputs[c->noutputs++] = out;
-    if (c->ninputs != 1 || c->noutputs != 1)
-        return rs_err_set(err, RS_ERR_UNSUPPORTED, "%s: the config states %d inputs and %d outputs; the model has one "
-                          "of each", where, c->ninputs, c->noutputs);
-    const rs_serve_io *pairs[2][2] = {{&c->inputs[0], &in}, {&c->outputs[0], &out}};
-    for (int k = 0; k < 2; k++) {
-        const rs_serve_io *cf = pairs[k][0], *md = pairs[k][1];
-        if (strcmp(cf->name, md->name))
-            return rs_err_set(err, RS_ERR_ARG, "%s: %s '%s' is called '%s' in the model file", where,
-                              k ? "output" : "input", cf->name, md->name);
-        if (cf->dtype != RS_SERVE_FP32)
-            return rs_err_set(err, RS_ERR_UNSUPPORTED, "%s: %s '%s' is %s; ringside serves TYPE_FP32 tensors", where,
-                              k ? "output" : "input", cf->name, rs_serve_dtype_config_name(cf->dtype));
-        /* With or without batching: a request's buffers are sized from the config's dims and the model
-         * reads and writes its own, so they must be the same (Triton's "no batching" dims would hold
-         * the batch too; ringside keeps the per-sample dims and a batch per request). */
-        if (!io_same(cf, md))
-            return rs_err_set(err, RS_ERR_SHAPE, "%s: %s '%s' dims differ from the model file's", where,
-                              k ? "output" : "input", cf->name);
-        /* -1 (any) in the config: the model file's size */
-        rs_serve_io *fill = k ? &c->outputs[0] : &c->inputs[0];
-        for (int d = 0; d < md->rank; d++) {
-            if (md->dims[d] < 1)
-                return rs_err_set(err, RS_ERR_UNSUPPORTED, "%s: %s '%s' has a dimension of any size; ringside "
-                                  "serves fixed per-sample shapes", where, k ? "output" : "input", cf->name);
-            fill->dims[d] = md->dims[d];
-        }
-    }
-    if (!c->platform[0] && !c->backend[0]) snprintf(c->platform, sizeof c->platform, "onnxruntime_onnx");
-    if (!c->instance_kind[0]) snprintf(c->instance_kind, sizeof c->instance_kind, "KIND_CPU");
-    if (c->instance_count <= 0) c->instance_count = 1;
-    return RS_OK;
-}
-
-/* A GPT: text_input -> text_output (TYPE_STRING, [1]), decoupled, one request per execution. */
-static rs_status complete_gpt(rs_serve_config *c, const char *where, rs_err *err)
-{
-    if (!c->decoupled)
-        return rs_err_set(err, RS_ERR_UNSUPPORTED, "%s: a GPT answers with a response per token: its config needs "
-                          "model_transaction_policy { decoupled: true }", where);
-    static const char *const names[2] = {"text_input", "text_output"};
-    rs_serve_io *ios[2] = {c->inputs, c->outputs};
-    int *ns[2] = {&c->ninputs, &c->noutputs};
-    for (int k = 0; k < 2; k++) {
-        if (*ns[k] == 0) {
-            *ns[k] = 1;
-            memset(ios[k], 0, sizeof *ios[k]);
-            snprintf(ios[k]->name, sizeof ios[k]->name, "%s", names[k]);
-            ios[k]->dtype = RS_SERVE_STRING;
-            ios[k]->rank = 1;
-            ios[k]->dims[0] = 1;
-        }
-        if (*ns[k] != 1 || strcmp(ios[k]->name, names[k]) || ios[k]->dtype != RS_SERVE_STRING)
-            return rs_err_set(err, RS_ERR_UNSUPPORTED, "%s: a GPT has one input text_input and one output text_output, "
-                              "both TYPE_STRING with dims [ 1 ]", where);
-        ios[k]->rank = 1;
-        ios[k]->dims[0] = 1;
-    }
-    c->max_batch_size = 0; /* a generation runs alone on its instance */
-    c->dynamic_batching = false;
-    if (!c->platform[0] && !c->backend[0]) snprintf(c->backend, sizeof c->backend, "ringside_gpt");
-    if (!c->instance_kind[0]) snprintf(c->instance_kind, sizeof c->instance_kind, "KIND_CPU");
-    if (c->instance_count <= 0) c->instance_count = 1;
-    return RS_OK;
-}
-
-/* The config's platform/backend against the file the version folder holds, and a plan's batch. A
- * model.plan is ringside's own (oneDNN, from `compile`): platform "ringside_plan". Triton's
- * "tensorrt_plan" names a TensorRT engine, which this server cannot run, so it is refused by name
- * rather than taken as meaning a ringside plan. */
-static rs_status check_kind(rs_serve_config *c, const rs_serve_backend *b, const char *where, rs_err *err)
-{
-    bool plan = !strcmp(rs_serve_backend_kind(b), "plan");
-    bool says_plan = !strcmp(c->platform, "ringside_plan") || !strcmp(c->backend, "ringside_plan");
-    if (!strcmp(c->platform, "tensorrt_plan") || !strcmp(c->backend, "tensorrt"))
-        return rs_err_set(err, RS_ERR_UNSUPPORTED, "%s: the config says %s \"%s\" (a TensorRT engine, which ringside "
-                          "does not run); a model.plan written by `compile` is platform: \"ringside_plan\"", where,
-                          c->platform[0] ? "platform" : "backend", c->platform[0] ? c->platform : c->backend);
-    if (says_plan && !plan)
-        return rs_err_set(err, RS_ERR_ARG, "%s: the config says ringside_plan, but the version folder holds no "
-                          "model.plan (a plan is served from VERSION/model.plan)", where);
-    if (!plan) return RS_OK;
-    if ((c->platform[0] && strcmp(c->platform, "ringside_plan")) || (c->backend[0] && strcmp(c->backend, "ringside_plan")))
-        return rs_err_set(err, RS_ERR_ARG, "%s: a compiled plan is platform: \"ringside_plan\", not %s \"%s\"", where,
-                          c->platform[0] ? "platform" : "backend", c->platform[0] ? c->platform : c->backend);
-    if (!c->platform[0]) snprintf(c->platform, sizeof c->platform, "ringside_plan");
-    int pb = rs_serve_backend_max_batch(b);
-    if (c->max_batch_size > pb)
-        return rs_err_set(err, RS_ERR_ARG, "%s: max_batch_size %d is larger than the batch %d the plan was compiled "
-                          "for: set max_batch_size to 1..%d, or compile the model again with batch=%d", where,
-                          c->max_batch_size, pb, pb, c->max_batch_size);
-    return RS_OK;
-}
-
 static rs_status model_load(rs_serve_server *s, const char *name, rs_serve_model **out, rs_err *err)
 {
     *out = NULL;
@@ -179,11 +71,7 @@ static rs_status model_load(rs_serve_server *s, const char *name, rs_serve_model
         rs_serve_version *v = &m->v[m->nversions];
         v->version = vers[i];
         st = rs_serve_backend_load(path, &v->backend, err);
-        if (!st) st = check_kind(c, v->backend, path, err);
-        if (!st) st = rs_serve_backend_generates(v->backend) ? complete_gpt(c, path, err) : complete(c, v->backend, path, err);
-        if (!st && c->decoupled && !rs_serve_backend_generates(v->backend))
-            st = rs_err_set(err, RS_ERR_UNSUPPORTED, "%s: model '%s' is decoupled (model_transaction_policy), but "
-                            "only a GPT (model.safetensors) answers with a stream of responses", path, name);
+        if (!st) st = rs_serve_backend_complete(v->backend, c, path, err);
         if (!st && c->ranks > 1) {
             pthread_mutex_lock(&s->mu);
             int w = s->ranks_workers++;
