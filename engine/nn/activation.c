@@ -1,5 +1,6 @@
 /* Elementwise activations: ReLU, GELU (exact erf form, or GPT-2's tanh form with gelu(tanh)) and Tanh. ReLU and Tanh differentiate from
  * their output, GELU from its input; the model keeps both, so nothing extra is saved. */
+#include "engine/core/kernels.h"
 #include "layer.h"
 
 static rs_status same_shape(rs_layer *l, const rs_shape *in, rs_err *err)

@@ -2,6 +2,7 @@
  * own. The projections around it are ordinary linear layers (linear(3C) before, linear(C) after),
  * which is what lets tensor parallelism split them by columns and rows. The attention probabilities
  * (B, heads, T, T) are the one T x T buffer kept, from forward until backward. */
+#include "engine/core/kernels.h"
 #include "layer.h"
 
 static rs_status setup(rs_layer *l, const rs_shape *in, rs_err *err)

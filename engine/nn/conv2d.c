@@ -2,6 +2,7 @@
  * conv2d entries (im2col + BLAS product on the CPU). */
 #include <math.h>
 
+#include "engine/core/kernels.h"
 #include "layer.h"
 
 static rs_status setup(rs_layer *l, const rs_shape *in, rs_err *err)

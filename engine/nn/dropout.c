@@ -1,5 +1,6 @@
 /* Dropout: in training, zero each element with probability p and scale the rest by 1/(1-p) (inverted
  * dropout, as PyTorch); in eval, the identity. The mask is saved for backward. */
+#include "engine/core/kernels.h"
 #include "layer.h"
 
 static rs_status setup(rs_layer *l, const rs_shape *in, rs_err *err)

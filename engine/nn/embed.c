@@ -3,6 +3,7 @@
  * (a token model reads no floats); ids were checked against the vocabulary before the forward. */
 #include <string.h>
 
+#include "engine/core/kernels.h"
 #include "layer.h"
 
 static rs_status setup(rs_layer *l, const rs_shape *in, rs_err *err)

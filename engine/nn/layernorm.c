@@ -1,5 +1,6 @@
 /* LayerNorm over the last dimension of each sample (torch.nn.LayerNorm(last_dim)), with learnable
  * weight (gamma, init 1) and bias (beta, init 0); mean and 1/std per row are saved for backward. */
+#include "engine/core/kernels.h"
 #include "layer.h"
 
 static rs_status setup(rs_layer *l, const rs_shape *in, rs_err *err)

@@ -4,6 +4,7 @@
  * parameter (GPT-2's head shares the token embedding): same offsets, gradients added together. */
 #include <math.h>
 
+#include "engine/core/kernels.h"
 #include "layer.h"
 
 static rs_status setup(rs_layer *l, const rs_shape *in, rs_err *err)

@@ -1,6 +1,7 @@
 /* MaxPool2d and AvgPool2d (stride defaults to the kernel size, as in PyTorch). Max pooling keeps the
  * index of each window's maximum for backward; average pooling divides by the full window
  * (count_include_pad=True, PyTorch's default). */
+#include "engine/core/kernels.h"
 #include "layer.h"
 
 static rs_status setup(rs_layer *l, const rs_shape *in, rs_err *err)
