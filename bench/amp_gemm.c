@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "engine/core/device.h"
+#include "engine/core/kernels.h"
 #include "engine/cpu/amp.h"
 #include "engine/cpu/blas.h"
 #include "engine/cpu/cpu_scope.h"

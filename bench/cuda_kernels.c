@@ -13,7 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/core/device.h"
+#include "engine/core/kernels.h"
 #include "engine/cuda/cuda.h"
 
 static double now_s(void)

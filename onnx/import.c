@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/core/kernels.h"
+
 /* Elements that folding at import may create in all (a file of a few bytes must not make gigabytes). */
 #define FOLD_BUDGET ((int64_t)1 << 24)
 #define MAX_NODES 100000

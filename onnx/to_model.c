@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/core/kernels.h"
 #include "engine/nn/spec.h"
 
 typedef rs_onnx_pnode plan_node;

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/core/kernels.h"
 #include "engine/cuda/cuda.h"
 #include "ir.h"
 

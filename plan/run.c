@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/core/kernels.h"
 #include "ir.h"
 
 double rs_plan_now_s(void)

@@ -2,6 +2,7 @@
  * attention, generic ops) on a context of the plan's: one body for both runtimes, run.c's on host
  * memory and cuda.c's on device memory, which differ only in where the arena, the input and the
  * tensors are (rs_plan_mem). */
+#include "engine/core/kernels.h"
 #include "ir.h"
 
 float *rs_plan_mem_value(const rs_plan *p, const rs_plan_mem *m, int v)

@@ -1,6 +1,7 @@
 /* Session state and error reporting (see session.h). */
 #include "session.h"
 
+#include "engine/core/kernels.h"
 #include "onnx/build.h"
 #include "plan/plan.h"
 #include "result.h"

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "dtrain.h"
+#include "engine/core/kernels.h"
 #include "engine/optim/optim.h"
 #include "registry.h"
 

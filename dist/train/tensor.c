@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "dtrain.h"
+#include "engine/core/kernels.h"
 #include "engine/nn/tp.h"
 #include "engine/optim/optim.h"
 #include "registry.h"

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/core/device.h"
+#include "engine/core/kernels.h"
 #include "worker.h"
 
 void rs_matmul_demo_fill(float *a, float *b, int m, int k, int n)

@@ -1,4 +1,4 @@
-/* Device names, the kernel-table registry and kernel contexts (see device.h). */
+/* Device names, the kernel-table registry and kernel contexts (see device.h and kernels.h). */
 #include "device.h"
 
 #include <stdarg.h>
@@ -6,11 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/guard/guard.h"
-
-#ifdef RS_HAVE_CUDA
-#include "engine/cuda/cuda_kernels.h"
-#endif
+#include "kernels.h"
 
 const char *rs_device_name(rs_device d)
 {

@@ -1,4 +1,4 @@
-/* Optimizer updates on the CPU over a flat slice (see the contract in engine/core/device.h).
+/* Optimizer updates on the CPU over a flat slice (see the contract in engine/core/kernels.def).
  * The arithmetic follows torch.optim's single-tensor path operation for operation, so a step here and
  * a step there differ only by float rounding. */
 #include <math.h>

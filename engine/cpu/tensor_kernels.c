@@ -1,4 +1,4 @@
-/* The CPU's generic tensor ops (see device.h): the operators of imported graphs that no layer
+/* The CPU's generic tensor ops (see kernels.def): the operators of imported graphs that no layer
  * covers, forward only. Products go to OpenBLAS through rs_cpu_gemm; the rest are plain loops that
  * follow the ONNX operator definitions (these ops are the glue between a graph's big products, so
  * clarity comes first). Nothing here allocates. Each entry checks its context and arrays, then runs its

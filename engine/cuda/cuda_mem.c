@@ -1,7 +1,7 @@
 /* The CUDA table's context and memory entries. Blocks come from cudaMalloc (256-byte aligned) and are
  * counted in the caller's rs_mem tracker with rs_mem_count, so every memory figure the REPL prints for
  * a model on the GPU is measured from cudaMalloc'd bytes exactly as the CPU's are from its allocator.
- * Work is queued on ctx->stream; copies to and from the host wait for it, as device.h promises. */
+ * Work is queued on ctx->stream; copies to and from the host wait for it, as kernels.h promises. */
 #include <stdint.h>
 
 #include "cuda_common.h"

@@ -1,67 +1,14 @@
 /* The CUDA kernel table (engine/core/device.c returns it for RS_DEV_CUDA in builds with CUDA): every
- * entry of rs_kernels, on the calling thread's current GPU and the context's stream. Memory and
- * copies: cuda_mem.c; products: cuda_blas.c (cuBLAS); elementwise, activations, dropout, optimizers:
- * elem.cu; layers (conv, pools, layer norm, softmax cross-entropy, embedding, attention): nn.cu;
- * the generic tensor ops: tensor.cu. tests/engine/test_kernel_harness.c checks it against the CPU
- * table on a machine with a GPU. */
+ * entry of kernels.def as rs_cuda_<name>, on the calling thread's current GPU and the context's
+ * stream. Memory and copies: cuda_mem.c; products: cuda_blas.c (cuBLAS); elementwise, activations,
+ * dropout, optimizers: elem.cu; layers (conv, pools, layer norm, softmax cross-entropy, embedding,
+ * attention): nn.cu; the generic tensor ops: tensor.cu. tests/engine/test_kernel_harness.c checks it
+ * against the CPU table on a machine with a GPU. */
 #include "cuda_kernels.h"
 
 const rs_kernels rs_cuda_kernels = {
     .name = "cuda",
     .kind = RS_DEV_CUDA,
-    .default_threads = rs_cuda_default_threads,
-    .mem_alloc = rs_cuda_mem_alloc,
-    .mem_free = rs_cuda_mem_free,
-    .copy_h2d = rs_cuda_copy_h2d,
-    .copy_d2h = rs_cuda_copy_d2h,
-    .copy_d2d = rs_cuda_copy_d2d,
-    .mem_set = rs_cuda_mem_set,
-    .sync = rs_cuda_sync,
-    .fill = rs_cuda_fill,
-    .axpy = rs_cuda_axpy,
-    .scale = rs_cuda_scale,
-    .gemm = rs_cuda_gemm,
-    .bias_rows = rs_cuda_bias_rows,
-    .bias_rows_grad = rs_cuda_bias_rows_grad,
-    .conv2d_workspace = rs_cuda_conv2d_workspace,
-    .conv2d_fwd = rs_cuda_conv2d_fwd,
-    .conv2d_bwd = rs_cuda_conv2d_bwd,
-    .maxpool_fwd = rs_cuda_maxpool_fwd,
-    .maxpool_bwd = rs_cuda_maxpool_bwd,
-    .avgpool_fwd = rs_cuda_avgpool_fwd,
-    .avgpool_bwd = rs_cuda_avgpool_bwd,
-    .relu_fwd = rs_cuda_relu_fwd,
-    .relu_bwd = rs_cuda_relu_bwd,
-    .gelu_fwd = rs_cuda_gelu_fwd,
-    .gelu_bwd = rs_cuda_gelu_bwd,
-    .tanh_fwd = rs_cuda_tanh_fwd,
-    .tanh_bwd = rs_cuda_tanh_bwd,
-    .dropout_fwd = rs_cuda_dropout_fwd,
-    .dropout_bwd = rs_cuda_dropout_bwd,
-    .layernorm_fwd = rs_cuda_layernorm_fwd,
-    .layernorm_bwd = rs_cuda_layernorm_bwd,
-    .softmax_xent_fwd = rs_cuda_softmax_xent_fwd,
-    .softmax_xent_bwd = rs_cuda_softmax_xent_bwd,
-    .embed_fwd = rs_cuda_embed_fwd,
-    .embed_bwd = rs_cuda_embed_bwd,
-    .attn_fwd = rs_cuda_attn_fwd,
-    .attn_workspace = rs_cuda_attn_workspace,
-    .attn_bwd = rs_cuda_attn_bwd,
-    .attn_step = rs_cuda_attn_step,
-    .gelu_tanh_fwd = rs_cuda_gelu_tanh_fwd,
-    .gelu_tanh_bwd = rs_cuda_gelu_tanh_bwd,
-    .add = rs_cuda_add,
-    .unary = rs_cuda_unary,
-    .binary = rs_cuda_binary,
-    .select = rs_cuda_select,
-    .matmul = rs_cuda_matmul,
-    .transpose = rs_cuda_transpose,
-    .slice = rs_cuda_slice,
-    .concat = rs_cuda_concat,
-    .reduce = rs_cuda_reduce,
-    .softmax = rs_cuda_softmax,
-    .trilu = rs_cuda_trilu,
-    .pool2d = rs_cuda_pool2d,
-    .sgd_update = rs_cuda_sgd_update,
-    .adam_update = rs_cuda_adam_update,
+#define RS_KERNEL(name, params, args) .name = rs_cuda_##name,
+#include "engine/core/kernels.def"
 };

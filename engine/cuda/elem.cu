@@ -145,6 +145,27 @@ __global__ static void k_gelu_tanh_bwd(const float *in, const float *dout, float
     }
 }
 
+// x / (1 + e^{-x}), the CPU's form; 1 - s = s e^{-x} in backward, as there. e^{-x} is capped at e^88
+// as rs_vexpf caps it, so below x = -88 backward gets 0, not inf * 0 = NaN.
+__global__ static void k_silu_fwd(const float *in, float *out, size_t n)
+{
+    GRID_STRIDE(i, n)
+    {
+        float x = in[i];
+        out[i] = x / (1.0f + expf(fminf(-x, 88.0f)));
+    }
+}
+__global__ static void k_silu_bwd(const float *in, const float *dout, float *din, size_t n)
+{
+    GRID_STRIDE(i, n)
+    {
+        float x = in[i];
+        float en = expf(fminf(-x, 88.0f));
+        float s = 1.0f / (1.0f + en);
+        din[i] = dout[i] * (s * (1.0f + x * (en * s)));
+    }
+}
+
 #define ACT_FWD(name)                                                                                  \
     extern "C" rs_status rs_cuda_##name##_fwd(rs_kctx *ctx, const float *in, float *out, size_t n)     \
     {                                                                                                  \
@@ -175,6 +196,8 @@ ACT_FWD(tanh)
 ACT_BWD(tanh, out)
 ACT_FWD(gelu_tanh)
 ACT_BWD(gelu_tanh, in)
+ACT_FWD(silu)
+ACT_BWD(silu, in)
 
 // ---- dropout: the CPU's counter-based hash, so both devices draw the same mask ----
 

@@ -15,10 +15,9 @@
 
 #include <stdbool.h>
 
-#include "engine/core/device.h"
-
-/* The guard table (kind RS_DEV_GUARD, name "guard"), returned by rs_kernels_for. */
-extern const rs_kernels rs_guard_kernels;
+/* The guard table, rs_guard_kernels (kind RS_DEV_GUARD, name "guard"), is declared with the other
+ * tables in kernels.h, where rs_kernels_for registers it. */
+#include "engine/core/kernels.h"
 
 /* Whether the guard's memory is sealed between calls (false with RINGSIDE_GUARD=off). Reserves the
  * arena if no block was allocated yet. */

@@ -7,9 +7,10 @@
  * record failures with rs_kctx_fail in the context they are given, so the first failure sticks in
  * the caller's context as on every table; ctx->k (this table) is never read by them.
  *
- * The wrappers come from one X-macro, GUARD_ENTRIES, with each entry's parameters and arguments; a
- * static assertion counts them against rs_kernels, so an entry added to the struct without a wrapper
- * here does not compile. */
+ * The wrappers and the table come from engine/core/kernels.def: an RS_KERNEL entry's wrapper is
+ * derived (its array arguments are checked by type), an RS_KERNEL_MIXED entry's is written out here,
+ * and the list declares it, so a MIXED entry without its wrapper does not compile ("used but never
+ * defined"). */
 #include <stdarg.h>
 #include <stdint.h>
 
@@ -19,7 +20,7 @@
 #include "guard_arena.h"
 
 /* ---- array arguments must be device memory ----
- * The device.h contract: every float, int32 and byte array an entry takes is device memory. A GPU
+ * The kernels.h contract: every float, int32 and byte array an entry takes is device memory. A GPU
  * faults on a host pointer there; the guard refuses it with the argument's name. NULL passes (optional
  * arrays; the CPU entry refuses a missing one). */
 
@@ -73,103 +74,8 @@ static rs_status host_arg(rs_kctx *ctx, const char *entry, const char *name, con
 #define GUARD_EACH_16(m, a, ...) m(a) GUARD_EACH_15(m, __VA_ARGS__)
 #define GUARD_UNPAREN(...) __VA_ARGS__
 
-/* ---- the wrapped entries: X(name, (parameters), (arguments)); the context is always `ctx` ---- */
-#define GUARD_ENTRIES(X)                                                                               \
-    X(sync, (rs_kctx *ctx), (ctx))                                                                     \
-    X(fill, (rs_kctx *ctx, float *x, size_t n, float v), (ctx, x, n, v))                               \
-    X(axpy, (rs_kctx *ctx, float *y, const float *x, size_t n, float a), (ctx, y, x, n, a))            \
-    X(scale, (rs_kctx *ctx, float *x, size_t n, float a), (ctx, x, n, a))                              \
-    X(gemm, (rs_kctx *ctx, bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda, \
-             const float *B, int ldb, float beta, float *C, int ldc),                                  \
-      (ctx, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))                                     \
-    X(bias_rows, (rs_kctx *ctx, float *out, const float *bias, int B, int N), (ctx, out, bias, B, N))  \
-    X(bias_rows_grad, (rs_kctx *ctx, float *db, const float *dout, int B, int N), (ctx, db, dout, B, N)) \
-    X(conv2d_workspace, (rs_kctx *ctx, const rs_conv_geom *g, int B, size_t *bytes), (ctx, g, B, bytes)) \
-    X(conv2d_fwd, (rs_kctx *ctx, const rs_conv_geom *g, int B, const float *in, const float *w,        \
-                   const float *bias, float *out, float *ws, size_t ws_bytes),                         \
-      (ctx, g, B, in, w, bias, out, ws, ws_bytes))                                                     \
-    X(conv2d_bwd, (rs_kctx *ctx, const rs_conv_geom *g, int B, const float *in, const float *w,        \
-                   const float *dout, float *din, float *dw, float *db, float *ws, size_t ws_bytes),   \
-      (ctx, g, B, in, w, dout, din, dw, db, ws, ws_bytes))                                             \
-    X(maxpool_fwd, (rs_kctx *ctx, const rs_conv_geom *g, int B, const float *in, float *out, int32_t *argmax), \
-      (ctx, g, B, in, out, argmax))                                                                    \
-    X(maxpool_bwd, (rs_kctx *ctx, const rs_conv_geom *g, int B, const float *dout, const int32_t *argmax, \
-                    float *din),                                                                       \
-      (ctx, g, B, dout, argmax, din))                                                                  \
-    X(avgpool_fwd, (rs_kctx *ctx, const rs_conv_geom *g, int B, const float *in, float *out), (ctx, g, B, in, out)) \
-    X(avgpool_bwd, (rs_kctx *ctx, const rs_conv_geom *g, int B, const float *dout, float *din),        \
-      (ctx, g, B, dout, din))                                                                          \
-    X(relu_fwd, (rs_kctx *ctx, const float *in, float *out, size_t n), (ctx, in, out, n))              \
-    X(relu_bwd, (rs_kctx *ctx, const float *out, const float *dout, float *din, size_t n), (ctx, out, dout, din, n)) \
-    X(gelu_fwd, (rs_kctx *ctx, const float *in, float *out, size_t n), (ctx, in, out, n))              \
-    X(gelu_bwd, (rs_kctx *ctx, const float *in, const float *dout, float *din, size_t n), (ctx, in, dout, din, n)) \
-    X(tanh_fwd, (rs_kctx *ctx, const float *in, float *out, size_t n), (ctx, in, out, n))              \
-    X(tanh_bwd, (rs_kctx *ctx, const float *out, const float *dout, float *din, size_t n), (ctx, out, dout, din, n)) \
-    X(dropout_fwd, (rs_kctx *ctx, const float *in, float *out, uint8_t *mask, size_t n, float p, uint64_t seed), \
-      (ctx, in, out, mask, n, p, seed))                                                                \
-    X(dropout_bwd, (rs_kctx *ctx, const float *dout, const uint8_t *mask, float *din, size_t n, float p), \
-      (ctx, dout, mask, din, n, p))                                                                    \
-    X(layernorm_fwd, (rs_kctx *ctx, const float *in, const float *gamma, const float *beta, float *out, \
-                      float *mean, float *rstd, int B, int N, float eps),                              \
-      (ctx, in, gamma, beta, out, mean, rstd, B, N, eps))                                              \
-    X(layernorm_bwd, (rs_kctx *ctx, const float *in, const float *gamma, const float *mean, const float *rstd, \
-                      const float *dout, float *din, float *dgamma, float *dbeta, int B, int N),       \
-      (ctx, in, gamma, mean, rstd, dout, din, dgamma, dbeta, B, N))                                    \
-    X(softmax_xent_fwd, (rs_kctx *ctx, const float *logits, const int32_t *labels, float *probs, float *losses, \
-                         int B, int C),                                                                \
-      (ctx, logits, labels, probs, losses, B, C))                                                      \
-    X(softmax_xent_bwd, (rs_kctx *ctx, const float *probs, const int32_t *labels, float *dlogits, int B, int C, \
-                         float scale),                                                                 \
-      (ctx, probs, labels, dlogits, B, C, scale))                                                      \
-    X(embed_fwd, (rs_kctx *ctx, const int32_t *tok, const float *wte, const float *wpe, float *out, int B, int T, \
-                  int C),                                                                              \
-      (ctx, tok, wte, wpe, out, B, T, C))                                                              \
-    X(embed_bwd, (rs_kctx *ctx, const int32_t *tok, const float *dout, float *dwte, float *dwpe, int B, int T, \
-                  int C),                                                                              \
-      (ctx, tok, dout, dwte, dwpe, B, T, C))                                                           \
-    X(attn_fwd, (rs_kctx *ctx, const float *qkv, float *out, float *att, int B, int T, int C, int NH), \
-      (ctx, qkv, out, att, B, T, C, NH))                                                               \
-    X(attn_workspace, (rs_kctx *ctx, int B, int T, int C, int NH, size_t *bytes), (ctx, B, T, C, NH, bytes)) \
-    X(attn_bwd, (rs_kctx *ctx, const float *qkv, const float *att, const float *dout, float *dqkv, float *ws, \
-                 size_t ws_bytes, int B, int T, int C, int NH),                                        \
-      (ctx, qkv, att, dout, dqkv, ws, ws_bytes, B, T, C, NH))                                          \
-    X(attn_step, (rs_kctx *ctx, const float *q, const float *kc, const float *vc, float *out, int B, int len, \
-                  int maxT, int C, int NH),                                                            \
-      (ctx, q, kc, vc, out, B, len, maxT, C, NH))                                                      \
-    X(gelu_tanh_fwd, (rs_kctx *ctx, const float *in, float *out, size_t n), (ctx, in, out, n))         \
-    X(gelu_tanh_bwd, (rs_kctx *ctx, const float *in, const float *dout, float *din, size_t n),         \
-      (ctx, in, dout, din, n))                                                                         \
-    X(add, (rs_kctx *ctx, const float *a, const float *b, float *out, size_t n), (ctx, a, b, out, n))  \
-    X(unary, (rs_kctx *ctx, rs_unary_op op, const float *x, float *y, size_t n, float alpha, float beta), \
-      (ctx, op, x, y, n, alpha, beta))                                                                 \
-    X(binary, (rs_kctx *ctx, rs_binary_op op, const float *a, const rs_dims *as, const float *b,       \
-               const rs_dims *bs, float *y, const rs_dims *ys),                                        \
-      (ctx, op, a, as, b, bs, y, ys))                                                                  \
-    X(select, (rs_kctx *ctx, const float *c, const rs_dims *cs, const float *a, const rs_dims *as,     \
-               const float *b, const rs_dims *bs, float *y, const rs_dims *ys),                        \
-      (ctx, c, cs, a, as, b, bs, y, ys))                                                               \
-    X(matmul, (rs_kctx *ctx, const float *a, const rs_dims *as, const float *b, const rs_dims *bs, float *y, \
-               const rs_dims *ys),                                                                     \
-      (ctx, a, as, b, bs, y, ys))                                                                      \
-    X(slice, (rs_kctx *ctx, const float *x, const rs_dims *xs, const int64_t *starts, const int64_t *steps, \
-              float *y, const rs_dims *ys),                                                            \
-      (ctx, x, xs, starts, steps, y, ys))                                                              \
-    X(reduce, (rs_kctx *ctx, bool mean, const float *x, const rs_dims *xs, uint32_t mask, float *y),   \
-      (ctx, mean, x, xs, mask, y))                                                                     \
-    X(softmax, (rs_kctx *ctx, const float *x, float *y, size_t outer, size_t len, size_t inner, bool log), \
-      (ctx, x, y, outer, len, inner, log))                                                             \
-    X(trilu, (rs_kctx *ctx, const float *x, const rs_dims *xs, bool upper, int64_t k, float *y),       \
-      (ctx, x, xs, upper, k, y))                                                                       \
-    X(pool2d, (rs_kctx *ctx, const rs_conv_geom *g, int pb, int pr, bool max, bool count_include_pad, int B, \
-               const float *in, float *out),                                                           \
-      (ctx, g, pb, pr, max, count_include_pad, B, in, out))                                            \
-    X(sgd_update, (rs_kctx *ctx, float *p, const float *g, float *mom, size_t n, float lr, float momentum, \
-                   float dampening, float wd, bool nesterov, bool first_step),                         \
-      (ctx, p, g, mom, n, lr, momentum, dampening, wd, nesterov, first_step))                          \
-    X(adam_update, (rs_kctx *ctx, float *p, const float *g, float *m, float *v, size_t n, float lr, float b1, \
-                    float b2, float eps, float wd, bool decoupled, int64_t t),                         \
-      (ctx, p, g, m, v, n, lr, b1, b2, eps, wd, decoupled, t))
-
+/* ---- the wrappers: an RS_KERNEL entry's is derived here; a MIXED entry's is only declared, and
+ *      written out below, since its pointers' sides are not in their types ---- */
 #define GUARD_WRAP(name, params, args)                                                                 \
     static rs_status guard_##name params                                                               \
     {                                                                                                  \
@@ -182,10 +88,14 @@ static rs_status host_arg(rs_kctx *ctx, const char *entry, const char *name, con
         rs_guard_leave();                                                                              \
         return st_;                                                                                    \
     }
-GUARD_ENTRIES(GUARD_WRAP)
+#define RS_KERNEL(name, params, args) GUARD_WRAP(name, params, args)
+#define RS_KERNEL_MIXED(name, params, args) static rs_status guard_##name params;
+#include "engine/core/kernels.def"
 
-/* Written out: int32_t is int here, so _Generic cannot tell default_threads' out-parameter and
- * transpose's perm (host) from an int32 array (device). */
+/* ---- the MIXED entries, written out ---- */
+
+/* int32_t is int here, so _Generic cannot tell default_threads' out-parameter and transpose's perm
+ * (host) from an int32 array (device). */
 static rs_status guard_default_threads(rs_kctx *ctx, int *threads)
 {
     return rs_cpu_kernels.default_threads(ctx, threads); /* no device memory */
@@ -301,25 +211,9 @@ static rs_status guard_mem_set(rs_kctx *ctx, void *dst, int value, size_t bytes)
     return st;
 }
 
-/* Every entry: the wrapped ones, the three written out and the six memory entries. */
-#define GUARD_ONE(name, params, args) +1
-#define GUARD_OWN 9
-_Static_assert(0 GUARD_ENTRIES(GUARD_ONE) + GUARD_OWN ==
-                   (sizeof(rs_kernels) - offsetof(rs_kernels, default_threads)) / sizeof(void (*)(void)),
-               "rs_kernels has an entry the guard table does not wrap: add it to GUARD_ENTRIES");
-
-#define GUARD_FIELD(name, params, args) .name = guard_##name,
 const rs_kernels rs_guard_kernels = {
     .name = "guard",
     .kind = RS_DEV_GUARD,
-    GUARD_ENTRIES(GUARD_FIELD)
-    .default_threads = guard_default_threads,
-    .transpose = guard_transpose,
-    .concat = guard_concat,
-    .mem_alloc = guard_mem_alloc,
-    .mem_free = guard_mem_free,
-    .copy_h2d = guard_copy_h2d,
-    .copy_d2h = guard_copy_d2h,
-    .copy_d2d = guard_copy_d2d,
-    .mem_set = guard_mem_set,
+#define RS_KERNEL(name, params, args) .name = guard_##name,
+#include "engine/core/kernels.def"
 };

@@ -2,6 +2,7 @@
  * their output, GELU from its input; the model keeps both, so nothing extra is saved. */
 #include <stdio.h>
 
+#include "engine/core/kernels.h"
 #include "layer.h"
 
 static rs_status same_shape(rs_layer *l, const rs_shape *in, rs_err *err)

@@ -1,6 +1,7 @@
 /* The sum of two inputs of one shape: the residual connection that closes a res[ ... ] block
  * (out = block input + block output). Its gradient goes to both inputs unchanged; the model adds it
  * to whatever else reached each input (a value used twice gets the sum of both gradients). */
+#include "engine/core/kernels.h"
 #include "layer.h"
 
 static rs_status setup(rs_layer *l, const rs_shape *in, rs_err *err)

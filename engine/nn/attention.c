@@ -4,6 +4,7 @@
  * (B, heads, T, T) are the one T x T buffer kept, from forward until backward. */
 #include <stdio.h>
 
+#include "engine/core/kernels.h"
 #include "layer.h"
 
 static rs_status setup(rs_layer *l, const rs_shape *in, rs_err *err)

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "engine/core/kernels.h"
 #include "layer.h"
 
 static rs_status setup(rs_layer *l, const rs_shape *in, rs_err *err)

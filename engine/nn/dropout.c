@@ -2,6 +2,7 @@
  * dropout, as PyTorch); in eval, the identity. The mask is saved for backward. */
 #include <stdio.h>
 
+#include "engine/core/kernels.h"
 #include "layer.h"
 
 static rs_status setup(rs_layer *l, const rs_shape *in, rs_err *err)

@@ -1,10 +1,10 @@
 /* Token and position embedding, GPT-2's first step: out (T, C) = wte[token] + wpe[position] for a
  * sequence of T int32 tokens. The model's input holds the tokens' bit patterns in its 4-byte elements
  * (a token model reads no floats); ids were checked against the vocabulary before the forward. */
+#include <stdio.h>
 #include <string.h>
 
-#include <stdio.h>
-
+#include "engine/core/kernels.h"
 #include "layer.h"
 
 static rs_status setup(rs_layer *l, const rs_shape *in, rs_err *err)

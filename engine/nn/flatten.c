@@ -1,5 +1,6 @@
 /* Flatten: (C,H,W) -> (C*H*W). Row-major storage is already flat, so forward and backward are copies
  * of the same bytes; the shape is what changes. */
+#include "engine/core/kernels.h"
 #include "layer.h"
 
 static rs_status setup(rs_layer *l, const rs_shape *in, rs_err *err)

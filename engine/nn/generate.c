@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/core/kernels.h"
 #include "model_internal.h"
 
 struct rs_gen {

@@ -2,6 +2,7 @@
  * weight (gamma, init 1) and bias (beta, init 0); mean and 1/std per row are saved for backward. */
 #include <stdio.h>
 
+#include "engine/core/kernels.h"
 #include "layer.h"
 
 static rs_status setup(rs_layer *l, const rs_shape *in, rs_err *err)

@@ -1,5 +1,6 @@
 /* The model: layer list, parameter layout, units, accessors (see model.h). */
 #include "model_internal.h"
+#include "engine/core/kernels.h"
 #include "tensor_op.h"
 
 #include <stdarg.h>

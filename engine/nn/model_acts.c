@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/core/kernels.h"
+
 /* Plans where each node's output gradient lives during backward (see model_internal.h): walking
  * backward, a node takes the lowest free slot when its first consumer runs and gives it back after
  * its own backward. A range's backward touches a subset of the nodes live at each point of the whole

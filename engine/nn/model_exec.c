@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "engine/core/kernels.h"
+
 /* The pass's view of the model: buffers, mode, and the dropout seed of the set's step. */
 static rs_exec exec_for(const rs_model *m, rs_acts *a)
 {

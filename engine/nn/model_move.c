@@ -2,6 +2,7 @@
  * parameters for code that reads or writes them as host floats (checkpoints, ONNX export, plans). */
 #include "model_internal.h"
 
+#include "engine/core/kernels.h"
 #include "engine/cuda/cuda.h"
 
 #include <stdio.h>

@@ -3,6 +3,7 @@
  * line in layers.def and its kernels (silu_fwd/silu_bwd in the device tables) are all a new activation
  * needs; the parser, completion, help, export, import, compile, tensor parallelism and generation read
  * the descriptor below. */
+#include "engine/core/kernels.h"
 #include "layer.h"
 
 static rs_status setup(rs_layer *l, const rs_shape *in, rs_err *err)

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/core/kernels.h"
 #include "model_internal.h"
 
 static const char *const op_names[RS_OP_COUNT] = {

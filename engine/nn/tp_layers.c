@@ -6,6 +6,7 @@
  *                  identity, since every rank's partial sum fed the total with weight one.
  * The all-reduce is the caller's (rs_exec.tp_all_reduce): engine/ knows no process group. Without
  * one both are the identity, which is what a group of one rank computes. */
+#include "engine/core/kernels.h"
 #include "layer.h"
 
 static rs_status setup(rs_layer *l, const rs_shape *in, rs_err *err)

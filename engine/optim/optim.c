@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <strings.h>
 
+#include "engine/core/kernels.h"
+
 #define MAX_STATE 2
 
 struct rs_optim {

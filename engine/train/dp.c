@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/core/kernels.h"
 #include "engine/nn/spec.h"
 
 /* One replica's share of the current micro-batch and what came back. */

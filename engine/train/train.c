@@ -1,6 +1,7 @@
 /* The training loop (see train.h). All buffers are allocated before the first step; a step itself
  * allocates nothing. */
 #include "train.h"
+#include "engine/core/kernels.h"
 #include "tune.h"
 
 #include <math.h>

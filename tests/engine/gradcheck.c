@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/core/kernels.h"
 #include "engine/core/rng.h"
 
 typedef struct gc_layer {

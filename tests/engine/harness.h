@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/core/device.h"
+#include "engine/core/kernels.h"
 
 typedef struct hz {
     const rs_kernels *k;  /* the table under test */
@@ -66,10 +66,12 @@ typedef struct hz_case {
     void (*run)(hz *h);
 } hz_case;
 
-/* The cases of each file (harness_mem.c, harness_dense.c, harness_nn.c, harness_tensor.c). */
-extern const hz_case hz_mem_cases[], hz_dense_cases[], hz_nn_cases[], hz_tensor_cases[];
-extern const int hz_mem_ncases, hz_dense_ncases, hz_nn_ncases, hz_tensor_ncases;
+/* Every entry of engine/core/kernels.def has its case hz_case_<entry>, defined with HZ_CASE in one of
+ * harness_mem.c, harness_dense.c, harness_nn.c, harness_tensor.c: an entry without one is an undefined
+ * reference when the harness links (the error names it), one with two a multiple definition. */
+#define RS_KERNEL(name, params, args) extern const hz_case hz_case_##name;
+#include "engine/core/kernels.def"
 
-#define HZ_CASE(name, fn) {#name, offsetof(rs_kernels, name), fn}
+#define HZ_CASE(name, fn) const hz_case hz_case_##name = {#name, offsetof(rs_kernels, name), fn}
 
 #endif

@@ -233,12 +233,14 @@ typedef struct ew {
 static double relu_d(double x) { return x > 0 ? x : 0; }
 static double gelu_d(double x) { return 0.5 * x * (1 + erf(x / sqrt(2.0))); }
 static double gelu_tanh_d(double x) { return 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))); }
+static double silu_d(double x) { return x / (1 + exp(-x)); }
 
 static const ew EW[] = {
     {"relu", offsetof(rs_kernels, relu_fwd), offsetof(rs_kernels, relu_bwd), relu_d, true},
     {"gelu", offsetof(rs_kernels, gelu_fwd), offsetof(rs_kernels, gelu_bwd), gelu_d, false},
     {"tanh", offsetof(rs_kernels, tanh_fwd), offsetof(rs_kernels, tanh_bwd), tanh, true},
     {"gelu_tanh", offsetof(rs_kernels, gelu_tanh_fwd), offsetof(rs_kernels, gelu_tanh_bwd), gelu_tanh_d, false},
+    {"silu", offsetof(rs_kernels, silu_fwd), offsetof(rs_kernels, silu_bwd), silu_d, false},
 };
 
 static ew_fwd_fn fwd_of(const rs_kernels *k, const ew *e)
@@ -326,6 +328,8 @@ static void case_tanh_fwd(hz *h) { ew_forward(h, &EW[2]); }
 static void case_tanh_bwd(hz *h) { ew_backward(h, &EW[2]); }
 static void case_gelu_tanh_fwd(hz *h) { ew_forward(h, &EW[3]); }
 static void case_gelu_tanh_bwd(hz *h) { ew_backward(h, &EW[3]); }
+static void case_silu_fwd(hz *h) { ew_forward(h, &EW[4]); }
+static void case_silu_bwd(hz *h) { ew_backward(h, &EW[4]); }
 
 /* ---- dropout ---- */
 
@@ -482,25 +486,24 @@ static void case_adam_update(hz *h)
                                                          0, false, 0));
 }
 
-const hz_case hz_dense_cases[] = {
-    HZ_CASE(fill, case_fill),
-    HZ_CASE(axpy, case_axpy),
-    HZ_CASE(scale, case_scale),
-    HZ_CASE(gemm, case_gemm),
-    HZ_CASE(bias_rows, case_bias_rows),
-    HZ_CASE(bias_rows_grad, case_bias_rows_grad),
-    HZ_CASE(relu_fwd, case_relu_fwd),
-    HZ_CASE(relu_bwd, case_relu_bwd),
-    HZ_CASE(gelu_fwd, case_gelu_fwd),
-    HZ_CASE(gelu_bwd, case_gelu_bwd),
-    HZ_CASE(tanh_fwd, case_tanh_fwd),
-    HZ_CASE(tanh_bwd, case_tanh_bwd),
-    HZ_CASE(dropout_fwd, case_dropout_fwd),
-    HZ_CASE(dropout_bwd, case_dropout_bwd),
-    HZ_CASE(gelu_tanh_fwd, case_gelu_tanh_fwd),
-    HZ_CASE(gelu_tanh_bwd, case_gelu_tanh_bwd),
-    HZ_CASE(add, case_add),
-    HZ_CASE(sgd_update, case_sgd_update),
-    HZ_CASE(adam_update, case_adam_update),
-};
-const int hz_dense_ncases = sizeof hz_dense_cases / sizeof *hz_dense_cases;
+HZ_CASE(fill, case_fill);
+HZ_CASE(axpy, case_axpy);
+HZ_CASE(scale, case_scale);
+HZ_CASE(gemm, case_gemm);
+HZ_CASE(bias_rows, case_bias_rows);
+HZ_CASE(bias_rows_grad, case_bias_rows_grad);
+HZ_CASE(relu_fwd, case_relu_fwd);
+HZ_CASE(relu_bwd, case_relu_bwd);
+HZ_CASE(gelu_fwd, case_gelu_fwd);
+HZ_CASE(gelu_bwd, case_gelu_bwd);
+HZ_CASE(tanh_fwd, case_tanh_fwd);
+HZ_CASE(tanh_bwd, case_tanh_bwd);
+HZ_CASE(dropout_fwd, case_dropout_fwd);
+HZ_CASE(dropout_bwd, case_dropout_bwd);
+HZ_CASE(gelu_tanh_fwd, case_gelu_tanh_fwd);
+HZ_CASE(gelu_tanh_bwd, case_gelu_tanh_bwd);
+HZ_CASE(silu_fwd, case_silu_fwd);
+HZ_CASE(silu_bwd, case_silu_bwd);
+HZ_CASE(add, case_add);
+HZ_CASE(sgd_update, case_sgd_update);
+HZ_CASE(adam_update, case_adam_update);

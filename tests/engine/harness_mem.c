@@ -146,10 +146,11 @@ static void case_sync(hz *h)
              "sync on an uninitialised context gave %d", (int)st);
 }
 
-const hz_case hz_mem_cases[] = {
-    HZ_CASE(default_threads, case_default_threads), HZ_CASE(mem_alloc, case_mem_alloc),
-    HZ_CASE(mem_free, case_mem_free),               HZ_CASE(copy_h2d, case_copy_h2d),
-    HZ_CASE(copy_d2h, case_copy_d2h),               HZ_CASE(copy_d2d, case_copy_d2d),
-    HZ_CASE(mem_set, case_mem_set),                 HZ_CASE(sync, case_sync),
-};
-const int hz_mem_ncases = sizeof hz_mem_cases / sizeof *hz_mem_cases;
+HZ_CASE(default_threads, case_default_threads);
+HZ_CASE(mem_alloc, case_mem_alloc);
+HZ_CASE(mem_free, case_mem_free);
+HZ_CASE(copy_h2d, case_copy_h2d);
+HZ_CASE(copy_d2h, case_copy_d2h);
+HZ_CASE(copy_d2d, case_copy_d2d);
+HZ_CASE(mem_set, case_mem_set);
+HZ_CASE(sync, case_sync);

@@ -776,23 +776,20 @@ static void case_attn_step(hz *h)
     hz_refused(h, "attn_step(len past the cache)", h->k->attn_step(h->ctx, d, d, d, d, 1, 5, 4, 4, 1));
 }
 
-const hz_case hz_nn_cases[] = {
-    HZ_CASE(conv2d_workspace, case_conv2d_workspace),
-    HZ_CASE(conv2d_fwd, case_conv2d_fwd),
-    HZ_CASE(conv2d_bwd, case_conv2d_bwd),
-    HZ_CASE(maxpool_fwd, case_maxpool_fwd),
-    HZ_CASE(maxpool_bwd, case_maxpool_bwd),
-    HZ_CASE(avgpool_fwd, case_avgpool_fwd),
-    HZ_CASE(avgpool_bwd, case_avgpool_bwd),
-    HZ_CASE(layernorm_fwd, case_layernorm_fwd),
-    HZ_CASE(layernorm_bwd, case_layernorm_bwd),
-    HZ_CASE(softmax_xent_fwd, case_softmax_xent_fwd),
-    HZ_CASE(softmax_xent_bwd, case_softmax_xent_bwd),
-    HZ_CASE(embed_fwd, case_embed_fwd),
-    HZ_CASE(embed_bwd, case_embed_bwd),
-    HZ_CASE(attn_fwd, case_attn_fwd),
-    HZ_CASE(attn_workspace, case_attn_workspace),
-    HZ_CASE(attn_bwd, case_attn_bwd),
-    HZ_CASE(attn_step, case_attn_step),
-};
-const int hz_nn_ncases = sizeof hz_nn_cases / sizeof *hz_nn_cases;
+HZ_CASE(conv2d_workspace, case_conv2d_workspace);
+HZ_CASE(conv2d_fwd, case_conv2d_fwd);
+HZ_CASE(conv2d_bwd, case_conv2d_bwd);
+HZ_CASE(maxpool_fwd, case_maxpool_fwd);
+HZ_CASE(maxpool_bwd, case_maxpool_bwd);
+HZ_CASE(avgpool_fwd, case_avgpool_fwd);
+HZ_CASE(avgpool_bwd, case_avgpool_bwd);
+HZ_CASE(layernorm_fwd, case_layernorm_fwd);
+HZ_CASE(layernorm_bwd, case_layernorm_bwd);
+HZ_CASE(softmax_xent_fwd, case_softmax_xent_fwd);
+HZ_CASE(softmax_xent_bwd, case_softmax_xent_bwd);
+HZ_CASE(embed_fwd, case_embed_fwd);
+HZ_CASE(embed_bwd, case_embed_bwd);
+HZ_CASE(attn_fwd, case_attn_fwd);
+HZ_CASE(attn_workspace, case_attn_workspace);
+HZ_CASE(attn_bwd, case_attn_bwd);
+HZ_CASE(attn_step, case_attn_step);

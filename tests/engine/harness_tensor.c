@@ -497,17 +497,14 @@ static void case_pool2d(hz *h)
     hz_refused(h, "pool2d(pb -1)", h->k->pool2d(h->ctx, &gs[1], -1, 0, true, false, 1, hz_alloc(h, 400), hz_alloc(h, 400)));
 }
 
-const hz_case hz_tensor_cases[] = {
-    HZ_CASE(unary, case_unary),
-    HZ_CASE(binary, case_binary),
-    HZ_CASE(select, case_select),
-    HZ_CASE(matmul, case_matmul),
-    HZ_CASE(transpose, case_transpose),
-    HZ_CASE(slice, case_slice),
-    HZ_CASE(concat, case_concat),
-    HZ_CASE(reduce, case_reduce),
-    HZ_CASE(softmax, case_softmax),
-    HZ_CASE(trilu, case_trilu),
-    HZ_CASE(pool2d, case_pool2d),
-};
-const int hz_tensor_ncases = sizeof hz_tensor_cases / sizeof *hz_tensor_cases;
+HZ_CASE(unary, case_unary);
+HZ_CASE(binary, case_binary);
+HZ_CASE(select, case_select);
+HZ_CASE(matmul, case_matmul);
+HZ_CASE(transpose, case_transpose);
+HZ_CASE(slice, case_slice);
+HZ_CASE(concat, case_concat);
+HZ_CASE(reduce, case_reduce);
+HZ_CASE(softmax, case_softmax);
+HZ_CASE(trilu, case_trilu);
+HZ_CASE(pool2d, case_pool2d);

@@ -17,7 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/core/device.h"
+#include "engine/core/kernels.h"
 #include "engine/cpu/amp.h"
 #include "engine/cpu/prof.h"
 #include "engine/nn/spec.h"

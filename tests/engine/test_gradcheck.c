@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/core/kernels.h"
 #include "engine/core/rng.h"
 #include "engine/nn/model.h"
 #include "engine/nn/spec.h"

@@ -2,7 +2,7 @@
  * and against independent references (harness_mem.c, harness_dense.c, harness_nn.c; harness.h says
  * how), with contexts of 1 and 2 threads, inputs and outputs through the table's own memory entries.
  * A table is found with rs_kernels_for, so a new device's table is checked here as soon as it is
- * registered in engine/core/device.c; a new entry fails the coverage check until it has a case.
+ * registered in engine/core/device.c; a new entry of kernels.def does not link until it has a case.
  * Then what contexts promise: the first failure is kept until taken, a call leaves the caller's
  * OpenMP setting alone, and two threads with contexts of 1 and 2 threads run side by side and both
  * get right answers.
@@ -30,19 +30,19 @@ typedef void (*any_fn)(void);
 #define FIRST_ENTRY offsetof(rs_kernels, default_threads)
 #define NENTRIES ((sizeof(rs_kernels) - FIRST_ENTRY) / sizeof(any_fn))
 
-static int ncases;
-static const hz_case *cases[128];
-
-static void collect(const hz_case *list, int n)
-{
-    for (int i = 0; i < n; i++) cases[ncases++] = &list[i];
-}
+/* The cases in kernels.def's order: the list, not a count, decides what the harness must cover. */
+static const hz_case *const cases[] = {
+#define RS_KERNEL(name, params, args) &hz_case_##name,
+#include "engine/core/kernels.def"
+};
+static const int ncases = (int)(sizeof cases / sizeof *cases);
 
 /* Every entry has exactly one case, and every case names an entry. */
 static void check_coverage(void)
 {
     RS_CHECK((sizeof(rs_kernels) - FIRST_ENTRY) % sizeof(any_fn) == 0,
              "rs_kernels has something other than function pointers after default_threads");
+    RS_CHECK(NENTRIES == RS_KERNEL_COUNT, "rs_kernels has %zu entries, kernels.def %d", NENTRIES, RS_KERNEL_COUNT);
     for (size_t e = 0; e < NENTRIES; e++) {
         size_t off = FIRST_ENTRY + e * sizeof(any_fn);
         int n = 0;
@@ -50,6 +50,10 @@ static void check_coverage(void)
         RS_CHECK(n == 1, "entry %zu of rs_kernels (byte offset %zu) has %d harness cases; add one to "
                  "tests/engine/harness_*.c", e, off, n);
     }
+    /* a case's HZ_CASE names the entry it is filed under (hz_case_<entry>) */
+    for (int c = 0; c < ncases; c++)
+        RS_CHECK(cases[c]->offset == FIRST_ENTRY + (size_t)c * sizeof(any_fn),
+                 "case %s is not at the place of kernels.def's entry %d", cases[c]->entry, c);
     RS_CHECK((size_t)ncases == NENTRIES, "%d cases for %zu entries", ncases, NENTRIES);
     printf("coverage: %zu entries in rs_kernels, %d harness cases\n", NENTRIES, ncases);
 }
@@ -289,10 +293,6 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    collect(hz_mem_cases, hz_mem_ncases);
-    collect(hz_dense_cases, hz_dense_ncases);
-    collect(hz_nn_cases, hz_nn_ncases);
-    collect(hz_tensor_cases, hz_tensor_ncases);
     check_coverage();
     int tables = 0;
     for (int kind = 0; kind < RS_DEV_KIND_COUNT; kind++) {

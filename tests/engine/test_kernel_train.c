@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/core/device.h"
+#include "engine/core/kernels.h"
 #include "engine/cuda/cuda.h"
 #include "rs_test.h"
 
