@@ -20,8 +20,8 @@
 const char *const rs_words_play[] = {"interactive", "auto", "step", NULL};
 static const char *const split_words[] = {"test", "train", NULL};
 
-/* Lists whose owner names its words through a function rather than an array: filled before main
- * (words_from_owners, below). */
+/* Filled before main runs from owners that name their words through a function or a registry rather
+ * than a NULL-terminated array (words_from_owners and train_opts_from_registry, below). */
 static const char *prec_words[RS_PREC_COUNT + 1];
 const char *rs_words_device[2 * RS_DEV_KIND_COUNT + 1];
 static const char *mode_choices[32];
@@ -51,7 +51,8 @@ rs_optdef rs_opts_train[RS_MAX_OPTS + 1] = {
     {.name = "nesterov", .type = RS_T_BOOL, .def = "off", .help = "SGD Nesterov momentum"},
     {.name = "wd", .type = RS_T_FLOAT,
      .help = "weight decay (L2 for sgd/adam, decoupled for adamw; adamw default 0.01)"},
-    {.name = "sched", .type = RS_T_ENUM, .def = "constant", .choices = rs_sched_kind_names, .help = "learning-rate schedule"},
+    {.name = "sched", .type = RS_T_ENUM, .def = "constant", .choices = rs_sched_kind_names,
+     .help = "learning-rate schedule"},
     {.name = "warmup", .type = RS_T_INT, .def = "0", .help = "linear warm-up steps"},
     {.name = "step_size", .type = RS_T_INT, .def = "1000", .help = "sched=step: steps between decays"},
     {.name = "gamma", .type = RS_T_FLOAT, .def = "0.1", .help = "sched=step: decay factor"},
@@ -142,7 +143,8 @@ __attribute__((constructor)) static void train_opts_from_registry(void)
                     rs_opts_train[j].def = NULL;
             }
             if (dup || n >= RS_MAX_OPTS) continue; /* the registry's test checks every option made it */
-            rs_opts_train[n++] = (rs_optdef){.name = o->name, .type = opt_type(o->type), .def = o->def, .help = o->help, .choices = o->choices};
+            rs_opts_train[n++] = (rs_optdef){.name = o->name, .type = opt_type(o->type), .def = o->def,
+                                             .help = o->help, .choices = o->choices};
             rs_opts_train[n] = (rs_optdef){.name = NULL};
         }
 }
@@ -262,7 +264,8 @@ const rs_optdef rs_opts_collective[] = {
     {.name = "size", .type = RS_T_SIZE, .help = "bytes per rank instead of count="},
     {.name = "op", .type = RS_T_ENUM, .def = "sum", .choices = rs_redop_names, .help = "reduction"},
     {.name = "dtype", .type = RS_T_ENUM, .def = "f32", .choices = rs_pg_dtype_names, .help = "element type"},
-    {.name = "algo", .type = RS_T_ENUM, .def = "auto", .choices = rs_pg_algo_names, .help = "shm/tcp all_reduce algorithm"},
+    {.name = "algo", .type = RS_T_ENUM, .def = "auto", .choices = rs_pg_algo_names,
+     .help = "shm/tcp all_reduce algorithm"},
     {.name = "root", .type = RS_T_INT, .def = "0", .help = "root rank of broadcast, reduce, scatter, gather"},
     {.name = "show", .type = RS_T_INT, .def = "16", .help = "elements printed per rank"},
     {.name = "step", .type = RS_T_BOOL, .def = "off",
@@ -277,7 +280,8 @@ const rs_optdef rs_opts_bench[] = {
      .help = "message sizes LO..HI, doubling (nccl-tests' -b/-e)"},
     {.name = "op", .type = RS_T_ENUM, .def = "sum", .choices = rs_redop_names, .help = "reduction"},
     {.name = "dtype", .type = RS_T_ENUM, .def = "f32", .choices = rs_pg_dtype_names, .help = "element type"},
-    {.name = "algo", .type = RS_T_ENUM, .def = "auto", .choices = rs_pg_algo_names, .help = "shm/tcp all_reduce algorithm"},
+    {.name = "algo", .type = RS_T_ENUM, .def = "auto", .choices = rs_pg_algo_names,
+     .help = "shm/tcp all_reduce algorithm"},
     {.name = "iters", .type = RS_T_INT, .def = "0", .help = "timed iterations per size (0: enough to move ~256 MiB)"},
     {.name = "view", .type = RS_T_BOOL, .def = "on", .help = "live dashboard while the ranks run (on a terminal)"},
     {.name = NULL},

@@ -19,7 +19,7 @@ typedef enum rs_redop { RS_SUM = 0, RS_PRODUCT, RS_MIN, RS_MAX, RS_AVG, RS_REDOP
 
 const char *rs_redop_name(rs_redop op);
 /* The words of this module, each list NULL-terminated and (where an enum names them) indexed by it:
- * the prompt offers, parses and completes from these (repl/cmdtab.c) and a worker reads its command
+ * the prompt offers, parses and completes from these (repl/cmdtab_opts.c) and a worker reads its command
  * line with them (dist/worker/lines.c), so a new entry here reaches both with no other edit. */
 extern const char *const rs_redop_names[RS_REDOP_COUNT + 1];
 /* The element types collectives accept (rs_dtype_name's spelling). */
