@@ -1,7 +1,6 @@
 /* The one command table (see cmd.h): every command's row. Adding a command (docs/add-a-command.md):
  * its row here, its options in cmdtab_opts.c, its handler in the cmd_*.c file of its group; parsing,
  * help and completion pick it up from this table. */
-#include <stdio.h>
 #include <string.h>
 
 #include "cmdtab.h"
