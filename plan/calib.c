@@ -10,9 +10,13 @@
 
 #include "ir.h"
 
+const char *const rs_plan_calib_names[] = {[RS_PLAN_CALIB_MINMAX] = "minmax", [RS_PLAN_CALIB_PERCENTILE] = "percentile",
+                                           [RS_PLAN_CALIB_ENTROPY] = "entropy", NULL};
+
 const char *rs_plan_calib_name(rs_plan_calib_method m)
 {
-    return m == RS_PLAN_CALIB_PERCENTILE ? "percentile" : m == RS_PLAN_CALIB_ENTROPY ? "entropy" : "minmax";
+    return (unsigned)m < sizeof rs_plan_calib_names / sizeof *rs_plan_calib_names - 1 ? rs_plan_calib_names[m]
+                                                                                        : "minmax";
 }
 
 void rs_plan_calib_hist(const float *x, size_t n, float amax, uint64_t *hist, int bins)

@@ -108,9 +108,12 @@ const char *rs_plan_act_name(int op)
     }
 }
 
+const char *const rs_plan_prec_names[] = {[RS_PLAN_FP32] = "fp32", [RS_PLAN_BF16] = "bf16", [RS_PLAN_INT8] = "int8",
+                                          NULL};
+
 const char *rs_plan_prec_name(rs_plan_prec p)
 {
-    return p == RS_PLAN_BF16 ? "bf16" : p == RS_PLAN_INT8 ? "int8" : "fp32";
+    return (unsigned)p < sizeof rs_plan_prec_names / sizeof *rs_plan_prec_names - 1 ? rs_plan_prec_names[p] : "fp32";
 }
 
 int rs_plan_root(const rs_plan *p, int v)

@@ -26,6 +26,10 @@
 
 typedef enum rs_plan_prec { RS_PLAN_FP32 = 0, RS_PLAN_BF16 = 1, RS_PLAN_INT8 = 2 } rs_plan_prec;
 const char *rs_plan_prec_name(rs_plan_prec p); /* "fp32" */
+/* The words of compile's options, each indexed by its enum and NULL-terminated: the prompt offers and
+ * parses them by index (repl/cmd_plan.c casts the choice to the enum), so a new entry needs no edit
+ * in repl/. */
+extern const char *const rs_plan_prec_names[];
 
 typedef enum rs_plan_calib_method {
     RS_PLAN_CALIB_MINMAX = 0,
@@ -33,6 +37,7 @@ typedef enum rs_plan_calib_method {
     RS_PLAN_CALIB_ENTROPY = 2,
 } rs_plan_calib_method;
 const char *rs_plan_calib_name(rs_plan_calib_method m); /* "minmax" */
+extern const char *const rs_plan_calib_names[];
 #define RS_PLAN_CALIB_BINS 2048
 /* Adds |x[i]| of n values to hist's bins over [0, amax] (larger ones to the last bin). */
 void rs_plan_calib_hist(const float *x, size_t n, float amax, uint64_t *hist, int bins);
@@ -55,6 +60,7 @@ typedef enum { RS_PLAN_CONV_AUTO = 0, RS_PLAN_CONV_DIRECT, RS_PLAN_CONV_WINOGRAD
 /* What a plan runs on: this CPU (oneDNN), or a GPU (cuDNN and cuBLASLt, plan/cuda.c). A cuda plan is
  * compiled without a GPU (the graph, memory plan and plain weights need none) and opened where one is. */
 typedef enum rs_plan_dev { RS_PLAN_DEV_CPU = 0, RS_PLAN_DEV_CUDA = 1 } rs_plan_dev;
+extern const char *const rs_plan_dev_names[];
 
 typedef struct rs_plan_opts {
     rs_plan_prec prec;

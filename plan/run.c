@@ -106,7 +106,7 @@ rs_status rs_plan_compile(rs_model *m, const rs_plan_opts *o, rs_plan **out, rs_
         rs_plan_dnnl_isa(p->isa, sizeof p->isa);
         rs_plan_dnnl_version(p->dnnl_version, sizeof p->dnnl_version);
     }
-    snprintf(p->device, sizeof p->device, "%s", p->dev == RS_PLAN_DEV_CUDA ? "cuda" : "cpu");
+    snprintf(p->device, sizeof p->device, "%s", rs_plan_device(p));
     snprintf(p->source, sizeof p->source, "%s", o->source ? o->source : rs_model_name(m));
     float *amax = NULL; /* int8: per node, the threshold calibration chose for its input (owned here) */
     rs_status st = o->prec == RS_PLAN_INT8 ? rs_plan_calibrate(m, o, &amax, err) : RS_OK;
@@ -311,7 +311,8 @@ int rs_plan_classes(const rs_plan *p) { return p->classes; }
 int rs_plan_rows(const rs_plan *p) { return p->rows; }
 int rs_plan_vocab(const rs_plan *p) { return p->vocab; }
 int rs_plan_node_count(const rs_plan *p) { return p->nnodes; }
-const char *rs_plan_device(const rs_plan *p) { return p->dev == RS_PLAN_DEV_CUDA ? "cuda" : "cpu"; }
+const char *const rs_plan_dev_names[] = {[RS_PLAN_DEV_CPU] = "cpu", [RS_PLAN_DEV_CUDA] = "cuda", NULL};
+const char *rs_plan_device(const rs_plan *p) { return rs_plan_dev_names[p->dev == RS_PLAN_DEV_CUDA ? RS_PLAN_DEV_CUDA : RS_PLAN_DEV_CPU]; }
 const char *rs_plan_fusion(const rs_plan *p, int i) { return i >= 0 && i < p->nfusions ? p->fusions[i] : ""; }
 
 void rs_plan_get_stats(const rs_plan *p, rs_plan_stats *st)

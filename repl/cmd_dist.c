@@ -474,11 +474,10 @@ int rs_cmd_backends(rs_session *s, const rs_call *c)
     fputc('\n', f);
     rs_result_num(s, "backends", nb);
     for (int i = 0; i < nb; i++) fprintf(f, "  %-5s %s\n        %s\n", b[i].name, b[i].about, b[i].ops->algos);
-    static const char *const all[] = {"shm", "tcp", "mpi", "nccl"};
-    for (int i = 0; i < 4; i++)
-        if (!rs_pg_backend_find(all[i]))
-            fprintf(f, "  %-5s not built: meson did not find %s\n", all[i],
-                    !strcmp(all[i], "mpi") ? "Open MPI (apt-get install libopenmpi-dev)" : "CUDA and NCCL");
+    for (const char *const *n = rs_pg_backend_names; *n; n++)
+        if (!rs_pg_backend_find(*n))
+            fprintf(f, "  %-5s not built: meson did not find %s\n", *n,
+                    !strcmp(*n, "mpi") ? "Open MPI (apt-get install libopenmpi-dev)" : "CUDA and NCCL");
     if (rs_pg_backend_find("nccl")) {
         rs_cuda_info ci;
         rs_cuda_query(&ci);

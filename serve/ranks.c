@@ -164,12 +164,16 @@ static rs_status dead(rs_serve_ranks *r, rs_err *err, const char *what)
     return st;
 }
 
+const char *const rs_serve_ranks_modes[] = {"pipeline", "tensor", NULL};
+
 rs_status rs_serve_ranks_start(const rs_serve_ranks_cfg *cfg, rs_serve_ranks **out, rs_err *err)
 {
     *out = NULL;
+    bool known = false;
+    for (int i = 0; rs_serve_ranks_modes[i]; i++) known |= !strcmp(cfg->mode, rs_serve_ranks_modes[i]);
     if (cfg->ranks < 2 || cfg->ranks > 64)
         return rs_err_set(err, RS_ERR_ARG, "ranks=%d: a model across ranks takes 2..64 of them", cfg->ranks);
-    if (strcmp(cfg->mode, "pipeline") && strcmp(cfg->mode, "tensor"))
+    if (!known)
         return rs_err_set(err, RS_ERR_ARG, "mode=%s: a model across ranks runs as mode=pipeline or mode=tensor",
                           cfg->mode);
     rs_serve_ranks *r = calloc(1, sizeof *r); /* the caller's */

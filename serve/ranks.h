@@ -23,13 +23,16 @@ typedef struct rs_serve_ranks rs_serve_ranks;
 typedef struct rs_serve_ranks_cfg {
     const char *model;      /* the model file (what rs_serve_backend_load reads) */
     int ranks;              /* 2..64 */
-    const char *mode;       /* "pipeline" or "tensor" */
+    const char *mode;       /* one of rs_serve_ranks_modes: "pipeline" or "tensor" */
     int max_batch;          /* the largest batch a request carries (>= 1) */
     size_t in_bytes;        /* per sample: floats, or int32 token ids */
     size_t out_numel;       /* floats per sample */
     const char *exe;        /* the ringside binary; NULL: /proc/self/exe */
     int worker_index;       /* which model's ranks these are on this host: devices go round-robin by it */
 } rs_serve_ranks_cfg;
+
+/* The modes a model across ranks runs in, NULL-terminated: what `serve ... mode=` takes. */
+extern const char *const rs_serve_ranks_modes[];
 
 /* Starts the ranks and waits (60 s at most) until rank 0 has connected and every rank has loaded its
  * part. A rank that fails to start is an error with its message. Caller owns *out. */

@@ -13,6 +13,10 @@ extern const rs_pg_ops rs_pg_mpi_ops;
 extern const rs_pg_ops rs_pg_nccl_ops;
 #endif
 
+/* Every backend ringside has; backends[] holds those this build has, by the same names (one named here
+ * and missing there was not built). */
+const char *const rs_pg_backend_names[] = {"shm", "tcp", "mpi", "nccl", NULL};
+
 static const rs_pg_backend backends[] = {
     {"shm", &rs_pg_shm_ops, "one host, POSIX shared memory; the default for local ranks", false, rs_pg_shm_new},
     {"tcp", &rs_pg_tcp_ops, "sockets between every pair of ranks; works across hosts given MASTER_ADDR", false,
@@ -44,7 +48,8 @@ rs_status rs_pg_new(const char *backend, rs_store *store, const char *name, int 
         char have[128] = "";
         for (const rs_pg_backend *p = backends; p->name; p++)
             snprintf(have + strlen(have), sizeof have - strlen(have), "%s%s", p == backends ? "" : ", ", p->name);
-        bool known = backend && (!strcmp(backend, "mpi") || !strcmp(backend, "nccl"));
+        bool known = false;
+        for (int i = 0; backend && rs_pg_backend_names[i]; i++) known |= !strcmp(backend, rs_pg_backend_names[i]);
         return rs_err_set(err, RS_ERR_UNSUPPORTED, "backend '%s' %s; this build has: %s", backend ? backend : "(none)",
                           known ? "was not built (meson did not find its library)" : "does not exist", have);
     }

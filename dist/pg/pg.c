@@ -7,27 +7,36 @@
 #include <string.h>
 #include <time.h>
 
-const char *rs_redop_name(rs_redop op)
-{
-    static const char *const n[RS_REDOP_COUNT] = {"sum", "product", "min", "max", "avg"};
-    return (unsigned)op < RS_REDOP_COUNT ? n[op] : "?";
-}
+const char *const rs_redop_names[RS_REDOP_COUNT + 1] = {
+    [RS_SUM] = "sum", [RS_PRODUCT] = "product", [RS_MIN] = "min", [RS_MAX] = "max", [RS_AVG] = "avg",
+};
 
-const char *rs_pg_algo_name(rs_pg_algo a)
-{
-    static const char *const n[RS_ALGO_COUNT] = {"auto", "ring", "tree", "recursive-doubling"};
-    return (unsigned)a < RS_ALGO_COUNT ? n[a] : "?";
-}
+const char *rs_redop_name(rs_redop op) { return (unsigned)op < RS_REDOP_COUNT ? rs_redop_names[op] : "?"; }
 
-const char *rs_pg_op_name(rs_pg_opkind k)
-{
-    static const char *const n[RS_OP_KIND_COUNT] = {"send", "recv", "broadcast", "reduce", "all_reduce",
-                                                    "scatter", "gather", "all_gather", "reduce_scatter",
-                                                    "all_to_all", "barrier"};
-    return (unsigned)k < RS_OP_KIND_COUNT ? n[k] : "?";
-}
+const char *const rs_pg_algo_names[RS_ALGO_COUNT + 1] = {
+    [RS_ALGO_AUTO] = "auto", [RS_ALGO_RING] = "ring", [RS_ALGO_TREE] = "tree",
+    [RS_ALGO_RECDOUBLING] = "recursive-doubling",
+};
 
-bool rs_pg_dtype_ok(rs_dtype t) { return t == RS_F32 || t == RS_F64 || t == RS_I32 || t == RS_I64; }
+const char *rs_pg_algo_name(rs_pg_algo a) { return (unsigned)a < RS_ALGO_COUNT ? rs_pg_algo_names[a] : "?"; }
+
+const char *const rs_pg_op_names[RS_OP_KIND_COUNT + 1] = {
+    [RS_OP_SEND] = "send", [RS_OP_RECV] = "recv", [RS_OP_BROADCAST] = "broadcast", [RS_OP_REDUCE] = "reduce",
+    [RS_OP_ALL_REDUCE] = "all_reduce", [RS_OP_SCATTER] = "scatter", [RS_OP_GATHER] = "gather",
+    [RS_OP_ALL_GATHER] = "all_gather", [RS_OP_REDUCE_SCATTER] = "reduce_scatter",
+    [RS_OP_ALL_TO_ALL] = "all_to_all", [RS_OP_BARRIER] = "barrier",
+};
+
+const char *rs_pg_op_name(rs_pg_opkind k) { return (unsigned)k < RS_OP_KIND_COUNT ? rs_pg_op_names[k] : "?"; }
+
+const char *const rs_pg_dtype_names[] = {"f32", "f64", "i32", "i64", NULL};
+
+bool rs_pg_dtype_ok(rs_dtype t)
+{
+    for (int i = 0; rs_pg_dtype_names[i]; i++)
+        if (!strcmp(rs_dtype_name(t), rs_pg_dtype_names[i])) return true;
+    return false;
+}
 
 /* One loop per (type, op). Sums and products go through U: the type itself for floats, and the
  * unsigned type of the same width for integers, so integer overflow wraps as two's complement like

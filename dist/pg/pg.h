@@ -18,7 +18,13 @@
 typedef enum rs_redop { RS_SUM = 0, RS_PRODUCT, RS_MIN, RS_MAX, RS_AVG, RS_REDOP_COUNT } rs_redop;
 
 const char *rs_redop_name(rs_redop op);
-/* True for the dtypes collectives accept now: f32, f64, i32, i64. */
+/* The words of this module, each list NULL-terminated and (where an enum names them) indexed by it:
+ * the prompt offers, parses and completes from these (repl/cmdtab_opts.c) and a worker reads its command
+ * line with them (dist/worker/lines.c), so a new entry here reaches both with no other edit. */
+extern const char *const rs_redop_names[RS_REDOP_COUNT + 1];
+/* The element types collectives accept (rs_dtype_name's spelling). */
+extern const char *const rs_pg_dtype_names[];
+/* True for the dtypes collectives accept now: those of rs_pg_dtype_names. */
 bool rs_pg_dtype_ok(rs_dtype t);
 
 /* dst[i] = dst[i] op src[i] for n elements. AVG reduces as SUM; the caller divides once at the end
@@ -36,12 +42,16 @@ typedef enum rs_pg_algo {
     RS_ALGO_COUNT
 } rs_pg_algo;
 const char *rs_pg_algo_name(rs_pg_algo a);
+extern const char *const rs_pg_algo_names[RS_ALGO_COUNT + 1];
 
 typedef enum rs_pg_opkind {
     RS_OP_SEND, RS_OP_RECV, RS_OP_BROADCAST, RS_OP_REDUCE, RS_OP_ALL_REDUCE, RS_OP_SCATTER, RS_OP_GATHER,
     RS_OP_ALL_GATHER, RS_OP_REDUCE_SCATTER, RS_OP_ALL_TO_ALL, RS_OP_BARRIER, RS_OP_KIND_COUNT
 } rs_pg_opkind;
 const char *rs_pg_op_name(rs_pg_opkind k);
+extern const char *const rs_pg_op_names[RS_OP_KIND_COUNT + 1];
+/* The collectives among them: every kind from broadcast on (send and recv, first, are point-to-point). */
+#define RS_PG_COLLECTIVE_NAMES (&rs_pg_op_names[RS_OP_BROADCAST])
 
 /* What a backend reports as it works (nothing is reported while `trace` is NULL). */
 typedef enum rs_pg_ev_kind { RS_PG_EV_BEGIN, RS_PG_EV_STEP, RS_PG_EV_END } rs_pg_ev_kind;
@@ -159,6 +169,9 @@ typedef struct rs_pg_backend {
 } rs_pg_backend;
 /* NULL-terminated by a {NULL} entry. */
 const rs_pg_backend *rs_pg_backends(void);
+/* Every backend ringside has, built here or not (backend= takes them all; one this build lacks is
+ * refused saying it was not built), NULL-terminated. */
+extern const char *const rs_pg_backend_names[];
 const rs_pg_backend *rs_pg_backend_find(const char *name);
 
 /* Creates this rank's member of a group of `world` ranks of backend `backend` ("shm", "tcp", "mpi",

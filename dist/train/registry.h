@@ -2,7 +2,7 @@
  * gives the mode's name, its own options (types, defaults, ranges, help), whether it runs as rank
  * processes, and the factory that makes its rs_train_strategy on a rank. Everything that used to keep
  * a mode in sync by hand reads this table instead:
- *   - the command table (repl/cmdtab.c): `mode=` choices, the strategies' options, help, completion;
+ *   - the command table (repl/cmdtab_opts.c): `mode=` choices, the strategies' options, help, completion;
  *   - `train` at the prompt (repl/cmd_train.c): an option of another mode is refused, ranges checked;
  *   - the lines handed to the ranks (repl/cmd_train_ranks.c): "mode=NAME" and one "key=value" line per
  *     option of the mode (rs_strategy_args_lines);

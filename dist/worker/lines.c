@@ -8,14 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const op_names[RS_OP_KIND_COUNT] = {"send", "recv", "broadcast", "reduce", "all_reduce",
-                                                       "scatter", "gather", "all_gather", "reduce_scatter",
-                                                       "all_to_all", "barrier"};
-
+/* The words are dist/pg's own (pg.h), so a worker reads what the prompt offers. */
 bool rs_pg_op_from_name(const char *s, rs_pg_opkind *out)
 {
     for (int k = 0; k < RS_OP_KIND_COUNT; k++)
-        if (!strcmp(s, op_names[k])) {
+        if (!strcmp(s, rs_pg_op_names[k])) {
             *out = (rs_pg_opkind)k;
             return true;
         }
@@ -25,7 +22,7 @@ bool rs_pg_op_from_name(const char *s, rs_pg_opkind *out)
 bool rs_redop_from_name(const char *s, rs_redop *out)
 {
     for (int k = 0; k < RS_REDOP_COUNT; k++)
-        if (!strcmp(s, rs_redop_name((rs_redop)k))) {
+        if (!strcmp(s, rs_redop_names[k])) {
             *out = (rs_redop)k;
             return true;
         }
@@ -35,7 +32,7 @@ bool rs_redop_from_name(const char *s, rs_redop *out)
 bool rs_pg_algo_from_name(const char *s, rs_pg_algo *out)
 {
     for (int k = 0; k < RS_ALGO_COUNT; k++)
-        if (!strcmp(s, rs_pg_algo_name((rs_pg_algo)k))) {
+        if (!strcmp(s, rs_pg_algo_names[k])) {
             *out = (rs_pg_algo)k;
             return true;
         }

@@ -45,6 +45,15 @@ typedef struct mjob {
     rs_pg *g;
 } mjob;
 
+const char *const rs_matmul_split_names[] = {"both", "cols", "rows", NULL};
+
+static bool split_known(const char *v)
+{
+    for (int i = 0; rs_matmul_split_names[i]; i++)
+        if (!strcmp(v, rs_matmul_split_names[i])) return true;
+    return false;
+}
+
 static int parse(mjob *j, int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {
@@ -63,7 +72,7 @@ static int parse(mjob *j, int argc, char **argv)
         if (KEY("backend")) j->backend = v;
         else if (KEY("group")) j->group = v;
         else if (KEY("store")) j->store_from_launcher = !strcmp(v, "launcher");
-        else if (KEY("split")) good = !strcmp(v, "cols") || !strcmp(v, "rows") || !strcmp(v, "both"), j->split = v;
+        else if (KEY("split")) good = split_known(v), j->split = v;
         else if (KEY("timeout")) good = (j->timeout = strtod(v, &end)) > 0 && !*end;
         else if (KEY("m") || KEY("k") || KEY("n")) {
             good = num && x >= 1 && x <= 4096;

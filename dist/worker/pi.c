@@ -3,15 +3,22 @@
 
 #include <string.h>
 
+const char *const rs_pi_method_names[] = {[RS_PI_SERIES] = "series", [RS_PI_MIDPOINT] = "midpoint", NULL};
+
 bool rs_pi_method_parse(const char *s, rs_pi_method *out)
 {
-    if (!strcmp(s, "series")) *out = RS_PI_SERIES;
-    else if (!strcmp(s, "midpoint")) *out = RS_PI_MIDPOINT;
-    else return false;
-    return true;
+    for (int i = 0; rs_pi_method_names[i]; i++)
+        if (!strcmp(s, rs_pi_method_names[i])) {
+            *out = (rs_pi_method)i;
+            return true;
+        }
+    return false;
 }
 
-const char *rs_pi_method_name(rs_pi_method m) { return m == RS_PI_SERIES ? "series" : "midpoint"; }
+const char *rs_pi_method_name(rs_pi_method m)
+{
+    return rs_pi_method_names[m == RS_PI_SERIES ? RS_PI_SERIES : RS_PI_MIDPOINT];
+}
 
 double rs_pi_partial(rs_pi_method m, uint64_t n, int rank, int world, uint64_t *terms)
 {

@@ -11,6 +11,9 @@
 
 typedef enum { RS_PI_SERIES, RS_PI_MIDPOINT } rs_pi_method;
 
+/* The methods' names, indexed by rs_pi_method and NULL-terminated: what the parser below and the
+ * prompt's method= take. */
+extern const char *const rs_pi_method_names[];
 /* "series" / "midpoint" -> *out; false for anything else. */
 bool rs_pi_method_parse(const char *s, rs_pi_method *out);
 const char *rs_pi_method_name(rs_pi_method m);

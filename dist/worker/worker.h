@@ -42,6 +42,8 @@ int rs_worker_train(int argc, char **argv, FILE *out, FILE *errf);
 /* The `matmul` job (dist/worker/matmul_job.c): the lecture's tensor-parallel matrix product, split by
  * B's columns (all_gather) and by the inner dimension (all_reduce), each rank printing its part. */
 int rs_worker_matmul(int argc, char **argv, FILE *out, FILE *errf);
+/* What its split= takes, NULL-terminated: both, cols (then all_gather), rows (then all_reduce). */
+extern const char *const rs_matmul_split_names[];
 /* The demo's matrices: A (m x k) = 0, 1, 2, ...; B (k x n) goes on from m*k (row-major). */
 void rs_matmul_demo_fill(float *a, float *b, int m, int k, int n);
 /* "[[76, 82], [252, 274]]" (rows x cols of x, row stride ld), or "(R x C)" past 64 elements. */

@@ -5,7 +5,9 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <strings.h>
 
 #include "engine/core/kernels.h"
@@ -27,7 +29,9 @@ struct rs_optim {
     int ndecay;
 };
 
-static const char *const kind_names[RS_OPT_KIND_COUNT] = {"sgd", "adam", "adamw"};
+/* NULL-terminated (the entry at RS_OPT_KIND_COUNT): train's opt= offers and parses these. */
+const char *const rs_opt_kind_names[RS_OPT_KIND_COUNT + 1] = {
+    [RS_OPT_SGD] = "sgd", [RS_OPT_ADAM] = "adam", [RS_OPT_ADAMW] = "adamw"};
 
 rs_opt_cfg rs_opt_defaults(rs_opt_kind kind)
 {
@@ -46,19 +50,21 @@ rs_opt_cfg rs_opt_defaults(rs_opt_kind kind)
 
 const char *rs_opt_kind_name(rs_opt_kind kind)
 {
-    return (unsigned)kind < RS_OPT_KIND_COUNT ? kind_names[kind] : "?";
+    return (unsigned)kind < RS_OPT_KIND_COUNT ? rs_opt_kind_names[kind] : "?";
 }
 
 rs_status rs_opt_kind_parse(const char *s, rs_opt_kind *out, rs_err *err)
 {
     for (int i = 0; s && i < RS_OPT_KIND_COUNT; i++) {
-        if (strcasecmp(s, kind_names[i]) == 0) {
+        if (strcasecmp(s, rs_opt_kind_names[i]) == 0) {
             *out = (rs_opt_kind)i;
             return RS_OK;
         }
     }
-    return rs_err_set(err, RS_ERR_ARG, "unknown optimizer '%s' (valid: sgd, adam, adamw)",
-                      s ? s : "");
+    char valid[128] = "";
+    for (int i = 0; i < RS_OPT_KIND_COUNT; i++)
+        snprintf(valid + strlen(valid), sizeof valid - strlen(valid), "%s%s", i ? ", " : "", rs_opt_kind_names[i]);
+    return rs_err_set(err, RS_ERR_ARG, "unknown optimizer '%s' (valid: %s)", s ? s : "", valid);
 }
 
 /* Written so that NaN fails too: every comparison with NaN is false. */
@@ -69,7 +75,7 @@ rs_status rs_opt_cfg_check(const rs_opt_cfg *c, rs_err *err)
     if ((unsigned)c->kind >= RS_OPT_KIND_COUNT)
         return rs_err_set(err, RS_ERR_ARG, "optimizer kind %d is not one of sgd, adam, adamw",
                           (int)c->kind);
-    const char *who = kind_names[c->kind];
+    const char *who = rs_opt_kind_names[c->kind];
     if (!at_least_zero(c->lr))
         return rs_err_set(err, RS_ERR_ARG, "%s: lr=%g is invalid (need a finite lr >= 0)", who,
                           (double)c->lr);

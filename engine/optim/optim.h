@@ -36,6 +36,9 @@ rs_opt_cfg rs_opt_defaults(rs_opt_kind kind);
 /* "sgd", "adam", "adamw" (case-insensitive). */
 rs_status rs_opt_kind_parse(const char *s, rs_opt_kind *out, rs_err *err);
 const char *rs_opt_kind_name(rs_opt_kind kind);
+/* The kinds' names, indexed by rs_opt_kind and NULL-terminated: the one list the parser above and the
+ * prompt's opt= (offered, completed, parsed by index) read, so a new kind needs no edit in repl/. */
+extern const char *const rs_opt_kind_names[RS_OPT_KIND_COUNT + 1];
 /* Rejects what torch.optim rejects (and non-finite values), naming the value and the valid range. */
 rs_status rs_opt_cfg_check(const rs_opt_cfg *c, rs_err *err);
 

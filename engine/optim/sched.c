@@ -4,25 +4,31 @@
 #include "engine/optim/sched.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <string.h>
 #include <strings.h>
 
-static const char *const kind_names[RS_SCHED_KIND_COUNT] = {"constant", "step", "cosine"};
+/* NULL-terminated (the entry at RS_SCHED_KIND_COUNT): train's sched= offers and parses these. */
+const char *const rs_sched_kind_names[RS_SCHED_KIND_COUNT + 1] = {
+    [RS_SCHED_CONSTANT] = "constant", [RS_SCHED_STEP] = "step", [RS_SCHED_COSINE] = "cosine"};
 
 const char *rs_sched_kind_name(rs_sched_kind kind)
 {
-    return (unsigned)kind < RS_SCHED_KIND_COUNT ? kind_names[kind] : "?";
+    return (unsigned)kind < RS_SCHED_KIND_COUNT ? rs_sched_kind_names[kind] : "?";
 }
 
 rs_status rs_sched_kind_parse(const char *s, rs_sched_kind *out, rs_err *err)
 {
     for (int i = 0; s && i < RS_SCHED_KIND_COUNT; i++) {
-        if (strcasecmp(s, kind_names[i]) == 0) {
+        if (strcasecmp(s, rs_sched_kind_names[i]) == 0) {
             *out = (rs_sched_kind)i;
             return RS_OK;
         }
     }
-    return rs_err_set(err, RS_ERR_ARG, "unknown schedule '%s' (valid: constant, step, cosine)",
-                      s ? s : "");
+    char valid[128] = "";
+    for (int i = 0; i < RS_SCHED_KIND_COUNT; i++)
+        snprintf(valid + strlen(valid), sizeof valid - strlen(valid), "%s%s", i ? ", " : "", rs_sched_kind_names[i]);
+    return rs_err_set(err, RS_ERR_ARG, "unknown schedule '%s' (valid: %s)", s ? s : "", valid);
 }
 
 rs_status rs_sched_check(const rs_sched *s, rs_err *err)
@@ -30,7 +36,7 @@ rs_status rs_sched_check(const rs_sched *s, rs_err *err)
     if ((unsigned)s->kind >= RS_SCHED_KIND_COUNT)
         return rs_err_set(err, RS_ERR_ARG, "schedule kind %d is not one of constant, step, cosine",
                           (int)s->kind);
-    const char *who = kind_names[s->kind];
+    const char *who = rs_sched_kind_names[s->kind];
     if (!(isfinite(s->base_lr) && s->base_lr >= 0.0f))
         return rs_err_set(err, RS_ERR_ARG, "%s schedule: lr=%g is invalid (need a finite lr >= 0)",
                           who, (double)s->base_lr);

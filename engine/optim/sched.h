@@ -38,6 +38,9 @@ float rs_sched_lr(const rs_sched *s, int64_t step);
 /* "constant", "step", "cosine" (case-insensitive). */
 rs_status rs_sched_kind_parse(const char *s, rs_sched_kind *out, rs_err *err);
 const char *rs_sched_kind_name(rs_sched_kind kind);
+/* The kinds' names, indexed by rs_sched_kind and NULL-terminated: the one list the parser above and
+ * the prompt's sched= read, so a new schedule needs no edit in repl/. */
+extern const char *const rs_sched_kind_names[RS_SCHED_KIND_COUNT + 1];
 /* Rejects values that would give a negative, non-finite or undefined rate, naming the value and the
  * valid range. */
 rs_status rs_sched_check(const rs_sched *s, rs_err *err);
