@@ -64,6 +64,7 @@ typedef struct rs_formdef {
     const char *word;
     rs_arg_kind then;            /* RS_A_PATH, RS_A_WORD, RS_A_NONE */
     const char *const *words;    /* words that may follow (NULL-terminated; may be NULL) */
+    const char *const *(*words_fn)(void); /* or their owner's list, made at run time (may be NULL) */
 } rs_formdef;
 
 #define RS_MAX_ARGS 6
@@ -88,6 +89,9 @@ typedef struct rs_cmddef {
     bool opts_in_rest;      /* bindings whose trailing key=value options are ours, not the engine's */
     rs_cmd_fn fn;
     const rs_formdef *forms;/* bindings: the forms of the text after '=' (terminated by a NULL word) */
+    /* A list `help CMD` prints after the help text that only the running program knows (the layer
+     * kinds, from their descriptors): "Layers: linear(OUT), ...". Optional. */
+    const char *(*help_list)(char *buf, size_t n);
 } rs_cmddef;
 
 typedef struct rs_optval {

@@ -78,6 +78,10 @@ static int help_one(rs_session *s, const rs_call *c, const rs_cmddef *d)
      * examples kept as written; option descriptions go on under their own column */
     int cols = rs_wrap_cols(s->out);
     rs_wrap_print(s->out, d->help ? d->help : desc, cols < 100 ? cols : 100, 2);
+    if (d->help_list) {
+        char list[1024];
+        rs_wrap_print(s->out, d->help_list(list, sizeof list), cols < 100 ? cols : 100, 2);
+    }
     if (d->opts && d->opts[0].name) {
         fprintf(s->out, "options:\n");
         int kw = cols >= 100 ? 26 : 22;

@@ -1,10 +1,12 @@
 /* The one command table (see cmd.h): every command's row. Adding a command (docs/add-a-command.md):
  * its row here, its options in cmdtab_opts.c, its handler in the cmd_*.c file of its group; parsing,
  * help and completion pick it up from this table. */
+#include <stdio.h>
 #include <string.h>
 
 #include "cmdtab.h"
 #include "dist/pg/pg.h"
+#include "engine/nn/spec.h"
 
 /* Handlers (repl/cmd_*.c). */
 int rs_cmd_model(rs_session *, const rs_call *);
@@ -65,31 +67,35 @@ static const char *const serve_words[] = {"stop", NULL};
 /* A command's positional arguments, and their count from the same list. */
 #define ARGS(...) .args = {__VA_ARGS__}, .nargs = (int)(sizeof((rs_argdef[]){__VA_ARGS__}) / sizeof(rs_argdef))
 
-/* The words of a model spec after `seq` (engine/nn/spec.c parses them; "(" where arguments follow). */
-static const char *const layer_words[] = {"linear(", "conv(", "maxpool(", "avgpool(", "relu", "gelu", "tanh",
-                                          "flatten", "dropout(", "layernorm", "embed(", "attn(", "res[", "ctx=",
-                                          "[", "]", NULL};
-
 static const char *const gpt_words[] = {"layers=", "heads=", "dim=", "ctx=", "vocab=", "dropout=", NULL};
 
 static const rs_formdef model_forms[] = {
-    {"mlp", RS_A_WORD, NULL},
-    {"seq", RS_A_WORD, layer_words},
-    {"gpt", RS_A_WORD, gpt_words},
-    {"onnx", RS_A_PATH, NULL},
-    {"plan", RS_A_PATH, NULL},
-    {NULL, 0, NULL},
+    {.word = "mlp", .then = RS_A_WORD},
+    {.word = "seq", .then = RS_A_WORD, .words_fn = rs_spec_words}, /* the layers' descriptors and the spec's syntax */
+    {.word = "gpt", .then = RS_A_WORD, .words = gpt_words},
+    {.word = "onnx", .then = RS_A_PATH},
+    {.word = "plan", .then = RS_A_PATH},
+    {.word = NULL},
 };
 
 static const rs_formdef data_forms[] = {
-    {"digits", RS_A_NONE, NULL},
-    {"fashion", RS_A_PATH, NULL},
-    {"idx", RS_A_PATH, NULL},
-    {"cifar", RS_A_PATH, NULL},
-    {"csv", RS_A_PATH, NULL},
-    {"text", RS_A_PATH, NULL},
-    {NULL, 0, NULL},
+    {.word = "digits", .then = RS_A_NONE},
+    {.word = "fashion", .then = RS_A_PATH},
+    {.word = "idx", .then = RS_A_PATH},
+    {.word = "cifar", .then = RS_A_PATH},
+    {.word = "csv", .then = RS_A_PATH},
+    {.word = "text", .then = RS_A_PATH},
+    {.word = NULL},
 };
+
+/* The layers and activations as their descriptors spell them (engine/nn/layers.def). */
+static const char *model_help_list(char *buf, size_t n)
+{
+    char acts[256];
+    snprintf(buf, n, "Layers: %s. Activations (mlp act=): %s.", rs_layer_synopses(),
+             rs_spec_activations(acts, sizeof acts));
+    return buf;
+}
 
 const rs_cmddef rs_commands[] = {
     {
@@ -97,11 +103,10 @@ const rs_cmddef rs_commands[] = {
         .group = "models",
         .synopsis = "model NAME = mlp 784-256-10 | seq LAYERS... | gpt ...  build a model",
         .help = "Builds a model and gives it a name. Three forms:\n"
-                "  model m = mlp 784-256-10 [act=relu|gelu|tanh] [dropout=P] [in=1x28x28]\n"
+                "  model m = mlp 784-256-10 [act=ACTIVATION] [dropout=P] [in=1x28x28]\n"
                 "  model c = seq conv(16,3,pad=1) relu maxpool(2) flatten linear(10)\n"
                 "  model g = gpt [layers=4 heads=4 dim=128 ctx=64 vocab= dropout=0]\n"
-                "Layers: linear(OUT) conv(OUT,K,stride=S,pad=P) maxpool(K) avgpool(K) relu gelu tanh flatten\n"
-                "dropout(P) layernorm; [ ... ] groups layers into a block, res[ ... ] adds the block's\n"
+                "[ ... ] groups layers into a block, res[ ... ] adds the block's\n"
                 "input to its output. Text: seq ctx=T embed(VOCAB,WIDTH) ... attn(HEADS) gelu(tanh)\n"
                 "linear(V,bias=0,tie=0.wte). gpt writes nanoGPT's model in those layers (show g lists\n"
                 "them); its vocab= comes from the newest text data set. seed= sets the initial weights.\n"
@@ -113,6 +118,7 @@ const rs_cmddef rs_commands[] = {
         .opts_in_rest = true,
         .fn = rs_cmd_model,
         .forms = model_forms,
+        .help_list = model_help_list,
     },
     {
         .name = "data",

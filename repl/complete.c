@@ -105,7 +105,7 @@ static void binding_rest(rs_compl *o, const rs_cmddef *c, char words[][64], int 
         for (const rs_formdef *f = c->forms; f && f->word; f++) {
             if (strcmp(f->word, words[3])) continue;
             if (f->then == RS_A_PATH) want_files(o, "");
-            add_choices(o, text, "", f->words, " ");
+            add_choices(o, text, "", f->words_fn ? f->words_fn() : f->words, " ");
         }
     }
     if (c->opts_in_rest) add_option_names(o, c, text);

@@ -72,7 +72,7 @@ static void spell(const rs_layer_cfg *c, char *buf, size_t n)
 
 const rs_layer_ops rs_conv2d_ops = {
     .kind = "conv",
-    .synopsis = "conv(OUT,K,stride=,pad=)",
+    .synopsis = "conv(OUT,K,stride=S,pad=P)",
     .opts = (const char *const[]){"out", "k", "stride", "pad", "bias", NULL},
     .npos = 2,
     .word = "conv(",

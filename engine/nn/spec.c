@@ -331,8 +331,7 @@ static bool parse_shape(const char *w, rs_shape *out)
     return true;
 }
 
-/* "relu, gelu or tanh": the kinds that are activations, for mlp's act=. */
-static const char *activation_names(char *buf, size_t n)
+const char *rs_spec_activations(char *buf, size_t n)
 {
     const char *acts[RS_LAYER_KIND_COUNT];
     int na = 0;
@@ -375,7 +374,7 @@ static rs_status parse_opt(parser *p, size_t a, const char *key, const char *val
         if (k == RS_LAYER_KIND_COUNT || !rs_layer_ops_for(k)->unary_of) {
             char acts[256];
             return fail(p, a, RS_ERR_ARG, "act='%s' is not an activation; expected %s", val,
-                        activation_names(acts, sizeof acts));
+                        rs_spec_activations(acts, sizeof acts));
         }
         o->act = k;
     } else if (mlp && !strcmp(key, "dropout")) {

@@ -26,5 +26,7 @@ const char *rs_spec_near_miss(const char *word, const char *const *cands, int n)
 /* The words a `seq` spec is made of, for completion: every offered layer ("linear(", "relu", from the
  * layers' descriptors) and the spec's own ("res[", "ctx=", "[", "]"). NULL-terminated, read-only. */
 const char *const *rs_spec_words(void);
+/* "relu, gelu, tanh or silu": the kinds that are activations (mlp's act=), into buf. */
+const char *rs_spec_activations(char *buf, size_t n);
 
 #endif
