@@ -2,9 +2,11 @@
  * background (see ranks_job.h). */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <jansson.h>
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +57,19 @@ static int line_owner(const char *line, int fallback)
     return sscanf(line, "rank %d:", &r) == 1 ? r : fallback;
 }
 
+/* A session-log event's detail from a json_pack format, as compact JSON text (caller frees; NULL when
+ * out of memory: the event goes without it). Reals keep 9 significant digits. */
+static char *detail_pack(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    json_t *o = json_vpack_ex(NULL, 0, fmt, ap);
+    va_end(ap);
+    char *text = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(9)) : NULL;
+    json_decref(o);
+    return text;
+}
+
 static void log_trace(dist_job *j, const rs_pg_event *ev)
 {
     static const char *const kinds[] = {"coll_begin", "coll_step", "coll_end"};
@@ -66,17 +81,17 @@ static void log_trace(dist_job *j, const rs_pg_event *ev)
     e.coll = (int64_t)ev->coll;
     e.algo = rs_pg_algo_name(ev->algo);
     e.bytes = (int64_t)ev->bytes;
-    char detail[64];
+    char *detail = NULL; /* owned here */
     if (ev->kind == RS_PG_EV_STEP) {
         e.astep = ev->step;
         e.peer = ev->peer;
         e.chunk = ev->chunk;
-        snprintf(detail, sizeof detail, "{\"steps\":%d,\"group\":%d}", ev->steps, ev->group);
+        detail = detail_pack("{s:i, s:i}", "steps", ev->steps, "group", ev->group);
         e.detail_json = detail;
         if (!j->algo[0]) snprintf(j->algo, sizeof j->algo, "%s", rs_pg_algo_name(ev->algo));
         if (ev->rank < j->world && j->rank_steps && ++j->rank_steps[ev->rank] > j->steps) j->steps = j->rank_steps[ev->rank];
     } else if (ev->group) {
-        snprintf(detail, sizeof detail, "{\"group\":%d}", ev->group);
+        detail = detail_pack("{s:i}", "group", ev->group);
         e.detail_json = detail;
     }
     if (ev->rank < j->world) {
@@ -85,6 +100,7 @@ static void log_trace(dist_job *j, const rs_pg_event *ev)
         if (ev->kind == RS_PG_EV_END) e.value = ev->t - j->begin_t[ev->rank];
     }
     rs_log_event(j->s, j->run, &e);
+    free(detail);
     j->nevents++;
 }
 
@@ -171,7 +187,7 @@ static void train_line(dist_job *j, const rs_train_line *t)
     rs_slog_event_info e = RS_SLOG_EVENT_INIT;
     e.rank = t->rank;
     e.step = t->step;
-    char detail[96];
+    char *detail = NULL; /* owned here */
     switch (t->kind) {
     case RS_TL_PHASE:
         e.kind = "phase";
@@ -188,7 +204,7 @@ static void train_line(dist_job *j, const rs_train_line *t)
         e.value = t->t1 - t->t0;
         e.bytes = (int64_t)t->bytes;
         e.chunk = t->index;
-        snprintf(detail, sizeof detail, "{\"op\":\"%s\",\"bucket\":%d}", t->name, t->index);
+        detail = detail_pack("{s:s, s:i}", "op", t->name, "bucket", t->index);
         e.detail_json = detail;
         rs_log_event(s, j->run, &e);
         keep_span(j, t->rank, t->step, true, t->t0, t->t1, t->bytes);
@@ -234,7 +250,7 @@ static void train_line(dist_job *j, const rs_train_line *t)
         e.t = t->t0 + j->mono_to_unix;
         e.value = t->t1 - t->t0;
         e.chunk = t->micro;
-        snprintf(detail, sizeof detail, "{\"stage\":%d}", t->stage);
+        detail = detail_pack("{s:i}", "stage", t->stage);
         e.detail_json = detail;
         rs_log_event(s, j->run, &e);
         keep_micro(j, t);
@@ -243,7 +259,7 @@ static void train_line(dist_job *j, const rs_train_line *t)
         e.kind = "stage";
         e.t = rs_pg_now() + j->mono_to_unix;
         e.chunk = t->stage;
-        snprintf(detail, sizeof detail, "{\"stages\":%d,\"first\":%d,\"last\":%d}", t->index, t->first, t->last);
+        detail = detail_pack("{s:i, s:i, s:i}", "stages", t->index, "first", t->first, "last", t->last);
         e.detail_json = detail;
         e.step = -1;
         rs_log_event(s, j->run, &e);
@@ -275,6 +291,7 @@ static void train_line(dist_job *j, const rs_train_line *t)
         j->last_ckpt_step = t->step;
         break;
     }
+    free(detail);
 }
 
 /* ---------------------------------------------------------------- the live view's side of a job */
@@ -307,26 +324,21 @@ static void view_feed(dist_job *j, int rank, int is_stderr, const char *line)
     }
 }
 
-/* JSON string body of s (quotes, backslashes and control characters escaped), cut to fit out. */
-static void json_text(char *out, size_t cap, const char *s)
+/* {"text": line} for the session log (caller frees; NULL when out of memory or the line is not
+ * UTF-8), the line cut to max bytes at a character boundary. */
+static char *text_detail(const char *line, size_t max)
 {
-    size_t o = 0;
-    for (; *s && o + 7 < cap; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\') out[o++] = '\\', out[o++] = (char)ch;
-        else if (ch < 0x20) o += (size_t)snprintf(out + o, cap - o, "\\u%04x", ch);
-        else out[o++] = (char)ch;
-    }
-    out[o] = 0;
+    size_t n = strlen(line);
+    if (n > max)
+        for (n = max; n > 0 && ((unsigned char)line[n] & 0xC0) == 0x80; n--) continue;
+    return detail_pack("{s:s%}", "text", line, n);
 }
 
 /* A rank's plain line into the session log (kind 'log', detail {"text": ...}), so `view run N` can show
  * the log pane the live view showed. */
 static void log_plain(dist_job *j, int rank, int is_stderr, const char *line)
 {
-    char text[512], detail[560];
-    json_text(text, sizeof text, line);
-    snprintf(detail, sizeof detail, "{\"text\":\"%s\"}", text);
+    char *detail = text_detail(line, 505); /* owned here */
     rs_slog_event_info e = RS_SLOG_EVENT_INIT;
     e.rank = rank;
     e.t = rs_pg_now() + j->mono_to_unix;
@@ -334,15 +346,14 @@ static void log_plain(dist_job *j, int rank, int is_stderr, const char *line)
     e.name = is_stderr ? "stderr" : "stdout";
     e.detail_json = detail;
     rs_log_event(j->s, j->run, &e);
+    free(detail);
 }
 
 /* A rank's values (@data, step=1) as the line itself (kind 'coll_data', detail {"text": line}): `view
  * run N` feeds it back through the same parser. */
 static void log_data(dist_job *j, const rs_data_line *d, const char *line)
 {
-    char text[RS_WIRE_DATA_MAX * 28 + 200], detail[sizeof text + 16];
-    json_text(text, sizeof text, line);
-    snprintf(detail, sizeof detail, "{\"text\":\"%s\"}", text);
+    char *detail = text_detail(line, RS_WIRE_DATA_MAX * 28 + 193); /* owned here */
     rs_slog_event_info e = RS_SLOG_EVENT_INIT;
     e.rank = d->rank;
     e.t = d->t + j->mono_to_unix;
@@ -351,13 +362,13 @@ static void log_data(dist_job *j, const rs_data_line *d, const char *line)
     e.astep = d->done;
     e.detail_json = detail;
     rs_log_event(j->s, j->run, &e);
+    free(detail);
 }
 
 /* A training rank's @done (its step count, seconds and samples/s), for replays. */
 static void log_done(dist_job *j, const rs_train_line *t)
 {
-    char detail[64];
-    snprintf(detail, sizeof detail, "{\"sps\":%.9g}", t->sps);
+    char *detail = detail_pack("{s:f}", "sps", t->sps); /* owned here */
     rs_slog_event_info e = RS_SLOG_EVENT_INIT;
     e.rank = t->rank;
     e.t = rs_pg_now() + j->mono_to_unix;
@@ -366,6 +377,7 @@ static void log_done(dist_job *j, const rs_train_line *t)
     e.value = t->seconds;
     e.detail_json = detail;
     rs_log_event(j->s, j->run, &e);
+    free(detail);
 }
 
 /* step=1: lets the ranks run algorithm step k of the current collective (once some rank reached it). */
