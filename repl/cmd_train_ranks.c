@@ -28,7 +28,7 @@
 /* ---------------------------------------------------------------- train across ranks */
 
 /* Of the communication time each rank spent, how much ran while its backward was still going. */
-static void comm_hidden(const dist_job *j, int rank, double *comm, double *hidden)
+static void comm_hidden(const rs_job *j, int rank, double *comm, double *hidden)
 {
     *comm = *hidden = 0;
     for (int a = 0; a < j->nspans; a++) {
@@ -44,16 +44,16 @@ static void comm_hidden(const dist_job *j, int rank, double *comm, double *hidde
     }
 }
 
-static void print_memory(dist_job *j, const rs_obj *m, int zero, int opt_states)
+static void print_memory(rs_job *j, const rs_obj *m, int zero, int opt_states)
 {
     FILE *f = j->s->out;
     size_t P = rs_model_param_count(m->model);
-    rs_zero_bytes z = rs_zero_predict(P, j->world, zero, opt_states);
+    rs_zero_bytes z = rs_zero_mem_formula(P, j->world, zero, opt_states);
     const rs_strategy_def *sd = rs_strategy_find(j->mode);
     char formula[256] = "";
-    if (sd && sd->predict && j->sargs) {
+    if (sd && sd->mem_formula && j->sargs) {
         double b[3];
-        sd->predict(j->sargs, m->model, j->world, opt_states, b, formula, sizeof formula);
+        sd->mem_formula(j->sargs, m->model, j->world, opt_states, b, formula, sizeof formula);
         z = (rs_zero_bytes){.params = b[0], .grads = b[1], .optim = b[2]};
     }
     bool off = false;
@@ -105,7 +105,7 @@ static void print_memory(dist_job *j, const rs_obj *m, int zero, int opt_states)
 
 /* What `expect` reads after a run across ranks (repl/result.h; docs/repl.md lists it): the summary's
  * figures, and each rank's memory by pool beside the ZeRO paper's formula for it. */
-static void record_ranks(dist_job *j, const rs_obj *m, double sps, double secs, double comm, double hidden)
+static void record_ranks(rs_job *j, const rs_obj *m, double sps, double secs, double comm, double hidden)
 {
     rs_session *s = j->s;
     rs_result_num(s, "world", j->world);
@@ -141,11 +141,11 @@ static void record_ranks(dist_job *j, const rs_obj *m, double sps, double secs, 
     static const rs_pool pools[] = {RS_POOL_PARAMS, RS_POOL_GRADS, RS_POOL_OPTIM, RS_POOL_ACTS, RS_POOL_COMM,
                                     RS_POOL_OFFLOAD};
     static const char *const names[] = {"parameters", "gradients", "optimizer", "activations", "comm", "offload"};
-    rs_zero_bytes z = rs_zero_predict(rs_model_param_count(m->model), j->world, j->zero, j->opt_states);
+    rs_zero_bytes z = rs_zero_mem_formula(rs_model_param_count(m->model), j->world, j->zero, j->opt_states);
     double formula[3] = {z.params, z.grads, z.optim};
     const rs_strategy_def *sd = rs_strategy_find(j->mode);
     char text[256];
-    if (sd && sd->predict && j->sargs) sd->predict(j->sargs, m->model, j->world, j->opt_states, formula, text, sizeof text);
+    if (sd && sd->mem_formula && j->sargs) sd->mem_formula(j->sargs, m->model, j->world, j->opt_states, formula, text, sizeof text);
     for (int r = 0; r < j->world; r++)
         for (int p = 0; p < 6; p++) {
             char name[64];
@@ -158,7 +158,7 @@ static void record_ranks(dist_job *j, const rs_obj *m, double sps, double secs, 
 }
 
 /* The job's end: the trained weights back into the model, the summary, the memory table, the run's end. */
-static int train_end(dist_job *j, int rc)
+static int train_end(rs_job *j, int rc)
 {
     rs_session *s = j->s;
     rs_job_mark_busy(j, 0);
@@ -307,7 +307,7 @@ static void args_free(arglist *l)
  * names no rank, a data source too long to hand over. Sets the job's kill fields. Returns 0, or 1
  * after reporting. */
 static int ranks_check(rs_session *s, const rs_call *c, const rs_obj *m, const rs_obj *d, const rs_train_cfg *cfg,
-                       const rs_strategy_args *sa, dist_job *j)
+                       const rs_strategy_args *sa, rs_job *j)
 {
     const rs_strategy_def *sd = sa->def;
     rs_err err = {0};
@@ -342,7 +342,7 @@ static int ranks_check(rs_session *s, const rs_call *c, const rs_obj *m, const r
 
 /* The job's per-rank tables, its folder and the model's weights in it (init.safetensors), which every
  * rank starts from. Returns 0, or 1 after reporting. */
-static int ranks_files(rs_session *s, const rs_call *c, const rs_obj *m, dist_job *j)
+static int ranks_files(rs_session *s, const rs_call *c, const rs_obj *m, rs_job *j)
 {
     j->mem = calloc((size_t)j->world, sizeof *j->mem);
     j->done = calloc((size_t)j->world, sizeof *j->done);
@@ -364,7 +364,7 @@ static int ranks_files(rs_session *s, const rs_call *c, const rs_obj *m, dist_jo
 }
 
 /* What the end and the view need, copied: the call and cfg are gone when a background run ends. */
-static void ranks_plan(dist_job *j, const rs_obj *m, const rs_obj *d, const rs_train_cfg *cfg,
+static void ranks_plan(rs_job *j, const rs_obj *m, const rs_obj *d, const rs_train_cfg *cfg,
                        const rs_strategy_args *sa, int split, long long zero)
 {
     snprintf(j->mname, sizeof j->mname, "%s", m->name);
@@ -387,7 +387,7 @@ static void ranks_plan(dist_job *j, const rs_obj *m, const rs_obj *d, const rs_t
 }
 
 /* The run's first line: ranks, backend and how the global batch splits. */
-static void say_layout(rs_session *s, const dist_job *j, const rs_train_cfg *cfg, int split, long long zero)
+static void say_layout(rs_session *s, const rs_job *j, const rs_train_cfg *cfg, int split, long long zero)
 {
     if (split == 1)
         fprintf(s->out, "%s: %d ranks on %s, global batch %d (every rank sees all of it)\n", j->mode, j->world,
@@ -403,7 +403,7 @@ static void say_layout(rs_session *s, const dist_job *j, const rs_train_cfg *cfg
 
 /* Every option, as the worker reads them: the mode and its own options from the registry's
  * declaration, then those of every run. a->oom says when one was lost. */
-static void ranks_args(arglist *a, const dist_job *j, const rs_obj *m, const rs_obj *d, const rs_train_cfg *cfg,
+static void ranks_args(arglist *a, const rs_job *j, const rs_obj *m, const rs_obj *d, const rs_train_cfg *cfg,
                        const rs_strategy_args *sa)
 {
     rs_strategy_args_lines(sa, arg_line, a);
@@ -451,7 +451,7 @@ int rs_cmd_train_ranks(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, co
 {
     double timeout = 60;
     const rs_strategy_def *sd = sa->def;
-    dist_job *j = rs_job_new(s, c, "train", false, &timeout); /* owned here until rs_job_run takes it */
+    rs_job *j = rs_job_new(s, c, "train", false, &timeout); /* owned here until rs_job_run takes it */
     if (!j) return 1;
     /* the summary prints the ZeRO paper's formula beside the memory: a mode that shards says how far */
     long long zero = rs_strategy_opt_find(sd, "zero", NULL) ? rs_strategy_int(sa, "zero") : 0;

@@ -32,7 +32,7 @@
 
 #include "ranks_job.h"
 
-static void keep_line(dist_job *j, int rank, const char *line)
+static void keep_line(rs_job *j, int rank, const char *line)
 {
     if (j->nlines == j->cap) {
         int cap = j->cap ? 2 * j->cap : 16;
@@ -70,7 +70,7 @@ static char *detail_pack(const char *fmt, ...)
     return text;
 }
 
-static void log_trace(dist_job *j, const rs_pg_event *ev)
+static void log_trace(rs_job *j, const rs_pg_event *ev)
 {
     static const char *const kinds[] = {"coll_begin", "coll_step", "coll_end"};
     rs_slog_event_info e = RS_SLOG_EVENT_INIT;
@@ -117,7 +117,7 @@ static void append_num(rs_session *s, const char *name, double v)
     free(buf);
 }
 
-static void bench_row(dist_job *j, const rs_bench_row *r)
+static void bench_row(rs_job *j, const rs_bench_row *r)
 {
     FILE *f = j->held ? j->held : j->s->out; /* the background's rows are printed at its end */
     /* the view has the row in its bench pane (fed from the @bench line): the table's text, as wide as
@@ -155,7 +155,7 @@ static void bench_row(dist_job *j, const rs_bench_row *r)
     }
 }
 
-static void keep_span(dist_job *j, int rank, int64_t step, bool comm, double t0, double t1, size_t bytes)
+static void keep_span(rs_job *j, int rank, int64_t step, bool comm, double t0, double t1, size_t bytes)
 {
     if (j->nspans == j->capspans) {
         int cap = j->capspans ? 2 * j->capspans : 256;
@@ -167,7 +167,7 @@ static void keep_span(dist_job *j, int rank, int64_t step, bool comm, double t0,
     j->spans[j->nspans++] = (struct tspan){rank, step, comm, t0, t1, bytes};
 }
 
-static void keep_micro(dist_job *j, const rs_train_line *t)
+static void keep_micro(rs_job *j, const rs_train_line *t)
 {
     if (j->nmicros == j->capmicros) {
         int cap = j->capmicros ? 2 * j->capmicros : 1024;
@@ -180,7 +180,7 @@ static void keep_micro(dist_job *j, const rs_train_line *t)
 }
 
 /* A training rank's report: into the session log, and the figures the summary prints. */
-static void train_line(dist_job *j, const rs_train_line *t)
+static void train_line(rs_job *j, const rs_train_line *t)
 {
     rs_session *s = j->s;
     if (t->rank >= j->world) return;
@@ -298,10 +298,10 @@ static void train_line(dist_job *j, const rs_train_line *t)
 
 /* A rank's monotonic stamp as the session log keeps it (unix seconds lose the bits below ~0.2 us) and
  * back: the model sees the times a replay of the log will see, so both draw the same frame. */
-static double logged_time(const dist_job *j, double t) { return (t + j->mono_to_unix) - j->mono_to_unix; }
+static double logged_time(const rs_job *j, double t) { return (t + j->mono_to_unix) - j->mono_to_unix; }
 
 /* Every line of every rank goes to the dashboard's model as it came. */
-static void view_feed(dist_job *j, int rank, int is_stderr, const char *line)
+static void view_feed(rs_job *j, int rank, int is_stderr, const char *line)
 {
     rs_view_model *vms[2] = {j->live ? rs_live_model(j->live) : NULL, j->dump_vm};
     if (!vms[0] && !vms[1]) return;
@@ -336,7 +336,7 @@ static char *text_detail(const char *line, size_t max)
 
 /* A rank's plain line into the session log (kind 'log', detail {"text": ...}), so `view run N` can show
  * the log pane the live view showed. */
-static void log_plain(dist_job *j, int rank, int is_stderr, const char *line)
+static void log_plain(rs_job *j, int rank, int is_stderr, const char *line)
 {
     char *detail = text_detail(line, 505); /* owned here */
     rs_slog_event_info e = RS_SLOG_EVENT_INIT;
@@ -351,7 +351,7 @@ static void log_plain(dist_job *j, int rank, int is_stderr, const char *line)
 
 /* A rank's values (@data, step=1) as the line itself (kind 'coll_data', detail {"text": line}): `view
  * run N` feeds it back through the same parser. */
-static void log_data(dist_job *j, const rs_data_line *d, const char *line)
+static void log_data(rs_job *j, const rs_data_line *d, const char *line)
 {
     char *detail = text_detail(line, RS_WIRE_DATA_MAX * 28 + 193); /* owned here */
     rs_slog_event_info e = RS_SLOG_EVENT_INIT;
@@ -366,7 +366,7 @@ static void log_data(dist_job *j, const rs_data_line *d, const char *line)
 }
 
 /* A training rank's @done (its step count, seconds and samples/s), for replays. */
-static void log_done(dist_job *j, const rs_train_line *t)
+static void log_done(rs_job *j, const rs_train_line *t)
 {
     char *detail = detail_pack("{s:f}", "sps", t->sps); /* owned here */
     rs_slog_event_info e = RS_SLOG_EVENT_INIT;
@@ -381,7 +381,7 @@ static void log_done(dist_job *j, const rs_train_line *t)
 }
 
 /* step=1: lets the ranks run algorithm step k of the current collective (once some rank reached it). */
-static void step_release(dist_job *j, int k)
+static void step_release(rs_job *j, int k)
 {
     if (!j->stepwise || !j->step_store || k > j->step_max || k < j->step_next) return;
     double t = logged_time(j, rs_pg_now());
@@ -402,7 +402,7 @@ static void step_release(dist_job *j, int k)
     }
 }
 
-static void step_reported(dist_job *j, const rs_pg_event *ev)
+static void step_reported(rs_job *j, const rs_pg_event *ev)
 {
     if (j->step_max < 0 || ev->coll > j->step_coll) {
         j->step_coll = ev->coll;
@@ -414,7 +414,7 @@ static void step_reported(dist_job *j, const rs_pg_event *ev)
 }
 
 /* `q`: the view goes, the run goes on in the foreground with plain lines. */
-static void leave_view(dist_job *j)
+static void leave_view(rs_job *j)
 {
     rs_live_end(j->live);
     j->live = NULL;
@@ -424,7 +424,7 @@ static void leave_view(dist_job *j)
 }
 
 /* A rank's buffer (@vals), kept for the command's end to record for `expect`. */
-static void keep_vals(dist_job *j, const char *line)
+static void keep_vals(rs_job *j, const char *line)
 {
     if (j->nvals == j->capvals) {
         int cap = j->capvals ? 2 * j->capvals : 8;
@@ -437,7 +437,7 @@ static void keep_vals(dist_job *j, const char *line)
 }
 
 /* A rank's named number (@num), kept for the command's end. */
-static void keep_num(dist_job *j, const struct rs_job_num *n)
+static void keep_num(rs_job *j, const struct rs_job_num *n)
 {
     if (n->rank >= j->world) return;
     if (j->nnums == j->capnums) {
@@ -452,7 +452,7 @@ static void keep_num(dist_job *j, const struct rs_job_num *n)
 
 static void on_line(void *ud, int rank, int is_stderr, const char *line)
 {
-    dist_job *j = ud;
+    rs_job *j = ud;
     /* mpirun --tag-output: "[job,rank]<stdout>:line" (it forwards output in pieces; tagged, it keeps
      * each rank's lines whole) */
     int job, r, used = 0;
@@ -525,7 +525,7 @@ static void on_line(void *ud, int rank, int is_stderr, const char *line)
 
 static int stop_requested(void *ud)
 {
-    dist_job *j = ud;
+    rs_job *j = ud;
     if (j->live) {
         int k = rs_live_tick(j->live);
         if (k & RS_LIVE_NEXT) step_release(j, j->step_next);
@@ -548,7 +548,7 @@ static int by_rank(const void *a, const void *b, void *ud)
 }
 
 /* The kept lines: those a rank tagged ("rank 2: ...") in rank order, then the others as they came. */
-void rs_job_print_lines(dist_job *j, const char *indent)
+void rs_job_print_lines(rs_job *j, const char *indent)
 {
     int *idx = malloc(sizeof *idx * (size_t)(j->nlines + 1));
     if (!idx) return;
@@ -562,7 +562,7 @@ void rs_job_print_lines(dist_job *j, const char *indent)
     free(idx);
 }
 
-void rs_job_free(dist_job *j)
+void rs_job_free(rs_job *j)
 {
     if (!j) return;
     for (int i = 0; i < j->nlines; i++) free(j->lines[i]);
@@ -592,7 +592,7 @@ void rs_job_free(dist_job *j)
 }
 
 /* The command's end (j->finish), then the job is gone. Returns the command's rc. */
-int rs_job_finish(dist_job *j, int rc)
+int rs_job_finish(rs_job *j, int rc)
 {
     if (j->finish) rc = j->finish(j, rc);
     rs_job_free(j);
@@ -624,7 +624,7 @@ static double mono_to_unix(void)
 
 /* The ranks have ended (st from rs_launch_wait): the launcher, view, store and dump go, a failure is
  * reported, and the command's end runs. Returns the command's rc; j is freed. */
-static int ranks_ended(dist_job *j, rs_status st, const rs_err *e)
+static int ranks_ended(rs_job *j, rs_status st, const rs_err *e)
 {
     rs_session *s = j->s;
     if (st && st != RS_ERR_CANCELLED && j->kill_asked && j->l) {
@@ -685,7 +685,7 @@ static int ranks_ended(dist_job *j, rs_status st, const rs_err *e)
 }
 
 /* Marks the objects a background run uses (train: its model and data) busy, or free again (id 0). */
-void rs_job_mark_busy(dist_job *j, int64_t id)
+void rs_job_mark_busy(rs_job *j, int64_t id)
 {
     const char *names[2] = {j->mname, j->dname};
     for (int i = 0; i < 2; i++) {
@@ -695,7 +695,7 @@ void rs_job_mark_busy(dist_job *j, int64_t id)
 }
 
 /* `q` at the prompt: the run goes on in the session's background list, which the prompt pumps. */
-static int detach(dist_job *j)
+static int detach(rs_job *j)
 {
     rs_session *s = j->s;
     rs_live_end(j->live);
@@ -707,7 +707,7 @@ static int detach(dist_job *j)
     static int64_t own_ids = 1000000; /* no session log: ids of our own, away from the log's */
     j->id = j->run > 0 ? j->run : ++own_ids;
     rs_job_mark_busy(j, j->id);
-    dist_job **pp = &s->jobs;
+    rs_job **pp = &s->jobs;
     while (*pp) pp = &(*pp)->next;
     *pp = j;
     fprintf(s->out, "run %lld continues in the background; its end will be printed here (`jobs` lists runs in "
@@ -719,7 +719,7 @@ static int detach(dist_job *j)
 /* Starts the ranks with `job_args` (after `--worker JOB`), waits for them, reports a failure and runs
  * j->finish; j is freed. Returns the command's rc. At the prompt, `q` in the live view hands j to the
  * background instead and returns 0 at once. */
-int rs_job_run(dist_job *j, const char *const *job_args, int nargs, double timeout_s)
+int rs_job_run(rs_job *j, const char *const *job_args, int nargs, double timeout_s)
 {
     rs_session *s = j->s;
     const rs_call *c = j->c;
@@ -850,14 +850,14 @@ int rs_job_run(dist_job *j, const char *const *job_args, int nargs, double timeo
 int rs_jobs_count(const rs_session *s)
 {
     int n = 0;
-    for (const dist_job *j = s->jobs; j; j = j->next) n++;
+    for (const rs_job *j = s->jobs; j; j = j->next) n++;
     return n;
 }
 
 /* A job that ended leaves the list, then prints its end under a line saying which run it was. */
-static void job_ended(rs_session *s, dist_job **link, rs_status st, const rs_err *e)
+static void job_ended(rs_session *s, rs_job **link, rs_status st, const rs_err *e)
 {
-    dist_job *j = *link;
+    rs_job *j = *link;
     *link = j->next;
     fprintf(s->out, "run %lld (%s, in the background) has ended:\n", (long long)j->id, j->what);
     ranks_ended(j, st, e);
@@ -866,7 +866,7 @@ static void job_ended(rs_session *s, dist_job **link, rs_status st, const rs_err
 
 void rs_jobs_pump(rs_session *s)
 {
-    dist_job **link = &s->jobs;
+    rs_job **link = &s->jobs;
     while (*link) {
         rs_err e = {0};
         /* drains the ranks' pipes for a while (a rank blocked on a full pipe stalls them all), then
@@ -890,7 +890,7 @@ void rs_jobs_stop_all(rs_session *s, bool say)
 
 
 /* The checks every rank-starting command shares: ranks, backend, algo (for step-based backends). */
-int rs_job_common_opts(rs_session *s, const rs_call *c, dist_job *j, double *timeout_s)
+int rs_job_common_opts(rs_session *s, const rs_call *c, rs_job *j, double *timeout_s)
 {
     long long ranks = rs_call_int(c, "ranks", 2);
     const rs_optval *rv = rs_call_opt(c, "ranks");
@@ -968,9 +968,9 @@ int rs_job_parse_op(rs_session *s, const rs_call *c, rs_pg_opkind *op)
 }
 
 /* A job for a command, with what common_opts checks; NULL after reporting an error. */
-dist_job *rs_job_new(rs_session *s, const rs_call *c, const char *what, bool collect, double *timeout)
+rs_job *rs_job_new(rs_session *s, const rs_call *c, const char *what, bool collect, double *timeout)
 {
-    dist_job *j = calloc(1, sizeof *j);
+    rs_job *j = calloc(1, sizeof *j);
     if (!j) {
         rs_session_error(s, c, (size_t)-1, 0, "%s: out of memory", what);
         return NULL;

@@ -10,6 +10,11 @@
 #include <string.h>
 
 #include "dtrain.h"
+
+rs_dtrain_cfg rs_dtrain_defaults(void)
+{
+    return (rs_dtrain_cfg){.zero = 0, .bucket_bytes = 25u << 20, .overlap = true, .offload = false};
+}
 #include "engine/optim/optim.h"
 #include "registry.h"
 
