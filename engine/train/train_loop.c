@@ -406,13 +406,9 @@ static rs_status train_eval_every(train_run *s, const train_epoch *e, rs_err *er
     if (!cfg->eval_every || !(s->step % cfg->eval_every == 0 || last) || !has_test(s)) return RS_OK;
     rs_status st = RS_OK;
     if (s->sg && s->sg->gather) st = s->sg->gather(s->sg->ud, err);
-    if (st) {
-        rs_model_set_training(s->m, true);
-        return st;
-    }
-    if (s->report) return train_evaluate(s, (uint32_t)cfg->eval_samples, err);
+    if (!st && s->report) return train_evaluate(s, (uint32_t)cfg->eval_samples, err);
     rs_model_set_training(s->m, true);
-    return RS_OK;
+    return st;
 }
 
 /* A checkpoint of the position after the current step: every rank gathers, rank 0 writes. */
@@ -466,7 +462,8 @@ static rs_status train_step(train_run *s, train_epoch *e, bool *more, rs_err *er
     if (apply || isfinite(sum.loss)) e->lsum += (double)sum.loss * sum.B;
     else e->lost += sum.B; /* a skipped step's loss overflowed: left out of the epoch's mean */
     if (apply && !isfinite(sum.loss))
-        return rs_err_set(err, RS_ERR_ARG, "loss became %g at step %lld (epoch %d); lower the learning rate (lr=%g now)",
+        return rs_err_set(err, RS_ERR_ARG,
+                          "loss became %g at step %lld (epoch %d); lower the learning rate (lr=%g now)",
                           (double)sum.loss, (long long)s->step, e->epoch + 1, (double)lr);
     train_report(s, e, sum.loss, lr, now);
     st = train_eval_every(s, e, err);
@@ -501,8 +498,8 @@ static rs_status train_epoch_end(train_run *s, const train_epoch *e, rs_err *err
     }
     int64_t ns = e->ns - e->ns_start;
     s->r.train_loss = ns > e->lost ? e->lsum / (double)(ns - e->lost) : 0;
-    if (cfg->ckpt_path && (s->done || e->epoch + 1 == cfg->epochs) && !(cfg->ckpt_every && s->step % cfg->ckpt_every == 0))
-        st = train_ckpt(s, e, err);
+    bool just_written = cfg->ckpt_every && s->step % cfg->ckpt_every == 0;
+    if (cfg->ckpt_path && (s->done || e->epoch + 1 == cfg->epochs) && !just_written) st = train_ckpt(s, e, err);
     return st;
 }
 
