@@ -1,67 +1,23 @@
 /* oneDNN for the plan's convolutions, inner products, pools and layer norms (the C API of Debian's
- * libdnnl 2.6).
- * Activations stay in plain row-major layouts (nchw, nc) between nodes, so every other node and the
- * caller read them as the engine does; weights take the layout the primitive asks for (format "any")
- * at the plan's batch, reordered once at compile and stored so in the plan file. Fused activations
- * and residual sums are the primitive's post-ops. bf16 nodes take bf16 weights and a bf16 copy of
- * their input (a reorder into the scratch region) and write fp32: oneDNN accumulates in fp32.
- * Scratchpads are the user's (the arena's scratch region), so the arena is all the memory a run uses
- * besides the weights. */
-#include <dnnl.h>
+ * libdnnl 2.6): value layouts, the primitives of each node per batch, and running them. The weights
+ * they take are laid out by dnnl_weights.c.
+ * Values stay plain row-major (nchw, nc) where the engine's ops, the caller or an in-place residual
+ * sum read them. A value that a convolution or pool writes and only convolutions, pools and inner
+ * products read keeps the blocked layout its producer's primitive chose at the plan's batch (nChw16c
+ * on AVX-512): rs_pdnnl_can_block decides, the plan file records it per value (since format 3), and
+ * a load makes the same choice again. Fused activations and residual sums are the primitive's
+ * post-ops. bf16 nodes take bf16 weights and a bf16 copy of their input (a reorder into the scratch
+ * region) and write fp32: oneDNN accumulates in fp32. Scratchpads are the user's (the arena's
+ * scratch region), so the arena is all the memory a run uses besides the weights. */
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir.h"
+#include "dnnl_internal.h"
 
-/* The memory objects one execution of a primitive binds (handles set per run). */
-typedef struct dmem {
-    dnnl_memory_t src, cvt, wei, bias, dst, pad;
-} dmem;
-
-/* Primitives of one node for one batch size. */
-typedef struct dprim {
-    int B;                        /* 0: not made */
-    int nthr;                     /* the OpenMP threads it was made for: oneDNN fixes its work split (and
-                                     runs that many threads) when a primitive is created */
-    dnnl_primitive_desc_t pd;
-    dnnl_primitive_t prim;
-    dnnl_memory_desc_t user_src;  /* f32 plain: what the arena holds */
-    dnnl_memory_desc_t src, wei, dst; /* as the primitive takes them */
-    dnnl_primitive_t src_cvt;     /* bf16: f32 -> bf16 copy of the input, NULL otherwise */
-    size_t cvt_bytes, pad_bytes;  /* the copy's bytes; the primitive's scratchpad */
-    void *wei_alt;                /* weights reordered for this batch when its layout differs (owned) */
-    dmem m;
-    /* RS_PCONV_SAMPLES: prim is a batch-1 primitive made for one thread and run once per sample of
-     * batch B, by up to nthr threads at a time; thread j > 0 binds tm[j - 1] and its own stream */
-    bool each;
-    int ntm;
-    dmem *tm;                     /* ntm = nthr - 1 of them (owned) */
-    unsigned long used;           /* when a run last took it (slots 1.. are replaced least recent first) */
-} dprim;
-
-/* Primitives kept per node: the plan's batch at its build threads, and the last few other (batch,
- * threads) pairs, so a run that alternates between two (batch 1 and 64, or the thread tuner's 1 and
- * N) does not make them again each time. */
-#define RS_PLAN_SLOTS 4
-
-struct rs_pdnnl {
-    dnnl_engine_t eng;
-    dnnl_stream_t strm;
-    dnnl_stream_t *tstrm;         /* per-sample nodes: a stream for each OpenMP thread but the first */
-    int ntstrm;
-    int n;
-    dprim (*slot)[RS_PLAN_SLOTS]; /* per node: [0] the plan's batch and build threads, then others */
-    int *cur;                     /* per node: the slot of the run under way */
-    unsigned long tick;
-    dnnl_memory_desc_t *vmd;      /* per value: its blocked layout at the plan's batch (vset[v]) */
-    char (*label)[64];            /* per node: the kernel's name as rs_plan_dnnl_impl gives it */
-    char *vset;
-};
-
-static rs_status dfail(rs_err *err, dnnl_status_t s, const char *what, const rs_pnode *n)
+rs_status rs_pdnnl_fail(rs_err *err, dnnl_status_t s, const char *what, const rs_pnode *n)
 {
     static const char *const names[] = {"success", "out of memory", "invalid arguments", "unimplemented",
                                         "iterator ends", "runtime error", "not required"};
@@ -69,12 +25,6 @@ static rs_status dfail(rs_err *err, dnnl_status_t s, const char *what, const rs_
     return rs_err_set(err, s == dnnl_unimplemented ? RS_ERR_UNSUPPORTED : RS_ERR_INTERNAL,
                       "oneDNN %s for node %s (%s): %s", what, n ? n->name : "-", n ? rs_pk_name(n->kind) : "-", msg);
 }
-
-#define DTRY(call, what)                                                                                 \
-    do {                                                                                                 \
-        dnnl_status_t s_ = (call);                                                                       \
-        if (s_ != dnnl_success) return dfail(err, s_, what, n);                                          \
-    } while (0)
 
 bool rs_plan_node_is_dnnl(const rs_pnode *n)
 {
@@ -125,14 +75,14 @@ rs_status rs_plan_dnnl_open(rs_plan *p, rs_err *err)
     return RS_OK;
 }
 
-static void free_mem(dmem *m)
+static void free_mem(rs_pdnnl_mem *m)
 {
     dnnl_memory_t ms[] = {m->src, m->cvt, m->wei, m->bias, m->dst, m->pad};
     for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
         if (ms[i]) dnnl_memory_destroy(ms[i]);
 }
 
-static void free_prim(dprim *d)
+void rs_pdnnl_free_prim(rs_pdnnl_prim *d)
 {
     if (d->prim) dnnl_primitive_destroy(d->prim);
     if (d->pd) dnnl_primitive_desc_destroy(d->pd);
@@ -148,7 +98,7 @@ void rs_plan_dnnl_close(rs_plan *p)
 {
     if (!p->dn) return;
     for (int i = 0; i < p->dn->n; i++) {
-        for (int j = 0; j < RS_PLAN_SLOTS; j++) free_prim(&p->dn->slot[i][j]);
+        for (int j = 0; j < RS_PLAN_SLOTS; j++) rs_pdnnl_free_prim(&p->dn->slot[i][j]);
     }
     free(p->dn->slot);
     free(p->dn->cur);
@@ -194,7 +144,7 @@ static float elt_alpha(const rs_ppost *q)
  * path. Everything else (what the engine's ops read, the plan's output, memory shared by an in-place
  * sum) stays plain. The choice is made at the plan's batch, recorded per value (layout, padded size)
  * and made again the same way when a file is loaded. */
-static bool can_block(const rs_plan *p, int v)
+bool rs_pdnnl_can_block(const rs_plan *p, int v)
 {
     /* views of v were bypassed (passes.c): their readers read v; one that is the output makes v's root
      * the output's */
@@ -217,7 +167,7 @@ static bool can_block(const rs_plan *p, int v)
 
 /* md for batch B from the same layout at the plan's batch: only where the batch is the outermost
  * dimension and not blocked, so that nothing but its count changes. */
-static bool md_with_batch(const dnnl_memory_desc_t *md, int B, dnnl_memory_desc_t *out)
+bool rs_pdnnl_md_with_batch(const dnnl_memory_desc_t *md, int B, dnnl_memory_desc_t *out)
 {
     *out = *md;
     if (md->format_kind != dnnl_blocked || md->ndims < 1) return false;
@@ -236,7 +186,7 @@ static rs_status value_md(rs_plan *p, const rs_pnode *n, int v, int ndims, const
                           dnnl_memory_desc_t *md, rs_err *err)
 {
     if (v > 0 && p->values[v].layout == 1 && p->dn->vset[v]) {
-        if (!md_with_batch(&p->dn->vmd[v], B, md))
+        if (!rs_pdnnl_md_with_batch(&p->dn->vmd[v], B, md))
             return rs_err_set(err, RS_ERR_UNSUPPORTED, "plan: value %d's layout does not scale with the batch", v);
         return RS_OK;
     }
@@ -247,10 +197,10 @@ static rs_status value_md(rs_plan *p, const rs_pnode *n, int v, int ndims, const
 }
 
 /* Floats one sample takes in md (batch outermost, padding included). */
-static dnnl_dim_t per_sample(const dnnl_memory_desc_t *md)
+dnnl_dim_t rs_pdnnl_per_sample(const dnnl_memory_desc_t *md)
 {
     dnnl_memory_desc_t one;
-    if (!md_with_batch(md, 1, &one)) return 0;
+    if (!rs_pdnnl_md_with_batch(md, 1, &one)) return 0;
     return (dnnl_dim_t)(dnnl_memory_desc_get_size(&one) / sizeof(float));
 }
 
@@ -265,7 +215,7 @@ static rs_status out_md(rs_plan *p, const rs_pnode *n, int B, const dnnl_dims_t 
         return RS_OK;
     }
     if (p->values[v].layout == 1) {
-        if (!p->dn->vset[v] || !md_with_batch(&p->dn->vmd[v], B, md))
+        if (!p->dn->vset[v] || !rs_pdnnl_md_with_batch(&p->dn->vmd[v], B, md))
             return rs_err_set(err, RS_ERR_UNSUPPORTED, "plan: value %d's layout does not scale with the batch", v);
         return RS_OK;
     }
@@ -304,7 +254,7 @@ static rs_status op_desc(rs_plan *p, const rs_pnode *n, int B, int calg, bool ow
              * value's way once (finalize: blocked_weights) */
             st = value_md(p, n, v, 4, s, B, user_src, err);
             if (st) return st;
-            dnnl_dims_t s2 = {(dnnl_dim_t)B, per_sample(user_src)}, w2 = {n->O, s2[1]};
+            dnnl_dims_t s2 = {(dnnl_dim_t)B, rs_pdnnl_per_sample(user_src)}, w2 = {n->O, s2[1]};
             DTRY(dnnl_memory_desc_init_by_tag(user_src, 2, s2, dnnl_f32, dnnl_nc), "src desc");
             DTRY(dnnl_memory_desc_init_by_tag(&src, 2, s2, lt, dnnl_nc), "src desc");
             DTRY(dnnl_memory_desc_init_by_tag(&wei, 2, w2, lt, dnnl_format_tag_any), "weights desc");
@@ -330,7 +280,7 @@ static rs_status op_desc(rs_plan *p, const rs_pnode *n, int B, int calg, bool ow
     if ((st = value_md(p, n, n->in[0], 4, s, B, user_src, err)) || (st = out_md(p, n, B, d, &dst, err))) return st;
     src = *user_src;
     if (n->kind == RS_PK_CONV) {
-        /* own_layout (fp32): the input as its value holds it, no reorder; make_prim keeps that only when
+        /* own_layout (fp32): the input as its value holds it, no reorder; rs_pdnnl_make_prim keeps that only when
          * oneDNN has a jit kernel for it. A plain (caller's) input goes to the direct "first
          * convolution" kernel (nchw in, nChw16c out), told its output layout so that the choice does
          * not hang on which primitives this process made before. Otherwise "any": a producer with 8
@@ -386,15 +336,14 @@ static double node_work(const rs_plan *p, const rs_pnode *n, int B)
  * threads: 0.011 ms idle, 64-80 ms medians at load 4-8). ONNX Runtime's cost model does the same. */
 #define RS_PLAN_PAR_MIN_WORK (1 << 20)
 
-static rs_status make_prim_at(rs_plan *p, int i, int B, int alg, dprim *d, rs_err *err);
-static rs_status bind_mem(rs_plan *p, const rs_pnode *n, const dprim *d, dmem *m, rs_err *err);
-static dnnl_status_t exec_prim(rs_plan *p, const rs_pnode *n, dprim *d, void *src, void *dst, char *scratch);
+static rs_status make_prim_at(rs_plan *p, int i, int B, int alg, rs_pdnnl_prim *d, rs_err *err);
+static rs_status bind_mem(rs_plan *p, const rs_pnode *n, const rs_pdnnl_prim *d, rs_pdnnl_mem *m, rs_err *err);
 
 /* RS_PCONV_SAMPLES at batch B: node i's batch-1 Winograd primitive, made for one thread, run whole by
  * each of the run's `threads` on its share of the samples (oneDNN 2.6's F(2x2, 3x3) kernel exists at
  * batch 1 only; Fashion's second conv: 64 x 0.005 ms against 0.44 ms direct at batch 64). Each thread
  * gets its own memory objects and stream: neither may be shared by concurrent executions. */
-static rs_status make_samples(rs_plan *p, int i, int B, int threads, dprim *d, rs_err *err)
+static rs_status make_samples(rs_plan *p, int i, int B, int threads, rs_pdnnl_prim *d, rs_err *err)
 {
     omp_set_num_threads(1);
     rs_status st = make_prim_at(p, i, 1, RS_PCONV_WINOGRAD, d, err);
@@ -423,16 +372,16 @@ static rs_status make_samples(rs_plan *p, int i, int B, int threads, dprim *d, r
     return RS_OK;
 }
 
-static rs_status make_prim(rs_plan *p, int i, int B, int alg, dprim *d, rs_err *err)
+rs_status rs_pdnnl_make_prim(rs_plan *p, int i, int B, int alg, rs_pdnnl_prim *d, rs_err *err)
 {
     int asked = omp_get_max_threads();
     int v = p->nodes[i].out;
     if (alg != RS_PCONV_DIRECT && p->values[v].layout == 1 && !p->dn->vset[v]) {
         /* compile let the direct primitive at the plan's batch choose the output's layout before it
          * timed the others: a loader does the same */
-        dprim tmp = {0};
-        rs_status st = make_prim(p, i, p->batch, RS_PCONV_DIRECT, &tmp, err);
-        free_prim(&tmp);
+        rs_pdnnl_prim tmp = {0};
+        rs_status st = rs_pdnnl_make_prim(p, i, p->batch, RS_PCONV_DIRECT, &tmp, err);
+        rs_pdnnl_free_prim(&tmp);
         if (st) return st;
     }
     if (alg == RS_PCONV_SAMPLES) return make_samples(p, i, B, asked, d, err);
@@ -444,7 +393,7 @@ static rs_status make_prim(rs_plan *p, int i, int B, int alg, dprim *d, rs_err *
     return st;
 }
 
-static rs_status make_prim_at(rs_plan *p, int i, int B, int alg, dprim *d, rs_err *err)
+static rs_status make_prim_at(rs_plan *p, int i, int B, int alg, rs_pdnnl_prim *d, rs_err *err)
 {
     const rs_pnode *n = &p->nodes[i];
     dnnl_convolution_desc_t cd;
@@ -493,7 +442,7 @@ again:;
             goto again;
         }
     }
-    if (s != dnnl_success) return dfail(err, s, "primitive descriptor", n);
+    if (s != dnnl_success) return rs_pdnnl_fail(err, s, "primitive descriptor", n);
     d->src = *dnnl_primitive_desc_query_md(d->pd, dnnl_query_src_md, 0);
     d->dst = *dnnl_primitive_desc_query_md(d->pd, dnnl_query_dst_md, 0);
     if (n->kind == RS_PK_CONV || n->kind == RS_PK_LINEAR) d->wei = *dnnl_primitive_desc_query_md(d->pd, dnnl_query_weights_md, 0);
@@ -502,7 +451,7 @@ again:;
         size_t bytes = dnnl_memory_desc_get_size(&d->dst), per = (bytes + 4 * (size_t)B - 1) / (4 * (size_t)B);
         rs_pvalue *v = &p->values[n->out];
         dnnl_memory_desc_t probe;
-        if (!md_with_batch(&d->dst, 1, &probe))
+        if (!rs_pdnnl_md_with_batch(&d->dst, 1, &probe))
             return rs_err_set(err, RS_ERR_UNSUPPORTED, "plan: oneDNN chose a layout for node %s's output that does not "
                               "scale with the batch", n->name);
         if (v->padded == 0) v->padded = (int64_t)per;
@@ -525,10 +474,10 @@ again:;
         }
         s = dnnl_reorder_primitive_desc_create(&rpd, &d->user_src, p->dn->eng, &d->src, p->dn->eng, rattr);
         if (rattr) dnnl_primitive_attr_destroy(rattr);
-        if (s != dnnl_success) return dfail(err, s, "input reorder", n);
+        if (s != dnnl_success) return rs_pdnnl_fail(err, s, "input reorder", n);
         s = dnnl_primitive_create(&d->src_cvt, rpd);
         dnnl_primitive_desc_destroy(rpd);
-        if (s != dnnl_success) return dfail(err, s, "input reorder", n);
+        if (s != dnnl_success) return rs_pdnnl_fail(err, s, "input reorder", n);
         d->cvt_bytes = (dnnl_memory_desc_get_size(&d->src) + 63) / 64 * 64;
     }
     st = bind_mem(p, n, d, &d->m, err);
@@ -540,7 +489,7 @@ again:;
 
 /* The memory objects an execution of d binds (handles set then), bias and layer-norm parameters
  * bound to the plan's tensors now. */
-static rs_status bind_mem(rs_plan *p, const rs_pnode *n, const dprim *d, dmem *m, rs_err *err)
+static rs_status bind_mem(rs_plan *p, const rs_pnode *n, const rs_pdnnl_prim *d, rs_pdnnl_mem *m, rs_err *err)
 {
     if (d->src_cvt) DTRY(dnnl_memory_create(&m->cvt, &d->src, p->dn->eng, DNNL_MEMORY_NONE), "memory");
     DTRY(dnnl_memory_create(&m->src, &d->user_src, p->dn->eng, DNNL_MEMORY_NONE), "memory");
@@ -567,7 +516,7 @@ static rs_status bind_mem(rs_plan *p, const rs_pnode *n, const dprim *d, dmem *m
 
 /* Bytes of the scratch region a run of d takes: its input copy and scratchpad, once per thread for
  * a per-sample primitive. */
-static size_t prim_scratch(const dprim *d)
+size_t rs_pdnnl_prim_scratch(const rs_pdnnl_prim *d)
 {
     size_t one = d->cvt_bytes + (d->pad_bytes + 63) / 64 * 64;
     return d->each ? one * (size_t)(d->ntm + 1) : one;
@@ -580,373 +529,13 @@ static int slot_of(const rs_plan *p, int i, int B)
 {
     int nthr = omp_get_max_threads();
     if (B == p->batch && nthr == p->build_threads) return 0;
-    const dprim *s = p->dn->slot[i];
+    const rs_pdnnl_prim *s = p->dn->slot[i];
     int pick = 1;
     for (int j = 1; j < RS_PLAN_SLOTS; j++) {
         if (s[j].B == B && s[j].nthr == nthr) return j;
         if (s[pick].B && (!s[j].B || s[j].used < s[pick].used)) pick = j;
     }
     return pick;
-}
-
-/* Reorders `from` (bytes laid out as md_from) into a new buffer laid out as md_to. */
-static rs_status reorder_to(rs_plan *p, const rs_pnode *n, const dnnl_memory_desc_t *md_from, void *from,
-                            const dnnl_memory_desc_t *md_to, void **to, size_t *bytes, const_dnnl_primitive_attr_t attr,
-                            rs_err *err)
-{
-    *bytes = dnnl_memory_desc_get_size(md_to);
-    *to = rs_plan_aligned_alloc(*bytes);
-    if (!*to) return rs_err_set(err, RS_ERR_NOMEM, "plan: out of memory");
-    dnnl_primitive_desc_t rpd;
-    dnnl_primitive_t r;
-    dnnl_memory_t a, b;
-    DTRY(dnnl_reorder_primitive_desc_create(&rpd, md_from, p->dn->eng, md_to, p->dn->eng, attr), "weights reorder");
-    dnnl_status_t s = dnnl_primitive_create(&r, rpd);
-    dnnl_primitive_desc_destroy(rpd);
-    if (s != dnnl_success) return dfail(err, s, "weights reorder", n);
-    dnnl_memory_create(&a, md_from, p->dn->eng, from);
-    dnnl_memory_create(&b, md_to, p->dn->eng, *to);
-    dnnl_exec_arg_t args[] = {{DNNL_ARG_FROM, a}, {DNNL_ARG_TO, b}};
-    s = dnnl_primitive_execute(r, p->dn->strm, 2, args);
-    if (s == dnnl_success) s = dnnl_stream_wait(p->dn->strm);
-    dnnl_memory_destroy(a);
-    dnnl_memory_destroy(b);
-    dnnl_primitive_destroy(r);
-    if (s != dnnl_success) return dfail(err, s, "weights reorder", n);
-    return RS_OK;
-}
-
-static dnnl_memory_desc_t plain_weights(const rs_plan *p, const rs_pnode *n)
-{
-    dnnl_memory_desc_t md;
-    if (n->kind == RS_PK_LINEAR && n->in[0] > 0 && p->values[n->in[0]].layout == 1) {
-        /* blocked_weights made them (O, P) row-major */
-        dnnl_dims_t w = {n->O, per_sample(&p->dn->vmd[n->in[0]])};
-        dnnl_memory_desc_init_by_tag(&md, 2, w, dnnl_f32, dnnl_oi);
-    } else if (n->kind == RS_PK_LINEAR) {
-        dnnl_dims_t w = {n->O, n->I};
-        dnnl_memory_desc_init_by_tag(&md, 2, w, dnnl_f32, dnnl_oi);
-    } else {
-        dnnl_dims_t w = {n->g.oc, n->g.c, n->g.kh, n->g.kw};
-        dnnl_memory_desc_init_by_tag(&md, 4, w, dnnl_f32, dnnl_oihw);
-    }
-    return md;
-}
-
-/* An inner product reading a blocked value: its (O, I) weights are (O, C, H, W) row-major (the
- * flatten of nchw); laid out as the value is (each of the O rows a "sample" of the value's layout,
- * zeros in its padding) they are the (O, P) matrix the product takes. Replaces t's data. */
-static rs_status blocked_weights(rs_plan *p, const rs_pnode *n, rs_ptensor *t, rs_err *err)
-{
-    const dnnl_memory_desc_t *s = &p->dn->vmd[n->in[0]];
-    dnnl_dims_t w = {n->O, s->dims[1], s->dims[2], s->dims[3]};
-    dnnl_memory_desc_t from, to;
-    DTRY(dnnl_memory_desc_init_by_tag(&from, 4, w, dnnl_f32, dnnl_oihw), "weights desc");
-    if (!md_with_batch(s, (int)n->O, &to))
-        return rs_err_set(err, RS_ERR_UNSUPPORTED, "plan: node %s's input layout does not scale with the batch", n->name);
-    void *data;
-    size_t bytes;
-    rs_status st = reorder_to(p, n, &from, t->data, &to, &data, &bytes, NULL, err);
-    if (st) return st;
-    rs_plan_tensor_replace(t, RS_F32, 0, data, bytes);
-    return RS_OK;
-}
-
-/* int8 node: per output channel weight scales from the fp32 weights, the output scales the primitive
- * applies (1 / (input scale x weight scale), a tensor of the plan, so the file keeps them), and the
- * bias in the accumulators' units (oneDNN 2.x adds it before the output scale). */
-static rs_status int8_scales(rs_plan *p, rs_pnode *n, rs_err *err)
-{
-    int64_t OC = n->kind == RS_PK_CONV ? n->g.oc : n->O;
-    const rs_ptensor *w = &p->tensors[n->w];
-    int64_t per = (int64_t)(w->bytes / sizeof(float)) / OC;
-    char name[64];
-    snprintf(name, sizeof name, "%.50s.oscales", n->name);
-    int t = rs_plan_add_tensor(p, name, 1, &OC, NULL);
-    if (t < 0) return rs_err_set(err, RS_ERR_NOMEM, "plan: out of memory");
-    n->oscales = t;
-    w = &p->tensors[n->w]; /* the array may have moved */
-    float *os = p->tensors[t].data, *b = n->b >= 0 ? p->tensors[n->b].data : NULL;
-    const float *wd = w->data;
-    for (int64_t o = 0; o < OC; o++) {
-        float amax = 0;
-        for (int64_t j = 0; j < per; j++) amax = fabsf(wd[o * per + j]) > amax ? fabsf(wd[o * per + j]) : amax;
-        float sw = amax > 0 ? 127.0f / amax : 1.0f;
-        os[o] = 1.0f / (n->qscale * sw);
-        if (b) b[o] *= n->qscale * sw;
-    }
-    return RS_OK;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* The fastest ms of node n's primitives a and b (two algorithms for the same node, the same input and
- * output layouts), run in turns on the same buffers; at most 21 runs each and about 0.2 s. The
- * fastest, not the median: on this shared 2-core machine a two-thread run's median is how long its
- * second thread waited for a core (9 ms against 1.2 for the same primitive, runs apart). */
-static rs_status time_pair(rs_plan *p, const rs_pnode *n, dprim *a, dprim *b, double *ta, double *tb, rs_err *err)
-{
-    enum { RUNS = 21, WARM = 2 };
-    /* a runs the whole batch in one primitive (b may run it per sample) */
-    size_t sbytes = dnnl_memory_desc_get_size(&a->user_src), dbytes = dnnl_memory_desc_get_size(&a->dst);
-    size_t pa = prim_scratch(a), pb = prim_scratch(b);
-    float *src = rs_plan_aligned_alloc(sbytes), *dst = rs_plan_aligned_alloc(dbytes); /* owned here */
-    char *scratch = rs_plan_aligned_alloc(pa > pb ? pa : pb);
-    rs_status st = RS_OK;
-    if (!src || !dst || !scratch) st = rs_err_set(err, RS_ERR_NOMEM, "plan: out of memory timing node %s", n->name);
-    /* activations of either sign around 1: no denormals, no zeros a kernel could skip */
-    for (size_t i = 0; !st && i < sbytes / sizeof(float); i++) src[i] = (float)((i * 7919) % 251) / 125.0f - 1.0f;
-    double xa[RUNS], xb[RUNS], t0 = 1e3 * rs_plan_now_s();
-    int runs = 0;
-    for (int r = -WARM; !st && r < RUNS; r++) {
-        double t[3];
-        dnnl_status_t s = dnnl_success;
-        t[0] = 1e3 * rs_plan_now_s();
-        s = exec_prim(p, n, a, src, dst, scratch);
-        if (s == dnnl_success) s = dnnl_stream_wait(p->dn->strm);
-        t[1] = 1e3 * rs_plan_now_s();
-        if (s == dnnl_success) s = exec_prim(p, n, b, src, dst, scratch);
-        if (s == dnnl_success) s = dnnl_stream_wait(p->dn->strm);
-        t[2] = 1e3 * rs_plan_now_s();
-        if (s != dnnl_success) st = dfail(err, s, "execute", n);
-        if (st || r < 0) continue;
-        xa[runs] = t[1] - t[0];
-        xb[runs] = t[2] - t[1];
-        runs++;
-        if (runs >= 5 && t[2] - t0 > 200) break;
-    }
-    if (!st) {
-        qsort(xa, (size_t)runs, sizeof *xa, cmp_double);
-        qsort(xb, (size_t)runs, sizeof *xb, cmp_double);
-        *ta = xa[0];
-        *tb = xb[0];
-    }
-    free(src);
-    free(dst);
-    free(scratch);
-    return st;
-}
-
-/* The algorithm node n's convolution runs at batch B: the one timed at the plan's batch, or at
- * batch 1 for batches nearer 1 (geometrically) than the plan's. Per sample is batch 1's kernel at
- * any batch (at 2..8 the batch Winograd kernel would be the 4x4 tiles that lost): batch 1 runs it
- * as it is. */
-static int alg_for(const rs_plan *p, const rs_pnode *n, int B)
-{
-    if (n->kind != RS_PK_CONV) return RS_PCONV_DIRECT;
-    if (n->alg == RS_PCONV_SAMPLES) return B == 1 ? n->alg1 : RS_PCONV_SAMPLES;
-    return B == p->batch || (double)B * B > (double)p->batch ? n->alg : n->alg1;
-}
-
-/* Weights for primitive d of node i: the tensor's bytes where they are laid out as d wants, else a
- * copy in d->wei_alt reordered from them. The tensor is plain (Winograd at the plan's batch, or
- * before finalize) or in slot 0's layout; oneDNN makes Winograd weights from plain ones only, so a
- * blocked tensor goes through a plain copy first. */
-static rs_status slot_weights(rs_plan *p, int i, dprim *d, rs_err *err)
-{
-    const rs_pnode *n = &p->nodes[i];
-    const rs_ptensor *t = &p->tensors[n->w];
-    dnnl_memory_desc_t plain = plain_weights(p, n);
-    const dnnl_memory_desc_t *have = t->layout == 0 ? &plain : &p->dn->slot[i][0].wei;
-    if (dnnl_memory_desc_equal(have, &d->wei)) return RS_OK;
-    size_t bytes;
-    if (d->wei.format_kind == dnnl_format_kind_wino && t->layout != 0) {
-        void *tmp; /* owned here */
-        rs_status st = reorder_to(p, n, have, t->data, &plain, &tmp, &bytes, NULL, err);
-        if (!st) st = reorder_to(p, n, &plain, tmp, &d->wei, &d->wei_alt, &bytes, NULL, err);
-        free(tmp);
-        return st;
-    }
-    return reorder_to(p, n, have, t->data, &d->wei, &d->wei_alt, &bytes, NULL, err);
-}
-
-/* Node i (an fp32 3x3 stride-1 convolution over 8 or more channels; its weights still plain) at
- * batch B: Winograd where oneDNN has it (jit_wino_4x3 at larger batches, jit_fp32_wino_2x3 at batch
- * 1, AVX-512: 2.25x fewer multiplies, more memory traffic for the transforms) and, at B > 1 when
- * the batch-1 kernel won at batch 1 (a1), that kernel once per sample; kept when `want` forces it or
- * when it runs at least 5% faster than the best before it (its transforms round more: within 1e-6 of
- * the output's scale in tests/plan). All are timed on one thread whatever the plan's count: on this
- * shared 2-core machine a two-thread time is mostly how long the second thread waited for a core
- * (15 ms against 0.45 on one thread for Fashion's second conv at load 7), which decided nothing; the
- * kernels' ratio is their own. Returns the choice; the report gets one line. */
-static rs_status pick_conv_alg(rs_plan *p, int i, int B, rs_plan_conv_alg want, int a1, int *alg, rs_err *err)
-{
-    static const char *const names[] = {"direct", "winograd", "winograd per sample"};
-    const rs_pnode *n = &p->nodes[i];
-    dprim c[3] = {{0}}; /* indexed by RS_PCONV_* */
-    bool have[3] = {true, false, false};
-    double t[3] = {0};
-    int forced = want == RS_PLAN_CONV_WINOGRAD                  ? RS_PCONV_WINOGRAD
-                 : want == RS_PLAN_CONV_SAMPLES                 ? (B > 1 ? RS_PCONV_SAMPLES : RS_PCONV_WINOGRAD)
-                                                                : -1;
-    rs_err why = {0}; /* oneDNN without a kernel for this shape or ISA: that candidate is not one */
-    int was = omp_get_max_threads();
-    omp_set_num_threads(1);
-    rs_status st = RS_OK;
-    if (forced < 0 || forced == RS_PCONV_WINOGRAD)
-        have[1] = make_prim(p, i, B, RS_PCONV_WINOGRAD, &c[1], &why) == RS_OK;
-    if (B > 1 && (forced == RS_PCONV_SAMPLES || (forced < 0 && a1 == RS_PCONV_WINOGRAD)))
-        have[2] = make_prim(p, i, B, RS_PCONV_SAMPLES, &c[2], &why) == RS_OK;
-    int best = RS_PCONV_DIRECT;
-    char line[160];
-    line[0] = 0;
-    if (forced >= 0) {
-        if (have[forced]) {
-            best = forced;
-            snprintf(line, sizeof line, "conv %.40s: %s at batch %d (asked for)", n->name, names[best], B);
-        }
-    } else if (have[1] || have[2]) {
-        st = make_prim(p, i, B, RS_PCONV_DIRECT, &c[0], err);
-        for (int k = 0; k < 3 && !st; k++)
-            if (have[k]) st = slot_weights(p, i, &c[k], err);
-        if (!st && have[1]) {
-            st = time_pair(p, n, &c[0], &c[1], &t[0], &t[1], err);
-            if (!st && t[1] < 0.95 * t[0]) best = RS_PCONV_WINOGRAD;
-        }
-        if (!st && have[2]) {
-            st = time_pair(p, n, &c[best], &c[2], &t[best], &t[2], err);
-            if (!st && t[2] < 0.95 * t[best]) best = RS_PCONV_SAMPLES;
-        }
-        int len = snprintf(line, sizeof line, "conv %.40s: %s (%.3f ms) over", n->name, names[best], t[best]);
-        for (int k = 0, first = 1; k < 3 && len < (int)sizeof line; k++)
-            if (k != best && have[k]) {
-                len += snprintf(line + len, sizeof line - (size_t)len, "%s %s (%.3f ms)", first ? "" : ",", names[k], t[k]);
-                first = 0;
-            }
-        if (len < (int)sizeof line)
-            snprintf(line + len, sizeof line - (size_t)len, " at batch %d, timed on 1 thread", B);
-    }
-    for (int k = 0; k < 3; k++) free_prim(&c[k]);
-    omp_set_num_threads(was);
-    if (st) return st;
-    *alg = best;
-    if (line[0]) rs_plan_note(p, line);
-    return RS_OK;
-}
-
-/* A bf16 convolution over an image's few channels (slot 0, d, made in bf16): an fp32 primitive and a
- * second bf16 one are timed on one thread at the plan's batch (time_pair's reasons), and the node
- * stays bf16 only when that is at least 5% faster: it rounds the image to 8 bits of mantissa for
- * nothing otherwise. Slot 0 is made again in fp32 when fp32 wins. The report gets one line. */
-static rs_status pick_image_prec(rs_plan *p, int i, dprim *d, rs_err *err)
-{
-    rs_pnode *n = &p->nodes[i];
-    dprim c[2] = {{0}}; /* fp32, bf16 */
-    double t[2] = {0};
-    int was = omp_get_max_threads();
-    omp_set_num_threads(1);
-    n->prec = RS_PLAN_FP32;
-    rs_status st = make_prim(p, i, p->batch, RS_PCONV_DIRECT, &c[0], err);
-    n->prec = RS_PLAN_BF16;
-    if (!st) st = make_prim(p, i, p->batch, RS_PCONV_DIRECT, &c[1], err);
-    /* not timed against a reference or gemm kernel (8 output channels: ref:any, 70 ms a batch of 64
-     * against 0.14 fp32, and 21 runs of it would make compile wait) */
-    const char *impl = NULL;
-    if (!st) dnnl_primitive_desc_query(c[1].pd, dnnl_query_impl_info_str, 0, &impl);
-    bool slow = !impl || strncmp(impl, "ref", 3) == 0 || strstr(impl, "gemm");
-    for (int k = 0; k < 2 && !st && !slow; k++) st = slot_weights(p, i, &c[k], err);
-    if (!st && !slow) st = time_pair(p, n, &c[0], &c[1], &t[0], &t[1], err);
-    free_prim(&c[0]);
-    free_prim(&c[1]);
-    omp_set_num_threads(was);
-    if (st) return st;
-    bool bf16 = !slow && t[1] < 0.95 * t[0];
-    char line[160];
-    if (slow)
-        snprintf(line, sizeof line, "conv %.40s: fp32 (oneDNN's bf16 kernel for it is %.40s)", n->name, impl ? impl : "?");
-    else
-        snprintf(line, sizeof line, "conv %.40s: %s (%.3f ms) over %s (%.3f ms) at batch %d, timed on 1 thread", n->name,
-                 bf16 ? "bf16" : "fp32", bf16 ? t[1] : t[0], bf16 ? "fp32" : "bf16", bf16 ? t[0] : t[1], p->batch);
-    rs_plan_note(p, line);
-    if (bf16) return RS_OK;
-    n->prec = RS_PLAN_FP32;
-    free_prim(d);
-    return make_prim(p, i, p->batch, RS_PCONV_DIRECT, d, err);
-}
-
-rs_status rs_plan_dnnl_finalize_weights(rs_plan *p, const rs_plan_opts *o, rs_err *err)
-{
-    rs_plan_conv_alg alg = o->conv_alg;
-    /* in order: a node's input layout is known when its primitive is made */
-    for (int i = 0; i < p->nnodes; i++) {
-        rs_pnode *n = &p->nodes[i];
-        if (!rs_plan_node_is_dnnl(n)) continue;
-        if ((n->kind == RS_PK_CONV || n->kind == RS_PK_MAXPOOL || n->kind == RS_PK_AVGPOOL) && can_block(p, n->out))
-            p->values[n->out].layout = 1;
-        if (n->prec == RS_PLAN_INT8) {
-            rs_status st = int8_scales(p, n, err);
-            if (st) return st;
-        }
-        dprim *d = &p->dn->slot[i][0];
-        n->alg = n->alg1 = RS_PCONV_DIRECT;
-        /* bf16 over an image: only where oneDNN's first-conv kernel takes it (plain input, an output
-         * layout fixed by its channels, as the fp32 kernel's) */
-        bool image16 = n->kind == RS_PK_CONV && n->prec == RS_PLAN_BF16 && n->g.c < 4;
-        if (image16 && (o->image_bf16 < 0 || n->g.oc % 8 || (n->in[0] > 0 && p->values[n->in[0]].layout == 1))) {
-            n->prec = RS_PLAN_FP32;
-            image16 = false;
-        }
-        if (!d->B) {
-            rs_status st = make_prim(p, i, p->batch, RS_PCONV_DIRECT, d, err);
-            if (st) return st;
-        }
-        if (image16 && !o->image_bf16) {
-            rs_status st = pick_image_prec(p, i, d, err);
-            if (st) return st;
-        }
-        if (n->kind != RS_PK_CONV && n->kind != RS_PK_LINEAR) continue;
-        const rs_conv_geom *g = &n->g;
-        /* an image's few channels: the Winograd kernels work on blocks of 16 (Fashion's 1-channel
-         * conv: 0.76 ms against 0.20 direct at batch 64) */
-        if (n->kind == RS_PK_CONV && n->prec == RS_PLAN_FP32 && alg != RS_PLAN_CONV_DIRECT && g->kh == 3 && g->kw == 3 &&
-            g->sh == 1 && g->sw == 1 && g->c >= 8) {
-            /* batch 1 first: its answer decides whether its kernel is tried once per sample */
-            int a = RS_PCONV_DIRECT, a1 = RS_PCONV_DIRECT;
-            rs_status st = p->batch > 1 ? pick_conv_alg(p, i, 1, alg, -1, &a1, err) : RS_OK;
-            if (!st) st = pick_conv_alg(p, i, p->batch, alg, a1, &a, err);
-            if (st) return st;
-            n->alg1 = p->batch > 1 ? a1 : a;
-            if (a != RS_PCONV_DIRECT) {
-                /* its weights stay plain: each primitive lays them out its own way (slot_weights) */
-                free_prim(d);
-                n->alg = a;
-                st = make_prim(p, i, p->batch, a, d, err);
-                if (!st) st = slot_weights(p, i, d, err);
-                if (st) return st;
-                continue;
-            }
-        }
-        rs_ptensor *t = &p->tensors[n->w];
-        if (t->layout != 0) continue; /* shared with a node already done (it never is today) */
-        if (n->kind == RS_PK_LINEAR && n->in[0] > 0 && p->values[n->in[0]].layout == 1) {
-            rs_status st = blocked_weights(p, n, t, err);
-            if (st) return st;
-        }
-        dnnl_memory_desc_t plain = plain_weights(p, n);
-        void *to;
-        size_t bytes;
-        dnnl_primitive_attr_t wattr = NULL;
-        float *ws = NULL;
-        if (n->prec == RS_PLAN_INT8) { /* w_q[oc] = round(w[oc] * 127 / max|w[oc]|): per output channel */
-            const float *os = p->tensors[n->oscales].data;
-            int64_t OC = (int64_t)(p->tensors[n->oscales].bytes / sizeof(float));
-            ws = malloc((size_t)OC * sizeof *ws);
-            if (!ws) return rs_err_set(err, RS_ERR_NOMEM, "plan: out of memory");
-            for (int64_t o = 0; o < OC; o++) ws[o] = 1.0f / (os[o] * n->qscale);
-            DTRY(dnnl_primitive_attr_create(&wattr), "attributes");
-            dnnl_primitive_attr_set_output_scales(wattr, OC, 1 << 0, ws);
-        }
-        rs_status st = reorder_to(p, n, &plain, t->data, &d->wei, &to, &bytes, wattr, err);
-        if (wattr) dnnl_primitive_attr_destroy(wattr);
-        free(ws);
-        if (st) return st;
-        rs_plan_tensor_replace(t, n->prec == RS_PLAN_BF16 ? RS_BF16 : n->prec == RS_PLAN_INT8 ? RS_I8 : RS_F32, 1, to, bytes);
-    }
-    return RS_OK;
 }
 
 rs_status rs_plan_dnnl_prepare(rs_plan *p, int B, size_t *scratch_bytes, rs_err *err)
@@ -956,11 +545,11 @@ rs_status rs_plan_dnnl_prepare(rs_plan *p, int B, size_t *scratch_bytes, rs_err 
         const rs_pnode *n = &p->nodes[i];
         if (!rs_plan_node_is_dnnl(n)) continue;
         int si = slot_of(p, i, B);
-        dprim *d = &p->dn->slot[i][si];
+        rs_pdnnl_prim *d = &p->dn->slot[i][si];
         p->dn->cur[i] = si;
         if (d->B != B || d->nthr != omp_get_max_threads()) {
-            free_prim(d);
-            rs_status st = make_prim(p, i, B, alg_for(p, n, B), d, err);
+            rs_pdnnl_free_prim(d);
+            rs_status st = rs_pdnnl_make_prim(p, i, B, rs_pdnnl_alg_for(p, n, B), d, err);
             if (st) return st;
             if (n->kind == RS_PK_CONV || n->kind == RS_PK_LINEAR) {
                 const rs_ptensor *t = &p->tensors[n->w];
@@ -973,12 +562,12 @@ rs_status rs_plan_dnnl_prepare(rs_plan *p, int B, size_t *scratch_bytes, rs_err 
                                       "plan: node %s's weights (%zu bytes, layout %d) are not what oneDNN %s chose on "
                                       "this machine (%zu bytes); compile the model again here",
                                       n->name, t->bytes, t->layout, p->dnnl_version, want);
-                st = slot_weights(p, i, d, err);
+                st = rs_pdnnl_slot_weights(p, i, d, err);
                 if (st) return st;
             }
         }
         d->used = ++p->dn->tick;
-        size_t need = prim_scratch(d);
+        size_t need = rs_pdnnl_prim_scratch(d);
         if (need > most) most = need;
     }
     *scratch_bytes = most;
@@ -987,8 +576,8 @@ rs_status rs_plan_dnnl_prepare(rs_plan *p, int B, size_t *scratch_bytes, rs_err 
 
 /* Runs d's primitive (after its input copy) from src into dst through memory objects m on stream
  * strm, scratch the region of both. */
-static dnnl_status_t exec_one(rs_plan *p, const rs_pnode *n, const dprim *d, dmem *m, dnnl_stream_t strm, void *src,
-                              void *dst, char *scratch)
+static dnnl_status_t exec_one(rs_plan *p, const rs_pnode *n, const rs_pdnnl_prim *d, rs_pdnnl_mem *m,
+                              dnnl_stream_t strm, void *src, void *dst, char *scratch)
 {
     dnnl_memory_set_data_handle(m->src, src);
     dnnl_memory_set_data_handle(m->dst, dst);
@@ -1019,7 +608,7 @@ static dnnl_status_t exec_one(rs_plan *p, const rs_pnode *n, const dprim *d, dme
 /* A per-sample primitive over d->B samples: thread j of the run's team takes the j-th contiguous
  * share (where the node before left it in its core's cache), its memory objects, stream and slice of
  * the scratch region. Every thread waits for its own stream. */
-static dnnl_status_t exec_samples(rs_plan *p, const rs_pnode *n, dprim *d, char *src, char *dst, char *scratch)
+static dnnl_status_t exec_samples(rs_plan *p, const rs_pnode *n, rs_pdnnl_prim *d, char *src, char *dst, char *scratch)
 {
     size_t sb = dnnl_memory_desc_get_size(&d->user_src), db = dnnl_memory_desc_get_size(&d->dst);
     size_t one = d->cvt_bytes + (d->pad_bytes + 63) / 64 * 64;
@@ -1028,7 +617,7 @@ static dnnl_status_t exec_samples(rs_plan *p, const rs_pnode *n, dprim *d, char 
     #pragma omp parallel num_threads(T) if (T > 1)
     {
         int j = omp_get_thread_num();
-        dmem *m = j ? &d->tm[j - 1] : &d->m;
+        rs_pdnnl_mem *m = j ? &d->tm[j - 1] : &d->m;
         dnnl_stream_t strm = j ? p->dn->tstrm[j - 1] : p->dn->strm;
         dnnl_status_t s = dnnl_success;
         for (int b = j * d->B / T; b < (j + 1) * d->B / T && s == dnnl_success; b++)
@@ -1042,7 +631,7 @@ static dnnl_status_t exec_samples(rs_plan *p, const rs_pnode *n, dprim *d, char 
     return bad;
 }
 
-static dnnl_status_t exec_prim(rs_plan *p, const rs_pnode *n, dprim *d, void *src, void *dst, char *scratch)
+dnnl_status_t rs_pdnnl_exec_prim(rs_plan *p, const rs_pnode *n, rs_pdnnl_prim *d, void *src, void *dst, char *scratch)
 {
     if (d->each) return exec_samples(p, n, d, src, dst, scratch);
     return exec_one(p, n, d, &d->m, p->dn->strm, src, dst, scratch);
@@ -1051,13 +640,13 @@ static dnnl_status_t exec_prim(rs_plan *p, const rs_pnode *n, dprim *d, void *sr
 rs_status rs_plan_dnnl_exec(rs_plan *p, int i, const void *x, int B, rs_err *err)
 {
     const rs_pnode *n = &p->nodes[i];
-    dprim *d = &p->dn->slot[i][p->dn->cur[i]];
+    rs_pdnnl_prim *d = &p->dn->slot[i][p->dn->cur[i]];
     if (d->B != B) return rs_err_set(err, RS_ERR_INTERNAL, "plan: node %s has no primitive for batch %d", n->name, B);
     /* the CPU stream runs each primitive in order; rs_plan_dnnl_sync waits once at the end of a run,
      * and the engine's ops in between run on the calling thread after the primitive before them */
-    dnnl_status_t s = exec_prim(p, n, d, rs_plan_value_ptr(p, n->in[0], x), rs_plan_value_ptr(p, n->out, x),
+    dnnl_status_t s = rs_pdnnl_exec_prim(p, n, d, rs_plan_value_ptr(p, n->in[0], x), rs_plan_value_ptr(p, n->out, x),
                                 (char *)p->arena + p->scratch_off);
-    if (s != dnnl_success) return dfail(err, s, "execute", n);
+    if (s != dnnl_success) return rs_pdnnl_fail(err, s, "execute", n);
     return RS_OK;
 }
 
@@ -1070,7 +659,7 @@ rs_status rs_plan_dnnl_sync(rs_plan *p, rs_err *err)
 
 /* oneDNN's implementation name of d's primitive, "... per sample" for a per-sample one (in node i's
  * label buffer). */
-static const char *prim_name(const rs_plan *p, int i, const dprim *d)
+static const char *prim_name(const rs_plan *p, int i, const rs_pdnnl_prim *d)
 {
     const char *s = NULL;
     if (!d->pd || dnnl_primitive_desc_query(d->pd, dnnl_query_impl_info_str, 0, &s) != dnnl_success || !s) return "";
@@ -1091,6 +680,6 @@ const char *rs_plan_dnnl_impl(const rs_plan *p, int i)
 const char *rs_plan_dnnl_impl_ran(const rs_plan *p, int i)
 {
     if (!p->dn || i >= p->dn->n) return "";
-    const dprim *d = &p->dn->slot[i][p->dn->cur[i]];
+    const rs_pdnnl_prim *d = &p->dn->slot[i][p->dn->cur[i]];
     return d->pd ? prim_name(p, i, d) : rs_plan_dnnl_impl(p, i);
 }

@@ -33,7 +33,7 @@ int rs_cmd_jobs(rs_session *s, const rs_call *c)
     if (rs_call_given(c, "stop")) {
         long long id = rs_call_int(c, "stop", 0);
         const rs_optval *v = rs_call_opt(c, "stop");
-        dist_job *j = s->jobs;
+        rs_job *j = s->jobs;
         while (j && j->id != id) j = j->next;
         if (!j)
             return rs_session_error(s, c, v->pos, 5 + strlen(v->text),
@@ -49,7 +49,7 @@ int rs_cmd_jobs(rs_session *s, const rs_call *c)
     }
     fprintf(s->out, "  %-6s %-11s %5s %9s  %s\n", "run", "kind", "ranks", "elapsed", "what");
     double now = rs_pg_now();
-    for (const dist_job *j = s->jobs; j; j = j->next) {
+    for (const rs_job *j = s->jobs; j; j = j->next) {
         char what[160];
         if (j->mname[0]) snprintf(what, sizeof what, "%s on %s, %s on %s", j->mname, j->dname, j->mode, j->backend);
         else snprintf(what, sizeof what, "on %s", j->backend);
@@ -62,7 +62,7 @@ int rs_cmd_jobs(rs_session *s, const rs_call *c)
 /* ---------------------------------------------------------------- collective */
 
 /* The buffers the ranks sent (@vals), for `expect rank 0 = [2, 110]`. */
-static void record_vals(dist_job *j)
+static void record_vals(rs_job *j)
 {
     for (int i = 0; i < j->nvals; i++) {
         const rs_wire_vals *v = &j->vals[i];
@@ -71,7 +71,7 @@ static void record_vals(dist_job *j)
 }
 
 /* What `expect` reads after a collective (docs/repl.md lists it). */
-static void record_collective(dist_job *j, double slowest, uint64_t wrong)
+static void record_collective(rs_job *j, double slowest, uint64_t wrong)
 {
     rs_session *s = j->s;
     record_vals(j);
@@ -89,7 +89,7 @@ static void record_collective(dist_job *j, double slowest, uint64_t wrong)
 }
 
 /* The job's end: the ranks' lines in rank order, the verdict, the run's end in the log. */
-static int collective_end(dist_job *j, int rc)
+static int collective_end(rs_job *j, int rc)
 {
     rs_session *s = j->s;
     rs_job_print_lines(j, "  ");
@@ -186,7 +186,7 @@ int rs_cmd_collective(rs_session *s, const rs_call *c)
     double timeout = 30;
     rs_pg_opkind op;
     if (rs_job_parse_op(s, c, &op)) return 1;
-    dist_job *j = rs_job_new(s, c, "collective", true, &timeout);
+    rs_job *j = rs_job_new(s, c, "collective", true, &timeout);
     if (!j) return 1;
     rs_dtype dt = RS_F32;
     const char *dts = rs_call_str(c, "dtype", "f32");
@@ -234,7 +234,7 @@ int rs_cmd_collective(rs_session *s, const rs_call *c)
 /* ---------------------------------------------------------------- bench */
 
 /* The job's end: nccl-tests' footer and the run's end in the log. */
-static int bench_end(dist_job *j, int rc)
+static int bench_end(rs_job *j, int rc)
 {
     rs_session *s = j->s;
     if (rc) return rc;
@@ -262,7 +262,7 @@ int rs_cmd_bench(rs_session *s, const rs_call *c)
     double timeout = 30;
     rs_pg_opkind op;
     if (rs_job_parse_op(s, c, &op)) return 1;
-    dist_job *j = rs_job_new(s, c, "bench", false, &timeout);
+    rs_job *j = rs_job_new(s, c, "bench", false, &timeout);
     if (!j) return 1;
     uint64_t lo, hi;
     rs_err e = {0};
@@ -297,7 +297,7 @@ int rs_cmd_bench(rs_session *s, const rs_call *c)
 
 /* ---------------------------------------------------------------- p2p */
 
-static int p2p_end(dist_job *j, int rc)
+static int p2p_end(rs_job *j, int rc)
 {
     rs_session *s = j->s;
     rs_job_print_lines(j, "");
@@ -328,7 +328,7 @@ int rs_cmd_p2p(rs_session *s, const rs_call *c)
 {
     rs_result_begin(s, NULL);
     double timeout = 30;
-    dist_job *j = rs_job_new(s, c, "p2p", true, &timeout);
+    rs_job *j = rs_job_new(s, c, "p2p", true, &timeout);
     if (!j) return 1;
     if (j->world < 2) {
         const rs_optval *v = rs_call_opt(c, "ranks");
@@ -354,7 +354,7 @@ int rs_cmd_p2p(rs_session *s, const rs_call *c)
 /* ---------------------------------------------------------------- world */
 
 /* The job's end: who each rank is, in rank order, what that makes, and how to start the same by hand. */
-static int world_end(dist_job *j, int rc)
+static int world_end(rs_job *j, int rc)
 {
     rs_session *s = j->s;
     rs_job_print_lines(j, "  ");
@@ -397,7 +397,7 @@ int rs_cmd_world(rs_session *s, const rs_call *c)
 {
     rs_result_begin(s, NULL);
     double timeout = 30;
-    dist_job *j = rs_job_new(s, c, "world", true, &timeout);
+    rs_job *j = rs_job_new(s, c, "world", true, &timeout);
     if (!j) return 1;
     long long nodes = rs_call_int(c, "nodes", 1);
     const rs_optval *nv = rs_call_opt(c, "nodes");

@@ -14,7 +14,7 @@
 
 static const char *method_of(const rs_call *c) { return rs_call_str(c, "method", "series"); }
 
-static int pi_end(dist_job *j, int rc)
+static int pi_end(rs_job *j, int rc)
 {
     rs_session *s = j->s;
     rs_job_print_lines(j, "  ");
@@ -51,7 +51,7 @@ int rs_cmd_pi(rs_session *s, const rs_call *c)
 {
     rs_result_begin(s, NULL);
     double timeout = 30;
-    dist_job *j = rs_job_new(s, c, "pi", true, &timeout);
+    rs_job *j = rs_job_new(s, c, "pi", true, &timeout);
     if (!j) return 1;
     long long n = rs_call_given(c, "n") ? rs_call_int(c, "n", 0) : j->world; /* the annex: one term per rank */
     if (n < 1 || n > 10000000000LL) {

@@ -13,7 +13,7 @@
 #include "repl_log.h"
 #include "session.h"
 
-static int tp_matmul_end(dist_job *j, int rc)
+static int tp_matmul_end(rs_job *j, int rc)
 {
     rs_session *s = j->s;
     rs_job_print_lines(j, "  ");
@@ -74,7 +74,7 @@ int rs_cmd_tp(rs_session *s, const rs_call *c)
                                 "the lecture's product over ranks (a split MLP or GPT trains with `train MODEL on DATA "
                                 "mode=tensor`)", c->args[0]);
     double timeout = 30;
-    dist_job *j = rs_job_new(s, c, "matmul", true, &timeout);
+    rs_job *j = rs_job_new(s, c, "matmul", true, &timeout);
     if (!j) return 1;
     int m = (int)rs_call_int(c, "m", 2), k = (int)rs_call_int(c, "k", 4), n = (int)rs_call_int(c, "n", 2);
     const char *split = rs_call_str(c, "split", "both");

@@ -22,7 +22,6 @@
 int rs_cmd_train_ranks(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, const rs_train_cfg *cfg,
                        const rs_strategy_args *sa);
 
-
 typedef struct train_watch {
     rs_session *s;
     rs_progress bar;
@@ -209,31 +208,21 @@ static void record_train(rs_session *s, const rs_train_result *r, int rows, cons
     }
 }
 
-int rs_cmd_train(rs_session *s, const rs_call *c)
+/* Refusals before anything is said about the run (its settings, where its weights come from): a
+ * backend or device that mode= cannot train on. Returns 0, or 1 after reporting. */
+static int refuse_placement(rs_session *s, const rs_call *c, const rs_obj *m, const rs_strategy_args *sa)
 {
-    rs_result_begin(s, NULL);
-    rs_obj *m, *d;
-    operands(s, c, &m, &d);
-    /* a background run is still changing m's weights (its data may be shared: reading it is fine) */
-    if (rs_session_check_busy(s, c, m, c->arg_pos[0], strlen(c->args[0]))) return 1;
-    if (fit_check(s, c, m, d)) return 1;
-    rs_train_cfg cfg;
-    rs_err err = {0};
-    if (train_cfg(s, c, &cfg)) return 1;
-    rs_strategy_args sa;
-    if (strategy_args(s, c, &sa)) return 1;
-    /* refusals before anything is said about the run (its settings, where its weights come from) */
     const char *backend = rs_call_str(c, "backend", "shm");
     const rs_pg_backend *be = rs_pg_backend_find(backend);
-    bool gpu_ranks = sa.def->make && be && !(be->ops->devices & RS_PG_DEV_CPU);
-    if (gpu_ranks && sa.def != &rs_strategy_ddp) {
+    bool gpu_ranks = sa->def->make && be && !(be->ops->devices & RS_PG_DEV_CPU);
+    if (gpu_ranks && sa->def != &rs_strategy_ddp) {
         /* ddp's buckets are the model's own gradient buffer; the others pass host buffers between ranks */
         const rs_optval *v = rs_call_opt(c, "backend");
         return rs_session_error(s, c, v->pos, 8 + strlen(backend),
                                 "train: backend=%s trains mode=ddp on GPUs in this build; mode=%s's ranks exchange "
-                                "host buffers: use backend=shm or tcp for it", backend, sa.def->name);
+                                "host buffers: use backend=shm or tcp for it", backend, sa->def->name);
     }
-    if (m->model && rs_model_device(m->model).kind != RS_DEV_CPU && sa.def != &rs_strategy_single && !gpu_ranks) {
+    if (m->model && rs_model_device(m->model).kind != RS_DEV_CPU && sa->def != &rs_strategy_single && !gpu_ranks) {
         /* ranks build their own copies on the CPU from the spec, and dp's replicas are CPU threads: a
          * model on a device would be trained somewhere else than it lives, silently */
         char dv[32];
@@ -242,106 +231,147 @@ int rs_cmd_train(rs_session *s, const rs_call *c)
                                 "train: %s lives on %s and mode=%s trains on the CPU over backend=shm, tcp or mpi "
                                 "(GPU ranks: mode=ddp backend=nccl); train it with mode=single there, or `to %s cpu` "
                                 "first",
-                                m->name, rs_repl_device_str(rs_model_device(m->model), dv, sizeof dv), sa.def->name,
+                                m->name, rs_repl_device_str(rs_model_device(m->model), dv, sizeof dv), sa->def->name,
                                 m->name);
     }
-    /* A language model trains as nanoGPT does: decay on matrix weights only, and its long epoch is
-     * measured by validation loss every few hundred steps unless told otherwise. */
-    if (m->model && rs_model_tokens(m->model)) {
-        /* An epoch of text is every window: far longer than a first try should wait. What is not
-         * given comes from nanoGPT's CPU recipe (batch 12, AdamW, weight decay 0.1, clip 1.0), and
-         * without steps= or epochs= a run is 500 steps (under a minute here). */
-        char said[160] = "";
-        size_t k = 0;
-        if (!rs_call_given(c, "steps") && !rs_call_given(c, "epochs")) {
-            cfg.max_steps = 500;
-            k += (size_t)snprintf(said + k, sizeof said - k, " steps=500");
-        }
-        if (!rs_call_given(c, "batch")) {
-            cfg.batch = 12;
-            k += (size_t)snprintf(said + k, sizeof said - k, " batch=12");
-        }
-        if (!rs_call_given(c, "opt")) {
-            float lr = cfg.opt.lr;
-            cfg.opt = rs_opt_defaults(RS_OPT_ADAMW);
-            cfg.opt.lr = lr;
-            cfg.opt.weight_decay = rs_call_given(c, "wd") ? (float)rs_call_float(c, "wd", 0) : 0.1f;
-            k += (size_t)snprintf(said + k, sizeof said - k, " opt=adamw wd=%g", (double)cfg.opt.weight_decay);
-        }
-        if (!rs_call_given(c, "clip")) {
-            cfg.clip = 1.0f;
-            k += (size_t)snprintf(said + k, sizeof said - k, " clip=1");
-        }
-        if (k) fprintf(s->out, "language model: nanoGPT's settings where none were given:%s\n", said);
-        cfg.opt.groups = true;
-        if (!rs_call_given(c, "eval_every") && cfg.max_steps) cfg.eval_every = cfg.max_steps >= 1000 ? 250 : (cfg.max_steps + 3) / 4;
-        if (!rs_call_given(c, "eval_samples")) cfg.eval_samples = 20 * (int64_t)cfg.batch;
-    }
-    if (m->trained_run) {
-        char from[48] = "its last training";
-        if (m->trained_run > 0) snprintf(from, sizeof from, "run %lld", (long long)m->trained_run);
-        fprintf(s->out, "train: %s continues from the weights of %s; `reset %s` starts afresh\n", m->name, from,
-                m->name);
-    }
-    if (sa.def->make) return rs_cmd_train_ranks(s, c, m, d, &cfg, &sa);
-    if (rs_call_given(c, "kill")) {
-        const rs_optval *v = rs_call_opt(c, "kill");
-        return rs_session_error(s, c, v->pos, 5 + strlen(v->text),
-                                "train: kill= stops a rank process; it needs a mode that runs ranks (ddp, fsdp, ...)");
-    }
+    return 0;
+}
 
-    train_watch w = {.s = s};
-    rs_dp *dp = NULL;
-    if (sa.def == &rs_strategy_dp) {
-        long long n = rs_call_int(c, "ranks", 2);
-        const rs_optval *v = rs_call_opt(c, "ranks");
-        if (n < 1 || n > RS_DP_MAX_REPLICAS)
-            return rs_session_error(s, c, v->pos, 6 + strlen(v->text), "train: dp replicas (ranks=) must be 1..%d",
-                                    RS_DP_MAX_REPLICAS);
-        if (rs_dp_new(m->model, (int)n, on_dp_phase, &w, &dp, &err))
-            return rs_session_error(s, c, (size_t)-1, 0, "train: %s", err.msg);
-        cfg.strategy = rs_dp_strategy(dp);
-        fprintf(s->out, "dp: %lld replicas as threads of this process (nn.DataParallel)\n", n);
+/* A language model trains as nanoGPT does: decay on matrix weights only, and its long epoch is
+ * measured by validation loss every few hundred steps unless told otherwise. */
+static void language_model_defaults(rs_session *s, const rs_call *c, rs_train_cfg *cfg)
+{
+    /* An epoch of text is every window: far longer than a first try should wait. What is not
+     * given comes from nanoGPT's CPU recipe (batch 12, AdamW, weight decay 0.1, clip 1.0), and
+     * without steps= or epochs= a run is 500 steps (under a minute here). */
+    char said[160] = "";
+    size_t k = 0;
+    if (!rs_call_given(c, "steps") && !rs_call_given(c, "epochs")) {
+        cfg->max_steps = 500;
+        k += (size_t)snprintf(said + k, sizeof said - k, " steps=500");
     }
+    if (!rs_call_given(c, "batch")) {
+        cfg->batch = 12;
+        k += (size_t)snprintf(said + k, sizeof said - k, " batch=12");
+    }
+    if (!rs_call_given(c, "opt")) {
+        float lr = cfg->opt.lr;
+        cfg->opt = rs_opt_defaults(RS_OPT_ADAMW);
+        cfg->opt.lr = lr;
+        cfg->opt.weight_decay = rs_call_given(c, "wd") ? (float)rs_call_float(c, "wd", 0) : 0.1f;
+        k += (size_t)snprintf(said + k, sizeof said - k, " opt=adamw wd=%g", (double)cfg->opt.weight_decay);
+    }
+    if (!rs_call_given(c, "clip")) {
+        cfg->clip = 1.0f;
+        k += (size_t)snprintf(said + k, sizeof said - k, " clip=1");
+    }
+    if (k) fprintf(s->out, "language model: nanoGPT's settings where none were given:%s\n", said);
+    cfg->opt.groups = true;
+    if (!rs_call_given(c, "eval_every") && cfg->max_steps)
+        cfg->eval_every = cfg->max_steps >= 1000 ? 250 : (cfg->max_steps + 3) / 4;
+    if (!rs_call_given(c, "eval_samples")) cfg->eval_samples = 20 * (int64_t)cfg->batch;
+}
+
+/* mode=dp: the replicas as threads of this process, made the run's strategy. *dp stays NULL for the
+ * other in-process modes. Returns 0, or 1 after reporting. */
+static int dp_begin(rs_session *s, const rs_call *c, rs_obj *m, const rs_strategy_args *sa, train_watch *w,
+                    rs_train_cfg *cfg, rs_dp **dp)
+{
+    *dp = NULL;
+    if (sa->def != &rs_strategy_dp) return 0;
+    rs_err err = {0};
+    long long n = rs_call_int(c, "ranks", 2);
+    const rs_optval *v = rs_call_opt(c, "ranks");
+    if (n < 1 || n > RS_DP_MAX_REPLICAS)
+        return rs_session_error(s, c, v->pos, 6 + strlen(v->text), "train: dp replicas (ranks=) must be 1..%d",
+                                RS_DP_MAX_REPLICAS);
+    if (rs_dp_new(m->model, (int)n, on_dp_phase, w, dp, &err))
+        return rs_session_error(s, c, (size_t)-1, 0, "train: %s", err.msg);
+    cfg->strategy = rs_dp_strategy(*dp);
+    fprintf(s->out, "dp: %lld replicas as threads of this process (nn.DataParallel)\n", n);
+    return 0;
+}
+
+/* The run's final figures for the session log, as compact JSON (caller frees; NULL when out of
+ * memory). */
+static char *final_json(const rs_train_cfg *cfg, const rs_train_result *r)
+{
+    json_t *fin = json_pack("{s:I, s:i, s:f, s:f, s:f}", "steps", (json_int_t)r->global_step, "epochs",
+                            r->epochs_done, "train_loss", r->train_loss, "seconds", r->seconds, "samples_per_s",
+                            r->samples_per_s);
+    if (fin && cfg->precision != RS_PREC_FP32) {
+        json_object_set_new(fin, "precision", json_string(rs_prec_name(cfg->precision)));
+        if (cfg->precision == RS_PREC_FP16) {
+            json_object_set_new(fin, "skipped_steps", json_integer((json_int_t)r->skipped));
+            json_object_set_new(fin, "loss_scale", json_real(r->loss_scale));
+        }
+    }
+    if (fin && r->test_acc >= 0) {
+        json_object_set_new(fin, "test_acc", json_real(r->test_acc));
+        json_object_set_new(fin, "test_loss", json_real(r->test_loss));
+    }
+    char *text = fin ? json_dumps(fin, JSON_COMPACT | JSON_REAL_PRECISION(6)) : NULL;
+    json_decref(fin);
+    return text;
+}
+
+/* mode=dp after a good run: its step time by phase and what the replicas hold beyond the model. */
+static void dp_report(rs_session *s, const rs_dp *dp, const train_watch *w)
+{
+    double tot = 0;
+    for (int p = 0; p < RS_DP_PHASE_COUNT; p++) tot += w->dp_phase[p];
+    fprintf(s->out, "dp step time by phase:");
+    for (int p = 0; p < RS_DP_PHASE_COUNT; p++)
+        fprintf(s->out, " %s %.0f%%", rs_dp_phase_name((rs_dp_phase)p), tot > 0 ? 100 * w->dp_phase[p] / tot : 0);
+    rs_mem extra;
+    rs_dp_replica_mem(dp, &extra);
+    fprintf(s->out, "\nreplicas hold %.1f KiB of parameters and %.1f KiB of gradients beyond the model\n",
+            (double)extra.live[RS_POOL_PARAMS] / 1024, (double)extra.live[RS_POOL_GRADS] / 1024);
+    rs_result_num(s, "replicas", rs_dp_replicas(dp));
+    rs_result_num(s, "replica.parameters", (double)extra.live[RS_POOL_PARAMS]);
+    rs_result_num(s, "replica.gradients", (double)extra.live[RS_POOL_GRADS]);
+}
+
+/* The summary line of a finished run: per token for a language model (rows > 1), per sample else. */
+static void say_trained(rs_session *s, const rs_obj *m, const rs_obj *d, const rs_train_cfg *cfg,
+                        const rs_train_result *r, int rows, int64_t run)
+{
+    if (rows > 1) {
+        fprintf(s->out, "trained %s on %s: %lld steps in %.1fs, %.0f tokens/s", m->name, d->name, (long long)r->steps,
+                r->seconds, r->samples_per_s * rows);
+        if (r->test_loss >= 0) fprintf(s->out, ", validation loss %.4f", r->test_loss);
+    } else {
+        fprintf(s->out, "trained %s on %s: %lld steps in %.1fs, %.0f samples/s", m->name, d->name, (long long)r->steps,
+                r->seconds, r->samples_per_s);
+        if (r->test_acc >= 0) fprintf(s->out, ", test accuracy %.4f", r->test_acc);
+    }
+    if (cfg->precision == RS_PREC_BF16) fprintf(s->out, "; bf16 products: %s", rs_cpu_bf16_backend());
+    if (cfg->precision == RS_PREC_FP16)
+        fprintf(s->out, "; fp16 products, %lld step%s skipped (loss scale %g)", (long long)r->skipped,
+                r->skipped == 1 ? "" : "s", (double)r->loss_scale);
+    fprintf(s->out, "\n");
+    if (run > 0) fprintf(s->out, "run %lld logged: `show run %lld`\n", (long long)run, (long long)run);
+}
+
+/* The run in this process (mode=single or dp), from its session-log entry to its summary. */
+static int train_here(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, rs_train_cfg *cfg,
+                      const rs_strategy_args *sa)
+{
+    train_watch w = {.s = s};
+    rs_dp *dp;
+    rs_err err = {0};
+    if (dp_begin(s, c, m, sa, &w, cfg, &dp)) return 1;
     rs_progress_init(&w.bar, s->out);
     w.run = dp ? rs_log_run_begin_dist(s, "train", m->name, m->spec, d->name, c, "dp", "threads",
                                        rs_dp_replicas(dp))
                : rs_log_run_begin(s, "train", m->name, m->spec, d->name, c);
     rs_train_hooks hooks = {.on_event = on_event, .should_stop = should_stop, .ud = &w};
     rs_train_result r;
-    rs_status st = rs_train(m->model, &d->data, &cfg, &hooks, &r, &err);
+    rs_status st = rs_train(m->model, &d->data, cfg, &hooks, &r, &err);
     rs_model_set_threads(m->model, s->threads); /* threads= was for this run */
-    json_t *fin = json_pack("{s:I, s:i, s:f, s:f, s:f}", "steps", (json_int_t)r.global_step, "epochs",
-                            r.epochs_done, "train_loss", r.train_loss, "seconds", r.seconds, "samples_per_s",
-                            r.samples_per_s);
-    if (fin && cfg.precision != RS_PREC_FP32) {
-        json_object_set_new(fin, "precision", json_string(rs_prec_name(cfg.precision)));
-        if (cfg.precision == RS_PREC_FP16) {
-            json_object_set_new(fin, "skipped_steps", json_integer((json_int_t)r.skipped));
-            json_object_set_new(fin, "loss_scale", json_real(r.loss_scale));
-        }
-    }
-    if (fin && r.test_acc >= 0) {
-        json_object_set_new(fin, "test_acc", json_real(r.test_acc));
-        json_object_set_new(fin, "test_loss", json_real(r.test_loss));
-    }
-    char *fin_text = fin ? json_dumps(fin, JSON_COMPACT | JSON_REAL_PRECISION(6)) : NULL;
-    json_decref(fin);
+    char *fin_text = final_json(cfg, &r); /* owned here */
     if (dp) {
-        if (!st) {
-            double tot = 0;
-            for (int p = 0; p < RS_DP_PHASE_COUNT; p++) tot += w.dp_phase[p];
-            fprintf(s->out, "dp step time by phase:");
-            for (int p = 0; p < RS_DP_PHASE_COUNT; p++)
-                fprintf(s->out, " %s %.0f%%", rs_dp_phase_name((rs_dp_phase)p), tot > 0 ? 100 * w.dp_phase[p] / tot : 0);
-            rs_mem extra;
-            rs_dp_replica_mem(dp, &extra);
-            fprintf(s->out, "\nreplicas hold %.1f KiB of parameters and %.1f KiB of gradients beyond the model\n",
-                    (double)extra.live[RS_POOL_PARAMS] / 1024, (double)extra.live[RS_POOL_GRADS] / 1024);
-            rs_result_num(s, "replicas", rs_dp_replicas(dp));
-            rs_result_num(s, "replica.parameters", (double)extra.live[RS_POOL_PARAMS]);
-            rs_result_num(s, "replica.gradients", (double)extra.live[RS_POOL_GRADS]);
-        }
+        if (!st) dp_report(s, dp, &w);
         rs_dp_free(dp);
     }
     if (st) {
@@ -359,25 +389,40 @@ int rs_cmd_train(rs_session *s, const rs_call *c)
         return 2;
     }
     int rows = m->model ? rs_model_rows(m->model) : 1;
-    record_train(s, &r, rows, &w, cfg.strategy != NULL);
-    if (rows > 1) {
-        fprintf(s->out, "trained %s on %s: %lld steps in %.1fs, %.0f tokens/s", m->name, d->name, (long long)r.steps,
-                r.seconds, r.samples_per_s * rows);
-        if (r.test_loss >= 0) fprintf(s->out, ", validation loss %.4f", r.test_loss);
-    } else {
-        fprintf(s->out, "trained %s on %s: %lld steps in %.1fs, %.0f samples/s", m->name, d->name, (long long)r.steps,
-                r.seconds, r.samples_per_s);
-        if (r.test_acc >= 0) fprintf(s->out, ", test accuracy %.4f", r.test_acc);
-    }
-    if (cfg.precision == RS_PREC_BF16) fprintf(s->out, "; bf16 products: %s", rs_cpu_bf16_backend());
-    if (cfg.precision == RS_PREC_FP16)
-        fprintf(s->out, "; fp16 products, %lld step%s skipped (loss scale %g)", (long long)r.skipped,
-                r.skipped == 1 ? "" : "s", (double)r.loss_scale);
-    fprintf(s->out, "%s\n", w.run > 0 ? "" : "");
-    if (w.run > 0) fprintf(s->out, "run %lld logged: `show run %lld`\n", (long long)w.run, (long long)w.run);
+    record_train(s, &r, rows, &w, cfg->strategy != NULL);
+    say_trained(s, m, d, cfg, &r, rows, w.run);
     rs_log_run_end(s, w.run, "done", r.global_step, fin_text, NULL);
     free(fin_text);
     return 0;
+}
+
+int rs_cmd_train(rs_session *s, const rs_call *c)
+{
+    rs_result_begin(s, NULL);
+    rs_obj *m, *d;
+    operands(s, c, &m, &d);
+    /* a background run is still changing m's weights (its data may be shared: reading it is fine) */
+    if (rs_session_check_busy(s, c, m, c->arg_pos[0], strlen(c->args[0]))) return 1;
+    if (fit_check(s, c, m, d)) return 1;
+    rs_train_cfg cfg;
+    if (train_cfg(s, c, &cfg)) return 1;
+    rs_strategy_args sa;
+    if (strategy_args(s, c, &sa)) return 1;
+    if (refuse_placement(s, c, m, &sa)) return 1;
+    if (m->model && rs_model_tokens(m->model)) language_model_defaults(s, c, &cfg);
+    if (m->trained_run) {
+        char from[48] = "its last training";
+        if (m->trained_run > 0) snprintf(from, sizeof from, "run %lld", (long long)m->trained_run);
+        fprintf(s->out, "train: %s continues from the weights of %s; `reset %s` starts afresh\n", m->name, from,
+                m->name);
+    }
+    if (sa.def->make) return rs_cmd_train_ranks(s, c, m, d, &cfg, &sa);
+    if (rs_call_given(c, "kill")) {
+        const rs_optval *v = rs_call_opt(c, "kill");
+        return rs_session_error(s, c, v->pos, 5 + strlen(v->text),
+                                "train: kill= stops a rank process; it needs a mode that runs ranks (ddp, fsdp, ...)");
+    }
+    return train_here(s, c, m, d, &cfg, &sa);
 }
 
 static const rs_dataset *split_of(const rs_call *c, rs_obj *d)
@@ -402,9 +447,13 @@ int rs_cmd_eval(rs_session *s, const rs_call *c)
         rs_log_run_end(s, run, "failed", 0, NULL, err.msg);
         return rs_session_error(s, c, (size_t)-1, 0, "eval: %s", err.msg);
     }
-    char fin[128];
-    snprintf(fin, sizeof fin, "{\"test_acc\":%.6f,\"test_loss\":%.6f,\"samples\":%u}", acc, loss, ds->n);
+    /* figures to 6 decimals; 15 digits print such a value back exactly */
+    json_t *fo = json_pack("{s:f, s:f, s:I}", "test_acc", round(acc * 1e6) / 1e6, "test_loss", round(loss * 1e6) / 1e6,
+                           "samples", (json_int_t)ds->n);
+    char *fin = fo ? json_dumps(fo, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL; /* owned here */
+    json_decref(fo);
     rs_log_run_end(s, run, "done", 0, fin, NULL);
+    free(fin);
     rs_result_num(s, "accuracy", acc);
     rs_result_num(s, "loss", loss);
     rs_result_num(s, "samples", ds->n);

@@ -5,6 +5,7 @@
  * formula. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <jansson.h>
 #include <stdarg.h>
 #include <signal.h>
 #include <stdio.h>
@@ -27,7 +28,7 @@
 /* ---------------------------------------------------------------- train across ranks */
 
 /* Of the communication time each rank spent, how much ran while its backward was still going. */
-static void comm_hidden(const dist_job *j, int rank, double *comm, double *hidden)
+static void comm_hidden(const rs_job *j, int rank, double *comm, double *hidden)
 {
     *comm = *hidden = 0;
     for (int a = 0; a < j->nspans; a++) {
@@ -43,16 +44,16 @@ static void comm_hidden(const dist_job *j, int rank, double *comm, double *hidde
     }
 }
 
-static void print_memory(dist_job *j, const rs_obj *m, int zero, int opt_states)
+static void print_memory(rs_job *j, const rs_obj *m, int zero, int opt_states)
 {
     FILE *f = j->s->out;
     size_t P = rs_model_param_count(m->model);
-    rs_zero_bytes z = rs_zero_predict(P, j->world, zero, opt_states);
+    rs_zero_bytes z = rs_zero_mem_formula(P, j->world, zero, opt_states);
     const rs_strategy_def *sd = rs_strategy_find(j->mode);
     char formula[256] = "";
-    if (sd && sd->predict && j->sargs) {
+    if (sd && sd->mem_formula && j->sargs) {
         double b[3];
-        sd->predict(j->sargs, m->model, j->world, opt_states, b, formula, sizeof formula);
+        sd->mem_formula(j->sargs, m->model, j->world, opt_states, b, formula, sizeof formula);
         z = (rs_zero_bytes){.params = b[0], .grads = b[1], .optim = b[2]};
     }
     bool off = false;
@@ -104,7 +105,7 @@ static void print_memory(dist_job *j, const rs_obj *m, int zero, int opt_states)
 
 /* What `expect` reads after a run across ranks (repl/result.h; docs/repl.md lists it): the summary's
  * figures, and each rank's memory by pool beside the ZeRO paper's formula for it. */
-static void record_ranks(dist_job *j, const rs_obj *m, double sps, double secs, double comm, double hidden)
+static void record_ranks(rs_job *j, const rs_obj *m, double sps, double secs, double comm, double hidden)
 {
     rs_session *s = j->s;
     rs_result_num(s, "world", j->world);
@@ -140,11 +141,11 @@ static void record_ranks(dist_job *j, const rs_obj *m, double sps, double secs, 
     static const rs_pool pools[] = {RS_POOL_PARAMS, RS_POOL_GRADS, RS_POOL_OPTIM, RS_POOL_ACTS, RS_POOL_COMM,
                                     RS_POOL_OFFLOAD};
     static const char *const names[] = {"parameters", "gradients", "optimizer", "activations", "comm", "offload"};
-    rs_zero_bytes z = rs_zero_predict(rs_model_param_count(m->model), j->world, j->zero, j->opt_states);
+    rs_zero_bytes z = rs_zero_mem_formula(rs_model_param_count(m->model), j->world, j->zero, j->opt_states);
     double formula[3] = {z.params, z.grads, z.optim};
     const rs_strategy_def *sd = rs_strategy_find(j->mode);
     char text[256];
-    if (sd && sd->predict && j->sargs) sd->predict(j->sargs, m->model, j->world, j->opt_states, formula, text, sizeof text);
+    if (sd && sd->mem_formula && j->sargs) sd->mem_formula(j->sargs, m->model, j->world, j->opt_states, formula, text, sizeof text);
     for (int r = 0; r < j->world; r++)
         for (int p = 0; p < 6; p++) {
             char name[64];
@@ -157,7 +158,7 @@ static void record_ranks(dist_job *j, const rs_obj *m, double sps, double secs, 
 }
 
 /* The job's end: the trained weights back into the model, the summary, the memory table, the run's end. */
-static int train_end(dist_job *j, int rc)
+static int train_end(rs_job *j, int rc)
 {
     rs_session *s = j->s;
     rs_job_mark_busy(j, 0);
@@ -246,15 +247,14 @@ static int train_end(dist_job *j, int rc)
     print_memory(j, m, j->nmicros ? -1 : j->zero, j->opt_states);
     if (!j->background) record_ranks(j, m, sps, secs, comm0, hid0);
     if (!j->background && j->nmicros) rs_train_pipe_record(j);
-    char final[320];
-    int fl = snprintf(final, sizeof final,
-                      "{\"steps\":%lld,\"seconds\":%.6g,\"samples_per_s\":%.6g,\"comm_hidden\":%.6g%s%.6g",
-                      (long long)j->done[0].step, secs, sps, comm0 > 0 ? hid0 / comm0 : 0,
-                      j->evaluated ? ",\"test_acc\":" : ",\"test_acc_none\":", j->evaluated ? j->eval_acc : 0);
-    if (bubble >= 0 && fl > 0 && (size_t)fl < sizeof final)
-        fl += snprintf(final + fl, sizeof final - (size_t)fl, ",\"bubble\":%.6g", bubble);
-    if (fl > 0 && (size_t)fl + 2 < sizeof final) snprintf(final + fl, sizeof final - (size_t)fl, "}");
+    json_t *fo = json_pack("{s:I, s:f, s:f, s:f, s:f}", "steps", (json_int_t)j->done[0].step, "seconds", secs,
+                           "samples_per_s", sps, "comm_hidden", comm0 > 0 ? hid0 / comm0 : 0,
+                           j->evaluated ? "test_acc" : "test_acc_none", j->evaluated ? j->eval_acc : 0);
+    if (fo && bubble >= 0) json_object_set_new(fo, "bubble", json_real(bubble));
+    char *final = fo ? json_dumps(fo, JSON_COMPACT | JSON_REAL_PRECISION(6)) : NULL; /* owned here */
+    json_decref(fo);
     rs_log_run_end(s, j->run, "done", j->done[0].step, final, NULL);
+    free(final);
     if (j->run > 0) fprintf(s->out, "run %lld logged: `show run %lld`\n", (long long)j->run, (long long)j->run);
     return rc;
 }
@@ -303,25 +303,19 @@ static void args_free(arglist *l)
     free(l->v);
 }
 
-int rs_cmd_train_ranks(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, const rs_train_cfg *cfg,
-                       const rs_strategy_args *sa)
+/* Refusals that need the job's world: the mode's own check, a batch that does not split, kill= that
+ * names no rank, a data source too long to hand over. Sets the job's kill fields. Returns 0, or 1
+ * after reporting. */
+static int ranks_check(rs_session *s, const rs_call *c, const rs_obj *m, const rs_obj *d, const rs_train_cfg *cfg,
+                       const rs_strategy_args *sa, rs_job *j)
 {
-    double timeout = 60;
     const rs_strategy_def *sd = sa->def;
-    dist_job *j = rs_job_new(s, c, "train", false, &timeout);
-    if (!j) return 1;
-    const char *mode = sd->name;
-    /* the summary prints the ZeRO paper's formula beside the memory: a mode that shards says how far */
-    long long zero = rs_strategy_opt_find(sd, "zero", NULL) ? rs_strategy_int(sa, "zero") : 0;
     rs_err err = {0};
-    if (sd->check && sd->check(sa, m->model, j->world, cfg, &err)) {
-        rs_job_free(j);
+    if (sd->check && sd->check(sa, m->model, j->world, cfg, &err))
         return rs_session_error(s, c, (size_t)-1, 0, "train: %s", err.msg);
-    }
     int split = rs_strategy_batch_parts(sd, sa, j->world); /* the data-parallel degree */
     if (cfg->batch % split) {
         const rs_optval *v = rs_call_opt(c, "batch");
-        rs_job_free(j);
         return rs_session_error(s, c, v->pos, v->set ? 6 + strlen(v->text) : 0,
                                 "train: batch=%d is the global batch and does not split over %d ranks (try batch=%d)",
                                 cfg->batch, split, (cfg->batch / split + 1) * split);
@@ -331,47 +325,51 @@ int rs_cmd_train_ranks(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, co
         const rs_optval *v = rs_call_opt(c, "kill");
         char end = 0;
         if (sscanf(rs_call_str(c, "kill", ""), "%lld:%lld%c", &kill_rank, &kill_step, &end) != 2 || kill_rank < 0 ||
-            kill_rank >= j->world || kill_step < 1) {
-            int world = j->world;
-            rs_job_free(j);
+            kill_rank >= j->world || kill_step < 1)
             return rs_session_error(s, c, v->pos, 5 + strlen(v->text),
-                                    "train: kill=RANK:STEP with a rank 0..%d and a step from 1, e.g. kill=1:20", world - 1);
-        }
+                                    "train: kill=RANK:STEP with a rank 0..%d and a step from 1, e.g. kill=1:20",
+                                    j->world - 1);
     }
     j->kill_asked = kill_rank >= 0;
     j->kill_rank = (int)kill_rank;
     j->kill_step = kill_step;
-    if (d->source_cut) {
-        rs_job_free(j);
+    if (d->source_cut)
         return rs_session_error(s, c, c->arg_pos[2], strlen(c->args[2]),
                                 "train: data %s's source is too long to hand to the ranks; use fewer or shorter paths",
                                 d->name);
-    }
+    return 0;
+}
+
+/* The job's per-rank tables, its folder and the model's weights in it (init.safetensors), which every
+ * rank starts from. Returns 0, or 1 after reporting. */
+static int ranks_files(rs_session *s, const rs_call *c, const rs_obj *m, rs_job *j)
+{
     j->mem = calloc((size_t)j->world, sizeof *j->mem);
     j->done = calloc((size_t)j->world, sizeof *j->done);
     j->stage_text = calloc((size_t)j->world, sizeof *j->stage_text);
     j->stage_short = calloc((size_t)j->world, sizeof *j->stage_short);
     j->figs = calloc((size_t)j->world, sizeof *j->figs);
-    char *dir = j->dir;
     snprintf(j->dir, sizeof j->dir, "/tmp/ringside-train-XXXXXX");
-    if (!j->mem || !j->done || !j->stage_text || !j->stage_short || !j->figs || !mkdtemp(dir)) {
-        rs_job_free(j);
+    if (!j->mem || !j->done || !j->stage_text || !j->stage_short || !j->figs || !mkdtemp(j->dir))
         return rs_session_error(s, c, (size_t)-1, 0, "train: cannot make a folder for the ranks' files: %s",
                                 strerror(errno));
-    }
-    char *init = j->init, *outp = j->outp;
-    snprintf(j->init, sizeof j->init, "%s/init.safetensors", dir);
-    snprintf(j->outp, sizeof j->outp, "%s/out.safetensors", dir);
-    if (rs_ckpt_save_model(init, m->model, &err)) {
-        rmdir(dir);
-        rs_job_free(j);
+    snprintf(j->init, sizeof j->init, "%s/init.safetensors", j->dir);
+    snprintf(j->outp, sizeof j->outp, "%s/out.safetensors", j->dir);
+    rs_err err = {0};
+    if (rs_ckpt_save_model(j->init, m->model, &err)) {
+        rmdir(j->dir);
         return rs_session_error(s, c, (size_t)-1, 0, "train: %s", err.msg);
     }
-    char *spec = rs_model_spec(m->model);
-    /* what the end needs, copied: the call and cfg are gone when a background run ends */
+    return 0;
+}
+
+/* What the end and the view need, copied: the call and cfg are gone when a background run ends. */
+static void ranks_plan(rs_job *j, const rs_obj *m, const rs_obj *d, const rs_train_cfg *cfg,
+                       const rs_strategy_args *sa, int split, long long zero)
+{
     snprintf(j->mname, sizeof j->mname, "%s", m->name);
     snprintf(j->dname, sizeof j->dname, "%s", d->name);
-    snprintf(j->mode, sizeof j->mode, "%s", mode);
+    snprintf(j->mode, sizeof j->mode, "%s", sa->def->name);
     j->ckpt = cfg->ckpt_path ? strdup(cfg->ckpt_path) : NULL;
     j->zero = (int)zero;
     j->opt_states = cfg->opt.kind == RS_OPT_SGD ? (cfg->opt.momentum != 0 ? 1 : 0) : 2;
@@ -386,65 +384,94 @@ int rs_cmd_train_ranks(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, co
     j->steps_total = batches * cfg->epochs;
     if (cfg->max_steps > 0 && cfg->max_steps < j->steps_total) j->steps_total = cfg->max_steps;
     j->epochs = cfg->epochs;
-    j->finish = train_end;
-    if (sd == &rs_strategy_pipeline) rs_train_pipe_begin(j, sa);
-    j->run = rs_log_run_begin_dist(s, "train", m->name, m->spec, d->name, c, mode, j->backend, j->world);
-    j->t_start = j->last_print = rs_pg_now();
+}
+
+/* The run's first line: ranks, backend and how the global batch splits. */
+static void say_layout(rs_session *s, const rs_job *j, const rs_train_cfg *cfg, int split, long long zero)
+{
     if (split == 1)
-        fprintf(s->out, "%s: %d ranks on %s, global batch %d (every rank sees all of it)\n", mode, j->world,
+        fprintf(s->out, "%s: %d ranks on %s, global batch %d (every rank sees all of it)\n", j->mode, j->world,
                 j->backend, cfg->batch);
     else if (split < j->world)
-        fprintf(s->out, "%s: %d ranks on %s, global batch %d (%d per group of %d ranks, %d groups)\n", mode, j->world,
-                j->backend, cfg->batch, cfg->batch / split, j->world / split, split);
+        fprintf(s->out, "%s: %d ranks on %s, global batch %d (%d per group of %d ranks, %d groups)\n", j->mode,
+                j->world, j->backend, cfg->batch, cfg->batch / split, j->world / split, split);
     else
-        fprintf(s->out, "%s: %d ranks on %s, global batch %d (%d per rank)%s\n", mode, j->world, j->backend,
+        fprintf(s->out, "%s: %d ranks on %s, global batch %d (%d per rank)%s\n", j->mode, j->world, j->backend,
                 cfg->batch, cfg->batch / j->world,
                 zero == 3 ? ", ZeRO-3" : zero == 2 ? ", ZeRO-2" : zero == 1 ? ", ZeRO-1" : "");
+}
 
-    /* every option, as the worker reads them: the mode and its own options from the registry's
-     * declaration, then those of every run */
-    arglist a = {0};
-    rs_strategy_args_lines(sa, arg_line, &a);
-    arg_fmt(&a, "backend=%s", j->backend);
-    arg_fmt(&a, "init=%s", init);
-    arg_fmt(&a, "out=%s", outp);
-    arg_fmt(&a, "data=%s", d->source);
-    arg_fmt(&a, "data_seed=%llu", (unsigned long long)d->data_seed);
-    arg_fmt(&a, "model_seed=%llu", (unsigned long long)rs_model_seed(m->model));
-    arg_fmt(&a, "seed=%llu", (unsigned long long)cfg->seed);
-    arg_fmt(&a, "accum=%d", cfg->accum);
-    arg_fmt(&a, "epochs=%d", cfg->epochs);
-    arg_fmt(&a, "batch=%d", cfg->batch);
-    arg_fmt(&a, "opt=%s", rs_opt_kind_name(cfg->opt.kind));
-    arg_fmt(&a, "lr=%.9g", (double)cfg->opt.lr);
-    arg_fmt(&a, "momentum=%.9g", (double)cfg->opt.momentum);
-    arg_fmt(&a, "nesterov=%d", cfg->opt.nesterov);
-    arg_fmt(&a, "wd=%.9g", (double)cfg->opt.weight_decay);
-    arg_fmt(&a, "sched=%s",
+/* Every option, as the worker reads them: the mode and its own options from the registry's
+ * declaration, then those of every run. a->oom says when one was lost. */
+static void ranks_args(arglist *a, const rs_job *j, const rs_obj *m, const rs_obj *d, const rs_train_cfg *cfg,
+                       const rs_strategy_args *sa)
+{
+    rs_strategy_args_lines(sa, arg_line, a);
+    arg_fmt(a, "backend=%s", j->backend);
+    arg_fmt(a, "init=%s", j->init);
+    arg_fmt(a, "out=%s", j->outp);
+    arg_fmt(a, "data=%s", d->source);
+    arg_fmt(a, "data_seed=%llu", (unsigned long long)d->data_seed);
+    arg_fmt(a, "model_seed=%llu", (unsigned long long)rs_model_seed(m->model));
+    arg_fmt(a, "seed=%llu", (unsigned long long)cfg->seed);
+    arg_fmt(a, "accum=%d", cfg->accum);
+    arg_fmt(a, "epochs=%d", cfg->epochs);
+    arg_fmt(a, "batch=%d", cfg->batch);
+    arg_fmt(a, "opt=%s", rs_opt_kind_name(cfg->opt.kind));
+    arg_fmt(a, "lr=%.9g", (double)cfg->opt.lr);
+    arg_fmt(a, "momentum=%.9g", (double)cfg->opt.momentum);
+    arg_fmt(a, "nesterov=%d", cfg->opt.nesterov);
+    arg_fmt(a, "wd=%.9g", (double)cfg->opt.weight_decay);
+    arg_fmt(a, "sched=%s",
             cfg->sched.kind == RS_SCHED_COSINE ? "cosine" : cfg->sched.kind == RS_SCHED_STEP ? "step" : "constant");
-    arg_fmt(&a, "warmup=%lld", (long long)cfg->sched.warmup);
-    arg_fmt(&a, "step_size=%lld", (long long)cfg->sched.step_size);
-    arg_fmt(&a, "gamma=%.9g", (double)cfg->sched.gamma);
-    arg_fmt(&a, "min_lr=%.9g", (double)cfg->sched.min_lr);
-    arg_fmt(&a, "steps=%lld", (long long)cfg->max_steps);
-    arg_fmt(&a, "eval=%d", cfg->eval);
-    arg_fmt(&a, "clip=%.9g", (double)cfg->clip);
-    arg_fmt(&a, "precision=%s", rs_prec_name(cfg->precision));
-    if (cfg->precision == RS_PREC_FP16) arg_fmt(&a, "loss_scale=%.9g", (double)cfg->loss_scale);
-    if (cfg->inject_inf) arg_fmt(&a, "inject_inf=%lld", (long long)cfg->inject_inf);
-    arg_fmt(&a, "groups=%d", cfg->opt.groups);
-    arg_fmt(&a, "eval_every=%lld", (long long)cfg->eval_every);
-    arg_fmt(&a, "eval_samples=%lld", (long long)cfg->eval_samples);
-    if (cfg->ckpt_path) arg_fmt(&a, "ckpt=%s", cfg->ckpt_path);
-    if (cfg->ckpt_every) arg_fmt(&a, "ckpt_every=%lld", (long long)cfg->ckpt_every);
-    if (cfg->resume) arg_fmt(&a, "resume=%s", cfg->resume);
-    if (kill_rank >= 0) arg_fmt(&a, "kill=%lld:%lld", kill_rank, kill_step);
-    arg_fmt(&a, "spec=%s", spec ? spec : m->spec);
+    arg_fmt(a, "warmup=%lld", (long long)cfg->sched.warmup);
+    arg_fmt(a, "step_size=%lld", (long long)cfg->sched.step_size);
+    arg_fmt(a, "gamma=%.9g", (double)cfg->sched.gamma);
+    arg_fmt(a, "min_lr=%.9g", (double)cfg->sched.min_lr);
+    arg_fmt(a, "steps=%lld", (long long)cfg->max_steps);
+    arg_fmt(a, "eval=%d", cfg->eval);
+    arg_fmt(a, "clip=%.9g", (double)cfg->clip);
+    arg_fmt(a, "precision=%s", rs_prec_name(cfg->precision));
+    if (cfg->precision == RS_PREC_FP16) arg_fmt(a, "loss_scale=%.9g", (double)cfg->loss_scale);
+    if (cfg->inject_inf) arg_fmt(a, "inject_inf=%lld", (long long)cfg->inject_inf);
+    arg_fmt(a, "groups=%d", cfg->opt.groups);
+    arg_fmt(a, "eval_every=%lld", (long long)cfg->eval_every);
+    arg_fmt(a, "eval_samples=%lld", (long long)cfg->eval_samples);
+    if (cfg->ckpt_path) arg_fmt(a, "ckpt=%s", cfg->ckpt_path);
+    if (cfg->ckpt_every) arg_fmt(a, "ckpt_every=%lld", (long long)cfg->ckpt_every);
+    if (cfg->resume) arg_fmt(a, "resume=%s", cfg->resume);
+    if (j->kill_asked) arg_fmt(a, "kill=%lld:%lld", (long long)j->kill_rank, (long long)j->kill_step);
+    char *spec = rs_model_spec(m->model); /* owned here */
+    arg_fmt(a, "spec=%s", spec ? spec : m->spec);
     free(spec);
+}
+
+int rs_cmd_train_ranks(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, const rs_train_cfg *cfg,
+                       const rs_strategy_args *sa)
+{
+    double timeout = 60;
+    const rs_strategy_def *sd = sa->def;
+    rs_job *j = rs_job_new(s, c, "train", false, &timeout); /* owned here until rs_job_run takes it */
+    if (!j) return 1;
+    /* the summary prints the ZeRO paper's formula beside the memory: a mode that shards says how far */
+    long long zero = rs_strategy_opt_find(sd, "zero", NULL) ? rs_strategy_int(sa, "zero") : 0;
+    if (ranks_check(s, c, m, d, cfg, sa, j) || ranks_files(s, c, m, j)) {
+        rs_job_free(j);
+        return 1;
+    }
+    int split = rs_strategy_batch_parts(sd, sa, j->world);
+    ranks_plan(j, m, d, cfg, sa, split, zero);
+    j->finish = train_end;
+    if (sd == &rs_strategy_pipeline) rs_train_pipe_begin(j, sa);
+    j->run = rs_log_run_begin_dist(s, "train", m->name, m->spec, d->name, c, j->mode, j->backend, j->world);
+    j->t_start = j->last_print = rs_pg_now();
+    say_layout(s, j, cfg, split, zero);
+    arglist a = {0};
+    ranks_args(&a, j, m, d, cfg, sa);
     if (a.oom) {
         args_free(&a);
-        unlink(init);
-        rmdir(dir);
+        unlink(j->init);
+        rmdir(j->dir);
         rs_log_run_end(s, j->run, "failed", 0, NULL, "out of memory");
         rs_job_free(j);
         return rs_session_error(s, c, (size_t)-1, 0, "train: out of memory for the ranks' options");

@@ -2,9 +2,11 @@
  * background (see ranks_job.h). */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <jansson.h>
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +32,7 @@
 
 #include "ranks_job.h"
 
-static void keep_line(dist_job *j, int rank, const char *line)
+static void keep_line(rs_job *j, int rank, const char *line)
 {
     if (j->nlines == j->cap) {
         int cap = j->cap ? 2 * j->cap : 16;
@@ -55,7 +57,20 @@ static int line_owner(const char *line, int fallback)
     return sscanf(line, "rank %d:", &r) == 1 ? r : fallback;
 }
 
-static void log_trace(dist_job *j, const rs_pg_event *ev)
+/* A session-log event's detail from a json_pack format, as compact JSON text (caller frees; NULL when
+ * out of memory: the event goes without it). Reals keep 9 significant digits. */
+static char *detail_pack(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    json_t *o = json_vpack_ex(NULL, 0, fmt, ap);
+    va_end(ap);
+    char *text = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(9)) : NULL;
+    json_decref(o);
+    return text;
+}
+
+static void log_trace(rs_job *j, const rs_pg_event *ev)
 {
     static const char *const kinds[] = {"coll_begin", "coll_step", "coll_end"};
     rs_slog_event_info e = RS_SLOG_EVENT_INIT;
@@ -66,17 +81,17 @@ static void log_trace(dist_job *j, const rs_pg_event *ev)
     e.coll = (int64_t)ev->coll;
     e.algo = rs_pg_algo_name(ev->algo);
     e.bytes = (int64_t)ev->bytes;
-    char detail[64];
+    char *detail = NULL; /* owned here */
     if (ev->kind == RS_PG_EV_STEP) {
         e.astep = ev->step;
         e.peer = ev->peer;
         e.chunk = ev->chunk;
-        snprintf(detail, sizeof detail, "{\"steps\":%d,\"group\":%d}", ev->steps, ev->group);
+        detail = detail_pack("{s:i, s:i}", "steps", ev->steps, "group", ev->group);
         e.detail_json = detail;
         if (!j->algo[0]) snprintf(j->algo, sizeof j->algo, "%s", rs_pg_algo_name(ev->algo));
         if (ev->rank < j->world && j->rank_steps && ++j->rank_steps[ev->rank] > j->steps) j->steps = j->rank_steps[ev->rank];
     } else if (ev->group) {
-        snprintf(detail, sizeof detail, "{\"group\":%d}", ev->group);
+        detail = detail_pack("{s:i}", "group", ev->group);
         e.detail_json = detail;
     }
     if (ev->rank < j->world) {
@@ -85,6 +100,7 @@ static void log_trace(dist_job *j, const rs_pg_event *ev)
         if (ev->kind == RS_PG_EV_END) e.value = ev->t - j->begin_t[ev->rank];
     }
     rs_log_event(j->s, j->run, &e);
+    free(detail);
     j->nevents++;
 }
 
@@ -101,7 +117,7 @@ static void append_num(rs_session *s, const char *name, double v)
     free(buf);
 }
 
-static void bench_row(dist_job *j, const rs_bench_row *r)
+static void bench_row(rs_job *j, const rs_bench_row *r)
 {
     FILE *f = j->held ? j->held : j->s->out; /* the background's rows are printed at its end */
     /* the view has the row in its bench pane (fed from the @bench line): the table's text, as wide as
@@ -139,7 +155,7 @@ static void bench_row(dist_job *j, const rs_bench_row *r)
     }
 }
 
-static void keep_span(dist_job *j, int rank, int64_t step, bool comm, double t0, double t1, size_t bytes)
+static void keep_span(rs_job *j, int rank, int64_t step, bool comm, double t0, double t1, size_t bytes)
 {
     if (j->nspans == j->capspans) {
         int cap = j->capspans ? 2 * j->capspans : 256;
@@ -151,7 +167,7 @@ static void keep_span(dist_job *j, int rank, int64_t step, bool comm, double t0,
     j->spans[j->nspans++] = (struct tspan){rank, step, comm, t0, t1, bytes};
 }
 
-static void keep_micro(dist_job *j, const rs_train_line *t)
+static void keep_micro(rs_job *j, const rs_train_line *t)
 {
     if (j->nmicros == j->capmicros) {
         int cap = j->capmicros ? 2 * j->capmicros : 1024;
@@ -164,14 +180,14 @@ static void keep_micro(dist_job *j, const rs_train_line *t)
 }
 
 /* A training rank's report: into the session log, and the figures the summary prints. */
-static void train_line(dist_job *j, const rs_train_line *t)
+static void train_line(rs_job *j, const rs_train_line *t)
 {
     rs_session *s = j->s;
     if (t->rank >= j->world) return;
     rs_slog_event_info e = RS_SLOG_EVENT_INIT;
     e.rank = t->rank;
     e.step = t->step;
-    char detail[96];
+    char *detail = NULL; /* owned here */
     switch (t->kind) {
     case RS_TL_PHASE:
         e.kind = "phase";
@@ -188,7 +204,7 @@ static void train_line(dist_job *j, const rs_train_line *t)
         e.value = t->t1 - t->t0;
         e.bytes = (int64_t)t->bytes;
         e.chunk = t->index;
-        snprintf(detail, sizeof detail, "{\"op\":\"%s\",\"bucket\":%d}", t->name, t->index);
+        detail = detail_pack("{s:s, s:i}", "op", t->name, "bucket", t->index);
         e.detail_json = detail;
         rs_log_event(s, j->run, &e);
         keep_span(j, t->rank, t->step, true, t->t0, t->t1, t->bytes);
@@ -234,7 +250,7 @@ static void train_line(dist_job *j, const rs_train_line *t)
         e.t = t->t0 + j->mono_to_unix;
         e.value = t->t1 - t->t0;
         e.chunk = t->micro;
-        snprintf(detail, sizeof detail, "{\"stage\":%d}", t->stage);
+        detail = detail_pack("{s:i}", "stage", t->stage);
         e.detail_json = detail;
         rs_log_event(s, j->run, &e);
         keep_micro(j, t);
@@ -243,7 +259,7 @@ static void train_line(dist_job *j, const rs_train_line *t)
         e.kind = "stage";
         e.t = rs_pg_now() + j->mono_to_unix;
         e.chunk = t->stage;
-        snprintf(detail, sizeof detail, "{\"stages\":%d,\"first\":%d,\"last\":%d}", t->index, t->first, t->last);
+        detail = detail_pack("{s:i, s:i, s:i}", "stages", t->index, "first", t->first, "last", t->last);
         e.detail_json = detail;
         e.step = -1;
         rs_log_event(s, j->run, &e);
@@ -275,16 +291,17 @@ static void train_line(dist_job *j, const rs_train_line *t)
         j->last_ckpt_step = t->step;
         break;
     }
+    free(detail);
 }
 
 /* ---------------------------------------------------------------- the live view's side of a job */
 
 /* A rank's monotonic stamp as the session log keeps it (unix seconds lose the bits below ~0.2 us) and
  * back: the model sees the times a replay of the log will see, so both draw the same frame. */
-static double logged_time(const dist_job *j, double t) { return (t + j->mono_to_unix) - j->mono_to_unix; }
+static double logged_time(const rs_job *j, double t) { return (t + j->mono_to_unix) - j->mono_to_unix; }
 
 /* Every line of every rank goes to the dashboard's model as it came. */
-static void view_feed(dist_job *j, int rank, int is_stderr, const char *line)
+static void view_feed(rs_job *j, int rank, int is_stderr, const char *line)
 {
     rs_view_model *vms[2] = {j->live ? rs_live_model(j->live) : NULL, j->dump_vm};
     if (!vms[0] && !vms[1]) return;
@@ -307,26 +324,21 @@ static void view_feed(dist_job *j, int rank, int is_stderr, const char *line)
     }
 }
 
-/* JSON string body of s (quotes, backslashes and control characters escaped), cut to fit out. */
-static void json_text(char *out, size_t cap, const char *s)
+/* {"text": line} for the session log (caller frees; NULL when out of memory or the line is not
+ * UTF-8), the line cut to max bytes at a character boundary. */
+static char *text_detail(const char *line, size_t max)
 {
-    size_t o = 0;
-    for (; *s && o + 7 < cap; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\') out[o++] = '\\', out[o++] = (char)ch;
-        else if (ch < 0x20) o += (size_t)snprintf(out + o, cap - o, "\\u%04x", ch);
-        else out[o++] = (char)ch;
-    }
-    out[o] = 0;
+    size_t n = strlen(line);
+    if (n > max)
+        for (n = max; n > 0 && ((unsigned char)line[n] & 0xC0) == 0x80; n--) continue;
+    return detail_pack("{s:s%}", "text", line, n);
 }
 
 /* A rank's plain line into the session log (kind 'log', detail {"text": ...}), so `view run N` can show
  * the log pane the live view showed. */
-static void log_plain(dist_job *j, int rank, int is_stderr, const char *line)
+static void log_plain(rs_job *j, int rank, int is_stderr, const char *line)
 {
-    char text[512], detail[560];
-    json_text(text, sizeof text, line);
-    snprintf(detail, sizeof detail, "{\"text\":\"%s\"}", text);
+    char *detail = text_detail(line, 505); /* owned here */
     rs_slog_event_info e = RS_SLOG_EVENT_INIT;
     e.rank = rank;
     e.t = rs_pg_now() + j->mono_to_unix;
@@ -334,15 +346,14 @@ static void log_plain(dist_job *j, int rank, int is_stderr, const char *line)
     e.name = is_stderr ? "stderr" : "stdout";
     e.detail_json = detail;
     rs_log_event(j->s, j->run, &e);
+    free(detail);
 }
 
 /* A rank's values (@data, step=1) as the line itself (kind 'coll_data', detail {"text": line}): `view
  * run N` feeds it back through the same parser. */
-static void log_data(dist_job *j, const rs_data_line *d, const char *line)
+static void log_data(rs_job *j, const rs_data_line *d, const char *line)
 {
-    char text[RS_WIRE_DATA_MAX * 28 + 200], detail[sizeof text + 16];
-    json_text(text, sizeof text, line);
-    snprintf(detail, sizeof detail, "{\"text\":\"%s\"}", text);
+    char *detail = text_detail(line, RS_WIRE_DATA_MAX * 28 + 193); /* owned here */
     rs_slog_event_info e = RS_SLOG_EVENT_INIT;
     e.rank = d->rank;
     e.t = d->t + j->mono_to_unix;
@@ -351,13 +362,13 @@ static void log_data(dist_job *j, const rs_data_line *d, const char *line)
     e.astep = d->done;
     e.detail_json = detail;
     rs_log_event(j->s, j->run, &e);
+    free(detail);
 }
 
 /* A training rank's @done (its step count, seconds and samples/s), for replays. */
-static void log_done(dist_job *j, const rs_train_line *t)
+static void log_done(rs_job *j, const rs_train_line *t)
 {
-    char detail[64];
-    snprintf(detail, sizeof detail, "{\"sps\":%.9g}", t->sps);
+    char *detail = detail_pack("{s:f}", "sps", t->sps); /* owned here */
     rs_slog_event_info e = RS_SLOG_EVENT_INIT;
     e.rank = t->rank;
     e.t = rs_pg_now() + j->mono_to_unix;
@@ -366,10 +377,11 @@ static void log_done(dist_job *j, const rs_train_line *t)
     e.value = t->seconds;
     e.detail_json = detail;
     rs_log_event(j->s, j->run, &e);
+    free(detail);
 }
 
 /* step=1: lets the ranks run algorithm step k of the current collective (once some rank reached it). */
-static void step_release(dist_job *j, int k)
+static void step_release(rs_job *j, int k)
 {
     if (!j->stepwise || !j->step_store || k > j->step_max || k < j->step_next) return;
     double t = logged_time(j, rs_pg_now());
@@ -390,7 +402,7 @@ static void step_release(dist_job *j, int k)
     }
 }
 
-static void step_reported(dist_job *j, const rs_pg_event *ev)
+static void step_reported(rs_job *j, const rs_pg_event *ev)
 {
     if (j->step_max < 0 || ev->coll > j->step_coll) {
         j->step_coll = ev->coll;
@@ -402,7 +414,7 @@ static void step_reported(dist_job *j, const rs_pg_event *ev)
 }
 
 /* `q`: the view goes, the run goes on in the foreground with plain lines. */
-static void leave_view(dist_job *j)
+static void leave_view(rs_job *j)
 {
     rs_live_end(j->live);
     j->live = NULL;
@@ -412,7 +424,7 @@ static void leave_view(dist_job *j)
 }
 
 /* A rank's buffer (@vals), kept for the command's end to record for `expect`. */
-static void keep_vals(dist_job *j, const char *line)
+static void keep_vals(rs_job *j, const char *line)
 {
     if (j->nvals == j->capvals) {
         int cap = j->capvals ? 2 * j->capvals : 8;
@@ -425,7 +437,7 @@ static void keep_vals(dist_job *j, const char *line)
 }
 
 /* A rank's named number (@num), kept for the command's end. */
-static void keep_num(dist_job *j, const struct rs_job_num *n)
+static void keep_num(rs_job *j, const struct rs_job_num *n)
 {
     if (n->rank >= j->world) return;
     if (j->nnums == j->capnums) {
@@ -440,7 +452,7 @@ static void keep_num(dist_job *j, const struct rs_job_num *n)
 
 static void on_line(void *ud, int rank, int is_stderr, const char *line)
 {
-    dist_job *j = ud;
+    rs_job *j = ud;
     /* mpirun --tag-output: "[job,rank]<stdout>:line" (it forwards output in pieces; tagged, it keeps
      * each rank's lines whole) */
     int job, r, used = 0;
@@ -513,7 +525,7 @@ static void on_line(void *ud, int rank, int is_stderr, const char *line)
 
 static int stop_requested(void *ud)
 {
-    dist_job *j = ud;
+    rs_job *j = ud;
     if (j->live) {
         int k = rs_live_tick(j->live);
         if (k & RS_LIVE_NEXT) step_release(j, j->step_next);
@@ -536,7 +548,7 @@ static int by_rank(const void *a, const void *b, void *ud)
 }
 
 /* The kept lines: those a rank tagged ("rank 2: ...") in rank order, then the others as they came. */
-void rs_job_print_lines(dist_job *j, const char *indent)
+void rs_job_print_lines(rs_job *j, const char *indent)
 {
     int *idx = malloc(sizeof *idx * (size_t)(j->nlines + 1));
     if (!idx) return;
@@ -550,7 +562,7 @@ void rs_job_print_lines(dist_job *j, const char *indent)
     free(idx);
 }
 
-void rs_job_free(dist_job *j)
+void rs_job_free(rs_job *j)
 {
     if (!j) return;
     for (int i = 0; i < j->nlines; i++) free(j->lines[i]);
@@ -580,7 +592,7 @@ void rs_job_free(dist_job *j)
 }
 
 /* The command's end (j->finish), then the job is gone. Returns the command's rc. */
-int rs_job_finish(dist_job *j, int rc)
+int rs_job_finish(rs_job *j, int rc)
 {
     if (j->finish) rc = j->finish(j, rc);
     rs_job_free(j);
@@ -612,7 +624,7 @@ static double mono_to_unix(void)
 
 /* The ranks have ended (st from rs_launch_wait): the launcher, view, store and dump go, a failure is
  * reported, and the command's end runs. Returns the command's rc; j is freed. */
-static int ranks_ended(dist_job *j, rs_status st, const rs_err *e)
+static int ranks_ended(rs_job *j, rs_status st, const rs_err *e)
 {
     rs_session *s = j->s;
     if (st && st != RS_ERR_CANCELLED && j->kill_asked && j->l) {
@@ -673,7 +685,7 @@ static int ranks_ended(dist_job *j, rs_status st, const rs_err *e)
 }
 
 /* Marks the objects a background run uses (train: its model and data) busy, or free again (id 0). */
-void rs_job_mark_busy(dist_job *j, int64_t id)
+void rs_job_mark_busy(rs_job *j, int64_t id)
 {
     const char *names[2] = {j->mname, j->dname};
     for (int i = 0; i < 2; i++) {
@@ -683,7 +695,7 @@ void rs_job_mark_busy(dist_job *j, int64_t id)
 }
 
 /* `q` at the prompt: the run goes on in the session's background list, which the prompt pumps. */
-static int detach(dist_job *j)
+static int detach(rs_job *j)
 {
     rs_session *s = j->s;
     rs_live_end(j->live);
@@ -695,7 +707,7 @@ static int detach(dist_job *j)
     static int64_t own_ids = 1000000; /* no session log: ids of our own, away from the log's */
     j->id = j->run > 0 ? j->run : ++own_ids;
     rs_job_mark_busy(j, j->id);
-    dist_job **pp = &s->jobs;
+    rs_job **pp = &s->jobs;
     while (*pp) pp = &(*pp)->next;
     *pp = j;
     fprintf(s->out, "run %lld continues in the background; its end will be printed here (`jobs` lists runs in "
@@ -707,7 +719,7 @@ static int detach(dist_job *j)
 /* Starts the ranks with `job_args` (after `--worker JOB`), waits for them, reports a failure and runs
  * j->finish; j is freed. Returns the command's rc. At the prompt, `q` in the live view hands j to the
  * background instead and returns 0 at once. */
-int rs_job_run(dist_job *j, const char *const *job_args, int nargs, double timeout_s)
+int rs_job_run(rs_job *j, const char *const *job_args, int nargs, double timeout_s)
 {
     rs_session *s = j->s;
     const rs_call *c = j->c;
@@ -838,14 +850,14 @@ int rs_job_run(dist_job *j, const char *const *job_args, int nargs, double timeo
 int rs_jobs_count(const rs_session *s)
 {
     int n = 0;
-    for (const dist_job *j = s->jobs; j; j = j->next) n++;
+    for (const rs_job *j = s->jobs; j; j = j->next) n++;
     return n;
 }
 
 /* A job that ended leaves the list, then prints its end under a line saying which run it was. */
-static void job_ended(rs_session *s, dist_job **link, rs_status st, const rs_err *e)
+static void job_ended(rs_session *s, rs_job **link, rs_status st, const rs_err *e)
 {
-    dist_job *j = *link;
+    rs_job *j = *link;
     *link = j->next;
     fprintf(s->out, "run %lld (%s, in the background) has ended:\n", (long long)j->id, j->what);
     ranks_ended(j, st, e);
@@ -854,7 +866,7 @@ static void job_ended(rs_session *s, dist_job **link, rs_status st, const rs_err
 
 void rs_jobs_pump(rs_session *s)
 {
-    dist_job **link = &s->jobs;
+    rs_job **link = &s->jobs;
     while (*link) {
         rs_err e = {0};
         /* drains the ranks' pipes for a while (a rank blocked on a full pipe stalls them all), then
@@ -878,7 +890,7 @@ void rs_jobs_stop_all(rs_session *s, bool say)
 
 
 /* The checks every rank-starting command shares: ranks, backend, algo (for step-based backends). */
-int rs_job_common_opts(rs_session *s, const rs_call *c, dist_job *j, double *timeout_s)
+int rs_job_common_opts(rs_session *s, const rs_call *c, rs_job *j, double *timeout_s)
 {
     long long ranks = rs_call_int(c, "ranks", 2);
     const rs_optval *rv = rs_call_opt(c, "ranks");
@@ -956,9 +968,9 @@ int rs_job_parse_op(rs_session *s, const rs_call *c, rs_pg_opkind *op)
 }
 
 /* A job for a command, with what common_opts checks; NULL after reporting an error. */
-dist_job *rs_job_new(rs_session *s, const rs_call *c, const char *what, bool collect, double *timeout)
+rs_job *rs_job_new(rs_session *s, const rs_call *c, const char *what, bool collect, double *timeout)
 {
-    dist_job *j = calloc(1, sizeof *j);
+    rs_job *j = calloc(1, sizeof *j);
     if (!j) {
         rs_session_error(s, c, (size_t)-1, 0, "%s: out of memory", what);
         return NULL;

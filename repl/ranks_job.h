@@ -21,7 +21,7 @@
  * the command owns it while the run is in the foreground; after `q` at the prompt the session's
  * background list (s->jobs) owns it until the ranks end, `finish` has printed the command's end, and
  * job_finish has freed it. */
-typedef struct rs_job dist_job;
+typedef struct rs_job rs_job;
 struct rs_job {
     rs_session *s;
     const rs_call *c;       /* borrowed; NULL once in the background (the call is gone by then) */
@@ -117,7 +117,7 @@ struct rs_job {
     struct rs_job *next;     /* the background list */
     /* what the command does when the ranks end (prints its results, ends the run in the log); runs with
      * rc = 0 when every rank exited 0, else after the error was reported; returns the command's rc */
-    int (*finish)(dist_job *j, int rc);
+    int (*finish)(rs_job *j, int rc);
     /* collective, bench: what the end prints */
     rs_pg_opkind op;
     rs_dtype dt;
@@ -137,16 +137,16 @@ struct rs_job {
 
 /* A job for command c with what every rank-starting command checks (ranks=, backend=, algo=,
  * timeout= into *timeout); NULL after reporting an error. Caller owns it until rs_job_run. */
-dist_job *rs_job_new(rs_session *s, const rs_call *c, const char *what, bool collect, double *timeout);
+rs_job *rs_job_new(rs_session *s, const rs_call *c, const char *what, bool collect, double *timeout);
 /* Starts the ranks with job_args (after `--worker JOB`), waits for them (or hands the job to the
  * background), runs j->finish and frees j. Returns the command's rc. */
-int rs_job_run(dist_job *j, const char *const *job_args, int nargs, double timeout_s);
+int rs_job_run(rs_job *j, const char *const *job_args, int nargs, double timeout_s);
 /* Marks the objects a job uses (its model and data set) as in use by run id, or free again with 0. */
-void rs_job_mark_busy(dist_job *j, int64_t id);
+void rs_job_mark_busy(rs_job *j, int64_t id);
 /* Frees a job that never ran. */
-void rs_job_free(dist_job *j);
+void rs_job_free(rs_job *j);
 /* The kept rank lines: rank-tagged ones in rank order, then the rest. */
-void rs_job_print_lines(dist_job *j, const char *indent);
+void rs_job_print_lines(rs_job *j, const char *indent);
 /* OP as users write it (torch's names, nccl-tests' and MPI's spellings); 1 after reporting. */
 int rs_job_parse_op(rs_session *s, const rs_call *c, rs_pg_opkind *op);
 

@@ -13,7 +13,7 @@
 #include "train_pipe.h"
 #include "view/render.h"
 
-void rs_train_pipe_begin(dist_job *j, const rs_strategy_args *sa)
+void rs_train_pipe_begin(rs_job *j, const rs_strategy_args *sa)
 {
     j->pipe_kind = rs_strategy_choice(sa, "schedule");
     j->pipe_m = (int)rs_strategy_int(sa, "micro");
@@ -25,17 +25,17 @@ void rs_train_pipe_begin(dist_job *j, const rs_strategy_args *sa)
 }
 
 /* Stages' ranks in one pipeline, and the stage rank r runs (dp x pp x tp, dist/train/grid.h). */
-static int pipe_pp(const dist_job *j) { return j->world / (j->pipe_dp * j->pipe_tp); }
-static int stage_of(const dist_job *j, int r) { return r / (j->pipe_dp * j->pipe_tp); }
+static int pipe_pp(const rs_job *j) { return j->world / (j->pipe_dp * j->pipe_tp); }
+static int stage_of(const rs_job *j, int r) { return r / (j->pipe_dp * j->pipe_tp); }
 
-static double fig_max(const dist_job *j, int r, const char *name)
+static double fig_max(const rs_job *j, int r, const char *name)
 {
     for (int i = 0; j->figs && i < 8; i++)
         if (!strcmp(j->figs[r][i].name, name)) return j->figs[r][i].max;
     return -1;
 }
 
-double rs_train_pipe_bubble(const dist_job *j, int *steps)
+double rs_train_pipe_bubble(const rs_job *j, int *steps)
 {
     rs_pipe_span *sp = malloc(sizeof *sp * (size_t)(j->nmicros ? j->nmicros : 1));
     if (!sp) return -1;
@@ -49,7 +49,7 @@ double rs_train_pipe_bubble(const dist_job *j, int *steps)
 }
 
 /* Lines of at most 80 columns: a projector's width. */
-void rs_train_pipe_summary(dist_job *j, FILE *f)
+void rs_train_pipe_summary(rs_job *j, FILE *f)
 {
     rs_pipe_kind k = (rs_pipe_kind)j->pipe_kind;
     int P = pipe_pp(j), M = j->pipe_m, V = j->pipe_v, steps = 0;
@@ -92,7 +92,7 @@ void rs_train_pipe_summary(dist_job *j, FILE *f)
 
 /* What `expect` reads after a pipeline run (docs/repl.md): the measured bubble beside its formula and
  * each stage's micro-batches in flight (measured) beside the schedule's. */
-void rs_train_pipe_record(dist_job *j)
+void rs_train_pipe_record(rs_job *j)
 {
     rs_pipe_kind k = (rs_pipe_kind)j->pipe_kind;
     int P = pipe_pp(j), M = j->pipe_m, V = j->pipe_v, steps = 0;

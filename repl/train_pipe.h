@@ -8,12 +8,12 @@
 #include "ranks_job.h"
 
 /* Keeps the schedule, micro-batches and virtual stages of a mode=pipeline run in the job. */
-void rs_train_pipe_begin(dist_job *j, const rs_strategy_args *sa);
+void rs_train_pipe_begin(rs_job *j, const rs_strategy_args *sa);
 /* The bubble measured from the micro-batches the ranks traced (-1 without them); *steps: how many. */
-double rs_train_pipe_bubble(const dist_job *j, int *steps);
+double rs_train_pipe_bubble(const rs_job *j, int *steps);
 /* The bubble beside its formula and each stage's activations in flight beside the schedule's. */
-void rs_train_pipe_summary(dist_job *j, FILE *f);
+void rs_train_pipe_summary(rs_job *j, FILE *f);
 /* Records the bubble, its formula and each stage's micro-batches in flight for `expect`. */
-void rs_train_pipe_record(dist_job *j);
+void rs_train_pipe_record(rs_job *j);
 
 #endif

@@ -14,6 +14,11 @@
 #include "engine/optim/optim.h"
 #include "registry.h"
 
+rs_dtrain_cfg rs_dtrain_defaults(void)
+{
+    return (rs_dtrain_cfg){.zero = 0, .bucket_bytes = 25u << 20, .overlap = true, .offload = false};
+}
+
 typedef struct ddp_layer {
     size_t first, last; /* the gradient range the layer's backward reports */
     int layer, bucket;

@@ -58,6 +58,6 @@ rs_status rs_tensor_strategy(rs_pg *g, rs_model *m, const rs_dtrain_cfg *cfg, rs
 typedef struct rs_zero_bytes {
     double params, grads, optim;
 } rs_zero_bytes;
-rs_zero_bytes rs_zero_predict(size_t params, int world, int zero, int opt_states);
+rs_zero_bytes rs_zero_mem_formula(size_t params, int world, int zero, int opt_states);
 
 #endif

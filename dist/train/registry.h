@@ -104,7 +104,7 @@ struct rs_strategy_def {
     /* Persistent bytes per rank (parameters, gradients, optimizer) its own formula predicts for model m,
      * k optimizer floats per parameter, and the formula as text, for the memory table. NULL: the ZeRO
      * paper's (with the mode's zero= when it has one). */
-    void (*predict)(const rs_strategy_args *a, const rs_model *m, int world, int k, double bytes[3], char *formula,
+    void (*mem_formula)(const rs_strategy_args *a, const rs_model *m, int world, int k, double bytes[3], char *formula,
                     size_t cap);
 };
 

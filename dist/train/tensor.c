@@ -354,7 +354,7 @@ static int tensor_batch_parts(const rs_strategy_args *a, int world) { return wor
 
 /* Megatron's split: every rank holds the replicated tensors whole (R parameters) and 1/tp of the split
  * ones (S); rank 0 also the row-parallel biases (b). Gradients and optimizer state follow the shard. */
-static void tensor_predict(const rs_strategy_args *a, const rs_model *m, int world, int k, double bytes[3],
+static void tensor_mem_formula(const rs_strategy_args *a, const rs_model *m, int world, int k, double bytes[3],
                            char *formula, size_t cap)
 {
     int tp = tp_of(a, world);
@@ -394,5 +394,5 @@ const rs_strategy_def rs_strategy_tensor = {
     .about = "Megatron tensor parallel: linear pairs split by columns then rows, attention by heads",
     .uses = RS_SUSE_RANKS | RS_SUSE_PROCS | RS_SUSE_INLINE_COMM, .opts = tensor_opts, .check = tensor_check,
     .make = tensor_make,
-    .batch_parts = tensor_batch_parts, .predict = tensor_predict,
+    .batch_parts = tensor_batch_parts, .mem_formula = tensor_mem_formula,
 };

@@ -5,7 +5,7 @@
  * every rank holds the same weights. Rank 0 then trains the same model in one process without a
  * strategy and compares the weights: the two runs differ only in the order floating-point sums are
  * taken. With WORLD 4 each rank also compares the bytes its tracker measured after a step with the
- * ZeRO paper's formula (rs_zero_predict). A rank exits non-zero on any failure. */
+ * ZeRO paper's formula (rs_zero_mem_formula). A rank exits non-zero on any failure. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -179,10 +179,10 @@ static int rank_main(void *ud, int rank, int world, rs_store *store)
 
     if (world == 4 && j->spec == 0) {
         size_t P = rs_model_param_count(m);
-        rs_zero_bytes f = rs_zero_predict(P, world, j->zero, 2);
+        rs_zero_bytes f = rs_zero_mem_formula(P, world, j->zero, 2);
         if (j->zero == 3) {
             /* A quarter of DDP's whole; nothing of the full buffers is resident between steps. */
-            rs_zero_bytes d = rs_zero_predict(P, world, 0, 2);
+            rs_zero_bytes d = rs_zero_mem_formula(P, world, 0, 2);
             double got = (double)(s.live[RS_POOL_PARAMS] + s.live[RS_POOL_GRADS] + s.live[RS_POOL_OPTIM]);
             fails += check_bytes(rank, "total", got, (d.params + d.grads + d.optim) / world);
             size_t unit = 0;

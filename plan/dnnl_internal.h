@@ -1,0 +1,78 @@
+/* What plan/dnnl.c (primitives: layouts, creation, execution) and plan/dnnl_weights.c (the weights
+ * laid out at compile, the convolution algorithms timed) share; private to those two files. */
+#ifndef RS_PLAN_DNNL_INTERNAL_H
+#define RS_PLAN_DNNL_INTERNAL_H
+
+#include <dnnl.h>
+
+#include "ir.h"
+
+/* The memory objects one execution of a primitive binds (handles set per run). */
+typedef struct rs_pdnnl_mem {
+    dnnl_memory_t src, cvt, wei, bias, dst, pad;
+} rs_pdnnl_mem;
+
+/* Primitives of one node for one batch size. */
+typedef struct rs_pdnnl_prim {
+    int B;                        /* 0: not made */
+    int nthr;                     /* the OpenMP threads it was made for: oneDNN fixes its work split (and
+                                     runs that many threads) when a primitive is created */
+    dnnl_primitive_desc_t pd;
+    dnnl_primitive_t prim;
+    dnnl_memory_desc_t user_src;  /* f32 plain: what the arena holds */
+    dnnl_memory_desc_t src, wei, dst; /* as the primitive takes them */
+    dnnl_primitive_t src_cvt;     /* bf16: f32 -> bf16 copy of the input, NULL otherwise */
+    size_t cvt_bytes, pad_bytes;  /* the copy's bytes; the primitive's scratchpad */
+    void *wei_alt;                /* weights reordered for this batch when its layout differs (owned) */
+    rs_pdnnl_mem m;
+    /* RS_PCONV_SAMPLES: prim is a batch-1 primitive made for one thread and run once per sample of
+     * batch B, by up to nthr threads at a time; thread j > 0 binds tm[j - 1] and its own stream */
+    bool each;
+    int ntm;
+    rs_pdnnl_mem *tm;                     /* ntm = nthr - 1 of them (owned) */
+    unsigned long used;           /* when a run last took it (slots 1.. are replaced least recent first) */
+} rs_pdnnl_prim;
+
+/* Primitives kept per node: the plan's batch at its build threads, and the last few other (batch,
+ * threads) pairs, so a run that alternates between two (batch 1 and 64, or the thread tuner's 1 and
+ * N) does not make them again each time. */
+#define RS_PLAN_SLOTS 4
+
+struct rs_pdnnl {
+    dnnl_engine_t eng;
+    dnnl_stream_t strm;
+    dnnl_stream_t *tstrm;         /* per-sample nodes: a stream for each OpenMP thread but the first */
+    int ntstrm;
+    int n;
+    rs_pdnnl_prim (*slot)[RS_PLAN_SLOTS]; /* per node: [0] the plan's batch and build threads, then others */
+    int *cur;                     /* per node: the slot of the run under way */
+    unsigned long tick;
+    dnnl_memory_desc_t *vmd;      /* per value: its blocked layout at the plan's batch (vset[v]) */
+    char (*label)[64];            /* per node: the kernel's name as rs_plan_dnnl_impl gives it */
+    char *vset;
+};
+
+/* err set from a oneDNN status, naming the node (n may be NULL) and what failed; returns the code. */
+rs_status rs_pdnnl_fail(rs_err *err, dnnl_status_t s, const char *what, const rs_pnode *n);
+
+/* Returns from the calling function through rs_pdnnl_fail (err and n in scope) when call fails. */
+#define DTRY(call, what)                                                                                 \
+    do {                                                                                                 \
+        dnnl_status_t s_ = (call);                                                                       \
+        if (s_ != dnnl_success) return rs_pdnnl_fail(err, s_, what, n);                                          \
+    } while (0)
+
+/* dnnl.c */
+bool rs_pdnnl_can_block(const rs_plan *p, int v);
+bool rs_pdnnl_md_with_batch(const dnnl_memory_desc_t *md, int B, dnnl_memory_desc_t *out);
+dnnl_dim_t rs_pdnnl_per_sample(const dnnl_memory_desc_t *md);
+rs_status rs_pdnnl_make_prim(rs_plan *p, int i, int B, int alg, rs_pdnnl_prim *d, rs_err *err);
+void rs_pdnnl_free_prim(rs_pdnnl_prim *d);
+size_t rs_pdnnl_prim_scratch(const rs_pdnnl_prim *d);
+dnnl_status_t rs_pdnnl_exec_prim(rs_plan *p, const rs_pnode *n, rs_pdnnl_prim *d, void *src, void *dst, char *scratch);
+
+/* dnnl_weights.c */
+int rs_pdnnl_alg_for(const rs_plan *p, const rs_pnode *n, int B);
+rs_status rs_pdnnl_slot_weights(rs_plan *p, int i, rs_pdnnl_prim *d, rs_err *err);
+
+#endif
