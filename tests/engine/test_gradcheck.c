@@ -154,6 +154,7 @@ int main(void)
     layer_case("relu", "relu", img, 3, true);
     layer_case("gelu", "gelu", img, 3, true);
     layer_case("tanh", "tanh", flat, 3, true);
+    layer_case("silu", "silu", img, 3, true);
     layer_case("flatten", "flatten", img, 3, true);
     layer_case("dropout (train)", "dropout(0.3)", img, 3, true);
     layer_case("dropout (eval)", "dropout(0.3)", img, 3, false);

@@ -41,6 +41,7 @@ static const tcase cases[] = {
     {"gelu_op17", "mlp 16-12-8 act=gelu", 17, false, false},
     {"gelu_op20", "mlp 16-12-8 act=gelu", 20, false, false},
     {"gelu_op13", "mlp 16-12-8 act=gelu", 13, false, false},
+    {"silu", "mlp 16-12-8 act=silu", 17, false, false}, /* Sigmoid then Mul, as torch.onnx writes SiLU */
     {"tanh", "mlp 16-12-8 act=tanh", 17, false, false},
     {"relu", "mlp 16-12-8", 21, false, false},
     {"layernorm_op17", "seq in=16 linear(8) layernorm", 17, false, false},
