@@ -126,9 +126,8 @@ static rs_status seq_fail(conv *c, const rs_onnx_node *n, const char *why)
 /* The model node of a computed value, -2 when it has none. */
 static int src_of(const conv *c, int v) { return v < 0 ? -2 : c->vnode[v]; }
 
-/* Tries to make node k (input x) an engine layer in *L. Returns the graph nodes it takes (0: none
- * fits; *why then says what would, when the op has a layer) and sets *last to the last one. */
-static int match_layer(conv *c, int k, plan_node *L, const char **why)
+/* Gemm, or MatMul with its bias Add: linear. */
+static int match_linear(conv *c, int k, plan_node *L, const char **why)
 {
     const rs_onnx_graph *g = c->g;
     const rs_onnx_node *n = &g->nodes[k];
@@ -137,13 +136,6 @@ static int match_layer(conv *c, int k, plan_node *L, const char **why)
     const rs_dims *xs = vshape(c, x), *os = vshape(c, n->out);
     int bpos = rs_dims_batch_pos(xs);
     rs_shape per = rs_op_sample_shape(xs);
-    *L = (plan_node){.nsrc = 1, .src = {src_of(c, x)}, .value = n->out};
-    *why = NULL;
-    if (n->op == RS_OP_GATHER) return rs_onnx_tm_embed(c, k, L, why); /* x is the table, the ids come second */
-    if (src_of(c, x) == -2) {
-        *why = "reads a constant where a layer takes its input";
-        return 0;
-    }
     switch (n->op) {
     case RS_OP_GEMM: {
         const float *w = cval(c, n->in[1]), *b = n->nin > 2 ? cval(c, n->in[2]) : NULL;
@@ -182,6 +174,20 @@ static int match_layer(conv *c, int k, plan_node *L, const char **why)
         L->value = g->nodes[k + 1].out;
         return 2;
     }
+    default: *why = "has no engine layer"; return 0;
+    }
+}
+
+/* Conv and the pools. */
+static int match_window(conv *c, int k, plan_node *L, const char **why)
+{
+    const rs_onnx_graph *g = c->g;
+    const rs_onnx_node *n = &g->nodes[k];
+    const rs_op_attrs *a = &n->a;
+    int x = n->in[0];
+    const rs_dims *xs = vshape(c, x), *os = vshape(c, n->out);
+    int bpos = rs_dims_batch_pos(xs);
+    switch (n->op) {
     case RS_OP_CONV:
         if (a->group != 1 || a->pt != a->pb || a->pl != a->pr || xs->rank != 4 || bpos != 0 || !cval(c, n->in[1]) ||
             (n->nin > 2 && !cval(c, n->in[2]))) {
@@ -210,6 +216,19 @@ static int match_layer(conv *c, int k, plan_node *L, const char **why)
         L->cfg.ph = a->pt, L->cfg.pw = a->pl;
         return 1;
     }
+    default: *why = "has no engine layer"; return 0;
+    }
+}
+
+/* Activations (through the layers' descriptors), GELU's expansion, the residual add. */
+static int match_elementwise(conv *c, int k, plan_node *L, const char **why)
+{
+    const rs_onnx_graph *g = c->g;
+    const rs_onnx_node *n = &g->nodes[k];
+    const rs_op_attrs *a = &n->a;
+    int x = n->in[0];
+    const rs_dims *xs = vshape(c, x);
+    switch (n->op) {
     case RS_OP_UNARY:
         if (silu_pair(c, k, x) && rs_layer_for_unary(RS_UNARY_SILU, &L->cfg)) {
             L->value = g->nodes[k + 1].out;
@@ -244,6 +263,20 @@ static int match_layer(conv *c, int k, plan_node *L, const char **why)
         *why = "is arithmetic that is not part of a linear layer or a GELU";
         return 0;
     }
+    default: *why = "has no engine layer"; return 0;
+    }
+}
+
+/* Flatten, LayerNorm and its expansion. */
+static int match_norm_shape(conv *c, int k, plan_node *L, const char **why)
+{
+    const rs_onnx_graph *g = c->g;
+    const rs_onnx_node *n = &g->nodes[k];
+    const rs_op_attrs *a = &n->a;
+    int x = n->in[0];
+    const rs_dims *xs = vshape(c, x), *os = vshape(c, n->out);
+    int bpos = rs_dims_batch_pos(xs);
+    switch (n->op) {
     case RS_OP_RESHAPE:
         /* (N, ...) -> (N, rest): the engine's flatten (training needs a layer that copies) */
         if (c->train && os->rank == 2 && bpos == 0 && rs_dims_batch_pos(os) == 0 && xs->rank > 2) {
@@ -275,6 +308,36 @@ static int match_layer(conv *c, int k, plan_node *L, const char **why)
         L->w[0] = cval(c, n->in[1]);
         L->w[1] = n->nin > 2 ? cval(c, n->in[2]) : NULL;
         return 1;
+    default: *why = "has no engine layer"; return 0;
+    }
+}
+
+/* Tries to make node k (input x) an engine layer in *L. Returns the graph nodes it takes (0: none
+ * fits; *why then says what would, when the op has a layer) and sets *last to the last one. */
+static int match_layer(conv *c, int k, plan_node *L, const char **why)
+{
+    const rs_onnx_graph *g = c->g;
+    const rs_onnx_node *n = &g->nodes[k];
+    int x = n->in[0];
+    *L = (plan_node){.nsrc = 1, .src = {src_of(c, x)}, .value = n->out};
+    *why = NULL;
+    if (n->op == RS_OP_GATHER) return rs_onnx_tm_embed(c, k, L, why); /* x is the table, the ids come second */
+    if (src_of(c, x) == -2) {
+        *why = "reads a constant where a layer takes its input";
+        return 0;
+    }
+    switch (n->op) {
+    case RS_OP_GEMM:
+    case RS_OP_MATMUL: return match_linear(c, k, L, why);
+    case RS_OP_CONV:
+    case RS_OP_MAXPOOL:
+    case RS_OP_AVGPOOL: return match_window(c, k, L, why);
+    case RS_OP_UNARY:
+    case RS_OP_SLICE:
+    case RS_OP_BINARY: return match_elementwise(c, k, L, why);
+    case RS_OP_RESHAPE:
+    case RS_OP_REDUCEMEAN:
+    case RS_OP_LAYERNORM: return match_norm_shape(c, k, L, why);
     default: *why = "has no engine layer"; return 0;
     }
 }
