@@ -126,38 +126,51 @@ static rs_status seq_fail(conv *c, const rs_onnx_node *n, const char *why)
 /* The model node of a computed value, -2 when it has none. */
 static int src_of(const conv *c, int v) { return v < 0 ? -2 : c->vnode[v]; }
 
+/* What every matcher reads of node k: the node, its attributes, its first input and the shapes. */
+typedef struct site {
+    const rs_onnx_graph *g;
+    const rs_onnx_node *n;
+    const rs_op_attrs *a;
+    int x, bpos;            /* the first input; where its batch is */
+    const rs_dims *xs, *os; /* its shape; the output's */
+    rs_shape per;           /* x per sample */
+} site;
+
+static site site_of(const conv *c, int k)
+{
+    const rs_onnx_node *n = &c->g->nodes[k];
+    const rs_dims *xs = vshape(c, n->in[0]);
+    return (site){.g = c->g, .n = n, .a = &n->a, .x = n->in[0], .bpos = rs_dims_batch_pos(xs), .xs = xs,
+                  .os = vshape(c, n->out), .per = rs_op_sample_shape(xs)};
+}
+
 /* Gemm, or MatMul with its bias Add: linear. */
 static int match_linear(conv *c, int k, plan_node *L, const char **why)
 {
-    const rs_onnx_graph *g = c->g;
-    const rs_onnx_node *n = &g->nodes[k];
-    const rs_op_attrs *a = &n->a;
-    int x = n->in[0];
-    const rs_dims *xs = vshape(c, x), *os = vshape(c, n->out);
-    int bpos = rs_dims_batch_pos(xs);
-    rs_shape per = rs_op_sample_shape(xs);
-    switch (n->op) {
+    site s = site_of(c, k);
+    switch (s.n->op) {
     case RS_OP_GEMM: {
-        const float *w = cval(c, n->in[1]), *b = n->nin > 2 ? cval(c, n->in[2]) : NULL;
-        if (a->ta || a->alpha != 1.0f || (n->nin > 2 && a->beta != 1.0f) || !w || bpos > 0 ||
-            (n->nin > 2 && (!b || vshape(c, n->in[2])->rank != 1))) {
+        const float *w = cval(c, s.n->in[1]), *b = s.n->nin > 2 ? cval(c, s.n->in[2]) : NULL;
+        if (s.a->ta || s.a->alpha != 1.0f || (s.n->nin > 2 && s.a->beta != 1.0f) || !w || s.bpos > 0 ||
+            (s.n->nin > 2 && (!b || vshape(c, s.n->in[2])->rank != 1))) {
             *why = "is not a linear layer (needs constant weights, a 1-d bias, alpha = beta = 1)";
             return 0;
         }
         L->cfg = rs_layer_cfg_default(RS_LAYER_LINEAR);
-        L->cfg.out = (int)os->d[1];
-        L->cfg.bias = n->nin > 2;
+        L->cfg.out = (int)s.os->d[1];
+        L->cfg.bias = s.n->nin > 2;
         L->w[0] = w;
         L->w[1] = b;
-        L->w_transposed = !a->tb;
-        L->wk = (int)xs->d[1];
-        L->wn = (int)os->d[1];
+        L->w_transposed = !s.a->tb;
+        L->wk = (int)s.xs->d[1];
+        L->wn = (int)s.os->d[1];
         return 1;
     }
     case RS_OP_MATMUL: {
-        const float *w = cval(c, n->in[1]);
-        const rs_dims *ws = vshape(c, n->in[1]);
-        if (!w || ws->rank != 2 || xs->rank < 2 || per.ndim > 2 || bpos == xs->rank - 1 || src_of(c, x) == -2) {
+        const float *w = cval(c, s.n->in[1]);
+        const rs_dims *ws = vshape(c, s.n->in[1]);
+        if (!w || ws->rank != 2 || s.xs->rank < 2 || s.per.ndim > 2 || s.bpos == s.xs->rank - 1 ||
+            src_of(c, s.x) == -2) {
             *why = "is not a linear layer (needs (batch, K) x constant (K, N))";
             return 0;
         }
@@ -168,10 +181,10 @@ static int match_linear(conv *c, int k, plan_node *L, const char **why)
         L->w_transposed = true;
         L->wk = (int)ws->d[0];
         L->wn = (int)N;
-        L->w[1] = bias_add(c, k + 1, n->out, N);
+        L->w[1] = bias_add(c, k + 1, s.n->out, N);
         L->cfg.bias = L->w[1] != NULL;
         if (!L->w[1]) return 1;
-        L->value = g->nodes[k + 1].out;
+        L->value = s.g->nodes[k + 1].out;
         return 2;
     }
     default: *why = "has no engine layer"; return 0;
@@ -181,39 +194,35 @@ static int match_linear(conv *c, int k, plan_node *L, const char **why)
 /* Conv and the pools. */
 static int match_window(conv *c, int k, plan_node *L, const char **why)
 {
-    const rs_onnx_graph *g = c->g;
-    const rs_onnx_node *n = &g->nodes[k];
-    const rs_op_attrs *a = &n->a;
-    int x = n->in[0];
-    const rs_dims *xs = vshape(c, x), *os = vshape(c, n->out);
-    int bpos = rs_dims_batch_pos(xs);
-    switch (n->op) {
+    site s = site_of(c, k);
+    switch (s.n->op) {
     case RS_OP_CONV:
-        if (a->group != 1 || a->pt != a->pb || a->pl != a->pr || xs->rank != 4 || bpos != 0 || !cval(c, n->in[1]) ||
-            (n->nin > 2 && !cval(c, n->in[2]))) {
+        if (s.a->group != 1 || s.a->pt != s.a->pb || s.a->pl != s.a->pr || s.xs->rank != 4 || s.bpos != 0 ||
+            !cval(c, s.n->in[1]) || (s.n->nin > 2 && !cval(c, s.n->in[2]))) {
             *why = "is not an engine conv (needs group 1, symmetric pads, 2-d, constant weights)";
             return 0;
         }
         L->cfg = rs_layer_cfg_default(RS_LAYER_CONV2D);
-        L->cfg.out = (int)os->d[1];
-        L->cfg.kh = a->kh, L->cfg.kw = a->kw, L->cfg.sh = a->sh, L->cfg.sw = a->sw;
-        L->cfg.ph = a->pt, L->cfg.pw = a->pl;
-        L->cfg.bias = n->nin > 2;
-        L->w[0] = cval(c, n->in[1]);
-        L->w[1] = n->nin > 2 ? cval(c, n->in[2]) : NULL;
+        L->cfg.out = (int)s.os->d[1];
+        L->cfg.kh = s.a->kh, L->cfg.kw = s.a->kw, L->cfg.sh = s.a->sh, L->cfg.sw = s.a->sw;
+        L->cfg.ph = s.a->pt, L->cfg.pw = s.a->pl;
+        L->cfg.bias = s.n->nin > 2;
+        L->w[0] = cval(c, s.n->in[1]);
+        L->w[1] = s.n->nin > 2 ? cval(c, s.n->in[2]) : NULL;
         return 1;
     case RS_OP_MAXPOOL:
     case RS_OP_AVGPOOL: {
-        bool max = n->op == RS_OP_MAXPOOL;
-        if (a->pt != a->pb || a->pl != a->pr || a->ceil_mode || xs->rank != 4 || bpos != 0 || 2 * a->pt > a->kh ||
-            2 * a->pl > a->kw || (!max && !a->count_include_pad && (a->pt || a->pl))) {
+        bool max = s.n->op == RS_OP_MAXPOOL;
+        if (s.a->pt != s.a->pb || s.a->pl != s.a->pr || s.a->ceil_mode || s.xs->rank != 4 || s.bpos != 0 ||
+            2 * s.a->pt > s.a->kh || 2 * s.a->pl > s.a->kw ||
+            (!max && !s.a->count_include_pad && (s.a->pt || s.a->pl))) {
             *why = "is not an engine pool (needs symmetric pads of at most half the window, floor mode, and for "
                    "averages count_include_pad=1 when padded)";
             return 0;
         }
         L->cfg = rs_layer_cfg_default(max ? RS_LAYER_MAXPOOL2D : RS_LAYER_AVGPOOL2D);
-        L->cfg.kh = a->kh, L->cfg.kw = a->kw, L->cfg.sh = a->sh, L->cfg.sw = a->sw;
-        L->cfg.ph = a->pt, L->cfg.pw = a->pl;
+        L->cfg.kh = s.a->kh, L->cfg.kw = s.a->kw, L->cfg.sh = s.a->sh, L->cfg.sw = s.a->sw;
+        L->cfg.ph = s.a->pt, L->cfg.pw = s.a->pl;
         return 1;
     }
     default: *why = "has no engine layer"; return 0;
@@ -223,18 +232,14 @@ static int match_window(conv *c, int k, plan_node *L, const char **why)
 /* Activations (through the layers' descriptors), GELU's expansion, the residual add. */
 static int match_elementwise(conv *c, int k, plan_node *L, const char **why)
 {
-    const rs_onnx_graph *g = c->g;
-    const rs_onnx_node *n = &g->nodes[k];
-    const rs_op_attrs *a = &n->a;
-    int x = n->in[0];
-    const rs_dims *xs = vshape(c, x);
-    switch (n->op) {
+    site s = site_of(c, k);
+    switch (s.n->op) {
     case RS_OP_UNARY:
-        if (silu_pair(c, k, x) && rs_layer_for_unary(RS_UNARY_SILU, &L->cfg)) {
-            L->value = g->nodes[k + 1].out;
+        if (silu_pair(c, k, s.x) && rs_layer_for_unary(RS_UNARY_SILU, &L->cfg)) {
+            L->value = s.g->nodes[k + 1].out;
             return 2;
         }
-        if (!rs_layer_for_unary(a->sub, &L->cfg)) {
+        if (!rs_layer_for_unary(s.a->sub, &L->cfg)) {
             *why = "is an activation the engine has no layer for";
             return 0;
         }
@@ -245,16 +250,16 @@ static int match_elementwise(conv *c, int k, plan_node *L, const char **why)
         return 0;
     case RS_OP_BINARY: {
         if (!c->train && rs_onnx_tm_gelu_tanh(c, k, L)) return 1;
-        int used = gelu_expansion(c, k, x);
+        int used = gelu_expansion(c, k, s.x);
         if (used) {
             L->cfg = rs_layer_cfg_default(RS_LAYER_GELU);
-            L->value = g->nodes[k + used - 1].out;
+            L->value = s.g->nodes[k + used - 1].out;
             return used;
         }
-        int y = n->in[1];
+        int y = s.n->in[1];
         const rs_dims *ys = vshape(c, y);
-        bool same = ys->rank == xs->rank && !memcmp(ys->d, xs->d, sizeof(int64_t) * (size_t)xs->rank);
-        if (!c->train && a->sub == RS_BINARY_ADD && same && src_of(c, x) != -2 && src_of(c, y) != -2) {
+        bool same = ys->rank == s.xs->rank && !memcmp(ys->d, s.xs->d, sizeof(int64_t) * (size_t)s.xs->rank);
+        if (!c->train && s.a->sub == RS_BINARY_ADD && same && src_of(c, s.x) != -2 && src_of(c, y) != -2) {
             L->cfg = rs_layer_cfg_default(RS_LAYER_ADD);
             L->nsrc = 2;
             L->src[1] = src_of(c, y);
@@ -270,16 +275,11 @@ static int match_elementwise(conv *c, int k, plan_node *L, const char **why)
 /* Flatten, LayerNorm and its expansion. */
 static int match_norm_shape(conv *c, int k, plan_node *L, const char **why)
 {
-    const rs_onnx_graph *g = c->g;
-    const rs_onnx_node *n = &g->nodes[k];
-    const rs_op_attrs *a = &n->a;
-    int x = n->in[0];
-    const rs_dims *xs = vshape(c, x), *os = vshape(c, n->out);
-    int bpos = rs_dims_batch_pos(xs);
-    switch (n->op) {
+    site s = site_of(c, k);
+    switch (s.n->op) {
     case RS_OP_RESHAPE:
         /* (N, ...) -> (N, rest): the engine's flatten (training needs a layer that copies) */
-        if (c->train && os->rank == 2 && bpos == 0 && rs_dims_batch_pos(os) == 0 && xs->rank > 2) {
+        if (c->train && s.os->rank == 2 && s.bpos == 0 && rs_dims_batch_pos(s.os) == 0 && s.xs->rank > 2) {
             L->cfg = rs_layer_cfg_default(RS_LAYER_FLATTEN);
             return 1;
         }
@@ -287,26 +287,26 @@ static int match_norm_shape(conv *c, int k, plan_node *L, const char **why)
         return 0;
     case RS_OP_REDUCEMEAN: {
         float eps = 0;
-        int used = bpos == xs->rank - 1 ? 0 : layernorm_expansion(c, k, x, &eps, &L->w[0], &L->w[1]);
+        int used = s.bpos == s.xs->rank - 1 ? 0 : layernorm_expansion(c, k, s.x, &eps, &L->w[0], &L->w[1]);
         if (!used) {
             *why = "is a reduction that is not part of a LayerNorm";
             return 0;
         }
         L->cfg = rs_layer_cfg_default(RS_LAYER_LAYERNORM);
         L->cfg.eps = eps;
-        L->value = g->nodes[k + used - 1].out;
+        L->value = s.g->nodes[k + used - 1].out;
         return used;
     }
     case RS_OP_LAYERNORM:
-        if (a->axis != xs->rank - 1 || bpos == xs->rank - 1 || !cval(c, n->in[1]) ||
-            (n->nin > 2 && n->in[2] >= 0 && !cval(c, n->in[2]))) {
+        if (s.a->axis != s.xs->rank - 1 || s.bpos == s.xs->rank - 1 || !cval(c, s.n->in[1]) ||
+            (s.n->nin > 2 && s.n->in[2] >= 0 && !cval(c, s.n->in[2]))) {
             *why = "normalises over more than the last dimension";
             return 0;
         }
         L->cfg = rs_layer_cfg_default(RS_LAYER_LAYERNORM);
-        L->cfg.eps = a->eps > 0 ? a->eps : 1e-5f;
-        L->w[0] = cval(c, n->in[1]);
-        L->w[1] = n->nin > 2 ? cval(c, n->in[2]) : NULL;
+        L->cfg.eps = s.a->eps > 0 ? s.a->eps : 1e-5f;
+        L->w[0] = cval(c, s.n->in[1]);
+        L->w[1] = s.n->nin > 2 ? cval(c, s.n->in[2]) : NULL;
         return 1;
     default: *why = "has no engine layer"; return 0;
     }

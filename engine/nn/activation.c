@@ -52,29 +52,8 @@ static void tanh_bwd(rs_layer *l, const rs_exec *x, const float *in, const float
     if (din) x->k->tanh_bwd(x->ctx, out, dout, din, numel(l, B));
 }
 
-static int relu_unary(const rs_layer_cfg *c)
-{
-    (void)c;
-    return RS_UNARY_RELU;
-}
-
-static bool relu_from(int op, rs_layer_cfg *c)
-{
-    (void)c;
-    return op == RS_UNARY_RELU;
-}
-
-static int tanh_unary(const rs_layer_cfg *c)
-{
-    (void)c;
-    return RS_UNARY_TANH;
-}
-
-static bool tanh_from(int op, rs_layer_cfg *c)
-{
-    (void)c;
-    return op == RS_UNARY_TANH;
-}
+RS_LAYER_UNARY_FNS(relu, RS_UNARY_RELU)
+RS_LAYER_UNARY_FNS(tanh, RS_UNARY_TANH)
 
 static int gelu_unary(const rs_layer_cfg *c) { return c->approx_tanh ? RS_UNARY_GELU_TANH : RS_UNARY_GELU; }
 

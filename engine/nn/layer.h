@@ -215,6 +215,20 @@ char *rs_layer_cfg_str(const rs_layer_cfg *c, char *buf, size_t n);
 const char *rs_layer_flt(float v, char *buf, size_t n);
 void rs_layer_spell_window(const rs_layer_cfg *c, int def_stride, char *buf, size_t n);
 
+/* unary_of and from_unary for an activation that computes one operator whatever its options:
+ * RS_LAYER_UNARY_FNS(relu, RS_UNARY_RELU) defines relu_unary and relu_from. */
+#define RS_LAYER_UNARY_FNS(prefix, OP)                                                                 \
+    static int prefix##_unary(const rs_layer_cfg *c)                                                   \
+    {                                                                                                  \
+        (void)c;                                                                                       \
+        return OP;                                                                                     \
+    }                                                                                                  \
+    static bool prefix##_from(int op, rs_layer_cfg *c)                                                 \
+    {                                                                                                  \
+        (void)c;                                                                                       \
+        return op == OP;                                                                               \
+    }
+
 /* The descriptors (engine/nn/<kind>.c), declared from the one list. */
 #define RS_LAYER(E, ops) extern const rs_layer_ops rs_##ops##_ops;
 #include "engine/nn/layers.def"

@@ -27,23 +27,13 @@ static void backward(rs_layer *l, const rs_exec *x, const float *in, const float
     if (din) x->k->silu_bwd(x->ctx, in, dout, din, numel(l, B));
 }
 
-static int unary_of(const rs_layer_cfg *c)
-{
-    (void)c;
-    return RS_UNARY_SILU;
-}
-
-static bool from_unary(int op, rs_layer_cfg *c)
-{
-    (void)c;
-    return op == RS_UNARY_SILU;
-}
+RS_LAYER_UNARY_FNS(silu, RS_UNARY_SILU)
 
 const rs_layer_ops rs_silu_ops = {
     .kind = "silu",
     .word = "silu",
-    .unary_of = unary_of,
-    .from_unary = from_unary,
+    .unary_of = silu_unary,
+    .from_unary = silu_from,
     .tp = RS_LAYER_TP_ELEMENTWISE,
     .gen = RS_LAYER_GEN_ROW,
     .example = "seq in=6 linear(8) silu linear(3)",
