@@ -11,7 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/stat.h>
+
 #include "onnx/build.h"
+#include "onnx/external.h"
 #include "onnx/ops.h"
 
 /* The names defined so far: an open-addressing set of borrowed strings (the model owns them). */
@@ -19,6 +22,7 @@ typedef struct name_set {
     const char **slot;
     int *who;       /* -2 graph input, -1 initializer, >= 0 the node */
     rs_dims *shape; /* what the checker knows of the value's shape: rank -1 unknown, a dim < 0 a name */
+    const Onnx__TensorProto **tensor; /* an initializer's own tensor (borrowed), NULL for the others */
     size_t cap, n;
 } name_set;
 
@@ -37,7 +41,8 @@ static bool set_init(name_set *s, size_t expect)
     s->slot = calloc(s->cap, sizeof *s->slot);
     s->who = calloc(s->cap, sizeof *s->who);
     s->shape = malloc(s->cap * sizeof *s->shape); /* owned by the set, with slot and who */
-    return s->slot && s->who && s->shape;
+    s->tensor = calloc(s->cap, sizeof *s->tensor);
+    return s->slot && s->who && s->shape && s->tensor;
 }
 
 static void set_free(name_set *s)
@@ -45,6 +50,7 @@ static void set_free(name_set *s)
     free(s->slot);
     free(s->who);
     free(s->shape);
+    free(s->tensor);
 }
 
 /* Index of name's slot: where it is, or the empty slot where it would go. */
@@ -90,6 +96,7 @@ static void set_put_shape(name_set *s, const char *name, const rs_dims *shape)
 typedef struct checker {
     FILE *out;
     int count;
+    const char *dir; /* the model's folder, where its external data files are; NULL for a model in memory */
 } checker;
 
 static void finding(checker *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -139,13 +146,51 @@ static void check_value_info(checker *c, const char *what, size_t i, const Onnx_
     if (!tt->has_elem_type || tt->elem_type <= 0 || !strcmp(rs_onnx_dtype_name(tt->elem_type), "?"))
         finding(c, "graph %s '%s': element type %d is not a valid TensorProto.DataType", what,
                 q(v->name, b, sizeof b), tt->has_elem_type ? tt->elem_type : 0);
-    if (tt->shape)
+    if (!tt->shape)
+        finding(c, "graph %s '%s' has no shape (the ONNX checker wants one on the main graph's inputs and outputs, "
+                   "if only an empty one)", what, q(v->name, b, sizeof b));
+    else
         for (size_t k = 0; k < tt->shape->n_dim; k++) {
             const Onnx__TensorShapeProto__Dimension *d = tt->shape->dim[k];
             if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE && d->dim_value < 0)
                 finding(c, "graph %s '%s': dimension %zu is %" PRId64 "; sizes are >= 0 (use a name for unknown)",
                         what, q(v->name, b, sizeof b), k, d->dim_value);
         }
+}
+
+/* Data in another file, as onnx.checker wants it: a location inside the model's folder, a regular
+ * file there (not a link), offset and length within it. */
+static void check_external(checker *c, const char *what, const char *name, const Onnx__TensorProto *t)
+{
+    char b[320];
+    rs_onnx_ext e;
+    rs_onnx_ext_fields(t, 0, &e);
+    if (e.bad_key) {
+        finding(c, "%s '%s': external data %s '%s' is not a number", what, name, e.bad_key, q(e.bad_val, b, sizeof b));
+        return;
+    }
+    if (!e.loc || !*e.loc) {
+        finding(c, "%s '%s' is marked external but names no location", what, name);
+        return;
+    }
+    if (rs_onnx_ext_escapes(e.loc)) {
+        finding(c, "%s '%s': external data location '%s' leaves the model's folder (absolute or with '..')", what,
+                name, q(e.loc, b, sizeof b));
+        return;
+    }
+    if (!c->dir) return; /* a model in memory: nothing to look at */
+    char path[4096];
+    struct stat sb;
+    if ((size_t)snprintf(path, sizeof path, "%s/%s", c->dir, e.loc) >= sizeof path || lstat(path, &sb) != 0)
+        finding(c, "%s '%s': external data file '%s' is missing", what, name, q(e.loc, b, sizeof b));
+    else if (S_ISLNK(sb.st_mode))
+        finding(c, "%s '%s': external data file '%s' is a symbolic link (the ONNX checker takes regular files only)",
+                what, name, q(e.loc, b, sizeof b));
+    else if (!S_ISREG(sb.st_mode))
+        finding(c, "%s '%s': external data '%s' is not a regular file", what, name, q(e.loc, b, sizeof b));
+    else if (e.off > (uint64_t)sb.st_size || e.len > (uint64_t)sb.st_size - e.off)
+        finding(c, "%s '%s': external data (offset %" PRIu64 ", length %" PRIu64 ") runs past the end of '%s' "
+                   "(%lld bytes)", what, name, e.off, e.len, q(e.loc, b, sizeof b), (long long)sb.st_size);
 }
 
 static void check_tensor(checker *c, const char *what, const Onnx__TensorProto *t)
@@ -162,7 +207,10 @@ static void check_tensor(checker *c, const char *what, const Onnx__TensorProto *
         finding(c, "%s '%s': dims hold a negative size or their product overflows", what, name);
         return;
     }
-    if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) return;
+    if (rs_onnx_ext_is(t)) {
+        check_external(c, what, name, t);
+        return;
+    }
     int dt = t->data_type;
     if (t->has_raw_data || t->raw_data.len) {
         if (dt == RS_ONNX_UNDEFINED || dt == 8) {
@@ -388,6 +436,8 @@ static void check_sources(checker *c, const Onnx__GraphProto *g, name_set *defin
                 break;
             }
         set_add(defined, t->name, -1);
+        size_t slot = set_find(defined, t->name);
+        if (defined->slot[slot] && defined->who[slot] == -1) defined->tensor[slot] = t;
         bool dims_ok = t->n_dims <= RS_DIMS_MAX;
         for (size_t k = 0; k < t->n_dims && dims_ok; k++) dims_ok = t->dims[k] >= 0;
         if (!dims_ok) continue;
@@ -417,8 +467,12 @@ static void check_shape(checker *c, size_t i, const char *opn, const Onnx__NodeP
 {
     if (!op->shape || n->n_input > 8) return;
     rs_onnx_shape_io io = {.node = n, .opset = opset, .nin = (int)n->n_input};
-    for (size_t k = 0; k < n->n_input; k++)
-        io.in[k] = n->input[k] && *n->input[k] ? set_shape(defined, n->input[k]) : NULL;
+    for (size_t k = 0; k < n->n_input; k++) {
+        if (!n->input[k] || !*n->input[k]) continue;
+        io.in[k] = set_shape(defined, n->input[k]);
+        size_t slot = set_find(defined, n->input[k]);
+        io.cin[k] = defined->slot[slot] ? defined->tensor[slot] : NULL;
+    }
     if (!op->shape(&io)) finding(c, "node #%zu (%s): %s", i, opn, io.msg);
     else if (io.out_known && n->n_output && n->output[0] && *n->output[0]) set_put_shape(defined, n->output[0], &io.out);
 }
@@ -466,9 +520,9 @@ static void check_node(checker *c, const Onnx__ModelProto *m, size_t i, int64_t 
     if (op && c->count == before) check_shape(c, i, opn, n, op, opset, defined);
 }
 
-int rs_onnx_check_model(const Onnx__ModelProto *m, FILE *out)
+static int check_model_in(const Onnx__ModelProto *m, FILE *out, const char *dir)
 {
-    checker c = {.out = out};
+    checker c = {.out = out, .dir = dir};
     char b1[320];
     int64_t opset = check_header(&c, m); /* of the standard domain; 0 when not imported */
     const Onnx__GraphProto *g = m->graph;
@@ -504,13 +558,20 @@ int rs_onnx_check_model(const Onnx__ModelProto *m, FILE *out)
     return c.count;
 }
 
+int rs_onnx_check_model(const Onnx__ModelProto *m, FILE *out) { return check_model_in(m, out, NULL); }
+
 rs_status rs_onnx_check(const char *path, FILE *out, int *findings, rs_err *err)
 {
     if (findings) *findings = 0;
     Onnx__ModelProto *m;
     rs_status st = rs_onnx_model_load(path, &m, err);
     if (st) return st;
-    int n = rs_onnx_check_model(m, out);
+    /* external data files are looked up beside the model */
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    int n = check_model_in(m, out, dir);
     if (out) {
         char b[320];
         if (n) fprintf(out, "%s: %d finding%s\n", q(path, b, sizeof b), n, n == 1 ? "" : "s");

@@ -223,3 +223,48 @@ bool rs_onnx_shape_constant(rs_onnx_shape_io *io)
     io->out_known = true;
     return true;
 }
+
+/* The int64 values of a 1-d initializer (raw_data or int64_data), at most max; -1 when it is not one. */
+static int tensor_ints(const Onnx__TensorProto *t, int64_t *out, int max)
+{
+    if (!t || t->data_type != 7 || t->n_dims != 1 || t->dims[0] < 0 || t->dims[0] > max) return -1;
+    int n = (int)t->dims[0];
+    if (t->raw_data.len) {
+        if (t->raw_data.len != (size_t)n * 8) return -1;
+        for (int k = 0; k < n; k++) memcpy(&out[k], t->raw_data.data + 8 * k, 8); /* little-endian, maybe unaligned */
+    } else {
+        if (t->n_int64_data != (size_t)n) return -1;
+        memcpy(out, t->int64_data, sizeof(int64_t) * (size_t)n);
+    }
+    return n;
+}
+
+bool rs_onnx_shape_split(rs_onnx_shape_io *io)
+{
+    if (io->nin < 1 || !io->in[0]) return true;
+    const rs_dims *x = io->in[0];
+    int64_t axis = attr_int(io, "axis", 0), sizes[64];
+    if (axis < 0) axis += x->rank;
+    if (axis < 0 || axis >= x->rank) return true;
+    int n = -1;
+    const Onnx__AttributeProto *a = attr(io->node, "split");
+    if (a && a->n_ints <= 64) {
+        n = (int)a->n_ints;
+        memcpy(sizes, a->ints, sizeof(int64_t) * (size_t)n);
+    } else if (io->nin > 1) {
+        n = tensor_ints(io->cin[1], sizes, 64);
+    }
+    if (n < 0) return true;
+    int64_t sum = 0;
+    for (int k = 0; k < n; k++) sum += sizes[k] > 0 ? sizes[k] : 0;
+    if (n != (int)io->node->n_output) {
+        snprintf(io->msg, sizeof io->msg, "%d split sizes for %zu outputs (shape inference)", n, io->node->n_output);
+        return false;
+    }
+    if (x->d[axis] >= 0 && sum != x->d[axis]) {
+        snprintf(io->msg, sizeof io->msg, "the split sizes add up to %lld, but dimension %lld of the input is %lld "
+                 "(shape inference)", (long long)sum, (long long)axis, (long long)x->d[axis]);
+        return false;
+    }
+    return true;
+}

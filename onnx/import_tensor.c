@@ -2,6 +2,7 @@
  * or from an external data file beside the model (never above its folder), converted to float or
  * int64 constants. Split from import.c, which builds the graph from them. */
 #include "import_internal.h"
+#include "onnx/external.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -30,55 +31,31 @@ const char *rs_onnx_import_dtype_name(int t)
     return t >= 0 && t < (int)(sizeof n / sizeof *n) ? n[t] : "unknown";
 }
 
-/* A decimal field of external_data ("offset", "length"): digits only, below 2^62. */
-static bool parse_size(const char *v, uint64_t *out)
-{
-    uint64_t x = 0;
-    if (!v || !*v) return false;
-    for (; *v; v++) {
-        if (*v < '0' || *v > '9' || x > (UINT64_C(1) << 62) / 10) return false;
-        x = x * 10 + (uint64_t)(*v - '0');
-    }
-    *out = x;
-    return true;
-}
-
 /* The bytes of a tensor kept outside the model (data_location EXTERNAL, as torch's dynamo exporter and
  * onnx.save(save_as_external_data=True) write): external_data names the file (relative to the model's
  * folder, never above it), an offset and a length. want is what the tensor's shape and type need. */
 static rs_status read_external(imp *p, const Onnx__TensorProto *t, const char *what, size_t want, uint8_t **out)
 {
-    const char *loc = NULL;
-    uint64_t off = 0, len = want;
-    bool has_len = false;
     *out = NULL;
     if (t->raw_data.len || t->n_float_data || t->n_int32_data || t->n_int64_data || t->n_double_data)
         return rs_onnx_fail(p, RS_ERR_FORMAT, "%s has both external and inline data", what);
-    for (size_t k = 0; k < t->n_external_data; k++) {
-        const char *key = rs_onnx_str_or(t->external_data[k]->key, ""), *val = t->external_data[k]->value;
-        if (!strcmp(key, "location")) loc = val;
-        else if (!strcmp(key, "offset") && !parse_size(val, &off))
-            return rs_onnx_fail(p, RS_ERR_FORMAT, "%s: external data offset '%.40s' is not a number", what, val ? val : "");
-        else if (!strcmp(key, "length") && !(has_len = parse_size(val, &len)))
-            return rs_onnx_fail(p, RS_ERR_FORMAT, "%s: external data length '%.40s' is not a number", what, val ? val : "");
-    }
+    rs_onnx_ext e;
+    rs_onnx_ext_fields(t, want, &e);
+    if (e.bad_key)
+        return rs_onnx_fail(p, RS_ERR_FORMAT, "%s: external data %s '%.40s' is not a number", what, e.bad_key, e.bad_val);
+    const char *loc = e.loc;
+    uint64_t off = e.off, len = e.len;
     if (!loc || !*loc) return rs_onnx_fail(p, RS_ERR_FORMAT, "%s is marked external but names no location", what);
     if (!p->dir)
         return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "%s keeps its data in '%.100s', and a model read from memory has no "
                             "folder to find it in; load the file by its path", what, loc);
     /* the file must sit in the model's folder or below it: no absolute paths, no '..' component */
-    bool escapes = loc[0] == '/' || loc[0] == '\\' || strchr(loc, ':') != NULL;
-    for (const char *c = loc; *c && !escapes; c++) {
-        bool start = c == loc || c[-1] == '/' || c[-1] == '\\';
-        escapes = start && c[0] == '.' && c[1] == '.' && (c[2] == '\0' || c[2] == '/' || c[2] == '\\');
-    }
-    if (escapes)
+    if (rs_onnx_ext_escapes(loc))
         return rs_onnx_fail(p, RS_ERR_FORMAT, "%s: external data location '%.100s' leaves the model's folder "
                             "(absolute or with '..'); refused", what, loc);
     if (len != want)
         return rs_onnx_fail(p, RS_ERR_FORMAT, "%s: external data length %llu does not match its shape and type (%zu "
                             "bytes)", what, (unsigned long long)len, want);
-    (void)has_len;
     char path[4096];
     if ((size_t)snprintf(path, sizeof path, "%s/%s", p->dir, loc) >= sizeof path)
         return rs_onnx_fail(p, RS_ERR_FORMAT, "%s: external data path too long", what);
@@ -138,7 +115,7 @@ rs_status rs_onnx_tensor_to_ival(imp *p, const Onnx__TensorProto *t, const char 
     size_t have, raw_len = t->raw_data.len;
     const uint8_t *r = t->raw_data.data;
     uint8_t *ext = NULL;
-    if (t->data_location == 1 || t->n_external_data) {
+    if (rs_onnx_ext_is(t)) {
         if ((st = read_external(p, t, what, n * esz, &ext))) return st;
         r = ext;
         raw_len = n * esz;

@@ -158,6 +158,7 @@ static const rs_onnx_op_def ops[] = {
                                          {.name = "axis", .type = AT(INT), .since = 13, .has_def = true, .i = -1},
                                          END}},
     {.name = "Split", .min_in = 1, .max_in = 2, .min_out = 1, .max_out = -1, .import = rs_onnx_h_split,
+     .shape = rs_onnx_shape_split,
      .attrs = (const rs_onnx_attr_def[]){A_I("axis", 0), {.name = "num_outputs", .type = AT(INT), .since = 18},
                                          {.name = "split", .type = AT(INTS), .until = 13, .to_input = true},
                                          END}},

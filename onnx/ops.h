@@ -37,6 +37,7 @@ typedef struct rs_onnx_shape_io {
     int64_t opset;
     int nin;
     const rs_dims *in[8];
+    const Onnx__TensorProto *cin[8]; /* the initializer behind an input, NULL when it is none */
     rs_dims out;      /* output 0, when the check can tell */
     bool out_known;
     char msg[RS_ERR_MSG_MAX + 32]; /* the finding when the check returns false */
@@ -79,5 +80,7 @@ bool rs_onnx_shape_matmul(rs_onnx_shape_io *io);
 bool rs_onnx_shape_conv(rs_onnx_shape_io *io);
 bool rs_onnx_shape_flatten(rs_onnx_shape_io *io);
 bool rs_onnx_shape_constant(rs_onnx_shape_io *io);
+/* split: the sizes (attribute before opset 13, an initializer since) add up to the split dim */
+bool rs_onnx_shape_split(rs_onnx_shape_io *io);
 
 #endif
