@@ -483,6 +483,24 @@ static rs_status import_node(imp *p, const Onnx__NodeProto *np, int k)
     return st;
 }
 
+/* Every initializer as a constant import value under its name. */
+static rs_status read_initializers(imp *p, const Onnx__GraphProto *gp)
+{
+    char what[160];
+    for (size_t k = 0; k < gp->n_initializer; k++) {
+        const Onnx__TensorProto *t = gp->initializer[k];
+        const char *nm = rs_onnx_str_or(t->name, "");
+        if (!*nm) return rs_onnx_fail(p, RS_ERR_FORMAT, "initializer %zu has no name", k);
+        ival *v = lookup(p, nm, true);
+        if (!v) return rs_onnx_fail(p, RS_ERR_NOMEM, "out of memory");
+        if (v->kind != IV_NONE) return rs_onnx_fail(p, RS_ERR_FORMAT, "initializer '%s' appears twice", nm);
+        snprintf(what, sizeof what, "initializer '%.100s'", nm);
+        rs_status st = rs_onnx_tensor_to_ival(p, t, what, v);
+        if (st) return st;
+    }
+    return RS_OK;
+}
+
 static rs_status import_model(imp *p, const Onnx__ModelProto *m)
 {
     const Onnx__GraphProto *gp = m->graph;
@@ -509,18 +527,8 @@ static rs_status import_model(imp *p, const Onnx__ModelProto *m)
              m->producer_version && *m->producer_version ? " " : "", rs_onnx_str_or(m->producer_version, ""));
     g->producer = strdup(prod);
     if (!g->name || !g->producer) return rs_onnx_fail(p, RS_ERR_NOMEM, "out of memory");
-    rs_status st;
-    char what[160];
-    for (size_t k = 0; k < gp->n_initializer; k++) {
-        const Onnx__TensorProto *t = gp->initializer[k];
-        const char *nm = rs_onnx_str_or(t->name, "");
-        if (!*nm) return rs_onnx_fail(p, RS_ERR_FORMAT, "initializer %zu has no name", k);
-        ival *v = lookup(p, nm, true);
-        if (!v) return rs_onnx_fail(p, RS_ERR_NOMEM, "out of memory");
-        if (v->kind != IV_NONE) return rs_onnx_fail(p, RS_ERR_FORMAT, "initializer '%s' appears twice", nm);
-        snprintf(what, sizeof what, "initializer '%.100s'", nm);
-        if ((st = rs_onnx_tensor_to_ival(p, t, what, v))) return st;
-    }
+    rs_status st = read_initializers(p, gp);
+    if (st) return st;
     const Onnx__ValueInfoProto *in = NULL;
     int nin = 0;
     for (size_t k = 0; k < gp->n_input; k++) {
