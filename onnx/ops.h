@@ -68,6 +68,8 @@ const rs_onnx_attr_def *rs_onnx_op_attr(const rs_onnx_op_def *op, const char *na
 int rs_onnx_op_attr_type(const char *op_type, const char *attr);
 /* "FLOAT", "INTS", ... for an AttributeType value. */
 const char *rs_onnx_attr_type_name(int type);
+/* Every operator's name, comma-separated, in the table's order (for help and error messages). */
+const char *rs_onnx_supported_ops(void);
 
 /* check_shapes.c: the shape rules entries name. same: output 0 has input 0's shape; broadcast: numpy
  * broadcasting, followed where it can be and never a finding (a name may stand for any size); gemm,
