@@ -491,7 +491,7 @@ rs_status rs_onnx_h_softmax(nctx *c)
     rs_status st = rs_onnx_need_inputs(c, 1, 1);
     if (st) return st;
     rs_op_attrs a = {.legacy_softmax = c->p->opset < 13};
-    int64_t ax = -1;
+    int64_t ax = 0; /* the registry's default for the opset */
     if ((st = rs_onnx_attr_int(c->p, "axis", &ax)) ||
         (st = rs_onnx_norm_axis(c->p, ax, c->in[0]->shape.rank, &a.axis)))
         return st;
@@ -510,7 +510,7 @@ rs_status rs_onnx_h_layernorm(nctx *c)
     for (size_t k = 1; k < c->np->n_output; k++)
         if (c->np->output[k] && *c->np->output[k]) return rs_onnx_fail(c->p, RS_ERR_UNSUPPORTED, "the Mean/InvStdDev outputs");
     rs_op_attrs a = {0};
-    int64_t ax = -1;
+    int64_t ax = 0; /* the registry's default for the opset */
     if ((st = rs_onnx_attr_int(c->p, "axis", &ax)) || (st = rs_onnx_attr_float(c->p, "epsilon", &a.eps)) ||
         (st = rs_onnx_norm_axis(c->p, ax, c->in[0]->shape.rank, &a.axis)))
         return st;
@@ -604,7 +604,7 @@ rs_status rs_onnx_h_reduce(nctx *c)
     imp *p = c->p;
     rs_status st = rs_onnx_need_inputs(c, 1, 2);
     if (st) return st;
-    int64_t axes[RS_DIMS_MAX], kd = 1, noop = 0;
+    int64_t axes[RS_DIMS_MAX], kd = 0, noop = 0; /* noop_with_empty_axes is 0 before its opset */
     int na;
     if ((st = rs_onnx_get_axes(c, axes, &na)) || (st = rs_onnx_attr_int(p, "keepdims", &kd)) ||
         (st = rs_onnx_attr_int(p, "noop_with_empty_axes", &noop)))

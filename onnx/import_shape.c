@@ -118,7 +118,7 @@ rs_status rs_onnx_h_flatten(nctx *c)
 {
     rs_status st = rs_onnx_need_inputs(c, 1, 1);
     if (st) return st;
-    int64_t ax = 1;
+    int64_t ax = 0; /* the registry gives Flatten's default */
     int axis = 0;
     const rs_dims *x = &c->in[0]->shape;
     if ((st = rs_onnx_attr_int(c->p, "axis", &ax))) return st;
@@ -483,7 +483,7 @@ rs_status rs_onnx_h_trilu(nctx *c)
 {
     rs_status st = rs_onnx_need_inputs(c, 1, 2);
     if (st) return st;
-    int64_t up = 1, kk[1] = {0};
+    int64_t up = 0, kk[1] = {0}; /* upper: the registry's default */
     int nk = 0;
     if ((st = rs_onnx_attr_int(c->p, "upper", &up))) return st;
     if (up != 0 && up != 1) return rs_onnx_fail(c->p, RS_ERR_FORMAT, "upper must be 0 or 1, not %lld", (long long)up);
