@@ -1,5 +1,7 @@
 /* Private to the ONNX importer: what import.c (reading the ModelProto, the name table, building and
- * folding the graph) and import_ops.c (one handler per ONNX operator) share. Not for other users. */
+ * folding the graph), import_tensor.c (tensors as import values) and the handlers in import_ops.c,
+ * import_shape.c and import_tokens.c share; the registry (ops.c) names each operator's handler. Not
+ * for other users. */
 #ifndef RS_ONNX_IMPORT_INTERNAL_H
 #define RS_ONNX_IMPORT_INTERNAL_H
 

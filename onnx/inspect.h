@@ -38,6 +38,8 @@ void rs_onnx_summarize(const Onnx__ModelProto *m, rs_onnx_summary *out);
  * (may be NULL). Returns RS_OK when the file could be read, whatever was found; an unreadable or
  * unparsable file is an error, with nothing counted. */
 rs_status rs_onnx_check(const char *path, FILE *out, int *findings, rs_err *err);
+/* The same on a model in memory, returning the number of findings; it has no folder, so its external
+ * data files are not looked at (their locations are). */
 int rs_onnx_check_model(const Onnx__ModelProto *m, FILE *out);
 
 /* Elements of a tensor from its dims; false when a dim is negative or the product overflows. */
