@@ -56,6 +56,170 @@ static int64_t pool_out(int64_t in, int k, int s, int pa, int pb, bool ceil_mode
     return o;
 }
 
+/* A (M, K) x B (K, N) (either transposed) + C broadcast to (M, N) */
+static rs_status infer_gemm(const rs_onnx_node *n, const rs_dims *const *in, rs_dims *out, rs_err *err)
+{
+    const rs_op_attrs *a = &n->a;
+    const rs_dims *x = in[0];
+    char sa[96], sb[96];
+    const rs_dims *w = in[1];
+    if (x->rank != 2 || w->rank != 2)
+        return rs_onnx_node_err(err, RS_ERR_SHAPE, n, "Gemm needs 2-d A and B, got %s and %s",
+                        rs_dims_str(x, sa, sizeof sa), rs_dims_str(w, sb, sizeof sb));
+    int64_t M = a->ta ? x->d[1] : x->d[0], K = a->ta ? x->d[0] : x->d[1];
+    int64_t K2 = a->tb ? w->d[1] : w->d[0], N = a->tb ? w->d[0] : w->d[1];
+    if (!concrete(K) || !concrete(N))
+        return rs_onnx_node_err(err, RS_ERR_UNSUPPORTED, n, "the batch dimension cannot be contracted");
+    if (K != K2)
+        return rs_onnx_node_err(err, RS_ERR_SHAPE, n, "inner dimensions differ: A %s%s has K=%lld, B %s%s has K=%lld",
+                        rs_dims_str(x, sa, sizeof sa), a->ta ? "^T" : "", (long long)K,
+                        rs_dims_str(w, sb, sizeof sb), a->tb ? "^T" : "", (long long)K2);
+    *out = (rs_dims){2, {M, N}};
+    if (n->nin > 2 && in[2]) {
+        rs_dims o2;
+        rs_status st = broadcast(n, out, in[2], &o2, err);
+        if (st) return st;
+        if (o2.rank != 2 || o2.d[0] != M || o2.d[1] != N)
+            return rs_onnx_node_err(err, RS_ERR_SHAPE, n, "C %s does not broadcast to (M, N) = %s",
+                            rs_dims_str(in[2], sa, sizeof sa), rs_dims_str(out, sb, sizeof sb));
+    }
+    return RS_OK;
+}
+
+/* numpy matmul: vectors promoted, the stacks broadcast */
+static rs_status infer_matmul(const rs_onnx_node *n, const rs_dims *const *in, rs_dims *out, rs_err *err)
+{
+    const rs_dims *x = in[0];
+    char sa[96], sb[96];
+    rs_dims A = *x, B = *in[1];
+    if (A.rank < 1 || B.rank < 1) return rs_onnx_node_err(err, RS_ERR_SHAPE, n, "MatMul of a scalar");
+    bool va = A.rank == 1, vb = B.rank == 1;
+    if (va) A = (rs_dims){2, {1, A.d[0]}};
+    if (vb) B = (rs_dims){2, {B.d[0], 1}};
+    int64_t K = A.d[A.rank - 1];
+    if (!concrete(K) || !concrete(B.d[B.rank - 1]))
+        return rs_onnx_node_err(err, RS_ERR_UNSUPPORTED, n, "the batch dimension cannot be contracted");
+    if (K != B.d[B.rank - 2])
+        return rs_onnx_node_err(err, RS_ERR_SHAPE, n, "inner dimensions differ: %s x %s",
+                        rs_dims_str(x, sa, sizeof sa), rs_dims_str(in[1], sb, sizeof sb));
+    rs_dims ba = {A.rank - 2, {0}}, bb = {B.rank - 2, {0}}, bo;
+    memcpy(ba.d, A.d, sizeof(int64_t) * (size_t)ba.rank);
+    memcpy(bb.d, B.d, sizeof(int64_t) * (size_t)bb.rank);
+    rs_status st = broadcast(n, &ba, &bb, &bo, err);
+    if (st) return st;
+    if (bo.rank + 2 > RS_DIMS_MAX) return rs_onnx_node_err(err, RS_ERR_UNSUPPORTED, n, "rank too high");
+    *out = bo;
+    if (!va) out->d[out->rank++] = A.d[A.rank - 2];
+    if (!vb) out->d[out->rank++] = B.d[B.rank - 1];
+    return RS_OK;
+}
+
+/* Conv and the pools: (N, C, [H,] W) through a window, the weight fitting the input */
+static rs_status infer_window(const rs_onnx_node *n, const rs_dims *const *in, rs_dims *out, rs_err *err)
+{
+    const rs_op_attrs *a = &n->a;
+    const rs_dims *x = in[0];
+    char sa[96], sb[96];
+    if (x->rank != 4 && x->rank != 3)
+        return rs_onnx_node_err(err, RS_ERR_UNSUPPORTED, n, "only 1-d and 2-d windows (input rank 3 or 4), got %s",
+                        rs_dims_str(x, sa, sizeof sa));
+    for (int i = 1; i < x->rank; i++)
+        if (!concrete(x->d[i]))
+            return rs_onnx_node_err(err, RS_ERR_UNSUPPORTED, n, "the batch must be the first dimension, got %s",
+                            rs_dims_str(x, sa, sizeof sa));
+    int64_t C = x->d[1], H = x->rank == 4 ? x->d[2] : 1, W = x->d[x->rank - 1], OC = C;
+    if (C < 1 || H < 1 || W < 1)
+        return rs_onnx_node_err(err, RS_ERR_SHAPE, n, "empty input %s", rs_dims_str(x, sa, sizeof sa));
+    if (n->op == RS_OP_CONV) {
+        const rs_dims *w = in[1];
+        if (w->rank != x->rank || a->group < 1 || C % a->group ||
+            w->d[1] != C / a->group || w->d[0] % a->group || w->d[w->rank - 1] != a->kw ||
+            (x->rank == 4 && w->d[2] != a->kh))
+            return rs_onnx_node_err(err, RS_ERR_SHAPE, n, "weight %s does not fit input %s (group %d)",
+                            rs_dims_str(w, sa, sizeof sa), rs_dims_str(x, sb, sizeof sb), a->group);
+        OC = w->d[0];
+        if (n->nin > 2 && in[2] && (in[2]->rank != 1 || in[2]->d[0] != OC))
+            return rs_onnx_node_err(err, RS_ERR_SHAPE, n, "bias %s should be (%lld)", rs_dims_str(in[2], sa, sizeof sa),
+                            (long long)OC);
+    }
+    int64_t oh = pool_out(H, a->kh, a->sh, a->pt, a->pb, a->ceil_mode);
+    int64_t ow = pool_out(W, a->kw, a->sw, a->pl, a->pr, a->ceil_mode);
+    if (oh < 1 || ow < 1)
+        return rs_onnx_node_err(err, RS_ERR_SHAPE, n, "window %dx%d is larger than the padded input %s",
+                        a->kh, a->kw, rs_dims_str(x, sa, sizeof sa));
+    if (C > INT32_MAX || OC > INT32_MAX || H > INT32_MAX || W > INT32_MAX)
+        return rs_onnx_node_err(err, RS_ERR_UNSUPPORTED, n, "dimensions too large");
+    *out = *x;
+    out->d[1] = OC;
+    if (x->rank == 4) out->d[2] = oh;
+    out->d[x->rank - 1] = ow;
+    return RS_OK;
+}
+
+/* normalised over the dims from axis on; scale and bias hold that many */
+static rs_status infer_layernorm(const rs_onnx_node *n, const rs_dims *const *in, rs_dims *out, rs_err *err)
+{
+    const rs_op_attrs *a = &n->a;
+    const rs_dims *x = in[0];
+    char sa[96], sb[96];
+    if (a->axis >= x->rank) return rs_onnx_node_err(err, RS_ERR_SHAPE, n, "axis %d out of range", a->axis);
+    rs_dims t = {x->rank - a->axis, {0}};
+    memcpy(t.d, x->d + a->axis, sizeof(int64_t) * (size_t)t.rank);
+    int64_t tn = rs_dims_numel(&t, -1);
+    if (tn < 1) return rs_onnx_node_err(err, RS_ERR_UNSUPPORTED, n, "cannot normalise over the batch dimension");
+    for (int i = 1; i < n->nin; i++)
+        if (in[i] && rs_dims_numel(in[i], -1) != tn)
+            return rs_onnx_node_err(err, RS_ERR_SHAPE, n, "%s %s does not match the normalised shape %s",
+                            i == 1 ? "scale" : "bias", rs_dims_str(in[i], sa, sizeof sa),
+                            rs_dims_str(&t, sb, sizeof sb));
+    *out = *x;
+    return RS_OK;
+}
+
+/* inputs equal but along axis, which is not the batch */
+static rs_status infer_concat(const rs_onnx_node *n, const rs_dims *const *in, rs_dims *out, rs_err *err)
+{
+    const rs_op_attrs *a = &n->a;
+    const rs_dims *x = in[0];
+    char sa[96], sb[96];
+    *out = *x;
+    if (a->axis >= x->rank) return rs_onnx_node_err(err, RS_ERR_SHAPE, n, "axis %d out of range", a->axis);
+    if (!concrete(x->d[a->axis])) return rs_onnx_node_err(err, RS_ERR_UNSUPPORTED, n, "concatenation along the batch");
+    for (int i = 1; i < n->nin; i++) {
+        const rs_dims *s = in[i];
+        bool ok = s->rank == x->rank && concrete(s->d[a->axis]);
+        for (int j = 0; ok && j < x->rank; j++) ok = j == a->axis || s->d[j] == x->d[j];
+        if (!ok)
+            return rs_onnx_node_err(err, RS_ERR_SHAPE, n, "input %d %s does not fit %s along axis %d", i,
+                            rs_dims_str(s, sa, sizeof sa), rs_dims_str(x, sb, sizeof sb), a->axis);
+        out->d[a->axis] += s->d[a->axis];
+    }
+    return RS_OK;
+}
+
+/* the output shape was worked out at import; every index it reads is inside x */
+static rs_status infer_slice(const rs_onnx_node *n, const rs_dims *const *in, rs_dims *out, rs_err *err)
+{
+    const rs_op_attrs *a = &n->a;
+    const rs_dims *x = in[0];
+    char sa[96];
+    if (a->shape.rank != x->rank)
+        return rs_onnx_node_err(err, RS_ERR_SHAPE, n, "slice of rank %d applied to %s", a->shape.rank,
+                        rs_dims_str(x, sa, sizeof sa));
+    *out = a->shape;
+    for (int i = 0; i < x->rank; i++) {
+        if (out->d[i] == RS_DIM_BATCH) {
+            /* the batch is only ever taken whole */
+            out->d[i] = x->d[i];
+            continue;
+        }
+        int64_t last = a->starts[i] + (out->d[i] - 1) * a->steps[i];
+        if (out->d[i] && (a->starts[i] < 0 || a->starts[i] >= x->d[i] || last < 0 || last >= x->d[i]))
+            return rs_onnx_node_err(err, RS_ERR_SHAPE, n, "slice of dim %d leaves %s", i, rs_dims_str(x, sa, sizeof sa));
+    }
+    return RS_OK;
+}
+
 rs_status rs_onnx_infer(const rs_onnx_node *n, const rs_dims *const *in, int64_t batch, rs_dims *out,
                         rs_err *err)
 {
@@ -71,91 +235,11 @@ rs_status rs_onnx_infer(const rs_onnx_node *n, const rs_dims *const *in, int64_t
             return rs_onnx_node_err(err, RS_ERR_SHAPE, n, "cannot reshape %s to %s", rs_dims_str(x, sa, sizeof sa),
                             rs_dims_str(out, sb, sizeof sb));
         return RS_OK;
-    case RS_OP_GEMM: {
-        const rs_dims *w = in[1];
-        if (x->rank != 2 || w->rank != 2)
-            return rs_onnx_node_err(err, RS_ERR_SHAPE, n, "Gemm needs 2-d A and B, got %s and %s",
-                            rs_dims_str(x, sa, sizeof sa), rs_dims_str(w, sb, sizeof sb));
-        int64_t M = a->ta ? x->d[1] : x->d[0], K = a->ta ? x->d[0] : x->d[1];
-        int64_t K2 = a->tb ? w->d[1] : w->d[0], N = a->tb ? w->d[0] : w->d[1];
-        if (!concrete(K) || !concrete(N))
-            return rs_onnx_node_err(err, RS_ERR_UNSUPPORTED, n, "the batch dimension cannot be contracted");
-        if (K != K2)
-            return rs_onnx_node_err(err, RS_ERR_SHAPE, n, "inner dimensions differ: A %s%s has K=%lld, B %s%s has K=%lld",
-                            rs_dims_str(x, sa, sizeof sa), a->ta ? "^T" : "", (long long)K,
-                            rs_dims_str(w, sb, sizeof sb), a->tb ? "^T" : "", (long long)K2);
-        *out = (rs_dims){2, {M, N}};
-        if (n->nin > 2 && in[2]) {
-            rs_dims o2;
-            rs_status st = broadcast(n, out, in[2], &o2, err);
-            if (st) return st;
-            if (o2.rank != 2 || o2.d[0] != M || o2.d[1] != N)
-                return rs_onnx_node_err(err, RS_ERR_SHAPE, n, "C %s does not broadcast to (M, N) = %s",
-                                rs_dims_str(in[2], sa, sizeof sa), rs_dims_str(out, sb, sizeof sb));
-        }
-        return RS_OK;
-    }
-    case RS_OP_MATMUL: {
-        rs_dims A = *x, B = *in[1];
-        if (A.rank < 1 || B.rank < 1) return rs_onnx_node_err(err, RS_ERR_SHAPE, n, "MatMul of a scalar");
-        bool va = A.rank == 1, vb = B.rank == 1;
-        if (va) A = (rs_dims){2, {1, A.d[0]}};
-        if (vb) B = (rs_dims){2, {B.d[0], 1}};
-        int64_t K = A.d[A.rank - 1];
-        if (!concrete(K) || !concrete(B.d[B.rank - 1]))
-            return rs_onnx_node_err(err, RS_ERR_UNSUPPORTED, n, "the batch dimension cannot be contracted");
-        if (K != B.d[B.rank - 2])
-            return rs_onnx_node_err(err, RS_ERR_SHAPE, n, "inner dimensions differ: %s x %s",
-                            rs_dims_str(x, sa, sizeof sa), rs_dims_str(in[1], sb, sizeof sb));
-        rs_dims ba = {A.rank - 2, {0}}, bb = {B.rank - 2, {0}}, bo;
-        memcpy(ba.d, A.d, sizeof(int64_t) * (size_t)ba.rank);
-        memcpy(bb.d, B.d, sizeof(int64_t) * (size_t)bb.rank);
-        rs_status st = broadcast(n, &ba, &bb, &bo, err);
-        if (st) return st;
-        if (bo.rank + 2 > RS_DIMS_MAX) return rs_onnx_node_err(err, RS_ERR_UNSUPPORTED, n, "rank too high");
-        *out = bo;
-        if (!va) out->d[out->rank++] = A.d[A.rank - 2];
-        if (!vb) out->d[out->rank++] = B.d[B.rank - 1];
-        return RS_OK;
-    }
+    case RS_OP_GEMM: return infer_gemm(n, in, out, err);
+    case RS_OP_MATMUL: return infer_matmul(n, in, out, err);
     case RS_OP_CONV:
     case RS_OP_MAXPOOL:
-    case RS_OP_AVGPOOL: {
-        if (x->rank != 4 && x->rank != 3)
-            return rs_onnx_node_err(err, RS_ERR_UNSUPPORTED, n, "only 1-d and 2-d windows (input rank 3 or 4), got %s",
-                            rs_dims_str(x, sa, sizeof sa));
-        for (int i = 1; i < x->rank; i++)
-            if (!concrete(x->d[i]))
-                return rs_onnx_node_err(err, RS_ERR_UNSUPPORTED, n, "the batch must be the first dimension, got %s",
-                                rs_dims_str(x, sa, sizeof sa));
-        int64_t C = x->d[1], H = x->rank == 4 ? x->d[2] : 1, W = x->d[x->rank - 1], OC = C;
-        if (C < 1 || H < 1 || W < 1)
-            return rs_onnx_node_err(err, RS_ERR_SHAPE, n, "empty input %s", rs_dims_str(x, sa, sizeof sa));
-        if (n->op == RS_OP_CONV) {
-            const rs_dims *w = in[1];
-            if (w->rank != x->rank || a->group < 1 || C % a->group ||
-                w->d[1] != C / a->group || w->d[0] % a->group || w->d[w->rank - 1] != a->kw ||
-                (x->rank == 4 && w->d[2] != a->kh))
-                return rs_onnx_node_err(err, RS_ERR_SHAPE, n, "weight %s does not fit input %s (group %d)",
-                                rs_dims_str(w, sa, sizeof sa), rs_dims_str(x, sb, sizeof sb), a->group);
-            OC = w->d[0];
-            if (n->nin > 2 && in[2] && (in[2]->rank != 1 || in[2]->d[0] != OC))
-                return rs_onnx_node_err(err, RS_ERR_SHAPE, n, "bias %s should be (%lld)", rs_dims_str(in[2], sa, sizeof sa),
-                                (long long)OC);
-        }
-        int64_t oh = pool_out(H, a->kh, a->sh, a->pt, a->pb, a->ceil_mode);
-        int64_t ow = pool_out(W, a->kw, a->sw, a->pl, a->pr, a->ceil_mode);
-        if (oh < 1 || ow < 1)
-            return rs_onnx_node_err(err, RS_ERR_SHAPE, n, "window %dx%d is larger than the padded input %s",
-                            a->kh, a->kw, rs_dims_str(x, sa, sizeof sa));
-        if (C > INT32_MAX || OC > INT32_MAX || H > INT32_MAX || W > INT32_MAX)
-            return rs_onnx_node_err(err, RS_ERR_UNSUPPORTED, n, "dimensions too large");
-        *out = *x;
-        out->d[1] = OC;
-        if (x->rank == 4) out->d[2] = oh;
-        out->d[x->rank - 1] = ow;
-        return RS_OK;
-    }
+    case RS_OP_AVGPOOL: return infer_window(n, in, out, err);
     case RS_OP_GLOBALAVGPOOL:
         if (x->rank < 3) return rs_onnx_node_err(err, RS_ERR_SHAPE, n, "input %s needs rank >= 3", rs_dims_str(x, sa, sizeof sa));
         *out = *x;
@@ -173,39 +257,12 @@ rs_status rs_onnx_infer(const rs_onnx_node *n, const rs_dims *const *in, int64_t
         return RS_OK;
     case RS_OP_BINARY:
         return broadcast(n, x, in[1], out, err);
-    case RS_OP_LAYERNORM: {
-        if (a->axis >= x->rank) return rs_onnx_node_err(err, RS_ERR_SHAPE, n, "axis %d out of range", a->axis);
-        rs_dims t = {x->rank - a->axis, {0}};
-        memcpy(t.d, x->d + a->axis, sizeof(int64_t) * (size_t)t.rank);
-        int64_t tn = rs_dims_numel(&t, -1);
-        if (tn < 1) return rs_onnx_node_err(err, RS_ERR_UNSUPPORTED, n, "cannot normalise over the batch dimension");
-        for (int i = 1; i < n->nin; i++)
-            if (in[i] && rs_dims_numel(in[i], -1) != tn)
-                return rs_onnx_node_err(err, RS_ERR_SHAPE, n, "%s %s does not match the normalised shape %s",
-                                i == 1 ? "scale" : "bias", rs_dims_str(in[i], sa, sizeof sa),
-                                rs_dims_str(&t, sb, sizeof sb));
-        *out = *x;
-        return RS_OK;
-    }
+    case RS_OP_LAYERNORM: return infer_layernorm(n, in, out, err);
     case RS_OP_TRANSPOSE:
         out->rank = x->rank;
         for (int i = 0; i < x->rank; i++) out->d[i] = x->d[a->perm[i]];
         return RS_OK;
-    case RS_OP_CONCAT: {
-        *out = *x;
-        if (a->axis >= x->rank) return rs_onnx_node_err(err, RS_ERR_SHAPE, n, "axis %d out of range", a->axis);
-        if (!concrete(x->d[a->axis])) return rs_onnx_node_err(err, RS_ERR_UNSUPPORTED, n, "concatenation along the batch");
-        for (int i = 1; i < n->nin; i++) {
-            const rs_dims *s = in[i];
-            bool ok = s->rank == x->rank && concrete(s->d[a->axis]);
-            for (int j = 0; ok && j < x->rank; j++) ok = j == a->axis || s->d[j] == x->d[j];
-            if (!ok)
-                return rs_onnx_node_err(err, RS_ERR_SHAPE, n, "input %d %s does not fit %s along axis %d", i,
-                                rs_dims_str(s, sa, sizeof sa), rs_dims_str(x, sb, sizeof sb), a->axis);
-            out->d[a->axis] += s->d[a->axis];
-        }
-        return RS_OK;
-    }
+    case RS_OP_CONCAT: return infer_concat(n, in, out, err);
     case RS_OP_REDUCEMEAN:
     case RS_OP_REDUCESUM: {
         out->rank = 0;
@@ -228,22 +285,7 @@ rs_status rs_onnx_infer(const rs_onnx_node *n, const rs_dims *const *in, int64_t
             if (t.d[i] == RS_DIM_BATCH) t.d[i] = batch;
         return broadcast(n, x, &t, out, err);
     }
-    case RS_OP_SLICE:
-        if (a->shape.rank != x->rank)
-            return rs_onnx_node_err(err, RS_ERR_SHAPE, n, "slice of rank %d applied to %s", a->shape.rank,
-                            rs_dims_str(x, sa, sizeof sa));
-        *out = a->shape;
-        for (int i = 0; i < x->rank; i++) {
-            if (out->d[i] == RS_DIM_BATCH) {
-                /* the batch is only ever taken whole */
-                out->d[i] = x->d[i];
-                continue;
-            }
-            int64_t last = a->starts[i] + (out->d[i] - 1) * a->steps[i];
-            if (out->d[i] && (a->starts[i] < 0 || a->starts[i] >= x->d[i] || last < 0 || last >= x->d[i]))
-                return rs_onnx_node_err(err, RS_ERR_SHAPE, n, "slice of dim %d leaves %s", i, rs_dims_str(x, sa, sizeof sa));
-        }
-        return RS_OK;
+    case RS_OP_SLICE: return infer_slice(n, in, out, err);
     case RS_OP_TRILU:
         if (x->rank < 2 || !concrete(x->d[x->rank - 1]) || !concrete(x->d[x->rank - 2]))
             return rs_onnx_node_err(err, RS_ERR_SHAPE, n, "Trilu needs a matrix in the last two dims (not the batch), got %s",

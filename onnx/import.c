@@ -119,202 +119,6 @@ static char *node_name(const Onnx__NodeProto *np, int k, int o)
     return s;
 }
 
-/* ---- tensors from the file ---- */
-
-rs_status rs_onnx_check_dims(imp *p, const char *what, size_t nd, const int64_t *dims, rs_dims *s)
-{
-    if (nd > RS_DIMS_MAX)
-        return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "%s has rank %zu; at most %d is supported", what, nd, RS_DIMS_MAX);
-    s->rank = (int)nd;
-    for (size_t i = 0; i < nd; i++) {
-        if (dims[i] < 0) return rs_onnx_fail(p, RS_ERR_FORMAT, "%s has a negative dimension %lld", what, (long long)dims[i]);
-        s->d[i] = dims[i];
-    }
-    if (rs_dims_numel(s, 1) < 0)
-        return rs_onnx_fail(p, RS_ERR_FORMAT, "%s declares more than 2^31 elements", what);
-    return RS_OK;
-}
-
-const char *rs_onnx_import_dtype_name(int t)
-{
-    static const char *const n[] = {"undefined", "float", "uint8", "int8", "uint16", "int16", "int32", "int64",
-                                    "string", "bool", "float16", "double", "uint32", "uint64", "complex64",
-                                    "complex128", "bfloat16"};
-    return t >= 0 && t < (int)(sizeof n / sizeof *n) ? n[t] : "unknown";
-}
-
-/* A decimal field of external_data ("offset", "length"): digits only, below 2^62. */
-static bool parse_size(const char *v, uint64_t *out)
-{
-    uint64_t x = 0;
-    if (!v || !*v) return false;
-    for (; *v; v++) {
-        if (*v < '0' || *v > '9' || x > (UINT64_C(1) << 62) / 10) return false;
-        x = x * 10 + (uint64_t)(*v - '0');
-    }
-    *out = x;
-    return true;
-}
-
-/* The bytes of a tensor kept outside the model (data_location EXTERNAL, as torch's dynamo exporter and
- * onnx.save(save_as_external_data=True) write): external_data names the file (relative to the model's
- * folder, never above it), an offset and a length. want is what the tensor's shape and type need. */
-static rs_status read_external(imp *p, const Onnx__TensorProto *t, const char *what, size_t want, uint8_t **out)
-{
-    const char *loc = NULL;
-    uint64_t off = 0, len = want;
-    bool has_len = false;
-    *out = NULL;
-    if (t->raw_data.len || t->n_float_data || t->n_int32_data || t->n_int64_data || t->n_double_data)
-        return rs_onnx_fail(p, RS_ERR_FORMAT, "%s has both external and inline data", what);
-    for (size_t k = 0; k < t->n_external_data; k++) {
-        const char *key = rs_onnx_str_or(t->external_data[k]->key, ""), *val = t->external_data[k]->value;
-        if (!strcmp(key, "location")) loc = val;
-        else if (!strcmp(key, "offset") && !parse_size(val, &off))
-            return rs_onnx_fail(p, RS_ERR_FORMAT, "%s: external data offset '%.40s' is not a number", what, val ? val : "");
-        else if (!strcmp(key, "length") && !(has_len = parse_size(val, &len)))
-            return rs_onnx_fail(p, RS_ERR_FORMAT, "%s: external data length '%.40s' is not a number", what, val ? val : "");
-    }
-    if (!loc || !*loc) return rs_onnx_fail(p, RS_ERR_FORMAT, "%s is marked external but names no location", what);
-    if (!p->dir)
-        return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "%s keeps its data in '%.100s', and a model read from memory has no "
-                            "folder to find it in; load the file by its path", what, loc);
-    /* the file must sit in the model's folder or below it: no absolute paths, no '..' component */
-    bool escapes = loc[0] == '/' || loc[0] == '\\' || strchr(loc, ':') != NULL;
-    for (const char *c = loc; *c && !escapes; c++) {
-        bool start = c == loc || c[-1] == '/' || c[-1] == '\\';
-        escapes = start && c[0] == '.' && c[1] == '.' && (c[2] == '\0' || c[2] == '/' || c[2] == '\\');
-    }
-    if (escapes)
-        return rs_onnx_fail(p, RS_ERR_FORMAT, "%s: external data location '%.100s' leaves the model's folder "
-                            "(absolute or with '..'); refused", what, loc);
-    if (len != want)
-        return rs_onnx_fail(p, RS_ERR_FORMAT, "%s: external data length %llu does not match its shape and type (%zu "
-                            "bytes)", what, (unsigned long long)len, want);
-    (void)has_len;
-    char path[4096];
-    if ((size_t)snprintf(path, sizeof path, "%s/%s", p->dir, loc) >= sizeof path)
-        return rs_onnx_fail(p, RS_ERR_FORMAT, "%s: external data path too long", what);
-    /* a link inside the folder must not lead out of it either */
-    char *real_dir = realpath(p->dir, NULL), *real_file = realpath(path, NULL);
-    if (!real_file) {
-        int e = errno;
-        free(real_dir);
-        return rs_onnx_fail(p, RS_ERR_IO, "%s: external data file '%s': %s", what, path, strerror(e));
-    }
-    size_t dl = real_dir ? strlen(real_dir) : 0;
-    bool inside = real_dir && !strncmp(real_file, real_dir, dl) && (real_file[dl] == '/' || (dl == 1 && real_dir[0] == '/'));
-    free(real_dir);
-    free(real_file);
-    if (!inside)
-        return rs_onnx_fail(p, RS_ERR_FORMAT, "%s: external data location '%.100s' leads out of the model's folder "
-                            "(through a link); refused", what, loc);
-    FILE *f = fopen(path, "rb");
-    if (!f) return rs_onnx_fail(p, RS_ERR_IO, "%s: external data file '%s': %s", what, path, strerror(errno));
-    long size = -1;
-    if (!fseek(f, 0, SEEK_END)) size = ftell(f);
-    if (size < 0 || off > (uint64_t)size || len > (uint64_t)size - off) {
-        fclose(f);
-        return rs_onnx_fail(p, RS_ERR_FORMAT, "%s: external data (offset %llu, length %llu) runs past the end of "
-                            "'%s' (%ld bytes); truncated file?", what, (unsigned long long)off, (unsigned long long)len,
-                            path, size);
-    }
-    uint8_t *buf = malloc(want ? want : 1);
-    bool ok = buf && !fseek(f, (long)off, SEEK_SET) && fread(buf, 1, want, f) == want;
-    fclose(f);
-    if (!ok) {
-        free(buf);
-        return rs_onnx_fail(p, buf ? RS_ERR_IO : RS_ERR_NOMEM, "%s: cannot read %zu bytes of external data from '%s'",
-                            what, want, path);
-    }
-    *out = buf;
-    return RS_OK;
-}
-
-rs_status rs_onnx_tensor_to_ival(imp *p, const Onnx__TensorProto *t, const char *what, ival *out)
-{
-    rs_dims s;
-    rs_status st = rs_onnx_check_dims(p, what, t->n_dims, t->dims, &s);
-    if (st) return st;
-    size_t n = (size_t)rs_dims_numel(&s, 1), esz;
-    int dt = t->data_type;
-    bool is_float = dt == DT_FLOAT || dt == DT_DOUBLE;
-    switch (dt) {
-    case DT_FLOAT: case DT_INT32: esz = 4; break;
-    case DT_DOUBLE: case DT_INT64: esz = 8; break;
-    case DT_INT16: esz = 2; break;
-    case DT_INT8: case DT_UINT8: case DT_BOOL: esz = 1; break;
-    default:
-        return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "%s has element type %s (%d); supported: float, double, int8/16/32/64, "
-                    "uint8, bool", what, rs_onnx_import_dtype_name(dt), dt);
-    }
-    size_t have, raw_len = t->raw_data.len;
-    const uint8_t *r = t->raw_data.data;
-    uint8_t *ext = NULL;
-    if (t->data_location == 1 || t->n_external_data) {
-        if ((st = read_external(p, t, what, n * esz, &ext))) return st;
-        r = ext;
-        raw_len = n * esz;
-    }
-    bool raw = raw_len > 0;
-    if (raw) have = raw_len / esz;
-    else if (dt == DT_FLOAT) have = t->n_float_data;
-    else if (dt == DT_DOUBLE) have = t->n_double_data;
-    else if (dt == DT_INT64) have = t->n_int64_data;
-    else have = t->n_int32_data;
-    if ((raw && raw_len != n * esz) || (!raw && have != n))
-        return rs_onnx_fail(p, RS_ERR_FORMAT, "%s: shape (%zu elements) does not match its data (%zu %s)", what, n,
-                    raw ? raw_len : have, raw ? "bytes of raw_data" : "values");
-    *out = (ival){.kind = is_float ? IV_F : IV_I, .shape = s, .vid = -1};
-    if (is_float) out->f = malloc(sizeof(float) * (n ? n : 1));
-    else out->i = malloc(sizeof(int64_t) * (n ? n : 1));
-    if (!out->f && !out->i) {
-        free(ext);
-        return rs_onnx_fail(p, RS_ERR_NOMEM, "out of memory for %s", what);
-    }
-    for (size_t k = 0; k < n; k++) {
-        /* raw_data is little-endian and may be unaligned: memcpy each element */
-        switch (dt) {
-        case DT_FLOAT: if (raw) memcpy(&out->f[k], r + 4 * k, 4); else out->f[k] = t->float_data[k]; break;
-        case DT_DOUBLE: {
-            double d;
-            if (raw) memcpy(&d, r + 8 * k, 8); else d = t->double_data[k];
-            out->f[k] = (float)d;
-            break;
-        }
-        case DT_INT64: if (raw) memcpy(&out->i[k], r + 8 * k, 8); else out->i[k] = t->int64_data[k]; break;
-        case DT_INT32: {
-            int32_t v;
-            if (raw) memcpy(&v, r + 4 * k, 4); else v = t->int32_data[k];
-            out->i[k] = v;
-            break;
-        }
-        case DT_INT16: {
-            int16_t v;
-            if (raw) memcpy(&v, r + 2 * k, 2); else v = (int16_t)t->int32_data[k];
-            out->i[k] = v;
-            break;
-        }
-        case DT_INT8: out->i[k] = raw ? (int8_t)r[k] : (int8_t)t->int32_data[k]; break;
-        default: out->i[k] = raw ? r[k] : (uint8_t)t->int32_data[k]; break;
-        }
-    }
-    free(ext);
-    /* ints are shape material: keep them out of the batch sentinel's way */
-    if (!is_float)
-        for (size_t k = 0; k < n; k++)
-            if (out->i[k] == RS_DIM_BATCH) out->i[k] = RS_DIM_BATCH - 1;
-    return RS_OK;
-}
-
-void rs_onnx_ival_clear(ival *v)
-{
-    free(v->f);
-    free(v->i);
-    v->f = NULL;
-    v->i = NULL;
-}
-
 /* ---- node emission ---- */
 
 /* Whether a folded result stays an integer constant: comparisons give bools, and data movement or
@@ -637,6 +441,68 @@ static rs_status prune(imp *p)
     return RS_OK;
 }
 
+/* One node, in topological order: its registry entry's handler, on its inputs' import values; what it
+ * makes goes to the name table under its outputs' names. */
+static rs_status import_node(imp *p, const Onnx__NodeProto *np, int k)
+{
+    p->node = np;
+    p->node_index = k;
+    if (np->domain && *np->domain && strcmp(np->domain, "ai.onnx"))
+        return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "operator domain '%s' (only the default ONNX domain)", np->domain);
+    const rs_onnx_op_def *def = rs_onnx_op_find(np->op_type);
+    if (!def) {
+        p->node = NULL;
+        return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "unsupported operator '%s' (node '%s', opset %lld); supported: %s",
+                            rs_onnx_str_or(np->op_type, "?"), rs_onnx_str_or(np->name, "?"), (long long)p->opset,
+                            rs_onnx_supported_ops());
+    }
+    p->op = def;
+    nctx c = {.p = p, .np = np, .def = def, .index = k, .nin = (int)np->n_input};
+    if (np->n_input > 8) return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "%zu inputs", np->n_input);
+    for (int j = 0; j < c.nin; j++) {
+        c.in_names[j] = np->input[j];
+        if (!np->input[j] || !*np->input[j]) continue;
+        c.in[j] = lookup(p, np->input[j], false);
+        if (!c.in[j] || c.in[j]->kind == IV_NONE)
+            return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "input '%s' comes from an output this importer does not produce "
+                                "(only the first output of a node is supported)", np->input[j]);
+    }
+    if (np->n_output < 1 || !np->output[0] || !*np->output[0]) return RS_OK; /* nothing to produce */
+    c.res.vid = -1;
+    rs_status st = def->import(&c);
+    for (int o = 0; !st && o <= c.nmore; o++) {
+        const char *oname = (size_t)o < np->n_output ? np->output[o] : NULL;
+        ival *out = oname && *oname ? lookup(p, oname, false) : NULL;
+        if (oname && *oname && !out) st = rs_onnx_fail(p, RS_ERR_INTERNAL, "output slot missing");
+        else if (out) {
+            *out = o ? c.more[o - 1] : c.res;
+            if (o) c.more[o - 1] = (ival){.vid = -1};
+            else c.res = (ival){.vid = -1};
+        }
+    }
+    rs_onnx_ival_clear(&c.res);
+    for (int o = 0; o < c.nmore; o++) rs_onnx_ival_clear(&c.more[o]);
+    return st;
+}
+
+/* Every initializer as a constant import value under its name. */
+static rs_status read_initializers(imp *p, const Onnx__GraphProto *gp)
+{
+    char what[160];
+    for (size_t k = 0; k < gp->n_initializer; k++) {
+        const Onnx__TensorProto *t = gp->initializer[k];
+        const char *nm = rs_onnx_str_or(t->name, "");
+        if (!*nm) return rs_onnx_fail(p, RS_ERR_FORMAT, "initializer %zu has no name", k);
+        ival *v = lookup(p, nm, true);
+        if (!v) return rs_onnx_fail(p, RS_ERR_NOMEM, "out of memory");
+        if (v->kind != IV_NONE) return rs_onnx_fail(p, RS_ERR_FORMAT, "initializer '%s' appears twice", nm);
+        snprintf(what, sizeof what, "initializer '%.100s'", nm);
+        rs_status st = rs_onnx_tensor_to_ival(p, t, what, v);
+        if (st) return st;
+    }
+    return RS_OK;
+}
+
 static rs_status import_model(imp *p, const Onnx__ModelProto *m)
 {
     const Onnx__GraphProto *gp = m->graph;
@@ -663,18 +529,8 @@ static rs_status import_model(imp *p, const Onnx__ModelProto *m)
              m->producer_version && *m->producer_version ? " " : "", rs_onnx_str_or(m->producer_version, ""));
     g->producer = strdup(prod);
     if (!g->name || !g->producer) return rs_onnx_fail(p, RS_ERR_NOMEM, "out of memory");
-    rs_status st;
-    char what[160];
-    for (size_t k = 0; k < gp->n_initializer; k++) {
-        const Onnx__TensorProto *t = gp->initializer[k];
-        const char *nm = rs_onnx_str_or(t->name, "");
-        if (!*nm) return rs_onnx_fail(p, RS_ERR_FORMAT, "initializer %zu has no name", k);
-        ival *v = lookup(p, nm, true);
-        if (!v) return rs_onnx_fail(p, RS_ERR_NOMEM, "out of memory");
-        if (v->kind != IV_NONE) return rs_onnx_fail(p, RS_ERR_FORMAT, "initializer '%s' appears twice", nm);
-        snprintf(what, sizeof what, "initializer '%.100s'", nm);
-        if ((st = rs_onnx_tensor_to_ival(p, t, what, v))) return st;
-    }
+    rs_status st = read_initializers(p, gp);
+    if (st) return st;
     const Onnx__ValueInfoProto *in = NULL;
     int nin = 0;
     for (size_t k = 0; k < gp->n_input; k++) {
@@ -707,54 +563,7 @@ static rs_status import_model(imp *p, const Onnx__ModelProto *m)
         free(order);
         return st;
     }
-    for (size_t q = 0; q < gp->n_node && !st; q++) {
-        int k = order[q];
-        const Onnx__NodeProto *np = gp->node[k];
-        p->node = np;
-        p->node_index = k;
-        if (np->domain && *np->domain && strcmp(np->domain, "ai.onnx")) {
-            st = rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "operator domain '%s' (only the default ONNX domain)", np->domain);
-            break;
-        }
-        rs_onnx_handler fn = rs_onnx_op_handler(np->op_type);
-        if (!fn) {
-            p->node = NULL;
-            st = rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "unsupported operator '%s' (node '%s', opset %lld); supported: %s",
-                      rs_onnx_str_or(np->op_type, "?"), rs_onnx_str_or(np->name, "?"), (long long)p->opset,
-                      rs_onnx_supported_ops());
-            break;
-        }
-        nctx c = {.p = p, .np = np, .index = k, .nin = (int)np->n_input};
-        if (np->n_input > 8) {
-            st = rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "%zu inputs", np->n_input);
-            break;
-        }
-        for (int j = 0; j < c.nin && !st; j++) {
-            c.in_names[j] = np->input[j];
-            if (!np->input[j] || !*np->input[j]) continue;
-            c.in[j] = lookup(p, np->input[j], false);
-            if (!c.in[j] || c.in[j]->kind == IV_NONE)
-                st = rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "input '%s' comes from an output this importer does not produce "
-                          "(only the first output of a node is supported)", np->input[j]);
-        }
-        if (st) break;
-        if (np->n_output < 1 || !np->output[0] || !*np->output[0]) continue; /* nothing to produce */
-        c.res.vid = -1;
-        st = fn(&c);
-        for (int o = 0; !st && o <= c.nmore; o++) {
-            const char *oname = (size_t)o < np->n_output ? np->output[o] : NULL;
-            ival *out = oname && *oname ? lookup(p, oname, false) : NULL;
-            if (oname && *oname && !out) st = rs_onnx_fail(p, RS_ERR_INTERNAL, "output slot missing");
-            else if (out) {
-                *out = o ? c.more[o - 1] : c.res;
-                if (o) c.more[o - 1] = (ival){.vid = -1};
-                else c.res = (ival){.vid = -1};
-            }
-        }
-        rs_onnx_ival_clear(&c.res);
-        for (int o = 0; o < c.nmore; o++) rs_onnx_ival_clear(&c.more[o]);
-        if (st) break;
-    }
+    for (size_t q = 0; q < gp->n_node && !st; q++) st = import_node(p, gp->node[order[q]], order[q]);
     free(order);
     p->node = NULL;
     if (st) return st;

@@ -37,7 +37,7 @@ rs_status rs_onnx_to_model(const rs_onnx_graph *g, const char *name, rs_model **
  * Caller owns *out. */
 rs_status rs_onnx_to_inference_model(const rs_onnx_graph *g, const char *name, rs_model **out, rs_err *err);
 
-/* The operator types the importer handles, comma-separated (for help and error messages). */
-const char *rs_onnx_supported_ops(void);
+/* The operators the importer handles are the registry's (onnx/ops.h: rs_onnx_op_find, and
+ * rs_onnx_supported_ops for the list). */
 
 #endif

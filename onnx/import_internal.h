@@ -1,5 +1,7 @@
 /* Private to the ONNX importer: what import.c (reading the ModelProto, the name table, building and
- * folding the graph) and import_ops.c (one handler per ONNX operator) share. Not for other users. */
+ * folding the graph), import_tensor.c (tensors as import values) and the handlers in import_ops.c,
+ * import_shape.c and import_tokens.c share; the registry (ops.c) names each operator's handler. Not
+ * for other users. */
 #ifndef RS_ONNX_IMPORT_INTERNAL_H
 #define RS_ONNX_IMPORT_INTERNAL_H
 
@@ -9,6 +11,7 @@
 
 #include "import.h"
 #include "onnx/onnx.pb-c.h"
+#include "onnx/ops.h"
 
 /* TensorProto.DataType and AttributeProto.AttributeType numbers from the ONNX specification, spelled
  * out so the importer does not depend on which enum members the project's .proto subset declares. */
@@ -42,6 +45,7 @@ typedef struct imp {
     int64_t budget;
     const char *dir;             /* the model file's folder, for external data; NULL for a buffer */
     const Onnx__NodeProto *node; /* the node being imported, for messages */
+    const rs_onnx_op_def *op;    /* its registry entry: the attributes' defaults */
     int node_index;              /* its position in the file */
 } imp;
 
@@ -49,6 +53,7 @@ typedef struct imp {
 typedef struct nctx {
     imp *p;
     const Onnx__NodeProto *np;
+    const rs_onnx_op_def *def; /* the operator's registry entry (ops.c) */
     int index;
     ival *in[8];  /* resolved inputs; NULL for absent optional ones */
     int nin;
@@ -58,8 +63,6 @@ typedef struct nctx {
     int nmore;    /* outputs 1..nmore of a multi-output node, in more[0..nmore-1] */
     ival more[RS_ONNX_MAX_OUTS - 1];
 } nctx;
-
-typedef rs_status (*rs_onnx_handler)(nctx *c);
 
 static inline const char *rs_onnx_str_or(const char *s, const char *d) { return s && *s ? s : d; }
 static inline bool rs_onnx_is_const(const ival *v) { return v && (v->kind == IV_F || v->kind == IV_I); }
@@ -80,19 +83,20 @@ void rs_onnx_ival_clear(ival *v);
  * known. The result goes to c->res. */
 rs_status rs_onnx_emit(nctx *c, rs_op op, const rs_op_attrs *a, ival **ins, int nin);
 
-/* import_ops.c: the handler table, and the attribute and input helpers every handler uses */
+/* import_ops.c: the attribute and input helpers every handler uses, and the handlers of the operators
+ * that are not about shapes (the registry, ops.c, names which operator each one serves) */
 
-/* The handler for an ONNX operator type; NULL when unsupported (see rs_onnx_supported_ops). */
-rs_onnx_handler rs_onnx_op_handler(const char *op_type);
 /* The node's attribute called name, or NULL. */
 const Onnx__AttributeProto *rs_onnx_attr(const Onnx__NodeProto *np, const char *name);
-/* Typed attributes of the node being imported, def when absent; a wrong type is an error. */
-rs_status rs_onnx_attr_int(imp *p, const char *name, int64_t def, int64_t *out);
-rs_status rs_onnx_attr_float(imp *p, const char *name, float def, float *out);
+/* Typed attributes of the node being imported; a wrong type is an error. When the node does not have
+ * it, *out is the registry's default for the model's opset, or stays as the caller set it when the
+ * specification gives none (a default that depends on the input, as Shape's end). */
+rs_status rs_onnx_attr_int(imp *p, const char *name, int64_t *out);
+rs_status rs_onnx_attr_float(imp *p, const char *name, float *out);
 /* An ints attribute of at most max values into out; *n = -1 when absent. */
 rs_status rs_onnx_attr_ints(imp *p, const char *name, int64_t *out, int max, int *n);
-/* A string attribute (in a per-thread buffer, cut at 63 bytes), def when absent. */
-const char *rs_onnx_attr_str(imp *p, const char *name, const char *def);
+/* A string attribute (in a per-thread buffer, cut at 63 bytes), the registry's default when absent. */
+const char *rs_onnx_attr_str(imp *p, const char *name);
 /* axis in [-rank, rank) made non-negative. */
 rs_status rs_onnx_norm_axis(imp *p, int64_t axis, int rank, int *out);
 /* A view of x with shape s: constants are copied, computed values get a RESHAPE node. */
@@ -103,6 +107,23 @@ rs_status rs_onnx_need_inputs(nctx *c, int lo, int hi);
 rs_status rs_onnx_const_ints(nctx *c, const ival *v, const char *what, int64_t *out, int max, int *n, bool allow_batch);
 /* axes from the attribute (before opset 13/18) or the second input; *n = -1 when there are none. */
 rs_status rs_onnx_get_axes(nctx *c, int64_t *axes, int *n);
+
+rs_status rs_onnx_h_identity(nctx *c);
+rs_status rs_onnx_h_constant(nctx *c);
+rs_status rs_onnx_h_cast(nctx *c);
+rs_status rs_onnx_h_constant_of_shape(nctx *c);
+rs_status rs_onnx_h_unary(nctx *c);
+rs_status rs_onnx_h_binary(nctx *c);
+rs_status rs_onnx_h_matmul(nctx *c);
+rs_status rs_onnx_h_gemm(nctx *c);
+rs_status rs_onnx_h_conv(nctx *c);
+rs_status rs_onnx_h_pool(nctx *c);
+rs_status rs_onnx_h_gap(nctx *c);
+rs_status rs_onnx_h_softmax(nctx *c);
+rs_status rs_onnx_h_layernorm(nctx *c);
+rs_status rs_onnx_h_batchnorm(nctx *c);
+rs_status rs_onnx_h_transpose(nctx *c);
+rs_status rs_onnx_h_reduce(nctx *c);
 
 /* import_shape.c: shape and data-movement operators */
 

@@ -19,21 +19,34 @@ const Onnx__AttributeProto *rs_onnx_attr(const Onnx__NodeProto *np, const char *
     return NULL;
 }
 
-rs_status rs_onnx_attr_int(imp *p, const char *name, int64_t def, int64_t *out)
+/* The registry's entry for name at the model's opset, when it gives a default. */
+static const rs_onnx_attr_def *attr_default(const imp *p, const char *name)
+{
+    const rs_onnx_attr_def *d = rs_onnx_op_attr(p->op, name, p->opset);
+    return d && d->has_def ? d : NULL;
+}
+
+rs_status rs_onnx_attr_int(imp *p, const char *name, int64_t *out)
 {
     const Onnx__AttributeProto *a = rs_onnx_attr(p->node, name);
-    *out = def;
-    if (!a) return RS_OK;
+    if (!a) {
+        const rs_onnx_attr_def *d = attr_default(p, name);
+        if (d) *out = d->i;
+        return RS_OK;
+    }
     if ((int)a->type != AT_INT) return rs_onnx_fail(p, RS_ERR_FORMAT, "attribute '%s' should be an int", name);
     *out = a->i;
     return RS_OK;
 }
 
-rs_status rs_onnx_attr_float(imp *p, const char *name, float def, float *out)
+rs_status rs_onnx_attr_float(imp *p, const char *name, float *out)
 {
     const Onnx__AttributeProto *a = rs_onnx_attr(p->node, name);
-    *out = def;
-    if (!a) return RS_OK;
+    if (!a) {
+        const rs_onnx_attr_def *d = attr_default(p, name);
+        if (d) *out = d->f;
+        return RS_OK;
+    }
     if ((int)a->type != AT_FLOAT) return rs_onnx_fail(p, RS_ERR_FORMAT, "attribute '%s' should be a float", name);
     *out = a->f;
     return RS_OK;
@@ -53,10 +66,11 @@ rs_status rs_onnx_attr_ints(imp *p, const char *name, int64_t *out, int max, int
     return RS_OK;
 }
 
-const char *rs_onnx_attr_str(imp *p, const char *name, const char *def)
+const char *rs_onnx_attr_str(imp *p, const char *name)
 {
     const Onnx__AttributeProto *a = rs_onnx_attr(p->node, name);
-    if (!a || (int)a->type != AT_STRING || !a->s.data) return def;
+    const rs_onnx_attr_def *d = attr_default(p, name);
+    if (!a || (int)a->type != AT_STRING || !a->s.data) return d && d->s ? d->s : "";
     static _Thread_local char buf[64];
     size_t n = a->s.len < sizeof buf - 1 ? a->s.len : sizeof buf - 1;
     memcpy(buf, a->s.data, n);
@@ -124,11 +138,11 @@ rs_status rs_onnx_const_ints(nctx *c, const ival *v, const char *what, int64_t *
 
 /* ---- handlers ---- */
 
-static rs_status h_identity(nctx *c)
+rs_status rs_onnx_h_identity(nctx *c)
 {
     rs_status st = rs_onnx_need_inputs(c, 1, 3);
     if (st) return st;
-    if (!strcmp(c->np->op_type, "Dropout") && c->nin > 2 && c->in[2]) {
+    if (c->nin > 2 && c->in[2]) { /* Dropout's training_mode */
         const ival *t = c->in[2];
         if (!rs_onnx_is_const(t) || rs_dims_numel(&t->shape, 1) < 1 || (t->kind == IV_I ? t->i[0] != 0 : t->f[0] != 0.0f))
             return rs_onnx_fail(c->p, RS_ERR_UNSUPPORTED, "dropout in training mode");
@@ -136,7 +150,7 @@ static rs_status h_identity(nctx *c)
     return rs_onnx_reshape_to(c, c->in[0], &c->in[0]->shape);
 }
 
-static rs_status h_constant(nctx *c)
+rs_status rs_onnx_h_constant(nctx *c)
 {
     imp *p = c->p;
     const Onnx__NodeProto *np = c->np;
@@ -176,12 +190,12 @@ rs_status rs_onnx_get_axes(nctx *c, int64_t *axes, int *n)
     return RS_OK;
 }
 
-static rs_status h_cast(nctx *c)
+rs_status rs_onnx_h_cast(nctx *c)
 {
     rs_status st = rs_onnx_need_inputs(c, 1, 1);
     if (st) return st;
-    int64_t to;
-    if ((st = rs_onnx_attr_int(c->p, "to", DT_FLOAT, &to))) return st;
+    int64_t to = DT_FLOAT;
+    if ((st = rs_onnx_attr_int(c->p, "to", &to))) return st;
     ival *x = c->in[0];
     bool to_f = to == DT_FLOAT || to == DT_DOUBLE;
     bool to_i = to == DT_INT64 || to == DT_INT32 || to == DT_INT16 || to == DT_INT8 || to == DT_UINT8 || to == DT_BOOL;
@@ -220,7 +234,7 @@ static rs_status h_cast(nctx *c)
     return RS_OK;
 }
 
-static rs_status h_constant_of_shape(nctx *c)
+rs_status rs_onnx_h_constant_of_shape(nctx *c)
 {
     imp *p = c->p;
     rs_status st = rs_onnx_need_inputs(c, 1, 1);
@@ -258,31 +272,22 @@ static rs_status h_constant_of_shape(nctx *c)
     return RS_OK;
 }
 
-static rs_status h_unary(nctx *c)
+rs_status rs_onnx_h_unary(nctx *c)
 {
-    static const struct { const char *name; rs_unary_op u; } map[] = {
-        {"Relu", RS_UNARY_RELU}, {"Tanh", RS_UNARY_TANH}, {"Sigmoid", RS_UNARY_SIGMOID}, {"Erf", RS_UNARY_ERF},
-        {"Gelu", RS_UNARY_GELU}, {"Sqrt", RS_UNARY_SQRT}, {"Exp", RS_UNARY_EXP}, {"Log", RS_UNARY_LOG},
-        {"Neg", RS_UNARY_NEG}, {"Abs", RS_UNARY_ABS}, {"Reciprocal", RS_UNARY_RECIPROCAL},
-        {"LeakyRelu", RS_UNARY_LEAKYRELU}, {"Clip", RS_UNARY_CLIP}, {"HardSigmoid", RS_UNARY_HARDSIGMOID},
-        {"HardSwish", RS_UNARY_HARDSWISH}, {"Not", RS_UNARY_NOT},
-    };
     imp *p = c->p;
     rs_status st = rs_onnx_need_inputs(c, 1, 3);
     if (st) return st;
-    rs_op_attrs a = {0};
-    for (size_t k = 0; k < sizeof map / sizeof *map; k++)
-        if (!strcmp(map[k].name, c->np->op_type)) a.sub = map[k].u;
-    if (a.sub == RS_UNARY_GELU && !strcmp(rs_onnx_attr_str(p, "approximate", "none"), "tanh")) a.sub = RS_UNARY_GELU_TANH;
-    if (a.sub == RS_UNARY_LEAKYRELU && (st = rs_onnx_attr_float(p, "alpha", 0.01f, &a.alpha))) return st;
+    rs_op_attrs a = {.sub = c->def->sub};
+    if (a.sub == RS_UNARY_GELU && !strcmp(rs_onnx_attr_str(p, "approximate"), "tanh")) a.sub = RS_UNARY_GELU_TANH;
+    if (a.sub == RS_UNARY_LEAKYRELU && (st = rs_onnx_attr_float(p, "alpha", &a.alpha))) return st;
     if (a.sub == RS_UNARY_HARDSIGMOID &&
-        ((st = rs_onnx_attr_float(p, "alpha", 0.2f, &a.alpha)) || (st = rs_onnx_attr_float(p, "beta", 0.5f, &a.beta))))
+        ((st = rs_onnx_attr_float(p, "alpha", &a.alpha)) || (st = rs_onnx_attr_float(p, "beta", &a.beta))))
         return st;
     if (a.sub == RS_UNARY_CLIP) {
         a.alpha = -FLT_MAX;
         a.beta = FLT_MAX;
         if (p->opset < 11) {
-            if ((st = rs_onnx_attr_float(p, "min", -FLT_MAX, &a.alpha)) || (st = rs_onnx_attr_float(p, "max", FLT_MAX, &a.beta))) return st;
+            if ((st = rs_onnx_attr_float(p, "min", &a.alpha)) || (st = rs_onnx_attr_float(p, "max", &a.beta))) return st;
         } else {
             for (int k = 1; k < c->nin; k++) {
                 ival *v = c->in[k];
@@ -332,22 +337,14 @@ static rs_status int_binop(nctx *c, int op, int64_t u, int64_t v, int64_t *out)
     return RS_OK;
 }
 
-static rs_status h_binary(nctx *c)
+rs_status rs_onnx_h_binary(nctx *c)
 {
-    static const struct { const char *name; rs_binary_op b; } map[] = {
-        {"Add", RS_BINARY_ADD}, {"Sub", RS_BINARY_SUB}, {"Mul", RS_BINARY_MUL}, {"Div", RS_BINARY_DIV}, {"Pow", RS_BINARY_POW},
-        {"Equal", RS_BINARY_EQUAL}, {"Less", RS_BINARY_LESS}, {"Greater", RS_BINARY_GREATER},
-        {"LessOrEqual", RS_BINARY_LESS_EQ}, {"GreaterOrEqual", RS_BINARY_GREATER_EQ}, {"Mod", RS_BINARY_MOD},
-        {"And", RS_BINARY_AND}, {"Or", RS_BINARY_OR}, {"Xor", RS_BINARY_XOR},
-    };
     rs_status st = rs_onnx_need_inputs(c, 2, 2);
     if (st) return st;
-    rs_op_attrs a = {0};
-    for (size_t k = 0; k < sizeof map / sizeof *map; k++)
-        if (!strcmp(map[k].name, c->np->op_type)) a.sub = map[k].b;
+    rs_op_attrs a = {.sub = c->def->sub};
     if (a.sub == RS_BINARY_MOD) {
-        int64_t fm;
-        if ((st = rs_onnx_attr_int(c->p, "fmod", 0, &fm))) return st;
+        int64_t fm = 0;
+        if ((st = rs_onnx_attr_int(c->p, "fmod", &fm))) return st;
         if (fm != 0 && fm != 1) return rs_onnx_fail(c->p, RS_ERR_FORMAT, "fmod must be 0 or 1, not %lld", (long long)fm);
         if (fm) a.sub = RS_BINARY_FMOD;
         else if (c->in[0]->kind != IV_I || c->in[1]->kind != IV_I)
@@ -371,7 +368,7 @@ static rs_status h_binary(nctx *c)
     return rs_onnx_emit(c, RS_OP_BINARY, &a, c->in, 2);
 }
 
-static rs_status h_matmul(nctx *c)
+rs_status rs_onnx_h_matmul(nctx *c)
 {
     rs_status st = rs_onnx_need_inputs(c, 2, 2);
     if (st) return st;
@@ -379,15 +376,15 @@ static rs_status h_matmul(nctx *c)
     return rs_onnx_emit(c, RS_OP_MATMUL, &a, c->in, 2);
 }
 
-static rs_status h_gemm(nctx *c)
+rs_status rs_onnx_h_gemm(nctx *c)
 {
     imp *p = c->p;
     rs_status st = rs_onnx_need_inputs(c, 2, 3);
     if (st) return st;
-    int64_t ta, tb;
+    int64_t ta = 0, tb = 0;
     rs_op_attrs a = {0};
-    if ((st = rs_onnx_attr_int(p, "transA", 0, &ta)) || (st = rs_onnx_attr_int(p, "transB", 0, &tb)) ||
-        (st = rs_onnx_attr_float(p, "alpha", 1.0f, &a.alpha)) || (st = rs_onnx_attr_float(p, "beta", 1.0f, &a.beta)))
+    if ((st = rs_onnx_attr_int(p, "transA", &ta)) || (st = rs_onnx_attr_int(p, "transB", &tb)) ||
+        (st = rs_onnx_attr_float(p, "alpha", &a.alpha)) || (st = rs_onnx_attr_float(p, "beta", &a.beta)))
         return st;
     a.ta = ta != 0;
     a.tb = tb != 0;
@@ -402,7 +399,7 @@ static rs_status window_attrs(nctx *c, rs_op_attrs *a, bool conv)
     if (x->rank != 3 && x->rank != 4)
         return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "only 1-d and 2-d windows (input rank 3 or 4)");
     int sp = x->rank - 2;
-    int64_t ks[2] = {1, 1}, st2[2] = {1, 1}, pads[4] = {0, 0, 0, 0}, dil[2] = {1, 1}, v;
+    int64_t ks[2] = {1, 1}, st2[2] = {1, 1}, pads[4] = {0, 0, 0, 0}, dil[2] = {1, 1}, v = 0;
     int nk, ns, np, nd;
     rs_status st;
     if ((st = rs_onnx_attr_ints(p, "kernel_shape", ks, 2, &nk)) || (st = rs_onnx_attr_ints(p, "strides", st2, 2, &ns)) ||
@@ -426,7 +423,7 @@ static rs_status window_attrs(nctx *c, rs_op_attrs *a, bool conv)
     }
     for (int k = 0; k < 2 * sp; k++)
         if (pads[k] < 0 || pads[k] > 4096) return rs_onnx_fail(p, RS_ERR_FORMAT, "pad %lld out of range", (long long)pads[k]);
-    const char *ap = rs_onnx_attr_str(p, "auto_pad", "NOTSET");
+    const char *ap = rs_onnx_attr_str(p, "auto_pad");
     if (!strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER")) {
         for (int k = 0; k < sp; k++) {
             int64_t in = x->d[2 + k];
@@ -449,17 +446,19 @@ static rs_status window_attrs(nctx *c, rs_op_attrs *a, bool conv)
         a->kh = 1; a->sh = 1; a->kw = (int)ks[0]; a->sw = (int)st2[0];
         a->pl = (int)pads[0]; a->pr = (int)pads[1];
     }
-    if ((st = rs_onnx_attr_int(p, "ceil_mode", 0, &v))) return st;
+    if ((st = rs_onnx_attr_int(p, "ceil_mode", &v))) return st;
     a->ceil_mode = v != 0;
-    if ((st = rs_onnx_attr_int(p, "count_include_pad", 0, &v))) return st;
+    v = 0; /* Conv has no count_include_pad */
+    if ((st = rs_onnx_attr_int(p, "count_include_pad", &v))) return st;
     a->count_include_pad = v != 0;
-    if ((st = rs_onnx_attr_int(p, "group", 1, &v))) return st;
+    v = 1; /* the pools have no group */
+    if ((st = rs_onnx_attr_int(p, "group", &v))) return st;
     if (v < 1 || v > 1 << 20) return rs_onnx_fail(p, RS_ERR_FORMAT, "group %lld", (long long)v);
     a->group = (int)v;
     return RS_OK;
 }
 
-static rs_status h_conv(nctx *c)
+rs_status rs_onnx_h_conv(nctx *c)
 {
     rs_status st = rs_onnx_need_inputs(c, 2, 3);
     if (st) return st;
@@ -468,18 +467,18 @@ static rs_status h_conv(nctx *c)
     return rs_onnx_emit(c, RS_OP_CONV, &a, c->in, c->nin > 2 && c->in[2] ? 3 : 2);
 }
 
-static rs_status h_pool(nctx *c)
+rs_status rs_onnx_h_pool(nctx *c)
 {
     rs_status st = rs_onnx_need_inputs(c, 1, 1);
     if (st) return st;
     rs_op_attrs a = {0};
     if ((st = window_attrs(c, &a, false))) return st;
-    if (c->np->n_output > 1 && c->np->output[1] && *c->np->output[1] && !strcmp(c->np->op_type, "MaxPool"))
+    if (c->np->n_output > 1 && c->np->output[1] && *c->np->output[1] && c->def->op == RS_OP_MAXPOOL)
         return rs_onnx_fail(c->p, RS_ERR_UNSUPPORTED, "MaxPool's Indices output");
-    return rs_onnx_emit(c, !strcmp(c->np->op_type, "MaxPool") ? RS_OP_MAXPOOL : RS_OP_AVGPOOL, &a, c->in, 1);
+    return rs_onnx_emit(c, c->def->op, &a, c->in, 1);
 }
 
-static rs_status h_gap(nctx *c)
+rs_status rs_onnx_h_gap(nctx *c)
 {
     rs_status st = rs_onnx_need_inputs(c, 1, 1);
     if (st) return st;
@@ -487,13 +486,13 @@ static rs_status h_gap(nctx *c)
     return rs_onnx_emit(c, RS_OP_GLOBALAVGPOOL, &a, c->in, 1);
 }
 
-static rs_status h_softmax(nctx *c)
+rs_status rs_onnx_h_softmax(nctx *c)
 {
     rs_status st = rs_onnx_need_inputs(c, 1, 1);
     if (st) return st;
     rs_op_attrs a = {.legacy_softmax = c->p->opset < 13};
-    int64_t ax;
-    if ((st = rs_onnx_attr_int(c->p, "axis", a.legacy_softmax ? 1 : -1, &ax)) ||
+    int64_t ax = 0; /* the registry's default for the opset */
+    if ((st = rs_onnx_attr_int(c->p, "axis", &ax)) ||
         (st = rs_onnx_norm_axis(c->p, ax, c->in[0]->shape.rank, &a.axis)))
         return st;
     if (a.legacy_softmax)
@@ -501,31 +500,31 @@ static rs_status h_softmax(nctx *c)
             if (c->in[0]->shape.d[k] == RS_DIM_BATCH) return rs_onnx_fail(c->p, RS_ERR_UNSUPPORTED, "softmax over the batch");
     if (!a.legacy_softmax && c->in[0]->shape.d[a.axis] == RS_DIM_BATCH)
         return rs_onnx_fail(c->p, RS_ERR_UNSUPPORTED, "softmax over the batch");
-    return rs_onnx_emit(c, strcmp(c->np->op_type, "Softmax") ? RS_OP_LOGSOFTMAX : RS_OP_SOFTMAX, &a, c->in, 1);
+    return rs_onnx_emit(c, c->def->op, &a, c->in, 1);
 }
 
-static rs_status h_layernorm(nctx *c)
+rs_status rs_onnx_h_layernorm(nctx *c)
 {
     rs_status st = rs_onnx_need_inputs(c, 2, 3);
     if (st) return st;
     for (size_t k = 1; k < c->np->n_output; k++)
         if (c->np->output[k] && *c->np->output[k]) return rs_onnx_fail(c->p, RS_ERR_UNSUPPORTED, "the Mean/InvStdDev outputs");
     rs_op_attrs a = {0};
-    int64_t ax;
-    if ((st = rs_onnx_attr_int(c->p, "axis", -1, &ax)) || (st = rs_onnx_attr_float(c->p, "epsilon", 1e-5f, &a.eps)) ||
+    int64_t ax = 0; /* the registry's default for the opset */
+    if ((st = rs_onnx_attr_int(c->p, "axis", &ax)) || (st = rs_onnx_attr_float(c->p, "epsilon", &a.eps)) ||
         (st = rs_onnx_norm_axis(c->p, ax, c->in[0]->shape.rank, &a.axis)))
         return st;
     if (!(a.eps >= 0.0f)) return rs_onnx_fail(c->p, RS_ERR_FORMAT, "epsilon must be >= 0");
     return rs_onnx_emit(c, RS_OP_LAYERNORM, &a, c->in, c->nin > 2 && c->in[2] ? 3 : 2);
 }
 
-static rs_status h_batchnorm(nctx *c)
+rs_status rs_onnx_h_batchnorm(nctx *c)
 {
     rs_status st = rs_onnx_need_inputs(c, 5, 5);
     if (st) return st;
-    int64_t tm;
+    int64_t tm = 0;
     rs_op_attrs a = {0};
-    if ((st = rs_onnx_attr_int(c->p, "training_mode", 0, &tm)) || (st = rs_onnx_attr_float(c->p, "epsilon", 1e-5f, &a.eps))) return st;
+    if ((st = rs_onnx_attr_int(c->p, "training_mode", &tm)) || (st = rs_onnx_attr_float(c->p, "epsilon", &a.eps))) return st;
     if (tm) return rs_onnx_fail(c->p, RS_ERR_UNSUPPORTED, "training_mode=1 (inference only)");
     for (size_t k = 1; k < c->np->n_output; k++)
         if (c->np->output[k] && *c->np->output[k]) return rs_onnx_fail(c->p, RS_ERR_UNSUPPORTED, "running statistics outputs");
@@ -577,7 +576,7 @@ static rs_status h_batchnorm(nctx *c)
     return st;
 }
 
-static rs_status h_transpose(nctx *c)
+rs_status rs_onnx_h_transpose(nctx *c)
 {
     rs_status st = rs_onnx_need_inputs(c, 1, 1);
     if (st) return st;
@@ -600,15 +599,15 @@ static rs_status h_transpose(nctx *c)
     return rs_onnx_emit(c, RS_OP_TRANSPOSE, &a, c->in, 1);
 }
 
-static rs_status h_reduce(nctx *c)
+rs_status rs_onnx_h_reduce(nctx *c)
 {
     imp *p = c->p;
     rs_status st = rs_onnx_need_inputs(c, 1, 2);
     if (st) return st;
-    int64_t axes[RS_DIMS_MAX], kd, noop;
+    int64_t axes[RS_DIMS_MAX], kd = 0, noop = 0; /* noop_with_empty_axes is 0 before its opset */
     int na;
-    if ((st = rs_onnx_get_axes(c, axes, &na)) || (st = rs_onnx_attr_int(p, "keepdims", 1, &kd)) ||
-        (st = rs_onnx_attr_int(p, "noop_with_empty_axes", 0, &noop)))
+    if ((st = rs_onnx_get_axes(c, axes, &na)) || (st = rs_onnx_attr_int(p, "keepdims", &kd)) ||
+        (st = rs_onnx_attr_int(p, "noop_with_empty_axes", &noop)))
         return st;
     rs_op_attrs a = {.keepdims = kd != 0};
     int r = c->in[0]->shape.rank;
@@ -621,43 +620,5 @@ static rs_status h_reduce(nctx *c)
         if ((st = rs_onnx_norm_axis(p, axes[k], r, &ax))) return st;
         a.axes_mask |= 1u << ax;
     }
-    return rs_onnx_emit(c, strcmp(c->np->op_type, "ReduceMean") ? RS_OP_REDUCESUM : RS_OP_REDUCEMEAN, &a, c->in, 1);
-}
-
-static const struct { const char *name; rs_onnx_handler fn; } handlers[] = {
-    {"Abs", h_unary}, {"Add", h_binary}, {"And", h_binary}, {"AveragePool", h_pool},
-    {"BatchNormalization", h_batchnorm}, {"Cast", h_cast}, {"Clip", h_unary}, {"Concat", rs_onnx_h_concat},
-    {"Constant", h_constant}, {"ConstantOfShape", h_constant_of_shape}, {"Conv", h_conv}, {"Div", h_binary},
-    {"Dropout", h_identity}, {"Equal", h_binary}, {"Erf", h_unary}, {"Exp", h_unary}, {"Expand", rs_onnx_h_expand},
-    {"Flatten", rs_onnx_h_flatten}, {"Gather", rs_onnx_h_gather}, {"Gelu", h_unary}, {"Gemm", h_gemm},
-    {"GlobalAveragePool", h_gap}, {"Greater", h_binary}, {"GreaterOrEqual", h_binary}, {"HardSigmoid", h_unary},
-    {"HardSwish", h_unary}, {"Identity", h_identity}, {"LayerNormalization", h_layernorm}, {"LeakyRelu", h_unary},
-    {"Less", h_binary}, {"LessOrEqual", h_binary}, {"Log", h_unary}, {"LogSoftmax", h_softmax}, {"MatMul", h_matmul},
-    {"MaxPool", h_pool}, {"Mod", h_binary}, {"Mul", h_binary}, {"Neg", h_unary}, {"Not", h_unary}, {"Or", h_binary},
-    {"Pow", h_binary}, {"Range", rs_onnx_h_range}, {"Reciprocal", h_unary}, {"ReduceMean", h_reduce},
-    {"ReduceSum", h_reduce}, {"Relu", h_unary}, {"Reshape", rs_onnx_h_reshape}, {"Shape", rs_onnx_h_shape},
-    {"Sigmoid", h_unary}, {"Slice", rs_onnx_h_slice}, {"Softmax", h_softmax}, {"Split", rs_onnx_h_split},
-    {"Sqrt", h_unary}, {"Squeeze", rs_onnx_h_squeeze}, {"Sub", h_binary}, {"Tanh", h_unary},
-    {"Transpose", h_transpose}, {"Trilu", rs_onnx_h_trilu}, {"Unsqueeze", rs_onnx_h_unsqueeze},
-    {"Where", rs_onnx_h_where}, {"Xor", h_binary},
-};
-#define NHANDLERS (sizeof handlers / sizeof *handlers)
-
-const char *rs_onnx_supported_ops(void)
-{
-    static char list[2048];
-    if (!list[0]) {
-        size_t k = 0;
-        for (size_t i = 0; i < NHANDLERS && k < sizeof list; i++)
-            k += (size_t)snprintf(list + k, sizeof list - k, "%s%s", i ? ", " : "", handlers[i].name);
-    }
-    return list;
-}
-
-rs_onnx_handler rs_onnx_op_handler(const char *op_type)
-{
-    rs_onnx_handler fn = NULL;
-    for (size_t h = 0; h < NHANDLERS; h++)
-        if (op_type && !strcmp(handlers[h].name, op_type)) fn = handlers[h].fn;
-    return fn;
+    return rs_onnx_emit(c, c->def->op, &a, c->in, 1);
 }

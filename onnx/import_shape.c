@@ -13,9 +13,9 @@ rs_status rs_onnx_h_shape(nctx *c)
 {
     rs_status st = rs_onnx_need_inputs(c, 1, 1);
     if (st) return st;
-    int64_t start, end;
     int r = c->in[0]->shape.rank;
-    if ((st = rs_onnx_attr_int(c->p, "start", 0, &start)) || (st = rs_onnx_attr_int(c->p, "end", r, &end))) return st;
+    int64_t start = 0, end = r;
+    if ((st = rs_onnx_attr_int(c->p, "start", &start)) || (st = rs_onnx_attr_int(c->p, "end", &end))) return st;
     if (start < 0) start += r;
     if (end < 0) end += r;
     start = start < 0 ? 0 : start > r ? r : start;
@@ -35,9 +35,9 @@ rs_status rs_onnx_h_gather(nctx *c)
     if (st) return st;
     ival *x = c->in[0], *ix = c->in[1];
     if (!rs_onnx_is_const(x)) return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "Gather on computed data (only constants and shapes)");
-    int64_t ax;
+    int64_t ax = 0;
     int axis = 0;
-    if ((st = rs_onnx_attr_int(p, "axis", 0, &ax)) || (st = rs_onnx_norm_axis(p, ax, x->shape.rank, &axis))) return st;
+    if ((st = rs_onnx_attr_int(p, "axis", &ax)) || (st = rs_onnx_norm_axis(p, ax, x->shape.rank, &axis))) return st;
     if (ix->kind == IV_DYN && p->g->tokens) return rs_onnx_token_gather(c, axis); /* an embedding */
     if (ix->kind != IV_I) return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "Gather indices must be integer constants");
     rs_dims os = {0, {0}};
@@ -118,10 +118,10 @@ rs_status rs_onnx_h_flatten(nctx *c)
 {
     rs_status st = rs_onnx_need_inputs(c, 1, 1);
     if (st) return st;
-    int64_t ax;
+    int64_t ax = 0; /* the registry gives Flatten's default */
     int axis = 0;
     const rs_dims *x = &c->in[0]->shape;
-    if ((st = rs_onnx_attr_int(c->p, "axis", 1, &ax))) return st;
+    if ((st = rs_onnx_attr_int(c->p, "axis", &ax))) return st;
     if (ax == x->rank) axis = x->rank;
     else if ((st = rs_onnx_norm_axis(c->p, ax, x->rank, &axis))) return st;
     rs_dims s = {2, {1, 1}};
@@ -144,10 +144,10 @@ rs_status rs_onnx_h_reshape(nctx *c)
     imp *p = c->p;
     rs_status st = rs_onnx_need_inputs(c, 2, 2);
     if (st) return st;
-    int64_t t[RS_DIMS_MAX], allowzero;
+    int64_t t[RS_DIMS_MAX], allowzero = 0;
     int nt;
     if ((st = rs_onnx_const_ints(c, c->in[1], "the target shape", t, RS_DIMS_MAX, &nt, true))) return st;
-    if ((st = rs_onnx_attr_int(p, "allowzero", 0, &allowzero))) return st;
+    if ((st = rs_onnx_attr_int(p, "allowzero", &allowzero))) return st;
     const rs_dims *x = &c->in[0]->shape;
     rs_dims s = {nt, {0}};
     int infer = -1;
@@ -202,10 +202,10 @@ rs_status rs_onnx_h_concat(nctx *c)
     if (c->nin < 1) return rs_onnx_fail(p, RS_ERR_FORMAT, "needs inputs");
     for (int k = 0; k < c->nin; k++)
         if (!c->in[k]) return rs_onnx_fail(p, RS_ERR_FORMAT, "input %d is missing", k);
-    int64_t ax;
+    int64_t ax = 0;
     int axis = 0;
     rs_status st;
-    if ((st = rs_onnx_attr_int(p, "axis", 0, &ax)) || (st = rs_onnx_norm_axis(p, ax, c->in[0]->shape.rank, &axis))) return st;
+    if ((st = rs_onnx_attr_int(p, "axis", &ax)) || (st = rs_onnx_norm_axis(p, ax, c->in[0]->shape.rank, &axis))) return st;
     bool ints = true;
     for (int k = 0; k < c->nin; k++) ints &= c->in[k]->kind == IV_I;
     if (ints) {
@@ -338,10 +338,10 @@ rs_status rs_onnx_h_split(nctx *c)
     rs_status st = rs_onnx_need_inputs(c, 1, 2);
     if (st) return st;
     ival *x = c->in[0];
-    int64_t ax, sizes[RS_ONNX_MAX_OUTS], nout = (int64_t)c->np->n_output, num;
+    int64_t ax = 0, sizes[RS_ONNX_MAX_OUTS], nout = (int64_t)c->np->n_output, num = 0;
     int axis = 0, ns = -1;
-    if ((st = rs_onnx_attr_int(p, "axis", 0, &ax)) || (st = rs_onnx_norm_axis(p, ax, x->shape.rank, &axis)) ||
-        (st = rs_onnx_attr_int(p, "num_outputs", 0, &num)))
+    if ((st = rs_onnx_attr_int(p, "axis", &ax)) || (st = rs_onnx_norm_axis(p, ax, x->shape.rank, &axis)) ||
+        (st = rs_onnx_attr_int(p, "num_outputs", &num)))
         return st;
     if (nout < 1 || nout > RS_ONNX_MAX_OUTS)
         return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "%lld outputs (at most %d)", (long long)nout, RS_ONNX_MAX_OUTS);
@@ -483,9 +483,9 @@ rs_status rs_onnx_h_trilu(nctx *c)
 {
     rs_status st = rs_onnx_need_inputs(c, 1, 2);
     if (st) return st;
-    int64_t up, kk[1] = {0};
+    int64_t up = 0, kk[1] = {0}; /* upper: the registry's default */
     int nk = 0;
-    if ((st = rs_onnx_attr_int(c->p, "upper", 1, &up))) return st;
+    if ((st = rs_onnx_attr_int(c->p, "upper", &up))) return st;
     if (up != 0 && up != 1) return rs_onnx_fail(c->p, RS_ERR_FORMAT, "upper must be 0 or 1, not %lld", (long long)up);
     if (c->nin > 1 && c->in[1] && (st = rs_onnx_const_ints(c, c->in[1], "k", kk, 1, &nk, false))) return st;
     if (c->nin > 1 && c->in[1] && nk != 1) return rs_onnx_fail(c->p, RS_ERR_FORMAT, "k must be one value");

@@ -1,6 +1,6 @@
-/* Reading ONNX files back: `onnx show` prints one like a model summary, `onnx check` runs the
- * structural checks of the ONNX checker that matter for the graphs ringside writes and reads, and
- * says each problem in one line. Malformed files are errors, never crashes. */
+/* Reading ONNX files back: `onnx show` prints one like a model summary (inspect.c), `onnx check` runs
+ * the checks of the ONNX checker for the operators ringside knows (check.c; the operators are the
+ * registry's, onnx/ops.h) and says each problem in one line. Malformed files are errors, never crashes. */
 #ifndef RS_ONNX_INSPECT_H
 #define RS_ONNX_INSPECT_H
 
@@ -10,6 +10,7 @@
 
 #include "engine/core/status.h"
 #include "onnx/onnx.pb-c.h"
+#include "onnx/ops.h"
 
 /* Largest file read (protobuf's own limit for one message is 2 GiB). */
 #define RS_ONNX_MAX_FILE_BYTES ((size_t)2 << 30)
@@ -37,22 +38,11 @@ void rs_onnx_summarize(const Onnx__ModelProto *m, rs_onnx_summary *out);
  * (may be NULL). Returns RS_OK when the file could be read, whatever was found; an unreadable or
  * unparsable file is an error, with nothing counted. */
 rs_status rs_onnx_check(const char *path, FILE *out, int *findings, rs_err *err);
+/* The same on a model in memory, returning the number of findings; it has no folder, so its external
+ * data files are not looked at (their locations are). */
 int rs_onnx_check_model(const Onnx__ModelProto *m, FILE *out);
 
-/* What the checker knows of a standard-domain operator: input/output arity (max -1: unbounded), its
- * attributes (the list is complete: others are reported) and the opset that introduced it.
- * rs_onnx_op_find gives NULL when op_type is not one ringside knows. */
-typedef struct rs_onnx_op_info {
-    const char *op_type;
-    int min_in, max_in, min_out, max_out;
-    const char *attrs; /* "alpha:f beta:f transA:i" with f i s t fs is ss: the AttributeType */
-    int since;         /* first opset with the operator (0: before any opset ringside writes) */
-} rs_onnx_op_info;
-const rs_onnx_op_info *rs_onnx_op_find(const char *op_type);
-/* AttributeProto.AttributeType that `attr` of op_type must have; 0 (UNDEFINED) when the op or the
- * attribute is not known. */
-int rs_onnx_op_attr_type(const char *op_type, const char *attr);
-/* "FLOAT", "INTS", ... for an AttributeType value. */
-const char *rs_onnx_attr_type_name(int type);
+/* Elements of a tensor from its dims; false when a dim is negative or the product overflows. */
+bool rs_onnx_tensor_numel(const Onnx__TensorProto *t, uint64_t *n);
 
 #endif

@@ -10,6 +10,7 @@
 #include "engine/core/rng.h"
 #include "onnx/build.h"
 #include "onnx/inspect.h"
+#include "onnx/ops.h"
 #include "tests/rs_test.h"
 
 static char dir[256];
@@ -170,6 +171,58 @@ static void test_good_and_broken_graphs(void)
     onnx__model_proto__free_unpacked(m, NULL);
 }
 
+/* The operator registry: every entry complete (a name, its handler, its attribute list), in order and
+ * found by name, so import, `onnx check`, `onnx show` and the builder know the same operators. */
+static void test_registry(void)
+{
+    size_t n = rs_onnx_op_count();
+    RS_CHECK(n >= 61, "registry: %zu operators", n);
+    const char *list = rs_onnx_supported_ops();
+    for (size_t i = 0; i < n; i++) {
+        const rs_onnx_op_def *op = rs_onnx_op_at(i);
+        RS_CHECK(op && op->name && op->import && op->attrs, "entry %zu is incomplete", i);
+        if (!op || !op->name) continue;
+        RS_CHECK(rs_onnx_op_find(op->name) == op, "%s is not found by name", op->name);
+        RS_CHECK(i == 0 || strcmp(rs_onnx_op_at(i - 1)->name, op->name) < 0, "%s is out of order", op->name);
+        RS_CHECK(op->min_in >= 0 && (op->max_in < 0 || op->max_in >= op->min_in) && op->min_out >= 1 &&
+                     (op->max_out < 0 || op->max_out >= op->min_out), "%s: arity", op->name);
+        RS_CHECK(strstr(list, op->name) != NULL, "%s is missing from the supported list", op->name);
+        for (const rs_onnx_attr_def *a = op->attrs; a && a->name; a++)
+            RS_CHECK(strcmp(rs_onnx_attr_type_name(a->type), "?") && a->type != 0, "%s.%s: type", op->name, a->name);
+    }
+    RS_CHECK(rs_onnx_op_find("Frobnicate") == NULL && rs_onnx_op_at(n) == NULL, "unknown operators");
+    RS_CHECK(rs_onnx_op_attr_type("HardSigmoid", "alpha") == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT,
+             "HardSigmoid's alpha is a float");
+    /* an attribute that became an input is there before, not after */
+    const rs_onnx_op_def *sq = rs_onnx_op_find("Squeeze");
+    RS_CHECK(rs_onnx_op_attr(sq, "axes", 11) && !rs_onnx_op_attr(sq, "axes", 13), "Squeeze's axes until 13");
+}
+
+/* Shapes the importer's rules infer: a Gemm whose inner dimensions differ is a finding, as onnx.checker's
+ * full_check reports it; the operators of a MobileNetV3 block are known. */
+static void test_shapes(void)
+{
+    char out[8192];
+    rs_err err = {0};
+    rs_onnx_builder *b = rs_onnx_builder_new("g");
+    rs_onnx_builder_input(b, "X", RS_ONNX_FLOAT, 2, (int64_t[]){-1, 4}, (const char *[]){"N", NULL}, &err);
+    rs_onnx_builder_initializer(b, "W", 2, (int64_t[]){3, 5}, NULL, 1, &err);
+    rs_onnx_builder_node(b, "Gemm", 2, (const char *[]){"X", "W"}, 1, (const char *[]){"Y"}, "transB=1", &err);
+    save(b, "gemm_k.onnx", "Y");
+    int n = check_file(tmp_path("gemm_k.onnx"), out, sizeof out);
+    RS_CHECK(n == 1 && strstr(out, "inner dimensions differ"), "gemm K mismatch: %d\n%s", n, out);
+
+    b = rs_onnx_builder_new("g");
+    rs_onnx_builder_input(b, "X", RS_ONNX_FLOAT, 2, (int64_t[]){-1, 3}, (const char *[]){"N", NULL}, &err);
+    rs_onnx_builder_node(b, "HardSwish", 1, (const char *[]){"X"}, 1, (const char *[]){"A"}, NULL, &err);
+    rs_onnx_builder_node(b, "HardSigmoid", 1, (const char *[]){"A"}, 1, (const char *[]){"B"}, "alpha=0.2", &err);
+    rs_onnx_builder_node(b, "Neg", 1, (const char *[]){"B"}, 1, (const char *[]){"C"}, NULL, &err);
+    rs_onnx_builder_node(b, "Cast", 1, (const char *[]){"C"}, 1, (const char *[]){"Y"}, "to=1", &err);
+    save(b, "mobilenet_ops.onnx", "Y");
+    n = check_file(tmp_path("mobilenet_ops.onnx"), out, sizeof out);
+    RS_CHECK(n == 0, "HardSwish, HardSigmoid, Neg, Cast: %d\n%s", n, out);
+}
+
 static void test_bad_files(void)
 {
     char out[8192];
@@ -260,7 +313,9 @@ int main(void)
     test_good_and_broken_graphs();
     test_bad_files();
     test_show();
-    const char *names[] = {"good.onnx", "undefined.onnx", "duplicate.onnx", "noout.onnx", "attrs.onnx",
+    test_registry();
+    test_shapes();
+    const char *names[] = {"gemm_k.onnx", "mobilenet_ops.onnx", "good.onnx", "undefined.onnx", "duplicate.onnx", "noout.onnx", "attrs.onnx",
                            "opsets.onnx", "noopset.onnx", "cut.onnx", "half.onnx", "huge.onnx", "wrong.onnx",
                            "garbage.onnx", "empty.onnx"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) unlink(tmp_path(names[i]));
