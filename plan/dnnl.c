@@ -130,6 +130,10 @@ static dnnl_alg_kind_t elt_alg(int op)
     }
 }
 
+/* A conv or inner product takes an activation as a post-op where oneDNN has an eltwise algorithm for
+ * it: the fusion pass asks here, so the two cannot disagree. */
+bool rs_plan_fusable_act(int op) { return elt_alg(op) != dnnl_alg_kind_undef; }
+
 /* The alpha oneDNN's eltwise wants: relu's negative slope 0 (LeakyRelu keeps its own), swish's 1 for
  * SiLU, the node's own for the rest (clip's bounds). */
 static float elt_alpha(const rs_ppost *q)

@@ -91,22 +91,7 @@ const char *rs_pk_name(rs_pk k)
     return (unsigned)k < RS_PK_COUNT ? names[k] : "?";
 }
 
-const char *rs_plan_act_name(int op)
-{
-    switch (op) {
-    case RS_UNARY_RELU: return "relu";
-    case RS_UNARY_TANH: return "tanh";
-    case RS_UNARY_SIGMOID: return "sigmoid";
-    case RS_UNARY_GELU: return "gelu";
-    case RS_UNARY_GELU_TANH: return "gelu(tanh)";
-    case RS_UNARY_LEAKYRELU: return "leakyrelu";
-    case RS_UNARY_CLIP: return "clip";
-    case RS_UNARY_HARDSWISH: return "hardswish";
-    case RS_UNARY_HARDSIGMOID: return "hardsigmoid";
-    case RS_UNARY_SILU: return "silu";
-    default: return "unary";
-    }
-}
+const char *rs_plan_act_name(int op) { return rs_unary_name(op); }
 
 const char *const rs_plan_prec_names[] = {[RS_PLAN_FP32] = "fp32", [RS_PLAN_BF16] = "bf16", [RS_PLAN_INT8] = "int8",
                                           NULL};

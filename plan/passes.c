@@ -169,12 +169,6 @@ static rs_status fold(rs_plan *p, rs_err *err)
     return RS_OK;
 }
 
-bool rs_plan_fusable_act(int op)
-{
-    return op == RS_UNARY_RELU || op == RS_UNARY_TANH || op == RS_UNARY_GELU || op == RS_UNARY_GELU_TANH ||
-           op == RS_UNARY_SIGMOID || op == RS_UNARY_LEAKYRELU || op == RS_UNARY_CLIP || op == RS_UNARY_HARDSWISH ||
-           op == RS_UNARY_SILU;
-}
 
 static int acts(rs_plan *p)
 {

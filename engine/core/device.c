@@ -116,3 +116,13 @@ rs_status rs_kctx_host_done(rs_kctx *ctx, void *dev, void *host, size_t bytes, b
     free(host);
     return st;
 }
+
+const char *rs_unary_name(int op)
+{
+    static const char *const names[] = {
+#define RS_UNARY(E, name) [RS_UNARY_##E] = name,
+#include "engine/core/unary_ops.def"
+#undef RS_UNARY
+    };
+    return op >= 0 && op < RS_UNARY_COUNT ? names[op] : "unary";
+}

@@ -36,21 +36,20 @@ typedef struct rs_conv_geom {
     int oh, ow;        /* output height, width: (h + 2ph - kh)/sh + 1 */
 } rs_conv_geom;
 
-/* Elementwise operators of the generic tensor entries (the ONNX operators of imported graphs). */
+/* Elementwise operators of the generic tensor entries (the ONNX operators of imported graphs, and
+ * the activation layers' operators): engine/core/unary_ops.def. */
 typedef enum rs_unary_op {
-    RS_UNARY_RELU, RS_UNARY_TANH, RS_UNARY_SIGMOID, RS_UNARY_ERF, RS_UNARY_GELU, RS_UNARY_GELU_TANH,
-    RS_UNARY_SQRT, RS_UNARY_EXP, RS_UNARY_LOG, RS_UNARY_NEG, RS_UNARY_ABS, RS_UNARY_RECIPROCAL,
-    RS_UNARY_LEAKYRELU,   /* x >= 0 ? x : alpha x */
-    RS_UNARY_CLIP,        /* min(max(x, alpha), beta) */
-    RS_UNARY_HARDSIGMOID, /* max(0, min(1, alpha x + beta)) */
-    RS_UNARY_HARDSWISH,   /* x * hardsigmoid(x, 1/6, 1/2) */
-    RS_UNARY_CAST_INT,    /* a cast of computed floats to an integer type: truncation toward zero */
-    RS_UNARY_CAST_BOOL,   /* x != 0 as 0/1 */
-    RS_UNARY_NOT,         /* x == 0 as 0/1 (bools are 0/1) */
-    RS_UNARY_SILU,        /* x * sigmoid(x) (SiLU, swish) */
+#define RS_UNARY(E, name) RS_UNARY_##E,
+#include "engine/core/unary_ops.def"
+#undef RS_UNARY
 } rs_unary_op;
-/* How many there are: new operators go at the end (plan files store the number), and this follows. */
-#define RS_UNARY_COUNT (RS_UNARY_SILU + 1)
+enum { RS_UNARY_COUNT = 0
+#define RS_UNARY(E, name) +1
+#include "engine/core/unary_ops.def"
+#undef RS_UNARY
+};
+/* "relu", "gelu(tanh)", ...; "unary" for a number that is none. */
+const char *rs_unary_name(int op);
 
 /* Comparisons give 0/1 (bools); MOD is Python's (the divisor's sign), FMOD C's. */
 typedef enum rs_binary_op {
