@@ -7,7 +7,7 @@
  * operands rounded into fp32 copies and multiplied by OpenBLAS's sgemm. The product of two bf16 values
  * is exact in fp32 (8 x 8 bits < 24), so the emulation computes what a bf16 GEMM with fp32
  * accumulation (oneDNN's, cuBLAS's, AMX's) does, up to the order of the additions, and it stays the
- * reference the oneDNN path is tested against (tests/engine/test_amp.c). OpenBLAS cannot do it
+ * reference the oneDNN path is tested against (tests/engine/kernels/test_amp.c). OpenBLAS cannot do it
  * natively here: Debian's 0.3.21 is built without BUILD_BFLOAT16 (its cblas.h declares cblas_sbgemm,
  * the library has no such symbol); oneDNN 2.6's BLAS-like API has sgemm and int8 only, hence the
  * matmul primitive (docs/engine.md "Mixed precision").

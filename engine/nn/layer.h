@@ -80,7 +80,7 @@ typedef struct rs_exec {
 } rs_exec;
 
 /* How tensor parallelism treats a layer (engine/nn/tp.c). Every descriptor says which: 0 is "unset",
- * and the facet test (tests/engine/test_layer_facets.c) fails on it. */
+ * and the facet test (tests/engine/nn/test_layer_facets.c) fails on it. */
 typedef enum rs_layer_tp {
     RS_LAYER_TP_UNSET = 0,
     RS_LAYER_TP_REPLICATE,    /* every rank runs the whole layer */

@@ -2,7 +2,7 @@
 """`onnx check` agrees with onnx.checker: on every file, both pass or both fail.
 
 The files: every .onnx under tests/ (none are committed today), what export-models and build-lesson
-write (ringside's own exports), what tests/onnx_import/make_models.py writes for the importer test
+write (ringside's own exports), what tests/onnx/import/make_models.py writes for the importer test
 (its helper graphs leave the output's shape out, which both checkers refuse; each is also checked as a
 copy with the shapes onnx.shape_inference fills in, so the graph itself is compared too), and the
 cases below: a MobileNetV3-like block using HardSwish, HardSigmoid, Cast, Range, Slice, Expand,

@@ -6,7 +6,7 @@
  * the fp32 plan equals the session GPT's engine forward within 1e-5 of the logits' scale at batches 1,
  * 5 and 8, bf16 and int8 (calibrated on token windows) within test_plan.c's tolerances. (A variant
  * of the exported attention that does not match, its generic ops against ONNX Runtime and the plan's
- * refusal naming the node: tests/onnx_import/run_tests.py.) */
+ * refusal naming the node: tests/onnx/import/run_tests.py.) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

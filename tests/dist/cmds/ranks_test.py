@@ -31,7 +31,7 @@ def check(cond, what):
 def run(cmds, db=None, env=None, timeout=120):
     """Runs ringside -c; returns (exit code, stdout followed by stderr)."""
     args = [EXE, "--keep-going"] + (["--db", db] if db else ["--no-db"]) + ["-c", cmds]
-    # these checks read whole lines: a width no line reaches (80 columns is tests/repl_width's business)
+    # these checks read whole lines: a width no line reaches (80 columns is tests/repl/width's business)
     e = dict(os.environ, COLUMNS="1000")
     e.update(env or {})
     p = subprocess.run(args, capture_output=True, text=True, timeout=timeout, env=e)
