@@ -12,12 +12,10 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 
 #include "call.h"
 #include "dist/launch/launch.h"
+#include "dist/launch/spawn.h"
 #include "dist/pg/pg.h"
 #include "dist/store/store.h"
 #include "dist/train/dtrain.h"
@@ -599,21 +597,6 @@ int rs_job_finish(rs_job *j, int rc)
     return rc;
 }
 
-/* A TCP port free on 127.0.0.1 right now (the kernel's pick), for a rank 0 that hosts the store itself;
- * 0 after setting e. */
-static int free_port(rs_err *e)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    int port = 0;
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-        port = ntohs(a.sin_port);
-    else rs_err_set(e, RS_ERR_IO, "finding a free port for rank 0's store: %s", strerror(errno));
-    if (fd >= 0) close(fd);
-    return port;
-}
-
 static double mono_to_unix(void)
 {
     struct timespec m, r;
@@ -726,11 +709,8 @@ int rs_job_run(rs_job *j, const char *const *job_args, int nargs, double timeout
     rs_err e = {0};
     const rs_pg_backend *be = rs_pg_backend_find(j->backend);
     char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0)
-        return rs_job_finish(j, rs_session_error(s, c, (size_t)-1, 0, "%s: cannot find the ringside binary to start ranks",
-                                              j->what));
-    exe[n] = 0;
+    if (rs_spawn_self(exe, sizeof exe, &e))
+        return rs_job_finish(j, rs_session_error(s, c, (size_t)-1, 0, "%s: %s", j->what, e.msg));
 
     /* the dashboard: on a terminal unless view=off; step=1 needs it (a person presses the keys) */
     bool want_view = rs_call_bool(c, "view", true);
@@ -763,21 +743,16 @@ int rs_job_run(rs_job *j, const char *const *job_args, int nargs, double timeout
     clock.value = j->mono_to_unix;
     rs_log_event(s, j->run, &clock);
 
-    rs_store_server *srv = NULL;
-    if (j->store_rank0 && (j->master_port = free_port(&e)) == 0) {
+    rs_spawn_store how = be->needs_launcher ? RS_SPAWN_STORE_MPI
+                         : j->store_rank0     ? RS_SPAWN_STORE_RANK0
+                                              : RS_SPAWN_STORE_LAUNCHER;
+    if (rs_spawn_host_store(how, &j->srv, &j->master_port, &e)) {
         rs_view_model_free(j->dump_vm);
         j->dump_vm = NULL;
         return rs_job_finish(j, rs_session_error(s, c, (size_t)-1, 0, "%s: %s", j->what, e.msg));
     }
-    if (!be->needs_launcher && !j->store_rank0 && rs_store_server_start("127.0.0.1", 0, &srv, &e)) {
-        rs_view_model_free(j->dump_vm);
-        j->dump_vm = NULL;
-        return rs_job_finish(j, rs_session_error(s, c, (size_t)-1, 0, "%s: starting the rendezvous store: %s", j->what,
-                                              e.msg));
-    }
-    j->srv = srv;
-    if (j->stepwise && rs_store_connect("127.0.0.1", rs_store_server_port(srv), timeout_s, &j->step_store, &e)) {
-        rs_store_server_stop(srv);
+    if (j->stepwise && rs_store_connect("127.0.0.1", j->master_port, timeout_s, &j->step_store, &e)) {
+        rs_store_server_stop(j->srv);
         j->srv = NULL;
         rs_view_model_free(j->dump_vm);
         j->dump_vm = NULL;
@@ -785,58 +760,38 @@ int rs_job_run(rs_job *j, const char *const *job_args, int nargs, double timeout
                                               j->what, e.msg));
     }
 
-    char world[16], port[16], group[48], tmo[32];
-    snprintf(world, sizeof world, "%d", j->world);
-    if (srv) j->master_port = rs_store_server_port(srv);
-    snprintf(port, sizeof port, "%d", j->master_port);
-    snprintf(group, sizeof group, "group=r%lld-%ld", (long long)j->run, (long)getpid());
-    snprintf(tmo, sizeof tmo, "timeout=%g", timeout_s);
-    /* as many as the job has: the rank's own options are not counted here */
-    const char **argv = malloc(sizeof *argv * (size_t)(nargs + 16));
-    if (!argv) {
+    char group[48];
+    snprintf(group, sizeof group, "r%lld-%ld", (long long)j->run, (long)getpid());
+    /* as many as the job has, and the two that step=1 and the view's dump add */
+    const char **args = malloc(sizeof *args * (size_t)(nargs + 2));
+    if (!args) {
         rs_store_close(j->step_store);
         j->step_store = NULL;
-        rs_store_server_stop(srv);
+        rs_store_server_stop(j->srv);
         j->srv = NULL;
         rs_view_model_free(j->dump_vm);
         j->dump_vm = NULL;
         return rs_job_finish(j, rs_session_error(s, c, (size_t)-1, 0, "%s: out of memory", j->what));
     }
     int a = 0;
-    if (be->needs_launcher) {
-        argv[a++] = "mpirun";
-        if (geteuid() == 0) argv[a++] = "--allow-run-as-root";
-        argv[a++] = "--oversubscribe";
-        argv[a++] = "--tag-output";
-        argv[a++] = "-np";
-        argv[a++] = world;
-    }
-    argv[a++] = exe;
-    argv[a++] = "--worker";
-    argv[a++] = j->what;
-    argv[a++] = group;
-    argv[a++] = tmo;
-    argv[a++] = j->store_rank0 ? "store=rank0" : "store=launcher";
-    for (int i = 0; i < nargs; i++) argv[a++] = job_args[i];
+    for (int i = 0; i < nargs; i++) args[a++] = job_args[i];
     /* step=1: the ranks also report the values their buffers hold, which the data pane shows (and a
      * dump for the tests, which compare it with a replay) */
-    if (j->stepwise) argv[a++] = "stepwise=1";
-    if (j->stepwise || (j->dump && !strcmp(j->what, "collective"))) argv[a++] = "data=1";
-    argv[a] = NULL;
+    if (j->stepwise) args[a++] = "stepwise=1";
+    if (j->stepwise || (j->dump && !strcmp(j->what, "collective"))) args[a++] = "data=1";
 
-    rs_launch_cfg cfg = {.nranks = be->needs_launcher ? 1 : j->world, .argv = argv,
-                         .master_port = j->master_port ? j->master_port : 1,
-                         .local_world_size = be->needs_launcher ? 0 : j->per_node,
-                         /* training ranks finish a step, gather and write the weights when stopped */
-                         .grace_s = !strcmp(j->what, "train") ? 10 : 2,
-                         .on_line = on_line, .line_ud = j, .should_stop = stop_requested, .stop_ud = j};
+    rs_spawn_cfg cfg = {.exe = exe, .job = j->what, .group = group, .timeout_s = timeout_s, .world = j->world,
+                        .per_node = j->per_node, .store = how, .args = args, .nargs = a,
+                        /* training ranks finish a step, gather and write the weights when stopped */
+                        .grace_s = !strcmp(j->what, "train") ? 10 : 2,
+                        .on_line = on_line, .line_ud = j, .should_stop = stop_requested, .stop_ud = j};
     rs_launch_result res;
     vr_live.t_start = logged_time(j, rs_pg_now());
     if (want_view) j->live = rs_live_start(s, &vr_live);
     if (j->live && j->stepwise) rs_live_status(j->live, "step=1: n / Enter / Right for the next step");
     j->t_begin = rs_pg_now();
-    rs_status st = rs_launch_start(&cfg, &j->l, &e);
-    free(argv); /* the ranks have their copies (exec) */
+    rs_status st = rs_spawn_start(&cfg, j->master_port, &j->l, &e);
+    free(args);
     /* with the view up, short waits, so that `q` can hand the run to the background; without it one wait
      * to the end, as ever */
     if (!st)
