@@ -312,7 +312,7 @@ static void record_row(rs_session *s, const rs_bench_row *r)
 static void bench_row(rs_job *j, const rs_bench_row *r)
 {
     bench_job *k = j->state;
-    FILE *f = j->held ? j->held : j->s->out; /* the background's rows are printed at its end */
+    FILE *f = j->held.f ? j->held.f : j->s->out; /* the background's rows are printed at its end */
     /* the view has the row in its bench pane (fed from the @bench line): the table's text, as wide as
      * nccl-tests prints it, stays out of its narrower log pane and is printed when the view closes */
     bool quiet = j->live && f == j->s->out;

@@ -21,20 +21,20 @@
 
 static void keep_line(rs_job *j, int rank, const char *line)
 {
-    if (j->nlines == j->cap) {
-        int cap = j->cap ? 2 * j->cap : 16;
-        char **l = realloc(j->lines, sizeof *l * (size_t)cap);
+    if (j->kept.n == j->kept.cap) {
+        int cap = j->kept.cap ? 2 * j->kept.cap : 16;
+        char **l = realloc(j->kept.text, sizeof *l * (size_t)cap);
         if (!l) return;
-        j->lines = l;
-        int *r = realloc(j->line_rank, sizeof *r * (size_t)cap);
+        j->kept.text = l;
+        int *r = realloc(j->kept.rank, sizeof *r * (size_t)cap);
         if (!r) return;
-        j->line_rank = r;
-        j->cap = cap;
+        j->kept.rank = r;
+        j->kept.cap = cap;
     }
     char *copy = strdup(line);
     if (!copy) return;
-    j->lines[j->nlines] = copy;
-    j->line_rank[j->nlines++] = rank;
+    j->kept.text[j->kept.n] = copy;
+    j->kept.rank[j->kept.n++] = rank;
 }
 
 /* "rank 3: ..." lines carry their own rank (mpirun's output all comes through one pipe). */
@@ -162,34 +162,34 @@ static void log_data(rs_job *j, const rs_data_line *d, const char *line)
 /* step=1: lets the ranks run algorithm step k of the current collective (once some rank reached it). */
 void rs_job_step_release(rs_job *j, int k)
 {
-    if (!j->stepwise || !j->step_store || k > j->step_max || k < j->step_next) return;
+    if (!j->step.on || !j->step.store || k > j->step.max || k < j->step.next) return;
     double t = rs_job_logged_time(j, rs_pg_now());
-    for (; j->step_next <= k; j->step_next++) {
+    for (; j->step.next <= k; j->step.next++) {
         /* the models learn which ranks waited for this key and how long (not the collective's time) */
-        if (j->live) rs_view_feed_release(rs_live_model(j->live), j->step_coll, j->step_next, t);
-        if (j->dump_vm) rs_view_feed_release(j->dump_vm, j->step_coll, j->step_next, t);
+        if (j->live) rs_view_feed_release(rs_live_model(j->live), j->step.coll, j->step.next, t);
+        if (j->dump_vm) rs_view_feed_release(j->dump_vm, j->step.coll, j->step.next, t);
         rs_slog_event_info rel = RS_SLOG_EVENT_INIT; /* for replays (cmd_view.c feeds it the same way) */
         rel.kind = "step_release";
-        rel.coll = (int64_t)j->step_coll;
-        rel.astep = j->step_next;
+        rel.coll = (int64_t)j->step.coll;
+        rel.astep = j->step.next;
         rel.t = t + j->mono_to_unix;
         rs_log_event(j->s, j->run, &rel);
         char key[64];
         rs_err e = {0};
-        snprintf(key, sizeof key, "step/%llu/%d", (unsigned long long)j->step_coll, j->step_next);
-        rs_store_set(j->step_store, key, "1", 1, &e);
+        snprintf(key, sizeof key, "step/%llu/%d", (unsigned long long)j->step.coll, j->step.next);
+        rs_store_set(j->step.store, key, "1", 1, &e);
     }
 }
 
 static void step_reported(rs_job *j, const rs_pg_event *ev)
 {
-    if (j->step_max < 0 || ev->coll > j->step_coll) {
-        j->step_coll = ev->coll;
-        j->step_next = 0;
-        j->step_max = -1;
-    } else if (ev->coll < j->step_coll) return;
-    if (ev->step > j->step_max) j->step_max = ev->step;
-    if (!j->live) rs_job_step_release(j, j->step_max); /* nobody is stepping: let them run */
+    if (j->step.max < 0 || ev->coll > j->step.coll) {
+        j->step.coll = ev->coll;
+        j->step.next = 0;
+        j->step.max = -1;
+    } else if (ev->coll < j->step.coll) return;
+    if (ev->step > j->step.max) j->step.max = ev->step;
+    if (!j->live) rs_job_step_release(j, j->step.max); /* nobody is stepping: let them run */
 }
 
 /* A machine line of any kind of run (dist/worker/worker.h's), which never reaches the printed output
@@ -226,7 +226,7 @@ void rs_job_on_line(void *ud, int rank, int is_stderr, const char *line)
         rs_data_line d;
         if (rs_wire_parse_event(line, &ev)) {
             log_trace(j, &ev);
-            if (j->stepwise && ev.kind == RS_PG_EV_STEP) step_reported(j, &ev);
+            if (j->step.on && ev.kind == RS_PG_EV_STEP) step_reported(j, &ev);
             if (j->kind->event) j->kind->event(j, &ev);
             return;
         }

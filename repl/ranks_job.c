@@ -1,12 +1,6 @@
 /* One run across ranks, the core every kind shares (see ranks_job.h): the common options, the launch,
  * Ctrl-C and `q`, the end, and runs in the background. What a rank's line goes through is ranks_feed.c. */
 #define _GNU_SOURCE
-#include <errno.h>
-#include <jansson.h>
-#include <limits.h>
-#include <math.h>
-#include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,13 +12,9 @@
 #include "dist/launch/spawn.h"
 #include "dist/pg/pg.h"
 #include "dist/store/store.h"
-#include "dist/train/dtrain.h"
-#include "dist/worker/worker.h"
-#include "engine/ckpt/checkpoint.h"
 #include "engine/cuda/cuda.h"
 #include "lang/value.h"
 #include "repl_log.h"
-#include "result.h"
 #include "session.h"
 #include "view_live.h"
 
@@ -38,7 +28,7 @@ static void leave_view(rs_job *j)
     j->live = NULL;
     fprintf(j->s->out, "%s: left the dashboard; the run goes on\n", j->what);
     fflush(j->s->out);
-    rs_job_step_release(j, j->step_max);
+    rs_job_step_release(j, j->step.max);
 }
 
 static int stop_requested(void *ud)
@@ -46,7 +36,7 @@ static int stop_requested(void *ud)
     rs_job *j = ud;
     if (j->live) {
         int k = rs_live_tick(j->live);
-        if (k & RS_LIVE_NEXT) rs_job_step_release(j, j->step_next);
+        if (k & RS_LIVE_NEXT) rs_job_step_release(j, j->step.next);
         /* at the prompt `q` sends the run to the background (run_ranks sees j->detach); elsewhere (a
          * script being played) the run goes on in the foreground with plain lines */
         if (k & RS_LIVE_QUIT) {
@@ -68,15 +58,15 @@ static int by_rank(const void *a, const void *b, void *ud)
 /* The kept lines: those a rank tagged ("rank 2: ...") in rank order, then the others as they came. */
 void rs_job_print_lines(rs_job *j, const char *indent)
 {
-    int *idx = malloc(sizeof *idx * (size_t)(j->nlines + 1));
+    int *idx = malloc(sizeof *idx * (size_t)(j->kept.n + 1));
     if (!idx) return;
     int n = 0;
-    for (int i = 0; i < j->nlines; i++)
-        if (!strncmp(j->lines[i], "rank ", 5)) idx[n++] = i;
-    qsort_r(idx, (size_t)n, sizeof *idx, by_rank, j->line_rank);
-    for (int i = 0; i < j->nlines; i++)
-        if (strncmp(j->lines[i], "rank ", 5)) idx[n++] = i;
-    for (int i = 0; i < n; i++) fprintf(j->s->out, "%s%s\n", indent, j->lines[idx[i]]);
+    for (int i = 0; i < j->kept.n; i++)
+        if (!strncmp(j->kept.text[i], "rank ", 5)) idx[n++] = i;
+    qsort_r(idx, (size_t)n, sizeof *idx, by_rank, j->kept.rank);
+    for (int i = 0; i < j->kept.n; i++)
+        if (strncmp(j->kept.text[i], "rank ", 5)) idx[n++] = i;
+    for (int i = 0; i < n; i++) fprintf(j->s->out, "%s%s\n", indent, j->kept.text[idx[i]]);
     free(idx);
 }
 
@@ -87,15 +77,15 @@ void rs_job_free(rs_job *j)
     free(j->state);
     /* what a run that stopped before its ranks started still holds (ranks_ended releases the rest) */
     rs_view_model_free(j->dump_vm);
-    rs_store_close(j->step_store);
+    rs_store_close(j->step.store);
     rs_store_server_stop(j->srv);
     rs_launch_free(j->l);
-    for (int i = 0; i < j->nlines; i++) free(j->lines[i]);
-    free(j->lines);
-    free(j->line_rank);
+    for (int i = 0; i < j->kept.n; i++) free(j->kept.text[i]);
+    free(j->kept.text);
+    free(j->kept.rank);
     free(j->begin_t);
-    if (j->held) fclose(j->held);
-    free(j->held_buf);
+    if (j->held.f) fclose(j->held.f);
+    free(j->held.buf);
     free(j->dump);
     free(j);
 }
@@ -140,10 +130,10 @@ static void view_end(rs_job *j, rs_status st)
         rs_view_model_free(j->dump_vm);
         j->dump_vm = NULL;
     }
-    if (j->held) {
-        fclose(j->held);
-        j->held = NULL;
-        if (j->held_len) fwrite(j->held_buf, 1, j->held_len, s->out);
+    if (j->held.f) {
+        fclose(j->held.f);
+        j->held.f = NULL;
+        if (j->held.len) fwrite(j->held.buf, 1, j->held.len, s->out);
     }
 }
 
@@ -165,8 +155,8 @@ static int ranks_ended(rs_job *j, rs_status st, const rs_err *e)
     rs_launch_free(j->l);
     j->l = NULL;
     view_end(j, st);
-    rs_store_close(j->step_store);
-    j->step_store = NULL;
+    rs_store_close(j->step.store);
+    j->step.store = NULL;
     rs_store_server_stop(j->srv);
     j->srv = NULL;
     int rc = 0;
@@ -201,10 +191,10 @@ static int detach(rs_job *j)
     rs_session *s = j->s;
     rs_live_end(j->live);
     j->live = NULL;
-    rs_job_step_release(j, j->step_max);
+    rs_job_step_release(j, j->step.max);
     j->background = true;
     j->c = NULL;
-    if (!j->kind->collect) j->held = open_memstream(&j->held_buf, &j->held_len); /* NULL: rows print as they come */
+    if (!j->kind->collect) j->held.f = open_memstream(&j->held.buf, &j->held.len); /* NULL: rows print as they come */
     static int64_t own_ids = 1000000; /* no session log: ids of our own, away from the log's */
     j->id = j->run > 0 ? j->run : ++own_ids;
     rs_job_mark_busy(j, j->id);
@@ -223,9 +213,9 @@ static bool refuse_step(rs_job *j, const rs_pg_backend *be, bool want_view, int 
 {
     rs_session *s = j->s;
     const rs_call *c = j->c;
-    j->stepwise = j->kind->coll_data && rs_call_bool(c, "step", false);
-    j->step_max = -1;
-    if (!j->stepwise || (want_view && rs_live_possible(s) && !be->needs_launcher && be->ops->transport)) return false;
+    j->step.on = j->kind->coll_data && rs_call_bool(c, "step", false);
+    j->step.max = -1;
+    if (!j->step.on || (want_view && rs_live_possible(s) && !be->needs_launcher && be->ops->transport)) return false;
     rs_log_run_end(s, j->run, "failed", 0, NULL, "step=1 refused");
     *rc = job_finish(j, rs_session_error(s, c, rs_call_opt(c, "step")->pos, 6,
                                          "%s: step=1 waits for a key between algorithm steps, so it needs the live "
@@ -260,9 +250,9 @@ static void view_begin(rs_job *j, char run_id[32], rs_view_run *vr_live)
 static rs_status host(rs_job *j, rs_spawn_store how, rs_err *e)
 {
     rs_status st = rs_spawn_host_store(how, &j->srv, &j->master_port, e);
-    if (st || !j->stepwise) return st;
+    if (st || !j->step.on) return st;
     rs_err ce = {0};
-    st = rs_store_connect("127.0.0.1", j->master_port, j->timeout_s, &j->step_store, &ce);
+    st = rs_store_connect("127.0.0.1", j->master_port, j->timeout_s, &j->step.store, &ce);
     if (st) rs_err_set(e, st, "connecting to the rendezvous store: %s", ce.msg);
     return st;
 }
@@ -277,8 +267,8 @@ static rs_status launch(rs_job *j, rs_spawn_store how, const char *const *job_ar
     if (!args) return rs_err_set(e, RS_ERR_NOMEM, "out of memory");
     int a = 0;
     for (int i = 0; i < nargs; i++) args[a++] = job_args[i];
-    if (j->stepwise) args[a++] = "stepwise=1";
-    if (j->stepwise || (j->dump && j->kind->coll_data)) args[a++] = "data=1";
+    if (j->step.on) args[a++] = "stepwise=1";
+    if (j->step.on || (j->dump && j->kind->coll_data)) args[a++] = "data=1";
     char group[48];
     snprintf(group, sizeof group, "r%lld-%ld", (long long)j->run, (long)getpid());
     rs_spawn_cfg cfg = {.job = j->what, .group = group, .timeout_s = j->timeout_s, .world = j->world,
@@ -287,7 +277,7 @@ static rs_status launch(rs_job *j, rs_spawn_store how, const char *const *job_ar
     rs_view_run vr = *vr_live;
     vr.t_start = rs_job_logged_time(j, rs_pg_now());
     if (want_view) j->live = rs_live_start(j->s, &vr);
-    if (j->live && j->stepwise) rs_live_status(j->live, "step=1: n / Enter / Right for the next step");
+    if (j->live && j->step.on) rs_live_status(j->live, "step=1: n / Enter / Right for the next step");
     j->t_begin = rs_pg_now();
     rs_status st = rs_spawn_start(&cfg, j->master_port, &j->l, e);
     free(args);

@@ -63,9 +63,11 @@ struct rs_job {
     double mono_to_unix;        /* add to a rank's monotonic stamp (same host) */
     double *begin_t;            /* (world) owned: each rank's last coll_begin, for the log's coll_end */
     int64_t nevents;            /* trace events logged */
-    char **lines;               /* (nlines) owned: the human lines kept (kind->collect) */
-    int *line_rank;
-    int nlines, cap;
+    struct rs_job_kept {        /* the ranks' human lines, kept for the end (kind->collect) */
+        char **text;            /* (n) owned */
+        int *rank;              /* (n) owned: whose line */
+        int n, cap;
+    } kept;
     /* what the run works on: the session objects it keeps busy in the background, its mode, the view's
      * plan (train: optimizer steps and epochs; bench: message sizes) */
     char mname[64], dname[64], mode[24];
@@ -82,12 +84,14 @@ struct rs_job {
     rs_live *live;
     rs_view_model *dump_vm;     /* RINGSIDE_VIEW_DUMP=FILE: the same model fed headless, its last frame saved */
     char *dump;                 /* owned copy of RINGSIDE_VIEW_DUMP, or NULL */
-    /* step=1: the ranks wait on store key "step/<coll>/<k>" before step k; the REPL sets it on a key */
-    bool stepwise;
-    rs_store *step_store;       /* owned: the REPL's own client of the store it hosts */
-    uint64_t step_coll;         /* the collective whose steps are counted */
-    int step_max;               /* highest step index a rank reported (-1: none yet) */
-    int step_next;              /* the next step index to release */
+    struct rs_job_step {        /* step=1: the ranks wait on store key "step/<coll>/<k>" before step k;
+                                   the REPL sets it on a key */
+        bool on;
+        rs_store *store;        /* owned: the REPL's own client of the store it hosts */
+        uint64_t coll;          /* the collective whose steps are counted */
+        int max;                /* highest step index a rank reported (-1: none yet) */
+        int next;               /* the next step index to release */
+    } step;
     /* the background (`q` at the prompt) */
     double t_begin;             /* rs_pg_now() at the start, for `jobs` */
     int64_t id;                 /* the run id `jobs` shows (the log's run, or a number of our own without a log) */
@@ -95,9 +99,11 @@ struct rs_job {
     bool background;            /* in s->jobs: nothing printed until the end */
     bool cancelled;             /* the ranks were stopped (Ctrl-C, `jobs stop`): set before finish runs */
     bool stopping;              /* `jobs stop=N` or quit asked the ranks to stop */
-    FILE *held;                 /* background: output that waits for the end (open_memstream over held_buf) */
-    char *held_buf;
-    size_t held_len;
+    struct rs_job_held {        /* background: output that waits for the end (open_memstream over buf) */
+        FILE *f;
+        char *buf;              /* owned */
+        size_t len;
+    } held;
     struct rs_job *next;        /* the background list */
 };
 
