@@ -40,7 +40,7 @@ int rs_cmd_jobs(rs_session *s, const rs_call *c)
                                     "jobs: no run %lld in the background (`jobs` lists them)", id);
         rs_launch_stop(j->l);
         j->stopping = true;
-        fprintf(s->out, "stopping run %lld (%s); its end will be printed here\n", id, j->what);
+        fprintf(s->out, "stopping run %lld (%s); its end will be printed here\n", id, j->kind->what);
         return 0;
     }
     if (!s->jobs) {
@@ -53,8 +53,8 @@ int rs_cmd_jobs(rs_session *s, const rs_call *c)
         char what[160];
         if (j->mname[0]) snprintf(what, sizeof what, "%s on %s, %s on %s", j->mname, j->dname, j->mode, j->backend);
         else snprintf(what, sizeof what, "on %s", j->backend);
-        fprintf(s->out, "  %-6lld %-11s %5d %8.1fs  %s%s\n", (long long)j->id, j->what, j->world, now - j->t_begin, what,
-                j->stopping ? " (stopping)" : "");
+        fprintf(s->out, "  %-6lld %-11s %5d %8.1fs  %s%s\n", (long long)j->id, j->kind->what, j->world,
+                now - j->t_begin, what, j->stopping ? " (stopping)" : "");
     }
     return 0;
 }
@@ -364,7 +364,8 @@ static int bench_end(rs_job *j, int rc)
     }
     char final[96];
     snprintf(final, sizeof final, "{\"avg_busbw\":%.6g,\"rows\":%d}", avg, k->nrows);
-    rs_log_run_end(s, j->run, k->wrong_rows ? "failed" : "done", k->nrows, final, k->wrong_rows ? "wrong results" : NULL);
+    rs_log_run_end(s, j->run, k->wrong_rows ? "failed" : "done", k->nrows, final,
+                   k->wrong_rows ? "wrong results" : NULL);
     if (k->wrong_rows) rc = rs_session_error(s, j->c, (size_t)-1, 0, "bench: some sizes gave wrong results");
     return rc;
 }

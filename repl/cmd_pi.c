@@ -22,8 +22,17 @@ typedef struct pi_job {
     rs_job_nums nums;
 } pi_job;
 
-static bool pi_line(rs_job *j, const char *line) { return rs_job_nums_line(&((pi_job *)j->state)->nums, j->world, line); }
-static void pi_free(rs_job *j) { rs_job_nums_free(&((pi_job *)j->state)->nums); }
+static bool pi_line(rs_job *j, const char *line)
+{
+    pi_job *p = j->state;
+    return rs_job_nums_line(&p->nums, j->world, line);
+}
+
+static void pi_free(rs_job *j)
+{
+    pi_job *p = j->state;
+    rs_job_nums_free(&p->nums);
+}
 
 static int pi_end(rs_job *j, int rc)
 {

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist/launch/spawn.h"
 #include "dist/pg/pg.h"
 #include "dist/store/store.h"
 #include "dist/worker/worker.h"
@@ -211,15 +212,7 @@ static bool machine_line(const char *line)
 void rs_job_on_line(void *ud, int rank, int is_stderr, const char *line)
 {
     rs_job *j = ud;
-    /* mpirun --tag-output: "[job,rank]<stdout>:line" (it forwards output in pieces; tagged, it keeps
-     * each rank's lines whole) */
-    int job, r, used = 0;
-    char which[8];
-    if (line[0] == '[' && sscanf(line, "[%d,%d]<%6[a-z]>:%n", &job, &r, which, &used) == 3 && used > 0) {
-        rank = r;
-        is_stderr = !strcmp(which, "stderr");
-        line += used;
-    }
+    rs_spawn_untag(&line, &rank, &is_stderr); /* under mpirun every rank's lines come through one pipe */
     view_feed(j, line_owner(line, rank), is_stderr, line);
     if (!is_stderr && line[0] == '@') {
         rs_pg_event ev;

@@ -26,7 +26,7 @@ static void leave_view(rs_job *j)
 {
     rs_live_end(j->live);
     j->live = NULL;
-    fprintf(j->s->out, "%s: left the dashboard; the run goes on\n", j->what);
+    fprintf(j->s->out, "%s: left the dashboard; the run goes on\n", j->kind->what);
     fflush(j->s->out);
     rs_job_step_release(j, j->step.max);
 }
@@ -163,14 +163,14 @@ static int ranks_ended(rs_job *j, rs_status st, const rs_err *e)
     j->cancelled = st == RS_ERR_CANCELLED;
     if (st == RS_ERR_CANCELLED) {
         rs_log_run_end(s, j->run, "cancelled", 0, NULL, j->background ? "stopped in the background" : "stopped by Ctrl-C");
-        rc = rs_session_error(s, j->c, (size_t)-1, 0, "%s: stopped (%s); the ranks were ended", j->what,
+        rc = rs_session_error(s, j->c, (size_t)-1, 0, "%s: stopped (%s); the ranks were ended", j->kind->what,
                               j->background ? "jobs stop" : "Ctrl-C");
     } else if (st && j->kind->fault && j->kind->fault(j, failed, &how, e)) {
         rs_log_run_end(s, j->run, "failed", j->last_step, NULL, e->msg);
     } else if (st) {
         snprintf(j->failure, sizeof j->failure, "%s", e->msg);
         rs_log_run_end(s, j->run, "failed", j->last_step, NULL, e->msg);
-        rc = rs_session_error(s, j->c, (size_t)-1, 0, "%s: %s", j->what, e->msg);
+        rc = rs_session_error(s, j->c, (size_t)-1, 0, "%s: %s", j->kind->what, e->msg);
     }
     return job_finish(j, rc);
 }
@@ -220,7 +220,7 @@ static bool refuse_step(rs_job *j, const rs_pg_backend *be, bool want_view, int 
     *rc = job_finish(j, rs_session_error(s, c, rs_call_opt(c, "step")->pos, 6,
                                          "%s: step=1 waits for a key between algorithm steps, so it needs the live "
                                          "view on a terminal (not view=off, a script or a pipe) and a backend with "
-                                         "algorithm steps (shm, tcp)", j->what));
+                                         "algorithm steps (shm, tcp)", j->kind->what));
     return true;
 }
 
@@ -231,7 +231,7 @@ static void view_begin(rs_job *j, char run_id[32], rs_view_run *vr_live)
 {
     rs_err e = {0};
     snprintf(run_id, 32, "r%lld", (long long)j->run);
-    rs_view_run vr = {.id = j->run > 0 ? run_id : NULL, .kind = j->what, .backend = j->backend, .world = j->world,
+    rs_view_run vr = {.id = j->run > 0 ? run_id : NULL, .kind = j->kind->what, .backend = j->backend, .world = j->world,
                       .mode = j->mode[0] ? j->mode : NULL, .t_start = -1};
     const char *dump = getenv("RINGSIDE_VIEW_DUMP");
     if (dump && *dump && (j->dump = strdup(dump)) != NULL && (j->dump_vm = rs_view_model_new(&e)) != NULL)
@@ -271,7 +271,7 @@ static rs_status launch(rs_job *j, rs_spawn_store how, const char *const *job_ar
     if (j->step.on || (j->dump && j->kind->coll_data)) args[a++] = "data=1";
     char group[48];
     snprintf(group, sizeof group, "r%lld-%ld", (long long)j->run, (long)getpid());
-    rs_spawn_cfg cfg = {.job = j->what, .group = group, .timeout_s = j->timeout_s, .world = j->world,
+    rs_spawn_cfg cfg = {.job = j->kind->what, .group = group, .timeout_s = j->timeout_s, .world = j->world,
                         .per_node = j->per_node, .store = how, .args = args, .nargs = a, .grace_s = j->kind->grace_s,
                         .on_line = rs_job_on_line, .line_ud = j, .should_stop = stop_requested, .stop_ud = j};
     rs_view_run vr = *vr_live;
@@ -301,7 +301,8 @@ int rs_job_run(rs_job *j, const char *const *job_args, int nargs)
     rs_spawn_store how = be->needs_launcher ? RS_SPAWN_STORE_MPI
                          : j->store_rank0     ? RS_SPAWN_STORE_RANK0
                                               : RS_SPAWN_STORE_LAUNCHER;
-    if (host(j, how, &e)) return job_finish(j, rs_session_error(j->s, j->c, (size_t)-1, 0, "%s: %s", j->what, e.msg));
+    if (host(j, how, &e))
+        return job_finish(j, rs_session_error(j->s, j->c, (size_t)-1, 0, "%s: %s", j->kind->what, e.msg));
     rs_status st = launch(j, how, job_args, nargs, &vr_live, want_view, &e);
     /* with the view up, short waits, so that `q` can hand the run to the background; without it one wait
      * to the end, as ever */
@@ -325,7 +326,7 @@ static void job_ended(rs_session *s, rs_job **link, rs_status st, const rs_err *
 {
     rs_job *j = *link;
     *link = j->next;
-    fprintf(s->out, "run %lld (%s, in the background) has ended:\n", (long long)j->id, j->what);
+    fprintf(s->out, "run %lld (%s, in the background) has ended:\n", (long long)j->id, j->kind->what);
     ranks_ended(j, st, e);
     fflush(s->out);
 }
@@ -346,7 +347,8 @@ void rs_jobs_pump(rs_session *s)
 void rs_jobs_stop_all(rs_session *s, bool say)
 {
     while (s->jobs) {
-        if (say) fprintf(s->out, "stopping run %lld (%s in the background)\n", (long long)s->jobs->id, s->jobs->what);
+        if (say)
+            fprintf(s->out, "stopping run %lld (%s in the background)\n", (long long)s->jobs->id, s->jobs->kind->what);
         rs_launch_stop(s->jobs->l);
         rs_err e = {0};
         rs_status st = rs_launch_wait(s->jobs->l, 0, NULL, &e);
@@ -435,7 +437,7 @@ rs_job *rs_job_new(rs_session *s, const rs_call *c, const rs_job_kind *kind)
         rs_session_error(s, c, (size_t)-1, 0, "%s: out of memory", kind->what);
         return NULL;
     }
-    *j = (rs_job){.s = s, .c = c, .kind = kind, .what = kind->what};
+    *j = (rs_job){.s = s, .c = c, .kind = kind};
     if (common_opts(s, c, j)) {
         rs_job_free(j);
         return NULL;

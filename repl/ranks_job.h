@@ -52,7 +52,6 @@ struct rs_job {
     const rs_call *c;           /* borrowed; NULL once in the background (the call is gone by then) */
     const rs_job_kind *kind;
     void *state;                /* owned: the kind's own (kind->state_size bytes) */
-    const char *what;           /* kind->what */
     const char *backend;        /* points into backend_name, a copy: the call is gone when a background run ends */
     char backend_name[32];
     int world;

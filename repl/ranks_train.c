@@ -192,7 +192,8 @@ bool rs_ranks_train_fault(rs_job *j, int rank, const rs_launch_rank *how, const 
     rs_ranks_train *k = j->state;
     k->killed = k->kill_asked && rank == k->kill_rank && how->state == RS_LAUNCH_SIGNALED && how->status == SIGKILL;
     if (k->killed)
-        fprintf(j->s->out, "%s: as kill=%d:%lld asked, %s\n", j->what, k->kill_rank, (long long)k->kill_step, e->msg);
+        fprintf(j->s->out, "%s: as kill=%d:%lld asked, %s\n", j->kind->what, k->kill_rank, (long long)k->kill_step,
+                e->msg);
     return k->killed;
 }
 

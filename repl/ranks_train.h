@@ -30,8 +30,10 @@ typedef struct rs_ranks_train {
     char (*stage_text)[96];      /* (world) owned */
     char (*stage_short)[48];     /* (world) owned: the same as "STAGE:FIRST..LAST", for the summary's table */
     rs_ranks_fig (*figs)[8];     /* (world) owned */
-    int pipe_kind, pipe_m, pipe_v; /* mode=pipeline: schedule (rs_pipe_kind), micro-batches, stages per rank */
-    int pipe_dp, pipe_tp;          /* mode=pipeline: its pipelines' copies and each stage's tp group (dist/train/grid.h) */
+    /* mode=pipeline: schedule (rs_pipe_kind), micro-batches, stages per rank; its pipelines' copies and
+     * each stage's tp group (dist/train/grid.h) */
+    int pipe_kind, pipe_m, pipe_v;
+    int pipe_dp, pipe_tp;
     double eval_acc, eval_loss, last_print, last_loss;
     bool evaluated;
     int ckpts;

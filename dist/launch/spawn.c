@@ -89,6 +89,18 @@ char **rs_spawn_argv(const rs_spawn_cfg *cfg)
     return argv;
 }
 
+bool rs_spawn_untag(const char **line, int *rank, int *is_stderr)
+{
+    int job, r, used = 0;
+    char which[8];
+    const char *l = *line;
+    if (l[0] != '[' || sscanf(l, "[%d,%d]<%6[a-z]>:%n", &job, &r, which, &used) != 3 || used <= 0) return false;
+    *rank = r;
+    *is_stderr = !strcmp(which, "stderr");
+    *line = l + used;
+    return true;
+}
+
 rs_status rs_spawn_start(const rs_spawn_cfg *cfg, int port, rs_launch **out, rs_err *err)
 {
     *out = NULL;

@@ -50,6 +50,11 @@ rs_status rs_spawn_host_store(rs_spawn_store how, rs_store_server **srv, int *po
  * caller frees it with free(). cfg->exe must be set. NULL when out of memory. */
 char **rs_spawn_argv(const rs_spawn_cfg *cfg);
 
+/* A line as mpirun --tag-output forwards it ("[job,rank]<stdout>:text", whole lines per rank, where
+ * untagged it forwards pieces): *rank, *is_stderr and *line (past the tag) from the tag; false, with
+ * nothing changed, for a line without one. */
+bool rs_spawn_untag(const char **line, int *rank, int *is_stderr);
+
 /* Starts the ranks on port (rs_spawn_host_store's; ignored under mpirun) with the torchrun variables:
  * cfg->world ranks, or one mpirun that starts them. *out is the caller's (rs_launch_free). */
 rs_status rs_spawn_start(const rs_spawn_cfg *cfg, int port, rs_launch **out, rs_err *err);
