@@ -170,7 +170,7 @@ static int collective_end(rs_job *j, int rc)
 }
 
 static const rs_job_kind collective_kind = {
-    .what = "collective", .state_size = sizeof(coll_job), .collect = true, .coll_data = true, .grace_s = 2,
+    .what = "collective", .state_size = sizeof(coll_job), .collect = true, .coll_data = true,
     .init = coll_init, .event = coll_event, .line = coll_line, .finish = collective_end, .free = coll_free,
 };
 
@@ -371,7 +371,7 @@ static int bench_end(rs_job *j, int rc)
 }
 
 static const rs_job_kind bench_kind = {
-    .what = "bench", .state_size = sizeof(bench_job), .grace_s = 2, .line = bench_line, .finish = bench_end,
+    .what = "bench", .state_size = sizeof(bench_job), .line = bench_line, .finish = bench_end,
 };
 
 int rs_cmd_bench(rs_session *s, const rs_call *c)
@@ -468,7 +468,7 @@ static int p2p_end(rs_job *j, int rc)
 }
 
 static const rs_job_kind p2p_kind = {
-    .what = "p2p", .state_size = sizeof(p2p_job), .collect = true, .grace_s = 2, .init = p2p_init,
+    .what = "p2p", .state_size = sizeof(p2p_job), .collect = true, .init = p2p_init,
     .line = p2p_line, .finish = p2p_end, .free = p2p_free,
 };
 
@@ -545,7 +545,7 @@ static int world_end(rs_job *j, int rc)
 
 /* The world's state (j->state) is the ranks' named numbers (@num): who each one was told it is. */
 static const rs_job_kind world_kind = {
-    .what = "world", .state_size = sizeof(rs_job_nums), .collect = true, .grace_s = 2, .line = world_line,
+    .what = "world", .state_size = sizeof(rs_job_nums), .collect = true, .line = world_line,
     .finish = world_end, .free = world_free,
 };
 

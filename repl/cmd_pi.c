@@ -69,7 +69,7 @@ static int pi_end(rs_job *j, int rc)
 }
 
 static const rs_job_kind pi_kind = {
-    .what = "pi", .state_size = sizeof(pi_job), .collect = true, .grace_s = 2, .line = pi_line, .finish = pi_end,
+    .what = "pi", .state_size = sizeof(pi_job), .collect = true, .line = pi_line, .finish = pi_end,
     .free = pi_free,
 };
 

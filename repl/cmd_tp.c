@@ -39,7 +39,7 @@ static int tp_matmul_end(rs_job *j, int rc)
 }
 
 static const rs_job_kind matmul_kind = {
-    .what = "matmul", .state_size = sizeof(rs_job_checks), .collect = true, .grace_s = 2, .init = tp_init,
+    .what = "matmul", .state_size = sizeof(rs_job_checks), .collect = true, .init = tp_init,
     .line = tp_line, .finish = tp_matmul_end, .free = tp_free,
 };
 

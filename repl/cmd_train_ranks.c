@@ -268,7 +268,8 @@ static int train_end(rs_job *j, int rc)
  * ranks finish a step, gather and write the weights when stopped: a longer grace. */
 static const rs_job_kind train_kind = {
     .what = "train", .state_size = sizeof(rs_ranks_train), .grace_s = 10, .init = rs_ranks_train_init,
-    .line = rs_ranks_train_line, .fault = rs_ranks_train_fault, .finish = train_end, .free = rs_ranks_train_free,
+    .line = rs_ranks_train_line, .fault = rs_ranks_train_fault, .finish = train_end,
+    .free = rs_ranks_train_free,
 };
 
 /* The lines handed to the ranks, as many as there are (a growable list of owned strings). */

@@ -104,7 +104,8 @@ static void view_feed(rs_job *j, int rank, int is_stderr, const char *line)
     rs_train_line tl;
     rs_data_line dl;
     char buf[RS_VIEW_LOG_W + 16];
-    bool is_ev = !is_stderr && rs_wire_parse_event(line, &ev), is_tl = !is_ev && !is_stderr && rs_wire_parse_train(line, &tl);
+    bool is_ev = !is_stderr && rs_wire_parse_event(line, &ev);
+    bool is_tl = !is_ev && !is_stderr && rs_wire_parse_train(line, &tl);
     bool is_data = !is_ev && !is_tl && !is_stderr && rs_wire_parse_data(line, &dl);
     if (is_ev) ev.t = rs_job_logged_time(j, ev.t);
     if (is_tl) tl.t0 = rs_job_logged_time(j, tl.t0), tl.t1 = rs_job_logged_time(j, tl.t1);

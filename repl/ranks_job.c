@@ -162,7 +162,8 @@ static int ranks_ended(rs_job *j, rs_status st, const rs_err *e)
     int rc = 0;
     j->cancelled = st == RS_ERR_CANCELLED;
     if (st == RS_ERR_CANCELLED) {
-        rs_log_run_end(s, j->run, "cancelled", 0, NULL, j->background ? "stopped in the background" : "stopped by Ctrl-C");
+        rs_log_run_end(s, j->run, "cancelled", 0, NULL,
+                       j->background ? "stopped in the background" : "stopped by Ctrl-C");
         rc = rs_session_error(s, j->c, (size_t)-1, 0, "%s: stopped (%s); the ranks were ended", j->kind->what,
                               j->background ? "jobs stop" : "Ctrl-C");
     } else if (st && j->kind->fault && j->kind->fault(j, failed, &how, e)) {
@@ -272,7 +273,8 @@ static rs_status launch(rs_job *j, rs_spawn_store how, const char *const *job_ar
     char group[48];
     snprintf(group, sizeof group, "r%lld-%ld", (long long)j->run, (long)getpid());
     rs_spawn_cfg cfg = {.job = j->kind->what, .group = group, .timeout_s = j->timeout_s, .world = j->world,
-                        .per_node = j->per_node, .store = how, .args = args, .nargs = a, .grace_s = j->kind->grace_s,
+                        .per_node = j->per_node, .store = how, .args = args, .nargs = a,
+                        .grace_s = j->kind->grace_s > 0 ? j->kind->grace_s : RS_JOB_GRACE_S,
                         .on_line = rs_job_on_line, .line_ud = j, .should_stop = stop_requested, .stop_ud = j};
     rs_view_run vr = *vr_live;
     vr.t_start = rs_job_logged_time(j, rs_pg_now());
@@ -398,8 +400,8 @@ static int common_opts(rs_session *s, const rs_call *c, rs_job *j)
                                 "%s: backend %s chooses its own algorithms; algo= applies to shm and tcp",
                                 c->cmd->name, j->backend);
     j->timeout_s = rs_call_float(c, "timeout", 30);
-    j->begin_t = calloc((size_t)j->world, sizeof *j->begin_t);
-    j->state = calloc(1, j->kind->state_size ? j->kind->state_size : 1);
+    j->begin_t = calloc((size_t)j->world, sizeof *j->begin_t);                  /* j's */
+    j->state = calloc(1, j->kind->state_size ? j->kind->state_size : 1);         /* j's; kind->free empties it */
     j->mono_to_unix = mono_to_unix();
     if (!j->begin_t || !j->state || (j->kind->init && !j->kind->init(j)))
         return rs_session_error(s, c, (size_t)-1, 0, "%s: out of memory", c->cmd->name);

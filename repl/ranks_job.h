@@ -20,13 +20,16 @@
 
 typedef struct rs_job rs_job;
 
+/* Seconds between SIGTERM and SIGKILL when a run's ranks are stopped, unless its kind says more. */
+#define RS_JOB_GRACE_S 2.0
+
 /* A kind of run on ranks: what the core asks of it. Optional members are marked. */
 typedef struct rs_job_kind {
     const char *what;     /* the worker's job (`ringside --worker WHAT`), `jobs`' kind, the messages' prefix */
     size_t state_size;    /* bytes of j->state, zeroed by rs_job_new */
     bool collect;         /* keep the ranks' human lines for the end (rs_job_print_lines) */
     bool coll_data;       /* a collective: step=1 applies, and RINGSIDE_VIEW_DUMP asks the ranks for data=1 */
-    double grace_s;       /* SIGTERM -> SIGKILL when the ranks are stopped */
+    double grace_s;       /* SIGTERM -> SIGKILL when the ranks are stopped; 0: RS_JOB_GRACE_S */
     /* optional: the per-rank tables, once j->world is known; false when out of memory */
     bool (*init)(rs_job *j);
     /* optional: a trace event, after the core has logged it */

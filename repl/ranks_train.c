@@ -111,7 +111,8 @@ static void train_line(rs_job *j, const rs_train_line *t)
         k->eval_acc = t->acc;
         k->eval_loss = t->loss;
         k->evaluated = true;
-        if (!j->background) fprintf(s->out, "  epoch %d: test accuracy %.4f, test loss %.4f\n", t->epoch + 1, t->acc, t->loss);
+        if (!j->background)
+            fprintf(s->out, "  epoch %d: test accuracy %.4f, test loss %.4f\n", t->epoch + 1, t->acc, t->loss);
         rs_log_metric(s, j->run, j->last_step, t->epoch, "test_acc", t->acc);
         rs_log_metric(s, j->run, j->last_step, t->epoch, "test_loss", t->loss);
         break;
