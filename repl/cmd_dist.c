@@ -40,7 +40,7 @@ int rs_cmd_jobs(rs_session *s, const rs_call *c)
                                     "jobs: no run %lld in the background (`jobs` lists them)", id);
         rs_launch_stop(j->l);
         j->stopping = true;
-        fprintf(s->out, "stopping run %lld (%s); its end will be printed here\n", id, j->what);
+        fprintf(s->out, "stopping run %lld (%s); its end will be printed here\n", id, j->kind->what);
         return 0;
     }
     if (!s->jobs) {
@@ -53,38 +53,78 @@ int rs_cmd_jobs(rs_session *s, const rs_call *c)
         char what[160];
         if (j->mname[0]) snprintf(what, sizeof what, "%s on %s, %s on %s", j->mname, j->dname, j->mode, j->backend);
         else snprintf(what, sizeof what, "on %s", j->backend);
-        fprintf(s->out, "  %-6lld %-11s %5d %8.1fs  %s%s\n", (long long)j->id, j->what, j->world, now - j->t_begin, what,
-                j->stopping ? " (stopping)" : "");
+        fprintf(s->out, "  %-6lld %-11s %5d %8.1fs  %s%s\n", (long long)j->id, j->kind->what, j->world,
+                now - j->t_begin, what, j->stopping ? " (stopping)" : "");
     }
     return 0;
 }
 
 /* ---------------------------------------------------------------- collective */
 
-/* The buffers the ranks sent (@vals), for `expect rank 0 = [2, 110]`. */
-static void record_vals(rs_job *j)
+/* A collective's own state (j->state): what the end prints and records. */
+typedef struct coll_job {
+    rs_job_checks chk;        /* each rank's @check */
+    rs_job_vals vals;         /* the buffers the ranks sent (@vals) */
+    char algo[32];            /* the algorithm the steps reported */
+    int steps;                /* the most steps a rank took (a tree's reduce and broadcast count both) */
+    int *rank_steps;          /* (world) owned: the steps each rank took part in */
+    double *sent;             /* (world) owned: bytes of the steps that send (peer >= 0) */
+    rs_pg_opkind op;
+    rs_dtype dt;
+    long long count;
+    char redop[16];
+} coll_job;
+
+static bool coll_init(rs_job *j)
 {
-    for (int i = 0; i < j->nvals; i++) {
-        const rs_wire_vals *v = &j->vals[i];
-        rs_result_vec(j->s, v->which, v->rank, v->v, v->n);
-    }
+    coll_job *k = j->state;
+    k->rank_steps = calloc((size_t)j->world, sizeof *k->rank_steps);
+    k->sent = calloc((size_t)j->world, sizeof *k->sent);
+    return rs_job_checks_init(&k->chk, j->world) && k->rank_steps && k->sent;
+}
+
+/* The algorithm's steps: which it was, how many a rank took, the bytes each rank sent. */
+static void coll_event(rs_job *j, const rs_pg_event *ev)
+{
+    coll_job *k = j->state;
+    if (ev->kind != RS_PG_EV_STEP) return;
+    if (!k->algo[0]) snprintf(k->algo, sizeof k->algo, "%s", rs_pg_algo_name(ev->algo));
+    if (ev->rank >= j->world) return;
+    if (++k->rank_steps[ev->rank] > k->steps) k->steps = k->rank_steps[ev->rank];
+    if (ev->peer >= 0) k->sent[ev->rank] += (double)ev->bytes;
+}
+
+static bool coll_line(rs_job *j, const char *line)
+{
+    coll_job *k = j->state;
+    return rs_job_checks_line(&k->chk, j->world, line) || rs_job_vals_line(&k->vals, j->world, line);
+}
+
+static void coll_free(rs_job *j)
+{
+    coll_job *k = j->state;
+    rs_job_checks_free(&k->chk);
+    rs_job_vals_free(&k->vals);
+    free(k->rank_steps);
+    free(k->sent);
 }
 
 /* What `expect` reads after a collective (docs/repl.md lists it). */
 static void record_collective(rs_job *j, double slowest, uint64_t wrong)
 {
     rs_session *s = j->s;
-    record_vals(j);
+    coll_job *k = j->state;
+    rs_job_vals_record(&k->vals, s);
     rs_result_main(s, "out");
     rs_result_num(s, "world", j->world);
-    rs_result_num(s, "count", (double)j->count);
-    rs_result_num(s, "bytes", (double)j->count * (double)rs_dtype_size(j->dt));
-    rs_result_num(s, "steps", j->steps);
+    rs_result_num(s, "count", (double)k->count);
+    rs_result_num(s, "bytes", (double)k->count * (double)rs_dtype_size(k->dt));
+    rs_result_num(s, "steps", k->steps);
     rs_result_num(s, "time_us", slowest * 1e6);
     rs_result_num(s, "wrong", (double)wrong);
     for (int r = 0; r < j->world; r++) {
-        rs_result_rank(s, "time_us", r, j->seconds[r] * 1e6);
-        rs_result_rank(s, "sent_bytes", r, j->sent[r]);
+        rs_result_rank(s, "time_us", r, k->chk.seconds[r] * 1e6);
+        rs_result_rank(s, "sent_bytes", r, k->sent[r]);
     }
 }
 
@@ -92,32 +132,29 @@ static void record_collective(rs_job *j, double slowest, uint64_t wrong)
 static int collective_end(rs_job *j, int rc)
 {
     rs_session *s = j->s;
+    coll_job *k = j->state;
     rs_job_print_lines(j, "  ");
     if (rc) return rc;
-    uint64_t wrong = 0;
-    double slowest = 0;
-    int missing = 0;
-    for (int r = 0; r < j->world; r++) {
-        wrong += j->wrong[r];
-        if (j->seconds[r] > slowest) slowest = j->seconds[r];
-        if (!j->checked[r]) missing++;
-    }
+    uint64_t wrong;
+    double slowest;
+    int missing;
+    rs_job_checks_sum(&k->chk, j->world, &wrong, &slowest, &missing);
     char when[32], algo[64] = "";
     if (slowest < 1e-3) snprintf(when, sizeof when, "%.1f us", slowest * 1e6);
     else snprintf(when, sizeof when, "%.3f ms", slowest * 1e3);
-    if (j->steps)
-        snprintf(algo, sizeof algo, ", %s%s%d step%s", strcmp(j->algo, "auto") ? j->algo : "",
-                 strcmp(j->algo, "auto") ? " in " : "", j->steps, j->steps == 1 ? "" : "s");
-    rs_pg_opkind op = j->op;
+    if (k->steps)
+        snprintf(algo, sizeof algo, ", %s%s%d step%s", strcmp(k->algo, "auto") ? k->algo : "",
+                 strcmp(k->algo, "auto") ? " in " : "", k->steps, k->steps == 1 ? "" : "s");
+    rs_pg_opkind op = k->op;
     bool reduces = op == RS_OP_REDUCE || op == RS_OP_ALL_REDUCE || op == RS_OP_REDUCE_SCATTER;
     char red[32] = "";
-    if (reduces) snprintf(red, sizeof red, " (%s)", j->redop);
-    fprintf(s->out, "%s%s of %lld x %s on %d ranks, %s%s: %s (slowest rank)\n", rs_pg_op_name(op), red, j->count,
-            rs_dtype_name(j->dt), j->world, j->backend, algo, when);
+    if (reduces) snprintf(red, sizeof red, " (%s)", k->redop);
+    fprintf(s->out, "%s%s of %lld x %s on %d ranks, %s%s: %s (slowest rank)\n", rs_pg_op_name(op), red, k->count,
+            rs_dtype_name(k->dt), j->world, j->backend, algo, when);
     if (missing || wrong) {
         for (int r = 0; r < j->world; r++)
-            if (j->wrong[r]) fprintf(s->out, "  rank %d: %llu elements differ from the serial computation\n", r,
-                                     (unsigned long long)j->wrong[r]);
+            if (k->chk.wrong[r]) fprintf(s->out, "  rank %d: %llu elements differ from the serial computation\n", r,
+                                         (unsigned long long)k->chk.wrong[r]);
         rc = rs_session_error(s, j->c, (size_t)-1, 0, "collective: %s", missing ? "some ranks did not report a result"
                                                                                 : "wrong results (see above)");
         rs_log_run_end(s, j->run, "failed", 1, NULL, s->last_error);
@@ -132,6 +169,10 @@ static int collective_end(rs_job *j, int rc)
     return rc;
 }
 
+static const rs_job_kind collective_kind = {
+    .what = "collective", .state_size = sizeof(coll_job), .collect = true, .coll_data = true,
+    .init = coll_init, .event = coll_event, .line = coll_line, .finish = collective_end, .free = coll_free,
+};
 
 /* Bytes this machine can still give (MemAvailable in /proc/meminfo; free pages where that is missing),
  * and where the figure came from. */
@@ -183,11 +224,11 @@ static int refuse_too_big(rs_session *s, const rs_call *c, rs_pg_opkind op, rs_d
 int rs_cmd_collective(rs_session *s, const rs_call *c)
 {
     rs_result_begin(s, NULL);
-    double timeout = 30;
     rs_pg_opkind op;
     if (rs_job_parse_op(s, c, &op)) return 1;
-    rs_job *j = rs_job_new(s, c, "collective", true, &timeout);
+    rs_job *j = rs_job_new(s, c, &collective_kind);
     if (!j) return 1;
+    coll_job *k = j->state;
     rs_dtype dt = RS_F32;
     const char *dts = rs_call_str(c, "dtype", "f32");
     rs_dtype_from_name(dts, &dt); /* the table's choices are all names it knows */
@@ -212,57 +253,133 @@ int rs_cmd_collective(rs_session *s, const rs_call *c)
         rs_job_free(j);
         return 1;
     }
-    j->op = op;
-    j->dt = dt;
-    j->count = count;
-    snprintf(j->redop, sizeof j->redop, "%s", rs_call_str(c, "op", "sum"));
-    j->finish = collective_end;
+    k->op = op;
+    k->dt = dt;
+    k->count = count;
+    snprintf(k->redop, sizeof k->redop, "%s", rs_call_str(c, "op", "sum"));
     j->run = rs_log_run_begin_dist(s, "collective", NULL, NULL, NULL, c, "collective", j->backend, j->world);
     char a_op[48], a_cnt[48], a_dt[24], a_red[32], a_algo[48], a_root[24], a_show[24], a_be[48];
     snprintf(a_op, sizeof a_op, "op=%s", rs_pg_op_name(op));
     snprintf(a_cnt, sizeof a_cnt, "count=%lld", count);
     snprintf(a_dt, sizeof a_dt, "dtype=%s", rs_dtype_name(dt));
-    snprintf(a_red, sizeof a_red, "redop=%s", j->redop);
+    snprintf(a_red, sizeof a_red, "redop=%s", k->redop);
     snprintf(a_algo, sizeof a_algo, "algo=%s", rs_call_str(c, "algo", "auto"));
     snprintf(a_root, sizeof a_root, "root=%lld", root);
     snprintf(a_show, sizeof a_show, "show=%lld", rs_call_int(c, "show", 16));
     snprintf(a_be, sizeof a_be, "backend=%s", j->backend);
     const char *args[] = {a_be, a_op, a_cnt, a_dt, a_red, a_algo, a_root, a_show, "trace=1"};
-    return rs_job_run(j, args, 9, timeout);
+    return rs_job_run(j, args, 9);
 }
 
 /* ---------------------------------------------------------------- bench */
+
+/* A bench's own state (j->state): the rows so far, for nccl-tests' footer. */
+typedef struct bench_job {
+    int nrows;
+    double busbw_sum;
+    uint64_t wrong_rows;
+    rs_pg_opkind op;
+} bench_job;
+
+/* One more number at the end of a vector of the last result (bench: a column of the table). */
+static void append_num(rs_session *s, const char *name, double v)
+{
+    const rs_result_val *old = rs_result_find(s->results, name, -1);
+    int n = old ? old->n : 0;
+    double *buf = malloc(sizeof *buf * (size_t)(n + 1));
+    if (!buf) return;
+    if (n) memcpy(buf, old->v, sizeof *buf * (size_t)n);
+    buf[n] = v;
+    rs_result_vec(s, name, -1, buf, n + 1);
+    free(buf);
+}
+
+/* For `expect busbw.1M > 0` (repl/result.h): the row by its size, and a column of each figure. */
+static void record_row(rs_session *s, const rs_bench_row *r)
+{
+    char size[32], name[64];
+    rs_val_fmt_size(r->bytes, size, sizeof size);
+    const char *names[] = {"busbw", "algbw", "time_us", "wrong"};
+    double vals[] = {r->busbw, r->algbw, r->time_us, (double)r->wrong};
+    for (int i = 0; i < 4; i++) {
+        snprintf(name, sizeof name, "%s.%s", names[i], size);
+        rs_result_num(s, name, vals[i]);
+        append_num(s, names[i], vals[i]);
+    }
+    append_num(s, "size", (double)r->bytes);
+}
+
+static void bench_row(rs_job *j, const rs_bench_row *r)
+{
+    bench_job *k = j->state;
+    FILE *f = j->held.f ? j->held.f : j->s->out; /* the background's rows are printed at its end */
+    /* the view has the row in its bench pane (fed from the @bench line): the table's text, as wide as
+     * nccl-tests prints it, stays out of its narrower log pane and is printed when the view closes */
+    bool quiet = j->live && f == j->s->out;
+    if (quiet) rs_live_quiet(j->live, true);
+    if (k->nrows++ == 0) {
+        fprintf(f, "#\n#%12s %13s %6s %7s %10s %8s %8s %7s\n", "size", "count", "type", "redop", "time", "algbw",
+                "busbw", "#wrong");
+        fprintf(f, "#%12s %13s %6s %7s %10s %8s %8s %7s\n", "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "");
+    }
+    fprintf(f, " %12llu %13llu %6s %7s %10.2f %8.2f %8.2f %7llu\n", (unsigned long long)r->bytes,
+            (unsigned long long)r->count, rs_dtype_name(r->dtype), rs_redop_name(r->redop), r->time_us, r->algbw,
+            r->busbw, (unsigned long long)r->wrong);
+    fflush(f);
+    if (quiet) rs_live_quiet(j->live, false);
+    k->busbw_sum += r->busbw;
+    if (r->wrong) k->wrong_rows++;
+    int64_t step = (int64_t)r->bytes;
+    rs_log_metric(j->s, j->run, step, 0, "time_us", r->time_us);
+    rs_log_metric(j->s, j->run, step, 0, "algbw", r->algbw);
+    rs_log_metric(j->s, j->run, step, 0, "busbw", r->busbw);
+    rs_log_metric(j->s, j->run, step, 0, "wrong", (double)r->wrong);
+    if (!j->background) record_row(j->s, r);
+}
+
+static bool bench_line(rs_job *j, const char *line)
+{
+    rs_bench_row row;
+    if (!rs_wire_parse_bench(line, &row)) return false;
+    bench_row(j, &row);
+    return true;
+}
 
 /* The job's end: nccl-tests' footer and the run's end in the log. */
 static int bench_end(rs_job *j, int rc)
 {
     rs_session *s = j->s;
+    bench_job *k = j->state;
     if (rc) return rc;
-    double avg = j->nrows ? j->busbw_sum / j->nrows : 0;
-    fprintf(s->out, "# Out of bounds values : %llu %s\n", (unsigned long long)j->wrong_rows,
-            j->wrong_rows ? "WRONG" : "OK");
+    double avg = k->nrows ? k->busbw_sum / k->nrows : 0;
+    fprintf(s->out, "# Out of bounds values : %llu %s\n", (unsigned long long)k->wrong_rows,
+            k->wrong_rows ? "WRONG" : "OK");
     fprintf(s->out, "# Avg bus bandwidth    : %.4f GB/s\n#\n", avg);
     if (!j->background) {
         rs_result_num(s, "avg_busbw", avg);
-        rs_result_num(s, "rows", j->nrows);
-        rs_result_num(s, "wrong", (double)j->wrong_rows);
+        rs_result_num(s, "rows", k->nrows);
+        rs_result_num(s, "wrong", (double)k->wrong_rows);
         rs_result_num(s, "world", j->world);
-        rs_result_num(s, "bus_factor", rs_pg_bus_factor(j->op, j->world));
+        rs_result_num(s, "bus_factor", rs_pg_bus_factor(k->op, j->world));
     }
     char final[96];
-    snprintf(final, sizeof final, "{\"avg_busbw\":%.6g,\"rows\":%d}", avg, j->nrows);
-    rs_log_run_end(s, j->run, j->wrong_rows ? "failed" : "done", j->nrows, final, j->wrong_rows ? "wrong results" : NULL);
-    if (j->wrong_rows) rc = rs_session_error(s, j->c, (size_t)-1, 0, "bench: some sizes gave wrong results");
+    snprintf(final, sizeof final, "{\"avg_busbw\":%.6g,\"rows\":%d}", avg, k->nrows);
+    rs_log_run_end(s, j->run, k->wrong_rows ? "failed" : "done", k->nrows, final,
+                   k->wrong_rows ? "wrong results" : NULL);
+    if (k->wrong_rows) rc = rs_session_error(s, j->c, (size_t)-1, 0, "bench: some sizes gave wrong results");
     return rc;
 }
+
+static const rs_job_kind bench_kind = {
+    .what = "bench", .state_size = sizeof(bench_job), .line = bench_line, .finish = bench_end,
+};
 
 int rs_cmd_bench(rs_session *s, const rs_call *c)
 {
     rs_result_begin(s, NULL);
-    double timeout = 30;
     rs_pg_opkind op;
     if (rs_job_parse_op(s, c, &op)) return 1;
-    rs_job *j = rs_job_new(s, c, "bench", false, &timeout);
+    rs_job *j = rs_job_new(s, c, &bench_kind);
     if (!j) return 1;
     uint64_t lo, hi;
     rs_err e = {0};
@@ -277,8 +394,7 @@ int rs_cmd_bench(rs_session *s, const rs_call *c)
         j->steps_total++;
         if (b > UINT64_MAX / 2) break;
     }
-    j->op = op;
-    j->finish = bench_end;
+    ((bench_job *)j->state)->op = op;
     j->run = rs_log_run_begin_dist(s, "bench", NULL, NULL, NULL, c, "bench", j->backend, j->world);
     fprintf(s->out, "# bench %s: %d ranks, %s backend, %s, %s%s\n", rs_pg_op_name(op), j->world, j->backend, dts,
             rs_call_str(c, "op", "sum"), j->run > 0 ? "" : " (no session log)");
@@ -292,24 +408,51 @@ int rs_cmd_bench(rs_session *s, const rs_call *c)
     snprintf(a_it, sizeof a_it, "iters=%lld", rs_call_int(c, "iters", 0));
     snprintf(a_be, sizeof a_be, "backend=%s", j->backend);
     const char *args[] = {a_be, a_op, a_lo, a_hi, a_dt, a_red, a_algo, a_it};
-    return rs_job_run(j, args, 8, timeout);
+    return rs_job_run(j, args, 8);
 }
 
 /* ---------------------------------------------------------------- p2p */
 
+/* p2p's own state (j->state): each rank's verdict, the buffers, rank 0's timings. */
+typedef struct p2p_job {
+    rs_job_checks chk;
+    rs_job_vals vals;
+    rs_p2p_times p2p;
+    bool have_p2p;
+} p2p_job;
+
+static bool p2p_init(rs_job *j) { return rs_job_checks_init(&((p2p_job *)j->state)->chk, j->world); }
+
+static bool p2p_line(rs_job *j, const char *line)
+{
+    p2p_job *k = j->state;
+    if (rs_job_checks_line(&k->chk, j->world, line) || rs_job_vals_line(&k->vals, j->world, line)) return true;
+    if (!rs_wire_parse_p2p(line, &k->p2p)) return false;
+    k->have_p2p = true;
+    return true;
+}
+
+static void p2p_free(rs_job *j)
+{
+    p2p_job *k = j->state;
+    rs_job_checks_free(&k->chk);
+    rs_job_vals_free(&k->vals);
+}
+
 static int p2p_end(rs_job *j, int rc)
 {
     rs_session *s = j->s;
+    p2p_job *k = j->state;
     rs_job_print_lines(j, "");
     if (rc) return rc;
-    bool bad = j->wrong[0] || j->wrong[1] || !j->checked[0] || !j->checked[1];
+    bool bad = k->chk.wrong[0] || k->chk.wrong[1] || !k->chk.checked[0] || !k->chk.checked[1];
     if (bad) rc = rs_session_error(s, j->c, (size_t)-1, 0, "p2p: the received data was not the peer's");
     if (!bad && !j->background) {
-        record_vals(j);
+        rs_job_vals_record(&k->vals, s);
         rs_result_main(s, "data");
-        rs_result_num(s, "wrong", (double)(j->wrong[0] + j->wrong[1]));
-        if (j->have_p2p) {
-            const rs_p2p_times *t = &j->p2p;
+        rs_result_num(s, "wrong", (double)(k->chk.wrong[0] + k->chk.wrong[1]));
+        if (k->have_p2p) {
+            const rs_p2p_times *t = &k->p2p;
             rs_result_num(s, "bytes", (double)t->bytes);
             rs_result_num(s, "iters", t->iters);
             rs_result_num(s, "oneway_us", t->oneway * 1e6);
@@ -324,11 +467,15 @@ static int p2p_end(rs_job *j, int rc)
     return rc;
 }
 
+static const rs_job_kind p2p_kind = {
+    .what = "p2p", .state_size = sizeof(p2p_job), .collect = true, .init = p2p_init,
+    .line = p2p_line, .finish = p2p_end, .free = p2p_free,
+};
+
 int rs_cmd_p2p(rs_session *s, const rs_call *c)
 {
     rs_result_begin(s, NULL);
-    double timeout = 30;
-    rs_job *j = rs_job_new(s, c, "p2p", true, &timeout);
+    rs_job *j = rs_job_new(s, c, &p2p_kind);
     if (!j) return 1;
     if (j->world < 2) {
         const rs_optval *v = rs_call_opt(c, "ranks");
@@ -341,17 +488,19 @@ int rs_cmd_p2p(rs_session *s, const rs_call *c)
         rs_job_free(j);
         return rs_session_error(s, c, v->pos, 5 + strlen(v->text), "p2p: size must be 4 bytes .. 2G");
     }
-    j->finish = p2p_end;
     j->run = rs_log_run_begin_dist(s, "p2p", NULL, NULL, NULL, c, "p2p", j->backend, j->world);
     char a_size[48], a_be[48], a_it[32];
     snprintf(a_size, sizeof a_size, "size=%llu", (unsigned long long)size);
     snprintf(a_be, sizeof a_be, "backend=%s", j->backend);
     snprintf(a_it, sizeof a_it, "iters=%lld", rs_call_int(c, "iters", 0));
     const char *args[] = {a_be, a_size, a_it};
-    return rs_job_run(j, args, 3, timeout);
+    return rs_job_run(j, args, 3);
 }
 
 /* ---------------------------------------------------------------- world */
+
+static bool world_line(rs_job *j, const char *line) { return rs_job_nums_line(j->state, j->world, line); }
+static void world_free(rs_job *j) { rs_job_nums_free(j->state); }
 
 /* The job's end: who each rank is, in rank order, what that makes, and how to start the same by hand. */
 static int world_end(rs_job *j, int rc)
@@ -389,15 +538,21 @@ static int world_end(rs_job *j, int rc)
     rs_result_num(s, "world", j->world);
     rs_result_num(s, "nodes", nodes);
     rs_result_num(s, "per_node", per);
-    for (int i = 0; i < j->nnums; i++) rs_result_rank(s, j->nums[i].name, j->nums[i].rank, j->nums[i].v);
+    const rs_job_nums *nums = j->state;
+    for (int i = 0; i < nums->n; i++) rs_result_rank(s, nums->v[i].name, nums->v[i].rank, nums->v[i].v);
     return rc;
 }
+
+/* The world's state (j->state) is the ranks' named numbers (@num): who each one was told it is. */
+static const rs_job_kind world_kind = {
+    .what = "world", .state_size = sizeof(rs_job_nums), .collect = true, .line = world_line,
+    .finish = world_end, .free = world_free,
+};
 
 int rs_cmd_world(rs_session *s, const rs_call *c)
 {
     rs_result_begin(s, NULL);
-    double timeout = 30;
-    rs_job *j = rs_job_new(s, c, "world", true, &timeout);
+    rs_job *j = rs_job_new(s, c, &world_kind);
     if (!j) return 1;
     long long nodes = rs_call_int(c, "nodes", 1);
     const rs_optval *nv = rs_call_opt(c, "nodes");
@@ -418,12 +573,11 @@ int rs_cmd_world(rs_session *s, const rs_call *c)
                                 "shm and tcp");
     }
     j->per_node = j->world / (int)nodes;
-    j->finish = world_end;
     j->run = rs_log_run_begin_dist(s, "world", NULL, NULL, NULL, c, "world", j->backend, j->world);
     char a_be[48];
     snprintf(a_be, sizeof a_be, "backend=%s", j->backend);
     const char *args[] = {a_be};
-    return rs_job_run(j, args, 1, timeout);
+    return rs_job_run(j, args, 1);
 }
 
 /* ---------------------------------------------------------------- backends */

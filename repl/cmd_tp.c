@@ -13,17 +13,20 @@
 #include "repl_log.h"
 #include "session.h"
 
+/* The matmul's state (j->state) is each rank's verdict on its Y (@check). */
+static bool tp_init(rs_job *j) { return rs_job_checks_init(j->state, j->world); }
+static bool tp_line(rs_job *j, const char *line) { return rs_job_checks_line(j->state, j->world, line); }
+static void tp_free(rs_job *j) { rs_job_checks_free(j->state); }
+
 static int tp_matmul_end(rs_job *j, int rc)
 {
     rs_session *s = j->s;
     rs_job_print_lines(j, "  ");
     if (rc) return rc;
-    uint64_t wrong = 0;
-    int missing = 0;
-    for (int r = 0; r < j->world; r++) {
-        wrong += j->wrong[r];
-        missing += !j->checked[r];
-    }
+    uint64_t wrong;
+    double slowest;
+    int missing;
+    rs_job_checks_sum(j->state, j->world, &wrong, &slowest, &missing);
     if (missing || wrong) {
         rc = rs_session_error(s, j->c, (size_t)-1, 0, "tp matmul: %s",
                               missing ? "some ranks did not report a result" : "a rank's Y differs from A . B");
@@ -34,6 +37,11 @@ static int tp_matmul_end(rs_job *j, int rc)
     rs_log_run_end(s, j->run, "done", 1, NULL, NULL);
     return 0;
 }
+
+static const rs_job_kind matmul_kind = {
+    .what = "matmul", .state_size = sizeof(rs_job_checks), .collect = true, .init = tp_init,
+    .line = tp_line, .finish = tp_matmul_end, .free = tp_free,
+};
 
 /* A, B and their product, computed here, before the ranks print their parts of it. */
 static void print_problem(FILE *f, int m, int k, int n)
@@ -73,8 +81,7 @@ int rs_cmd_tp(rs_session *s, const rs_call *c)
         return rs_session_error(s, c, c->arg_pos[0], strlen(c->args[0]), "tp: '%s' is not a demo; `tp matmul` splits "
                                 "the lecture's product over ranks (a split MLP or GPT trains with `train MODEL on DATA "
                                 "mode=tensor`)", c->args[0]);
-    double timeout = 30;
-    rs_job *j = rs_job_new(s, c, "matmul", true, &timeout);
+    rs_job *j = rs_job_new(s, c, &matmul_kind);
     if (!j) return 1;
     int m = (int)rs_call_int(c, "m", 2), k = (int)rs_call_int(c, "k", 4), n = (int)rs_call_int(c, "n", 2);
     const char *split = rs_call_str(c, "split", "both");
@@ -101,7 +108,6 @@ int rs_cmd_tp(rs_session *s, const rs_call *c)
                                  : refuse(s, c, "k", k, world, "the inner dimension (A's columns, B's rows)");
     }
     print_problem(s->out, m, k, n);
-    j->finish = tp_matmul_end;
     j->run = rs_log_run_begin_dist(s, "matmul", NULL, NULL, NULL, c, "tensor", j->backend, j->world);
     char a_be[48], a_split[24], a_m[16], a_k[16], a_n[16];
     snprintf(a_be, sizeof a_be, "backend=%s", j->backend);
@@ -110,5 +116,5 @@ int rs_cmd_tp(rs_session *s, const rs_call *c)
     snprintf(a_k, sizeof a_k, "k=%d", k);
     snprintf(a_n, sizeof a_n, "n=%d", n);
     const char *args[] = {a_be, a_split, a_m, a_k, a_n, "trace=1"};
-    return rs_job_run(j, args, 6, timeout);
+    return rs_job_run(j, args, 6);
 }

@@ -18,6 +18,7 @@
 #include "dist/train/registry.h"
 #include "engine/ckpt/checkpoint.h"
 #include "ranks_job.h"
+#include "ranks_train.h"
 #include "repl_log.h"
 #include "result.h"
 #include "session.h"
@@ -30,13 +31,14 @@
 /* Of the communication time each rank spent, how much ran while its backward was still going. */
 static void comm_hidden(const rs_job *j, int rank, double *comm, double *hidden)
 {
+    const rs_ranks_train *tr = j->state;
     *comm = *hidden = 0;
-    for (int a = 0; a < j->nspans; a++) {
-        const struct tspan *c = &j->spans[a];
+    for (int a = 0; a < tr->nspans; a++) {
+        const rs_ranks_span *c = &tr->spans[a];
         if (c->rank != rank || !c->comm || c->step < 0) continue;
         *comm += c->t1 - c->t0;
-        for (int b = 0; b < j->nspans; b++) {
-            const struct tspan *k = &j->spans[b];
+        for (int b = 0; b < tr->nspans; b++) {
+            const rs_ranks_span *k = &tr->spans[b];
             if (k->rank != rank || k->comm || k->step != c->step) continue;
             double lo = c->t0 > k->t0 ? c->t0 : k->t0, hi = c->t1 < k->t1 ? c->t1 : k->t1;
             if (hi > lo) *hidden += hi - lo;
@@ -46,18 +48,19 @@ static void comm_hidden(const rs_job *j, int rank, double *comm, double *hidden)
 
 static void print_memory(rs_job *j, const rs_obj *m, int zero, int opt_states)
 {
+    rs_ranks_train *tr = j->state;
     FILE *f = j->s->out;
     size_t P = rs_model_param_count(m->model);
     rs_zero_bytes z = rs_zero_mem_formula(P, j->world, zero, opt_states);
     const rs_strategy_def *sd = rs_strategy_find(j->mode);
     char formula[256] = "";
-    if (sd && sd->mem_formula && j->sargs) {
+    if (sd && sd->mem_formula && tr->sargs) {
         double b[3];
-        sd->mem_formula(j->sargs, m->model, j->world, opt_states, b, formula, sizeof formula);
+        sd->mem_formula(tr->sargs, m->model, j->world, opt_states, b, formula, sizeof formula);
         z = (rs_zero_bytes){.params = b[0], .grads = b[1], .optim = b[2]};
     }
     bool off = false;
-    for (int r = 0; r < j->world; r++) off |= j->mem[r].live[RS_POOL_OFFLOAD] > 0;
+    for (int r = 0; r < j->world; r++) off |= tr->mem[r].live[RS_POOL_OFFLOAD] > 0;
     static const rs_pool pools[] = {RS_POOL_PARAMS, RS_POOL_GRADS, RS_POOL_OPTIM, RS_POOL_ACTS, RS_POOL_COMM,
                                     RS_POOL_OFFLOAD};
     static const char *const heads[] = {"parameters", "gradients", "optimizer", "activations", "comm", "offload (host)"};
@@ -73,7 +76,7 @@ static void print_memory(rs_job *j, const rs_obj *m, int zero, int opt_states)
     for (int r = 0; r < j->world; r++) {
         fprintf(f, "  %-5d", r);
         for (int p = 0; p < np; p++) {
-            rs_view_fmt_bytes(b, (double)j->mem[r].live[pools[p]]);
+            rs_view_fmt_bytes(b, (double)tr->mem[r].live[pools[p]]);
             fprintf(f, " %*s", cw, b);
         }
         fputc('\n', f);
@@ -107,28 +110,29 @@ static void print_memory(rs_job *j, const rs_obj *m, int zero, int opt_states)
  * figures, and each rank's memory by pool beside the ZeRO paper's formula for it. */
 static void record_ranks(rs_job *j, const rs_obj *m, double sps, double secs, double comm, double hidden)
 {
+    rs_ranks_train *tr = j->state;
     rs_session *s = j->s;
     rs_result_num(s, "world", j->world);
-    rs_result_num(s, "steps", (double)j->done[0].step);
+    rs_result_num(s, "steps", (double)tr->done[0].step);
     rs_result_num(s, "seconds", secs);
     rs_result_num(s, "samples_per_s", sps);
-    rs_result_num(s, "loss", j->last_loss);
-    if (j->evaluated) {
-        rs_result_num(s, "accuracy", j->eval_acc);
-        rs_result_num(s, "test_loss", j->eval_loss);
+    rs_result_num(s, "loss", tr->last_loss);
+    if (tr->evaluated) {
+        rs_result_num(s, "accuracy", tr->eval_acc);
+        rs_result_num(s, "test_loss", tr->eval_loss);
     }
     rs_result_num(s, "comm_s", comm / j->world);
     rs_result_num(s, "comm_hidden", comm > 0 ? hidden / comm : 0);
     /* the collectives each rank called, from its comm spans: a DDP step calls one per bucket, and with
      * accum=K only the last micro-batch of a step communicates, so the count does not grow with K */
     int64_t last = -1;
-    for (int a = 0; a < j->nspans; a++)
-        if (j->spans[a].comm && j->spans[a].rank == 0 && j->spans[a].step > last) last = j->spans[a].step;
+    for (int a = 0; a < tr->nspans; a++)
+        if (tr->spans[a].comm && tr->spans[a].rank == 0 && tr->spans[a].step > last) last = tr->spans[a].step;
     int buckets = 0;
     for (int r = 0; r < j->world; r++) {
         double calls = 0, bytes = 0;
-        for (int a = 0; a < j->nspans; a++) {
-            const struct tspan *c = &j->spans[a];
+        for (int a = 0; a < tr->nspans; a++) {
+            const rs_ranks_span *c = &tr->spans[a];
             if (c->rank != r || !c->comm || c->step < 0) continue;
             calls++;
             bytes += (double)c->bytes;
@@ -141,16 +145,16 @@ static void record_ranks(rs_job *j, const rs_obj *m, double sps, double secs, do
     static const rs_pool pools[] = {RS_POOL_PARAMS, RS_POOL_GRADS, RS_POOL_OPTIM, RS_POOL_ACTS, RS_POOL_COMM,
                                     RS_POOL_OFFLOAD};
     static const char *const names[] = {"parameters", "gradients", "optimizer", "activations", "comm", "offload"};
-    rs_zero_bytes z = rs_zero_mem_formula(rs_model_param_count(m->model), j->world, j->zero, j->opt_states);
+    rs_zero_bytes z = rs_zero_mem_formula(rs_model_param_count(m->model), j->world, tr->zero, tr->opt_states);
     double formula[3] = {z.params, z.grads, z.optim};
     const rs_strategy_def *sd = rs_strategy_find(j->mode);
     char text[256];
-    if (sd && sd->mem_formula && j->sargs) sd->mem_formula(j->sargs, m->model, j->world, j->opt_states, formula, text, sizeof text);
+    if (sd && sd->mem_formula && tr->sargs) sd->mem_formula(tr->sargs, m->model, j->world, tr->opt_states, formula, text, sizeof text);
     for (int r = 0; r < j->world; r++)
         for (int p = 0; p < 6; p++) {
             char name[64];
             snprintf(name, sizeof name, "memory.%s", names[p]);
-            rs_result_rank(s, name, r, (double)j->mem[r].live[pools[p]]);
+            rs_result_rank(s, name, r, (double)tr->mem[r].live[pools[p]]);
             if (p >= 3) continue;
             snprintf(name, sizeof name, "formula.memory.%s", names[p]);
             rs_result_rank(s, name, r, formula[p]);
@@ -160,78 +164,79 @@ static void record_ranks(rs_job *j, const rs_obj *m, double sps, double secs, do
 /* The job's end: the trained weights back into the model, the summary, the memory table, the run's end. */
 static int train_end(rs_job *j, int rc)
 {
+    rs_ranks_train *tr = j->state;
     rs_session *s = j->s;
     rs_job_mark_busy(j, 0);
     rs_obj *m = rs_session_find(s, j->mname);
-    if (j->killed) {
+    if (tr->killed) {
         /* the fault kill= asked for: where the run got to and what is left to resume from */
-        if (j->ckpt && j->ckpts > 0)
+        if (tr->ckpt && tr->ckpts > 0)
             fprintf(s->out, "the last checkpoint is %s (step %lld); continue with `train %s on %s ... resume=%s`\n",
-                    j->ckpt, (long long)j->last_ckpt_step, j->mname, j->dname, j->ckpt);
+                    tr->ckpt, (long long)tr->last_ckpt_step, j->mname, j->dname, tr->ckpt);
         else fprintf(s->out, "no checkpoint was written (ckpt=FILE ckpt_every=N): the run's work is lost\n");
         fprintf(s->out, "%s keeps the weights it had before this run\n", j->mname);
         if (!j->background) {
             rs_result_num(s, "world", j->world);
-            rs_result_num(s, "killed_rank", j->kill_rank);
+            rs_result_num(s, "killed_rank", tr->kill_rank);
             rs_result_num(s, "signal", SIGKILL);
             rs_result_num(s, "last_step", (double)j->last_step);
-            rs_result_num(s, "ckpt_step", j->ckpts > 0 ? (double)j->last_ckpt_step : 0);
+            rs_result_num(s, "ckpt_step", tr->ckpts > 0 ? (double)tr->last_ckpt_step : 0);
         }
         return 0;
     }
     /* a rank that failed is named by the launcher; a pipeline rank is a stage: say which layers died */
     const char *rk = strstr(j->failure, "rank ");
     int bad = -1;
-    if (rc && rk && sscanf(rk, "rank %d", &bad) == 1 && bad >= 0 && bad < j->world && j->stage_text &&
-        j->stage_text[bad][0])
-        fprintf(s->out, "rank %d ran %s %s; the pipeline stops without it\n", bad, j->mode, j->stage_text[bad]);
-    if (rc && j->ckpt && j->ckpts > 0)
+    if (rc && rk && sscanf(rk, "rank %d", &bad) == 1 && bad >= 0 && bad < j->world && tr->stage_text &&
+        tr->stage_text[bad][0])
+        fprintf(s->out, "rank %d ran %s %s; the pipeline stops without it\n", bad, j->mode, tr->stage_text[bad]);
+    if (rc && tr->ckpt && tr->ckpts > 0)
         fprintf(s->out, "the last checkpoint is %s (step %lld); continue with `train %s on %s ... resume=%s`\n",
-                j->ckpt, (long long)j->last_ckpt_step, j->mname, j->dname, j->ckpt);
+                tr->ckpt, (long long)tr->last_ckpt_step, j->mname, j->dname, tr->ckpt);
     if (!rc && (!m || !m->model)) /* cannot happen while busy: drop and rebinding refuse */
         rc = rs_session_error(s, j->c, (size_t)-1, 0, "train: model %s is gone; the trained weights are lost", j->mname);
     rs_err err = {0};
-    if (!rc && rs_ckpt_load_model(j->outp, m->model, &err))
+    if (!rc && rs_ckpt_load_model(tr->outp, m->model, &err))
         rc = rs_session_error(s, j->c, (size_t)-1, 0, "train: reading the trained weights back: %s", err.msg);
     if (!rc) m->trained_run = j->run > 0 ? j->run : -1;
     /* stopped: rank 0 wrote the weights of the last step every rank finished (its @done says which) */
-    if (rc && j->cancelled && m && m->model && j->done[0].kind == RS_TL_DONE && access(j->outp, R_OK) == 0) {
-        if (rs_ckpt_load_model(j->outp, m->model, &err))
+    if (rc && j->cancelled && m && m->model && tr->done[0].kind == RS_TL_DONE && access(tr->outp, R_OK) == 0) {
+        if (rs_ckpt_load_model(tr->outp, m->model, &err))
             fprintf(s->out, "train: the stopped run's weights could not be read back (%s); %s is as before\n", err.msg,
                     j->mname);
         else {
             fprintf(s->out, "%s keeps the weights of step %lld, the last one every rank finished\n", j->mname,
-                    (long long)j->done[0].step);
+                    (long long)tr->done[0].step);
             m->trained_run = j->run > 0 ? j->run : -1;
         }
         if (s->interrupt) *s->interrupt = 0; /* as in single mode: the script or prompt goes on */
     }
-    unlink(j->init);
-    unlink(j->outp);
-    rmdir(j->dir);
+    unlink(tr->init);
+    unlink(tr->outp);
+    rmdir(tr->dir);
     if (rc) return rc;
     double sps = 0, secs = 0;
-    int per_stage = j->pipe_dp * j->pipe_tp;
+    int per_stage = tr->pipe_dp * tr->pipe_tp;
     for (int r = 0; r < j->world; r++) {
         /* every stage of a pipeline (and shard of a stage) works on the same samples: the pipelines' rate
          * is their first stages' first shards' (ranks d * tp of the first dp x tp, dist/train/grid.h) */
-        if (!j->nmicros || (per_stage > 0 && r < per_stage && r % j->pipe_tp == 0)) sps += j->done[r].sps;
-        if (j->done[r].seconds > secs) secs = j->done[r].seconds;
+        if (!tr->nmicros || (per_stage > 0 && r < per_stage && r % tr->pipe_tp == 0)) sps += tr->done[r].sps;
+        if (tr->done[r].seconds > secs) secs = tr->done[r].seconds;
     }
     /* every sample is read by world/parts ranks (a tensor-parallel group): count it once */
-    if (!j->nmicros && j->batch_parts > 0 && j->batch_parts < j->world) sps *= (double)j->batch_parts / j->world;
+    if (!tr->nmicros && tr->batch_parts > 0 && tr->batch_parts < j->world) sps *= (double)tr->batch_parts / j->world;
     fprintf(s->out, "trained %s on %s with %s on %d ranks: %lld steps in %.1fs, %.0f samples/s in all", j->mname,
-            j->dname, j->mode, j->world, (long long)j->done[0].step, secs, sps);
-    if (j->evaluated) fprintf(s->out, ", test accuracy %.4f", j->eval_acc);
+            j->dname, j->mode, j->world, (long long)tr->done[0].step, secs, sps);
+    if (tr->evaluated) fprintf(s->out, ", test accuracy %.4f", tr->eval_acc);
     fputc('\n', s->out);
     double comm0 = 0, hid0 = 0, bubble = -1;
     int bsteps = 0;
-    if (j->nmicros) {
+    if (tr->nmicros) {
         /* a pipeline: its bubble and the activations each stage holds, not the data-parallel figures */
         rs_train_pipe_summary(j, s->out);
         bubble = rs_train_pipe_bubble(j, &bsteps);
     }
-    for (int r = 0; r < j->world && !j->nmicros; r++) {
+    for (int r = 0; r < j->world && !tr->nmicros; r++) {
         double cm, hd;
         comm_hidden(j, r, &cm, &hd);
         comm0 += cm;
@@ -244,20 +249,28 @@ static int train_end(rs_job *j, int rc)
     else if (comm0 > 0)
         fprintf(s->out, "communication: %.3f s per rank, %.0f%% of it hidden behind backward\n", comm0 / j->world,
                 100 * hid0 / comm0);
-    print_memory(j, m, j->nmicros ? -1 : j->zero, j->opt_states);
+    print_memory(j, m, tr->nmicros ? -1 : tr->zero, tr->opt_states);
     if (!j->background) record_ranks(j, m, sps, secs, comm0, hid0);
-    if (!j->background && j->nmicros) rs_train_pipe_record(j);
-    json_t *fo = json_pack("{s:I, s:f, s:f, s:f, s:f}", "steps", (json_int_t)j->done[0].step, "seconds", secs,
+    if (!j->background && tr->nmicros) rs_train_pipe_record(j);
+    json_t *fo = json_pack("{s:I, s:f, s:f, s:f, s:f}", "steps", (json_int_t)tr->done[0].step, "seconds", secs,
                            "samples_per_s", sps, "comm_hidden", comm0 > 0 ? hid0 / comm0 : 0,
-                           j->evaluated ? "test_acc" : "test_acc_none", j->evaluated ? j->eval_acc : 0);
+                           tr->evaluated ? "test_acc" : "test_acc_none", tr->evaluated ? tr->eval_acc : 0);
     if (fo && bubble >= 0) json_object_set_new(fo, "bubble", json_real(bubble));
     char *final = fo ? json_dumps(fo, JSON_COMPACT | JSON_REAL_PRECISION(6)) : NULL; /* owned here */
     json_decref(fo);
-    rs_log_run_end(s, j->run, "done", j->done[0].step, final, NULL);
+    rs_log_run_end(s, j->run, "done", tr->done[0].step, final, NULL);
     free(final);
     if (j->run > 0) fprintf(s->out, "run %lld logged: `show run %lld`\n", (long long)j->run, (long long)j->run);
     return rc;
 }
+
+/* Training across ranks as a kind of run on ranks: its lines and its fault are ranks_train.c's. Its
+ * ranks finish a step, gather and write the weights when stopped: a longer grace. */
+static const rs_job_kind train_kind = {
+    .what = "train", .state_size = sizeof(rs_ranks_train), .grace_s = 10, .init = rs_ranks_train_init,
+    .line = rs_ranks_train_line, .fault = rs_ranks_train_fault, .finish = train_end,
+    .free = rs_ranks_train_free,
+};
 
 /* The lines handed to the ranks, as many as there are (a growable list of owned strings). */
 typedef struct arglist {
@@ -309,6 +322,7 @@ static void args_free(arglist *l)
 static int ranks_check(rs_session *s, const rs_call *c, const rs_obj *m, const rs_obj *d, const rs_train_cfg *cfg,
                        const rs_strategy_args *sa, rs_job *j)
 {
+    rs_ranks_train *tr = j->state;
     const rs_strategy_def *sd = sa->def;
     rs_err err = {0};
     if (sd->check && sd->check(sa, m->model, j->world, cfg, &err))
@@ -330,9 +344,9 @@ static int ranks_check(rs_session *s, const rs_call *c, const rs_obj *m, const r
                                     "train: kill=RANK:STEP with a rank 0..%d and a step from 1, e.g. kill=1:20",
                                     j->world - 1);
     }
-    j->kill_asked = kill_rank >= 0;
-    j->kill_rank = (int)kill_rank;
-    j->kill_step = kill_step;
+    tr->kill_asked = kill_rank >= 0;
+    tr->kill_rank = (int)kill_rank;
+    tr->kill_step = kill_step;
     if (d->source_cut)
         return rs_session_error(s, c, c->arg_pos[2], strlen(c->args[2]),
                                 "train: data %s's source is too long to hand to the ranks; use fewer or shorter paths",
@@ -340,24 +354,20 @@ static int ranks_check(rs_session *s, const rs_call *c, const rs_obj *m, const r
     return 0;
 }
 
-/* The job's per-rank tables, its folder and the model's weights in it (init.safetensors), which every
- * rank starts from. Returns 0, or 1 after reporting. */
+/* The job's folder and the model's weights in it (init.safetensors), which every rank starts from.
+ * Returns 0, or 1 after reporting. */
 static int ranks_files(rs_session *s, const rs_call *c, const rs_obj *m, rs_job *j)
 {
-    j->mem = calloc((size_t)j->world, sizeof *j->mem);
-    j->done = calloc((size_t)j->world, sizeof *j->done);
-    j->stage_text = calloc((size_t)j->world, sizeof *j->stage_text);
-    j->stage_short = calloc((size_t)j->world, sizeof *j->stage_short);
-    j->figs = calloc((size_t)j->world, sizeof *j->figs);
-    snprintf(j->dir, sizeof j->dir, "/tmp/ringside-train-XXXXXX");
-    if (!j->mem || !j->done || !j->stage_text || !j->stage_short || !j->figs || !mkdtemp(j->dir))
+    rs_ranks_train *tr = j->state;
+    snprintf(tr->dir, sizeof tr->dir, "/tmp/ringside-train-XXXXXX");
+    if (!mkdtemp(tr->dir))
         return rs_session_error(s, c, (size_t)-1, 0, "train: cannot make a folder for the ranks' files: %s",
                                 strerror(errno));
-    snprintf(j->init, sizeof j->init, "%s/init.safetensors", j->dir);
-    snprintf(j->outp, sizeof j->outp, "%s/out.safetensors", j->dir);
+    snprintf(tr->init, sizeof tr->init, "%s/init.safetensors", tr->dir);
+    snprintf(tr->outp, sizeof tr->outp, "%s/out.safetensors", tr->dir);
     rs_err err = {0};
-    if (rs_ckpt_save_model(j->init, m->model, &err)) {
-        rmdir(j->dir);
+    if (rs_ckpt_save_model(tr->init, m->model, &err)) {
+        rmdir(tr->dir);
         return rs_session_error(s, c, (size_t)-1, 0, "train: %s", err.msg);
     }
     return 0;
@@ -367,18 +377,19 @@ static int ranks_files(rs_session *s, const rs_call *c, const rs_obj *m, rs_job 
 static void ranks_plan(rs_job *j, const rs_obj *m, const rs_obj *d, const rs_train_cfg *cfg,
                        const rs_strategy_args *sa, int split, long long zero)
 {
+    rs_ranks_train *tr = j->state;
     snprintf(j->mname, sizeof j->mname, "%s", m->name);
     snprintf(j->dname, sizeof j->dname, "%s", d->name);
     snprintf(j->mode, sizeof j->mode, "%s", sa->def->name);
-    j->ckpt = cfg->ckpt_path ? strdup(cfg->ckpt_path) : NULL;
-    j->zero = (int)zero;
-    j->opt_states = cfg->opt.kind == RS_OPT_SGD ? (cfg->opt.momentum != 0 ? 1 : 0) : 2;
+    tr->ckpt = cfg->ckpt_path ? strdup(cfg->ckpt_path) : NULL;
+    tr->zero = (int)zero;
+    tr->opt_states = cfg->opt.kind == RS_OPT_SGD ? (cfg->opt.momentum != 0 ? 1 : 0) : 2;
     /* the plan, for the view's header: each rank takes ceil(n/W) samples (DistributedSampler pads), in
      * batches of batch/W, the last one partial; accum of them make a step (a mode that gives every rank
      * the whole batch reads it all) */
-    j->batch_parts = split;
-    j->sargs = malloc(sizeof *j->sargs);
-    if (j->sargs) *j->sargs = *sa;
+    tr->batch_parts = split;
+    tr->sargs = malloc(sizeof *tr->sargs);
+    if (tr->sargs) *tr->sargs = *sa;
     int64_t per_rank = ((int64_t)d->data.train->n + split - 1) / split, local = cfg->batch / split;
     int64_t batches = local > 0 ? (per_rank + local - 1) / local / (cfg->accum > 1 ? cfg->accum : 1) : 0;
     j->steps_total = batches * cfg->epochs;
@@ -406,10 +417,11 @@ static void say_layout(rs_session *s, const rs_job *j, const rs_train_cfg *cfg, 
 static void ranks_args(arglist *a, const rs_job *j, const rs_obj *m, const rs_obj *d, const rs_train_cfg *cfg,
                        const rs_strategy_args *sa)
 {
+    const rs_ranks_train *tr = j->state;
     rs_strategy_args_lines(sa, arg_line, a);
     arg_fmt(a, "backend=%s", j->backend);
-    arg_fmt(a, "init=%s", j->init);
-    arg_fmt(a, "out=%s", j->outp);
+    arg_fmt(a, "init=%s", tr->init);
+    arg_fmt(a, "out=%s", tr->outp);
     arg_fmt(a, "data=%s", d->source);
     arg_fmt(a, "data_seed=%llu", (unsigned long long)d->data_seed);
     arg_fmt(a, "model_seed=%llu", (unsigned long long)rs_model_seed(m->model));
@@ -440,7 +452,7 @@ static void ranks_args(arglist *a, const rs_job *j, const rs_obj *m, const rs_ob
     if (cfg->ckpt_path) arg_fmt(a, "ckpt=%s", cfg->ckpt_path);
     if (cfg->ckpt_every) arg_fmt(a, "ckpt_every=%lld", (long long)cfg->ckpt_every);
     if (cfg->resume) arg_fmt(a, "resume=%s", cfg->resume);
-    if (j->kill_asked) arg_fmt(a, "kill=%lld:%lld", (long long)j->kill_rank, (long long)j->kill_step);
+    if (tr->kill_asked) arg_fmt(a, "kill=%lld:%lld", (long long)tr->kill_rank, (long long)tr->kill_step);
     char *spec = rs_model_spec(m->model); /* owned here */
     arg_fmt(a, "spec=%s", spec ? spec : m->spec);
     free(spec);
@@ -449,10 +461,10 @@ static void ranks_args(arglist *a, const rs_job *j, const rs_obj *m, const rs_ob
 int rs_cmd_train_ranks(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, const rs_train_cfg *cfg,
                        const rs_strategy_args *sa)
 {
-    double timeout = 60;
     const rs_strategy_def *sd = sa->def;
-    rs_job *j = rs_job_new(s, c, "train", false, &timeout); /* owned here until rs_job_run takes it */
+    rs_job *j = rs_job_new(s, c, &train_kind); /* owned here until rs_job_run takes it */
     if (!j) return 1;
+    rs_ranks_train *tr = j->state;
     /* the summary prints the ZeRO paper's formula beside the memory: a mode that shards says how far */
     long long zero = rs_strategy_opt_find(sd, "zero", NULL) ? rs_strategy_int(sa, "zero") : 0;
     if (ranks_check(s, c, m, d, cfg, sa, j) || ranks_files(s, c, m, j)) {
@@ -461,22 +473,21 @@ int rs_cmd_train_ranks(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, co
     }
     int split = rs_strategy_batch_parts(sd, sa, j->world);
     ranks_plan(j, m, d, cfg, sa, split, zero);
-    j->finish = train_end;
     if (sd == &rs_strategy_pipeline) rs_train_pipe_begin(j, sa);
     j->run = rs_log_run_begin_dist(s, "train", m->name, m->spec, d->name, c, j->mode, j->backend, j->world);
-    j->t_start = j->last_print = rs_pg_now();
+    tr->last_print = rs_pg_now();
     say_layout(s, j, cfg, split, zero);
     arglist a = {0};
     ranks_args(&a, j, m, d, cfg, sa);
     if (a.oom) {
         args_free(&a);
-        unlink(j->init);
-        rmdir(j->dir);
+        unlink(tr->init);
+        rmdir(tr->dir);
         rs_log_run_end(s, j->run, "failed", 0, NULL, "out of memory");
         rs_job_free(j);
         return rs_session_error(s, c, (size_t)-1, 0, "train: out of memory for the ranks' options");
     }
-    int rc = rs_job_run(j, (const char *const *)a.v, a.n, timeout);
+    int rc = rs_job_run(j, (const char *const *)a.v, a.n);
     args_free(&a);
     return rc;
 }

@@ -9,41 +9,53 @@
 #include "dist/train/pipe_sched.h"
 #include "dist/train/registry.h"
 #include "ranks_job.h"
+#include "ranks_train.h"
 #include "result.h"
 #include "train_pipe.h"
 #include "view/render.h"
 
 void rs_train_pipe_begin(rs_job *j, const rs_strategy_args *sa)
 {
-    j->pipe_kind = rs_strategy_choice(sa, "schedule");
-    j->pipe_m = (int)rs_strategy_int(sa, "micro");
-    if (j->pipe_kind == RS_PIPE_NAIVE && !rs_strategy_given(sa, "micro")) j->pipe_m = 1;
-    j->pipe_v = rs_strategy_given(sa, "virtual") ? (int)rs_strategy_int(sa, "virtual")
-                : j->pipe_kind == RS_PIPE_INTERLEAVED ? 2 : 1;
-    j->pipe_dp = (int)rs_strategy_int(sa, "dp");
-    j->pipe_tp = rs_strategy_given(sa, "tp") ? (int)rs_strategy_int(sa, "tp") : 1;
+    rs_ranks_train *tr = j->state;
+    tr->pipe_kind = rs_strategy_choice(sa, "schedule");
+    tr->pipe_m = (int)rs_strategy_int(sa, "micro");
+    if (tr->pipe_kind == RS_PIPE_NAIVE && !rs_strategy_given(sa, "micro")) tr->pipe_m = 1;
+    tr->pipe_v = rs_strategy_given(sa, "virtual") ? (int)rs_strategy_int(sa, "virtual")
+                : tr->pipe_kind == RS_PIPE_INTERLEAVED ? 2 : 1;
+    tr->pipe_dp = (int)rs_strategy_int(sa, "dp");
+    tr->pipe_tp = rs_strategy_given(sa, "tp") ? (int)rs_strategy_int(sa, "tp") : 1;
 }
 
 /* Stages' ranks in one pipeline, and the stage rank r runs (dp x pp x tp, dist/train/grid.h). */
-static int pipe_pp(const rs_job *j) { return j->world / (j->pipe_dp * j->pipe_tp); }
-static int stage_of(const rs_job *j, int r) { return r / (j->pipe_dp * j->pipe_tp); }
+static int pipe_pp(const rs_job *j)
+{
+    const rs_ranks_train *tr = j->state;
+    return j->world / (tr->pipe_dp * tr->pipe_tp);
+}
+static int stage_of(const rs_job *j, int r)
+{
+    const rs_ranks_train *tr = j->state;
+    return r / (tr->pipe_dp * tr->pipe_tp);
+}
 
 static double fig_max(const rs_job *j, int r, const char *name)
 {
-    for (int i = 0; j->figs && i < 8; i++)
-        if (!strcmp(j->figs[r][i].name, name)) return j->figs[r][i].max;
+    const rs_ranks_train *tr = j->state;
+    for (int i = 0; tr->figs && i < 8; i++)
+        if (!strcmp(tr->figs[r][i].name, name)) return tr->figs[r][i].max;
     return -1;
 }
 
 double rs_train_pipe_bubble(const rs_job *j, int *steps)
 {
-    rs_pipe_span *sp = malloc(sizeof *sp * (size_t)(j->nmicros ? j->nmicros : 1));
+    const rs_ranks_train *tr = j->state;
+    rs_pipe_span *sp = malloc(sizeof *sp * (size_t)(tr->nmicros ? tr->nmicros : 1));
     if (!sp) return -1;
-    for (int i = 0; i < j->nmicros; i++) {
-        const rs_train_line *t = &j->micros[i];
+    for (int i = 0; i < tr->nmicros; i++) {
+        const rs_train_line *t = &tr->micros[i];
         sp[i] = (rs_pipe_span){t->rank, t->step, t->work, t->micro, t->stage, t->t0, t->t1};
     }
-    double b = rs_pipe_bubble_measured(sp, j->nmicros, j->world, steps);
+    double b = rs_pipe_bubble_measured(sp, tr->nmicros, j->world, steps);
     free(sp);
     return b;
 }
@@ -51,16 +63,17 @@ double rs_train_pipe_bubble(const rs_job *j, int *steps)
 /* Lines of at most 80 columns: a projector's width. */
 void rs_train_pipe_summary(rs_job *j, FILE *f)
 {
-    rs_pipe_kind k = (rs_pipe_kind)j->pipe_kind;
-    int P = pipe_pp(j), M = j->pipe_m, V = j->pipe_v, steps = 0;
+    rs_ranks_train *tr = j->state;
+    rs_pipe_kind k = (rs_pipe_kind)tr->pipe_kind;
+    int P = pipe_pp(j), M = tr->pipe_m, V = tr->pipe_v, steps = 0;
     double b = rs_train_pipe_bubble(j, &steps), want = rs_pipe_bubble_formula(k, P, M, V);
     fprintf(f, "pipeline: schedule=%s, %d stages on %d ranks, %d micro-batches per batch\n", rs_pipe_kind_name(k), P * V,
             P, M);
-    if (P != j->world && j->pipe_tp > 1)
-        fprintf(f, "  dp=%d x pp=%d x tp=%d = %d ranks: rank = %d x stage + %d x replica + shard\n", j->pipe_dp, P,
-                j->pipe_tp, j->world, j->pipe_dp * j->pipe_tp, j->pipe_tp);
+    if (P != j->world && tr->pipe_tp > 1)
+        fprintf(f, "  dp=%d x pp=%d x tp=%d = %d ranks: rank = %d x stage + %d x replica + shard\n", tr->pipe_dp, P,
+                tr->pipe_tp, j->world, tr->pipe_dp * tr->pipe_tp, tr->pipe_tp);
     else if (P != j->world)
-        fprintf(f, "  dp=%d x pp=%d = %d ranks: rank = %d x stage + replica\n", j->pipe_dp, P, j->world, j->pipe_dp);
+        fprintf(f, "  dp=%d x pp=%d = %d ranks: rank = %d x stage + replica\n", tr->pipe_dp, P, j->world, tr->pipe_dp);
     if (b >= 0)
         fprintf(f, "  bubble: %.1f%% of each step idle, measured from the ranks' traces (%d steps)\n"
                    "          formula %s = %.1f%%\n",
@@ -71,7 +84,7 @@ void rs_train_pipe_summary(rs_job *j, FILE *f)
         double peak = fig_max(j, r, "acts_peak_bytes"), sets = fig_max(j, r, "acts_inflight");
         if (peak >= 0) rs_view_fmt_bytes(bytes, peak);
         if (sets >= 0) snprintf(held, sizeof held, "%s (%.0f micro)", bytes, sets);
-        fprintf(f, "  %-4d %-24.24s %22s %4d micro\n", r, j->stage_short ? j->stage_short[r] : "", held,
+        fprintf(f, "  %-4d %-24.24s %22s %4d micro\n", r, tr->stage_short ? tr->stage_short[r] : "", held,
                 rs_pipe_peak_inflight(k, P, M, V, stage_of(j, r)));
     }
     fprintf(f, "  (in flight: activations a stage holds for its backward, peak of the ACTS pool\n"
@@ -79,14 +92,14 @@ void rs_train_pipe_summary(rs_job *j, FILE *f)
     /* each rank keeps its stages' parameters alone (the other stages' pages go back to the system) */
     bool any = false;
     for (int r = 0; r < j->world; r++) any |= fig_max(j, r, "stage_params") >= 0;
-    if (!any || !j->mem) return;
+    if (!any || !tr->mem) return;
     fprintf(f, "  parameters per rank, measured (PARAMS pool) | formula 4 x (its stages' + tied)\n");
     for (int r = 0; r < j->world; r++) {
         char got[32], want[32];
         double n = fig_max(j, r, "stage_params");
-        rs_view_fmt_bytes(got, (double)j->mem[r].live[RS_POOL_PARAMS]);
+        rs_view_fmt_bytes(got, (double)tr->mem[r].live[RS_POOL_PARAMS]);
         rs_view_fmt_bytes(want, 4 * n);
-        fprintf(f, "  %-4d %-24.24s %10s | 4 x %.0f = %s\n", r, j->stage_short ? j->stage_short[r] : "", got, n, want);
+        fprintf(f, "  %-4d %-24.24s %10s | 4 x %.0f = %s\n", r, tr->stage_short ? tr->stage_short[r] : "", got, n, want);
     }
 }
 
@@ -94,8 +107,9 @@ void rs_train_pipe_summary(rs_job *j, FILE *f)
  * each stage's micro-batches in flight (measured) beside the schedule's. */
 void rs_train_pipe_record(rs_job *j)
 {
-    rs_pipe_kind k = (rs_pipe_kind)j->pipe_kind;
-    int P = pipe_pp(j), M = j->pipe_m, V = j->pipe_v, steps = 0;
+    rs_ranks_train *tr = j->state;
+    rs_pipe_kind k = (rs_pipe_kind)tr->pipe_kind;
+    int P = pipe_pp(j), M = tr->pipe_m, V = tr->pipe_v, steps = 0;
     double b = rs_train_pipe_bubble(j, &steps);
     if (b >= 0) rs_result_num(j->s, "bubble", b);
     rs_result_num(j->s, "formula.bubble", rs_pipe_bubble_formula(k, P, M, V));
@@ -106,7 +120,7 @@ void rs_train_pipe_record(rs_job *j)
         if (peak >= 0) rs_result_rank(j->s, "inflight_bytes", r, peak);
         rs_result_rank(j->s, "formula.inflight", r, rs_pipe_peak_inflight(k, P, M, V, stage_of(j, r)));
         double n = fig_max(j, r, "stage_params");
-        if (n >= 0 && j->mem) rs_result_rank(j->s, "stage_param_bytes", r, (double)j->mem[r].live[RS_POOL_PARAMS]);
+        if (n >= 0 && tr->mem) rs_result_rank(j->s, "stage_param_bytes", r, (double)tr->mem[r].live[RS_POOL_PARAMS]);
         if (n >= 0) rs_result_rank(j->s, "formula.stage_param_bytes", r, 4 * n);
     }
 }

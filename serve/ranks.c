@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "dist/launch/launch.h"
+#include "dist/launch/spawn.h"
 #include "dist/store/store.h"
 
 #define LINES_KEPT 64
@@ -28,6 +29,7 @@ struct rs_serve_ranks {
     char model[4200], mode[16], exe[PATH_MAX];
     int listen_fd, fd;          /* owned: the listening socket (until rank 0 connects), rank 0's */
     rs_store_server *store;     /* owned: the ranks' rendezvous store */
+    int port;                   /* its port */
     pthread_t pump;             /* starts the ranks and reads their output until they end */
     bool pump_started;
     pthread_mutex_t io;         /* one batch at a time on fd */
@@ -86,9 +88,7 @@ static int should_stop(void *ud)
 static void *pump_main(void *arg)
 {
     rs_serve_ranks *r = arg;
-    char world[16], port[32], feed[32], mb[32], model[4300], mode[32], group[64], dev[300];
-    snprintf(world, sizeof world, "%d", r->cfg.ranks);
-    snprintf(port, sizeof port, "%d", rs_store_server_port(r->store));
+    char feed[32], mb[32], model[4300], mode[32], group[64], dev[300];
     struct sockaddr_in a;
     socklen_t al = sizeof a;
     getsockname(r->listen_fd, (struct sockaddr *)&a, &al);
@@ -96,23 +96,21 @@ static void *pump_main(void *arg)
     snprintf(mb, sizeof mb, "max_batch=%d", r->cfg.max_batch);
     snprintf(model, sizeof model, "model=%s", r->model);
     snprintf(mode, sizeof mode, "mode=%s", r->mode);
-    snprintf(group, sizeof group, "group=serve-%ld-%d", (long)getpid(), ntohs(a.sin_port));
-    /* an idle server leaves the ranks waiting in a broadcast for as long as it runs: the group's
-     * timeout is a day; a dead peer is found by the launcher and the store's watcher instead */
-    const char *argv[] = {r->exe, "--worker", "serve", group, "timeout=86400", "store=launcher", "backend=tcp",
-                          model, mode, feed, mb, NULL};
+    snprintf(group, sizeof group, "serve-%ld-%d", (long)getpid(), ntohs(a.sin_port));
+    const char *args[] = {"backend=tcp", model, mode, feed, mb};
     const char *env[2] = {NULL, NULL};
     if (r->devices[0]) {
         snprintf(dev, sizeof dev, "CUDA_VISIBLE_DEVICES=%s", r->devices);
         env[0] = dev;
     }
-    rs_launch_cfg lc = {.nranks = r->cfg.ranks, .argv = argv, .master_port = rs_store_server_port(r->store),
-                        .extra_env = env, .grace_s = 2, .on_line = on_line, .line_ud = r,
-                        .should_stop = should_stop, .stop_ud = r};
-    (void)world;
+    /* an idle server leaves the ranks waiting in a broadcast for as long as it runs: the group's
+     * timeout is a day; a dead peer is found by the launcher and the store's watcher instead */
+    rs_spawn_cfg sc = {.exe = r->exe, .job = "serve", .group = group, .timeout_s = 86400, .world = r->cfg.ranks,
+                       .store = RS_SPAWN_STORE_LAUNCHER, .args = args, .nargs = 5, .extra_env = env, .grace_s = 2,
+                       .on_line = on_line, .line_ud = r, .should_stop = should_stop, .stop_ud = r};
     rs_launch *l = NULL;
     rs_err e = {0};
-    rs_status st = rs_launch_start(&lc, &l, &e);
+    rs_status st = rs_spawn_start(&sc, r->port, &l, &e);
     rs_launch_result res = {0};
     if (!st) {
         rs_err ignore = {0};
@@ -187,14 +185,11 @@ rs_status rs_serve_ranks_start(const rs_serve_ranks_cfg *cfg, rs_serve_ranks **o
     pthread_mutex_init(&r->mu, NULL);
     pthread_mutex_init(&r->io, NULL);
     pthread_cond_init(&r->cv, NULL);
+    rs_status st = RS_OK;
     if (cfg->exe) snprintf(r->exe, sizeof r->exe, "%s", cfg->exe);
-    else {
-        ssize_t n = readlink("/proc/self/exe", r->exe, sizeof r->exe - 1);
-        if (n <= 0) {
-            rs_serve_ranks_stop(r);
-            return rs_err_set(err, RS_ERR_IO, "cannot find the ringside binary to start ranks");
-        }
-        r->exe[n] = 0;
+    else if ((st = rs_spawn_self(r->exe, sizeof r->exe, err)) != RS_OK) {
+        rs_serve_ranks_stop(r);
+        return st;
     }
     /* TorchServe's rule: worker w of nproc-per-node ranks gets GPUs w*n .. w*n+n-1, round-robin */
     int g = gpu_count();
@@ -205,11 +200,11 @@ rs_status rs_serve_ranks_start(const rs_serve_ranks_cfg *cfg, rs_serve_ranks **o
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     r->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (r->listen_fd < 0 || bind(r->listen_fd, (struct sockaddr *)&a, sizeof a) || listen(r->listen_fd, 1)) {
-        rs_status st = rs_err_set(err, RS_ERR_IO, "a socket for rank 0: %s", strerror(errno));
+        st = rs_err_set(err, RS_ERR_IO, "a socket for rank 0: %s", strerror(errno));
         rs_serve_ranks_stop(r);
         return st;
     }
-    rs_status st = rs_store_server_start("127.0.0.1", 0, &r->store, err);
+    st = rs_spawn_host_store(RS_SPAWN_STORE_LAUNCHER, &r->store, &r->port, err);
     if (st) {
         rs_serve_ranks_stop(r);
         return st;
