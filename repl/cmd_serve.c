@@ -31,7 +31,7 @@ static int show(rs_session *s)
     rs_err err = {0};
     rs_status st = rs_serve_summary_take(s->server, rs_serve_now_ns(), &sum, &err);
     if (!st) rs_serve_summary_print(&sum, s->out);
-    rs_serve_summary_free(&sum);
+    rs_serve_summary_clear(&sum);
     return st ? rs_session_error(s, NULL, (size_t)-1, 0, "%s", err.msg) : 0;
 }
 
@@ -146,7 +146,7 @@ static int write_gpt(rs_session *s, const rs_call *c, const rs_obj *o, const rs_
                      : rs_err_set(&err, RS_ERR_ARG, "no text data set has %s's vocabulary of %d characters; "
                                   "open the text it was trained on (data t = text FILE) or name it with data=",
                                   src, rs_model_vocab(o->model));
-    rs_data_pair_free(&builtin);
+    rs_data_pair_clear(&builtin);
     if (st) return rs_session_error(s, c, c->arg_pos[0], strlen(src), "serve: %s", err.msg);
     fprintf(s->out, "wrote model repository %s/%s (config.pbtxt, decoupled; 1/model.safetensors, "
             "1/vocab.json)\n", repo, name);
