@@ -281,6 +281,6 @@ int main(int argc, char **argv)
            "f32)\n",
            peak_rss_kb() / 1024.0,
            (double)(data.train->n + data.test->n) * rs_dataset_sample_numel(data.train) * 4 / 1048576.0);
-    rs_data_pair_free(&data);
+    rs_data_pair_clear(&data);
     return rc;
 }

@@ -49,7 +49,7 @@ static void *palloc(pool *a, size_t bytes)
     return x;
 }
 
-static void pool_free(pool *a)
+static void pool_clear(pool *a)
 {
     for (int i = 0; i < a->n; i++) free(a->p[i]);
     free(a->p);
@@ -238,17 +238,17 @@ rs_status rs_plan_serialize(const rs_plan *p, uint8_t **buf, size_t *n, rs_err *
     ok = ok && m.fusions;
     for (int i = 0; ok && i < p->nfusions; i++) m.fusions[i] = (char *)p->fusions[i];
     if (!ok) {
-        pool_free(&a);
+        pool_clear(&a);
         return rs_err_set(err, RS_ERR_NOMEM, "plan: out of memory writing the plan");
     }
     size_t len = rsplan__plan__get_packed_size(&m);
     uint8_t *out = malloc(HEADER + len); /* the caller's */
     if (!out) {
-        pool_free(&a);
+        pool_clear(&a);
         return rs_err_set(err, RS_ERR_NOMEM, "plan: out of memory writing the plan (%zu bytes)", len);
     }
     rsplan__plan__pack(&m, out + HEADER);
-    pool_free(&a);
+    pool_clear(&a);
     memcpy(out, MAGIC, 8);
     put32(out + 8, RS_PLAN_FORMAT_VERSION);
     put32(out + 12, (uint32_t)crc32(0L, out + HEADER, (uInt)len));

@@ -216,7 +216,7 @@ bool rs_arg_is_choice(const rs_argdef *a, const char *word)
     return false;
 }
 
-void rs_call_free(rs_call *c)
+void rs_call_clear(rs_call *c)
 {
     free(c->store);
     c->store = NULL;
@@ -265,7 +265,7 @@ rs_obj *rs_call_lookup(rs_session *s, const rs_call *c, int i, rs_arg_kind kind)
                     n.data.train->n, n.data.test->n, (unsigned long long)s->seed);
             rs_obj *put = rs_session_put(s, &n);
             if (put) return put;
-            rs_data_pair_free(&n.data);
+            rs_data_pair_clear(&n.data);
         }
     }
     const char *cands[256];

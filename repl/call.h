@@ -6,10 +6,11 @@
 #include "lang/lex.h"
 #include "session.h"
 
-/* Returns 0 and fills *c (free with rs_call_free) or 1 after reporting the error. line is the whole
+/* Returns 0 and fills *c (free with rs_call_clear) or 1 after reporting the error. line is the whole
  * line the tokens came from (offsets refer to it). */
 int rs_call_parse(rs_session *s, const char *line, const rs_tokens *t, rs_call *c);
-void rs_call_free(rs_call *c);
+/* Frees the call's storage; *c itself stays the caller's. */
+void rs_call_clear(rs_call *c);
 
 /* The session object named by positional argument i, checked to be of kind (RS_A_MODEL, RS_A_DATA
  * or RS_A_NAME); reports "unknown model 'x' (did you mean 'm'?)" and returns NULL otherwise. */

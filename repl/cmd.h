@@ -128,7 +128,7 @@ const rs_cmddef *rs_cmd_find(const char *name);
 
 /* A language model's vocabulary as `generate` picks it (cmd_generate.c): data=NAME, else the newest
  * text data set of V characters, else the built-in corpus when it has V (held in *builtin, which the
- * caller frees with rs_data_pair_free). NULL when none fits. */
+ * caller frees with rs_data_pair_clear). NULL when none fits. */
 struct rs_text_vocab;
 struct rs_data_pair;
 const struct rs_text_vocab *rs_generate_vocab(rs_session *s, const rs_call *c, int V, struct rs_data_pair *builtin);

@@ -62,7 +62,7 @@ int rs_cmd_generate(rs_session *s, const rs_call *c)
     rs_data_pair builtin = {0};
     const rs_text_vocab *v = rs_generate_vocab(s, c, V, &builtin);
     if (!v) {
-        rs_data_pair_free(&builtin);
+        rs_data_pair_clear(&builtin);
         return rs_session_error(s, c, c->arg_pos[0], strlen(c->args[0]),
                                 "generate: no text data set has %s's vocabulary of %d characters; open the text it "
                                 "was trained on (data t = text FILE) or name it with data=", m->name, V);
@@ -110,6 +110,6 @@ int rs_cmd_generate(rs_session *s, const rs_call *c)
             cfg.cache ? "KV cache" : "recomputing the context per token");
     if (st.stopped && s->interrupt) *s->interrupt = 0;
 out:
-    rs_data_pair_free(&builtin);
+    rs_data_pair_clear(&builtin);
     return rc;
 }

@@ -175,8 +175,8 @@ int rs_cmd_infer(rs_session *s, const rs_call *c)
                     rs_result_num(s, "max_diff", diff);
                 }
             }
-            rs_serve_stats_free(&before);
-            rs_serve_stats_free(&after);
+            rs_serve_stats_clear(&before);
+            rs_serve_stats_clear(&after);
         }
         free(x);
         free(y);

@@ -171,7 +171,7 @@ int rs_cmd_model(rs_session *s, const rs_call *c)
             rs_data_pair tp = {0};
             if (!rs_data_text_builtin(RS_DATA_TEXT_CTX, &tp, &err) && rs_text_vocab_of(tp.train))
                 vocab = rs_text_vocab_of(tp.train)->n;
-            rs_data_pair_free(&tp);
+            rs_data_pair_clear(&tp);
         }
         size_t n = strlen(c->rest) + 32;
         spec = malloc(n); /* freed below */
@@ -335,7 +335,7 @@ int rs_cmd_data(rs_session *s, const rs_call *c)
         fprintf(s->out, "data %s: %u train + %u test samples of %dx%dx%d, %d classes (%s)\n", c->bind, t->n,
                 o.data.test ? o.data.test->n : 0, t->c, t->h, t->w, t->n_classes, src);
     if (!rs_session_put(s, &o)) {
-        rs_data_pair_free(&o.data);
+        rs_data_pair_clear(&o.data);
         return rs_session_error(s, c, (size_t)-1, 0, "out of memory");
     }
     return 0;

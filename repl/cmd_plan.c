@@ -40,100 +40,118 @@ static void print_layers(rs_session *s, const rs_plan *p)
     free(d);
 }
 
-int rs_cmd_compile(rs_session *s, const rs_call *c)
+/* The compiler's options from the call's words (the calibration set in *cal, borrowed from the
+ * session); 0, or the error's status. */
+static int read_opts(rs_session *s, const rs_call *c, rs_plan_opts *o, const rs_obj **cal)
 {
-    rs_result_begin(s, NULL);
-    const char *src = c->args[0], *out = c->args[2];
-    rs_err err = {0};
-    rs_plan_opts o = rs_plan_opts_default();
-    o.prec = (rs_plan_prec)rs_call_opt(c, "precision")->v.choice;
-    o.batch = (int)rs_call_int(c, "batch", 64);
-    o.threads = (int)rs_call_int(c, "threads", s->threads);
-    o.source = src;
-    o.device = (rs_plan_dev)rs_call_opt(c, "device")->v.choice;
-    if (o.device == RS_PLAN_DEV_CUDA && o.prec == RS_PLAN_INT8)
+    *o = rs_plan_opts_default();
+    *cal = NULL;
+    o->prec = (rs_plan_prec)rs_call_opt(c, "precision")->v.choice;
+    o->batch = (int)rs_call_int(c, "batch", 64);
+    o->threads = (int)rs_call_int(c, "threads", s->threads);
+    o->source = c->args[0];
+    o->device = (rs_plan_dev)rs_call_opt(c, "device")->v.choice;
+    if (o->device == RS_PLAN_DEV_CUDA && o->prec == RS_PLAN_INT8)
         return rs_session_error(s, c, rs_call_opt(c, "precision")->pos, 10 + strlen(rs_call_opt(c, "precision")->text),
                                 "compile: precision=int8 is for device=cpu (oneDNN's s8 kernels with calibration); "
                                 "device=cuda compiles precision=fp32 or precision=bf16");
-    if (o.batch < 1 || o.batch > 65536)
+    if (o->batch < 1 || o->batch > 65536)
         return rs_session_error(s, c, rs_call_opt(c, "batch")->pos, 6 + strlen(rs_call_opt(c, "batch")->text),
-                                "compile: batch must be 1..65536, got %d", o.batch);
-    if (o.threads < 1)
+                                "compile: batch must be 1..65536, got %d", o->batch);
+    if (o->threads < 1)
         return rs_session_error(s, c, rs_call_opt(c, "threads")->pos, 8 + strlen(rs_call_opt(c, "threads")->text),
-                                "compile: threads must be >= 1, got %d", o.threads);
-    const rs_obj *cal = NULL;
+                                "compile: threads must be >= 1, got %d", o->threads);
     if (rs_call_given(c, "calib")) {
         const rs_optval *v = rs_call_opt(c, "calib");
-        cal = rs_session_find(s, v->text);
-        if (!cal || cal->kind != RS_OBJ_DATA)
+        *cal = rs_session_find(s, v->text);
+        if (!*cal || (*cal)->kind != RS_OBJ_DATA)
             return rs_session_error(s, c, v->pos, 6 + strlen(v->text), "compile: calib=%s is not a data set of this session",
                                     v->text);
-        o.calib = cal->data.train;
-        o.calib_samples = (uint32_t)rs_call_int(c, "calib_n", 512);
+        o->calib = (*cal)->data.train;
+        o->calib_samples = (uint32_t)rs_call_int(c, "calib_n", 512);
     }
-    o.calib_method = (rs_plan_calib_method)rs_call_opt(c, "calib_method")->v.choice;
-    o.calib_percentile = rs_call_float(c, "calib_pct", 99.99);
-    if (!(o.calib_percentile > 0 && o.calib_percentile <= 100))
+    o->calib_method = (rs_plan_calib_method)rs_call_opt(c, "calib_method")->v.choice;
+    o->calib_percentile = rs_call_float(c, "calib_pct", 99.99);
+    if (!(o->calib_percentile > 0 && o->calib_percentile <= 100))
         return rs_session_error(s, c, rs_call_opt(c, "calib_pct")->pos, 10 + strlen(rs_call_opt(c, "calib_pct")->text),
                                 "compile: calib_pct is the percent of |x| kept unclipped, 0 < calib_pct <= 100, got %g",
-                                o.calib_percentile);
-    if (o.prec == RS_PLAN_INT8 && !cal)
+                                o->calib_percentile);
+    if (o->prec == RS_PLAN_INT8 && !*cal)
         return rs_session_error(s, c, rs_call_opt(c, "precision")->pos, 10 + strlen(rs_call_opt(c, "precision")->text),
                                 "compile: precision=int8 needs calibration data: calib=DATA (a data set of the session)");
-    if (!ends_with(out, ".plan"))
-        return rs_session_error(s, c, c->arg_pos[2], strlen(out), "compile: write the plan to a FILE.plan, not '%s'",
-                                out);
+    if (!ends_with(c->args[2], ".plan"))
+        return rs_session_error(s, c, c->arg_pos[2], strlen(c->args[2]), "compile: write the plan to a FILE.plan, not '%s'",
+                                c->args[2]);
+    return 0;
+}
+
+/* The model compile reads: a session model (borrowed) or an .onnx file's (*owned, the caller frees
+ * it with rs_model_free); 0, or the error's status. */
+static int source_model(rs_session *s, const rs_call *c, rs_model **m, rs_model **owned)
+{
+    const char *src = c->args[0];
     rs_obj *ob = rs_session_find(s, src);
-    rs_model *m = NULL, *owned = NULL;
+    rs_err err = {0};
+    *m = *owned = NULL;
     if (ob && ob->kind == RS_OBJ_MODEL && ob->model) {
         if (rs_session_check_busy(s, c, ob, c->arg_pos[0], strlen(src))) return 1;
-        m = ob->model;
+        *m = ob->model;
     } else if (ob && ob->kind == RS_OBJ_MODEL) {
         return rs_session_error(s, c, c->arg_pos[0], strlen(src), "compile: %s is a compiled plan already", src);
     } else if (ends_with(src, ".onnx")) {
-        if (rs_plan_model_from_onnx(src, "onnx", &owned, &err))
+        if (rs_plan_model_from_onnx(src, "onnx", owned, &err))
             return rs_session_error(s, c, c->arg_pos[0], strlen(src), "compile: %s", err.msg);
-        m = owned;
+        *m = *owned;
     } else {
         return rs_session_error(s, c, c->arg_pos[0], strlen(src),
                                 "compile: '%s' is neither a model of this session nor an .onnx file", src);
     }
+    return 0;
+}
+
+/* What int8 costs: the plan's and the model's accuracy and loss on the calibration set's test part;
+ * acc32 < 0 when there is no report. */
+typedef struct {
+    const rs_dataset *test; /* borrowed from the calibration set */
+    double acc32, acc8, l32, l8;
+} int8_report;
+
+/* Compiles m (in inference mode, restored after) into *p, measuring int8's cost into *r. */
+static rs_status compile_measured(rs_session *s, rs_model *m, const rs_plan_opts *o, const rs_obj *cal, rs_plan **p,
+                                  int8_report *r, rs_err *err)
+{
     bool was = rs_model_training(m);
     rs_model_set_training(m, false);
-    rs_plan *p = NULL;
-    rs_status st = rs_plan_compile(m, &o, &p, &err);
-    /* int8: the accuracy it costs, on the calibration set's test part, against the model itself */
-    double acc32 = -1, acc8 = -1, l32 = 0, l8 = 0;
-    const rs_dataset *test = cal && cal->data.test && cal->data.test->n ? cal->data.test : NULL;
-    if (!st && o.prec == RS_PLAN_INT8 && test) {
+    rs_status st = rs_plan_compile(m, o, p, err);
+    *r = (int8_report){.acc32 = -1, .acc8 = -1,
+                       .test = cal && cal->data.test && cal->data.test->n ? cal->data.test : NULL};
+    if (!st && o->prec == RS_PLAN_INT8 && r->test) {
         rs_err e2 = {0};
-        if (rs_evaluate(m, test, 256, &acc32, &l32, &e2) || rs_plan_evaluate(p, test, &acc8, &l8, &e2)) {
-            acc32 = -1;
+        if (rs_evaluate(m, r->test, 256, &r->acc32, &r->l32, &e2) || rs_plan_evaluate(*p, r->test, &r->acc8, &r->l8, &e2)) {
+            r->acc32 = -1;
             rs_session_warn(s, "compile: no accuracy report: %s", e2.msg);
         }
     }
     rs_model_set_training(m, was);
-    rs_model_free(owned);
-    if (st) return rs_session_error(s, c, c->arg_pos[0], strlen(src), "%s", err.msg);
+    return st;
+}
+
+/* What compile did, as text and as the command's results. */
+static void report(rs_session *s, const rs_call *c, const rs_plan_opts *o, const rs_plan *p, size_t bytes,
+                   const int8_report *r)
+{
+    const char *src = c->args[0], *out = c->args[2];
     rs_plan_stats ps;
     rs_plan_get_stats(p, &ps);
-    uint8_t *buf = NULL;
-    size_t bytes = 0;
-    if (rs_plan_serialize(p, &buf, &bytes, &err) == RS_OK) free(buf);
-    st = rs_plan_save(p, out, &err);
-    if (st) {
-        rs_plan_free(p);
-        return rs_session_error(s, c, c->arg_pos[2], strlen(out), "compile: %s", err.msg);
-    }
     char b1[32], b2[32], b3[32];
-    if (o.device == RS_PLAN_DEV_CUDA) {
+    if (o->device == RS_PLAN_DEV_CUDA) {
         char tgt[128];
         rs_plan_target(p, tgt, sizeof tgt);
         fprintf(s->out, "compile %s -> %s: %s, batch up to %d, for %s (compiled without a GPU; it runs where one is)\n",
-                src, out, rs_plan_prec_name(o.prec), o.batch, tgt);
+                src, out, rs_plan_prec_name(o->prec), o->batch, tgt);
     } else {
-        fprintf(s->out, "compile %s -> %s: %s, batch up to %d, %d thread%s\n", src, out, rs_plan_prec_name(o.prec),
-                o.batch, o.threads, o.threads == 1 ? "" : "s");
+        fprintf(s->out, "compile %s -> %s: %s, batch up to %d, %d thread%s\n", src, out, rs_plan_prec_name(o->prec),
+                o->batch, o->threads, o->threads == 1 ? "" : "s");
     }
     fprintf(s->out, "nodes: %d before, %d after (%d views removed)\n", ps.nodes_before, ps.nodes_after,
             ps.views_removed);
@@ -143,13 +161,14 @@ int rs_cmd_compile(rs_session *s, const rs_call *c)
             kib(ps.arena_bytes, b1, sizeof b1), kib(ps.naive_bytes, b2, sizeof b2));
     fprintf(s->out, "weights: %s; plan file: %s; build time %.3f s\n", kib(ps.weight_bytes, b3, sizeof b3),
             kib(bytes, b1, sizeof b1), ps.build_s);
-    if (acc32 >= 0) {
+    if (r->acc32 >= 0) {
         fprintf(s->out, "int8 (%s calibration) accuracy on %s (%u samples): %.4f (loss %.4f); the model in fp32: "
                         "%.4f (loss %.4f), %+.2f points\n",
-                rs_plan_calib_name(o.calib_method), test->name, test->n, acc8, l8, acc32, l32, 100 * (acc8 - acc32));
-        rs_result_num(s, "accuracy", acc8);
-        rs_result_num(s, "fp32_accuracy", acc32);
-        rs_result_num(s, "accuracy_drop", 100 * (acc32 - acc8));
+                rs_plan_calib_name(o->calib_method), r->test->name, r->test->n, r->acc8, r->l8, r->acc32, r->l32,
+                100 * (r->acc8 - r->acc32));
+        rs_result_num(s, "accuracy", r->acc8);
+        rs_result_num(s, "fp32_accuracy", r->acc32);
+        rs_result_num(s, "accuracy_drop", 100 * (r->acc32 - r->acc8));
     }
     rs_result_num(s, "nodes_before", ps.nodes_before);
     rs_result_num(s, "nodes_after", ps.nodes_after);
@@ -158,6 +177,33 @@ int rs_cmd_compile(rs_session *s, const rs_call *c)
     rs_result_num(s, "naive_bytes", (double)ps.naive_bytes);
     rs_result_num(s, "plan_bytes", (double)bytes);
     rs_result_num(s, "build_s", ps.build_s);
+}
+
+int rs_cmd_compile(rs_session *s, const rs_call *c)
+{
+    rs_result_begin(s, NULL);
+    const char *src = c->args[0], *out = c->args[2];
+    rs_plan_opts o;
+    const rs_obj *cal = NULL;
+    rs_model *m = NULL, *owned = NULL;
+    int rc = read_opts(s, c, &o, &cal);
+    if (!rc) rc = source_model(s, c, &m, &owned);
+    if (rc) return rc;
+    rs_err err = {0};
+    rs_plan *p = NULL; /* owned here */
+    int8_report r;
+    rs_status st = compile_measured(s, m, &o, cal, &p, &r, &err);
+    rs_model_free(owned);
+    if (st) return rs_session_error(s, c, c->arg_pos[0], strlen(src), "%s", err.msg);
+    uint8_t *buf = NULL;
+    size_t bytes = 0;
+    /* serialised only to report the file's size */
+    if (rs_plan_serialize(p, &buf, &bytes, &err) == RS_OK) free(buf);
+    if (rs_plan_save(p, out, &err)) {
+        rs_plan_free(p);
+        return rs_session_error(s, c, c->arg_pos[2], strlen(out), "compile: %s", err.msg);
+    }
+    report(s, c, &o, p, bytes, &r);
     rs_log_artifact(s, out, "plan");
     rs_plan_free(p);
     return 0;

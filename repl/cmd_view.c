@@ -208,7 +208,7 @@ static void feed(rs_view_model *vm, const item *it)
     }
 }
 
-static void replay_free(replay *r)
+static void replay_clear(replay *r)
 {
     for (int i = 0; i < r->n; i++) free(r->items[i].text), free(r->items[i].data);
     free(r->items);
@@ -333,16 +333,16 @@ int rs_cmd_view(rs_session *s, const rs_call *c)
              "WHERE run_id = %lld ORDER BY 1, 20",
              clock, n, clock, n);
     if (rs_slog_sql(s->log, sql, data_row, &r, &e)) {
-        replay_free(&r);
+        replay_clear(&r);
         return rs_session_error(s, c, (size_t)-1, 0, "view: %s", e.msg);
     }
     if (r.n == 0) {
-        replay_free(&r);
+        replay_clear(&r);
         return rs_session_error(s, c, (size_t)-1, 0, "view: run %lld has no events to replay (only runs across ranks "
                                 "record them: collective, bench, train mode=ddp|fsdp)", n);
     }
     if (sort_items(&r)) {
-        replay_free(&r);
+        replay_clear(&r);
         return rs_session_error(s, c, (size_t)-1, 0, "view: out of memory");
     }
     char id[32];
@@ -364,10 +364,10 @@ int rs_cmd_view(rs_session *s, const rs_call *c)
         free(text);
         rs_view_model_free(vm);
         if (!text) {
-            replay_free(&r);
+            replay_clear(&r);
             return rs_session_error(s, c, (size_t)-1, 0, "view: out of memory");
         }
     }
-    replay_free(&r);
+    replay_clear(&r);
     return 0;
 }

@@ -157,7 +157,7 @@ int rs_complete(const rs_session *s, const char *line, int start, int end, rs_co
     return o->n;
 }
 
-void rs_compl_free(rs_compl *o)
+void rs_compl_clear(rs_compl *o)
 {
     for (int i = 0; i < o->n; i++) free(o->words[i]);
     free(o->words);

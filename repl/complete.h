@@ -15,8 +15,8 @@ typedef struct rs_compl {
 } rs_compl;
 
 /* Candidates for the word line[start, end) (the cursor at end; words are split at blanks only, so
- * `opt=a` is one word). s may be NULL (no session names). Returns o->n; free with rs_compl_free. */
+ * `opt=a` is one word). s may be NULL (no session names). Returns o->n; free the words with rs_compl_clear. */
 int rs_complete(const rs_session *s, const char *line, int start, int end, rs_compl *o);
-void rs_compl_free(rs_compl *o);
+void rs_compl_clear(rs_compl *o);
 
 #endif

@@ -103,7 +103,7 @@ static char **complete(const char *text, int start, int end)
         o.words[i] = NULL;
     }
     if (o.files) add_files(text, o.file_pre);
-    rs_compl_free(&o);
+    rs_compl_clear(&o);
     return nmatches ? rl_completion_matches(text, gen) : NULL;
 }
 

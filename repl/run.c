@@ -33,7 +33,7 @@ static int run_command(rs_session *s, const char *line, rs_span span)
     int rc = 0;
     rs_status lexed = rs_lex_command(line, span, &t, &pos, &err);
     if (lexed == RS_OK && t.n == 0) {
-        rs_lex_free(&t);
+        rs_lex_clear(&t);
         return 0;
     }
     /* The command's own text, for echo and the log: what was typed, even when it does not lex. */
@@ -62,7 +62,7 @@ static int run_command(rs_session *s, const char *line, rs_span span)
     } else {
         rc = c.cmd->fn(s, &c);
     }
-    rs_call_free(&c);
+    rs_call_clear(&c);
     if (rc != 0 && rs_result_gen(s) != result_gen) rs_result_fail(s); /* its numbers are not to be checked */
     if (s->log) {
         const char *status = rc == 0 ? "ok" : rc == 2 ? "cancelled" : "error";
@@ -73,7 +73,7 @@ static int run_command(rs_session *s, const char *line, rs_span span)
     s->cmd_id = saved_cmd;
     s->cmd_text = saved_text;
     free(text);
-    rs_lex_free(&t);
+    rs_lex_clear(&t);
     fflush(s->out);
     return rc;
 }

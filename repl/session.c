@@ -44,7 +44,7 @@ static void free_obj(rs_obj *o)
     rs_model_free(o->model);
     rs_plan_free(o->plan);
     free(o->spec);
-    rs_data_pair_free(&o->data);
+    rs_data_pair_clear(&o->data);
     memset(o, 0, sizeof *o);
 }
 

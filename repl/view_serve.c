@@ -26,7 +26,7 @@ static void draw(void *ud, rs_view_screen *sc, const rs_view_opts *o)
     /* a snapshot cut short by a failed allocation still holds the versions it got: draw those */
     rs_serve_summary_take(s->server, rs_serve_now_ns(), &sum, &err);
     rs_view_draw_serve_frame(sc, &sum, o);
-    rs_serve_summary_free(&sum);
+    rs_serve_summary_clear(&sum);
 }
 
 int rs_cmd_view_serve(rs_session *s, const rs_call *c)

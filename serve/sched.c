@@ -370,13 +370,13 @@ void rs_serve_sched_stats(rs_serve_sched *s, rs_serve_stats *out)
     if (out->batch_infer) memcpy(out->batch_infer, s->st.batch_infer, n);
     if (out->batch_output) memcpy(out->batch_output, s->st.batch_output, n);
     if (!out->batch_input || !out->batch_infer || !out->batch_output) {
-        rs_serve_stats_free(out);
+        rs_serve_stats_clear(out);
         out->max_batch = 0;
     }
     pthread_mutex_unlock(&s->mu);
 }
 
-void rs_serve_stats_free(rs_serve_stats *st)
+void rs_serve_stats_clear(rs_serve_stats *st)
 {
     free(st->batch_input);
     free(st->batch_infer);
@@ -396,7 +396,7 @@ void rs_serve_sched_free(rs_serve_sched *s)
         rs_serve_inst_free(s->inst[i].inst);
     }
     free(s->inst);
-    rs_serve_stats_free(&s->st);
+    rs_serve_stats_clear(&s->st);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->work);
     pthread_cond_destroy(&s->done);

@@ -37,7 +37,7 @@ typedef struct rs_serve_stats {
     uint64_t rate_count[RS_SERVE_RATE_SLOTS];
     int64_t rate_sec[RS_SERVE_RATE_SLOTS];
     /* per batch size b (1..max_batch): how many batches of that size ran, and their phase times */
-    rs_serve_stat *batch_input, *batch_infer, *batch_output; /* owned by the stats (rs_serve_stats_free) */
+    rs_serve_stat *batch_input, *batch_infer, *batch_output; /* owned by the stats (rs_serve_stats_clear) */
 } rs_serve_stats;
 
 typedef struct rs_serve_sched rs_serve_sched;
@@ -53,9 +53,9 @@ rs_status rs_serve_sched_infer(rs_serve_sched *s, const float *x, int B, float *
 rs_status rs_serve_sched_generate(rs_serve_sched *s, rs_serve_gen *g, rs_err *err);
 /* A request that failed before it reached the queue (bad shape, bad JSON): counted as a failure. */
 void rs_serve_sched_count_fail(rs_serve_sched *s, uint64_t ns);
-/* A snapshot of the statistics; free its arrays with rs_serve_stats_free. */
+/* A snapshot of the statistics; free its arrays with rs_serve_stats_clear. */
 void rs_serve_sched_stats(rs_serve_sched *s, rs_serve_stats *out);
-void rs_serve_stats_free(rs_serve_stats *st);
+void rs_serve_stats_clear(rs_serve_stats *st);
 /* Successes per second over the last `window` seconds to now_ns (rs_serve_now_ns, its second included), 1..15. */
 double rs_serve_stats_rate(const rs_serve_stats *st, uint64_t now_ns, int window);
 /* Runs every queued request, then stops the instances and frees. NULL is a no-op. */

@@ -243,7 +243,7 @@ void rs_serve_each(rs_serve_server *s, rs_serve_each_fn fn, void *ud)
             rs_serve_stats st;
             rs_serve_sched_stats(m->v[k].sched, &st);
             fn(ud, m, &m->v[k], &st);
-            rs_serve_stats_free(&st);
+            rs_serve_stats_clear(&st);
         }
         rs_serve_release(s, m);
     }

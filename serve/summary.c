@@ -64,7 +64,7 @@ rs_status rs_serve_summary_take(rs_serve_server *srv, uint64_t now_ns, rs_serve_
     return RS_OK;
 }
 
-void rs_serve_summary_free(rs_serve_summary *sum)
+void rs_serve_summary_clear(rs_serve_summary *sum)
 {
     for (int i = 0; i < sum->n; i++) free(sum->rows[i].batch_count), free(sum->rows[i].ranks);
     free(sum->rows);

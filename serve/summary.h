@@ -38,9 +38,9 @@ typedef struct rs_serve_summary {
 } rs_serve_summary;
 
 /* Every loaded version of srv as of now_ns (rs_serve_now_ns: the clock the request counts use). The
- * caller frees *out with rs_serve_summary_free (also after an error). */
+ * caller frees *out with rs_serve_summary_clear (also after an error). */
 rs_status rs_serve_summary_take(rs_serve_server *srv, uint64_t now_ns, rs_serve_summary *out, rs_err *err);
-void rs_serve_summary_free(rs_serve_summary *sum);
+void rs_serve_summary_clear(rs_serve_summary *sum);
 
 /* "serving REPO on http://127.0.0.1:P, gRPC on :G, metrics on :M" (no newline), snprintf's contract. */
 int rs_serve_summary_head(const rs_serve_summary *sum, char *buf, size_t cap);

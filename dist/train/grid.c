@@ -70,11 +70,11 @@ rs_status rs_grid_groups_new(rs_pg *w, const rs_grid *g, rs_grid_groups *out, rs
     if (!st) st = make_dim(w, g, 'd', ranks, &out->dp, err);
     if (!st) st = make_dim(w, g, 'p', ranks, &out->pp, err);
     free(ranks);
-    if (st) rs_grid_groups_free(out, w);
+    if (st) rs_grid_groups_clear(out, w);
     return st;
 }
 
-void rs_grid_groups_free(rs_grid_groups *gg, rs_pg *w)
+void rs_grid_groups_clear(rs_grid_groups *gg, rs_pg *w)
 {
     rs_pg *all[3] = {gg->dp, gg->pp, gg->tp};
     for (int i = 0; i < 3; i++)

@@ -29,6 +29,6 @@ typedef struct rs_grid_groups {
 } rs_grid_groups;
 rs_status rs_grid_groups_new(rs_pg *w, const rs_grid *g, rs_grid_groups *out, rs_err *err);
 /* Destroys the groups that are not w itself (before w). */
-void rs_grid_groups_free(rs_grid_groups *gg, rs_pg *w);
+void rs_grid_groups_clear(rs_grid_groups *gg, rs_pg *w);
 
 #endif

@@ -535,7 +535,7 @@ static void p_teardown(void *ud)
         rs_model_free(p->m);
     }
     rs_tp_plan_free(p->plan);
-    rs_grid_groups_free(&p->gg, p->g);
+    rs_grid_groups_clear(&p->gg, p->g);
     free(p->ties);
     free(p->ch);
     free(p->cuts);

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Adding a strategy: one line here (and its file, and its test). */
+/* Adding a strategy: one line here (docs/add-a-strategy.md names the other files). */
 static const rs_strategy_def *const all[] = {
     &rs_strategy_single, &rs_strategy_dp, &rs_strategy_ddp, &rs_strategy_fsdp, &rs_strategy_pipeline,
     &rs_strategy_tensor, NULL,

@@ -10,9 +10,10 @@
  *     refused with the list of what exists; the factory is looked up here;
  *   - the session log (repl/repl_log.c): a run records the options its mode reads (rs_strategy_uses).
  *
- * Adding a strategy (docs/parallel.md, "Adding a strategy"): one file that defines
+ * Adding a strategy (docs/add-a-strategy.md): a file that defines
  *     const rs_strategy_def rs_strategy_NAME = {.name = "NAME", .opts = ..., .make = ..., ...};
- * one line in the list in registry.c, and its test. */
+ * one line in the list in registry.c, its extern below, and its test; more where the mode brings the
+ * loop, the ranks' reports or the REPL something new (that page names the files). */
 #ifndef RS_REGISTRY_H
 #define RS_REGISTRY_H
 

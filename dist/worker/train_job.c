@@ -388,6 +388,6 @@ int rs_worker_train(int argc, char **argv, FILE *out, FILE *errf)
     fflush(out);
     rs_worker_leave(&conn, rc == 0, j.timeout);
     rs_model_free(m);
-    rs_data_pair_free(&data);
+    rs_data_pair_clear(&data);
     return rc;
 }

@@ -242,7 +242,7 @@ static rs_status opbufs_make(wk *w, size_t count, opbufs *b, rs_err *err)
     return RS_OK;
 }
 
-static void opbufs_free(opbufs *b)
+static void opbufs_clear(opbufs *b)
 {
     if (b->out != b->in) free(b->out);
     free(b->in);
@@ -325,7 +325,7 @@ static int job_collective(wk *w)
     size_t count = w->count;
     if (opbufs_make(w, count, &b, &e)) {
         fprintf(w->errf, "rank %d: %s\n", w->rank, e.msg);
-        opbufs_free(&b);
+        opbufs_clear(&b);
         return 1;
     }
     opbufs_fill(w, &b);
@@ -352,7 +352,7 @@ static int job_collective(wk *w)
         if (mem) fclose(mem);
         free(line);
         fprintf(w->errf, "rank %d: %s\n", w->rank, e.msg);
-        opbufs_free(&b);
+        opbufs_clear(&b);
         return 1;
     }
     uint64_t bad = verify(w, &b, count);
@@ -366,7 +366,7 @@ static int job_collective(wk *w)
     send_vals(w, "out", b.has_out ? b.out : NULL, b.nout, w->dtype);
     fprintf(w->out, "@check %d %llu %.9f\n", w->rank, (unsigned long long)bad, dt);
     fflush(w->out);
-    opbufs_free(&b);
+    opbufs_clear(&b);
     return bad ? 1 : 0;
 }
 
@@ -383,7 +383,7 @@ static int bench_one(wk *w, uint64_t bytes)
     opbufs b;
     if (opbufs_make(w, count, &b, &e)) {
         fprintf(w->errf, "rank %d: %s\n", w->rank, e.msg);
-        opbufs_free(&b);
+        opbufs_clear(&b);
         return 1;
     }
     /* correctness first, on the known pattern */
@@ -401,7 +401,7 @@ static int bench_one(wk *w, uint64_t bytes)
     for (int i = 0; i < iters && !st; i++) st = run_op(w, &b, count, &e);
     double dt = (rs_pg_now() - t0) / iters;
     if (!st) st = rs_pg_all_reduce(w->g, &dt, 1, RS_F64, RS_MAX, &e);
-    opbufs_free(&b);
+    opbufs_clear(&b);
     if (st) {
         fprintf(w->errf, "rank %d: bench %s at %llu bytes: %s\n", w->rank, rs_pg_op_name(w->op),
                 (unsigned long long)bytes, e.msg);

@@ -2,10 +2,7 @@
 // unary op and the optimizer updates. One thread per element over a grid-stride loop; the arithmetic
 // follows the CPU table's operation for operation (engine/cpu/*), so results differ only by the
 // device's libm (expf, erff, tanhf within their documented ulps).
-#include "cuda_common.h"
-
-#define GRID_STRIDE(i, n) for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
-#define LAUNCH(n) <<<cu_blocks(n), 256, 0, cu_stream(ctx)>>>
+#include "kernel_util.cuh"
 
 __global__ static void k_fill(float *x, size_t n, float v) { GRID_STRIDE(i, n) x[i] = v; }
 __global__ static void k_axpy(float *y, const float *x, size_t n, float a) { GRID_STRIDE(i, n) y[i] += a * x[i]; }

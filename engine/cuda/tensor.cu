@@ -4,10 +4,7 @@
 // host works out once and passes by value (struct strided). Products go to cuBLAS.
 #include <string.h>
 
-#include "cuda_common.h"
-
-#define GRID_STRIDE(i, n) for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
-#define LAUNCH(n) <<<cu_blocks(n), 256, 0, cu_stream(ctx)>>>
+#include "kernel_util.cuh"
 
 static size_t numel(const rs_dims *s) { return (size_t)rs_dims_numel(s, 0); }
 

@@ -51,7 +51,7 @@ rs_status rs_data_idx_load(const char *images, const char *labels, rs_dataset **
 extern const char *const rs_data_fashion_classes[10];
 
 /* Loads {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz] from dir (NULL: RS_DATA_FASHION_DIR) into
- * out->train (60000) and out->test (10000). The pair owns both; free with rs_data_pair_free. */
+ * out->train (60000) and out->test (10000). The pair owns both; free with rs_data_pair_clear. */
 rs_status rs_data_fashion(const char *dir, rs_data_pair *out, rs_err *err);
 
 /* ---- CIFAR-10 binary: records of 1 label byte + 1024 R + 1024 G + 1024 B (32x32, row-major) ---- */
@@ -113,7 +113,7 @@ typedef struct rs_text_vocab {
 size_t rs_data_text_min_chars(int ctx);
 
 /* A text in memory (name names it in messages and gives the data sets' names, e.g. "tiny.txt" ->
- * "tiny-train", "tiny-val"). out owns both parts; free with rs_data_pair_free. */
+ * "tiny-train", "tiny-val"). out owns both parts; free with rs_data_pair_clear. */
 rs_status rs_data_text_parse(const uint8_t *buf, size_t len, const char *name, int ctx, rs_data_pair *out,
                              rs_err *err);
 /* A text file, plain or .gz. */

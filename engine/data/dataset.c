@@ -86,7 +86,7 @@ void rs_dataset_free(rs_dataset *d)
     free(d);
 }
 
-void rs_data_pair_free(rs_data_pair *p)
+void rs_data_pair_clear(rs_data_pair *p)
 {
     if (!p) return;
     rs_dataset_free(p->train);

@@ -64,6 +64,7 @@ rs_dataset *rs_dataset_new_labels(uint32_t n, int c, int h, int w, int n_classes
 rs_dataset *rs_dataset_new_lazy(uint32_t n, int c, int h, int w, int n_classes, int y_len, rs_dataset_fetch_fn fetch,
                                 void *impl, void (*impl_free)(void *impl));
 void rs_dataset_free(rs_dataset *d);
-void rs_data_pair_free(rs_data_pair *p);
+/* Frees both data sets and sets them to NULL; the pair itself stays the caller's (NULL is fine). */
+void rs_data_pair_clear(rs_data_pair *p);
 
 #endif

@@ -72,6 +72,6 @@ rs_status rs_data_fashion(const char *dir, rs_data_pair *out, rs_err *err)
                           dir, why);
     rs_status s = fashion_part(dir, "train", "fashion-train", &out->train, err);
     if (s == RS_OK) s = fashion_part(dir, "t10k", "fashion-test", &out->test, err);
-    if (s != RS_OK) rs_data_pair_free(out);
+    if (s != RS_OK) rs_data_pair_clear(out);
     return s;
 }

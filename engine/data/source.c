@@ -53,7 +53,7 @@ rs_status rs_data_open(const char *source, uint64_t seed, rs_data_pair *out, rs_
     memset(out, 0, sizeof *out);
     if (!strncmp(source, "text", 4) && (source[4] == '\0' || source[4] == ':')) {
         rs_status st = open_text(source[4] ? source + 5 : NULL, out, err);
-        if (st) rs_data_pair_free(out);
+        if (st) rs_data_pair_clear(out);
         return st;
     }
     const char *colon = strchr(source, ':');
@@ -108,6 +108,6 @@ rs_status rs_data_open(const char *source, uint64_t seed, rs_data_pair *out, rs_
     }
     free(buf);
     if (!st && all) st = rs_data_split(all, TEST_FRAC, seed, out, err); /* consumes all */
-    if (st) rs_data_pair_free(out);
+    if (st) rs_data_pair_clear(out);
     return st;
 }

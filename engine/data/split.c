@@ -58,7 +58,7 @@ rs_status rs_data_split(rs_dataset *all, double test_frac, uint64_t seed, rs_dat
         out->test = gather(all, perm, nt, "test");
         out->train = gather(all, perm + nt, all->n - nt, "train");
         if (!out->test || !out->train) {
-            rs_data_pair_free(out);
+            rs_data_pair_clear(out);
             s = rs_err_set(err, RS_ERR_NOMEM, "split: out of memory copying %u samples", all->n);
         }
     }

@@ -165,7 +165,7 @@ static rs_status build(const uint8_t *buf, size_t len, const char *what, const c
     out->train = make_part(buf, ntrain, &v, ctx, base, "train", source);
     out->test = out->train ? make_part(buf + ntrain, len - ntrain, &v, ctx, base, "val", source) : NULL;
     if (!out->test) {
-        rs_data_pair_free(out);
+        rs_data_pair_clear(out);
         return rs_err_set(err, RS_ERR_NOMEM, "text: out of memory for %zu characters of %s", len, what);
     }
     return RS_OK;

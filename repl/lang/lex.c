@@ -265,7 +265,7 @@ const char *rs_lex_kind_name(rs_tok_kind k)
     return "token";
 }
 
-void rs_lex_free(rs_tokens *t)
+void rs_lex_clear(rs_tokens *t)
 {
     if (!t) return;
     free(t->tok);

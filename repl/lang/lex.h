@@ -30,11 +30,11 @@ typedef struct rs_token {
     size_t off;       /* byte offset in the line of the token's first byte (a string's opening quote) */
     size_t len;       /* bytes of the line the token spans: the caret goes under line[off, off+len) */
     const char *text; /* NUL-terminated: the word as written, the decoded string, "=" or "->";
-                       * owned by the rs_tokens, valid until its next lex or rs_lex_free */
+                       * owned by the rs_tokens, valid until its next lex or rs_lex_clear */
 } rs_token;
 
 /* Tokens of one command. Start from `rs_tokens t = {0};`, lex into it as often as needed (storage is
- * reused), and release with rs_lex_free. */
+ * reused), and release with rs_lex_clear. */
 typedef struct rs_tokens {
     rs_token *tok; /* tok[0 .. n-1], in line order, never overlapping */
     int n;
@@ -77,6 +77,6 @@ const char *rs_lex_rest(const rs_tokens *t, int i, size_t *len);
 const char *rs_lex_kind_name(rs_tok_kind k);
 
 /* Frees the tokens' storage and zeroes *t; a zeroed or NULL t is fine. */
-void rs_lex_free(rs_tokens *t);
+void rs_lex_clear(rs_tokens *t);
 
 #endif

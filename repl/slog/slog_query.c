@@ -92,7 +92,7 @@ typedef struct kv_list {
     size_t n, cap;
 } kv_list;
 
-static void kv_free(kv_list *l)
+static void kv_clear(kv_list *l)
 {
     for (size_t i = 0; i < l->n; i++) {
         free(l->keys[i]);
@@ -447,8 +447,8 @@ nomem:
     s = rs_err_set(err, RS_ERR_NOMEM, "out of memory");
 out:
     sqlite3_finalize(r);
-    kv_free(&lo);
-    kv_free(&lf);
+    kv_clear(&lo);
+    kv_clear(&lf);
     rs_table_free(head);
     rs_table_free(opts);
     rs_table_free(fin);
@@ -549,10 +549,10 @@ rs_status rs_slog_compare(rs_slog *log, int64_t a, int64_t b, rs_table **out, rs
     t = NULL;
 out:
     rs_table_free(t);
-    kv_free(&oa);
-    kv_free(&ob);
-    kv_free(&fa);
-    kv_free(&fb);
+    kv_clear(&oa);
+    kv_clear(&ob);
+    kv_clear(&fa);
+    kv_clear(&fb);
     sqlite3_finalize(ra);
     sqlite3_finalize(rb);
     return s;

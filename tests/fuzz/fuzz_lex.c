@@ -155,8 +155,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     /* The value parsers on the raw line too: blanks, quotes and all. */
     if (len < 256) parse_values(line, size);
-    rs_lex_free(&t);
-    rs_lex_free(&whole);
+    rs_lex_clear(&t);
+    rs_lex_clear(&whole);
     free(sp);
     free(line);
     return 0;

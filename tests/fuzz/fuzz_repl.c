@@ -51,9 +51,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                     if (!c.args[a] || c.arg_pos[a] >= strlen(line)) __builtin_trap();
                 if (c.cmd->binding && (!c.rest || c.rest_pos > strlen(line) || !c.bind[0])) __builtin_trap();
             }
-            rs_call_free(&c);
+            rs_call_clear(&c);
         }
-        rs_lex_free(&t);
+        rs_lex_clear(&t);
     }
     free(line);
     return 0;

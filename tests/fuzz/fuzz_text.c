@@ -36,7 +36,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                     __builtin_trap();
         }
     }
-    rs_data_pair_free(&p);
+    rs_data_pair_clear(&p);
     return 0;
 }
 

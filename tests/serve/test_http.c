@@ -266,8 +266,8 @@ int main(void)
     uint64_t inf = after.inference_count - before.inference_count, ex = after.execution_count - before.execution_count;
     RS_CHECK(inf == (uint64_t)rows && ex < (uint64_t)64, "%llu samples in %llu executions for 64 requests",
              (unsigned long long)inf, (unsigned long long)ex);
-    rs_serve_stats_free(&before);
-    rs_serve_stats_free(&after);
+    rs_serve_stats_clear(&before);
+    rs_serve_stats_clear(&after);
     rs_serve_release(s, m);
 
     /* A full queue answers at once with 503 and Triton's message; the queued requests still run. */
@@ -285,12 +285,12 @@ int main(void)
         }
         rs_serve_stats st = {0};
         for (int i = 0; qm && i < 20000 && st.queued < 2; i++) { /* until both wait in the queue */
-            rs_serve_stats_free(&st);
+            rs_serve_stats_clear(&st);
             rs_serve_sched_stats(rs_serve_model_version(qm, NULL)->sched, &st);
             usleep(500);
         }
         RS_CHECK(st.queued == 2, "queued %d", st.queued);
-        rs_serve_stats_free(&st);
+        rs_serve_stats_clear(&st);
         RS_CHECK(post_error(port, "/v2/models/q/infer",
              "{\"inputs\":[{\"name\":\"input\",\"datatype\":\"FP32\",\"shape\":[1,6],\"data\":[1,2,3,4,5,6]}]}", 503, "Exceeds maximum queue size"), "full queue");
         for (int k = 0; qm && k < 2; k++) {
@@ -312,7 +312,7 @@ int main(void)
     snprintf(line, sizeof line, "nv_inference_request_failure{model=\"m\",version=\"1\"} %llu\n",
              (unsigned long long)after.fail.count);
     RS_CHECK(strstr(r.body, line) && after.fail.count >= 5, "metrics lack '%s'", line);
-    rs_serve_stats_free(&after);
+    rs_serve_stats_clear(&after);
     free(r.raw);
 
     /* A second server in the same process answers on its own port. */

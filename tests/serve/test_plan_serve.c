@@ -167,8 +167,8 @@ static void concurrent(rs_serve_server *s, int port, const char *mname, rs_plan 
     printf("  %s, %d requests: %llu samples in %llu executions, %llu of them batches > 1\n", mname, NCLIENT,
            (unsigned long long)inf, (unsigned long long)ex, (unsigned long long)larger);
     RS_CHECK(inf == NCLIENT && larger > 0 && ex < NCLIENT, "no batch > 1: %llu executions", (unsigned long long)ex);
-    rs_serve_stats_free(&before);
-    rs_serve_stats_free(&after);
+    rs_serve_stats_clear(&before);
+    rs_serve_stats_clear(&after);
     rs_serve_release(s, sm);
 }
 

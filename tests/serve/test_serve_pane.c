@@ -103,7 +103,7 @@ int main(void)
     t = draw(&sum, 80, 24, &color);
     RS_CHECK(strstr(t, "requests 0 ok / 0 failed") && !strstr(t, "batch size"), "idle server:\n%s", t);
     free(t);
-    rs_serve_summary_free(&sum);
+    rs_serve_summary_clear(&sum);
 
     RS_CHECK(rs_repl_line(s, "infer m n=32 clients=8") == 0, "infer 32 from 8 clients");
     RS_CHECK(rs_repl_line(s, "infer m n=4 clients=1") == 0, "infer 4 from 1 client");
@@ -177,7 +177,7 @@ int main(void)
     free(small);
     free(big);
     json_decref(j);
-    rs_serve_summary_free(&sum);
+    rs_serve_summary_clear(&sum);
 
     /* headless `view serve` prints a frame, `serve` the same figures */
     fflush(out);

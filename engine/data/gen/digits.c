@@ -431,7 +431,7 @@ rs_status rs_data_digits_pair(uint32_t n_train, uint32_t n_test, uint64_t seed, 
     if (!st) st = generate(n_train, seed, 0, &out->train, err);
     if (!st) st = generate(n_test, seed, 1, &out->test, err);
     if (st) {
-        rs_data_pair_free(out);
+        rs_data_pair_clear(out);
         return st;
     }
     snprintf(out->train->name, sizeof out->train->name, "digits-train");

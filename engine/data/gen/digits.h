@@ -24,7 +24,7 @@ rs_status rs_data_digits(uint32_t n, uint64_t seed, rs_dataset **out, rs_err *er
 
 /* A train set equal to rs_data_digits(n_train, seed) (named "digits-train") and a test set from a
  * disjoint stream of the same seed ("digits-test"), so no test sample repeats a train sample.
- * On success the caller owns *out (free with rs_data_pair_free); on failure *out is left empty. */
+ * On success the caller owns *out (free with rs_data_pair_clear); on failure *out is left empty. */
 rs_status rs_data_digits_pair(uint32_t n_train, uint32_t n_test, uint64_t seed, rs_data_pair *out,
                               rs_err *err);
 

@@ -169,7 +169,7 @@ static int rank_main(void *ud, int rank, int world, rs_store *st)
         rs_model_free(ref);
     }
     rs_model_free(m);
-    rs_data_pair_free(&data);
+    rs_data_pair_clear(&data);
     rs_pg_destroy(g);
     return rs_test_failures ? 1 : 0;
 }

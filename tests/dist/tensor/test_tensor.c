@@ -165,7 +165,7 @@ static int rank_main(void *ud, int rank, int world, rs_store *st)
     }
     rs_tp_plan_free(plan);
     rs_model_free(m);
-    rs_data_pair_free(&data);
+    rs_data_pair_clear(&data);
     rs_pg_destroy(g);
     return rs_test_failures ? 1 : 0;
 }
@@ -190,7 +190,7 @@ int main(int argc, char **argv)
         }
         snprintf(j.spec, sizeof j.spec, "gpt layers=2 heads=4 dim=16 ctx=16 vocab=%d%s", d.train->n_classes,
                  !strcmp(j.mode, "dropout") ? " dropout=0.1" : "");
-        rs_data_pair_free(&d);
+        rs_data_pair_clear(&d);
     } else {
         j.data = "digits:2400";
         snprintf(j.spec, sizeof j.spec, "mlp 784-64-32-10");

@@ -236,7 +236,7 @@ static int rank_main(void *ud, int rank, int world, rs_store *store)
 out:
     rs_model_free(ref);
     rs_model_free(m);
-    rs_data_pair_free(&data);
+    rs_data_pair_clear(&data);
     rs_pg_destroy(g);
     return fails ? 1 : 0;
 }

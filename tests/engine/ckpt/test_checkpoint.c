@@ -555,7 +555,7 @@ int main(void)
     test_load_errors();
     test_train_ckpt_errors(&d);
     test_resume(&d);
-    rs_data_pair_free(&d);
+    rs_data_pair_clear(&d);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);

@@ -83,7 +83,7 @@ int main(int argc, char **argv)
     rs_model *mlp = build("mlp 784-64-32-10");
     if (mlp && digits.train) save(argv[1], "mlp", mlp, digits.train);
     rs_model_free(mlp);
-    rs_data_pair_free(&digits);
+    rs_data_pair_clear(&digits);
 
     /* Seeded noise with labels i % 10: enough for a few steps to move every weight, LayerNorm's too. */
     rs_dataset *noise = rs_dataset_new(64, 1, 12, 12, 10);

@@ -51,6 +51,6 @@ int main(void)
         check(p.test, 10000, "test");
         RS_CHECK(!strcmp(p.train->name, "fashion-train") && strstr(p.train->source, "train-images"), "name/source");
     }
-    rs_data_pair_free(&p);
+    rs_data_pair_clear(&p);
     return rs_test_finish("data-fashion");
 }

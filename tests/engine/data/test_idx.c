@@ -205,7 +205,7 @@ static void test_fashion_dir(void)
         RS_CHECK(!strcmp(p.train->name, "fashion-train") && !strcmp(p.test->name, "fashion-test"), "names");
         RS_CHECK(p.train->class_names && !strcmp(p.train->class_names[9], "Ankle boot"), "class names");
     }
-    rs_data_pair_free(&p);
+    rs_data_pair_clear(&p);
 
     n = make_idx(buf, 1, (uint32_t[]){2}, (const uint8_t[]){4, 10}, 2);
     tmp_write("fmnist/train-labels-idx1-ubyte.gz", buf, n, true);

@@ -45,13 +45,13 @@ int main(void)
     RS_CHECK(!memcmp(a.test->x, b.test->x, 40 * sizeof(float)), "same seed, different split");
     RS_CHECK(rs_data_split(make(100), 0.2, 8, &c, &e) == RS_OK, "%s", e.msg);
     RS_CHECK(memcmp(a.test->x, c.test->x, 40 * sizeof(float)) != 0, "seeds 7 and 8 give the same split");
-    rs_data_pair_free(&a);
-    rs_data_pair_free(&b);
-    rs_data_pair_free(&c);
+    rs_data_pair_clear(&a);
+    rs_data_pair_clear(&b);
+    rs_data_pair_clear(&c);
 
     RS_CHECK(rs_data_split(make(3), 0.5, 1, &a, &e) == RS_OK, "%s", e.msg); /* round(1.5) = 2 */
     check_pair(&a, 3, 2);
-    rs_data_pair_free(&a);
+    rs_data_pair_clear(&a);
 
     const double bad[] = {0, 1, -0.5, 1.5, 0.0 / 0.0};
     for (int i = 0; i < 5; i++) {

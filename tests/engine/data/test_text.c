@@ -83,7 +83,7 @@ static void test_vocab(void)
     ids[1] = -1;
     rs_text_decode(v, ids, 2, back);
     RS_CHECK(!strcmp(back, "??"), "ids outside the vocabulary decode as '?': %s", back);
-    rs_data_pair_free(&p);
+    rs_data_pair_clear(&p);
 }
 
 /* Windows against the file's text, and the split sizes. */
@@ -135,7 +135,7 @@ static void test_windows(void)
         RS_CHECK(q.train->n == p.train->n && !memcmp(a, b, sizeof a) && !strcmp(q.train->name, "story-train"),
                  ".gz: %u windows, name %s", q.train->n, q.train->name);
     }
-    rs_data_pair_free(&q);
+    rs_data_pair_clear(&q);
 
     /* split materialises a lazy set's samples: the tokens flag and y_len go along */
     rs_dataset *val = p.test;
@@ -149,8 +149,8 @@ static void test_windows(void)
         rs_dataset_get(s.train, 0, a, b);
         RS_CHECK(!memcmp(a + 1, b, (T - 1) * sizeof *a), "materialised windows keep x and y");
     }
-    rs_data_pair_free(&s);
-    rs_data_pair_free(&p);
+    rs_data_pair_clear(&s);
+    rs_data_pair_clear(&p);
     free(text);
 }
 
@@ -195,7 +195,7 @@ static void test_loader(void)
     free(x);
     free(y);
     rs_loader_free(l);
-    rs_data_pair_free(&p);
+    rs_data_pair_clear(&p);
     free(text);
 }
 
@@ -222,7 +222,7 @@ static void test_bad(void)
     for (size_t i = 0; i < sizeof bin; i++) bin[i] = (char)(i % 100 == 50 ? '\x1b' : 'a' + i % 26);
     st = rs_data_text_load(tmp_write("esc.txt", bin, sizeof bin, false), 64, &p, &e);
     RS_CHECK(st == RS_OK, "1%% control characters are text: %s", e.msg);
-    rs_data_pair_free(&p);
+    rs_data_pair_clear(&p);
 
     st = rs_data_text_load(tmp_write("short.txt", bin, 500, false), 64, &p, &e);
     EXPECT_ERR(st, RS_ERR_FORMAT, e, "short.txt has 500 characters", "too short for ctx=64", "at least 641",
@@ -233,7 +233,7 @@ static void test_bad(void)
     st = rs_data_text_load(tmp_write("just.txt", bin, 641, false), 64, &p, &e);
     RS_CHECK(st == RS_OK && p.test && p.test->n == 1 && p.train->n == 576 - 64, "641 characters: %s",
              st ? e.msg : "ok");
-    rs_data_pair_free(&p);
+    rs_data_pair_clear(&p);
 
     st = rs_data_text_load("/nonexistent/book.txt", 64, &p, &e);
     EXPECT_ERR(st, RS_ERR_IO, e, "/nonexistent/book.txt", "No such file", "`text` for the built-in corpus");
@@ -256,19 +256,19 @@ static void test_sources(void)
     snprintf(src, sizeof src, "text:%s,ctx=16", path);
     RS_CHECK(rs_data_open(src, 0, &p, &e) == RS_OK && p.train->w == 16 && p.train->n == 2700 - 16, "%s: %s", src,
              e.msg);
-    rs_data_pair_free(&p);
+    rs_data_pair_clear(&p);
     snprintf(src, sizeof src, "text:%s", path);
     RS_CHECK(rs_data_open(src, 0, &p, &e) == RS_OK && p.train->w == RS_DATA_TEXT_CTX, "%s: %s", src, e.msg);
-    rs_data_pair_free(&p);
+    rs_data_pair_clear(&p);
     RS_CHECK(rs_data_open("text", 9, &p, &e) == RS_OK && p.train->w == 64 && !strcmp(p.train->name, "text-train"),
              "text: %s", e.msg);
     uint32_t n64 = p.train ? p.train->n : 0;
-    rs_data_pair_free(&p);
+    rs_data_pair_clear(&p);
     RS_CHECK(rs_data_open("text:builtin,ctx=32", 1, &p, &e) == RS_OK && p.train->w == 32 && p.train->n == n64 + 32,
              "text:builtin,ctx=32: %s", e.msg);
-    rs_data_pair_free(&p);
+    rs_data_pair_clear(&p);
     RS_CHECK(rs_data_open("text:ctx=8", 1, &p, &e) == RS_OK && p.train->w == 8, "text:ctx=8: %s", e.msg);
-    rs_data_pair_free(&p);
+    rs_data_pair_clear(&p);
     rs_status st = rs_data_open("text:builtin,ctx=x", 1, &p, &e);
     EXPECT_ERR(st, RS_ERR_ARG, e, "ctx=x is not a number");
     st = rs_data_open("text:builtin,ctx=99999", 1, &p, &e);
@@ -329,7 +329,7 @@ static void test_builtin(void)
         RS_CHECK(rs_text_len(p.train) + rs_text_len(p.test) == a, "the pair is the corpus");
         RS_CHECK(strstr(p.train->source, "builtin"), "source %s", p.train->source);
     }
-    rs_data_pair_free(&p);
+    rs_data_pair_clear(&p);
     /* structure to learn: each order of context lowers the cross-entropy well below uniform */
     size_t nt = a * 9 / 10;
     double h0 = ngram_nats(s1, nt, a, 0), h2 = ngram_nats(s1, nt, a, 2), h4 = ngram_nats(s1, nt, a, 4);
@@ -369,7 +369,7 @@ static void test_fortune_dir(void)
                  "no separators, index bytes, backspaces or bells");
         RS_CHECK(!strcmp(p.train->name, "fortunes-train"), "name %s", p.train->name);
     }
-    rs_data_pair_free(&p);
+    rs_data_pair_clear(&p);
     tmp_path("fortunes/a");
     tmp_path("fortunes/b");
     tmp_path("fortunes/a.dat");
@@ -394,7 +394,7 @@ static int test_fortunes_package(void)
         RS_CHECK(v->id['e'] >= 0 && v->id['\b'] < 0 && v->n < 160, "vocabulary %d", v->n);
         RS_CHECK(p.train->n == rs_text_len(p.train) - 128, "train windows");
     }
-    rs_data_pair_free(&p);
+    rs_data_pair_clear(&p);
     return rs_test_finish("data-text-fortunes");
 }
 
@@ -414,7 +414,7 @@ static void test_check_data(void)
         EXPECT_ERR(st, RS_ERR_SHAPE, e, "text-val holds token ids");
     }
     rs_model_free(m);
-    rs_data_pair_free(&p);
+    rs_data_pair_clear(&p);
 }
 
 int main(int argc, char **argv)

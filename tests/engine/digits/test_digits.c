@@ -167,8 +167,8 @@ static void test_pair(void)
         RS_CHECK(repeats == 0, "%d test samples repeat a train sample", repeats);
     }
     rs_dataset_free(plain);
-    rs_data_pair_free(&p);
-    rs_data_pair_free(&p); /* freeing twice is harmless: the pair was emptied */
+    rs_data_pair_clear(&p);
+    rs_data_pair_clear(&p); /* freeing twice is harmless: the pair was emptied */
 }
 
 /* Nearest class mean in pixel space: the weakest classifier that still learns something. On MNIST
@@ -207,7 +207,7 @@ static void test_learnable(void)
      * Below 0.65 the digits stopped being readable; above 0.95 the jitter has stopped working. */
     RS_CHECK(acc >= 0.65, "nearest-mean accuracy %.3f < 0.65: digits are not learnable", acc);
     RS_CHECK(acc < 0.95, "nearest-mean accuracy %.3f >= 0.95: the data has lost its variation", acc);
-    rs_data_pair_free(&p);
+    rs_data_pair_clear(&p);
 }
 
 static void test_ascii(void)

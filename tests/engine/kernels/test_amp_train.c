@@ -110,6 +110,6 @@ int main(int argc, char **argv)
     if (st != RS_OK) return rs_test_finish("engine-amp-train");
     model_case(&d, "mlp 784-128-10", 400);
     model_case(&d, "seq in=1x28x28 conv(8,3,pad=1) relu maxpool(2) flatten linear(10)", 200);
-    rs_data_pair_free(&d);
+    rs_data_pair_clear(&d);
     return rs_test_finish("engine-amp-train");
 }

@@ -138,8 +138,8 @@ static void run_model(const char *spec, const char *label, rs_opt_kind opt)
     rs_model_free(b);
     rs_model_free(c);
     rs_model_free(e);
-    rs_data_pair_free(&d1);
-    rs_data_pair_free(&d1b);
+    rs_data_pair_clear(&d1);
+    rs_data_pair_clear(&d1b);
 }
 
 /* The model seed also drives the dropout masks: two models with the same initial weights but other
@@ -162,7 +162,7 @@ static void dropout_masks(void)
         rs_model_free(a);
         rs_model_free(b);
     }
-    rs_data_pair_free(&d);
+    rs_data_pair_clear(&d);
 }
 
 /* rs_train is the plain loop: set_epoch, next, forward, loss, zero_grad, backward, step at lr. */
@@ -206,7 +206,7 @@ static void hand_loop(const char *spec, rs_opt_kind opt)
     rs_loader_free(l);
     rs_model_free(a);
     rs_model_free(b);
-    rs_data_pair_free(&d);
+    rs_data_pair_clear(&d);
 }
 
 int main(void)

@@ -330,7 +330,7 @@ static void errors(void)
         RS_CHECK(strstr(e.msg, "dp replica 1 of 2") && strstr(e.msg, "label 99"), "message: %s", e.msg);
         sg->teardown(sg->ud);
     }
-    rs_data_pair_free(&d);
+    rs_data_pair_clear(&d);
     rs_dp_free(dp);
     rs_model_free(other);
     rs_model_free(m);
@@ -377,6 +377,6 @@ int main(void)
     memory_after_step(&d);
     dropout(&d);
     errors();
-    rs_data_pair_free(&d);
+    rs_data_pair_clear(&d);
     return rs_test_finish("dp");
 }

@@ -84,6 +84,6 @@ int main(int argc, char **argv)
     run(&d, "mlp 784-256-10", 1, 0.85, 0.842);
     run(&d, "seq in=1x28x28 conv(16,3,pad=1) relu maxpool(2) conv(32,3,pad=1) relu maxpool(2) flatten linear(10)", 2,
         0.88, 0.877);
-    rs_data_pair_free(&d);
+    rs_data_pair_clear(&d);
     return rs_test_finish("engine-fashion-train");
 }

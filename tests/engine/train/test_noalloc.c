@@ -83,7 +83,7 @@ static void run(const char *spec, int threads)
     RS_CHECK(w.steps_watched >= 36, "only %ld steps were watched", w.steps_watched);
     RS_CHECK(allocs == 0, "%s: %ld allocations during %ld training steps", spec, allocs, w.steps_watched);
     rs_model_free(m);
-    rs_data_pair_free(&d);
+    rs_data_pair_clear(&d);
 }
 
 int main(void)

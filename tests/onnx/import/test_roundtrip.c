@@ -119,7 +119,7 @@ static void refuses_training(rs_model *im)
     e = (rs_err){0};
     RS_CHECK(rs_dp_new(im, 2, NULL, NULL, &dp, &e) == RS_ERR_UNSUPPORTED && !dp && strstr(e.msg, "inference only"),
              "rs_dp_new: %s", e.msg);
-    rs_data_pair_free(&d);
+    rs_data_pair_clear(&d);
 }
 
 static void softmax_head(const char *dir)

@@ -37,7 +37,7 @@ static void offers(const char *line, const char *const *words, int n)
         RS_CHECK(!strcmp(o.words[i], want), "%s: candidate %d is '%s', the owner's is '%s'", line, i, o.words[i],
                  want);
     }
-    rs_compl_free(&o);
+    rs_compl_clear(&o);
 }
 
 static int count(const char *const *words)
@@ -62,8 +62,8 @@ static void parses(rs_session *s, const char *cmd, const char *key, const char *
         const rs_optval *v = bad ? NULL : rs_call_opt(&c, key);
         RS_CHECK(!v || (v->set && v->v.choice == i), "%s: parsed as choice %d, the owner's index is %d", line,
                  v ? v->v.choice : -1, i);
-        if (!bad) rs_call_free(&c);
-        rs_lex_free(&t);
+        if (!bad) rs_call_clear(&c);
+        rs_lex_clear(&t);
     }
 }
 

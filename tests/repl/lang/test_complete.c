@@ -20,7 +20,7 @@ static const char *cands(const char *line, bool *files)
         strcat(out, "|");
     }
     if (files) *files = o.files;
-    rs_compl_free(&o);
+    rs_compl_clear(&o);
     return out;
 }
 

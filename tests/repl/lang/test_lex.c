@@ -36,7 +36,7 @@ static void expect_tokens(int at, const char *line, const want *w, int n)
         if (t.tok[i].kind == RS_TOK_WORD)
             RS_CHECK(!memcmp(line + t.tok[i].off, t.tok[i].text, t.tok[i].len), "line %d: word text", at);
     }
-    rs_lex_free(&t);
+    rs_lex_clear(&t);
 }
 
 #define EXPECT(line, ...)                                                                          \
@@ -54,7 +54,7 @@ static void expect_none(const char *line)
     size_t len = 99;
     rs_lex_rest(&t, 0, &len);
     RS_CHECK(len == 0, "\"%s\": empty rest, got %zu bytes", line, len);
-    rs_lex_free(&t);
+    rs_lex_clear(&t);
 }
 
 static void expect_error(const char *line, size_t want_pos, const char *want_msg)
@@ -68,7 +68,7 @@ static void expect_error(const char *line, size_t want_pos, const char *want_msg
     RS_CHECK(strstr(e.msg, want_msg), "\"%s\": message '%s' lacks '%s'", line, e.msg, want_msg);
     RS_CHECK(t.n == 0, "\"%s\": no tokens after an error", line);
     printf("  %-22s -> at %zu: %s\n", line, pos, e.msg);
-    rs_lex_free(&t);
+    rs_lex_clear(&t);
 }
 
 static void test_kinds(void)
@@ -164,9 +164,9 @@ static void test_rest(void)
     RS_CHECK(rs_lex_line("model m =   ", &t, NULL, &e) == RS_OK && t.n == 3, "second lex: %d", t.n);
     rs_lex_rest(&t, 3, &len);
     RS_CHECK(len == 0, "nothing after '=': %zu", len);
-    rs_lex_free(&t);
-    rs_lex_free(&t); /* a freed (zeroed) rs_tokens is fine */
-    rs_lex_free(NULL);
+    rs_lex_clear(&t);
+    rs_lex_clear(&t); /* a freed (zeroed) rs_tokens is fine */
+    rs_lex_clear(NULL);
 }
 
 static void expect_split(const char *line, int n, const char *const *want)
@@ -210,7 +210,7 @@ static void test_split(void)
     RS_CHECK(rs_lex_split_commands(bad, sp, 2) == 2, "bad: two commands");
     size_t pos = 0;
     RS_CHECK(rs_lex_command(bad, sp[1], &t, &pos, &e) == RS_ERR_ARG && pos == 11, "error at %zu", pos);
-    rs_lex_free(&t);
+    rs_lex_clear(&t);
 }
 
 int main(void)
