@@ -177,6 +177,7 @@ static rs_status layer(exporter *x, const rs_layer *l)
             return rs_err_set(x->err, RS_ERR_INTERNAL, "layer %s (add) has %d inputs, not 2", l->name, l->nsrc);
         return node(x, l, "Add", "add", 2, (const char *[]){rs_onnx_ex_src(x, l, 0), rs_onnx_ex_src(x, l, 1)});
     default:
+        if (l->ops->onnx_chain) return rs_onnx_ex_chain(x, l); /* an activation ONNX has no operator for */
         if (rs_layer_unary(l) >= 0) return rs_onnx_ex_unary(x, l, rs_layer_unary(l)); /* an activation */
         return rs_err_set(x->err, RS_ERR_UNSUPPORTED, "layer %s (%s) has no ONNX mapping", l->name,
                           rs_layer_kind_name(l->cfg.kind));

@@ -1,10 +1,12 @@
-/* Activations, keyed by the elementwise operator the layer computes (its descriptor's unary_of):
- * how ONNX spells each operator, as one node where ONNX has it and as its formula where it has not.
- * A new activation layer needs an entry here only when its operator is new to the program. */
+/* Activations: a layer whose descriptor has an onnx_chain is written as that chain of nodes; the others
+ * by the elementwise operator they compute (unary_of), as one node where ONNX has it and as its formula
+ * where it has not (GELU before opset 20). A new activation needs an entry here only when it has
+ * neither. */
 #include <math.h>
 #include <stdio.h>
 
 #include "onnx/export_internal.h"
+#include "onnx/ops.h"
 
 typedef rs_onnx_exporter exporter;
 
@@ -36,31 +38,45 @@ static rs_status gelu(exporter *x, const rs_layer *l)
     return node(x, l, "Mul", "gelu", 2, (const char *[]){t4, "/gelu/half"});
 }
 
-/* SiLU (swish), x * sigmoid(x): ONNX has no operator for it, so torch.onnx writes Sigmoid then Mul,
- * and so does this; the importer reads the pair back as one silu. */
-static rs_status silu(exporter *x, const rs_layer *l)
+rs_status rs_onnx_ex_chain(exporter *x, const rs_layer *l)
 {
-    char xin[RS_ONNX_NAME_LEN], s[RS_ONNX_NAME_LEN];
+    char xin[RS_ONNX_NAME_LEN], prev[RS_ONNX_NAME_LEN], tag[RS_ONNX_NAME_LEN];
     snprintf(xin, sizeof xin, "%s", rs_onnx_ex_src(x, l, 0));
-    rs_status st = node(x, l, "Sigmoid", "silu_sigmoid", 1, (const char *[]){xin});
-    if (st) return st;
-    snprintf(s, sizeof s, "%s", x->cur);
-    return node(x, l, "Mul", "silu", 2, (const char *[]){xin, s});
+    snprintf(prev, sizeof prev, "%s", xin);
+    const char *kind = rs_layer_kind_name(l->cfg.kind);
+    for (const rs_layer_onnx_node *c = l->ops->onnx_chain; c->op; c++) {
+        /* the last node makes the layer's value and carries its name; the others are named by op */
+        if (c[1].op) snprintf(tag, sizeof tag, "%s_%s", kind, c->op);
+        else snprintf(tag, sizeof tag, "%s", kind);
+        const char *in[2] = {c->times_input ? xin : prev, prev};
+        rs_status st = rs_onnx_ex_node(x, l, c->op, tag, c->times_input ? 2 : 1, in);
+        if (st) return st;
+        snprintf(prev, sizeof prev, "%s", x->cur);
+    }
+    return RS_OK;
+}
+
+/* The ONNX operator the importer reads as op by itself: one node, no attributes (Relu, Tanh, Sigmoid,
+ * HardSwish...), from the one operator registry; NULL when there is none. */
+static const char *single_op(int op)
+{
+    for (size_t i = 0; i < rs_onnx_op_count(); i++) {
+        const rs_onnx_op_def *d = rs_onnx_op_at(i);
+        if (d->op == RS_OP_UNARY && d->sub == op && d->min_in == 1 && (!d->attrs || !d->attrs[0].name))
+            return d->name;
+    }
+    return NULL;
 }
 
 rs_status rs_onnx_ex_unary(exporter *x, const rs_layer *l, int op)
 {
     const char *in1[1] = {rs_onnx_ex_src(x, l, 0)};
     const char *tag = rs_layer_kind_name(l->cfg.kind);
-    switch (op) {
-    case RS_UNARY_RELU: return node(x, l, "Relu", tag, 1, in1);
-    case RS_UNARY_TANH: return node(x, l, "Tanh", tag, 1, in1);
-    case RS_UNARY_SIGMOID: return node(x, l, "Sigmoid", tag, 1, in1);
-    case RS_UNARY_GELU: return gelu(x, l);
-    case RS_UNARY_GELU_TANH: return rs_onnx_ex_gelu_tanh(x, l);
-    case RS_UNARY_SILU: return silu(x, l);
-    default:
-        return rs_err_set(x->err, RS_ERR_UNSUPPORTED, "layer %s (%s) computes an operator ONNX export has no "
-                          "spelling for", l->name, tag);
-    }
+    /* GELU has an operator from opset 20 only; before it, its formula */
+    if (op == RS_UNARY_GELU) return gelu(x, l);
+    if (op == RS_UNARY_GELU_TANH) return rs_onnx_ex_gelu_tanh(x, l);
+    const char *name = single_op(op);
+    if (name) return node(x, l, name, tag, 1, in1);
+    return rs_err_set(x->err, RS_ERR_UNSUPPORTED, "layer %s (%s) computes an operator ONNX export has no spelling "
+                      "for", l->name, tag);
 }

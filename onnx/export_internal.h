@@ -41,6 +41,8 @@ rs_status rs_onnx_ex_add_param(rs_onnx_exporter *x, const rs_param_info *p);
 
 /* export_act.c: an activation layer computing elementwise operator op (an rs_unary_op). */
 rs_status rs_onnx_ex_unary(rs_onnx_exporter *x, const rs_layer *l, int op);
+/* An activation written as its descriptor's onnx_chain. */
+rs_status rs_onnx_ex_chain(rs_onnx_exporter *x, const rs_layer *l);
 
 /* export_seq.c */
 rs_status rs_onnx_ex_embed(rs_onnx_exporter *x, const rs_layer *l);

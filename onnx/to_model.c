@@ -17,6 +17,7 @@
 
 #include "engine/core/kernels.h"
 #include "engine/nn/spec.h"
+#include "onnx/ops.h"
 
 typedef rs_onnx_pnode plan_node;
 typedef rs_onnx_conv conv;
@@ -66,17 +67,33 @@ static int gelu_expansion(const conv *c, int k, int x)
     return m1_ok && m2_ok && private ? 5 : 0;
 }
 
-/* SiLU as exporters write it (ONNX has no operator for it): Sigmoid(x), then Mul of x by it. */
-static bool silu_pair(const conv *c, int k, int x)
+/* Node k onward as the onnx_chain of a layer kind (an activation ONNX has no operator for: SiLU is
+ * Sigmoid(x), then Mul of x by it): each node the chain's operator, reading the previous one's value
+ * (and x where the chain says, in either order), each value but the last read by the next alone.
+ * Returns the nodes it takes (0: no kind's chain) with the kind's configuration in *cfg. */
+static int chain_at(const conv *c, int k, int x, rs_layer_cfg *cfg)
 {
     const rs_onnx_graph *g = c->g;
-    if (k + 1 >= g->nnodes) return false;
-    const rs_onnx_node *s = &g->nodes[k], *m = &g->nodes[k + 1];
-    if (s->op != RS_OP_UNARY || s->a.sub != RS_UNARY_SIGMOID || m->op != RS_OP_BINARY || m->a.sub != RS_BINARY_MUL)
-        return false;
-    bool pair = (m->in[0] == x && m->in[1] == s->out) || (m->in[1] == x && m->in[0] == s->out);
-    return pair && c->uses[s->out] == 1;
+    for (int kind = 0; kind < RS_LAYER_KIND_COUNT; kind++) {
+        const rs_layer_onnx_node *ch = rs_layer_ops_for((rs_layer_kind)kind)->onnx_chain;
+        int j = 0, prev = x;
+        for (; ch && ch[j].op && k + j < g->nnodes; j++) {
+            const rs_onnx_node *n = &g->nodes[k + j];
+            const rs_onnx_op_def *d = rs_onnx_op_find(ch[j].op);
+            bool reads = ch[j].times_input ? n->nin == 2 && ((n->in[0] == x && n->in[1] == prev) ||
+                                                             (n->in[1] == x && n->in[0] == prev))
+                                           : n->nin == 1 && n->in[0] == prev;
+            if (!d || n->op != d->op || n->a.sub != d->sub || !reads || (j > 0 && c->uses[prev] != 1)) break;
+            prev = n->out;
+        }
+        if (ch && j > 0 && !ch[j].op) {
+            *cfg = rs_layer_cfg_default((rs_layer_kind)kind);
+            return j;
+        }
+    }
+    return 0;
 }
+
 
 /* LayerNorm as opset < 17 exporters expand it: ReduceMean, Sub, Pow 2 (or Mul by itself), ReduceMean,
  * Add eps, Sqrt, Div, Mul gamma, Add beta, over the last dim. Returns the nodes used (9), 0 when no
@@ -235,10 +252,6 @@ static int match_elementwise(conv *c, int k, plan_node *L, const char **why)
     site s = site_of(c, k);
     switch (s.n->op) {
     case RS_OP_UNARY:
-        if (silu_pair(c, k, s.x) && rs_layer_for_unary(RS_UNARY_SILU, &L->cfg)) {
-            L->value = s.g->nodes[k + 1].out;
-            return 2;
-        }
         if (!rs_layer_for_unary(s.a->sub, &L->cfg)) {
             *why = "is an activation the engine has no layer for";
             return 0;
@@ -325,6 +338,11 @@ static int match_layer(conv *c, int k, plan_node *L, const char **why)
     if (src_of(c, x) == -2) {
         *why = "reads a constant where a layer takes its input";
         return 0;
+    }
+    int used = chain_at(c, k, x, &L->cfg); /* an activation written as a chain of nodes */
+    if (used) {
+        L->value = g->nodes[k + used - 1].out;
+        return used;
     }
     switch (n->op) {
     case RS_OP_GEMM:

@@ -106,6 +106,13 @@ typedef struct rs_layer_pos {
     float *cache;             /* cache_floats(l, maxT) floats of device memory kept between steps, or NULL */
 } rs_layer_pos;
 
+/* One node of an activation's ONNX form where ONNX has no single operator for it: the operator, and
+ * whether it also reads the layer's input (SiLU is Sigmoid(x), then Mul of x by that). */
+typedef struct rs_layer_onnx_node {
+    const char *op;           /* ONNX op_type; NULL ends the list */
+    bool times_input;         /* a second input, the layer's input x, beside the previous node's output */
+} rs_layer_onnx_node;
+
 /* A layer kind's descriptor: everything the program knows about the kind, in the kind's own file.
  * The parser, completion, help, generation and tensor parallelism read these members; export,
  * import and the plan compiler read the activation facet (unary_of/from_unary) and otherwise
@@ -131,6 +138,9 @@ typedef struct rs_layer_ops {
      * recognises an activation through these, so a new one needs no edit there. Optional. */
     int (*unary_of)(const rs_layer_cfg *c);
     bool (*from_unary)(int op, rs_layer_cfg *c);
+    /* The chain of ONNX nodes an activation is written as where ONNX has no operator for it (the
+     * exporter writes it, the importer reads it back as this layer); NULL: ONNX spells its operator. */
+    const rs_layer_onnx_node *onnx_chain;
     rs_layer_tp tp;
     rs_layer_gen gen;
     /* RS_LAYER_GEN_STEP: the layer at position s->pos, in and out one row (in NULL for the model's

@@ -1,5 +1,6 @@
 /* SiLU (swish), torch.nn.SiLU: out = x * sigmoid(x), elementwise. Differentiated from its input, which
- * the model keeps, so nothing extra is saved. The worked example of docs/add-a-layer.md: this file, its
+ * the model keeps, so nothing extra is saved. ONNX has no operator for it: torch.onnx writes Sigmoid then
+ * Mul, and so does export (onnx_chain), and import reads that pair back as a silu. The worked example of docs/add-a-layer.md: this file, its
  * line in layers.def and its kernels (silu_fwd/silu_bwd in the device tables) are all a new activation
  * needs; the parser, completion, help, export, import, compile, tensor parallelism and generation read
  * the descriptor below. */
@@ -34,6 +35,7 @@ const rs_layer_ops rs_silu_ops = {
     .word = "silu",
     .unary_of = silu_unary,
     .from_unary = silu_from,
+    .onnx_chain = (const rs_layer_onnx_node[]){{.op = "Sigmoid"}, {.op = "Mul", .times_input = true}, {.op = NULL}},
     .tp = RS_LAYER_TP_ELEMENTWISE,
     .gen = RS_LAYER_GEN_ROW,
     .example = "seq in=6 linear(8) silu linear(3)",

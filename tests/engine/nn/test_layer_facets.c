@@ -16,6 +16,7 @@
 #include "onnx/export.h"
 #include "onnx/graph.h"
 #include "onnx/import.h"
+#include "onnx/ops.h"
 #include "plan/plan.h"
 #include "rs_test.h"
 
@@ -78,6 +79,10 @@ static void check_descriptor(rs_layer_kind k, const rs_layer_ops *o)
              o->word ? o->word : "");
     RS_CHECK(!o->unary_of == !o->from_unary, "%s: unary_of and from_unary go together", kind);
     if (!o->unspelled) RS_CHECK(rs_layer_kind_by_name(o->kind) == k, "%s: its name finds another kind", kind);
+    RS_CHECK(!o->onnx_chain || o->unary_of, "%s: an ONNX chain without the operator the plan lowers it to", kind);
+    for (const rs_layer_onnx_node *c = o->onnx_chain; c && c->op; c++)
+        RS_CHECK(rs_onnx_op_find(c->op) != NULL, "%s: its ONNX chain's '%s' is no operator the importer knows", kind,
+                 c->op);
 }
 
 /* The example parses, has the kind, and each layer's spelling parses back to the same spelling. */
