@@ -103,6 +103,7 @@ rs_layer_cfg rs_layer_cfg_default(rs_layer_kind k)
  * never a value the parser would refuse (0.99999994 is not "1"). */
 const char *rs_layer_flt(float v, char *buf, size_t n)
 {
+    if (!buf || n == 0) return "";
     snprintf(buf, n, "%g", (double)v);
     if (strtof(buf, NULL) != v) snprintf(buf, n, "%.7g", (double)v);
     if (strtof(buf, NULL) != v) snprintf(buf, n, "%.9g", (double)v);
