@@ -3,6 +3,7 @@
  * reads their output line by line (dist/worker/worker.h: human lines and '@' machine lines), stores
  * their trace events in the session log, and prints what they found. */
 #define _GNU_SOURCE
+#include <jansson.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -162,9 +163,11 @@ static int collective_end(rs_job *j, int rc)
         fprintf(s->out, "every rank's result equals the serial computation%s\n",
                 j->run > 0 ? "; trace in the session log" : "");
         if (!j->background) record_collective(j, slowest, wrong);
-        char final[128];
-        snprintf(final, sizeof final, "{\"seconds\":%.9g,\"events\":%lld}", slowest, (long long)j->nevents);
+        json_t *o = json_pack("{s:f, s:I}", "seconds", slowest, "events", (json_int_t)j->nevents);
+        char *final = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(9)) : NULL; /* owned here */
         rs_log_run_end(s, j->run, "done", 1, final, NULL);
+        free(final);
+        json_decref(o);
     }
     return rc;
 }
@@ -362,10 +365,12 @@ static int bench_end(rs_job *j, int rc)
         rs_result_num(s, "world", j->world);
         rs_result_num(s, "bus_factor", rs_pg_bus_factor(k->op, j->world));
     }
-    char final[96];
-    snprintf(final, sizeof final, "{\"avg_busbw\":%.6g,\"rows\":%d}", avg, k->nrows);
+    json_t *o = json_pack("{s:f, s:i}", "avg_busbw", avg, "rows", k->nrows);
+    char *final = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(6)) : NULL; /* owned here */
     rs_log_run_end(s, j->run, k->wrong_rows ? "failed" : "done", k->nrows, final,
                    k->wrong_rows ? "wrong results" : NULL);
+    free(final);
+    json_decref(o);
     if (k->wrong_rows) rc = rs_session_error(s, j->c, (size_t)-1, 0, "bench: some sizes gave wrong results");
     return rc;
 }

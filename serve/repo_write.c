@@ -1,6 +1,7 @@
 /* A model into a Triton repository (see repo_write.h). */
 #include "repo_write.h"
 
+#include <jansson.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,11 +118,11 @@ rs_status rs_serve_repo_write_gpt(const char *repo, const char *name, rs_model *
     if (!st) st = rs_ckpt_save_model(p, m, err);
     if (st) return st;
     snprintf(p, sizeof p, "%s/1/vocab.json", dir);
-    FILE *f = fopen(p, "w");
-    bool ok = f && fputs("{\"chars\": [", f) >= 0;
-    for (int i = 0; ok && i < nchars; i++) ok = fprintf(f, "%s%d", i ? ", " : "", chars[i]) > 0;
-    ok = ok && fputs("]}\n", f) >= 0;
-    if (f) ok &= fclose(f) == 0;
+    json_t *ids = json_array(), *doc = json_pack("{s:o}", "chars", ids); /* doc owns ids */
+    bool ok = ids && doc;
+    for (int i = 0; ok && i < nchars; i++) ok = json_array_append_new(ids, json_integer(chars[i])) == 0;
+    ok = ok && json_dump_file(doc, p, 0) == 0;
+    json_decref(doc);
     if (!ok) return rs_err_set(err, RS_ERR_IO, "%s: cannot write", p);
     rs_serve_config c;
     rs_serve_config_init(&c);
