@@ -100,6 +100,43 @@ static rs_status int8_scales(rs_plan *p, rs_pnode *n, rs_err *err)
     return RS_OK;
 }
 
+/* Whether oneDNN's effective ISA multiplies 8-bit pairs into 32 bits (VNNI: vpdpbusd). Without it
+ * its int8 kernels sum two u8 x s8 products in a saturating 16-bit lane (vpmaddubsw) first. */
+static bool dnnl_isa_has_vnni(void)
+{
+    dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+    return isa == dnnl_cpu_isa_avx2_vnni || isa == dnnl_cpu_isa_avx512_core_vnni ||
+           isa == dnnl_cpu_isa_avx512_core_bf16 || isa == dnnl_cpu_isa_avx512_core_amx;
+}
+
+/* int8 node i (slot 0, d, made): oneDNN's GEMM kernel for s8 x s8 (`x64:gemm_s8s8s32:jit`, its inner
+ * products on AVX2) shifts the input to u8 and, without VNNI, adds pairs of u8 x s8 products in 16
+ * bits: 255 x 127 x 2 = 64770 saturates at 32767 (measured on AVX2: 29603 off in an accumulator of
+ * 60227, the mlp test's plan 0.142 off fp32). oneDNN's direct int8 convolutions halve their s8
+ * weights themselves when they lay them out; its GEMM leaves that to the caller. So such a node's
+ * weights take 7 bits (w * 63.5 / max|w|: 64 x 255 x 2 = 32640 fits), its output scales doubled and
+ * its bias halved to match, and its primitive is made again with them. The report says so. */
+static rs_status int8_pairs_fit(rs_plan *p, int i, rs_pdnnl_prim *d, rs_err *err)
+{
+    rs_pnode *n = &p->nodes[i];
+    const char *impl = NULL;
+    dnnl_primitive_desc_query(d->pd, dnnl_query_impl_info_str, 0, &impl);
+    if (dnnl_isa_has_vnni() || !impl || !strstr(impl, "gemm_s8")) return RS_OK;
+    float *os = p->tensors[n->oscales].data, *b = n->b >= 0 ? p->tensors[n->b].data : NULL;
+    int64_t OC = (int64_t)(p->tensors[n->oscales].bytes / sizeof(float));
+    for (int64_t o = 0; o < OC; o++) {
+        os[o] *= 2.0f;
+        if (b) b[o] *= 0.5f;
+    }
+    char isa[32], line[256];
+    rs_plan_dnnl_isa(isa, sizeof isa);
+    snprintf(line, sizeof line, "%s %.40s: int8 weights at 7 bits (oneDNN's %.40s on %s, no VNNI, adds pairs of "
+             "8-bit products in 16 bits)", rs_pk_name(n->kind), n->name, impl, isa);
+    rs_plan_note(p, line);
+    rs_pdnnl_free_prim(d);
+    return rs_pdnnl_make_prim(p, i, p->batch, RS_PCONV_DIRECT, d, err);
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -320,6 +357,10 @@ rs_status rs_plan_dnnl_finalize_weights(rs_plan *p, const rs_plan_opts *o, rs_er
         }
         if (image16 && !o->image_bf16) {
             rs_status st = pick_image_prec(p, i, d, err);
+            if (st) return st;
+        }
+        if (n->prec == RS_PLAN_INT8) {
+            rs_status st = int8_pairs_fit(p, i, d, err);
             if (st) return st;
         }
         if (n->kind != RS_PK_CONV && n->kind != RS_PK_LINEAR) continue;
