@@ -328,6 +328,42 @@ static rs_status pick_image_prec(rs_plan *p, int i, rs_pdnnl_prim *d, rs_err *er
     return rs_pdnnl_make_prim(p, i, p->batch, RS_PCONV_DIRECT, d, err);
 }
 
+/* bf16 node i's primitive at the plan's batch into slot 0 (d): bf16 where oneDNN has a kernel for it
+ * on this CPU, fp32 where it has none (its descriptor is unimplemented: inner products and most
+ * convolutions on AVX2) or only its reference kernel (`ref:any`, hundreds of times slower than fp32's
+ * jit). oneDNN decides, per node, as it would at run time: no CPU flag is read here. The node's
+ * precision then says what runs, and the report gets one line naming the node and why. */
+static rs_status bf16_or_fp32(rs_plan *p, int i, rs_pdnnl_prim *d, rs_err *err)
+{
+    rs_pnode *n = &p->nodes[i];
+    rs_err why = {0};
+    rs_status st = rs_pdnnl_make_prim(p, i, p->batch, RS_PCONV_DIRECT, d, &why);
+    const char *impl = NULL;
+    if (!st) dnnl_primitive_desc_query(d->pd, dnnl_query_impl_info_str, 0, &impl);
+    if (!st && impl && strncmp(impl, "ref", 3) != 0) return RS_OK;
+    if (st && st != RS_ERR_UNSUPPORTED) {
+        *err = why;
+        return st;
+    }
+    char isa[32], line[256];
+    rs_plan_dnnl_isa(isa, sizeof isa);
+    if (st)
+        snprintf(line, sizeof line, "%s %.40s: bf16 unimplemented by oneDNN %s on %s; stays fp32", rs_pk_name(n->kind),
+                 n->name, p->dnnl_version, isa);
+    else
+        snprintf(line, sizeof line, "%s %.40s: bf16 only as oneDNN %s's reference kernel %.40s on %s; stays fp32",
+                 rs_pk_name(n->kind), n->name, p->dnnl_version, impl ? impl : "?", isa);
+    rs_plan_note(p, line);
+    rs_pdnnl_free_prim(d);
+    /* the bf16 attempt may have fixed the output's layout: fp32's primitive chooses it again */
+    if (p->values[n->out].layout == 1) {
+        p->dn->vset[n->out] = 0;
+        p->values[n->out].padded = 0;
+    }
+    n->prec = RS_PLAN_FP32;
+    return rs_pdnnl_make_prim(p, i, p->batch, RS_PCONV_DIRECT, d, err);
+}
+
 rs_status rs_plan_dnnl_finalize_weights(rs_plan *p, const rs_plan_opts *o, rs_err *err)
 {
     rs_plan_conv_alg alg = o->conv_alg;
@@ -352,8 +388,10 @@ rs_status rs_plan_dnnl_finalize_weights(rs_plan *p, const rs_plan_opts *o, rs_er
             image16 = false;
         }
         if (!d->B) {
-            rs_status st = rs_pdnnl_make_prim(p, i, p->batch, RS_PCONV_DIRECT, d, err);
+            rs_status st = n->prec == RS_PLAN_BF16 ? bf16_or_fp32(p, i, d, err)
+                                                   : rs_pdnnl_make_prim(p, i, p->batch, RS_PCONV_DIRECT, d, err);
             if (st) return st;
+            image16 = image16 && n->prec == RS_PLAN_BF16;
         }
         if (image16 && !o->image_bf16) {
             rs_status st = pick_image_prec(p, i, d, err);
