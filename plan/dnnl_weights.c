@@ -191,6 +191,51 @@ static rs_status time_pair(rs_plan *p, const rs_pnode *n, rs_pdnnl_prim *a, rs_p
     return st;
 }
 
+/* On a CPU without VNNI, what int8 buys at node i (slot 0 made): an int8 and an fp32 primitive at
+ * the plan's batch timed on one thread (time_pair), one line of the report. Without VNNI oneDNN
+ * multiplies 8-bit pairs in three instructions (vpmaddubsw, vpmaddwd, vpaddd) where VNNI has one, and
+ * adds a reorder of the input to s8, so int8 may be no faster than fp32 there; the node stays int8
+ * (it was asked for) and the line lets the reader choose. The weights are zeros: timing only, and
+ * not yet laid out (an inner product reading a blocked value takes them as (O, P) later). */
+static rs_status int8_timing_note(rs_plan *p, int i, rs_err *err)
+{
+    rs_pnode *n = &p->nodes[i];
+    rs_pdnnl_prim c[2] = {{0}}; /* fp32, int8 */
+    double t[2] = {0};
+    int was = omp_get_max_threads();
+    omp_set_num_threads(1);
+    n->prec = RS_PLAN_FP32;
+    rs_status st = rs_pdnnl_make_prim(p, i, p->batch, RS_PCONV_DIRECT, &c[0], err);
+    n->prec = RS_PLAN_INT8;
+    if (!st) st = rs_pdnnl_make_prim(p, i, p->batch, RS_PCONV_DIRECT, &c[1], err);
+    /* not timed against a reference kernel (fp32 with the layouts int8 chose for the values around:
+     * ref:any, 57 ms against int8's 0.2 on the tutorial's second conv; 21 runs would make compile wait) */
+    const char *impl = NULL;
+    if (!st) dnnl_primitive_desc_query(c[0].pd, dnnl_query_impl_info_str, 0, &impl);
+    bool slow = !impl || strncmp(impl, "ref", 3) == 0;
+    for (int k = 0; k < 2 && !st && !slow; k++) {
+        size_t bytes = dnnl_memory_desc_get_size(&c[k].wei);
+        c[k].wei_alt = rs_plan_aligned_alloc(bytes ? bytes : 64);
+        if (!c[k].wei_alt) st = rs_err_set(err, RS_ERR_NOMEM, "plan: out of memory timing node %s", n->name);
+        else memset(c[k].wei_alt, 0, bytes);
+    }
+    if (!st && !slow) st = time_pair(p, n, &c[0], &c[1], &t[0], &t[1], err);
+    rs_pdnnl_free_prim(&c[0]);
+    rs_pdnnl_free_prim(&c[1]);
+    omp_set_num_threads(was);
+    if (st) return st;
+    char isa[32], line[256];
+    rs_plan_dnnl_isa(isa, sizeof isa);
+    if (slow)
+        snprintf(line, sizeof line, "%s %.40s: int8, not timed (fp32 in its layouts here is oneDNN's %.40s; %s, no VNNI)",
+                 rs_pk_name(n->kind), n->name, impl ? impl : "?", isa);
+    else
+        snprintf(line, sizeof line, "%s %.40s: int8 %.3f ms against fp32 %.3f ms at batch %d (%s, no VNNI), timed on 1 thread",
+             rs_pk_name(n->kind), n->name, t[1], t[0], p->batch, isa);
+    rs_plan_note(p, line);
+    return RS_OK;
+}
+
 /* The algorithm node n's convolution runs at batch B: the one timed at the plan's batch, or at
  * batch 1 for batches nearer 1 (geometrically) than the plan's. Per sample is batch 1's kernel at
  * any batch (at 2..8 the batch Winograd kernel would be the 4x4 tiles that lost): batch 1 runs it
@@ -399,6 +444,7 @@ rs_status rs_plan_dnnl_finalize_weights(rs_plan *p, const rs_plan_opts *o, rs_er
         }
         if (n->prec == RS_PLAN_INT8) {
             rs_status st = int8_pairs_fit(p, i, d, err);
+            if (!st && !dnnl_isa_has_vnni()) st = int8_timing_note(p, i, err);
             if (st) return st;
         }
         if (n->kind != RS_PK_CONV && n->kind != RS_PK_LINEAR) continue;
