@@ -386,7 +386,8 @@ static rs_status bf16_or_fp32(rs_plan *p, int i, rs_pdnnl_prim *d, rs_err *err)
     const char *impl = NULL;
     if (!st) dnnl_primitive_desc_query(d->pd, dnnl_query_impl_info_str, 0, &impl);
     if (!st && impl && strncmp(impl, "ref", 3) != 0) return RS_OK;
-    if (st && st != RS_ERR_UNSUPPORTED) {
+    /* only oneDNN's "unimplemented" means no bf16 kernel; any other failure is the plan's own */
+    if (st && (st != RS_ERR_UNSUPPORTED || !strstr(why.msg, "unimplemented"))) {
         *err = why;
         return st;
     }
