@@ -100,6 +100,43 @@ static rs_status int8_scales(rs_plan *p, rs_pnode *n, rs_err *err)
     return RS_OK;
 }
 
+/* Whether oneDNN's effective ISA multiplies 8-bit pairs into 32 bits (VNNI: vpdpbusd). Without it
+ * its int8 kernels sum two u8 x s8 products in a saturating 16-bit lane (vpmaddubsw) first. */
+static bool dnnl_isa_has_vnni(void)
+{
+    dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+    return isa == dnnl_cpu_isa_avx2_vnni || isa == dnnl_cpu_isa_avx512_core_vnni ||
+           isa == dnnl_cpu_isa_avx512_core_bf16 || isa == dnnl_cpu_isa_avx512_core_amx;
+}
+
+/* int8 node i (slot 0, d, made): oneDNN's GEMM kernel for s8 x s8 (`x64:gemm_s8s8s32:jit`, its inner
+ * products on AVX2) shifts the input to u8 and, without VNNI, adds pairs of u8 x s8 products in 16
+ * bits: 255 x 127 x 2 = 64770 saturates at 32767 (measured on AVX2: 29603 off in an accumulator of
+ * 60227, the mlp test's plan 0.142 off fp32). oneDNN's direct int8 convolutions halve their s8
+ * weights themselves when they lay them out; its GEMM leaves that to the caller. So such a node's
+ * weights take 7 bits (w * 63.5 / max|w|: 64 x 255 x 2 = 32640 fits), its output scales doubled and
+ * its bias halved to match, and its primitive is made again with them. The report says so. */
+static rs_status int8_pairs_fit(rs_plan *p, int i, rs_pdnnl_prim *d, rs_err *err)
+{
+    rs_pnode *n = &p->nodes[i];
+    const char *impl = NULL;
+    dnnl_primitive_desc_query(d->pd, dnnl_query_impl_info_str, 0, &impl);
+    if (dnnl_isa_has_vnni() || !impl || !strstr(impl, "gemm_s8")) return RS_OK;
+    float *os = p->tensors[n->oscales].data, *b = n->b >= 0 ? p->tensors[n->b].data : NULL;
+    int64_t OC = (int64_t)(p->tensors[n->oscales].bytes / sizeof(float));
+    for (int64_t o = 0; o < OC; o++) {
+        os[o] *= 2.0f;
+        if (b) b[o] *= 0.5f;
+    }
+    char isa[32], line[256];
+    rs_plan_dnnl_isa(isa, sizeof isa);
+    snprintf(line, sizeof line, "%s %.40s: int8 weights at 7 bits (oneDNN's %.40s on %s, no VNNI, adds pairs of "
+             "8-bit products in 16 bits)", rs_pk_name(n->kind), n->name, impl, isa);
+    rs_plan_note(p, line);
+    rs_pdnnl_free_prim(d);
+    return rs_pdnnl_make_prim(p, i, p->batch, RS_PCONV_DIRECT, d, err);
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -152,6 +189,51 @@ static rs_status time_pair(rs_plan *p, const rs_pnode *n, rs_pdnnl_prim *a, rs_p
     free(dst);
     free(scratch);
     return st;
+}
+
+/* On a CPU without VNNI, what int8 buys at node i (slot 0 made): an int8 and an fp32 primitive at
+ * the plan's batch timed on one thread (time_pair), one line of the report. Without VNNI oneDNN
+ * multiplies 8-bit pairs in three instructions (vpmaddubsw, vpmaddwd, vpaddd) where VNNI has one, and
+ * adds a reorder of the input to s8, so int8 may be no faster than fp32 there; the node stays int8
+ * (it was asked for) and the line lets the reader choose. The weights are zeros: timing only, and
+ * not yet laid out (an inner product reading a blocked value takes them as (O, P) later). */
+static rs_status int8_timing_note(rs_plan *p, int i, rs_err *err)
+{
+    rs_pnode *n = &p->nodes[i];
+    rs_pdnnl_prim c[2] = {{0}}; /* fp32, int8 */
+    double t[2] = {0};
+    int was = omp_get_max_threads();
+    omp_set_num_threads(1);
+    n->prec = RS_PLAN_FP32;
+    rs_status st = rs_pdnnl_make_prim(p, i, p->batch, RS_PCONV_DIRECT, &c[0], err);
+    n->prec = RS_PLAN_INT8;
+    if (!st) st = rs_pdnnl_make_prim(p, i, p->batch, RS_PCONV_DIRECT, &c[1], err);
+    /* not timed against a reference kernel (fp32 with the layouts int8 chose for the values around:
+     * ref:any, 57 ms against int8's 0.2 on the tutorial's second conv; 21 runs would make compile wait) */
+    const char *impl = NULL;
+    if (!st) dnnl_primitive_desc_query(c[0].pd, dnnl_query_impl_info_str, 0, &impl);
+    bool slow = !impl || strncmp(impl, "ref", 3) == 0;
+    for (int k = 0; k < 2 && !st && !slow; k++) {
+        size_t bytes = dnnl_memory_desc_get_size(&c[k].wei);
+        c[k].wei_alt = rs_plan_aligned_alloc(bytes ? bytes : 64);
+        if (!c[k].wei_alt) st = rs_err_set(err, RS_ERR_NOMEM, "plan: out of memory timing node %s", n->name);
+        else memset(c[k].wei_alt, 0, bytes);
+    }
+    if (!st && !slow) st = time_pair(p, n, &c[0], &c[1], &t[0], &t[1], err);
+    rs_pdnnl_free_prim(&c[0]);
+    rs_pdnnl_free_prim(&c[1]);
+    omp_set_num_threads(was);
+    if (st) return st;
+    char isa[32], line[256];
+    rs_plan_dnnl_isa(isa, sizeof isa);
+    if (slow)
+        snprintf(line, sizeof line, "%s %.40s: int8, not timed (fp32 in its layouts here is oneDNN's %.40s; %s, no VNNI)",
+                 rs_pk_name(n->kind), n->name, impl ? impl : "?", isa);
+    else
+        snprintf(line, sizeof line, "%s %.40s: int8 %.3f ms against fp32 %.3f ms at batch %d (%s, no VNNI), timed on 1 thread",
+             rs_pk_name(n->kind), n->name, t[1], t[0], p->batch, isa);
+    rs_plan_note(p, line);
+    return RS_OK;
 }
 
 /* The algorithm node n's convolution runs at batch B: the one timed at the plan's batch, or at
@@ -291,6 +373,43 @@ static rs_status pick_image_prec(rs_plan *p, int i, rs_pdnnl_prim *d, rs_err *er
     return rs_pdnnl_make_prim(p, i, p->batch, RS_PCONV_DIRECT, d, err);
 }
 
+/* bf16 node i's primitive at the plan's batch into slot 0 (d): bf16 where oneDNN has a kernel for it
+ * on this CPU, fp32 where it has none (its descriptor is unimplemented: inner products and most
+ * convolutions on AVX2) or only its reference kernel (`ref:any`, hundreds of times slower than fp32's
+ * jit). oneDNN decides, per node, as it would at run time: no CPU flag is read here. The node's
+ * precision then says what runs, and the report gets one line naming the node and why. */
+static rs_status bf16_or_fp32(rs_plan *p, int i, rs_pdnnl_prim *d, rs_err *err)
+{
+    rs_pnode *n = &p->nodes[i];
+    rs_err why = {0};
+    rs_status st = rs_pdnnl_make_prim(p, i, p->batch, RS_PCONV_DIRECT, d, &why);
+    const char *impl = NULL;
+    if (!st) dnnl_primitive_desc_query(d->pd, dnnl_query_impl_info_str, 0, &impl);
+    if (!st && impl && strncmp(impl, "ref", 3) != 0) return RS_OK;
+    /* only oneDNN's "unimplemented" means no bf16 kernel; any other failure is the plan's own */
+    if (st && (st != RS_ERR_UNSUPPORTED || !strstr(why.msg, "unimplemented"))) {
+        *err = why;
+        return st;
+    }
+    char isa[32], line[256];
+    rs_plan_dnnl_isa(isa, sizeof isa);
+    if (st)
+        snprintf(line, sizeof line, "%s %.40s: bf16 unimplemented by oneDNN %s on %s; stays fp32", rs_pk_name(n->kind),
+                 n->name, p->dnnl_version, isa);
+    else
+        snprintf(line, sizeof line, "%s %.40s: bf16 only as oneDNN %s's reference kernel %.40s on %s; stays fp32",
+                 rs_pk_name(n->kind), n->name, p->dnnl_version, impl ? impl : "?", isa);
+    rs_plan_note(p, line);
+    rs_pdnnl_free_prim(d);
+    /* the bf16 attempt may have fixed the output's layout: fp32's primitive chooses it again */
+    if (p->values[n->out].layout == 1) {
+        p->dn->vset[n->out] = 0;
+        p->values[n->out].padded = 0;
+    }
+    n->prec = RS_PLAN_FP32;
+    return rs_pdnnl_make_prim(p, i, p->batch, RS_PCONV_DIRECT, d, err);
+}
+
 rs_status rs_plan_dnnl_finalize_weights(rs_plan *p, const rs_plan_opts *o, rs_err *err)
 {
     rs_plan_conv_alg alg = o->conv_alg;
@@ -315,11 +434,18 @@ rs_status rs_plan_dnnl_finalize_weights(rs_plan *p, const rs_plan_opts *o, rs_er
             image16 = false;
         }
         if (!d->B) {
-            rs_status st = rs_pdnnl_make_prim(p, i, p->batch, RS_PCONV_DIRECT, d, err);
+            rs_status st = n->prec == RS_PLAN_BF16 ? bf16_or_fp32(p, i, d, err)
+                                                   : rs_pdnnl_make_prim(p, i, p->batch, RS_PCONV_DIRECT, d, err);
             if (st) return st;
+            image16 = image16 && n->prec == RS_PLAN_BF16;
         }
         if (image16 && !o->image_bf16) {
             rs_status st = pick_image_prec(p, i, d, err);
+            if (st) return st;
+        }
+        if (n->prec == RS_PLAN_INT8) {
+            rs_status st = int8_pairs_fit(p, i, d, err);
+            if (!st && !dnnl_isa_has_vnni()) st = int8_timing_note(p, i, err);
             if (st) return st;
         }
         if (n->kind != RS_PK_CONV && n->kind != RS_PK_LINEAR) continue;

@@ -384,8 +384,9 @@ static rs_status from_msg(const char *name, const Rsplan__Plan *m, rs_plan *p, r
     } else if (strcmp(m->isa, isa))
         return rs_err_set(err, RS_ERR_UNSUPPORTED,
                           "%s: built for ISA %s, but oneDNN runs %s on this CPU: its weights are laid out for the "
-                          "other one; compile the model again here",
-                          name, m->isa, isa);
+                          "other one's kernels; compile the model again here (`compile MODEL -> %s` on this machine "
+                          "makes a plan for %s)",
+                          name, m->isa, isa, name, isa);
     else if (strcmp(m->dnnl_version, ver))
         return rs_err_set(err, RS_ERR_UNSUPPORTED,
                           "%s: built with oneDNN %s, this ringside has %s (weight layouts may differ); compile the "

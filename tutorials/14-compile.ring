@@ -32,7 +32,7 @@ model p32 = plan c32.plan
 eval p32 on d
 pause
 
-say "bf16 keeps fp32's exponent and 8 bits of mantissa: half the bytes per weight and per input, and CPUs with AVX-512 BF16 multiply them natively, adding in fp32. Nothing to calibrate: the range is fp32's."
+say "bf16 keeps fp32's exponent and 8 bits of mantissa: half the bytes per weight and per input, and CPUs with AVX-512 BF16 multiply them natively, adding in fp32. Nothing to calibrate: the range is fp32's. Where oneDNN has no bf16 kernel for a node on this CPU (on AVX2 it has none), compile keeps that node fp32 and its report names it: the plan says what really runs."
 compile cnn.onnx precision=bf16 batch=64 -> c16.plan
 model p16 = plan c16.plan
 eval p16 on d
