@@ -24,7 +24,7 @@
 typedef struct dp_part {
     int off, rows;       /* rows [off, off + rows) of the micro-batch */
     float loss;          /* mean over its rows */
-    const float *logits; /* (rows, C) in the replica, valid until its next forward */
+    const float *logits; /* (rows, T * C) in the replica, valid until its next forward */
     double t0, t1;       /* compute span */
     rs_status st;
     rs_err err;
@@ -42,7 +42,7 @@ struct rs_dp {
     rs_train_strategy sg;
     rs_optim *opt;        /* over m's whole buffer, in m's tracker; setup..teardown */
     rs_mem mem;           /* DataParallel's own buffers */
-    float *logits;        /* (cap_B, C) gathered outputs, in mem's RS_POOL_ACTS */
+    float *logits;        /* (cap_B, rows * C) gathered outputs, in mem's RS_POOL_ACTS */
     int cap_B;
 
     /* The micro-batch the workers read; written before `gen` moves, under mu. */
@@ -83,7 +83,7 @@ static void compute(rs_dp *d, int i)
     if (i > 0) rs_model_zero_grad(r); /* a failure surfaces at the forward */
     if (p->rows > 0) {
         const float *x = d->x + (size_t)p->off * (size_t)rs_shape_numel(rs_model_input_shape(r));
-        const int32_t *y = d->y + p->off;
+        const int32_t *y = d->y + (size_t)p->off * (size_t)rs_model_rows(r); /* a token model: T labels a sample */
         p->st = rs_model_forward(r, x, p->rows, &p->logits, &p->err);
         if (!p->st) p->st = rs_model_loss(r, y, p->rows, &p->loss, &p->err);
         if (!p->st) rs_model_backward(r, x, y, p->rows, d->loss_scale * (float)p->rows / (float)d->B);
@@ -133,7 +133,7 @@ static rs_status dp_forward_backward(void *ud, const float *x, const int32_t *y,
     const rs_kernels *k = rs_model_kernels(m);
     rs_kctx *kc = rs_model_ctx(m);
     size_t numel = rs_model_numel(m);
-    int C = rs_model_classes(m);
+    int C = rs_model_classes(m) * rs_model_rows(m); /* scores per sample: T rows of them for a token model */
     int64_t step = d->opt ? rs_optim_step_count(d->opt) : 0; /* restored by a resume, like the loop's */
     if (B < 1) return rs_err_set(err, RS_ERR_ARG, "dp: empty micro-batch");
     if (B > d->cap_B) { /* first micro-batch (or a larger one): the only allocation of a run */
@@ -341,7 +341,8 @@ void rs_dp_free(rs_dp *d)
     if (d->rep)
         for (int i = 1; i < d->n; i++) rs_model_free(d->rep[i]);
     rs_optim_free(d->opt);
-    rs_mem_free(&d->mem, RS_POOL_ACTS, d->logits, (size_t)d->cap_B * rs_model_classes(d->m) * sizeof(float));
+    rs_mem_free(&d->mem, RS_POOL_ACTS, d->logits,
+                (size_t)d->cap_B * rs_model_classes(d->m) * rs_model_rows(d->m) * sizeof(float));
     pthread_mutex_destroy(&d->mu);
     pthread_cond_destroy(&d->go);
     pthread_cond_destroy(&d->done);
