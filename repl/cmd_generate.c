@@ -10,6 +10,7 @@
 #include "call.h"
 #include "repl_log.h"
 #include "session.h"
+#include "wrap.h"
 
 typedef struct gen_out {
     rs_session *s;
@@ -21,8 +22,9 @@ static void on_token(void *ud, int32_t tok)
     gen_out *g = ud;
     char ch[2];
     rs_text_decode(g->v, &tok, 1, ch);
-    fputc(ch[0], g->s->out);
-    fflush(g->s->out); /* a character at a time: the class watches it being written */
+    /* as sampled: never wrapped at the terminal's width, also when piped (a file keeps the text); a
+     * character at a time, so the class watches it being written */
+    rs_wrap_raw(g->s->out, ch, 1);
 }
 
 static bool should_stop(void *ud)
@@ -95,7 +97,7 @@ int rs_cmd_generate(rs_session *s, const rs_call *c)
                               "generate: %s", err.msg);
         goto out;
     }
-    if (prompt != nl) fputs(prompt, s->out);
+    if (prompt != nl) rs_wrap_raw(s->out, prompt, strlen(prompt));
     gen_out g = {.s = s, .v = v};
     rs_gen_stats st;
     rs_status rs = rs_generate(m->model, ids, (int)plen, &cfg, on_token, should_stop, &g, &st, &err);

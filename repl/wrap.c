@@ -391,6 +391,34 @@ void rs_wrap_line_start(FILE *f)
     w->col = 0, w->cols = 0, w->indent = 0, w->content = false, w->pend = 0, w->mid_word = false;
 }
 
+void rs_wrap_raw(FILE *f, const char *s, size_t n)
+{
+    wrap *w = wrap_of(f);
+    if (!w) {
+        fwrite(s, 1, n, f);
+        return;
+    }
+    fflush(f); /* what the wrapper holds goes out first, in order */
+    if (w->pend) blanks(w, w->pend);
+    w->pend = 0;
+    fwrite(s, 1, n, w->under);
+    fflush(w->under);
+    /* the cursor is where the text left it: the wrapper's next line starts after the text's last break */
+    const char *nl = NULL;
+    for (size_t i = n; i > 0 && !nl; i--)
+        if (s[i - 1] == '\n') nl = s + i - 1;
+    if (nl) {
+        w->col = 0, w->cols = 0, w->indent = 0, w->content = false;
+        n -= (size_t)(nl + 1 - s);
+        s = nl + 1;
+    }
+    if (n) {
+        w->col += rs_wrap_text_width(s, n);
+        w->content = true;
+    }
+    w->mid_word = n > 0;
+}
+
 /* ---------------------------------------------------------------- paragraphs */
 
 /* One paragraph (n bytes, no line break) filled from column col (the cursor's), continuations `hang`

@@ -34,6 +34,9 @@ FILE *rs_wrap_open(FILE *under);
  * Enter at a prompt and the terminal echoed it). A no-op for streams that are not wrappers. */
 void rs_wrap_line_start(FILE *f);
 
+/* Writes n bytes as they are, never broken or indented (generated text goes out as sampled), and
+ * tells the wrapper where they left the cursor. On a stream that is not a wrapper, fwrite. */
+void rs_wrap_raw(FILE *f, const char *s, size_t n);
 /* Prints one paragraph (no line breaks) as if the cursor stood at column `col`: words fill the line up
  * to `cols`, continuation lines start `hang` spaces in; ends the line. */
 void rs_wrap_fill(FILE *f, const char *text, int cols, int col, int hang);
