@@ -166,6 +166,35 @@ out:
     rs_model_free(m);
 }
 
+/* The gathered scores against one process's: within 1e-5 of the largest (ldp NULL: none came back). */
+static void check_logits(const float *ldp, const float *lref, size_t n, const char *what)
+{
+    double lmax = 0, ldiff = 0;
+    for (size_t i = 0; ldp && i < n; i++) {
+        lmax = fmax(lmax, fabs(lref[i]));
+        ldiff = fmax(ldiff, fabs((double)ldp[i] - lref[i]));
+    }
+    RS_CHECK(ldp && ldiff <= 1e-5 * lmax, "%s: gathered logits differ by %.3g (largest %.3g)", what, ldiff, lmax);
+}
+
+/* Each tensor's gradient against one process's: within 1e-5 of the tensor's largest. */
+static void check_grads(rs_model *m, rs_model *ref, const char *what)
+{
+    double worst = 0;
+    for (int t = 0; t < rs_model_tensor_count(m); t++) {
+        const rs_param_info *pi = rs_model_tensor(m, t);
+        const float *ga = rs_model_grads(m) + pi->offset, *gb = rs_model_grads(ref) + pi->offset;
+        double gmax = 0, dmax = 0;
+        for (size_t i = 0; i < pi->numel; i++) {
+            gmax = fmax(gmax, fabs(gb[i]));
+            dmax = fmax(dmax, fabs((double)ga[i] - gb[i]));
+        }
+        worst = fmax(worst, gmax > 0 ? dmax / gmax : dmax);
+        RS_CHECK(dmax <= 1e-5 * gmax, "%s: gradient of %s differs by %.3g (largest %.3g)", what, pi->name, dmax, gmax);
+    }
+    printf("%-46s gradients within %.1e of each tensor's largest\n", what, worst);
+}
+
 /* One step's gradient, the strategy called as the loop calls it: accum micro-batches of B rows
  * through forward_backward (each loss scaled by 1/accum) against one backward over all B*accum rows.
  * Rounding in a sum of B terms is a few ulp of the largest term, so each tensor is compared to 1e-5
@@ -200,26 +229,8 @@ static void gradients(const rs_data_pair *d, const char *spec, int replicas, int
         loss_dp += l / (float)accum;
     }
     RS_CHECK_CLOSE(loss_dp, loss_ref, 0, 1e-6, "mean loss");
-    double lmax = 0, ldiff = 0;
-    const float *lr_last = lref + (size_t)(accum - 1) * B * C; /* the last micro-batch's rows */
-    for (int i = 0; ldp && i < B * C; i++) {
-        lmax = fmax(lmax, fabs(lr_last[i]));
-        ldiff = fmax(ldiff, fabs((double)ldp[i] - lr_last[i]));
-    }
-    RS_CHECK(ldp && ldiff <= 1e-5 * lmax, "%s: gathered logits differ by %.3g (largest %.3g)", what, ldiff, lmax);
-    double worst = 0;
-    for (int t = 0; t < rs_model_tensor_count(m); t++) {
-        const rs_param_info *pi = rs_model_tensor(m, t);
-        const float *ga = rs_model_grads(m) + pi->offset, *gb = rs_model_grads(ref) + pi->offset;
-        double gmax = 0, dmax = 0;
-        for (size_t i = 0; i < pi->numel; i++) {
-            gmax = fmax(gmax, fabs(gb[i]));
-            dmax = fmax(dmax, fabs((double)ga[i] - gb[i]));
-        }
-        worst = fmax(worst, gmax > 0 ? dmax / gmax : dmax);
-        RS_CHECK(dmax <= 1e-5 * gmax, "%s: gradient of %s differs by %.3g (largest %.3g)", what, pi->name, dmax, gmax);
-    }
-    printf("%-46s gradients within %.1e of each tensor's largest\n", what, worst);
+    check_logits(ldp, lref + (size_t)(accum - 1) * B * C, (size_t)B * C, what); /* the last micro-batch's rows */
+    check_grads(m, ref, what);
     if (sg->teardown) sg->teardown(sg->ud);
 out:
     rs_dp_free(dp);
@@ -254,27 +265,8 @@ static void text_gradients(const rs_data_pair *d, const char *spec, int replicas
     rs_model_zero_grad(m);
     RS_CHECK(sg->forward_backward(sg->ud, xf, y, B, 1.0f, &loss_dp, &ldp, &e) == RS_OK, "%s: %s", what, e.msg);
     RS_CHECK_CLOSE(loss_dp, loss_ref, 0, 1e-6, "mean loss per token");
-    size_t n = (size_t)B * T * rs_model_classes(m);
-    double lmax = 0, ldiff = 0;
-    for (size_t i = 0; ldp && i < n; i++) {
-        lmax = fmax(lmax, fabs(lref[i]));
-        ldiff = fmax(ldiff, fabs((double)ldp[i] - lref[i]));
-    }
-    RS_CHECK(ldp && ldiff <= 1e-5 * lmax, "%s: gathered logits (B*T rows) differ by %.3g (largest %.3g)", what, ldiff,
-             lmax);
-    double worst = 0;
-    for (int t = 0; t < rs_model_tensor_count(m); t++) {
-        const rs_param_info *pi = rs_model_tensor(m, t);
-        const float *ga = rs_model_grads(m) + pi->offset, *gb = rs_model_grads(ref) + pi->offset;
-        double gmax = 0, dmax = 0;
-        for (size_t i = 0; i < pi->numel; i++) {
-            gmax = fmax(gmax, fabs(gb[i]));
-            dmax = fmax(dmax, fabs((double)ga[i] - gb[i]));
-        }
-        worst = fmax(worst, gmax > 0 ? dmax / gmax : dmax);
-        RS_CHECK(dmax <= 1e-5 * gmax, "%s: gradient of %s differs by %.3g (largest %.3g)", what, pi->name, dmax, gmax);
-    }
-    printf("%-46s gradients within %.1e of each tensor's largest\n", what, worst);
+    check_logits(ldp, lref, (size_t)B * T * rs_model_classes(m), what); /* B*T rows of scores */
+    check_grads(m, ref, what);
     if (sg->teardown) sg->teardown(sg->ud);
 out:
     rs_dp_free(dp);
