@@ -142,6 +142,8 @@ void rs_train_pipe_summary(rs_job *j, FILE *f)
     double *tf = calloc((size_t)S, sizeof *tf), *tb = calloc((size_t)S, sizeof *tb);
     rs_pipe_bubble_parts bp;
     bool parts = tf && tb && bubble_parts(j, &bp, tf, tb);
+    double best = bubble_best(j);
+    if (best >= 0 && steps > 1) fprintf(f, "          the least in one step: %.1f%%\n", 100 * best);
     if (parts)
         fprintf(f, "          = schedule %.1f%% + unequal stages %.1f%% + the rest %.1f%%\n"
                    "          (schedule: simulated with every stage at the stages' mean time;\n"
