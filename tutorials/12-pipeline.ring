@@ -5,7 +5,7 @@ say "Model parallelism puts groups of layers on different ranks: rank 0 runs the
 set threads=1
 model s = mlp 784-1024-1024-1024-1024-1024-10 seed=1
 data d = digits n=3000
-say "partition=time measures each layer's forward and backward first and cuts where the two stages take the same time (partition=parameters evens out parameters, uniform the number of layers). schedule=naive runs the whole batch through the stages at once: while rank 1 works, rank 0 waits, and the other way round. That idle time is the bubble: with p stages, (p-1)/p of the time, here a half at least."
+say "partition=time measures each layer's forward and backward first and cuts where the stages' times come closest (five layers cannot split evenly in two: the summary prints each stage's time beside the cut; partition=parameters evens out parameters, uniform the number of layers). schedule=naive runs the whole batch through the stages at once: while rank 1 works, rank 0 waits, and the other way round. That idle time is the bubble: with p stages, (p-1)/p of the time, here a half at least."
 train s on d mode=pipeline ranks=2 schedule=naive batch=256 steps=6 partition=time eval=off view=off
 expect steps = 6
 expect formula.bubble = 0.5

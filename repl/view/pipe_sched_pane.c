@@ -184,10 +184,9 @@ void rs_view_draw_pipe(rs_view_screen *s, const rs_view_rect *r, const rs_view_m
     fmt_ms(end, sizeof end, t1 - t0);
     fmt_ms(col, sizeof col, dt);
     rs_view_screen_printf(s, in.x, ay, -1, dim, 0, "%-*s0", LABEL_W, "ms");
-    int mid = rs_view_screen_printf(s, in.x + LABEL_W + 2, ay, cols - (int)strlen(end) - 3, dim, 0,
-                                    "%s 1 column = %s %s%s", o->utf8 ? "\xe2\x94\x80" : "-", col,
-                                    o->utf8 ? "\xe2\x94\x80" : "-", per_rank > 1 ? "  f b: a later stage" : "");
-    (void)mid;
+    rs_view_screen_printf(s, in.x + LABEL_W + 2, ay, cols - (int)strlen(end) - 3, dim, 0,
+                          "%s 1 column = %s %s%s", o->utf8 ? "\xe2\x94\x80" : "-", col, o->utf8 ? "\xe2\x94\x80" : "-",
+                          per_rank > 1 ? "  f b: a later stage" : "");
     rs_view_screen_put(s, in.x + LABEL_W + cols - (int)strlen(end), ay, end, -1, dim, 0);
     rs_view_screen_put(s, in.x + LABEL_W + cols, ay, " busy", -1, dim, 0);
     /* the step's measured bubble beside the schedule's formula for equal stages */
@@ -195,10 +194,10 @@ void rs_view_draw_pipe(rs_view_screen *s, const rs_view_rect *r, const rs_view_m
     rs_pipe_kind kind = per_rank > 1 ? RS_PIPE_INTERLEAVED : RS_PIPE_GPIPE;
     double f = rs_pipe_bubble_formula(kind, p, micros > 0 ? micros : 1, per_rank);
     double bubble = n ? 1 - busy / (n * (t1 - t0)) : 0;
-    rs_view_screen_printf(s, in.x, ay + 1, -1, 0, RS_VIEW_A_BOLD, "bubble %.1f%%", 100 * bubble);
+    int bx = rs_view_screen_printf(s, in.x, ay + 1, -1, 0, RS_VIEW_A_BOLD, "bubble %.1f%%", 100 * bubble);
     char v[16] = "";
     if (per_rank > 1) snprintf(v, sizeof v, " v=%d", per_rank);
-    rs_view_screen_printf(s, in.x + 13, ay + 1, -1, 0, 0, " measured; equal stages: %s = %.1f%% (p=%d m=%d%s)",
+    rs_view_screen_printf(s, in.x + bx, ay + 1, -1, 0, 0, " (measured)  formula %s = %.1f%%  p=%d m=%d%s",
                           per_rank > 1 ? "(p-1)/(vm+p-1)" : "(p-1)/(m+p-1)", 100 * f, p, micros, v);
 out:
     rs_view_screen_clip(s, NULL);
