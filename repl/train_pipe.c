@@ -88,6 +88,22 @@ static bool stage_costs(const rs_job *j, int S, double *tf, double *tb)
     return ok;
 }
 
+/* Rank r's forwards and backwards per step, seconds (mean of the steps after the first; -1: none). */
+static double rank_busy(const rs_job *j, int r)
+{
+    const rs_ranks_train *tr = j->state;
+    double sum = 0;
+    int64_t lo = -1, hi = -1;
+    for (int i = 0; i < tr->nmicros; i++) {
+        const rs_train_line *t = &tr->micros[i];
+        if (t->rank != r || t->step < 1) continue;
+        sum += t->t1 - t->t0;
+        if (lo < 0 || t->step < lo) lo = t->step;
+        if (t->step > hi) hi = t->step;
+    }
+    return lo < 0 ? -1 : sum / (double)(hi - lo + 1);
+}
+
 /* The measured bubble of each step with spans of every rank, the least of them in *best (-1: none). */
 static double bubble_best(const rs_job *j)
 {
@@ -149,21 +165,24 @@ void rs_train_pipe_summary(rs_job *j, FILE *f)
                    "          (schedule: simulated with every stage at the stages' mean time;\n"
                    "          unequal: with each stage's own; rest: messages, waits, shared cores)\n",
                 100 * bp.schedule, 100 * bp.imbalance, 100 * bp.overhead);
-    if (parts) {
-        fprintf(f, "  stage time per step, cut by %s (forwards + backwards):\n   ", tr->pipe_cut);
+    /* with several stages a rank (interleaved) or ranks a stage (dp, tp), each stage's own time too */
+    if (parts && S != j->world) {
+        fprintf(f, "  stage time per step (forwards + backwards):\n   ");
         for (int s = 0; s < S; s++)
             fprintf(f, "%s stage %d %.2f ms", s ? (s % 3 ? "," : ",\n   ") : "", s, 1e3 * M * (tf[s] + tb[s]));
         fputc('\n', f);
     }
     free(tf);
     free(tb);
-    fprintf(f, "  %-4s %-24s %22s %10s\n", "rank", "stage:layers", "in flight (measured)", "schedule");
+    fprintf(f, "  stages cut by %s; time/step: its forwards + backwards\n", tr->pipe_cut);
+    fprintf(f, "  %-4s %-20s %10s %22s %10s\n", "rank", "stage:layers", "time/step", "in flight (measured)", "schedule");
     for (int r = 0; r < j->world; r++) {
-        char bytes[32] = "-", held[40] = "-";
-        double peak = fig_max(j, r, "acts_peak_bytes"), sets = fig_max(j, r, "acts_inflight");
+        char bytes[32] = "-", held[40] = "-", busy[24] = "-";
+        double peak = fig_max(j, r, "acts_peak_bytes"), sets = fig_max(j, r, "acts_inflight"), t = rank_busy(j, r);
         if (peak >= 0) rs_view_fmt_bytes(bytes, peak);
         if (sets >= 0) snprintf(held, sizeof held, "%s (%.0f micro)", bytes, sets);
-        fprintf(f, "  %-4d %-24.24s %22s %4d micro\n", r, tr->stage_short ? tr->stage_short[r] : "", held,
+        if (t >= 0) snprintf(busy, sizeof busy, "%.2f ms", 1e3 * t);
+        fprintf(f, "  %-4d %-20.20s %10s %22s %4d micro\n", r, tr->stage_short ? tr->stage_short[r] : "", busy, held,
                 rs_pipe_peak_inflight(k, P, M, V, stage_of(j, r)));
     }
     fprintf(f, "  (in flight: activations a stage holds for its backward, peak of the ACTS pool\n"
