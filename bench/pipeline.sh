@@ -48,8 +48,8 @@ if [ -z "$only" ] || [ "$only" = 0 ]; then
             quiet
             out=$(run "$p" gpipe 8 "$part")
             read -r meas _ form sch une rest <<< "$(fig "$out")"
-            cut=$(echo "$out" | sed -nE 's/^  [0-9]+ +([0-9]+:[0-9]+\.\.[0-9]+) .*micro.*/\1/p' | paste -sd ' ' - | sed 's/,$//')
-            times=$(echo "$out" | sed -nE 's/^  ([0-9]+) +[0-9]+:[0-9.]+ +([0-9.]+ ms) .*micro.*/stage \1 \2,/p' | paste -sd ' ' -)
+            cut=$(echo "$out" | sed -nE 's/^  [0-9]+ +([0-9]+:[0-9]+\.\.[0-9]+) .*micro.*/\1/p' | paste -sd ' ' -)
+            times=$(echo "$out" | sed -nE 's/^  ([0-9]+) +[0-9]+:[0-9.]+ +([0-9.]+ ms) .*micro.*/stage \1 \2,/p' | paste -sd ' ' - | sed 's/,$//')
             printf "%-3s %-10s %-34s %8s %8s   %s = %s + %s + %s\n" "$p" "$part" "$cut" "$meas" "$form" "$times" "$sch" "$une" "$rest"
             echo "$out" | grep -iE '^error|^rank [0-9]+: ' | head -3
         done
