@@ -73,7 +73,7 @@ static int run_row(void *ud, int stmt, int ncols, const char *const *names, cons
 
 /* Columns of the events/metrics union below. */
 enum { C_SRC, C_RANK, C_T, C_KIND, C_NAME, C_STEP, C_COLL, C_ASTEP, C_ALGO, C_PEER, C_CHUNK, C_BYTES, C_VALUE,
-       C_TEXT, C_STEPS, C_GROUP, C_SPS, C_OP, C_EPOCH, C_ID, C_N };
+       C_TEXT, C_STEPS, C_GROUP, C_SPS, C_OP, C_EPOCH, C_ID, C_STAGE, C_N };
 
 /* An events row back into what the rank wrote: a collective's BEGIN/STEP/END, a phase or a bucket's
  * communication, a pipeline's micro-batch, memory, a plain line or @done. Rows of other kinds are
@@ -129,7 +129,8 @@ static void event_row(replay *r, const char *const *v)
     } else if (!strcmp(kind, "micro")) {
         /* a pipeline stage's forward or backward of one micro-batch */
         rs_train_line tl = {.kind = RS_TL_MICRO, .rank = rank, .step = inum(v[C_STEP], -1), .work = name[0] == 'f' ? 'F' : 'B',
-                            .micro = (int)inum(v[C_CHUNK], 0), .t0 = t, .t1 = t + num(v[C_VALUE], 0)};
+                            .micro = (int)inum(v[C_CHUNK], 0), .stage = (int)inum(v[C_STAGE], 0),
+                            .t0 = t, .t1 = t + num(v[C_VALUE], 0)};
         if (!(it = push(r))) return;
         it->kind = IT_TRAIN, it->tl = tl;
         t = tl.t1;
@@ -326,10 +327,10 @@ int rs_cmd_view(rs_session *s, const rs_call *c)
     snprintf(sql, sizeof sql,
              "SELECT 0, rank, CAST(round((t - %s) * 4194304) AS INTEGER), kind, name, step, coll, astep, algo, peer, "
              "chunk, bytes, printf('%%.17g', value), json_extract(detail, '$.text'), json_extract(detail, '$.steps'), "
-             "json_extract(detail, '$.group'), json_extract(detail, '$.sps'), json_extract(detail, '$.op'), NULL, id "
-             "FROM events WHERE run_id = %lld "
+             "json_extract(detail, '$.group'), json_extract(detail, '$.sps'), json_extract(detail, '$.op'), NULL, id, "
+             "json_extract(detail, '$.stage') FROM events WHERE run_id = %lld "
              "UNION ALL SELECT 1, rank, CAST(round((t - %s) * 4194304) AS INTEGER), 'metric', name, step, NULL, NULL, "
-             "NULL, NULL, NULL, NULL, printf('%%.17g', value), NULL, NULL, NULL, NULL, NULL, epoch, id FROM metrics "
+             "NULL, NULL, NULL, NULL, printf('%%.17g', value), NULL, NULL, NULL, NULL, NULL, epoch, id, NULL FROM metrics "
              "WHERE run_id = %lld ORDER BY 1, 20",
              clock, n, clock, n);
     if (rs_slog_sql(s->log, sql, data_row, &r, &e)) {

@@ -34,6 +34,7 @@ typedef struct rs_ranks_train {
      * each stage's tp group (dist/train/grid.h) */
     int pipe_kind, pipe_m, pipe_v;
     int pipe_dp, pipe_tp;
+    char pipe_cut[24];           /* how the stages were cut: "split=3,6" or "partition=time" */
     double eval_acc, eval_loss, last_print, last_loss;
     bool evaluated;
     int ckpts;

@@ -8,17 +8,18 @@
 #include "pipe_split.h"
 
 static const char *const schedules[] = {"naive", "gpipe", "1f1b", "interleaved", NULL}; /* rs_pipe_kind */
-static const char *const balances[] = {"params", "time", NULL};
+static const char *const partitions[] = {"uniform", "parameters", "time", NULL}; /* rs_pipe_partition */
 
 const rs_strategy_opt rs_pipe_opts[] = {
     {"schedule", RS_SOPT_ENUM, "1f1b",
      "pipeline: naive (no micro-batches), gpipe (all forwards, then backwards), 1f1b, interleaved", schedules, 0, -1},
     {"micro", RS_SOPT_INT, "4", "pipeline: micro-batches per global batch (schedule=naive: 1)", NULL, 1, 4096},
     {"virtual", RS_SOPT_INT, NULL, "pipeline schedule=interleaved: stages per rank (default 2)", NULL, 1, 64},
-    {"split", RS_SOPT_STRING, NULL, "pipeline: layers where stages begin, e.g. split=4,8 (default: balance=)", NULL, 0,
+    {"split", RS_SOPT_STRING, NULL, "pipeline: layers where stages begin, e.g. split=4,8 (default: partition=)", NULL, 0,
      -1},
-    {"balance", RS_SOPT_ENUM, "params", "pipeline: cut between top-level items evening out parameters or measured time",
-     balances, 0, -1},
+    {"partition", RS_SOPT_ENUM, "parameters",
+     "pipeline: how stages are cut between top-level items: uniform (as many items each), parameters, or time "
+     "(each item's forward+backward measured first)", partitions, 0, -1},
     {"tie", RS_SOPT_STRING, "auto",
      "pipeline: parameters shared across stages whose gradients are summed (auto: every one, e.g. 0.wte)", NULL, 0,
      -1},
@@ -74,9 +75,9 @@ int rs_pipe_shard_cut(const rs_tp_plan *plan, int at)
     return k;
 }
 
-/* The stage cuts of this run: split= by hand, or balanced (by time: measured on rank 0, so m must be
- * mutable then; the check at the prompt balances by parameters to see that the cut exists). With a
- * tensor-parallel plan, only between pairs. */
+/* The stage cuts of this run: split= by hand, or partition=uniform|parameters (partition=time is
+ * measured on rank 0 in pipeline.c; the check at the prompt cuts by parameters to see that a cut
+ * exists). With a tensor-parallel plan, only between pairs. */
 rs_status rs_pipe_cuts_for(const rs_strategy_args *a, const rs_model *m, int S, const rs_tp_plan *plan, int *cuts,
                           rs_err *err)
 {
@@ -100,6 +101,9 @@ rs_status rs_pipe_cuts_for(const rs_strategy_args *a, const rs_model *m, int S, 
     }
     double cost[512];
     int n = rs_pipe_item_params(m, cost, 512), L = rs_model_layer_count(m);
+    /* uniform: every item counts one, as DeepSpeed's partition_method=uniform counts layers */
+    if (rs_strategy_choice(a, "partition") == RS_PIPE_PART_UNIFORM)
+        for (int i = 0; i < n && i < 512; i++) cost[i] = 1;
     if (n > 512) return rs_err_set(err, RS_ERR_ARG, "pipeline: the model has %d top-level items; at most 512", n);
     bool *ok = plan ? malloc(sizeof *ok * (size_t)(L + 1)) : NULL; /* freed here */
     if (plan && !ok) return rs_err_set(err, RS_ERR_NOMEM, "pipeline: out of memory");

@@ -14,6 +14,9 @@
 
 extern const rs_strategy_opt rs_pipe_opts[];
 
+/* partition=: how the stages are cut when split= is not given (the order of the option's choices). */
+typedef enum rs_pipe_partition { RS_PIPE_PART_UNIFORM, RS_PIPE_PART_PARAMETERS, RS_PIPE_PART_TIME } rs_pipe_partition;
+
 /* Stages per rank: virtual=, or 2 for schedule=interleaved, else 1. */
 int rs_pipe_virtual_of(const rs_strategy_args *a, rs_pipe_kind k);
 /* The run's dp x pp x tp grid for `world` ranks and rank's place; RS_ERR_ARG with the arithmetic when
@@ -23,7 +26,7 @@ rs_status rs_pipe_grid_of(const rs_strategy_args *a, int world, int rank, rs_gri
 bool rs_pipe_cut_keeps_pairs(const rs_tp_plan *plan, int at);
 /* Where whole-model layer `at` begins in a shard of the plan. */
 int rs_pipe_shard_cut(const rs_tp_plan *plan, int at);
-/* S stages' cuts (S+1 values) of m from split= or balance=params, only between pairs of plan (may be
+/* S stages' cuts (S+1 values) of m from split= or partition= (time: by parameters here), only between pairs of plan (may be
  * NULL). RS_ERR_ARG naming a split= cut inside a pair. */
 rs_status rs_pipe_cuts_for(const rs_strategy_args *a, const rs_model *m, int S, const rs_tp_plan *plan, int *cuts,
                            rs_err *err);

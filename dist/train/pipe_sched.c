@@ -131,6 +131,20 @@ rs_status rs_pipe_simulate(rs_pipe_kind k, int P, int M, int V, double tf, doubl
 {
     rs_status st = rs_pipe_check(k, P, M, V, err);
     if (st) return st;
+    int S = P * V;
+    double *c = malloc(sizeof *c * 2 * (size_t)S);
+    if (!c) return rs_err_set(err, RS_ERR_NOMEM, "pipeline simulation: out of memory");
+    for (int s = 0; s < S; s++) c[s] = tf, c[S + s] = tb;
+    st = rs_pipe_simulate_costs(k, P, M, V, c, c + S, start, end, makespan, err);
+    free(c);
+    return st;
+}
+
+rs_status rs_pipe_simulate_costs(rs_pipe_kind k, int P, int M, int V, const double *tf, const double *tb,
+                                 double *start, double *end, double *makespan, rs_err *err)
+{
+    rs_status st = rs_pipe_check(k, P, M, V, err);
+    if (st) return st;
     int total = 2 * M * V, S = P * V;
     rs_pipe_op *ops = malloc(sizeof *ops * (size_t)total * (size_t)P);
     double *fend = malloc(sizeof *fend * (size_t)M * (size_t)S), *bend = malloc(sizeof *bend * (size_t)M * (size_t)S);
@@ -154,7 +168,7 @@ rs_status rs_pipe_simulate(rs_pipe_kind k, int P, int M, int V, double tf, doubl
                 if (o->kind == 'F') dep = o->stage == 0 ? 0 : fend[o->micro * S + o->stage - 1];
                 else dep = o->stage == S - 1 ? fend[o->micro * S + o->stage] : bend[o->micro * S + o->stage + 1];
                 if (dep < 0) break;
-                double t0 = dep > free_at[r] ? dep : free_at[r], t1 = t0 + (o->kind == 'F' ? tf : tb);
+                double t0 = dep > free_at[r] ? dep : free_at[r], t1 = t0 + (o->kind == 'F' ? tf : tb)[o->stage];
                 (o->kind == 'F' ? fend : bend)[o->micro * S + o->stage] = t1;
                 if (start) start[(size_t)r * total + next[r]] = t0;
                 if (end) end[(size_t)r * total + next[r]] = t1;
@@ -251,4 +265,32 @@ double rs_pipe_bubble_measured(const rs_pipe_span *s, int n, int P, int *steps)
     free(seen);
     if (steps) *steps = counted;
     return counted ? sum / counted : -1;
+}
+
+double rs_pipe_bubble_of_costs(rs_pipe_kind k, int P, int M, int V, const double *tf, const double *tb)
+{
+    int S = P * V;
+    double mk = 0, busy = 0;
+    if (rs_pipe_simulate_costs(k, P, M, V, tf, tb, NULL, NULL, &mk, NULL) || !(mk > 0)) return -1;
+    for (int s = 0; s < S; s++) busy += M * (tf[s] + tb[s]);
+    return 1.0 - busy / ((double)P * mk);
+}
+
+rs_status rs_pipe_bubble_split(rs_pipe_kind k, int P, int M, int V, const double *tf, const double *tb,
+                               double measured, rs_pipe_bubble_parts *out, rs_err *err)
+{
+    int S = P * V;
+    double *eq = malloc(sizeof *eq * 2 * (size_t)S), mf = 0, mb = 0;
+    if (!eq) return rs_err_set(err, RS_ERR_NOMEM, "pipeline: out of memory");
+    for (int s = 0; s < S; s++) mf += tf[s] / S, mb += tb[s] / S;
+    for (int s = 0; s < S; s++) eq[s] = mf, eq[S + s] = mb;
+    /* the same schedule with every stage at the mean: what the schedule alone leaves idle */
+    double sched = rs_pipe_bubble_of_costs(k, P, M, V, eq, eq + S), own = rs_pipe_bubble_of_costs(k, P, M, V, tf, tb);
+    free(eq);
+    if (sched < 0 || own < 0)
+        return rs_err_set(err, RS_ERR_ARG, "pipeline: no schedule %s for %d ranks, micro=%d, virtual=%d",
+                          rs_pipe_kind_name(k), P, M, V);
+    *out = (rs_pipe_bubble_parts){.measured = measured, .schedule = sched, .imbalance = own - sched,
+                                  .overhead = measured - own};
+    return RS_OK;
 }

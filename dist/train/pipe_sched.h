@@ -60,6 +60,27 @@ int rs_pipe_messages(rs_pipe_kind k, int P, int M, int V, int from, int to, rs_p
  * when the ranks would wait on each other forever. start/end: (P, 2*M*V) row-major, may be NULL. */
 rs_status rs_pipe_simulate(rs_pipe_kind k, int P, int M, int V, double tf, double tb, double *start, double *end,
                            double *makespan, rs_err *err);
+/* The same with each stage's own costs: tf[s], tb[s] for the S = P*V stages. */
+rs_status rs_pipe_simulate_costs(rs_pipe_kind k, int P, int M, int V, const double *tf, const double *tb,
+                                 double *start, double *end, double *makespan, rs_err *err);
+/* The idle share of the simulated step with those costs: 1 - (work of all stages) / (P * makespan); -1
+ * for sizes the schedule refuses. */
+double rs_pipe_bubble_of_costs(rs_pipe_kind k, int P, int M, int V, const double *tf, const double *tb);
+
+/* A measured bubble taken apart, each a share of the step's time (they add up to measured):
+ *  - schedule: the schedule's own fill and drain, simulated with every stage at the stages' mean
+ *    forward and backward times ((p-1)/(m+p-1) for GPipe and 1F1B);
+ *  - imbalance: what the stages' unequal times add (simulated with each stage's own measured times);
+ *  - overhead: the rest, which no schedule explains: messages, waits for a peer that was not running
+ *    (ranks sharing cores), and the gaps between one op and the next. */
+typedef struct rs_pipe_bubble_parts {
+    double measured, schedule, imbalance, overhead;
+} rs_pipe_bubble_parts;
+/* tf, tb: each stage's mean forward and backward of one micro-batch (S = P*V of each). RS_ERR_ARG for
+ * sizes the schedule refuses. */
+rs_status rs_pipe_bubble_split(rs_pipe_kind k, int P, int M, int V, const double *tf, const double *tb,
+                               double measured, rs_pipe_bubble_parts *out, rs_err *err);
+
 /* The most micro-batches rank r holds at once (forward done, backward not yet, counted per stage),
  * from its order alone: GPipe M, 1F1B min(P - r, M). */
 int rs_pipe_peak_inflight(rs_pipe_kind k, int P, int M, int V, int r);

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "engine/train/train.h"
 
@@ -127,7 +128,17 @@ typedef struct timing {
     int *item_of;      /* unit index -> top item */
 } timing;
 
-static double tnow(void) { return rs_train_now(); }
+/* CPU seconds of the process, not the wall clock: on a machine whose cores other programs share, a
+ * layer of a few milliseconds is interrupted in every pass, and the wall clock would cut the stages
+ * by whom the scheduler happened to interrupt (2 ranks beside a load of 14 moved the cut of five
+ * equal layers between 3|2 and 1|4 from run to run). The profile runs before any rank trains, so the
+ * process's CPU time is the layers' own (with threads>1, their threads' too). */
+static double tnow(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts)) return rs_train_now();
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 static rs_status h_begin(void *ud, const rs_unit *u, rs_err *err)
 {

@@ -22,7 +22,8 @@ rs_status rs_pipe_split_balance_where(const rs_model *m, const double *cost, int
 /* The top-level items' parameters (as costs); returns how many items (at most max). */
 int rs_pipe_item_params(const rs_model *m, double *cost, int max);
 /* Each top-level item's forward + backward seconds on a batch of B zeros (the fastest of a few runs),
- * measured through the unit hooks; the model's gradients and step are left as they were. */
+ * measured through the unit hooks in the process's CPU time (what other programs on the cores take
+ * is not the layer's); the model's gradients and step are left as they were. */
 rs_status rs_pipe_item_times(rs_model *m, int B, double *cost, int max, int *n, rs_err *err);
 /* "0..3 | 4..7" style text of the stages' layers, for messages. */
 void rs_pipe_split_text(const int *cuts, int S, char *buf, size_t cap);

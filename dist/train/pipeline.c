@@ -170,14 +170,14 @@ static void on_tie(void *ud, size_t off, size_t numel, int owner, int reader)
 static rs_status whole_cuts(rs_pipe_state *p, rs_model *m, rs_err *err)
 {
     const rs_strategy_args *a = p->ctx.args;
-    if (rs_strategy_str(a, "split") || rs_strategy_choice(a, "balance") != 1)
+    if (rs_strategy_str(a, "split") || rs_strategy_choice(a, "partition") != RS_PIPE_PART_TIME)
         return rs_pipe_cuts_for(a, m, p->S, p->plan, p->wcuts, err);
     double cost[512];
     int n = 0, L = rs_model_layer_count(m);
     rs_status st = RS_OK;
     bool ok[1025];
     for (int i = 0; i <= L && i < 1025; i++) ok[i] = rs_pipe_cut_keeps_pairs(p->plan, i);
-    if (L >= 1025) st = rs_err_set(err, RS_ERR_ARG, "pipeline: balance=time takes models of at most 1024 layers");
+    if (L >= 1025) st = rs_err_set(err, RS_ERR_ARG, "pipeline: partition=time takes models of at most 1024 layers");
     if (!st && p->g->rank == 0) st = rs_pipe_item_times(m, p->batch_cap, cost, 512, &n, err);
     if (!st && p->g->rank == 0) st = rs_pipe_split_balance_where(m, cost, p->S, ok, p->wcuts, err);
     int32_t cuts[1024];

@@ -70,6 +70,7 @@ void rs_view_model_reset(rs_view_model *vm)
     vm->fed = vm->ignored = vm->dropped = 0;
     vm->eval_acc = vm->eval_loss = 0;
     vm->eval_epoch = -1;
+    vm->pipe_stages = 0;
     vm->bench_head = vm->n_bench = vm->bench_rows = 0;
 }
 
@@ -145,6 +146,7 @@ static void push_span(rs_view_rank *r, double t0, double t1, int64_t step, rs_vi
     sp->step = step;
     sp->state = (uint8_t)s;
     sp->comm = comm;
+    sp->micro = sp->stage = -1;
     r->span_head = (r->span_head + 1) % RS_VIEW_SPAN_N;
     if (r->n_span < RS_VIEW_SPAN_N) r->n_span++;
 }
@@ -374,6 +376,11 @@ void rs_view_feed_train(rs_view_model *vm, const rs_train_line *tl)
         saw_time(vm, tl->t1);
         s = tl->work == 'F' ? RS_VIEW_ST_FORWARD : RS_VIEW_ST_BACKWARD;
         push_span(r, tl->t0, tl->t1, tl->step, s, false);
+        if (tl->t1 >= tl->t0 && tl->micro >= 0 && tl->micro < INT16_MAX && tl->stage >= 0 && tl->stage < INT16_MAX) {
+            rs_view_span *sp = &r->spans[(r->span_head + RS_VIEW_SPAN_N - 1) % RS_VIEW_SPAN_N];
+            sp->micro = (int16_t)tl->micro, sp->stage = (int16_t)tl->stage; /* the schedule pane's cells */
+            if (tl->stage >= vm->pipe_stages) vm->pipe_stages = tl->stage + 1;
+        }
         set_state(r, s, tl->t1);
         break;
     case RS_TL_STAGE:

@@ -45,6 +45,7 @@ typedef struct rs_view_span {
     int64_t step;
     uint8_t state;       /* rs_view_state */
     bool comm;           /* a communication span (state is RS_VIEW_ST_COMM) */
+    int16_t micro, stage; /* a pipeline's forward or backward: its micro-batch and stage; else -1 */
 } rs_view_span;
 
 typedef struct rs_view_rank {
@@ -139,6 +140,7 @@ typedef struct rs_view_model {
     rs_view_log_line *log;    /* owned ring of RS_VIEW_LOG_N */
     int log_head, n_log;
     uint64_t fed, ignored, dropped; /* events taken, lines not understood, events of ranks out of range */
+    int pipe_stages;          /* a pipeline's stages seen in micro-batch spans (0: no pipeline) */
     double eval_acc, eval_loss;
     int eval_epoch;           /* -1: none */
     rs_view_bench_row bench[RS_VIEW_BENCH_N]; /* ring of `bench` rows, oldest at (bench_head - n_bench) */

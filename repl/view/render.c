@@ -1,6 +1,7 @@
 /* The layout and the frame of the dashboard (render.h), with its two simplest panes: the header and
  * the log. The rank, collective and timeline panes have a file each (ranks.c, coll.c, timeline.c). */
 #include "pane.h"
+#include "pipe_pane.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -236,6 +237,8 @@ void rs_view_draw(rs_view_screen *s, const rs_view_model *vm, double now, const 
     rs_view_screen_clip(s, NULL);
     int world = vm->world > 0 ? vm->world : vm->nranks;
     rs_view_layout l = rs_view_layout_for(s->w, s->h, world);
+    bool pipe = rs_view_pipe_active(vm) && !rs_view_has_data(vm, NULL);
+    if (pipe) rs_view_pipe_layout(&l, s->w, s->h, world);
     if (l.too_small) {
         rs_view_draw_too_small(s, o);
         return;
@@ -243,7 +246,8 @@ void rs_view_draw(rs_view_screen *s, const rs_view_model *vm, double now, const 
     rs_view_draw_header(s, &l.header, vm, now, o);
     rs_view_draw_ranks(s, &l, vm, o);
     rs_view_draw_coll(s, &l.coll, vm, o);
-    if (rs_view_has_data(vm, NULL)) rs_view_draw_data(s, &l.timeline, vm, o);
+    if (pipe) rs_view_draw_pipe(s, &l.timeline, vm, o); /* a pipeline: the schedule as the ranks ran it */
+    else if (rs_view_has_data(vm, NULL)) rs_view_draw_data(s, &l.timeline, vm, o);
     else rs_view_draw_timeline(s, &l.timeline, l.lanes, vm, now, o);
     rs_view_draw_log(s, &l.log, vm, o);
 }

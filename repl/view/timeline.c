@@ -64,7 +64,7 @@ static void cover(const rs_view_rank *r, double t0, double dt, int n, double now
     }
     double t1 = t0 + dt * n;
     for (int k = 0; k <= r->n_span; k++) {
-        rs_view_span open = {r->coll_t0, now, r->step, RS_VIEW_ST_COMM, true};
+        rs_view_span open = {r->coll_t0, now, r->step, RS_VIEW_ST_COMM, true, -1, -1};
         const rs_view_span *sp = k < r->n_span ? rs_view_span_at(r, k) : (r->coll_t0 >= 0 ? &open : NULL);
         if (!sp || sp->t1 <= t0 || sp->t0 >= t1) continue;
         int c0 = (int)floor((sp->t0 - t0) / dt), c1 = (int)floor((sp->t1 - t0) / dt);

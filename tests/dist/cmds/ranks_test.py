@@ -153,13 +153,13 @@ def case_tutorial_pipeline(tmp):
     print(out)
     check(rc == 0, "the pipeline tutorial plays to the end")
     bubbles = re.findall(r"bubble: ([0-9.]+)% of each step idle.*\n +formula \S+ = ([0-9.]+)%", out)
-    check([f for _, f in bubbles] == ["50.0", "11.1", "11.1", "20.0"], "naive, gpipe, 1f1b and 2x2x2 (m=4), each "
-          "measured beside its formula: %s" % bubbles)
+    check([f for _, f in bubbles] == ["50.0", "20.0", "11.1", "11.1", "20.0"], "naive, gpipe m=4 and m=8, 1f1b and "
+          "2x2x2 (m=4), each measured beside its formula: %s" % bubbles)
     check("dp=2 x pp=2 x tp=2 = 8 ranks: rank = 4 x stage + 2 x replica + shard" in out,
           "the combined run prints its layout")
     check(re.search(r"^  0 +0:.*\(8 micro\) +8 micro$", out, re.M) and re.search(r"^  0 +0:.*\(2 micro\) +2 micro$", out, re.M),
           "gpipe holds 8 micro-batches' activations on stage 0, 1f1b 2")
-    check(re.search(r"^ +1 +backward +40 ", out, re.M) is not None, "its sql counts rank 1's 40 backwards (5 steps x 8)")
+    check(re.search(r"^ +1 +backward +48 ", out, re.M) is not None, "its sql counts rank 1's 48 backwards (6 steps x 8)")
 
 
 def load_weights(path):
@@ -312,16 +312,16 @@ def case_train_pipeline(tmp):
     summary = out[out.index("pipeline: schedule="):].split("\n")[:7]
     check(all(len(l) <= 80 for l in summary), "the pipeline's summary fits 80 columns: %s" % summary)
     check(re.search(r"test accuracy 0\.\d+", out) is not None, "rank 0 evaluates the gathered model")
-    # the dashboard's timeline (the last run's final frame): each stage's forwards and backwards, not one
-    # backward span over the whole schedule (which left no F on any row)
+    # the dashboard's pipeline pane in the timeline's place (the last run's final frame): each stage's
+    # forwards and backwards, not one backward span over the whole schedule (which left no F on any row)
     frame = open(dump).read() if os.path.exists(dump) else ""
-    # the timeline's own columns: other panes (the data pane of a collective) may stand to its left
-    at = frame.find(" timeline ")
+    # the pane's own columns: other panes (the data pane of a collective) may stand to its left
+    at = frame.find(" pipeline, step ")
     col = at - (frame.rfind("\n", 0, at) + 1)
     tl = [l[col:] for l in frame[at:].split("\n")[1:8]]
     rows = [l for l in tl if re.match(r"r\d ", l)]
     check(len(rows) == 3 and all("F" in r[4:] for r in rows) and any("B" in r[4:] for r in rows),
-          "the timeline shows each stage's forwards and backwards apart:\n" + "\n".join(tl))
+          "the pipeline pane shows each stage's forwards and backwards apart:\n" + "\n".join(tl))
     con = sqlite3.connect(db)
     runs = con.execute("SELECT mode, world_size, status FROM runs WHERE kind='train' ORDER BY id").fetchall()
     check(runs[0] == ("pipeline", 2, "done") and runs[2] == ("pipeline", 3, "done"), "runs logged as pipeline: %s" % runs)

@@ -1,5 +1,5 @@
 /* mode=pipeline against one process: `test-pipeline BACKEND RANKS SCHEDULE MICRO [virtual=V] [gpt]
- * [split=...] [balance=time] [memory] [resume]`. Every rank makes the strategy through the registry
+ * [split=...] [partition=time] [memory] [resume]`. Every rank makes the strategy through the registry
  * (as the worker does), trains its stages on the whole global batch, and rank 0, which gathered the
  * whole model, trains a copy in one process with the same global batch and compares:
  * ||a-b||/||b|| <= 1e-5 (the micro-batches' gradients add in another order than one batch's). The
@@ -77,7 +77,7 @@ static int train_pipe(const job *j, const char *schedule, int micro, rs_pg *g, r
     if (rs_strategy_args_set(&a, "schedule", schedule, &e) || rs_strategy_args_set(&a, "micro", mv, &e) ||
         (!strcmp(schedule, "interleaved") && rs_strategy_args_set(&a, "virtual", vv, &e)) ||
         (j->split && rs_strategy_args_set(&a, "split", j->split, &e)) ||
-        (j->balance && rs_strategy_args_set(&a, "balance", j->balance, &e))) {
+        (j->balance && rs_strategy_args_set(&a, "partition", j->balance, &e))) {
         fprintf(stderr, "rank %d: %s\n", g->rank, e.msg);
         return 2;
     }
@@ -178,7 +178,7 @@ int main(int argc, char **argv)
 {
     if (argc < 5) {
         fprintf(stderr, "usage: test-pipeline shm|tcp RANKS SCHEDULE MICRO [virtual=V] [gpt] [split=...] "
-                        "[balance=time] [memory] [resume]\n");
+                        "[partition=time] [memory] [resume]\n");
         return 2;
     }
     job j = {.backend = argv[1], .schedule = argv[3], .micro = atoi(argv[4]), .V = 2, .spec = "mlp 784-64-32-10",
@@ -188,7 +188,7 @@ int main(int argc, char **argv)
     for (int i = 5; i < argc; i++) {
         if (!strncmp(argv[i], "virtual=", 8)) j.V = atoi(argv[i] + 8);
         else if (!strncmp(argv[i], "split=", 6)) j.split = argv[i] + 6;
-        else if (!strncmp(argv[i], "balance=", 8)) j.balance = argv[i] + 8;
+        else if (!strncmp(argv[i], "partition=", 10)) j.balance = argv[i] + 10;
         else if (!strcmp(argv[i], "memory")) j.memory = true;
         else if (!strcmp(argv[i], "resume")) resume = true;
         else if (!strcmp(argv[i], "gpt")) {

@@ -3,6 +3,7 @@
  * 8 ranks and 16 micro-batches: each rank runs every forward and backward of its stages exactly once,
  * a backward after its forward; a fixed-cost simulation never deadlocks and its bubble is the formula;
  * 1F1B holds at most P - rank micro-batches, GPipe all M; the messages are what the ops produce. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,6 +151,32 @@ int main(void)
         RS_CHECK(steps == 2, "two steps measured, got %d", steps);
         RS_CHECK_CLOSE(b, 3.0 / 11.0, 1e-12, 0, "measured bubble of the simulated 1F1B trace");
         RS_CHECK(rs_pipe_bubble_measured(sp, ns, 5, &steps) == -1 && steps == 0, "a rank without spans: no figure");
+    }
+    /* Unequal stages, worked by hand: GPipe, 2 ranks, 2 micro-batches, stage 0 (F 1, B 1), stage 1 (F 2,
+     * B 2). Rank 0 F0 0-1, F1 1-2; rank 1 F0 1-3, F1 3-5, B0 5-7, B1 7-9; rank 0 B0 7-8, B1 9-10: 10 units,
+     * 12 of them busy of 20, bubble 0.4; every stage at the mean (1.5, 1.5) gives the formula's 1/3. */
+    {
+        double tf[2] = {1, 2}, tb[2] = {1, 2}, mk = 0;
+        rs_err e = {0};
+        RS_CHECK(rs_pipe_simulate_costs(RS_PIPE_GPIPE, 2, 2, 1, tf, tb, NULL, NULL, &mk, &e) == RS_OK && mk == 10,
+                 "unequal stages: makespan %g, by hand 10", mk);
+        RS_CHECK(fabs(rs_pipe_bubble_of_costs(RS_PIPE_GPIPE, 2, 2, 1, tf, tb) - 0.4) < 1e-12, "unequal stages: bubble 0.4");
+        rs_pipe_bubble_parts bp;
+        RS_CHECK(rs_pipe_bubble_split(RS_PIPE_GPIPE, 2, 2, 1, tf, tb, 0.5, &bp, &e) == RS_OK, "split: %s", e.msg);
+        RS_CHECK(fabs(bp.schedule - 1.0 / 3) < 1e-12 && fabs(bp.imbalance - (0.4 - 1.0 / 3)) < 1e-12 &&
+                     fabs(bp.overhead - 0.1) < 1e-12 && bp.measured == 0.5,
+                 "split of 0.5: schedule %g (1/3), unequal %g (0.0667), rest %g (0.1)", bp.schedule, bp.imbalance,
+                 bp.overhead);
+        /* equal stages: nothing is imbalance, for every schedule and size */
+        for (int k = RS_PIPE_GPIPE; k <= RS_PIPE_1F1B; k++)
+            for (int M = 1; M <= 8; M *= 2) {
+                double f[4] = {1, 1, 1, 1}, b[4] = {2, 2, 2, 2};
+                RS_CHECK(rs_pipe_bubble_split((rs_pipe_kind)k, 4, M, 1, f, b, 0.9, &bp, &e) == RS_OK &&
+                             fabs(bp.imbalance) < 1e-12 &&
+                             fabs(bp.schedule - rs_pipe_bubble_formula((rs_pipe_kind)k, 4, M, 1)) < 1e-12,
+                         "%s m=%d equal stages: schedule %g = formula, imbalance %g = 0", rs_pipe_kind_name((rs_pipe_kind)k),
+                         M, bp.schedule, bp.imbalance);
+            }
     }
     return rs_test_finish("pipe-sched");
 }
