@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""Transformers as torch exports them, imported by ringside and compared with ONNX Runtime: a
+nanoGPT-style decoder (token ids in, logits out; and its last position, x[:, -1, :]) and
+nn.TransformerEncoder (nn.MultiheadAttention inside), each with the TorchScript exporter (opset 17)
+and the dynamo exporter (its opset, 20 with torch 2.x; where onnxscript imports), at small sizes with
+random weights. Usage: export_torch_transformers.py RUN_IMPORT [RINGSIDE]. Exits 77 (skipped) with a
+message when torch is missing; each exporter's part says why it skipped."""
+import os
+import subprocess
+import sys
+import tempfile
+import warnings
+
+try:
+    import numpy  # noqa: F401
+    import onnx  # noqa: F401
+    import onnxruntime  # noqa: F401
+except Exception as e:
+    print(f"SKIP: needs numpy, onnx and onnxruntime ({e})")
+    sys.exit(77)
+try:
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+except Exception as e:
+    print(f"SKIP: torch is not installed here ({e}); tests/onnx/import/transformer/ covers the same node patterns")
+    sys.exit(77)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ort_manifest import add_good, write_manifest  # noqa: E402
+
+warnings.filterwarnings("ignore")
+V, T, C, H = 11, 8, 16, 2
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(C), nn.LayerNorm(C)
+        self.qkv, self.proj = nn.Linear(C, 3 * C), nn.Linear(C, C)
+        self.fc, self.fc2 = nn.Linear(C, 4 * C), nn.Linear(4 * C, C)
+
+    def forward(self, x):
+        B, Tn, _ = x.size()
+        q, k, v = self.qkv(self.ln1(x)).split(C, dim=2)
+        q, k, v = (t.view(B, Tn, H, C // H).transpose(1, 2) for t in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(y.transpose(1, 2).contiguous().view(B, Tn, C))
+        return x + self.fc2(F.gelu(self.fc(self.ln2(x))))
+
+
+class GPT(nn.Module):
+    def __init__(self, last=False):
+        super().__init__()
+        self.last = last
+        self.wte, self.wpe = nn.Embedding(V, C), nn.Embedding(T, C)
+        self.h = nn.ModuleList([Block() for _ in range(2)])
+        self.ln, self.head = nn.LayerNorm(C), nn.Linear(C, V, bias=False)
+        for p in self.parameters():  # LayerNorm's ones and zeros would hide a swapped weight
+            nn.init.normal_(p, std=0.3)
+
+    def forward(self, idx):
+        x = self.wte(idx) + self.wpe(torch.arange(idx.size(1), device=idx.device))
+        for b in self.h:
+            x = b(x)
+        x = self.ln(x)
+        return self.head(x[:, -1, :] if self.last else x)
+
+
+def encoder():
+    layer = nn.TransformerEncoderLayer(d_model=C, nhead=H, dim_feedforward=32, dropout=0.0, batch_first=True)
+    m = nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False)
+    for p in m.parameters():
+        nn.init.normal_(p, std=0.3)
+    return m.eval()
+
+
+class MHA(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.m = nn.MultiheadAttention(C, H, batch_first=True)
+
+    def forward(self, x):
+        return self.m(x, x, x, need_weights=False)[0]
+
+
+def export(model, x, path, dynamo):
+    name = "tokens" if x.dtype == torch.int64 else "x"
+    if dynamo:
+        torch.onnx.export(model, (x,), path, dynamo=True, input_names=[name], output_names=["y"],
+                          dynamic_shapes=({0: torch.export.Dim("batch", min=1, max=64)},), verbose=False)
+    else:
+        torch.onnx.export(model, (x,), path, dynamo=False, opset_version=17, input_names=[name], output_names=["y"],
+                          dynamic_axes={name: {0: "batch"}, "y": {0: "batch"}})
+
+
+def main():
+    torch.manual_seed(0)
+    ids = torch.randint(0, V, (2, T))
+    xs = torch.randn(2, 5, C)
+    models = [("gpt", GPT().eval(), ids), ("gpt_last", GPT(last=True).eval(), ids), ("encoder", encoder(), xs),
+              ("mha", MHA().eval(), xs)]
+    try:
+        import onnxscript  # noqa: F401
+        exporters = [("ts", False), ("dynamo", True)]
+    except Exception as e:
+        print(f"  dynamo exporter: skipped (onnxscript does not import: {e})")
+        exporters = [("ts", False)]
+    rc = 0
+    with tempfile.TemporaryDirectory(prefix="rs-torch-tx-") as out:
+        lines = []
+        for tag, dyn in exporters:
+            for name, model, x in models:
+                fname = f"{name}_{tag}"
+                try:  # not under no_grad: there nn.MultiheadAttention takes its fused fast path, which has no export
+                    export(model, x, os.path.join(out, f"{fname}.onnx"), dyn)
+                except Exception as e:
+                    print(f"FAIL {fname}: torch.onnx.export: {type(e).__name__}: {str(e)[:300]}")
+                    rc = 1
+                    continue
+                m = onnx.load(os.path.join(out, f"{fname}.onnx"))
+                opset = [o.version for o in m.opset_import if o.domain in ("", "ai.onnx")][0]
+                print(f"  exported {fname}: opset {opset}, {len(m.graph.node)} nodes")
+                lines.append(add_good(out, fname, seed=len(lines)))
+        write_manifest(out, lines)
+        rc += subprocess.run([sys.argv[1], out, "--only"]).returncode
+        if len(sys.argv) > 2:
+            rc += check_generate(sys.argv[2], out)
+    return 1 if rc else 0
+
+
+def check_generate(ringside, out):
+    """The imported torch GPT at the prompt: `model g = onnx F` says it reads token ids."""
+    path = os.path.join(out, "gpt_ts.onnx")
+    r = subprocess.run([ringside, "--no-db", "-c", f"model g = onnx {path}"], capture_output=True, text=True,
+                       timeout=120, env=dict(os.environ, COLUMNS="1000"))
+    ok = r.returncode == 0 and "input 8 tokens" in r.stdout
+    print(f"  model g = onnx gpt_ts.onnx at the prompt: {'ok' if ok else 'FAIL'}")
+    if not ok:
+        print(r.stdout + r.stderr)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
