@@ -3,7 +3,9 @@
 nanoGPT-style decoder (token ids in, logits out; and its last position, x[:, -1, :]) and
 nn.TransformerEncoder (nn.MultiheadAttention inside), each with the TorchScript exporter (opset 17)
 and the dynamo exporter (its opset, 20 with torch 2.x; where onnxscript imports), at small sizes with
-random weights. Usage: export_torch_transformers.py RUN_IMPORT [RINGSIDE]. Exits 77 (skipped) with a
+random weights; the GPTs (whose attention imports as the engine's attn layer) are also compiled into fp32
+plans by RUN_PLAN and compared with ONNX Runtime. Usage: export_torch_transformers.py RUN_IMPORT RUN_PLAN
+[RINGSIDE]. Exits 77 (skipped) with a
 message when torch is missing; each exporter's part says why it skipped."""
 import os
 import subprocess
@@ -124,8 +126,10 @@ def main():
                 lines.append(add_good(out, fname, seed=len(lines)))
         write_manifest(out, lines)
         rc += subprocess.run([sys.argv[1], out, "--only"]).returncode
-        if len(sys.argv) > 2:
-            rc += check_generate(sys.argv[2], out)
+        gpts = [ln.split()[1] for ln in lines if ln.split()[1] in ("gpt_ts", "gpt_dynamo")]
+        rc += subprocess.run([sys.argv[2], out] + gpts).returncode
+        if len(sys.argv) > 3:
+            rc += check_generate(sys.argv[3], out)
     return 1 if rc else 0
 
 

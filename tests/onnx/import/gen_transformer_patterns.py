@@ -155,11 +155,12 @@ def mha_dynamo_file():
     g.save("mha_dynamo", ["batch", T, E], ["batch", T, E], 20)
 
 
-def gpt_dynamo_file():
+def gpt_dynamo_file(last_token):
     """A nanoGPT block and head, dynamo exporter (opset 20): Split(num_outputs=3) of qkv, Reshape
     [-1, T, H, hd] with allowzero=1, the keys through (N*H, T, hd) (Shape/Slice/Concat), the causal mask from
-    Expand/Trilu/Equal/Where, Gelu, and the last position x[:, -1, :] as Gather(axis=1) on activations
-    before the head's Gemm."""
+    Expand/Trilu/Equal/Where, Gelu; with last_token, the last position x[:, -1, :] as Gather(axis=1) on
+    activations before the head's Gemm, else the head's MatMul on every position (this one compiles: its
+    attention imports as the engine's attn layer)."""
     g = G(4)
     T, C, H, V = 4, 8, 2, 11
     d = C // H
@@ -186,10 +187,14 @@ def gpt_dynamo_file():
     f = g.op("Gelu", [g.op("Add", [g.op("MatMul", [x, g.weight(C, 4 * C)]), g.weight(4 * C)])], approximate="none")
     x = g.op("Add", [x, g.op("Add", [g.op("MatMul", [f, g.weight(4 * C, C)]), g.weight(C)])])
     x = g.op("LayerNormalization", [x, g.weight(C), g.weight(C)], axis=-1, epsilon=1e-5, stash_type=1)
-    x = g.op("Gather", [x, g.init(-1, np.int64)], axis=1, name="node_select")
-    g.op("Gemm", [x, g.weight(V, C)], transB=1, alpha=1.0, beta=1.0, transA=0)
+    if last_token:
+        x = g.op("Gather", [x, g.init(-1, np.int64)], axis=1, name="node_select")
+        g.op("Gemm", [x, g.weight(V, C)], transB=1, alpha=1.0, beta=1.0, transA=0)
+    else:
+        g.op("MatMul", [x, g.weight(C, V)])
     g.nodes[-1].output[0] = "y"
-    g.save("gpt_dynamo_last", ["batch", T], ["batch", V], 20, x_type=TP.INT64)
+    g.save("gpt_dynamo_last" if last_token else "gpt_dynamo", ["batch", T], ["batch", V] if last_token else ["batch", T, V], 20,
+           x_type=TP.INT64)
 
 
 def gather_computed_file():
@@ -259,6 +264,7 @@ def refusals():
 
 if __name__ == "__main__":
     os.makedirs(OUT, exist_ok=True)
-    for fn in (mha_ts_file, encoder_layer_ts_file, mha_dynamo_file, gpt_dynamo_file, gather_computed_file, refusals):
+    for fn in (mha_ts_file, encoder_layer_ts_file, mha_dynamo_file, lambda: gpt_dynamo_file(True),
+               lambda: gpt_dynamo_file(False), gather_computed_file, refusals):
         fn()
     print(f"gen_transformer_patterns: wrote {len(os.listdir(OUT))} files to {OUT}")

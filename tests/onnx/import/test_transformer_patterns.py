@@ -2,8 +2,9 @@
 """The committed transformer patterns (tests/onnx/import/transformer/, written by
 gen_transformer_patterns.py) imported and run by the engine at batches 1 and 7 against ONNX Runtime
 (1e-4 relative to the largest output), and the files in bad.txt refused with the node, the operator and
-the words listed there. Usage: test_transformer_patterns.py RUN_IMPORT. Exits 77 without numpy, onnx or
-onnxruntime."""
+the words listed there; gpt_dynamo (whose attention imports as the engine's attn layer) compiled into an
+fp32 plan by RUN_PLAN and compared with ONNX Runtime too. Usage: test_transformer_patterns.py RUN_IMPORT
+RUN_PLAN. Exits 77 without numpy, onnx or onnxruntime."""
 import os
 import shutil
 import subprocess
@@ -37,4 +38,6 @@ with tempfile.TemporaryDirectory(prefix="rs-tx-patterns-") as out:
         print(f"FAIL: bad.txt names files that are not there: {sorted(missing)}")
         sys.exit(1)
     write_manifest(out, lines)
-    sys.exit(subprocess.run([sys.argv[1], out, "--only"]).returncode)
+    rc = subprocess.run([sys.argv[1], out, "--only"]).returncode
+    rc += subprocess.run([sys.argv[2], out, "gpt_dynamo"]).returncode
+    sys.exit(1 if rc else 0)
