@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Transformers as torch exports them, imported by ringside and compared with ONNX Runtime: a
-nanoGPT-style decoder (token ids in, logits out; and its last position, x[:, -1, :]) and
-nn.TransformerEncoder (nn.MultiheadAttention inside), each with the TorchScript exporter (opset 17)
-and the dynamo exporter (its opset, 20 with torch 2.x; where onnxscript imports), at small sizes with
-random weights; the GPTs (whose attention imports as the engine's attn layer) are also compiled into fp32
-plans by RUN_PLAN and compared with ONNX Runtime. Usage: export_torch_transformers.py RUN_IMPORT RUN_PLAN
-[RINGSIDE]. Exits 77 (skipped) with a
-message when torch is missing; each exporter's part says why it skipped."""
+nanoGPT-style decoder (token ids in, logits out; and its last position, x[:, -1, :]),
+nn.TransformerEncoder (nn.MultiheadAttention inside), nn.MultiheadAttention alone and a small ViT (class
+token, pre-norm GELU encoder, x[:, 0]), each with the TorchScript exporter (opset 17) and the dynamo
+exporter (its default, opset 20 with torch 2.x; where onnxscript imports), at small sizes with random
+weights. The GPTs, whose attention imports as the engine's attn layer, are also compiled into fp32 plans
+by RUN_PLAN and compared with ONNX Runtime, and generated from at the prompt (RINGSIDE). Usage:
+export_torch_transformers.py RUN_IMPORT RUN_PLAN [RINGSIDE]. Exits 77 (skipped) with a message when torch
+is missing; the dynamo part says why it skipped when onnxscript is."""
 import os
 import subprocess
 import sys
@@ -79,6 +80,24 @@ def encoder():
     return m.eval()
 
 
+class ViT(nn.Module):
+    """A small vision transformer: patches by a strided Conv, a class token (Expand + Concat), positions, a
+    pre-norm GELU nn.TransformerEncoder, the class position x[:, 0] (Gather on activations), a head."""
+
+    def __init__(self):
+        super().__init__()
+        self.pe = nn.Conv2d(3, C, 4, 4)
+        self.cls, self.pos = nn.Parameter(torch.randn(1, 1, C)), nn.Parameter(torch.randn(1, 17, C))
+        layer = nn.TransformerEncoderLayer(C, H, 32, 0.0, batch_first=True, norm_first=True, activation="gelu")
+        self.enc = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.head = nn.Linear(C, 5)
+
+    def forward(self, x):
+        x = self.pe(x).flatten(2).transpose(1, 2)
+        x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], 1) + self.pos
+        return self.head(self.enc(x)[:, 0])
+
+
 class MHA(nn.Module):
     def __init__(self):
         super().__init__()
@@ -103,7 +122,7 @@ def main():
     ids = torch.randint(0, V, (2, T))
     xs = torch.randn(2, 5, C)
     models = [("gpt", GPT().eval(), ids), ("gpt_last", GPT(last=True).eval(), ids), ("encoder", encoder(), xs),
-              ("mha", MHA().eval(), xs)]
+              ("mha", MHA().eval(), xs), ("vit", ViT().eval(), torch.randn(2, 3, 16, 16))]
     try:
         import onnxscript  # noqa: F401
         exporters = [("ts", False), ("dynamo", True)]
