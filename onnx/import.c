@@ -90,7 +90,7 @@ static rs_status materialize(imp *p, ival *v, const char *name, int *vid)
         data = malloc(sizeof(float) * (n ? n : 1));
         if (!data) return rs_onnx_fail(p, RS_ERR_NOMEM, "out of memory");
         for (size_t k = 0; k < n; k++) {
-            if (v->kind == IV_I && v->i[k] == RS_DIM_BATCH) {
+            if (v->kind == IV_I && rs_onnx_batch_factor(v->i[k])) {
                 free(data);
                 return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "value '%s' uses the batch size as data", name);
             }
@@ -189,7 +189,7 @@ rs_status rs_onnx_emit(nctx *c, rs_op op, const rs_op_attrs *a, ival **ins, int 
             bufs[k] = malloc(sizeof(float) * (m ? m : 1));
             if (!bufs[k]) st = rs_onnx_fail(p, RS_ERR_NOMEM, "out of memory");
             for (size_t j = 0; !st && j < m; j++) {
-                if (ins[k]->i[j] == RS_DIM_BATCH) st = rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "arithmetic on the batch size");
+                if (rs_onnx_batch_factor(ins[k]->i[j])) st = rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "arithmetic on the batch size");
                 else bufs[k][j] = (float)ins[k]->i[j];
             }
             cins[k] = bufs[k];
@@ -469,7 +469,10 @@ static rs_status import_node(imp *p, const Onnx__NodeProto *np, int k)
     }
     if (np->n_output < 1 || !np->output[0] || !*np->output[0]) return RS_OK; /* nothing to produce */
     c.res.vid = -1;
-    rs_status st = def->import(&c);
+    int grouped = -1;
+    rs_status st = rs_onnx_batch_gate(&c, &grouped);
+    if (!st) st = def->import(&c);
+    if (!st) st = rs_onnx_batch_after(&c, grouped);
     for (int o = 0; !st && o <= c.nmore; o++) {
         const char *oname = (size_t)o < np->n_output ? np->output[o] : NULL;
         ival *out = oname && *oname ? lookup(p, oname, false) : NULL;
@@ -483,6 +486,26 @@ static rs_status import_node(imp *p, const Onnx__NodeProto *np, int k)
     rs_onnx_ival_clear(&c.res);
     for (int o = 0; o < c.nmore; o++) rs_onnx_ival_clear(&c.more[o]);
     return st;
+}
+
+/* Every node's operator is one the registry knows, and not one it refuses, checked before any node is
+ * imported: a file is refused naming the operator it needs (torch's LSTM, say) rather than something the
+ * importer met on the way to it (the ConstantOfShape of the LSTM's batch-sized initial state). */
+static rs_status known_ops(imp *p, const Onnx__GraphProto *gp)
+{
+    for (size_t k = 0; k < gp->n_node; k++) {
+        const Onnx__NodeProto *np = gp->node[k];
+        if (np->domain && *np->domain && strcmp(np->domain, "ai.onnx")) continue;
+        const rs_onnx_op_def *def = rs_onnx_op_find(np->op_type);
+        if (def && def->import != rs_onnx_h_recurrent) continue;
+        p->node = def ? np : NULL;
+        p->node_index = (int)k;
+        if (def) return def->import(&(nctx){.p = p, .np = np, .def = def, .index = (int)k});
+        return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "unsupported operator '%s' (node '%s', opset %lld); supported: %s",
+                            rs_onnx_str_or(np->op_type, "?"), rs_onnx_str_or(np->name, "?"), (long long)p->opset,
+                            rs_onnx_supported_ops());
+    }
+    return RS_OK;
 }
 
 /* Every initializer as a constant import value under its name. */
@@ -529,7 +552,8 @@ static rs_status import_model(imp *p, const Onnx__ModelProto *m)
              m->producer_version && *m->producer_version ? " " : "", rs_onnx_str_or(m->producer_version, ""));
     g->producer = strdup(prod);
     if (!g->name || !g->producer) return rs_onnx_fail(p, RS_ERR_NOMEM, "out of memory");
-    rs_status st = read_initializers(p, gp);
+    rs_status st = known_ops(p, gp);
+    if (!st) st = read_initializers(p, gp);
     if (st) return st;
     const Onnx__ValueInfoProto *in = NULL;
     int nin = 0;

@@ -1,7 +1,7 @@
 /* ONNX import: a ModelProto (from ringside, the onnx Python helpers, torch.onnx.export with either
- * exporter, opsets 11 to 18, weights inline or in an external data file beside the model) becomes an
- * rs_onnx_graph (graph.h), which becomes an engine model: trainable when the graph is a plain sequence
- * of layers the engine has, inference-only otherwise; the engine's executor runs both.
+ * exporter, opsets 11 and on (dynamo writes 20), weights inline or in an external data file beside the
+ * model) becomes an rs_onnx_graph (graph.h), which becomes an engine model: trainable when the graph is a
+ * plain sequence of layers the engine has, inference-only otherwise; the engine's executor runs both.
  * Everything in the file is checked before use (sizes, data lengths, types, cycles, undefined
  * values, shapes); shape computations (Shape -> Gather -> Unsqueeze -> Concat -> Reshape), Constant
  * nodes and operations on constants are folded at import, with the batch kept symbolic. */

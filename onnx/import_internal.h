@@ -26,11 +26,27 @@ typedef enum { IV_NONE = 0, IV_DYN, IV_F, IV_I } iv_kind;
 
 typedef struct ival {
     iv_kind kind;
-    rs_dims shape;
+    rs_dims shape; /* the graph value's shape (for a grouped value, not the file's: see glo, gn) */
     float *f;    /* IV_F: owned */
     int64_t *i;  /* IV_I: owned; may hold RS_DIM_BATCH (folded shapes) */
     int vid;     /* graph value (IV_DYN, or a constant once a node uses it), -1 before */
+    /* IV_DYN whose file shape merges the batch with other sizes ((T, N*heads, hd)): dims [glo, glo+gn)
+     * of shape (the batch among them) are one dimension of the file's; gn = 0 otherwise (import_batch.c) */
+    int glo, gn;
 } ival;
+
+/* In shape lists, a dimension that is the batch times k: RS_DIM_BATCH for k = 1, below
+ * RS_ONNX_BATCH_BASE for k > 1 (torch multiplies the batch by the heads). Integers read from a file
+ * are moved out of these values (import_tensor.c). */
+#define RS_ONNX_BATCH_BASE (-((int64_t)1 << 40))
+#define RS_ONNX_BATCH_KMAX ((int64_t)1 << 31)
+static inline int64_t rs_onnx_batch_times(int64_t k) { return k == 1 ? RS_DIM_BATCH : RS_ONNX_BATCH_BASE - k; }
+/* k when d is the batch times k, 0 when d is a plain size */
+static inline int64_t rs_onnx_batch_factor(int64_t d)
+{
+    if (d == RS_DIM_BATCH) return 1;
+    return d <= RS_ONNX_BATCH_BASE - 2 && d >= RS_ONNX_BATCH_BASE - RS_ONNX_BATCH_KMAX ? RS_ONNX_BATCH_BASE - d : 0;
+}
 
 typedef struct imp {
     const char *file;
@@ -124,6 +140,8 @@ rs_status rs_onnx_h_layernorm(nctx *c);
 rs_status rs_onnx_h_batchnorm(nctx *c);
 rs_status rs_onnx_h_transpose(nctx *c);
 rs_status rs_onnx_h_reduce(nctx *c);
+/* GRU, LSTM, RNN: refused naming the node (the engine has no recurrent layer) */
+rs_status rs_onnx_h_recurrent(nctx *c);
 
 /* import_shape.c: shape and data-movement operators */
 
@@ -140,6 +158,30 @@ rs_status rs_onnx_h_where(nctx *c);
 rs_status rs_onnx_h_expand(nctx *c);
 rs_status rs_onnx_h_range(nctx *c);
 rs_status rs_onnx_h_trilu(nctx *c);
+
+/* import_batch.c: values whose file shape merges the batch with other sizes */
+
+/* The shape the file sees for v: dims [glo, glo+gn) of its graph shape as one, rs_onnx_batch_times(k). */
+rs_dims rs_onnx_file_shape(const ival *v);
+/* "(8, N*2, 4)" into buf, for messages about file shapes. */
+const char *rs_onnx_file_shape_str(const rs_dims *s, char *buf, size_t n);
+/* Reshape of x to the file's target shape t (0 copies x's dimension unless allowzero, one -1 is inferred,
+ * the batch may be written as rs_onnx_batch_times(k) or be what the -1 takes); the result is grouped
+ * where the target merges the batch with other sizes. Refused, naming both shapes, where the batch
+ * would mix with its neighbours in memory. */
+rs_status rs_onnx_reshape_file(nctx *c, ival *x, const int64_t *t, int nt, bool allowzero);
+/* perm (over x's file dims, fr of them) as a permutation of x's graph dims into iperm; the grouped
+ * dims move as a block, whose first position comes back in *glo. */
+void rs_onnx_group_perm(const ival *x, const int *perm, int fr, int *iperm, int *glo);
+/* Gemm(x, B, C) on a grouped x ((T*N, K) held as (T, N, K)): MatMul by B (transposed here when transB)
+ * and the Add of C. */
+rs_status rs_onnx_gemm_grouped(nctx *c, const rs_op_attrs *a);
+/* Before a handler runs on a node with a grouped input: refuses the operators that cannot follow one
+ * (naming the node and the value) and, for those that act on the last axes, checks the axes and the other
+ * inputs; *g is the grouped input's index, -1 when there is none. */
+rs_status rs_onnx_batch_gate(nctx *c, int *g);
+/* After it: the result keeps input g's grouping. */
+rs_status rs_onnx_batch_after(nctx *c, int g);
 
 /* import_tokens.c: token id inputs and the embedding Gather that reads them */
 

@@ -86,12 +86,21 @@ rs_status rs_onnx_norm_axis(imp *p, int64_t axis, int rank, int *out)
     return RS_OK;
 }
 
-/* A view with a new shape: constants are copied, computed values get a RESHAPE node. */
+/* A view with a new shape: constants are copied, computed values get a RESHAPE node. A file shape
+ * that merges the batch with other sizes goes through rs_onnx_reshape_file; a grouped value given its
+ * own graph shape (Identity) stays grouped. */
 rs_status rs_onnx_reshape_to(nctx *c, ival *x, const rs_dims *s)
 {
     if (x->kind == IV_DYN) {
+        for (int k = 0; k < s->rank; k++)
+            if (rs_onnx_batch_factor(s->d[k]) > 1) return rs_onnx_reshape_file(c, x, s->d, s->rank, true);
         rs_op_attrs a = {.shape = *s};
-        return rs_onnx_emit(c, RS_OP_RESHAPE, &a, &x, 1);
+        rs_status st = rs_onnx_emit(c, RS_OP_RESHAPE, &a, &x, 1);
+        if (!st && x->gn && s->rank == x->shape.rank && !memcmp(s->d, x->shape.d, sizeof(int64_t) * (size_t)s->rank)) {
+            c->res.glo = x->glo;
+            c->res.gn = x->gn;
+        }
+        return st;
     }
     size_t n = (size_t)rs_dims_numel(&x->shape, 1);
     c->res = (ival){.kind = x->kind, .shape = *s, .vid = -1};
@@ -129,7 +138,7 @@ rs_status rs_onnx_const_ints(nctx *c, const ival *v, const char *what, int64_t *
         if (v->kind == IV_F && !(fabsf(v->f[k]) < 1e15f))
             return rs_onnx_fail(c->p, RS_ERR_FORMAT, "%s holds %g, not an integer", what, (double)v->f[k]);
         out[k] = v->kind == IV_I ? v->i[k] : (int64_t)v->f[k];
-        if (out[k] == RS_DIM_BATCH && !allow_batch)
+        if (rs_onnx_batch_factor(out[k]) && !allow_batch)
             return rs_onnx_fail(c->p, RS_ERR_UNSUPPORTED, "%s depends on the batch size", what);
     }
     *n = (int)m;
@@ -176,6 +185,7 @@ rs_status rs_onnx_h_constant(nctx *c)
         if (f) c->res.f[k] = list ? a->floats[k] : a->f;
         else c->res.i[k] = list ? a->ints[k] : a->i;
         if (i && c->res.i[k] == RS_DIM_BATCH) c->res.i[k]--;
+        else if (i && rs_onnx_batch_factor(c->res.i[k])) c->res.i[k] = RS_ONNX_BATCH_BASE - RS_ONNX_BATCH_KMAX - 1;
     }
     return RS_OK;
 }
@@ -212,7 +222,7 @@ rs_status rs_onnx_h_cast(nctx *c)
         c->res = (ival){.kind = IV_I, .shape = x->shape, .i = malloc(sizeof(int64_t) * (n ? n : 1)), .vid = -1};
         if (!c->res.i) return rs_onnx_fail(c->p, RS_ERR_NOMEM, "out of memory");
         for (size_t k = 0; k < n; k++) {
-            if (x->i[k] == RS_DIM_BATCH) return rs_onnx_fail(c->p, RS_ERR_UNSUPPORTED, "the batch size as data");
+            if (rs_onnx_batch_factor(x->i[k])) return rs_onnx_fail(c->p, RS_ERR_UNSUPPORTED, "the batch size as data");
             c->res.i[k] = x->i[k] != 0;
         }
         return RS_OK;
@@ -224,7 +234,7 @@ rs_status rs_onnx_h_cast(nctx *c)
     if (!c->res.f && !c->res.i) return rs_onnx_fail(c->p, RS_ERR_NOMEM, "out of memory");
     for (size_t k = 0; k < n; k++) {
         if (to_f) {
-            if (x->i[k] == RS_DIM_BATCH) return rs_onnx_fail(c->p, RS_ERR_UNSUPPORTED, "the batch size as data");
+            if (rs_onnx_batch_factor(x->i[k])) return rs_onnx_fail(c->p, RS_ERR_UNSUPPORTED, "the batch size as data");
             c->res.f[k] = (float)x->i[k];
         } else {
             float v = x->f[k];
@@ -302,16 +312,22 @@ rs_status rs_onnx_h_unary(nctx *c)
     return rs_onnx_emit(c, RS_OP_UNARY, &a, c->in, 1);
 }
 
-/* One integer operation of a shape list; the batch only takes part in comparisons whose answer does
- * not depend on its size (N == N; N == k for k < 1, as the -1 of an Expand shape is compared). */
+/* One integer operation of a shape list. The batch (times k) takes part in comparisons whose answer
+ * does not depend on its size (N == N; N == k for k < 1, as the -1 of an Expand shape is compared), and
+ * in products and exact divisions by sizes, which keep it a multiple of the batch (torch's N * heads for
+ * nn.MultiheadAttention, and T * N for its output projection). */
 static rs_status int_binop(nctx *c, int op, int64_t u, int64_t v, int64_t *out)
 {
-    bool ub = u == RS_DIM_BATCH, vb = v == RS_DIM_BATCH;
-    if (ub || vb) {
-        int64_t other = ub ? v : u;
-        if (op == RS_BINARY_EQUAL && ub && vb) *out = 1;
+    int64_t fu = rs_onnx_batch_factor(u), fv = rs_onnx_batch_factor(v);
+    if (fu || fv) {
+        int64_t other = fu ? v : u, f = fu ? fu : fv;
+        if (op == RS_BINARY_EQUAL && fu && fv) *out = fu == fv;
         else if (op == RS_BINARY_EQUAL && other < 1) *out = 0;
-        else return rs_onnx_fail(c->p, RS_ERR_UNSUPPORTED, "arithmetic on the batch size");
+        else if (op == RS_BINARY_MUL && !(fu && fv) && other >= 1 && f * other <= RS_ONNX_BATCH_KMAX)
+            *out = rs_onnx_batch_times(f * other);
+        else if (op == RS_BINARY_DIV && fu && !fv && other >= 1 && f % other == 0) *out = rs_onnx_batch_times(f / other);
+        else return rs_onnx_fail(c->p, RS_ERR_UNSUPPORTED, "arithmetic on the batch size (only products with sizes and "
+                                 "exact divisions by them keep it the batch times a size)");
         return RS_OK;
     }
     if (llabs(u) > (1LL << 31) || llabs(v) > (1LL << 31))
@@ -388,6 +404,7 @@ rs_status rs_onnx_h_gemm(nctx *c)
         return st;
     a.ta = ta != 0;
     a.tb = tb != 0;
+    if (c->in[0]->gn) return rs_onnx_gemm_grouped(c, &a);
     return rs_onnx_emit(c, RS_OP_GEMM, &a, c->in, c->nin > 2 && c->in[2] ? 3 : 2);
 }
 
@@ -580,7 +597,8 @@ rs_status rs_onnx_h_transpose(nctx *c)
 {
     rs_status st = rs_onnx_need_inputs(c, 1, 1);
     if (st) return st;
-    int r = c->in[0]->shape.rank, np;
+    ival *x = c->in[0];
+    int r = rs_onnx_file_shape(x).rank, np;
     int64_t perm[RS_DIMS_MAX];
     if ((st = rs_onnx_attr_ints(c->p, "perm", perm, RS_DIMS_MAX, &np))) return st;
     rs_op_attrs a = {0};
@@ -596,7 +614,15 @@ rs_status rs_onnx_h_transpose(nctx *c)
             a.perm[k] = (int)perm[k];
         }
     }
-    return rs_onnx_emit(c, RS_OP_TRANSPOSE, &a, c->in, 1);
+    if (!x->gn) return rs_onnx_emit(c, RS_OP_TRANSPOSE, &a, c->in, 1);
+    /* the dims that make up the file's merged one move together */
+    int fperm[RS_DIMS_MAX], glo = 0;
+    memcpy(fperm, a.perm, sizeof fperm);
+    rs_onnx_group_perm(x, fperm, r, a.perm, &glo);
+    if ((st = rs_onnx_emit(c, RS_OP_TRANSPOSE, &a, c->in, 1))) return st;
+    c->res.glo = glo;
+    c->res.gn = x->gn;
+    return RS_OK;
 }
 
 rs_status rs_onnx_h_reduce(nctx *c)
@@ -621,4 +647,11 @@ rs_status rs_onnx_h_reduce(nctx *c)
         a.axes_mask |= 1u << ax;
     }
     return rs_onnx_emit(c, c->def->op, &a, c->in, 1);
+}
+
+rs_status rs_onnx_h_recurrent(nctx *c)
+{
+    return rs_onnx_fail(c->p, RS_ERR_UNSUPPORTED, "unsupported operator '%s': ringside has no recurrent layer (LSTM, GRU, "
+                        "RNN), so a recurrent model does not import; attention (nn.TransformerEncoder, a GPT) and "
+                        "convolutions over the sequence (nn.Conv1d) do", c->def->name);
 }

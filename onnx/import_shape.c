@@ -13,7 +13,8 @@ rs_status rs_onnx_h_shape(nctx *c)
 {
     rs_status st = rs_onnx_need_inputs(c, 1, 1);
     if (st) return st;
-    int r = c->in[0]->shape.rank;
+    rs_dims xs = rs_onnx_file_shape(c->in[0]); /* a merged batch dim reads as the batch times k */
+    int r = xs.rank;
     int64_t start = 0, end = r;
     if ((st = rs_onnx_attr_int(c->p, "start", &start)) || (st = rs_onnx_attr_int(c->p, "end", &end))) return st;
     if (start < 0) start += r;
@@ -23,21 +24,69 @@ rs_status rs_onnx_h_shape(nctx *c)
     int64_t n = end - start;
     c->res = (ival){.kind = IV_I, .shape = {1, {n}}, .i = malloc(sizeof(int64_t) * (size_t)(n ? n : 1)), .vid = -1};
     if (!c->res.i) return rs_onnx_fail(c->p, RS_ERR_NOMEM, "out of memory");
-    for (int64_t k = 0; k < n; k++) c->res.i[k] = c->in[0]->shape.d[start + k];
+    for (int64_t k = 0; k < n; k++) c->res.i[k] = xs.d[start + k];
     return RS_OK;
 }
 
-/* numpy take along axis, on constants */
+static rs_status slice_value(nctx *c, ival *x, const int64_t *starts, const int64_t *steps, const rs_dims *os);
+
+/* Gather(x, indices) on a computed x with constant, evenly spaced indices along a dimension that is not
+ * the batch, as torch writes x[:, -1, :] (the last position) and the q/k/v picks of
+ * nn.MultiheadAttention: a Slice of x, and a Reshape that puts the indices' shape in place of the axis. */
+static rs_status gather_computed(nctx *c, int axis)
+{
+    imp *p = c->p;
+    ival *x = c->in[0], *ix = c->in[1];
+    if (ix->kind != IV_I)
+        return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "Gather on computed data with %s indices; constant integer indices "
+                            "import (x[:, -1] or x[:, 2:5]), computed ones do not", ix->kind == IV_F ? "float" : "computed");
+    int64_t d = x->shape.d[axis], ni = rs_dims_numel(&ix->shape, 1), q0 = 0, step = 1;
+    if (d == RS_DIM_BATCH) return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "Gather along the batch dimension (axis %d)", axis);
+    if (ni < 1 || x->shape.rank - 1 + ix->shape.rank > RS_DIMS_MAX)
+        return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "Gather on computed data with %lld indices of rank %d", (long long)ni,
+                            ix->shape.rank);
+    for (int64_t j = 0; j < ni; j++) {
+        int64_t q = ix->i[j] < 0 ? ix->i[j] + d : ix->i[j];
+        if (q < 0 || q >= d)
+            return rs_onnx_fail(p, RS_ERR_SHAPE, "index %lld out of range for dimension %d of size %lld", (long long)ix->i[j],
+                                axis, (long long)d);
+        if (j == 0) q0 = q;
+        if (j == 1) step = q - q0;
+        if (q != q0 + j * step || step == 0)
+            return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "Gather on computed data with indices that are not evenly spaced "
+                                "(index %lld is %lld); a Slice (x[:, a:b:s]) or evenly spaced indices import",
+                                (long long)j, (long long)ix->i[j]);
+    }
+    int64_t starts[RS_DIMS_MAX] = {0}, steps[RS_DIMS_MAX];
+    for (int i = 0; i < RS_DIMS_MAX; i++) steps[i] = 1;
+    starts[axis] = q0;
+    steps[axis] = step;
+    rs_dims os = x->shape, fs = {0, {0}};
+    os.d[axis] = ni;
+    for (int k = 0; k < axis; k++) fs.d[fs.rank++] = x->shape.d[k];
+    for (int k = 0; k < ix->shape.rank; k++) fs.d[fs.rank++] = ix->shape.d[k];
+    for (int k = axis + 1; k < x->shape.rank; k++) fs.d[fs.rank++] = x->shape.d[k];
+    rs_status st = slice_value(c, x, starts, steps, &os);
+    if (st || ix->shape.rank == 1) return st;
+    ival mid = c->res;
+    c->res = (ival){.vid = -1};
+    st = rs_onnx_reshape_to(c, &mid, &fs);
+    rs_onnx_ival_clear(&mid);
+    return st;
+}
+
+/* numpy take along axis: on constants here (shape lists among them); on computed data with constant
+ * indices a slice; over token ids the embedding */
 rs_status rs_onnx_h_gather(nctx *c)
 {
     imp *p = c->p;
     rs_status st = rs_onnx_need_inputs(c, 2, 2);
     if (st) return st;
     ival *x = c->in[0], *ix = c->in[1];
-    if (!rs_onnx_is_const(x)) return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "Gather on computed data (only constants and shapes)");
     int64_t ax = 0;
     int axis = 0;
     if ((st = rs_onnx_attr_int(p, "axis", &ax)) || (st = rs_onnx_norm_axis(p, ax, x->shape.rank, &axis))) return st;
+    if (!rs_onnx_is_const(x)) return gather_computed(c, axis);
     if (ix->kind == IV_DYN && p->g->tokens) return rs_onnx_token_gather(c, axis); /* an embedding */
     if (ix->kind != IV_I) return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "Gather indices must be integer constants");
     rs_dims os = {0, {0}};
@@ -76,7 +125,8 @@ rs_status rs_onnx_h_unsqueeze(nctx *c)
     int na;
     if ((st = rs_onnx_get_axes(c, axes, &na))) return st;
     if (na < 0) return rs_onnx_fail(c->p, RS_ERR_FORMAT, "needs axes");
-    const rs_dims *x = &c->in[0]->shape;
+    rs_dims xf = rs_onnx_file_shape(c->in[0]);
+    const rs_dims *x = &xf;
     int r = x->rank + na;
     if (r > RS_DIMS_MAX) return rs_onnx_fail(c->p, RS_ERR_UNSUPPORTED, "rank too high");
     bool ins[RS_DIMS_MAX] = {0};
@@ -98,7 +148,8 @@ rs_status rs_onnx_h_squeeze(nctx *c)
     int64_t axes[RS_DIMS_MAX];
     int na;
     if ((st = rs_onnx_get_axes(c, axes, &na))) return st;
-    const rs_dims *x = &c->in[0]->shape;
+    rs_dims xf = rs_onnx_file_shape(c->in[0]);
+    const rs_dims *x = &xf;
     bool drop[RS_DIMS_MAX] = {0};
     for (int k = 0; k < x->rank; k++) drop[k] = na < 0 && x->d[k] == 1;
     for (int k = 0; k < na; k++) {
@@ -141,59 +192,13 @@ rs_status rs_onnx_h_flatten(nctx *c)
 
 rs_status rs_onnx_h_reshape(nctx *c)
 {
-    imp *p = c->p;
     rs_status st = rs_onnx_need_inputs(c, 2, 2);
     if (st) return st;
     int64_t t[RS_DIMS_MAX], allowzero = 0;
     int nt;
     if ((st = rs_onnx_const_ints(c, c->in[1], "the target shape", t, RS_DIMS_MAX, &nt, true))) return st;
-    if ((st = rs_onnx_attr_int(p, "allowzero", &allowzero))) return st;
-    const rs_dims *x = &c->in[0]->shape;
-    rs_dims s = {nt, {0}};
-    int infer = -1;
-    bool xb = false, sb = false;
-    int64_t known = 1, total = 1;
-    for (int k = 0; k < x->rank; k++) {
-        if (x->d[k] == RS_DIM_BATCH) xb = true;
-        else total *= x->d[k];
-    }
-    for (int k = 0; k < nt; k++) {
-        int64_t d = t[k];
-        if (d == 0 && !allowzero) {
-            if (k >= x->rank) return rs_onnx_fail(p, RS_ERR_SHAPE, "target dim %d copies a dimension the input lacks", k);
-            d = x->d[k];
-        }
-        if (d == -1) {
-            if (infer >= 0) return rs_onnx_fail(p, RS_ERR_SHAPE, "more than one -1 in the target shape");
-            infer = k;
-            continue;
-        }
-        if (d < 0 && d != RS_DIM_BATCH) return rs_onnx_fail(p, RS_ERR_SHAPE, "negative target dimension %lld", (long long)d);
-        s.d[k] = d;
-        if (d == RS_DIM_BATCH) {
-            if (sb) return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "the batch appears twice in the target shape");
-            sb = true;
-        } else {
-            if (d && known > RS_DIMS_MAX_ELEMS / d) return rs_onnx_fail(p, RS_ERR_SHAPE, "target shape too large");
-            known *= d;
-        }
-    }
-    char b1[96];
-    if (infer >= 0) {
-        /* the -1 takes what is left: the batch itself when the rest of the sizes match */
-        if (known == 0) return rs_onnx_fail(p, RS_ERR_SHAPE, "cannot infer -1 next to a zero dimension");
-        if (xb && !sb && total == known) s.d[infer] = RS_DIM_BATCH;
-        else if (xb != sb) return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "cannot tell where the batch goes reshaping %s",
-                                       rs_dims_str(x, b1, sizeof b1));
-        else if (total % known) return rs_onnx_fail(p, RS_ERR_SHAPE, "cannot reshape %s: %lld elements are not a multiple of %lld",
-                                            rs_dims_str(x, b1, sizeof b1), (long long)total, (long long)known);
-        else s.d[infer] = total / known;
-    } else if (xb != sb || known != total) {
-        char b2[96];
-        return rs_onnx_fail(p, RS_ERR_SHAPE, "cannot reshape %s to %s", rs_dims_str(x, b1, sizeof b1),
-                    rs_dims_str(&s, b2, sizeof b2));
-    }
-    return rs_onnx_reshape_to(c, c->in[0], &s);
+    if ((st = rs_onnx_attr_int(c->p, "allowzero", &allowzero))) return st;
+    return rs_onnx_reshape_file(c, c->in[0], t, nt, allowzero != 0);
 }
 
 rs_status rs_onnx_h_concat(nctx *c)
@@ -307,7 +312,7 @@ rs_status rs_onnx_h_slice(nctx *c)
                 return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "slicing the batch dimension (axis %d)", a);
             continue;
         }
-        if (en == RS_DIM_BATCH) return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "a slice end that is the batch size");
+        if (rs_onnx_batch_factor(en)) return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "a slice end that is the batch size");
         /* clamp as the ONNX definition does: to [0, d] going forward, [-1, d-1] going back */
         if (b < 0) b += d;
         if (en < 0) en += d;
@@ -418,7 +423,7 @@ rs_status rs_onnx_h_where(nctx *c)
         if (!c->res.i) return rs_onnx_fail(c->p, RS_ERR_NOMEM, "out of memory");
         for (int64_t k = 0; k < m; k++) {
             int64_t q = cd->i[n[0] == 1 ? 0 : k];
-            if (q == RS_DIM_BATCH) return rs_onnx_fail(c->p, RS_ERR_UNSUPPORTED, "a condition that is the batch size");
+            if (rs_onnx_batch_factor(q)) return rs_onnx_fail(c->p, RS_ERR_UNSUPPORTED, "a condition that is the batch size");
             c->res.i[k] = q ? x->i[n[1] == 1 ? 0 : k] : y->i[n[2] == 1 ? 0 : k];
         }
         return RS_OK;
@@ -437,6 +442,8 @@ rs_status rs_onnx_h_expand(nctx *c)
     if ((st = rs_onnx_const_ints(c, c->in[1], "the shape", d, RS_DIMS_MAX, &nd, true))) return st;
     rs_op_attrs a = {.shape = {nd, {0}}};
     for (int k = 0; k < nd; k++) {
+        if (rs_onnx_batch_factor(d[k]) > 1)
+            return rs_onnx_fail(c->p, RS_ERR_UNSUPPORTED, "expanding to the batch times %lld", (long long)rs_onnx_batch_factor(d[k]));
         if (d[k] < 0 && d[k] != RS_DIM_BATCH)
             return rs_onnx_fail(c->p, RS_ERR_FORMAT, "negative dimension %lld in the shape", (long long)d[k]);
         a.shape.d[k] = d[k];
@@ -456,7 +463,7 @@ rs_status rs_onnx_h_range(nctx *c)
         const ival *x = c->in[k];
         if (!rs_onnx_is_const(x) || rs_dims_numel(&x->shape, 1) != 1)
             return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "input %d must be a scalar constant (known at import)", k);
-        if (x->kind == IV_I && x->i[0] == RS_DIM_BATCH)
+        if (x->kind == IV_I && rs_onnx_batch_factor(x->i[0]))
             return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "a range over the batch size");
         ints &= x->kind == IV_I;
         v[k] = x->kind == IV_I ? (double)x->i[0] : (double)x->f[0];

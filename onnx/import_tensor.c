@@ -165,9 +165,10 @@ rs_status rs_onnx_tensor_to_ival(imp *p, const Onnx__TensorProto *t, const char 
     }
     free(ext);
     /* ints are shape material: keep them out of the batch sentinel's way */
-    if (!is_float)
-        for (size_t k = 0; k < n; k++)
-            if (out->i[k] == RS_DIM_BATCH) out->i[k] = RS_DIM_BATCH - 1;
+    for (size_t k = 0; !is_float && k < n; k++) {
+        if (out->i[k] == RS_DIM_BATCH) out->i[k] = RS_DIM_BATCH - 1;
+        else if (rs_onnx_batch_factor(out->i[k])) out->i[k] = RS_ONNX_BATCH_BASE - RS_ONNX_BATCH_KMAX - 1;
+    }
     return RS_OK;
 }
 

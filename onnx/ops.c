@@ -30,6 +30,12 @@
 
 static const rs_onnx_attr_def no_attrs[] = {END};
 
+/* The recurrent operators: valid ONNX that `onnx check` knows, refused at import naming the node
+ * (rs_onnx_h_recurrent: the engine has no recurrent layer). */
+#define RECURRENT_ATTRS A_("activation_alpha", FLOATS), A_("activation_beta", FLOATS), A_("activations", STRINGS), \
+    A_("clip", FLOAT), A_S("direction", "forward"), A_("hidden_size", INT), \
+    {.name = "layout", .type = AT(INT), .since = 14, .has_def = true}
+
 static const rs_onnx_op_def ops[] = {
     UNARY("Abs", RS_UNARY_ABS, .attrs = no_attrs),
     BINARY("Add", RS_BINARY_ADD, .attrs = no_attrs),
@@ -81,6 +87,8 @@ static const rs_onnx_op_def ops[] = {
      .import = rs_onnx_h_expand, .attrs = no_attrs},
     {.name = "Flatten", .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1, .import = rs_onnx_h_flatten,
      .shape = rs_onnx_shape_flatten, .attrs = (const rs_onnx_attr_def[]){A_I("axis", 1), END}},
+    {.name = "GRU", .min_in = 3, .max_in = 6, .min_out = 1, .max_out = 2, .import = rs_onnx_h_recurrent,
+     .attrs = (const rs_onnx_attr_def[]){RECURRENT_ATTRS, A_I("linear_before_reset", 0), END}},
     {.name = "Gather", .min_in = 2, .max_in = 2, .min_out = 1, .max_out = 1, .import = rs_onnx_h_gather,
      .attrs = (const rs_onnx_attr_def[]){A_I("axis", 0), END}},
     UNARY("Gelu", RS_UNARY_GELU, .since = 20, .attrs = (const rs_onnx_attr_def[]){A_S("approximate", "none"), END}),
@@ -97,6 +105,8 @@ static const rs_onnx_op_def ops[] = {
     UNARY("HardSwish", RS_UNARY_HARDSWISH, .since = 14, .attrs = no_attrs),
     {.name = "Identity", .min_in = 1, .max_in = 1, .min_out = 1, .max_out = 1, .import = rs_onnx_h_identity,
      .shape = rs_onnx_shape_same, .attrs = no_attrs},
+    {.name = "LSTM", .min_in = 3, .max_in = 8, .min_out = 1, .max_out = 3, .import = rs_onnx_h_recurrent,
+     .attrs = (const rs_onnx_attr_def[]){RECURRENT_ATTRS, A_I("input_forget", 0), END}},
     {.name = "LayerNormalization", .since = 17, .min_in = 2, .max_in = 3, .min_out = 1, .max_out = 3,
      .import = rs_onnx_h_layernorm, .shape = rs_onnx_shape_same,
      .attrs = (const rs_onnx_attr_def[]){A_I("axis", -1), A_F("epsilon", 1e-5f), A_I("stash_type", 1), END}},
@@ -121,6 +131,8 @@ static const rs_onnx_op_def ops[] = {
     UNARY("Not", RS_UNARY_NOT, .attrs = no_attrs),
     BINARY("Or", RS_BINARY_OR, .attrs = no_attrs),
     BINARY("Pow", RS_BINARY_POW, .attrs = no_attrs),
+    {.name = "RNN", .min_in = 3, .max_in = 6, .min_out = 1, .max_out = 2, .import = rs_onnx_h_recurrent,
+     .attrs = (const rs_onnx_attr_def[]){RECURRENT_ATTRS, END}},
     {.name = "Range", .since = 11, .min_in = 3, .max_in = 3, .min_out = 1, .max_out = 1, .import = rs_onnx_h_range,
      .attrs = no_attrs},
     UNARY("Reciprocal", RS_UNARY_RECIPROCAL, .attrs = no_attrs),
@@ -227,7 +239,8 @@ const char *rs_onnx_supported_ops(void)
     if (!list[0]) {
         size_t k = 0;
         for (size_t i = 0; i < NOPS && k < sizeof list; i++)
-            k += (size_t)snprintf(list + k, sizeof list - k, "%s%s", i ? ", " : "", ops[i].name);
+            if (ops[i].import != rs_onnx_h_recurrent) /* known, but refused at import */
+                k += (size_t)snprintf(list + k, sizeof list - k, "%s%s", k ? ", " : "", ops[i].name);
     }
     return list;
 }

@@ -96,9 +96,28 @@ bool rs_onnx_tm_embed(conv *c, int k, rs_onnx_pnode *L, const char **why)
     return true; /* no positions: the embed layer's wpe is zeros */
 }
 
+/* v past the Reshapes that keep its shape (the importer's view where the file merged the batch with the
+ * heads, (N*H, T, hs), which the engine holds as (N, H, T, hs)): the last such value; the nodes go to
+ * nodes[*n++]. */
+static int past_views(const conv *c, int v, int *nodes, int *n)
+{
+    for (int r = only_reader(c, v); r >= 0 && *n < 32; r = only_reader(c, v)) {
+        const rs_onnx_node *nd = &c->g->nodes[r];
+        const rs_dims *a = vshape(c, v), *b = vshape(c, nd->out);
+        if (nd->op != RS_OP_RESHAPE || a->rank != b->rank || memcmp(a->d, b->d, sizeof(int64_t) * (size_t)a->rank))
+            break;
+        nodes[(*n)++] = r;
+        v = nd->out;
+    }
+    return v;
+}
+
 /* One of q (part 0), k (1), v (2): the Slice of x's last axis at part * C, its Reshape to
- * (batch, T, H, hs) and Transpose by perm. Fills nodes[0..2]; returns the Transpose's value or -1. */
-static int head_split(const conv *c, int x, int part, int64_t T, int64_t C, const int *perm, int64_t *H, int *nodes)
+ * (batch, T, H, hs) and Transpose by perm; the keys (perm (0, 2, 3, 1)) also as torch's dynamo exporter
+ * writes them, Transpose (0, 2, 1, 3) then (0, 1, 3, 2), views between. Appends the nodes to
+ * nodes[*n...]; returns the last value or -1. */
+static int head_split(const conv *c, int x, int part, int64_t T, int64_t C, const int *perm, int64_t *H, int *nodes,
+                      int *n)
 {
     const rs_onnx_graph *g = c->g;
     int s = -1;
@@ -117,9 +136,29 @@ static int head_split(const conv *c, int x, int part, int64_t T, int64_t C, cons
         return -1;
     *H = rs->d[2];
     int t = only_reader(c, g->nodes[r].out);
-    if (t < 0 || g->nodes[t].op != RS_OP_TRANSPOSE || memcmp(g->nodes[t].a.perm, perm, 4 * sizeof(int))) return -1;
-    nodes[0] = s, nodes[1] = r, nodes[2] = t;
-    return g->nodes[t].out;
+    if (t < 0 || g->nodes[t].op != RS_OP_TRANSPOSE) return -1;
+    nodes[(*n)++] = s, nodes[(*n)++] = r, nodes[(*n)++] = t;
+    int out = past_views(c, g->nodes[t].out, nodes, n);
+    if (!memcmp(g->nodes[t].a.perm, perm, 4 * sizeof(int))) return out;
+    static const int bhts[4] = {0, 2, 1, 3}, bhst[4] = {0, 2, 3, 1}, last2[4] = {0, 1, 3, 2};
+    if (memcmp(perm, bhst, sizeof bhst) || memcmp(g->nodes[t].a.perm, bhts, sizeof bhts)) return -1;
+    int t2 = only_reader(c, out);
+    if (t2 < 0 || g->nodes[t2].op != RS_OP_TRANSPOSE || memcmp(g->nodes[t2].a.perm, last2, sizeof last2)) return -1;
+    nodes[(*n)++] = t2;
+    return past_views(c, g->nodes[t2].out, nodes, n);
+}
+
+/* v, or the reader of v that multiplies it by a constant scalar (torch scales q and k by hs^-1/4 each);
+ * the factor goes into *scale, the node into nodes[*n]. */
+static int scaled(const conv *c, int v, float *scale, int *nodes, int *n)
+{
+    int k = only_reader(c, v);
+    float s;
+    if (k < 0 || !is_binary(&c->g->nodes[k], RS_BINARY_MUL) || !rs_onnx_const_scalar(c, other_input(&c->g->nodes[k], v), &s))
+        return v;
+    *scale *= s;
+    nodes[(*n)++] = k;
+    return c->g->nodes[k].out;
 }
 
 /* Whether constant v is the (T, T) causal mask: 0 at and below the diagonal, -inf (or below -1e30,
@@ -143,19 +182,26 @@ bool rs_onnx_tm_attn(conv *c, int k, rs_onnx_pnode *L)
     const rs_dims *xs = vshape(c, x);
     if (xs->rank != 3 || xs->d[0] != RS_DIM_BATCH || xs->d[2] % 3 || c->vnode[x] == -2) return false;
     int64_t T = xs->d[1], C = xs->d[2] / 3, H = 0;
-    int nodes[16];
+    int nodes[48], n = 0;
     const int bhts[4] = {0, 2, 1, 3}, bhst[4] = {0, 2, 3, 1};
-    int q = head_split(c, x, 0, T, C, bhts, &H, nodes);
-    int kt = q < 0 ? -1 : head_split(c, x, 1, T, C, bhst, &H, nodes + 3);
-    int v = kt < 0 ? -1 : head_split(c, x, 2, T, C, bhts, &H, nodes + 6);
+    int q = head_split(c, x, 0, T, C, bhts, &H, nodes, &n);
+    int kt = q < 0 ? -1 : head_split(c, x, 1, T, C, bhst, &H, nodes, &n);
+    int v = kt < 0 ? -1 : head_split(c, x, 2, T, C, bhts, &H, nodes, &n);
     if (v < 0) return false;
     int64_t hs = C / H;
+    /* the scale 1/sqrt(hs): after the product (ringside's exporter, to the bit the engine uses), or split
+     * over q and k before it (torch's scaled_dot_product_attention, hs^-1/4 each) */
+    float scale = 1.0f;
+    q = scaled(c, q, &scale, nodes, &n);
+    kt = scaled(c, kt, &scale, nodes, &n);
     int mm = only_reader(c, q);
     if (mm < 0 || g->nodes[mm].op != RS_OP_MATMUL || g->nodes[mm].in[0] != q || g->nodes[mm].in[1] != kt) return false;
-    /* the engine's scale is 1/sqrtf(hs), to the bit the exporter writes */
-    int sc = scalar_step(c, g->nodes[mm].out, RS_BINARY_MUL, 1.0f / sqrtf((float)hs), 1e-6f);
-    int mk = sc < 0 ? -1 : only_reader(c, g->nodes[sc].out);
-    if (mk < 0 || !is_binary(&g->nodes[mk], RS_BINARY_ADD) || !causal_mask(c, other_input(&g->nodes[mk], g->nodes[sc].out), T))
+    nodes[n++] = mm;
+    int sv = scaled(c, g->nodes[mm].out, &scale, nodes, &n);
+    float want = 1.0f / sqrtf((float)hs);
+    if (!(fabsf(scale - want) <= 1e-6f * want)) return false;
+    int mk = only_reader(c, sv);
+    if (mk < 0 || !is_binary(&g->nodes[mk], RS_BINARY_ADD) || !causal_mask(c, other_input(&g->nodes[mk], sv), T))
         return false;
     int sm = only_reader(c, g->nodes[mk].out);
     if (sm < 0 || g->nodes[sm].op != RS_OP_SOFTMAX || g->nodes[sm].a.legacy_softmax || g->nodes[sm].a.axis != 3)
@@ -169,13 +215,13 @@ bool rs_onnx_tm_attn(conv *c, int k, rs_onnx_pnode *L)
     if (rs < 0 || g->nodes[rs].op != RS_OP_RESHAPE ||
         !dims_are(vshape(c, g->nodes[rs].out), 3, (const int64_t[]){RS_DIM_BATCH, T, C}))
         return false;
-    nodes[9] = mm, nodes[10] = sc, nodes[11] = mk, nodes[12] = sm, nodes[13] = pv, nodes[14] = tr, nodes[15] = rs;
-    for (int i = 0; i < 16; i++)
+    nodes[n++] = mk, nodes[n++] = sm, nodes[n++] = pv, nodes[n++] = tr, nodes[n++] = rs;
+    for (int i = 0; i < n; i++)
         if (nodes[i] < k) return false; /* a part the walk has passed: it is planned already */
     *L = (rs_onnx_pnode){.nsrc = 1, .src = {c->vnode[x]}, .value = g->nodes[rs].out};
     L->cfg = rs_layer_cfg_default(RS_LAYER_ATTN);
     L->cfg.heads = (int)H;
-    take(c, nodes, 16);
+    take(c, nodes, n);
     return true;
 }
 

@@ -210,9 +210,34 @@ static rs_fuzz_seed pack(mb *b)
     return (rs_fuzz_seed){buf, n};
 }
 
+/* nn.MultiheadAttention's batch arithmetic: (4, N, 6) reshaped to (4, N*2, 3) through Shape, Gather,
+ * Mul(N, 2), Concat; transposed to (N*2, 4, 3), read back as (N, 4, 6); the last position picked by a
+ * Gather on computed data */
+static rs_fuzz_seed seed_batch_heads(mb *b)
+{
+    static const int64_t min[] = {0, 4, 6}, tperm[] = {1, 0, 2}, i1[] = {1}, i2[] = {2}, i0[] = {0}, i4[] = {4};
+    static const int64_t i3[] = {3}, back[] = {-1, 4, 6}, three_d[] = {3}, im1[] = {-1}, one_d[] = {1};
+    mb_init(b, 17, min, 3);
+    attr_is(b, node(b, "Transpose", "x", NULL, NULL, "xt"), "perm", tperm, 3);
+    node(b, "Shape", "xt", NULL, NULL, "s");
+    attr_i(b, node(b, "Gather", "s", "one", NULL, "n"), "axis", 0);
+    node(b, "Mul", "n", "two", NULL, "nh");
+    node(b, "Unsqueeze", "nh", "zero1", NULL, "nh1");
+    attr_i(b, node(b, "Concat", "four", "nh1", "three", "shape"), "axis", 0);
+    node(b, "Reshape", "xt", "shape", NULL, "heads");
+    attr_is(b, node(b, "Transpose", "heads", NULL, NULL, "bh"), "perm", tperm, 3);
+    attr_i(b, node(b, "Softmax", "bh", NULL, NULL, "sm"), "axis", -1);
+    node(b, "Reshape", "sm", "back", NULL, "r");
+    attr_i(b, node(b, "Gather", "r", "last", NULL, "y"), "axis", 1);
+    init_i(b, "one", i1, 1, NULL, 0), init_i(b, "two", i2, 1, NULL, 0), init_i(b, "zero1", i0, 1, one_d, 1);
+    init_i(b, "four", i4, 1, one_d, 1), init_i(b, "three", i3, 1, one_d, 1);
+    init_i(b, "back", back, 3, three_d, 1), init_i(b, "last", im1, 1, NULL, 0);
+    return pack(b);
+}
+
 size_t rs_fuzz_seeds(const rs_fuzz_seed **seeds)
 {
-    static rs_fuzz_seed s[6];
+    static rs_fuzz_seed s[7];
     static mb b;
     static const int64_t w1[] = {8, 12}, b1[] = {8}, w2[] = {3, 8}, b2[] = {3};
     static const int64_t mlp_in[] = {0, 3, 4};
@@ -312,6 +337,8 @@ size_t rs_fuzz_seeds(const rs_fuzz_seed **seeds)
         b.fdata[b.nf - 1] = sv[i];
     }
     s[5] = pack(&b);
+
+    s[6] = seed_batch_heads(&b);
     *seeds = s;
-    return 6;
+    return 7;
 }
