@@ -115,7 +115,7 @@ int rs_cmd_generate(rs_session *s, const rs_call *c)
     else if (!cfg.cache)
         snprintf(how, sizeof how, "recomputing the window per token");
     else if (st.recomputed && cfg.window == RS_GEN_WINDOW_CROP)
-        snprintf(how, sizeof how, "KV cache; past the context the window recomputed for %d", st.recomputed);
+        snprintf(how, sizeof how, "KV cache; %d past the context recomputed", st.recomputed);
     else
         snprintf(how, sizeof how, "KV cache%s", cfg.window == RS_GEN_WINDOW_SHIFT ? ", window=shift" : "");
     fprintf(s->out, "%s%d tokens in %.2fs, %.0f tokens/s (%s)\n", st.stopped ? "stopped: " : "", st.tokens,
