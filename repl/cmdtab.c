@@ -133,7 +133,7 @@ const rs_cmddef rs_commands[] = {
                 "  data t = csv FILE                   label first, then features\n"
                 "  data s = text [FILE|fortunes] [ctx=64]\n"
                 "                                      the built-in text, a file or fortunes;\n"
-                "                                      windows of ctx characters\n"
+                "                                      windows of ctx bytes (the tokens)\n"
                 "Sources without a test part keep a sixth of the samples aside; text keeps its last tenth.",
         .binding = true,
         .rest_name = "SOURCE",

@@ -39,7 +39,7 @@ const rs_optdef rs_opts_data[] = {
     {.name = "n", .type = RS_T_INT, .def = "20000",
      .help = "digits: number of training samples (a sixth as many for test)"},
     {.name = "seed", .type = RS_T_INT, .help = "generator seed / split seed (default: the session's seed)"},
-    {.name = "ctx", .type = RS_T_INT, .def = "64", .help = "text: characters per window, the model's context"},
+    {.name = "ctx", .type = RS_T_INT, .def = "64", .help = "text: bytes (tokens) per window, the model's context"},
     {.name = NULL},
 };
 
@@ -228,7 +228,7 @@ const rs_optdef rs_opts_serve[] = {
     {.name = "repo", .type = RS_T_PATH,
      .help = "where to write the repository for a model or file (default: a new /tmp folder)"},
     {.name = "data", .type = RS_T_STRING,
-     .help = "a GPT's text data set: its characters are the tokens (default: as generate picks)"},
+     .help = "a GPT's text data set: its distinct bytes are the tokens (default: as generate picks)"},
     {.name = "ranks", .type = RS_T_INT, .def = "1",
      .help = "rank processes serving the model (2..64: large-model inference across ranks)"},
     {.name = "mode", .type = RS_T_ENUM, .def = "pipeline", .choices = rs_serve_ranks_modes,
