@@ -288,7 +288,8 @@ rs_status rs_gen_prefill(rs_gen *g, const int32_t *toks, int n, float *logits, r
             return rs_err_set(err, RS_ERR_ARG, "token %d is outside the vocabulary of %d", (int)toks[i], V);
     memcpy(g->hist, toks, (size_t)n * sizeof *g->hist);
     g->len = n;
-    return run_window(g, logits, g->stepping, err);
+    /* a full window under crop slides at the next token: its cache would never be read */
+    return run_window(g, logits, g->stepping && !(n == g->T && g->window == RS_GEN_WINDOW_CROP), err);
 }
 
 rs_status rs_gen_full_logits(rs_model *m, rs_acts *a, const int32_t *tokens, int len, float *logits, rs_err *err)
