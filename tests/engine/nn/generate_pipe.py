@@ -113,6 +113,7 @@ def main():
         refs = {}
         for name, f in (("g", "g.onnx"), ("i", "g.onnx"), ("s", "scaled.onnx")):
             refs[name], gap = reference(os.path.join(tmp, f), vocab, pid)
+            print("ONNX Runtime, %s: the two largest logits at least %.3g apart" % (f, gap))
             if gap < MIN_GAP:
                 fail("%s: a near tie in ONNX Runtime's logits (gap %.3g): change the text or the seed" % (f, gap))
         got = texts(runs[80])
