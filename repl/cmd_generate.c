@@ -116,8 +116,10 @@ int rs_cmd_generate(rs_session *s, const rs_call *c)
         snprintf(how, sizeof how, "recomputing the window per token");
     else if (st.recomputed && cfg.window == RS_GEN_WINDOW_CROP)
         snprintf(how, sizeof how, "KV cache; %d past the context recomputed", st.recomputed);
+    else if (cfg.window == RS_GEN_WINDOW_SHIFT && (int)plen + st.tokens > rs_model_rows(m->model) + 1)
+        snprintf(how, sizeof how, "KV cache, window=shift: not nanoGPT's text past the context");
     else
-        snprintf(how, sizeof how, "KV cache%s", cfg.window == RS_GEN_WINDOW_SHIFT ? ", window=shift" : "");
+        snprintf(how, sizeof how, "KV cache");
     fprintf(s->out, "%s%d tokens in %.2fs, %.0f tokens/s (%s)\n", st.stopped ? "stopped: " : "", st.tokens,
             st.seconds, st.seconds > 0 ? st.tokens / st.seconds : 0.0, how);
     if (st.stopped && s->interrupt) *s->interrupt = 0;
