@@ -1,6 +1,7 @@
-/* `generate MODEL [prompt="..."] [n=200] [temp=0.8] [top_k=40] [seed=] [cache=on] [data=]`: samples
- * characters from a language model and streams them as they are drawn. The characters come from the
- * text data set the model reads (the newest one with the model's vocabulary, or data=). */
+/* `generate MODEL [prompt="..."] [n=200] [temp=0.8] [top_k=40] [seed=] [cache=on] [window=crop] [data=]`:
+ * samples tokens from a language model and streams them as they are drawn. A token is a byte of the
+ * text data set the model reads (the newest one with the model's vocabulary, or data=); the bytes go
+ * out as sampled, so a file or pipe gets exactly them. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +24,7 @@ static void on_token(void *ud, int32_t tok)
     char ch[2];
     rs_text_decode(g->v, &tok, 1, ch);
     /* as sampled: never wrapped at the terminal's width, also when piped (a file keeps the text); a
-     * character at a time, so the class watches it being written */
+     * byte at a time, so the class watches it being written */
     rs_wrap_raw(g->s->out, ch, 1);
 }
 
@@ -66,7 +67,7 @@ int rs_cmd_generate(rs_session *s, const rs_call *c)
     if (!v) {
         rs_data_pair_clear(&builtin);
         return rs_session_error(s, c, c->arg_pos[0], strlen(c->args[0]),
-                                "generate: no text data set has %s's vocabulary of %d characters; open the text it "
+                                "generate: no text data set has %s's vocabulary of %d bytes; open the text it "
                                 "was trained on (data t = text FILE) or name it with data=", m->name, V);
     }
     rs_gen_cfg cfg = rs_gen_defaults();
@@ -75,12 +76,13 @@ int rs_cmd_generate(rs_session *s, const rs_call *c)
     cfg.top_k = (int)rs_call_int(c, "top_k", cfg.top_k);
     cfg.seed = rs_call_given(c, "seed") ? (uint64_t)rs_call_int(c, "seed", 0) : s->seed;
     cfg.cache = rs_call_bool(c, "cache", true);
+    cfg.window = strcmp(rs_call_str(c, "window", "crop"), "shift") ? RS_GEN_WINDOW_CROP : RS_GEN_WINDOW_SHIFT;
     int rc = 0;
     if (cfg.n < 0 || cfg.n > 100000 || !(cfg.temp >= 0.0f) || cfg.top_k < 0) {
         rc = rs_session_error(s, c, (size_t)-1, 0, "generate: n must be 0..100000, temp >= 0 and top_k >= 0");
         goto out;
     }
-    /* The prompt: given, else a newline as nanoGPT starts (or the first character). */
+    /* The prompt: given, else a newline as nanoGPT starts (or the vocabulary's first byte). */
     const char *prompt = rs_call_str(c, "prompt", NULL);
     char nl[2] = {v->id['\n'] >= 0 ? '\n' : (char)v->chars[0], 0};
     if (!prompt || !*prompt) prompt = nl;
@@ -107,9 +109,19 @@ int rs_cmd_generate(rs_session *s, const rs_call *c)
         rc = rs_session_error(s, c, (size_t)-1, 0, "generate: %s", err.msg);
         goto out;
     }
+    char why[160] = "", how[256];
+    if (cfg.cache && rs_gen_no_cache_reason(m->model, why, sizeof why))
+        snprintf(how, sizeof how, "recomputing the window per token: %s", why);
+    else if (!cfg.cache)
+        snprintf(how, sizeof how, "recomputing the window per token");
+    else if (st.recomputed && cfg.window == RS_GEN_WINDOW_CROP)
+        snprintf(how, sizeof how, "KV cache; %d past the context recomputed", st.recomputed);
+    else if (cfg.window == RS_GEN_WINDOW_SHIFT && (int)plen + st.tokens > rs_model_rows(m->model) + 1)
+        snprintf(how, sizeof how, "KV cache, window=shift: not nanoGPT's text past the context");
+    else
+        snprintf(how, sizeof how, "KV cache");
     fprintf(s->out, "%s%d tokens in %.2fs, %.0f tokens/s (%s)\n", st.stopped ? "stopped: " : "", st.tokens,
-            st.seconds, st.seconds > 0 ? st.tokens / st.seconds : 0.0,
-            cfg.cache ? "KV cache" : "recomputing the context per token");
+            st.seconds, st.seconds > 0 ? st.tokens / st.seconds : 0.0, how);
     if (st.stopped && s->interrupt) *s->interrupt = 0;
 out:
     rs_data_pair_clear(&builtin);

@@ -178,7 +178,7 @@ int rs_cmd_model(rs_session *s, const rs_call *c)
         if (!spec) return rs_session_error(s, c, (size_t)-1, 0, "out of memory");
         snprintf(spec, n, "%s vocab=%d", c->rest, vocab);
         text = spec;
-        fprintf(s->out, "gpt: vocab=%d, the characters of %s\n", vocab,
+        fprintf(s->out, "gpt: vocab=%d, the distinct bytes of %s\n", vocab,
                 from ? from : "the built-in corpus (`data t = text`)");
     }
     rs_status pst = rs_model_parse(text, c->bind, dev, NULL, seed_opt(s, c), &m, &pos, &err);
@@ -329,7 +329,7 @@ int rs_cmd_data(rs_session *s, const rs_call *c)
     const rs_dataset *t = o.data.train;
     record_data(s, t, o.data.test);
     if (rs_text_vocab_of(t))
-        fprintf(s->out, "data %s: text of %zu characters, %d distinct; windows of %d: %u train + %u validation (%s)\n",
+        fprintf(s->out, "data %s: text of %zu bytes, %d distinct; windows of %d: %u train + %u validation (%s)\n",
                 c->bind, rs_text_len(t) + rs_text_len(o.data.test), t->n_classes, t->w, t->n, o.data.test->n, src);
     else
         fprintf(s->out, "data %s: %u train + %u test samples of %dx%dx%d, %d classes (%s)\n", c->bind, t->n,
@@ -363,11 +363,11 @@ static void show_data(rs_session *s, const rs_obj *o)
     const rs_text_vocab *voc = rs_text_vocab_of(t);
     if (voc) {
         size_t nt = rs_text_len(t), nv = rs_text_len(v);
-        fprintf(s->out, "  text: %zu characters, %zu train (%s) and %zu validation (%s)\n", nt + nv, nt, t->name, nv,
+        fprintf(s->out, "  text: %zu bytes, %zu train (%s) and %zu validation (%s)\n", nt + nv, nt, t->name, nv,
                 v->name);
         fprintf(s->out, "  samples: windows of %d token ids, labels the next %d; %u train, %u validation\n", t->w,
                 t->y_len, t->n, v->n);
-        fprintf(s->out, "  vocabulary: %d characters ", voc->n);
+        fprintf(s->out, "  vocabulary: %d bytes ", voc->n);
         show_vocab(s, voc);
         return;
     }

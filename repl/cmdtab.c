@@ -133,7 +133,7 @@ const rs_cmddef rs_commands[] = {
                 "  data t = csv FILE                   label first, then features\n"
                 "  data s = text [FILE|fortunes] [ctx=64]\n"
                 "                                      the built-in text, a file or fortunes;\n"
-                "                                      windows of ctx characters\n"
+                "                                      windows of ctx bytes (the tokens)\n"
                 "Sources without a test part keep a sixth of the samples aside; text keeps its last tenth.",
         .binding = true,
         .rest_name = "SOURCE",
@@ -214,10 +214,15 @@ const rs_cmddef rs_commands[] = {
         .name = "generate",
         .group = "training",
         .synopsis = "generate MODEL [prompt=\"...\"] [n=200] [temp=0.8] [top_k=40]    sample text",
-        .help = "Samples characters from a language model (model g = gpt, trained on text) and prints each as it is\n"
-                "drawn; Ctrl-C stops. With the KV cache (cache=on) each new character runs every layer on one\n"
-                "position and attention reads the earlier keys and values from the cache; cache=off recomputes the\n"
-                "whole context per character, as nanoGPT's generate does. Both give the same text.",
+        .help = "Samples text from a language model (model g = gpt, trained on text) and prints each token as it is\n"
+                "drawn, unaltered; Ctrl-C stops. The tokens are the text's distinct bytes: a character of ASCII text\n"
+                "is one, other UTF-8 characters are several, and a sample may cut one. Each token is drawn from the\n"
+                "logits of the last ctx tokens, as nanoGPT's generate does. With the KV cache (cache=on) each token\n"
+                "runs every layer on one position while the text fits the context; past it the window slides and is\n"
+                "recomputed in one batched forward per token. cache=off recomputes the window for every token. Both\n"
+                "give the same text at any length. window=shift is faster past the context but its text differs:\n"
+                "when the context is full it keeps the newest half in the cache and steps on. A model with a layer\n"
+                "that has no one-position form (an imported ONNX graph) is recomputed, with the same text.",
         ARGS(A("MODEL", RS_A_MODEL)),
         .opts = rs_opts_generate,
         .fn = rs_cmd_generate,

@@ -12,6 +12,7 @@
 #include "dist/worker/pi.h"
 #include "dist/worker/worker.h"
 #include "engine/core/device.h"
+#include "engine/nn/generate.h"
 #include "engine/optim/optim.h"
 #include "engine/optim/sched.h"
 #include "plan/plan.h"
@@ -38,7 +39,7 @@ const rs_optdef rs_opts_data[] = {
     {.name = "n", .type = RS_T_INT, .def = "20000",
      .help = "digits: number of training samples (a sixth as many for test)"},
     {.name = "seed", .type = RS_T_INT, .help = "generator seed / split seed (default: the session's seed)"},
-    {.name = "ctx", .type = RS_T_INT, .def = "64", .help = "text: characters per window, the model's context"},
+    {.name = "ctx", .type = RS_T_INT, .def = "64", .help = "text: bytes (tokens) per window, the model's context"},
     {.name = NULL},
 };
 
@@ -151,15 +152,18 @@ __attribute__((constructor)) static void train_opts_from_registry(void)
 
 const rs_optdef rs_opts_generate[] = {
     {.name = "prompt", .type = RS_T_STRING, .help = "text to continue (default: a new line)"},
-    {.name = "n", .type = RS_T_INT, .def = "200", .help = "characters to sample"},
+    {.name = "n", .type = RS_T_INT, .def = "200", .help = "tokens (bytes of the text) to sample"},
     {.name = "temp", .type = RS_T_FLOAT, .def = "0.8",
      .help = "temperature: lower is more predictable, 0 always takes the likeliest"},
-    {.name = "top_k", .type = RS_T_INT, .def = "40", .help = "sample among the k likeliest characters (0: all)"},
+    {.name = "top_k", .type = RS_T_INT, .def = "40", .help = "sample among the k likeliest tokens (0: all)"},
     {.name = "seed", .type = RS_T_INT, .help = "sampling seed (default: the session's seed)"},
     {.name = "cache", .type = RS_T_BOOL, .def = "on",
-     .help = "KV cache: each character runs the model on one position"},
+     .help = "KV cache: while the text fits the context each token runs the model on one position; the same text"},
+    {.name = "window", .type = RS_T_ENUM, .def = "crop", .choices = rs_gen_window_words,
+     .help = "past the context: crop (the last ctx tokens, nanoGPT's text) or shift (faster; keeps the newest half "
+             "in the cache, so the text differs from nanoGPT's)"},
     {.name = "data", .type = RS_T_STRING,
-     .help = "the text data set whose characters the model uses (default: the newest)"},
+     .help = "the text data set whose bytes the model uses (default: the newest)"},
     {.name = NULL},
 };
 
@@ -224,7 +228,7 @@ const rs_optdef rs_opts_serve[] = {
     {.name = "repo", .type = RS_T_PATH,
      .help = "where to write the repository for a model or file (default: a new /tmp folder)"},
     {.name = "data", .type = RS_T_STRING,
-     .help = "a GPT's text data set: its characters are the tokens (default: as generate picks)"},
+     .help = "a GPT's text data set: its distinct bytes are the tokens (default: as generate picks)"},
     {.name = "ranks", .type = RS_T_INT, .def = "1",
      .help = "rank processes serving the model (2..64: large-model inference across ranks)"},
     {.name = "mode", .type = RS_T_ENUM, .def = "pipeline", .choices = rs_serve_ranks_modes,

@@ -171,7 +171,7 @@ static rs_status prepare(const gpt *b, const rs_serve_gen *g, int32_t **ids, int
             free(*ids);
             *ids = NULL;
             return rs_err_set(err, RS_ERR_ARG, "text_input: byte 0x%02x at offset %zu is not in the model's "
-                              "vocabulary of %d characters", (uint8_t)p[i], i, b->vocab_n);
+                              "vocabulary of %d bytes", (uint8_t)p[i], i, b->vocab_n);
         }
         (*ids)[i] = id;
     }

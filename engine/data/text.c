@@ -1,5 +1,7 @@
-/* Character-level text, as nanoGPT's shakespeare_char prepares it: the vocabulary is the text's
- * distinct bytes in order, the first 90% of the characters train and the rest validate, and sample i
+/* Character-level text, as nanoGPT's shakespeare_char prepares it, at the byte level: the vocabulary
+ * is the text's distinct bytes in order (an ASCII character is one token; another UTF-8 character is
+ * its two to four bytes, so a model may sample a cut one), the first 90% of the bytes train and the
+ * rest validate, and sample i
  * of a part is the window x = tokens [i, i+T), y = tokens [i+1, i+T+1). The windows overlap almost
  * entirely, so they are made on demand from one copy of each part's tokens (a lazy rs_dataset). */
 #include <dirent.h>
@@ -60,10 +62,10 @@ rs_status rs_text_encode(const rs_text_vocab *v, const char *s, size_t n, int32_
         if (v->id[c] < 0) {
             if (c >= 0x20 && c < 0x7f)
                 return rs_err_set(err, RS_ERR_ARG,
-                                  "character '%c' at offset %zu is not in the text's vocabulary of %d characters",
+                                  "character '%c' at offset %zu is not in the text's vocabulary of %d bytes",
                                   (char)c, i, v->n);
             return rs_err_set(err, RS_ERR_ARG,
-                              "byte 0x%02x at offset %zu is not in the text's vocabulary of %d characters", c, i,
+                              "byte 0x%02x at offset %zu is not in the text's vocabulary of %d bytes", c, i,
                               v->n);
         }
         ids[i] = v->id[c];
@@ -135,7 +137,7 @@ static rs_status build(const uint8_t *buf, size_t len, const char *what, const c
                           ctx, RS_DATA_TEXT_CTX_MAX, RS_DATA_TEXT_CTX);
     size_t need = rs_data_text_min_chars(ctx);
     if (len == 0)
-        return rs_err_set(err, RS_ERR_FORMAT, "text: %s is empty; give a text of at least %zu characters (ctx=%d)",
+        return rs_err_set(err, RS_ERR_FORMAT, "text: %s is empty; give a text of at least %zu bytes (ctx=%d)",
                           what, need, ctx);
     rs_status st = check_text(buf, len, what, err);
     if (st) return st;
@@ -143,16 +145,16 @@ static rs_status build(const uint8_t *buf, size_t len, const char *what, const c
         int fit = (int)((len - 1) / 10);
         if (fit > 0)
             return rs_err_set(err, RS_ERR_FORMAT,
-                              "text: %s has %zu characters, too short for ctx=%d: a tenth is kept for validation "
+                              "text: %s has %zu bytes, too short for ctx=%d: a tenth is kept for validation "
                               "and each part needs ctx+1, so at least %zu are needed; use a longer text or ctx=%d",
                               what, len, ctx, need, fit);
         return rs_err_set(err, RS_ERR_FORMAT,
-                          "text: %s has %zu characters, too short for ctx=%d: at least %zu are needed (a tenth is "
+                          "text: %s has %zu bytes, too short for ctx=%d: at least %zu are needed (a tenth is "
                           "kept for validation and each part needs ctx+1); use a longer text",
                           what, len, ctx, need);
     }
     if (len > UINT32_MAX)
-        return rs_err_set(err, RS_ERR_FORMAT, "text: %s has %zu characters; at most %u are read", what, len,
+        return rs_err_set(err, RS_ERR_FORMAT, "text: %s has %zu bytes; at most %u are read", what, len,
                           (unsigned)UINT32_MAX);
     rs_text_vocab v = {0};
     bool seen[256] = {false};
@@ -166,7 +168,7 @@ static rs_status build(const uint8_t *buf, size_t len, const char *what, const c
     out->test = out->train ? make_part(buf + ntrain, len - ntrain, &v, ctx, base, "val", source) : NULL;
     if (!out->test) {
         rs_data_pair_clear(out);
-        return rs_err_set(err, RS_ERR_NOMEM, "text: out of memory for %zu characters of %s", len, what);
+        return rs_err_set(err, RS_ERR_NOMEM, "text: out of memory for %zu bytes of %s", len, what);
     }
     return RS_OK;
 }

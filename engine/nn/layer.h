@@ -92,7 +92,7 @@ typedef enum rs_layer_tp {
 /* A layer's one-position form, for generation with a KV cache (engine/nn/generate.c). */
 typedef enum rs_layer_gen {
     RS_LAYER_GEN_UNSET = 0,
-    RS_LAYER_GEN_NONE,        /* none: generate refuses a model that has this layer */
+    RS_LAYER_GEN_NONE,        /* none: generate recomputes the window per token for a model with it */
     RS_LAYER_GEN_ROW,         /* each row of the last dimension is computed alone: a step is forward
                                  on a one-row view of the layer */
     RS_LAYER_GEN_STEP,        /* its own step() (and cache_floats() when it keeps a cache) */

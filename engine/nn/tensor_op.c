@@ -322,7 +322,7 @@ static void forward_n(rs_layer *l, const rs_exec *x, const float *const *in, flo
 }
 
 /* No spelling: an import makes it (engine/nn/tensor_op.h). It has no one-position form: a model
- * that has one generates with cache=off. */
+ * that has one generates by recomputing the window per token (the KV cache is skipped). */
 const rs_layer_ops rs_op_ops = {
     .kind = "op",
     .unspelled = true,

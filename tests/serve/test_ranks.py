@@ -2,7 +2,7 @@
 """Models served across ranks (`parameters { key: "ranks" ... }` in config.pbtxt) by `ringside serve`,
 over raw HTTP (http.client, no tritonclient): an MLP and a GPT, each as 2 pipeline stages and as 2
 tensor shards, answer as the same model served in one process does (MLP outputs within 1e-5, the
-GPT's generated text equal for the same seed); concurrent requests batched across the ranks each get
+GPT's generated text equal for the same seed, within its context and past it); concurrent requests batched across the ranks each get
 their own answer; a mode that cannot split a model makes it UNAVAILABLE with the ranks' reason; the
 rank processes end with the server, stopped (SIGTERM) or killed (SIGKILL).
 
@@ -178,13 +178,16 @@ def main():
                   f"8 concurrent requests across ranks ({mode}): each its own rows, {stats['inference_count']} "
                   f"inferences in {stats['execution_count']} executions")
 
-        params = {"max_tokens": 24, "temperature": 0.8, "top_k": 5, "seed": 7}
-        st, ref = post(port, "/v2/models/g/generate", {"text_input": PROMPT, "parameters": params})
-        check(st == 200 and len(ref["text_output"]) == 24, "the GPT in one process generates 24 tokens")
-        for mode in ("pipeline", "tensor"):
-            st, doc = post(port, f"/v2/models/g_{mode}/generate", {"text_input": PROMPT, "parameters": params})
-            check(st == 200 and doc["text_output"] == ref["text_output"],
-                  f"GPT across 2 ranks ({mode}) generates what one process does: {doc and doc.get('text_output')!r}")
+        # 24 tokens fit the context of 32; 90 go past it (nanoGPT's crop in one process and across ranks)
+        for n in (24, 90):
+            params = {"max_tokens": n, "temperature": 0.8, "top_k": 5, "seed": 7}
+            st, ref = post(port, "/v2/models/g/generate", {"text_input": PROMPT, "parameters": params})
+            check(st == 200 and len(ref["text_output"]) == n, f"the GPT in one process generates {n} tokens")
+            for mode in ("pipeline", "tensor"):
+                st, doc = post(port, f"/v2/models/g_{mode}/generate", {"text_input": PROMPT, "parameters": params})
+                check(st == 200 and doc["text_output"] == ref["text_output"],
+                      f"GPT across 2 ranks ({mode}), {n} tokens, generates what one process does: "
+                      f"{doc and doc.get('text_output')!r}")
     finally:
         p.send_signal(signal.SIGTERM)
         try:

@@ -205,7 +205,7 @@ static void test_bad(void)
     rs_data_pair p;
     rs_err e = {0};
     rs_status st = rs_data_text_load(tmp_write("empty.txt", "", 0, false), 64, &p, &e);
-    EXPECT_ERR(st, RS_ERR_FORMAT, e, "empty.txt is empty", "at least 641 characters");
+    EXPECT_ERR(st, RS_ERR_FORMAT, e, "empty.txt is empty", "at least 641 bytes");
     RS_CHECK(!p.train && !p.test, "nothing left on failure");
 
     char bin[4000];
@@ -225,10 +225,10 @@ static void test_bad(void)
     rs_data_pair_clear(&p);
 
     st = rs_data_text_load(tmp_write("short.txt", bin, 500, false), 64, &p, &e);
-    EXPECT_ERR(st, RS_ERR_FORMAT, e, "short.txt has 500 characters", "too short for ctx=64", "at least 641",
+    EXPECT_ERR(st, RS_ERR_FORMAT, e, "short.txt has 500 bytes", "too short for ctx=64", "at least 641",
                "ctx=49");
     st = rs_data_text_load(tmp_write("tiny.txt", "ab", 2, false), 64, &p, &e);
-    EXPECT_ERR(st, RS_ERR_FORMAT, e, "tiny.txt has 2 characters", "at least 641", "use a longer text");
+    EXPECT_ERR(st, RS_ERR_FORMAT, e, "tiny.txt has 2 bytes", "at least 641", "use a longer text");
     /* exactly 10*ctx+1 characters is enough: the validation part has ctx+1 */
     st = rs_data_text_load(tmp_write("just.txt", bin, 641, false), 64, &p, &e);
     RS_CHECK(st == RS_OK && p.test && p.test->n == 1 && p.train->n == 576 - 64, "641 characters: %s",
