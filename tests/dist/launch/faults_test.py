@@ -1,0 +1,196 @@
+#!/usr/bin/env python3
+"""Faults found in a second, and refusals before any rank starts, measured from outside on a REPL
+that runs a job across ranks:
+  kill     a rank killed with SIGKILL mid-training is reported naming the rank, its signal and the last
+           checkpoint, soon after the kill (the bound is loose: it catches the old 10 s grace, not a CPU);
+  stop     a rank stopped with SIGSTOP is named as the hung rank (not the rank that timed out waiting for
+           it) and the REPL comes back near the group's timeout, not a grace period later;
+  refuse   timeout=0, iters=-1 and a resume= file that is not there are refused at the prompt: the
+           message, no rendezvous, and no child process of the REPL ever seen in /proc.
+The figures (seconds from the kill or the timeout to the report) are printed for the report.
+
+usage: faults_test.py CASE RINGSIDE"""
+import os
+import re
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+CASE, EXE = sys.argv[1], os.path.abspath(sys.argv[2])
+failures = 0
+
+
+def check(cond, what):
+    global failures
+    if not cond:
+        failures += 1
+        print("FAIL:", what)
+    else:
+        print("ok:", what)
+
+
+def children(pid):
+    """pid's children (all threads') from /proc."""
+    kids = []
+    try:
+        for t in os.listdir("/proc/%d/task" % pid):
+            with open("/proc/%d/task/%s/children" % (pid, t)) as f:
+                kids += [int(k) for k in f.read().split()]
+    except OSError:
+        pass
+    return kids
+
+
+def rank_of(pid):
+    """RANK= from a rank worker's environment, or None when pid is not one."""
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            if b"--worker" not in f.read():
+                return None
+        with open("/proc/%d/environ" % pid, "rb") as f:
+            for kv in f.read().split(b"\0"):
+                if kv.startswith(b"RANK="):
+                    return int(kv[5:])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+class Repl:
+    """A ringside REPL on pipes, read line by line with a clock."""
+
+    def __init__(self, lines, tmp):
+        self.p = subprocess.Popen([EXE, "--keep-going", "--db", os.path.join(tmp, "log.db")],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True, bufsize=1,
+                                  env=dict(os.environ, COLUMNS="1000"))
+        self.out = ""
+        self.p.stdin.write(lines)
+        self.p.stdin.flush()
+
+    def read_until(self, pred, limit):
+        """Reads lines until pred(out) holds or limit seconds pass; the time it held, or None."""
+        t0 = time.time()
+        while time.time() - t0 < limit:
+            if pred(self.out):
+                return time.time()
+            if select.select([self.p.stdout], [], [], 0.05)[0]:
+                line = self.p.stdout.readline()
+                if not line:
+                    break
+                self.out += line
+        return time.time() if pred(self.out) else None
+
+    def ranks(self, n, limit=60):
+        """{rank: pid} once n rank workers run."""
+        t0 = time.time()
+        while time.time() - t0 < limit:
+            found = {}
+            for k in children(self.p.pid):
+                r = rank_of(k)
+                if r is not None:
+                    found[r] = k
+            if len(found) == n:
+                return found
+            time.sleep(0.05)
+        return {}
+
+    def close(self):
+        try:
+            self.p.stdin.close()
+        except BrokenPipeError:
+            pass
+        self.out += self.p.stdout.read()
+        self.p.wait(timeout=60)
+        print(self.out)
+
+
+SETUP = "data d = digits n=3000 seed=1\nmodel m = mlp 784-64-10 seed=1\n"
+
+
+def case_kill(tmp):
+    ck = os.path.join(tmp, "c.safetensors")
+    r = Repl(SETUP + "train m on d mode=ddp ranks=2 epochs=500 batch=32 view=off ckpt=%s ckpt_every=5\n" % ck, tmp)
+    check(r.read_until(lambda o: "epoch 2:" in o, 90) is not None and os.path.exists(ck),
+          "the run is past a checkpoint")
+    pids = r.ranks(2)
+    check(len(pids) == 2, "two ranks run: %s" % pids)
+    if len(pids) != 2:
+        r.p.kill()
+        r.close()
+        return
+    t_kill = time.time()
+    os.kill(pids[1], signal.SIGKILL)
+    t_seen = r.read_until(lambda o: "resume=" in o or "error" in o, 30)
+    r.close()
+    dt = (t_seen or time.time()) - t_kill
+    print("figure: SIGKILL of rank 1 -> report: %.2f s" % dt)
+    check("rank 1 was killed by signal 9 (SIGKILL)" in r.out, "the killed rank is named with its signal")
+    check("resume=" + ck in r.out, "the user is pointed at the last checkpoint")
+    check(t_seen is not None and dt < 3, "the report came %.2f s after the kill (bound 3 s; the old grace was 10)" % dt)
+
+
+def case_stop(tmp):
+    r = Repl(SETUP + "train m on d mode=ddp ranks=2 epochs=500 batch=32 view=off timeout=3s\n", tmp)
+    check(r.read_until(lambda o: "epoch 2:" in o, 90) is not None, "the run is under way")
+    pids = r.ranks(2)
+    check(len(pids) == 2, "two ranks run: %s" % pids)
+    if len(pids) != 2:
+        r.p.kill()
+        r.close()
+        return
+    t_stop = time.time()
+    os.kill(pids[1], signal.SIGSTOP)
+    t_seen = r.read_until(lambda o: "error" in o, 60)
+    r.close()
+    dt = (t_seen or time.time()) - t_stop
+    print("figure: SIGSTOP of rank 1 with timeout=3s -> report: %.2f s" % dt)
+    m = re.search(r"^.*error.*$", r.out, re.M)
+    line = m.group(0) if m else ""
+    check(re.search(r"rank 1 (hung|stopped)", line) is not None and "rank 0 exited" not in line,
+          "the hung rank is named, not the one that waited for it: %s" % line)
+    check("SIGSTOP" in line, "and how it hung (stopped by SIGSTOP)")
+    check(t_seen is not None and dt < 3 + 4, "the REPL came back %.2f s after the stop (timeout 3 s; bound 7 s)" % dt)
+    for p in pids.values():
+        try:
+            os.kill(p, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+REFUSALS = [
+    ("collective all_reduce ranks=2 timeout=0", "timeout"),
+    ("train m on d mode=ddp ranks=2 timeout=0", "timeout"),
+    ("bench all_reduce ranks=2 iters=-1", "iters"),
+    ("train m on d mode=ddp ranks=2 resume=/nonexistent/ck.safetensors", "/nonexistent/ck.safetensors"),
+]
+
+
+def case_refuse(tmp):
+    for cmd, word in REFUSALS:
+        r = Repl(SETUP, tmp)
+        r.read_until(lambda o: False, 0.5)
+        before = set(children(r.p.pid))
+        r.p.stdin.write(cmd + "\n")
+        r.p.stdin.flush()
+        seen = set()
+        t0 = time.time()
+        while time.time() - t0 < 3 and "error" not in r.out:
+            seen |= set(children(r.p.pid)) - before
+            if select.select([r.p.stdout], [], [], 0.005)[0]:
+                r.out += r.p.stdout.readline()
+        seen |= set(children(r.p.pid)) - before
+        r.close()
+        err = [ln for ln in r.out.splitlines() if "error" in ln]
+        check(err and word in err[0], "%s: refused naming %s: %s" % (cmd, word, err[:1]))
+        check("rendezvous" not in r.out and "rank 0" not in r.out, "%s: no rank met" % cmd)
+        check(not seen, "%s: no process spawned (children seen: %s)" % (cmd, sorted(seen)))
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    globals()["case_" + CASE](tmp)
+print("%d failed" % failures)
+sys.exit(1 if failures else 0)
