@@ -425,7 +425,7 @@ static int resolve_exe(const char *name, char *out, size_t cap)
 }
 
 /* Spawns rank r with its pipes; the read ends go into l->streams. fork rather than posix_spawn: the
- * child asks for SIGKILL when the launcher dies (PR_SET_PDEATHSIG, kept across exec), so no rank
+ * child asks for SIGKILL (or cfg->death_sig) when the launcher dies (PR_SET_PDEATHSIG, kept across exec), so no rank
  * outlives a launcher killed by anything, SIGKILL included; a launcher gone before the prctl is caught
  * by getppid. An exec failure comes back through a close-on-exec pipe. */
 static rs_status spawn_rank(rs_launch *l, const rs_launch_cfg *cfg, int r, char **envp, rs_err *err)
@@ -452,12 +452,13 @@ static rs_status spawn_rank(rs_launch *l, const rs_launch_cfg *cfg, int r, char 
     l->streams[2 * r + 1].fd = pe[0];
 
     pid_t parent = getpid(), pgid = l->pgid;
+    int death_sig = cfg->death_sig > 0 ? cfg->death_sig : SIGKILL;
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old); /* no handler of ours runs in the child */
     pid_t pid = fork();
     if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        prctl(PR_SET_PDEATHSIG, death_sig);
         if (getppid() != parent) _exit(127); /* the launcher died before the prctl */
         setpgid(0, pgid);                     /* 0 for rank 0: it leads the new group */
         int xfd = px[1];

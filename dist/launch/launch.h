@@ -34,6 +34,9 @@ typedef struct rs_launch_cfg {
     double fail_grace_s;          /* the same after a rank failed, when the others sit in a collective
                                      with it and can only be ended; <= 0: the smaller of grace_s and
                                      0.3 s, so a failure is reported within a second */
+    int death_sig;                /* what a rank gets when the launcher dies (PR_SET_PDEATHSIG); 0: SIGKILL.
+                                     mpirun takes SIGTERM, which it handles: it ends its ranks and removes
+                                     Open MPI's session directory and shared-memory segments */
     rs_launch_line_fn on_line;    /* NULL: print "[rank N] line" ("[rank N stderr] line") to stdout */
     void *line_ud;
     rs_launch_stop_fn should_stop; /* NULL: never */

@@ -7,7 +7,8 @@ that runs a job across ranks:
            it) and the REPL comes back near the group's timeout, not a grace period later;
   refuse   timeout=0, iters=-1 and a resume= file that is not there are refused at the prompt: the
            message, no rendezvous, and no child process of the REPL ever seen in /proc;
-  worlds   ranks started by hand with different WORLD_SIZE values say the world sizes differ.
+  worlds   ranks started by hand with different WORLD_SIZE values say the world sizes differ;
+  mpi      SIGKILL of the REPL during a backend=mpi run leaves none of Open MPI's files behind.
 The figures (seconds from the kill or the timeout to the report) are printed for the report.
 
 usage: faults_test.py CASE RINGSIDE"""
@@ -220,6 +221,56 @@ def case_worlds(tmp):
         check("the world sizes differ" in out and "WORLD_SIZE=2" in out and "WORLD_SIZE=3" in out,
               "rank %d says the world sizes differ, naming both" % rank)
         check("missing rank" not in out, "rank %d does not call it a missing rank" % rank)
+
+
+def case_mpi(tmp):
+    """SIGKILL of the REPL during a backend=mpi run: mpirun is told with a signal it handles (SIGTERM as
+    its parent-death signal), so Open MPI's shared-memory segments and session directory go with it.
+    The files checked are exactly this run's: the segments its ranks have mapped (/proc/PID/maps) and
+    the session directory named after its mpirun's pid."""
+    import glob
+    import shutil
+    if not shutil.which("mpirun"):
+        print("SKIP: mpirun is not installed")
+        sys.exit(77)
+    probe = subprocess.run([EXE, "--no-db", "-c", "backends"], capture_output=True, text=True)
+    if "  mpi " not in probe.stdout:
+        print("SKIP: this build has no mpi backend")
+        sys.exit(77)
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    repl = subprocess.Popen([EXE, "--no-db", "-c", "bench all_reduce ranks=2 backend=mpi sizes=4M..4M iters=200000 "
+                             "view=off"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    mine, mpirun, t0 = set(), None, time.time()
+    while time.time() - t0 < 60 and len(mine) < 2:
+        time.sleep(0.2)
+        for k in children(repl.pid):
+            try:
+                with open("/proc/%d/cmdline" % k, "rb") as f:
+                    if b"mpirun" in f.read().split(b"\0")[0]:
+                        mpirun = k
+            except OSError:
+                pass
+        mine = set()
+        for k in children(mpirun) if mpirun else []:
+            try:
+                with open("/proc/%d/maps" % k) as f:
+                    mine |= set(re.findall(r"(/dev/shm/vader_segment\.\S+)", f.read()))
+            except OSError:
+                pass
+    sessions = glob.glob("/tmp/ompi.*/pid.%d" % mpirun) if mpirun else []
+    print("mpirun %s, its segments %s, its session directory %s" % (mpirun, sorted(mine), sessions))
+    check(mpirun is not None and len(mine) >= 2, "mpirun runs 2 ranks with their vader segments mapped")
+    repl.kill()
+    repl.wait()
+    t0 = time.time()
+    while mpirun and time.time() - t0 < 10 and os.path.exists("/proc/%d" % mpirun):
+        time.sleep(0.1)
+    time.sleep(0.3)
+    print("mpirun gone %.2f s after the REPL's SIGKILL" % (time.time() - t0))
+    left = [f for f in sorted(mine) + sessions if os.path.exists(f)]
+    check(not left, "nothing of Open MPI's is left (%s)" % left)
+    for f in left:  # leave the machine clean even when the check failed
+        shutil.rmtree(f, ignore_errors=True) if os.path.isdir(f) else os.unlink(f)
 
 
 with tempfile.TemporaryDirectory() as tmp:
