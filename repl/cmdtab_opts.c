@@ -88,6 +88,8 @@ rs_optdef rs_opts_train[RS_MAX_OPTS + 1] = {
      .help = "across ranks: live dashboard while the ranks run (on a terminal)"},
     {.name = "kill", .type = RS_T_STRING,
      .help = "across ranks: RANK:STEP, that rank dies (SIGKILL) after that step, to practise a fault"},
+    {.name = "config", .type = RS_T_PATH,
+     .help = "DeepSpeed's ds_config.json: its keys become these options (options on the line win)"},
     {.name = NULL},
     /* every strategy's own options are appended here (room up to RS_MAX_OPTS) */
 };
