@@ -483,7 +483,7 @@ static bool precision(ds_res *r)
 }
 
 /* What the layout keys become for the run's mode; a key the mode has no use for is said to be unused. */
-static bool layout(ds_res *r, const char *mode)
+static bool layout(ds_res *r, const char *mode, int world)
 {
     bool fsdp = !strcmp(mode, "fsdp"), ddp = !strcmp(mode, "ddp"), pipe = !strcmp(mode, "pipeline");
     if (r->stage >= 1 && fsdp) put(r, "zero", "zero_optimization.stage", "%lld", r->stage);
@@ -501,6 +501,8 @@ static bool layout(ds_res *r, const char *mode)
     if (r->overlap >= 0 && ddp) put(r, "overlap", "zero_optimization.overlap_comm", "%s", r->overlap ? "on" : "off");
     else if (r->overlap >= 0) note(r, "unused: zero_optimization.overlap_comm (mode=ddp's overlap=)");
     if (r->pp > 1 && pipe) put(r, "pp", "pipeline.stages", "%lld", r->pp);
+    if (r->pp > 1 && pipe && world > 1) /* the ranks left over from the stages are data-parallel copies */
+        put(r, "dp", "pipeline.stages", "%d", world);
     if (r->balance[0] && pipe) put(r, "balance", "pipeline.partition_method", "%s", r->balance);
     if (!rs_call_given(r->c, "mode") && strcmp(mode, "single")) put(r, "mode", "zero_optimization/pipeline", "%s", mode);
     return true;
@@ -511,7 +513,7 @@ static bool resolve(ds_res *r, json_t *root)
     if (!walk(r, root, "")) return false;
     int world;
     const char *mode = run_mode(r, &world);
-    return layout(r, mode) && batch(r, world) && optimizer(r) && scheduler(r) && precision(r);
+    return layout(r, mode, world) && batch(r, world) && optimizer(r) && scheduler(r) && precision(r);
 }
 
 /* ---------------------------------------------------------------- the resolved line */
