@@ -393,7 +393,8 @@ const rs_cmddef rs_commands[] = {
                 "  export session N FILE.ring\n"
                 "Writes the commands of a past session of the log as a script that `play` or `ringside FILE` runs.\n"
                 "  export config N ds_config.json\n"
-                "Writes training run N's settings as DeepSpeed's config, which `train ... config=FILE` reads.",
+                "Writes training run N's settings (N: a number, or `last`) as DeepSpeed's config and shows it;\n"
+                "`train ... config=FILE` reads it.",
         ARGS(ACH("MODEL|session", RS_A_WORD, export_words), A("FILE|N", RS_A_WORD), AOPT("FILE", RS_A_PATH)),
         .opts = rs_opts_export,
         .fn = rs_cmd_export,

@@ -591,7 +591,7 @@ typedef struct run_row {
     bool found;
     char kind[32], mode[24];
     int world;
-    long long steps;
+    long long steps, id;
     json_t *options; /* owned */
 } run_row;
 
@@ -607,6 +607,7 @@ static int take_row(void *ud, int stmt, int ncols, const char *const *names, con
     w->world = values[2] ? atoi(values[2]) : 1;
     w->steps = values[3] ? atoll(values[3]) : 0;
     w->options = values[4] ? json_loads(values[4], 0, NULL) : NULL;
+    w->id = ncols > 5 && values[5] ? atoll(values[5]) : 0;
     return 1;
 }
 
@@ -709,33 +710,40 @@ int rs_ds_config_export(rs_session *s, const rs_call *c)
     if (c->nargs < 3)
         return rs_session_error(s, c, (size_t)-1, 0, "export config: give a run and a file: export config N ds_config.json");
     char *end;
-    long long id = strtoll(c->args[1], &end, 10);
-    if (*end || id < 1)
+    bool last = !strcmp(c->args[1], "last"); /* the latest training run */
+    long long id = last ? 0 : strtoll(c->args[1], &end, 10);
+    if (!last && (*end || id < 1))
         return rs_session_error(s, c, c->arg_pos[1], strlen(c->args[1]),
-                                "export config: '%s' is not a run number (`runs` lists them)", c->args[1]);
+                                "export config: '%s' is not a run number or `last` (`runs` lists them)", c->args[1]);
     if (!s->log)
-        return rs_session_error(s, c, (size_t)-1, 0, "export config: there is no session log (--no-db) to read run %lld from",
-                                id);
-    char sql[160];
-    snprintf(sql, sizeof sql, "SELECT kind, mode, world_size, steps, options FROM runs WHERE id = %lld", id);
+        return rs_session_error(s, c, (size_t)-1, 0, "export config: there is no session log (--no-db) to read run %s from",
+                                c->args[1]);
+    char sql[200];
+    if (last)
+        snprintf(sql, sizeof sql, "SELECT kind, mode, world_size, steps, options, id FROM runs WHERE kind = 'train' "
+                                  "ORDER BY id DESC LIMIT 1");
+    else snprintf(sql, sizeof sql, "SELECT kind, mode, world_size, steps, options, id FROM runs WHERE id = %lld", id);
     run_row w = {0};
     rs_err e = {0};
     if (rs_slog_sql(s->log, sql, take_row, &w, &e) && !w.found)
         return rs_session_error(s, c, (size_t)-1, 0, "export config: %s", e.msg);
     if (!w.found || strcmp(w.kind, "train") || !json_is_object(w.options)) {
         json_decref(w.options);
-        return rs_session_error(s, c, c->arg_pos[1], strlen(c->args[1]), "export config: run %lld is %s; give a train "
-                                "run (`runs` lists them)", id, w.found ? "not a training run" : "not in the log");
+        return rs_session_error(s, c, c->arg_pos[1], strlen(c->args[1]), "export config: run %s is %s; give a train "
+                                "run (`runs` lists them)", c->args[1], w.found ? "not a training run" : "not in the log");
     }
     json_t *ds = export_json(&w, s->out);
     json_decref(w.options);
-    int bad = json_dump_file(ds, c->args[2], JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
+    size_t flags = JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9);
+    int bad = json_dump_file(ds, c->args[2], flags);
+    char *text = bad ? NULL : json_dumps(ds, flags); /* owned here: the file, shown */
     json_decref(ds);
     if (bad)
         return rs_session_error(s, c, c->arg_pos[2], strlen(c->args[2]), "export config: cannot write %s", c->args[2]);
     rs_log_artifact(s, c->args[2], "ds_config");
-    fprintf(s->out, "wrote run %lld's settings (%s on %d rank%s) to %s as DeepSpeed's keys; ranks come from the "
-                    "launcher: train ... config=%s ranks=%d\n", id, w.mode, w.world, w.world == 1 ? "" : "s", c->args[2],
-            c->args[2], w.world);
+    fprintf(s->out, "wrote run %lld's settings (%s on %d rank%s) to %s as DeepSpeed's keys; the ranks come from the "
+                    "launcher (train ... config=%s ranks=%d):\n%s\n", w.id, w.mode, w.world, w.world == 1 ? "" : "s",
+            c->args[2], c->args[2], w.world, text ? text : "");
+    free(text);
     return 0;
 }
