@@ -64,6 +64,10 @@ char **rs_spawn_argv(const rs_spawn_cfg *cfg)
         head[nh++] = "--tag-output"; /* keeps each rank's lines whole; the reader strips the tag */
         head[nh++] = "-np";
         head[nh++] = world;
+        if (cfg->hosts) {
+            head[nh++] = "--host";
+            head[nh++] = cfg->hosts;
+        }
     }
     head[nh++] = cfg->exe;
     head[nh++] = "--worker";
