@@ -505,6 +505,10 @@ static bool layout(ds_res *r, const char *mode, int world)
         put(r, "dp", "pipeline.stages", "%d", world);
     if (r->balance[0] && pipe) put(r, "balance", "pipeline.partition_method", "%s", r->balance);
     if (!rs_call_given(r->c, "mode") && strcmp(mode, "single")) put(r, "mode", "zero_optimization/pipeline", "%s", mode);
+    const char *file_mode = r->pp > 1 ? "pipeline" : r->stage >= 1 ? "fsdp" : r->stage == 0 ? "ddp" : NULL;
+    if (rs_call_given(r->c, "mode") && file_mode && strcmp(file_mode, mode))
+        note(r, "the command line's mode=%s overrides %s (mode=%s)", mode,
+             r->pp > 1 ? "pipeline.stages" : "zero_optimization.stage", file_mode);
     return true;
 }
 

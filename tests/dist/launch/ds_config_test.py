@@ -222,6 +222,11 @@ def case_same(tmp):
     _, _, opts = last_run(tmp)
     check(rc == 0 and abs(opts["lr"] - 0.01) < 1e-12 and opts["batch"] == 16, "lr=0.01 batch=16 on the line win")
     check("the command line's lr=0.01 overrides optimizer.params.lr (lr=0.05)" in out, "and the override is said")
+    f = write(tmp, "z.json", {"train_batch_size": 32, "zero_optimization": {"stage": 2}})
+    rc, out = run(tmp, SETUP + "train m on d config=%s mode=ddp ranks=2 steps=1 eval=off view=off" % f)
+    _, mode, _ = last_run(tmp)
+    check(rc == 0 and mode == "ddp" and "the command line's mode=ddp overrides zero_optimization.stage (mode=fsdp)" in out,
+          "mode=ddp on the line wins over a ZeRO stage, and says so")
     # export config N, read back: the same run again
     rc, out = run(tmp, SETUP + "train m on d mode=ddp ranks=2 batch=32 accum=2 opt=adamw lr=0.003 wd=0.02 sched=cosine "
                   "warmup=2 min_lr=0.0003 steps=6 clip=0.5 eval=off view=off")
