@@ -5,7 +5,7 @@ the namespace holding an address (Open MPI's OMPI_MCA_plm_rsh_agent, what ssh is
 The REPL runs on the first host; `hostfile=` makes mpirun start 2 ranks on each.
   - `world`: ranks 2 and 3 are local ranks 0 and 1 of a second node (mpirun's own numbering);
   - `collective all_reduce`: every rank holds the sum;
-  - `train mode=ddp` on 2 hosts x 2 ranks ends with the weights one process reaches;
+  - `train mode=ddp` and `mode=fsdp zero=3` on 2 hosts x 2 ranks end with the weights one process reaches;
   - a hostfile that DeepSpeed refuses, and hostfile= without backend=mpi, are refused before any rank.
 The namespaces, the veth pair and the agent are made here and removed at the end. Skipped (77) with
 the reason where they cannot be made: no CAP_NET_ADMIN, no `ip` or `unshare`, no mpirun, no mpi backend.
@@ -135,17 +135,22 @@ def main(tmp):
     print(out)
     check(rc == 0 and out.count("-> out [10, 46, 82]") == 4, "all_reduce across the hosts: every rank holds the sum")
 
-    a, b = os.path.join(tmp, "a.safetensors"), os.path.join(tmp, "b.safetensors")
-    rc, out = on_host0(tmp, "data d = digits n=1000 seed=1; model m = mlp 784-16-10 seed=1; "
-                            "model r = mlp 784-16-10 seed=1; train m on d mode=ddp ranks=4 backend=mpi hostfile=%s "
-                            "batch=32 steps=8 eval=off view=off; save m %s; train r on d batch=32 steps=8 eval=off; "
-                            "save r %s" % (hf, a, b))
-    print(out)
-    check(rc == 0, "ddp on 2 hosts x 2 ranks trains")
-    if os.path.exists(a) and os.path.exists(b):
-        wa, wb = load(a), load(b)
-        worst = max(abs(x - y) / (abs(y) + 1e-3) for k in wb for x, y in zip(wa[k], wb[k]))
-        check(wa.keys() == wb.keys() and worst < 1e-4, "ddp across hosts ends with one process's weights (%.2g)" % worst)
+    for mode in ("mode=ddp", "mode=fsdp zero=3"):
+        a, b = os.path.join(tmp, "a.safetensors"), os.path.join(tmp, "b.safetensors")
+        for f in (a, b):
+            if os.path.exists(f):
+                os.unlink(f)
+        rc, out = on_host0(tmp, "data d = digits n=1000 seed=1; model m = mlp 784-16-10 seed=1; "
+                                "model r = mlp 784-16-10 seed=1; train m on d %s ranks=4 backend=mpi hostfile=%s "
+                                "batch=32 steps=8 eval=off view=off; save m %s; train r on d batch=32 steps=8 eval=off; "
+                                "save r %s" % (mode, hf, a, b))
+        print(out)
+        check(rc == 0, "%s on 2 hosts x 2 ranks trains" % mode)
+        if os.path.exists(a) and os.path.exists(b):
+            wa, wb = load(a), load(b)
+            worst = max(abs(x - y) / (abs(y) + 1e-3) for k in wb for x, y in zip(wa[k], wb[k]))
+            check(wa.keys() == wb.keys() and worst < 1e-4,
+                  "%s across hosts ends with one process's weights (%.2g)" % (mode, worst))
 
     bad = os.path.join(tmp, "bad")
     with open(bad, "w") as f:
