@@ -515,9 +515,13 @@ static int world_end(rs_job *j, int rc)
     if (rc) return rc;
     int per = j->per_node ? j->per_node : j->world, nodes = j->world / per;
     bool mpi = rs_pg_backend_find(j->backend)->needs_launcher;
-    fprintf(s->out, "world size %d: ranks 0..%d, %d node%s of %d (local ranks 0..%d), %s backend\n", j->world,
-            j->world - 1, nodes, nodes == 1 ? "" : "s", per, per - 1, j->backend);
-    if (mpi) fprintf(s->out, "mpirun started them and wired them up\n");
+    if (j->hosts[0]) /* hostfile=: mpirun placed them, host by host */
+        fprintf(s->out, "world size %d: ranks 0..%d on hosts %s (host:ranks), %s backend\n", j->world, j->world - 1,
+                j->hosts, j->backend);
+    else
+        fprintf(s->out, "world size %d: ranks 0..%d, %d node%s of %d (local ranks 0..%d), %s backend\n", j->world,
+                j->world - 1, nodes, nodes == 1 ? "" : "s", per, per - 1, j->backend);
+    if (mpi) fprintf(s->out, "mpirun started them and wired them up%s\n", j->hosts[0] ? " through its rsh agent" : "");
     else fprintf(s->out, "they met at MASTER_ADDR=127.0.0.1 MASTER_PORT=%d (%s's rendezvous store)\n", j->master_port,
                  j->store_rank0 ? "rank 0" : "ringside");
     fprintf(s->out, "every rank counted %d with an all_reduce of ones: they all joined\n", j->world);

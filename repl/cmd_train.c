@@ -8,6 +8,7 @@
 
 #include "dist/pg/pg.h"
 #include "dist/train/registry.h"
+#include "ds_config.h"
 #include "engine/cpu/amp.h"
 #include "engine/train/dp.h"
 #include "engine/train/train.h"
@@ -398,6 +399,8 @@ static int train_here(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, rs_
 
 int rs_cmd_train(rs_session *s, const rs_call *c)
 {
+    /* config=ds_config.json: the file's keys as options, then this again with them (repl/ds_config.c) */
+    if (rs_call_given(c, "config")) return rs_ds_config_train(s, c);
     rs_result_begin(s, NULL);
     rs_obj *m, *d;
     operands(s, c, &m, &d);

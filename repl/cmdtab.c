@@ -56,7 +56,7 @@ int rs_cmd_plan(rs_session *, const rs_call *);
 /* Words positional arguments take besides what their kind names (the handlers read them). */
 static const char *const show_words[] = {"run", NULL};
 static const char *const tp_demos[] = {"matmul", NULL};
-static const char *const export_words[] = {"session", NULL};
+static const char *const export_words[] = {"session", "config", NULL};
 static const char *const plan_words[] = {"show", "bench", NULL};
 static const char *const view_words[] = {"run", "serve", NULL};
 static const char *const serve_words[] = {"stop", NULL};
@@ -389,14 +389,17 @@ const rs_cmddef rs_commands[] = {
     {
         .name = "export",
         .group = "models",
-        .synopsis = "export MODEL FILE.onnx [opset=17] | export session N FILE.ring    ONNX, or a session as a script",
+        .synopsis = "export MODEL FILE.onnx [opset=17] | export session N FILE.ring | export config N FILE.json    ONNX, a session as a script, a run as DeepSpeed config",
         .help = "  export MODEL FILE.onnx [opset=17] [softmax=on]\n"
                 "Writes MODEL as an ONNX file: Gemm, Conv, MaxPool, AveragePool, Relu, Gelu, Tanh, Flatten,\n"
                 "LayerNormalization; a GPT's Gather, MatMul and causal attention (int64 tokens in, (batch, T, V)\n"
                 "logits out); weights as initializers named after the layers; a symbolic batch dimension.\n"
                 "ONNX Runtime runs it with ringside's answers; `onnx check FILE` says what the ONNX checker would.\n"
                 "  export session N FILE.ring\n"
-                "Writes the commands of a past session of the log as a script that `play` or `ringside FILE` runs.",
+                "Writes the commands of a past session of the log as a script that `play` or `ringside FILE` runs.\n"
+                "  export config N ds_config.json\n"
+                "Writes training run N's settings (N: a number, or `last`) as DeepSpeed's config and shows it;\n"
+                "`train ... config=FILE` reads it.",
         ARGS(ACH("MODEL|session", RS_A_WORD, export_words), A("FILE|N", RS_A_WORD), AOPT("FILE", RS_A_PATH)),
         .opts = rs_opts_export,
         .fn = rs_cmd_export,

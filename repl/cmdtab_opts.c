@@ -89,6 +89,10 @@ rs_optdef rs_opts_train[RS_MAX_OPTS + 1] = {
      .help = "across ranks: live dashboard while the ranks run (on a terminal)"},
     {.name = "kill", .type = RS_T_STRING,
      .help = "across ranks: RANK:STEP, that rank dies (SIGKILL) after that step, to practise a fault"},
+    {.name = "hostfile", .type = RS_T_PATH,
+     .help = "backend=mpi: DeepSpeed's hostfile (HOST slots=N a line); mpirun starts the ranks on those hosts"},
+    {.name = "config", .type = RS_T_PATH,
+     .help = "DeepSpeed's ds_config.json: its keys become these options (options on the line win)"},
     {.name = NULL},
     /* every strategy's own options are appended here (room up to RS_MAX_OPTS) */
 };
@@ -260,7 +264,9 @@ const rs_optdef rs_opts_jobs[] = {
         {.name = "backend", .type = RS_T_ENUM, .def = "shm", .choices = rs_pg_backend_names,                           \
          .help = "how the ranks talk: shm, tcp, mpi (mpirun), nccl (GPUs)"},                                          \
         {.name = "timeout", .type = RS_T_DURATION, .def = "30s",                                                      \
-         .help = "a rank waiting this long for another fails, naming it"}
+         .help = "a rank waiting this long for another fails, naming it"},                                             \
+        {.name = "hostfile", .type = RS_T_PATH,                                                                        \
+         .help = "backend=mpi: DeepSpeed's hostfile (HOST slots=N a line); mpirun starts the ranks on those hosts"}
 
 const rs_optdef rs_opts_collective[] = {
     DIST_OPTS,

@@ -1,13 +1,16 @@
 /* One run across ranks, the core every kind shares (see ranks_job.h): the common options, the launch,
  * Ctrl-C and `q`, the end, and runs in the background. What a rank's line goes through is ranks_feed.c. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "call.h"
+#include "dist/launch/hostfile.h"
 #include "dist/launch/launch.h"
 #include "dist/launch/spawn.h"
 #include "dist/pg/pg.h"
@@ -274,6 +277,7 @@ static rs_status launch(rs_job *j, rs_spawn_store how, const char *const *job_ar
     snprintf(group, sizeof group, "r%lld-%ld", (long long)j->run, (long)getpid());
     rs_spawn_cfg cfg = {.job = j->kind->what, .group = group, .timeout_s = j->timeout_s, .world = j->world,
                         .per_node = j->per_node, .store = how, .args = args, .nargs = a,
+                        .hosts = j->hosts[0] ? j->hosts : NULL,
                         .grace_s = j->kind->grace_s > 0 ? j->kind->grace_s : RS_JOB_GRACE_S,
                         .on_line = rs_job_on_line, .line_ud = j, .should_stop = stop_requested, .stop_ud = j};
     rs_view_run vr = *vr_live;
@@ -359,6 +363,53 @@ void rs_jobs_stop_all(rs_session *s, bool say)
 }
 
 
+/* Values the ranks would only refuse after starting (a group that times out at once, a negative count,
+ * a checkpoint that is not there): refused here, at the prompt, before any process. 0, or the rc. */
+static int refuse_before_spawn(rs_session *s, const rs_call *c, double timeout_s)
+{
+    const rs_optval *v = rs_call_opt(c, "timeout");
+    if (v && !(timeout_s > 0))
+        return rs_session_error(s, c, v->pos, 8 + strlen(v->text ? v->text : ""),
+                                "%s: timeout=%s would fail every wait at once; give how long a rank may wait for "
+                                "another, e.g. timeout=30s", c->cmd->name, v->text ? v->text : "");
+    v = rs_call_opt(c, "iters");
+    if (v && v->set && v->v.i < 0)
+        return rs_session_error(s, c, v->pos, 6 + strlen(v->text),
+                                "%s: iters=%lld is negative; give a count of iterations, or iters=0 for automatic",
+                                c->cmd->name, v->v.i);
+    v = rs_call_opt(c, "resume");
+    if (v && v->set && v->text) {
+        struct stat sb;
+        const char *why = stat(v->text, &sb) != 0 ? strerror(errno)
+                          : !S_ISREG(sb.st_mode) ? "not a regular file"
+                          : access(v->text, R_OK) != 0 ? strerror(errno) : NULL;
+        if (why)
+            return rs_session_error(s, c, v->pos, 7 + strlen(v->text),
+                                    "%s: resume=%s: %s; give a checkpoint written by ckpt= (a .safetensors file)",
+                                    c->cmd->name, v->text, why);
+    }
+    return 0;
+}
+
+/* hostfile=: DeepSpeed's hostfile, read with its rules, as mpirun's --host list (j->hosts). Only mpirun
+ * starts ranks on other hosts here; shm and tcp ranks stay on this one. 0, or the rc. */
+static int hosts(rs_session *s, const rs_call *c, rs_job *j)
+{
+    const rs_optval *v = rs_call_opt(c, "hostfile");
+    if (!v || !v->set) return 0;
+    size_t len = 9 + strlen(v->text);
+    if (!rs_pg_backend_find(j->backend)->needs_launcher)
+        return rs_session_error(s, c, v->pos, len, "%s: hostfile= starts the ranks through Open MPI's mpirun, which "
+                                "reaches the hosts with its rsh agent (ssh, or OMPI_MCA_plm_rsh_agent): add backend=mpi",
+                                c->cmd->name);
+    rs_hostfile hf;
+    rs_err e = {0};
+    rs_status st = rs_hostfile_read(v->text, &hf, &e);
+    if (!st) st = rs_hostfile_mpi_hosts(&hf, j->world, j->hosts, sizeof j->hosts, &e);
+    rs_hostfile_clear(&hf);
+    return st ? rs_session_error(s, c, v->pos, len, "%s: %s", c->cmd->name, e.msg) : 0;
+}
+
 /* The checks every rank-starting command shares: ranks, backend, algo (for step-based backends). */
 static int common_opts(rs_session *s, const rs_call *c, rs_job *j)
 {
@@ -400,6 +451,7 @@ static int common_opts(rs_session *s, const rs_call *c, rs_job *j)
                                 "%s: backend %s chooses its own algorithms; algo= applies to shm and tcp",
                                 c->cmd->name, j->backend);
     j->timeout_s = rs_call_float(c, "timeout", 30);
+    if (refuse_before_spawn(s, c, j->timeout_s) || hosts(s, c, j)) return 1;
     j->begin_t = calloc((size_t)j->world, sizeof *j->begin_t);                  /* j's */
     j->state = calloc(1, j->kind->state_size ? j->kind->state_size : 1);         /* j's; kind->free empties it */
     j->mono_to_unix = mono_to_unix();

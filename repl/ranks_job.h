@@ -80,6 +80,7 @@ struct rs_job {
     int per_node;
     bool store_rank0;
     int master_port;
+    char hosts[1024];           /* hostfile=: mpirun's --host list ("a:2,b:2"), "" on this host alone */
     rs_launch *l;               /* owned: the ranks while they run */
     rs_store_server *srv;       /* owned; NULL under mpirun and with store_rank0 */
     /* the live dashboard (view_live.h); NULL without a terminal, with view=off, or after `q` */

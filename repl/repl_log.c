@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "call.h"
+#include "ds_config.h"
 #include "dist/train/registry.h"
 #include "engine/optim/optim.h"
 #include "repl.h"
@@ -285,6 +286,7 @@ int rs_cmd_export_onnx(rs_session *s, const rs_call *c); /* repl/cmd_onnx.c */
 /* `export session N FILE.ring`, or `export MODEL FILE.onnx` (cmd_onnx.c). */
 int rs_cmd_export(rs_session *s, const rs_call *c)
 {
+    if (!strcmp(c->args[0], "config")) return rs_ds_config_export(s, c); /* repl/ds_config.c */
     if (strcmp(c->args[0], "session")) return rs_cmd_export_onnx(s, c);
     if (c->nargs < 3)
         return rs_session_error(s, c, (size_t)-1, 0, "export session: give the session number and a file: export "

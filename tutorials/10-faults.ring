@@ -10,7 +10,7 @@ pause
 
 say "A run of 20 steps on 4 ranks, writing a checkpoint every 5 steps (ckpt_every=5). kill=3:12 asks rank 3 to die (SIGKILL, the signal that cannot be caught, like a machine that vanishes) right after step 12. timeout=3s tells the others not to wait longer than 3 seconds for a message."
 train m on d mode=ddp ranks=4 steps=20 eval=off view=off ckpt=ck.safetensors ckpt_every=5 kill=3:12 timeout=3s
-say "Read the report from the bottom. The launcher saw rank 3 die of signal 9, SIGKILL, and stopped the others. Above it, each survivor says whom it was waiting for in the ring all-reduce of step 13: rank 0 for rank 3, its neighbour in the ring, rank 1 for rank 0, rank 2 for rank 1. A chain of waits, and at its end the rank that died."
+say "The launcher saw rank 3 die of signal 9, SIGKILL, the moment it happened, and stopped the others: ranks 0, 1 and 2 were waiting for it in the all-reduce of step 13, where nothing more could come, so they were ended at once rather than left to time out."
 expect killed_rank = 3
 expect signal = 9
 say "Steps 11 and 12 are lost: the last checkpoint is from step 10. Every step since a checkpoint is work to do again, so how often to write one is a trade between the time writing takes and the time a failure costs."

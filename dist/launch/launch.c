@@ -1,7 +1,9 @@
 /* The rank launcher (see launch.h): fork/exec of N ranks into one process group, each killed when the
  * launcher dies, a poll loop over their stdout/stderr pipes that cuts lines, and a watcher that stops
  * everyone when one rank fails.
- * No signal handler and no global state: exits are found with waitpid(WNOHANG) every loop turn. */
+ * No signal handler and no global state: each rank's pidfd sits in the poll set beside its pipes, so an
+ * exit wakes the loop at once, and waitpid(WNOHANG | WUNTRACED) every turn also sees a rank stopped by
+ * a signal (a hang the others will time out on). */
 #define _GNU_SOURCE /* pipe2, close_range (glibc >= 2.34) */
 #include "dist/launch/launch.h"
 
@@ -14,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -24,6 +27,7 @@ extern char **environ;
 #define READ_CHUNK 65536
 #define LOOP_TICK_S 0.02          /* how often exits and should_stop are looked at */
 #define DEFAULT_GRACE_S 5.0
+#define DEFAULT_FAIL_GRACE_S 0.3  /* a failed run's survivors are stuck in a collective: end them soon */
 #define N_TORCHRUN_VARS 7
 
 static const char *const torchrun_vars[N_TORCHRUN_VARS] = {
@@ -41,16 +45,18 @@ struct rs_launch {
     pid_t pgid;             /* the ranks' common process group (rank 0's pid) */
     rs_launch_rank *ranks;  /* (nranks) */
     stream *streams;        /* (nranks, 2): [2r] stdout, [2r+1] stderr */
-    struct pollfd *pfds;    /* (2 * nranks) scratch for poll */
-    int *pfd_stream;        /* (2 * nranks) which stream each pfds entry is */
+    int *pidfd;             /* (nranks) each rank's pidfd (readable once it exits), -1 without one */
+    struct pollfd *pfds;    /* (3 * nranks) scratch for poll: the pipes, then the pidfds */
+    int *pfd_stream;        /* (3 * nranks) which stream each pfds entry is, -1 for a pidfd */
     int live;               /* ranks not yet reaped */
     rs_launch_line_fn on_line;
     void *line_ud;
     rs_launch_stop_fn should_stop;
     void *stop_ud;
-    double grace_s;
+    double grace_s, fail_grace_s;
+    double stop_grace;      /* the grace of the stop under way */
     double t0;              /* monotonic start time */
-    int stopping, killed, cancelled, failed_rank;
+    int stopping, killed, cancelled, failed_rank, hung_rank;
     double stop_t0, last_end;
 };
 
@@ -75,12 +81,15 @@ static void signal_all(rs_launch *l, int sig)
     for (int r = 0; r < l->nranks; r++)
         if (l->ranks[r].state == RS_LAUNCH_RUNNING && l->ranks[r].pid > 0) kill(l->ranks[r].pid, sig);
     if (l->pgid > 0 && l->live > 0) killpg(l->pgid, sig);
+    /* a rank stopped by a signal takes SIGTERM only once continued (SIGKILL needs no help) */
+    if (sig == SIGTERM && l->pgid > 0 && l->live > 0) killpg(l->pgid, SIGCONT);
 }
 
-static void begin_stop(rs_launch *l)
+static void begin_stop(rs_launch *l, double grace)
 {
     if (l->stopping) return;
     l->stopping = 1;
+    l->stop_grace = grace;
     l->stop_t0 = now_s();
     signal_all(l, SIGTERM);
 }
@@ -169,7 +178,14 @@ static void record_end(rs_launch *l, int r, int wstatus)
         k->stopped_by_launcher = 1;
     } else if (k->exit_code != 0) {
         l->failed_rank = r;
-        begin_stop(l);
+        /* a rank stopped by a signal while this one gave up is the one it waited for */
+        for (int o = 0; o < l->nranks && l->hung_rank < 0; o++)
+            if (l->ranks[o].state == RS_LAUNCH_RUNNING && l->ranks[o].stop_sig) l->hung_rank = o;
+        begin_stop(l, l->fail_grace_s);
+    }
+    if (l->pidfd && l->pidfd[r] >= 0) {
+        close(l->pidfd[r]);
+        l->pidfd[r] = -1;
     }
 }
 
@@ -179,9 +195,14 @@ static void reap(rs_launch *l, int block)
         if (l->ranks[r].state != RS_LAUNCH_RUNNING) continue;
         int st;
         pid_t p;
-        do p = waitpid(l->ranks[r].pid, &st, block ? 0 : WNOHANG);
+        do p = waitpid(l->ranks[r].pid, &st, block ? 0 : WNOHANG | WUNTRACED | WCONTINUED);
         while (p < 0 && errno == EINTR);
-        if (p == l->ranks[r].pid) {
+        if (p == l->ranks[r].pid && WIFSTOPPED(st)) {
+            l->ranks[r].stop_sig = WSTOPSIG(st);
+            l->ranks[r].stop_at_s = now_s() - l->t0;
+        } else if (p == l->ranks[r].pid && WIFCONTINUED(st)) {
+            if (!l->stopping) l->ranks[r].stop_sig = 0; /* our own SIGCONT when stopping keeps the record */
+        } else if (p == l->ranks[r].pid) {
             record_end(l, r, st);
         } else if (p < 0) { /* ECHILD: someone else reaped it (waitpid(-1) elsewhere); count it gone */
             l->ranks[r].state = RS_LAUNCH_EXITED;
@@ -191,26 +212,12 @@ static void reap(rs_launch *l, int block)
     }
 }
 
-static const char *sig_name(int sig)
+/* "SIGKILL" for 9: glibc's abbreviation with the prefix (buf is the caller's, 16 bytes). */
+static const char *sig_name(int sig, char buf[16])
 {
-    switch (sig) {
-    case SIGHUP: return "SIGHUP";
-    case SIGINT: return "SIGINT";
-    case SIGQUIT: return "SIGQUIT";
-    case SIGILL: return "SIGILL";
-    case SIGTRAP: return "SIGTRAP";
-    case SIGABRT: return "SIGABRT";
-    case SIGBUS: return "SIGBUS";
-    case SIGFPE: return "SIGFPE";
-    case SIGKILL: return "SIGKILL";
-    case SIGUSR1: return "SIGUSR1";
-    case SIGSEGV: return "SIGSEGV";
-    case SIGUSR2: return "SIGUSR2";
-    case SIGPIPE: return "SIGPIPE";
-    case SIGALRM: return "SIGALRM";
-    case SIGTERM: return "SIGTERM";
-    default: return "?";
-    }
+    const char *a = sigabbrev_np(sig);
+    snprintf(buf, 16, "SIG%s", a ? a : "?");
+    return buf;
 }
 
 /* Appends "ranks 0, 1, 3" for the ranks matching `want` (1: stopped by launcher, 2: running). */
@@ -233,6 +240,7 @@ static void fill_result(const rs_launch *l, rs_launch_result *res, int timed_out
     res->nranks = l->nranks;
     res->ranks = l->ranks;
     res->failed_rank = l->failed_rank;
+    res->hung_rank = l->hung_rank;
     res->cancelled = l->cancelled;
     res->timed_out = timed_out;
     res->elapsed_s = now_s() - l->t0;
@@ -250,11 +258,23 @@ static rs_status report(const rs_launch *l, int timed_out, double timeout_s, rs_
         list_ranks(l, 2, msg, cap, at);
         return rs_err_set(err, RS_ERR_TIMEOUT, "%s", msg);
     }
-    if (l->failed_rank >= 0) {
+    char sn[16];
+    if (l->failed_rank >= 0 && l->hung_rank >= 0) {
+        /* NCCL's watchdog names the rank a collective waited for; so do we, then who gave up */
+        const rs_launch_rank *h = &l->ranks[l->hung_rank], *k = &l->ranks[l->failed_rank];
+        at += (size_t)snprintf(msg, cap, "rank %d hung: stopped by signal %d (%s) at %.1f s; rank %d gave up "
+                               "waiting for it at %.1f s (", l->hung_rank, h->stop_sig, sig_name(h->stop_sig, sn),
+                               h->stop_at_s, l->failed_rank, k->end_s);
+        if (at < cap && k->state == RS_LAUNCH_SIGNALED)
+            at += (size_t)snprintf(msg + at, cap - at, "killed by signal %d, %s)", k->status, sig_name(k->status, sn));
+        else if (at < cap)
+            at += (size_t)snprintf(msg + at, cap - at, "exited with status %d)", k->status);
+        code = RS_ERR_IO;
+    } else if (l->failed_rank >= 0) {
         const rs_launch_rank *k = &l->ranks[l->failed_rank];
         if (k->state == RS_LAUNCH_SIGNALED)
             at += (size_t)snprintf(msg, cap, "rank %d was killed by signal %d (%s)", l->failed_rank,
-                                   k->status, sig_name(k->status));
+                                   k->status, sig_name(k->status, sn));
         else
             at += (size_t)snprintf(msg, cap, "rank %d exited with status %d", l->failed_rank, k->status);
         code = RS_ERR_IO;
@@ -293,10 +313,10 @@ rs_status rs_launch_wait(rs_launch *l, double timeout_s, rs_launch_result *res, 
         }
         if (!l->stopping && l->should_stop && l->should_stop(l->stop_ud)) {
             l->cancelled = 1;
-            begin_stop(l);
+            begin_stop(l, l->grace_s);
         }
         double t = now_s();
-        if (l->stopping && !l->killed && t >= l->stop_t0 + l->grace_s) {
+        if (l->stopping && !l->killed && t >= l->stop_t0 + l->stop_grace) {
             signal_all(l, SIGKILL);
             l->killed = 1;
         }
@@ -306,19 +326,24 @@ rs_status rs_launch_wait(rs_launch *l, double timeout_s, rs_launch_result *res, 
         }
         double wait = LOOP_TICK_S;
         if (deadline >= 0 && deadline - t < wait) wait = deadline - t;
-        if (l->stopping && !l->killed && l->stop_t0 + l->grace_s - t < wait) wait = l->stop_t0 + l->grace_s - t;
+        if (l->stopping && !l->killed && l->stop_t0 + l->stop_grace - t < wait) wait = l->stop_t0 + l->stop_grace - t;
         int nf = 0;
         for (int s = 0; s < n2; s++) {
             if (l->streams[s].fd < 0) continue;
             l->pfds[nf] = (struct pollfd){.fd = l->streams[s].fd, .events = POLLIN};
             l->pfd_stream[nf++] = s;
         }
+        for (int r = 0; r < l->nranks; r++) {
+            if (l->pidfd[r] < 0) continue;
+            l->pfds[nf] = (struct pollfd){.fd = l->pidfd[r], .events = POLLIN};
+            l->pfd_stream[nf++] = -1; /* readable: the rank exited; the next turn's reap records it */
+        }
         int ms = wait > 0 ? (int)(wait * 1000.0) + 1 : 0;
         int pr = nf ? poll(l->pfds, (nfds_t)nf, ms) : 0;
         if (nf == 0) nanosleep(&(struct timespec){0, (long)ms * 1000000L}, NULL);
         if (pr < 0 && errno != EINTR) return rs_err_set(err, RS_ERR_IO, "launcher: poll: %s", strerror(errno));
         for (int i = 0; pr > 0 && i < nf; i++) {
-            if (!(l->pfds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+            if (!(l->pfds[i].revents & (POLLIN | POLLHUP | POLLERR)) || l->pfd_stream[i] < 0) continue;
             if (read_stream(l, l->pfd_stream[i]) < 0)
                 return rs_err_set(err, RS_ERR_NOMEM, "launcher: output buffer");
         }
@@ -331,7 +356,7 @@ void rs_launch_stop(rs_launch *l)
 {
     if (!l || l->stopping || l->live == 0) return;
     l->cancelled = 1;
-    begin_stop(l);
+    begin_stop(l, l->grace_s);
 }
 
 void rs_launch_free(rs_launch *l)
@@ -345,6 +370,9 @@ void rs_launch_free(rs_launch *l)
         if (l->streams[s].fd >= 0) close(l->streams[s].fd);
         free(l->streams[s].buf);
     }
+    for (int r = 0; l->pidfd && r < l->nranks; r++)
+        if (l->pidfd[r] >= 0) close(l->pidfd[r]);
+    free(l->pidfd);
     free(l->streams);
     free(l->ranks);
     free(l->pfds);
@@ -397,7 +425,7 @@ static int resolve_exe(const char *name, char *out, size_t cap)
 }
 
 /* Spawns rank r with its pipes; the read ends go into l->streams. fork rather than posix_spawn: the
- * child asks for SIGKILL when the launcher dies (PR_SET_PDEATHSIG, kept across exec), so no rank
+ * child asks for SIGKILL (or cfg->death_sig) when the launcher dies (PR_SET_PDEATHSIG, kept across exec), so no rank
  * outlives a launcher killed by anything, SIGKILL included; a launcher gone before the prctl is caught
  * by getppid. An exec failure comes back through a close-on-exec pipe. */
 static rs_status spawn_rank(rs_launch *l, const rs_launch_cfg *cfg, int r, char **envp, rs_err *err)
@@ -424,12 +452,13 @@ static rs_status spawn_rank(rs_launch *l, const rs_launch_cfg *cfg, int r, char 
     l->streams[2 * r + 1].fd = pe[0];
 
     pid_t parent = getpid(), pgid = l->pgid;
+    int death_sig = cfg->death_sig > 0 ? cfg->death_sig : SIGKILL;
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old); /* no handler of ours runs in the child */
     pid_t pid = fork();
     if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        prctl(PR_SET_PDEATHSIG, death_sig);
         if (getppid() != parent) _exit(127); /* the launcher died before the prctl */
         setpgid(0, pgid);                     /* 0 for rank 0: it leads the new group */
         int xfd = px[1];
@@ -479,6 +508,8 @@ static rs_status spawn_rank(rs_launch *l, const rs_launch_cfg *cfg, int r, char 
     }
     l->ranks[r].pid = pid;
     l->ranks[r].exit_code = -1;
+    /* Linux >= 5.3; without it exits are still found, a loop tick (20 ms) later */
+    l->pidfd[r] = (int)syscall(SYS_pidfd_open, pid, 0); /* close-on-exec by the kernel */
     l->live++;
     if (r == 0) l->pgid = pid;
     return RS_OK;
@@ -512,17 +543,23 @@ rs_status rs_launch_start(const rs_launch_cfg *cfg, rs_launch **out, rs_err *err
     l->nranks = n;
     l->ranks = calloc((size_t)n, sizeof *l->ranks);
     l->streams = calloc((size_t)(2 * n), sizeof *l->streams);
-    l->pfds = calloc((size_t)(2 * n), sizeof *l->pfds);
-    l->pfd_stream = calloc((size_t)(2 * n), sizeof *l->pfd_stream);
+    l->pidfd = malloc(sizeof *l->pidfd * (size_t)n);
+    l->pfds = calloc((size_t)(3 * n), sizeof *l->pfds);
+    l->pfd_stream = calloc((size_t)(3 * n), sizeof *l->pfd_stream);
     l->on_line = cfg->on_line ? cfg->on_line : default_sink;
     l->line_ud = cfg->line_ud;
     l->should_stop = cfg->should_stop;
     l->stop_ud = cfg->stop_ud;
     l->grace_s = cfg->grace_s > 0 ? cfg->grace_s : DEFAULT_GRACE_S;
-    l->failed_rank = -1;
+    l->fail_grace_s = cfg->fail_grace_s > 0                  ? cfg->fail_grace_s
+                      : l->grace_s < DEFAULT_FAIL_GRACE_S ? l->grace_s
+                                                          : DEFAULT_FAIL_GRACE_S;
+    l->failed_rank = l->hung_rank = -1;
     l->t0 = now_s();
     if (l->streams)
         for (int s = 0; s < 2 * n; s++) l->streams[s].fd = -1;
+    if (l->pidfd)
+        for (int r = 0; r < n; r++) l->pidfd[r] = -1;
 
     /* envp: inherited entries (minus the torchrun set and what extra_env overrides), this rank's
      * torchrun set, extra_env. The pointers borrow from environ/cfg; only vars[] is ours. */
@@ -533,7 +570,7 @@ rs_status rs_launch_start(const rs_launch_cfg *cfg, rs_launch **out, rs_err *err
     char **envp = calloc(ninh + N_TORCHRUN_VARS + nextra + 1, sizeof *envp);
     char(*vars)[RS_LAUNCH_ADDR_MAX + 32] = calloc(N_TORCHRUN_VARS, sizeof *vars);
     rs_status st = RS_OK;
-    if (!l->ranks || !l->streams || !l->pfds || !l->pfd_stream || !envp || !vars) {
+    if (!l->ranks || !l->streams || !l->pidfd || !l->pfds || !l->pfd_stream || !envp || !vars) {
         st = rs_err_set(err, RS_ERR_NOMEM, "launch: out of memory for %d ranks", n);
         goto done;
     }

@@ -30,8 +30,13 @@ typedef struct rs_launch_cfg {
     int local_world_size;         /* ranks per node: this host plays nodes of that many ranks, numbered as
                                      torchrun numbers them (LOCAL_RANK = rank % it, GROUP_RANK = rank / it);
                                      must divide nranks; 0: one node of nranks */
-    double grace_s;               /* SIGTERM -> SIGKILL delay when stopping; <= 0: 5 s. All ranks
-                                     are down about grace_s after a failure, inside the 10 s bound. */
+    double grace_s;               /* SIGTERM -> SIGKILL delay when stopping on request (cancel); <= 0: 5 s */
+    double fail_grace_s;          /* the same after a rank failed, when the others sit in a collective
+                                     with it and can only be ended; <= 0: the smaller of grace_s and
+                                     0.3 s, so a failure is reported within a second */
+    int death_sig;                /* what a rank gets when the launcher dies (PR_SET_PDEATHSIG); 0: SIGKILL.
+                                     mpirun takes SIGTERM, which it handles: it ends its ranks and removes
+                                     Open MPI's session directory and shared-memory segments */
     rs_launch_line_fn on_line;    /* NULL: print "[rank N] line" ("[rank N stderr] line") to stdout */
     void *line_ud;
     rs_launch_stop_fn should_stop; /* NULL: never */
@@ -51,12 +56,16 @@ typedef struct rs_launch_rank {
     int exit_code;         /* shell convention: exit code, or 128 + signal; -1 while running */
     int stopped_by_launcher; /* ended after the launcher began stopping the ranks */
     double end_s;          /* seconds from start to when the launcher saw it end */
+    int stop_sig;          /* while running: the signal that stopped it (SIGSTOP, SIGTSTP...), 0 when not */
+    double stop_at_s;      /* seconds from start to when the launcher saw it stop */
 } rs_launch_rank;
 
 typedef struct rs_launch_result {
     int nranks;
     const rs_launch_rank *ranks; /* (nranks), borrowed from the rs_launch, valid until its _free */
     int failed_rank;       /* first rank that exited abnormally, -1 if none */
+    int hung_rank;         /* a rank that was stopped (SIGSTOP) when failed_rank failed: the rank the
+                              others gave up waiting for, named first in the message; -1 if none */
     int cancelled;         /* should_stop or rs_launch_stop asked to stop */
     int timed_out;         /* rs_launch_wait's timeout passed with ranks still running */
     double elapsed_s;      /* from start to the end of this wait */
@@ -71,8 +80,10 @@ typedef struct rs_launch rs_launch;
 rs_status rs_launch_start(const rs_launch_cfg *cfg, rs_launch **out, rs_err *err);
 
 /* Runs the event loop (output, exits, should_stop) until every rank has ended or timeout_s passes
- * (<= 0: no timeout). Returns RS_OK when every rank exited with 0; RS_ERR_IO when a rank failed (the
- * message names it, how, and the ranks stopped by the launcher); RS_ERR_CANCELLED when stopped on
+ * (<= 0: no timeout). A rank's end wakes the loop at once (a pidfd in the poll set). Returns RS_OK when
+ * every rank exited with 0; RS_ERR_IO when a rank failed (the message names it, how, and the ranks
+ * stopped by the launcher; a rank stopped by a signal while another gave up waiting is named first,
+ * as the hung one); RS_ERR_CANCELLED when stopped on
  * request; RS_ERR_TIMEOUT with the ranks left running (wait again, rs_launch_stop, or _free).
  * res may be NULL. */
 rs_status rs_launch_wait(rs_launch *l, double timeout_s, rs_launch_result *res, rs_err *err);

@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
+#include <signal.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,6 +64,10 @@ char **rs_spawn_argv(const rs_spawn_cfg *cfg)
         head[nh++] = "--tag-output"; /* keeps each rank's lines whole; the reader strips the tag */
         head[nh++] = "-np";
         head[nh++] = world;
+        if (cfg->hosts) {
+            head[nh++] = "--host";
+            head[nh++] = cfg->hosts;
+        }
     }
     head[nh++] = cfg->exe;
     head[nh++] = "--worker";
@@ -118,7 +123,9 @@ rs_status rs_spawn_start(const rs_spawn_cfg *cfg, int port, rs_launch **out, rs_
                         .master_port = port ? port : 1, /* mpirun's ranks do not read it */
                         .local_world_size = mpi ? 0 : c.per_node, .extra_env = c.extra_env, .grace_s = c.grace_s,
                         .on_line = c.on_line, .line_ud = c.line_ud, .should_stop = c.should_stop,
-                        .stop_ud = c.stop_ud};
+                        .stop_ud = c.stop_ud,
+                        /* SIGKILL would leave mpirun no chance to clean up after its ranks */
+                        .death_sig = mpi ? SIGTERM : 0};
     rs_status st = rs_launch_start(&lc, out, err);
     free(argv); /* the ranks have their copies (exec) */
     return st;

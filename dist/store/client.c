@@ -368,14 +368,58 @@ rs_status rs_store_wait(rs_store *st, const char *const *keys, int nkeys, double
     return rs_err_set(err, RS_ERR_TIMEOUT, "%s", msg);
 }
 
+#define RS_STORE_WORLD_SCAN 1024 /* RS_LAUNCH_MAX_RANKS: keys looked at for a differing world size */
+
+/* The WORLD_SIZE rank r arrived with ("world=N" in its key), 0 when it has not arrived or did not say. */
+static int declared_world(rs_store *st, int r)
+{
+    char key[32];
+    snprintf(key, sizeof key, "rank/%d", r);
+    int exists = 0;
+    rs_err e = {0};
+    if (rs_store_check(st, key, &exists, &e) || !exists) return 0;
+    void *val = NULL;
+    size_t n = 0;
+    int w = 0;
+    if (!rs_store_get(st, key, &val, &n, 1.0, &e) && n > 6 && n < 24 && !memcmp(val, "world=", 6)) {
+        char text[24];
+        memcpy(text, val, n);
+        text[n] = 0;
+        w = atoi(text + 6);
+    }
+    free(val);
+    return w;
+}
+
+/* Ranks started by hand with different WORLD_SIZE values meet in one store, and each would wait for
+ * ranks that never come, or go on with a group the others count differently: said as such. RS_OK when
+ * every rank seen (ours, and one past our world) declared `world`. */
+static rs_status same_world(rs_store *st, int rank, int world, rs_err *err)
+{
+    for (int r = 0; r <= world && r <= RS_STORE_WORLD_SCAN; r++) {
+        int w = declared_world(st, r);
+        if (r == world && w)
+            return rs_err_set(err, RS_ERR_ARG, "rendezvous: the world sizes differ: rank %d has WORLD_SIZE=%d and "
+                              "rank %d arrived with WORLD_SIZE=%d; start every rank with the same WORLD_SIZE",
+                              rank, world, r, w);
+        if (r < world && w && w != world)
+            return rs_err_set(err, RS_ERR_ARG, "rendezvous: the world sizes differ: rank %d has WORLD_SIZE=%d, rank "
+                              "%d has WORLD_SIZE=%d; start every rank with the same WORLD_SIZE", rank, world, r, w);
+    }
+    return RS_OK;
+}
+
 rs_status rs_store_rendezvous(rs_store *st, int rank, int world, double timeout_s, rs_err *err)
 {
     if (world < 1 || rank < 0 || rank >= world)
         return rs_err_set(err, RS_ERR_ARG, "rendezvous: rank %d is outside world size %d", rank, world);
-    char key[32];
+    char key[32], val[24];
     snprintf(key, sizeof key, "rank/%d", rank);
-    rs_status s = rs_store_set(st, key, "1", 1, err);
+    int vn = snprintf(val, sizeof val, "world=%d", world);
+    rs_status s = rs_store_set(st, key, val, (size_t)vn, err);
     if (s) return rs_err_prefix(err, "rendezvous (rank %d)", rank);
+    /* the ranks here before us: a differing world size is said at once, not at the timeout */
+    if (same_world(st, rank, world, err)) return RS_ERR_ARG;
     char **keys = malloc((size_t)world * sizeof *keys);
     char *buf = malloc((size_t)world * 32);
     if (!keys || !buf) {
@@ -389,7 +433,12 @@ rs_status rs_store_rendezvous(rs_store *st, int rank, int world, double timeout_
     uint8_t *missing;
     s = wait_keys(st, (const char *const *)keys, world, timeout_s, &missing, err);
     free(keys), free(buf);
-    if (s != RS_ERR_TIMEOUT || !missing) return s ? rs_err_prefix(err, "rendezvous (rank %d)", rank) : RS_OK;
+    if (s == RS_OK) return same_world(st, rank, world, err);
+    if (s != RS_ERR_TIMEOUT || !missing) return rs_err_prefix(err, "rendezvous (rank %d)", rank);
+    if (same_world(st, rank, world, err)) {
+        free(missing);
+        return RS_ERR_ARG;
+    }
     uint32_t cnt = rs_store_get_u32(missing);
     char msg[RS_ERR_MSG_MAX];
     int o = snprintf(msg, sizeof msg, "rendezvous: %d of %d ranks arrived after %.1f s; missing rank%s",

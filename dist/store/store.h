@@ -45,8 +45,9 @@ rs_status rs_store_check(rs_store *st, const char *key, int *exists, rs_err *err
 /* Blocks until every key exists; on timeout the message names the keys still missing. */
 rs_status rs_store_wait(rs_store *st, const char *const *keys, int nkeys, double timeout_s, rs_err *err);
 
-/* Every rank sets "rank/<rank>", then waits for all world ranks; on timeout the message names the
- * ranks that never arrived. */
+/* Every rank sets "rank/<rank>" to "world=<world>", then waits for all world ranks; on timeout the
+ * message names the ranks that never arrived. Ranks that arrived with another world size (by hand,
+ * WORLD_SIZE set differently) make it RS_ERR_ARG, "the world sizes differ", naming both. */
 rs_status rs_store_rendezvous(rs_store *st, int rank, int world, double timeout_s, rs_err *err);
 /* A reusable barrier: a counter "barrier/<name>/count" whose generation (count-1)/world tells each
  * call which release key "barrier/<name>/gen/<g>" to wait for; the last arrival sets it. */

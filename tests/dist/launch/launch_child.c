@@ -97,6 +97,16 @@ int main(int argc, char **argv)
         sleep_s(atof(mode + 8));
         return 0;
     }
+    if (strncmp(mode, "late:", 5) == 0) { /* late:SECONDS:CODE */
+        char *colon = strchr(mode + 5, ':');
+        sleep_s(atof(mode + 5));
+        return colon ? atoi(colon + 1) : 1;
+    }
+    if (strcmp(mode, "stopself") == 0) {
+        raise(SIGSTOP);
+        sleep_s(60);
+        return 0;
+    }
     if (strcmp(mode, "sigkill") == 0) {
         sleep_s(0.1);
         raise(SIGKILL);

@@ -1,6 +1,7 @@
 /* Launcher tests: the torchrun environment each rank sees, line capture under floods and split
  * writes, stopping everyone when a rank fails (exit code, signal, a rank ignoring SIGTERM), cancel,
- * timeout, and no zombies afterwards. argv[1] is the launch_child helper. */
+ * timeout, a rank stopped by SIGSTOP named as the hung one, and no zombies afterwards. argv[1] is the
+ * launch_child helper. */
 #define _GNU_SOURCE
 #include "dist/launch/launch.h"
 #include "tests/rs_test.h"
@@ -42,6 +43,8 @@ static void on_line_capture(void *ud, int rank, int is_stderr, const char *line)
     if (rank < 0 || rank >= 8) return;
     if (c->lines[rank][is_stderr]++ == 0) snprintf(c->first[rank][is_stderr], 512, "%s", line);
 }
+
+static int stop_after(void *ud);
 
 static rs_status run(const char *const *argv, int n, double grace, rs_launch_line_fn fn, void *ud,
                      rs_launch_result *res, rs_err *err, rs_launch **keep)
@@ -229,18 +232,54 @@ static void test_ignore_term(void)
     rs_err err = {0};
     rs_launch *l = NULL;
     double t = now_s();
-    rs_status st = run(argv, 3, 0.5, on_line_capture, &cap, &res, &err, &l);
+    rs_status st = run(argv, 3, 2.0, on_line_capture, &cap, &res, &err, &l);
     t = now_s() - t;
     RS_CHECK(st == RS_ERR_IO && res.failed_rank == 0, "ignterm: %s", err.msg);
     RS_CHECK(res.ranks[1].state == RS_LAUNCH_SIGNALED && res.ranks[1].status == SIGKILL,
              "rank 1 should be SIGKILLed after the grace: state %d status %d", (int)res.ranks[1].state,
              res.ranks[1].status);
     RS_CHECK(res.ranks[2].status == SIGTERM, "rank 2 should end on SIGTERM: %d", res.ranks[2].status);
-    RS_CHECK(res.stop_s >= 0.45 && res.stop_s < 1.5, "stop took %.2f s with a 0.5 s grace", res.stop_s);
+    /* after a failure the others get the failure's grace (0.3 s), not grace_s (2 s here) */
+    RS_CHECK(res.stop_s >= 0.25 && res.stop_s < 1.5, "stop took %.2f s with a 0.3 s failure grace, not 2", res.stop_s);
     RS_CHECK(t < 3.0, "whole run took %.2f s", t);
     printf("ignterm: %s (stop %.2f s)\n", err.msg, res.stop_s);
     rs_launch_free(l);
     check_no_zombies("ignterm");
+
+    /* a cancel keeps grace_s: a rank that ignores SIGTERM is killed only after it */
+    const char *argv2[] = {child, "ignterm:60", NULL};
+    double when = now_s() + 0.3;
+    rs_launch_cfg cfg = {.nranks = 2, .argv = argv2, .master_port = 29517, .grace_s = 0.8,
+                         .on_line = on_line_capture, .line_ud = &cap, .should_stop = stop_after, .stop_ud = &when};
+    RS_CHECK(rs_launch_start(&cfg, &l, &err) == RS_OK, "start: %s", err.msg);
+    st = rs_launch_wait(l, 10.0, &res, &err);
+    RS_CHECK(st == RS_ERR_CANCELLED && res.stop_s >= 0.75 && res.stop_s < 2.0, "cancel of ranks ignoring SIGTERM took "
+             "%.2f s with a 0.8 s grace (%s)", res.stop_s, err.msg);
+    rs_launch_free(l);
+    check_no_zombies("ignterm cancel");
+}
+
+/* A rank stopped by SIGSTOP while another gives up waiting for it: the stopped one is named first, as
+ * the hung rank, with its signal, and the launcher returns at once (SIGKILL reaches a stopped process). */
+static void test_hung(void)
+{
+    const char *argv[] = {child, "late:0.6:1", "stopself", "sleep:60", NULL};
+    capture cap = {0};
+    rs_launch_result res;
+    rs_err err = {0};
+    rs_launch *l = NULL;
+    double t = now_s();
+    rs_status st = run(argv, 3, 5.0, on_line_capture, &cap, &res, &err, &l);
+    t = now_s() - t;
+    RS_CHECK(st == RS_ERR_IO && res.failed_rank == 0 && res.hung_rank == 1, "hung: failed %d hung %d (%s)",
+             res.failed_rank, res.hung_rank, err.msg);
+    RS_CHECK(strstr(err.msg, "rank 1 hung: stopped by signal 19 (SIGSTOP)") == err.msg, "message: %s", err.msg);
+    RS_CHECK(strstr(err.msg, "rank 0 gave up waiting for it") && strstr(err.msg, "(exited with status 1)"),
+             "message: %s", err.msg);
+    RS_CHECK(t < 3.0, "the hung run ended %.2f s after its start, not a 5 s grace later", t);
+    printf("hung: %s (%.2f s)\n", err.msg, t);
+    rs_launch_free(l);
+    check_no_zombies("hung");
 }
 
 /* A rank through a shell: the shell forks `sleep`, which only the process group reaches. */
@@ -352,6 +391,7 @@ int main(int argc, char **argv)
     test_exit_status();
     test_signal();
     test_ignore_term();
+    test_hung();
     test_shell_group();
     test_cancel();
     test_timeout_and_free();

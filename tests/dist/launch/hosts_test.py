@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""Ranks on two "hosts" of one machine: two network namespaces joined by a veth pair, each with its
+own address and host name, a DeepSpeed hostfile naming them, and an rsh agent that runs a command in
+the namespace holding an address (Open MPI's OMPI_MCA_plm_rsh_agent, what ssh is between machines).
+The REPL runs on the first host; `hostfile=` makes mpirun start 2 ranks on each.
+  - `world`: ranks 2 and 3 are local ranks 0 and 1 of a second node (mpirun's own numbering);
+  - `collective all_reduce`: every rank holds the sum;
+  - `train mode=ddp` and `mode=fsdp zero=3` on 2 hosts x 2 ranks end with the weights one process reaches;
+  - a hostfile that DeepSpeed refuses, and hostfile= without backend=mpi, are refused before any rank.
+The namespaces, the veth pair and the agent are made here and removed at the end. Skipped (77) with
+the reason where they cannot be made: no CAP_NET_ADMIN, no `ip` or `unshare`, no mpirun, no mpi backend.
+
+usage: hosts_test.py RINGSIDE"""
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+
+EXE = os.path.abspath(sys.argv[1])
+failures = 0
+TAG = "rs%d" % (os.getpid() % 100000)
+NS = [TAG + "a", TAG + "b"]
+NET = "10.213.%d" % (os.getpid() % 200 + 10)
+ADDR = [NET + ".1", NET + ".2"]
+
+
+def check(cond, what):
+    global failures
+    if not cond:
+        failures += 1
+        print("FAIL:", what)
+    else:
+        print("ok:", what)
+
+
+def skip(why):
+    print("SKIP:", why)
+    sys.exit(77)
+
+
+def sh(*args):
+    return subprocess.run(list(args), capture_output=True, text=True)
+
+
+def make_hosts():
+    for tool in ("ip", "unshare", "mpirun"):
+        if not shutil.which(tool):
+            skip("`%s` is not installed" % tool)
+    if "  mpi " not in sh(EXE, "--no-db", "-c", "backends").stdout:
+        skip("this build has no mpi backend (meson did not find Open MPI)")
+    p = sh("ip", "netns", "add", NS[0])
+    if p.returncode:
+        skip("cannot make a network namespace (needs CAP_NET_ADMIN): " + p.stderr.strip())
+    steps = [("ip", "netns", "add", NS[1]),
+             ("ip", "link", "add", TAG + "x", "type", "veth", "peer", "name", TAG + "y"),
+             ("ip", "link", "set", TAG + "x", "netns", NS[0]), ("ip", "link", "set", TAG + "y", "netns", NS[1]),
+             ("ip", "-n", NS[0], "addr", "add", ADDR[0] + "/24", "dev", TAG + "x"),
+             ("ip", "-n", NS[1], "addr", "add", ADDR[1] + "/24", "dev", TAG + "y")]
+    for ns, dev in ((NS[0], TAG + "x"), (NS[1], TAG + "y")):
+        steps += [("ip", "-n", ns, "link", "set", dev, "up"), ("ip", "-n", ns, "link", "set", "lo", "up")]
+    for s in steps:
+        p = sh(*s)
+        if p.returncode:
+            remove_hosts()
+            skip("%s: %s" % (" ".join(s), p.stderr.strip()))
+
+
+def remove_hosts():
+    for ns in NS:  # removing a namespace removes its end of the veth pair, and the pair with it
+        sh("ip", "netns", "del", ns)
+
+
+def agent(tmp):
+    """The rsh agent: AGENT HOST CMD... runs CMD in HOST's namespace under HOST's own host name."""
+    path = os.path.join(tmp, "agent.sh")
+    with open(path, "w") as f:
+        f.write("#!/bin/sh\nhost=$1; shift\ncase \"$host\" in\n")
+        for i in range(2):
+            f.write("  %s) ns=%s; hn=%s;;\n" % (ADDR[i], NS[i], "host%d" % i))
+        f.write("  *) echo \"agent: unknown host $host\" >&2; exit 255;;\nesac\n"
+                "exec ip netns exec \"$ns\" unshare --uts sh -c \"hostname $hn; $*\"\n")
+    os.chmod(path, 0o755)
+    return path
+
+
+def on_host0(tmp, cmds, timeout=240):
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", COLUMNS="1000",
+               OMPI_MCA_plm_rsh_agent=agent(tmp), OMPI_MCA_btl_tcp_if_include=NET + ".0/24",
+               OMPI_MCA_oob_tcp_if_include=NET + ".0/24", ASAN_OPTIONS="detect_leaks=0")
+    for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(k, None)
+    inner = "hostname host0; exec %s --no-db --keep-going -c %s" % (EXE, shlex_quote(cmds))
+    p = subprocess.run(["ip", "netns", "exec", NS[0], "unshare", "--uts", "sh", "-c", inner], capture_output=True,
+                       text=True, timeout=timeout, env=env, cwd=tmp)
+    return p.returncode, p.stdout + p.stderr
+
+
+def shlex_quote(s):
+    import shlex
+    return shlex.quote(s)
+
+
+def load(path):
+    """safetensors' tensors as flat float lists (the format's header and raw f32 data)."""
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        import json
+        head = json.loads(f.read(n))
+        data = f.read()
+    out = {}
+    for k, v in head.items():
+        if k == "__metadata__":
+            continue
+        a, b = v["data_offsets"]
+        out[k] = struct.unpack("<%df" % ((b - a) // 4), data[a:b])
+    return out
+
+
+def main(tmp):
+    hf = os.path.join(tmp, "hostfile")
+    with open(hf, "w") as f:
+        f.write("# two namespaces, DeepSpeed's format\n%s slots=2\n%s slots=2\n" % (ADDR[0], ADDR[1]))
+    rc, out = on_host0(tmp, "world ranks=4 backend=mpi hostfile=%s" % hf)
+    print(out)
+    check(rc == 0, "world on 2 hosts x 2 ranks runs")
+    check(re.search(r"rank 2: OMPI_COMM_WORLD_RANK=2 _SIZE=4 _LOCAL_RANK=0 _LOCAL_SIZE=2", out) is not None and
+          re.search(r"rank 3: OMPI_COMM_WORLD_RANK=3 _SIZE=4 _LOCAL_RANK=1 _LOCAL_SIZE=2", out) is not None,
+          "ranks 2 and 3 are local ranks 0 and 1 of the second host")
+    check("on hosts %s:2,%s:2" % (ADDR[0], ADDR[1]) in out, "the summary names the hosts")
+
+    rc, out = on_host0(tmp, "collective all_reduce ranks=4 backend=mpi count=3 hostfile=%s" % hf)
+    print(out)
+    check(rc == 0 and out.count("-> out [10, 46, 82]") == 4, "all_reduce across the hosts: every rank holds the sum")
+
+    for mode in ("mode=ddp", "mode=fsdp zero=3"):
+        a, b = os.path.join(tmp, "a.safetensors"), os.path.join(tmp, "b.safetensors")
+        for f in (a, b):
+            if os.path.exists(f):
+                os.unlink(f)
+        rc, out = on_host0(tmp, "data d = digits n=1000 seed=1; model m = mlp 784-16-10 seed=1; "
+                                "model r = mlp 784-16-10 seed=1; train m on d %s ranks=4 backend=mpi hostfile=%s "
+                                "batch=32 steps=8 eval=off view=off; save m %s; train r on d batch=32 steps=8 eval=off; "
+                                "save r %s" % (mode, hf, a, b))
+        print(out)
+        check(rc == 0, "%s on 2 hosts x 2 ranks trains" % mode)
+        if os.path.exists(a) and os.path.exists(b):
+            wa, wb = load(a), load(b)
+            worst = max(abs(x - y) / (abs(y) + 1e-3) for k in wb for x, y in zip(wa[k], wb[k]))
+            check(wa.keys() == wb.keys() and worst < 1e-4,
+                  "%s across hosts ends with one process's weights (%.2g)" % (mode, worst))
+
+    bad = os.path.join(tmp, "bad")
+    with open(bad, "w") as f:
+        f.write("%s slots=2\n%s slots=2\n" % (ADDR[0], ADDR[0]))
+    rc, out = on_host0(tmp, "collective all_reduce ranks=4 backend=mpi hostfile=%s; "
+                            "collective all_reduce ranks=4 backend=tcp hostfile=%s; "
+                            "collective all_reduce ranks=8 backend=mpi hostfile=%s" % (bad, hf, hf))
+    print(out)
+    check("Hostfile contains multiple entries for %s" % ADDR[0] in out, "DeepSpeed's refusal of a host given twice")
+    check("hostfile= starts the ranks through Open MPI's mpirun" in out, "hostfile= without backend=mpi is refused")
+    check("8 ranks do not fit in the hostfile's 4 slots" in out, "more ranks than slots are refused")
+    check("rank 0:" not in out, "and no rank started")
+
+
+make_hosts()
+try:
+    with tempfile.TemporaryDirectory() as tmp:
+        main(tmp)
+finally:
+    remove_hosts()
+print("%d failed" % failures)
+sys.exit(1 if failures else 0)
