@@ -126,6 +126,8 @@ static dnnl_alg_kind_t elt_alg(int op)
     case RS_UNARY_CLIP: return dnnl_eltwise_clip;
     case RS_UNARY_HARDSWISH: return dnnl_eltwise_hardswish;
     case RS_UNARY_SILU: return dnnl_eltwise_swish; /* x * sigmoid(alpha x), alpha 1 */
+    /* oneDNN 2.6 has no hardsigmoid: alpha x + beta (linear), then clip to [0, 1] (append_elt) */
+    case RS_UNARY_HARDSIGMOID: return dnnl_eltwise_linear;
     default: return dnnl_alg_kind_undef;
     }
 }
@@ -139,6 +141,17 @@ bool rs_plan_fusable_act(int op) { return elt_alg(op) != dnnl_alg_kind_undef; }
 static float elt_alpha(const rs_ppost *q)
 {
     return q->op == RS_UNARY_RELU ? 0.0f : q->op == RS_UNARY_SILU ? 1.0f : q->alpha;
+}
+
+dnnl_status_t rs_pdnnl_conv_wmd(const rs_pnode *n, dnnl_data_type_t dt, bool any, dnnl_memory_desc_t *md)
+{
+    const rs_conv_geom *g = &n->g;
+    if (n->group <= 1) {
+        dnnl_dims_t w = {g->oc, g->c, g->kh, g->kw};
+        return dnnl_memory_desc_init_by_tag(md, 4, w, dt, any ? dnnl_format_tag_any : dnnl_oihw);
+    }
+    dnnl_dims_t w = {n->group, g->oc / n->group, g->c / n->group, g->kh, g->kw};
+    return dnnl_memory_desc_init_by_tag(md, 5, w, dt, any ? dnnl_format_tag_any : dnnl_goihw);
 }
 
 /* Layout choice. A value written by a conv or pool and read only by convs, pools and inner products
@@ -295,15 +308,15 @@ static rs_status op_desc(rs_plan *p, const rs_pnode *n, int B, int calg, bool ow
         /* a bf16 conv over an image's few channels: its bf16 copy stays nchw for oneDNN's bf16 "first
          * convolution" kernel (in "any" layout it is brgconv on nhwc: 0.43 ms against 0.35 for the
          * SimpleCNN's at batch 64) */
-        bool image16 = n->prec == RS_PLAN_BF16 && plain_in && g->c < 4;
+        bool image16 = n->prec == RS_PLAN_BF16 && plain_in && g->c < 4 && n->group == 1;
         if ((own_layout || image16) && p->values[n->out].layout == 1 && B == p->batch && !p->dn->vset[n->out] &&
             plain_in && g->oc % 8 == 0)
             DTRY(dnnl_memory_desc_init_by_tag(&dst, 4, d, dnnl_f32, g->oc % 16 == 0 ? dnnl_nChw16c : dnnl_nChw8c),
                  "dst desc");
         if (!own_layout)
             DTRY(dnnl_memory_desc_init_by_tag(&src, 4, s, lt, image16 ? dnnl_nchw : dnnl_format_tag_any), "src desc");
-        dnnl_dims_t w = {g->oc, g->c, g->kh, g->kw}, b = {g->oc};
-        DTRY(dnnl_memory_desc_init_by_tag(&wei, 4, w, lt, dnnl_format_tag_any), "weights desc");
+        dnnl_dims_t b = {g->oc};
+        DTRY(rs_pdnnl_conv_wmd(n, lt, true, &wei), "weights desc");
         DTRY(dnnl_memory_desc_init_by_tag(&bias, 1, b, dnnl_f32, dnnl_x), "bias desc");
         dnnl_alg_kind_t alg = calg == RS_PCONV_WINOGRAD ? dnnl_convolution_winograd : dnnl_convolution_direct;
         DTRY(dnnl_convolution_forward_desc_init(cd, dnnl_forward_inference, alg, &src, &wei,
@@ -331,7 +344,7 @@ static double node_work(const rs_plan *p, const rs_pnode *n, int B)
     if (n->kind == RS_PK_LAYERNORM) return 4.0 * B * (double)p->values[n->out].numel;
     const rs_conv_geom *g = &n->g;
     double out = (double)B * g->oh * g->ow * g->kh * g->kw;
-    return n->kind == RS_PK_CONV ? out * g->oc * g->c : 4.0 * out * g->c;
+    return n->kind == RS_PK_CONV ? out * g->oc * (g->c / n->group) : 4.0 * out * g->c;
 }
 
 /* Below this many multiply-adds (about 10 us on one core) a primitive runs on one thread whatever
@@ -424,6 +437,8 @@ again:;
             if (q->kind == RS_PPOST_SUM) s = dnnl_post_ops_append_sum(po, 1.0f);
             else if (elt_alg(q->op) == dnnl_alg_kind_undef) s = dnnl_invalid_arguments;
             else s = dnnl_post_ops_append_eltwise(po, 1.0f, elt_alg(q->op), elt_alpha(q), q->beta);
+            if (s == dnnl_success && q->kind == RS_PPOST_ELT && q->op == RS_UNARY_HARDSIGMOID)
+                s = dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_clip, 0.0f, 1.0f);
         }
         if (s == dnnl_success) s = dnnl_primitive_attr_set_post_ops(attr, po);
     }
@@ -559,7 +574,7 @@ rs_status rs_plan_dnnl_prepare(rs_plan *p, int B, size_t *scratch_bytes, rs_err 
                 const rs_ptensor *t = &p->tensors[n->w];
                 /* slot 0's layout is the file's (plain for Winograd) */
                 bool plain = n->alg != RS_PCONV_DIRECT;
-                size_t want = plain ? (size_t)n->g.oc * n->g.c * n->g.kh * n->g.kw * sizeof(float)
+                size_t want = plain ? (size_t)n->g.oc * (n->g.c / n->group) * n->g.kh * n->g.kw * sizeof(float)
                                     : dnnl_memory_desc_get_size(&d->wei);
                 if (si == 0 && (t->layout != (plain ? 0 : 1) || t->bytes != want))
                     return rs_err_set(err, RS_ERR_FORMAT,

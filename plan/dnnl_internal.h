@@ -64,6 +64,9 @@ rs_status rs_pdnnl_fail(rs_err *err, dnnl_status_t s, const char *what, const rs
 
 /* dnnl.c */
 bool rs_pdnnl_can_block(const rs_plan *p, int v);
+/* A conv's weights: (OC, C, KH, KW) with one group, else oneDNN's (G, OC / G, C / G, KH, KW), which
+ * holds the same floats in the same order (tag: oihw for the plain ones, or any). */
+dnnl_status_t rs_pdnnl_conv_wmd(const rs_pnode *n, dnnl_data_type_t dt, bool any, dnnl_memory_desc_t *md);
 bool rs_pdnnl_md_with_batch(const dnnl_memory_desc_t *md, int B, dnnl_memory_desc_t *out);
 dnnl_dim_t rs_pdnnl_per_sample(const dnnl_memory_desc_t *md);
 rs_status rs_pdnnl_make_prim(rs_plan *p, int i, int B, int alg, rs_pdnnl_prim *d, rs_err *err);

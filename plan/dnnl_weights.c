@@ -49,8 +49,7 @@ static dnnl_memory_desc_t plain_weights(const rs_plan *p, const rs_pnode *n)
         dnnl_dims_t w = {n->O, n->I};
         dnnl_memory_desc_init_by_tag(&md, 2, w, dnnl_f32, dnnl_oi);
     } else {
-        dnnl_dims_t w = {n->g.oc, n->g.c, n->g.kh, n->g.kw};
-        dnnl_memory_desc_init_by_tag(&md, 4, w, dnnl_f32, dnnl_oihw);
+        rs_pdnnl_conv_wmd(n, dnnl_f32, false, &md);
     }
     return md;
 }
@@ -428,7 +427,7 @@ rs_status rs_plan_dnnl_finalize_weights(rs_plan *p, const rs_plan_opts *o, rs_er
         n->alg = n->alg1 = RS_PCONV_DIRECT;
         /* bf16 over an image: only where oneDNN's first-conv kernel takes it (plain input, an output
          * layout fixed by its channels, as the fp32 kernel's) */
-        bool image16 = n->kind == RS_PK_CONV && n->prec == RS_PLAN_BF16 && n->g.c < 4;
+        bool image16 = n->kind == RS_PK_CONV && n->prec == RS_PLAN_BF16 && n->g.c < 4 && n->group == 1;
         if (image16 && (o->image_bf16 < 0 || n->g.oc % 8 || (n->in[0] > 0 && p->values[n->in[0]].layout == 1))) {
             n->prec = RS_PLAN_FP32;
             image16 = false;
@@ -453,7 +452,7 @@ rs_status rs_plan_dnnl_finalize_weights(rs_plan *p, const rs_plan_opts *o, rs_er
         /* an image's few channels: the Winograd kernels work on blocks of 16 (Fashion's 1-channel
          * conv: 0.76 ms against 0.20 direct at batch 64) */
         if (n->kind == RS_PK_CONV && n->prec == RS_PLAN_FP32 && alg != RS_PLAN_CONV_DIRECT && g->kh == 3 && g->kw == 3 &&
-            g->sh == 1 && g->sw == 1 && g->c >= 8) {
+            g->sh == 1 && g->sw == 1 && g->c >= 8 && n->group == 1) {
             /* batch 1 first: its answer decides whether its kernel is tried once per sample */
             int a = RS_PCONV_DIRECT, a1 = RS_PCONV_DIRECT;
             rs_status st = p->batch > 1 ? pick_conv_alg(p, i, 1, alg, -1, &a1, err) : RS_OK;
@@ -488,7 +487,8 @@ rs_status rs_plan_dnnl_finalize_weights(rs_plan *p, const rs_plan_opts *o, rs_er
             if (!ws) return rs_err_set(err, RS_ERR_NOMEM, "plan: out of memory");
             for (int64_t o = 0; o < OC; o++) ws[o] = 1.0f / (os[o] * n->qscale);
             DTRY(dnnl_primitive_attr_create(&wattr), "attributes");
-            dnnl_primitive_attr_set_output_scales(wattr, OC, 1 << 0, ws);
+            /* per output channel: dim 0 of (OC, ...), dims 0 and 1 of the grouped (G, OC / G, ...) */
+            dnnl_primitive_attr_set_output_scales(wattr, OC, n->group > 1 ? 3 : 1 << 0, ws);
         }
         rs_status st = reorder_to(p, n, &plain, t->data, &d->wei, &to, &bytes, wattr, err);
         if (wattr) dnnl_primitive_attr_destroy(wattr);
