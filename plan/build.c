@@ -162,6 +162,7 @@ static rs_status op_node(rs_plan *p, rs_model *m, const rs_layer *l, const int *
             if (o->from[i] == RS_OP_IN_SRC) {
                 n->in[i] = vid[l->src[o->slot[i]]];
             } else if (o->from[i] == RS_OP_IN_CONST) {
+                n->in[i] = -1; /* not the layer's first source, which the caller put there (Add(bias, x)) */
                 n->cin[i] = slot_tensor(p, m, l, o->slot[i]);
                 if (n->cin[i] < 0) return oom(err);
             } else {

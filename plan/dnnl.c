@@ -161,18 +161,37 @@ dnnl_status_t rs_pdnnl_conv_wmd(const rs_pnode *n, dnnl_data_type_t dt, bool any
  * path. Everything else (what the engine's ops read, the plan's output, memory shared by an in-place
  * sum) stays plain. The choice is made at the plan's batch, recorded per value (layout, padded size)
  * and made again the same way when a file is loaded. */
+/* The (C, H, W) a window node writes. */
+static bool out_chw(const rs_pnode *n, int64_t *chw)
+{
+    if (n->kind != RS_PK_CONV && n->kind != RS_PK_MAXPOOL && n->kind != RS_PK_AVGPOOL) return false;
+    chw[0] = n->kind == RS_PK_CONV ? n->g.oc : n->g.c;
+    chw[1] = n->g.oh;
+    chw[2] = n->g.ow;
+    return true;
+}
+
 bool rs_pdnnl_can_block(const rs_plan *p, int v)
 {
     /* views of v were bypassed (passes.c): their readers read v; one that is the output makes v's root
-     * the output's */
+     * the output's. A residual sum (passes.c) makes its conv write in place into v's memory, through a
+     * value that aliases v: the conv then writes v's layout (out_md takes the root's), and what reads
+     * its value reads that layout too. So v's memory, all the values that are it, must be read by
+     * windows and inner products only and summed into by convolutions of v's own shape (resnet's
+     * residual convs: on plain memory they fell to `gemm:jit` in fp32 and `ref_int8:any` in int8). */
     if (v <= 0 || p->values[v].alias >= 0 || rs_plan_root(p, p->output) == v) return false;
     int readers = 0;
+    int64_t chw[3], xc[3];
+    bool shaped = false;
+    for (int i = 0; i < p->nnodes && !shaped; i++) shaped = p->nodes[i].out == v && out_chw(&p->nodes[i], chw);
     for (int i = 0; i < p->nnodes; i++) {
         const rs_pnode *n = &p->nodes[i];
         for (int j = 0; j < n->npost; j++)
-            if (n->post[j].kind == RS_PPOST_SUM && n->post[j].value == v) return false;
+            if (n->post[j].kind == RS_PPOST_SUM && rs_plan_root(p, n->post[j].value) == v &&
+                (!shaped || n->kind != RS_PK_CONV || !out_chw(n, xc) || memcmp(xc, chw, sizeof xc)))
+                return false;
         for (int j = 0; j < n->nin; j++) {
-            if (n->in[j] != v) continue;
+            if (n->in[j] < 0 || rs_plan_root(p, n->in[j]) != v) continue;
             readers++;
             bool ok = j == 0 && (n->kind == RS_PK_CONV || n->kind == RS_PK_MAXPOOL || n->kind == RS_PK_AVGPOOL ||
                                  (n->kind == RS_PK_LINEAR && n->rows == 1));
@@ -202,6 +221,7 @@ bool rs_pdnnl_md_with_batch(const dnnl_memory_desc_t *md, int B, dnnl_memory_des
 static rs_status value_md(rs_plan *p, const rs_pnode *n, int v, int ndims, const dnnl_dims_t dims, int B,
                           dnnl_memory_desc_t *md, rs_err *err)
 {
+    v = v > 0 ? rs_plan_root(p, v) : v; /* a value written in place by a residual sum is its root's memory */
     if (v > 0 && p->values[v].layout == 1 && p->dn->vset[v]) {
         if (!rs_pdnnl_md_with_batch(&p->dn->vmd[v], B, md))
             return rs_err_set(err, RS_ERR_UNSUPPORTED, "plan: value %d's layout does not scale with the batch", v);
@@ -226,7 +246,7 @@ dnnl_dim_t rs_pdnnl_per_sample(const dnnl_memory_desc_t *md)
 static rs_status out_md(rs_plan *p, const rs_pnode *n, int B, const dnnl_dims_t dims, dnnl_memory_desc_t *md,
                         rs_err *err)
 {
-    int v = n->out;
+    int v = rs_plan_root(p, n->out); /* a residual sum writes its root's memory, in its layout */
     if (p->values[v].layout == 1 && B == p->batch && !p->dn->vset[v]) {
         DTRY(dnnl_memory_desc_init_by_tag(md, 4, dims, dnnl_f32, dnnl_format_tag_any), "dst desc");
         return RS_OK;
@@ -261,7 +281,7 @@ static rs_status op_desc(rs_plan *p, const rs_pnode *n, int B, int calg, bool ow
     if (n->kind == RS_PK_LINEAR) {
         dnnl_dims_t s = {(dnnl_dim_t)B * n->rows, n->I}, w = {n->O, n->I}, b = {n->O},
                     d = {(dnnl_dim_t)B * n->rows, n->O};
-        int v = n->in[0];
+        int v = n->in[0] > 0 ? rs_plan_root(p, n->in[0]) : n->in[0];
         bool blocked = v > 0 && p->values[v].layout == 1;
         if (blocked) {
             /* the 4-d value of a conv or pool, whole, seen as the (B, P) matrix its bytes are: each
@@ -304,7 +324,7 @@ static rs_status op_desc(rs_plan *p, const rs_pnode *n, int B, int calg, bool ow
          * output channels chose nChw8c, and a 16-channel convolution reading that has only oneDNN's
          * reference kernel (ref:any, 600 ms a batch of 64 on the tutorial's CNN); a reorder into the
          * layout it prefers costs far less. */
-        bool plain_in = !(n->in[0] > 0 && p->values[n->in[0]].layout == 1);
+        bool plain_in = !(n->in[0] > 0 && p->values[rs_plan_root(p, n->in[0])].layout == 1);
         /* a bf16 conv over an image's few channels: its bf16 copy stays nchw for oneDNN's bf16 "first
          * convolution" kernel (in "any" layout it is brgconv on nhwc: 0.43 ms against 0.35 for the
          * SimpleCNN's at batch 64) */

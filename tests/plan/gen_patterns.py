@@ -18,7 +18,8 @@ Each file is a tiny image classifier in the shape torchvision's exporters write,
                   3x3 conv (group 4), Slice of the first 12 channels, BatchNormalization after a
                   non-conv (kept as a Mul + Add), GlobalAveragePool, Gemm
   convnext_block  stem conv, depthwise 7x7, Transpose to NHWC, LayerNormalization over channels,
-                  MatMul x4 + Gelu (the opset-20 operator), MatMul back, Transpose, residual Add,
+                  MatMul x4 + Gelu (the opset-20 operator), MatMul back (its bias Add reading the
+                  bias first, as torch writes it), Transpose, residual Add,
                   GlobalAveragePool, Gemm
 """
 import os
@@ -166,7 +167,8 @@ def convnext_block():
     y = g.op("Add", [g.op("MatMul", [y, w1]), g.const((0.1 * rng.standard_normal(64)).astype(np.float32))])
     y = g.op("Gelu", [y])
     w2 = g.const((rng.standard_normal((64, 16)) / 8).astype(np.float32), "w")
-    y = g.op("Add", [g.op("MatMul", [y, w2]), g.const((0.1 * rng.standard_normal(16)).astype(np.float32))])
+    # the bias first, as torch's exporters write it
+    y = g.op("Add", [g.const((0.1 * rng.standard_normal(16)).astype(np.float32)), g.op("MatMul", [y, w2])])
     y = g.op("Transpose", [y], perm=[0, 3, 1, 2])
     x = g.op("Add", [x, y])
     g.save("convnext_block", g.head(x, 16), opset=20)

@@ -39,7 +39,8 @@ EXPECT = {
     "resnet_block": ["+sum", "avgpool 16x16x16>1x1", "maxpool"],
     "reducemean": ["avgpool 16x16x16>1x1", "+silu", "+gelu"],
     "shuffle": ["gconv", "concat", "slice", "transpose"],
-    "convnext_block": ["dwconv 16x8x8>16x8x8 k7", "linear 16>64 x64 rows", "+gelu", "layernorm"],
+    "convnext_block": ["dwconv 16x8x8>16x8x8 k7", "linear 16>64 x64 rows", "+gelu", "layernorm",
+                       "linear 7 + Add (a per-channel constant"],
 }
 
 
