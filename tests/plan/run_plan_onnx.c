@@ -3,11 +3,11 @@
  * with ONNX Runtime. The plan is also saved, loaded back and run again: the loaded plan must give the
  * same bits (the file carries everything a node needs: groups, slices, reductions).
  *
- *   run-plan-onnx FILE.onnx PREC X.f32 N CALIB.f32 NCAL OUT.f32 [BATCH]
+ *   run-plan-onnx FILE.onnx PREC X.f32 N CALIB.f32 NCAL OUT.f32 [BATCH [SAVE.plan]]
  *
  * PREC fp32, bf16 or int8; X.f32 N images (raw float32, the model's per-sample shape); CALIB.f32 NCAL
  * images int8 calibrates on (min-max); the plan is compiled for BATCH (default N) and runs the N
- * images in batches of it. Prints the plan as `plan show` does and the compile report's lines. Exit 0
+ * images in batches of it; SAVE.plan keeps the plan (bench/plan_vision.sh times it). Prints the plan as `plan show` does and the compile report's lines. Exit 0
  * when it ran, 1 with the reason otherwise. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,7 +54,7 @@ static int fail(const char *what, const rs_err *e)
 int main(int argc, char **argv)
 {
     if (argc < 8) {
-        fprintf(stderr, "usage: run-plan-onnx FILE.onnx fp32|bf16|int8 X.f32 N CALIB.f32 NCAL OUT.f32 [BATCH]\n");
+        fprintf(stderr, "usage: run-plan-onnx FILE.onnx fp32|bf16|int8 X.f32 N CALIB.f32 NCAL OUT.f32 [BATCH [SAVE]]\n");
         return 2;
     }
     int n = atoi(argv[4]), ncal = atoi(argv[6]), batch = argc > 8 ? atoi(argv[8]) : n;
@@ -94,10 +94,11 @@ int main(int argc, char **argv)
     /* the file: saved, loaded, the same bits */
     char path[64];
     snprintf(path, sizeof path, "/tmp/run-plan-onnx-%d.plan", (int)getpid());
+    const char *keep = argc > 9 ? argv[9] : path;
     rs_plan *q = NULL;
-    rs_status st = rs_plan_save(p, path, &e);
-    if (!st) st = rs_plan_load(path, &q, &e);
-    unlink(path);
+    rs_status st = rs_plan_save(p, keep, &e);
+    if (!st) st = rs_plan_load(keep, &q, &e);
+    if (keep == path) unlink(path);
     if (st) return fail("plan file", &e);
     if (run_all(q, x, n, per_in, per_out, y2, &e)) return fail("run of the loaded plan", &e);
     if (memcmp(y, y2, sizeof(float) * per_out * (size_t)n)) {
