@@ -219,10 +219,14 @@ static int residuals(rs_plan *p)
         if (z->dead || z->kind != RS_PK_ADD) continue;
         for (int k = 0; k < 2; k++) {
             int u = z->in[k], v = z->in[1 - k];
-            int ai = -1;
-            for (int i = 0; i < zi; i++)
+            int ai = -1, vi = -1;
+            for (int i = 0; i < zi; i++) {
                 if (!p->nodes[i].dead && p->nodes[i].out == u) ai = i;
-            if (ai < 0) continue;
+                if (!p->nodes[i].dead && p->nodes[i].out == v) vi = i;
+            }
+            /* the residual must be computed before the product sums into it: regnet's shortcut
+             * projection runs before its branch, so the branch's last conv takes the sum */
+            if (ai < 0 || vi > ai) continue;
             rs_pnode *a = &p->nodes[ai];
             int only = -1;
             if (!is_product(a) || a->npost >= RS_PLAN_MAX_POST || readers(p, u, &only) != 1 || only != zi) continue;

@@ -8,8 +8,10 @@ Each file is a tiny image classifier in the shape torchvision's exporters write,
   mbv3_block      stem conv + folded BatchNorm + HardSwish, depthwise 3x3 (group = C) + BatchNorm +
                   ReLU, squeeze-excite (GlobalAveragePool, 1x1 conv, ReLU, 1x1 conv, HardSigmoid, Mul
                   [N,C,1,1] * [N,C,H,W]), 1x1 conv + HardSwish, GlobalAveragePool, Flatten, Gemm
-  resnet_block    conv + BN + ReLU, MaxPool, two 3x3 convs with the residual Add, ReLU,
-                  GlobalAveragePool, Flatten, Gemm (transB = 1, as torch writes nn.Linear)
+  resnet_block    conv + BN + ReLU, MaxPool, two 3x3 convs with the residual Add, ReLU, a
+                  downsampling block whose 1x1 stride-2 shortcut comes before its branch in the
+                  file (regnet's order), GlobalAveragePool, Flatten, Gemm (transB = 1, as torch
+                  writes nn.Linear)
   reducemean      conv + SiLU (Sigmoid, Mul by x), ReduceMean over (2, 3) keepdims=0 (dynamo's
                   global pool), Gemm + GELU (the Erf pattern), Gemm; a second branch ReduceMean
                   keepdims=1 + Flatten, Relu6 (Clip 0..6) and a standalone Sigmoid added in
@@ -114,7 +116,13 @@ def resnet_block():
     y = g.op("Relu", [g.bn(g.conv(x, 16, 16, 3, bias=False), 16)])
     y = g.bn(g.conv(y, 16, 16, 3, bias=False), 16)
     x = g.op("Relu", [g.op("Add", [y, x])])
-    g.save("resnet_block", g.head(x, 16))
+    # a downsampling block whose shortcut projection comes first in the file (as regnet's): the sum
+    # belongs to the branch's last conv, which runs after it
+    s = g.bn(g.conv(x, 16, 32, 1, stride=2, bias=False), 32)
+    y = g.op("Relu", [g.bn(g.conv(x, 16, 32, 3, stride=2, bias=False), 32)])
+    y = g.bn(g.conv(y, 32, 32, 3, bias=False), 32)
+    x = g.op("Relu", [g.op("Add", [s, y])])
+    g.save("resnet_block", g.head(x, 32))
 
 
 def gelu_erf(g, x):

@@ -36,7 +36,7 @@ N, BATCH, NCAL = 12, 8, 32
 # what each pattern's plan must hold (substrings of `plan show`'s node lines)
 EXPECT = {
     "mbv3_block": ["dwconv", "+hardswish", "avgpool 16x16x16>1x1", "avgpool 24x16x16>1x1", "+hardsigmoi"],
-    "resnet_block": ["+sum", "avgpool 16x16x16>1x1", "maxpool"],
+    "resnet_block": ["+sum", "avgpool 32x8x8>1x1", "maxpool", "conv 32x8x8>32x8x8 k3 s1 p1  fp32 +sum"],
     "reducemean": ["avgpool 16x16x16>1x1", "+silu", "+gelu"],
     "shuffle": ["gconv", "concat", "slice", "transpose"],
     "convnext_block": ["dwconv 16x8x8>16x8x8 k7", "linear 16>64 x64 rows", "+gelu", "layernorm",
