@@ -61,8 +61,9 @@ class Ort:
 
 
 def plan_ms(plan, threads):
+    # one line a figure whatever the path's length (the REPL wraps its output at COLUMNS)
     out = subprocess.run([exe, "--no-db", "-c", f"plan bench {plan} threads={threads} runs={runs}"],
-                         capture_output=True, text=True).stdout
+                         capture_output=True, text=True, env=dict(os.environ, COLUMNS="1000")).stdout
     return {int(b): float(ms) for b, ms in re.findall(r"batch=(\d+): median ([0-9.]+) ms", out)}
 
 

@@ -50,7 +50,7 @@ for isa in native AVX2; do
       plans+=("$tmp/$m.$prec.plan")
     done
     echo "# $m, oneDNN $isa ($(grep -m1 -o 'on cpu ([^)]*)' "$tmp/$m.fp32.txt")); plans' stays-fp32 lines:"
-    grep -h "stays fp32\|fp32 in an int8" "$tmp/$m".*.txt | sed 's/^report: /#   /' | sort | uniq -c | sort -rn | head -5
+    grep -h "^report: .*\(stays fp32\|fp32 in an int8\)" "$tmp/$m".*.txt | sed 's/^report: /#   /' | sort | head -6
     env "${env[@]}" PLAN_THREADS=1 python3 bench/plan_ort.py "$build/repl/ringside" "$tmp/$m.onnx" "$runs" "${plans[@]}"
   done
 done
