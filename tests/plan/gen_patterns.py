@@ -14,14 +14,15 @@ Each file is a tiny image classifier in the shape torchvision's exporters write,
                   writes nn.Linear)
   reducemean      conv + SiLU (Sigmoid, Mul by x), ReduceMean over (2, 3) keepdims=0 (dynamo's
                   global pool), Gemm + GELU (the Erf pattern), Gemm; a second branch ReduceMean
-                  keepdims=1 + Flatten, Relu6 (Clip 0..6) and a standalone Sigmoid added in
+                  keepdims=1 + Flatten, Relu6 (Clip 0..6) and a standalone Sigmoid added in, then
+                  standalone HardSigmoid (alpha 0.2) and HardSwish
   shuffle         conv + Relu6, Split in two along channels, a conv on one half, Concat, channel
                   shuffle (Reshape (N, 2, 8, H, W), Transpose (0, 2, 1, 3, 4), Reshape back), grouped
                   3x3 conv (group 4), Slice of the first 12 channels, BatchNormalization after a
                   non-conv (kept as a Mul + Add), GlobalAveragePool, Gemm
   convnext_block  stem conv, depthwise 7x7, Transpose to NHWC, LayerNormalization over channels,
                   MatMul x4 + Gelu (the opset-20 operator), MatMul back (its bias Add reading the
-                  bias first, as torch writes it), Transpose, residual Add,
+                  bias first, as torch writes it), Transpose, residual Add, a standalone Gelu,
                   GlobalAveragePool, Gemm
 """
 import os
@@ -140,6 +141,8 @@ def reducemean():
                                                            g.const(np.array(6.0, dtype=np.float32))])],
                                     axes=[2, 3], keepdims=1)], axis=1)
     h = g.op("Add", [a, g.op("Sigmoid", [b])])
+    # standalone (no product before them): the engine's kernels
+    h = g.op("HardSwish", [g.op("HardSigmoid", [h], alpha=0.2, beta=0.5)])
     h = gelu_erf(g, g.gemm(h, 16, 32))
     g.save("reducemean", g.gemm(h, 32, 10), opset=17)
 
@@ -178,7 +181,7 @@ def convnext_block():
     # the bias first, as torch's exporters write it
     y = g.op("Add", [g.const((0.1 * rng.standard_normal(16)).astype(np.float32)), g.op("MatMul", [y, w2])])
     y = g.op("Transpose", [y], perm=[0, 3, 1, 2])
-    x = g.op("Add", [x, y])
+    x = g.op("Gelu", [g.op("Add", [x, y])])  # a standalone Gelu
     g.save("convnext_block", g.head(x, 16), opset=20)
 
 
