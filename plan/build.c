@@ -46,7 +46,8 @@ static bool conv_op(rs_plan *p, rs_model *m, const rs_layer *l, const int *vid, 
 {
     const rs_op_node *o = l->op;
     const rs_op_attrs *a = &o->a;
-    if (o->from[0] != RS_OP_IN_SRC || o->from[1] != RS_OP_IN_CONST || (o->nin > 2 && o->from[2] != RS_OP_IN_CONST) ||
+    bool bias = o->nin > 2 && o->from[2] == RS_OP_IN_CONST; /* an empty name: absent */
+    if (o->from[0] != RS_OP_IN_SRC || o->from[1] != RS_OP_IN_CONST || (o->nin > 2 && o->from[2] == RS_OP_IN_SRC) ||
         !nchw(&o->in[0]) || !nchw(&o->out) || a->pt != a->pb || a->pl != a->pr || a->group < 1)
         return false;
     rs_conv_geom g = {.c = (int)o->in[0].d[1], .h = (int)o->in[0].d[2], .w = (int)o->in[0].d[3],
@@ -58,7 +59,7 @@ static bool conv_op(rs_plan *p, rs_model *m, const rs_layer *l, const int *vid, 
     n->group = a->group;
     n->nin = 1;
     n->in[0] = vid[l->src[o->slot[0]]];
-    if ((n->w = slot_tensor(p, m, l, o->slot[1])) < 0 || (o->nin > 2 && (n->b = slot_tensor(p, m, l, o->slot[2])) < 0))
+    if ((n->w = slot_tensor(p, m, l, o->slot[1])) < 0 || (bias && (n->b = slot_tensor(p, m, l, o->slot[2])) < 0))
         *st = oom(err);
     return true;
 }
