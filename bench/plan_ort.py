@@ -9,7 +9,8 @@ a figure is the median of its rounds' medians. ORT runs as its own benchmarks ru
 thread count (intra_op_num_threads = threads, inter_op 1, graph optimizations at ORT's default, all),
 input and output bound once with IOBinding so that a run converts nothing from NumPy (what remains of
 Python per call is a few microseconds, which batch-1 figures of small models still carry).
-usage: plan_ort.py RINGSIDE FILE.onnx RUNS PLAN... (bench/plan.sh runs it; ROUNDS from PLAN_ROUNDS, 3)"""
+usage: plan_ort.py RINGSIDE FILE.onnx RUNS PLAN... (bench/plan.sh runs it; ROUNDS from PLAN_ROUNDS, 3; the thread
+counts from PLAN_THREADS, "1 2")"""
 import os
 import re
 import statistics
@@ -60,14 +61,15 @@ class Ort:
 
 
 def plan_ms(plan, threads):
+    # one line a figure whatever the path's length (the REPL wraps its output at COLUMNS)
     out = subprocess.run([exe, "--no-db", "-c", f"plan bench {plan} threads={threads} runs={runs}"],
-                         capture_output=True, text=True).stdout
+                         capture_output=True, text=True, env=dict(os.environ, COLUMNS="1000")).stdout
     return {int(b): float(ms) for b, ms in re.findall(r"batch=(\d+): median ([0-9.]+) ms", out)}
 
 
 print(f"{'threads':>7} {'batch':>5} {'ORT fp32 ms':>12} " + " ".join(f"{p.split('/')[-1]:>14}" for p in plans)
       + "   (ORT/plan: >1 = plan faster)")
-for threads in (1, 2):
+for threads in [int(t) for t in os.environ.get("PLAN_THREADS", "1 2").split()]:
     o = Ort(threads)
     got = [[] for _ in plans]
     ort_t = {1: [], 64: []}

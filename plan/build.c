@@ -36,11 +36,97 @@ static rs_status unsupported(const rs_layer *l, const char *what, rs_err *err)
                       l->name, what);
 }
 
+/* (N, C, H, W) with the batch first: the shape oneDNN's windows take. */
+static bool nchw(const rs_dims *d) { return d->rank == 4 && d->d[0] == RS_DIM_BATCH && rs_dims_batch_pos(d) == 0; }
+
+/* A convolution the importer kept as an op (groups: depthwise, grouped; the engine's conv layer has
+ * one group): oneDNN's convolution with groups, weights (OC, C / group, KH, KW) as ONNX has them.
+ * Returns false when it is not one oneDNN takes here (asymmetric pads, 1-d, computed weights). */
+static bool conv_op(rs_plan *p, rs_model *m, const rs_layer *l, const int *vid, rs_pnode *n, rs_status *st, rs_err *err)
+{
+    const rs_op_node *o = l->op;
+    const rs_op_attrs *a = &o->a;
+    bool bias = o->nin > 2 && o->from[2] == RS_OP_IN_CONST; /* an empty name: absent */
+    if (o->from[0] != RS_OP_IN_SRC || o->from[1] != RS_OP_IN_CONST || (o->nin > 2 && o->from[2] == RS_OP_IN_SRC) ||
+        !nchw(&o->in[0]) || !nchw(&o->out) || a->pt != a->pb || a->pl != a->pr || a->group < 1)
+        return false;
+    rs_conv_geom g = {.c = (int)o->in[0].d[1], .h = (int)o->in[0].d[2], .w = (int)o->in[0].d[3],
+                      .oc = (int)o->out.d[1], .kh = a->kh, .kw = a->kw, .sh = a->sh, .sw = a->sw, .ph = a->pt,
+                      .pw = a->pl, .oh = (int)o->out.d[2], .ow = (int)o->out.d[3]};
+    if (g.c % a->group || g.oc % a->group || g.ph >= g.kh || g.pw >= g.kw) return false;
+    n->kind = RS_PK_CONV;
+    n->g = g;
+    n->group = a->group;
+    n->nin = 1;
+    n->in[0] = vid[l->src[o->slot[0]]];
+    if ((n->w = slot_tensor(p, m, l, o->slot[1])) < 0 || (bias && (n->b = slot_tensor(p, m, l, o->slot[2])) < 0))
+        *st = oom(err);
+    return true;
+}
+
+/* GlobalAveragePool, or ReduceMean over (H, W) of an (N, C, H, W) value (keepdims either way: the
+ * same floats): oneDNN's average pooling over the whole image. */
+static bool global_pool(const rs_layer *l, const int *vid, rs_pnode *n)
+{
+    const rs_op_node *o = l->op;
+    if (o->from[0] != RS_OP_IN_SRC || !nchw(&o->in[0])) return false;
+    if (o->op == RS_OP_REDUCEMEAN && o->a.axes_mask != (1u << 2 | 1u << 3)) return false;
+    int h = (int)o->in[0].d[2], w = (int)o->in[0].d[3];
+    n->kind = RS_PK_AVGPOOL;
+    n->g = (rs_conv_geom){.c = (int)o->in[0].d[1], .h = h, .w = w, .kh = h, .kw = w, .sh = 1, .sw = 1, .oh = 1, .ow = 1};
+    n->nin = 1;
+    n->in[0] = vid[l->src[o->slot[0]]];
+    return true;
+}
+
+/* MatMul of a computed (N, ..., K) value by a constant (K, O) matrix, which the importer keeps as an op
+ * when a sample has more than two dims (convnext's pointwise layers on (N, H, W, C)): oneDNN's inner
+ * product over N x ... rows, its weights the matrix transposed to (O, K). A bias Add after it is
+ * folded in by the passes. */
+static bool matmul_op(rs_plan *p, rs_model *m, const rs_layer *l, const int *vid, rs_pnode *n, rs_status *st, rs_err *err)
+{
+    const rs_op_node *o = l->op;
+    const rs_dims *x = &o->in[0], *w = &o->in[1];
+    if (o->nin != 2 || o->from[0] != RS_OP_IN_SRC || o->from[1] != RS_OP_IN_CONST || w->rank != 2 || x->rank < 2 ||
+        rs_dims_batch_pos(x) != 0 || x->d[x->rank - 1] != w->d[0])
+        return false;
+    int64_t K = w->d[0], O = w->d[1], dims[2] = {O, K};
+    char name[64];
+    snprintf(name, sizeof name, "%.55s.weight", l->name);
+    int t = rs_plan_add_tensor(p, name, 2, dims, NULL);
+    if (t < 0) {
+        *st = oom(err);
+        return true;
+    }
+    const float *src = rs_model_params(m) + l->p[o->slot[1]].offset;
+    float *dst = p->tensors[t].data;
+    for (int64_t k = 0; k < K; k++)
+        for (int64_t j = 0; j < O; j++) dst[j * K + k] = src[k * O + j];
+    n->kind = RS_PK_LINEAR;
+    n->I = (int)K;
+    n->O = (int)O;
+    n->rows = rs_dims_numel(x, 1) / K;
+    n->w = t;
+    n->nin = 1;
+    n->in[0] = vid[l->src[o->slot[0]]];
+    return true;
+}
+
 /* A generic op of an imported graph: the ones the plan runs, by the engine's rs_op_run. */
 static rs_status op_node(rs_plan *p, rs_model *m, const rs_layer *l, const int *vid, rs_pnode *n, rs_err *err)
 {
     const rs_op_node *o = l->op;
+    rs_status st = RS_OK;
     switch (o->op) {
+    case RS_OP_CONV:
+        if (conv_op(p, m, l, vid, n, &st, err)) return st;
+        break;
+    case RS_OP_GLOBALAVGPOOL:
+        if (global_pool(l, vid, n)) return RS_OK;
+        break;
+    case RS_OP_MATMUL:
+        if (matmul_op(p, m, l, vid, n, &st, err)) return st;
+        break;
     case RS_OP_RESHAPE:
         if (o->from[0] != RS_OP_IN_SRC) break;
         n->kind = RS_PK_VIEW;
@@ -56,10 +142,17 @@ static rs_status op_node(rs_plan *p, rs_model *m, const rs_layer *l, const int *
         n->alpha = o->a.alpha;
         n->beta = o->a.beta;
         return RS_OK;
+    case RS_OP_REDUCEMEAN:
+        if (global_pool(l, vid, n)) return RS_OK;
+        /* another reduction runs as the engine's op */
+        __attribute__((fallthrough));
     case RS_OP_BINARY:
     case RS_OP_SOFTMAX:
     case RS_OP_LOGSOFTMAX:
-    case RS_OP_TRANSPOSE: {
+    case RS_OP_TRANSPOSE:
+    case RS_OP_CONCAT:
+    case RS_OP_SLICE:
+    case RS_OP_REDUCESUM: {
         n->kind = RS_PK_OP;
         n->op = o->op;
         n->a = o->a;
@@ -70,6 +163,7 @@ static rs_status op_node(rs_plan *p, rs_model *m, const rs_layer *l, const int *
             if (o->from[i] == RS_OP_IN_SRC) {
                 n->in[i] = vid[l->src[o->slot[i]]];
             } else if (o->from[i] == RS_OP_IN_CONST) {
+                n->in[i] = -1; /* not the layer's first source, which the caller put there (Add(bias, x)) */
                 n->cin[i] = slot_tensor(p, m, l, o->slot[i]);
                 if (n->cin[i] < 0) return oom(err);
             } else {

@@ -14,6 +14,10 @@ rs_status rs_plan_cuda_finalize(rs_plan *p, rs_err *err)
     for (int i = 0; i < p->nnodes; i++) {
         rs_pnode *n = &p->nodes[i];
         if (n->kind != RS_PK_CONV && n->kind != RS_PK_LINEAR) continue;
+        if (n->kind == RS_PK_CONV && n->group > 1) /* cuda.c sets no group count on its descriptors */
+            return rs_err_set(err, RS_ERR_UNSUPPORTED,
+                              "compile: node %s is a convolution of %d groups, which cuda plans do not run yet; "
+                              "compile it with device=cpu", n->name, n->group);
         n->alg = n->alg1 = RS_PCONV_DIRECT; /* cuDNN picks its algorithm when the plan is opened */
         if (n->prec != RS_PLAN_BF16) continue;
         rs_ptensor *t = &p->tensors[n->w];

@@ -42,8 +42,10 @@ static void what(const rs_plan *p, const rs_pnode *n, char *buf, size_t len)
     const rs_conv_geom *g = &n->g;
     switch (n->kind) {
     case RS_PK_CONV:
-        snprintf(buf, len, "conv %dx%dx%d>%dx%dx%d k%d s%d p%d", g->c, g->h, g->w, g->oc, g->oh, g->ow, g->kh, g->sh,
-                 g->ph);
+        /* dwconv: one group per channel (depthwise); gconv: grouped */
+        snprintf(buf, len, "%s %dx%dx%d>%dx%dx%d k%d s%d p%d",
+                 n->group == 1 ? "conv" : n->group == g->c ? "dwconv" : "gconv", g->c, g->h, g->w, g->oc, g->oh, g->ow,
+                 g->kh, g->sh, g->ph);
         break;
     case RS_PK_MAXPOOL:
     case RS_PK_AVGPOOL:

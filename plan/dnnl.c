@@ -77,7 +77,7 @@ rs_status rs_plan_dnnl_open(rs_plan *p, rs_err *err)
 
 static void free_mem(rs_pdnnl_mem *m)
 {
-    dnnl_memory_t ms[] = {m->src, m->cvt, m->wei, m->bias, m->dst, m->pad};
+    dnnl_memory_t ms[] = {m->src, m->cvt, m->wei, m->bias, m->dst, m->pad, m->udst};
     for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
         if (ms[i]) dnnl_memory_destroy(ms[i]);
 }
@@ -87,6 +87,7 @@ void rs_pdnnl_free_prim(rs_pdnnl_prim *d)
     if (d->prim) dnnl_primitive_destroy(d->prim);
     if (d->pd) dnnl_primitive_desc_destroy(d->pd);
     if (d->src_cvt) dnnl_primitive_destroy(d->src_cvt);
+    if (d->dst_cvt) dnnl_primitive_destroy(d->dst_cvt);
     free_mem(&d->m);
     for (int j = 0; j < d->ntm; j++) free_mem(&d->tm[j]);
     free(d->tm);
@@ -126,6 +127,8 @@ static dnnl_alg_kind_t elt_alg(int op)
     case RS_UNARY_CLIP: return dnnl_eltwise_clip;
     case RS_UNARY_HARDSWISH: return dnnl_eltwise_hardswish;
     case RS_UNARY_SILU: return dnnl_eltwise_swish; /* x * sigmoid(alpha x), alpha 1 */
+    /* oneDNN 2.6 has no hardsigmoid: alpha x + beta (linear), then clip to [0, 1] (append_elt) */
+    case RS_UNARY_HARDSIGMOID: return dnnl_eltwise_linear;
     default: return dnnl_alg_kind_undef;
     }
 }
@@ -141,6 +144,17 @@ static float elt_alpha(const rs_ppost *q)
     return q->op == RS_UNARY_RELU ? 0.0f : q->op == RS_UNARY_SILU ? 1.0f : q->alpha;
 }
 
+dnnl_status_t rs_pdnnl_conv_wmd(const rs_pnode *n, dnnl_data_type_t dt, bool any, dnnl_memory_desc_t *md)
+{
+    const rs_conv_geom *g = &n->g;
+    if (n->group <= 1) {
+        dnnl_dims_t w = {g->oc, g->c, g->kh, g->kw};
+        return dnnl_memory_desc_init_by_tag(md, 4, w, dt, any ? dnnl_format_tag_any : dnnl_oihw);
+    }
+    dnnl_dims_t w = {n->group, g->oc / n->group, g->c / n->group, g->kh, g->kw};
+    return dnnl_memory_desc_init_by_tag(md, 5, w, dt, any ? dnnl_format_tag_any : dnnl_goihw);
+}
+
 /* Layout choice. A value written by a conv or pool and read only by convs, pools and inner products
  * (a flatten between them is a view: the inner product takes the 4-d value whole) may stay in the
  * blocked layout its producer's primitive prefers (nChw16c on AVX-512): oneDNN's direct convolutions
@@ -148,18 +162,37 @@ static float elt_alpha(const rs_ppost *q)
  * path. Everything else (what the engine's ops read, the plan's output, memory shared by an in-place
  * sum) stays plain. The choice is made at the plan's batch, recorded per value (layout, padded size)
  * and made again the same way when a file is loaded. */
+/* The (C, H, W) a window node writes. */
+static bool out_chw(const rs_pnode *n, int64_t *chw)
+{
+    if (n->kind != RS_PK_CONV && n->kind != RS_PK_MAXPOOL && n->kind != RS_PK_AVGPOOL) return false;
+    chw[0] = n->kind == RS_PK_CONV ? n->g.oc : n->g.c;
+    chw[1] = n->g.oh;
+    chw[2] = n->g.ow;
+    return true;
+}
+
 bool rs_pdnnl_can_block(const rs_plan *p, int v)
 {
     /* views of v were bypassed (passes.c): their readers read v; one that is the output makes v's root
-     * the output's */
+     * the output's. A residual sum (passes.c) makes its conv write in place into v's memory, through a
+     * value that aliases v: the conv then writes v's layout (out_md takes the root's), and what reads
+     * its value reads that layout too. So v's memory, all the values that are it, must be read by
+     * windows and inner products only and summed into by convolutions of v's own shape (resnet's
+     * residual convs: on plain memory they fell to `gemm:jit` in fp32 and `ref_int8:any` in int8). */
     if (v <= 0 || p->values[v].alias >= 0 || rs_plan_root(p, p->output) == v) return false;
     int readers = 0;
+    int64_t chw[3], xc[3];
+    bool shaped = false;
+    for (int i = 0; i < p->nnodes && !shaped; i++) shaped = p->nodes[i].out == v && out_chw(&p->nodes[i], chw);
     for (int i = 0; i < p->nnodes; i++) {
         const rs_pnode *n = &p->nodes[i];
         for (int j = 0; j < n->npost; j++)
-            if (n->post[j].kind == RS_PPOST_SUM && n->post[j].value == v) return false;
+            if (n->post[j].kind == RS_PPOST_SUM && rs_plan_root(p, n->post[j].value) == v &&
+                (!shaped || n->kind != RS_PK_CONV || !out_chw(n, xc) || memcmp(xc, chw, sizeof xc)))
+                return false;
         for (int j = 0; j < n->nin; j++) {
-            if (n->in[j] != v) continue;
+            if (n->in[j] < 0 || rs_plan_root(p, n->in[j]) != v) continue;
             readers++;
             bool ok = j == 0 && (n->kind == RS_PK_CONV || n->kind == RS_PK_MAXPOOL || n->kind == RS_PK_AVGPOOL ||
                                  (n->kind == RS_PK_LINEAR && n->rows == 1));
@@ -189,6 +222,7 @@ bool rs_pdnnl_md_with_batch(const dnnl_memory_desc_t *md, int B, dnnl_memory_des
 static rs_status value_md(rs_plan *p, const rs_pnode *n, int v, int ndims, const dnnl_dims_t dims, int B,
                           dnnl_memory_desc_t *md, rs_err *err)
 {
+    v = v > 0 ? rs_plan_root(p, v) : v; /* a value written in place by a residual sum is its root's memory */
     if (v > 0 && p->values[v].layout == 1 && p->dn->vset[v]) {
         if (!rs_pdnnl_md_with_batch(&p->dn->vmd[v], B, md))
             return rs_err_set(err, RS_ERR_UNSUPPORTED, "plan: value %d's layout does not scale with the batch", v);
@@ -213,7 +247,7 @@ dnnl_dim_t rs_pdnnl_per_sample(const dnnl_memory_desc_t *md)
 static rs_status out_md(rs_plan *p, const rs_pnode *n, int B, const dnnl_dims_t dims, dnnl_memory_desc_t *md,
                         rs_err *err)
 {
-    int v = n->out;
+    int v = rs_plan_root(p, n->out); /* a residual sum writes its root's memory, in its layout */
     if (p->values[v].layout == 1 && B == p->batch && !p->dn->vset[v]) {
         DTRY(dnnl_memory_desc_init_by_tag(md, 4, dims, dnnl_f32, dnnl_format_tag_any), "dst desc");
         return RS_OK;
@@ -229,7 +263,8 @@ static rs_status out_md(rs_plan *p, const rs_pnode *n, int B, const dnnl_dims_t 
 
 /* The operation's descriptor for batch B: the input in its value's layout (bf16 nodes: "any", a
  * reorder converts), weights "any", the output as out_md says. */
-static rs_status op_desc(rs_plan *p, const rs_pnode *n, int B, int calg, bool own_layout, dnnl_memory_desc_t *user_src,
+static rs_status op_desc(rs_plan *p, const rs_pnode *n, int B, int calg, bool own_layout, bool dst_any,
+                         dnnl_memory_desc_t *user_src,
                          dnnl_convolution_desc_t *cd, dnnl_inner_product_desc_t *id, dnnl_pooling_desc_t *pd,
                          dnnl_layer_normalization_desc_t *ld, rs_err *err)
 {
@@ -248,7 +283,7 @@ static rs_status op_desc(rs_plan *p, const rs_pnode *n, int B, int calg, bool ow
     if (n->kind == RS_PK_LINEAR) {
         dnnl_dims_t s = {(dnnl_dim_t)B * n->rows, n->I}, w = {n->O, n->I}, b = {n->O},
                     d = {(dnnl_dim_t)B * n->rows, n->O};
-        int v = n->in[0];
+        int v = n->in[0] > 0 ? rs_plan_root(p, n->in[0]) : n->in[0];
         bool blocked = v > 0 && p->values[v].layout == 1;
         if (blocked) {
             /* the 4-d value of a conv or pool, whole, seen as the (B, P) matrix its bytes are: each
@@ -291,19 +326,20 @@ static rs_status op_desc(rs_plan *p, const rs_pnode *n, int B, int calg, bool ow
          * output channels chose nChw8c, and a 16-channel convolution reading that has only oneDNN's
          * reference kernel (ref:any, 600 ms a batch of 64 on the tutorial's CNN); a reorder into the
          * layout it prefers costs far less. */
-        bool plain_in = !(n->in[0] > 0 && p->values[n->in[0]].layout == 1);
+        bool plain_in = !(n->in[0] > 0 && p->values[rs_plan_root(p, n->in[0])].layout == 1);
         /* a bf16 conv over an image's few channels: its bf16 copy stays nchw for oneDNN's bf16 "first
          * convolution" kernel (in "any" layout it is brgconv on nhwc: 0.43 ms against 0.35 for the
          * SimpleCNN's at batch 64) */
-        bool image16 = n->prec == RS_PLAN_BF16 && plain_in && g->c < 4;
+        bool image16 = n->prec == RS_PLAN_BF16 && plain_in && g->c < 4 && n->group == 1;
         if ((own_layout || image16) && p->values[n->out].layout == 1 && B == p->batch && !p->dn->vset[n->out] &&
             plain_in && g->oc % 8 == 0)
             DTRY(dnnl_memory_desc_init_by_tag(&dst, 4, d, dnnl_f32, g->oc % 16 == 0 ? dnnl_nChw16c : dnnl_nChw8c),
                  "dst desc");
         if (!own_layout)
             DTRY(dnnl_memory_desc_init_by_tag(&src, 4, s, lt, image16 ? dnnl_nchw : dnnl_format_tag_any), "src desc");
-        dnnl_dims_t w = {g->oc, g->c, g->kh, g->kw}, b = {g->oc};
-        DTRY(dnnl_memory_desc_init_by_tag(&wei, 4, w, lt, dnnl_format_tag_any), "weights desc");
+        if (dst_any) DTRY(dnnl_memory_desc_init_by_tag(&dst, 4, d, dnnl_f32, dnnl_format_tag_any), "dst desc");
+        dnnl_dims_t b = {g->oc};
+        DTRY(rs_pdnnl_conv_wmd(n, lt, true, &wei), "weights desc");
         DTRY(dnnl_memory_desc_init_by_tag(&bias, 1, b, dnnl_f32, dnnl_x), "bias desc");
         dnnl_alg_kind_t alg = calg == RS_PCONV_WINOGRAD ? dnnl_convolution_winograd : dnnl_convolution_direct;
         DTRY(dnnl_convolution_forward_desc_init(cd, dnnl_forward_inference, alg, &src, &wei,
@@ -331,7 +367,7 @@ static double node_work(const rs_plan *p, const rs_pnode *n, int B)
     if (n->kind == RS_PK_LAYERNORM) return 4.0 * B * (double)p->values[n->out].numel;
     const rs_conv_geom *g = &n->g;
     double out = (double)B * g->oh * g->ow * g->kh * g->kw;
-    return n->kind == RS_PK_CONV ? out * g->oc * g->c : 4.0 * out * g->c;
+    return n->kind == RS_PK_CONV ? out * g->oc * (g->c / n->group) : 4.0 * out * g->c;
 }
 
 /* Below this many multiply-adds (about 10 us on one core) a primitive runs on one thread whatever
@@ -406,8 +442,13 @@ static rs_status make_prim_at(rs_plan *p, int i, int B, int alg, rs_pdnnl_prim *
     dnnl_layer_normalization_desc_t ld;
     /* an fp32 convolution first tries its input's own layout (no reorder between nodes) */
     bool own = n->kind == RS_PK_CONV && n->prec == RS_PLAN_FP32;
+    /* a plain output oneDNN runs only as gemm or ref (a depthwise conv on nchw: 11-45 ms against
+     * 0.2-0.4 for brdgmm_dw on mobilenet_v3_small's at batch 64): its own layout, then a reorder */
+    bool dany = false, sum = false;
+    for (int j = 0; j < n->npost; j++) sum |= n->post[j].kind == RS_PPOST_SUM;
+    bool may_cvt = n->kind == RS_PK_CONV && alg == RS_PCONV_DIRECT && !sum && p->values[rs_plan_root(p, n->out)].layout == 0;
 again:;
-    rs_status st = op_desc(p, n, B, alg, own, &d->user_src, &cd, &id, &pd, &ld, err);
+    rs_status st = op_desc(p, n, B, alg, own, dany, &d->user_src, &cd, &id, &pd, &ld, err);
     if (st) return st;
     dnnl_primitive_attr_t attr;
     DTRY(dnnl_primitive_attr_create(&attr), "attributes");
@@ -424,6 +465,8 @@ again:;
             if (q->kind == RS_PPOST_SUM) s = dnnl_post_ops_append_sum(po, 1.0f);
             else if (elt_alg(q->op) == dnnl_alg_kind_undef) s = dnnl_invalid_arguments;
             else s = dnnl_post_ops_append_eltwise(po, 1.0f, elt_alg(q->op), elt_alpha(q), q->beta);
+            if (s == dnnl_success && q->kind == RS_PPOST_ELT && q->op == RS_UNARY_HARDSIGMOID)
+                s = dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_clip, 0.0f, 1.0f);
         }
         if (s == dnnl_success) s = dnnl_primitive_attr_set_post_ops(attr, po);
     }
@@ -443,6 +486,16 @@ again:;
             if (d->pd) dnnl_primitive_desc_destroy(d->pd);
             d->pd = NULL;
             own = false;
+            goto again;
+        }
+    }
+    if (may_cvt && !dany && s == dnnl_success) {
+        const char *impl = NULL;
+        dnnl_primitive_desc_query(d->pd, dnnl_query_impl_info_str, 0, &impl);
+        if (!impl || strncmp(impl, "ref", 3) == 0 || strstr(impl, "gemm")) {
+            dnnl_primitive_desc_destroy(d->pd);
+            d->pd = NULL;
+            dany = true;
             goto again;
         }
     }
@@ -469,6 +522,16 @@ again:;
     }
     d->pad_bytes = dnnl_memory_desc_get_size(dnnl_primitive_desc_query_md(d->pd, dnnl_query_scratchpad_md, 0));
     DTRY(dnnl_primitive_create(&d->prim, d->pd), "primitive");
+    if (dany) {
+        dnnl_dims_t od = {B, n->g.oc, n->g.oh, n->g.ow};
+        dnnl_primitive_desc_t rpd;
+        DTRY(dnnl_memory_desc_init_by_tag(&d->user_dst, 4, od, dnnl_f32, dnnl_nchw), "dst desc");
+        DTRY(dnnl_reorder_primitive_desc_create(&rpd, &d->dst, p->dn->eng, &d->user_dst, p->dn->eng, NULL), "output reorder");
+        s = dnnl_primitive_create(&d->dst_cvt, rpd);
+        dnnl_primitive_desc_destroy(rpd);
+        if (s != dnnl_success) return rs_pdnnl_fail(err, s, "output reorder", n);
+        d->dcvt_bytes = (dnnl_memory_desc_get_size(&d->dst) + 63) / 64 * 64;
+    }
     if (!dnnl_memory_desc_equal(&d->src, &d->user_src)) {
         dnnl_primitive_desc_t rpd;
         dnnl_primitive_attr_t rattr = NULL;
@@ -496,6 +559,7 @@ again:;
 static rs_status bind_mem(rs_plan *p, const rs_pnode *n, const rs_pdnnl_prim *d, rs_pdnnl_mem *m, rs_err *err)
 {
     if (d->src_cvt) DTRY(dnnl_memory_create(&m->cvt, &d->src, p->dn->eng, DNNL_MEMORY_NONE), "memory");
+    if (d->dst_cvt) DTRY(dnnl_memory_create(&m->udst, &d->user_dst, p->dn->eng, DNNL_MEMORY_NONE), "memory");
     DTRY(dnnl_memory_create(&m->src, &d->user_src, p->dn->eng, DNNL_MEMORY_NONE), "memory");
     DTRY(dnnl_memory_create(&m->dst, &d->dst, p->dn->eng, DNNL_MEMORY_NONE), "memory");
     DTRY(dnnl_memory_create(&m->pad, dnnl_primitive_desc_query_md(d->pd, dnnl_query_scratchpad_md, 0), p->dn->eng,
@@ -522,7 +586,7 @@ static rs_status bind_mem(rs_plan *p, const rs_pnode *n, const rs_pdnnl_prim *d,
  * a per-sample primitive. */
 size_t rs_pdnnl_prim_scratch(const rs_pdnnl_prim *d)
 {
-    size_t one = d->cvt_bytes + (d->pad_bytes + 63) / 64 * 64;
+    size_t one = d->cvt_bytes + d->dcvt_bytes + (d->pad_bytes + 63) / 64 * 64;
     return d->each ? one * (size_t)(d->ntm + 1) : one;
 }
 
@@ -559,7 +623,7 @@ rs_status rs_plan_dnnl_prepare(rs_plan *p, int B, size_t *scratch_bytes, rs_err 
                 const rs_ptensor *t = &p->tensors[n->w];
                 /* slot 0's layout is the file's (plain for Winograd) */
                 bool plain = n->alg != RS_PCONV_DIRECT;
-                size_t want = plain ? (size_t)n->g.oc * n->g.c * n->g.kh * n->g.kw * sizeof(float)
+                size_t want = plain ? (size_t)n->g.oc * (n->g.c / n->group) * n->g.kh * n->g.kw * sizeof(float)
                                     : dnnl_memory_desc_get_size(&d->wei);
                 if (si == 0 && (t->layout != (plain ? 0 : 1) || t->bytes != want))
                     return rs_err_set(err, RS_ERR_FORMAT,
@@ -584,8 +648,10 @@ static dnnl_status_t exec_one(rs_plan *p, const rs_pnode *n, const rs_pdnnl_prim
                               dnnl_stream_t strm, void *src, void *dst, char *scratch)
 {
     dnnl_memory_set_data_handle(m->src, src);
-    dnnl_memory_set_data_handle(m->dst, dst);
-    dnnl_memory_set_data_handle(m->pad, scratch + d->cvt_bytes);
+    /* [input copy][output in the primitive's layout][scratchpad] */
+    dnnl_memory_set_data_handle(m->dst, d->dst_cvt ? scratch + d->cvt_bytes : dst);
+    if (d->dst_cvt) dnnl_memory_set_data_handle(m->udst, dst);
+    dnnl_memory_set_data_handle(m->pad, scratch + d->cvt_bytes + d->dcvt_bytes);
     dnnl_exec_arg_t args[6];
     int na = 0;
     dnnl_status_t s = dnnl_success;
@@ -606,6 +672,10 @@ static dnnl_status_t exec_one(rs_plan *p, const rs_pnode *n, const rs_pdnnl_prim
     }
     if (m->bias) args[na++] = (dnnl_exec_arg_t){ln ? DNNL_ARG_SHIFT : DNNL_ARG_BIAS, m->bias};
     if (s == dnnl_success) s = dnnl_primitive_execute(d->prim, strm, na, args);
+    if (s == dnnl_success && d->dst_cvt) {
+        dnnl_exec_arg_t ra[] = {{DNNL_ARG_FROM, m->dst}, {DNNL_ARG_TO, m->udst}};
+        s = dnnl_primitive_execute(d->dst_cvt, strm, 2, ra);
+    }
     return s;
 }
 
@@ -615,7 +685,7 @@ static dnnl_status_t exec_one(rs_plan *p, const rs_pnode *n, const rs_pdnnl_prim
 static dnnl_status_t exec_samples(rs_plan *p, const rs_pnode *n, rs_pdnnl_prim *d, char *src, char *dst, char *scratch)
 {
     size_t sb = dnnl_memory_desc_get_size(&d->user_src), db = dnnl_memory_desc_get_size(&d->dst);
-    size_t one = d->cvt_bytes + (d->pad_bytes + 63) / 64 * 64;
+    size_t one = d->cvt_bytes + d->dcvt_bytes + (d->pad_bytes + 63) / 64 * 64;
     int T = d->ntm + 1 < d->B ? d->ntm + 1 : d->B;
     dnnl_status_t bad = dnnl_success;
     #pragma omp parallel num_threads(T) if (T > 1)

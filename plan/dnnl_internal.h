@@ -9,7 +9,7 @@
 
 /* The memory objects one execution of a primitive binds (handles set per run). */
 typedef struct rs_pdnnl_mem {
-    dnnl_memory_t src, cvt, wei, bias, dst, pad;
+    dnnl_memory_t src, cvt, wei, bias, dst, pad, udst; /* udst: the value's memory when dst_cvt */
 } rs_pdnnl_mem;
 
 /* Primitives of one node for one batch size. */
@@ -22,7 +22,12 @@ typedef struct rs_pdnnl_prim {
     dnnl_memory_desc_t user_src;  /* f32 plain: what the arena holds */
     dnnl_memory_desc_t src, wei, dst; /* as the primitive takes them */
     dnnl_primitive_t src_cvt;     /* bf16: f32 -> bf16 copy of the input, NULL otherwise */
-    size_t cvt_bytes, pad_bytes;  /* the copy's bytes; the primitive's scratchpad */
+    /* a conv whose value must stay plain (the engine's ops read it) but which oneDNN runs only as
+     * gemm or ref in nchw: it writes its own layout (dst) into the scratch region and this reorder
+     * makes the plain value (user_dst); NULL otherwise */
+    dnnl_primitive_t dst_cvt;
+    dnnl_memory_desc_t user_dst;
+    size_t cvt_bytes, dcvt_bytes, pad_bytes; /* the copies' bytes; the primitive's scratchpad */
     void *wei_alt;                /* weights reordered for this batch when its layout differs (owned) */
     rs_pdnnl_mem m;
     /* RS_PCONV_SAMPLES: prim is a batch-1 primitive made for one thread and run once per sample of
@@ -64,6 +69,9 @@ rs_status rs_pdnnl_fail(rs_err *err, dnnl_status_t s, const char *what, const rs
 
 /* dnnl.c */
 bool rs_pdnnl_can_block(const rs_plan *p, int v);
+/* A conv's weights: (OC, C, KH, KW) with one group, else oneDNN's (G, OC / G, C / G, KH, KW), which
+ * holds the same floats in the same order (tag: oihw for the plain ones, or any). */
+dnnl_status_t rs_pdnnl_conv_wmd(const rs_pnode *n, dnnl_data_type_t dt, bool any, dnnl_memory_desc_t *md);
 bool rs_pdnnl_md_with_batch(const dnnl_memory_desc_t *md, int B, dnnl_memory_desc_t *out);
 dnnl_dim_t rs_pdnnl_per_sample(const dnnl_memory_desc_t *md);
 rs_status rs_pdnnl_make_prim(rs_plan *p, int i, int B, int alg, rs_pdnnl_prim *d, rs_err *err);

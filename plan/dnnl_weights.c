@@ -41,16 +41,15 @@ static rs_status reorder_to(rs_plan *p, const rs_pnode *n, const dnnl_memory_des
 static dnnl_memory_desc_t plain_weights(const rs_plan *p, const rs_pnode *n)
 {
     dnnl_memory_desc_t md;
-    if (n->kind == RS_PK_LINEAR && n->in[0] > 0 && p->values[n->in[0]].layout == 1) {
+    if (n->kind == RS_PK_LINEAR && n->in[0] > 0 && p->values[rs_plan_root(p, n->in[0])].layout == 1) {
         /* blocked_weights made them (O, P) row-major */
-        dnnl_dims_t w = {n->O, rs_pdnnl_per_sample(&p->dn->vmd[n->in[0]])};
+        dnnl_dims_t w = {n->O, rs_pdnnl_per_sample(&p->dn->vmd[rs_plan_root(p, n->in[0])])};
         dnnl_memory_desc_init_by_tag(&md, 2, w, dnnl_f32, dnnl_oi);
     } else if (n->kind == RS_PK_LINEAR) {
         dnnl_dims_t w = {n->O, n->I};
         dnnl_memory_desc_init_by_tag(&md, 2, w, dnnl_f32, dnnl_oi);
     } else {
-        dnnl_dims_t w = {n->g.oc, n->g.c, n->g.kh, n->g.kw};
-        dnnl_memory_desc_init_by_tag(&md, 4, w, dnnl_f32, dnnl_oihw);
+        rs_pdnnl_conv_wmd(n, dnnl_f32, false, &md);
     }
     return md;
 }
@@ -60,7 +59,7 @@ static dnnl_memory_desc_t plain_weights(const rs_plan *p, const rs_pnode *n)
  * zeros in its padding) they are the (O, P) matrix the product takes. Replaces t's data. */
 static rs_status blocked_weights(rs_plan *p, const rs_pnode *n, rs_ptensor *t, rs_err *err)
 {
-    const dnnl_memory_desc_t *s = &p->dn->vmd[n->in[0]];
+    const dnnl_memory_desc_t *s = &p->dn->vmd[rs_plan_root(p, n->in[0])];
     dnnl_dims_t w = {n->O, s->dims[1], s->dims[2], s->dims[3]};
     dnnl_memory_desc_t from, to;
     DTRY(dnnl_memory_desc_init_by_tag(&from, 4, w, dnnl_f32, dnnl_oihw), "weights desc");
@@ -373,12 +372,14 @@ static rs_status pick_image_prec(rs_plan *p, int i, rs_pdnnl_prim *d, rs_err *er
     return rs_pdnnl_make_prim(p, i, p->batch, RS_PCONV_DIRECT, d, err);
 }
 
-/* bf16 node i's primitive at the plan's batch into slot 0 (d): bf16 where oneDNN has a kernel for it
- * on this CPU, fp32 where it has none (its descriptor is unimplemented: inner products and most
- * convolutions on AVX2) or only its reference kernel (`ref:any`, hundreds of times slower than fp32's
- * jit). oneDNN decides, per node, as it would at run time: no CPU flag is read here. The node's
- * precision then says what runs, and the report gets one line naming the node and why. */
-static rs_status bf16_or_fp32(rs_plan *p, int i, rs_pdnnl_prim *d, rs_err *err)
+/* bf16 or int8 node i's primitive at the plan's batch into slot 0 (d): in its precision where oneDNN
+ * has a kernel for it on this CPU, fp32 where it has none (bf16's descriptor is unimplemented: inner
+ * products and most convolutions on AVX2) or only its reference kernel (`ref:any`, `ref_int8:any`,
+ * hundreds of times slower than fp32's jit: an int8 convolution writing the plain fp32 memory of a
+ * residual sum, resnet18's, on every ISA). oneDNN decides, per node, as it would at run time: no CPU
+ * flag is read here. The node's precision then says what runs, and the report gets one line naming
+ * the node and why. */
+static rs_status lowp_or_fp32(rs_plan *p, int i, rs_pdnnl_prim *d, rs_err *err)
 {
     rs_pnode *n = &p->nodes[i];
     rs_err why = {0};
@@ -394,17 +395,25 @@ static rs_status bf16_or_fp32(rs_plan *p, int i, rs_pdnnl_prim *d, rs_err *err)
     char isa[32], line[256];
     rs_plan_dnnl_isa(isa, sizeof isa);
     if (st)
-        snprintf(line, sizeof line, "%s %.40s: bf16 unimplemented by oneDNN %s on %s; stays fp32", rs_pk_name(n->kind),
-                 n->name, p->dnnl_version, isa);
+        snprintf(line, sizeof line, "%s %.40s: %s unimplemented by oneDNN %s on %s; stays fp32", rs_pk_name(n->kind),
+                 n->name, rs_plan_prec_name(n->prec), p->dnnl_version, isa);
     else
-        snprintf(line, sizeof line, "%s %.40s: bf16 only as oneDNN %s's reference kernel %.40s on %s; stays fp32",
-                 rs_pk_name(n->kind), n->name, p->dnnl_version, impl ? impl : "?", isa);
+        snprintf(line, sizeof line, "%s %.40s: %s only as oneDNN %s's reference kernel %.40s on %s; stays fp32",
+                 rs_pk_name(n->kind), n->name, rs_plan_prec_name(n->prec), p->dnnl_version, impl ? impl : "?", isa);
     rs_plan_note(p, line);
     rs_pdnnl_free_prim(d);
     /* the bf16 attempt may have fixed the output's layout: fp32's primitive chooses it again */
     if (p->values[n->out].layout == 1) {
         p->dn->vset[n->out] = 0;
         p->values[n->out].padded = 0;
+    }
+    if (n->prec == RS_PLAN_INT8) {
+        /* int8_scales put the bias in the accumulators' units: back to fp32's */
+        const float *os = p->tensors[n->oscales].data;
+        float *b = n->b >= 0 ? p->tensors[n->b].data : NULL;
+        int64_t OC = (int64_t)(p->tensors[n->oscales].bytes / sizeof(float));
+        for (int64_t o = 0; b && o < OC; o++) b[o] *= os[o];
+        n->oscales = -1;
     }
     n->prec = RS_PLAN_FP32;
     return rs_pdnnl_make_prim(p, i, p->batch, RS_PCONV_DIRECT, d, err);
@@ -428,13 +437,13 @@ rs_status rs_plan_dnnl_finalize_weights(rs_plan *p, const rs_plan_opts *o, rs_er
         n->alg = n->alg1 = RS_PCONV_DIRECT;
         /* bf16 over an image: only where oneDNN's first-conv kernel takes it (plain input, an output
          * layout fixed by its channels, as the fp32 kernel's) */
-        bool image16 = n->kind == RS_PK_CONV && n->prec == RS_PLAN_BF16 && n->g.c < 4;
-        if (image16 && (o->image_bf16 < 0 || n->g.oc % 8 || (n->in[0] > 0 && p->values[n->in[0]].layout == 1))) {
+        bool image16 = n->kind == RS_PK_CONV && n->prec == RS_PLAN_BF16 && n->g.c < 4 && n->group == 1;
+        if (image16 && (o->image_bf16 < 0 || n->g.oc % 8 || (n->in[0] > 0 && p->values[rs_plan_root(p, n->in[0])].layout == 1))) {
             n->prec = RS_PLAN_FP32;
             image16 = false;
         }
         if (!d->B) {
-            rs_status st = n->prec == RS_PLAN_BF16 ? bf16_or_fp32(p, i, d, err)
+            rs_status st = n->prec != RS_PLAN_FP32 ? lowp_or_fp32(p, i, d, err)
                                                    : rs_pdnnl_make_prim(p, i, p->batch, RS_PCONV_DIRECT, d, err);
             if (st) return st;
             image16 = image16 && n->prec == RS_PLAN_BF16;
@@ -453,7 +462,7 @@ rs_status rs_plan_dnnl_finalize_weights(rs_plan *p, const rs_plan_opts *o, rs_er
         /* an image's few channels: the Winograd kernels work on blocks of 16 (Fashion's 1-channel
          * conv: 0.76 ms against 0.20 direct at batch 64) */
         if (n->kind == RS_PK_CONV && n->prec == RS_PLAN_FP32 && alg != RS_PLAN_CONV_DIRECT && g->kh == 3 && g->kw == 3 &&
-            g->sh == 1 && g->sw == 1 && g->c >= 8) {
+            g->sh == 1 && g->sw == 1 && g->c >= 8 && n->group == 1) {
             /* batch 1 first: its answer decides whether its kernel is tried once per sample */
             int a = RS_PCONV_DIRECT, a1 = RS_PCONV_DIRECT;
             rs_status st = p->batch > 1 ? pick_conv_alg(p, i, 1, alg, -1, &a1, err) : RS_OK;
@@ -472,7 +481,7 @@ rs_status rs_plan_dnnl_finalize_weights(rs_plan *p, const rs_plan_opts *o, rs_er
         }
         rs_ptensor *t = &p->tensors[n->w];
         if (t->layout != 0) continue; /* shared with a node already done (it never is today) */
-        if (n->kind == RS_PK_LINEAR && n->in[0] > 0 && p->values[n->in[0]].layout == 1) {
+        if (n->kind == RS_PK_LINEAR && n->in[0] > 0 && p->values[rs_plan_root(p, n->in[0])].layout == 1) {
             rs_status st = blocked_weights(p, n, t, err);
             if (st) return st;
         }
@@ -488,7 +497,8 @@ rs_status rs_plan_dnnl_finalize_weights(rs_plan *p, const rs_plan_opts *o, rs_er
             if (!ws) return rs_err_set(err, RS_ERR_NOMEM, "plan: out of memory");
             for (int64_t o = 0; o < OC; o++) ws[o] = 1.0f / (os[o] * n->qscale);
             DTRY(dnnl_primitive_attr_create(&wattr), "attributes");
-            dnnl_primitive_attr_set_output_scales(wattr, OC, 1 << 0, ws);
+            /* per output channel: dim 0 of (OC, ...), dims 0 and 1 of the grouped (G, OC / G, ...) */
+            dnnl_primitive_attr_set_output_scales(wattr, OC, n->group > 1 ? 3 : 1 << 0, ws);
         }
         rs_status st = reorder_to(p, n, &plain, t->data, &d->wei, &to, &bytes, wattr, err);
         if (wattr) dnnl_primitive_attr_destroy(wattr);

@@ -123,6 +123,8 @@ static bool node_msg(pool *a, const rs_plan *p, const rs_pnode *n, Rsplan__Node 
     m->has_conv_alg = m->has_conv_alg_1 = true;
     m->conv_alg = n->alg;
     m->conv_alg_1 = n->alg1;
+    m->has_group = n->group != 1;
+    m->group = n->group;
     m->has_t = m->has_c = m->has_v = m->has_heads = true;
     m->t = n->T;
     m->c = n->C;
@@ -146,6 +148,18 @@ static bool node_msg(pool *a, const rs_plan *p, const rs_pnode *n, Rsplan__Node 
             if (!at->perm) return false;
             for (int i = 0; i < n->ds[0].rank; i++) at->perm[i] = n->a.perm[i];
         }
+        if (n->op == RS_OP_SLICE) {
+            at->n_starts = at->n_steps = (size_t)n->ds[0].rank;
+            at->starts = palloc(a, sizeof(int64_t) * RS_DIMS_MAX);
+            at->steps = palloc(a, sizeof(int64_t) * RS_DIMS_MAX);
+            if (!at->starts || !at->steps) return false;
+            memcpy(at->starts, n->a.starts, sizeof(int64_t) * at->n_starts);
+            memcpy(at->steps, n->a.steps, sizeof(int64_t) * at->n_steps);
+            if (!(at->shape = dims_msg(a, &n->a.shape))) return false;
+        }
+        at->has_axes_mask = at->has_keepdims = true;
+        at->axes_mask = n->a.axes_mask;
+        at->keepdims = n->a.keepdims;
         m->attrs = at;
         m->n_in_dims = (size_t)n->nin;
         m->in_dims = palloc(a, sizeof *m->in_dims * RS_OP_MAX_IN);
@@ -323,6 +337,7 @@ static rs_status read_node(const char *name, const Rsplan__Node *m, rs_pnode *n,
     n->oscales = m->has_oscales ? m->oscales : -1;
     n->alg = m->has_conv_alg ? m->conv_alg : RS_PCONV_DIRECT;
     n->alg1 = m->has_conv_alg_1 ? m->conv_alg_1 : RS_PCONV_DIRECT;
+    n->group = m->has_group ? m->group : 1;
     n->act = m->act;
     n->alpha = m->alpha;
     n->beta = m->beta;
@@ -344,6 +359,19 @@ static rs_status read_node(const char *name, const Rsplan__Node *m, rs_pnode *n,
                                   m->attrs->n_perm);
             for (size_t i = 0; i < m->attrs->n_perm; i++) n->a.perm[i] = m->attrs->perm[i];
             for (size_t i = m->attrs->n_perm; i < RS_DIMS_MAX; i++) n->a.perm[i] = -1;
+            if (m->attrs->n_starts > RS_DIMS_MAX || m->attrs->n_steps != m->attrs->n_starts)
+                return rs_err_set(err, RS_ERR_FORMAT, "%s: node '%s' has a slice of %zu starts and %zu steps", name,
+                                  n->name, m->attrs->n_starts, m->attrs->n_steps);
+            for (size_t i = 0; i < m->attrs->n_starts; i++) {
+                n->a.starts[i] = m->attrs->starts[i];
+                n->a.steps[i] = m->attrs->steps[i];
+            }
+            if (m->attrs->shape) {
+                rs_status st = read_dims(m->attrs->shape, &n->a.shape, name, err);
+                if (st) return st;
+            }
+            n->a.axes_mask = m->attrs->axes_mask;
+            n->a.keepdims = m->attrs->keepdims;
         }
         if (m->n_in_dims != (size_t)n->nin)
             return rs_err_set(err, RS_ERR_FORMAT, "%s: node '%s' has %zu input shapes for %d inputs", name, n->name,

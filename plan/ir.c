@@ -81,6 +81,7 @@ rs_pnode rs_pnode_empty(rs_pk kind, const char *name)
         n.cin[i] = -1;
     }
     n.out = -1;
+    n.group = 1;
     return n;
 }
 

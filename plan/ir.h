@@ -18,7 +18,7 @@
 
 /* Node kinds. The first four run as oneDNN primitives; the rest through the engine's CPU table. */
 typedef enum rs_pk {
-    RS_PK_CONV = 0,  /* 2-d convolution, group 1 (weights (OC, C, KH, KW), bias (OC)) */
+    RS_PK_CONV = 0,  /* 2-d convolution, `group` groups (weights (OC, C / group, KH, KW), bias (OC)) */
     RS_PK_LINEAR,    /* inner product over rows: (rows, I) x (O, I)^T + (O) */
     RS_PK_MAXPOOL,
     RS_PK_AVGPOOL,   /* count_include_pad, as the engine's */
@@ -57,6 +57,7 @@ typedef struct rs_pnode {
     rs_plan_prec prec;   /* what it computes in (oneDNN nodes; the rest are fp32) */
     /* CONV, pools */
     rs_conv_geom g;
+    int group;           /* CONV: 1, C for a depthwise convolution, or any divisor of C and OC */
     /* LINEAR: I inputs, O outputs per row, rows per sample */
     int I, O;
     int64_t rows;

@@ -78,9 +78,11 @@ static bool dims_ok(const rs_dims *d, bool allow_batch)
 static rs_status check_op(const rs_plan *p, const rs_pnode *n, const int64_t *numel, rs_err *err)
 {
     int want_in = n->op == RS_OP_BINARY ? 2 : 1;
-    if (n->op != RS_OP_BINARY && n->op != RS_OP_SOFTMAX && n->op != RS_OP_LOGSOFTMAX && n->op != RS_OP_TRANSPOSE)
+    if (n->op != RS_OP_BINARY && n->op != RS_OP_SOFTMAX && n->op != RS_OP_LOGSOFTMAX && n->op != RS_OP_TRANSPOSE &&
+        n->op != RS_OP_CONCAT && n->op != RS_OP_SLICE && n->op != RS_OP_REDUCEMEAN && n->op != RS_OP_REDUCESUM)
         return BAD("node %s runs op %d, which plans do not run", n->name, (int)n->op);
-    if (n->nin != want_in) return BAD("node %s (%s) has %d inputs", n->name, rs_op_name(n->op), n->nin);
+    if (n->op == RS_OP_CONCAT ? n->nin < 1 : n->nin != want_in)
+        return BAD("node %s (%s) has %d inputs", n->name, rs_op_name(n->op), n->nin);
     if (!dims_ok(&n->dout, true)) return BAD("node %s has a bad output shape", n->name);
     bool batched = rs_dims_batch_pos(&n->dout) >= 0;
     if (rs_dims_numel(&n->dout, 1) != numel[n->out]) return BAD("node %s: output shape and value disagree", n->name);
@@ -128,6 +130,45 @@ static rs_status check_op(const rs_plan *p, const rs_pnode *n, const int64_t *nu
         }
         return RS_OK;
     }
+    case RS_OP_CONCAT: {
+        int64_t along = 0;
+        if (n->a.axis < 0 || n->a.axis >= y->rank) return BAD("node %s: concat axis %d", n->name, n->a.axis);
+        for (int j = 0; j < n->nin; j++) {
+            const rs_dims *d = &n->ds[j];
+            if (d->rank != y->rank) return BAD("node %s: concat ranks differ", n->name);
+            for (int i = 0; i < y->rank; i++)
+                if (i != n->a.axis && d->d[i] != y->d[i]) return BAD("node %s: concat shapes differ", n->name);
+            along += d->d[n->a.axis];
+        }
+        if (y->d[n->a.axis] == RS_DIM_BATCH || along != y->d[n->a.axis]) return BAD("node %s: concat sizes", n->name);
+        return RS_OK;
+    }
+    case RS_OP_SLICE:
+        if (y->rank != x->rank || !dims_ok(&n->a.shape, true) || n->a.shape.rank != y->rank)
+            return BAD("node %s: slice rank", n->name);
+        for (int i = 0; i < x->rank; i++) {
+            int64_t s = n->a.starts[i], st = n->a.steps[i], k = y->d[i];
+            if (k != n->a.shape.d[i]) return BAD("node %s: slice shape", n->name);
+            if (x->d[i] == RS_DIM_BATCH) {
+                if (k != RS_DIM_BATCH || s != 0 || st != 1) return BAD("node %s: slice of the batch", n->name);
+                continue;
+            }
+            /* every index it reads in range: start and start + (k - 1) step */
+            if (st == 0 || s < 0 || s >= x->d[i] || s + (k - 1) * st < 0 || s + (k - 1) * st >= x->d[i])
+                return BAD("node %s: slice reads outside its input", n->name);
+        }
+        return RS_OK;
+    case RS_OP_REDUCEMEAN:
+    case RS_OP_REDUCESUM:
+        if (n->a.axes_mask >> x->rank || y->rank != (n->a.keepdims ? x->rank : x->rank - __builtin_popcount(n->a.axes_mask)))
+            return BAD("node %s: reduction axes", n->name);
+        for (int i = 0, j = 0; i < x->rank; i++) {
+            bool r = n->a.axes_mask >> i & 1u;
+            if (r && x->d[i] == RS_DIM_BATCH) return BAD("node %s: reduction over the batch", n->name);
+            if (r && !n->a.keepdims) continue;
+            if (y->d[j++] != (r ? 1 : x->d[i])) return BAD("node %s: reduced shape", n->name);
+        }
+        return RS_OK;
     default: return BAD("node %s: op %d", n->name, (int)n->op);
     }
 }
@@ -146,6 +187,10 @@ static rs_status check_node(const rs_plan *p, const rs_pnode *n, const int64_t *
         if (n->nin != 1 || in0 != (int64_t)g->c * g->h * g->w || out != (int64_t)(conv ? g->oc : g->c) * g->oh * g->ow)
             return BAD("node %s (%s): its values do not fit its geometry", n->name, rs_pk_name(n->kind));
         if (!conv) return RS_OK;
+        if (n->group < 1 || g->c % n->group || g->oc % n->group ||
+            (n->group > 1 && (n->alg != RS_PCONV_DIRECT || n->alg1 != RS_PCONV_DIRECT)))
+            return BAD("node %s (conv): %d groups do not divide %d > %d channels (or take Winograd)", n->name, n->group,
+                       g->c, g->oc);
         for (int k = 0; k < 2; k++) {
             int a = k ? n->alg1 : n->alg;
             /* per sample: at the plan's batch only (batch 1 runs its kernel as it is) */
@@ -156,7 +201,8 @@ static rs_status check_node(const rs_plan *p, const rs_pnode *n, const int64_t *
                            "at the plan's batch)", n->name, a);
         }
         /* Winograd weights stay plain: each primitive lays them out its own way */
-        if ((st = check_tensor(p, n, n->w, (int64_t)g->oc * g->c * g->kh * g->kw, n->alg != RS_PCONV_DIRECT, err)))
+        if ((st = check_tensor(p, n, n->w, (int64_t)g->oc * (g->c / n->group) * g->kh * g->kw, n->alg != RS_PCONV_DIRECT,
+                               err)))
             return st;
         if (n->b >= 0 && (st = check_tensor(p, n, n->b, g->oc, true, err))) return st;
         return RS_OK;
