@@ -3,8 +3,9 @@
  * This file holds the sockets, nghttp2's callbacks and the connection's threads; a call's life (its
  * messages, the worker pool, its responses) is grpc_call.c's, the structs both share grpc_conn.h's.
  *
- * Threads: one accepts; each connection has two that take turns reading its socket into its nghttp2
- * session; a pool of workers runs the calls the reader does not, because a call blocks while its
+ * Threads: one accepts, refusing past the server's limits (connections in all and per client
+ * address); each connection has two (the second from its first call on) that take turns reading its
+ * socket into its nghttp2 session, and closes when no call has begun or ended for `idle` seconds; a pool of workers runs the calls the reader does not, because a call blocks while its
  * request waits for a batch and many calls share one connection (a gRPC channel multiplexes every RPC
  * of a client on one). Each thread hand-off costs a wake-up, so a call's path has as few as HTTP's:
  * when a unary request is complete, the reader gives the socket to the connection's other thread (if
@@ -70,10 +71,19 @@ static ssize_t read_out(nghttp2_session *h2, int32_t id, uint8_t *buf, size_t le
     return (ssize_t)n;
 }
 
+static void *conn_main1(void *arg);
+
 static int on_begin_headers(nghttp2_session *h2, const nghttp2_frame *f, void *ud)
 {
     conn *c = ud;
     if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
+    c->progress_ns = rs_serve_now_ns();
+    if (!c->two) { /* the first call: the thread that runs a unary call while its sibling reads */
+        pthread_mutex_lock(&c->mu);
+        c->two = !pthread_create(&c->th[1], NULL, conn_main1, c);
+        c->runner_busy = !c->two; /* without a second thread every call goes to the pool */
+        pthread_mutex_unlock(&c->mu);
+    }
     call *k = calloc(1, sizeof *k); /* the connection's (its list) */
     if (!k) return NGHTTP2_ERR_CALLBACK_FAILURE;
     k->c = c;
@@ -161,6 +171,7 @@ static int on_close(nghttp2_session *h2, int32_t id, uint32_t code, void *ud)
     conn *c = ud;
     call *k = nghttp2_session_get_stream_user_data(h2, id);
     if (!k) return 0;
+    c->progress_ns = rs_serve_now_ns();
     pthread_mutex_lock(&c->mu);
     k->closed = true;
     if (!k->job) rs_grpc_call_drop_locked(k);
@@ -237,6 +248,16 @@ bool rs_grpc_flush(conn *c)
     }
 }
 
+/* No call open and none begun or ended for the idle limit (the reader, under h2mu). */
+static bool idle_past(conn *c)
+{
+    if (rs_serve_now_ns() - c->progress_ns < (uint64_t)c->g->lim.idle_s * 1000000000u) return false;
+    pthread_mutex_lock(&c->mu);
+    bool none = !c->calls;
+    pthread_mutex_unlock(&c->mu);
+    return none;
+}
+
 /* The reader's loop (thread `me`). Returns a unary call for this thread to run, once it has given
  * the reader role to the other thread; NULL when the connection has ended (everything freed but c). */
 static call *read_socket(conn *c, int me)
@@ -287,6 +308,15 @@ static call *read_socket(conn *c, int me)
             }
         }
         if (!nghttp2_session_want_read(c->h2) && !nghttp2_session_want_write(c->h2) && c->woff == c->wn) break;
+        if (!c->goaway && idle_past(c)) {
+            /* Nothing in progress for `idle` seconds (bytes that open no call do not count): a GOAWAY
+             * the client's channel reconnects after, then the socket closes. */
+            rs_serve_refused_add(g->refused, RS_SERVE_FE_GRPC, RS_SERVE_REFUSED_IDLE);
+            nghttp2_submit_goaway(c->h2, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(c->h2),
+                                  NGHTTP2_NO_ERROR, (const uint8_t *)"idle", 4);
+            rs_grpc_flush(c);
+            break;
+        }
         struct pollfd p[2] = {{c->fd, POLLIN | (c->woff < c->wn ? POLLOUT : 0), 0}, {c->wake[0], POLLIN, 0}};
         pthread_mutex_unlock(&c->h2mu);
         int pr = poll(p, 2, 200), perr = errno;
@@ -396,6 +426,8 @@ static void reap_locked(rs_serve_grpc *g, bool every)
         pthread_mutex_unlock(&g->mu);
         pthread_join(c->th[0], NULL);
         if (c->two) pthread_join(c->th[1], NULL);
+        rs_serve_addrs_give(&g->addrs, c->ip);
+        __atomic_sub_fetch(&g->refused->open[RS_SERVE_FE_GRPC], 1, __ATOMIC_RELAXED);
         conn_free(c);
         pthread_mutex_lock(&g->mu);
     }
@@ -413,7 +445,8 @@ static nghttp2_session_callbacks *callbacks(void)
     return cb;
 }
 
-static void start_conn(rs_serve_grpc *g, int fd)
+/* false: it could not start (the socket is closed, its place not yet given back) */
+static bool start_conn(rs_serve_grpc *g, int fd, uint32_t ip)
 {
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -424,10 +457,12 @@ static void start_conn(rs_serve_grpc *g, int fd)
         nghttp2_session_callbacks_del(cb);
         free(c);
         close(fd);
-        return;
+        return false;
     }
     c->g = g;
     c->fd = fd;
+    c->ip = ip;
+    c->progress_ns = rs_serve_now_ns();
     pthread_mutex_init(&c->mu, NULL);
     pthread_mutex_init(&c->h2mu, NULL);
     pthread_cond_init(&c->idle, NULL);
@@ -439,7 +474,7 @@ static void start_conn(rs_serve_grpc *g, int fd)
     if (rc) {
         c->h2 = NULL;
         conn_free(c);
-        return;
+        return false;
     }
     nghttp2_settings_entry iv[] = {
         {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 1024},
@@ -453,14 +488,15 @@ static void start_conn(rs_serve_grpc *g, int fd)
         pthread_mutex_unlock(&c->mu);
         pthread_mutex_unlock(&g->mu);
         conn_free(c);
-        return;
+        return false;
     }
-    c->two = !pthread_create(&c->th[1], NULL, conn_main1, c);
-    c->runner_busy = !c->two; /* without a second thread every call goes to the pool */
+    c->runner_busy = true; /* until the second thread starts, at the first call */
     pthread_mutex_unlock(&c->mu);
     c->next = g->conns;
     g->conns = c;
+    __atomic_add_fetch(&g->refused->open[RS_SERVE_FE_GRPC], 1, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&g->mu);
+    return true;
 }
 
 static void *accept_main(void *arg)
@@ -474,9 +510,19 @@ static void *accept_main(void *arg)
         reap_locked(g, false);
         pthread_mutex_unlock(&g->mu);
         if (!(p[0].revents & POLLIN)) continue;
-        int fd = accept(g->lfd, NULL, NULL);
-        if (fd >= 0) start_conn(g, fd);
-        else if (errno == EMFILE || errno == ENFILE) { /* out of descriptors: the backlog waits, not a spin */
+        struct sockaddr_in pa = {0};
+        socklen_t pl = sizeof pa;
+        int fd = accept(g->lfd, (struct sockaddr *)&pa, &pl);
+        if (fd >= 0) {
+            uint32_t ip = pa.sin_family == AF_INET ? pa.sin_addr.s_addr : 0;
+            rs_serve_refusal why = rs_serve_addrs_take(&g->addrs, ip, &g->lim);
+            if (why != RS_SERVE_REFUSED_N) {
+                rs_serve_refused_add(g->refused, RS_SERVE_FE_GRPC, why);
+                close(fd);
+            } else if (!start_conn(g, fd, ip)) {
+                rs_serve_addrs_give(&g->addrs, ip);
+            }
+        } else if (errno == EMFILE || errno == ENFILE) { /* out of descriptors: the backlog waits, not a spin */
             struct timespec ts = {0, 10000000};
             nanosleep(&ts, NULL);
         }
@@ -499,12 +545,14 @@ rs_status rs_serve_grpc_start(rs_serve_server *s, const char *host, int port, si
     if (!g) return rs_err_set(err, RS_ERR_NOMEM, "out of memory");
     g->s = s;
     g->cap = body_limit;
+    g->lim = *rs_serve_limits_of(s);
+    g->refused = rs_serve_refused_of(s);
     g->stop_pipe[0] = g->stop_pipe[1] = -1;
     g->workers = calloc(MAX_WORKERS, sizeof *g->workers);
     g->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int one = 1;
     if (g->lfd >= 0) setsockopt(g->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (!g->workers || g->lfd < 0 || bind(g->lfd, (struct sockaddr *)&a, sizeof a) || listen(g->lfd, 128) ||
+    if (!g->workers || g->lfd < 0 || bind(g->lfd, (struct sockaddr *)&a, sizeof a) || listen(g->lfd, 1024) ||
         pipe(g->stop_pipe)) {
         int e = errno;
         if (g->lfd >= 0) close(g->lfd);
@@ -519,7 +567,9 @@ rs_status rs_serve_grpc_start(rs_serve_server *s, const char *host, int port, si
     g->port = ntohs(a.sin_port);
     pthread_mutex_init(&g->mu, NULL);
     pthread_cond_init(&g->work, NULL);
+    rs_serve_addrs_init(&g->addrs);
     if (pthread_create(&g->accept_th, NULL, accept_main, g)) {
+        rs_serve_addrs_clear(&g->addrs);
         close(g->lfd);
         close(g->stop_pipe[0]);
         close(g->stop_pipe[1]);
@@ -555,6 +605,7 @@ void rs_serve_grpc_stop(rs_serve_grpc *g)
     close(g->stop_pipe[1]);
     pthread_mutex_destroy(&g->mu);
     pthread_cond_destroy(&g->work);
+    rs_serve_addrs_clear(&g->addrs);
     free(g->workers);
     free(g);
 }

@@ -9,6 +9,7 @@
 #include <pthread.h>
 
 #include "grpc_internal.h"
+#include "serve_limits.h"
 
 #define MAX_WORKERS 1024
 
@@ -54,7 +55,9 @@ struct conn {
     int wake[2];
     nghttp2_session *h2;
     pthread_t th[2];           /* its two threads: one reads the socket, the other runs a call or waits */
-    bool two;                  /* th[1] started */
+    bool two;                  /* th[1] started (at the first call: an idle connection holds one thread) */
+    uint32_t ip;               /* the client's address (network order), its place in g->addrs */
+    uint64_t progress_ns;      /* when a call last began or ended (reader only): idle since then */
     pthread_cond_t role;       /* the reader role changed hands, or the connection ends (c->mu) */
     int reader;                /* the thread that reads (c->mu) */
     bool runner_busy;          /* the other thread is running a call (c->mu) */
@@ -88,6 +91,9 @@ struct rs_serve_grpc {
     int queued, idle, nworkers;
     pthread_t *workers;        /* (MAX_WORKERS), owned */
     uint64_t sends;            /* buffers given to send() (atomic): one per response when the socket takes it */
+    rs_serve_limits lim;       /* the server's */
+    rs_serve_refused *refused; /* the server's counters */
+    rs_serve_addrs addrs;      /* connections held per client address */
 };
 
 /* ---- grpc_call.c ---- */

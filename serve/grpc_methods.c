@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "grpc_internal.h"
+#include "grpc_prescan.h"
 #include "repo.h"
 
 static const char *const method_names[RS_GRPC_NMETHODS] = {
@@ -385,7 +386,17 @@ rs_grpc_code rs_grpc_call(rs_serve_server *s, rs_grpc_method method, const uint8
                           const rs_grpc_sink *o, char *msg, size_t n)
 {
     msg[0] = '\0';
-    rs_grpc_code code = RS_GRPC_OK;
+    rs_serve_refusal why;
+    rs_grpc_code code = rs_grpc_prescan(method, req, len, rs_serve_limits_of(s), &why, msg, n);
+    if (code) { /* refused before protobuf-c unpacks it */
+        rs_serve_refused_add(rs_serve_refused_of(s), RS_SERVE_FE_GRPC, why);
+        if (method != RS_GRPC_MODEL_STREAM_INFER) return code;
+        Inference__ModelStreamInferResponse r = INFERENCE__MODEL_STREAM_INFER_RESPONSE__INIT;
+        char copy[1024]; /* in-band, as a stream reports every failure; the stream goes on */
+        snprintf(copy, sizeof copy, "%s", msg);
+        r.error_message = copy;
+        return rs_grpc_emit(o, &r.base, msg, n);
+    }
     switch (method) {
     case RS_GRPC_SERVER_LIVE:
     case RS_GRPC_SERVER_READY: {

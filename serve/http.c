@@ -1,5 +1,8 @@
 /* The HTTP/REST front end (KServe v2 with Triton's extensions) on libmicrohttpd: one thread per
- * connection, so a request waiting for its batch blocks only its own connection. Bodies are
+ * connection, so a request waiting for its batch (or a generation streaming its tokens) blocks only
+ * its own connection. The threads are as many as the connections, which http_guard.c bounds (in
+ * all and per client address) and times out (a request's headers and body have request-timeout
+ * seconds, however slowly they trickle), so slow or silent clients cannot lock the others out. Bodies are
  * collected up to the cap; past it the request gets an error and the rest is not kept. The same
  * daemon type serves the metrics port, where only GET /metrics exists. */
 #include <arpa/inet.h>
@@ -12,11 +15,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "http_guard.h"
 #include "http_internal.h"
 #include "repo.h"
 
 struct rs_serve_http {
     struct MHD_Daemon *d;
+    rs_serve_http_guard *guard; /* owned */
     rs_serve_server *s;   /* borrowed */
     bool metrics;
     size_t cap;
@@ -304,6 +309,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_size = 0;
         return MHD_YES;
     }
+    rs_serve_http_guard_busy(c, true); /* arrived whole: no deadline while it is answered */
     rs_serve_reply r = {0};
     if (b->too_big) {
         if (MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length") &&
@@ -327,24 +333,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 
 static void on_done(void *cls, struct MHD_Connection *c, void **ctx, enum MHD_RequestTerminationCode tc)
 {
-    (void)c, (void)tc;
+    (void)tc;
     rs_serve_http *h = cls;
     conn *b = *ctx;
+    rs_serve_http_guard_busy(c, false); /* the next request's time starts now */
     if (!b) return;
     __atomic_sub_fetch(&h->active, 1, __ATOMIC_SEQ_CST);
     free(b->buf);
     free(b);
     *ctx = NULL;
-}
-
-/* Replies are small and latency is the point: no Nagle delay on a reply's last segment. */
-static void on_connection(void *cls, struct MHD_Connection *c, void **sctx, enum MHD_ConnectionNotificationCode toe)
-{
-    (void)cls, (void)sctx;
-    if (toe != MHD_CONNECTION_NOTIFY_STARTED) return;
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-    int one = 1;
-    if (ci) setsockopt(ci->connect_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
 rs_status rs_serve_http_start(rs_serve_server *s, const char *host, int port, bool metrics, size_t body_limit,
@@ -363,12 +360,21 @@ rs_status rs_serve_http_start(rs_serve_server *s, const char *host, int port, bo
     h->s = s;
     h->metrics = metrics;
     h->cap = body_limit;
+    rs_status st = rs_serve_http_guard_new(s, RS_SERVE_FE_HTTP, &h->guard, err);
+    if (st) {
+        free(h);
+        return st;
+    }
+    const rs_serve_limits *l = rs_serve_limits_of(s);
+    /* The guard refuses past the limits at accept; MHD's own cap sits above it, never reached first. */
     h->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC,
-                            (uint16_t)port, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&a,
-                            MHD_OPTION_NOTIFY_COMPLETED, on_done, h,
-                            MHD_OPTION_NOTIFY_CONNECTION, on_connection, h, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
-                            MHD_OPTION_END);
+                            (uint16_t)port, rs_serve_http_guard_accept, h->guard, on_request, h, MHD_OPTION_SOCK_ADDR,
+                            (struct sockaddr *)&a, MHD_OPTION_NOTIFY_COMPLETED, on_done, h,
+                            MHD_OPTION_NOTIFY_CONNECTION, rs_serve_http_guard_notify, h->guard,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)l->max_conns + 16, MHD_OPTION_CONNECTION_TIMEOUT,
+                            (unsigned)l->idle_s, MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024, MHD_OPTION_END);
     if (!h->d) {
+        rs_serve_http_guard_free(h->guard);
         free(h);
         return rs_err_set(err, RS_ERR_IO, "cannot listen on %s:%d (in use? --%s-port picks another)", host, port,
                           metrics ? "metrics" : "http");
@@ -393,5 +399,6 @@ void rs_serve_http_stop(rs_serve_http *h)
     }
     MHD_stop_daemon(h->d);
     if (lfd != MHD_INVALID_SOCKET) close(lfd);
+    rs_serve_http_guard_free(h->guard);
     free(h);
 }

@@ -22,8 +22,11 @@ static void usage(FILE *f)
           "  --metrics PORT   Prometheus metrics port (default 8002; -1 turns it off); also --metrics-port\n"
           "  --host ADDR      address to bind (default 127.0.0.1; 0.0.0.0 for every interface);\n"
           "                   also --http-address\n"
-          "SIGTERM or Ctrl-C drains the requests in flight and exits 0.\n",
+          "Limits on what clients may hold (over them a connection is refused or closed, and counted in\n"
+          "/metrics as ringside_refused_connections_total):\n",
           f);
+    rs_serve_limits_usage(f);
+    fputs("SIGTERM or Ctrl-C drains the requests in flight and exits 0.\n", f);
 }
 
 /* "--name VALUE" or "--name=VALUE" for any of the names; advances *i past what it used. */
@@ -46,9 +49,25 @@ static bool port_of(const char *s, int *out, int lo)
     return true;
 }
 
-typedef struct listing {
-    FILE *out;
-} listing;
+/* "--LIMIT N" or "--LIMIT=N" for a limit of serve_limits.h: true when argv[*i] names one (*bad when
+ * its value is wrong, said on errf). */
+static bool limit_opt(int argc, char **argv, int *i, rs_serve_limits *l, FILE *errf, bool *bad)
+{
+    char name[64];
+    const char *eq = strchr(argv[*i], '='), *v;
+    snprintf(name, sizeof name, "%.*s", (int)(eq ? eq - argv[*i] : (long)strlen(argv[*i])), argv[*i]);
+    rs_err err = {0};
+    rs_serve_limits probe = *l;
+    if (rs_serve_limits_set(&probe, name, "1", &err) == RS_ERR_UNSUPPORTED) return false;
+    if (eq) v = eq + 1;
+    else if (*i + 1 < argc) v = argv[++*i];
+    else v = "";
+    if (rs_serve_limits_set(l, name, v, &err)) {
+        fprintf(errf, "ringside serve: %s\n", err.msg);
+        *bad = true;
+    }
+    return true;
+}
 
 int rs_serve_main(int argc, char **argv, FILE *out, FILE *errf)
 {
@@ -62,6 +81,7 @@ int rs_serve_main(int argc, char **argv, FILE *out, FILE *errf)
     static const char *const met_n[] = {"--metrics", "--metrics-port", NULL};
     static const char *const host_n[] = {"--host", "--http-address", NULL};
     static const char *const grpc_n[] = {"--grpc", "--grpc-port", NULL};
+    bool bad = false;
     for (int i = 0; i < argc; i++) {
         const char *v;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -84,6 +104,8 @@ int rs_serve_main(int argc, char **argv, FILE *out, FILE *errf)
                 fprintf(errf, "ringside serve: --grpc '%s' is not a port (0..65535, or -1 for none)\n", v);
                 return 2;
             }
+        } else if (!strncmp(argv[i], "--", 2) && limit_opt(argc, argv, &i, &o.limits, errf, &bad)) {
+            if (bad) return 2;
         } else {
             fprintf(errf, "ringside serve: unknown option '%s'\n", argv[i]);
             usage(errf);

@@ -26,6 +26,7 @@ struct rs_serve_server {
     rs_serve_http *http, *metrics; /* owned */
     rs_serve_grpc *grpc;           /* owned */
     int ranks_workers;             /* models started across ranks so far (their devices' round-robin) */
+    rs_serve_refused refused;      /* what the front ends refused (atomic counters) */
 };
 
 void rs_serve_opts_init(rs_serve_opts *o)
@@ -34,6 +35,7 @@ void rs_serve_opts_init(rs_serve_opts *o)
     o->max_batch = o->instances = -1;
     o->grpc_port = -1;
     o->delay_us = -1;
+    rs_serve_limits_default(&o->limits);
 }
 
 static void model_free(rs_serve_model *m)
@@ -277,6 +279,8 @@ rs_status rs_serve_start(const rs_serve_opts *o, rs_serve_server **out, rs_err *
     }
     free(names);
     size_t cap = o->body_limit ? o->body_limit : (size_t)64 << 20;
+    /* both front ends full, the metrics port and the models' own files */
+    rs_serve_raise_fd_limit(3L * o->limits.max_conns + 1024);
     if (o->http_port >= 0) st = rs_serve_http_start(s, s->host, o->http_port, false, cap, &s->http, err);
     if (!st && o->grpc_port >= 0) st = rs_serve_grpc_start(s, s->host, o->grpc_port, cap, &s->grpc, err);
     if (!st && o->metrics_port >= 0) st = rs_serve_http_start(s, s->host, o->metrics_port, true, cap, &s->metrics, err);
@@ -306,3 +310,6 @@ int rs_serve_http_port(const rs_serve_server *s) { return s->http ? rs_serve_htt
 int rs_serve_metrics_port(const rs_serve_server *s) { return s->metrics ? rs_serve_http_bound_port(s->metrics) : -1; }
 int rs_serve_grpc_port(const rs_serve_server *s) { return s->grpc ? rs_serve_grpc_bound_port(s->grpc) : -1; }
 const char *rs_serve_repo(const rs_serve_server *s) { return s->repo; }
+const char *rs_serve_host(const rs_serve_server *s) { return s->host; }
+const rs_serve_limits *rs_serve_limits_of(const rs_serve_server *s) { return &s->o.limits; }
+rs_serve_refused *rs_serve_refused_of(rs_serve_server *s) { return &s->refused; }

@@ -6,6 +6,7 @@
 
 #include <stdio.h>
 
+#include "serve_limits.h"
 #include "sched.h"
 
 typedef struct rs_serve_opts {
@@ -22,6 +23,7 @@ typedef struct rs_serve_opts {
      * "ranks_mode"), in ranks_mode "pipeline" or "tensor" (NULL: the config's, else pipeline) */
     int ranks;
     const char *ranks_mode;
+    rs_serve_limits limits;  /* connections, timeouts, message entries (serve_limits.h; opts_init sets the defaults) */
 } rs_serve_opts;
 
 void rs_serve_opts_init(rs_serve_opts *o);
@@ -37,6 +39,11 @@ int rs_serve_http_port(const rs_serve_server *s);
 int rs_serve_metrics_port(const rs_serve_server *s);
 int rs_serve_grpc_port(const rs_serve_server *s);
 const char *rs_serve_repo(const rs_serve_server *s);
+/* The address the front ends listen on (the opts' host, or 127.0.0.1). */
+const char *rs_serve_host(const rs_serve_server *s);
+const rs_serve_limits *rs_serve_limits_of(const rs_serve_server *s);
+/* The server's refusal counters (the front ends add to them, /metrics reads them). */
+rs_serve_refused *rs_serve_refused_of(rs_serve_server *s);
 
 /* ---- model control and lookup (the HTTP handlers and the REPL use these) ---- */
 
