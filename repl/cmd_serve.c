@@ -189,6 +189,11 @@ static int start(rs_session *s, const rs_call *c, const rs_serve_config *base, c
     rs_serve_opts_init(&so);
     so.repo = repo;
     so.host = rs_call_str(c, "host", NULL);
+    /* at the prompt every model is served and load/unload requests work, as they always have */
+    static const char *const every[] = {"*"};
+    so.control = RS_SERVE_CONTROL_EXPLICIT;
+    so.load_models = every;
+    so.nload_models = 1;
     long long http = rs_call_int(c, "http", 8000), metrics = rs_call_int(c, "metrics", 8002),
               grpc = rs_call_int(c, "grpc", 8001);
     if (http < 0 || http > 65535 || metrics < -1 || metrics > 65535 || grpc < -1 || grpc > 65535)

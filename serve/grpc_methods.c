@@ -462,7 +462,9 @@ rs_grpc_code rs_grpc_call(rs_serve_server *s, rs_grpc_method method, const uint8
         bool load = method == RS_GRPC_REPOSITORY_LOAD;
         const char *name = rs_grpc_str(q->model_name);
         rs_err err = {0};
-        if (!rs_serve_name_ok(name)) {
+        if (!rs_serve_control_explicit(s)) {
+            code = rs_grpc_fail(msg, n, RS_GRPC_UNAVAILABLE, RS_SERVE_CONTROL_REFUSAL);
+        } else if (!rs_serve_name_ok(name)) {
             code = rs_grpc_fail(msg, n, RS_GRPC_INVALID_ARGUMENT, "'%.60s' is not a model name (letters, digits, '_', '-', "
                         "'.'; not starting with '.')", name);
         } else if (load ? rs_serve_load(s, name, &err) : rs_serve_unload(s, name, &err)) {

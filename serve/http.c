@@ -120,6 +120,8 @@ static void stats_all(rs_serve_server *s, const char *name, const char *ver, rs_
     rs_serve_reply_json(r, 200, json_pack("{s:o}", "model_stats", x.arr));
 }
 
+static bool is_get(const char *method) { return !strcmp(method, "GET") || !strcmp(method, "HEAD"); }
+
 static void route_model(rs_serve_server *s, const char *method, char **seg, int n, const conn *b, long long hlen,
                         rs_serve_reply *r)
 {
@@ -140,6 +142,11 @@ static void route_model(rs_serve_server *s, const char *method, char **seg, int 
         return;
     }
     if (n == k + 1) what = seg[k];
+    bool reads = !*what || !strcmp(what, "ready") || !strcmp(what, "config") || !strcmp(what, "stats");
+    if (reads && !is_get(method)) { /* Triton's answer to DELETE /v2/models/NAME and the like */
+        rs_serve_reply_error(r, 405, "Method Not Allowed");
+        return;
+    }
     if (!strcmp(what, "stats")) {
         rs_serve_model *m = rs_serve_acquire(s, name);
         if (!m) {
@@ -211,6 +218,10 @@ static void route_repo(rs_serve_server *s, char **seg, int n, rs_serve_reply *r)
     }
     if (n == 4 && !strcmp(seg[1], "models") && (!strcmp(seg[3], "load") || !strcmp(seg[3], "unload"))) {
         const char *name = seg[2];
+        if (!rs_serve_control_explicit(s)) {
+            rs_serve_reply_error(r, 503, RS_SERVE_CONTROL_REFUSAL);
+            return;
+        }
         rs_err err = {0};
         bool load = !strcmp(seg[3], "load");
         rs_status st = load ? rs_serve_load(s, name, &err) : rs_serve_unload(s, name, &err);
@@ -247,7 +258,11 @@ static void route(rs_serve_http *h, const char *url, const char *method, const c
         rs_serve_reply_error(r, 404, "not found (KServe v2 paths start with /v2)");
         return;
     }
-    if (n == 1) {
+    bool reads = n == 1 || (n == 3 && (!strcmp(seg[1], "health") || (!strcmp(seg[1], "models") &&
+                                                                        !strcmp(seg[2], "stats"))));
+    if (reads && !is_get(method)) {
+        rs_serve_reply_error(r, 405, "Method Not Allowed");
+    } else if (n == 1) {
         rs_serve_reply_json(r, 200, json_pack("{s:s,s:s,s:[s,s,s,s,s]}", "name", "ringside", "version", RS_SERVE_VERSION,
                                               "extensions", "binary_tensor_data", "model_repository",
                                               "model_configuration", "statistics", "generate"));

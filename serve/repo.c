@@ -42,6 +42,46 @@ static bool is_file(const char *p)
     return stat(p, &st) == 0 && S_ISREG(st.st_mode);
 }
 
+bool rs_serve_repo_has(const char *repo, const char *name)
+{
+    char p[4200];
+    if (!rs_serve_name_ok(name)) return false;
+    snprintf(p, sizeof p, "%s/%s", repo, name);
+    return is_dir(p);
+}
+
+static int64_t mtime_ns(const char *p)
+{
+    struct stat st;
+    if (stat(p, &st)) return 0;
+    return (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+}
+
+/* The newest mtime of dir and what it holds, down depth more levels. */
+static int64_t newest(const char *dir, int depth)
+{
+    int64_t t = mtime_ns(dir);
+    DIR *d = depth >= 0 ? opendir(dir) : NULL;
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char p[4400];
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        int64_t u = is_dir(p) ? newest(p, depth - 1) : mtime_ns(p);
+        if (u > t) t = u;
+    }
+    if (d) closedir(d);
+    return t;
+}
+
+int64_t rs_serve_repo_stamp(const char *repo, const char *name)
+{
+    char p[4200];
+    if (!rs_serve_name_ok(name)) return 0;
+    snprintf(p, sizeof p, "%s/%s", repo, name);
+    return is_dir(p) ? newest(p, 1) : 0;
+}
+
 rs_status rs_serve_repo_list(const char *repo, char ***names, int *n, rs_err *err)
 {
     *names = NULL;

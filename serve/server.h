@@ -9,6 +9,12 @@
 #include "serve_limits.h"
 #include "sched.h"
 
+/* Triton's --model-control-mode. none: every model is loaded at start and load/unload requests are
+ * refused (Triton's default); explicit: the models named by load_models are loaded at start ("*":
+ * every one) and requests load and unload; poll: as none, and every poll_s seconds the repository is
+ * looked at again: new folders loaded, changed ones reloaded, removed ones unloaded. */
+typedef enum rs_serve_control { RS_SERVE_CONTROL_NONE, RS_SERVE_CONTROL_EXPLICIT, RS_SERVE_CONTROL_POLL } rs_serve_control;
+
 typedef struct rs_serve_opts {
     const char *repo;      /* the model repository folder (required) */
     const char *host;      /* address to bind; NULL: 127.0.0.1 */
@@ -23,6 +29,10 @@ typedef struct rs_serve_opts {
      * "ranks_mode"), in ranks_mode "pipeline" or "tensor" (NULL: the config's, else pipeline) */
     int ranks;
     const char *ranks_mode;
+    rs_serve_control control;         /* opts_init: none, Triton's default */
+    const char *const *load_models;   /* (nload_models) borrowed: explicit mode's models at start */
+    int nload_models;
+    int poll_s;                       /* poll mode: seconds between looks (0: 15, Triton's default) */
     rs_serve_limits limits;  /* connections, timeouts, message entries (serve_limits.h; opts_init sets the defaults) */
 } rs_serve_opts;
 
@@ -42,6 +52,10 @@ const char *rs_serve_repo(const rs_serve_server *s);
 /* The address the front ends listen on (the opts' host, or 127.0.0.1). */
 const char *rs_serve_host(const rs_serve_server *s);
 const rs_serve_limits *rs_serve_limits_of(const rs_serve_server *s);
+/* Whether load and unload requests are taken (explicit model control); the front ends refuse them
+ * otherwise with RS_SERVE_CONTROL_REFUSAL, Triton's words (HTTP 503, gRPC UNAVAILABLE). */
+bool rs_serve_control_explicit(const rs_serve_server *s);
+#define RS_SERVE_CONTROL_REFUSAL "explicit model load / unload is not allowed if polling is enabled"
 /* The server's refusal counters (the front ends add to them, /metrics reads them). */
 rs_serve_refused *rs_serve_refused_of(rs_serve_server *s);
 
