@@ -15,6 +15,7 @@
 #include "cmd.h"
 #include "repl_log.h"
 #include "serve/backend.h"
+#include "serve/repo.h"
 #include "serve/repo_write.h"
 #include "serve/server.h"
 #include "serve/summary.h"
@@ -183,7 +184,7 @@ static int write_model(rs_session *s, const rs_call *c, const rs_obj *o, const r
 
 /* Starts the server on repo with the ports of http=, grpc=, metrics= and, where given, the
  * repository config's overrides; then shows it. */
-static int start(rs_session *s, const rs_call *c, const rs_serve_config *base, const char *repo)
+static int start(rs_session *s, const rs_call *c, const rs_serve_config *base, const char *repo, bool temp)
 {
     rs_serve_opts so;
     rs_serve_opts_init(&so);
@@ -194,6 +195,7 @@ static int start(rs_session *s, const rs_call *c, const rs_serve_config *base, c
     so.control = RS_SERVE_CONTROL_EXPLICIT;
     so.load_models = every;
     so.nload_models = 1;
+    so.temp_repo = temp; /* a folder made here goes at `serve stop` and when the session ends */
     long long http = rs_call_int(c, "http", 8000), metrics = rs_call_int(c, "metrics", 8002),
               grpc = rs_call_int(c, "grpc", 8001);
     if (http < 0 || http > 65535 || metrics < -1 || metrics > 65535 || grpc < -1 || grpc > 65535)
@@ -226,14 +228,15 @@ int rs_cmd_serve(rs_session *s, const rs_call *c)
     rs_serve_config base;
     int rc = read_config(s, c, &base);
     if (rc) return rc;
-    char repo[1024];
+    char repo[1024] = "";
     rs_obj *o = rs_session_find(s, src);
     size_t n = strlen(src);
     bool onnx = n > 5 && !strcmp(src + n - 5, ".onnx");
     bool planf = !o && n > 5 && !strcmp(src + n - 5, ".plan");
+    bool wrote = (o && o->kind == RS_OBJ_MODEL) || onnx || planf;
     if ((o && o->kind == RS_OBJ_MODEL && o->plan) || planf)
         rc = write_plan(s, c, o, &base, repo, sizeof repo);
-    else if ((o && o->kind == RS_OBJ_MODEL) || onnx)
+    else if (wrote)
         rc = write_model(s, c, o, &base, repo, sizeof repo);
     else if (is_dir(src))
         snprintf(repo, sizeof repo, "%s", src);
@@ -241,5 +244,7 @@ int rs_cmd_serve(rs_session *s, const rs_call *c)
         return rs_session_error(s, c, c->arg_pos[0], n,
                                 "serve: '%s' is neither a model of this session, an .onnx or .plan file nor a repository folder",
                                 src);
-    return rc ? rc : start(s, c, &base, repo);
+    bool temp = wrote && !rs_call_str(c, "repo", NULL); /* written into a new /tmp folder */
+    if (rc && temp) rs_serve_repo_remove_temp(repo);
+    return rc ? rc : start(s, c, &base, repo, temp);
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "backend_ops.h"
 
@@ -80,6 +81,33 @@ int64_t rs_serve_repo_stamp(const char *repo, const char *name)
     if (!rs_serve_name_ok(name)) return 0;
     snprintf(p, sizeof p, "%s/%s", repo, name);
     return is_dir(p) ? newest(p, 1) : 0;
+}
+
+static void remove_tree(const char *p, int depth)
+{
+    struct stat st;
+    if (lstat(p, &st)) return;
+    if (S_ISDIR(st.st_mode) && depth < 16) {
+        DIR *d = opendir(p);
+        struct dirent *e;
+        while (d && (e = readdir(d))) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+            char q[4400];
+            snprintf(q, sizeof q, "%s/%s", p, e->d_name);
+            remove_tree(q, depth + 1);
+        }
+        if (d) closedir(d);
+        rmdir(p);
+    } else {
+        unlink(p);
+    }
+}
+
+void rs_serve_repo_remove_temp(const char *dir)
+{
+    static const char prefix[] = "/tmp/ringside-serve-";
+    if (!dir || strncmp(dir, prefix, sizeof prefix - 1) || strchr(dir + sizeof prefix - 1, '/')) return;
+    remove_tree(dir, 0);
 }
 
 rs_status rs_serve_repo_list(const char *repo, char ***names, int *n, rs_err *err)

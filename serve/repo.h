@@ -22,6 +22,10 @@ bool rs_serve_repo_has(const char *repo, const char *name);
  * changed on disk has a newer stamp (the poll mode's look). 0 when there is no such folder. */
 int64_t rs_serve_repo_stamp(const char *repo, const char *name);
 
+/* Removes a temporary repository folder `serve` made (a /tmp/ringside-serve-* path; anything else
+ * is left alone) with everything in it, links not followed. */
+void rs_serve_repo_remove_temp(const char *dir);
+
 /* Reads NAME's config (or a default one named NAME) and picks the versions its version_policy
  * serves from the numeric folders holding a model.onnx (or a model.plan, or a GPT's model.safetensors): writes at most max, ascending. */
 rs_status rs_serve_repo_model(const char *repo, const char *name, rs_serve_config *c, int64_t *versions, int *nversions,

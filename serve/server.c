@@ -417,6 +417,7 @@ void rs_serve_stop(rs_serve_server *s)
     pthread_mutex_destroy(&s->mu);
     pthread_mutex_destroy(&s->poll_mu);
     pthread_cond_destroy(&s->poll_cv);
+    if (s->o.temp_repo) rs_serve_repo_remove_temp(s->repo);
     free(s->repo);
     free(s->host);
     free(s);

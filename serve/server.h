@@ -29,6 +29,8 @@ typedef struct rs_serve_opts {
      * "ranks_mode"), in ranks_mode "pipeline" or "tensor" (NULL: the config's, else pipeline) */
     int ranks;
     const char *ranks_mode;
+    bool temp_repo;                   /* repo is a /tmp/ringside-serve-* folder made for this server:
+                                         removed at rs_serve_stop (also when rs_serve_start fails) */
     rs_serve_control control;         /* opts_init: none, Triton's default */
     const char *const *load_models;   /* (nload_models) borrowed: explicit mode's models at start */
     int nload_models;
