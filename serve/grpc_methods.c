@@ -404,7 +404,7 @@ rs_grpc_code rs_grpc_call(rs_serve_server *s, rs_grpc_method method, const uint8
         UNPACK(Inference__ServerLiveRequest, inference__server_live_request, q);
         inference__server_live_request__free_unpacked(q, NULL);
         Inference__ServerLiveResponse r = INFERENCE__SERVER_LIVE_RESPONSE__INIT;
-        r.live = true;
+        r.live = method == RS_GRPC_SERVER_LIVE || rs_serve_ready(s);
         return rs_grpc_emit(o, &r.base, msg, n);
     }
     case RS_GRPC_SERVER_METADATA: {

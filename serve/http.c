@@ -267,7 +267,8 @@ static void route(rs_serve_http *h, const char *url, const char *method, const c
                                               "extensions", "binary_tensor_data", "model_repository",
                                               "model_configuration", "statistics", "generate"));
     } else if (n == 3 && !strcmp(seg[1], "health") && (!strcmp(seg[2], "live") || !strcmp(seg[2], "ready"))) {
-        reply_empty(r, 200);
+        /* not ready while a model is down for a rank it lost (Triton answers 400 when not ready) */
+        reply_empty(r, !strcmp(seg[2], "live") || rs_serve_ready(h->s) ? 200 : 400);
     } else if (n == 3 && !strcmp(seg[1], "models") && !strcmp(seg[2], "stats")) {
         stats_all(h->s, NULL, NULL, r);
     } else if (n >= 3 && !strcmp(seg[1], "models")) {

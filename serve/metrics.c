@@ -82,6 +82,16 @@ static void refusals(buf *b, rs_serve_server *s)
     for (int fe = 0; fe < RS_SERVE_FE_N; fe++)
         put(b, "ringside_open_connections{protocol=\"%s\"} %lld\n", rs_serve_frontend_names[fe],
             (long long)__atomic_load_n(&r->open[fe], __ATOMIC_RELAXED));
+    rs_serve_index_entry *e;
+    int n;
+    rs_err err = {0};
+    if (rs_serve_index(s, &e, &n, &err)) return;
+    put(b, "# HELP ringside_rank_restarts_total Times a model's ranks were started again after one died\n"
+        "# TYPE ringside_rank_restarts_total counter\n");
+    for (int i = 0; i < n; i++)
+        if (i == 0 || strcmp(e[i].name, e[i - 1].name)) /* the index has a row per version */
+            put(b, "ringside_rank_restarts_total{model=\"%s\"} %d\n", e[i].name, e[i].restarts);
+    free(e);
 }
 
 char *rs_serve_metrics_text(rs_serve_server *s)

@@ -23,7 +23,9 @@
       "seconds an HTTP connection has for each request's headers and body, counted from when it opened or from its "  \
       "previous answer (a byte now and then does not extend it)")                                                      \
     X(max_entries, "max-entries", 1024, 1, 1000000,                                                                    \
-      "inputs, outputs, raw contents or parameters in one gRPC inference request (and parameters of one tensor)")
+      "inputs, outputs, raw contents or parameters in one gRPC inference request (and parameters of one tensor)")     \
+    X(rank_restarts, "rank-restarts", 3, 0, 1000,                                                                      \
+      "times a model across ranks is started again after a rank dies (UNAVAILABLE meanwhile and after the last)")
 
 typedef struct rs_serve_limits {
 #define RS_SERVE_LIMIT_FIELD(f, name, def, lo, hi, help) int f;

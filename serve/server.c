@@ -4,6 +4,7 @@
 #include "server.h"
 
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,8 @@ typedef struct entry {
     rs_serve_model *m;      /* NULL when unavailable */
     char reason[1024];      /* why it is unavailable */
     int64_t stamp;          /* the folder's rs_serve_repo_stamp when it was loaded (poll mode) */
+    int restarts;           /* its ranks started again after one died */
+    bool down;              /* lost a rank and not back yet: the server is not ready */
 } entry;
 
 struct rs_serve_server {
@@ -33,7 +36,9 @@ struct rs_serve_server {
     bool polling;                  /* poll_th runs */
     pthread_mutex_t poll_mu;
     pthread_cond_t poll_cv;
-    bool poll_stop;                /* poll_mu */
+    bool poll_stop;                /* poll_mu; also stops the health watch */
+    pthread_t health_th;           /* the health watch (models across ranks) */
+    bool health;                   /* health_th runs */
 };
 
 void rs_serve_opts_init(rs_serve_opts *o)
@@ -245,6 +250,7 @@ rs_status rs_serve_index(rs_serve_server *s, rs_serve_index_entry **out, int *n,
         int nv = e && e->m ? e->m->nversions : 0;
         for (int v = 0; v < (nv ? nv : 1); v++, k++) {
             snprintf(r[k].name, sizeof r[k].name, "%s", name);
+            r[k].restarts = e ? e->restarts : 0;
             if (nv) {
                 r[k].state = "READY";
                 r[k].version = e->m->v[v].version;
@@ -348,6 +354,114 @@ static void *poll_main(void *arg)
     return NULL;
 }
 
+static void say(rs_serve_server *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(rs_serve_server *s, const char *fmt, ...)
+{
+    char line[1400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (s->o.log) s->o.log(s->o.log_ud, line);
+    else fprintf(stderr, "ringside serve: %s\n", line);
+}
+
+/* The first loaded model with a version whose ranks died, held (release it), its name and why. */
+static rs_serve_model *find_dead(rs_serve_server *s, char *name, char *why, size_t cap)
+{
+    pthread_mutex_lock(&s->mu);
+    int n = s->n;
+    rs_serve_model **held = calloc((size_t)n + 1, sizeof *held);
+    for (int i = 0; held && i < n; i++)
+        if ((held[i] = s->e[i].m)) held[i]->refs++;
+    pthread_mutex_unlock(&s->mu);
+    rs_serve_model *dead = NULL;
+    for (int i = 0; held && i < n; i++) {
+        rs_serve_model *m = held[i];
+        for (int k = 0; m && !dead && k < m->nversions; k++)
+            if (!rs_serve_backend_alive(m->v[k].backend, why, cap)) dead = m;
+        if (m != dead) rs_serve_release(s, m);
+    }
+    free(held);
+    if (dead) snprintf(name, RS_SERVE_NAME_MAX, "%s", dead->cfg.name);
+    return dead;
+}
+
+/* One look of the health watch: a model that lost a rank goes out of the table at once, UNAVAILABLE
+ * with the reason (the server not ready meanwhile), and is loaded again (its ranks started anew) up
+ * to limits.rank_restarts times; a restart that fails is tried again at the next look, within the
+ * same count. */
+static void health_once(rs_serve_server *s)
+{
+    char name[RS_SERVE_NAME_MAX], why[900];
+    rs_serve_model *m = find_dead(s, name, why, sizeof why);
+    int max = s->o.limits.rank_restarts;
+    if (m) {
+        pthread_mutex_lock(&s->mu);
+        entry *e = find(s, name);
+        bool ours = e && e->m == m;
+        if (ours) {
+            e->m = NULL;
+            e->down = true;
+            if (e->restarts < max) snprintf(e->reason, sizeof e->reason, "restarting its ranks: %.800s", why);
+            else snprintf(e->reason, sizeof e->reason, "not restarted again (%d restarts, --rank-restarts): %.800s",
+                          e->restarts, why);
+        }
+        pthread_mutex_unlock(&s->mu);
+        say(s, "model '%s' UNAVAILABLE: %s", name, why);
+        if (ours) rs_serve_release(s, m); /* the table's reference */
+        rs_serve_release(s, m);              /* find_dead's */
+    }
+    for (;;) { /* the models down, within their restarts */
+        name[0] = 0;
+        int k = 0;
+        pthread_mutex_lock(&s->mu);
+        for (int i = 0; i < s->n && !name[0]; i++)
+            if (s->e[i].down && !s->e[i].m && s->e[i].restarts < max) {
+                snprintf(name, sizeof name, "%s", s->e[i].name);
+                k = ++s->e[i].restarts;
+            }
+        pthread_mutex_unlock(&s->mu);
+        if (!name[0]) return;
+        rs_err err = {0};
+        rs_status st = rs_serve_load(s, name, &err);
+        pthread_mutex_lock(&s->mu);
+        entry *e = find(s, name);
+        if (e && !st) e->down = false;
+        pthread_mutex_unlock(&s->mu);
+        if (st) say(s, "model '%s': restart %d of %d failed: %s", name, k, max, err.msg);
+        else say(s, "model '%s' READY again: its ranks restarted (%d of %d)", name, k, max);
+    }
+}
+
+static void *health_main(void *arg)
+{
+    rs_serve_server *s = arg;
+    pthread_mutex_lock(&s->poll_mu);
+    while (!s->poll_stop) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 250000000;
+        if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
+        pthread_cond_timedwait(&s->poll_cv, &s->poll_mu, &ts);
+        if (s->poll_stop) break;
+        pthread_mutex_unlock(&s->poll_mu);
+        health_once(s);
+        pthread_mutex_lock(&s->poll_mu);
+    }
+    pthread_mutex_unlock(&s->poll_mu);
+    return NULL;
+}
+
+bool rs_serve_ready(rs_serve_server *s)
+{
+    pthread_mutex_lock(&s->mu);
+    bool ok = true;
+    for (int i = 0; i < s->n; i++) ok &= !s->e[i].down;
+    pthread_mutex_unlock(&s->mu);
+    return ok;
+}
+
 static rs_status poll_start(rs_serve_server *s, rs_err *err)
 {
     if (pthread_create(&s->poll_th, NULL, poll_main, s)) return rs_err_set(err, RS_ERR_INTERNAL, "cannot start a thread");
@@ -381,6 +495,10 @@ rs_status rs_serve_start(const rs_serve_opts *o, rs_serve_server **out, rs_err *
     for (int i = 0; i < nn; i++) free(names[i]);
     free(names);
     if (!st && o->control == RS_SERVE_CONTROL_POLL) st = poll_start(s, err);
+    if (!st) {
+        if (pthread_create(&s->health_th, NULL, health_main, s)) st = rs_err_set(err, RS_ERR_INTERNAL, "cannot start a thread");
+        else s->health = true;
+    }
     if (st) {
         rs_serve_stop(s);
         return st;
@@ -402,13 +520,12 @@ rs_status rs_serve_start(const rs_serve_opts *o, rs_serve_server **out, rs_err *
 void rs_serve_stop(rs_serve_server *s)
 {
     if (!s) return;
-    if (s->polling) {
-        pthread_mutex_lock(&s->poll_mu);
-        s->poll_stop = true;
-        pthread_cond_signal(&s->poll_cv);
-        pthread_mutex_unlock(&s->poll_mu);
-        pthread_join(s->poll_th, NULL);
-    }
+    pthread_mutex_lock(&s->poll_mu);
+    s->poll_stop = true;
+    pthread_cond_broadcast(&s->poll_cv);
+    pthread_mutex_unlock(&s->poll_mu);
+    if (s->polling) pthread_join(s->poll_th, NULL);
+    if (s->health) pthread_join(s->health_th, NULL);
     rs_serve_http_stop(s->http);     /* waits for the requests in flight */
     rs_serve_grpc_stop(s->grpc);     /* likewise */
     rs_serve_http_stop(s->metrics);

@@ -35,6 +35,10 @@ typedef struct rs_serve_opts {
     const char *const *load_models;   /* (nload_models) borrowed: explicit mode's models at start */
     int nload_models;
     int poll_s;                       /* poll mode: seconds between looks (0: 15, Triton's default) */
+    /* the server's own news (a model's ranks lost and restarted), one line each without newline;
+     * NULL: stderr */
+    void (*log)(void *ud, const char *line);
+    void *log_ud;
     rs_serve_limits limits;  /* connections, timeouts, message entries (serve_limits.h; opts_init sets the defaults) */
 } rs_serve_opts;
 
@@ -92,9 +96,13 @@ typedef struct rs_serve_index_entry {
     int64_t version;           /* 0: no version loaded */
     const char *state;
     char reason[256];
+    int restarts;              /* times its ranks were started again after one died */
 } rs_serve_index_entry;
 /* Caller frees *out. */
 rs_status rs_serve_index(rs_serve_server *s, rs_serve_index_entry **out, int *n, rs_err *err);
+
+/* Ready to serve: no model is down for a rank it lost (what /v2/health/ready and ServerReady say). */
+bool rs_serve_ready(rs_serve_server *s);
 
 /* Every loaded model's name and version statistics, for metrics and `serve` at the prompt:
  * calls fn once per (model, version). */
