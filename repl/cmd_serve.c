@@ -210,8 +210,17 @@ static int start(rs_session *s, const rs_call *c, const rs_serve_config *base, c
     if (rs_call_given(c, "ranks")) so.ranks = base->ranks;
     const char *rmode = rs_call_str(c, "mode", NULL);
     if (rmode) so.ranks_mode = rmode;
-    rs_serve_server *srv;
     rs_err err = {0};
+#define RS_SERVE_LIMIT_GIVEN(f, cli, repl, dflt, lo, hi, help)                                                         \
+    if (rs_call_given(c, repl)) {                                                                                      \
+        char v[32];                                                                                                    \
+        snprintf(v, sizeof v, "%lld", rs_call_int(c, repl, dflt));                                                     \
+        if (rs_serve_limits_set(&so.limits, repl, v, &err))                                                            \
+            return rs_session_error(s, c, rs_call_opt(c, repl)->pos, 0, "serve: %s", err.msg);                        \
+    }
+    RS_SERVE_LIMITS(RS_SERVE_LIMIT_GIVEN)
+#undef RS_SERVE_LIMIT_GIVEN
+    rs_serve_server *srv;
     if (rs_serve_start(&so, &srv, &err)) return rs_session_error(s, c, (size_t)-1, 0, "serve: %s", err.msg);
     s->server = srv;
     return show(s);
@@ -245,6 +254,7 @@ int rs_cmd_serve(rs_session *s, const rs_call *c)
                                 "serve: '%s' is neither a model of this session, an .onnx or .plan file nor a repository folder",
                                 src);
     bool temp = wrote && !rs_call_str(c, "repo", NULL); /* written into a new /tmp folder */
-    if (rc && temp) rs_serve_repo_remove_temp(repo);
-    return rc ? rc : start(s, c, &base, repo, temp);
+    if (!rc) rc = start(s, c, &base, repo, temp);
+    if (rc && temp && !s->server) rs_serve_repo_remove_temp(repo); /* no server took it */
+    return rc;
 }

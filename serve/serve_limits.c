@@ -19,7 +19,7 @@ typedef struct limit_def {
 } limit_def;
 
 static const limit_def defs[] = {
-#define RS_SERVE_LIMIT_DEF(f, name, def, lo, hi, help) {name, def, lo, hi, help, offsetof(rs_serve_limits, f)},
+#define RS_SERVE_LIMIT_DEF(f, name, repl, def, lo, hi, help) {name, def, lo, hi, help, offsetof(rs_serve_limits, f)},
     RS_SERVE_LIMITS(RS_SERVE_LIMIT_DEF)
 #undef RS_SERVE_LIMIT_DEF
 };
@@ -55,7 +55,7 @@ rs_status rs_serve_limits_set(rs_serve_limits *l, const char *name, const char *
         errno = 0;
         long v = strtol(value, &end, 10);
         if (!*value || *end || errno || v < defs[i].lo || v > defs[i].hi)
-            return rs_err_set(err, RS_ERR_ARG, "%s '%s' is not a whole number in %d..%d (%s)", defs[i].name, value,
+            return rs_err_set(err, RS_ERR_ARG, "%s '%s' is not a whole number in %d..%d (%s)", name, value,
                               defs[i].lo, defs[i].hi, defs[i].help);
         *(int *)((char *)l + defs[i].off) = (int)v;
         return RS_OK;

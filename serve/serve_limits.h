@@ -14,21 +14,25 @@
 
 #include "engine/core/status.h"
 
-/* X(field, option name, default, lo, hi, help) */
-#define RS_SERVE_LIMITS(X)                                                                                             \
-    X(max_conns, "max-conns", 2048, 1, 1000000, "connections each front end (HTTP, gRPC) holds at once")               \
-    X(per_ip, "per-ip", 512, 1, 1000000, "connections each front end holds from one client address")                   \
-    X(idle_s, "idle", 60, 1, 86400, "seconds a connection may sit with nothing in progress before it is closed")       \
-    X(request_s, "request-timeout", 30, 1, 86400,                                                                      \
-      "seconds an HTTP connection has for each request's headers and body, counted from when it opened or from its "  \
-      "previous answer (a byte now and then does not extend it)")                                                      \
-    X(max_entries, "max-entries", 1024, 1, 1000000,                                                                    \
-      "inputs, outputs, raw contents or parameters in one gRPC inference request (and parameters of one tensor)")     \
-    X(rank_restarts, "rank-restarts", 3, 0, 1000,                                                                      \
-      "times a model across ranks is started again after a rank dies (UNAVAILABLE meanwhile and after the last)")
+/* X(field, option name, the REPL's option name, default, lo, hi, help) */
+#define RS_SERVE_LIMITS(X)                                                                                     \
+    X(max_conns, "max-conns", "max_conns", 2048, 1, 1000000,                                                   \
+      "connections each front end (HTTP, gRPC) holds at once")                                                 \
+    X(per_ip, "per-ip", "per_ip", 512, 1, 1000000, "connections each front end holds from one client address") \
+    X(idle_s, "idle", "idle", 60, 1, 86400,                                                                    \
+      "seconds a connection may sit with nothing in progress before it is closed")                             \
+    X(request_s, "request-timeout", "request_timeout", 30, 1, 86400,                                           \
+      "seconds an HTTP connection has for each request's headers and body, counted from when it opened or "    \
+      "from its previous answer (a byte now and then does not extend it)")                                     \
+    X(max_entries, "max-entries", "max_entries", 1024, 1, 1000000,                                             \
+      "inputs, outputs, raw contents or parameters in one gRPC inference request (and parameters of one "      \
+      "tensor)")                                                                                               \
+    X(rank_restarts, "rank-restarts", "rank_restarts", 3, 0, 1000,                                             \
+      "times a model across ranks is started again after a rank dies (UNAVAILABLE meanwhile and after the "    \
+      "last)")
 
 typedef struct rs_serve_limits {
-#define RS_SERVE_LIMIT_FIELD(f, name, def, lo, hi, help) int f;
+#define RS_SERVE_LIMIT_FIELD(f, name, repl, def, lo, hi, help) int f;
     RS_SERVE_LIMITS(RS_SERVE_LIMIT_FIELD)
 #undef RS_SERVE_LIMIT_FIELD
 } rs_serve_limits;

@@ -180,6 +180,11 @@ def main():
         check(m is not None and "on http://127.0.0.3:" in r.stdout, f"serve host=127.0.0.3 says where it listens: "
               f"{[ln for ln in r.stdout.splitlines() if 'serving' in ln]}")
         check(m is not None and not os.path.exists(m.group(1)), f"its temporary repository is gone after {what}")
+    r = subprocess.run([RINGSIDE, "--no-db", "-c", "model m = mlp 4-8-3 seed=1; serve m http=0 grpc=-1 metrics=-1 "
+                        "per_ip=0"], capture_output=True, text=True, timeout=120)
+    m = re.search(r"wrote model repository (/tmp/ringside-serve-[A-Za-z0-9]+)/m", r.stdout)
+    check("per_ip '0' is not a whole number in 1..1000000" in r.stdout + r.stderr and m and not os.path.exists(m.group(1)),
+          "serve per_ip=0 is refused naming the range, and leaves no temporary folder")
     shutil.rmtree(tmp)
     print(f"{failures} failures")
     return 1 if failures else 0
