@@ -89,6 +89,7 @@ static int on_begin_headers(nghttp2_session *h2, const nghttp2_frame *f, void *u
     k->c = c;
     k->id = f->hd.stream_id;
     k->method = RS_GRPC_NONE;
+    k->begin_ns = c->progress_ns;
     pthread_mutex_lock(&c->mu);
     k->next = c->calls;
     if (c->calls) c->calls->prev = k;
@@ -258,6 +259,29 @@ static bool idle_past(conn *c)
     return none;
 }
 
+/* Resets the unary calls whose request has not arrived whole within request-timeout (a trickle of
+ * bytes does not extend it; a stream, ModelStreamInfer, lives as long as its client wants). The reset
+ * closes the stream, so a connection holding nothing else goes idle (the reader, under h2mu). */
+static void reset_late(conn *c)
+{
+    uint64_t now = rs_serve_now_ns(), lim = (uint64_t)c->g->lim.request_s * 1000000000u;
+    int32_t late[16];
+    int n = 0;
+    pthread_mutex_lock(&c->mu);
+    for (call *k = c->calls; k && n < 16; k = k->next)
+        if (!k->in_done && !k->closed && !k->timed_out && k->method != RS_GRPC_MODEL_STREAM_INFER &&
+            now - k->begin_ns > lim) {
+            k->timed_out = k->in_err = true; /* what still comes is dropped */
+            late[n++] = k->id;
+        }
+    pthread_mutex_unlock(&c->mu);
+    for (int i = 0; i < n; i++) {
+        nghttp2_submit_rst_stream(c->h2, NGHTTP2_FLAG_NONE, late[i], NGHTTP2_CANCEL);
+        rs_serve_refused_add(c->g->refused, RS_SERVE_FE_GRPC, RS_SERVE_REFUSED_REQUEST_TIMEOUT);
+    }
+    if (n) rs_grpc_flush(c);
+}
+
 /* The reader's loop (thread `me`). Returns a unary call for this thread to run, once it has given
  * the reader role to the other thread; NULL when the connection has ended (everything freed but c). */
 static call *read_socket(conn *c, int me)
@@ -308,6 +332,7 @@ static call *read_socket(conn *c, int me)
             }
         }
         if (!nghttp2_session_want_read(c->h2) && !nghttp2_session_want_write(c->h2) && c->woff == c->wn) break;
+        if (!c->goaway) reset_late(c);
         if (!c->goaway && idle_past(c)) {
             /* Nothing in progress for `idle` seconds (bytes that open no call do not count): a GOAWAY
              * the client's channel reconnects after, then the socket closes. */

@@ -26,6 +26,8 @@ typedef struct call {
     int32_t id;
     rs_grpc_method method;
     bool content_ok;           /* content-type application/grpc* */
+    uint64_t begin_ns;         /* when its HEADERS came: a unary request must be whole by request-timeout */
+    bool timed_out;            /* reset for taking longer (the reader) */
     struct call *prev, *next;  /* the connection's calls */
     struct call *job_next;     /* the pool's queue */
     /* request side, the reader only */

@@ -154,6 +154,7 @@ void rs_serve_repo_model_path(const char *repo, const char *name, int64_t versio
 {
     /* the backends' files in their probe order (model.onnx; else a compiled plan; else a GPT's weights,
      * with vocab.json beside them); the first's name when the folder holds none */
+    if (!buf || !n) return; /* never so; said for GCC, whose sanitizer build otherwise warns of a NULL buf */
     for (const rs_srv_backend_ops *const *o = rs_srv_backends; *o; o++) {
         snprintf(buf, n, "%s/%s/%lld/%s", repo, name, (long long)version, (*o)->file);
         if (is_file(buf)) return;

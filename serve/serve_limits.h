@@ -23,7 +23,8 @@
       "seconds a connection may sit with nothing in progress before it is closed")                             \
     X(request_s, "request-timeout", "request_timeout", 30, 1, 86400,                                           \
       "seconds an HTTP connection has for each request's headers and body, counted from when it opened or "    \
-      "from its previous answer (a byte now and then does not extend it)")                                     \
+      "from its previous answer, and a unary gRPC call for its request (a byte now and then does not extend "  \
+      "it)")                                                                                                   \
     X(max_entries, "max-entries", "max_entries", 1024, 1, 1000000,                                             \
       "inputs, outputs, raw contents or parameters in one gRPC inference request (and parameters of one "      \
       "tensor)")                                                                                               \

@@ -11,6 +11,7 @@
 - The protobuf bomb: a ModelInferRequest of 2M empty `inputs` entries (4 MiB) is refused naming the
   numbers, and the server's peak RSS (/proc/PID/status VmHWM) rises by less than 4x the message.
 - A model name with an embedded NUL ("mlp\\0x") is refused, not read as "mlp".
+- A unary gRPC call whose request trickles in is reset at the request deadline (counted).
 
 usage: test_limits.py build/repl/ringside
 """
@@ -107,6 +108,20 @@ def pb_varint(v):
 
 def pb_str(field, s):
     return pb_varint(field << 3 | 2) + pb_varint(len(s)) + s
+
+
+def h2_frame(ftype, flags, sid, payload):
+    return len(payload).to_bytes(3, "big") + bytes([ftype, flags]) + sid.to_bytes(4, "big") + payload
+
+
+def h2_frames(data):
+    """(type, stream id) of each whole HTTP/2 frame in data."""
+    out, i = [], 0
+    while i + 9 <= len(data):
+        n = int.from_bytes(data[i:i + 3], "big")
+        out.append((data[i + 3], int.from_bytes(data[i + 5:i + 9], "big") & 0x7FFFFFFF))
+        i += 9 + n
+    return out
 
 
 def main():
@@ -231,6 +246,31 @@ def main():
         check(refused(mt, "grpc", "idle") == PER_IP and refused(mt, "grpc", "max_entries") == 1 and
               refused(mt, "grpc", "bad_name") == 1,
               "gRPC refusals counted: idle, max_entries (the bomb), bad_name (the NUL)")
+        # a unary gRPC call whose request trickles: reset at the deadline (raw HTTP/2, HPACK literals)
+        h = connect_from("127.0.0.8", gport)
+        held.append(h)
+        hdr = b"".join(b"\x00" + bytes([len(k)]) + k + bytes([len(v)]) + v for k, v in (
+            (b":method", b"POST"), (b":scheme", b"http"), (b":path", b"/inference.GRPCInferenceService/ModelInfer"),
+            (b":authority", b"x"), (b"content-type", b"application/grpc"), (b"te", b"trailers")))
+        h.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + h2_frame(4, 0, 0, b"") + h2_frame(1, 4, 1, hdr))
+        h.settimeout(0.3)
+        got, reset, t0 = b"", False, time.time()
+        msg = b"\x00\x00\x00\x01\x00" + b"\x0a" * 256
+        i = 0
+        while time.time() < t0 + REQ_S + 4 and not reset:
+            try:
+                h.sendall(h2_frame(0, 0, 1, msg[i:i + 1]))
+                i += 1
+                got += h.recv(65536)
+            except socket.timeout:
+                pass
+            except OSError:
+                break
+            reset = any(t == 3 and sid == 1 for t, sid in h2_frames(got))
+        mt = metrics(mport)
+        check(reset and refused(mt, "grpc", "request_timeout") == 1,
+              f"a unary gRPC request trickled a byte each 0.3 s is reset at the {REQ_S} s deadline "
+              f"(RST_STREAM seen: {reset}; counted {refused(mt, 'grpc', 'request_timeout'):.0f})")
         check(request(port, "POST", "/v2/models/mlp/infer", body)[0] == 200, "the server still answers")
     finally:
         for s in held:
