@@ -128,6 +128,16 @@ static int on_data(nghttp2_session *h2, uint8_t flags, int32_t id, const uint8_t
     if (k->in_n + len > k->in_cap) {
         size_t nc = k->in_cap ? k->in_cap : 4096;
         while (nc < k->in_n + len) nc *= 2;
+        /* the message's length is in its 5-byte prefix: room for exactly the whole of it (under the cap,
+         * which take_messages enforces), rather than a doubling past it */
+        uint8_t pre[5];
+        size_t have = k->in_n < 5 ? k->in_n : 5;
+        if (have) memcpy(pre, k->in, have);
+        if (have < 5 && len >= 5 - have) memcpy(pre + have, data, 5 - have);
+        if (k->in_n + len >= 5) {
+            size_t whole = 5 + ((size_t)pre[1] << 24 | (size_t)pre[2] << 16 | (size_t)pre[3] << 8 | pre[4]);
+            if (whole >= k->in_n + len && whole < nc && whole <= k->c->g->cap + 5) nc = whole;
+        }
         uint8_t *nb = realloc(k->in, nc);
         if (!nb) {
             pthread_mutex_lock(&k->c->mu);

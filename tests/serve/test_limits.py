@@ -167,8 +167,12 @@ def main():
         check(code == grpc.StatusCode.RESOURCE_EXHAUSTED and str(n_entries) in detail and "1024" in detail,
               f"{n_entries} empty inputs entries refused naming the numbers: {code} '{detail}'")
         grew = (hwm1 - hwm0) * 1024
-        check(grew < 4 * len(bomb), f"peak RSS rose by {grew / 2**20:.1f} MiB for a {len(bomb) / 2**20:.1f} MiB "
-              "message (under 4x)")
+        # under AddressSanitizer every block carries redzones and shadow, and freed ones wait in its
+        # quarantine: the bound is the 4x for a plain build, 8x there (unpacking would cost ~60x)
+        with open(f"/proc/{p.pid}/maps") as f:
+            factor = 8 if "libasan" in f.read() else 4
+        check(grew < factor * len(bomb), f"peak RSS rose by {grew / 2**20:.1f} MiB for a {len(bomb) / 2**20:.1f} MiB "
+              f"message (under {factor}x)")
         # ModelReadyRequest { name = "mlp\0x" }
         try:
             r = ready(pb_str(1, b"mlp\x00x"), timeout=20)
