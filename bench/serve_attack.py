@@ -154,8 +154,8 @@ def main():
             c = http.client.HTTPConnection("127.0.0.1", mport, timeout=10)
             c.request("GET", "/metrics")
             text = c.getresponse().read().decode()
-            print("  " + "\n  ".join(ln for ln in text.splitlines()
-                                     if ln.startswith("ringside_refused") and not ln.endswith(" 0")))
+            refused = [ln for ln in text.splitlines() if ln.startswith("ringside_refused") and not ln.endswith(" 0")]
+            print("  refused: " + ("; ".join(refused) if refused else "none (every connection within the limits)"))
         except OSError:
             pass
         time.sleep(1)
