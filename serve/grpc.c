@@ -5,7 +5,11 @@
  *
  * Threads: one accepts, refusing past the server's limits (connections in all and per client
  * address); each connection has two (the second from its first call on) that take turns reading its
- * socket into its nghttp2 session, and closes when no call has begun or ended for `idle` seconds; a pool of workers runs the calls the reader does not, because a call blocks while its
+ * socket into its nghttp2 session, and closes when no call has begun or ended for `idle` seconds. A
+ * connection with no call and nothing to send for a second parks: its threads end and its socket
+ * waits in an epoll set the accept thread watches, which starts a reader again when bytes come (or
+ * the idle time is up), so idle connections cost no thread (a thread is ~200 KB of the libraries'
+ * TLS); a pool of workers runs the calls the reader does not, because a call blocks while its
  * request waits for a batch and many calls share one connection (a gRPC channel multiplexes every RPC
  * of a client on one). Each thread hand-off costs a wake-up, so a call's path has as few as HTTP's:
  * when a unary request is complete, the reader gives the socket to the connection's other thread (if
@@ -32,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -292,12 +297,40 @@ static void reset_late(conn *c)
     if (n) rs_grpc_flush(c);
 }
 
+/* read_socket's answer when the connection parked: its threads leave, the socket waits in g->ep. */
+static call parked_mark;
+
+/* Nothing in progress for a second and nothing to send (the reader, under h2mu). */
+static bool may_park(conn *c)
+{
+    if (rs_serve_now_ns() - c->progress_ns < 1000000000u || c->woff != c->wn || nghttp2_session_want_write(c->h2))
+        return false;
+    pthread_mutex_lock(&c->mu);
+    bool none = !c->calls && !c->inline_k;
+    pthread_mutex_unlock(&c->mu);
+    return none;
+}
+
+/* The threads are told to leave and the socket goes into g->ep (the reader, under h2mu). */
+static void park(conn *c)
+{
+    pthread_mutex_lock(&c->mu);
+    c->park_req = true;
+    pthread_cond_broadcast(&c->role);
+    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_lock(&c->g->mu);
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = c};
+    c->parked = !epoll_ctl(c->g->ep, EPOLL_CTL_ADD, c->fd, &ev);
+    pthread_mutex_unlock(&c->g->mu);
+}
+
 /* The reader's loop (thread `me`). Returns a unary call for this thread to run, once it has given
  * the reader role to the other thread; NULL when the connection has ended (everything freed but c). */
 static call *read_socket(conn *c, int me)
 {
     rs_serve_grpc *g = c->g;
     uint8_t buf[65536];
+    bool quiet = false;
     pthread_mutex_lock(&c->h2mu); /* held but in poll and recv */
     for (;;) {
         if (c->inline_k) {
@@ -352,9 +385,15 @@ static call *read_socket(conn *c, int me)
             rs_grpc_flush(c);
             break;
         }
+        if (!c->goaway && !stopping && quiet && may_park(c)) {
+            park(c);
+            pthread_mutex_unlock(&c->h2mu);
+            return &parked_mark;
+        }
         struct pollfd p[2] = {{c->fd, POLLIN | (c->woff < c->wn ? POLLOUT : 0), 0}, {c->wake[0], POLLIN, 0}};
         pthread_mutex_unlock(&c->h2mu);
         int pr = poll(p, 2, 200), perr = errno;
+        quiet = pr == 0; /* a poll that found nothing: only then may it park (never with bytes unread) */
         if (p[1].revents & POLLIN) {
             char d[256];
             while (read(c->wake[0], d, sizeof d) > 0) {}
@@ -410,12 +449,12 @@ static void conn_thread(conn *c, int me)
 {
     for (;;) {
         pthread_mutex_lock(&c->mu);
-        while (c->reader != me && !c->ending) pthread_cond_wait(&c->role, &c->mu);
-        bool end = c->ending;
+        while (c->reader != me && !c->ending && !c->park_req) pthread_cond_wait(&c->role, &c->mu);
+        bool end = c->ending || c->park_req;
         pthread_mutex_unlock(&c->mu);
         if (end) return;
         call *k = read_socket(c, me);
-        if (!k) return;
+        if (!k || k == &parked_mark) return;
         rs_grpc_run_call(c->g, k);
         pthread_mutex_lock(&c->mu);
         c->runner_busy = false;
@@ -459,8 +498,10 @@ static void reap_locked(rs_serve_grpc *g, bool every)
         }
         *pp = c->next;
         pthread_mutex_unlock(&g->mu);
-        pthread_join(c->th[0], NULL);
-        if (c->two) pthread_join(c->th[1], NULL);
+        if (!c->joined) {
+            pthread_join(c->th[0], NULL);
+            if (c->two) pthread_join(c->th[1], NULL);
+        }
         rs_serve_addrs_give(&g->addrs, c->ip);
         __atomic_sub_fetch(&g->refused->open[RS_SERVE_FE_GRPC], 1, __ATOMIC_RELAXED);
         conn_free(c);
@@ -534,14 +575,48 @@ static bool start_conn(rs_serve_grpc *g, int fd, uint32_t ip)
     return true;
 }
 
+/* Starts a reader again on a parked connection (g->mu held): its socket has bytes, its idle time is
+ * up, or the server is stopping. The threads that parked it have left (or are leaving) their loop. */
+static void unpark_locked(rs_serve_grpc *g, conn *c)
+{
+    if (!c->parked) return;
+    c->parked = false;
+    epoll_ctl(g->ep, EPOLL_CTL_DEL, c->fd, NULL);
+    pthread_join(c->th[0], NULL);
+    if (c->two) pthread_join(c->th[1], NULL);
+    pthread_mutex_lock(&c->mu);
+    c->park_req = false;
+    c->reader = 0;
+    c->two = false;
+    c->runner_busy = true; /* until the second thread starts, at the next call */
+    bool ok = !pthread_create(&c->th[0], NULL, conn_main0, c);
+    pthread_mutex_unlock(&c->mu);
+    if (!ok) { /* no thread to be had: the connection ends here (the session is freed with it) */
+        c->joined = c->done = true;
+        c->two = false;
+    }
+}
+
+/* The parked connections whose socket is readable, and those whose idle time is up (g->mu held). */
+static void wake_parked_locked(rs_serve_grpc *g)
+{
+    struct epoll_event ev[64];
+    int n = epoll_wait(g->ep, ev, 64, 0);
+    for (int i = 0; i < n; i++) unpark_locked(g, ev[i].data.ptr);
+    uint64_t now = rs_serve_now_ns(), lim = (uint64_t)g->lim.idle_s * 1000000000u;
+    for (conn *c = g->conns; c; c = c->next)
+        if (c->parked && now - c->progress_ns >= lim) unpark_locked(g, c);
+}
+
 static void *accept_main(void *arg)
 {
     rs_serve_grpc *g = arg;
     for (;;) {
-        struct pollfd p[2] = {{g->lfd, POLLIN, 0}, {g->stop_pipe[0], POLLIN, 0}};
-        if (poll(p, 2, 1000) < 0 && errno != EINTR) break;
+        struct pollfd p[3] = {{g->lfd, POLLIN, 0}, {g->stop_pipe[0], POLLIN, 0}, {g->ep, POLLIN, 0}};
+        if (poll(p, 3, 1000) < 0 && errno != EINTR) break;
         if (p[1].revents) break;
         pthread_mutex_lock(&g->mu);
+        wake_parked_locked(g);
         reap_locked(g, false);
         pthread_mutex_unlock(&g->mu);
         if (!(p[0].revents & POLLIN)) continue;
@@ -584,13 +659,15 @@ rs_status rs_serve_grpc_start(rs_serve_server *s, const char *host, int port, si
     g->refused = rs_serve_refused_of(s);
     g->stop_pipe[0] = g->stop_pipe[1] = -1;
     g->workers = calloc(MAX_WORKERS, sizeof *g->workers);
+    g->ep = epoll_create1(EPOLL_CLOEXEC);
     g->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int one = 1;
     if (g->lfd >= 0) setsockopt(g->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (!g->workers || g->lfd < 0 || bind(g->lfd, (struct sockaddr *)&a, sizeof a) || listen(g->lfd, 1024) ||
+    if (!g->workers || g->ep < 0 || g->lfd < 0 || bind(g->lfd, (struct sockaddr *)&a, sizeof a) || listen(g->lfd, 1024) ||
         pipe(g->stop_pipe)) {
         int e = errno;
         if (g->lfd >= 0) close(g->lfd);
+        if (g->ep >= 0) close(g->ep);
         if (g->stop_pipe[0] >= 0) close(g->stop_pipe[0]), close(g->stop_pipe[1]);
         free(g->workers);
         free(g);
@@ -605,6 +682,7 @@ rs_status rs_serve_grpc_start(rs_serve_server *s, const char *host, int port, si
     rs_serve_addrs_init(&g->addrs);
     if (pthread_create(&g->accept_th, NULL, accept_main, g)) {
         rs_serve_addrs_clear(&g->addrs);
+        close(g->ep);
         close(g->lfd);
         close(g->stop_pipe[0]);
         close(g->stop_pipe[1]);
@@ -629,6 +707,7 @@ void rs_serve_grpc_stop(rs_serve_grpc *g)
     close(g->lfd);
     pthread_mutex_lock(&g->mu);
     __atomic_store_n(&g->stopping, true, __ATOMIC_SEQ_CST);
+    for (conn *c = g->conns; c; c = c->next) unpark_locked(g, c); /* a reader again, to say goodbye */
     for (conn *c = g->conns; c; c = c->next)
         if (!c->done) rs_grpc_wake(c);
     reap_locked(g, true); /* each connection answers what it began, then ends */
@@ -638,6 +717,7 @@ void rs_serve_grpc_stop(rs_serve_grpc *g)
     for (int i = 0; i < n; i++) pthread_join(g->workers[i], NULL);
     close(g->stop_pipe[0]);
     close(g->stop_pipe[1]);
+    close(g->ep);
     pthread_mutex_destroy(&g->mu);
     pthread_cond_destroy(&g->work);
     rs_serve_addrs_clear(&g->addrs);

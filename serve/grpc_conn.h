@@ -64,6 +64,7 @@ struct conn {
     int reader;                /* the thread that reads (c->mu) */
     bool runner_busy;          /* the other thread is running a call (c->mu) */
     bool ending;               /* the reader has left its loop (c->mu) */
+    bool park_req;             /* the threads leave: the connection waits in g->ep with none (c->mu) */
     call *inline_k;            /* a unary call the reader runs itself once the other reads (reader only) */
     uint64_t drain_until;      /* reader only */
     pthread_mutex_t h2mu;      /* the session, w and the calls' started/deferred: whichever thread sends */
@@ -74,6 +75,8 @@ struct conn {
     int jobs;                  /* calls held by the pool */
     conn *next;                /* the server's connections (g->mu) */
     bool done;                 /* the reader has finished with the socket (g->mu) */
+    bool parked;               /* no thread: its socket is in g->ep until it is readable (g->mu) */
+    bool joined;               /* its threads were joined (a failed wake-up): reap joins none (g->mu) */
     bool goaway;
     uint8_t *w;                /* owned: bytes for the socket not yet written */
     size_t wn, woff, wcap;
@@ -83,6 +86,7 @@ struct rs_serve_grpc {
     rs_serve_server *s;        /* borrowed */
     size_t cap;
     int lfd, port;
+    int ep;                    /* epoll: the parked connections' sockets (the accept thread waits on it) */
     int stop_pipe[2];
     pthread_t accept_th;
     pthread_mutex_t mu;

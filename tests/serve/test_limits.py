@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """`ringside serve` under hostile clients on the loopback, with its limits lowered so the test is short
-(--per-ip 64 --request-timeout 2 --idle 3 --max-entries 1024):
+(--per-ip 64 --request-timeout 2 --idle 5 --max-entries 1024):
 
 - HTTP: 80 connections from each of 127.0.0.2..5 that trickle a request's headers a byte at a time,
   and 40 silent ones from 127.0.0.6. A normal client (127.0.0.1) gets every answer meanwhile; each
   address beyond 64 is refused at once (counted per_ip); every held connection is closed by the
   server within the request deadline however it trickles (counted request_timeout).
 - gRPC: 100 idle connections from 127.0.0.7: 64 held, 36 refused; the server holds no more than one
-  thread per idle connection (/proc/PID/status Threads) and closes them after --idle (counted idle).
+  thread per idle connection (/proc/PID/status Threads), none once they have parked, and closes them
+  after --idle (counted idle).
 - The protobuf bomb: a ModelInferRequest of 2M empty `inputs` entries (4 MiB) is refused naming the
   numbers, and the server's peak RSS (/proc/PID/status VmHWM) rises by less than 4x the message.
 - A model name with an embedded NUL ("mlp\\0x") is refused, not read as "mlp".
@@ -31,7 +32,7 @@ import grpc
 
 RINGSIDE = sys.argv[1]
 failures = 0
-PER_IP, REQ_S, IDLE_S = 64, 2, 3
+PER_IP, REQ_S, IDLE_S = 64, 2, 5
 
 
 def check(cond, what):
@@ -244,6 +245,14 @@ def main():
               f"({refused(mt, 'grpc', 'per_ip'):.0f} counted)")
         check(threads1 - threads0 <= PER_IP + 4,
               f"{PER_IP} idle gRPC connections cost {threads1 - threads0} threads (at most one each)")
+        parked = False
+        for _ in range(int((IDLE_S - 1) / 0.1)):
+            if proc_status(p.pid, "Threads") - threads0 <= 4:
+                parked = True
+                break
+            time.sleep(0.1)
+        check(parked, f"after a second with nothing to do they hold no thread: they wait in an epoll set "
+              f"({proc_status(p.pid, 'Threads') - threads0} threads above the start)")
         ended = sum(closed_by_server(s, IDLE_S + 3) for s in g)
         check(ended == len(g), f"all {len(g)} idle gRPC connections closed after --idle {IDLE_S} s ({ended})")
         mt = metrics(mport)
