@@ -575,6 +575,15 @@ static bool start_conn(rs_serve_grpc *g, int fd, uint32_t ip)
     return true;
 }
 
+/* Joins a parked connection's threads, once (g->mu held): they left their loop when it parked. */
+static void join_parked_locked(conn *c)
+{
+    if (c->joined) return;
+    pthread_join(c->th[0], NULL);
+    if (c->two) pthread_join(c->th[1], NULL);
+    c->joined = true;
+}
+
 /* Starts a reader again on a parked connection (g->mu held): its socket has bytes, its idle time is
  * up, or the server is stopping. The threads that parked it have left (or are leaving) their loop. */
 static void unpark_locked(rs_serve_grpc *g, conn *c)
@@ -582,8 +591,8 @@ static void unpark_locked(rs_serve_grpc *g, conn *c)
     if (!c->parked) return;
     c->parked = false;
     epoll_ctl(g->ep, EPOLL_CTL_DEL, c->fd, NULL);
-    pthread_join(c->th[0], NULL);
-    if (c->two) pthread_join(c->th[1], NULL);
+    join_parked_locked(c);
+    c->joined = false;
     pthread_mutex_lock(&c->mu);
     c->park_req = false;
     c->reader = 0;
@@ -597,9 +606,13 @@ static void unpark_locked(rs_serve_grpc *g, conn *c)
     }
 }
 
-/* The parked connections whose socket is readable, and those whose idle time is up (g->mu held). */
+/* The parked connections whose socket is readable, and those whose idle time is up (g->mu held);
+ * and the threads of those parked since the last look, joined: a thread ended but not joined keeps
+ * its stack and TLS (~200 KB). */
 static void wake_parked_locked(rs_serve_grpc *g)
 {
+    for (conn *c = g->conns; c; c = c->next)
+        if (c->parked) join_parked_locked(c);
     struct epoll_event ev[64];
     int n = epoll_wait(g->ep, ev, 64, 0);
     for (int i = 0; i < n; i++) unpark_locked(g, ev[i].data.ptr);

@@ -76,7 +76,7 @@ struct conn {
     conn *next;                /* the server's connections (g->mu) */
     bool done;                 /* the reader has finished with the socket (g->mu) */
     bool parked;               /* no thread: its socket is in g->ep until it is readable (g->mu) */
-    bool joined;               /* its threads were joined (a failed wake-up): reap joins none (g->mu) */
+    bool joined;               /* its threads were joined (parked, or a failed wake-up): none to join (g->mu) */
     bool goaway;
     uint8_t *w;                /* owned: bytes for the socket not yet written */
     size_t wn, woff, wcap;
