@@ -360,6 +360,30 @@ static void on_done(void *cls, struct MHD_Connection *c, void **ctx, enum MHD_Re
     *ctx = NULL;
 }
 
+static int hexval(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* libmicrohttpd's %HH decoding, but "%00" is left as it is: decoded, it would end the path there, and
+ * /v2/models/mlp%00x would be read as mlp's (now a name that fails rs_serve_name_ok). */
+static size_t unescape(void *cls, struct MHD_Connection *c, char *s)
+{
+    (void)cls, (void)c;
+    char *w = s;
+    for (const char *r = s; *r;) {
+        int hi = r[0] == '%' ? hexval(r[1]) : -1, lo = hi >= 0 ? hexval(r[2]) : -1;
+        if (lo >= 0 && (hi | lo)) {
+            *w++ = (char)(hi << 4 | lo);
+            r += 3;
+        } else {
+            *w++ = *r++;
+        }
+    }
+    *w = '\0';
+    return (size_t)(w - s);
+}
+
 rs_status rs_serve_http_start(rs_serve_server *s, const char *host, int port, bool metrics, size_t body_limit,
                               rs_serve_http **out, rs_err *err)
 {
@@ -388,7 +412,8 @@ rs_status rs_serve_http_start(rs_serve_server *s, const char *host, int port, bo
                             (struct sockaddr *)&a, MHD_OPTION_NOTIFY_COMPLETED, on_done, h,
                             MHD_OPTION_NOTIFY_CONNECTION, rs_serve_http_guard_notify, h->guard,
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)l->max_conns + 16, MHD_OPTION_CONNECTION_TIMEOUT,
-                            (unsigned)l->idle_s, MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024, MHD_OPTION_END);
+                            (unsigned)l->idle_s, MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
+                            MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_END);
     if (!h->d) {
         rs_serve_http_guard_free(h->guard);
         free(h);

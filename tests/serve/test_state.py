@@ -3,7 +3,8 @@
 
 - --model-control-mode none (the default): every model loaded, load/unload refused with Triton's 503
   and words (gRPC UNAVAILABLE); the repository index has one row per loaded version.
-- DELETE /v2/models/NAME (and any non-GET on a read endpoint): 405 "Method Not Allowed", as Triton.
+- DELETE /v2/models/NAME (and any non-GET on a read endpoint): 405 "Method Not Allowed", as Triton;
+  /v2/models/mlp%00x is not read as mlp.
 - explicit: only --load-model's at start; 5,000 loads of names with no folder leave the index (and the
   table) as they were; unload of a model whose folder is gone takes it out of the index.
 - poll (--repository-poll-secs 1): a folder added is loaded, one removed is unloaded.
@@ -111,6 +112,10 @@ def main():
         check(st == 405 and body["error"] == "Method Not Allowed", f"DELETE /v2/models/mlp: {st} {body}")
         st, _ = cl.req("GET", "/v2/models/mlp")
         check(st == 200, "GET /v2/models/mlp still answers")
+        st, body = cl.req("GET", "/v2/models/mlp%00x")
+        st2, _ = cl.req("GET", "/v2/models/ml%70/ready")
+        check(st == 400 and "not a model name" in body["error"] and st2 == 200,
+              f"/v2/models/mlp%00x is refused, not read as mlp ({st} {body}); other escapes still decode")
     finally:
         stop(p)
 
