@@ -18,6 +18,7 @@ import http.client
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -180,6 +181,7 @@ def main():
             p.wait(timeout=60)
         except subprocess.TimeoutExpired:
             p.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

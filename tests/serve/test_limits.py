@@ -20,6 +20,7 @@ import http.client
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -290,6 +291,7 @@ def main():
             s.close()
         p.send_signal(signal.SIGTERM)
         p.wait(timeout=60)
+    shutil.rmtree(tmp, ignore_errors=True)
     print(f"{failures} failures")
     return 1 if failures else 0
 

@@ -10,6 +10,7 @@ usage: test_rank_death.py build/repl/ringside
 import http.client
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -116,6 +117,7 @@ def main():
     err = p.stderr.read()
     check("model 'mlp' UNAVAILABLE" in err and "READY again" in err, "the server's log says both: " +
           " | ".join(ln for ln in err.splitlines() if "mlp" in ln)[:400])
+    shutil.rmtree(tmp, ignore_errors=True)
     print(f"{failures} failures")
     return 1 if failures else 0
 
