@@ -15,6 +15,7 @@
 #include "cmd.h"
 #include "repl_log.h"
 #include "serve/backend.h"
+#include "serve/repo.h"
 #include "serve/repo_write.h"
 #include "serve/server.h"
 #include "serve/summary.h"
@@ -183,12 +184,18 @@ static int write_model(rs_session *s, const rs_call *c, const rs_obj *o, const r
 
 /* Starts the server on repo with the ports of http=, grpc=, metrics= and, where given, the
  * repository config's overrides; then shows it. */
-static int start(rs_session *s, const rs_call *c, const rs_serve_config *base, const char *repo)
+static int start(rs_session *s, const rs_call *c, const rs_serve_config *base, const char *repo, bool temp)
 {
     rs_serve_opts so;
     rs_serve_opts_init(&so);
     so.repo = repo;
     so.host = rs_call_str(c, "host", NULL);
+    /* at the prompt every model is served and load/unload requests work, as they always have */
+    static const char *const every[] = {"*"};
+    so.control = RS_SERVE_CONTROL_EXPLICIT;
+    so.load_models = every;
+    so.nload_models = 1;
+    so.temp_repo = temp; /* a folder made here goes at `serve stop` and when the session ends */
     long long http = rs_call_int(c, "http", 8000), metrics = rs_call_int(c, "metrics", 8002),
               grpc = rs_call_int(c, "grpc", 8001);
     if (http < 0 || http > 65535 || metrics < -1 || metrics > 65535 || grpc < -1 || grpc > 65535)
@@ -203,8 +210,17 @@ static int start(rs_session *s, const rs_call *c, const rs_serve_config *base, c
     if (rs_call_given(c, "ranks")) so.ranks = base->ranks;
     const char *rmode = rs_call_str(c, "mode", NULL);
     if (rmode) so.ranks_mode = rmode;
-    rs_serve_server *srv;
     rs_err err = {0};
+#define RS_SERVE_LIMIT_GIVEN(f, cli, repl, dflt, lo, hi, help)                                                         \
+    if (rs_call_given(c, repl)) {                                                                                      \
+        char v[32];                                                                                                    \
+        snprintf(v, sizeof v, "%lld", rs_call_int(c, repl, dflt));                                                     \
+        if (rs_serve_limits_set(&so.limits, repl, v, &err))                                                            \
+            return rs_session_error(s, c, rs_call_opt(c, repl)->pos, 0, "serve: %s", err.msg);                        \
+    }
+    RS_SERVE_LIMITS(RS_SERVE_LIMIT_GIVEN)
+#undef RS_SERVE_LIMIT_GIVEN
+    rs_serve_server *srv;
     if (rs_serve_start(&so, &srv, &err)) return rs_session_error(s, c, (size_t)-1, 0, "serve: %s", err.msg);
     s->server = srv;
     return show(s);
@@ -221,14 +237,15 @@ int rs_cmd_serve(rs_session *s, const rs_call *c)
     rs_serve_config base;
     int rc = read_config(s, c, &base);
     if (rc) return rc;
-    char repo[1024];
+    char repo[1024] = "";
     rs_obj *o = rs_session_find(s, src);
     size_t n = strlen(src);
     bool onnx = n > 5 && !strcmp(src + n - 5, ".onnx");
     bool planf = !o && n > 5 && !strcmp(src + n - 5, ".plan");
+    bool wrote = (o && o->kind == RS_OBJ_MODEL) || onnx || planf;
     if ((o && o->kind == RS_OBJ_MODEL && o->plan) || planf)
         rc = write_plan(s, c, o, &base, repo, sizeof repo);
-    else if ((o && o->kind == RS_OBJ_MODEL) || onnx)
+    else if (wrote)
         rc = write_model(s, c, o, &base, repo, sizeof repo);
     else if (is_dir(src))
         snprintf(repo, sizeof repo, "%s", src);
@@ -236,5 +253,8 @@ int rs_cmd_serve(rs_session *s, const rs_call *c)
         return rs_session_error(s, c, c->arg_pos[0], n,
                                 "serve: '%s' is neither a model of this session, an .onnx or .plan file nor a repository folder",
                                 src);
-    return rc ? rc : start(s, c, &base, repo);
+    bool temp = wrote && !rs_call_str(c, "repo", NULL); /* written into a new /tmp folder */
+    if (!rc) rc = start(s, c, &base, repo, temp);
+    if (rc && temp && !s->server) rs_serve_repo_remove_temp(repo); /* no server took it */
+    return rc;
 }

@@ -17,6 +17,7 @@
 #include "engine/optim/sched.h"
 #include "plan/plan.h"
 #include "serve/ranks.h"
+#include "serve/serve_limits.h"
 
 const char *const rs_words_play[] = {"interactive", "auto", "step", NULL};
 static const char *const split_words[] = {"test", "train", NULL};
@@ -237,6 +238,10 @@ const rs_optdef rs_opts_serve[] = {
      .help = "rank processes serving the model (2..64: large-model inference across ranks)"},
     {.name = "mode", .type = RS_T_ENUM, .def = "pipeline", .choices = rs_serve_ranks_modes,
      .help = "across ranks: pipeline stages or tensor shards"},
+/* the server's limits, declared once in serve/serve_limits.h */
+#define RS_SERVE_LIMIT_OPT(f, cli, repl, dflt, lo, hi, text) {.name = repl, .type = RS_T_INT, .def = #dflt, .help = text},
+    RS_SERVE_LIMITS(RS_SERVE_LIMIT_OPT)
+#undef RS_SERVE_LIMIT_OPT
     {.name = NULL},
 };
 

@@ -37,6 +37,8 @@ int rs_serve_backend_max_batch(const rs_serve_backend *b);
  * across ranks on this host (their devices go round-robin by it). */
 rs_status rs_serve_backend_use_ranks(rs_serve_backend *b, int ranks, const char *mode, int max_batch, int worker_index,
                                      rs_err *err);
+/* false, with why, when the processes a model across ranks runs in have died (true in-process). */
+bool rs_serve_backend_alive(const rs_serve_backend *b, char *why, size_t cap);
 /* The ranks' own lines (what each holds), "" for a model served in-process. */
 void rs_serve_backend_ranks_text(rs_serve_backend *b, char *buf, size_t cap);
 /* The model the backend runs (borrowed; NULL for a plan): what a rank of a model across ranks cuts its

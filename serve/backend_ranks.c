@@ -123,3 +123,9 @@ rs_status rs_srv_ranks_wrap(rs_serve_backend *b, rs_serve_ranks_cfg *c, rs_err *
     b->impl = r;
     return RS_OK;
 }
+
+bool rs_serve_backend_alive(const rs_serve_backend *b, char *why, size_t cap)
+{
+    if (b->ops != &ranks_tensors && b->ops != &ranks_text) return true;
+    return rs_serve_ranks_alive(((const ranked *)b->impl)->ranks, why, cap);
+}

@@ -3,8 +3,13 @@
  * This file holds the sockets, nghttp2's callbacks and the connection's threads; a call's life (its
  * messages, the worker pool, its responses) is grpc_call.c's, the structs both share grpc_conn.h's.
  *
- * Threads: one accepts; each connection has two that take turns reading its socket into its nghttp2
- * session; a pool of workers runs the calls the reader does not, because a call blocks while its
+ * Threads: one accepts, refusing past the server's limits (connections in all and per client
+ * address); each connection has two (the second from its first call on) that take turns reading its
+ * socket into its nghttp2 session, and closes when no call has begun or ended for `idle` seconds. A
+ * connection with no call and nothing to send for a second parks: its threads end and its socket
+ * waits in an epoll set the accept thread watches, which starts a reader again when bytes come (or
+ * the idle time is up), so idle connections cost no thread (a thread is ~200 KB of the libraries'
+ * TLS); a pool of workers runs the calls the reader does not, because a call blocks while its
  * request waits for a batch and many calls share one connection (a gRPC channel multiplexes every RPC
  * of a client on one). Each thread hand-off costs a wake-up, so a call's path has as few as HTTP's:
  * when a unary request is complete, the reader gives the socket to the connection's other thread (if
@@ -31,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -70,15 +76,25 @@ static ssize_t read_out(nghttp2_session *h2, int32_t id, uint8_t *buf, size_t le
     return (ssize_t)n;
 }
 
+static void *conn_main1(void *arg);
+
 static int on_begin_headers(nghttp2_session *h2, const nghttp2_frame *f, void *ud)
 {
     conn *c = ud;
     if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
+    c->progress_ns = rs_serve_now_ns();
+    if (!c->two) { /* the first call: the thread that runs a unary call while its sibling reads */
+        pthread_mutex_lock(&c->mu);
+        c->two = !pthread_create(&c->th[1], NULL, conn_main1, c);
+        c->runner_busy = !c->two; /* without a second thread every call goes to the pool */
+        pthread_mutex_unlock(&c->mu);
+    }
     call *k = calloc(1, sizeof *k); /* the connection's (its list) */
     if (!k) return NGHTTP2_ERR_CALLBACK_FAILURE;
     k->c = c;
     k->id = f->hd.stream_id;
     k->method = RS_GRPC_NONE;
+    k->begin_ns = c->progress_ns;
     pthread_mutex_lock(&c->mu);
     k->next = c->calls;
     if (c->calls) c->calls->prev = k;
@@ -117,6 +133,16 @@ static int on_data(nghttp2_session *h2, uint8_t flags, int32_t id, const uint8_t
     if (k->in_n + len > k->in_cap) {
         size_t nc = k->in_cap ? k->in_cap : 4096;
         while (nc < k->in_n + len) nc *= 2;
+        /* the message's length is in its 5-byte prefix: room for exactly the whole of it (under the cap,
+         * which take_messages enforces), rather than a doubling past it */
+        uint8_t pre[5];
+        size_t have = k->in_n < 5 ? k->in_n : 5;
+        if (have) memcpy(pre, k->in, have);
+        if (have < 5 && len >= 5 - have) memcpy(pre + have, data, 5 - have);
+        if (k->in_n + len >= 5) {
+            size_t whole = 5 + ((size_t)pre[1] << 24 | (size_t)pre[2] << 16 | (size_t)pre[3] << 8 | pre[4]);
+            if (whole >= k->in_n + len && whole < nc && whole <= k->c->g->cap + 5) nc = whole;
+        }
         uint8_t *nb = realloc(k->in, nc);
         if (!nb) {
             pthread_mutex_lock(&k->c->mu);
@@ -161,6 +187,7 @@ static int on_close(nghttp2_session *h2, int32_t id, uint32_t code, void *ud)
     conn *c = ud;
     call *k = nghttp2_session_get_stream_user_data(h2, id);
     if (!k) return 0;
+    c->progress_ns = rs_serve_now_ns();
     pthread_mutex_lock(&c->mu);
     k->closed = true;
     if (!k->job) rs_grpc_call_drop_locked(k);
@@ -237,12 +264,73 @@ bool rs_grpc_flush(conn *c)
     }
 }
 
+/* No call open and none begun or ended for the idle limit (the reader, under h2mu). */
+static bool idle_past(conn *c)
+{
+    if (rs_serve_now_ns() - c->progress_ns < (uint64_t)c->g->lim.idle_s * 1000000000u) return false;
+    pthread_mutex_lock(&c->mu);
+    bool none = !c->calls;
+    pthread_mutex_unlock(&c->mu);
+    return none;
+}
+
+/* Resets the unary calls whose request has not arrived whole within request-timeout (a trickle of
+ * bytes does not extend it; a stream, ModelStreamInfer, lives as long as its client wants). The reset
+ * closes the stream, so a connection holding nothing else goes idle (the reader, under h2mu). */
+static void reset_late(conn *c)
+{
+    uint64_t now = rs_serve_now_ns(), lim = (uint64_t)c->g->lim.request_s * 1000000000u;
+    int32_t late[16];
+    int n = 0;
+    pthread_mutex_lock(&c->mu);
+    for (call *k = c->calls; k && n < 16; k = k->next)
+        if (!k->in_done && !k->closed && !k->timed_out && k->method != RS_GRPC_MODEL_STREAM_INFER &&
+            now - k->begin_ns > lim) {
+            k->timed_out = k->in_err = true; /* what still comes is dropped */
+            late[n++] = k->id;
+        }
+    pthread_mutex_unlock(&c->mu);
+    for (int i = 0; i < n; i++) {
+        nghttp2_submit_rst_stream(c->h2, NGHTTP2_FLAG_NONE, late[i], NGHTTP2_CANCEL);
+        rs_serve_refused_add(c->g->refused, RS_SERVE_FE_GRPC, RS_SERVE_REFUSED_REQUEST_TIMEOUT);
+    }
+    if (n) rs_grpc_flush(c);
+}
+
+/* read_socket's answer when the connection parked: its threads leave, the socket waits in g->ep. */
+static call parked_mark;
+
+/* Nothing in progress for a second and nothing to send (the reader, under h2mu). */
+static bool may_park(conn *c)
+{
+    if (rs_serve_now_ns() - c->progress_ns < 1000000000u || c->woff != c->wn || nghttp2_session_want_write(c->h2))
+        return false;
+    pthread_mutex_lock(&c->mu);
+    bool none = !c->calls && !c->inline_k;
+    pthread_mutex_unlock(&c->mu);
+    return none;
+}
+
+/* The threads are told to leave and the socket goes into g->ep (the reader, under h2mu). */
+static void park(conn *c)
+{
+    pthread_mutex_lock(&c->mu);
+    c->park_req = true;
+    pthread_cond_broadcast(&c->role);
+    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_lock(&c->g->mu);
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = c};
+    c->parked = !epoll_ctl(c->g->ep, EPOLL_CTL_ADD, c->fd, &ev);
+    pthread_mutex_unlock(&c->g->mu);
+}
+
 /* The reader's loop (thread `me`). Returns a unary call for this thread to run, once it has given
  * the reader role to the other thread; NULL when the connection has ended (everything freed but c). */
 static call *read_socket(conn *c, int me)
 {
     rs_serve_grpc *g = c->g;
     uint8_t buf[65536];
+    bool quiet = false;
     pthread_mutex_lock(&c->h2mu); /* held but in poll and recv */
     for (;;) {
         if (c->inline_k) {
@@ -287,9 +375,25 @@ static call *read_socket(conn *c, int me)
             }
         }
         if (!nghttp2_session_want_read(c->h2) && !nghttp2_session_want_write(c->h2) && c->woff == c->wn) break;
+        if (!c->goaway) reset_late(c);
+        if (!c->goaway && idle_past(c)) {
+            /* Nothing in progress for `idle` seconds (bytes that open no call do not count): a GOAWAY
+             * the client's channel reconnects after, then the socket closes. */
+            rs_serve_refused_add(g->refused, RS_SERVE_FE_GRPC, RS_SERVE_REFUSED_IDLE);
+            nghttp2_submit_goaway(c->h2, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(c->h2),
+                                  NGHTTP2_NO_ERROR, (const uint8_t *)"idle", 4);
+            rs_grpc_flush(c);
+            break;
+        }
+        if (!c->goaway && !stopping && quiet && may_park(c)) {
+            park(c);
+            pthread_mutex_unlock(&c->h2mu);
+            return &parked_mark;
+        }
         struct pollfd p[2] = {{c->fd, POLLIN | (c->woff < c->wn ? POLLOUT : 0), 0}, {c->wake[0], POLLIN, 0}};
         pthread_mutex_unlock(&c->h2mu);
         int pr = poll(p, 2, 200), perr = errno;
+        quiet = pr == 0; /* a poll that found nothing: only then may it park (never with bytes unread) */
         if (p[1].revents & POLLIN) {
             char d[256];
             while (read(c->wake[0], d, sizeof d) > 0) {}
@@ -345,12 +449,12 @@ static void conn_thread(conn *c, int me)
 {
     for (;;) {
         pthread_mutex_lock(&c->mu);
-        while (c->reader != me && !c->ending) pthread_cond_wait(&c->role, &c->mu);
-        bool end = c->ending;
+        while (c->reader != me && !c->ending && !c->park_req) pthread_cond_wait(&c->role, &c->mu);
+        bool end = c->ending || c->park_req;
         pthread_mutex_unlock(&c->mu);
         if (end) return;
         call *k = read_socket(c, me);
-        if (!k) return;
+        if (!k || k == &parked_mark) return;
         rs_grpc_run_call(c->g, k);
         pthread_mutex_lock(&c->mu);
         c->runner_busy = false;
@@ -394,8 +498,12 @@ static void reap_locked(rs_serve_grpc *g, bool every)
         }
         *pp = c->next;
         pthread_mutex_unlock(&g->mu);
-        pthread_join(c->th[0], NULL);
-        if (c->two) pthread_join(c->th[1], NULL);
+        if (!c->joined) {
+            pthread_join(c->th[0], NULL);
+            if (c->two) pthread_join(c->th[1], NULL);
+        }
+        rs_serve_addrs_give(&g->addrs, c->ip);
+        __atomic_sub_fetch(&g->refused->open[RS_SERVE_FE_GRPC], 1, __ATOMIC_RELAXED);
         conn_free(c);
         pthread_mutex_lock(&g->mu);
     }
@@ -413,7 +521,8 @@ static nghttp2_session_callbacks *callbacks(void)
     return cb;
 }
 
-static void start_conn(rs_serve_grpc *g, int fd)
+/* false: it could not start (the socket is closed, its place not yet given back) */
+static bool start_conn(rs_serve_grpc *g, int fd, uint32_t ip)
 {
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -424,10 +533,12 @@ static void start_conn(rs_serve_grpc *g, int fd)
         nghttp2_session_callbacks_del(cb);
         free(c);
         close(fd);
-        return;
+        return false;
     }
     c->g = g;
     c->fd = fd;
+    c->ip = ip;
+    c->progress_ns = rs_serve_now_ns();
     pthread_mutex_init(&c->mu, NULL);
     pthread_mutex_init(&c->h2mu, NULL);
     pthread_cond_init(&c->idle, NULL);
@@ -439,7 +550,7 @@ static void start_conn(rs_serve_grpc *g, int fd)
     if (rc) {
         c->h2 = NULL;
         conn_free(c);
-        return;
+        return false;
     }
     nghttp2_settings_entry iv[] = {
         {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 1024},
@@ -453,30 +564,88 @@ static void start_conn(rs_serve_grpc *g, int fd)
         pthread_mutex_unlock(&c->mu);
         pthread_mutex_unlock(&g->mu);
         conn_free(c);
-        return;
+        return false;
     }
-    c->two = !pthread_create(&c->th[1], NULL, conn_main1, c);
-    c->runner_busy = !c->two; /* without a second thread every call goes to the pool */
+    c->runner_busy = true; /* until the second thread starts, at the first call */
     pthread_mutex_unlock(&c->mu);
     c->next = g->conns;
     g->conns = c;
+    __atomic_add_fetch(&g->refused->open[RS_SERVE_FE_GRPC], 1, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&g->mu);
+    return true;
+}
+
+/* Joins a parked connection's threads, once (g->mu held): they left their loop when it parked. */
+static void join_parked_locked(conn *c)
+{
+    if (c->joined) return;
+    pthread_join(c->th[0], NULL);
+    if (c->two) pthread_join(c->th[1], NULL);
+    c->joined = true;
+}
+
+/* Starts a reader again on a parked connection (g->mu held): its socket has bytes, its idle time is
+ * up, or the server is stopping. The threads that parked it have left (or are leaving) their loop. */
+static void unpark_locked(rs_serve_grpc *g, conn *c)
+{
+    if (!c->parked) return;
+    c->parked = false;
+    epoll_ctl(g->ep, EPOLL_CTL_DEL, c->fd, NULL);
+    join_parked_locked(c);
+    c->joined = false;
+    pthread_mutex_lock(&c->mu);
+    c->park_req = false;
+    c->reader = 0;
+    c->two = false;
+    c->runner_busy = true; /* until the second thread starts, at the next call */
+    bool ok = !pthread_create(&c->th[0], NULL, conn_main0, c);
+    pthread_mutex_unlock(&c->mu);
+    if (!ok) { /* no thread to be had: the connection ends here (the session is freed with it) */
+        c->joined = c->done = true;
+        c->two = false;
+    }
+}
+
+/* The parked connections whose socket is readable, and those whose idle time is up (g->mu held);
+ * and the threads of those parked since the last look, joined: a thread ended but not joined keeps
+ * its stack and TLS (~200 KB). */
+static void wake_parked_locked(rs_serve_grpc *g)
+{
+    for (conn *c = g->conns; c; c = c->next)
+        if (c->parked) join_parked_locked(c);
+    struct epoll_event ev[64];
+    int n = epoll_wait(g->ep, ev, 64, 0);
+    for (int i = 0; i < n; i++) unpark_locked(g, ev[i].data.ptr);
+    uint64_t now = rs_serve_now_ns(), lim = (uint64_t)g->lim.idle_s * 1000000000u;
+    for (conn *c = g->conns; c; c = c->next)
+        if (c->parked && now - c->progress_ns >= lim) unpark_locked(g, c);
 }
 
 static void *accept_main(void *arg)
 {
     rs_serve_grpc *g = arg;
     for (;;) {
-        struct pollfd p[2] = {{g->lfd, POLLIN, 0}, {g->stop_pipe[0], POLLIN, 0}};
-        if (poll(p, 2, 1000) < 0 && errno != EINTR) break;
+        struct pollfd p[3] = {{g->lfd, POLLIN, 0}, {g->stop_pipe[0], POLLIN, 0}, {g->ep, POLLIN, 0}};
+        if (poll(p, 3, 1000) < 0 && errno != EINTR) break;
         if (p[1].revents) break;
         pthread_mutex_lock(&g->mu);
+        wake_parked_locked(g);
         reap_locked(g, false);
         pthread_mutex_unlock(&g->mu);
         if (!(p[0].revents & POLLIN)) continue;
-        int fd = accept(g->lfd, NULL, NULL);
-        if (fd >= 0) start_conn(g, fd);
-        else if (errno == EMFILE || errno == ENFILE) { /* out of descriptors: the backlog waits, not a spin */
+        struct sockaddr_in pa = {0};
+        socklen_t pl = sizeof pa;
+        int fd = accept(g->lfd, (struct sockaddr *)&pa, &pl);
+        if (fd >= 0) {
+            uint32_t ip = pa.sin_family == AF_INET ? pa.sin_addr.s_addr : 0;
+            rs_serve_refusal why = rs_serve_addrs_take(&g->addrs, ip, &g->lim);
+            if (why != RS_SERVE_REFUSED_N) {
+                rs_serve_refused_add(g->refused, RS_SERVE_FE_GRPC, why);
+                close(fd);
+            } else if (!start_conn(g, fd, ip)) {
+                rs_serve_addrs_give(&g->addrs, ip);
+            }
+        } else if (errno == EMFILE || errno == ENFILE) { /* out of descriptors: the backlog waits, not a spin */
             struct timespec ts = {0, 10000000};
             nanosleep(&ts, NULL);
         }
@@ -499,15 +668,19 @@ rs_status rs_serve_grpc_start(rs_serve_server *s, const char *host, int port, si
     if (!g) return rs_err_set(err, RS_ERR_NOMEM, "out of memory");
     g->s = s;
     g->cap = body_limit;
+    g->lim = *rs_serve_limits_of(s);
+    g->refused = rs_serve_refused_of(s);
     g->stop_pipe[0] = g->stop_pipe[1] = -1;
     g->workers = calloc(MAX_WORKERS, sizeof *g->workers);
+    g->ep = epoll_create1(EPOLL_CLOEXEC);
     g->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int one = 1;
     if (g->lfd >= 0) setsockopt(g->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (!g->workers || g->lfd < 0 || bind(g->lfd, (struct sockaddr *)&a, sizeof a) || listen(g->lfd, 128) ||
+    if (!g->workers || g->ep < 0 || g->lfd < 0 || bind(g->lfd, (struct sockaddr *)&a, sizeof a) || listen(g->lfd, 1024) ||
         pipe(g->stop_pipe)) {
         int e = errno;
         if (g->lfd >= 0) close(g->lfd);
+        if (g->ep >= 0) close(g->ep);
         if (g->stop_pipe[0] >= 0) close(g->stop_pipe[0]), close(g->stop_pipe[1]);
         free(g->workers);
         free(g);
@@ -519,7 +692,10 @@ rs_status rs_serve_grpc_start(rs_serve_server *s, const char *host, int port, si
     g->port = ntohs(a.sin_port);
     pthread_mutex_init(&g->mu, NULL);
     pthread_cond_init(&g->work, NULL);
+    rs_serve_addrs_init(&g->addrs);
     if (pthread_create(&g->accept_th, NULL, accept_main, g)) {
+        rs_serve_addrs_clear(&g->addrs);
+        close(g->ep);
         close(g->lfd);
         close(g->stop_pipe[0]);
         close(g->stop_pipe[1]);
@@ -544,6 +720,7 @@ void rs_serve_grpc_stop(rs_serve_grpc *g)
     close(g->lfd);
     pthread_mutex_lock(&g->mu);
     __atomic_store_n(&g->stopping, true, __ATOMIC_SEQ_CST);
+    for (conn *c = g->conns; c; c = c->next) unpark_locked(g, c); /* a reader again, to say goodbye */
     for (conn *c = g->conns; c; c = c->next)
         if (!c->done) rs_grpc_wake(c);
     reap_locked(g, true); /* each connection answers what it began, then ends */
@@ -553,8 +730,10 @@ void rs_serve_grpc_stop(rs_serve_grpc *g)
     for (int i = 0; i < n; i++) pthread_join(g->workers[i], NULL);
     close(g->stop_pipe[0]);
     close(g->stop_pipe[1]);
+    close(g->ep);
     pthread_mutex_destroy(&g->mu);
     pthread_cond_destroy(&g->work);
+    rs_serve_addrs_clear(&g->addrs);
     free(g->workers);
     free(g);
 }

@@ -250,6 +250,11 @@ void rs_grpc_take_messages(call *k)
     }
     memmove(k->in, k->in + off, k->in_n - off);
     k->in_n -= off;
+    if (k->in_n == 0 && k->in_cap > 65536) { /* a large message's room is not kept for the call's life */
+        free(k->in);
+        k->in = NULL;
+        k->in_cap = 0;
+    }
 }
 
 /* The client ended its side of k (the reader). */

@@ -9,6 +9,7 @@
 #include <pthread.h>
 
 #include "grpc_internal.h"
+#include "serve_limits.h"
 
 #define MAX_WORKERS 1024
 
@@ -25,6 +26,8 @@ typedef struct call {
     int32_t id;
     rs_grpc_method method;
     bool content_ok;           /* content-type application/grpc* */
+    uint64_t begin_ns;         /* when its HEADERS came: a unary request must be whole by request-timeout */
+    bool timed_out;            /* reset for taking longer (the reader) */
     struct call *prev, *next;  /* the connection's calls */
     struct call *job_next;     /* the pool's queue */
     /* request side, the reader only */
@@ -54,11 +57,14 @@ struct conn {
     int wake[2];
     nghttp2_session *h2;
     pthread_t th[2];           /* its two threads: one reads the socket, the other runs a call or waits */
-    bool two;                  /* th[1] started */
+    bool two;                  /* th[1] started (at the first call: an idle connection holds one thread) */
+    uint32_t ip;               /* the client's address (network order), its place in g->addrs */
+    uint64_t progress_ns;      /* when a call last began or ended (reader only): idle since then */
     pthread_cond_t role;       /* the reader role changed hands, or the connection ends (c->mu) */
     int reader;                /* the thread that reads (c->mu) */
     bool runner_busy;          /* the other thread is running a call (c->mu) */
     bool ending;               /* the reader has left its loop (c->mu) */
+    bool park_req;             /* the threads leave: the connection waits in g->ep with none (c->mu) */
     call *inline_k;            /* a unary call the reader runs itself once the other reads (reader only) */
     uint64_t drain_until;      /* reader only */
     pthread_mutex_t h2mu;      /* the session, w and the calls' started/deferred: whichever thread sends */
@@ -69,6 +75,8 @@ struct conn {
     int jobs;                  /* calls held by the pool */
     conn *next;                /* the server's connections (g->mu) */
     bool done;                 /* the reader has finished with the socket (g->mu) */
+    bool parked;               /* no thread: its socket is in g->ep until it is readable (g->mu) */
+    bool joined;               /* its threads were joined (parked, or a failed wake-up): none to join (g->mu) */
     bool goaway;
     uint8_t *w;                /* owned: bytes for the socket not yet written */
     size_t wn, woff, wcap;
@@ -78,6 +86,7 @@ struct rs_serve_grpc {
     rs_serve_server *s;        /* borrowed */
     size_t cap;
     int lfd, port;
+    int ep;                    /* epoll: the parked connections' sockets (the accept thread waits on it) */
     int stop_pipe[2];
     pthread_t accept_th;
     pthread_mutex_t mu;
@@ -88,6 +97,9 @@ struct rs_serve_grpc {
     int queued, idle, nworkers;
     pthread_t *workers;        /* (MAX_WORKERS), owned */
     uint64_t sends;            /* buffers given to send() (atomic): one per response when the socket takes it */
+    rs_serve_limits lim;       /* the server's */
+    rs_serve_refused *refused; /* the server's counters */
+    rs_serve_addrs addrs;      /* connections held per client address */
 };
 
 /* ---- grpc_call.c ---- */

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "grpc_internal.h"
+#include "grpc_prescan.h"
 #include "repo.h"
 
 static const char *const method_names[RS_GRPC_NMETHODS] = {
@@ -385,7 +386,17 @@ rs_grpc_code rs_grpc_call(rs_serve_server *s, rs_grpc_method method, const uint8
                           const rs_grpc_sink *o, char *msg, size_t n)
 {
     msg[0] = '\0';
-    rs_grpc_code code = RS_GRPC_OK;
+    rs_serve_refusal why;
+    rs_grpc_code code = rs_grpc_prescan(method, req, len, rs_serve_limits_of(s), &why, msg, n);
+    if (code) { /* refused before protobuf-c unpacks it */
+        rs_serve_refused_add(rs_serve_refused_of(s), RS_SERVE_FE_GRPC, why);
+        if (method != RS_GRPC_MODEL_STREAM_INFER) return code;
+        Inference__ModelStreamInferResponse r = INFERENCE__MODEL_STREAM_INFER_RESPONSE__INIT;
+        char copy[1024]; /* in-band, as a stream reports every failure; the stream goes on */
+        snprintf(copy, sizeof copy, "%s", msg);
+        r.error_message = copy;
+        return rs_grpc_emit(o, &r.base, msg, n);
+    }
     switch (method) {
     case RS_GRPC_SERVER_LIVE:
     case RS_GRPC_SERVER_READY: {
@@ -393,7 +404,7 @@ rs_grpc_code rs_grpc_call(rs_serve_server *s, rs_grpc_method method, const uint8
         UNPACK(Inference__ServerLiveRequest, inference__server_live_request, q);
         inference__server_live_request__free_unpacked(q, NULL);
         Inference__ServerLiveResponse r = INFERENCE__SERVER_LIVE_RESPONSE__INIT;
-        r.live = true;
+        r.live = method == RS_GRPC_SERVER_LIVE || rs_serve_ready(s);
         return rs_grpc_emit(o, &r.base, msg, n);
     }
     case RS_GRPC_SERVER_METADATA: {
@@ -451,7 +462,9 @@ rs_grpc_code rs_grpc_call(rs_serve_server *s, rs_grpc_method method, const uint8
         bool load = method == RS_GRPC_REPOSITORY_LOAD;
         const char *name = rs_grpc_str(q->model_name);
         rs_err err = {0};
-        if (!rs_serve_name_ok(name)) {
+        if (!rs_serve_control_explicit(s)) {
+            code = rs_grpc_fail(msg, n, RS_GRPC_UNAVAILABLE, RS_SERVE_CONTROL_REFUSAL);
+        } else if (!rs_serve_name_ok(name)) {
             code = rs_grpc_fail(msg, n, RS_GRPC_INVALID_ARGUMENT, "'%.60s' is not a model name (letters, digits, '_', '-', "
                         "'.'; not starting with '.')", name);
         } else if (load ? rs_serve_load(s, name, &err) : rs_serve_unload(s, name, &err)) {

@@ -1,5 +1,8 @@
 /* The HTTP/REST front end (KServe v2 with Triton's extensions) on libmicrohttpd: one thread per
- * connection, so a request waiting for its batch blocks only its own connection. Bodies are
+ * connection, so a request waiting for its batch (or a generation streaming its tokens) blocks only
+ * its own connection. The threads are as many as the connections, which http_guard.c bounds (in
+ * all and per client address) and times out (a request's headers and body have request-timeout
+ * seconds, however slowly they trickle), so slow or silent clients cannot lock the others out. Bodies are
  * collected up to the cap; past it the request gets an error and the rest is not kept. The same
  * daemon type serves the metrics port, where only GET /metrics exists. */
 #include <arpa/inet.h>
@@ -12,11 +15,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "http_guard.h"
 #include "http_internal.h"
 #include "repo.h"
 
 struct rs_serve_http {
     struct MHD_Daemon *d;
+    rs_serve_http_guard *guard; /* owned */
     rs_serve_server *s;   /* borrowed */
     bool metrics;
     size_t cap;
@@ -115,6 +120,8 @@ static void stats_all(rs_serve_server *s, const char *name, const char *ver, rs_
     rs_serve_reply_json(r, 200, json_pack("{s:o}", "model_stats", x.arr));
 }
 
+static bool is_get(const char *method) { return !strcmp(method, "GET") || !strcmp(method, "HEAD"); }
+
 static void route_model(rs_serve_server *s, const char *method, char **seg, int n, const conn *b, long long hlen,
                         rs_serve_reply *r)
 {
@@ -135,6 +142,11 @@ static void route_model(rs_serve_server *s, const char *method, char **seg, int 
         return;
     }
     if (n == k + 1) what = seg[k];
+    bool reads = !*what || !strcmp(what, "ready") || !strcmp(what, "config") || !strcmp(what, "stats");
+    if (reads && !is_get(method)) { /* Triton's answer to DELETE /v2/models/NAME and the like */
+        rs_serve_reply_error(r, 405, "Method Not Allowed");
+        return;
+    }
     if (!strcmp(what, "stats")) {
         rs_serve_model *m = rs_serve_acquire(s, name);
         if (!m) {
@@ -206,6 +218,10 @@ static void route_repo(rs_serve_server *s, char **seg, int n, rs_serve_reply *r)
     }
     if (n == 4 && !strcmp(seg[1], "models") && (!strcmp(seg[3], "load") || !strcmp(seg[3], "unload"))) {
         const char *name = seg[2];
+        if (!rs_serve_control_explicit(s)) {
+            rs_serve_reply_error(r, 503, RS_SERVE_CONTROL_REFUSAL);
+            return;
+        }
         rs_err err = {0};
         bool load = !strcmp(seg[3], "load");
         rs_status st = load ? rs_serve_load(s, name, &err) : rs_serve_unload(s, name, &err);
@@ -242,12 +258,17 @@ static void route(rs_serve_http *h, const char *url, const char *method, const c
         rs_serve_reply_error(r, 404, "not found (KServe v2 paths start with /v2)");
         return;
     }
-    if (n == 1) {
+    bool reads = n == 1 || (n == 3 && (!strcmp(seg[1], "health") || (!strcmp(seg[1], "models") &&
+                                                                        !strcmp(seg[2], "stats"))));
+    if (reads && !is_get(method)) {
+        rs_serve_reply_error(r, 405, "Method Not Allowed");
+    } else if (n == 1) {
         rs_serve_reply_json(r, 200, json_pack("{s:s,s:s,s:[s,s,s,s,s]}", "name", "ringside", "version", RS_SERVE_VERSION,
                                               "extensions", "binary_tensor_data", "model_repository",
                                               "model_configuration", "statistics", "generate"));
     } else if (n == 3 && !strcmp(seg[1], "health") && (!strcmp(seg[2], "live") || !strcmp(seg[2], "ready"))) {
-        reply_empty(r, 200);
+        /* not ready while a model is down for a rank it lost (Triton answers 400 when not ready) */
+        reply_empty(r, !strcmp(seg[2], "live") || rs_serve_ready(h->s) ? 200 : 400);
     } else if (n == 3 && !strcmp(seg[1], "models") && !strcmp(seg[2], "stats")) {
         stats_all(h->s, NULL, NULL, r);
     } else if (n >= 3 && !strcmp(seg[1], "models")) {
@@ -304,6 +325,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_size = 0;
         return MHD_YES;
     }
+    rs_serve_http_guard_busy(c, true); /* arrived whole: no deadline while it is answered */
     rs_serve_reply r = {0};
     if (b->too_big) {
         if (MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length") &&
@@ -327,9 +349,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 
 static void on_done(void *cls, struct MHD_Connection *c, void **ctx, enum MHD_RequestTerminationCode tc)
 {
-    (void)c, (void)tc;
+    (void)tc;
     rs_serve_http *h = cls;
     conn *b = *ctx;
+    rs_serve_http_guard_busy(c, false); /* the next request's time starts now */
     if (!b) return;
     __atomic_sub_fetch(&h->active, 1, __ATOMIC_SEQ_CST);
     free(b->buf);
@@ -337,14 +360,28 @@ static void on_done(void *cls, struct MHD_Connection *c, void **ctx, enum MHD_Re
     *ctx = NULL;
 }
 
-/* Replies are small and latency is the point: no Nagle delay on a reply's last segment. */
-static void on_connection(void *cls, struct MHD_Connection *c, void **sctx, enum MHD_ConnectionNotificationCode toe)
+static int hexval(char c)
 {
-    (void)cls, (void)sctx;
-    if (toe != MHD_CONNECTION_NOTIFY_STARTED) return;
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-    int one = 1;
-    if (ci) setsockopt(ci->connect_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* libmicrohttpd's %HH decoding, but "%00" is left as it is: decoded, it would end the path there, and
+ * /v2/models/mlp%00x would be read as mlp's (now a name that fails rs_serve_name_ok). */
+static size_t unescape(void *cls, struct MHD_Connection *c, char *s)
+{
+    (void)cls, (void)c;
+    char *w = s;
+    for (const char *r = s; *r;) {
+        int hi = r[0] == '%' ? hexval(r[1]) : -1, lo = hi >= 0 ? hexval(r[2]) : -1;
+        if (lo >= 0 && (hi | lo)) {
+            *w++ = (char)(hi << 4 | lo);
+            r += 3;
+        } else {
+            *w++ = *r++;
+        }
+    }
+    *w = '\0';
+    return (size_t)(w - s);
 }
 
 rs_status rs_serve_http_start(rs_serve_server *s, const char *host, int port, bool metrics, size_t body_limit,
@@ -363,12 +400,22 @@ rs_status rs_serve_http_start(rs_serve_server *s, const char *host, int port, bo
     h->s = s;
     h->metrics = metrics;
     h->cap = body_limit;
+    rs_status st = rs_serve_http_guard_new(s, RS_SERVE_FE_HTTP, &h->guard, err);
+    if (st) {
+        free(h);
+        return st;
+    }
+    const rs_serve_limits *l = rs_serve_limits_of(s);
+    /* The guard refuses past the limits at accept; MHD's own cap sits above it, never reached first. */
     h->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC,
-                            (uint16_t)port, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&a,
-                            MHD_OPTION_NOTIFY_COMPLETED, on_done, h,
-                            MHD_OPTION_NOTIFY_CONNECTION, on_connection, h, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
-                            MHD_OPTION_END);
+                            (uint16_t)port, rs_serve_http_guard_accept, h->guard, on_request, h, MHD_OPTION_SOCK_ADDR,
+                            (struct sockaddr *)&a, MHD_OPTION_NOTIFY_COMPLETED, on_done, h,
+                            MHD_OPTION_NOTIFY_CONNECTION, rs_serve_http_guard_notify, h->guard,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)l->max_conns + 16, MHD_OPTION_CONNECTION_TIMEOUT,
+                            (unsigned)l->idle_s, MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
+                            MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_END);
     if (!h->d) {
+        rs_serve_http_guard_free(h->guard);
         free(h);
         return rs_err_set(err, RS_ERR_IO, "cannot listen on %s:%d (in use? --%s-port picks another)", host, port,
                           metrics ? "metrics" : "http");
@@ -393,5 +440,6 @@ void rs_serve_http_stop(rs_serve_http *h)
     }
     MHD_stop_daemon(h->d);
     if (lfd != MHD_INVALID_SOCKET) close(lfd);
+    rs_serve_http_guard_free(h->guard);
     free(h);
 }

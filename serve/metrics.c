@@ -66,6 +66,34 @@ static void collect(void *ud, const rs_serve_model *m, const rs_serve_version *v
     r->st.batch_input = r->st.batch_infer = r->st.batch_output = NULL; /* not needed here */
 }
 
+/* ringside's own: what the front ends refused (serve_limits.h), and the connections they hold */
+static void refusals(buf *b, rs_serve_server *s)
+{
+    rs_serve_refused *r = rs_serve_refused_of(s);
+    put(b, "# HELP ringside_refused_connections_total Connections and requests refused or closed by the server's "
+        "limits, by front end and reason\n# TYPE ringside_refused_connections_total counter\n");
+    for (int fe = 0; fe < RS_SERVE_FE_N; fe++)
+        for (int k = 0; k < RS_SERVE_REFUSED_N; k++)
+            put(b, "ringside_refused_connections_total{protocol=\"%s\",reason=\"%s\"} %llu\n",
+                rs_serve_frontend_names[fe], rs_serve_refusal_names[k],
+                (unsigned long long)__atomic_load_n(&r->n[fe][k], __ATOMIC_RELAXED));
+    put(b, "# HELP ringside_open_connections Connections the front end holds now\n"
+        "# TYPE ringside_open_connections gauge\n");
+    for (int fe = 0; fe < RS_SERVE_FE_N; fe++)
+        put(b, "ringside_open_connections{protocol=\"%s\"} %lld\n", rs_serve_frontend_names[fe],
+            (long long)__atomic_load_n(&r->open[fe], __ATOMIC_RELAXED));
+    rs_serve_index_entry *e;
+    int n;
+    rs_err err = {0};
+    if (rs_serve_index(s, &e, &n, &err)) return;
+    put(b, "# HELP ringside_rank_restarts_total Times a model's ranks were started again after one died\n"
+        "# TYPE ringside_rank_restarts_total counter\n");
+    for (int i = 0; i < n; i++)
+        if (i == 0 || strcmp(e[i].name, e[i - 1].name)) /* the index has a row per version */
+            put(b, "ringside_rank_restarts_total{model=\"%s\"} %d\n", e[i].name, e[i].restarts);
+    free(e);
+}
+
 char *rs_serve_metrics_text(rs_serve_server *s)
 {
     rows x = {0};
@@ -137,5 +165,6 @@ char *rs_serve_metrics_text(rs_serve_server *s)
         }
     }
     free(x.r);
+    refusals(&b, s);
     return b.s;
 }

@@ -327,6 +327,39 @@ rs_status rs_serve_ranks_run(rs_serve_ranks *r, const void *x, int B, float *y, 
     return st;
 }
 
+/* A process that is gone or a zombie (dead, not yet reaped). */
+static bool pid_dead(int pid)
+{
+    char p[64], buf[512];
+    snprintf(p, sizeof p, "/proc/%d/stat", pid);
+    FILE *f = fopen(p, "r");
+    if (!f) return true;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *rp = strrchr(buf, ')'); /* the state follows the command name, which may hold spaces */
+    return !rp || rp[1] != ' ' || rp[2] == 'Z' || rp[2] == 'X';
+}
+
+bool rs_serve_ranks_alive(rs_serve_ranks *r, char *why, size_t cap)
+{
+    char what[300] = "lost";
+    size_t n = strlen(what);
+    int ndead = 0;
+    pthread_mutex_lock(&r->mu);
+    for (int i = 0; i < r->npids; i++)
+        if (pid_dead(r->pids[i]) && n < sizeof what - 40)
+            n += (size_t)snprintf(what + n, sizeof what - n, "%s rank %d (pid %d)", ndead++ ? "," : "", i, r->pids[i]);
+    bool ended = r->ended;
+    pthread_mutex_unlock(&r->mu);
+    if (!ndead && !ended) return true;
+    rs_err e = {0};
+    if (!ndead) snprintf(what, sizeof what, "ended");
+    dead(r, &e, what);
+    snprintf(why, cap, "%s", e.msg);
+    return false;
+}
+
 void rs_serve_ranks_describe(rs_serve_ranks *r, char *buf, size_t cap)
 {
     size_t n = 0;

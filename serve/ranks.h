@@ -42,6 +42,9 @@ void rs_serve_ranks_stop(rs_serve_ranks *r);
 /* y (B, out_numel) = model(x (B, in_bytes)), through the ranks; one batch at a time (callers are
  * serialised). RS_ERR_IO when the ranks have died, naming how. */
 rs_status rs_serve_ranks_run(rs_serve_ranks *r, const void *x, int B, float *y, rs_err *err);
+/* false, with why (cap bytes) saying how, once a rank has died or the ranks have ended; looks at the
+ * processes themselves, so a rank killed is seen before the launcher has reaped the others. */
+bool rs_serve_ranks_alive(rs_serve_ranks *r, char *why, size_t cap);
 /* What each rank said it holds ("rank 1: stage 1 of 2, layers 3..4"), one line each, into buf. */
 void rs_serve_ranks_describe(rs_serve_ranks *r, char *buf, size_t cap);
 /* The rank processes' ids (for tests that check they end with the server); returns how many. */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "backend_ops.h"
 
@@ -40,6 +41,73 @@ static bool is_file(const char *p)
 {
     struct stat st;
     return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+bool rs_serve_repo_has(const char *repo, const char *name)
+{
+    char p[4200];
+    if (!rs_serve_name_ok(name)) return false;
+    snprintf(p, sizeof p, "%s/%s", repo, name);
+    return is_dir(p);
+}
+
+static int64_t mtime_ns(const char *p)
+{
+    struct stat st;
+    if (stat(p, &st)) return 0;
+    return (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+}
+
+/* The newest mtime of dir and what it holds, down depth more levels. */
+static int64_t newest(const char *dir, int depth)
+{
+    int64_t t = mtime_ns(dir);
+    DIR *d = depth >= 0 ? opendir(dir) : NULL;
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char p[4400];
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        int64_t u = is_dir(p) ? newest(p, depth - 1) : mtime_ns(p);
+        if (u > t) t = u;
+    }
+    if (d) closedir(d);
+    return t;
+}
+
+int64_t rs_serve_repo_stamp(const char *repo, const char *name)
+{
+    char p[4200];
+    if (!rs_serve_name_ok(name)) return 0;
+    snprintf(p, sizeof p, "%s/%s", repo, name);
+    return is_dir(p) ? newest(p, 1) : 0;
+}
+
+static void remove_tree(const char *p, int depth)
+{
+    struct stat st;
+    if (lstat(p, &st)) return;
+    if (S_ISDIR(st.st_mode) && depth < 16) {
+        DIR *d = opendir(p);
+        struct dirent *e;
+        while (d && (e = readdir(d))) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+            char q[4400];
+            snprintf(q, sizeof q, "%s/%s", p, e->d_name);
+            remove_tree(q, depth + 1);
+        }
+        if (d) closedir(d);
+        rmdir(p);
+    } else {
+        unlink(p);
+    }
+}
+
+void rs_serve_repo_remove_temp(const char *dir)
+{
+    static const char prefix[] = "/tmp/ringside-serve-";
+    if (!dir || strncmp(dir, prefix, sizeof prefix - 1) || strchr(dir + sizeof prefix - 1, '/')) return;
+    remove_tree(dir, 0);
 }
 
 rs_status rs_serve_repo_list(const char *repo, char ***names, int *n, rs_err *err)
@@ -86,6 +154,7 @@ void rs_serve_repo_model_path(const char *repo, const char *name, int64_t versio
 {
     /* the backends' files in their probe order (model.onnx; else a compiled plan; else a GPT's weights,
      * with vocab.json beside them); the first's name when the folder holds none */
+    if (!buf || !n) return; /* never so; said for GCC, whose sanitizer build otherwise warns of a NULL buf */
     for (const rs_srv_backend_ops *const *o = rs_srv_backends; *o; o++) {
         snprintf(buf, n, "%s/%s/%lld/%s", repo, name, (long long)version, (*o)->file);
         if (is_file(buf)) return;

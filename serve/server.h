@@ -6,7 +6,14 @@
 
 #include <stdio.h>
 
+#include "serve_limits.h"
 #include "sched.h"
+
+/* Triton's --model-control-mode. none: every model is loaded at start and load/unload requests are
+ * refused (Triton's default); explicit: the models named by load_models are loaded at start ("*":
+ * every one) and requests load and unload; poll: as none, and every poll_s seconds the repository is
+ * looked at again: new folders loaded, changed ones reloaded, removed ones unloaded. */
+typedef enum rs_serve_control { RS_SERVE_CONTROL_NONE, RS_SERVE_CONTROL_EXPLICIT, RS_SERVE_CONTROL_POLL } rs_serve_control;
 
 typedef struct rs_serve_opts {
     const char *repo;      /* the model repository folder (required) */
@@ -22,6 +29,17 @@ typedef struct rs_serve_opts {
      * "ranks_mode"), in ranks_mode "pipeline" or "tensor" (NULL: the config's, else pipeline) */
     int ranks;
     const char *ranks_mode;
+    bool temp_repo;                   /* repo is a /tmp/ringside-serve-* folder made for this server:
+                                         removed at rs_serve_stop (also when rs_serve_start fails) */
+    rs_serve_control control;         /* opts_init: none, Triton's default */
+    const char *const *load_models;   /* (nload_models) borrowed: explicit mode's models at start */
+    int nload_models;
+    int poll_s;                       /* poll mode: seconds between looks (0: 15, Triton's default) */
+    /* the server's own news (a model's ranks lost and restarted), one line each without newline;
+     * NULL: stderr */
+    void (*log)(void *ud, const char *line);
+    void *log_ud;
+    rs_serve_limits limits;  /* connections, timeouts, message entries (serve_limits.h; opts_init sets the defaults) */
 } rs_serve_opts;
 
 void rs_serve_opts_init(rs_serve_opts *o);
@@ -37,6 +55,15 @@ int rs_serve_http_port(const rs_serve_server *s);
 int rs_serve_metrics_port(const rs_serve_server *s);
 int rs_serve_grpc_port(const rs_serve_server *s);
 const char *rs_serve_repo(const rs_serve_server *s);
+/* The address the front ends listen on (the opts' host, or 127.0.0.1). */
+const char *rs_serve_host(const rs_serve_server *s);
+const rs_serve_limits *rs_serve_limits_of(const rs_serve_server *s);
+/* Whether load and unload requests are taken (explicit model control); the front ends refuse them
+ * otherwise with RS_SERVE_CONTROL_REFUSAL, Triton's words (HTTP 503, gRPC UNAVAILABLE). */
+bool rs_serve_control_explicit(const rs_serve_server *s);
+#define RS_SERVE_CONTROL_REFUSAL "explicit model load / unload is not allowed if polling is enabled"
+/* The server's refusal counters (the front ends add to them, /metrics reads them). */
+rs_serve_refused *rs_serve_refused_of(rs_serve_server *s);
 
 /* ---- model control and lookup (the HTTP handlers and the REPL use these) ---- */
 
@@ -69,9 +96,13 @@ typedef struct rs_serve_index_entry {
     int64_t version;           /* 0: no version loaded */
     const char *state;
     char reason[256];
+    int restarts;              /* times its ranks were started again after one died */
 } rs_serve_index_entry;
 /* Caller frees *out. */
 rs_status rs_serve_index(rs_serve_server *s, rs_serve_index_entry **out, int *n, rs_err *err);
+
+/* Ready to serve: no model is down for a rank it lost (what /v2/health/ready and ServerReady say). */
+bool rs_serve_ready(rs_serve_server *s);
 
 /* Every loaded model's name and version statistics, for metrics and `serve` at the prompt:
  * calls fn once per (model, version). */

@@ -58,6 +58,7 @@ rs_status rs_serve_summary_take(rs_serve_server *srv, uint64_t now_ns, rs_serve_
     out->http_port = rs_serve_http_port(srv);
     out->grpc_port = rs_serve_grpc_port(srv);
     out->metrics_port = rs_serve_metrics_port(srv);
+    snprintf(out->host, sizeof out->host, "%s", rs_serve_host(srv));
     taking t = {out, now_ns, RS_OK};
     rs_serve_each(srv, take_one, &t);
     if (t.st) return rs_err_set(err, t.st, "serve: out of memory taking the statistics");
@@ -87,7 +88,7 @@ int rs_serve_summary_head(const rs_serve_summary *sum, char *buf, size_t cap)
 {
     size_t at = 0;
     if (cap) buf[0] = '\0';
-    put(buf, cap, &at, "serving %s on http://127.0.0.1:%d", sum->repo, sum->http_port);
+    put(buf, cap, &at, "serving %s on http://%s:%d", sum->repo, sum->host, sum->http_port);
     if (sum->grpc_port >= 0) put(buf, cap, &at, ", gRPC on :%d", sum->grpc_port);
     if (sum->metrics_port >= 0) put(buf, cap, &at, ", metrics on :%d", sum->metrics_port);
     return (int)at;

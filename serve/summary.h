@@ -32,6 +32,7 @@ typedef struct rs_serve_summary_row {
 
 typedef struct rs_serve_summary {
     char repo[1024];
+    char host[64];                          /* the address the front ends listen on */
     int http_port, grpc_port, metrics_port; /* -1: that front end is off */
     int n;
     rs_serve_summary_row *rows;             /* (n) owned, in the server's model order */
@@ -42,7 +43,7 @@ typedef struct rs_serve_summary {
 rs_status rs_serve_summary_take(rs_serve_server *srv, uint64_t now_ns, rs_serve_summary *out, rs_err *err);
 void rs_serve_summary_clear(rs_serve_summary *sum);
 
-/* "serving REPO on http://127.0.0.1:P, gRPC on :G, metrics on :M" (no newline), snprintf's contract. */
+/* "serving REPO on http://HOST:P, gRPC on :G, metrics on :M" (no newline), snprintf's contract. */
 int rs_serve_summary_head(const rs_serve_summary *sum, char *buf, size_t cap);
 /* One version as `serve` prints it, snprintf's contract, every line ending in '\n' (batch_line false
  * leaves out the "batches:" line: the dashboard draws those counts as a histogram):

@@ -144,6 +144,10 @@ int main(void)
     rs_serve_opts_init(&o);
     o.repo = repo;
     o.body_limit = 1 << 16;
+    o.control = RS_SERVE_CONTROL_EXPLICIT; /* load and unload below; every model at start */
+    static const char *const every[] = {"*"};
+    o.load_models = every;
+    o.nload_models = 1;
     rs_serve_server *s = NULL;
     RS_CHECK(rs_serve_start(&o, &s, &e) == RS_OK, "%s", e.msg);
     if (!s) return rs_test_finish("serve-http");

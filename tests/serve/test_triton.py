@@ -70,7 +70,8 @@ def make_repo(root):
 
 
 def start(repo):
-    p, ports, banner = serve_util.start(RINGSIDE, ["--model-repository", repo, "--http-port", "0", "--grpc-port", "0",
+    p, ports, banner = serve_util.start(RINGSIDE, ["--model-repository", repo, "--model-control-mode=explicit", "--load-model=*",
+                                                   "--http-port", "0", "--grpc-port", "0",
                                                    "--metrics-port", "0"])
     return p, ports["http"], ports["metrics"], banner
 

@@ -93,7 +93,8 @@ def reference_generate(corpus, spec, repo, n, temp, top_k, seed):
 
 
 def start(repo):
-    p, ports, banner = serve_util.start(RINGSIDE, ["--model-repository", repo, "--http-port", "0", "--grpc-port", "0",
+    p, ports, banner = serve_util.start(RINGSIDE, ["--model-repository", repo, "--model-control-mode=explicit", "--load-model=*",
+                                                   "--http-port", "0", "--grpc-port", "0",
                                                    "--metrics-port", "-1"])
     return p, ports["http"], ports["grpc"], banner
 
