@@ -619,34 +619,6 @@ rs_status rs_serve_config_load(const char *path, rs_serve_config *c, rs_err *err
     return st;
 }
 
-/* ---- data types ---- */
-
-static const char *const v2_names[RS_SERVE_DTYPE_COUNT] = {
-    "", "BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64", "FP16", "FP32", "FP64",
-    "BYTES", "BF16"};
-static const char *const cfg_names[RS_SERVE_DTYPE_COUNT] = {
-    "TYPE_INVALID", "TYPE_BOOL", "TYPE_UINT8", "TYPE_UINT16", "TYPE_UINT32", "TYPE_UINT64", "TYPE_INT8", "TYPE_INT16",
-    "TYPE_INT32", "TYPE_INT64", "TYPE_FP16", "TYPE_FP32", "TYPE_FP64", "TYPE_STRING", "TYPE_BF16"};
-static const size_t sizes[RS_SERVE_DTYPE_COUNT] = {0, 1, 1, 2, 4, 8, 1, 2, 4, 8, 2, 4, 8, 0, 2};
-
-rs_serve_dtype rs_serve_dtype_from_config(const char *s)
-{
-    for (int i = 1; i < RS_SERVE_DTYPE_COUNT; i++)
-        if (!strcmp(s, cfg_names[i])) return (rs_serve_dtype)i;
-    return RS_SERVE_INVALID;
-}
-
-rs_serve_dtype rs_serve_dtype_from_v2(const char *s)
-{
-    for (int i = 1; i < RS_SERVE_DTYPE_COUNT; i++)
-        if (!strcmp(s, v2_names[i])) return (rs_serve_dtype)i;
-    return RS_SERVE_INVALID;
-}
-
-const char *rs_serve_dtype_config_name(rs_serve_dtype t) { return cfg_names[t < RS_SERVE_DTYPE_COUNT ? t : 0]; }
-const char *rs_serve_dtype_v2_name(rs_serve_dtype t) { return v2_names[t < RS_SERVE_DTYPE_COUNT ? t : 0]; }
-size_t rs_serve_dtype_size(rs_serve_dtype t) { return sizes[t < RS_SERVE_DTYPE_COUNT ? t : 0]; }
-
 /* ---- writing ---- */
 
 static void put_io(char **s, size_t *len, size_t *cap, const char *kind, const rs_serve_io *io);

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dtype.h"
 #include "engine/core/status.h"
 
 #define RS_SERVE_MAX_IO 8
@@ -15,19 +16,6 @@
 #define RS_SERVE_MAX_PREFERRED 16
 #define RS_SERVE_MAX_VERSIONS 16
 #define RS_SERVE_NAME_MAX 128
-
-typedef enum rs_serve_dtype {
-    RS_SERVE_INVALID = 0, RS_SERVE_BOOL, RS_SERVE_UINT8, RS_SERVE_UINT16, RS_SERVE_UINT32, RS_SERVE_UINT64,
-    RS_SERVE_INT8, RS_SERVE_INT16, RS_SERVE_INT32, RS_SERVE_INT64, RS_SERVE_FP16, RS_SERVE_FP32,
-    RS_SERVE_FP64, RS_SERVE_STRING, RS_SERVE_BF16, RS_SERVE_DTYPE_COUNT
-} rs_serve_dtype;
-
-/* "TYPE_FP32" <-> RS_SERVE_FP32 (config), "FP32" <-> RS_SERVE_FP32 (KServe v2 datatype). */
-rs_serve_dtype rs_serve_dtype_from_config(const char *s);
-rs_serve_dtype rs_serve_dtype_from_v2(const char *s);
-const char *rs_serve_dtype_config_name(rs_serve_dtype t);
-const char *rs_serve_dtype_v2_name(rs_serve_dtype t);
-size_t rs_serve_dtype_size(rs_serve_dtype t); /* 0 for STRING/INVALID */
 
 typedef struct rs_serve_io {
     char name[RS_SERVE_NAME_MAX];

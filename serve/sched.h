@@ -45,8 +45,13 @@ typedef struct rs_serve_sched rs_serve_sched;
 /* Starts c's instance_count instances of b (borrowed: it must outlive the scheduler). Caller owns
  * *out. max_batch_size 0 (no batching) runs each request alone. */
 rs_status rs_serve_sched_new(rs_serve_backend *b, const rs_serve_config *c, rs_serve_sched **out, rs_err *err);
-/* Runs B samples x (B, input numel) into y (B, output numel); blocks until they ran. A full queue is
- * RS_ERR_UNSUPPORTED at once ("queue is full"); after rs_serve_sched_free began, RS_ERR_CANCELLED. */
+/* Runs B samples of every input (x, in the backend's order: rs_serve_backend_ios; the wire's layout,
+ * sizes already checked against the config) and fills y (one per output) with malloc'd data the
+ * caller frees (all NULL on failure); blocks until they ran. A full queue is RS_ERR_UNSUPPORTED at once
+ * ("queue is full"); after rs_serve_sched_free began, RS_ERR_CANCELLED. */
+rs_status rs_serve_sched_infer_tensors(rs_serve_sched *s, const rs_serve_tensor *x, int B, rs_serve_tensor *y,
+                                       rs_err *err);
+/* The same for a model of one FP32 input and one FP32 output: x (B, input numel) into y (B, output numel). */
 rs_status rs_serve_sched_infer(rs_serve_sched *s, const float *x, int B, float *y, rs_err *err);
 /* Runs one generation (a "gpt" backend) on the next free instance; blocks until it finished, g->on_text
  * called from the instance's thread meanwhile. Counted as one inference and one execution. */
