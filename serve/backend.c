@@ -125,7 +125,7 @@ static void names_of(const rs_serve_io *io, int n, char *buf, size_t cap)
 
 /* One side (inputs or outputs) of the config against the model's: the same names, put in the model's
  * order, the same data types, dims that fit (the config's -1 filled in from the model). */
-static rs_status complete_side(rs_serve_io *cf, int *ncf, const rs_serve_io *md, int nmd, const char *kind,
+static rs_status complete_side(rs_serve_io *cf, int *ncf, const rs_serve_io *md, int nmd, bool full, const char *kind,
                                const char *where, rs_err *err)
 {
     char names[512];
@@ -145,29 +145,48 @@ static rs_status complete_side(rs_serve_io *cf, int *ncf, const rs_serve_io *md,
             return rs_err_set(err, RS_ERR_ARG, "%s: the model file's %s '%s' is not in the config (the model's %ss: %s)",
                               where, kind, md[j].name, kind, names);
         ordered[j] = cf[i];
-        rs_serve_io *o = &ordered[j];
+        rs_serve_io *o = &ordered[j], per = *o; /* per: its dims per sample */
+        if (full) {
+            per.rank--;
+            memmove(per.dims, per.dims + 1, sizeof(int64_t) * (size_t)per.rank);
+        }
         if (o->dtype != md[j].dtype)
             return rs_err_set(err, RS_ERR_ARG, "%s: %s '%s' is %s in the config, %s in the model file", where, kind,
                               o->name, rs_serve_dtype_config_name(o->dtype), rs_serve_dtype_config_name(md[j].dtype));
         /* A request's buffers are sized from the config's dims and the model reads and writes its own,
          * so they must be the same. */
-        if (!io_same(o, &md[j]))
+        if (!io_same(&per, &md[j]))
             return rs_err_set(err, RS_ERR_SHAPE, "%s: %s '%s' dims differ from the model file's", where, kind, o->name);
         for (int d = 0; d < md[j].rank; d++) {
             if (md[j].dims[d] < 1)
                 return rs_err_set(err, RS_ERR_UNSUPPORTED, "%s: %s '%s' has a dimension of any size; ringside "
                                   "serves fixed per-sample shapes", where, kind, o->name);
-            o->dims[d] = md[j].dims[d];
+            o->dims[d + full] = md[j].dims[d];
         }
     }
     memcpy(cf, ordered, sizeof(rs_serve_io) * (size_t)nmd);
     return RS_OK;
 }
 
+/* Without batching, a config whose every tensor has one dim more than the model's per-sample one
+ * writes the batch in its dims (Triton's form for max_batch_size 0). */
+static bool writes_batch(const rs_serve_config *c, const rs_serve_ios *io)
+{
+    if (c->max_batch_size != 0 || c->ninputs != io->nin || c->noutputs != io->nout || !c->ninputs) return false;
+    for (int i = 0; i < c->ninputs; i++)
+        for (int j = 0; j < io->nin; j++)
+            if (!strcmp(c->inputs[i].name, io->in[j].name) && c->inputs[i].rank != io->in[j].rank + 1) return false;
+    for (int i = 0; i < c->noutputs; i++)
+        for (int j = 0; j < io->nout; j++)
+            if (!strcmp(c->outputs[i].name, io->out[j].name) && c->outputs[i].rank != io->out[j].rank + 1) return false;
+    return true;
+}
+
 rs_status rs_srv_complete_tensors(rs_serve_config *c, const rs_serve_ios *io, const char *where, rs_err *err)
 {
-    rs_status st = complete_side(c->inputs, &c->ninputs, io->in, io->nin, "input", where, err);
-    if (!st) st = complete_side(c->outputs, &c->noutputs, io->out, io->nout, "output", where, err);
+    c->full_dims = writes_batch(c, io);
+    rs_status st = complete_side(c->inputs, &c->ninputs, io->in, io->nin, c->full_dims, "input", where, err);
+    if (!st) st = complete_side(c->outputs, &c->noutputs, io->out, io->nout, c->full_dims, "output", where, err);
     return st;
 }
 

@@ -31,6 +31,11 @@ typedef struct rs_serve_config {
     char platform[64];               /* "onnxruntime_onnx" */
     char backend[64];                /* "onnxruntime" */
     int max_batch_size;              /* 0: no batch dim, no batching */
+    /* max_batch_size 0 and every input's and output's dims hold the batch first, as Triton writes a
+     * model without batching ([ -1, 4 ] or [ 2, 4 ]): set by the backend's completion; a request's
+     * shape is then the dims themselves. Without it, ringside's form: dims per sample, a request
+     * [N, dims...]. */
+    bool full_dims;
     int ninputs, noutputs;
     rs_serve_io inputs[RS_SERVE_MAX_IO], outputs[RS_SERVE_MAX_IO];
     int instance_count;              /* sum over instance_group entries; 0 = not stated (1) */

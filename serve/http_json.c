@@ -32,7 +32,13 @@ void rs_serve_reply_error(rs_serve_reply *r, int status, const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     free(r->body);
-    put_json(r, status, json_pack("{s:s}", "error", msg));
+    json_t *j = json_pack("{s:s}", "error", msg);
+    if (!j) { /* a quoted piece of the request that is not UTF-8 (or was cut inside a character) */
+        for (char *p = msg; *p; p++)
+            if ((unsigned char)*p >= 0x80) *p = '?';
+        j = json_pack("{s:s}", "error", msg);
+    }
+    put_json(r, status, j);
 }
 
 static json_t *shape_json(const rs_serve_io *io, bool batch)
