@@ -9,22 +9,26 @@
 
 #include "engine/nn/generate.h"
 
-const rs_srv_backend_ops *const rs_srv_backends[] = {&rs_srv_backend_engine, &rs_srv_backend_plan,
-                                                      &rs_srv_backend_gpt, NULL};
+const rs_srv_backend_ops *const rs_srv_backends[] = {&rs_srv_backend_engine, &rs_srv_backend_cast,
+                                                      &rs_srv_backend_plan, &rs_srv_backend_gpt, NULL};
 
 struct rs_serve_inst {
     rs_serve_backend *b; /* borrowed */
     void *impl;          /* owned: ops->free_instance */
 };
 
-const rs_srv_backend_ops *rs_srv_backend_for_path(const char *path)
+static bool serves(const rs_srv_backend_ops *o, const char *path)
 {
     size_t pn = strlen(path);
-    for (const rs_srv_backend_ops *const *o = rs_srv_backends; *o; o++) {
-        const char *ext = strrchr((*o)->file, '.');
-        size_t en = strlen(ext);
-        if (pn > en && !strcmp(path + pn - en, ext)) return *o;
-    }
+    const char *ext = strrchr(o->file, '.');
+    size_t en = strlen(ext);
+    return pn > en && !strcmp(path + pn - en, ext);
+}
+
+const rs_srv_backend_ops *rs_srv_backend_for_path(const char *path)
+{
+    for (const rs_srv_backend_ops *const *o = rs_srv_backends; *o; o++)
+        if (serves(*o, path)) return *o;
     return rs_srv_backends[0];
 }
 
@@ -36,8 +40,18 @@ rs_status rs_serve_backend_load(const char *path, rs_serve_backend **out, rs_err
         free(b);
         return rs_err_set(err, RS_ERR_NOMEM, "out of memory");
     }
+    /* The backends for the file's extension in the list's order: the first that takes it serves it;
+     * when none does, the first one's reason is the one given (the engine's, for an ONNX file). */
     b->ops = rs_srv_backend_for_path(path);
     rs_status st = b->ops->load(path, &b->impl, err);
+    for (const rs_srv_backend_ops *const *o = rs_srv_backends; st && *o; o++) {
+        if (*o == b->ops || !serves(*o, path)) continue;
+        rs_err other = {0};
+        if (!(*o)->load(path, &b->impl, &other)) {
+            b->ops = *o;
+            st = RS_OK;
+        }
+    }
     if (st) {
         free(b->path);
         free(b);

@@ -59,10 +59,11 @@ struct rs_serve_backend {
     char *path;  /* owned: the file it was loaded from */
 };
 
-/* The backends a version folder can hold, in the order a folder is probed (model.onnx first),
+/* The backends a version folder can hold, in the order a folder is probed (model.onnx first), and the
+ * order in which backends sharing an extension try a file (the engine, then the cast backend),
  * NULL-terminated. backend_ranks.c's is not among them: it wraps one of these. */
 extern const rs_srv_backend_ops *const rs_srv_backends[];
-extern const rs_srv_backend_ops rs_srv_backend_engine, rs_srv_backend_plan, rs_srv_backend_gpt;
+extern const rs_srv_backend_ops rs_srv_backend_engine, rs_srv_backend_cast, rs_srv_backend_plan, rs_srv_backend_gpt;
 
 /* The backend serving path, by its file's extension; the engine's (ONNX) for any other name. */
 const rs_srv_backend_ops *rs_srv_backend_for_path(const char *path);

@@ -339,7 +339,7 @@ static void *begin_input(P *p, const tok *at, void *ctx)
 {
     rs_serve_config *c = ctx;
     if (c->ninputs >= RS_SERVE_MAX_IO) {
-        fail(p, at, "too many inputs (at most %s)", "8", NULL);
+        fail(p, at, "too many inputs (at most %s)", RS_SERVE_MAX_IO_TEXT, NULL);
         return NULL;
     }
     return &c->inputs[c->ninputs++];
@@ -349,7 +349,7 @@ static void *begin_output(P *p, const tok *at, void *ctx)
 {
     rs_serve_config *c = ctx;
     if (c->noutputs >= RS_SERVE_MAX_IO) {
-        fail(p, at, "too many outputs (at most %s)", "8", NULL);
+        fail(p, at, "too many outputs (at most %s)", RS_SERVE_MAX_IO_TEXT, NULL);
         return NULL;
     }
     return &c->outputs[c->noutputs++];

@@ -11,7 +11,8 @@
 #include "dtype.h"
 #include "engine/core/status.h"
 
-#define RS_SERVE_MAX_IO 8
+#define RS_SERVE_MAX_IO 16
+#define RS_SERVE_MAX_IO_TEXT "16"
 #define RS_SERVE_MAX_DIMS 8
 #define RS_SERVE_MAX_PREFERRED 16
 #define RS_SERVE_MAX_VERSIONS 16

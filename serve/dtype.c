@@ -95,6 +95,78 @@ int rs_serve_dtype_json_elem(rs_serve_dtype t, const void *p, char *buf, size_t 
     }
 }
 
+/* ---- converting ---- */
+
+/* long double holds every int64, uint64 and double exactly (x86-64's 64-bit significand), so one
+ * conversion through it rounds once, as a direct one would. */
+static long double load(rs_serve_dtype t, const uint8_t *p)
+{
+    switch (t) {
+    case RS_SERVE_BOOL: return p[0] != 0;
+    case RS_SERVE_UINT8: return p[0];
+    case RS_SERVE_INT8: return (int8_t)p[0];
+    case RS_SERVE_UINT16: { uint16_t v; memcpy(&v, p, 2); return v; }
+    case RS_SERVE_INT16: { int16_t v; memcpy(&v, p, 2); return v; }
+    case RS_SERVE_UINT32: { uint32_t v; memcpy(&v, p, 4); return v; }
+    case RS_SERVE_INT32: { int32_t v; memcpy(&v, p, 4); return v; }
+    case RS_SERVE_UINT64: { uint64_t v; memcpy(&v, p, 8); return (long double)v; }
+    case RS_SERVE_INT64: { int64_t v; memcpy(&v, p, 8); return (long double)v; }
+    case RS_SERVE_FP16: { uint16_t v; memcpy(&v, p, 2); return rs_serve_half_to_float(v); }
+    case RS_SERVE_BF16: { uint16_t v; memcpy(&v, p, 2); return rs_serve_bf16_to_float(v); }
+    case RS_SERVE_FP32: { float v; memcpy(&v, p, 4); return v; }
+    case RS_SERVE_FP64: { double v; memcpy(&v, p, 8); return v; }
+    default: return 0;
+    }
+}
+
+static long double to_int(long double v, long double lo, long double hi)
+{
+    if (isnan(v)) return 0;
+    v = truncl(v);
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+static void store(rs_serve_dtype t, long double v, uint8_t *p)
+{
+    switch (t) {
+    case RS_SERVE_BOOL: p[0] = v != 0; break;
+    case RS_SERVE_UINT8: p[0] = (uint8_t)to_int(v, 0, UINT8_MAX); break;
+    case RS_SERVE_INT8: { int8_t x = (int8_t)to_int(v, INT8_MIN, INT8_MAX); memcpy(p, &x, 1); break; }
+    case RS_SERVE_UINT16: { uint16_t x = (uint16_t)to_int(v, 0, UINT16_MAX); memcpy(p, &x, 2); break; }
+    case RS_SERVE_INT16: { int16_t x = (int16_t)to_int(v, INT16_MIN, INT16_MAX); memcpy(p, &x, 2); break; }
+    case RS_SERVE_UINT32: { uint32_t x = (uint32_t)to_int(v, 0, UINT32_MAX); memcpy(p, &x, 4); break; }
+    case RS_SERVE_INT32: { int32_t x = (int32_t)to_int(v, INT32_MIN, INT32_MAX); memcpy(p, &x, 4); break; }
+    case RS_SERVE_UINT64: {
+        /* UINT64_MAX is not a long double exactly below 2^64; anything from 2^64 up saturates */
+        long double w = to_int(v, 0, 18446744073709551615.0L);
+        uint64_t x = w >= 18446744073709551616.0L ? UINT64_MAX : (uint64_t)w;
+        memcpy(p, &x, 8);
+        break;
+    }
+    case RS_SERVE_INT64: {
+        long double w = to_int(v, -9223372036854775808.0L, 9223372036854775808.0L);
+        int64_t x = w >= 9223372036854775808.0L ? INT64_MAX : (int64_t)w;
+        memcpy(p, &x, 8);
+        break;
+    }
+    case RS_SERVE_FP16: { uint16_t x = rs_serve_float_to_half((float)v); memcpy(p, &x, 2); break; }
+    case RS_SERVE_BF16: { uint16_t x = rs_serve_float_to_bf16((float)v); memcpy(p, &x, 2); break; }
+    case RS_SERVE_FP32: { float x = (float)v; memcpy(p, &x, 4); break; }
+    case RS_SERVE_FP64: { double x = (double)v; memcpy(p, &x, 8); break; }
+    default: break;
+    }
+}
+
+void rs_serve_dtype_convert(rs_serve_dtype from, const void *src, rs_serve_dtype to, void *dst, size_t count)
+{
+    size_t a = rs_serve_dtype_size(from), b = rs_serve_dtype_size(to);
+    if (from == to) {
+        memcpy(dst, src, count * a);
+        return;
+    }
+    for (size_t i = 0; i < count; i++) store(to, load(from, (const uint8_t *)src + i * a), (uint8_t *)dst + i * b);
+}
+
 /* ---- 16-bit floats ---- */
 
 float rs_serve_half_to_float(uint16_t h)

@@ -57,6 +57,10 @@ size_t rs_serve_dtype_bytes(rs_serve_dtype t, size_t count);
  * non-finite (Triton's writer sets rapidjson's kWriteNanAndInfFlag). Not for BYTES, FP16, BF16.
  * Returns the length. */
 int rs_serve_dtype_json_elem(rs_serve_dtype t, const void *p, char *buf, size_t cap);
+/* count elements of type from at src into type to at dst, as NumPy's astype and ONNX's Cast convert:
+ * floats to integers truncate toward zero (NaN gives 0, values past the range saturate rather than
+ * being undefined), anything to BOOL is "not zero". Neither may be BYTES. */
+void rs_serve_dtype_convert(rs_serve_dtype from, const void *src, rs_serve_dtype to, void *dst, size_t count);
 /* FP16 and BF16 <-> float (round to nearest even), for the backends that compute in float. */
 float rs_serve_half_to_float(uint16_t h);
 uint16_t rs_serve_float_to_half(float f);

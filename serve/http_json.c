@@ -61,11 +61,11 @@ json_t *rs_serve_json_model_metadata(const rs_serve_model *m)
     for (int i = 0; i < c->ninputs; i++)
         json_array_append_new(ins, json_pack("{s:s,s:s,s:o}", "name", c->inputs[i].name, "datatype",
                                              rs_serve_dtype_v2_name(c->inputs[i].dtype), "shape",
-                                             shape_json(&c->inputs[i], true)));
+                                             shape_json(&c->inputs[i], !c->full_dims)));
     for (int i = 0; i < c->noutputs; i++)
         json_array_append_new(outs, json_pack("{s:s,s:s,s:o}", "name", c->outputs[i].name, "datatype",
                                               rs_serve_dtype_v2_name(c->outputs[i].dtype), "shape",
-                                              shape_json(&c->outputs[i], true)));
+                                              shape_json(&c->outputs[i], !c->full_dims)));
     return json_pack("{s:s,s:o,s:s,s:o,s:o}", "name", c->name, "versions", vers, "platform",
                      c->platform[0] ? c->platform : c->backend, "inputs", ins, "outputs", outs);
 }
