@@ -2,6 +2,7 @@
 
 - ident: one Identity per Triton data type, 11 inputs in and 11 outputs out (BOOL, INT8, INT16, INT32,
   INT64, UINT8, FP16, BF16, FP32, FP64, BYTES), per-sample dims [3] (BYTES [2]);
+- wide: Identity on one FP32 input of many values per sample (the JSON-size test's model);
 - cast: Cast nodes the way boundary models convert (INT64 ids -> FP32, FP32 -> INT32, FP64 -> FP16,
   BOOL -> FP32, UINT8 -> FP64), per-sample dims [4].
 
@@ -62,6 +63,14 @@ def cast_model():
         outs.append(helper.make_tensor_value_info(b, TYPES[tb][0], ["N", 4]))
         nodes.append(helper.make_node("Cast", [a], [b], to=TYPES[tb][0], name=f"cast_{a}"))
     g = helper.make_graph(nodes, "cast", ins, outs)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], producer_name="typed_models.py")
+
+
+def wide_model(n):
+    """Identity on one FP32 input of n values per sample: a model whose requests carry many numbers."""
+    g = helper.make_graph([helper.make_node("Identity", ["x"], ["y"], name="id")], "wide",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", n])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", n])])
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], producer_name="typed_models.py")
 
 
