@@ -137,6 +137,66 @@ static void names_of(const rs_serve_io *io, int n, char *buf, size_t cap)
     for (int i = 0; i < n && k < cap; i++) k += (size_t)snprintf(buf + k, cap - k, "%s'%s'", i ? ", " : "", io[i].name);
 }
 
+/* io's dims per sample (without the batch a config writing it in the dims has first). */
+static rs_serve_io per_sample(const rs_serve_io *o, bool full)
+{
+    rs_serve_io per = *o;
+    if (o->has_reshape) {
+        per.rank = o->reshape_rank;
+        memcpy(per.dims, o->reshape, sizeof per.dims);
+    }
+    if (full && per.rank > 0) {
+        per.rank--;
+        memmove(per.dims, per.dims + 1, sizeof(int64_t) * (size_t)per.rank);
+    }
+    return per;
+}
+
+/* The config's dims against the model's (the same, the config's -1 filled in from the model). A
+ * request's buffers are sized from the config's dims and the model reads and writes its own, so they
+ * must be the same. */
+static rs_status fit_dims(rs_serve_io *o, const rs_serve_io *md, bool full, const char *kind, const char *where,
+                          rs_err *err)
+{
+    rs_serve_io per = per_sample(o, full);
+    if (!io_same(&per, md))
+        return rs_err_set(err, RS_ERR_SHAPE, "%s: %s '%s' dims differ from the model file's", where, kind, o->name);
+    for (int d = 0; d < md->rank; d++) {
+        if (md->dims[d] < 1)
+            return rs_err_set(err, RS_ERR_UNSUPPORTED, "%s: %s '%s' has a dimension of any size; ringside serves "
+                              "fixed per-sample shapes", where, kind, o->name);
+        o->dims[d + full] = md->dims[d];
+    }
+    return RS_OK;
+}
+
+static int64_t count_of(const int64_t *d, int from, int rank)
+{
+    int64_t n = 1;
+    for (int k = from; k < rank; k++) n *= d[k];
+    return n;
+}
+
+/* reshape: the model's tensor has the reshape's shape, the request the dims' (Triton's reshape), the
+ * same elements in the same order, so the bytes pass as they are. */
+static rs_status reshaped(rs_serve_io *o, const rs_serve_io *md, bool full, const char *kind, const char *where,
+                          rs_err *err)
+{
+    rs_serve_io per = per_sample(o, full);
+    for (int d = full; d < o->rank; d++)
+        if (o->dims[d] < 1)
+            return rs_err_set(err, RS_ERR_UNSUPPORTED, "%s: %s '%s' has reshape and a dim of any size; ringside "
+                              "reshapes fixed dims", where, kind, o->name);
+    if (!io_same(&per, md))
+        return rs_err_set(err, RS_ERR_SHAPE, "%s: %s '%s': reshape's shape differs from the model file's", where,
+                          kind, o->name);
+    if (count_of(o->dims, full, o->rank) != count_of(md->dims, 0, md->rank))
+        return rs_err_set(err, RS_ERR_SHAPE, "%s: %s '%s': dims hold %lld elements a sample, reshape %lld", where,
+                          kind, o->name, (long long)count_of(o->dims, full, o->rank),
+                          (long long)count_of(md->dims, 0, md->rank));
+    return RS_OK;
+}
+
 /* One side (inputs or outputs) of the config against the model's: the same names, put in the model's
  * order, the same data types, dims that fit (the config's -1 filled in from the model). */
 static rs_status complete_side(rs_serve_io *cf, int *ncf, const rs_serve_io *md, int nmd, bool full, const char *kind,
@@ -159,24 +219,13 @@ static rs_status complete_side(rs_serve_io *cf, int *ncf, const rs_serve_io *md,
             return rs_err_set(err, RS_ERR_ARG, "%s: the model file's %s '%s' is not in the config (the model's %ss: %s)",
                               where, kind, md[j].name, kind, names);
         ordered[j] = cf[i];
-        rs_serve_io *o = &ordered[j], per = *o; /* per: its dims per sample */
-        if (full) {
-            per.rank--;
-            memmove(per.dims, per.dims + 1, sizeof(int64_t) * (size_t)per.rank);
-        }
+        rs_serve_io *o = &ordered[j];
         if (o->dtype != md[j].dtype)
             return rs_err_set(err, RS_ERR_ARG, "%s: %s '%s' is %s in the config, %s in the model file", where, kind,
                               o->name, rs_serve_dtype_config_name(o->dtype), rs_serve_dtype_config_name(md[j].dtype));
-        /* A request's buffers are sized from the config's dims and the model reads and writes its own,
-         * so they must be the same. */
-        if (!io_same(&per, &md[j]))
-            return rs_err_set(err, RS_ERR_SHAPE, "%s: %s '%s' dims differ from the model file's", where, kind, o->name);
-        for (int d = 0; d < md[j].rank; d++) {
-            if (md[j].dims[d] < 1)
-                return rs_err_set(err, RS_ERR_UNSUPPORTED, "%s: %s '%s' has a dimension of any size; ringside "
-                                  "serves fixed per-sample shapes", where, kind, o->name);
-            o->dims[d + full] = md[j].dims[d];
-        }
+        rs_status st = o->has_reshape ? reshaped(o, &md[j], full, kind, where, err)
+                                      : fit_dims(o, &md[j], full, kind, where, err);
+        if (st) return st;
     }
     memcpy(cf, ordered, sizeof(rs_serve_io) * (size_t)nmd);
     return RS_OK;
@@ -187,12 +236,14 @@ static rs_status complete_side(rs_serve_io *cf, int *ncf, const rs_serve_io *md,
 static bool writes_batch(const rs_serve_config *c, const rs_serve_ios *io)
 {
     if (c->max_batch_size != 0 || c->ninputs != io->nin || c->noutputs != io->nout || !c->ninputs) return false;
-    for (int i = 0; i < c->ninputs; i++)
-        for (int j = 0; j < io->nin; j++)
-            if (!strcmp(c->inputs[i].name, io->in[j].name) && c->inputs[i].rank != io->in[j].rank + 1) return false;
-    for (int i = 0; i < c->noutputs; i++)
-        for (int j = 0; j < io->nout; j++)
-            if (!strcmp(c->outputs[i].name, io->out[j].name) && c->outputs[i].rank != io->out[j].rank + 1) return false;
+    for (int i = 0; i < c->ninputs + c->noutputs; i++) {
+        const rs_serve_io *cf = i < c->ninputs ? &c->inputs[i] : &c->outputs[i - c->ninputs];
+        const rs_serve_io *md = i < c->ninputs ? io->in : io->out;
+        int n = i < c->ninputs ? io->nin : io->nout;
+        for (int j = 0; j < n; j++)
+            if (!strcmp(cf->name, md[j].name) && (cf->has_reshape ? cf->reshape_rank : cf->rank) != md[j].rank + 1)
+                return false;
+    }
     return true;
 }
 

@@ -52,8 +52,60 @@ static void put_u32(uint8_t *p, size_t v)
     p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8), p[2] = (uint8_t)(v >> 16), p[3] = (uint8_t)(v >> 24);
 }
 
+#define MAX_LABEL_FILE (4 << 20)
+
+static rs_status classify_rows(const rs_serve_config *c, int k, const rs_serve_tensor *y, int64_t B, int topk,
+                               const char *const *labels, size_t nlabels, rs_serve_tensor *cls, size_t *per, rs_err *err);
+
+/* The lines of path into *text (owned by the caller) and *lines (pointers into it). */
+static rs_status read_labels(const char *path, char **text, char ***lines, size_t *n, rs_err *err)
+{
+    *text = NULL, *lines = NULL, *n = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return rs_err_set(err, RS_ERR_IO, "label_filename %s: cannot open", path);
+    char *t = malloc(MAX_LABEL_FILE + 1); /* the caller's */
+    size_t len = t ? fread(t, 1, MAX_LABEL_FILE + 1, f) : 0;
+    fclose(f);
+    if (!t || len > MAX_LABEL_FILE) {
+        free(t);
+        return rs_err_set(err, t ? RS_ERR_FORMAT : RS_ERR_NOMEM, "label_filename %s: larger than 4 MiB", path);
+    }
+    t[len] = 0;
+    size_t cap = 1;
+    for (size_t i = 0; i < len; i++) cap += t[i] == '\n';
+    char **l = malloc(cap * sizeof *l); /* the caller's */
+    if (!l) {
+        free(t);
+        return rs_err_set(err, RS_ERR_NOMEM, "out of memory");
+    }
+    for (char *p = t; *p && *n < cap;) {
+        char *e = strchr(p, '\n');
+        if (e) *e = 0;
+        if (e && e > p && e[-1] == '\r') e[-1] = 0;
+        l[(*n)++] = p;
+        if (!e) break;
+        p = e + 1;
+    }
+    *text = t, *lines = l;
+    return RS_OK;
+}
+
 rs_status rs_serve_classify(const rs_serve_config *c, int k, const rs_serve_tensor *y, int64_t B, int topk,
-                            const char *const *labels, size_t nlabels, rs_serve_tensor *cls, size_t *per, rs_err *err)
+                            rs_serve_tensor *cls, size_t *per, rs_err *err)
+{
+    char *ltext = NULL, **lines = NULL; /* owned here */
+    size_t nlabels = 0;
+    if (c->outputs[k].labels[0]) {
+        rs_status st = read_labels(c->outputs[k].labels, &ltext, &lines, &nlabels, err);
+        if (st) return st;
+    }
+    rs_status st = classify_rows(c, k, y, B, topk, (const char *const *)lines, nlabels, cls, per, err);
+    free(lines);
+    free(ltext);
+    return st;
+}
+static rs_status classify_rows(const rs_serve_config *c, int k, const rs_serve_tensor *y, int64_t B, int topk,
+                               const char *const *labels, size_t nlabels, rs_serve_tensor *cls, size_t *per, rs_err *err)
 {
     rs_serve_dtype t = c->outputs[k].dtype;
     size_t sz = rs_serve_dtype_size(t), numel = rs_serve_io_numel(c, &c->outputs[k]), rows = (size_t)B;

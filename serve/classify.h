@@ -10,8 +10,9 @@
 
 /* Output k's B samples (y, the scheduler's) become cls (malloc'd, BYTES, B rows of min(topk, elements
  * per sample) strings; one row of all elements for a config that writes the batch in its dims);
- * *per gets the strings per row. labels (nlabels) may be NULL. */
+ * *per gets the strings per row. The output's label file (one label a line, line i for class i) is
+ * read for each call: it is small, and an edit to it shows at once, as a reload would. */
 rs_status rs_serve_classify(const rs_serve_config *c, int k, const rs_serve_tensor *y, int64_t B, int topk,
-                            const char *const *labels, size_t nlabels, rs_serve_tensor *cls, size_t *per, rs_err *err);
+                            rs_serve_tensor *cls, size_t *per, rs_err *err);
 
 #endif

@@ -136,6 +136,18 @@ static rs_status read_str(P *p, char *buf, size_t n)
     return RS_OK;
 }
 
+/* A file's name in the model's folder: a string with no '/' and not "." or "..". */
+static rs_status read_file_name(P *p, char *buf, size_t n)
+{
+    colon(p);
+    tok at = p->cur;
+    rs_status st = read_str(p, buf, n);
+    if (st) return st;
+    if (!buf[0] || strchr(buf, '/') || !strcmp(buf, ".") || !strcmp(buf, ".."))
+        return fail(p, &at, "'%s' is not a file name in the model's folder (no '/', not . or ..)", buf, NULL);
+    return RS_OK;
+}
+
 static rs_status read_int_tok(P *p, int64_t lo, int64_t hi, int64_t *v)
 {
     if (p->cur.type != T_NUM) return unexpected(p, "an integer");
@@ -313,12 +325,26 @@ static bool ignored(const tok *name, const char *const *list)
 
 /* ---- the config's message types ---- */
 
+static rs_status f_reshape(P *p, const tok *name, void *ctx)
+{
+    rs_serve_io *io = ctx;
+    if (tok_is(name, "shape"))
+        return read_ints(p, -1, (int64_t)1 << 40, io->reshape, &io->reshape_rank, RS_SERVE_MAX_DIMS, "shape");
+    return unknown(p, name, "reshape", "shape");
+}
+
 static rs_status f_io(P *p, const tok *name, void *ctx)
 {
     rs_serve_io *io = ctx;
-    static const char *const skip[] = {"format", "reshape", "is_shape_tensor", "allow_ragged_batch", "optional",
-                                       "label_filename", "is_non_linear_format_io", NULL};
+    static const char *const skip[] = {"format", "is_shape_tensor", "allow_ragged_batch", "is_non_linear_format_io",
+                                       NULL};
     if (tok_is(name, "name")) return read_str(p, io->name, sizeof io->name);
+    if (tok_is(name, "reshape")) {
+        io->has_reshape = true;
+        return message(p, f_reshape, io);
+    }
+    if (tok_is(name, "optional")) return read_bool(p, &io->optional);
+    if (tok_is(name, "label_filename")) return read_file_name(p, io->labels, sizeof io->labels);
     if (tok_is(name, "data_type")) {
         colon(p);
         tok at = p->cur;
@@ -530,13 +556,27 @@ static void *begin_param(P *p, const tok *at, void *ctx)
     return q;
 }
 
+static rs_status f_cache(P *p, const tok *name, void *ctx)
+{
+    rs_serve_config *c = ctx;
+    if (tok_is(name, "enable")) return read_bool(p, &c->response_cache);
+    return unknown(p, name, "response_cache", "enable");
+}
+
 static rs_status f_model(P *p, const tok *name, void *ctx)
 {
     rs_serve_config *c = ctx;
-    static const char *const skip[] = {"optimization", "default_model_filename", "cc_model_filenames",
-                                       "model_warmup", "sequence_batching", "ensemble_scheduling", "response_cache",
-                                       "model_operations", "metric_tags", "runtime", "label_filename",
-                                       "batch_input", "batch_output", "model_repository_agents", NULL};
+    static const char *const skip[] = {"optimization", "cc_model_filenames", "model_operations", "metric_tags",
+                                       "runtime", "batch_input", "batch_output", "model_repository_agents", NULL};
+    if (tok_is(name, "default_model_filename"))
+        return read_file_name(p, c->default_model_filename, sizeof c->default_model_filename);
+    if (tok_is(name, "response_cache")) return message(p, f_cache, c);
+    if (tok_is(name, "model_warmup") || tok_is(name, "sequence_batching") || tok_is(name, "ensemble_scheduling")) {
+        bool *flag = tok_is(name, "model_warmup") ? &c->warmup : tok_is(name, "sequence_batching")
+                                                                      ? &c->sequence_batching : &c->ensemble;
+        *flag = true;
+        return skip_value(p);
+    }
     if (tok_is(name, "name")) return read_str(p, c->name, sizeof c->name);
     if (tok_is(name, "platform")) return read_str(p, c->platform, sizeof c->platform);
     if (tok_is(name, "backend")) return read_str(p, c->backend, sizeof c->backend);
@@ -616,7 +656,52 @@ rs_status rs_serve_config_load(const char *path, rs_serve_config *c, rs_err *err
     if (!buf) return rs_err_set(err, RS_ERR_NOMEM, "%s: out of memory", path);
     rs_status st = rs_serve_config_parse(buf, n, path, c, err);
     free(buf);
+    /* label files sit beside config.pbtxt */
+    const char *slash = strrchr(path, '/');
+    int dl = slash ? (int)(slash - path) : 1;
+    for (int k = 0; !st && k < c->noutputs; k++) {
+        rs_serve_io *o = &c->outputs[k];
+        if (!o->labels[0]) continue;
+        char full[sizeof o->labels];
+        if (snprintf(full, sizeof full, "%.*s/%s", dl, slash ? path : ".", o->labels) >= (int)sizeof full)
+            return rs_err_set(err, RS_ERR_ARG, "%s: label_filename '%s': the path is too long", path, o->labels);
+        memcpy(o->labels, full, sizeof full);
+    }
     return st;
+}
+
+void rs_serve_config_model_path(const rs_serve_config *c, const char *repo, const char *name, int64_t version,
+                                char *buf, size_t n)
+{
+    if (c->default_model_filename[0]) /* a plain file name: read_file_name checked it */
+        snprintf(buf, n, "%s/%s/%lld/%s", repo, name, (long long)version, c->default_model_filename);
+}
+
+const char *rs_serve_config_ignored(const rs_serve_config *c)
+{
+    return c->warmup ? "model_warmup: not run (ringside loads a model without warm-up requests)" : "";
+}
+
+rs_status rs_serve_config_check_supported(const rs_serve_config *c, const char *where, rs_err *err)
+{
+    if (c->response_cache)
+        return rs_err_set(err, RS_ERR_UNSUPPORTED, "%s: response_cache { enable: true }: ringside has no response "
+                          "cache; remove it or set enable: false", where);
+    if (c->ensemble || !strcmp(c->platform, "ensemble"))
+        return rs_err_set(err, RS_ERR_UNSUPPORTED, "%s: an ensemble (platform \"ensemble\", ensemble_scheduling): "
+                          "ringside serves each model of the pipeline on its own; the client chains them", where);
+    if (c->sequence_batching)
+        return rs_err_set(err, RS_ERR_UNSUPPORTED, "%s: sequence_batching: ringside has no sequence batcher (it "
+                          "would route a sequence's requests to one instance with its control inputs); remove it to "
+                          "serve the model as stateless", where);
+    if (!strcmp(c->instance_kind, "KIND_GPU"))
+        return rs_err_set(err, RS_ERR_UNSUPPORTED, "%s: instance_group kind: KIND_GPU: served models run on the CPU "
+                          "here; use KIND_CPU (or KIND_AUTO)", where);
+    for (int i = 0; i < c->ninputs; i++)
+        if (c->inputs[i].optional)
+            return rs_err_set(err, RS_ERR_UNSUPPORTED, "%s: input '%s' is optional: ringside's backends run every "
+                              "input of a model; remove optional: true", where, c->inputs[i].name);
+    return RS_OK;
 }
 
 /* ---- writing ---- */

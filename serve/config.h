@@ -23,6 +23,12 @@ typedef struct rs_serve_io {
     rs_serve_dtype dtype;
     int rank;
     int64_t dims[RS_SERVE_MAX_DIMS]; /* without the batch dim when max_batch_size > 0; -1 = any */
+    /* reshape { shape: [...] }: the model's own shape of the tensor (the same elements as dims) */
+    bool has_reshape;
+    int reshape_rank;
+    int64_t reshape[RS_SERVE_MAX_DIMS];
+    bool optional;                   /* an input the request may leave out (refused: every input runs) */
+    char labels[512];                /* an output's label_filename, as a path beside config.pbtxt; "" none */
 } rs_serve_io;
 
 typedef enum rs_serve_vpolicy { RS_SERVE_VP_LATEST = 0, RS_SERVE_VP_ALL, RS_SERVE_VP_SPECIFIC } rs_serve_vpolicy;
@@ -55,7 +61,22 @@ typedef struct rs_serve_config {
      * "tensor"): the model is served by that many rank processes (serve/ranks.h); 0 or 1: in-process */
     int ranks;
     char ranks_mode[16];
+    char default_model_filename[RS_SERVE_NAME_MAX]; /* the file a version folder serves; "" the backend's */
+    /* What a config may say that ringside does not do: refused by name at load (response_cache with
+     * enable: true, sequence_batching, ensemble_scheduling, a KIND_GPU instance group) or, for
+     * model_warmup, read and reported as not run (rs_serve_config_ignored). */
+    bool response_cache, sequence_batching, ensemble, warmup;
 } rs_serve_config;
+
+/* The version folder's file c names (default_model_filename) into buf, when it names one; buf is left
+ * as it is (the backends' probe: rs_serve_repo_model_path) otherwise. */
+void rs_serve_config_model_path(const rs_serve_config *c, const char *repo, const char *name, int64_t version,
+                                char *buf, size_t n);
+/* What c states that the server reads but does not do, for the load's message ("model_warmup: not
+ * run"), or "" when nothing. */
+const char *rs_serve_config_ignored(const rs_serve_config *c);
+/* Refuses what c states that ringside cannot honour, naming it (where: the config's file). */
+rs_status rs_serve_config_check_supported(const rs_serve_config *c, const char *where, rs_err *err);
 
 /* Defaults: latest 1 version, no batching settings, one instance. */
 void rs_serve_config_init(rs_serve_config *c);

@@ -113,7 +113,7 @@ static rs_grpc_code run_tensor(rs_serve_model *m, rs_serve_version *v, const Inf
         if (!t->want[k] || !t->classes[k]) continue;
         rs_serve_tensor cls;
         rs_err err = {0};
-        if (rs_serve_classify(c, k, &t->y[k], t->B, t->classes[k], NULL, 0, &cls, &t->per[k], &err)) {
+        if (rs_serve_classify(c, k, &t->y[k], t->B, t->classes[k], &cls, &t->per[k], &err)) {
             code = rs_grpc_fail(msg, n, RS_GRPC_INVALID_ARGUMENT, "%s", err.msg);
         } else {
             free(t->y[k].data);

@@ -72,8 +72,18 @@ json_t *rs_serve_json_model_metadata(const rs_serve_model *m)
 
 static json_t *io_cfg_json(const rs_serve_io *io)
 {
-    return json_pack("{s:s,s:s,s:o}", "name", io->name, "data_type", rs_serve_dtype_config_name(io->dtype), "dims",
-                     shape_json(io, false));
+    json_t *j = json_pack("{s:s,s:s,s:o}", "name", io->name, "data_type", rs_serve_dtype_config_name(io->dtype),
+                          "dims", shape_json(io, false));
+    if (io->has_reshape) {
+        json_t *r = json_array();
+        for (int d = 0; d < io->reshape_rank; d++) json_array_append_new(r, json_integer(io->reshape[d]));
+        json_object_set_new(j, "reshape", json_pack("{s:o}", "shape", r));
+    }
+    if (io->labels[0]) {
+        const char *base = strrchr(io->labels, '/');
+        json_object_set_new(j, "label_filename", json_string(base ? base + 1 : io->labels));
+    }
+    return j;
 }
 
 json_t *rs_serve_json_model_config(const rs_serve_model *m)
@@ -107,6 +117,12 @@ json_t *rs_serve_json_model_config(const rs_serve_model *m)
         vp = json_pack("{s:{s:o}}", "specific", "versions", v);
     } else vp = json_pack("{s:{s:i}}", "latest", "num_versions", c->latest_n);
     json_object_set_new(j, "version_policy", vp);
+    if (c->default_model_filename[0])
+        json_object_set_new(j, "default_model_filename", json_string(c->default_model_filename));
+    /* what the config stated that did not run: said here, never echoed as if it had */
+    if (rs_serve_config_ignored(c)[0])
+        json_object_set_new(j, "parameters", json_pack("{s:{s:s}}", "ringside_ignored", "string_value",
+                                                       rs_serve_config_ignored(c)));
     return j;
 }
 

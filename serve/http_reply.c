@@ -107,7 +107,7 @@ void rs_serve_infer_reply(const rs_serve_model *m, const rs_serve_version *v, co
         }
         if (classes[k]) {
             rs_err err = {0};
-            if (rs_serve_classify(c, k, &y[k], B, classes[k], NULL, 0, &cls[k], &per[k], &err)) {
+            if (rs_serve_classify(c, k, &y[k], B, classes[k], &cls[k], &per[k], &err)) {
                 rs_serve_reply_error(r, 400, "%s", err.msg);
                 goto done;
             }

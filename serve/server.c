@@ -68,6 +68,7 @@ static rs_status model_load(rs_serve_server *s, const char *name, rs_serve_model
     for (int i = 0; !st && i < nv; i++) {
         char path[4400];
         rs_serve_repo_model_path(s->repo, name, vers[i], path, sizeof path);
+        rs_serve_config_model_path(c, s->repo, name, vers[i], path, sizeof path);
         rs_serve_version *v = &m->v[m->nversions];
         v->version = vers[i];
         st = rs_serve_backend_load(path, &v->backend, err);

@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""config.pbtxt as Triton reads it, through tritonclient (HTTP and gRPC), on repositories written by hand:
+- reshape: the request's dims [2, 3] fed to a model of [6], the reply in the config's dims, values equal;
+- default_model_filename: the version folder's file named by the config is the one served;
+- label_filename with the classification extension: "value:index:label" strings as Triton writes them;
+- max_batch_size 0 with the batch fixed in the dims ([2, 4]): [2, 4] answered, [3, 4] refused in Triton's words;
+- what ringside cannot honour refused by name at load (response_cache enable, KIND_GPU, an ensemble,
+  sequence_batching, an optional input), and model_warmup loaded but reported as not run.
+
+usage: test_triton_config.py build/repl/ringside   (exits 77 without tritonclient or onnx)
+"""
+import os
+import sys
+import tempfile
+
+try:
+    import numpy as np
+    import onnx
+    import tritonclient.grpc as tg
+    import tritonclient.http as th
+    from onnx import TensorProto, helper
+    from tritonclient.utils import InferenceServerException
+except Exception as e:  # noqa: BLE001
+    print(f"skipped: needs numpy, onnx and tritonclient[all]: {e}")
+    sys.exit(77)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import serve_util  # noqa: E402
+import typed_models  # noqa: E402
+
+RINGSIDE = sys.argv[1]
+failures = 0
+
+
+def check(cond, what):
+    global failures
+    print(("ok   " if cond else "FAIL ") + what, flush=True)
+    if not cond:
+        failures += 1
+
+
+def ident(n, dt=TensorProto.FLOAT):
+    g = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "id",
+                          [helper.make_tensor_value_info("x", dt, ["N", n])],
+                          [helper.make_tensor_value_info("y", dt, ["N", n])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def model(root, name, cfg, m, fname="model.onnx", extra=None):
+    os.makedirs(os.path.join(root, name, "1"))
+    onnx.save(m, os.path.join(root, name, "1", fname))
+    with open(os.path.join(root, name, "config.pbtxt"), "w") as f:
+        f.write(f'name: "{name}"\n' + cfg)
+    for k, v in (extra or {}).items():
+        with open(os.path.join(root, name, k), "w") as f:
+            f.write(v)
+
+
+IO = 'input [ { name: "x" data_type: TYPE_FP32 dims: [ 6 ] } ]\noutput [ { name: "y" data_type: TYPE_FP32 dims: [ 6 ] } ]\n'
+REFUSED = {
+    "cache": ("max_batch_size: 4\nresponse_cache { enable: true }\n", "response_cache"),
+    "gpu": ("max_batch_size: 4\ninstance_group [ { kind: KIND_GPU } ]\n", "KIND_GPU"),
+    "ens": ('platform: "ensemble"\nmax_batch_size: 4\nensemble_scheduling { step [ { model_name: "reshape" '
+            'model_version: -1 input_map { key: "x" value: "x" } output_map { key: "y" value: "y" } } ] }\n', "ensemble"),
+    "seq": ("max_batch_size: 4\nsequence_batching { }\n", "sequence_batching"),
+    "opt": ('max_batch_size: 4\ninput [ { name: "x" data_type: TYPE_FP32 dims: [ 6 ] optional: true } ]\n', "optional"),
+}
+
+
+def make_repo(root):
+    model(root, "reshape", 'max_batch_size: 4\ninput [ { name: "x" data_type: TYPE_FP32 dims: [ 2, 3 ] reshape: { shape: [ 6 ] } } ]\n'
+          'output [ { name: "y" data_type: TYPE_FP32 dims: [ 2, 3 ] reshape: { shape: [ 6 ] } } ]\n', ident(6))
+    model(root, "named", "max_batch_size: 4\ndefault_model_filename: \"weights_v2.onnx\"\n" + IO, ident(6),
+          fname="weights_v2.onnx")
+    model(root, "labelled", 'max_batch_size: 4\ninput [ { name: "x" data_type: TYPE_FP32 dims: [ 6 ] } ]\n'
+          'output [ { name: "y" data_type: TYPE_FP32 dims: [ 6 ] label_filename: "labels.txt" } ]\n', ident(6),
+          extra={"labels.txt": "cat\ndog\nbird\nfish\nfrog\nhorse\n"})
+    model(root, "fixed", 'max_batch_size: 0\ninput [ { name: "x" data_type: TYPE_FP32 dims: [ 2, 4 ] } ]\n'
+          'output [ { name: "y" data_type: TYPE_FP32 dims: [ 2, 4 ] } ]\n', ident(4))
+    model(root, "warm", "max_batch_size: 4\nmodel_warmup [ { name: \"w\" batch_size: 1 } ]\n", ident(6))
+    for name, (cfg, _) in REFUSED.items():
+        model(root, name, cfg, ident(6))
+    os.remove(os.path.join(root, "ens", "1", "model.onnx"))  # an ensemble's version folder is empty
+
+
+def run(ports):
+    hc = th.InferenceServerClient(f"127.0.0.1:{ports['http']}")
+    gc = tg.InferenceServerClient(f"127.0.0.1:{ports['grpc']}")
+    x = np.arange(2 * 6, dtype=np.float32).reshape(2, 2, 3) - 5
+    for proto, mod, c in (("HTTP", th, hc), ("gRPC", tg, gc)):
+        i = mod.InferInput("x", [2, 2, 3], "FP32")
+        i.set_data_from_numpy(x)
+        y = c.infer("reshape", [i]).as_numpy("y")
+        check(y is not None and y.shape == (2, 2, 3) and np.array_equal(y, x), f"{proto}: reshape [2,3] <-> [6] round-trips")
+    xi = np.ones((1, 6), np.float32)
+    i = th.InferInput("x", [1, 6], "FP32").set_data_from_numpy(xi)
+    check(np.array_equal(hc.infer("named", [i]).as_numpy("y"), xi), "default_model_filename: weights_v2.onnx served")
+    check(hc.get_model_config("named").get("default_model_filename") == "weights_v2.onnx", "and its config says so")
+
+    scores = np.array([[0.1, 0.7, 0.05, 0.9, 0.2, 0.3], [5, 4, 3, 2, 1, 0]], np.float32)
+    labels = ["cat", "dog", "bird", "fish", "frog", "horse"]
+    want = [[f"{s[j]:f}:{j}:{labels[j]}".encode() for j in np.argsort(-s, kind="stable")[:3]] for s in scores]
+    i = th.InferInput("x", [2, 6], "FP32").set_data_from_numpy(scores)
+    got = hc.infer("labelled", [i], outputs=[th.InferRequestedOutput("y", class_count=3)]).as_numpy("y")
+    check(got is not None and got.tolist() == want, f"HTTP classification with labels: {got.tolist() if got is not None else None}")
+    gi = tg.InferInput("x", [2, 6], "FP32")
+    gi.set_data_from_numpy(scores)
+    got = gc.infer("labelled", [gi], outputs=[tg.InferRequestedOutput("y", class_count=3)]).as_numpy("y")
+    check(got is not None and got.tolist() == want, "gRPC classification with labels equal")
+
+    xf = np.arange(8, dtype=np.float32).reshape(2, 4)
+    i = th.InferInput("x", [2, 4], "FP32").set_data_from_numpy(xf)
+    check(np.array_equal(hc.infer("fixed", [i]).as_numpy("y"), xf), "max_batch_size 0, dims [2, 4]: a [2, 4] request")
+    try:
+        hc.infer("fixed", [th.InferInput("x", [3, 4], "FP32").set_data_from_numpy(np.zeros((3, 4), np.float32))])
+        check(False, "a [3, 4] request to dims [2, 4] refused")
+    except InferenceServerException as e:
+        check("unexpected shape for input 'x' for model 'fixed'. Expected [2,4], got [3,4]" in str(e), f"[3, 4] refused: {e}")
+
+    index = {m["name"]: m for m in hc.get_model_repository_index()}
+    for name, (_, word) in REFUSED.items():
+        m = index.get(name, {})
+        check(m.get("state") != "READY" and word in m.get("reason", ""), f"{name}: refused naming {word}: "
+              f"{m.get('state')} {m.get('reason', '')[:150]}")
+    cfg = hc.get_model_config("warm")
+    ign = cfg.get("parameters", {}).get("ringside_ignored", {}).get("string_value", "")
+    check(index.get("warm", {}).get("state") == "READY" and "model_warmup" in ign and "model_warmup" not in cfg,
+          f"model_warmup: loaded, reported as not run, not echoed: {ign}")
+
+
+def main():
+    with tempfile.TemporaryDirectory() as root:
+        make_repo(root)
+        p, ports, _ = serve_util.start(RINGSIDE, ["--repo", root, "--http", "0", "--grpc", "0", "--metrics", "-1"])
+        try:
+            run(ports)
+        finally:
+            p.terminate()
+            p.wait(timeout=30)
+    print(f"{failures} failure(s)")
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
