@@ -55,6 +55,19 @@ def hwm_kib(pid):
     raise SystemExit("no VmHWM in /proc")
 
 
+def sanitized(pid):
+    """ASan's redzones and quarantine hold freed memory: peak RSS says nothing about the code then."""
+    with open(f"/proc/{pid}/maps") as f:
+        return "libasan" in f.read()
+
+
+def bound(cond, what, asan):
+    if asan:
+        print("note " + what + " (not checked: the server runs under ASan)", flush=True)
+    else:
+        check(cond, what)
+
+
 def post(port, path, body):
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     c.request("POST", path, body=body, headers={"Content-Type": "application/json"})
@@ -86,6 +99,7 @@ def main():
 
 
 def run(pid, port):
+    asan = sanitized(pid)
     # a legitimate large JSON request first, while the peak is still the idle server's
     B = 8
     x = (np.arange(B * WIDE) % 7 - 3).astype(np.float32).reshape(B, WIDE) / 2
@@ -98,8 +112,8 @@ def run(pid, port):
     y = np.array(json.loads(data)["outputs"][0]["data"], np.float32) if st == 200 else None
     check(st == 200 and y is not None and np.array_equal(y, x.ravel()),
           f"{B * WIDE} numbers in JSON ({len(body) >> 20} MiB body, {tensor >> 20} MiB FP32) answered equal: {st}")
-    check(grown < 4 * 2 * tensor,
-          f"its peak RSS grew {grown >> 20} MiB: under 4x the {2 * tensor >> 20} MiB of tensors it carries in and out")
+    bound(grown < 4 * 2 * tensor,
+          f"its peak RSS grew {grown >> 20} MiB: under 4x the {2 * tensor >> 20} MiB of tensors it carries in and out", asan)
 
     # the bomb of the issue: 33M numbers, 63 MiB
     n = 33_000_000
@@ -110,7 +124,7 @@ def run(pid, port):
     msg = json.loads(data).get("error", "") if st != 200 else ""
     check(st == 400 and "expected 4 numbers" in msg and str(n) in msg,
           f"the {len(bomb) >> 20} MiB body of {n} numbers refused naming the numbers: {st} {msg[:160]}")
-    check(grown < 2 * len(bomb), f"its peak RSS grew {grown >> 20} MiB (main: +1.26 GB): under twice the body")
+    bound(grown < 2 * len(bomb), f"its peak RSS grew {grown >> 20} MiB (main: +1.26 GB): under twice the body", asan)
 
     # values outside any tensor's data are what jansson parses: bounded before it does
     junk = b'{"parameters":{"x":[' + b"1," * 199_999 + b'1]},"inputs":[]}'

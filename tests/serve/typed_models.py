@@ -74,10 +74,23 @@ def wide_model(n):
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], producer_name="typed_models.py")
 
 
+def two_input_ids(t):
+    """input_ids and attention_mask, INT64 (N, t), the way a BERT-style export takes them, each cast to FP32
+    (the boundary a tower's graph starts with): what the served two-input INT64 figure runs."""
+    nodes = [helper.make_node("Cast", ["input_ids"], ["ids_f"], to=TensorProto.FLOAT),
+             helper.make_node("Cast", ["attention_mask"], ["mask_f"], to=TensorProto.FLOAT)]
+    g = helper.make_graph(nodes, "two_input_ids",
+                          [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["N", t]),
+                           helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["N", t])],
+                          [helper.make_tensor_value_info("ids_f", TensorProto.FLOAT, ["N", t]),
+                           helper.make_tensor_value_info("mask_f", TensorProto.FLOAT, ["N", t])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], producer_name="typed_models.py")
+
+
 def write(out_dir):
     """Writes ident.onnx and cast.onnx into out_dir (checked by onnx.checker); returns their paths."""
     paths = {}
-    for name, m in (("ident", ident_model()), ("cast", cast_model())):
+    for name, m in (("ident", ident_model()), ("cast", cast_model()), ("two_input_ids", two_input_ids(128))):
         onnx.checker.check_model(m)
         p = os.path.join(out_dir, name + ".onnx")
         onnx.save(m, p)
