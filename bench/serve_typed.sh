@@ -36,7 +36,7 @@ srv=$!
 for _ in $(seq 100); do grep -q "on http://" "$tmp/log" && break; sleep 0.1; done
 port=$(sed -n 's/.*on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/log" | head -1)
 [ -n "$port" ] || { cat "$tmp/log"; exit 1; }
-echo "two-input INT64 model (input_ids, attention_mask: 128 tokens), $(nproc) CPUs shared by client and server"
+echo "two-input INT64 model (input_ids, attention_mask: 128 tokens), $(getconf _NPROCESSORS_ONLN) CPUs shared by client and server"
 "$build/bench/serve_load" "$port" ids "input_ids:INT64:128,attention_mask:INT64:128" 64 "$secs"
 kill "$srv"; wait "$srv" 2>/dev/null; srv=
 "$build/bench/serve_load" --inproc "$tmp/repo/ids/1/model.onnx" "$secs" 2
