@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Every Triton data type, many inputs and outputs, through Triton's own clients: an Identity model of
 11 inputs and 11 outputs (BOOL, INT8, INT16, INT32, INT64, UINT8, FP16, BF16, FP32, FP64, BYTES) and a
-Cast model (INT64 -> FP32, FP32 -> INT32, FP64 -> FP16, BOOL -> FP32, UINT8 -> FP64), both written by
+Cast model (INT64 -> FP32, FP32 -> INT32, FP64 -> FP16, BOOL -> FP32, UINT8 -> FP64, FP32 -> BF16, FP16 -> INT16), written by
 typed_models.py, served by `ringside serve --repo` and checked against NumPy (and ONNX Runtime for the
 Cast model) over HTTP with JSON and binary tensors and over gRPC with raw and typed contents; the same
 model with max_batch_size 0 and the batch in its dims; Triton's error words for what does not fit;
@@ -19,6 +19,7 @@ try:
     import grpc
     import ml_dtypes
     import numpy as np
+    import onnx
     import onnxruntime as ort
     import tritonclient.grpc as tg
     import tritonclient.http as th
@@ -88,10 +89,12 @@ IDENT_IO = ([(f"in_{t.lower()}", t, typed_models.per_sample(t)) for t in typed_m
 
 def make_repo(root):
     paths = typed_models.write(root)
+    onnx.save(typed_models.cast_model(typed_models.CASTS[:5]), os.path.join(root, "cast5.onnx"))
+    paths["cast5"] = os.path.join(root, "cast5.onnx")
     for name, cfg in (("ident", config("ident", IDENT_IO, 8)), ("ident_nb", config("ident_nb", IDENT_IO, 0, True)),
-                      ("cast", 'name: "cast"\nmax_batch_size: 4\n')):
+                      ("cast", 'name: "cast"\nmax_batch_size: 4\n'), ("cast5", 'max_batch_size: 4\n')):
         os.makedirs(os.path.join(root, name, "1"))
-        with open(paths["cast" if name == "cast" else "ident"], "rb") as f, \
+        with open(paths[name if name.startswith("cast") else "ident"], "rb") as f, \
                 open(os.path.join(root, name, "1", "model.onnx"), "wb") as g:
             g.write(f.read())
         with open(os.path.join(root, name, "config.pbtxt"), "w") as f:
@@ -178,25 +181,50 @@ def run_checks(root, ports):
         check("expected 11 inputs but got 9 inputs" in e.details() and "missing required input(s) ['in_fp16','in_bf16']"
               in e.details(), f"a request missing two inputs: {e.details()}")
 
-    # typed contents for the 9 types that have a field, on a model of just those: the cast model's five
+    # the Cast models: NumPy's astype is the reference, ONNX Runtime agrees with it
     cast_in = {"ids": rng.integers(-2**40, 2**40, size=(2, 4)).astype(np.int64),
                "x32": (rng.standard_normal((2, 4)) * 1000).astype(np.float32),
                "x64": rng.standard_normal((2, 4)) * 100, "mask": rng.integers(0, 2, size=(2, 4)).astype(np.bool_),
-               "pix": rng.integers(0, 256, size=(2, 4)).astype(np.uint8)}
+               "pix": rng.integers(0, 256, size=(2, 4)).astype(np.uint8),
+               "xb": (rng.standard_normal((2, 4)) * 1000).astype(np.float32),
+               "h": (rng.standard_normal((2, 4)) * 1000).astype(np.float16)}
     want = {b: cast_in[a].astype(typed_models.TYPES[tb][1]) for a, _, b, tb in typed_models.CASTS}
     sess = ort.InferenceSession(os.path.join(root, "cast.onnx"))
-    ort_out = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, cast_in)))
-    check(all(same(ort_out[k], v) for k, v in want.items()), "ONNX Runtime's Cast equals NumPy's astype on the inputs")
-    r = tg.InferResult(grpc_typed(stub, "cast", cast_in))
-    bad = [k for k in want if not same(r.as_numpy(k), want[k])]
-    check(not bad, f"gRPC typed contents (int64, fp32, fp64, bool, uint) through Cast equal ORT (differ: {bad})")
+    names = [o.name for o in sess.get_outputs() if o.name != "xb_b"]  # ORT's Python API has no bfloat16 arrays
+    ort_out = dict(zip(names, sess.run(names, cast_in)))
+    check(all(same(ort_out[k], want[k]) for k in names), "ONNX Runtime's Cast equals NumPy's astype (BF16 aside)")
+    outs_c = [(b, tb) for _, _, b, tb in typed_models.CASTS]
     for json_io in (False, True):
-        r = http_infer(hc, "cast", cast_in, json_io, json_io, [(b, tb) for _, _, b, tb in typed_models.CASTS])
+        r = http_infer(hc, "cast", cast_in, json_io, json_io, outs_c)
         bad = [k for k in want if not same(r.as_numpy(k), want[k])]
-        check(not bad, f"HTTP {'JSON' if json_io else 'binary'} through Cast equal ORT (differ: {bad})")
+        check(not bad, f"HTTP {'JSON' if json_io else 'binary'} through 7 Casts (BF16, FP16 both ways) equal ORT "
+              f"(differ: {bad})")
     r = gc.infer("cast", [tg.InferInput(n, list(a.shape), typed_models_dt(a)).set_data_from_numpy(a)
                           for n, a in cast_in.items()])
-    check(all(same(r.as_numpy(k), v) for k, v in want.items()), "gRPC raw through Cast equal ORT")
+    check(all(same(r.as_numpy(k), v) for k, v in want.items()), "gRPC raw through 7 Casts equal ORT")
+    # typed contents: the five inputs that have a typed field (cast5), and what does not fit them
+    five = {k: cast_in[k] for k in ("ids", "x32", "x64", "mask", "pix")}
+    r = tg.InferResult(grpc_typed(stub, "cast5", five))
+    bad = [b for a, _, b, _ in typed_models.CASTS[:5] if not same(r.as_numpy(b), want[b])]
+    check(not bad, f"gRPC typed contents (int64, fp32, fp64, bool, uint) through Cast equal ORT (differ: {bad})")
+    q = service_pb2.ModelInferRequest(model_name="cast5")
+    for n, v in five.items():
+        t = q.inputs.add(name=n, datatype=typed_models_dt(v), shape=list(v.shape))
+        field = {"INT64": "int64_contents", "FP32": "fp32_contents", "FP64": "fp64_contents", "BOOL": "bool_contents",
+                 "UINT8": "uint_contents"}[typed_models_dt(v)]
+        getattr(t.contents, field).extend(v.ravel().tolist())
+    q.inputs[4].contents.uint_contents[3] = 300
+    expect_error(lambda: stub.ModelInfer(q), "input 'pix': value 3 of contents.uint_contents does not fit UINT8",
+                 "gRPC uint_contents 300 for UINT8 refused, not wrapped")
+    expect_error(lambda: grpc_typed(stub, "cast", {**five, "xb": cast_in["xb"], "h": cast_in["h"].astype(np.float32)}),
+                 "data-type is 'FP32', but model 'cast' expects 'FP16'", "FP16 input sent as FP32 contents")
+    i = th.InferInput("pix", [2, 4], "UINT8")
+    i._data = [1, 2, 300, 4, 5, 6, 7, 8]
+    i._parameters.pop("binary_data_size", None)
+    rest = [th.InferInput(n, list(v.shape), typed_models_dt(v)).set_data_from_numpy(v)
+            for n, v in cast_in.items() if n != "pix"]
+    expect_error(lambda: hc.infer("cast", rest + [i]), "value 2 ('300') is not a UINT8 in its range",
+                 "JSON 300 for UINT8 refused, not wrapped")
 
     # max_batch_size 0: the dims hold the batch
     r = http_infer(hc, "ident_nb", arrays, False, False, outs)

@@ -4,7 +4,7 @@
   INT64, UINT8, FP16, BF16, FP32, FP64, BYTES), per-sample dims [3] (BYTES [2]);
 - wide: Identity on one FP32 input of many values per sample (the JSON-size test's model);
 - cast: Cast nodes the way boundary models convert (INT64 ids -> FP32, FP32 -> INT32, FP64 -> FP16,
-  BOOL -> FP32, UINT8 -> FP64), per-sample dims [4].
+  BOOL -> FP32, UINT8 -> FP64, FP32 -> BF16, FP16 -> INT16), per-sample dims [4].
 
 Each is a batch-first graph (the batch dim symbolic), what ringside serves with max_batch_size > 0.
 Run as a script it writes them into a folder: typed_models.py OUT_DIR.
@@ -38,7 +38,8 @@ TYPES = {
 
 # (input name, its type, output name, output type) of the cast model
 CASTS = [("ids", "INT64", "ids_f", "FP32"), ("x32", "FP32", "x32_i", "INT32"), ("x64", "FP64", "x64_h", "FP16"),
-         ("mask", "BOOL", "mask_f", "FP32"), ("pix", "UINT8", "pix_d", "FP64")]
+         ("mask", "BOOL", "mask_f", "FP32"), ("pix", "UINT8", "pix_d", "FP64"), ("xb", "FP32", "xb_b", "BF16"),
+         ("h", "FP16", "h_s", "INT16")]
 
 
 def per_sample(dt):
@@ -56,9 +57,9 @@ def ident_model():
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], producer_name="typed_models.py")
 
 
-def cast_model():
+def cast_model(casts=CASTS):
     ins, outs, nodes = [], [], []
-    for a, ta, b, tb in CASTS:
+    for a, ta, b, tb in casts:
         ins.append(helper.make_tensor_value_info(a, TYPES[ta][0], ["N", 4]))
         outs.append(helper.make_tensor_value_info(b, TYPES[tb][0], ["N", 4]))
         nodes.append(helper.make_node("Cast", [a], [b], to=TYPES[tb][0], name=f"cast_{a}"))
