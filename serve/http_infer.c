@@ -240,7 +240,9 @@ void rs_serve_infer(rs_serve_model *m, rs_serve_version *v, const char *body, si
     if (parse_json(q) && read_inputs(q) && check_outputs(q)) {
         rs_err err = {0};
         rs_status st = rs_serve_sched_infer_tensors(v->sched, q->x, (int)q->B, q->y, &err); /* counts its own failures */
-        if (st) rs_serve_reply_error(r, st == RS_ERR_UNSUPPORTED || st == RS_ERR_CANCELLED ? 503 : 500, "%s", err.msg);
+        /* a value the model refuses (a token outside its vocabulary) is the client's to fix: 400 */
+        int code = st == RS_ERR_ARG ? 400 : st == RS_ERR_UNSUPPORTED || st == RS_ERR_CANCELLED ? 503 : 500;
+        if (st) rs_serve_reply_error(r, code, "%s", err.msg);
         else rs_serve_infer_reply(m, v, q->req, q->B, q->y, q->want, q->binary, q->classes, r);
     } else {
         rs_serve_reply_error(r, 400, "%s", q->msg);

@@ -100,8 +100,12 @@ def make_repo(root):
         with open(os.path.join(root, name, "config.pbtxt"), "w") as f:
             f.write(cfg)
     os.makedirs(os.path.join(root, "mlp", "1"))
-    subprocess.run([RINGSIDE, "--no-db", "-c", f"model m = mlp 4-16-3 seed=3; export m {root}/mlp/1/model.onnx"],
+    os.makedirs(os.path.join(root, "tok", "1"))
+    subprocess.run([RINGSIDE, "--no-db", "-c", f"model m = mlp 4-16-3 seed=3; export m {root}/mlp/1/model.onnx; "
+                    f"model g = gpt layers=1 heads=2 dim=16 ctx=8 seed=2; export g {root}/tok/1/model.onnx"],
                    check=True, stdout=subprocess.DEVNULL)
+    with open(os.path.join(root, "tok", "config.pbtxt"), "w") as f:
+        f.write('name: "tok"\nmax_batch_size: 4\n')
     with open(os.path.join(root, "mlp", "config.pbtxt"), "w") as f:
         f.write('name: "mlp"\nplatform: "onnxruntime_onnx"\nmax_batch_size: 8\n')
 
@@ -234,6 +238,7 @@ def run_checks(root, ports):
     check(cfg["inputs"][0]["shape"] == [-1, 3], f"its metadata shape is the config's dims: {cfg['inputs'][0]['shape']}")
 
     errors(hc, gc, arrays)
+    token_ids(hc, gc, root)
     nonfinite(hc, gc, root)
     classification(hc, stub, arrays)
 
@@ -280,6 +285,29 @@ def errors(hc, gc, arrays):
                  "'ident', got 5", "a BYTES tensor one element short")
     expect_error(lambda: http_infer(hc, "ident", {k: np.repeat(v, 3, axis=0) for k, v in arrays.items()}, False, False),
                  "inference request batch-size must be <= 8 for 'ident'", "a batch of 9 for max_batch_size 8")
+
+
+def token_ids(hc, gc, root):
+    """A GPT exported to ONNX takes INT64 token ids (as torch exports them); the engine reads int32 ids, so
+    the backend narrows them at the boundary: answers equal ORT's, ids outside the vocabulary refused."""
+    x = np.random.default_rng(1).integers(0, 50, size=(2, 8)).astype(np.int64)
+    sess = ort.InferenceSession(os.path.join(root, "tok", "1", "model.onnx"))
+    ref = sess.run(None, {"tokens": x})[0]
+    meta = hc.get_model_metadata("tok")
+    check(meta["inputs"][0]["datatype"] == "INT64", f"a token model's input is INT64: {meta['inputs'][0]}")
+    y = hc.infer("tok", [th.InferInput("tokens", [2, 8], "INT64").set_data_from_numpy(x)]).as_numpy("logits")
+    gi = tg.InferInput("tokens", [2, 8], "INT64")
+    gi.set_data_from_numpy(x)
+    yg = gc.infer("tok", [gi]).as_numpy("logits")
+    check(y.shape == ref.shape and np.abs(y - ref).max() < 1e-4 and np.abs(yg - ref).max() < 1e-4,
+          f"INT64 token ids through the engine equal ORT over HTTP and gRPC (max diff "
+          f"{max(np.abs(y - ref).max(), np.abs(yg - ref).max()):.2e})")
+    x[0, 0] = 60
+    expect_error(lambda: hc.infer("tok", [th.InferInput("tokens", [2, 8], "INT64").set_data_from_numpy(x)]),
+                 "[400] token 60 at position 0 of the batch is outside the model's vocabulary of 50", "an id past the vocabulary")
+    x[0, 0] = 2**40
+    expect_error(lambda: hc.infer("tok", [th.InferInput("tokens", [2, 8], "INT64").set_data_from_numpy(x)]),
+                 "does not fit the model's int32 ids", "an id past int32")
 
 
 def nonfinite(hc, gc, root):
