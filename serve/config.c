@@ -556,6 +556,65 @@ static void *begin_param(P *p, const tok *at, void *ctx)
     return q;
 }
 
+/* ---- ensemble_scheduling { step [ { model_name model_version input_map output_map } ] } ---- */
+
+typedef struct map_ctx {
+    rs_serve_step *st;
+    bool out;
+} map_ctx;
+
+static rs_status f_map(P *p, const tok *name, void *ctx)
+{
+    map_ctx *m = ctx;
+    int k = (m->out ? m->st->nout : m->st->nin) - 1;
+    char *key = m->out ? m->st->out[k].key : m->st->in[k].key, *val = m->out ? m->st->out[k].value : m->st->in[k].value;
+    if (tok_is(name, "key")) return read_str(p, key, RS_SERVE_NAME_MAX);
+    if (tok_is(name, "value")) return read_str(p, val, RS_SERVE_NAME_MAX);
+    return unknown(p, name, m->out ? "output_map" : "input_map", "key, value");
+}
+
+static void *begin_map(P *p, const tok *at, void *ctx)
+{
+    map_ctx *m = ctx;
+    int *n = m->out ? &m->st->nout : &m->st->nin;
+    if (*n >= RS_SERVE_MAX_IO) {
+        fail(p, at, "too many entries in a step's map (at most %s)", RS_SERVE_MAX_IO_TEXT, NULL);
+        return NULL;
+    }
+    (*n)++;
+    return m;
+}
+
+static rs_status f_step(P *p, const tok *name, void *ctx)
+{
+    rs_serve_step *st = ctx;
+    if (tok_is(name, "model_name")) return read_str(p, st->model, sizeof st->model);
+    if (tok_is(name, "model_version")) return read_int(p, -1, INT64_MAX, &st->version);
+    if (tok_is(name, "input_map") || tok_is(name, "output_map")) {
+        map_ctx m = {.st = st, .out = tok_is(name, "output_map")};
+        return messages(p, f_map, begin_map, &m);
+    }
+    return unknown(p, name, "step", "model_name, model_version, input_map, output_map");
+}
+
+static void *begin_step(P *p, const tok *at, void *ctx)
+{
+    rs_serve_config *c = ctx;
+    if (c->nsteps >= RS_SERVE_MAX_STEPS) {
+        fail(p, at, "too many ensemble steps (at most %s)", "8", NULL);
+        return NULL;
+    }
+    rs_serve_step *st = &c->steps[c->nsteps++];
+    st->version = -1;
+    return st;
+}
+
+static rs_status f_ensemble(P *p, const tok *name, void *ctx)
+{
+    if (tok_is(name, "step")) return messages(p, f_step, begin_step, ctx);
+    return unknown(p, name, "ensemble_scheduling", "step");
+}
+
 static rs_status f_cache(P *p, const tok *name, void *ctx)
 {
     rs_serve_config *c = ctx;
@@ -571,10 +630,12 @@ static rs_status f_model(P *p, const tok *name, void *ctx)
     if (tok_is(name, "default_model_filename"))
         return read_file_name(p, c->default_model_filename, sizeof c->default_model_filename);
     if (tok_is(name, "response_cache")) return message(p, f_cache, c);
-    if (tok_is(name, "model_warmup") || tok_is(name, "sequence_batching") || tok_is(name, "ensemble_scheduling")) {
-        bool *flag = tok_is(name, "model_warmup") ? &c->warmup : tok_is(name, "sequence_batching")
-                                                                      ? &c->sequence_batching : &c->ensemble;
-        *flag = true;
+    if (tok_is(name, "ensemble_scheduling")) {
+        c->ensemble = true;
+        return message(p, f_ensemble, c);
+    }
+    if (tok_is(name, "model_warmup") || tok_is(name, "sequence_batching")) {
+        *(tok_is(name, "model_warmup") ? &c->warmup : &c->sequence_batching) = true;
         return skip_value(p);
     }
     if (tok_is(name, "name")) return read_str(p, c->name, sizeof c->name);
@@ -687,9 +748,17 @@ rs_status rs_serve_config_check_supported(const rs_serve_config *c, const char *
     if (c->response_cache)
         return rs_err_set(err, RS_ERR_UNSUPPORTED, "%s: response_cache { enable: true }: ringside has no response "
                           "cache; remove it or set enable: false", where);
-    if (c->ensemble || !strcmp(c->platform, "ensemble"))
-        return rs_err_set(err, RS_ERR_UNSUPPORTED, "%s: an ensemble (platform \"ensemble\", ensemble_scheduling): "
-                          "ringside serves each model of the pipeline on its own; the client chains them", where);
+    bool says = !strcmp(c->platform, "ensemble");
+    if (says != c->ensemble || (says && !c->nsteps))
+        return rs_err_set(err, RS_ERR_ARG, "%s: an ensemble is platform: \"ensemble\" with ensemble_scheduling { step "
+                          "[ ... ] }; this config has %s", where, says ? "no steps" : "steps but another platform");
+    for (int i = 0; i < c->nsteps; i++)
+        if (!strcmp(c->steps[i].model, c->name) || !c->steps[i].model[0])
+            return rs_err_set(err, RS_ERR_ARG, "%s: ensemble step %d runs '%s': a step names another model", where,
+                              i + 1, c->steps[i].model);
+    if (c->ensemble && (!c->ninputs || !c->noutputs))
+        return rs_err_set(err, RS_ERR_ARG, "%s: an ensemble states its input and output (there is no model file to "
+                          "take them from)", where);
     if (c->sequence_batching)
         return rs_err_set(err, RS_ERR_UNSUPPORTED, "%s: sequence_batching: ringside has no sequence batcher (it "
                           "would route a sequence's requests to one instance with its control inputs); remove it to "

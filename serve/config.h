@@ -31,6 +31,20 @@ typedef struct rs_serve_io {
     char labels[512];                /* an output's label_filename, as a path beside config.pbtxt; "" none */
 } rs_serve_io;
 
+#define RS_SERVE_MAX_STEPS 8
+
+/* One step of an ensemble (ensemble_scheduling { step [...] }): the model it runs and how its tensors
+ * are named in the ensemble: in[k] = {key: the model's input, value: the ensemble's tensor}, out[k] =
+ * {key: the model's output, value: the ensemble's tensor it becomes}. */
+typedef struct rs_serve_step {
+    char model[RS_SERVE_NAME_MAX];
+    int64_t version;                 /* -1: the newest */
+    int nin, nout;
+    struct {
+        char key[RS_SERVE_NAME_MAX], value[RS_SERVE_NAME_MAX];
+    } in[RS_SERVE_MAX_IO], out[RS_SERVE_MAX_IO];
+} rs_serve_step;
+
 typedef enum rs_serve_vpolicy { RS_SERVE_VP_LATEST = 0, RS_SERVE_VP_ALL, RS_SERVE_VP_SPECIFIC } rs_serve_vpolicy;
 
 typedef struct rs_serve_config {
@@ -66,6 +80,8 @@ typedef struct rs_serve_config {
      * enable: true, sequence_batching, ensemble_scheduling, a KIND_GPU instance group) or, for
      * model_warmup, read and reported as not run (rs_serve_config_ignored). */
     bool response_cache, sequence_batching, ensemble, warmup;
+    int nsteps;                      /* an ensemble's steps, in the order they run */
+    rs_serve_step steps[RS_SERVE_MAX_STEPS];
 } rs_serve_config;
 
 /* The version folder's file c names (default_model_filename) into buf, when it names one; buf is left

@@ -129,7 +129,9 @@ rs_status rs_serve_repo_model(const char *repo, const char *name, rs_serve_confi
         if (*end || errno || v < 1 || e->d_name[0] < '0' || e->d_name[0] > '9') continue;
         rs_serve_repo_model_path(repo, name, v, p, sizeof p);
         rs_serve_config_model_path(c, repo, name, v, p, sizeof p);
-        if (is_file(p)) found[nf++] = v;
+        bool ok = is_file(p);
+        if (!ok && c->ensemble && strrchr(p, '/')) *strrchr(p, '/') = 0, ok = is_dir(p); /* an ensemble's is empty */
+        if (ok) found[nf++] = v;
     }
     closedir(d);
     qsort(found, (size_t)nf, sizeof *found, cmp_i64);

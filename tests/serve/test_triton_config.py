@@ -4,18 +4,23 @@
 - default_model_filename: the version folder's file named by the config is the one served;
 - label_filename with the classification extension: "value:index:label" strings as Triton writes them;
 - max_batch_size 0 with the batch fixed in the dims ([2, 4]): [2, 4] answered, [3, 4] refused in Triton's words;
-- what ringside cannot honour refused by name at load (response_cache enable, KIND_GPU, an ensemble,
-  sequence_batching, an optional input), and model_warmup loaded but reported as not run.
+- an ensemble (platform "ensemble", ensemble_scheduling): UINT8 pixels through a Cast model into an MLP,
+  equal to ORT's MLP over HTTP and gRPC, classification of its output, a step reading a tensor nothing
+  gives refused in the request's answer;
+- what ringside cannot honour refused by name at load (response_cache enable, KIND_GPU, an ensemble
+  platform without steps, sequence_batching, an optional input), and model_warmup reported as not run.
 
 usage: test_triton_config.py build/repl/ringside   (exits 77 without tritonclient or onnx)
 """
 import os
+import subprocess
 import sys
 import tempfile
 
 try:
     import numpy as np
     import onnx
+    import onnxruntime as ort
     import tritonclient.grpc as tg
     import tritonclient.http as th
     from onnx import TensorProto, helper
@@ -60,8 +65,7 @@ IO = 'input [ { name: "x" data_type: TYPE_FP32 dims: [ 6 ] } ]\noutput [ { name:
 REFUSED = {
     "cache": ("max_batch_size: 4\nresponse_cache { enable: true }\n", "response_cache"),
     "gpu": ("max_batch_size: 4\ninstance_group [ { kind: KIND_GPU } ]\n", "KIND_GPU"),
-    "ens": ('platform: "ensemble"\nmax_batch_size: 4\nensemble_scheduling { step [ { model_name: "reshape" '
-            'model_version: -1 input_map { key: "x" value: "x" } output_map { key: "y" value: "y" } } ] }\n', "ensemble"),
+    "ens": ('platform: "ensemble"\nmax_batch_size: 4\n' + IO, "ensemble_scheduling"),
     "seq": ("max_batch_size: 4\nsequence_batching { }\n", "sequence_batching"),
     "opt": ('max_batch_size: 4\ninput [ { name: "x" data_type: TYPE_FP32 dims: [ 6 ] optional: true } ]\n', "optional"),
 }
@@ -81,6 +85,25 @@ def make_repo(root):
     for name, (cfg, _) in REFUSED.items():
         model(root, name, cfg, ident(6))
     os.remove(os.path.join(root, "ens", "1", "model.onnx"))  # an ensemble's version folder is empty
+    # a preprocessing model feeding a classifier: UINT8 pixels -> FP32 (Cast) -> an MLP (the engine)
+    g = helper.make_graph([helper.make_node("Cast", ["pix"], ["pix_f"], to=TensorProto.FLOAT)], "pre",
+                          [helper.make_tensor_value_info("pix", TensorProto.UINT8, ["N", 4])],
+                          [helper.make_tensor_value_info("pix_f", TensorProto.FLOAT, ["N", 4])])
+    model(root, "pre", "max_batch_size: 8\n", helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
+    os.makedirs(os.path.join(root, "mlp", "1"))
+    subprocess.run([RINGSIDE, "--no-db", "-c", f"model m = mlp 4-16-3 seed=3; export m {root}/mlp/1/model.onnx"],
+                   check=True, stdout=subprocess.DEVNULL)
+    with open(os.path.join(root, "mlp", "config.pbtxt"), "w") as f:
+        f.write('name: "mlp"\nmax_batch_size: 8\n')
+    steps = ('ensemble_scheduling { step [ { model_name: "pre" model_version: -1 input_map { key: "pix" value: "raw" } '
+             'output_map { key: "pix_f" value: "feat" } }, { model_name: "mlp" model_version: -1 '
+             'input_map { key: "input" value: "%s" } output_map { key: "logits" value: "scores" } } ] }\n')
+    io = ('input [ { name: "raw" data_type: TYPE_UINT8 dims: [ 4 ] } ]\n'
+          'output [ { name: "scores" data_type: TYPE_FP32 dims: [ 3 ] } ]\n')
+    for name, feat in (("pipeline", "feat"), ("pipeline_bad", "nosuch")):
+        os.makedirs(os.path.join(root, name, "1"))
+        with open(os.path.join(root, name, "config.pbtxt"), "w") as f:
+            f.write(f'name: "{name}"\nplatform: "ensemble"\nmax_batch_size: 4\n' + io + steps % feat)
 
 
 def run(ports):
@@ -117,6 +140,26 @@ def run(ports):
     except InferenceServerException as e:
         check("unexpected shape for input 'x' for model 'fixed'. Expected [2,4], got [3,4]" in str(e), f"[3, 4] refused: {e}")
 
+    raw = np.array([[0, 12, 255, 7], [3, 200, 1, 99]], np.uint8)
+    sess = ort.InferenceSession(os.path.join(ROOT, "mlp", "1", "model.onnx"))
+    ref = sess.run(None, {sess.get_inputs()[0].name: raw.astype(np.float32)})[0]
+    i = th.InferInput("raw", [2, 4], "UINT8").set_data_from_numpy(raw)
+    y = hc.infer("pipeline", [i]).as_numpy("scores")
+    gi = tg.InferInput("raw", [2, 4], "UINT8")
+    gi.set_data_from_numpy(raw)
+    yg = gc.infer("pipeline", [gi]).as_numpy("scores")
+    check(y is not None and np.abs(y - ref).max() < 1e-5 and np.abs(yg - ref).max() < 1e-5,
+          f"an ensemble (UINT8 -> Cast model -> MLP) equals ORT's MLP on the cast pixels over HTTP and gRPC: {y[0]}")
+    want = [[f"{r[j]:f}:{j}".encode() for j in np.argsort(-r, kind="stable")[:2]] for r in ref]
+    got = hc.infer("pipeline", [i], outputs=[th.InferRequestedOutput("scores", class_count=2)]).as_numpy("scores")
+    check(got is not None and got.tolist() == want, f"classification of the ensemble's output: {got.tolist()}")
+    check(hc.get_model_metadata("pipeline")["platform"] == "ensemble", "its metadata says platform ensemble")
+    try:
+        hc.infer("pipeline_bad", [i])
+        check(False, "an ensemble step mapping a tensor nothing gives refused")
+    except InferenceServerException as e:
+        check("maps to 'nosuch', which no input or earlier step gives" in str(e), f"a step reading a missing tensor: {e}")
+
     index = {m["name"]: m for m in hc.get_model_repository_index()}
     for name, (_, word) in REFUSED.items():
         m = index.get(name, {})
@@ -129,7 +172,9 @@ def run(ports):
 
 
 def main():
+    global ROOT
     with tempfile.TemporaryDirectory() as root:
+        ROOT = root
         make_repo(root)
         p, ports, _ = serve_util.start(RINGSIDE, ["--repo", root, "--http", "0", "--grpc", "0", "--metrics", "-1"])
         try:
