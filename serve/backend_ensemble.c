@@ -84,8 +84,8 @@ static rs_status run_step(const ensemble *e, int k, named *tab, int *n, int B, r
             rc = rs_err_set(err, RS_ERR_ARG, "ensemble '%s': tensor '%s' is %s, but model '%s' expects '%s' for its "
                             "input '%s'", e->c.name, t->name, rs_serve_dtype_v2_name(t->dtype), st->model,
                             rs_serve_dtype_v2_name(mc->inputs[j].dtype), mc->inputs[j].name);
-        else if (!rs_serve_check_data(mc, j, t->t.data, t->t.bytes, (size_t)B * rs_serve_io_numel(mc, &mc->inputs[j]),
-                                      msg, sizeof msg))
+        else if (!rs_serve_check_data(mc->name, &mc->inputs[j], t->t.data, t->t.bytes,
+                                      (size_t)B * rs_serve_io_numel(mc, &mc->inputs[j]), msg, sizeof msg))
             rc = rs_err_set(err, RS_ERR_ARG, "ensemble '%s', step %d: %s", e->c.name, k + 1, msg);
         else x[j] = t->t;
     }
@@ -118,16 +118,13 @@ static rs_status ens_run(void *impl, void *inst, const rs_serve_tensor *x, int B
     for (int o = 0; !rc && o < e->io.nout; o++) {
         const rs_serve_io *io = &e->io.out[o];
         named *t = find(tab, n, io->name);
-        /* an output is checked as an input of the ensemble's own config would be: type, then bytes */
-        rs_serve_config oc = {.ninputs = 1};
-        oc.inputs[0] = *io;
         if (!t)
             rc = rs_err_set(err, RS_ERR_ARG, "ensemble '%s': output '%s' is given by no step", e->c.name, io->name);
         else if (t->dtype != io->dtype)
             rc = rs_err_set(err, RS_ERR_ARG, "ensemble '%s': output '%s' is %s from its step, %s in the config",
                             e->c.name, io->name, rs_serve_dtype_v2_name(t->dtype), rs_serve_dtype_v2_name(io->dtype));
-        else if (!rs_serve_check_data(&oc, 0, t->t.data, t->t.bytes, (size_t)B * rs_serve_io_numel(&oc, io), msg,
-                                      sizeof msg))
+        else if (!rs_serve_check_data(e->c.name, io, t->t.data, t->t.bytes, (size_t)B * rs_serve_io_numel(&e->c, io),
+                                      msg, sizeof msg))
             rc = rs_err_set(err, RS_ERR_ARG, "ensemble '%s': output '%s' from its step does not fit the config's "
                             "dims: %s", e->c.name, io->name, msg);
         else if (!(y[o].data = malloc(t->t.bytes + 1))) /* the caller's */

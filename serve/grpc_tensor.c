@@ -117,6 +117,6 @@ rs_grpc_code rs_grpc_read_input(const rs_serve_config *c, int i, const Inference
     if (!x->data) return rs_grpc_fail(msg, n, RS_GRPC_RESOURCE_EXHAUSTED, "out of memory for %zu bytes", raw->len);
     if (raw->len) memcpy(x->data, raw->data, raw->len);
     x->bytes = raw->len;
-    if (!rs_serve_check_data(c, i, x->data, x->bytes, count, msg, n)) return RS_GRPC_INVALID_ARGUMENT;
+    if (!rs_serve_check_data(c->name, &c->inputs[i], x->data, x->bytes, count, msg, n)) return RS_GRPC_INVALID_ARGUMENT;
     return RS_GRPC_OK;
 }

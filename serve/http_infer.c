@@ -146,7 +146,7 @@ static bool read_data(infer_req *q, int i, const json_t *e, size_t *off)
         memcpy(x->data, q->body + q->jlen + *off, bs);
         x->bytes = bs;
         *off += bs;
-        return rs_serve_check_data(q->c, i, x->data, x->bytes, q->count[i], q->msg, MSG);
+        return rs_serve_check_data(q->c->name, io, x->data, x->bytes, q->count[i], q->msg, MSG);
     }
     if (!rs_serve_dtype_info_of(io->dtype)->json) {
         snprintf(q->msg, MSG, "receiving %s data via JSON is not supported. Please use the binary data format for "

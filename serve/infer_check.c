@@ -127,25 +127,24 @@ bool rs_serve_check_given(const rs_serve_config *c, const int *given, size_t got
     return false;
 }
 
-bool rs_serve_check_data(const rs_serve_config *c, int i, const void *p, size_t bytes, size_t count, char *msg,
-                         size_t n)
+bool rs_serve_check_data(const char *model, const rs_serve_io *io, const void *p, size_t bytes, size_t count,
+                         char *msg, size_t n)
 {
-    const rs_serve_io *io = &c->inputs[i];
     if (io->dtype != RS_SERVE_STRING) {
         size_t want = rs_serve_dtype_bytes(io->dtype, count);
         if (bytes == want) return true;
         snprintf(msg, n, "input byte size mismatch for input '%s' for model '%s'. Expected %zu, got %zu", io->name,
-                 c->name, want, bytes);
+                 model, want, bytes);
         return false;
     }
     size_t elems, span = rs_serve_bytes_span(p, bytes, count, &elems);
     if (span == bytes) return true;
     if (elems > count)
         snprintf(msg, n, "unexpected number of string elements %zu for inference input '%s' for model '%s', "
-                 "expecting %zu", elems, io->name, c->name, count);
+                 "expecting %zu", elems, io->name, model, count);
     else
         snprintf(msg, n, "expected %zu string elements for inference input '%s' for model '%s', got %zu", count,
-                 io->name, c->name, elems);
+                 io->name, model, elems);
     return false;
 }
 

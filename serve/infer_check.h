@@ -29,10 +29,10 @@ bool rs_serve_check_input(const rs_serve_config *c, int i, const char *datatype,
 /* Every config input given exactly once: given[i] is how many times input i came; got the inputs'
  * number in the request. */
 bool rs_serve_check_given(const rs_serve_config *c, const int *given, size_t got, char *msg, size_t n);
-/* The data of input i holds count elements: its byte size for fixed-size types; for BYTES, count
- * serialized elements and nothing after them. */
-bool rs_serve_check_data(const rs_serve_config *c, int i, const void *p, size_t bytes, size_t count, char *msg,
-                         size_t n);
+/* The data of tensor io of model `model` holds count elements: its byte size for fixed-size types;
+ * for BYTES, count serialized elements and nothing after them. */
+bool rs_serve_check_data(const char *model, const rs_serve_io *io, const void *p, size_t bytes, size_t count,
+                         char *msg, size_t n);
 /* The shape of output k of B samples, as a reply states it: [B, dims...], or the config's full dims
  * with B first for a config that writes the batch in them. Returns the rank. */
 int rs_serve_output_shape(const rs_serve_config *c, int k, int64_t B, int64_t *shape);
