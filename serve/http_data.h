@@ -38,7 +38,7 @@ json_t *rs_serve_jscan_load(rs_serve_jscan *s, size_t flags, json_error_t *je);
 /* The region a parsed "data" value stands for, or -1 when it is no placeholder. */
 int rs_serve_jscan_region(const rs_serve_jscan *s, const json_t *v);
 /* Region k's literals as count elements of type t into out (count * size bytes). False with msg
- * (naming input name) when one is not a t or the count differs. */
+ * (naming input name) when one is not a t or the count differs (checked first: out may be NULL then). */
 bool rs_serve_jscan_decode(const rs_serve_jscan *s, int k, rs_serve_dtype t, void *out, size_t count, const char *name,
                            char *msg, size_t cap);
 

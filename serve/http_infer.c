@@ -155,6 +155,9 @@ static bool read_data(infer_req *q, int i, const json_t *e, size_t *off)
     }
     int k = rs_serve_jscan_region(&q->scan, data);
     if (k >= 0 && io->dtype != RS_SERVE_STRING) {
+        /* the count first: a shape claiming more than the data holds allocates nothing */
+        if (q->scan.region[k].values != q->count[i])
+            return rs_serve_jscan_decode(&q->scan, k, io->dtype, NULL, q->count[i], io->name, q->msg, MSG);
         x->bytes = rs_serve_dtype_bytes(io->dtype, q->count[i]);
         x->data = malloc(x->bytes + 1);
         if (!x->data) return snprintf(q->msg, MSG, "out of memory for %zu bytes", x->bytes), false;

@@ -7,6 +7,8 @@ and 25 s (jansson's tree, ~40 bytes a number). Here:
 - a legitimate JSON request of 2M numbers (8 MiB of FP32 in, the same out) to an Identity model is
   answered equal to its input, the peak growing by less than 4x the tensor bytes it carries in and out
   (the body, the tensors and the JSON reply together);
+- a shape claiming 2M numbers with 2 in "data" is refused naming both counts (counted before the
+  tensor is allocated);
 - a body of 200,000 values outside any tensor's data ("parameters") is refused before jansson parses it.
 Each request has a 60 s socket timeout so a regression fails instead of hanging.
 
@@ -125,6 +127,12 @@ def run(pid, port):
     check(st == 400 and "expected 4 numbers" in msg and str(n) in msg,
           f"the {len(bomb) >> 20} MiB body of {n} numbers refused naming the numbers: {st} {msg[:160]}")
     bound(grown < 2 * len(bomb), f"its peak RSS grew {grown >> 20} MiB (main: +1.26 GB): under twice the body", asan)
+
+    # a shape claiming far more than the data holds: refused before anything that size is allocated
+    claim = json.dumps({"inputs": [{"name": "x", "datatype": "FP32", "shape": [8, WIDE], "data": [1.0, 2.0]}]})
+    st, data = post(port, "/v2/models/wide/infer", claim)
+    check(st == 400 and f"expected {8 * WIDE} numbers for its shape, got 2" in json.loads(data).get("error", ""),
+          f"shape [8, {WIDE}] with 2 numbers refused naming both counts: {st}")
 
     # values outside any tensor's data are what jansson parses: bounded before it does
     junk = b'{"parameters":{"x":[' + b"1," * 199_999 + b'1]},"inputs":[]}'
