@@ -615,6 +615,96 @@ static rs_status f_ensemble(P *p, const tok *name, void *ctx)
     return unknown(p, name, "ensemble_scheduling", "step");
 }
 
+/* ---- sequence_batching { direct { } control_input [ { name control [ { kind ..._false_true } ] } ] } ---- */
+
+/* fp32_false_true, int32_false_true, bool_false_true: [ false, true ] as numbers (or true/false) */
+static rs_status read_pair(P *p, double *out)
+{
+    colon(p);
+    if (!is_punct(&p->cur, '[')) return unexpected(p, "'[' (a list of two values)");
+    advance(p);
+    for (int k = 0; k < 2; k++) {
+        char b[48];
+        tok_text(&p->cur, b, sizeof b);
+        char *end;
+        out[k] = !strcmp(b, "true") ? 1.0 : !strcmp(b, "false") ? 0.0 : strtod(b, &end);
+        if (p->cur.type != T_IDENT && (p->cur.type != T_NUM || *end)) return unexpected(p, "a number");
+        advance(p);
+        if (k == 0 && is_punct(&p->cur, ',')) advance(p);
+    }
+    if (!is_punct(&p->cur, ']')) return unexpected(p, "']' after two values");
+    advance(p);
+    return RS_OK;
+}
+
+static rs_status f_control(P *p, const tok *name, void *ctx)
+{
+    rs_serve_io *io = ctx;
+    if (tok_is(name, "kind")) {
+        colon(p);
+        static const char *const kinds[] = {"", "CONTROL_SEQUENCE_START", "CONTROL_SEQUENCE_END", "CONTROL_SEQUENCE_READY",
+                                            "CONTROL_SEQUENCE_CORRID"};
+        for (int k = 1; k < 5; k++)
+            if (tok_is(&p->cur, kinds[k])) {
+                io->control = (rs_serve_control)k;
+                advance(p);
+                return RS_OK;
+            }
+        return unexpected(p, "CONTROL_SEQUENCE_START, _END, _READY or _CORRID");
+    }
+    if (tok_is(name, "int32_false_true") || tok_is(name, "fp32_false_true") || tok_is(name, "bool_false_true")) {
+        io->dtype = tok_is(name, "int32_false_true") ? RS_SERVE_INT32 : tok_is(name, "fp32_false_true") ? RS_SERVE_FP32
+                                                                                                      : RS_SERVE_BOOL;
+        return read_pair(p, io->false_true);
+    }
+    if (tok_is(name, "data_type")) {
+        char t[32];
+        tok at = p->cur;
+        rs_status st = read_ident(p, t, sizeof t);
+        if (!st && (io->dtype = rs_serve_dtype_from_config(t)) == RS_SERVE_INVALID)
+            return fail(p, &at, "unknown data_type '%s'", t, NULL);
+        return st;
+    }
+    return unknown(p, name, "control", "kind, int32_false_true, fp32_false_true, bool_false_true, data_type");
+}
+
+static void *begin_control(P *p, const tok *at, void *ctx)
+{
+    (void)p, (void)at;
+    return ctx; /* one control per input is what ringside fills; a second overwrites the first */
+}
+
+static rs_status f_control_input(P *p, const tok *name, void *ctx)
+{
+    rs_serve_io *io = ctx;
+    if (tok_is(name, "name")) return read_str(p, io->name, sizeof io->name);
+    if (tok_is(name, "control")) return messages(p, f_control, begin_control, io);
+    return unknown(p, name, "control_input", "name, control");
+}
+
+static void *begin_control_input(P *p, const tok *at, void *ctx)
+{
+    rs_serve_io *io = begin_input(p, at, ctx);
+    if (io) {
+        io->rank = 1;
+        io->dims[0] = 1;
+    }
+    return io;
+}
+
+static rs_status f_sequence(P *p, const tok *name, void *ctx)
+{
+    rs_serve_config *c = ctx;
+    if (tok_is(name, "direct")) return skip_value(p);
+    if (tok_is(name, "oldest") || tok_is(name, "state")) {
+        *(tok_is(name, "oldest") ? &c->sequence_oldest : &c->sequence_state) = true;
+        return skip_value(p);
+    }
+    if (tok_is(name, "max_sequence_idle_microseconds")) return read_int(p, 0, INT64_MAX / 1000, &c->max_sequence_idle_us);
+    if (tok_is(name, "control_input")) return messages(p, f_control_input, begin_control_input, c);
+    return unknown(p, name, "sequence_batching", "direct, oldest, max_sequence_idle_microseconds, control_input, state");
+}
+
 static rs_status f_cache(P *p, const tok *name, void *ctx)
 {
     rs_serve_config *c = ctx;
@@ -634,8 +724,12 @@ static rs_status f_model(P *p, const tok *name, void *ctx)
         c->ensemble = true;
         return message(p, f_ensemble, c);
     }
-    if (tok_is(name, "model_warmup") || tok_is(name, "sequence_batching")) {
-        *(tok_is(name, "model_warmup") ? &c->warmup : &c->sequence_batching) = true;
+    if (tok_is(name, "sequence_batching")) {
+        c->sequence_batching = true;
+        return message(p, f_sequence, c);
+    }
+    if (tok_is(name, "model_warmup")) {
+        c->warmup = true;
         return skip_value(p);
     }
     if (tok_is(name, "name")) return read_str(p, c->name, sizeof c->name);

@@ -18,6 +18,12 @@
 #define RS_SERVE_MAX_VERSIONS 16
 #define RS_SERVE_NAME_MAX 128
 
+/* A sequence batcher's control input (sequence_batching control_input): filled by the server from the
+ * request's sequence_id, sequence_start and sequence_end, never sent by the client. */
+typedef enum rs_serve_control {
+    RS_SERVE_CTL_NONE = 0, RS_SERVE_CTL_START, RS_SERVE_CTL_END, RS_SERVE_CTL_READY, RS_SERVE_CTL_CORRID
+} rs_serve_control;
+
 typedef struct rs_serve_io {
     char name[RS_SERVE_NAME_MAX];
     rs_serve_dtype dtype;
@@ -29,6 +35,8 @@ typedef struct rs_serve_io {
     int64_t reshape[RS_SERVE_MAX_DIMS];
     bool optional;                   /* an input the request may leave out (refused: every input runs) */
     char labels[512];                /* an output's label_filename, as a path beside config.pbtxt; "" none */
+    rs_serve_control control;        /* an input the sequence batcher fills; dims [ 1 ] */
+    double false_true[2];            /* its values for false and true (START, END, READY) */
 } rs_serve_io;
 
 #define RS_SERVE_MAX_STEPS 8
@@ -80,6 +88,9 @@ typedef struct rs_serve_config {
      * enable: true, sequence_batching, ensemble_scheduling, a KIND_GPU instance group) or, for
      * model_warmup, read and reported as not run (rs_serve_config_ignored). */
     bool response_cache, sequence_batching, ensemble, warmup;
+    /* sequence_batching: the direct strategy (oldest and implicit state are refused by name) */
+    bool sequence_oldest, sequence_state;
+    int64_t max_sequence_idle_us;    /* 0: Triton's default, 1 s */
     int nsteps;                      /* an ensemble's steps, in the order they run */
     rs_serve_step steps[RS_SERVE_MAX_STEPS];
 } rs_serve_config;

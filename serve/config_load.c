@@ -73,10 +73,21 @@ rs_status rs_serve_config_check_supported(const rs_serve_config *c, const char *
     if (c->ensemble && (!c->ninputs || !c->noutputs))
         return rs_err_set(err, RS_ERR_ARG, "%s: an ensemble states its input and output (there is no model file to "
                           "take them from)", where);
-    if (c->sequence_batching)
-        return rs_err_set(err, RS_ERR_UNSUPPORTED, "%s: sequence_batching: ringside has no sequence batcher (it "
-                          "would route a sequence's requests to one instance with its control inputs); remove it to "
-                          "serve the model as stateless", where);
+    if (c->sequence_oldest || c->sequence_state)
+        return rs_err_set(err, RS_ERR_UNSUPPORTED, "%s: sequence_batching %s: ringside's sequence batcher is the direct "
+                          "strategy without implicit state; use direct { }", where,
+                          c->sequence_oldest ? "oldest" : "state");
+    for (int i = 0; i < c->ninputs; i++) {
+        const rs_serve_io *io = &c->inputs[i];
+        if (io->control && !c->sequence_batching) continue;
+        if (io->control == RS_SERVE_CTL_CORRID && io->dtype != RS_SERVE_UINT64 && io->dtype != RS_SERVE_INT64 &&
+            io->dtype != RS_SERVE_UINT32 && io->dtype != RS_SERVE_INT32 && io->dtype != RS_SERVE_STRING)
+            return rs_err_set(err, RS_ERR_ARG, "%s: control input '%s' (CONTROL_SEQUENCE_CORRID) needs data_type "
+                              "TYPE_UINT64, TYPE_INT64, TYPE_UINT32, TYPE_INT32 or TYPE_STRING", where, io->name);
+        if (io->control && io->control != RS_SERVE_CTL_CORRID && io->dtype == RS_SERVE_INVALID)
+            return rs_err_set(err, RS_ERR_ARG, "%s: control input '%s' states no int32_false_true, fp32_false_true or "
+                              "bool_false_true", where, io->name);
+    }
     if (!strcmp(c->instance_kind, "KIND_GPU"))
         return rs_err_set(err, RS_ERR_UNSUPPORTED, "%s: instance_group kind: KIND_GPU: served models run on the CPU "
                           "here; use KIND_CPU (or KIND_AUTO)", where);

@@ -43,6 +43,28 @@ static void put_io(char **s, size_t *len, size_t *cap, const char *kind, const r
     put(s, len, cap, " ]\n  }\n]\n");
 }
 
+/* sequence_batching with its control inputs (direct: the one strategy ringside runs) */
+static void put_sequence(char **s, size_t *len, size_t *cap, const rs_serve_config *c)
+{
+    static const char *const kinds[] = {"", "START", "END", "READY", "CORRID"};
+    if (!c->sequence_batching) return;
+    put(s, len, cap, "sequence_batching {\n  direct { }\n");
+    if (c->max_sequence_idle_us) put(s, len, cap, "  max_sequence_idle_microseconds: %lld\n", (long long)c->max_sequence_idle_us);
+    for (int i = 0; i < c->ninputs; i++) {
+        const rs_serve_io *io = &c->inputs[i];
+        if (!io->control) continue;
+        put(s, len, cap, "  control_input [ { name: \"%s\" control [ { kind: CONTROL_SEQUENCE_%s ", io->name,
+            kinds[io->control]);
+        if (io->control == RS_SERVE_CTL_CORRID) put(s, len, cap, "data_type: %s", rs_serve_dtype_config_name(io->dtype));
+        else
+            put(s, len, cap, "%s_false_true: [ %.17g, %.17g ]", io->dtype == RS_SERVE_FP32 ? "fp32"
+                                                               : io->dtype == RS_SERVE_BOOL ? "bool" : "int32",
+                io->false_true[0], io->false_true[1]);
+        put(s, len, cap, " } ] } ]\n");
+    }
+    put(s, len, cap, "}\n");
+}
+
 char *rs_serve_config_write(const rs_serve_config *c)
 {
     size_t cap = 1024, len = 0;
@@ -52,7 +74,9 @@ char *rs_serve_config_write(const rs_serve_config *c)
     if (c->platform[0]) put(&s, &len, &cap, "platform: \"%s\"\n", c->platform);
     if (c->backend[0]) put(&s, &len, &cap, "backend: \"%s\"\n", c->backend);
     put(&s, &len, &cap, "max_batch_size: %d\n", c->max_batch_size);
-    for (int i = 0; i < c->ninputs; i++) put_io(&s, &len, &cap, "input", &c->inputs[i]);
+    for (int i = 0; i < c->ninputs; i++)
+        if (!c->inputs[i].control) put_io(&s, &len, &cap, "input", &c->inputs[i]);
+    put_sequence(&s, &len, &cap, c);
     for (int i = 0; i < c->noutputs; i++) put_io(&s, &len, &cap, "output", &c->outputs[i]);
     put(&s, &len, &cap, "instance_group [ { count: %d kind: %s } ]\n", c->instance_count ? c->instance_count : 1,
         c->instance_kind[0] ? c->instance_kind : "KIND_CPU");

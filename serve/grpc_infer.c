@@ -11,6 +11,7 @@
 #include "grpc_internal.h"
 #include "grpc_tensor.h"
 #include "infer_check.h"
+#include "sequence.h"
 
 /* ---- infer ---- */
 
@@ -79,6 +80,32 @@ static rs_grpc_code check_outputs(const rs_serve_config *c, const Inference__Mod
     return RS_GRPC_OK;
 }
 
+/* A sequence model's request: the sequence_id (int64, uint64 or string), sequence_start and sequence_end
+ * parameters, as tritonclient sends them; the control inputs filled from them. */
+static rs_grpc_code sequence(const rs_serve_config *c, rs_serve_sched *s, const Inference__ModelInferRequest *q,
+                             int64_t B, rs_serve_tensor *x, char *msg, size_t n)
+{
+    if (!c->sequence_batching) return RS_GRPC_OK;
+    rs_serve_seq sq = {0};
+    const Inference__InferParameter *id = param(q->parameters, q->n_parameters, "sequence_id");
+    if (id && id->parameter_choice_case == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM && id->int64_param)
+        sq.given = true, sq.id = (uint64_t)id->int64_param;
+    else if (id && id->parameter_choice_case == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM &&
+             id->uint64_param)
+        sq.given = true, sq.id = id->uint64_param;
+    else if (id && id->parameter_choice_case == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM &&
+             id->string_param && id->string_param[0]) {
+        sq.given = sq.is_str = true;
+        snprintf(sq.sid, sizeof sq.sid, "%s", id->string_param);
+    }
+    const Inference__InferParameter *f = param(q->parameters, q->n_parameters, "sequence_start");
+    sq.start = f && f->parameter_choice_case == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM && f->bool_param;
+    f = param(q->parameters, q->n_parameters, "sequence_end");
+    sq.end = f && f->parameter_choice_case == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM && f->bool_param;
+    if (!rs_serve_seq_apply(c, s, &sq, B, x, msg, n)) return RS_GRPC_INVALID_ARGUMENT;
+    return RS_GRPC_OK;
+}
+
 /* Checks the request against the model's inputs (names, types, shapes, data) and runs it. */
 static rs_grpc_code run_tensor(rs_serve_model *m, rs_serve_version *v, const Inference__ModelInferRequest *q,
                                tensor_run *t, char *msg, size_t n)
@@ -104,6 +131,7 @@ static rs_grpc_code run_tensor(rs_serve_model *m, rs_serve_version *v, const Inf
     for (size_t k = 0; code == RS_GRPC_OK && k < q->n_inputs; k++)
         code = rs_grpc_read_input(c, order[k], q->inputs[k], q->n_raw_input_contents ? &q->raw_input_contents[k] : NULL,
                                   count[order[k]], &x[order[k]], msg, n);
+    if (code == RS_GRPC_OK) code = sequence(c, v->sched, q, t->B, x, msg, n);
     if (code == RS_GRPC_OK) {
         rs_err err = {0};
         rs_status st = rs_serve_sched_infer_tensors(v->sched, x, (int)t->B, t->y, &err);

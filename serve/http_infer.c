@@ -12,6 +12,7 @@
 #include "http_internal.h"
 #include "http_reply.h"
 #include "infer_check.h"
+#include "sequence.h"
 
 #define MSG 1024
 #define OTHER_VALUES 4096 /* values a request holds beside its tensors' data (names, shapes, parameters) */
@@ -230,6 +231,24 @@ static bool check_outputs(infer_req *q)
     return true;
 }
 
+/* A sequence model's request: Triton's sequence_id, sequence_start and sequence_end parameters, the
+ * control inputs filled from them (sequence.h). */
+static bool sequence(infer_req *q, rs_serve_sched *s)
+{
+    if (!q->c->sequence_batching) return true;
+    const json_t *id = json_object_get(json_object_get(q->req, "parameters"), "sequence_id");
+    rs_serve_seq sq = {.start = param_bool(q->req, "sequence_start", false),
+                       .end = param_bool(q->req, "sequence_end", false)};
+    if (json_is_integer(id) && json_integer_value(id) != 0) {
+        sq.given = true;
+        sq.id = (uint64_t)json_integer_value(id);
+    } else if (json_is_string(id) && json_string_length(id) > 0) {
+        sq.given = sq.is_str = true;
+        snprintf(sq.sid, sizeof sq.sid, "%s", json_string_value(id));
+    }
+    return rs_serve_seq_apply(q->c, s, &sq, q->B, q->x, q->msg, MSG);
+}
+
 void rs_serve_infer(rs_serve_model *m, rs_serve_version *v, const char *body, size_t n, long long header_len,
                     rs_serve_reply *r)
 {
@@ -240,7 +259,7 @@ void rs_serve_infer(rs_serve_model *m, rs_serve_version *v, const char *body, si
         return;
     }
     *q = (infer_req){.c = &m->cfg, .body = body, .n = n, .header_len = header_len};
-    if (parse_json(q) && read_inputs(q) && check_outputs(q)) {
+    if (parse_json(q) && read_inputs(q) && check_outputs(q) && sequence(q, v->sched)) {
         rs_err err = {0};
         rs_status st = rs_serve_sched_infer_tensors(v->sched, q->x, (int)q->B, q->y, &err); /* counts its own failures */
         /* a value the model refuses (a token outside its vocabulary) is the client's to fix: 400 */

@@ -106,12 +106,22 @@ bool rs_serve_check_input(const rs_serve_config *c, int i, const char *datatype,
 
 bool rs_serve_check_given(const rs_serve_config *c, const int *given, size_t got, char *msg, size_t n)
 {
-    bool ok = got == (size_t)c->ninputs;
-    for (int i = 0; i < c->ninputs; i++) ok = ok && given[i] == 1;
+    int want = 0; /* the control inputs of a sequence batcher are the server's to fill */
+    for (int i = 0; i < c->ninputs; i++) {
+        if (c->inputs[i].control && given[i]) {
+            snprintf(msg, n, "input '%s' of model '%s' is a sequence control input: the server fills it from the "
+                     "request's sequence_id, sequence_start and sequence_end", c->inputs[i].name, c->name);
+            return false;
+        }
+        want += !c->inputs[i].control;
+    }
+    bool ok = got == (size_t)want;
+    for (int i = 0; i < c->ninputs; i++) ok = ok && (given[i] == 1 || c->inputs[i].control);
     if (ok) return true;
     char missing[400] = "", have[400] = "";
     size_t km = 0, kh = 0;
     for (int i = 0; i < c->ninputs; i++) {
+        if (c->inputs[i].control) continue;
         if (!given[i] && km < sizeof missing)
             km += (size_t)snprintf(missing + km, sizeof missing - km, "%s'%s'", km ? "," : "", c->inputs[i].name);
         if (given[i] && kh < sizeof have)
@@ -123,7 +133,7 @@ bool rs_serve_check_given(const rs_serve_config *c, const int *given, size_t got
             return false;
         }
     snprintf(msg, n, "expected %d inputs but got %zu inputs for model '%s'. Got input(s) [%s], but missing required "
-             "input(s) [%s]. Please provide all required input(s).", c->ninputs, got, c->name, have, missing);
+             "input(s) [%s]. Please provide all required input(s).", want, got, c->name, have, missing);
     return false;
 }
 

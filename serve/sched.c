@@ -5,11 +5,19 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #define DEFAULT_QUEUE_LIMIT 4096
+#define MAX_SEQUENCES 1024
+
+typedef struct seq_slot {
+    char key[RS_SERVE_NAME_MAX + 8];
+    uint64_t last_ns;
+    bool used;
+} seq_slot;
 
 typedef struct req {
     const rs_serve_tensor *x; /* (nin), borrowed */
@@ -47,6 +55,8 @@ struct rs_serve_sched {
     int ninst;
     inst_thread *inst;     /* (ninst), owned */
     rs_serve_stats st;     /* arrays owned */
+    seq_slot *seqs;        /* (MAX_SEQUENCES) active sequences, owned; NULL until the first */
+    uint64_t seq_idle_ns;
 };
 
 uint64_t rs_serve_now_ns(void)
@@ -303,6 +313,7 @@ rs_status rs_serve_sched_new(rs_serve_backend *b, const rs_serve_config *c, rs_s
         if (best) s->target = best;
     }
     s->delay_ns = (uint64_t)c->max_queue_delay_us * 1000u;
+    s->seq_idle_ns = (uint64_t)(c->max_sequence_idle_us > 0 ? c->max_sequence_idle_us : 1000000) * 1000u;
     s->queue_limit = c->max_queue_size > 0 ? c->max_queue_size : DEFAULT_QUEUE_LIMIT;
     s->st.max_batch = s->max_batch > 0 ? s->max_batch : 1;
     s->st.batch_input = calloc((size_t)s->st.max_batch + 1, sizeof(rs_serve_stat));
@@ -400,6 +411,38 @@ static rs_status enqueue_wait(rs_serve_sched *s, req *rq, rs_err *err)
     return r.st;
 }
 
+rs_status rs_serve_sched_sequence(rs_serve_sched *s, const char *key, bool start, bool end, const char *model,
+                                  rs_err *err)
+{
+    rs_status st = RS_OK;
+    uint64_t now = rs_serve_now_ns();
+    pthread_mutex_lock(&s->mu);
+    if (!s->seqs) s->seqs = calloc(MAX_SEQUENCES, sizeof *s->seqs);
+    int at = -1, free_at = -1;
+    for (int i = 0; s->seqs && i < MAX_SEQUENCES; i++) {
+        seq_slot *q = &s->seqs[i];
+        if (q->used && now - q->last_ns > s->seq_idle_ns) q->used = false; /* idle too long: forgotten */
+        if (q->used && !strcmp(q->key, key)) at = i;
+        if (!q->used && free_at < 0) free_at = i;
+    }
+    if (!s->seqs) st = rs_err_set(err, RS_ERR_NOMEM, "out of memory");
+    else if (at < 0 && !start)
+        st = rs_err_set(err, RS_ERR_ARG, "inference request for sequence %s to model '%s' must specify the START flag "
+                        "on the first request of the sequence", key + 2, model);
+    else if (at < 0 && free_at < 0)
+        st = rs_err_set(err, RS_ERR_UNSUPPORTED, "model '%s' has %d sequences active (its most); end one or wait %llu "
+                        "ms for an idle one to be forgotten", model, MAX_SEQUENCES,
+                        (unsigned long long)(s->seq_idle_ns / 1000000u));
+    if (!st) {
+        seq_slot *q = &s->seqs[at >= 0 ? at : free_at];
+        snprintf(q->key, sizeof q->key, "%s", key);
+        q->last_ns = now;
+        q->used = !end;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return st;
+}
+
 void rs_serve_sched_count_fail(rs_serve_sched *s, uint64_t ns)
 {
     pthread_mutex_lock(&s->mu);
@@ -446,6 +489,7 @@ void rs_serve_sched_free(rs_serve_sched *s)
         rs_serve_inst_free(s->inst[i].inst);
     }
     free(s->inst);
+    free(s->seqs);
     rs_serve_stats_clear(&s->st);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->work);

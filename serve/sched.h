@@ -56,6 +56,11 @@ rs_status rs_serve_sched_infer(rs_serve_sched *s, const float *x, int B, float *
 /* Runs one generation (a "gpt" backend) on the next free instance; blocks until it finished, g->on_text
  * called from the instance's thread meanwhile. Counted as one inference and one execution. */
 rs_status rs_serve_sched_generate(rs_serve_sched *s, rs_serve_gen *g, rs_err *err);
+/* A request of a sequence (the sequence batcher): key names it ("u:5", "s:abc"). A sequence starts with
+ * start and is forgotten at end or after the config's max_sequence_idle_microseconds without a
+ * request; a request that does not start one must continue one that is active (Triton's rule). */
+rs_status rs_serve_sched_sequence(rs_serve_sched *s, const char *key, bool start, bool end, const char *model,
+                                  rs_err *err);
 /* A request that failed before it reached the queue (bad shape, bad JSON): counted as a failure. */
 void rs_serve_sched_count_fail(rs_serve_sched *s, uint64_t ns);
 /* A snapshot of the statistics; free its arrays with rs_serve_stats_clear. */

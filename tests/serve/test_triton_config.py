@@ -7,8 +7,12 @@
 - an ensemble (platform "ensemble", ensemble_scheduling): UINT8 pixels through a Cast model into an MLP,
   equal to ORT's MLP over HTTP and gRPC, classification of its output, a step reading a tensor nothing
   gives refused in the request's answer;
+- sequence_batching (direct): the START, END, READY and CORRID control inputs a model gets over a
+  3-request sequence on both protocols; a request continuing an ended sequence, one without an id, and a
+  client sending a control input refused in Triton's words;
 - what ringside cannot honour refused by name at load (response_cache enable, KIND_GPU, an ensemble
-  platform without steps, sequence_batching, an optional input), and model_warmup reported as not run.
+  platform without steps, the oldest sequence strategy, an optional input), and model_warmup reported as
+  not run.
 
 usage: test_triton_config.py build/repl/ringside   (exits 77 without tritonclient or onnx)
 """
@@ -66,7 +70,7 @@ REFUSED = {
     "cache": ("max_batch_size: 4\nresponse_cache { enable: true }\n", "response_cache"),
     "gpu": ("max_batch_size: 4\ninstance_group [ { kind: KIND_GPU } ]\n", "KIND_GPU"),
     "ens": ('platform: "ensemble"\nmax_batch_size: 4\n' + IO, "ensemble_scheduling"),
-    "seq": ("max_batch_size: 4\nsequence_batching { }\n", "sequence_batching"),
+    "seq": ("max_batch_size: 4\nsequence_batching { oldest { } }\n", "oldest"),
     "opt": ('max_batch_size: 4\ninput [ { name: "x" data_type: TYPE_FP32 dims: [ 6 ] optional: true } ]\n', "optional"),
 }
 
@@ -100,6 +104,19 @@ def make_repo(root):
              'input_map { key: "input" value: "%s" } output_map { key: "logits" value: "scores" } } ] }\n')
     io = ('input [ { name: "raw" data_type: TYPE_UINT8 dims: [ 4 ] } ]\n'
           'output [ { name: "scores" data_type: TYPE_FP32 dims: [ 3 ] } ]\n')
+    # a sequence model: its control inputs (START, END, READY, CORRID) passed through Identity, so the
+    # answers show what the sequence batcher fed it
+    ctl = [("INPUT", TensorProto.INT32), ("START", TensorProto.INT32), ("END", TensorProto.INT32),
+           ("READY", TensorProto.INT32), ("CORRID", TensorProto.UINT64)]
+    g = helper.make_graph([helper.make_node("Identity", [n], ["O" + n]) for n, _ in ctl], "seq",
+                          [helper.make_tensor_value_info(n, t, ["N", 1]) for n, t in ctl],
+                          [helper.make_tensor_value_info("O" + n, t, ["N", 1]) for n, t in ctl])
+    ctrl = "".join(f'{{ name: "{n}" control [ {{ kind: CONTROL_SEQUENCE_{n} int32_false_true: [ 0, 1 ] }} ] }}, '
+                   for n in ("START", "END", "READY"))
+    model(root, "acc", "max_batch_size: 4\nsequence_batching { direct { } max_sequence_idle_microseconds: 60000000 "
+          "control_input [ " + ctrl + '{ name: "CORRID" control [ { kind: CONTROL_SEQUENCE_CORRID data_type: '
+          'TYPE_UINT64 } ] } ] }\ninput [ { name: "INPUT" data_type: TYPE_INT32 dims: [ 1 ] } ]\n',
+          helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
     for name, feat in (("pipeline", "feat"), ("pipeline_bad", "nosuch")):
         os.makedirs(os.path.join(root, name, "1"))
         with open(os.path.join(root, name, "config.pbtxt"), "w") as f:
@@ -160,6 +177,8 @@ def run(ports):
     except InferenceServerException as e:
         check("maps to 'nosuch', which no input or earlier step gives" in str(e), f"a step reading a missing tensor: {e}")
 
+    sequences(hc, gc)
+
     index = {m["name"]: m for m in hc.get_model_repository_index()}
     for name, (_, word) in REFUSED.items():
         m = index.get(name, {})
@@ -169,6 +188,39 @@ def run(ports):
     ign = cfg.get("parameters", {}).get("ringside_ignored", {}).get("string_value", "")
     check(index.get("warm", {}).get("state") == "READY" and "model_warmup" in ign and "model_warmup" not in cfg,
           f"model_warmup: loaded, reported as not run, not echoed: {ign}")
+
+
+def sequences(hc, gc):
+    """Triton's sequence batcher (direct): the control inputs the model gets, request by request."""
+    names = ["OINPUT", "OSTART", "OEND", "OREADY", "OCORRID"]
+    for proto, mod, c, sid in (("HTTP", th, hc, 42), ("gRPC", tg, gc, 43)):
+        seen = []
+        for k, (start, end) in enumerate(((True, False), (False, False), (False, True))):
+            i = mod.InferInput("INPUT", [1, 1], "INT32")
+            i.set_data_from_numpy(np.array([[10 + k]], np.int32))
+            r = c.infer("acc", [i], sequence_id=sid, sequence_start=start, sequence_end=end)
+            seen.append([int(r.as_numpy(n)[0, 0]) for n in names])
+        want = [[10, 1, 0, 1, sid], [11, 0, 0, 1, sid], [12, 0, 1, 1, sid]]
+        check(seen == want, f"{proto}: a 3-request sequence feeds [INPUT, START, END, READY, CORRID] = {seen}")
+        i = mod.InferInput("INPUT", [1, 1], "INT32")
+        i.set_data_from_numpy(np.array([[1]], np.int32))
+        for what, kw, needle in (
+                ("a request after the sequence ended", {"sequence_id": sid},
+                 f"inference request for sequence {sid} to model 'acc' must specify the START flag on the first "
+                 "request of the sequence"),
+                ("a request without a sequence id", {}, "must specify a non-zero or non-empty correlation ID")):
+            try:
+                c.infer("acc", [i], **kw)
+                check(False, f"{proto}: {what} refused")
+            except InferenceServerException as e:
+                check(needle in str(e), f"{proto}: {what} refused: {e}")
+    i = th.InferInput("INPUT", [1, 1], "INT32").set_data_from_numpy(np.array([[1]], np.int32))
+    s = th.InferInput("START", [1, 1], "INT32").set_data_from_numpy(np.array([[1]], np.int32))
+    try:
+        hc.infer("acc", [i, s], sequence_id=7, sequence_start=True)
+        check(False, "a client sending a control input refused")
+    except InferenceServerException as e:
+        check("is a sequence control input" in str(e), f"a client sending START itself refused: {e}")
 
 
 def main():
