@@ -171,6 +171,9 @@ def run(ports):
     got = hc.infer("pipeline", [i], outputs=[th.InferRequestedOutput("scores", class_count=2)]).as_numpy("scores")
     check(got is not None and got.tolist() == want, f"classification of the ensemble's output: {got.tolist()}")
     check(hc.get_model_metadata("pipeline")["platform"] == "ensemble", "its metadata says platform ensemble")
+    steps = hc.get_model_config("pipeline").get("ensemble_scheduling", {}).get("step", [])
+    check([s["model_name"] for s in steps] == ["pre", "mlp"] and steps[1]["input_map"] == {"input": "feat"},
+          f"its config echoes the steps it runs: {steps}")
     try:
         hc.infer("pipeline_bad", [i])
         check(False, "an ensemble step mapping a tensor nothing gives refused")
@@ -192,6 +195,11 @@ def run(ports):
 
 def sequences(hc, gc):
     """Triton's sequence batcher (direct): the control inputs the model gets, request by request."""
+    meta = hc.get_model_metadata("acc")
+    sb = hc.get_model_config("acc").get("sequence_batching", {})
+    check([i["name"] for i in meta["inputs"]] == ["INPUT"] and
+          [c["name"] for c in sb.get("control_input", [])] == ["START", "END", "READY", "CORRID"],
+          f"metadata lists the one input a client sends; the config its 4 controls: {meta['inputs']}")
     names = ["OINPUT", "OSTART", "OEND", "OREADY", "OCORRID"]
     for proto, mod, c, sid in (("HTTP", th, hc, 42), ("gRPC", tg, gc, 43)):
         seen = []
