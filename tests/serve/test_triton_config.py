@@ -200,6 +200,8 @@ def sequences(hc, gc):
     check([i["name"] for i in meta["inputs"]] == ["INPUT"] and
           [c["name"] for c in sb.get("control_input", [])] == ["START", "END", "READY", "CORRID"],
           f"metadata lists the one input a client sends; the config its 4 controls: {meta['inputs']}")
+    gmeta = gc.get_model_metadata("acc")
+    check([i.name for i in gmeta.inputs] == ["INPUT"], f"so does gRPC's: {[i.name for i in gmeta.inputs]}")
     names = ["OINPUT", "OSTART", "OEND", "OREADY", "OCORRID"]
     for proto, mod, c, sid in (("HTTP", th, hc, 42), ("gRPC", tg, gc, 43)):
         seen = []
