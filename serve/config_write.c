@@ -49,7 +49,8 @@ static void put_sequence(char **s, size_t *len, size_t *cap, const rs_serve_conf
     static const char *const kinds[] = {"", "START", "END", "READY", "CORRID"};
     if (!c->sequence_batching) return;
     put(s, len, cap, "sequence_batching {\n  direct { }\n");
-    if (c->max_sequence_idle_us) put(s, len, cap, "  max_sequence_idle_microseconds: %lld\n", (long long)c->max_sequence_idle_us);
+    if (c->max_sequence_idle_us)
+        put(s, len, cap, "  max_sequence_idle_microseconds: %lld\n", (long long)c->max_sequence_idle_us);
     for (int i = 0; i < c->ninputs; i++) {
         const rs_serve_io *io = &c->inputs[i];
         if (!io->control) continue;

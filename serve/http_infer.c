@@ -193,7 +193,10 @@ static bool read_inputs(infer_req *q)
         int64_t shape[RS_SERVE_MAX_DIMS + 1];
         bool ok;
         size_t r = shape_of(json_object_get(e, "shape"), shape, &ok);
-        if (!ok) return snprintf(q->msg, MSG, "input '%s': \"shape\" must be an array of integers", q->c->inputs[i].name), false;
+        if (!ok) {
+            snprintf(q->msg, MSG, "input '%s': \"shape\" must be an array of integers", q->c->inputs[i].name);
+            return false;
+        }
         if (!rs_serve_check_input(q->c, i, json_string_value(json_object_get(e, "datatype")), shape, r, &q->B,
                                   &q->count[i], q->msg, MSG))
             return false;

@@ -130,10 +130,11 @@ json_t *rs_serve_json_model_config(const rs_serve_model *m)
     for (int i = 0; i < c->ninputs; i++)
         if (!c->inputs[i].control) json_array_append_new(ins, io_cfg_json(&c->inputs[i]));
     for (int i = 0; i < c->noutputs; i++) json_array_append_new(outs, io_cfg_json(&c->outputs[i]));
+    const char *backend = c->backend[0] ? c->backend : c->ensemble ? "" : "onnxruntime";
     char gname[RS_SERVE_NAME_MAX + 8];
     snprintf(gname, sizeof gname, "%s_0", c->name);
     json_t *j = json_pack("{s:s,s:s,s:s,s:i,s:o,s:o,s:[{s:s,s:s,s:i}],s:{s:b}}", "name", c->name, "platform",
-                          c->platform, "backend", c->backend[0] ? c->backend : c->ensemble ? "" : "onnxruntime", "max_batch_size",
+                          c->platform, "backend", backend, "max_batch_size",
                           c->max_batch_size, "input", ins, "output", outs, "instance_group", "name", gname, "kind",
                           c->instance_kind, "count", c->instance_count, "model_transaction_policy", "decoupled",
                           c->decoupled);
