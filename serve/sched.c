@@ -36,6 +36,9 @@ typedef struct inst_thread {
     rs_serve_inst *inst; /* owned */
     pthread_t th;
     bool started;
+    /* batch staging per input, kept from batch to batch (owned; cap[i] bytes each) */
+    void *stage[RS_SERVE_MAX_IO];
+    size_t cap[RS_SERVE_MAX_IO];
 } inst_thread;
 
 struct rs_serve_sched {
@@ -148,13 +151,19 @@ static req *take_batch(rs_serve_sched *s, int *rows)
 }
 
 /* The requests of a batch as one: each input's bytes one request after the other (the wire's layout
- * makes that a concatenation for every type, BYTES too). x (nin) gets malloc'd buffers. */
-static rs_status stage_inputs(const rs_serve_sched *s, const req *batch, rs_serve_tensor *x, rs_err *err)
+ * makes that a concatenation for every type, BYTES too), in the instance's staging buffers, grown as
+ * needed and kept (a batch of images would otherwise map and fault fresh pages every time). */
+static rs_status stage_inputs(const rs_serve_sched *s, inst_thread *th, const req *batch, rs_serve_tensor *x,
+                              rs_err *err)
 {
     for (int i = 0; i < s->io.nin; i++) {
         size_t n = 0, off = 0;
         for (const req *r = batch; r; r = r->next) n += r->x[i].bytes;
-        x[i].data = malloc(n + 1); /* the caller's */
+        if (n + 1 > th->cap[i]) {
+            free(th->stage[i]);
+            th->cap[i] = (th->stage[i] = malloc(n + 1)) ? n + 1 : 0;
+        }
+        x[i].data = th->stage[i];
         x[i].bytes = n;
         if (!x[i].data) return rs_err_set(err, RS_ERR_NOMEM, "out of memory for a batch of %zu bytes", n);
         for (const req *r = batch; r; r = r->next) {
@@ -199,11 +208,12 @@ static void free_tensors(rs_serve_tensor *t, int n)
 
 /* Runs a batch taken off the queue (lock not held): one request's tensors as they are, several staged
  * as one. t[0..3] get the phase boundaries. */
-static rs_status run_batch(rs_serve_sched *s, rs_serve_inst *inst, req *batch, int rows, uint64_t *t, rs_err *err)
+static rs_status run_batch(rs_serve_sched *s, inst_thread *th, req *batch, int rows, uint64_t *t, rs_err *err)
 {
-    rs_serve_tensor x[RS_SERVE_MAX_IO] = {{0}}, y[RS_SERVE_MAX_IO] = {{0}};
+    rs_serve_inst *inst = th->inst;
+    rs_serve_tensor x[RS_SERVE_MAX_IO] = {{0}}, y[RS_SERVE_MAX_IO] = {{0}}; /* x: the staging's, y: owned here */
     t[0] = rs_serve_now_ns();
-    rs_status st = batch->next ? stage_inputs(s, batch, x, err) : RS_OK;
+    rs_status st = batch->next ? stage_inputs(s, th, batch, x, err) : RS_OK;
     t[1] = rs_serve_now_ns();
     if (!st && batch->gen) st = rs_serve_inst_generate(inst, batch->gen, err);
     else if (!st) st = rs_serve_inst_run_tensors(inst, batch->next ? x : batch->x, rows, batch->next ? y : batch->y, err);
@@ -213,7 +223,6 @@ static rs_status run_batch(rs_serve_sched *s, rs_serve_inst *inst, req *batch, i
         if (st)
             for (req *r = batch; r; r = r->next) free_tensors(r->y, s->io.nout);
     }
-    free_tensors(x, s->io.nin);
     free_tensors(y, s->io.nout);
     t[3] = rs_serve_now_ns();
     return st;
@@ -251,7 +260,7 @@ static void *inst_main(void *arg)
 
         rs_err err = {0};
         uint64_t tt[4];
-        rs_status st = run_batch(s, t->inst, batch, rows, tt, &err);
+        rs_status st = run_batch(s, t, batch, rows, tt, &err);
         uint64_t t0 = tt[0], t1 = tt[1], t2 = tt[2], t3 = tt[3];
 
         pthread_mutex_lock(&s->mu);
@@ -487,6 +496,7 @@ void rs_serve_sched_free(rs_serve_sched *s)
     for (int i = 0; s->inst && i < s->ninst; i++) {
         if (s->inst[i].started) pthread_join(s->inst[i].th, NULL);
         rs_serve_inst_free(s->inst[i].inst);
+        for (int k = 0; k < RS_SERVE_MAX_IO; k++) free(s->inst[i].stage[k]);
     }
     free(s->inst);
     free(s->seqs);
