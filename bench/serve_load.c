@@ -2,8 +2,10 @@
  * KServe v2 infer requests of one sample and time each; prints requests/s, p50 and p99. With
  * --inproc it runs the same ONNX file in this process through serve/'s backend instead (batch 1
  * latency, and batch-64 throughput), the figure the HTTP numbers are compared with.
- *   serve_load PORT MODEL DIMS CONCURRENCY SECONDS     (DIMS: one sample's shape, e.g. 1x28x28)
- *   serve_load --inproc FILE.onnx|FILE.plan SECONDS [THREADS [BATCH]] */
+ *   serve_load PORT MODEL DIMS CONCURRENCY SECONDS     (DIMS: one sample's shape, e.g. 1x28x28, of the
+ *                                                      FP32 input "input"; or the inputs as
+ *                                                      NAME:TYPE:DIMS,... e.g. ids:INT64:16,mask:INT64:16)
+ *   serve_load --inproc FILE.onnx|FILE.plan SECONDS [THREADS [BATCH]]   (any inputs of fixed-size types) */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -20,6 +22,7 @@
 typedef struct worker {
     int port, numel;
     const char *model, *dims; /* "1,28,28" */
+    const char *typed;        /* NAME:TYPE:DIMS,...; NULL: the one FP32 input */
     double seconds;
     uint64_t *lat; /* ns per request, owned */
     size_t n, cap;
@@ -63,6 +66,41 @@ static int read_response(int fd, char *buf, size_t cap)
     return status;
 }
 
+/* The request's JSON header: the one FP32 input "input" of shape [1, dims], or each NAME:TYPE:DIMS of
+ * w->typed; *data gets the binary bytes that follow. */
+static int typed_header(const worker *w, char *hdr, size_t cap, size_t *data)
+{
+    if (!w->typed) {
+        *data = (size_t)w->numel * 4;
+        return snprintf(hdr, cap, "{\"inputs\":[{\"name\":\"input\",\"datatype\":\"FP32\",\"shape\":[1,%s],"
+                        "\"parameters\":{\"binary_data_size\":%zu}}],\"parameters\":{\"binary_data_output\":true}}",
+                        w->dims, *data);
+    }
+    char spec[512];
+    snprintf(spec, sizeof spec, "%s", w->typed);
+    size_t k = (size_t)snprintf(hdr, cap, "{\"inputs\":[");
+    *data = 0;
+    char *save = NULL;
+    for (char *e = strtok_r(spec, ",", &save); e && k < cap; e = strtok_r(NULL, ",", &save)) {
+        char name[64], type[16], dims[64];
+        if (sscanf(e, "%63[^:]:%15[^:]:%63s", name, type, dims) != 3) return -1;
+        size_t n = 1, sz = rs_serve_dtype_size(rs_serve_dtype_from_v2(type));
+        if (!sz) return -1;
+        for (char *d = dims; *d; d++) {
+            if (*d == 'x') *d = ',';
+        }
+        char tmp[64];
+        snprintf(tmp, sizeof tmp, "%s", dims);
+        char *s2 = NULL;
+        for (char *p = strtok_r(tmp, ",", &s2); p; p = strtok_r(NULL, ",", &s2)) n *= (size_t)atoi(p);
+        k += (size_t)snprintf(hdr + k, cap - k, "%s{\"name\":\"%s\",\"datatype\":\"%s\",\"shape\":[1,%s],"
+                              "\"parameters\":{\"binary_data_size\":%zu}}", *data ? "," : "", name, type, dims, n * sz);
+        *data += n * sz;
+    }
+    k += (size_t)snprintf(hdr + k, cap - k, "],\"parameters\":{\"binary_data_output\":true}}");
+    return k < cap ? (int)k : -1;
+}
+
 static void *work(void *arg)
 {
     worker *w = arg;
@@ -71,20 +109,28 @@ static void *work(void *arg)
         w->errors++;
         return NULL;
     }
-    char hdr[512], req[8192];
-    int hl = snprintf(hdr, sizeof hdr,
-                      "{\"inputs\":[{\"name\":\"input\",\"datatype\":\"FP32\",\"shape\":[1,%s],\"parameters\":"
-                      "{\"binary_data_size\":%zu}}],\"parameters\":{\"binary_data_output\":true}}",
-                      w->dims, (size_t)w->numel * 4);
-    size_t body = (size_t)hl + (size_t)w->numel * 4;
+    char hdr[2048], req[16384];
+    size_t data = 0;
+    int hl = typed_header(w, hdr, sizeof hdr, &data);
+    if (hl < 0) {
+        w->errors++;
+        close(fd);
+        return NULL;
+    }
+    size_t body = (size_t)hl + data;
     int rl = snprintf(req, sizeof req,
                       "POST /v2/models/%s/infer HTTP/1.1\r\nHost: b\r\nContent-Length: %zu\r\n"
                       "Inference-Header-Content-Length: %d\r\n\r\n%s",
                       w->model, body, hl, hdr);
-    float *x = calloc((size_t)w->numel, sizeof *x);
-    for (int i = 0; i < w->numel; i++) x[i] = (float)(i % 7) / 7.0f;
-    memcpy(req + rl, x, (size_t)w->numel * 4);
-    size_t total = (size_t)rl + (size_t)w->numel * 4;
+    if ((size_t)rl + data > sizeof req) {
+        w->errors++;
+        close(fd);
+        return NULL;
+    }
+    float *x = calloc(data / 4 + 1, sizeof *x); /* FP32 inputs get small values, integer ones small ids */
+    for (size_t i = 0; i < data / 4; i++) x[i] = w->typed ? 0.0f : (float)(i % 7) / 7.0f;
+    memcpy(req + rl, x, data);
+    size_t total = (size_t)rl + data;
     static __thread char buf[1 << 16];
     uint64_t t_end = rs_serve_now_ns() + (uint64_t)(w->seconds * 1e9);
     while (rs_serve_now_ns() < t_end) {
@@ -125,24 +171,27 @@ static void *run_inproc(void *arg)
     rs_serve_inst *in;
     rs_err e = {0};
     if (rs_serve_inst_new(r->b, 64, &in, &e)) return NULL;
-    rs_serve_io io, oo;
-    rs_serve_backend_io(r->b, &io, &oo);
-    size_t ni = 1, no = 1;
-    for (int d = 0; d < io.rank; d++) ni *= (size_t)io.dims[d];
-    for (int d = 0; d < oo.rank; d++) no *= (size_t)oo.dims[d];
-    float *x = calloc((size_t)r->B * ni, sizeof *x), *y = calloc((size_t)r->B * no, sizeof *y);
+    rs_serve_ios io;
+    rs_serve_backend_ios(r->b, &io);
+    rs_serve_tensor x[RS_SERVE_MAX_IO] = {{0}}, y[RS_SERVE_MAX_IO] = {{0}};
+    for (int i = 0; i < io.nin; i++) { /* zeros: valid ids, valid floats */
+        size_t n = (size_t)r->B;
+        for (int d = 0; d < io.in[i].rank; d++) n *= (size_t)io.in[i].dims[d];
+        x[i].bytes = rs_serve_dtype_bytes(io.in[i].dtype, n);
+        x[i].data = calloc(x[i].bytes + 1, 1);
+    }
     r->lat = malloc((r->cap = 1 << 20) * sizeof *r->lat);
     uint64_t t_end = rs_serve_now_ns() + (uint64_t)(r->seconds * 1e9);
     while (rs_serve_now_ns() < t_end && r->n < r->cap) {
         uint64_t t0 = rs_serve_now_ns();
-        if (rs_serve_inst_run(in, x, r->B, y, &e)) { /* a failed run is no figure */
+        if (rs_serve_inst_run_tensors(in, x, r->B, y, &e)) { /* a failed run is no figure */
             fprintf(stderr, "serve_load: %s\n", e.msg);
             break;
         }
+        for (int k = 0; k < io.nout; k++) free(y[k].data); /* the server frees its outputs too */
         r->lat[r->n++] = rs_serve_now_ns() - t0;
     }
-    free(x);
-    free(y);
+    for (int i = 0; i < io.nin; i++) free(x[i].data);
     rs_serve_inst_free(in);
     return NULL;
 }
@@ -207,9 +256,10 @@ int main(int argc, char **argv)
         return 2;
     }
     static char dims[64];
+    const char *typed = strchr(argv[3], ':') ? argv[3] : NULL;
     snprintf(dims, sizeof dims, "%s", argv[3]);
     int numel = 1;
-    for (char *p = strtok(dims, "x"); p; p = strtok(NULL, "x")) numel *= atoi(p);
+    for (char *p = strtok(dims, "x"); p && !typed; p = strtok(NULL, "x")) numel *= atoi(p);
     snprintf(dims, sizeof dims, "%s", argv[3]);
     for (char *p = dims; *p; p++)
         if (*p == 'x') *p = ',';
@@ -219,7 +269,8 @@ int main(int argc, char **argv)
     pthread_t *th = calloc((size_t)conc, sizeof *th);
     uint64_t t0 = rs_serve_now_ns();
     for (int i = 0; i < conc; i++) {
-        w[i] = (worker){.port = port, .numel = numel, .model = argv[2], .dims = dims, .seconds = seconds};
+        w[i] = (worker){.port = port, .numel = numel, .model = argv[2], .dims = dims, .typed = typed,
+                        .seconds = seconds};
         pthread_create(&th[i], NULL, work, &w[i]);
     }
     size_t total = 0;

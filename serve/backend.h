@@ -17,7 +17,15 @@ typedef struct rs_serve_inst rs_serve_inst;       /* one instance: what a pass w
  * text out, served decoupled (a response per generated token). Caller owns *out. */
 rs_status rs_serve_backend_load(const char *path, rs_serve_backend **out, rs_err *err);
 void rs_serve_backend_free(rs_serve_backend *b); /* after every instance; NULL is a no-op */
-/* The model's input and output as a config states them (per sample: no batch dim). */
+/* The model's inputs and outputs as a config states them (per sample: no batch dim), in the order a
+ * run takes them. */
+typedef struct rs_serve_ios {
+    int nin, nout;
+    rs_serve_io in[RS_SERVE_MAX_IO], out[RS_SERVE_MAX_IO];
+} rs_serve_ios;
+void rs_serve_backend_ios(const rs_serve_backend *b, rs_serve_ios *io);
+/* Its first input and output: what a model of one tensor in and one out (the REPL's `infer`, the
+ * benches) needs. */
 void rs_serve_backend_io(const rs_serve_backend *b, rs_serve_io *in, rs_serve_io *out);
 /* Checks the model's config c against the model (where: its file, for messages) and fills in what c
  * leaves out: tensors, platform, instance defaults. A config naming another backend (ringside_plan
@@ -48,7 +56,12 @@ struct rs_model *rs_serve_backend_model(rs_serve_backend *b);
 /* An instance for batches up to max_batch. Instances of one backend run at the same time. */
 rs_status rs_serve_inst_new(rs_serve_backend *b, int max_batch, rs_serve_inst **out, rs_err *err);
 void rs_serve_inst_free(rs_serve_inst *in);
-/* y (B, output numel) = model(x (B, input numel)). */
+/* B samples of every input (x, in the order of rs_serve_backend_ios, the wire's layout: dtype.h) give
+ * B samples of every output: y[k].data malloc'd, the caller's. The inputs' sizes must fit the model's
+ * (the front ends check them against the config). */
+rs_status rs_serve_inst_run_tensors(rs_serve_inst *in, const rs_serve_tensor *x, int B, rs_serve_tensor *y,
+                                    rs_err *err);
+/* y (B, output numel) = model(x (B, input numel)) for a model of one FP32 input and one FP32 output. */
 rs_status rs_serve_inst_run(rs_serve_inst *in, const float *x, int B, float *y, rs_err *err);
 
 /* One generation request: the prompt's text, the sampling settings (the engine's rs_gen_cfg), and

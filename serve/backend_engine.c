@@ -11,15 +11,17 @@
 typedef struct engine {
     rs_onnx_graph *g;   /* owned: describes the tensors */
     rs_model *m;        /* owned: the graph on the engine's executor, inference only */
-    size_t out_numel;   /* output elements per sample */
-    rs_serve_io in, out;
+    size_t in_numel, out_numel; /* elements per sample */
+    rs_serve_ios io;
 } engine;
 
-static void io_of(const rs_onnx_graph *g, int v, rs_serve_io *io)
+/* A graph of token ids (g->tokens) takes INT64, as torch exports them; the model reads int32, so a
+ * run narrows them at the boundary. */
+static void io_of(const rs_onnx_graph *g, int v, rs_serve_dtype t, rs_serve_io *io)
 {
     memset(io, 0, sizeof *io);
     snprintf(io->name, sizeof io->name, "%s", g->values[v].name);
-    io->dtype = RS_SERVE_FP32;
+    io->dtype = t;
     const rs_dims *s = &g->values[v].shape;
     for (int d = 1; d < s->rank && io->rank < RS_SERVE_MAX_DIMS; d++) io->dims[io->rank++] = s->d[d];
 }
@@ -41,8 +43,10 @@ static rs_status engine_load(const char *path, void **impl, rs_err *err)
     if (!st && e->g->values[e->g->input].shape.rank < 1)
         st = rs_err_set(err, RS_ERR_UNSUPPORTED, "%s: the input has no batch dimension", path);
     if (!st) {
-        io_of(e->g, e->g->input, &e->in);
-        io_of(e->g, e->g->output, &e->out);
+        e->io.nin = e->io.nout = 1;
+        io_of(e->g, e->g->input, e->g->tokens ? RS_SERVE_INT64 : RS_SERVE_FP32, &e->io.in[0]);
+        io_of(e->g, e->g->output, RS_SERVE_FP32, &e->io.out[0]);
+        e->in_numel = rs_onnx_graph_input_numel(e->g);
         e->out_numel = rs_onnx_graph_output_numel(e->g);
         st = rs_onnx_to_inference_model(e->g, "served", &e->m, err);
     }
@@ -55,17 +59,12 @@ static rs_status engine_load(const char *path, void **impl, rs_err *err)
     return RS_OK;
 }
 
-static void engine_io(const void *impl, rs_serve_io *in, rs_serve_io *out)
-{
-    const engine *e = impl;
-    *in = e->in;
-    *out = e->out;
-}
+static void engine_io(const void *impl, rs_serve_ios *io) { *io = ((const engine *)impl)->io; }
 
 static rs_status engine_complete(const void *impl, rs_serve_config *c, const char *where, rs_err *err)
 {
     const engine *e = impl;
-    rs_status st = rs_srv_complete_tensors(c, &e->in, &e->out, where, err);
+    rs_status st = rs_srv_complete_tensors(c, &e->io, where, err);
     if (!st && !c->platform[0] && !c->backend[0]) snprintf(c->platform, sizeof c->platform, "onnxruntime_onnx");
     return st;
 }
@@ -81,14 +80,36 @@ static rs_status engine_new_instance(void *impl, int max_batch, void **inst, rs_
 
 static void engine_free_instance(void *inst) { rs_acts_free(inst); }
 
-static rs_status engine_run(void *impl, void *inst, const float *x, int B, float *y, rs_err *err)
+/* INT64 token ids -> the int32 the model reads, each checked to fit. ids (n) is the caller's. */
+static rs_status narrow_ids(const void *x, size_t n, int32_t *ids, rs_err *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        int64_t v;
+        memcpy(&v, (const char *)x + i * 8, 8);
+        if (v < INT32_MIN || v > INT32_MAX)
+            return rs_err_set(err, RS_ERR_ARG, "token id %lld (element %zu) does not fit the model's int32 ids",
+                              (long long)v, i);
+        ids[i] = (int32_t)v;
+    }
+    return RS_OK;
+}
+
+static rs_status engine_run(void *impl, void *inst, const rs_serve_tensor *x, int B, rs_serve_tensor *y, rs_err *err)
 {
     engine *e = impl;
-    const float *o;
-    rs_status st = rs_model_forward_acts(e->m, inst, x, B, &o, err);
-    if (st) return st;
-    memcpy(y, o, (size_t)B * e->out_numel * sizeof *y);
-    return RS_OK;
+    const float *o, *in = x[0].data;
+    int32_t *ids = NULL; /* owned here */
+    size_t n = (size_t)B * e->in_numel;
+    rs_status st = RS_OK;
+    if (e->g->tokens) {
+        ids = malloc(n * sizeof *ids + 1);
+        st = ids ? narrow_ids(x[0].data, n, ids, err) : rs_err_set(err, RS_ERR_NOMEM, "out of memory");
+        in = (const float *)(const void *)ids; /* the model reads ids in its 4-byte input elements */
+    }
+    if (!st) st = rs_model_forward_acts(e->m, inst, in, B, &o, err);
+    if (!st) st = rs_srv_output_f32(o, (size_t)B * e->out_numel, &y[0], err);
+    free(ids);
+    return st;
 }
 
 static rs_status engine_ranks_cfg(const void *impl, const char *path, int max_batch, rs_serve_ranks_cfg *c,

@@ -94,11 +94,12 @@ static void text_io(rs_serve_io *io, const char *name)
     io->dims[0] = 1;
 }
 
-static void gpt_io(const void *impl, rs_serve_io *in, rs_serve_io *out)
+static void gpt_io(const void *impl, rs_serve_ios *io)
 {
     (void)impl;
-    text_io(in, "text_input");
-    text_io(out, "text_output");
+    io->nin = io->nout = 1;
+    text_io(&io->in[0], "text_input");
+    text_io(&io->out[0], "text_output");
 }
 
 /* text_input -> text_output (TYPE_STRING, [1]), decoupled, one request per execution. */

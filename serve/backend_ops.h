@@ -23,8 +23,9 @@ typedef struct rs_srv_backend_ops {
     /* impl: the loaded model (caller owns it, freed with free). Required unless file is NULL. */
     rs_status (*load)(const char *path, void **impl, rs_err *err);
     void (*free)(void *impl);
-    /* The model's input and output as a config states them (per sample: no batch dim). */
-    void (*io)(const void *impl, rs_serve_io *in, rs_serve_io *out);
+    /* The model's inputs and outputs as a config states them (per sample: no batch dim), in the order
+     * run takes them. */
+    void (*io)(const void *impl, rs_serve_ios *io);
     /* Checks the config against the model file and fills in what it leaves out (tensors, platform,
      * instances); where names the file in messages. */
     rs_status (*complete)(const void *impl, rs_serve_config *c, const char *where, rs_err *err);
@@ -32,8 +33,10 @@ typedef struct rs_srv_backend_ops {
      * per instance. Instances of one backend run at the same time. */
     rs_status (*new_instance)(void *impl, int max_batch, void **inst, rs_err *err);
     void (*free_instance)(void *inst); /* optional: NULL when instances hold nothing */
-    /* optional (NULL for a backend that only generates): y (B, out numel) = model(x (B, in numel)) */
-    rs_status (*run)(void *impl, void *inst, const float *x, int B, float *y, rs_err *err);
+    /* optional (NULL for a backend that only generates): B samples of every output from B samples of
+     * every input, both in io's order and the wire's layout (dtype.h); y[k].data is malloc'd here and
+     * the caller's (left NULL on failure). The inputs were checked against io: sizes need no check. */
+    rs_status (*run)(void *impl, void *inst, const rs_serve_tensor *x, int B, rs_serve_tensor *y, rs_err *err);
     /* optional (NULL for a backend that does not generate): one decoupled generation, g->on_text per
      * token. Its presence is what rs_serve_backend_generates says. */
     rs_status (*generate)(void *impl, void *inst, rs_serve_gen *g, rs_err *err);
@@ -56,10 +59,11 @@ struct rs_serve_backend {
     char *path;  /* owned: the file it was loaded from */
 };
 
-/* The backends a version folder can hold, in the order a folder is probed (model.onnx first),
+/* The backends a version folder can hold, in the order a folder is probed (model.onnx first), and the
+ * order in which backends sharing an extension try a file (the engine, then the cast backend),
  * NULL-terminated. backend_ranks.c's is not among them: it wraps one of these. */
 extern const rs_srv_backend_ops *const rs_srv_backends[];
-extern const rs_srv_backend_ops rs_srv_backend_engine, rs_srv_backend_plan, rs_srv_backend_gpt;
+extern const rs_srv_backend_ops rs_srv_backend_engine, rs_srv_backend_cast, rs_srv_backend_plan, rs_srv_backend_gpt;
 
 /* The backend serving path, by its file's extension; the engine's (ONNX) for any other name. */
 const rs_srv_backend_ops *rs_srv_backend_for_path(const char *path);
@@ -68,9 +72,11 @@ const rs_srv_backend_ops *rs_srv_backend_for_path(const char *path);
  * processes c describes (c->model, ranks, mode and worker_index set by the caller). */
 rs_status rs_srv_ranks_wrap(rs_serve_backend *b, rs_serve_ranks_cfg *c, rs_err *err);
 
-/* Shared by the tensor backends' complete: checks the config's one input and output against the
- * model's (in, out) and fills in what it leaves out. */
-rs_status rs_srv_complete_tensors(rs_serve_config *c, const rs_serve_io *in, const rs_serve_io *out, const char *where,
-                                  rs_err *err);
+/* Shared by the tensor backends' complete: checks the config's inputs and outputs against the
+ * model's (by name, data type and dims; the config's lists are put in the model's order) and fills in
+ * what it leaves out. */
+rs_status rs_srv_complete_tensors(rs_serve_config *c, const rs_serve_ios *io, const char *where, rs_err *err);
+/* A backend's one FP32 output of B samples of numel each, copied from y into out[0] (malloc'd). */
+rs_status rs_srv_output_f32(const float *y, size_t n, rs_serve_tensor *out, rs_err *err);
 
 #endif

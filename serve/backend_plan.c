@@ -15,7 +15,7 @@ typedef struct splan {
     rs_plan *first;   /* owned until the first instance takes it (NULL after) */
     uint8_t *bytes;   /* owned: the serialized plan, what further instances load */
     size_t nbytes;
-    rs_serve_io in, out; /* what the plan takes and gives, read once at load */
+    rs_serve_ios io;     /* what the plan takes and gives, read once at load */
     size_t out_numel;
     int batch;        /* the batch it was compiled for */
 } splan;
@@ -24,7 +24,8 @@ typedef struct splan {
  * compiled for and its (rows x) classes outputs. */
 static void describe(splan *sp)
 {
-    rs_serve_io *in = &sp->in, *out = &sp->out;
+    sp->io.nin = sp->io.nout = 1;
+    rs_serve_io *in = &sp->io.in[0], *out = &sp->io.out[0];
     snprintf(in->name, sizeof in->name, "input");
     snprintf(out->name, sizeof out->name, "logits");
     in->dtype = out->dtype = RS_SERVE_FP32;
@@ -72,12 +73,7 @@ static rs_status plan_load(const char *path, void **impl, rs_err *err)
     return RS_OK;
 }
 
-static void plan_io(const void *impl, rs_serve_io *in, rs_serve_io *out)
-{
-    const splan *sp = impl;
-    *in = sp->in;
-    *out = sp->out;
-}
+static void plan_io(const void *impl, rs_serve_ios *io) { *io = ((const splan *)impl)->io; }
 
 /* A model.plan is ringside's own (oneDNN, from `compile`): platform "ringside_plan", and a config
  * may not ask for batches larger than the one it was compiled for. */
@@ -93,7 +89,7 @@ static rs_status plan_complete(const void *impl, rs_serve_config *c, const char 
         return rs_err_set(err, RS_ERR_ARG, "%s: max_batch_size %d is larger than the batch %d the plan was compiled "
                           "for: set max_batch_size to 1..%d, or compile the model again with batch=%d", where,
                           c->max_batch_size, pb, pb, c->max_batch_size);
-    return rs_srv_complete_tensors(c, &sp->in, &sp->out, where, err);
+    return rs_srv_complete_tensors(c, &sp->io, where, err);
 }
 
 static rs_status plan_new_instance(void *impl, int max_batch, void **inst, rs_err *err)
@@ -109,14 +105,13 @@ static rs_status plan_new_instance(void *impl, int max_batch, void **inst, rs_er
 
 static void plan_free_instance(void *inst) { rs_plan_free(inst); }
 
-static rs_status plan_run(void *impl, void *inst, const float *x, int B, float *y, rs_err *err)
+static rs_status plan_run(void *impl, void *inst, const rs_serve_tensor *x, int B, rs_serve_tensor *y, rs_err *err)
 {
     const splan *sp = impl;
     const float *o;
-    rs_status st = rs_plan_run(inst, x, B, &o, err);
+    rs_status st = rs_plan_run(inst, x[0].data, B, &o, err);
     if (st) return st;
-    memcpy(y, o, (size_t)B * sp->out_numel * sizeof *y);
-    return RS_OK;
+    return rs_srv_output_f32(o, (size_t)B * sp->out_numel, &y[0], err);
 }
 
 static int plan_max_batch(const void *impl) { return ((const splan *)impl)->batch; }

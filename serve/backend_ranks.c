@@ -22,10 +22,10 @@ static void ranks_free(void *impl)
     free(r);
 }
 
-static void ranks_io(const void *impl, rs_serve_io *in, rs_serve_io *out)
+static void ranks_io(const void *impl, rs_serve_ios *io)
 {
     const ranked *r = impl;
-    r->inner.ops->io(r->inner.impl, in, out);
+    r->inner.ops->io(r->inner.impl, io);
 }
 
 static rs_status ranks_complete(const void *impl, rs_serve_config *c, const char *where, rs_err *err)
@@ -41,11 +41,24 @@ static rs_status ranks_new_instance(void *impl, int max_batch, void **inst, rs_e
     return RS_OK;
 }
 
-static rs_status ranks_run(void *impl, void *inst, const float *x, int B, float *y, rs_err *err)
+/* The rank job takes one FP32 input and gives one FP32 output (rs_srv_ranks_wrap refuses others). */
+static rs_status ranks_run(void *impl, void *inst, const rs_serve_tensor *x, int B, rs_serve_tensor *y, rs_err *err)
 {
     (void)inst;
     ranked *r = impl;
-    return rs_serve_ranks_run(r->ranks, x, B, y, err);
+    rs_serve_ios io = {0};
+    r->inner.ops->io(r->inner.impl, &io);
+    size_t n = (size_t)B;
+    for (int d = 0; d < io.out[0].rank; d++) n *= (size_t)io.out[0].dims[d];
+    y[0].bytes = n * sizeof(float);
+    y[0].data = malloc(y[0].bytes + 1); /* the caller's */
+    if (!y[0].data) return rs_err_set(err, RS_ERR_NOMEM, "out of memory for %zu output values", n);
+    rs_status st = rs_serve_ranks_run(r->ranks, x[0].data, B, y[0].data, err);
+    if (st) {
+        free(y[0].data);
+        y[0].data = NULL;
+    }
+    return st;
 }
 
 static rs_status forward(void *ud, const int32_t *ids, float *y, rs_err *err)
@@ -104,6 +117,12 @@ static const rs_srv_backend_ops ranks_text = {
 rs_status rs_srv_ranks_wrap(rs_serve_backend *b, rs_serve_ranks_cfg *c, rs_err *err)
 {
     bool gen = b->ops->generate != NULL;
+    rs_serve_ios io = {0};
+    b->ops->io(b->impl, &io);
+    if (!gen && (io.nin != 1 || io.nout != 1 || io.in[0].dtype != RS_SERVE_FP32 || io.out[0].dtype != RS_SERVE_FP32))
+        return rs_err_set(err, RS_ERR_UNSUPPORTED, "%s: across ranks a model takes one FP32 input and gives one FP32 "
+                          "output; this one has %d inputs and %d outputs: serve it with ranks=1", b->path, io.nin,
+                          io.nout);
     if (gen && !b->ops->generate_with)
         return rs_err_set(err, RS_ERR_UNSUPPORTED, "%s: %s cannot generate across ranks", b->path, b->ops->what);
     ranked *r = calloc(1, sizeof *r); /* b's: ranks_free */

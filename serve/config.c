@@ -136,6 +136,18 @@ static rs_status read_str(P *p, char *buf, size_t n)
     return RS_OK;
 }
 
+/* A file's name in the model's folder: a string with no '/' and not "." or "..". */
+static rs_status read_file_name(P *p, char *buf, size_t n)
+{
+    colon(p);
+    tok at = p->cur;
+    rs_status st = read_str(p, buf, n);
+    if (st) return st;
+    if (!buf[0] || strchr(buf, '/') || !strcmp(buf, ".") || !strcmp(buf, ".."))
+        return fail(p, &at, "'%s' is not a file name in the model's folder (no '/', not . or ..)", buf, NULL);
+    return RS_OK;
+}
+
 static rs_status read_int_tok(P *p, int64_t lo, int64_t hi, int64_t *v)
 {
     if (p->cur.type != T_NUM) return unexpected(p, "an integer");
@@ -313,12 +325,26 @@ static bool ignored(const tok *name, const char *const *list)
 
 /* ---- the config's message types ---- */
 
+static rs_status f_reshape(P *p, const tok *name, void *ctx)
+{
+    rs_serve_io *io = ctx;
+    if (tok_is(name, "shape"))
+        return read_ints(p, -1, (int64_t)1 << 40, io->reshape, &io->reshape_rank, RS_SERVE_MAX_DIMS, "shape");
+    return unknown(p, name, "reshape", "shape");
+}
+
 static rs_status f_io(P *p, const tok *name, void *ctx)
 {
     rs_serve_io *io = ctx;
-    static const char *const skip[] = {"format", "reshape", "is_shape_tensor", "allow_ragged_batch", "optional",
-                                       "label_filename", "is_non_linear_format_io", NULL};
+    static const char *const skip[] = {"format", "is_shape_tensor", "allow_ragged_batch", "is_non_linear_format_io",
+                                       NULL};
     if (tok_is(name, "name")) return read_str(p, io->name, sizeof io->name);
+    if (tok_is(name, "reshape")) {
+        io->has_reshape = true;
+        return message(p, f_reshape, io);
+    }
+    if (tok_is(name, "optional")) return read_bool(p, &io->optional);
+    if (tok_is(name, "label_filename")) return read_file_name(p, io->labels, sizeof io->labels);
     if (tok_is(name, "data_type")) {
         colon(p);
         tok at = p->cur;
@@ -339,7 +365,7 @@ static void *begin_input(P *p, const tok *at, void *ctx)
 {
     rs_serve_config *c = ctx;
     if (c->ninputs >= RS_SERVE_MAX_IO) {
-        fail(p, at, "too many inputs (at most %s)", "8", NULL);
+        fail(p, at, "too many inputs (at most %s)", RS_SERVE_MAX_IO_TEXT, NULL);
         return NULL;
     }
     return &c->inputs[c->ninputs++];
@@ -349,7 +375,7 @@ static void *begin_output(P *p, const tok *at, void *ctx)
 {
     rs_serve_config *c = ctx;
     if (c->noutputs >= RS_SERVE_MAX_IO) {
-        fail(p, at, "too many outputs (at most %s)", "8", NULL);
+        fail(p, at, "too many outputs (at most %s)", RS_SERVE_MAX_IO_TEXT, NULL);
         return NULL;
     }
     return &c->outputs[c->noutputs++];
@@ -530,13 +556,182 @@ static void *begin_param(P *p, const tok *at, void *ctx)
     return q;
 }
 
+/* ---- ensemble_scheduling { step [ { model_name model_version input_map output_map } ] } ---- */
+
+typedef struct map_ctx {
+    rs_serve_step *st;
+    bool out;
+} map_ctx;
+
+static rs_status f_map(P *p, const tok *name, void *ctx)
+{
+    map_ctx *m = ctx;
+    int k = (m->out ? m->st->nout : m->st->nin) - 1;
+    char *key = m->out ? m->st->out[k].key : m->st->in[k].key, *val = m->out ? m->st->out[k].value : m->st->in[k].value;
+    if (tok_is(name, "key")) return read_str(p, key, RS_SERVE_NAME_MAX);
+    if (tok_is(name, "value")) return read_str(p, val, RS_SERVE_NAME_MAX);
+    return unknown(p, name, m->out ? "output_map" : "input_map", "key, value");
+}
+
+static void *begin_map(P *p, const tok *at, void *ctx)
+{
+    map_ctx *m = ctx;
+    int *n = m->out ? &m->st->nout : &m->st->nin;
+    if (*n >= RS_SERVE_MAX_IO) {
+        fail(p, at, "too many entries in a step's map (at most %s)", RS_SERVE_MAX_IO_TEXT, NULL);
+        return NULL;
+    }
+    (*n)++;
+    return m;
+}
+
+static rs_status f_step(P *p, const tok *name, void *ctx)
+{
+    rs_serve_step *st = ctx;
+    if (tok_is(name, "model_name")) return read_str(p, st->model, sizeof st->model);
+    if (tok_is(name, "model_version")) return read_int(p, -1, INT64_MAX, &st->version);
+    if (tok_is(name, "input_map") || tok_is(name, "output_map")) {
+        map_ctx m = {.st = st, .out = tok_is(name, "output_map")};
+        return messages(p, f_map, begin_map, &m);
+    }
+    return unknown(p, name, "step", "model_name, model_version, input_map, output_map");
+}
+
+static void *begin_step(P *p, const tok *at, void *ctx)
+{
+    rs_serve_config *c = ctx;
+    if (c->nsteps >= RS_SERVE_MAX_STEPS) {
+        fail(p, at, "too many ensemble steps (at most %s)", "8", NULL);
+        return NULL;
+    }
+    rs_serve_step *st = &c->steps[c->nsteps++];
+    st->version = -1;
+    return st;
+}
+
+static rs_status f_ensemble(P *p, const tok *name, void *ctx)
+{
+    if (tok_is(name, "step")) return messages(p, f_step, begin_step, ctx);
+    return unknown(p, name, "ensemble_scheduling", "step");
+}
+
+/* ---- sequence_batching { direct { } control_input [ { name control [ { kind ..._false_true } ] } ] } ---- */
+
+/* fp32_false_true, int32_false_true, bool_false_true: [ false, true ] as numbers (or true/false) */
+static rs_status read_pair(P *p, double *out)
+{
+    colon(p);
+    if (!is_punct(&p->cur, '[')) return unexpected(p, "'[' (a list of two values)");
+    advance(p);
+    for (int k = 0; k < 2; k++) {
+        char b[48];
+        tok_text(&p->cur, b, sizeof b);
+        char *end;
+        out[k] = !strcmp(b, "true") ? 1.0 : !strcmp(b, "false") ? 0.0 : strtod(b, &end);
+        if (p->cur.type != T_IDENT && (p->cur.type != T_NUM || *end)) return unexpected(p, "a number");
+        advance(p);
+        if (k == 0 && is_punct(&p->cur, ',')) advance(p);
+    }
+    if (!is_punct(&p->cur, ']')) return unexpected(p, "']' after two values");
+    advance(p);
+    return RS_OK;
+}
+
+static rs_status f_control(P *p, const tok *name, void *ctx)
+{
+    rs_serve_io *io = ctx;
+    if (tok_is(name, "kind")) {
+        colon(p);
+        static const char *const kinds[] = {"", "CONTROL_SEQUENCE_START", "CONTROL_SEQUENCE_END", "CONTROL_SEQUENCE_READY",
+                                            "CONTROL_SEQUENCE_CORRID"};
+        for (int k = 1; k < 5; k++)
+            if (tok_is(&p->cur, kinds[k])) {
+                io->control = (rs_serve_control)k;
+                advance(p);
+                return RS_OK;
+            }
+        return unexpected(p, "CONTROL_SEQUENCE_START, _END, _READY or _CORRID");
+    }
+    if (tok_is(name, "int32_false_true") || tok_is(name, "fp32_false_true") || tok_is(name, "bool_false_true")) {
+        io->dtype = tok_is(name, "int32_false_true") ? RS_SERVE_INT32 : tok_is(name, "fp32_false_true") ? RS_SERVE_FP32
+                                                                                                      : RS_SERVE_BOOL;
+        return read_pair(p, io->false_true);
+    }
+    if (tok_is(name, "data_type")) {
+        char t[32];
+        tok at = p->cur;
+        rs_status st = read_ident(p, t, sizeof t);
+        if (!st && (io->dtype = rs_serve_dtype_from_config(t)) == RS_SERVE_INVALID)
+            return fail(p, &at, "unknown data_type '%s'", t, NULL);
+        return st;
+    }
+    return unknown(p, name, "control", "kind, int32_false_true, fp32_false_true, bool_false_true, data_type");
+}
+
+static void *begin_control(P *p, const tok *at, void *ctx)
+{
+    (void)p, (void)at;
+    return ctx; /* one control per input is what ringside fills; a second overwrites the first */
+}
+
+static rs_status f_control_input(P *p, const tok *name, void *ctx)
+{
+    rs_serve_io *io = ctx;
+    if (tok_is(name, "name")) return read_str(p, io->name, sizeof io->name);
+    if (tok_is(name, "control")) return messages(p, f_control, begin_control, io);
+    return unknown(p, name, "control_input", "name, control");
+}
+
+static void *begin_control_input(P *p, const tok *at, void *ctx)
+{
+    rs_serve_io *io = begin_input(p, at, ctx);
+    if (io) {
+        io->rank = 1;
+        io->dims[0] = 1;
+    }
+    return io;
+}
+
+static rs_status f_sequence(P *p, const tok *name, void *ctx)
+{
+    rs_serve_config *c = ctx;
+    if (tok_is(name, "direct")) return skip_value(p);
+    if (tok_is(name, "oldest") || tok_is(name, "state")) {
+        *(tok_is(name, "oldest") ? &c->sequence_oldest : &c->sequence_state) = true;
+        return skip_value(p);
+    }
+    if (tok_is(name, "max_sequence_idle_microseconds")) return read_int(p, 0, INT64_MAX / 1000, &c->max_sequence_idle_us);
+    if (tok_is(name, "control_input")) return messages(p, f_control_input, begin_control_input, c);
+    return unknown(p, name, "sequence_batching", "direct, oldest, max_sequence_idle_microseconds, control_input, state");
+}
+
+static rs_status f_cache(P *p, const tok *name, void *ctx)
+{
+    rs_serve_config *c = ctx;
+    if (tok_is(name, "enable")) return read_bool(p, &c->response_cache);
+    return unknown(p, name, "response_cache", "enable");
+}
+
 static rs_status f_model(P *p, const tok *name, void *ctx)
 {
     rs_serve_config *c = ctx;
-    static const char *const skip[] = {"optimization", "default_model_filename", "cc_model_filenames",
-                                       "model_warmup", "sequence_batching", "ensemble_scheduling", "response_cache",
-                                       "model_operations", "metric_tags", "runtime", "label_filename",
-                                       "batch_input", "batch_output", "model_repository_agents", NULL};
+    static const char *const skip[] = {"optimization", "cc_model_filenames", "model_operations", "metric_tags",
+                                       "runtime", "batch_input", "batch_output", "model_repository_agents", NULL};
+    if (tok_is(name, "default_model_filename"))
+        return read_file_name(p, c->default_model_filename, sizeof c->default_model_filename);
+    if (tok_is(name, "response_cache")) return message(p, f_cache, c);
+    if (tok_is(name, "ensemble_scheduling")) {
+        c->ensemble = true;
+        return message(p, f_ensemble, c);
+    }
+    if (tok_is(name, "sequence_batching")) {
+        c->sequence_batching = true;
+        return message(p, f_sequence, c);
+    }
+    if (tok_is(name, "model_warmup")) {
+        c->warmup = true;
+        return skip_value(p);
+    }
     if (tok_is(name, "name")) return read_str(p, c->name, sizeof c->name);
     if (tok_is(name, "platform")) return read_str(p, c->platform, sizeof c->platform);
     if (tok_is(name, "backend")) return read_str(p, c->backend, sizeof c->backend);
@@ -590,138 +785,4 @@ rs_status rs_serve_config_parse(const char *text, size_t n, const char *file, rs
                               i < c->ninputs ? "input" : "output", io->name);
     }
     return RS_OK;
-}
-
-rs_status rs_serve_config_load(const char *path, rs_serve_config *c, rs_err *err)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return rs_err_set(err, RS_ERR_IO, "%s: %s", path, strerror(errno));
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap); /* owned here */
-    size_t k;
-    while (buf && (k = fread(buf + n, 1, cap - n, f)) > 0) {
-        n += k;
-        if (n == cap) {
-            if (cap >= ((size_t)1 << 24)) {
-                fclose(f);
-                free(buf);
-                return rs_err_set(err, RS_ERR_FORMAT, "%s: larger than 16 MB; is it a config.pbtxt?", path);
-            }
-            char *nb = realloc(buf, cap *= 2);
-            if (!nb) free(buf);
-            buf = nb;
-        }
-    }
-    fclose(f);
-    if (!buf) return rs_err_set(err, RS_ERR_NOMEM, "%s: out of memory", path);
-    rs_status st = rs_serve_config_parse(buf, n, path, c, err);
-    free(buf);
-    return st;
-}
-
-/* ---- data types ---- */
-
-static const char *const v2_names[RS_SERVE_DTYPE_COUNT] = {
-    "", "BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64", "FP16", "FP32", "FP64",
-    "BYTES", "BF16"};
-static const char *const cfg_names[RS_SERVE_DTYPE_COUNT] = {
-    "TYPE_INVALID", "TYPE_BOOL", "TYPE_UINT8", "TYPE_UINT16", "TYPE_UINT32", "TYPE_UINT64", "TYPE_INT8", "TYPE_INT16",
-    "TYPE_INT32", "TYPE_INT64", "TYPE_FP16", "TYPE_FP32", "TYPE_FP64", "TYPE_STRING", "TYPE_BF16"};
-static const size_t sizes[RS_SERVE_DTYPE_COUNT] = {0, 1, 1, 2, 4, 8, 1, 2, 4, 8, 2, 4, 8, 0, 2};
-
-rs_serve_dtype rs_serve_dtype_from_config(const char *s)
-{
-    for (int i = 1; i < RS_SERVE_DTYPE_COUNT; i++)
-        if (!strcmp(s, cfg_names[i])) return (rs_serve_dtype)i;
-    return RS_SERVE_INVALID;
-}
-
-rs_serve_dtype rs_serve_dtype_from_v2(const char *s)
-{
-    for (int i = 1; i < RS_SERVE_DTYPE_COUNT; i++)
-        if (!strcmp(s, v2_names[i])) return (rs_serve_dtype)i;
-    return RS_SERVE_INVALID;
-}
-
-const char *rs_serve_dtype_config_name(rs_serve_dtype t) { return cfg_names[t < RS_SERVE_DTYPE_COUNT ? t : 0]; }
-const char *rs_serve_dtype_v2_name(rs_serve_dtype t) { return v2_names[t < RS_SERVE_DTYPE_COUNT ? t : 0]; }
-size_t rs_serve_dtype_size(rs_serve_dtype t) { return sizes[t < RS_SERVE_DTYPE_COUNT ? t : 0]; }
-
-/* ---- writing ---- */
-
-static void put_io(char **s, size_t *len, size_t *cap, const char *kind, const rs_serve_io *io);
-
-static void put(char **s, size_t *len, size_t *cap, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-
-#include <stdarg.h>
-static void put(char **s, size_t *len, size_t *cap, const char *fmt, ...)
-{
-    if (!*s) return;
-    va_list ap;
-    for (;;) {
-        va_start(ap, fmt);
-        int k = vsnprintf(*s + *len, *cap - *len, fmt, ap);
-        va_end(ap);
-        if (k < 0) return;
-        if ((size_t)k < *cap - *len) {
-            *len += (size_t)k;
-            return;
-        }
-        char *nb = realloc(*s, *cap * 2 + (size_t)k);
-        if (!nb) {
-            free(*s);
-            *s = NULL;
-            return;
-        }
-        *s = nb;
-        *cap = *cap * 2 + (size_t)k;
-    }
-}
-
-static void put_io(char **s, size_t *len, size_t *cap, const char *kind, const rs_serve_io *io)
-{
-    put(s, len, cap, "%s [\n  {\n    name: \"%s\"\n    data_type: %s\n    dims: [ ", kind, io->name,
-        rs_serve_dtype_config_name(io->dtype));
-    for (int d = 0; d < io->rank; d++) put(s, len, cap, "%s%lld", d ? ", " : "", (long long)io->dims[d]);
-    put(s, len, cap, " ]\n  }\n]\n");
-}
-
-char *rs_serve_config_write(const rs_serve_config *c)
-{
-    size_t cap = 1024, len = 0;
-    char *s = malloc(cap); /* the caller's */
-    if (s) s[0] = '\0';
-    put(&s, &len, &cap, "name: \"%s\"\n", c->name);
-    if (c->platform[0]) put(&s, &len, &cap, "platform: \"%s\"\n", c->platform);
-    if (c->backend[0]) put(&s, &len, &cap, "backend: \"%s\"\n", c->backend);
-    put(&s, &len, &cap, "max_batch_size: %d\n", c->max_batch_size);
-    for (int i = 0; i < c->ninputs; i++) put_io(&s, &len, &cap, "input", &c->inputs[i]);
-    for (int i = 0; i < c->noutputs; i++) put_io(&s, &len, &cap, "output", &c->outputs[i]);
-    put(&s, &len, &cap, "instance_group [ { count: %d kind: %s } ]\n", c->instance_count ? c->instance_count : 1,
-        c->instance_kind[0] ? c->instance_kind : "KIND_CPU");
-    if (c->dynamic_batching) {
-        put(&s, &len, &cap, "dynamic_batching {\n");
-        if (c->npreferred) {
-            put(&s, &len, &cap, "  preferred_batch_size: [ ");
-            for (int i = 0; i < c->npreferred; i++) put(&s, &len, &cap, "%s%d", i ? ", " : "", c->preferred[i]);
-            put(&s, &len, &cap, " ]\n");
-        }
-        put(&s, &len, &cap, "  max_queue_delay_microseconds: %lld\n", (long long)c->max_queue_delay_us);
-        if (c->max_queue_size)
-            put(&s, &len, &cap, "  default_queue_policy { max_queue_size: %lld }\n", (long long)c->max_queue_size);
-        put(&s, &len, &cap, "}\n");
-    }
-    if (c->decoupled) put(&s, &len, &cap, "model_transaction_policy { decoupled: true }\n");
-    if (c->ranks > 1)
-        put(&s, &len, &cap, "parameters { key: \"ranks\" value: { string_value: \"%d\" } }\n", c->ranks);
-    if (c->ranks_mode[0])
-        put(&s, &len, &cap, "parameters { key: \"ranks_mode\" value: { string_value: \"%s\" } }\n", c->ranks_mode);
-    if (c->vpolicy == RS_SERVE_VP_ALL) put(&s, &len, &cap, "version_policy: { all { } }\n");
-    else if (c->vpolicy == RS_SERVE_VP_SPECIFIC) {
-        put(&s, &len, &cap, "version_policy: { specific { versions: [ ");
-        for (int i = 0; i < c->nversions; i++) put(&s, &len, &cap, "%s%lld", i ? ", " : "", (long long)c->versions[i]);
-        put(&s, &len, &cap, " ] } }\n");
-    } else if (c->latest_n != 1)
-        put(&s, &len, &cap, "version_policy: { latest { num_versions: %d } }\n", c->latest_n);
-    return s;
 }

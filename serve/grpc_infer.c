@@ -1,12 +1,17 @@
 /* ModelInfer and ModelStreamInfer (see grpc_internal.h): a tensor model's request checked against its
- * one FP32 input and run through the scheduler, its output sent as raw_output_contents; a GPT's
+ * inputs (infer_check.h: Triton's words) and run through the scheduler, its outputs sent as
+ * raw_output_contents; a GPT's
  * request (text_input, sampling parameters) generated on an instance, one ModelStreamInferResponse
  * per token as it is drawn. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "classify.h"
 #include "grpc_internal.h"
+#include "grpc_tensor.h"
+#include "infer_check.h"
+#include "sequence.h"
 
 /* ---- infer ---- */
 
@@ -36,118 +41,150 @@ static bool param_num(const Inference__ModelInferRequest *q, const char *key, do
     }
 }
 
-/* Checks the request against the model's one FP32 input and runs it; on success *y (owned by the
- * caller) holds B samples of the output. */
-static rs_grpc_code run_tensor(rs_serve_model *m, rs_serve_version *v, const Inference__ModelInferRequest *q, float **y,
-                               int64_t *Bout, char *msg, size_t n)
+/* What a tensor request gives back: each output's bytes (owned), which ones were asked for, and the
+ * classification extension's top-k where asked. */
+typedef struct tensor_run {
+    int64_t B;
+    rs_serve_tensor y[RS_SERVE_MAX_IO];
+    bool want[RS_SERVE_MAX_IO];
+    int classes[RS_SERVE_MAX_IO];
+    size_t per[RS_SERVE_MAX_IO]; /* strings per row of a classified output */
+} tensor_run;
+
+static void tensor_run_free(tensor_run *t)
 {
-    const rs_serve_config *c = &m->cfg;
-    const rs_serve_io *in = &c->inputs[0], *out = &c->outputs[0];
-    *y = NULL;
-    if (q->n_inputs != 1 || !q->inputs[0])
-        return rs_grpc_fail(msg, n, RS_GRPC_INVALID_ARGUMENT, "expected 1 inputs but got %zu inputs for model '%s'",
-                    q->n_inputs, c->name);
-    const Inference__ModelInferRequest__InferInputTensor *t = q->inputs[0];
-    if (!t->name || strcmp(t->name, in->name))
-        return rs_grpc_fail(msg, n, RS_GRPC_INVALID_ARGUMENT, "unexpected inference input '%.60s' for model '%s' (its input "
-                    "is '%s')", rs_grpc_str(t->name), c->name, in->name);
-    if (!t->datatype || rs_serve_dtype_from_v2(t->datatype) != in->dtype)
-        return rs_grpc_fail(msg, n, RS_GRPC_INVALID_ARGUMENT, "inference input '%s' data-type is '%.20s', but model '%s' "
-                    "expects '%s'", in->name, rs_grpc_str(t->datatype), c->name, rs_serve_dtype_v2_name(in->dtype));
-    bool shape_ok = t->n_shape == (size_t)in->rank + 1;
-    int64_t B = shape_ok ? t->shape[0] : 0;
-    for (int d = 0; shape_ok && d < in->rank; d++) shape_ok = t->shape[d + 1] == in->dims[d];
-    if (!shape_ok || B < 1 || (c->max_batch_size > 0 && B > c->max_batch_size) || B > (1 << 20)) {
-        char want[128];
-        int k = snprintf(want, sizeof want, "[%s%d", c->max_batch_size > 0 ? "1.." : "", c->max_batch_size);
-        if (c->max_batch_size <= 0) k = snprintf(want, sizeof want, "[N");
-        for (int d = 0; d < in->rank && k < (int)sizeof want - 24; d++)
-            k += snprintf(want + k, sizeof want - (size_t)k, ",%lld", (long long)in->dims[d]);
-        snprintf(want + k, sizeof want - (size_t)k, "]");
-        char got[128];
-        int g = snprintf(got, sizeof got, "[");
-        for (size_t d = 0; d < t->n_shape && g < (int)sizeof got - 24; d++)
-            g += snprintf(got + g, sizeof got - (size_t)g, "%s%lld", d ? "," : "", (long long)t->shape[d]);
-        snprintf(got + g, sizeof got - (size_t)g, "]");
-        return rs_grpc_fail(msg, n, RS_GRPC_INVALID_ARGUMENT, "unexpected shape for input '%s' for model '%s'. Expected %s, "
-                    "got %s", in->name, c->name, want, got);
-    }
-    size_t per_in = 1, per_out = 1;
-    for (int d = 0; d < in->rank; d++) per_in *= (size_t)in->dims[d];
-    for (int d = 0; d < out->rank; d++) per_out *= (size_t)out->dims[d];
-    size_t nx = (size_t)B * per_in, ny = (size_t)B * per_out;
-    const float *x = NULL;
-    float *xcopy = NULL; /* owned here: raw bytes may be unaligned */
-    if (q->n_raw_input_contents) {
-        if (q->n_raw_input_contents != 1 || q->raw_input_contents[0].len != nx * sizeof(float))
-            return rs_grpc_fail(msg, n, RS_GRPC_INVALID_ARGUMENT, "input '%s': raw_input_contents holds %zu bytes in %zu "
-                        "entries; shape [%lld, ...] needs one of %zu", in->name,
-                        q->n_raw_input_contents ? q->raw_input_contents[0].len : 0, q->n_raw_input_contents,
-                        (long long)B, nx * sizeof(float));
-        xcopy = malloc(nx * sizeof *xcopy);
-        if (xcopy) memcpy(xcopy, q->raw_input_contents[0].data, nx * sizeof *xcopy);
-        x = xcopy;
-    } else if (t->contents && t->contents->n_fp32_contents) {
-        if (t->contents->n_fp32_contents != nx)
-            return rs_grpc_fail(msg, n, RS_GRPC_INVALID_ARGUMENT, "input '%s': expected %zu fp32_contents for shape [%lld, "
-                        "...], got %zu", in->name, nx, (long long)B, t->contents->n_fp32_contents);
-        x = t->contents->fp32_contents;
-    } else {
-        return rs_grpc_fail(msg, n, RS_GRPC_INVALID_ARGUMENT, "input '%s' has neither raw_input_contents nor "
-                    "contents.fp32_contents", in->name);
-    }
+    for (int k = 0; k < RS_SERVE_MAX_IO; k++) free(t->y[k].data);
+}
+
+/* The outputs asked for (all when none is named) and their classification parameter. */
+static rs_grpc_code check_outputs(const rs_serve_config *c, const Inference__ModelInferRequest *q, tensor_run *t,
+                                  char *msg, size_t n)
+{
+    for (int k = 0; k < c->noutputs; k++) t->want[k] = q->n_outputs == 0;
     for (size_t i = 0; i < q->n_outputs; i++) {
-        const char *on = q->outputs[i] ? q->outputs[i]->name : NULL;
-        if (!on || strcmp(on, out->name)) {
-            free(xcopy);
-            return rs_grpc_fail(msg, n, RS_GRPC_INVALID_ARGUMENT, "unexpected inference output '%.60s' for model '%s' (its "
-                        "output is '%s')", rs_grpc_str(on), c->name, out->name);
+        const Inference__ModelInferRequest__InferRequestedOutputTensor *o = q->outputs[i];
+        int k = rs_serve_output_index(c, o ? o->name : NULL, msg, n);
+        if (k < 0) return RS_GRPC_INVALID_ARGUMENT;
+        t->want[k] = true;
+        const Inference__InferParameter *p = o ? param(o->parameters, o->n_parameters, "classification") : NULL;
+        if (p) {
+            if (p->parameter_choice_case != INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM)
+                return rs_grpc_fail(msg, n, RS_GRPC_INVALID_ARGUMENT, "invalid value type for 'classification' "
+                                    "parameter, expected int64_param");
+            if (p->int64_param < 0 || p->int64_param > (1 << 20))
+                return rs_grpc_fail(msg, n, RS_GRPC_INVALID_ARGUMENT, "invalid value for 'classification' parameter, "
+                                    "expected >= 0");
+            t->classes[k] = (int)p->int64_param;
         }
     }
-    *y = malloc(ny * sizeof **y);
-    if (!x || !*y) {
-        free(xcopy);
-        free(*y);
-        *y = NULL;
-        return rs_grpc_fail(msg, n, RS_GRPC_RESOURCE_EXHAUSTED, "out of memory for %zu input values", nx);
-    }
-    rs_err err = {0};
-    rs_status st = rs_serve_sched_infer(v->sched, x, (int)B, *y, &err);
-    free(xcopy);
-    if (st) {
-        free(*y);
-        *y = NULL;
-        return rs_grpc_fail(msg, n, rs_grpc_code_of(st), "%s", err.msg);
-    }
-    *Bout = B;
     return RS_GRPC_OK;
 }
 
-/* The ModelInferResponse of a tensor model: the output as raw_output_contents, as Triton sends it. */
-static void tensor_response(Inference__ModelInferResponse *r, Inference__ModelInferResponse__InferOutputTensor *t,
-                            Inference__ModelInferResponse__InferOutputTensor **pt, int64_t *shape,
-                            ProtobufCBinaryData *raw, const rs_serve_model *m, const char *ver,
-                            const Inference__ModelInferRequest *q, const float *y, int64_t B)
+/* A sequence model's request: the sequence_id (int64, uint64 or string), sequence_start and sequence_end
+ * parameters, as tritonclient sends them; the control inputs filled from them. */
+static rs_grpc_code sequence(const rs_serve_config *c, rs_serve_sched *s, const Inference__ModelInferRequest *q,
+                             int64_t B, rs_serve_tensor *x, char *msg, size_t n)
 {
-    const rs_serve_io *out = &m->cfg.outputs[0];
-    size_t per = 1;
+    if (!c->sequence_batching) return RS_GRPC_OK;
+    rs_serve_seq sq = {0};
+    const Inference__InferParameter *id = param(q->parameters, q->n_parameters, "sequence_id");
+    if (id && id->parameter_choice_case == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM && id->int64_param)
+        sq.given = true, sq.id = (uint64_t)id->int64_param;
+    else if (id && id->parameter_choice_case == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM &&
+             id->uint64_param)
+        sq.given = true, sq.id = id->uint64_param;
+    else if (id && id->parameter_choice_case == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM &&
+             id->string_param && id->string_param[0]) {
+        sq.given = sq.is_str = true;
+        snprintf(sq.sid, sizeof sq.sid, "%s", id->string_param);
+    }
+    const Inference__InferParameter *f = param(q->parameters, q->n_parameters, "sequence_start");
+    sq.start = f && f->parameter_choice_case == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM && f->bool_param;
+    f = param(q->parameters, q->n_parameters, "sequence_end");
+    sq.end = f && f->parameter_choice_case == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM && f->bool_param;
+    if (!rs_serve_seq_apply(c, s, &sq, B, x, msg, n)) return RS_GRPC_INVALID_ARGUMENT;
+    return RS_GRPC_OK;
+}
+
+/* Checks the request against the model's inputs (names, types, shapes, data) and runs it. */
+static rs_grpc_code run_tensor(rs_serve_model *m, rs_serve_version *v, const Inference__ModelInferRequest *q,
+                               tensor_run *t, char *msg, size_t n)
+{
+    const rs_serve_config *c = &m->cfg;
+    int given[RS_SERVE_MAX_IO] = {0}, order[RS_SERVE_MAX_IO];
+    size_t count[RS_SERVE_MAX_IO] = {0};
+    if (q->n_raw_input_contents && q->n_raw_input_contents != q->n_inputs)
+        return rs_grpc_fail(msg, n, RS_GRPC_INVALID_ARGUMENT, "expected %zu raw_input_contents (one per input) for model "
+                            "'%s', got %zu", q->n_inputs, c->name, q->n_raw_input_contents);
+    for (size_t k = 0; k < q->n_inputs; k++) {
+        const Inference__ModelInferRequest__InferInputTensor *e = q->inputs[k];
+        int i = rs_serve_input_index(c, e ? e->name : NULL, msg, n);
+        if (i < 0) return RS_GRPC_INVALID_ARGUMENT;
+        if (given[i]++ || k >= RS_SERVE_MAX_IO) break; /* rs_serve_check_given says it */
+        order[k] = i;
+        if (!rs_serve_check_input(c, i, e->datatype, e->shape, e->n_shape, &t->B, &count[i], msg, n))
+            return RS_GRPC_INVALID_ARGUMENT;
+    }
+    if (!rs_serve_check_given(c, given, q->n_inputs, msg, n)) return RS_GRPC_INVALID_ARGUMENT;
+    rs_grpc_code code = check_outputs(c, q, t, msg, n);
+    rs_serve_tensor x[RS_SERVE_MAX_IO] = {{0}}; /* owned here */
+    for (size_t k = 0; code == RS_GRPC_OK && k < q->n_inputs; k++)
+        code = rs_grpc_read_input(c, order[k], q->inputs[k], q->n_raw_input_contents ? &q->raw_input_contents[k] : NULL,
+                                  count[order[k]], &x[order[k]], msg, n);
+    if (code == RS_GRPC_OK) code = sequence(c, v->sched, q, t->B, x, msg, n);
+    if (code == RS_GRPC_OK) {
+        rs_err err = {0};
+        rs_status st = rs_serve_sched_infer_tensors(v->sched, x, (int)t->B, t->y, &err);
+        if (st) code = rs_grpc_fail(msg, n, rs_grpc_code_of(st), "%s", err.msg);
+    }
+    for (int k = 0; code == RS_GRPC_OK && k < c->noutputs; k++) {
+        if (!t->want[k] || !t->classes[k]) continue;
+        rs_serve_tensor cls;
+        rs_err err = {0};
+        if (rs_serve_classify(c, k, &t->y[k], t->B, t->classes[k], &cls, &t->per[k], &err)) {
+            code = rs_grpc_fail(msg, n, RS_GRPC_INVALID_ARGUMENT, "%s", err.msg);
+        } else {
+            free(t->y[k].data);
+            t->y[k] = cls;
+        }
+    }
+    for (int i = 0; i < RS_SERVE_MAX_IO; i++) free(x[i].data);
+    return code;
+}
+
+/* The ModelInferResponse of a tensor model: each output asked for as raw_output_contents, as Triton
+ * sends them. The arrays (RS_SERVE_MAX_IO each) are the caller's. */
+static void tensor_response(Inference__ModelInferResponse *r, Inference__ModelInferResponse__InferOutputTensor *t,
+                            Inference__ModelInferResponse__InferOutputTensor **pt,
+                            int64_t (*shape)[RS_SERVE_MAX_DIMS + 1], ProtobufCBinaryData *raw, const rs_serve_model *m,
+                            const char *ver, const Inference__ModelInferRequest *q, const tensor_run *run)
+{
+    const rs_serve_config *c = &m->cfg;
     inference__model_infer_response__init(r);
-    inference__model_infer_response__infer_output_tensor__init(t);
-    shape[0] = B;
-    for (int d = 0; d < out->rank; d++) per *= (size_t)(shape[d + 1] = out->dims[d]);
-    t->name = (char *)out->name;
-    t->datatype = (char *)rs_serve_dtype_v2_name(out->dtype);
-    t->n_shape = (size_t)out->rank + 1;
-    t->shape = shape;
-    *pt = t;
-    raw->data = (uint8_t *)y;
-    raw->len = (size_t)B * per * sizeof *y;
-    r->model_name = (char *)m->cfg.name;
+    size_t j = 0;
+    for (int k = 0; k < c->noutputs; k++) {
+        if (!run->want[k]) continue;
+        inference__model_infer_response__infer_output_tensor__init(&t[j]);
+        int rank = rs_serve_output_shape(c, k, run->B, shape[j]);
+        if (run->classes[k]) {
+            rank = c->full_dims ? 1 : 2;
+            shape[j][rank - 1] = (int64_t)run->per[k];
+        }
+        t[j].name = (char *)c->outputs[k].name;
+        t[j].datatype = (char *)rs_serve_dtype_v2_name(run->classes[k] ? RS_SERVE_STRING : c->outputs[k].dtype);
+        t[j].n_shape = (size_t)rank;
+        t[j].shape = shape[j];
+        pt[j] = &t[j];
+        raw[j].data = run->y[k].data;
+        raw[j].len = run->y[k].bytes;
+        j++;
+    }
+    r->model_name = (char *)c->name;
     r->model_version = (char *)ver;
     r->id = rs_grpc_str(q->id);
-    r->n_outputs = 1;
+    r->n_outputs = j;
     r->outputs = pt;
-    r->n_raw_output_contents = 1;
+    r->n_raw_output_contents = j;
     r->raw_output_contents = raw;
 }
 
@@ -164,19 +201,18 @@ rs_grpc_code rs_grpc_model_infer(rs_serve_server *s, const Inference__ModelInfer
         return rs_grpc_fail(msg, n, RS_GRPC_UNIMPLEMENTED, "ModelInfer RPC doesn't support models with decoupled "
                     "transaction policy ('%s' generates text: use ModelStreamInfer)", q->model_name);
     }
-    float *y = NULL;
-    int64_t B = 0;
-    code = run_tensor(m, v, q, &y, &B, msg, n);
+    tensor_run run = {0};
+    code = run_tensor(m, v, q, &run, msg, n);
     /* refused before the queue: counted here (the scheduler counts what it ran or turned away) */
     if (code == RS_GRPC_INVALID_ARGUMENT) rs_serve_sched_count_fail(v->sched, rs_serve_now_ns() - t0);
     if (code == RS_GRPC_OK) {
         char ver[24];
         snprintf(ver, sizeof ver, "%lld", (long long)v->version);
         Inference__ModelInferResponse r;
-        Inference__ModelInferResponse__InferOutputTensor t, *pt;
-        int64_t shape[RS_SERVE_MAX_DIMS + 1];
-        ProtobufCBinaryData raw;
-        tensor_response(&r, &t, &pt, shape, &raw, m, ver, q, y, B);
+        Inference__ModelInferResponse__InferOutputTensor t[RS_SERVE_MAX_IO], *pt[RS_SERVE_MAX_IO];
+        int64_t shape[RS_SERVE_MAX_IO][RS_SERVE_MAX_DIMS + 1];
+        ProtobufCBinaryData raw[RS_SERVE_MAX_IO];
+        tensor_response(&r, t, pt, shape, raw, m, ver, q, &run);
         if (stream) {
             Inference__ModelStreamInferResponse sr = INFERENCE__MODEL_STREAM_INFER_RESPONSE__INIT;
             sr.infer_response = &r;
@@ -185,7 +221,7 @@ rs_grpc_code rs_grpc_model_infer(rs_serve_server *s, const Inference__ModelInfer
             code = rs_grpc_emit(o, &r.base, msg, n);
         }
     }
-    free(y);
+    tensor_run_free(&run);
     rs_serve_release(s, m);
     return code;
 }

@@ -113,13 +113,15 @@ static rs_grpc_code model_metadata(rs_serve_model *m, const rs_grpc_sink *o, cha
     Inference__ModelMetadataResponse__TensorMetadata ti[RS_SERVE_MAX_IO], to[RS_SERVE_MAX_IO];
     Inference__ModelMetadataResponse__TensorMetadata *pi[RS_SERVE_MAX_IO], *po[RS_SERVE_MAX_IO];
     int64_t si[RS_SERVE_MAX_IO][RS_SERVE_MAX_DIMS + 1], so[RS_SERVE_MAX_IO][RS_SERVE_MAX_DIMS + 1];
-    for (int i = 0; i < c->ninputs; i++) tensor_meta(pi[i] = &ti[i], si[i], &c->inputs[i], c->max_batch_size > 0);
+    int ni = 0; /* a sequence batcher's control inputs are the server's to fill: not listed, as in Triton */
+    for (int i = 0; i < c->ninputs; i++)
+        if (!c->inputs[i].control) tensor_meta(pi[ni] = &ti[ni], si[ni], &c->inputs[i], c->max_batch_size > 0), ni++;
     for (int i = 0; i < c->noutputs; i++) tensor_meta(po[i] = &to[i], so[i], &c->outputs[i], c->max_batch_size > 0);
     r.name = (char *)c->name;
     r.n_versions = (size_t)m->nversions;
     r.versions = vp;
     r.platform = (char *)(c->platform[0] ? c->platform : c->backend);
-    r.n_inputs = (size_t)c->ninputs;
+    r.n_inputs = (size_t)ni;
     r.inputs = pi;
     r.n_outputs = (size_t)c->noutputs;
     r.outputs = po;

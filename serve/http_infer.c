@@ -1,47 +1,38 @@
 /* POST .../infer: a KServe v2 request (JSON tensors, or Triton's binary tensor data extension: a JSON
  * header of Inference-Header-Content-Length bytes followed by the raw tensors in input order) in, the
- * response in the same two forms out. Every field is checked before anything runs; what is wrong is
- * said in Triton's {"error": ...} with status 400. */
-#include <math.h>
+ * response in the same two forms out, for any number of inputs and outputs of every Triton data type.
+ * Every field is checked before anything runs (infer_check.h, Triton's words); what is wrong is said
+ * in Triton's {"error": ...} with status 400. The JSON is read as http_data.h says (no jansson node
+ * per number) after a count of its values against what the model's inputs can take. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "http_data.h"
 #include "http_internal.h"
+#include "http_reply.h"
+#include "infer_check.h"
+#include "sequence.h"
 
-/* Flattens a (possibly nested) JSON array of numbers into out[*k], up to n values. */
-static bool flatten(const json_t *a, float *out, size_t n, size_t *k, int depth)
-{
-    if (depth > RS_SERVE_MAX_DIMS + 1) return false;
-    size_t i;
-    const json_t *v;
-    json_array_foreach(a, i, v) {
-        if (json_is_array(v)) {
-            if (!flatten(v, out, n, k, depth + 1)) return false;
-        } else if (json_is_number(v)) {
-            if (*k >= n) return false;
-            out[(*k)++] = (float)json_number_value(v);
-        } else {
-            return false;
-        }
-    }
-    return true;
-}
+#define MSG 1024
+#define OTHER_VALUES 4096 /* values a request holds beside its tensors' data (names, shapes, parameters) */
 
-static size_t count_leaves(const json_t *a, int depth)
-{
-    if (depth > RS_SERVE_MAX_DIMS + 1) return (size_t)-1;
-    size_t i, n = 0;
-    const json_t *v;
-    json_array_foreach(a, i, v) {
-        if (json_is_array(v)) {
-            size_t k = count_leaves(v, depth + 1);
-            if (k == (size_t)-1) return k;
-            n += k;
-        } else n++;
-    }
-    return n;
-}
+/* One request as it is read: each step fills its part or says what is wrong in msg (and returns false). */
+typedef struct infer_req {
+    const rs_serve_config *c;
+    const char *body;
+    size_t n, jlen;          /* the body's bytes; the JSON header's (all of them without binary data) */
+    long long header_len;
+    rs_serve_jscan scan;
+    json_t *req;             /* owned: the parsed JSON */
+    int64_t B;
+    size_t count[RS_SERVE_MAX_IO];      /* elements of each input */
+    rs_serve_tensor x[RS_SERVE_MAX_IO]; /* owned: each input's data */
+    rs_serve_tensor y[RS_SERVE_MAX_IO]; /* owned: each output's, from the scheduler */
+    bool want[RS_SERVE_MAX_IO], binary[RS_SERVE_MAX_IO];
+    int classes[RS_SERVE_MAX_IO];       /* > 0: the classification extension's top-k of that output */
+    char msg[MSG];
+} infer_req;
 
 static bool param_bool(const json_t *obj, const char *key, bool def)
 {
@@ -50,232 +41,242 @@ static bool param_bool(const json_t *obj, const char *key, bool def)
     return v && json_is_boolean(v) ? json_is_true(v) : def;
 }
 
-/* One request as it is read: each step fills its part or says what is wrong in r (and returns false). */
-typedef struct infer_req {
-    const rs_serve_config *c;
-    const rs_serve_io *in, *out;
-    const char *body;
-    size_t n, jlen;          /* the body's bytes; the JSON header's (all of them without binary data) */
-    long long header_len;
-    json_t *req;             /* owned: the parsed JSON */
-    const json_t *input;     /* borrowed from req: inputs[0] */
-    const char *name;        /* its name */
-    int64_t B;               /* batch */
-    size_t nx, ny;           /* B * per-sample numels */
-    bool binary;             /* the output as binary data */
-} infer_req;
+/* The values the request may hold: every input at the largest batch, and a little for the rest. */
+static bool within_limits(infer_req *q)
+{
+    const rs_serve_config *c = q->c;
+    size_t lit = 0, other = OTHER_VALUES;
+    int64_t Bmax = rs_serve_max_request_batch(c);
+    for (int i = 0; i < c->ninputs; i++) {
+        size_t k = (size_t)Bmax * rs_serve_io_numel(c, &c->inputs[i]);
+        if (c->inputs[i].dtype == RS_SERVE_STRING) other += 2 * k; /* a string and its comma */
+        else lit += k;
+    }
+    (void)lit; /* the literal arrays cost nothing until their shape is checked; they are converted then */
+    if (q->scan.other_values <= other) return true;
+    snprintf(q->msg, MSG, "the request's JSON holds %zu values beside its numeric tensors' data; model '%s' takes at "
+             "most %zu (its BYTES inputs' elements at the largest batch and %d for names, shapes and parameters)",
+             q->scan.other_values, c->name, other, OTHER_VALUES);
+    return false;
+}
 
-static bool parse_json(infer_req *q, rs_serve_reply *r)
+static bool parse_json(infer_req *q)
 {
     if (q->header_len >= 0 && (size_t)q->header_len > q->n) {
-        rs_serve_reply_error(r, 400, "Inference-Header-Content-Length %lld is larger than the body (%zu bytes)",
-                             q->header_len, q->n);
+        snprintf(q->msg, MSG, "Inference-Header-Content-Length %lld is larger than the body (%zu bytes)", q->header_len,
+                 q->n);
         return false;
     }
     q->jlen = q->header_len >= 0 ? (size_t)q->header_len : q->n;
+    if (!rs_serve_jscan_run(&q->scan, q->body, q->jlen, q->msg, MSG) || !within_limits(q)) return false;
     json_error_t je;
-    q->req = json_loadb(q->body, q->jlen, JSON_REJECT_DUPLICATES, &je);
+    q->req = rs_serve_jscan_load(&q->scan, JSON_REJECT_DUPLICATES, &je);
     if (!q->req || !json_is_object(q->req)) {
-        rs_serve_reply_error(r, 400, "failed to parse the request JSON buffer: %s at line %d, column %d",
-                             q->req ? "not a JSON object" : je.text, q->req ? 1 : je.line, q->req ? 1 : je.column);
+        snprintf(q->msg, MSG, "failed to parse the request JSON buffer: %s at line %d, column %d",
+                 q->req ? "not a JSON object" : je.text, q->req ? 1 : je.line, q->req ? 1 : je.column);
         return false;
     }
     return true;
 }
 
-/* The expected shape for messages: [1..max_batch_size or N, dims...]. */
-static void expected_shape(const rs_serve_config *c, const rs_serve_io *in, char *want, size_t cap)
+static size_t shape_of(const json_t *shape, int64_t *d, bool *ok)
 {
-    int k = snprintf(want, cap, "[%s", c->max_batch_size > 0 ? "1.." : "");
-    if (c->max_batch_size > 0) k += snprintf(want + k, cap - (size_t)k, "%d", c->max_batch_size);
-    else k += snprintf(want + k, cap - (size_t)k, "N");
-    for (int d = 0; d < in->rank && k < (int)cap - 24; d++)
-        k += snprintf(want + k, cap - (size_t)k, ",%lld", (long long)in->dims[d]);
-    snprintf(want + k, cap - (size_t)k, "]");
+    size_t r = json_is_array(shape) ? json_array_size(shape) : 0;
+    *ok = json_is_array(shape) && r <= RS_SERVE_MAX_DIMS + 1;
+    for (size_t k = 0; *ok && k < r; k++) {
+        const json_t *e = json_array_get(shape, k);
+        *ok = json_is_integer(e);
+        d[k] = *ok ? json_integer_value(e) : 0;
+    }
+    return *ok ? r : 0;
 }
 
-/* The one input: its name, data type and shape [B, dims...] against the model's. */
-static bool check_input(infer_req *q, rs_serve_reply *r)
+/* A jansson "data" array (strings for BYTES, or what the scan left) into x: leaves in order. */
+static bool flatten(const json_t *a, rs_serve_dtype t, rs_serve_tensor *x, size_t cap, size_t *k, int depth)
 {
-    const rs_serve_config *c = q->c;
-    const rs_serve_io *in = q->in;
-    const json_t *inputs = json_object_get(q->req, "inputs");
-    if (!json_is_array(inputs) || json_array_size(inputs) != 1) {
-        rs_serve_reply_error(r, 400, "expected 1 input ('%s') in \"inputs\", got %zu", in->name,
-                             json_is_array(inputs) ? json_array_size(inputs) : 0);
-        return false;
+    if (depth > RS_SERVE_MAX_DIMS + 1) return false;
+    size_t i;
+    const json_t *v;
+    json_array_foreach(a, i, v) {
+        if (json_is_array(v)) {
+            if (!flatten(v, t, x, cap, k, depth + 1)) return false;
+            continue;
+        }
+        if (t != RS_SERVE_STRING || !json_is_string(v)) return false;
+        size_t len = json_string_length(v);
+        if (x->bytes + 4 + len > cap || len > UINT32_MAX) return false;
+        uint8_t *p = (uint8_t *)x->data + x->bytes;
+        p[0] = (uint8_t)len, p[1] = (uint8_t)(len >> 8), p[2] = (uint8_t)(len >> 16), p[3] = (uint8_t)(len >> 24);
+        memcpy(p + 4, json_string_value(v), len);
+        x->bytes += 4 + len;
+        (*k)++;
     }
-    q->input = json_array_get(inputs, 0);
-    const char *name = q->name = json_string_value(json_object_get(q->input, "name"));
-    const char *dt = json_string_value(json_object_get(q->input, "datatype"));
-    const json_t *shape = json_object_get(q->input, "shape");
-    if (!name || strcmp(name, in->name)) {
-        rs_serve_reply_error(r, 400, "unexpected inference input '%s' for model '%s' (its input is '%s')",
-                             name ? name : "(none)", c->name, in->name);
-        return false;
-    }
-    if (!dt || rs_serve_dtype_from_v2(dt) != in->dtype) {
-        rs_serve_reply_error(r, 400, "inference input '%s' data-type is '%s', but model '%s' expects '%s'", name,
-                             dt ? dt : "(none)", c->name, rs_serve_dtype_v2_name(in->dtype));
-        return false;
-    }
-    int rank = json_is_array(shape) ? (int)json_array_size(shape) : -1;
-    bool shape_ok = rank == in->rank + 1;
-    int64_t B = 0;
-    for (int d = 0; shape_ok && d < rank; d++) {
-        const json_t *e = json_array_get(shape, (size_t)d);
-        if (!json_is_integer(e)) shape_ok = false;
-        else if (d == 0) B = json_integer_value(e);
-        else if (in->dims[d - 1] != -1 && json_integer_value(e) != in->dims[d - 1]) shape_ok = false;
-    }
-    /* Without a max_batch_size a request's batch is still bounded, so sizes cannot overflow. */
-    if (!shape_ok || B < 1 || (c->max_batch_size > 0 && B > c->max_batch_size) || B > (1 << 20)) {
-        char want[128];
-        expected_shape(c, in, want, sizeof want);
-        char *got = shape ? json_dumps(shape, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
-        rs_serve_reply_error(r, 400, "unexpected shape for input '%s' for model '%s'. Expected %s, got %s", name,
-                             c->name, want, got ? got : "(none)");
-        free(got);
-        return false;
-    }
-    size_t per_in = 1, per_out = 1;
-    for (int d = 0; d < in->rank; d++) per_in *= (size_t)in->dims[d];
-    for (int d = 0; d < q->out->rank; d++) per_out *= (size_t)q->out->dims[d];
-    q->B = B;
-    q->nx = (size_t)B * per_in;
-    q->ny = (size_t)B * per_out;
     return true;
 }
 
-/* The input's values into x (nx floats): binary data after the JSON header, or "data". */
-static bool read_input(const infer_req *q, float *x, rs_serve_reply *r)
+static size_t strings_bytes(const json_t *a, int depth)
 {
-    const char *name = q->name;
-    const json_t *params = json_object_get(q->input, "parameters");
-    const json_t *bsize = params ? json_object_get(params, "binary_data_size") : NULL;
-    const json_t *data = json_object_get(q->input, "data");
+    size_t i, n = 0;
+    const json_t *v;
+    if (depth > RS_SERVE_MAX_DIMS + 1) return 0;
+    json_array_foreach(a, i, v) n += json_is_array(v) ? strings_bytes(v, depth + 1) : 4 + json_string_length(v);
+    return n;
+}
+
+/* Input i's values (request entry e) into q->x[i]: binary data at *off after the header, or "data". */
+static bool read_data(infer_req *q, int i, const json_t *e, size_t *off)
+{
+    const rs_serve_io *io = &q->c->inputs[i];
+    const json_t *bsize = json_object_get(json_object_get(e, "parameters"), "binary_data_size");
+    const json_t *data = json_object_get(e, "data");
+    rs_serve_tensor *x = &q->x[i];
     if (bsize) {
         if (!json_is_integer(bsize) || json_integer_value(bsize) < 0 || q->header_len < 0) {
-            rs_serve_reply_error(r, 400, "input '%s': binary_data_size needs the Inference-Header-Content-Length "
-                                 "header and a non-negative integer", name);
+            snprintf(q->msg, MSG, "input '%s': binary_data_size needs the Inference-Header-Content-Length header and a "
+                     "non-negative integer", io->name);
             return false;
         }
         size_t bs = (size_t)json_integer_value(bsize);
-        if (bs != q->nx * sizeof(float) || q->jlen + bs > q->n) {
-            rs_serve_reply_error(r, 400, "input '%s': binary_data_size %zu, but shape needs %zu bytes and the body "
-                                 "holds %zu after the header", name, bs, q->nx * sizeof(float), q->n - q->jlen);
+        if (bs > q->n - q->jlen - *off) {
+            snprintf(q->msg, MSG, "input '%s': binary_data_size %zu, but the body holds %zu bytes after the header and "
+                     "the inputs before it", io->name, bs, q->n - q->jlen - *off);
             return false;
         }
-        memcpy(x, q->body + q->jlen, bs);
-    } else if (json_is_array(data)) {
-        size_t leaves = count_leaves(data, 0), k = 0;
-        if (leaves != q->nx || !flatten(data, x, q->nx, &k, 0) || k != q->nx) {
-            rs_serve_reply_error(r, 400, "input '%s': expected %zu numbers in \"data\" for shape [%lld, ...], got %s",
-                                 name, q->nx, (long long)q->B,
-                                 leaves == (size_t)-1 ? "arrays nested too deep" : "another count or non-numbers");
-            return false;
-        }
-    } else {
-        rs_serve_reply_error(r, 400, "input '%s' has neither \"data\" nor parameters.binary_data_size", name);
+        x->data = malloc(bs + 1);
+        if (!x->data) return snprintf(q->msg, MSG, "out of memory for %zu bytes", bs), false;
+        memcpy(x->data, q->body + q->jlen + *off, bs);
+        x->bytes = bs;
+        *off += bs;
+        return rs_serve_check_data(q->c->name, io, x->data, x->bytes, q->count[i], q->msg, MSG);
+    }
+    if (!rs_serve_dtype_info_of(io->dtype)->json) {
+        snprintf(q->msg, MSG, "receiving %s data via JSON is not supported. Please use the binary data format for "
+                 "input %s", rs_serve_dtype_v2_name(io->dtype), io->name);
+        return false;
+    }
+    int k = rs_serve_jscan_region(&q->scan, data);
+    if (k >= 0 && io->dtype != RS_SERVE_STRING) {
+        /* the count first: a shape claiming more than the data holds allocates nothing */
+        if (q->scan.region[k].values != q->count[i])
+            return rs_serve_jscan_decode(&q->scan, k, io->dtype, NULL, q->count[i], io->name, q->msg, MSG);
+        x->bytes = rs_serve_dtype_bytes(io->dtype, q->count[i]);
+        x->data = malloc(x->bytes + 1);
+        if (!x->data) return snprintf(q->msg, MSG, "out of memory for %zu bytes", x->bytes), false;
+        return rs_serve_jscan_decode(&q->scan, k, io->dtype, x->data, q->count[i], io->name, q->msg, MSG);
+    }
+    size_t got = 0, cap = json_is_array(data) ? strings_bytes(data, 0) : 0;
+    x->data = malloc(cap + 1);
+    if (!x->data) return snprintf(q->msg, MSG, "out of memory for %zu bytes", cap), false;
+    if (!json_is_array(data) || !flatten(data, io->dtype, x, cap, &got, 0) || got != q->count[i]) {
+        snprintf(q->msg, MSG, "Unable to parse 'data' of input '%s': expected %zu %s values%s", io->name, q->count[i],
+                 rs_serve_dtype_v2_name(io->dtype), json_is_array(data) ? "" : " (no \"data\" array nor "
+                 "parameters.binary_data_size)");
         return false;
     }
     return true;
 }
 
-/* Which outputs, and in which form (q->binary). */
-static bool check_outputs(infer_req *q, rs_serve_reply *r)
+/* Every input: which one it is, its type and shape, then its data. */
+static bool read_inputs(infer_req *q)
 {
-    q->binary = param_bool(q->req, "binary_data_output", false);
+    const json_t *inputs = json_object_get(q->req, "inputs");
+    int given[RS_SERVE_MAX_IO] = {0};
+    size_t n = json_array_size(inputs), off = 0;
+    if (!json_is_array(inputs)) return snprintf(q->msg, MSG, "the request has no \"inputs\" array"), false;
+    int order[RS_SERVE_MAX_IO];
+    for (size_t k = 0; k < n; k++) {
+        const json_t *e = json_array_get(inputs, k);
+        int i = rs_serve_input_index(q->c, json_string_value(json_object_get(e, "name")), q->msg, MSG);
+        if (i < 0) return false;
+        if (given[i]++ || k >= RS_SERVE_MAX_IO) break; /* rs_serve_check_given says it */
+        order[k] = i;
+        int64_t shape[RS_SERVE_MAX_DIMS + 1];
+        bool ok;
+        size_t r = shape_of(json_object_get(e, "shape"), shape, &ok);
+        if (!ok) {
+            snprintf(q->msg, MSG, "input '%s': \"shape\" must be an array of integers", q->c->inputs[i].name);
+            return false;
+        }
+        if (!rs_serve_check_input(q->c, i, json_string_value(json_object_get(e, "datatype")), shape, r, &q->B,
+                                  &q->count[i], q->msg, MSG))
+            return false;
+    }
+    if (!rs_serve_check_given(q->c, given, n, q->msg, MSG)) return false;
+    for (size_t k = 0; k < n; k++)
+        if (!read_data(q, order[k], json_array_get(inputs, k), &off)) return false;
+    return true;
+}
+
+/* Which outputs, in which form, and any classification asked for. */
+static bool check_outputs(infer_req *q)
+{
+    bool all_binary = param_bool(q->req, "binary_data_output", false);
     const json_t *outs = json_object_get(q->req, "outputs");
-    if (outs && !json_is_array(outs)) {
-        rs_serve_reply_error(r, 400, "\"outputs\" must be an array");
-        return false;
+    if (outs && !json_is_array(outs)) return snprintf(q->msg, MSG, "\"outputs\" must be an array"), false;
+    for (int k = 0; k < q->c->noutputs; k++) {
+        q->want[k] = !outs || !json_array_size(outs);
+        q->binary[k] = all_binary;
     }
     size_t i;
     const json_t *o;
     json_array_foreach(outs, i, o) {
-        const char *on = json_string_value(json_object_get(o, "name"));
-        if (!on || strcmp(on, q->out->name)) {
-            rs_serve_reply_error(r, 400, "unexpected inference output '%s' for model '%s' (its output is '%s')",
-                                 on ? on : "(none)", q->c->name, q->out->name);
-            return false;
+        int k = rs_serve_output_index(q->c, json_string_value(json_object_get(o, "name")), q->msg, MSG);
+        if (k < 0) return false;
+        q->want[k] = true;
+        q->binary[k] = param_bool(o, "binary_data", all_binary);
+        const json_t *cls = json_object_get(json_object_get(o, "parameters"), "classification");
+        if (cls) {
+            if (!json_is_integer(cls) || json_integer_value(cls) < 1 || json_integer_value(cls) > 1 << 20)
+                return snprintf(q->msg, MSG, "output '%s': classification takes a count >= 1", q->c->outputs[k].name), false;
+            q->classes[k] = (int)json_integer_value(cls);
         }
-        if (json_object_get(json_object_get(o, "parameters"), "classification")) {
-            rs_serve_reply_error(r, 400, "output '%s': the classification extension is not supported", on);
-            return false;
-        }
-        q->binary = param_bool(o, "binary_data", q->binary);
     }
     return true;
 }
 
-/* The response: JSON with the output's "data", or a JSON header followed by y's raw bytes. */
-static void reply(const infer_req *q, int64_t version, const float *y, rs_serve_reply *r)
+/* A sequence model's request: Triton's sequence_id, sequence_start and sequence_end parameters, the
+ * control inputs filled from them (sequence.h). */
+static bool sequence(infer_req *q, rs_serve_sched *s)
 {
-    const rs_serve_io *out = q->out;
-    char ver[32];
-    snprintf(ver, sizeof ver, "%lld", (long long)version);
-    json_t *oshape = json_array();
-    json_array_append_new(oshape, json_integer(q->B));
-    for (int d = 0; d < out->rank; d++) json_array_append_new(oshape, json_integer(out->dims[d]));
-    json_t *jo = json_pack("{s:s,s:s,s:o}", "name", out->name, "datatype", rs_serve_dtype_v2_name(out->dtype),
-                           "shape", oshape);
-    if (q->binary) {
-        json_object_set_new(jo, "parameters", json_pack("{s:I}", "binary_data_size", (json_int_t)(q->ny * sizeof *y)));
-    } else {
-        json_t *a = json_array();
-        for (size_t i = 0; i < q->ny; i++) json_array_append_new(a, json_real(isfinite(y[i]) ? (double)y[i] : 0.0));
-        json_object_set_new(jo, "data", a);
+    if (!q->c->sequence_batching) return true;
+    const json_t *id = json_object_get(json_object_get(q->req, "parameters"), "sequence_id");
+    rs_serve_seq sq = {.start = param_bool(q->req, "sequence_start", false),
+                       .end = param_bool(q->req, "sequence_end", false)};
+    if (json_is_integer(id) && json_integer_value(id) != 0) {
+        sq.given = true;
+        sq.id = (uint64_t)json_integer_value(id);
+    } else if (json_is_string(id) && json_string_length(id) > 0) {
+        sq.given = sq.is_str = true;
+        snprintf(sq.sid, sizeof sq.sid, "%s", json_string_value(id));
     }
-    json_t *resp = json_pack("{s:s,s:s,s:[o]}", "model_name", q->c->name, "model_version", ver, "outputs", jo);
-    const json_t *id = json_object_get(q->req, "id");
-    if (json_is_string(id)) json_object_set(resp, "id", (json_t *)id);
-    if (!q->binary) {
-        rs_serve_reply_json(r, 200, resp);
-        return;
-    }
-    char *hdr = json_dumps(resp, JSON_COMPACT);
-    json_decref(resp);
-    size_t hl = hdr ? strlen(hdr) : 0, bl = q->ny * sizeof *y;
-    char *b = hdr ? malloc(hl + bl) : NULL; /* the reply's */
-    if (!b) {
-        free(hdr);
-        rs_serve_reply_error(r, 500, "out of memory");
-        return;
-    }
-    memcpy(b, hdr, hl);
-    memcpy(b + hl, y, bl);
-    free(hdr);
-    r->status = 200;
-    r->body = b;
-    r->len = hl + bl;
-    r->type = "application/octet-stream";
-    r->header_len = (long long)hl;
+    return rs_serve_seq_apply(q->c, s, &sq, q->B, q->x, q->msg, MSG);
 }
 
 void rs_serve_infer(rs_serve_model *m, rs_serve_version *v, const char *body, size_t n, long long header_len,
                     rs_serve_reply *r)
 {
     uint64_t t0 = rs_serve_now_ns();
-    infer_req q = {.c = &m->cfg, .in = &m->cfg.inputs[0], .out = &m->cfg.outputs[0], .body = body, .n = n,
-                   .header_len = header_len};
-    float *x = NULL, *y = NULL; /* owned here */
-    bool ok = parse_json(&q, r) && check_input(&q, r);
-    if (ok) {
-        x = malloc(q.nx * sizeof *x);
-        y = malloc(q.ny * sizeof *y);
-        if (!x || !y) rs_serve_reply_error(r, 500, "out of memory for %zu input values", q.nx);
-        ok = x && y && read_input(&q, x, r) && check_outputs(&q, r);
+    infer_req *q = calloc(1, sizeof *q); /* owned here */
+    if (!q) {
+        rs_serve_reply_error(r, 500, "out of memory");
+        return;
     }
-    if (ok) {
+    *q = (infer_req){.c = &m->cfg, .body = body, .n = n, .header_len = header_len};
+    if (parse_json(q) && read_inputs(q) && check_outputs(q) && sequence(q, v->sched)) {
         rs_err err = {0};
-        rs_status st = rs_serve_sched_infer(v->sched, x, (int)q.B, y, &err); /* counts its own failures */
-        if (st) rs_serve_reply_error(r, st == RS_ERR_UNSUPPORTED || st == RS_ERR_CANCELLED ? 503 : 500, "%s", err.msg);
-        else reply(&q, v->version, y, r);
+        rs_status st = rs_serve_sched_infer_tensors(v->sched, q->x, (int)q->B, q->y, &err); /* counts its own failures */
+        /* a value the model refuses (a token outside its vocabulary) is the client's to fix: 400 */
+        int code = st == RS_ERR_ARG ? 400 : st == RS_ERR_UNSUPPORTED || st == RS_ERR_CANCELLED ? 503 : 500;
+        if (st) rs_serve_reply_error(r, code, "%s", err.msg);
+        else rs_serve_infer_reply(m, v, q->req, q->B, q->y, q->want, q->binary, q->classes, r);
     } else {
+        rs_serve_reply_error(r, 400, "%s", q->msg);
         rs_serve_sched_count_fail(v->sched, rs_serve_now_ns() - t0);
     }
-    json_decref(q.req);
-    free(x);
-    free(y);
+    json_decref(q->req);
+    for (int i = 0; i < RS_SERVE_MAX_IO; i++) {
+        free(q->x[i].data);
+        free(q->y[i].data);
+    }
+    free(q);
 }

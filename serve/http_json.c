@@ -32,7 +32,13 @@ void rs_serve_reply_error(rs_serve_reply *r, int status, const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     free(r->body);
-    put_json(r, status, json_pack("{s:s}", "error", msg));
+    json_t *j = json_pack("{s:s}", "error", msg);
+    if (!j) { /* a quoted piece of the request that is not UTF-8 (or was cut inside a character) */
+        for (char *p = msg; *p; p++)
+            if ((unsigned char)*p >= 0x80) *p = '?';
+        j = json_pack("{s:s}", "error", msg);
+    }
+    put_json(r, status, j);
 }
 
 static json_t *shape_json(const rs_serve_io *io, bool batch)
@@ -53,33 +59,82 @@ json_t *rs_serve_json_model_metadata(const rs_serve_model *m)
         json_array_append_new(vers, json_string(b));
     }
     for (int i = 0; i < c->ninputs; i++)
-        json_array_append_new(ins, json_pack("{s:s,s:s,s:o}", "name", c->inputs[i].name, "datatype",
+        if (!c->inputs[i].control) /* the server fills those; Triton does not list them */
+            json_array_append_new(ins, json_pack("{s:s,s:s,s:o}", "name", c->inputs[i].name, "datatype",
                                              rs_serve_dtype_v2_name(c->inputs[i].dtype), "shape",
-                                             shape_json(&c->inputs[i], true)));
+                                             shape_json(&c->inputs[i], !c->full_dims)));
     for (int i = 0; i < c->noutputs; i++)
         json_array_append_new(outs, json_pack("{s:s,s:s,s:o}", "name", c->outputs[i].name, "datatype",
                                               rs_serve_dtype_v2_name(c->outputs[i].dtype), "shape",
-                                              shape_json(&c->outputs[i], true)));
+                                              shape_json(&c->outputs[i], !c->full_dims)));
     return json_pack("{s:s,s:o,s:s,s:o,s:o}", "name", c->name, "versions", vers, "platform",
                      c->platform[0] ? c->platform : c->backend, "inputs", ins, "outputs", outs);
 }
 
 static json_t *io_cfg_json(const rs_serve_io *io)
 {
-    return json_pack("{s:s,s:s,s:o}", "name", io->name, "data_type", rs_serve_dtype_config_name(io->dtype), "dims",
-                     shape_json(io, false));
+    json_t *j = json_pack("{s:s,s:s,s:o}", "name", io->name, "data_type", rs_serve_dtype_config_name(io->dtype),
+                          "dims", shape_json(io, false));
+    if (io->has_reshape) {
+        json_t *r = json_array();
+        for (int d = 0; d < io->reshape_rank; d++) json_array_append_new(r, json_integer(io->reshape[d]));
+        json_object_set_new(j, "reshape", json_pack("{s:o}", "shape", r));
+    }
+    if (io->labels[0]) {
+        const char *base = strrchr(io->labels, '/');
+        json_object_set_new(j, "label_filename", json_string(base ? base + 1 : io->labels));
+    }
+    return j;
+}
+
+/* ensemble_scheduling as Triton's JSON ModelConfig writes it (input_map and output_map as objects) */
+static json_t *ensemble_json(const rs_serve_config *c)
+{
+    json_t *steps = json_array();
+    for (int k = 0; k < c->nsteps; k++) {
+        const rs_serve_step *st = &c->steps[k];
+        json_t *in = json_object(), *out = json_object();
+        for (int i = 0; i < st->nin; i++) json_object_set_new(in, st->in[i].key, json_string(st->in[i].value));
+        for (int i = 0; i < st->nout; i++) json_object_set_new(out, st->out[i].key, json_string(st->out[i].value));
+        json_array_append_new(steps, json_pack("{s:s,s:I,s:o,s:o}", "model_name", st->model, "model_version",
+                                               (json_int_t)st->version, "input_map", in, "output_map", out));
+    }
+    return json_pack("{s:o}", "step", steps);
+}
+
+static json_t *sequence_json(const rs_serve_config *c)
+{
+    static const char *const kinds[] = {"", "CONTROL_SEQUENCE_START", "CONTROL_SEQUENCE_END", "CONTROL_SEQUENCE_READY",
+                                        "CONTROL_SEQUENCE_CORRID"};
+    json_t *ctl = json_array();
+    for (int i = 0; i < c->ninputs; i++) {
+        const rs_serve_io *io = &c->inputs[i];
+        if (!io->control) continue;
+        json_t *k = json_pack("{s:s}", "kind", kinds[io->control]);
+        if (io->control == RS_SERVE_CTL_CORRID)
+            json_object_set_new(k, "data_type", json_string(rs_serve_dtype_config_name(io->dtype)));
+        else
+            json_object_set_new(k, io->dtype == RS_SERVE_FP32 ? "fp32_false_true" : io->dtype == RS_SERVE_BOOL
+                                       ? "bool_false_true" : "int32_false_true",
+                                json_pack("[f,f]", io->false_true[0], io->false_true[1]));
+        json_array_append_new(ctl, json_pack("{s:s,s:[o]}", "name", io->name, "control", k));
+    }
+    return json_pack("{s:{},s:I,s:o}", "direct", "max_sequence_idle_microseconds",
+                     (json_int_t)(c->max_sequence_idle_us ? c->max_sequence_idle_us : 1000000), "control_input", ctl);
 }
 
 json_t *rs_serve_json_model_config(const rs_serve_model *m)
 {
     const rs_serve_config *c = &m->cfg;
     json_t *ins = json_array(), *outs = json_array();
-    for (int i = 0; i < c->ninputs; i++) json_array_append_new(ins, io_cfg_json(&c->inputs[i]));
+    for (int i = 0; i < c->ninputs; i++)
+        if (!c->inputs[i].control) json_array_append_new(ins, io_cfg_json(&c->inputs[i]));
     for (int i = 0; i < c->noutputs; i++) json_array_append_new(outs, io_cfg_json(&c->outputs[i]));
+    const char *backend = c->backend[0] ? c->backend : c->ensemble ? "" : "onnxruntime";
     char gname[RS_SERVE_NAME_MAX + 8];
     snprintf(gname, sizeof gname, "%s_0", c->name);
     json_t *j = json_pack("{s:s,s:s,s:s,s:i,s:o,s:o,s:[{s:s,s:s,s:i}],s:{s:b}}", "name", c->name, "platform",
-                          c->platform, "backend", c->backend[0] ? c->backend : "onnxruntime", "max_batch_size",
+                          c->platform, "backend", backend, "max_batch_size",
                           c->max_batch_size, "input", ins, "output", outs, "instance_group", "name", gname, "kind",
                           c->instance_kind, "count", c->instance_count, "model_transaction_policy", "decoupled",
                           c->decoupled);
@@ -101,6 +156,14 @@ json_t *rs_serve_json_model_config(const rs_serve_model *m)
         vp = json_pack("{s:{s:o}}", "specific", "versions", v);
     } else vp = json_pack("{s:{s:i}}", "latest", "num_versions", c->latest_n);
     json_object_set_new(j, "version_policy", vp);
+    if (c->default_model_filename[0])
+        json_object_set_new(j, "default_model_filename", json_string(c->default_model_filename));
+    if (c->ensemble) json_object_set_new(j, "ensemble_scheduling", ensemble_json(c));
+    if (c->sequence_batching) json_object_set_new(j, "sequence_batching", sequence_json(c));
+    /* what the config stated that did not run: said here, never echoed as if it had */
+    if (rs_serve_config_ignored(c)[0])
+        json_object_set_new(j, "parameters", json_pack("{s:{s:s}}", "ringside_ignored", "string_value",
+                                                       rs_serve_config_ignored(c)));
     return j;
 }
 

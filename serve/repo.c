@@ -175,6 +175,7 @@ rs_status rs_serve_repo_model(const char *repo, const char *name, rs_serve_confi
     snprintf(p, sizeof p, "%s/config.pbtxt", dir);
     if (is_file(p)) {
         rs_status st = rs_serve_config_load(p, c, err);
+        if (!st) st = rs_serve_config_check_supported(c, p, err); /* before the folders: an ensemble has no file */
         if (st) return st;
         if (c->name[0] && strcmp(c->name, name))
             return rs_err_set(err, RS_ERR_FORMAT, "%s: name \"%s\" differs from its folder '%s' (Triton requires "
@@ -196,7 +197,10 @@ rs_status rs_serve_repo_model(const char *repo, const char *name, rs_serve_confi
         long long v = strtoll(e->d_name, &end, 10);
         if (*end || errno || v < 1 || e->d_name[0] < '0' || e->d_name[0] > '9') continue;
         rs_serve_repo_model_path(repo, name, v, p, sizeof p);
-        if (is_file(p)) found[nf++] = v;
+        rs_serve_config_model_path(c, repo, name, v, p, sizeof p);
+        bool ok = is_file(p);
+        if (!ok && c->ensemble && strrchr(p, '/')) *strrchr(p, '/') = 0, ok = is_dir(p); /* an ensemble's is empty */
+        if (ok) found[nf++] = v;
     }
     closedir(d);
     qsort(found, (size_t)nf, sizeof *found, cmp_i64);

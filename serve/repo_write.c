@@ -78,8 +78,12 @@ static rs_status config_from_file(const char *path, const char *name, const rs_s
     *c = *base;
     snprintf(c->name, sizeof c->name, "%s", name);
     snprintf(c->platform, sizeof c->platform, "%s", platform);
-    c->ninputs = c->noutputs = 1;
-    rs_serve_backend_io(b, &c->inputs[0], &c->outputs[0]);
+    rs_serve_ios io;
+    rs_serve_backend_ios(b, &io);
+    c->ninputs = io.nin;
+    c->noutputs = io.nout;
+    memcpy(c->inputs, io.in, sizeof io.in);
+    memcpy(c->outputs, io.out, sizeof io.out);
     if (max_batch) *max_batch = rs_serve_backend_max_batch(b);
     rs_serve_backend_free(b);
     return RS_OK;

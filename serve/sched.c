@@ -5,15 +5,23 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #define DEFAULT_QUEUE_LIMIT 4096
+#define MAX_SEQUENCES 1024
+
+typedef struct seq_slot {
+    char key[RS_SERVE_NAME_MAX + 8];
+    uint64_t last_ns;
+    bool used;
+} seq_slot;
 
 typedef struct req {
-    const float *x;
-    float *y;
+    const rs_serve_tensor *x; /* (nin), borrowed */
+    rs_serve_tensor *y;       /* (nout), filled with malloc'd data the caller owns */
     int B;
     rs_serve_gen *gen;     /* a generation instead of x -> y */
     uint64_t t_enq;
@@ -28,11 +36,15 @@ typedef struct inst_thread {
     rs_serve_inst *inst; /* owned */
     pthread_t th;
     bool started;
+    /* batch staging per input, kept from batch to batch (owned; cap[i] bytes each) */
+    void *stage[RS_SERVE_MAX_IO];
+    size_t cap[RS_SERVE_MAX_IO];
 } inst_thread;
 
 struct rs_serve_sched {
     rs_serve_backend *b;   /* borrowed */
-    size_t in_numel, out_numel;
+    rs_serve_ios io;       /* what a run takes and gives */
+    size_t out_numel[RS_SERVE_MAX_IO]; /* per sample */
     int max_batch;         /* 0: no batching */
     bool dynamic;
     int target;            /* rows a dynamic batch waits for: the largest preferred size, else max_batch */
@@ -46,6 +58,8 @@ struct rs_serve_sched {
     int ninst;
     inst_thread *inst;     /* (ninst), owned */
     rs_serve_stats st;     /* arrays owned */
+    seq_slot *seqs;        /* (MAX_SEQUENCES) active sequences, owned; NULL until the first */
+    uint64_t seq_idle_ns;
 };
 
 uint64_t rs_serve_now_ns(void)
@@ -136,12 +150,88 @@ static req *take_batch(rs_serve_sched *s, int *rows)
     return first;
 }
 
+/* The requests of a batch as one: each input's bytes one request after the other (the wire's layout
+ * makes that a concatenation for every type, BYTES too), in the instance's staging buffers, grown as
+ * needed and kept (a batch of images would otherwise map and fault fresh pages every time). */
+static rs_status stage_inputs(const rs_serve_sched *s, inst_thread *th, const req *batch, rs_serve_tensor *x,
+                              rs_err *err)
+{
+    for (int i = 0; i < s->io.nin; i++) {
+        size_t n = 0, off = 0;
+        for (const req *r = batch; r; r = r->next) n += r->x[i].bytes;
+        if (n + 1 > th->cap[i]) {
+            free(th->stage[i]);
+            th->cap[i] = (th->stage[i] = malloc(n + 1)) ? n + 1 : 0;
+        }
+        x[i].data = th->stage[i];
+        x[i].bytes = n;
+        if (!x[i].data) return rs_err_set(err, RS_ERR_NOMEM, "out of memory for a batch of %zu bytes", n);
+        for (const req *r = batch; r; r = r->next) {
+            if (r->x[i].bytes) memcpy((char *)x[i].data + off, r->x[i].data, r->x[i].bytes);
+            off += r->x[i].bytes;
+        }
+    }
+    return RS_OK;
+}
+
+/* Each request's rows of every output of a batch, copied into its y (malloc'd). */
+static rs_status split_outputs(const rs_serve_sched *s, req *batch, const rs_serve_tensor *y, rs_err *err)
+{
+    for (int k = 0; k < s->io.nout; k++) {
+        size_t off = 0;
+        rs_serve_dtype t = s->io.out[k].dtype;
+        for (req *r = batch; r; r = r->next) {
+            size_t count = (size_t)r->B * s->out_numel[k];
+            size_t n = t == RS_SERVE_STRING ? rs_serve_bytes_span((const char *)y[k].data + off, y[k].bytes - off, count,
+                                                                  NULL)
+                                            : rs_serve_dtype_bytes(t, count);
+            if (n == (size_t)-1 || n > y[k].bytes - off)
+                return rs_err_set(err, RS_ERR_INTERNAL, "output '%s' of the batch holds fewer bytes than its shape",
+                                  s->io.out[k].name);
+            r->y[k].data = malloc(n + 1); /* the request's caller's */
+            if (!r->y[k].data) return rs_err_set(err, RS_ERR_NOMEM, "out of memory");
+            memcpy(r->y[k].data, (const char *)y[k].data + off, n);
+            r->y[k].bytes = n;
+            off += n;
+        }
+    }
+    return RS_OK;
+}
+
+static void free_tensors(rs_serve_tensor *t, int n)
+{
+    for (int i = 0; i < n; i++) {
+        free(t[i].data);
+        t[i].data = NULL;
+    }
+}
+
+/* Runs a batch taken off the queue (lock not held): one request's tensors as they are, several staged
+ * as one. t[0..3] get the phase boundaries. */
+static rs_status run_batch(rs_serve_sched *s, inst_thread *th, req *batch, int rows, uint64_t *t, rs_err *err)
+{
+    rs_serve_inst *inst = th->inst;
+    rs_serve_tensor x[RS_SERVE_MAX_IO] = {{0}}, y[RS_SERVE_MAX_IO] = {{0}}; /* x: the staging's, y: owned here */
+    t[0] = rs_serve_now_ns();
+    rs_status st = batch->next ? stage_inputs(s, th, batch, x, err) : RS_OK;
+    t[1] = rs_serve_now_ns();
+    if (!st && batch->gen) st = rs_serve_inst_generate(inst, batch->gen, err);
+    else if (!st) st = rs_serve_inst_run_tensors(inst, batch->next ? x : batch->x, rows, batch->next ? y : batch->y, err);
+    t[2] = rs_serve_now_ns();
+    if (!st && batch->next) {
+        st = split_outputs(s, batch, y, err);
+        if (st)
+            for (req *r = batch; r; r = r->next) free_tensors(r->y, s->io.nout);
+    }
+    free_tensors(y, s->io.nout);
+    t[3] = rs_serve_now_ns();
+    return st;
+}
+
 static void *inst_main(void *arg)
 {
     inst_thread *t = arg;
     rs_serve_sched *s = t->s;
-    size_t cap_in = 0, cap_out = 0;
-    float *xin = NULL, *yout = NULL; /* owned: batch staging, grown as needed */
     pthread_mutex_lock(&s->mu);
     for (;;) {
         if (!s->head) {
@@ -168,46 +258,10 @@ static void *inst_main(void *arg)
         req *batch = take_batch(s, &rows);
         pthread_mutex_unlock(&s->mu);
 
-        uint64_t t0 = rs_serve_now_ns();
-        const float *x = batch->x;
-        float *y = batch->y;
-        rs_status st = RS_OK;
         rs_err err = {0};
-        if (batch->next) { /* more than one request: stage them as one batch */
-            size_t ni = (size_t)rows * s->in_numel, no = (size_t)rows * s->out_numel;
-            if (ni > cap_in) {
-                free(xin);
-                xin = malloc((cap_in = ni) * sizeof *xin);
-            }
-            if (no > cap_out) {
-                free(yout);
-                yout = malloc((cap_out = no) * sizeof *yout);
-            }
-            if (!xin || !yout) {
-                cap_in = cap_out = 0;
-                st = rs_err_set(&err, RS_ERR_NOMEM, "out of memory for a batch of %d", rows);
-            } else {
-                size_t off = 0;
-                for (req *r = batch; r; r = r->next) {
-                    memcpy(xin + off, r->x, (size_t)r->B * s->in_numel * sizeof *xin);
-                    off += (size_t)r->B * s->in_numel;
-                }
-            }
-            x = xin;
-            y = yout;
-        }
-        uint64_t t1 = rs_serve_now_ns();
-        if (!st && batch->gen) st = rs_serve_inst_generate(t->inst, batch->gen, &err);
-        else if (!st) st = rs_serve_inst_run(t->inst, x, rows, y, &err);
-        uint64_t t2 = rs_serve_now_ns();
-        if (!st && batch->next) {
-            size_t off = 0;
-            for (req *r = batch; r; r = r->next) {
-                memcpy(r->y, yout + off, (size_t)r->B * s->out_numel * sizeof *yout);
-                off += (size_t)r->B * s->out_numel;
-            }
-        }
-        uint64_t t3 = rs_serve_now_ns();
+        uint64_t tt[4];
+        rs_status st = run_batch(s, t, batch, rows, tt, &err);
+        uint64_t t0 = tt[0], t1 = tt[1], t2 = tt[2], t3 = tt[3];
 
         pthread_mutex_lock(&s->mu);
         if (!st) {
@@ -244,8 +298,6 @@ static void *inst_main(void *arg)
         pthread_cond_broadcast(&s->done);
     }
     pthread_mutex_unlock(&s->mu);
-    free(xin);
-    free(yout);
     return NULL;
 }
 
@@ -255,11 +307,11 @@ rs_status rs_serve_sched_new(rs_serve_backend *b, const rs_serve_config *c, rs_s
     rs_serve_sched *s = calloc(1, sizeof *s); /* the caller's */
     if (!s) return rs_err_set(err, RS_ERR_NOMEM, "out of memory");
     s->b = b;
-    rs_serve_io in, o;
-    rs_serve_backend_io(b, &in, &o);
-    s->in_numel = s->out_numel = 1;
-    for (int d = 0; d < in.rank; d++) s->in_numel *= (size_t)in.dims[d];
-    for (int d = 0; d < o.rank; d++) s->out_numel *= (size_t)o.dims[d];
+    rs_serve_backend_ios(b, &s->io);
+    for (int k = 0; k < s->io.nout; k++) {
+        s->out_numel[k] = 1;
+        for (int d = 0; d < s->io.out[k].rank; d++) s->out_numel[k] *= (size_t)s->io.out[k].dims[d];
+    }
     s->max_batch = c->max_batch_size;
     s->dynamic = c->dynamic_batching && c->max_batch_size > 0;
     s->target = s->max_batch;
@@ -270,6 +322,7 @@ rs_status rs_serve_sched_new(rs_serve_backend *b, const rs_serve_config *c, rs_s
         if (best) s->target = best;
     }
     s->delay_ns = (uint64_t)c->max_queue_delay_us * 1000u;
+    s->seq_idle_ns = (uint64_t)(c->max_sequence_idle_us > 0 ? c->max_sequence_idle_us : 1000000) * 1000u;
     s->queue_limit = c->max_queue_size > 0 ? c->max_queue_size : DEFAULT_QUEUE_LIMIT;
     s->st.max_batch = s->max_batch > 0 ? s->max_batch : 1;
     s->st.batch_input = calloc((size_t)s->st.max_batch + 1, sizeof(rs_serve_stat));
@@ -301,8 +354,10 @@ rs_status rs_serve_sched_new(rs_serve_backend *b, const rs_serve_config *c, rs_s
 
 static rs_status enqueue_wait(rs_serve_sched *s, req *rq, rs_err *err);
 
-rs_status rs_serve_sched_infer(rs_serve_sched *s, const float *x, int B, float *y, rs_err *err)
+rs_status rs_serve_sched_infer_tensors(rs_serve_sched *s, const rs_serve_tensor *x, int B, rs_serve_tensor *y,
+                                       rs_err *err)
 {
+    for (int k = 0; k < s->io.nout; k++) y[k] = (rs_serve_tensor){0};
     if (B < 1) return rs_err_set(err, RS_ERR_ARG, "a batch of %d samples", B);
     if (s->max_batch > 0 && B > s->max_batch)
         return rs_err_set(err, RS_ERR_ARG, "batch size %d is larger than the model's max_batch_size %d", B, s->max_batch);
@@ -311,6 +366,21 @@ rs_status rs_serve_sched_infer(rs_serve_sched *s, const float *x, int B, float *
                           "or HTTP generate / generate_stream)");
     req r = {.x = x, .y = y, .B = B, .t_enq = rs_serve_now_ns()};
     return enqueue_wait(s, &r, err);
+}
+
+rs_status rs_serve_sched_infer(rs_serve_sched *s, const float *x, int B, float *y, rs_err *err)
+{
+    const rs_serve_ios *io = &s->io;
+    if (io->nin != 1 || io->nout != 1 || io->in[0].dtype != RS_SERVE_FP32 || io->out[0].dtype != RS_SERVE_FP32)
+        return rs_err_set(err, RS_ERR_UNSUPPORTED, "the model takes %d inputs and gives %d outputs, not one FP32 tensor "
+                          "each", io->nin, io->nout);
+    size_t ni = (size_t)(B > 0 ? B : 0);
+    for (int d = 0; d < io->in[0].rank; d++) ni *= (size_t)io->in[0].dims[d];
+    rs_serve_tensor tx = {(void *)x, ni * sizeof *x}, ty = {0};
+    rs_status st = rs_serve_sched_infer_tensors(s, &tx, B, &ty, err);
+    if (!st) memcpy(y, ty.data, (size_t)B * s->out_numel[0] * sizeof *y);
+    free(ty.data);
+    return st;
 }
 
 rs_status rs_serve_sched_generate(rs_serve_sched *s, rs_serve_gen *g, rs_err *err)
@@ -348,6 +418,38 @@ static rs_status enqueue_wait(rs_serve_sched *s, req *rq, rs_err *err)
     pthread_mutex_unlock(&s->mu);
     if (r.st && err) *err = r.err;
     return r.st;
+}
+
+rs_status rs_serve_sched_sequence(rs_serve_sched *s, const char *key, bool start, bool end, const char *model,
+                                  rs_err *err)
+{
+    rs_status st = RS_OK;
+    uint64_t now = rs_serve_now_ns();
+    pthread_mutex_lock(&s->mu);
+    if (!s->seqs) s->seqs = calloc(MAX_SEQUENCES, sizeof *s->seqs);
+    int at = -1, free_at = -1;
+    for (int i = 0; s->seqs && i < MAX_SEQUENCES; i++) {
+        seq_slot *q = &s->seqs[i];
+        if (q->used && now - q->last_ns > s->seq_idle_ns) q->used = false; /* idle too long: forgotten */
+        if (q->used && !strcmp(q->key, key)) at = i;
+        if (!q->used && free_at < 0) free_at = i;
+    }
+    if (!s->seqs) st = rs_err_set(err, RS_ERR_NOMEM, "out of memory");
+    else if (at < 0 && !start)
+        st = rs_err_set(err, RS_ERR_ARG, "inference request for sequence %s to model '%s' must specify the START flag "
+                        "on the first request of the sequence", key + 2, model);
+    else if (at < 0 && free_at < 0)
+        st = rs_err_set(err, RS_ERR_UNSUPPORTED, "model '%s' has %d sequences active (its most); end one or wait %llu "
+                        "ms for an idle one to be forgotten", model, MAX_SEQUENCES,
+                        (unsigned long long)(s->seq_idle_ns / 1000000u));
+    if (!st) {
+        seq_slot *q = &s->seqs[at >= 0 ? at : free_at];
+        snprintf(q->key, sizeof q->key, "%s", key);
+        q->last_ns = now;
+        q->used = !end;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return st;
 }
 
 void rs_serve_sched_count_fail(rs_serve_sched *s, uint64_t ns)
@@ -394,8 +496,10 @@ void rs_serve_sched_free(rs_serve_sched *s)
     for (int i = 0; s->inst && i < s->ninst; i++) {
         if (s->inst[i].started) pthread_join(s->inst[i].th, NULL);
         rs_serve_inst_free(s->inst[i].inst);
+        for (int k = 0; k < RS_SERVE_MAX_IO; k++) free(s->inst[i].stage[k]);
     }
     free(s->inst);
+    free(s->seqs);
     rs_serve_stats_clear(&s->st);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->work);

@@ -45,12 +45,22 @@ typedef struct rs_serve_sched rs_serve_sched;
 /* Starts c's instance_count instances of b (borrowed: it must outlive the scheduler). Caller owns
  * *out. max_batch_size 0 (no batching) runs each request alone. */
 rs_status rs_serve_sched_new(rs_serve_backend *b, const rs_serve_config *c, rs_serve_sched **out, rs_err *err);
-/* Runs B samples x (B, input numel) into y (B, output numel); blocks until they ran. A full queue is
- * RS_ERR_UNSUPPORTED at once ("queue is full"); after rs_serve_sched_free began, RS_ERR_CANCELLED. */
+/* Runs B samples of every input (x, in the backend's order: rs_serve_backend_ios; the wire's layout,
+ * sizes already checked against the config) and fills y (one per output) with malloc'd data the
+ * caller frees (all NULL on failure); blocks until they ran. A full queue is RS_ERR_UNSUPPORTED at once
+ * ("queue is full"); after rs_serve_sched_free began, RS_ERR_CANCELLED. */
+rs_status rs_serve_sched_infer_tensors(rs_serve_sched *s, const rs_serve_tensor *x, int B, rs_serve_tensor *y,
+                                       rs_err *err);
+/* The same for a model of one FP32 input and one FP32 output: x (B, input numel) into y (B, output numel). */
 rs_status rs_serve_sched_infer(rs_serve_sched *s, const float *x, int B, float *y, rs_err *err);
 /* Runs one generation (a "gpt" backend) on the next free instance; blocks until it finished, g->on_text
  * called from the instance's thread meanwhile. Counted as one inference and one execution. */
 rs_status rs_serve_sched_generate(rs_serve_sched *s, rs_serve_gen *g, rs_err *err);
+/* A request of a sequence (the sequence batcher): key names it ("u:5", "s:abc"). A sequence starts with
+ * start and is forgotten at end or after the config's max_sequence_idle_microseconds without a
+ * request; a request that does not start one must continue one that is active (Triton's rule). */
+rs_status rs_serve_sched_sequence(rs_serve_sched *s, const char *key, bool start, bool end, const char *model,
+                                  rs_err *err);
 /* A request that failed before it reached the queue (bad shape, bad JSON): counted as a failure. */
 void rs_serve_sched_count_fail(rs_serve_sched *s, uint64_t ns);
 /* A snapshot of the statistics; free its arrays with rs_serve_stats_clear. */

@@ -2,6 +2,7 @@
  * holds it while it runs, so unload (or a reload) takes it out of the table at once and the last
  * holder frees it, after its queue has drained. */
 #include "server.h"
+#include "ensemble.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -82,9 +83,10 @@ static rs_status model_load(rs_serve_server *s, const char *name, rs_serve_model
     for (int i = 0; !st && i < nv; i++) {
         char path[4400];
         rs_serve_repo_model_path(s->repo, name, vers[i], path, sizeof path);
+        rs_serve_config_model_path(c, s->repo, name, vers[i], path, sizeof path);
         rs_serve_version *v = &m->v[m->nversions];
         v->version = vers[i];
-        st = rs_serve_backend_load(path, &v->backend, err);
+        st = c->ensemble ? rs_serve_ensemble_new(s, c, &v->backend, err) : rs_serve_backend_load(path, &v->backend, err);
         if (!st) st = rs_serve_backend_complete(v->backend, c, path, err);
         if (!st && c->ranks > 1) {
             pthread_mutex_lock(&s->mu);

@@ -480,7 +480,7 @@ int main(void)
              "wrong shape: %s", err);
     shape[1] = NIN;
     raw.len = sizeof x - 4;
-    RS_CHECK(call(s, RS_GRPC_MODEL_INFER, &q.base, &g, err) == RS_GRPC_INVALID_ARGUMENT && strstr(err, "raw_input"),
+    RS_CHECK(call(s, RS_GRPC_MODEL_INFER, &q.base, &g, err) == RS_GRPC_INVALID_ARGUMENT && strstr(err, "byte size mismatch"),
              "short raw data: %s", err);
     raw.len = sizeof x;
     q.model_name = "nope";

@@ -205,7 +205,7 @@ def main():
 
         err(lambda: c.get_model_metadata("nosuch"), "unknown model", "unknown model")
         err(lambda: infer(c, "mlp", np.zeros((2, 5), np.float32)), "unexpected shape", "wrong shape")
-        err(lambda: infer(c, "mlp", np.zeros((33, 4), np.float32)), "unexpected shape", "batch above max_batch_size")
+        err(lambda: infer(c, "mlp", np.zeros((33, 4), np.float32)), "batch-size must be <= 32", "batch above max_batch_size")
 
         def wrong_dtype():
             inp = th.InferInput("input", [1, 4], "FP64")
