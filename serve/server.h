@@ -13,7 +13,7 @@
  * refused (Triton's default); explicit: the models named by load_models are loaded at start ("*":
  * every one) and requests load and unload; poll: as none, and every poll_s seconds the repository is
  * looked at again: new folders loaded, changed ones reloaded, removed ones unloaded. */
-typedef enum rs_serve_control { RS_SERVE_CONTROL_NONE, RS_SERVE_CONTROL_EXPLICIT, RS_SERVE_CONTROL_POLL } rs_serve_control;
+typedef enum rs_serve_control_mode { RS_SERVE_CONTROL_NONE, RS_SERVE_CONTROL_EXPLICIT, RS_SERVE_CONTROL_POLL } rs_serve_control_mode;
 
 typedef struct rs_serve_opts {
     const char *repo;      /* the model repository folder (required) */
@@ -31,7 +31,7 @@ typedef struct rs_serve_opts {
     const char *ranks_mode;
     bool temp_repo;                   /* repo is a /tmp/ringside-serve-* folder made for this server:
                                          removed at rs_serve_stop (also when rs_serve_start fails) */
-    rs_serve_control control;         /* opts_init: none, Triton's default */
+    rs_serve_control_mode control;        /* opts_init: none, Triton's default */
     const char *const *load_models;   /* (nload_models) borrowed: explicit mode's models at start */
     int nload_models;
     int poll_s;                       /* poll mode: seconds between looks (0: 15, Triton's default) */
