@@ -10,9 +10,10 @@
  * has cost a step more than as many steps at the current count. So asking for N threads is never
  * much slower than 1, and on an idle machine the probes cost well under 1% of the run.
  *
- * Results of kernels that fold per-thread partial sums (conv backward) depend on the thread count,
- * so a tuned run is reproducible to rounding, not bit for bit: RINGSIDE_TUNE_THREADS=off keeps the
- * count fixed. */
+ * Switching is invisible in the results: every kernel sums in an order fixed by the data, not by the
+ * thread count (conv backward folds fixed chunks of the batch, engine/cpu/conv_kernels.c), so a run is
+ * bit for bit the same at 1 thread, N threads and N tuned (tests/engine/train/test_repro.c).
+ * RINGSIDE_TUNE_THREADS=off keeps the count fixed. */
 #ifndef RS_TRAIN_TUNE_H
 #define RS_TRAIN_TUNE_H
 
