@@ -41,6 +41,9 @@ typedef struct rs_train_cfg {
     rs_prec precision;
     float loss_scale;       /* fp16: the scaler's first scale (0 = 65536) */
     int scale_window;       /* fp16: finite steps before the scale doubles (0 = 2000) */
+    bool drop_last;         /* leave out the epoch's tail that does not fill a global batch (torch's
+                               DistributedSampler and DataLoader drop_last): with W ranks nothing is
+                               padded, and every mode trains exactly the steps one process does */
     int64_t inject_inf;     /* > 0, fp16: step number inject_inf (1-based) runs its backward with an
                                infinite loss scale, as an overflow would (tests and the tutorial) */
 } rs_train_cfg;

@@ -183,6 +183,11 @@ static rs_status train_open(train_run *s, rs_err *err)
     sc.seed = cfg->seed;
     sc.rank = s->sg ? s->sg->rank : 0;
     sc.world = s->world;
+    /* a text's windows are drawn as nanoGPT's get_batch draws them: no index list as long as the text */
+    sc.draw = s->data->train->tokens;
+    /* drop_last: DistributedSampler's and DataLoader's, so every step is a full global batch and ranks
+     * train exactly what one process does (docs/parallel.md, "Uneven splits") */
+    sc.drop_last = sc.drop_last_batch = cfg->drop_last;
     s->local = cfg->batch / s->world;
     s->loader = rs_loader_new(s->data->train, s->local, &sc, err);
     if (!s->loader) return err ? err->code : RS_ERR_NOMEM;
