@@ -199,6 +199,7 @@ static void record_train(rs_session *s, const rs_train_result *r, int rows, cons
         rs_result_num(s, "accuracy", r->test_acc);
         rs_result_num(s, rows > 1 ? "val_loss" : "test_loss", r->test_loss);
     }
+    if (r->train_eval_loss >= 0) rs_result_num(s, "train_eval_loss", r->train_eval_loss);
     double tot = 0;
     for (int p = 0; dp && p < RS_DP_PHASE_COUNT; p++) tot += w->dp_phase[p];
     for (int p = 0; dp && p < RS_DP_PHASE_COUNT; p++) { /* DataParallel's step time by phase, as shares */
@@ -267,7 +268,7 @@ static void language_model_defaults(rs_session *s, const rs_call *c, rs_train_cf
     }
     if (k) fprintf(s->out, "language model: nanoGPT's settings where none were given:%s\n", said);
     cfg->opt.groups = true;
-    if (!rs_call_given(c, "eval_every") && cfg->max_steps)
+    if (!rs_call_given(c, "eval_every") && cfg->max_steps && cfg->eval)
         cfg->eval_every = cfg->max_steps >= 1000 ? 250 : (cfg->max_steps + 3) / 4;
     if (!rs_call_given(c, "eval_samples")) cfg->eval_samples = 20 * (int64_t)cfg->batch;
 }
@@ -368,6 +369,7 @@ static int train_here(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, rs_
     rs_train_hooks hooks = {.on_event = on_event, .should_stop = should_stop, .ud = &w};
     rs_train_result r;
     rs_status st = rs_train(m->model, &d->data, cfg, &hooks, &r, &err);
+    rs_progress_close(&w.bar); /* a run that stopped or failed mid-epoch left its bar open */
     rs_model_set_threads(m->model, s->threads); /* threads= was for this run */
     char *fin_text = final_json(cfg, &r); /* owned here */
     if (dp) {
@@ -381,7 +383,7 @@ static int train_here(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, rs_
     }
     if (r.global_step > 0) m->trained_run = w.run > 0 ? w.run : -1;
     if (r.stopped) {
-        fprintf(s->out, "\ncancelled: stopped after step %lld (%d full epochs done); %s keeps the weights of that step\n",
+        fprintf(s->out, "cancelled: stopped after step %lld (%d full epochs done); %s keeps the weights of that step\n",
                 (long long)r.global_step, r.epochs_done, m->name);
         rs_log_run_end(s, w.run, "cancelled", r.global_step, fin_text, NULL);
         free(fin_text);
@@ -431,6 +433,44 @@ static const rs_dataset *split_of(const rs_call *c, rs_obj *d)
     return train || !d->data.test || !d->data.test->n ? d->data.train : d->data.test;
 }
 
+/* eval's hooks: a bar of samples on a terminal, and Ctrl-C between batches. */
+typedef struct eval_watch {
+    rs_session *s;
+    rs_progress bar;
+} eval_watch;
+
+static void eval_progress(void *ud, uint32_t done, uint32_t total, double elapsed_s)
+{
+    eval_watch *w = ud;
+    rs_progress_count(&w->bar, "eval", done, total, elapsed_s);
+}
+
+static bool eval_should_stop(void *ud)
+{
+    eval_watch *w = ud;
+    return w->s->interrupt && *w->s->interrupt;
+}
+
+/* A model's evaluation with its progress shown and Ctrl-C honoured between batches: stopped, it says so,
+ * logs the run cancelled and returns 2, as a stopped train does (*stopped set). */
+static rs_status eval_watched(rs_session *s, rs_obj *m, const rs_dataset *ds, int batch, int64_t run, double *acc,
+                              double *loss, bool *stopped, rs_err *err)
+{
+    eval_watch w = {.s = s};
+    rs_progress_init(&w.bar, s->out);
+    rs_eval_hooks h = {.progress = eval_progress, .should_stop = eval_should_stop, .ud = &w};
+    rs_status st = rs_evaluate_hooked(m->model, ds, batch, 0, &h, acc, loss, err);
+    rs_progress_close(&w.bar);
+    *stopped = st == RS_ERR_CANCELLED;
+    if (*stopped) {
+        if (w.bar.tty) fputs("\r\033[K", s->out);
+        fprintf(s->out, "cancelled: eval of %s %s; no figures\n", m->name, err->msg);
+        rs_log_run_end(s, run, "cancelled", 0, NULL, err->msg);
+        if (s->interrupt) *s->interrupt = 0;
+    }
+    return st;
+}
+
 int rs_cmd_eval(rs_session *s, const rs_call *c)
 {
     rs_result_begin(s, NULL);
@@ -441,8 +481,10 @@ int rs_cmd_eval(rs_session *s, const rs_call *c)
     double acc, loss;
     rs_err err = {0};
     int64_t run = rs_log_run_begin(s, "eval", m->name, m->spec, d->name, c);
+    bool stopped = false;
     rs_status est = m->plan ? rs_plan_evaluate(m->plan, ds, &acc, &loss, &err)
-                            : rs_evaluate(m->model, ds, (int)rs_call_int(c, "batch", 256), &acc, &loss, &err);
+                            : eval_watched(s, m, ds, (int)rs_call_int(c, "batch", 256), run, &acc, &loss, &stopped, &err);
+    if (stopped) return 2;
     if (est) {
         rs_log_run_end(s, run, "failed", 0, NULL, err.msg);
         return rs_session_error(s, c, (size_t)-1, 0, "eval: %s", err.msg);

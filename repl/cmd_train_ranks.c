@@ -161,6 +161,39 @@ static void record_ranks(rs_job *j, const rs_obj *m, double sps, double secs, do
         }
 }
 
+/* A run stopped by Ctrl-C (or `jobs stop`), as one process reports it: the weights of the last step every
+ * rank finished (rank 0 wrote them; its @done says which) back into the model, the steps done, the run
+ * logged 'cancelled' with them. Returns 2, a stopped command's rc. */
+static int train_cancelled(rs_job *j, rs_obj *m)
+{
+    rs_ranks_train *tr = j->state;
+    rs_session *s = j->s;
+    rs_err err = {0};
+    int64_t steps = tr->done[0].kind == RS_TL_DONE ? tr->done[0].step : 0;
+    bool back = m && m->model && tr->done[0].kind == RS_TL_DONE && access(tr->outp, R_OK) == 0 &&
+                !rs_ckpt_load_model(tr->outp, m->model, &err);
+    if (back) {
+        fprintf(s->out, "cancelled: stopped after step %lld (%s); %s keeps the weights of step %lld, the last one "
+                "every rank finished\n", (long long)steps, j->background ? "jobs stop" : "Ctrl-C", j->mname,
+                (long long)steps);
+        if (steps > 0) m->trained_run = j->run > 0 ? j->run : -1;
+    } else {
+        fprintf(s->out, "cancelled: stopped (%s) before the ranks handed back a finished step%s%s; %s keeps the "
+                "weights it had\n", j->background ? "jobs stop" : "Ctrl-C", err.msg[0] ? ": " : "", err.msg, j->mname);
+        steps = 0;
+    }
+    json_t *fo = json_pack("{s:I}", "steps", (json_int_t)steps);
+    char *final = fo ? json_dumps(fo, JSON_COMPACT) : NULL; /* owned here */
+    json_decref(fo);
+    rs_log_run_end(s, j->run, "cancelled", steps, final, j->background ? "stopped in the background" : "stopped by Ctrl-C");
+    free(final);
+    unlink(tr->init);
+    unlink(tr->outp);
+    rmdir(tr->dir);
+    if (s->interrupt) *s->interrupt = 0; /* as in single mode: the script or prompt goes on */
+    return 2;
+}
+
 /* The job's end: the trained weights back into the model, the summary, the memory table, the run's end. */
 static int train_end(rs_job *j, int rc)
 {
@@ -168,6 +201,7 @@ static int train_end(rs_job *j, int rc)
     rs_session *s = j->s;
     rs_job_mark_busy(j, 0);
     rs_obj *m = rs_session_find(s, j->mname);
+    if (j->cancelled) return train_cancelled(j, m);
     if (tr->killed) {
         /* the fault kill= asked for: where the run got to and what is left to resume from */
         if (tr->ckpt && tr->ckpts > 0)
@@ -199,18 +233,6 @@ static int train_end(rs_job *j, int rc)
     if (!rc && rs_ckpt_load_model(tr->outp, m->model, &err))
         rc = rs_session_error(s, j->c, (size_t)-1, 0, "train: reading the trained weights back: %s", err.msg);
     if (!rc) m->trained_run = j->run > 0 ? j->run : -1;
-    /* stopped: rank 0 wrote the weights of the last step every rank finished (its @done says which) */
-    if (rc && j->cancelled && m && m->model && tr->done[0].kind == RS_TL_DONE && access(tr->outp, R_OK) == 0) {
-        if (rs_ckpt_load_model(tr->outp, m->model, &err))
-            fprintf(s->out, "train: the stopped run's weights could not be read back (%s); %s is as before\n", err.msg,
-                    j->mname);
-        else {
-            fprintf(s->out, "%s keeps the weights of step %lld, the last one every rank finished\n", j->mname,
-                    (long long)tr->done[0].step);
-            m->trained_run = j->run > 0 ? j->run : -1;
-        }
-        if (s->interrupt) *s->interrupt = 0; /* as in single mode: the script or prompt goes on */
-    }
     unlink(tr->init);
     unlink(tr->outp);
     rmdir(tr->dir);
@@ -225,9 +247,15 @@ static int train_end(rs_job *j, int rc)
     }
     /* every sample is read by world/parts ranks (a tensor-parallel group): count it once */
     if (!tr->nmicros && tr->batch_parts > 0 && tr->batch_parts < j->world) sps *= (double)tr->batch_parts / j->world;
-    fprintf(s->out, "trained %s on %s with %s on %d ranks: %lld steps in %.1fs, %.0f samples/s in all", j->mname,
-            j->dname, j->mode, j->world, (long long)tr->done[0].step, secs, sps);
-    if (tr->evaluated) fprintf(s->out, ", test accuracy %.4f", tr->eval_acc);
+    if (tr->rows > 1) { /* a language model: per token, and its validation loss, as one process says it */
+        fprintf(s->out, "trained %s on %s with %s on %d ranks: %lld steps in %.1fs, %.0f tokens/s in all", j->mname,
+                j->dname, j->mode, j->world, (long long)tr->done[0].step, secs, sps * tr->rows);
+        if (tr->evaluated) fprintf(s->out, ", validation loss %.4f", tr->eval_loss);
+    } else {
+        fprintf(s->out, "trained %s on %s with %s on %d ranks: %lld steps in %.1fs, %.0f samples/s in all", j->mname,
+                j->dname, j->mode, j->world, (long long)tr->done[0].step, secs, sps);
+        if (tr->evaluated) fprintf(s->out, ", test accuracy %.4f", tr->eval_acc);
+    }
     fputc('\n', s->out);
     double comm0 = 0, hid0 = 0, bubble = -1;
     int bsteps = 0;
@@ -267,7 +295,7 @@ static int train_end(rs_job *j, int rc)
 /* Training across ranks as a kind of run on ranks: its lines and its fault are ranks_train.c's. Its
  * ranks finish a step, gather and write the weights when stopped: a longer grace. */
 static const rs_job_kind train_kind = {
-    .what = "train", .state_size = sizeof(rs_ranks_train), .grace_s = 10, .init = rs_ranks_train_init,
+    .what = "train", .state_size = sizeof(rs_ranks_train), .grace_s = 10, .own_cancel = true, .init = rs_ranks_train_init,
     .line = rs_ranks_train_line, .fault = rs_ranks_train_fault, .finish = train_end,
     .free = rs_ranks_train_free,
 };
@@ -388,6 +416,7 @@ static void ranks_plan(rs_job *j, const rs_obj *m, const rs_obj *d, const rs_tra
      * batches of batch/W, the last one partial; accum of them make a step (a mode that gives every rank
      * the whole batch reads it all) */
     tr->batch_parts = split;
+    tr->rows = rs_model_rows(m->model);
     tr->sargs = malloc(sizeof *tr->sargs);
     if (tr->sargs) *tr->sargs = *sa;
     int64_t per_rank = ((int64_t)d->data.train->n + split - 1) / split, local = cfg->batch / split;

@@ -261,6 +261,10 @@ static void on_event(void *ud, const rs_train_event *ev)
         fprintf(j->out, "@ckpt %d %lld\n", j->rank, (long long)ev->step);
         fflush(j->out);
     } else if (ev->kind == RS_TRAIN_EV_EVAL) {
+        if (ev->rows > 1) { /* a language model: the REPL prints its evaluation as one process does */
+            on_metric(j, ev->step, "lm_train_loss", ev->train_eval_loss >= 0 ? ev->train_eval_loss : ev->epoch_loss);
+            on_metric(j, ev->step, "lm_tokens_per_s", ev->samples_per_s * ev->rows); /* this rank's */
+        }
         fprintf(j->out, "@eval %d %d %.9g %.9g\n", j->rank, ev->epoch, ev->test_acc, ev->test_loss);
         fflush(j->out);
     }
