@@ -140,6 +140,27 @@ static int train_cfg(rs_session *s, const rs_call *c, rs_train_cfg *out)
     return 0;
 }
 
+/* betas= and drop_last= (the optimizer's moments and the epoch's tail). Returns 0, or 1 after
+ * reporting. */
+static int train_cfg_more(rs_session *s, const rs_call *c, rs_train_cfg *cfg)
+{
+    cfg->drop_last = rs_call_bool(c, "drop_last", false);
+    if (!rs_call_given(c, "betas")) return 0;
+    const rs_optval *v = rs_call_opt(c, "betas");
+    double b1, b2;
+    char end;
+    if (sscanf(rs_call_str(c, "betas", ""), "%lf,%lf%c", &b1, &b2, &end) != 2 || !(b1 >= 0 && b1 < 1) ||
+        !(b2 >= 0 && b2 < 1))
+        return rs_session_error(s, c, v->pos, 6 + strlen(v->text),
+                                "train: betas= takes two rates in [0, 1) with a comma, e.g. betas=0.9,0.99");
+    if (cfg->opt.kind == RS_OPT_SGD)
+        return rs_session_error(s, c, v->pos, 6 + strlen(v->text),
+                                "train: betas= are Adam's and AdamW's moments; this run is opt=sgd (momentum= is its own)");
+    cfg->opt.beta1 = (float)b1;
+    cfg->opt.beta2 = (float)b2;
+    return 0;
+}
+
 /* The mode's entry in the registry of strategies and its own options from the call. An option that
  * belongs to another mode is refused (it would do nothing here), and the mode's options are checked
  * against their declared ranges. Returns 0, or 1 after reporting. */
@@ -256,9 +277,11 @@ static void language_model_defaults(rs_session *s, const rs_call *c, rs_train_cf
         k += (size_t)snprintf(said + k, sizeof said - k, " batch=12");
     }
     if (!rs_call_given(c, "opt")) {
-        float lr = cfg->opt.lr;
+        float lr = cfg->opt.lr, b1 = cfg->opt.beta1, b2 = cfg->opt.beta2; /* betas= stays */
         cfg->opt = rs_opt_defaults(RS_OPT_ADAMW);
         cfg->opt.lr = lr;
+        cfg->opt.beta1 = b1;
+        cfg->opt.beta2 = b2;
         cfg->opt.weight_decay = rs_call_given(c, "wd") ? (float)rs_call_float(c, "wd", 0) : 0.1f;
         k += (size_t)snprintf(said + k, sizeof said - k, " opt=adamw wd=%g", (double)cfg->opt.weight_decay);
     }
@@ -408,6 +431,7 @@ int rs_cmd_train(rs_session *s, const rs_call *c)
     if (fit_check(s, c, m, d)) return 1;
     rs_train_cfg cfg;
     if (train_cfg(s, c, &cfg)) return 1;
+    if (train_cfg_more(s, c, &cfg)) return 1;
     rs_strategy_args sa;
     if (strategy_args(s, c, &sa)) return 1;
     if (refuse_placement(s, c, m, &sa)) return 1;
@@ -415,8 +439,9 @@ int rs_cmd_train(rs_session *s, const rs_call *c)
     if (m->trained_run) {
         char from[48] = "its last training";
         if (m->trained_run > 0) snprintf(from, sizeof from, "run %lld", (long long)m->trained_run);
-        fprintf(s->out, "train: %s continues from the weights of %s; `reset %s` starts afresh\n", m->name, from,
-                m->name);
+        fprintf(s->out, "train: %s continues from the weights of %s with a fresh optimizer (its moments start at "
+                "zero, as a new torch.optim does; resume= a checkpoint keeps them); `reset %s` starts afresh\n",
+                m->name, from, m->name);
     }
     if (sa.def->make) return rs_cmd_train_ranks(s, c, m, d, &cfg, &sa);
     if (rs_call_given(c, "kill")) {

@@ -419,8 +419,11 @@ static void ranks_plan(rs_job *j, const rs_obj *m, const rs_obj *d, const rs_tra
     tr->rows = rs_model_rows(m->model);
     tr->sargs = malloc(sizeof *tr->sargs);
     if (tr->sargs) *tr->sargs = *sa;
-    int64_t per_rank = ((int64_t)d->data.train->n + split - 1) / split, local = cfg->batch / split;
-    int64_t batches = local > 0 ? (per_rank + local - 1) / local / (cfg->accum > 1 ? cfg->accum : 1) : 0;
+    int64_t per_rank = cfg->drop_last ? (int64_t)d->data.train->n / split : ((int64_t)d->data.train->n + split - 1) / split;
+    int64_t local = cfg->batch / split;
+    int64_t batches = local > 0 ? (cfg->drop_last ? per_rank / local : (per_rank + local - 1) / local) /
+                                      (cfg->accum > 1 ? cfg->accum : 1)
+                                : 0;
     j->steps_total = batches * cfg->epochs;
     if (cfg->max_steps > 0 && cfg->max_steps < j->steps_total) j->steps_total = cfg->max_steps;
     j->epochs = cfg->epochs;
@@ -439,6 +442,26 @@ static void say_layout(rs_session *s, const rs_job *j, const rs_train_cfg *cfg, 
         fprintf(s->out, "%s: %d ranks on %s, global batch %d (%d per rank)%s\n", j->mode, j->world, j->backend,
                 cfg->batch, cfg->batch / j->world,
                 zero == 3 ? ", ZeRO-3" : zero == 2 ? ", ZeRO-2" : zero == 1 ? ", ZeRO-1" : "");
+}
+
+/* An epoch that does not split evenly over the data-parallel ranks: torch's DistributedSampler (and so
+ * ringside's) repeats the epoch's first samples to fill the last ranks, so the epoch's last step is not
+ * one process's. Said, with the way to the same steps (drop_last=on; docs/parallel.md "Uneven splits"). */
+static void say_uneven(rs_session *s, const rs_job *j, const rs_obj *d, const rs_train_cfg *cfg, int split)
+{
+    uint32_t n = d->data.train->n;
+    if (split <= 1 || n % (uint32_t)split == 0) return;
+    uint32_t per = n / (uint32_t)split + 1, pad = per * (uint32_t)split - n;
+    if (cfg->drop_last) {
+        uint64_t step = (uint64_t)cfg->batch * (uint64_t)(cfg->accum > 1 ? cfg->accum : 1);
+        fprintf(s->out, "%s: drop_last=on: each epoch leaves out its last %llu of %u samples (what does not fill a "
+                "global batch of %llu), as one process with drop_last=on does, so the ranks train its steps\n",
+                j->mode, (unsigned long long)(n % step), n, (unsigned long long)step);
+        return;
+    }
+    fprintf(s->out, "%s: %u samples do not split evenly over %d ranks: each reads %u an epoch, %u of them twice (the "
+            "sampler pads as torch's DistributedSampler does), so the epoch's last step differs from one process's; "
+            "drop_last=on trains exactly one process's steps\n", j->mode, n, split, per, pad);
 }
 
 /* Every option, as the worker reads them: the mode and its own options from the registry's
@@ -463,6 +486,9 @@ static void ranks_args(arglist *a, const rs_job *j, const rs_obj *m, const rs_ob
     arg_fmt(a, "momentum=%.9g", (double)cfg->opt.momentum);
     arg_fmt(a, "nesterov=%d", cfg->opt.nesterov);
     arg_fmt(a, "wd=%.9g", (double)cfg->opt.weight_decay);
+    arg_fmt(a, "beta1=%.9g", (double)cfg->opt.beta1);
+    arg_fmt(a, "beta2=%.9g", (double)cfg->opt.beta2);
+    arg_fmt(a, "drop_last=%d", cfg->drop_last);
     arg_fmt(a, "sched=%s",
             cfg->sched.kind == RS_SCHED_COSINE ? "cosine" : cfg->sched.kind == RS_SCHED_STEP ? "step" : "constant");
     arg_fmt(a, "warmup=%lld", (long long)cfg->sched.warmup);
@@ -506,6 +532,7 @@ int rs_cmd_train_ranks(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, co
     j->run = rs_log_run_begin_dist(s, "train", m->name, m->spec, d->name, c, j->mode, j->backend, j->world);
     tr->last_print = rs_pg_now();
     say_layout(s, j, cfg, split, zero);
+    say_uneven(s, j, d, cfg, split);
     arglist a = {0};
     ranks_args(&a, j, m, d, cfg, sa);
     if (a.oom) {
