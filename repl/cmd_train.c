@@ -421,6 +421,23 @@ static int train_here(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, rs_
     return 0;
 }
 
+/* A model trained before continues from its weights; its optimizer state (Adam's moments, SGD's
+ * momentum) is not kept with the model, so it starts at zero as a new torch.optim would: said, with
+ * the way that keeps it (a checkpoint's resume=, which restores weights, optimizer and position). */
+static void say_continues(rs_session *s, const rs_obj *m, const rs_train_cfg *cfg)
+{
+    if (cfg->resume) {
+        fprintf(s->out, "train: %s resumes from %s: its weights, optimizer state and position\n", m->name,
+                cfg->resume);
+        return;
+    }
+    if (!m->trained_run) return;
+    char from[48] = "its last training";
+    if (m->trained_run > 0) snprintf(from, sizeof from, "run %lld", (long long)m->trained_run);
+    fprintf(s->out, "train: %s continues from the weights of %s with a new optimizer state (ckpt= and resume= "
+            "keep it); `reset %s` starts afresh\n", m->name, from, m->name);
+}
+
 int rs_cmd_train(rs_session *s, const rs_call *c)
 {
     rs_result_begin(s, NULL);
@@ -436,13 +453,7 @@ int rs_cmd_train(rs_session *s, const rs_call *c)
     if (strategy_args(s, c, &sa)) return 1;
     if (refuse_placement(s, c, m, &sa)) return 1;
     if (m->model && rs_model_tokens(m->model)) language_model_defaults(s, c, &cfg);
-    if (m->trained_run) {
-        char from[48] = "its last training";
-        if (m->trained_run > 0) snprintf(from, sizeof from, "run %lld", (long long)m->trained_run);
-        fprintf(s->out, "train: %s continues from the weights of %s with a fresh optimizer (its moments start at "
-                "zero, as a new torch.optim does; resume= a checkpoint keeps them); `reset %s` starts afresh\n",
-                m->name, from, m->name);
-    }
+    say_continues(s, m, &cfg);
     if (sa.def->make) return rs_cmd_train_ranks(s, c, m, d, &cfg, &sa);
     if (rs_call_given(c, "kill")) {
         const rs_optval *v = rs_call_opt(c, "kill");
