@@ -1,5 +1,5 @@
 /* Same seed, same data: the same bits, whatever the threads. A CNN (conv backward is the kernel that
- * sums per-sample gradients over the batch) trains 40 steps on the built-in digits three ways: at 1
+ * sums per-sample gradients over the batch) trains 20 steps on the built-in digits three ways: at 1
  * thread, at 2 threads with the loop's thread tuner (which switches between 1 and 2 as it times the
  * steps, so where it switches depends on the machine's load), and at 2 threads with the tuner off.
  * All three must end on bitwise equal weights: the sums' order is the batch's, never the threads'.
@@ -16,7 +16,7 @@
 
 #define SPEC "seq in=1x28x28 conv(8,3,pad=1) relu maxpool(2) conv(16,3,pad=1) relu maxpool(2) flatten linear(10)"
 
-/* The weights after 40 steps at `threads` (tuner on or off); caller frees. n: their count. */
+/* The weights after 20 steps at `threads` (tuner on or off); caller frees. n: their count. */
 static float *train_once(const rs_data_pair *d, int threads, bool tune, size_t *n)
 {
     setenv("RINGSIDE_TUNE_THREADS", tune ? "on" : "off", 1);
@@ -26,7 +26,7 @@ static float *train_once(const rs_data_pair *d, int threads, bool tune, size_t *
     if (!m) return NULL;
     rs_train_cfg c = rs_train_defaults();
     c.batch = 50; /* not a multiple of 16 chunks or 2 threads: uneven parts either way */
-    c.max_steps = 40;
+    c.max_steps = 20; /* the tuner times 8 steps at 1 thread, then probes 2 */
     c.threads = threads;
     c.eval = false;
     c.seed = 3;
