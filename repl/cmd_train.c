@@ -56,6 +56,9 @@ static void on_event(void *ud, const rs_train_event *ev)
         rs_log_metric(w->s, w->run, ev->step, ev->epoch, "test_acc", ev->test_acc);
         rs_log_metric(w->s, w->run, ev->step, ev->epoch, "test_loss", ev->test_loss);
         if (ev->rows > 1) rs_log_metric(w->s, w->run, ev->step, ev->epoch, "val_loss", ev->test_loss);
+        /* the training loss estimated beside it, named as the ranks' (repl/ranks_train.c) */
+        if (ev->train_eval_loss >= 0)
+            rs_log_metric(w->s, w->run, ev->step, ev->epoch, "lm_train_loss", ev->train_eval_loss);
     } else if (ev->kind == RS_TRAIN_EV_CKPT) {
         rs_log_artifact_run(w->s, w->run, ev->path, "checkpoint");
     }
