@@ -39,9 +39,8 @@ static void use(rs_thread_tuner *t, int n, bool skip)
 void rs_thread_tuner_init(rs_thread_tuner *t, rs_kctx *ctx, double now)
 {
     memset(t, 0, sizeof *t);
-    /* opt-in (tune.h): switching counts changes the bits of OpenBLAS's products */
     const char *env = getenv("RINGSIDE_TUNE_THREADS");
-    bool off = !env || !(!strcmp(env, "on") || !strcmp(env, "1") || !strcmp(env, "yes"));
+    bool off = env && (!strcmp(env, "off") || !strcmp(env, "0") || !strcmp(env, "no"));
     int want = ctx ? rs_kctx_threads(ctx) : 1;
     t->ctx = ctx;
     t->want = t->cur = want;

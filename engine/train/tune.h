@@ -10,15 +10,14 @@
  * has cost a step more than as many steps at the current count. So asking for N threads is never
  * much slower than 1, and on an idle machine the probes cost well under 1% of the run.
  *
- * It is opt-in (RINGSIDE_TUNE_THREADS=on): switching counts changes the bits of a run, so two identical
- * runs would differ where the tuner happened to switch. ringside's own kernels sum in an order fixed by
- * the data, not the thread count (conv backward folds fixed chunks of the batch,
- * engine/cpu/conv_kernels.c), but OpenBLAS's threaded products do not: measured with 0.3.21's SkylakeX
- * kernel, x.W^T of a (64, 784) batch and a 256x784 weight differs between 1 and 2 threads (a 50x784 by
- * 10x784 one does not), and with its Haswell kernel every Linear product does. By default the count
- * asked for is the count used, and the same seed and threads give the same bits
- * (tests/engine/train/test_repro.c); on a machine whose cores are shared, RINGSIDE_TUNE_THREADS=on
- * trades that for speed (or use threads=1). */
+ * Switching counts must not change a run's bits, or two identical runs differ where the tuner happened
+ * to switch. ringside's own kernels sum in an order fixed by the data, not the thread count (conv
+ * backward folds fixed chunks of the batch, engine/cpu/conv_kernels.c). OpenBLAS's threaded products
+ * do for some shapes and kernels: with 0.3.21's SkylakeX kernel the Fashion CNN's products are the
+ * same bits at 1 and 2 threads but x.W^T of a (64, 784) batch and a 256x784 weight is not, and with
+ * its Haswell kernel no Linear product is. So a tuned run is bit-reproducible only where its products
+ * are; RINGSIDE_TUNE_THREADS=off (or threads=1) keeps the count fixed, and the same seed then gives the
+ * same bits everywhere (tests/engine/train/test_repro.c; docs/engine.md "Reproducibility"). */
 #ifndef RS_TRAIN_TUNE_H
 #define RS_TRAIN_TUNE_H
 
@@ -43,8 +42,8 @@ typedef struct rs_thread_tuner {
     int switches;                  /* how often the count changed (for reports) */
 } rs_thread_tuner;
 
-/* Tunes ctx's thread count (NULL: no tuning); the run asked for the count it has now. On only when
- * that is 2 or more and RINGSIDE_TUNE_THREADS is "on"/"1"/"yes". Only that context changes: another model, decoder or
+/* Tunes ctx's thread count (NULL: no tuning); the run asked for the count it has now. Off when that is
+ * below 2 or RINGSIDE_TUNE_THREADS is "off"/"0". Only that context changes: another model, decoder or
  * rank in the process keeps its count. */
 void rs_thread_tuner_init(rs_thread_tuner *t, rs_kctx *ctx, double now);
 /* After each step: its wall time and the clock now. May change the thread count. */

@@ -1,13 +1,12 @@
-/* Same seed, same data, same threads: the same bits. A CNN (conv backward is the kernel that sums
- * per-sample gradients over the batch) trains 20 steps on the built-in digits at 2 threads as a user
- * runs it, twice, and with the count pinned (RINGSIDE_TUNE_THREADS=off): all three end on bitwise equal
- * weights. Before the fix the loop's thread tuner started every run at 1 thread and conv backward
- * folded one partial gradient per thread, so a default run differed from a pinned one, and two
- * identical runs of the Fashion CNN ended at 0.8391 and 0.8410.
- * Where OpenBLAS gives this model's Linear products the same bits at 1 and 2 threads (its SkylakeX
- * kernel does, Haswell's does not; checked here with cblas directly), a run at 1 thread and a run with
- * the tuner switching (RINGSIDE_TUNE_THREADS=on) must equal them too: conv backward's sums are in
- * fixed chunks of the batch, whatever the threads. */
+/* Same seed, same data, same threads: the same bits.
+ * 1. Conv backward, the kernel that sums per-sample gradients over the batch, gives the same dW and db
+ *    bits at 1, 2 and 3 threads (it folded one partial sum per thread, so the thread tuner's switches
+ *    made two identical runs of the Fashion CNN end at 0.8391 and 0.8410).
+ * 2. A CNN trains 20 steps on the built-in digits at 2 threads pinned (RINGSIDE_TUNE_THREADS=off),
+ *    twice: equal bits. Where OpenBLAS gives this model's Linear products the same bits at 1 and 2
+ *    threads (its SkylakeX kernel does, Haswell's does not; checked here with cblas directly), a run at
+ *    1 thread and a run as a user starts it (the tuner switching between 1 and 2 threads as it times
+ *    the steps) must equal them too. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +14,7 @@
 #include <cblas.h>
 #include <omp.h>
 
+#include "engine/core/kernels.h"
 #include "engine/data/source.h"
 #include "engine/nn/spec.h"
 #include "engine/train/train.h"
@@ -89,31 +89,67 @@ static void same_bits(const float *a, const float *b, size_t n, const char *what
     printf("  %s: %zu weights, %zu differ\n", what, n, diff);
 }
 
+/* Conv backward's weight and bias gradients at `threads` on fixed data (a batch of 37: uneven over
+ * both the 16 chunks and the threads); dw, db: (8*3*3*3), (8). */
+static void conv_bwd_at(int threads, float *dw, float *db)
+{
+    rs_conv_geom g = {.c = 3, .h = 12, .w = 12, .oc = 8, .kh = 3, .kw = 3, .sh = 1, .sw = 1, .ph = 1, .pw = 1,
+                      .oh = 12, .ow = 12};
+    enum { B = 37 };
+    size_t ni = (size_t)B * 3 * 12 * 12, no = (size_t)B * 8 * 12 * 12, nw = 8 * 27;
+    float *x = malloc(ni * sizeof *x), *dy = malloc(no * sizeof *dy), *w = malloc(nw * sizeof *w);
+    uint32_t r = 9;
+    for (size_t i = 0; i < ni; i++) x[i] = (float)((r = r * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
+    for (size_t i = 0; i < no; i++) dy[i] = (float)((r = r * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
+    for (size_t i = 0; i < nw; i++) w[i] = 0.1f;
+    memset(dw, 0, nw * sizeof *dw);
+    memset(db, 0, 8 * sizeof *db);
+    rs_kctx ctx;
+    rs_err e = {0};
+    size_t wsb = 0;
+    RS_CHECK(rs_kctx_init(&ctx, &rs_cpu_kernels, threads, &e) == RS_OK, "%s", e.msg);
+    RS_CHECK(ctx.k->conv2d_workspace(&ctx, &g, B, &wsb) == RS_OK, "conv2d_workspace");
+    float *ws = malloc(wsb);
+    RS_CHECK(ws && ctx.k->conv2d_bwd(&ctx, &g, B, x, w, dy, NULL, dw, db, ws, wsb) == RS_OK, "conv2d_bwd at %d threads",
+             threads);
+    free(x), free(dy), free(w), free(ws);
+}
+
+static void conv_bits(void)
+{
+    float dw[3][216], db[3][8];
+    for (int t = 0; t < 3; t++) conv_bwd_at(t + 1, dw[t], db[t]);
+    for (int t = 1; t < 3; t++) {
+        char what[64];
+        snprintf(what, sizeof what, "conv2d_bwd dW at 1 vs %d threads", t + 1);
+        same_bits(dw[0], dw[t], 216, what);
+        snprintf(what, sizeof what, "conv2d_bwd db at 1 vs %d threads", t + 1);
+        same_bits(db[0], db[t], 8, what);
+    }
+}
+
 int main(void)
 {
+    conv_bits();
     rs_data_pair d = {0};
     rs_err e = {0};
     RS_CHECK(rs_data_open("digits:2000", 1, &d, &e) == RS_OK, "digits: %s", e.msg);
     if (!d.train) return rs_test_finish("engine-train-repro");
-    size_t n[5] = {0};
-    float *dflt = train_once(&d, 2, NULL, &n[0]);
-    float *again = train_once(&d, 2, NULL, &n[1]);
-    float *pinned = train_once(&d, 2, "off", &n[2]);
-    RS_CHECK(dflt && again && pinned && n[0] == n[1] && n[1] == n[2], "a run failed");
-    if (dflt && again && pinned && n[0] == n[1] && n[1] == n[2]) {
-        same_bits(dflt, again, n[0], "2 threads, two identical runs");
-        same_bits(dflt, pinned, n[0], "2 threads by default vs pinned");
-    }
+    size_t n[4] = {0};
+    float *pinned = train_once(&d, 2, "off", &n[0]);
+    float *again = train_once(&d, 2, "off", &n[1]);
+    RS_CHECK(pinned && again && n[0] == n[1], "a 2-thread run failed");
+    if (pinned && again && n[0] == n[1]) same_bits(pinned, again, n[0], "2 threads pinned, two identical runs");
     bool inv = linear_same_bits();
     printf("  OpenBLAS: this model's Linear products at 1 and 2 threads give %s\n",
            inv ? "the same bits" : "different bits (1 thread and the tuner are not compared)");
-    float *one = inv ? train_once(&d, 1, "off", &n[3]) : NULL;
-    float *tuned = inv ? train_once(&d, 2, "on", &n[4]) : NULL;
-    if (inv && one && tuned && pinned && n[3] == n[2] && n[4] == n[2]) {
-        same_bits(one, pinned, n[2], "1 thread vs 2 threads");
-        same_bits(tuned, pinned, n[2], "2 threads tuned (switching 1 <-> 2) vs pinned");
+    float *one = inv ? train_once(&d, 1, "off", &n[2]) : NULL;
+    float *tuned = inv ? train_once(&d, 2, NULL, &n[3]) : NULL; /* as a user starts it: the tuner on */
+    if (inv && one && tuned && pinned && n[2] == n[0] && n[3] == n[0]) {
+        same_bits(one, pinned, n[0], "1 thread vs 2 threads");
+        same_bits(tuned, pinned, n[0], "2 threads tuned (switching 1 <-> 2) vs pinned");
     } else RS_CHECK(!inv, "a 1-thread or tuned run failed");
-    free(dflt), free(again), free(pinned), free(one), free(tuned);
+    free(pinned), free(again), free(one), free(tuned);
     rs_data_pair_clear(&d);
     return rs_test_finish("engine-train-repro");
 }
