@@ -57,6 +57,9 @@ static void on_event(void *ud, const rs_train_event *ev)
         rs_log_metric(w->s, w->run, ev->step, ev->epoch, "test_acc", ev->test_acc);
         rs_log_metric(w->s, w->run, ev->step, ev->epoch, "test_loss", ev->test_loss);
         if (ev->rows > 1) rs_log_metric(w->s, w->run, ev->step, ev->epoch, "val_loss", ev->test_loss);
+        /* the training loss estimated beside it, named as the ranks' (repl/ranks_train.c) */
+        if (ev->train_eval_loss >= 0)
+            rs_log_metric(w->s, w->run, ev->step, ev->epoch, "lm_train_loss", ev->train_eval_loss);
     } else if (ev->kind == RS_TRAIN_EV_CKPT) {
         rs_log_artifact_run(w->s, w->run, ev->path, "checkpoint");
     }
@@ -141,6 +144,27 @@ static int train_cfg(rs_session *s, const rs_call *c, rs_train_cfg *out)
     return 0;
 }
 
+/* betas= and drop_last= (the optimizer's moments and the epoch's tail). Returns 0, or 1 after
+ * reporting. */
+static int train_cfg_more(rs_session *s, const rs_call *c, rs_train_cfg *cfg)
+{
+    cfg->drop_last = rs_call_bool(c, "drop_last", false);
+    if (!rs_call_given(c, "betas")) return 0;
+    const rs_optval *v = rs_call_opt(c, "betas");
+    double b1, b2;
+    char end;
+    if (sscanf(rs_call_str(c, "betas", ""), "%lf,%lf%c", &b1, &b2, &end) != 2 || !(b1 >= 0 && b1 < 1) ||
+        !(b2 >= 0 && b2 < 1))
+        return rs_session_error(s, c, v->pos, 6 + strlen(v->text),
+                                "train: betas= takes two rates in [0, 1) with a comma, e.g. betas=0.9,0.99");
+    if (cfg->opt.kind == RS_OPT_SGD)
+        return rs_session_error(s, c, v->pos, 6 + strlen(v->text),
+                                "train: betas= are Adam's and AdamW's moments; this run is opt=sgd (momentum= is its own)");
+    cfg->opt.beta1 = (float)b1;
+    cfg->opt.beta2 = (float)b2;
+    return 0;
+}
+
 /* The mode's entry in the registry of strategies and its own options from the call. An option that
  * belongs to another mode is refused (it would do nothing here), and the mode's options are checked
  * against their declared ranges. Returns 0, or 1 after reporting. */
@@ -200,6 +224,7 @@ static void record_train(rs_session *s, const rs_train_result *r, int rows, cons
         rs_result_num(s, "accuracy", r->test_acc);
         rs_result_num(s, rows > 1 ? "val_loss" : "test_loss", r->test_loss);
     }
+    if (r->train_eval_loss >= 0) rs_result_num(s, "train_eval_loss", r->train_eval_loss);
     double tot = 0;
     for (int p = 0; dp && p < RS_DP_PHASE_COUNT; p++) tot += w->dp_phase[p];
     for (int p = 0; dp && p < RS_DP_PHASE_COUNT; p++) { /* DataParallel's step time by phase, as shares */
@@ -256,9 +281,11 @@ static void language_model_defaults(rs_session *s, const rs_call *c, rs_train_cf
         k += (size_t)snprintf(said + k, sizeof said - k, " batch=12");
     }
     if (!rs_call_given(c, "opt")) {
-        float lr = cfg->opt.lr;
+        float lr = cfg->opt.lr, b1 = cfg->opt.beta1, b2 = cfg->opt.beta2; /* betas= stays */
         cfg->opt = rs_opt_defaults(RS_OPT_ADAMW);
         cfg->opt.lr = lr;
+        cfg->opt.beta1 = b1;
+        cfg->opt.beta2 = b2;
         cfg->opt.weight_decay = rs_call_given(c, "wd") ? (float)rs_call_float(c, "wd", 0) : 0.1f;
         k += (size_t)snprintf(said + k, sizeof said - k, " opt=adamw wd=%g", (double)cfg->opt.weight_decay);
     }
@@ -268,7 +295,7 @@ static void language_model_defaults(rs_session *s, const rs_call *c, rs_train_cf
     }
     if (k) fprintf(s->out, "language model: nanoGPT's settings where none were given:%s\n", said);
     cfg->opt.groups = true;
-    if (!rs_call_given(c, "eval_every") && cfg->max_steps)
+    if (!rs_call_given(c, "eval_every") && cfg->max_steps && cfg->eval)
         cfg->eval_every = cfg->max_steps >= 1000 ? 250 : (cfg->max_steps + 3) / 4;
     if (!rs_call_given(c, "eval_samples")) cfg->eval_samples = 20 * (int64_t)cfg->batch;
 }
@@ -369,6 +396,7 @@ static int train_here(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, rs_
     rs_train_hooks hooks = {.on_event = on_event, .should_stop = should_stop, .ud = &w};
     rs_train_result r;
     rs_status st = rs_train(m->model, &d->data, cfg, &hooks, &r, &err);
+    rs_progress_close(&w.bar); /* a run that stopped or failed mid-epoch left its bar open */
     rs_model_set_threads(m->model, s->threads); /* threads= was for this run */
     char *fin_text = final_json(cfg, &r); /* owned here */
     if (dp) {
@@ -382,7 +410,7 @@ static int train_here(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, rs_
     }
     if (r.global_step > 0) m->trained_run = w.run > 0 ? w.run : -1;
     if (r.stopped) {
-        fprintf(s->out, "\ncancelled: stopped after step %lld (%d full epochs done); %s keeps the weights of that step\n",
+        fprintf(s->out, "cancelled: stopped after step %lld (%d full epochs done); %s keeps the weights of that step\n",
                 (long long)r.global_step, r.epochs_done, m->name);
         rs_log_run_end(s, w.run, "cancelled", r.global_step, fin_text, NULL);
         free(fin_text);
@@ -397,6 +425,23 @@ static int train_here(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, rs_
     return 0;
 }
 
+/* A model trained before continues from its weights; its optimizer state (Adam's moments, SGD's
+ * momentum) is not kept with the model, so it starts at zero as a new torch.optim would: said, with
+ * the way that keeps it (a checkpoint's resume=, which restores weights, optimizer and position). */
+static void say_continues(rs_session *s, const rs_obj *m, const rs_train_cfg *cfg)
+{
+    if (cfg->resume) {
+        fprintf(s->out, "train: %s resumes from %s: its weights, optimizer state and position\n", m->name,
+                cfg->resume);
+        return;
+    }
+    if (!m->trained_run) return;
+    char from[48] = "its last training";
+    if (m->trained_run > 0) snprintf(from, sizeof from, "run %lld", (long long)m->trained_run);
+    fprintf(s->out, "train: %s continues from the weights of %s with a new optimizer state (ckpt= and resume= "
+            "keep it); `reset %s` starts afresh\n", m->name, from, m->name);
+}
+
 int rs_cmd_train(rs_session *s, const rs_call *c)
 {
     /* config=ds_config.json: the file's keys as options, then this again with them (repl/ds_config.c) */
@@ -409,16 +454,12 @@ int rs_cmd_train(rs_session *s, const rs_call *c)
     if (fit_check(s, c, m, d)) return 1;
     rs_train_cfg cfg;
     if (train_cfg(s, c, &cfg)) return 1;
+    if (train_cfg_more(s, c, &cfg)) return 1;
     rs_strategy_args sa;
     if (strategy_args(s, c, &sa)) return 1;
     if (refuse_placement(s, c, m, &sa)) return 1;
     if (m->model && rs_model_tokens(m->model)) language_model_defaults(s, c, &cfg);
-    if (m->trained_run) {
-        char from[48] = "its last training";
-        if (m->trained_run > 0) snprintf(from, sizeof from, "run %lld", (long long)m->trained_run);
-        fprintf(s->out, "train: %s continues from the weights of %s; `reset %s` starts afresh\n", m->name, from,
-                m->name);
-    }
+    say_continues(s, m, &cfg);
     if (sa.def->make) return rs_cmd_train_ranks(s, c, m, d, &cfg, &sa);
     if (rs_call_given(c, "kill")) {
         const rs_optval *v = rs_call_opt(c, "kill");
@@ -434,6 +475,44 @@ static const rs_dataset *split_of(const rs_call *c, rs_obj *d)
     return train || !d->data.test || !d->data.test->n ? d->data.train : d->data.test;
 }
 
+/* eval's hooks: a bar of samples on a terminal, and Ctrl-C between batches. */
+typedef struct eval_watch {
+    rs_session *s;
+    rs_progress bar;
+} eval_watch;
+
+static void eval_progress(void *ud, uint32_t done, uint32_t total, double elapsed_s)
+{
+    eval_watch *w = ud;
+    rs_progress_count(&w->bar, "eval", done, total, elapsed_s);
+}
+
+static bool eval_should_stop(void *ud)
+{
+    eval_watch *w = ud;
+    return w->s->interrupt && *w->s->interrupt;
+}
+
+/* A model's evaluation with its progress shown and Ctrl-C honoured between batches: stopped, it says so,
+ * logs the run cancelled and returns 2, as a stopped train does (*stopped set). */
+static rs_status eval_watched(rs_session *s, rs_obj *m, const rs_dataset *ds, int batch, int64_t run, double *acc,
+                              double *loss, bool *stopped, rs_err *err)
+{
+    eval_watch w = {.s = s};
+    rs_progress_init(&w.bar, s->out);
+    rs_eval_hooks h = {.progress = eval_progress, .should_stop = eval_should_stop, .ud = &w};
+    rs_status st = rs_evaluate_hooked(m->model, ds, batch, 0, &h, acc, loss, err);
+    rs_progress_close(&w.bar);
+    *stopped = st == RS_ERR_CANCELLED;
+    if (*stopped) {
+        if (w.bar.tty) fputs("\r\033[K", s->out);
+        fprintf(s->out, "cancelled: eval of %s %s; no figures\n", m->name, err->msg);
+        rs_log_run_end(s, run, "cancelled", 0, NULL, err->msg);
+        if (s->interrupt) *s->interrupt = 0;
+    }
+    return st;
+}
+
 int rs_cmd_eval(rs_session *s, const rs_call *c)
 {
     rs_result_begin(s, NULL);
@@ -444,8 +523,10 @@ int rs_cmd_eval(rs_session *s, const rs_call *c)
     double acc, loss;
     rs_err err = {0};
     int64_t run = rs_log_run_begin(s, "eval", m->name, m->spec, d->name, c);
+    bool stopped = false;
     rs_status est = m->plan ? rs_plan_evaluate(m->plan, ds, &acc, &loss, &err)
-                            : rs_evaluate(m->model, ds, (int)rs_call_int(c, "batch", 256), &acc, &loss, &err);
+                            : eval_watched(s, m, ds, (int)rs_call_int(c, "batch", 256), run, &acc, &loss, &stopped, &err);
+    if (stopped) return 2;
     if (est) {
         rs_log_run_end(s, run, "failed", 0, NULL, err.msg);
         return rs_session_error(s, c, (size_t)-1, 0, "eval: %s", err.msg);

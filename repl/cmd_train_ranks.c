@@ -161,6 +161,39 @@ static void record_ranks(rs_job *j, const rs_obj *m, double sps, double secs, do
         }
 }
 
+/* A run stopped by Ctrl-C (or `jobs stop`), as one process reports it: the weights of the last step every
+ * rank finished (rank 0 wrote them; its @done says which) back into the model, the steps done, the run
+ * logged 'cancelled' with them. Returns 2, a stopped command's rc. */
+static int train_cancelled(rs_job *j, rs_obj *m)
+{
+    rs_ranks_train *tr = j->state;
+    rs_session *s = j->s;
+    rs_err err = {0};
+    int64_t steps = tr->done[0].kind == RS_TL_DONE ? tr->done[0].step : 0;
+    bool back = m && m->model && tr->done[0].kind == RS_TL_DONE && access(tr->outp, R_OK) == 0 &&
+                !rs_ckpt_load_model(tr->outp, m->model, &err);
+    if (back) {
+        fprintf(s->out, "cancelled: stopped after step %lld (%s); %s keeps the weights of step %lld, the last one "
+                "every rank finished\n", (long long)steps, j->background ? "jobs stop" : "Ctrl-C", j->mname,
+                (long long)steps);
+        if (steps > 0) m->trained_run = j->run > 0 ? j->run : -1;
+    } else {
+        fprintf(s->out, "cancelled: stopped (%s) before the ranks handed back a finished step%s%s; %s keeps the "
+                "weights it had\n", j->background ? "jobs stop" : "Ctrl-C", err.msg[0] ? ": " : "", err.msg, j->mname);
+        steps = 0;
+    }
+    json_t *fo = json_pack("{s:I}", "steps", (json_int_t)steps);
+    char *final = fo ? json_dumps(fo, JSON_COMPACT) : NULL; /* owned here */
+    json_decref(fo);
+    rs_log_run_end(s, j->run, "cancelled", steps, final, j->background ? "stopped in the background" : "stopped by Ctrl-C");
+    free(final);
+    unlink(tr->init);
+    unlink(tr->outp);
+    rmdir(tr->dir);
+    if (s->interrupt) *s->interrupt = 0; /* as in single mode: the script or prompt goes on */
+    return 2;
+}
+
 /* The job's end: the trained weights back into the model, the summary, the memory table, the run's end. */
 static int train_end(rs_job *j, int rc)
 {
@@ -168,6 +201,7 @@ static int train_end(rs_job *j, int rc)
     rs_session *s = j->s;
     rs_job_mark_busy(j, 0);
     rs_obj *m = rs_session_find(s, j->mname);
+    if (j->cancelled) return train_cancelled(j, m);
     if (tr->killed) {
         /* the fault kill= asked for: where the run got to and what is left to resume from */
         if (tr->ckpt && tr->ckpts > 0)
@@ -199,18 +233,6 @@ static int train_end(rs_job *j, int rc)
     if (!rc && rs_ckpt_load_model(tr->outp, m->model, &err))
         rc = rs_session_error(s, j->c, (size_t)-1, 0, "train: reading the trained weights back: %s", err.msg);
     if (!rc) m->trained_run = j->run > 0 ? j->run : -1;
-    /* stopped: rank 0 wrote the weights of the last step every rank finished (its @done says which) */
-    if (rc && j->cancelled && m && m->model && tr->done[0].kind == RS_TL_DONE && access(tr->outp, R_OK) == 0) {
-        if (rs_ckpt_load_model(tr->outp, m->model, &err))
-            fprintf(s->out, "train: the stopped run's weights could not be read back (%s); %s is as before\n", err.msg,
-                    j->mname);
-        else {
-            fprintf(s->out, "%s keeps the weights of step %lld, the last one every rank finished\n", j->mname,
-                    (long long)tr->done[0].step);
-            m->trained_run = j->run > 0 ? j->run : -1;
-        }
-        if (s->interrupt) *s->interrupt = 0; /* as in single mode: the script or prompt goes on */
-    }
     unlink(tr->init);
     unlink(tr->outp);
     rmdir(tr->dir);
@@ -225,9 +247,15 @@ static int train_end(rs_job *j, int rc)
     }
     /* every sample is read by world/parts ranks (a tensor-parallel group): count it once */
     if (!tr->nmicros && tr->batch_parts > 0 && tr->batch_parts < j->world) sps *= (double)tr->batch_parts / j->world;
-    fprintf(s->out, "trained %s on %s with %s on %d ranks: %lld steps in %.1fs, %.0f samples/s in all", j->mname,
-            j->dname, j->mode, j->world, (long long)tr->done[0].step, secs, sps);
-    if (tr->evaluated) fprintf(s->out, ", test accuracy %.4f", tr->eval_acc);
+    if (tr->rows > 1) { /* a language model: per token, and its validation loss, as one process says it */
+        fprintf(s->out, "trained %s on %s with %s on %d ranks: %lld steps in %.1fs, %.0f tokens/s in all", j->mname,
+                j->dname, j->mode, j->world, (long long)tr->done[0].step, secs, sps * tr->rows);
+        if (tr->evaluated) fprintf(s->out, ", validation loss %.4f", tr->eval_loss);
+    } else {
+        fprintf(s->out, "trained %s on %s with %s on %d ranks: %lld steps in %.1fs, %.0f samples/s in all", j->mname,
+                j->dname, j->mode, j->world, (long long)tr->done[0].step, secs, sps);
+        if (tr->evaluated) fprintf(s->out, ", test accuracy %.4f", tr->eval_acc);
+    }
     fputc('\n', s->out);
     double comm0 = 0, hid0 = 0, bubble = -1;
     int bsteps = 0;
@@ -267,7 +295,7 @@ static int train_end(rs_job *j, int rc)
 /* Training across ranks as a kind of run on ranks: its lines and its fault are ranks_train.c's. Its
  * ranks finish a step, gather and write the weights when stopped: a longer grace. */
 static const rs_job_kind train_kind = {
-    .what = "train", .state_size = sizeof(rs_ranks_train), .grace_s = 10, .init = rs_ranks_train_init,
+    .what = "train", .state_size = sizeof(rs_ranks_train), .grace_s = 10, .own_cancel = true, .init = rs_ranks_train_init,
     .line = rs_ranks_train_line, .fault = rs_ranks_train_fault, .finish = train_end,
     .free = rs_ranks_train_free,
 };
@@ -388,10 +416,14 @@ static void ranks_plan(rs_job *j, const rs_obj *m, const rs_obj *d, const rs_tra
      * batches of batch/W, the last one partial; accum of them make a step (a mode that gives every rank
      * the whole batch reads it all) */
     tr->batch_parts = split;
+    tr->rows = rs_model_rows(m->model);
     tr->sargs = malloc(sizeof *tr->sargs);
     if (tr->sargs) *tr->sargs = *sa;
-    int64_t per_rank = ((int64_t)d->data.train->n + split - 1) / split, local = cfg->batch / split;
-    int64_t batches = local > 0 ? (per_rank + local - 1) / local / (cfg->accum > 1 ? cfg->accum : 1) : 0;
+    int64_t per_rank = cfg->drop_last ? (int64_t)d->data.train->n / split : ((int64_t)d->data.train->n + split - 1) / split;
+    int64_t local = cfg->batch / split;
+    int64_t batches = local > 0 ? (cfg->drop_last ? per_rank / local : (per_rank + local - 1) / local) /
+                                      (cfg->accum > 1 ? cfg->accum : 1)
+                                : 0;
     j->steps_total = batches * cfg->epochs;
     if (cfg->max_steps > 0 && cfg->max_steps < j->steps_total) j->steps_total = cfg->max_steps;
     j->epochs = cfg->epochs;
@@ -410,6 +442,26 @@ static void say_layout(rs_session *s, const rs_job *j, const rs_train_cfg *cfg, 
         fprintf(s->out, "%s: %d ranks on %s, global batch %d (%d per rank)%s\n", j->mode, j->world, j->backend,
                 cfg->batch, cfg->batch / j->world,
                 zero == 3 ? ", ZeRO-3" : zero == 2 ? ", ZeRO-2" : zero == 1 ? ", ZeRO-1" : "");
+}
+
+/* An epoch that does not split evenly over the data-parallel ranks: torch's DistributedSampler (and so
+ * ringside's) repeats the epoch's first samples to fill the last ranks, so the epoch's last step is not
+ * one process's. Said, with the way to the same steps (drop_last=on; docs/parallel.md "Uneven splits"). */
+static void say_uneven(rs_session *s, const rs_job *j, const rs_obj *d, const rs_train_cfg *cfg, int split)
+{
+    uint32_t n = d->data.train->n;
+    if (split <= 1 || n % (uint32_t)split == 0) return;
+    uint32_t per = n / (uint32_t)split + 1, pad = per * (uint32_t)split - n;
+    if (cfg->drop_last) {
+        uint64_t step = (uint64_t)cfg->batch * (uint64_t)(cfg->accum > 1 ? cfg->accum : 1);
+        fprintf(s->out, "%s: drop_last=on: each epoch leaves out its last %llu of %u samples (what does not fill a "
+                "global batch of %llu), as one process with drop_last=on does, so the ranks train its steps\n",
+                j->mode, (unsigned long long)(n % step), n, (unsigned long long)step);
+        return;
+    }
+    fprintf(s->out, "%s: %u samples do not split evenly over %d ranks: each reads %u an epoch, %u of them twice (the "
+            "sampler pads as torch's DistributedSampler does), so the epoch's last step differs from one process's; "
+            "drop_last=on trains exactly one process's steps\n", j->mode, n, split, per, pad);
 }
 
 /* Every option, as the worker reads them: the mode and its own options from the registry's
@@ -434,6 +486,9 @@ static void ranks_args(arglist *a, const rs_job *j, const rs_obj *m, const rs_ob
     arg_fmt(a, "momentum=%.9g", (double)cfg->opt.momentum);
     arg_fmt(a, "nesterov=%d", cfg->opt.nesterov);
     arg_fmt(a, "wd=%.9g", (double)cfg->opt.weight_decay);
+    arg_fmt(a, "beta1=%.9g", (double)cfg->opt.beta1);
+    arg_fmt(a, "beta2=%.9g", (double)cfg->opt.beta2);
+    arg_fmt(a, "drop_last=%d", cfg->drop_last);
     arg_fmt(a, "sched=%s",
             cfg->sched.kind == RS_SCHED_COSINE ? "cosine" : cfg->sched.kind == RS_SCHED_STEP ? "step" : "constant");
     arg_fmt(a, "warmup=%lld", (long long)cfg->sched.warmup);
@@ -477,6 +532,7 @@ int rs_cmd_train_ranks(rs_session *s, const rs_call *c, rs_obj *m, rs_obj *d, co
     j->run = rs_log_run_begin_dist(s, "train", m->name, m->spec, d->name, c, j->mode, j->backend, j->world);
     tr->last_print = rs_pg_now();
     say_layout(s, j, cfg, split, zero);
+    say_uneven(s, j, d, cfg, split);
     arglist a = {0};
     ranks_args(&a, j, m, d, cfg, sa);
     if (a.oom) {

@@ -48,6 +48,35 @@ static void draw_line(rs_progress *p, const char *head, double frac, const char 
     fprintf(p->out, "\r\033[K%s [%s]", head, b);
     for (int i = 0; i < n; i++) fputs(tail[i], p->out);
     fflush(p->out);
+    p->open = true;
+}
+
+void rs_progress_close(rs_progress *p)
+{
+    if (!p->open) return;
+    fputc('\n', p->out);
+    fflush(p->out);
+    p->open = false;
+}
+
+void rs_progress_count(rs_progress *p, const char *what, uint64_t done, uint64_t total, double elapsed_s)
+{
+    if (!p->tty) return;
+    double t = now_s();
+    if (done < total && t - p->last_draw < 0.1) return;
+    p->last_draw = t;
+    double frac = total ? (double)done / (double)total : 1;
+    char head[64], t0[48], t1[48], eta[16];
+    snprintf(head, sizeof head, " %s %llu/%llu", what, (unsigned long long)done, (unsigned long long)total);
+    snprintf(t0, sizeof t0, " %3.0f%%", frac * 100);
+    fmt_eta(done ? elapsed_s / (double)done * (double)(total - done) : 0, eta, sizeof eta);
+    snprintf(t1, sizeof t1, "  ETA %s", eta);
+    const char *tail[2] = {t0, t1};
+    draw_line(p, head, frac, tail, 2);
+    if (done >= total) { /* the figures follow on a line of their own */
+        fputs("\r\033[K", p->out);
+        p->open = false;
+    }
 }
 
 /* A language model counts steps and tokens: its epoch is far longer than a run. */
@@ -103,10 +132,14 @@ void rs_progress_event(void *ud, const rs_train_event *ev)
     case RS_TRAIN_EV_EPOCH:
         if (p->tty) {
             bar(p, ev);
-            fputc('\n', p->out);
+            rs_progress_close(p);
+        } else if (ev->rows > 1) { /* a language model's lines are its evaluations */
         } else {
-            fprintf(p->out, "epoch %d/%d: loss %.4f  acc %.3f  %.0f samples/s  %.1fs", ev->epoch + 1, ev->epochs,
-                    ev->epoch_loss, ev->epoch_acc, ev->samples_per_s, ev->elapsed_s);
+            fprintf(p->out, "epoch %d/%d: ", ev->epoch + 1, ev->epochs);
+            if (ev->batch < ev->batches) /* steps= ended the run inside the epoch */
+                fprintf(p->out, "%lld of %lld steps, ", (long long)ev->batch, (long long)ev->batches);
+            fprintf(p->out, "loss %.4f  acc %.3f  %.0f samples/s  %.1fs", ev->epoch_loss, ev->epoch_acc,
+                    ev->samples_per_s, ev->elapsed_s);
             if (ev->prec == RS_PREC_FP16)
                 fprintf(p->out, "  skipped %lld (scale %g)", (long long)ev->skipped, (double)ev->loss_scale);
             fputc('\n', p->out);
@@ -114,19 +147,27 @@ void rs_progress_event(void *ud, const rs_train_event *ev)
         break;
     case RS_TRAIN_EV_EVAL:
         if (ev->rows > 1) {
-            if (p->tty) fputs("\r\033[K", p->out);
-            fprintf(p->out, "%sstep %lld/%lld: val loss %.4f%s  train loss %.4f  %.0f tok/s\n", p->color ? "\033[1m" : "",
-                    (long long)ev->step, (long long)ev->steps_total, ev->test_loss, p->color ? "\033[0m" : "",
-                    ev->epoch_loss, ev->samples_per_s * ev->rows);
+            if (p->tty && p->open) fputs("\r\033[K", p->out);
+            p->open = false;
+            /* nanoGPT's line: both losses estimated now on as many windows (train_eval_loss); a run
+             * without eval_every has only the epoch's running mean, and says so */
+            fprintf(p->out, "%sstep %lld/%lld: val loss %.4f%s  ", p->color ? "\033[1m" : "", (long long)ev->step,
+                    (long long)ev->steps_total, ev->test_loss, p->color ? "\033[0m" : "");
+            if (ev->train_eval_loss >= 0) fprintf(p->out, "train loss %.4f", ev->train_eval_loss);
+            else fprintf(p->out, "train loss %.4f (mean of the epoch)", ev->epoch_loss);
+            fprintf(p->out, "  %.0f tok/s\n", ev->samples_per_s * ev->rows);
             break;
         }
+        rs_progress_close(p);
         fprintf(p->out, "%sepoch %d/%d: test accuracy %.4f, test loss %.4f%s\n", p->color ? "\033[1m" : "",
                 ev->epoch + 1, ev->epochs, ev->test_acc, ev->test_loss, p->color ? "\033[0m" : "");
         break;
     case RS_TRAIN_EV_CKPT:
-        if (p->tty) fputs("\r\033[K", p->out);
+        if (p->tty && p->open) fputs("\r\033[K", p->out);
+        p->open = false;
         fprintf(p->out, "checkpoint at step %lld -> %s\n", (long long)ev->step, ev->path);
         break;
+    case RS_TRAIN_EV_END: rs_progress_close(p); break;
     default: break;
     }
     fflush(p->out);

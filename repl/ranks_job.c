@@ -164,7 +164,9 @@ static int ranks_ended(rs_job *j, rs_status st, const rs_err *e)
     j->srv = NULL;
     int rc = 0;
     j->cancelled = st == RS_ERR_CANCELLED;
-    if (st == RS_ERR_CANCELLED) {
+    if (st == RS_ERR_CANCELLED && j->kind->own_cancel) {
+        /* the kind's finish reports it */
+    } else if (st == RS_ERR_CANCELLED) {
         rs_log_run_end(s, j->run, "cancelled", 0, NULL,
                        j->background ? "stopped in the background" : "stopped by Ctrl-C");
         rc = rs_session_error(s, j->c, (size_t)-1, 0, "%s: stopped (%s); the ranks were ended", j->kind->what,

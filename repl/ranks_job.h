@@ -30,6 +30,8 @@ typedef struct rs_job_kind {
     bool collect;         /* keep the ranks' human lines for the end (rs_job_print_lines) */
     bool coll_data;       /* a collective: step=1 applies, and RINGSIDE_VIEW_DUMP asks the ranks for data=1 */
     double grace_s;       /* SIGTERM -> SIGKILL when the ranks are stopped; 0: RS_JOB_GRACE_S */
+    bool own_cancel;      /* a stop (Ctrl-C, `jobs stop`) is the finish's to report and log (j->cancelled,
+                             rc 0): a stopped training run says how far it got, as in one process */
     /* optional: the per-rank tables, once j->world is known; false when out of memory */
     bool (*init)(rs_job *j);
     /* optional: a trace event, after the core has logged it */

@@ -49,6 +49,52 @@ static void keep_micro(rs_ranks_train *k, const rs_train_line *t)
     k->micros[k->nmicros++] = *t;
 }
 
+/* A rank's evaluation: a language model's as one process prints it (repl/progress.c), from the lm_*
+ * figures that came before it; a classifier's test accuracy. */
+static void eval_line(rs_job *j, const rs_train_line *t)
+{
+    rs_session *s = j->s;
+    rs_ranks_train *k = j->state;
+    k->eval_acc = t->acc;
+    k->eval_loss = t->loss;
+    k->evaluated = true;
+    if (!j->background && k->rows > 1)
+        fprintf(s->out, "  step %lld/%lld: val loss %.4f  train loss %.4f  %.0f tok/s\n", (long long)k->lm_step,
+                (long long)j->steps_total, t->loss, k->lm_train_loss,
+                k->lm_tps * (k->batch_parts > 0 ? k->batch_parts : j->world));
+    else if (!j->background)
+        fprintf(s->out, "  epoch %d: test accuracy %.4f, test loss %.4f\n", t->epoch + 1, t->acc, t->loss);
+    rs_log_metric(s, j->run, j->last_step, t->epoch, "test_acc", t->acc);
+    rs_log_metric(s, j->run, j->last_step, t->epoch, "test_loss", t->loss);
+    if (k->rows > 1) rs_log_metric(s, j->run, j->last_step, t->epoch, "val_loss", t->loss);
+}
+
+/* A rank's named figure: into the log, and the end's table of figures; a language model's evaluation
+ * figures (lm_*) are kept for its @eval line instead. */
+static void metric_line(rs_job *j, const rs_train_line *t)
+{
+    rs_session *s = j->s;
+    rs_ranks_train *k = j->state;
+    if (s->log && j->run > 0) rs_slog_metric(s->log, j->run, t->rank, t->step, 0, t->name, t->value);
+    if (!strncmp(t->name, "lm_", 3)) {
+        k->lm_step = t->step;
+        if (!strcmp(t->name, "lm_train_loss")) k->lm_train_loss = t->value;
+        else if (!strcmp(t->name, "lm_tokens_per_s")) k->lm_tps = t->value;
+        return;
+    }
+    for (int i = 0; k->figs && i < 8; i++) {
+        rs_ranks_fig *f = &k->figs[t->rank][i];
+        if (f->name[0] && strcmp(f->name, t->name)) continue;
+        if (!f->name[0]) {
+            snprintf(f->name, sizeof f->name, "%s", t->name);
+            f->max = t->value;
+        }
+        f->last = t->value;
+        if (t->value > f->max) f->max = t->value;
+        break;
+    }
+}
+
 /* A training rank's report: into the session log, and the figures the summary prints. */
 static void train_line(rs_job *j, const rs_train_line *t)
 {
@@ -90,8 +136,12 @@ static void train_line(rs_job *j, const rs_train_line *t)
             k->last_loss = t->loss;
             double now = rs_pg_now();
             if (!j->background && now - k->last_print > 2) {
-                fprintf(s->out, "  step %lld: loss %.4f (rank 0), %.0f samples/s per rank\n", (long long)t->step,
-                        t->loss, t->sps);
+                if (k->rows > 1)
+                    fprintf(s->out, "  step %lld: loss %.4f (rank 0), %.0f tokens/s per rank\n", (long long)t->step,
+                            t->loss, t->sps * k->rows);
+                else
+                    fprintf(s->out, "  step %lld: loss %.4f (rank 0), %.0f samples/s per rank\n", (long long)t->step,
+                            t->loss, t->sps);
                 fflush(s->out);
                 k->last_print = now;
             }
@@ -107,15 +157,7 @@ static void train_line(rs_job *j, const rs_train_line *t)
             rs_log_event(s, j->run, &e);
         }
         break;
-    case RS_TL_EVAL:
-        k->eval_acc = t->acc;
-        k->eval_loss = t->loss;
-        k->evaluated = true;
-        if (!j->background)
-            fprintf(s->out, "  epoch %d: test accuracy %.4f, test loss %.4f\n", t->epoch + 1, t->acc, t->loss);
-        rs_log_metric(s, j->run, j->last_step, t->epoch, "test_acc", t->acc);
-        rs_log_metric(s, j->run, j->last_step, t->epoch, "test_loss", t->loss);
-        break;
+    case RS_TL_EVAL: eval_line(j, t); break;
     case RS_TL_MICRO:
         e.kind = "micro";
         e.name = t->work == 'F' ? "forward" : "backward";
@@ -143,20 +185,7 @@ static void train_line(rs_job *j, const rs_train_line *t)
             snprintf(sh + ks, 48 - ks, "%s%d:%d..%d", ks ? " " : "", t->stage, t->first, t->last);
         }
         break;
-    case RS_TL_METRIC:
-        if (s->log && j->run > 0) rs_slog_metric(s->log, j->run, t->rank, t->step, 0, t->name, t->value);
-        for (int i = 0; k->figs && i < 8; i++) {
-            rs_ranks_fig *f = &k->figs[t->rank][i];
-            if (f->name[0] && strcmp(f->name, t->name)) continue;
-            if (!f->name[0]) {
-                snprintf(f->name, sizeof f->name, "%s", t->name);
-                f->max = t->value;
-            }
-            f->last = t->value;
-            if (t->value > f->max) f->max = t->value;
-            break;
-        }
-        break;
+    case RS_TL_METRIC: metric_line(j, t); break;
     case RS_TL_DONE: k->done[t->rank] = *t; break;
     case RS_TL_CKPT:
         k->ckpts++;

@@ -37,6 +37,11 @@ typedef struct rs_ranks_train {
     char pipe_cut[24];           /* how the stages were cut: "split=3,6" or "partition=time" */
     double eval_acc, eval_loss, last_print, last_loss;
     bool evaluated;
+    /* a language model (rows labels a sample): its evaluations print as one process prints them, from
+     * the lm_* figures rank 0 sends before each @eval */
+    int rows;
+    int64_t lm_step;
+    double lm_train_loss, lm_tps;
     int ckpts;
     int64_t last_ckpt_step;
     /* kill=RANK:STEP: the fault asked for. When that rank dies of SIGKILL the command did what it was

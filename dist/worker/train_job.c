@@ -28,6 +28,9 @@ typedef struct tjob {
     uint64_t data_seed, model_seed, seed;
     int accum, epochs, batch, warmup, threads, eval, nesterov;
     int64_t steps, step_size, ckpt_every, eval_every, eval_samples;
+    double beta1, beta2; /* Adam's, when has_betas */
+    bool has_betas;
+    int drop_last;
     double lr, momentum, wd, gamma, min_lr, timeout, clip, loss_scale;
     int groups;
     int64_t inject_inf;
@@ -111,7 +114,8 @@ static int parse(tjob *j, int argc, char **argv)
                  KEY("batch") || KEY("warmup") || KEY("threads") || KEY("eval") || KEY("nesterov") ||
                  KEY("steps") || KEY("step_size") || KEY("ckpt_every") || KEY("lr") || KEY("momentum") ||
                  KEY("wd") || KEY("gamma") || KEY("min_lr") || KEY("timeout") || KEY("clip") || KEY("groups") ||
-                 KEY("eval_every") || KEY("eval_samples") || KEY("loss_scale") || KEY("inject_inf")) {
+                 KEY("eval_every") || KEY("eval_samples") || KEY("loss_scale") || KEY("inject_inf") ||
+                 KEY("beta1") || KEY("beta2") || KEY("drop_last")) {
             if (!(good = num(v, &d))) ;
             else if (KEY("data_seed")) j->data_seed = (uint64_t)d;
             else if (KEY("model_seed")) j->model_seed = (uint64_t)d;
@@ -138,6 +142,9 @@ static int parse(tjob *j, int argc, char **argv)
             else if (KEY("eval_samples")) j->eval_samples = (int64_t)d;
             else if (KEY("loss_scale")) j->loss_scale = d;
             else if (KEY("inject_inf")) j->inject_inf = (int64_t)d;
+            else if (KEY("beta1")) j->beta1 = d, j->has_betas = true;
+            else if (KEY("beta2")) j->beta2 = d, j->has_betas = true;
+            else if (KEY("drop_last")) j->drop_last = (int)d;
         } else {
             common = false;
         }
@@ -261,6 +268,10 @@ static void on_event(void *ud, const rs_train_event *ev)
         fprintf(j->out, "@ckpt %d %lld\n", j->rank, (long long)ev->step);
         fflush(j->out);
     } else if (ev->kind == RS_TRAIN_EV_EVAL) {
+        if (ev->rows > 1) { /* a language model: the REPL prints its evaluation as one process does */
+            on_metric(j, ev->step, "lm_train_loss", ev->train_eval_loss >= 0 ? ev->train_eval_loss : ev->epoch_loss);
+            on_metric(j, ev->step, "lm_tokens_per_s", ev->samples_per_s * ev->rows); /* this rank's */
+        }
         fprintf(j->out, "@eval %d %d %.9g %.9g\n", j->rank, ev->epoch, ev->test_acc, ev->test_loss);
         fflush(j->out);
     }
@@ -294,6 +305,8 @@ static rs_train_cfg train_cfg(const tjob *j, rs_err *err, rs_status *st)
     c.loss_scale = (float)j->loss_scale;
     c.inject_inf = j->inject_inf;
     c.opt.groups = j->groups != 0;
+    if (j->has_betas) c.opt.beta1 = (float)j->beta1, c.opt.beta2 = (float)j->beta2;
+    c.drop_last = j->drop_last != 0;
     c.eval_every = j->eval_every;
     c.eval_samples = j->eval_samples;
     c.ckpt_path = j->ckpt;

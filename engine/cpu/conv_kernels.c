@@ -98,20 +98,29 @@ static bool is_pointwise(const rs_conv_geom *g)
 
 static size_t col_floats(const rs_conv_geom *g) { return (size_t)g->c * g->kh * g->kw * g->oh * g->ow; }
 
-/* Per thread: a column buffer plus private dW and db accumulators for backward. */
-static size_t thread_floats(const rs_conv_geom *g)
-{
-    size_t wn = (size_t)g->oc * g->c * g->kh * g->kw;
-    size_t n = col_floats(g) + wn + (size_t)g->oc;
-    return (n + 15) & ~(size_t)15; /* keep each thread's block 64-byte aligned */
-}
+/* Backward's weight and bias gradients are summed over the batch in RS_CONV_CHUNKS fixed chunks of
+ * samples (fewer when the batch is smaller), each chunk in sample order into its own accumulator, and
+ * the chunks folded in chunk order: the sum's order is the batch's, never the thread count's, so the
+ * thread tuner (engine/train/tune.h) switching between 1 and N threads changes no bit of a run. At
+ * most 16 threads share a backward (one chunk each); the fold is a few kilobytes per layer. */
+#define RS_CONV_CHUNKS 16
+
+static size_t align16(size_t n) { return (n + 15) & ~(size_t)15; } /* 64-byte aligned blocks */
+
+/* Per thread: a column buffer. */
+static size_t thread_floats(const rs_conv_geom *g) { return align16(col_floats(g)); }
+
+/* Per chunk: private dW and db accumulators. */
+static size_t chunk_floats(const rs_conv_geom *g) { return align16((size_t)g->oc * g->c * g->kh * g->kw + (size_t)g->oc); }
+
+static int chunks_for(int B) { return B < RS_CONV_CHUNKS ? (B > 0 ? B : 1) : RS_CONV_CHUNKS; }
 
 static size_t workspace_bytes(const rs_kctx *ctx, const rs_conv_geom *g, int B)
 {
     int t = ctx->threads;
     if (t > B) t = B;
     if (t < 1) t = 1;
-    return (size_t)t * thread_floats(g) * sizeof(float);
+    return ((size_t)t * thread_floats(g) + (size_t)chunks_for(B) * chunk_floats(g)) * sizeof(float);
 }
 
 rs_status rs_cpu_check_geom(rs_kctx *ctx, const char *who, const rs_conv_geom *g, int B, bool conv)
@@ -200,44 +209,46 @@ rs_status rs_cpu_conv2d_bwd(rs_kctx *ctx, const rs_conv_geom *g, int B, const fl
     const rs_prec prec = ctx->prec;
     int fail = 0;
     int prev = cpu_enter(ctx);
+    const int nc = chunks_for(B);
+    float *acc = ws + (size_t)nt * tf; /* (nc, chunk_floats): each chunk's dW (OC,K) then db (OC) */
+    const size_t cf = chunk_floats(g);
     #pragma omp parallel num_threads(nt)
     {
-        int tid = omp_get_thread_num();
-        float *col = ws + (size_t)tid * tf;
-        float *tdw = col + col_floats(g), *tdb = tdw + wn;
-        memset(tdw, 0, (wn + g->oc) * sizeof(float));
-        #pragma omp for schedule(static)
-        for (int b = 0; b < B; b++) {
-            const float *x = in + (size_t)b * in_n;
-            const float *dy = dout + (size_t)b * out_n;
-            float *c = is_pointwise(g) ? (float *)x : col;
-            if (!is_pointwise(g)) im2col(g, x, c);
-            /* dW (OC,K) += dy (OC,N) . col^T (N,K) */
-            CPU_GEMM_PREC(&fail, prec, false, true, g->oc, K, N, 1.0f, dy, N, c, N, 1.0f, tdw, K);
-            if (db)
-                for (int o = 0; o < g->oc; o++) tdb[o] += row_sum(dy + (size_t)o * N, N);
-            if (din) {
-                float *dx = din + (size_t)b * in_n;
-                if (is_pointwise(g)) {
-                    CPU_GEMM_PREC(&fail, prec, true, false, K, N, g->oc, 1.0f, w, K, dy, N, 0.0f, dx, N);
-                } else {
-                    /* dcol (K,N) = W^T (K,OC) . dy (OC,N), then scatter-add into the image. */
-                    CPU_GEMM_PREC(&fail, prec, true, false, K, N, g->oc, 1.0f, w, K, dy, N, 0.0f, col, N);
-                    memset(dx, 0, in_n * sizeof(float));
-                    col2im(g, col, dx);
+        float *col = ws + (size_t)omp_get_thread_num() * tf;
+        #pragma omp for schedule(dynamic, 1)
+        for (int ch = 0; ch < nc; ch++) {
+            float *tdw = acc + (size_t)ch * cf, *tdb = tdw + wn;
+            memset(tdw, 0, (wn + (size_t)g->oc) * sizeof(float));
+            for (int b = (int)((int64_t)B * ch / nc); b < (int)((int64_t)B * (ch + 1) / nc); b++) {
+                const float *x = in + (size_t)b * in_n;
+                const float *dy = dout + (size_t)b * out_n;
+                float *c = is_pointwise(g) ? (float *)x : col;
+                if (!is_pointwise(g)) im2col(g, x, c);
+                /* dW (OC,K) += dy (OC,N) . col^T (N,K) */
+                CPU_GEMM_PREC(&fail, prec, false, true, g->oc, K, N, 1.0f, dy, N, c, N, 1.0f, tdw, K);
+                if (db)
+                    for (int o = 0; o < g->oc; o++) tdb[o] += row_sum(dy + (size_t)o * N, N);
+                if (din) {
+                    float *dx = din + (size_t)b * in_n;
+                    if (is_pointwise(g)) {
+                        CPU_GEMM_PREC(&fail, prec, true, false, K, N, g->oc, 1.0f, w, K, dy, N, 0.0f, dx, N);
+                    } else {
+                        /* dcol (K,N) = W^T (K,OC) . dy (OC,N), then scatter-add into the image. */
+                        CPU_GEMM_PREC(&fail, prec, true, false, K, N, g->oc, 1.0f, w, K, dy, N, 0.0f, col, N);
+                        memset(dx, 0, in_n * sizeof(float));
+                        col2im(g, col, dx);
+                    }
                 }
             }
         }
-        /* Fold the per-thread partial sums in thread order: deterministic for a fixed thread count. */
-        #pragma omp for ordered schedule(static, 1)
-        for (int t = 0; t < nt; t++) {
-            #pragma omp ordered
-            {
-                const float *pdw = ws + (size_t)t * tf + col_floats(g), *pdb = pdw + wn;
-                for (size_t i = 0; i < wn; i++) dw[i] += pdw[i];
-                if (db)
-                    for (int o = 0; o < g->oc; o++) db[o] += pdb[o];
-            }
+        /* Fold the chunks in chunk order, element by element (the implicit barrier above has them all). */
+        #pragma omp for schedule(static)
+        for (size_t i = 0; i < wn + (size_t)g->oc; i++) {
+            if (i >= wn && !db) continue;
+            float *dst = i < wn ? dw + i : db + (i - wn);
+            float v = *dst;
+            for (int ch = 0; ch < nc; ch++) v += acc[(size_t)ch * cf + i];
+            *dst = v;
         }
     }
     cpu_leave(ctx, prev);

@@ -12,7 +12,8 @@ struct rs_loader {
     bool drop_last_batch;
     rs_sampler *s;       /* owned */
     uint32_t pos;        /* next position in the sampler's indices */
-    uint32_t last_pos, last_n;
+    uint32_t last_n;
+    uint32_t *last;      /* (batch) the last batch's indices, owned */
 };
 
 rs_loader *rs_loader_new(const rs_dataset *d, int batch, const rs_sampler_cfg *cfg, rs_err *err)
@@ -34,6 +35,13 @@ rs_loader *rs_loader_new(const rs_dataset *d, int batch, const rs_sampler_cfg *c
         rs_err_set(err, RS_ERR_NOMEM, "loader: out of memory");
         return NULL;
     }
+    l->last = malloc((size_t)batch * sizeof *l->last);
+    if (!l->last) {
+        rs_sampler_free(s);
+        free(l);
+        rs_err_set(err, RS_ERR_NOMEM, "loader: out of memory");
+        return NULL;
+    }
     l->d = d;
     l->batch = batch;
     l->drop_last_batch = c.drop_last_batch;
@@ -45,6 +53,7 @@ void rs_loader_free(rs_loader *l)
 {
     if (!l) return;
     rs_sampler_free(l->s);
+    free(l->last);
     free(l);
 }
 
@@ -52,7 +61,7 @@ void rs_loader_set_epoch(rs_loader *l, int epoch)
 {
     rs_sampler_set_epoch(l->s, epoch);
     l->pos = 0;
-    l->last_pos = l->last_n = 0;
+    l->last_n = 0;
 }
 
 uint32_t rs_loader_batches(const rs_loader *l)
@@ -72,14 +81,15 @@ int rs_loader_next(rs_loader *l, void *x, int32_t *y)
         l->last_n = 0;
         return 0;
     }
-    const uint32_t *idx = rs_sampler_indices(l->s) + l->pos;
     size_t per = rs_dataset_sample_numel(l->d) * 4, ny = (size_t)l->d->y_len; /* 4-byte elements */
-    for (uint32_t i = 0; i < rows; i++) rs_dataset_get(l->d, idx[i], (char *)x + i * per, y + i * ny);
-    l->last_pos = l->pos;
+    for (uint32_t i = 0; i < rows; i++) {
+        l->last[i] = rs_sampler_index(l->s, l->pos + i);
+        rs_dataset_get(l->d, l->last[i], (char *)x + i * per, y + i * ny);
+    }
     l->last_n = rows;
     l->pos += rows;
     return (int)rows;
 }
 
-const uint32_t *rs_loader_last_indices(const rs_loader *l) { return rs_sampler_indices(l->s) + l->last_pos; }
+const uint32_t *rs_loader_last_indices(const rs_loader *l) { return l->last; }
 const rs_sampler *rs_loader_sampler(const rs_loader *l) { return l->s; }

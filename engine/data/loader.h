@@ -16,6 +16,11 @@ typedef struct rs_sampler_cfg {
     bool shuffle;         /* reshuffle every epoch; false: the data set's order */
     bool drop_last;       /* sampler: drop the tail so every rank gets floor(n/W); else pad to ceil(n/W) */
     bool drop_last_batch; /* loader: skip a last batch smaller than the batch size */
+    bool draw;            /* nanoGPT's get_batch: position p of an epoch is an index drawn at random
+                             (with replacement) from (seed, epoch, p), not a permutation's entry, so
+                             nothing of size n is kept: for a text's windows, where n is every
+                             character (a 200 MB text: 1.5 GB of indices otherwise). Ranks split the
+                             positions as below, so W ranks still see what one process sees. */
     uint64_t seed;        /* must be the same on every rank */
 } rs_sampler_cfg;
 
@@ -49,8 +54,11 @@ int rs_sampler_epoch(const rs_sampler *s);
 uint32_t rs_sampler_count(const rs_sampler *s);
 /* The total over ranks: count * W. */
 uint32_t rs_sampler_total(const rs_sampler *s);
-/* This rank's indices into the data set for the current epoch, count entries; borrowed from s. */
+/* This rank's indices into the data set for the current epoch, count entries; borrowed from s. NULL
+ * with draw (nothing is stored): ask rs_sampler_index. */
 const uint32_t *rs_sampler_indices(const rs_sampler *s);
+/* This rank's i-th index of the current epoch (i < count), stored or drawn. */
+uint32_t rs_sampler_index(const rs_sampler *s, uint32_t i);
 
 /* ---- Loader ---- */
 typedef struct rs_loader rs_loader;
@@ -71,7 +79,7 @@ uint32_t rs_loader_samples(const rs_loader *l);
  * returning 0 until rs_loader_set_epoch starts another. */
 int rs_loader_next(rs_loader *l, void *x, int32_t *y);
 /* The data set indices of the batch the last rs_loader_next returned (its row count entries), for
- * traces and tests; borrowed from l and valid until the next call. */
+ * traces and tests; borrowed from l and valid until the next call (a copy: also with draw). */
 const uint32_t *rs_loader_last_indices(const rs_loader *l);
 const rs_sampler *rs_loader_sampler(const rs_loader *l);
 

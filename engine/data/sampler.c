@@ -12,9 +12,20 @@ struct rs_sampler {
     int epoch;
     uint32_t count; /* this rank's samples per epoch */
     uint32_t total; /* count * world */
-    uint32_t *perm; /* (n) the epoch permutation */
-    uint32_t *idx;  /* (count) this rank's share of it */
+    uint32_t *perm; /* (n) the epoch permutation; NULL with draw */
+    uint32_t *idx;  /* (count) this rank's share of it; NULL with draw */
+    uint64_t key;   /* draw: the epoch's key, from (seed, epoch) */
 };
+
+/* splitmix64's finaliser: a counter-based draw, so any position's index costs the same and needs no
+ * state. */
+static uint64_t mix64(uint64_t z)
+{
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
 
 rs_sampler_cfg rs_sampler_cfg_default(void)
 {
@@ -52,6 +63,14 @@ rs_sampler *rs_sampler_new(uint32_t n, const rs_sampler_cfg *cfg, rs_err *err)
         return NULL;
     }
     rs_sampler *s = calloc(1, sizeof *s); /* caller owns, with perm and idx */
+    if (s && c.draw) {
+        s->n = n;
+        s->cfg = c;
+        s->count = (uint32_t)count;
+        s->total = (uint32_t)(count * w);
+        rs_sampler_set_epoch(s, 0);
+        return s;
+    }
     if (s) {
         s->perm = malloc((size_t)n * sizeof *s->perm);
         s->idx = malloc((count ? (size_t)count : 1) * sizeof *s->idx);
@@ -80,6 +99,10 @@ void rs_sampler_free(rs_sampler *s)
 void rs_sampler_set_epoch(rs_sampler *s, int epoch)
 {
     s->epoch = epoch;
+    if (s->cfg.draw) {
+        s->key = mix64(mix64(s->cfg.seed) ^ (uint64_t)(int64_t)epoch);
+        return;
+    }
     rs_sampler_epoch_perm(s->n, s->cfg.shuffle, s->cfg.seed, epoch, s->perm);
     /* Position p of the padded sequence is perm[p % n]: padding repeats the permutation from its start
      * (cycling when n < W), as DistributedSampler does; with drop_last, total <= n and p < n. */
@@ -91,3 +114,12 @@ int rs_sampler_epoch(const rs_sampler *s) { return s->epoch; }
 uint32_t rs_sampler_count(const rs_sampler *s) { return s->count; }
 uint32_t rs_sampler_total(const rs_sampler *s) { return s->total; }
 const uint32_t *rs_sampler_indices(const rs_sampler *s) { return s->idx; }
+
+uint32_t rs_sampler_index(const rs_sampler *s, uint32_t i)
+{
+    if (!s->cfg.draw) return s->idx[i];
+    /* position p of the epoch's sequence, as the stored form numbers them: uniform in [0, n) by a
+     * multiply-shift of 64 random bits (bias below 2^-32) */
+    uint64_t p = (uint64_t)s->cfg.rank + (uint64_t)i * (uint64_t)s->cfg.world;
+    return (uint32_t)(((unsigned __int128)mix64(s->key + p) * s->n) >> 64);
+}

@@ -99,12 +99,24 @@ rs_status rs_evaluate(rs_model *m, const rs_dataset *d, int batch, double *acc, 
     return rs_evaluate_n(m, d, batch, 0, acc, loss, err);
 }
 
+/* Between batches: progress after `done` of n samples, and whether to stop (err says so then). */
+static bool eval_stop(const rs_eval_hooks *h, uint32_t done, uint32_t n, double t0, rs_err *err)
+{
+    if (!h) return false;
+    if (h->progress && done) h->progress(h->ud, done, n, rs_train_now() - t0);
+    if (h->should_stop && h->should_stop(h->ud)) {
+        rs_err_set(err, RS_ERR_CANCELLED, "stopped after %u of %u samples", done, n);
+        return true;
+    }
+    return false;
+}
+
 /* rs_evaluate_n for a model that takes k data samples at a time (rs_model_fixed_batch): groups of k
  * samples are one model sample, batch / k groups a pass; the last group is padded with copies of its
  * last sample, and the padded rows are left out of accuracy and loss. The loss is the device's softmax
  * cross-entropy entry (what rs_model_loss runs) over the real rows only. */
 static rs_status evaluate_groups(rs_model *m, const rs_dataset *d, int batch, uint32_t n, uint32_t stride, int k,
-                                 double *acc, double *loss, rs_err *err)
+                                 const rs_eval_hooks *h, double *acc, double *loss, rs_err *err)
 {
     int G = batch / k > 0 ? batch / k : 1;
     size_t per = rs_dataset_sample_numel(d), ny = (size_t)d->y_len, cap = (size_t)G * (size_t)k;
@@ -120,7 +132,12 @@ static rs_status evaluate_groups(rs_model *m, const rs_dataset *d, int batch, ui
     bool was_training = rs_model_training(m);
     rs_model_set_training(m, false);
     double correct = 0, lsum = 0;
+    double t0 = rs_train_now();
     for (uint32_t i = 0; i < n && !st; i += (uint32_t)cap) {
+        if (eval_stop(h, i, n, t0, err)) {
+            st = RS_ERR_CANCELLED;
+            break;
+        }
         size_t take = n - i < cap ? n - i : cap, groups = (take + (size_t)k - 1) / (size_t)k;
         for (size_t b = 0; b < take; b++)
             rs_dataset_get(d, (i + (uint32_t)b) * stride, x + b * per, y + b * ny);
@@ -143,6 +160,7 @@ static rs_status evaluate_groups(rs_model *m, const rs_dataset *d, int batch, ui
     }
     rs_model_set_training(m, was_training);
     free(x), free(y), free(probs), free(rl);
+    if (!st && h && h->progress) h->progress(h->ud, n, n, rs_train_now() - t0);
     if (st) return st;
     if (acc) *acc = correct / ((double)n * (double)ny);
     if (loss) *loss = lsum / n;
@@ -152,6 +170,12 @@ static rs_status evaluate_groups(rs_model *m, const rs_dataset *d, int batch, ui
 rs_status rs_evaluate_n(rs_model *m, const rs_dataset *d, int batch, uint32_t max_samples, double *acc, double *loss,
                         rs_err *err)
 {
+    return rs_evaluate_hooked(m, d, batch, max_samples, NULL, acc, loss, err);
+}
+
+rs_status rs_evaluate_hooked(rs_model *m, const rs_dataset *d, int batch, uint32_t max_samples, const rs_eval_hooks *h,
+                             double *acc, double *loss, rs_err *err)
+{
     rs_status st = rs_train_check_data(m, d, err);
     if (st) return st;
     if (batch < 1) batch = 256;
@@ -160,7 +184,7 @@ rs_status rs_evaluate_n(rs_model *m, const rs_dataset *d, int batch, uint32_t ma
     uint32_t n = max_samples && max_samples < d->n ? max_samples : d->n;
     uint32_t stride = d->n / n;
     int k = rs_model_fixed_batch(m);
-    if (k > 1) return evaluate_groups(m, d, batch, n, stride, k, acc, loss, err);
+    if (k > 1) return evaluate_groups(m, d, batch, n, stride, k, h, acc, loss, err);
     if ((uint32_t)batch > n) batch = (int)n;
     /* Samples are copied out batch by batch (a text set makes its windows on demand). A sample has
      * y_len labels and the model gives y_len rows of scores for it: one per token of a window. */
@@ -176,7 +200,12 @@ rs_status rs_evaluate_n(rs_model *m, const rs_dataset *d, int batch, uint32_t ma
     bool was_training = rs_model_training(m);
     rs_model_set_training(m, false);
     double correct = 0, lsum = 0;
+    double t0 = rs_train_now();
     for (uint32_t i = 0; i < n; i += (uint32_t)batch) {
+        if (eval_stop(h, i, n, t0, err)) {
+            st = RS_ERR_CANCELLED;
+            break;
+        }
         int B = (int)((n - i) < (uint32_t)batch ? n - i : (uint32_t)batch);
         for (int b = 0; b < B; b++)
             rs_dataset_get(d, (i + (uint32_t)b) * stride, x + (size_t)b * per, y + (size_t)b * ny);
@@ -191,6 +220,7 @@ rs_status rs_evaluate_n(rs_model *m, const rs_dataset *d, int batch, uint32_t ma
     rs_model_set_training(m, was_training);
     free(x);
     free(y);
+    if (!st && h && h->progress) h->progress(h->ud, n, n, rs_train_now() - t0);
     if (st) return st;
     if (acc) *acc = correct / ((double)n * (double)ny); /* per label: per token for text */
     if (loss) *loss = lsum / n;

@@ -21,7 +21,8 @@ typedef struct rs_train_cfg {
     uint64_t seed;          /* data order (the model's seed drives init and dropout masks) */
     int threads;            /* 0 = leave the current setting */
     int64_t max_steps;      /* stop after this many steps in all (0 = run every epoch) */
-    bool eval;              /* evaluate on the test split after each epoch (default on) */
+    bool eval;              /* evaluate on the test split after each epoch, and at the end of a run
+                               that stops inside one (steps=); off also turns eval_every off */
     int eval_batch;         /* 0 = the training batch (activation memory stays the same) */
     const char *ckpt_path;  /* checkpoint here (weights; optimizer state beside it) ... */
     int64_t ckpt_every;     /* ... every N steps, and at the end; 0 = only at the end */
@@ -41,6 +42,9 @@ typedef struct rs_train_cfg {
     rs_prec precision;
     float loss_scale;       /* fp16: the scaler's first scale (0 = 65536) */
     int scale_window;       /* fp16: finite steps before the scale doubles (0 = 2000) */
+    bool drop_last;         /* leave out the epoch's tail that does not fill a global batch (torch's
+                               DistributedSampler and DataLoader drop_last): with W ranks nothing is
+                               padded, and every mode trains exactly the steps one process does */
     int64_t inject_inf;     /* > 0, fp16: step number inject_inf (1-based) runs its backward with an
                                infinite loss scale, as an overflow would (tests and the tutorial) */
 } rs_train_cfg;
@@ -99,7 +103,8 @@ rs_train_cfg rs_train_defaults(void);
 typedef enum rs_train_ev_kind {
     RS_TRAIN_EV_BEGIN,  /* before the first step */
     RS_TRAIN_EV_STEP,   /* after every optimizer step */
-    RS_TRAIN_EV_EPOCH,  /* after the last step of an epoch */
+    RS_TRAIN_EV_EPOCH,  /* after the last step of an epoch, and after the last step of a run that
+                           ends inside an epoch (steps=): batch < batches then */
     RS_TRAIN_EV_EVAL,   /* test figures of the epoch */
     RS_TRAIN_EV_CKPT,   /* a checkpoint was written to path */
     RS_TRAIN_EV_END,
@@ -119,6 +124,8 @@ typedef struct rs_train_event {
     double samples_per_s;       /* over the epoch so far */
     double elapsed_s, eta_s;    /* within the epoch */
     double test_acc, test_loss; /* EVAL */
+    double train_eval_loss;     /* EVAL under eval_every: the training split's loss now, on as many
+                                   samples as the test figures (nanoGPT's estimate_loss); -1 otherwise */
     double t_data, t_fwd, t_bwd, t_opt; /* seconds in each phase within the epoch */
     double grad_norm;           /* STEP with clip=: the norm before clipping */
     int64_t skipped;            /* fp16: steps skipped for inf/NaN gradients in the whole run */
@@ -144,6 +151,7 @@ typedef struct rs_train_result {
     bool stopped;             /* should_stop asked to stop; the model holds the last finished step */
     double train_loss;        /* mean loss of the last epoch (so far) */
     double test_acc, test_loss; /* last evaluation; -1 when none ran */
+    double train_eval_loss;   /* the last eval_every evaluation's training loss (nanoGPT's estimate_loss); -1 */
     double seconds, samples_per_s;
     double t_data, t_fwd, t_bwd, t_opt;
     int64_t skipped;          /* fp16: steps skipped for inf/NaN gradients (counted in steps) */
@@ -152,6 +160,17 @@ typedef struct rs_train_result {
 
 rs_status rs_train(rs_model *m, const rs_data_pair *data, const rs_train_cfg *cfg, const rs_train_hooks *hooks,
                    rs_train_result *res, rs_err *err);
+
+/* What a long evaluation tells its caller and asks it, between batches: both may be NULL. */
+typedef struct rs_eval_hooks {
+    void (*progress)(void *ud, uint32_t done, uint32_t total, double elapsed_s); /* after each batch */
+    bool (*should_stop)(void *ud); /* true: stop, rs_evaluate_hooked returns RS_ERR_CANCELLED */
+    void *ud;
+} rs_eval_hooks;
+
+/* rs_evaluate_n with hooks (h may be NULL): Ctrl-C and a progress bar for `eval`. */
+rs_status rs_evaluate_hooked(rs_model *m, const rs_dataset *d, int batch, uint32_t max_samples, const rs_eval_hooks *h,
+                             double *acc, double *loss, rs_err *err);
 
 /* The same on max_samples samples spread evenly over d (0 or >= n: all of them). */
 rs_status rs_evaluate_n(rs_model *m, const rs_dataset *d, int batch, uint32_t max_samples, double *acc,

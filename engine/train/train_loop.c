@@ -183,6 +183,11 @@ static rs_status train_open(train_run *s, rs_err *err)
     sc.seed = cfg->seed;
     sc.rank = s->sg ? s->sg->rank : 0;
     sc.world = s->world;
+    /* a text's windows are drawn as nanoGPT's get_batch draws them: no index list as long as the text */
+    sc.draw = s->data->train->tokens;
+    /* drop_last: DistributedSampler's and DataLoader's, so every step is a full global batch and ranks
+     * train exactly what one process does (docs/parallel.md, "Uneven splits") */
+    sc.drop_last = sc.drop_last_batch = cfg->drop_last;
     s->local = cfg->batch / s->world;
     s->loader = rs_loader_new(s->data->train, s->local, &sc, err);
     if (!s->loader) return err ? err->code : RS_ERR_NOMEM;
@@ -389,6 +394,14 @@ static rs_status train_evaluate(train_run *s, uint32_t max_samples, rs_err *err)
     const rs_train_cfg *cfg = &s->cfg;
     rs_status st = rs_evaluate_n(s->m, s->data->test, cfg->eval_batch ? cfg->eval_batch : cfg->batch, max_samples,
                                  &s->r.test_acc, &s->r.test_loss, err);
+    /* nanoGPT's estimate_loss: the training loss of the model as it is now, on as many samples as the
+     * validation figure (not a mean since step 0, which trails the model) */
+    s->ev.train_eval_loss = -1;
+    if (!st && cfg->eval_every)
+        st = rs_evaluate_n(s->m, s->data->train, cfg->eval_batch ? cfg->eval_batch : cfg->batch,
+                           max_samples && max_samples < s->data->test->n ? max_samples : s->data->test->n, NULL,
+                           &s->ev.train_eval_loss, err);
+    s->r.train_eval_loss = s->ev.train_eval_loss;
     rs_model_set_training(s->m, true);
     if (st) return st;
     s->ev.kind = RS_TRAIN_EV_EVAL;
@@ -404,7 +417,7 @@ static rs_status train_eval_every(train_run *s, const train_epoch *e, rs_err *er
 {
     const rs_train_cfg *cfg = &s->cfg;
     bool last = (cfg->max_steps && s->step >= cfg->max_steps) || (e->epoch + 1 == cfg->epochs && e->nb == s->batches);
-    if (!cfg->eval_every || !(s->step % cfg->eval_every == 0 || last) || !has_test(s)) return RS_OK;
+    if (!cfg->eval || !cfg->eval_every || !(s->step % cfg->eval_every == 0 || last) || !has_test(s)) return RS_OK;
     rs_status st = RS_OK;
     if (s->sg && s->sg->gather) st = s->sg->gather(s->sg->ud, err);
     if (!st && s->report) return train_evaluate(s, (uint32_t)cfg->eval_samples, err);
@@ -488,8 +501,10 @@ static rs_status train_epoch_end(train_run *s, const train_epoch *e, rs_err *err
     s->r.t_fwd += e->tf;
     s->r.t_bwd += e->tb;
     s->r.t_opt += e->to;
-    if (e->nb == s->batches) {
-        s->r.epochs_done++;
+    /* a run that steps= ends inside an epoch reports that epoch as far as it got, and is evaluated */
+    bool partial = e->nb < s->batches && e->nb > e->nb_start && s->done && !s->r.stopped;
+    if (e->nb == s->batches || partial) {
+        if (!partial) s->r.epochs_done++;
         s->ev.kind = RS_TRAIN_EV_EPOCH;
         emit(s->h, &s->ev);
         bool eval = cfg->eval && !cfg->eval_every && has_test(s) && !s->r.stopped;
@@ -533,7 +548,8 @@ static rs_status train_epochs(train_run *s, rs_err *err)
     rs_model_set_training(s->m, true);
     s->ev = (rs_train_event){.prec = cfg->precision, .loss_scale = s->scaler.scale, .epochs = cfg->epochs,
                              .batches = s->batches, .steps_total = s->steps_total,
-                             .epoch_samples = rs_loader_samples(s->loader), .test_acc = -1, .test_loss = -1};
+                             .epoch_samples = rs_loader_samples(s->loader), .test_acc = -1, .test_loss = -1,
+                             .train_eval_loss = -1};
     s->ev.kind = RS_TRAIN_EV_BEGIN;
     s->ev.step = s->step;
     s->ev.epoch = s->start_epoch;
@@ -563,7 +579,7 @@ static rs_status train_loop(rs_model *m, const rs_data_pair *data, const rs_trai
                             const rs_train_hooks *h, rs_train_result *res, rs_err *err)
 {
     train_run s = {.m = m, .data = data, .h = h, .cfg = cfg_in ? *cfg_in : rs_train_defaults(),
-                   .kc = rs_model_ctx(m), .r = {.test_acc = -1, .test_loss = -1}};
+                   .kc = rs_model_ctx(m), .r = {.test_acc = -1, .test_loss = -1, .train_eval_loss = -1}};
     rs_grad_scaler_init(&s.scaler, s.cfg.precision == RS_PREC_FP16, s.cfg.loss_scale, s.cfg.scale_window);
     s.prec_before = s.kc->prec;
     s.sg = s.cfg.strategy;

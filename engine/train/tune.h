@@ -10,9 +10,14 @@
  * has cost a step more than as many steps at the current count. So asking for N threads is never
  * much slower than 1, and on an idle machine the probes cost well under 1% of the run.
  *
- * Results of kernels that fold per-thread partial sums (conv backward) depend on the thread count,
- * so a tuned run is reproducible to rounding, not bit for bit: RINGSIDE_TUNE_THREADS=off keeps the
- * count fixed. */
+ * Switching counts must not change a run's bits, or two identical runs differ where the tuner happened
+ * to switch. ringside's own kernels sum in an order fixed by the data, not the thread count (conv
+ * backward folds fixed chunks of the batch, engine/cpu/conv_kernels.c). OpenBLAS's threaded products
+ * do for some shapes and kernels: with 0.3.21's SkylakeX kernel the Fashion CNN's products are the
+ * same bits at 1 and 2 threads but x.W^T of a (64, 784) batch and a 256x784 weight is not, and with
+ * its Haswell kernel no Linear product is. So a tuned run is bit-reproducible only where its products
+ * are; RINGSIDE_TUNE_THREADS=off (or threads=1) keeps the count fixed, and the same seed then gives the
+ * same bits everywhere (tests/engine/train/test_repro.c; docs/engine.md "Reproducibility"). */
 #ifndef RS_TRAIN_TUNE_H
 #define RS_TRAIN_TUNE_H
 
