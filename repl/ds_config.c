@@ -41,7 +41,7 @@ typedef struct ds_res {
     char err[RS_ERR_MSG_MAX];     /* non-empty: refused */
     long long tbs, mbs, gas;      /* the batch keys, -1 when absent */
     long long stage, pp;          /* zero_optimization.stage, pipeline.stages; -1 when absent */
-    char offload[8], balance[16];
+    char offload[8], partition[16];
     long long bucket;             /* reduce_bucket_size, -1 when absent */
     int overlap;                  /* overlap_comm, -1 when absent */
     char opt_type[16];
@@ -260,10 +260,10 @@ static bool p_partition(ds_res *r, const char *k, json_t *v)
 {
     char m[32];
     if (!k_str(r, k, v, m, sizeof m)) return false;
-    if (strcasecmp(m, "parameters"))
-        return refuse(r, "%s \"%s\" is not honoured: ringside cuts stages by \"parameters\" (balance=params) or "
-                      "measured time (balance=time on the line), or where split= says", k, m);
-    snprintf(r->balance, sizeof r->balance, "params");
+    if (strcasecmp(m, "parameters") && strcasecmp(m, "uniform"))
+        return refuse(r, "%s \"%s\" is not honoured: ringside cuts stages by \"parameters\" or \"uniform\" "
+                      "(partition=parameters|uniform), or by measured time (partition=time on the line)", k, m);
+    snprintf(r->partition, sizeof r->partition, "%s", strcasecmp(m, "uniform") ? "parameters" : "uniform");
     return true;
 }
 
@@ -314,8 +314,8 @@ static const ds_key keys[] = {
     {"zero_optimization.overlap_comm", z_overlap, "ddp: overlap="},
     {"zero_optimization.contiguous_gradients", z_contiguous, "(ignored: always)"},
     {"pipeline.stages", p_stages, "mode=pipeline pp="},
-    {"pipeline.partition_method", p_partition, "balance=params"},
-    {"pipeline.partition", p_partition, "balance=params"},
+    {"pipeline.partition_method", p_partition, "partition=parameters|uniform"},
+    {"pipeline.partition", p_partition, "partition=parameters|uniform"},
 };
 #define NKEYS (sizeof keys / sizeof keys[0])
 
@@ -503,7 +503,7 @@ static bool layout(ds_res *r, const char *mode, int world)
     if (r->pp > 1 && pipe) put(r, "pp", "pipeline.stages", "%lld", r->pp);
     if (r->pp > 1 && pipe && world > 1) /* the ranks left over from the stages are data-parallel copies */
         put(r, "dp", "pipeline.stages", "%d", world);
-    if (r->balance[0] && pipe) put(r, "balance", "pipeline.partition_method", "%s", r->balance);
+    if (r->partition[0] && pipe) put(r, "partition", "pipeline.partition_method", "%s", r->partition);
     if (!rs_call_given(r->c, "mode") && strcmp(mode, "single")) put(r, "mode", "zero_optimization/pipeline", "%s", mode);
     const char *file_mode = r->pp > 1 ? "pipeline" : r->stage >= 1 ? "fsdp" : r->stage == 0 ? "ddp" : NULL;
     if (rs_call_given(r->c, "mode") && file_mode && strcmp(file_mode, mode))
@@ -704,8 +704,14 @@ static json_t *export_json(const run_row *w, FILE *out)
     if (json_object_get(o, "overlap")) json_object_set_new(z, "overlap_comm", json_boolean(num(o, "overlap", 1) != 0));
     json_object_set_new(ds, "zero_optimization", z);
     if (!strcmp(w->mode, "pipeline") && num(o, "pp", 0) > 1)
+    {
+        /* DeepSpeed has no cut by measured time: such a run is written as its nearest rule, and said */
+        const char *part = str(o, "partition", "parameters");
+        if (!strcmp(part, "time"))
+            fprintf(out, "export config: partition=time has no DeepSpeed method: written as \"parameters\"\n");
         json_object_set_new(ds, "pipeline", json_pack("{s:i, s:s}", "stages", (int)num(o, "pp", 0), "partition_method",
-                                                      "parameters"));
+                                                      strcmp(part, "uniform") ? "parameters" : "uniform"));
+    }
     return ds;
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """`train ... config=ds_config.json` (DeepSpeed's configuration) driven from outside:
   keys      every key ringside reads becomes the option it says, as the session log records the run
-            (mode, zero, offload, bucket, overlap, pp, balance, opt, lr, wd, momentum, nesterov, sched,
+            (mode, zero, offload, bucket, overlap, pp, partition, opt, lr, wd, momentum, nesterov, sched,
             warmup, steps, min_lr, clip, precision, loss_scale); ignored keys are named;
   batch     DeepSpeed's batch arithmetic between train_batch_size, train_micro_batch_size_per_gpu,
             gradient_accumulation_steps and the data-parallel world (worked out here from the rules in
@@ -92,7 +92,7 @@ def case_keys(tmp):
         ({"train_batch_size": 16, "optimizer": {"type": "Adam", "params": {"adam_w_mode": False, "weight_decay": 0.001}},
           "pipeline": {"stages": 2, "partition_method": "parameters"}, "zero_optimization": {"stage": 1}},
          "ranks=4", "pipeline",
-         {"batch": 16, "opt": "adam", "wd": 0.001, "pp": 2, "balance": "params", "zero": 1},
+         {"batch": 16, "opt": "adam", "wd": 0.001, "pp": 2, "partition": "parameters", "zero": 1},
          ["train_micro_batch_size_per_gpu 8 x gradient_accumulation_steps 1 x 2 data-parallel ranks"]),
     ]
     for i, (cfg, extra, mode, want, says) in enumerate(cases):
@@ -177,7 +177,7 @@ def case_refuse(tmp):
         ({"train_batch_size": 8, "zero_optimization": {"stage": 2, "offload_optimizer": {"device": "nvme"}}},
          "offload_optimizer.device"),
         ({"train_batch_size": 8, "zero_optimization": {"stage": 4}}, "zero_optimization.stage"),
-        ({"train_batch_size": 8, "pipeline": {"stages": 2, "partition_method": "uniform"}}, "partition_method"),
+        ({"train_batch_size": 8, "pipeline": {"stages": 2, "partition_method": "type:transformer"}}, "partition_method"),
         ('{"train_batch_size": 8, "train_batch_size": 16}', "duplicate"),
         ('{"train_batch_size": 8,', "config=c.json"),
     ]
