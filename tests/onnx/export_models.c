@@ -87,6 +87,48 @@ static void put_shape(FILE *f, const rs_shape *s)
     for (int i = 0; i < s->ndim; i++) fprintf(f, " %lld", (long long)s->d[i]);
 }
 
+/* DIR/NAME opened for writing (NULL: said on stderr). */
+static FILE *open_in(const char *dir, const char *name)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    if (!f) perror(path);
+    return f;
+}
+
+/* "IN-DIMS | OUT-DIMS" and the line's end, after a manifest line's name, opset, batch and kind. */
+static void put_shapes(FILE *f, const rs_shape *in, const rs_shape *out)
+{
+    put_shape(f, in);
+    fputs(" |", f);
+    put_shape(f, out);
+    fputc('\n', f);
+}
+
+/* Every parameter moved by amp * N(0, 1), so that layernorm's ones and zeros are not what the test sees
+ * (and, for a GPT's N(0, 0.02) weights, so that attention is far from uniform). */
+static void nudge(rs_model *m, rs_rng *r, float amp)
+{
+    float *p = rs_model_params(m);
+    for (int i = 0; i < rs_model_tensor_count(m); i++) {
+        const rs_param_info *pi = rs_model_tensor(m, i);
+        for (size_t k = 0; k < pi->numel; k++) p[pi->offset + k] += amp * rs_rng_normal(r);
+    }
+}
+
+/* What an exported Softmax over the last axis adds, in float64, so the comparison stays one-to-one. */
+static void softmax_rows(float *y, size_t rows, size_t nc)
+{
+    for (size_t b = 0; b < rows; b++) {
+        float *row = y + b * nc, mx = row[0];
+        double s = 0;
+        for (size_t k = 1; k < nc; k++) mx = row[k] > mx ? row[k] : mx;
+        for (size_t k = 0; k < nc; k++) s += exp((double)row[k] - mx);
+        for (size_t k = 0; k < nc; k++) row[k] = (float)(exp((double)row[k] - mx) / s);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -95,17 +137,11 @@ int main(int argc, char **argv)
     }
     const char *dir = argv[1];
     char path[4096];
-    snprintf(path, sizeof path, "%s/manifest.txt", dir);
-    FILE *man = fopen(path, "w");
-    if (!man) {
-        perror(path);
-        return 1;
-    }
-    snprintf(path, sizeof path, "%s/repl.txt", dir);
-    FILE *repl = fopen(path, "w"); /* "<case> <opset> <seed> <spec>": what to build again at the prompt */
-    if (!repl) {
-        perror(path);
-        fclose(man);
+    FILE *man = open_in(dir, "manifest.txt");
+    FILE *repl = open_in(dir, "repl.txt"); /* "<case> <opset> <seed> <spec>": what to build again at the prompt */
+    if (!man || !repl) {
+        if (man) fclose(man);
+        if (repl) fclose(repl);
         return 1;
     }
     int failures = 0;
@@ -120,16 +156,10 @@ int main(int argc, char **argv)
             continue;
         }
         rs_model_set_training(m, false);
-        /* Nudge every parameter so that layernorm's ones and zeros are not what the test sees (and, for a
-         * GPT's N(0, 0.02) weights, so that attention is far from uniform). */
         bool tokens = rs_model_tokens(m);
         rs_rng r;
         rs_rng_seed(&r, 99 + c);
-        float *p = rs_model_params(m);
-        for (int i = 0; i < rs_model_tensor_count(m) && !t->repl; i++) {
-            const rs_param_info *pi = rs_model_tensor(m, i);
-            for (size_t k = 0; k < pi->numel; k++) p[pi->offset + k] += (tokens ? 0.3f : 0.1f) * rs_rng_normal(&r);
-        }
+        if (!t->repl) nudge(m, &r, tokens ? 0.3f : 0.1f);
         if (t->repl) fprintf(repl, "%s %d %d %s\n", t->name, t->opset, REPL_SEED, t->spec);
         rs_onnx_export_opts o = {.opset = t->opset, .softmax = t->softmax};
         snprintf(path, sizeof path, "%s/%s.onnx", dir, t->name);
@@ -164,15 +194,8 @@ int main(int argc, char **argv)
                 break;
             }
             memcpy(y, logits, (size_t)B * nout * sizeof *y);
-            /* what the exported Softmax adds (over the last axis), so the comparison stays one-to-one */
-            size_t nc = (size_t)out->d[out->ndim - 1], rows = (size_t)B * nout / nc;
-            for (size_t b = 0; t->softmax && b < rows; b++) {
-                float *row = y + b * nc, mx = row[0];
-                double s = 0;
-                for (size_t k = 1; k < nc; k++) mx = row[k] > mx ? row[k] : mx;
-                for (size_t k = 0; k < nc; k++) s += exp((double)row[k] - mx);
-                for (size_t k = 0; k < nc; k++) row[k] = (float)(exp((double)row[k] - mx) / s);
-            }
+            size_t nc = (size_t)out->d[out->ndim - 1];
+            if (t->softmax) softmax_rows(y, (size_t)B * nout / nc, nc);
             snprintf(path, sizeof path, "%s/%s.b%d.in", dir, t->name, B);
             int e = write_raw(path, x, (size_t)B * nin);
             snprintf(path, sizeof path, "%s/%s.b%d.out", dir, t->name, B);
@@ -182,10 +205,7 @@ int main(int argc, char **argv)
                 failures++;
             }
             fprintf(man, "%s %d %d %s", t->name, t->opset, B, tokens ? "tok" : "f32");
-            put_shape(man, in);
-            fputs(" |", man);
-            put_shape(man, out);
-            fputc('\n', man);
+            put_shapes(man, in, out);
         }
         free(x);
         free(y);

@@ -106,6 +106,33 @@ static int check_bytes(int rank, const char *pool, double got, double want)
     return 1;
 }
 
+/* The memory pools measured at the allocator against the ZeRO paper's formula (world 4, the first spec). */
+static int check_memory(const job *j, rs_model *m, const rank_state *s, int rank, int world)
+{
+    int fails = 0;
+    size_t n = rs_model_numel(m);
+    size_t P = rs_model_param_count(m);
+    rs_zero_bytes f = rs_zero_mem_formula(P, world, j->zero, 2);
+    if (j->zero == 3) {
+        /* A quarter of DDP's whole; nothing of the full buffers is resident between steps. */
+        rs_zero_bytes d = rs_zero_mem_formula(P, world, 0, 2);
+        double got = (double)(s->live[RS_POOL_PARAMS] + s->live[RS_POOL_GRADS] + s->live[RS_POOL_OPTIM]);
+        fails += check_bytes(rank, "total", got, (d.params + d.grads + d.optim) / world);
+        size_t unit = 0;
+        for (int u = 0; u < rs_model_unit_count(m); u++)
+            if (rs_model_unit(m, u)->numel > unit) unit = rs_model_unit(m, u)->numel;
+        /* Within a step one unit is gathered at a time (two around the forward/backward turn). */
+        printf("rank %d: peaks within a step: params %lld B, grads %lld B (full buffers %zu B, the largest unit "
+               "%zu B); comm %lld B\n",
+               rank, (long long)s->peak[RS_POOL_PARAMS], (long long)s->peak[RS_POOL_GRADS], n * sizeof(float),
+               unit * sizeof(float), (long long)s->live[RS_POOL_COMM]);
+    }
+    fails += check_bytes(rank, "params", (double)s->live[RS_POOL_PARAMS], f.params);
+    fails += check_bytes(rank, "grads", (double)s->live[RS_POOL_GRADS], f.grads);
+    fails += check_bytes(rank, "optimizer", (double)s->live[RS_POOL_OPTIM], f.optim);
+    return fails;
+}
+
 static int rank_main(void *ud, int rank, int world, rs_store *store)
 {
     const job *j = ud;
@@ -177,27 +204,7 @@ static int rank_main(void *ud, int rank, int world, rs_store *store)
             fails++;
         }
 
-    if (world == 4 && j->spec == 0) {
-        size_t P = rs_model_param_count(m);
-        rs_zero_bytes f = rs_zero_mem_formula(P, world, j->zero, 2);
-        if (j->zero == 3) {
-            /* A quarter of DDP's whole; nothing of the full buffers is resident between steps. */
-            rs_zero_bytes d = rs_zero_mem_formula(P, world, 0, 2);
-            double got = (double)(s.live[RS_POOL_PARAMS] + s.live[RS_POOL_GRADS] + s.live[RS_POOL_OPTIM]);
-            fails += check_bytes(rank, "total", got, (d.params + d.grads + d.optim) / world);
-            size_t unit = 0;
-            for (int u = 0; u < rs_model_unit_count(m); u++)
-                if (rs_model_unit(m, u)->numel > unit) unit = rs_model_unit(m, u)->numel;
-            /* Within a step one unit is gathered at a time (two around the forward/backward turn). */
-            printf("rank %d: peaks within a step: params %lld B, grads %lld B (full buffers %zu B, the largest unit "
-                   "%zu B); comm %lld B\n",
-                   rank, (long long)s.peak[RS_POOL_PARAMS], (long long)s.peak[RS_POOL_GRADS], n * sizeof(float),
-                   unit * sizeof(float), (long long)s.live[RS_POOL_COMM]);
-        }
-        fails += check_bytes(rank, "params", (double)s.live[RS_POOL_PARAMS], f.params);
-        fails += check_bytes(rank, "grads", (double)s.live[RS_POOL_GRADS], f.grads);
-        fails += check_bytes(rank, "optimizer", (double)s.live[RS_POOL_OPTIM], f.optim);
-    }
+    if (world == 4 && j->spec == 0) fails += check_memory(j, m, &s, rank, world);
 
     if (rank == 0) {
         if (rs_model_parse(specs[j->spec], "ref", rs_device_cpu(), NULL, 7, &ref, NULL, &e)) {

@@ -108,6 +108,25 @@ static void widen(rs_model *m)
     }
 }
 
+/* The tensors in the decay group, by name and comma-separated, so the script can check its groups are
+ * the same. */
+static void decay_names(rs_model *m, char *decay, size_t cap)
+{
+    decay[0] = 0;
+    size_t (*rg)[2] = calloc(64, sizeof *rg);
+    int nr = rg ? rs_model_decay_ranges(m, rg, 64) : 0;
+    for (int t = 0; t < rs_model_tensor_count(m); t++) {
+        const rs_param_info *pi = rs_model_tensor(m, t);
+        for (int i = 0; i < nr && i < 64; i++)
+            if (pi->offset >= rg[i][0] && pi->offset + pi->numel <= rg[i][1]) {
+                size_t at = strlen(decay);
+                snprintf(decay + at, cap - at, "%s%s", at ? "," : "", pi->name);
+                break;
+            }
+    }
+    free(rg);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -202,20 +221,8 @@ int main(int argc, char **argv)
         {.name = "train_tokens", .dtype = RS_I32, .shape = sbt, .data = ttok},
         {.name = "train_targets", .dtype = RS_I32, .shape = sbt, .data = ttgt},
     };
-    /* The tensors in the decay group, by name, so the script can check its groups are the same. */
-    char decay[1024] = "";
-    size_t (*rg)[2] = calloc(64, sizeof *rg);
-    int nr = rg ? rs_model_decay_ranges(m, rg, 64) : 0;
-    for (int t = 0; t < rs_model_tensor_count(m); t++) {
-        const rs_param_info *pi = rs_model_tensor(m, t);
-        for (int i = 0; i < nr && i < 64; i++)
-            if (pi->offset >= rg[i][0] && pi->offset + pi->numel <= rg[i][1]) {
-                size_t at = strlen(decay);
-                snprintf(decay + at, sizeof decay - at, "%s%s", at ? "," : "", pi->name);
-                break;
-            }
-    }
-    free(rg);
+    char decay[1024];
+    decay_names(m, decay, sizeof decay);
     char seed[32], dseed[32], lr[32], wd[32];
     snprintf(seed, sizeof seed, "%u", SEED);
     snprintf(dseed, sizeof dseed, "%u", DATA_SEED);

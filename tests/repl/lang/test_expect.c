@@ -54,9 +54,9 @@ static const char *run(rs_session *s, char **buf, size_t *len, const char *cond,
     return *buf + before;
 }
 
-int main(void)
+/* The parser: what each line parses to, and each refusal's column, width and words. */
+static void parser_checks(void)
 {
-    /* ---- the parser */
     parses("accuracy >= 0.85", "accuracy", -1, false, RS_EXPECT_GE, RS_EXPECT_NUMBER, 1, 0.85);
     parses("rank 0 = [2, 110]", "", 0, false, RS_EXPECT_EQ, RS_EXPECT_VECTOR, 2, 2);
     parses("rank 12 sent_bytes<=48", "sent_bytes", 12, false, RS_EXPECT_LE, RS_EXPECT_NUMBER, 1, 48);
@@ -101,8 +101,11 @@ int main(void)
     refused("x = [1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,32,33,34,35,36,37,"
             "38,39,40,41,42,43,44,45,46,47,48,49,50,51,52,53,54,55,56,57,58,59,60,61,62,63,64,65]",
             188, 3, "at most 64");
+}
 
-    /* ---- the command, on a result recorded as a collective and a run across ranks record theirs */
+/* The command, on a result recorded as a collective and a run across ranks record theirs. */
+static void command_checks(void)
+{
     char *buf = NULL;
     size_t len = 0;
     FILE *out = open_memstream(&buf, &len);
@@ -184,5 +187,11 @@ int main(void)
     rs_session_free(s);
     fclose(out);
     free(buf);
+}
+
+int main(void)
+{
+    parser_checks();
+    command_checks();
     return rs_test_finish("expect");
 }

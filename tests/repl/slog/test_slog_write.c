@@ -25,6 +25,30 @@ static int64_t count(const char *db, const char *table, int64_t run)
     return q_int(db, sql);
 }
 
+/* A ring step's chunk move on rank 2 and a memory snapshot with most fields unset, as the ranks log them. */
+static void log_two_events(rs_slog *log, int64_t run)
+{
+    rs_slog_event_info ev = RS_SLOG_EVENT_INIT;
+    ev.kind = "coll_step";
+    ev.name = "allreduce";
+    ev.algo = "ring";
+    ev.rank = 2;
+    ev.coll = 7;
+    ev.astep = 1;
+    ev.chunk = 3;
+    ev.peer = 3;
+    ev.bytes = 4096;
+    ev.step = 5;
+    rs_slog_event(log, run, &ev);
+    rs_slog_event_info mem = RS_SLOG_EVENT_INIT;
+    mem.kind = "memory";
+    mem.name = "grads";
+    mem.bytes = 1 << 20;
+    mem.value = 2 << 20;
+    mem.detail_json = "{\"device\":\"cpu\"}";
+    rs_slog_event(log, run, &mem);
+}
+
 static void test_rows(const char *dir)
 {
     const char *db = slog_path(dir, "rows.db");
@@ -69,25 +93,7 @@ static void test_rows(const char *dir)
         rs_slog_metric(log, run, 1, s, 0, "loss", 2.1 / (s + 1));
     }
     rs_slog_metric(log, run, 0, 10, 1, "loss", NAN);
-    rs_slog_event_info ev = RS_SLOG_EVENT_INIT;
-    ev.kind = "coll_step";
-    ev.name = "allreduce";
-    ev.algo = "ring";
-    ev.rank = 2;
-    ev.coll = 7;
-    ev.astep = 1;
-    ev.chunk = 3;
-    ev.peer = 3;
-    ev.bytes = 4096;
-    ev.step = 5;
-    rs_slog_event(log, run, &ev);
-    rs_slog_event_info mem = RS_SLOG_EVENT_INIT;
-    mem.kind = "memory";
-    mem.name = "grads";
-    mem.bytes = 1 << 20;
-    mem.value = 2 << 20;
-    mem.detail_json = "{\"device\":\"cpu\"}";
-    rs_slog_event(log, run, &mem);
+    log_two_events(log, run);
     RS_CHECK(count(db, "metrics", run) == 0 && count(db, "events", run) == 0, "buffered: nothing on disk yet");
     rs_slog_flush(log);
     RS_CHECK(count(db, "metrics", run) == 21, "metrics after flush: %lld", (long long)count(db, "metrics", run));
