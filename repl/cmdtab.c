@@ -25,6 +25,7 @@ int rs_cmd_load(rs_session *, const rs_call *);
 int rs_cmd_runs(rs_session *, const rs_call *);
 int rs_cmd_compare(rs_session *, const rs_call *);
 int rs_cmd_sql(rs_session *, const rs_call *);
+int rs_cmd_plot(rs_session *, const rs_call *);
 int rs_cmd_history(rs_session *, const rs_call *);
 int rs_cmd_replay(rs_session *, const rs_call *);
 int rs_cmd_export(rs_session *, const rs_call *);
@@ -476,6 +477,20 @@ const rs_cmddef rs_commands[] = {
         .synopsis = "sql \"SELECT ...\"    query the session log (read-only)",
         ARGS(A("QUERY", RS_A_STRING)),
         .fn = rs_cmd_sql,
+    },
+    {
+        .name = "plot",
+        .group = "session log",
+        .synopsis = "plot [N ...] [-> FILE.png]    runs' curves from the session log, drawn",
+        .help = "Draws what the session log holds for runs N, M, ... (at most 8; none: the newest\n"
+                "run that logged any) on shared axes: training loss per step with the validation\n"
+                "or test loss, accuracy, learning rate, loss scale and samples/s of training\n"
+                "runs; a bench's bus and algorithm bandwidth over message size. Each run keeps\n"
+                "its colour in every chart. On the screen gnuplot's text terminal draws one chart\n"
+                "per quantity; `plot 3 4 -> curves.png` (or .svg) stacks them in one picture\n"
+                "for slides. Needs gnuplot (Debian: apt-get install gnuplot-nox).",
+        .rest_name = "[N M ...] [-> FILE]",
+        .fn = rs_cmd_plot,
     },
     {
         .name = "history",
