@@ -68,14 +68,20 @@ static const char *const serve_words[] = {"stop", NULL};
 /* A command's positional arguments, and their count from the same list. */
 #define ARGS(...) .args = {__VA_ARGS__}, .nargs = (int)(sizeof((rs_argdef[]){__VA_ARGS__}) / sizeof(rs_argdef))
 
+/* The files an argument reads, for completion (rs_argdef.exts). */
+static const char *const onnx_files[] = {".onnx", NULL};
+static const char *const plan_files[] = {".plan", NULL};
+static const char *const ring_files[] = {".ring", NULL};
+static const char *const safetensors_files[] = {".safetensors", NULL};
+
 static const char *const gpt_words[] = {"layers=", "heads=", "dim=", "ctx=", "vocab=", "dropout=", NULL};
 
 static const rs_formdef model_forms[] = {
     {.word = "mlp", .then = RS_A_WORD},
     {.word = "seq", .then = RS_A_WORD, .words_fn = rs_spec_words}, /* the layers' descriptors and the spec's syntax */
     {.word = "gpt", .then = RS_A_WORD, .words = gpt_words},
-    {.word = "onnx", .then = RS_A_PATH},
-    {.word = "plan", .then = RS_A_PATH},
+    {.word = "onnx", .then = RS_A_PATH, .exts = onnx_files},
+    {.word = "plan", .then = RS_A_PATH, .exts = plan_files},
     {.word = NULL},
 };
 
@@ -242,7 +248,7 @@ const rs_cmddef rs_commands[] = {
         .name = "load",
         .group = "models",
         .synopsis = "load NAME FILE.safetensors    read weights (builds the model if NAME is new)",
-        ARGS(A("NAME", RS_A_WORD), A("FILE", RS_A_PATH)),
+        ARGS(A("NAME", RS_A_WORD), {.name = "FILE", .kind = RS_A_PATH, .exts = safetensors_files}),
         .fn = rs_cmd_load,
     },
     {
@@ -453,7 +459,7 @@ const rs_cmddef rs_commands[] = {
                 "  plan bench FILE   median time per run at batch 1 and at its batch\n"
                 "                    (nodes=on: each node's median and oneDNN kernel too)\n"
                 "bench/plan.sh runs ONNX Runtime beside it on the same ONNX file.",
-        ARGS(ACH("WHAT", RS_A_WORD, plan_words), AOPT("FILE", RS_A_PATH)),
+        ARGS(ACH("WHAT", RS_A_WORD, plan_words), {.name = "FILE", .kind = RS_A_PATH, .optional = true, .exts = plan_files}),
         .opts = rs_opts_plan,
         .fn = rs_cmd_plan,
     },
@@ -516,7 +522,7 @@ const rs_cmddef rs_commands[] = {
                 "watches, or a test runs it), step (asks before each command: Enter runs it,\n"
                 "s skips it, q stops). What the tutorial changes with `set` is put back when\n"
                 "it ends or stops.",
-        ARGS(AOPT("TUTORIAL", RS_A_TUTORIAL), {.name = "MODE", .kind = RS_A_WORD, .optional = true, .choices = rs_words_play}),
+        ARGS({.name = "TUTORIAL", .kind = RS_A_TUTORIAL, .optional = true, .exts = ring_files}, {.name = "MODE", .kind = RS_A_WORD, .optional = true, .choices = rs_words_play}),
         .opts = rs_opts_play,
         .fn = rs_cmd_play,
     },
