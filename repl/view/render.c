@@ -150,7 +150,12 @@ void rs_view_draw_header(rs_view_screen *s, const rs_view_rect *r, const rs_view
     if (r->h < 2) goto out;
     x = r->x;
     double sps = 0, loss = 0;
-    int nloss = 0, epoch = 0;
+    int nloss = 0, epoch = 0, seen = 0;
+    for (int i = 0; i < vm->nranks; i++) seen += vm->ranks[i].seen;
+    /* ranks take seconds to start on a loaded machine: say how many have (torchrun's count) */
+    if (seen < world && !rs_view_all_done(vm))
+        x += rs_view_screen_printf(s, x, r->y + 1, -1, rs_view_role(o, RS_VIEW_C_DIM), RS_VIEW_A_BOLD,
+                                   "starting ranks %d/%d  ", seen, world);
     for (int i = 0; i < vm->nranks; i++) {
         const rs_view_rank *k = &vm->ranks[i];
         if (!k->seen) continue;
