@@ -474,14 +474,24 @@ const rs_cmddef rs_commands[] = {
         .name = "compare",
         .group = "session log",
         .synopsis = "compare N M    two runs' settings and results side by side",
+        .help = "What differs between runs N and M first (M - N for numbers, * for other\n"
+                "differences), then in one paragraph what is the same; all=on prints every field\n"
+                "in one table.",
         ARGS(A("N", RS_A_INT), A("M", RS_A_INT)),
+        .opts = rs_opts_compare,
         .fn = rs_cmd_compare,
     },
     {
         .name = "sql",
         .group = "session log",
         .synopsis = "sql \"SELECT ...\"    query the session log (read-only)",
+        .help = "Runs read-only statements on the session log (its schema: `sqlite3 FILE .schema`).\n"
+                "format=table (default) aligns the columns to the terminal, 200 rows at most;\n"
+                "format=csv and format=json print every row for other programs (json: an array\n"
+                "of objects a statement; numbers as numbers, NULL as null).\n"
+                "  sql \"SELECT name, count(*) FROM metrics GROUP BY name\" format=csv",
         ARGS(A("QUERY", RS_A_STRING)),
+        .opts = rs_opts_sql,
         .fn = rs_cmd_sql,
     },
     {
