@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "call.h"
+#include "dist/train/pipe_sched.h"
 #include "lang/lex.h"
 #include "repl.h"
 #include "repl_log.h"
@@ -55,6 +56,14 @@ typedef struct plot_series {
     double *xy; /* (n, 2): step, value (the mean over ranks where several logged it) */
 } plot_series;
 
+/* Pipeline runs of one schedule and shape: each run's measured bubble at its m (micro-batches), drawn
+ * against the schedule's formula (rs_pipe_bubble_formula: (p-1)/(m+p-1) for GPipe and 1F1B). */
+typedef struct plot_bubbles {
+    int kind, P, V; /* rs_pipe_kind, pipeline stages, stages per rank */
+    int n;
+    double m[PLOT_MAX_RUNS], b[PLOT_MAX_RUNS];
+} plot_bubbles;
+
 typedef struct plot_ctx {
     int nruns;
     int64_t run[PLOT_MAX_RUNS];
@@ -62,6 +71,8 @@ typedef struct plot_ctx {
     char desc[PLOT_MAX_RUNS][160]; /* what ran, for the line under the charts */
     plot_series s[PLOT_MAX_RUNS][PLOT_NCHARTS][PLOT_MAX_METRICS];
     char *file; /* NULL: the screen; owned */
+    plot_bubbles bub[PLOT_MAX_RUNS];
+    int nbub;
     size_t file_pos;
 } plot_ctx;
 
@@ -151,6 +162,37 @@ static int parse_words(rs_session *s, const rs_call *c, plot_ctx *p)
 }
 
 /* Each run's row and curves from the log. */
+static int bubble_count(const plot_ctx *p)
+{
+    int n = 0;
+    for (int g = 0; g < p->nbub; g++) n += p->bub[g].n;
+    return n;
+}
+
+/* A pipeline run's row: bubble, micro, schedule, ranks, dp, tp, virtual (the options as `train` took them). */
+static int bubble_row(void *ud, int stmt, int ncols, const char *const *names, const char *const *values)
+{
+    (void)stmt;
+    (void)names;
+    plot_ctx *p = ud;
+    rs_pipe_kind k;
+    if (!values || ncols < 7 || !values[0] || !values[1] || !values[2] || !rs_pipe_kind_from_name(values[2], &k)) return 0;
+    int dp = values[4] ? atoi(values[4]) : 1, tp = values[5] ? atoi(values[5]) : 1;
+    int P = atoi(values[3]) / (dp > 0 ? dp : 1) / (tp > 0 ? tp : 1);
+    int V = values[6] ? atoi(values[6]) : k == RS_PIPE_INTERLEAVED ? 2 : 1; /* as train_pipe.c reads it */
+    int g = 0;
+    while (g < p->nbub && !(p->bub[g].kind == (int)k && p->bub[g].P == P && p->bub[g].V == V)) g++;
+    if (g == PLOT_MAX_RUNS) return 0;
+    plot_bubbles *b = &p->bub[g];
+    if (g == p->nbub) *b = (plot_bubbles){.kind = (int)k, .P = P, .V = V}, p->nbub++;
+    int i = b->n++; /* sorted by m as they come */
+    double m = strtod(values[1], NULL);
+    while (i > 0 && b->m[i - 1] > m) b->m[i] = b->m[i - 1], b->b[i] = b->b[i - 1], i--;
+    b->m[i] = m;
+    b->b[i] = strtod(values[0], NULL);
+    return 0;
+}
+
 static int load_runs(rs_session *s, const rs_call *c, plot_ctx *p)
 {
     char sql[512];
@@ -186,6 +228,15 @@ static int load_runs(rs_session *s, const rs_call *c, plot_ctx *p)
                     return rs_session_error(s, c, (size_t)-1, 0, "plot: %s", err.msg);
                 any |= p->s[r][ch][m].n > 0;
             }
+        int had = bubble_count(p);
+        snprintf(sql, sizeof sql,
+                 "SELECT json_extract(final, '$.bubble'), json_extract(options, '$.micro'), "
+                 "json_extract(options, '$.schedule'), world_size, json_extract(options, '$.dp'), "
+                 "json_extract(options, '$.tp'), json_extract(options, '$.virtual') FROM runs "
+                 "WHERE id = %lld AND mode = 'pipeline'",
+                 (long long)p->run[r]);
+        if (rs_slog_sql(s->log, sql, bubble_row, p, &err)) return rs_session_error(s, c, (size_t)-1, 0, "plot: %s", err.msg);
+        any |= bubble_count(p) > had;
         if (!any)
             return rs_session_error(s, c, p->run_pos[r], p->run_len[r],
                                     "plot: run %lld (%s) logged no curves: plot draws what training runs and benches log",
@@ -233,6 +284,38 @@ static void put_chart(FILE *f, const plot_ctx *p, size_t ch, bool screen)
     fprintf(f, "\n");
 }
 
+/* The pipeline runs' measured bubbles over m, each group against its schedule's formula over 1..m. */
+static void put_bubbles(FILE *f, const plot_ctx *p)
+{
+    for (int g = 0; g < p->nbub; g++) {
+        const plot_bubbles *b = &p->bub[g];
+        fprintf(f, "$b%d << EOD\n", g);
+        for (int i = 0; i < b->n; i++) fprintf(f, "%.10g %.10g\n", b->m[i], b->b[i]);
+        fprintf(f, "EOD\n$f%d << EOD\n", g);
+        int top = (int)b->m[b->n - 1];
+        for (int m = 1; m <= top && m <= 4096; m++)
+            fprintf(f, "%d %.10g\n", m, rs_pipe_bubble_formula((rs_pipe_kind)b->kind, b->P, m, b->V));
+        fprintf(f, "EOD\n");
+    }
+    fprintf(f, "set title 'pipeline bubble over micro-batches'\nset xlabel 'micro-batches m'\nunset logscale x\n"
+               "set format x '%%g'\n");
+    const char *sep = "plot ";
+    for (int g = 0; g < p->nbub; g++) {
+        const plot_bubbles *b = &p->bub[g];
+        const char *formula = b->kind == RS_PIPE_NAIVE         ? "(p-1)/p"
+                              : b->kind == RS_PIPE_INTERLEAVED ? "(p-1)/(v*m+p-1)"
+                                                               : "(p-1)/(m+p-1)";
+        char name[64];
+        snprintf(name, sizeof name, b->V > 1 ? "%s p=%d v=%d" : "%s p=%d", rs_pipe_kind_name((rs_pipe_kind)b->kind), b->P,
+                 b->V);
+        fprintf(f, "%s$b%d with linespoints lw 2 pt 7 lc rgb '%s' title '%s measured', \\\n     $f%d with lines lw 2 dt 2 "
+                   "lc rgb '%s' title '%s %s'",
+                sep, g, run_colours[g], name, g, run_colours[g], name, formula);
+        sep = ", \\\n     ";
+    }
+    fprintf(f, "\n");
+}
+
 /* The gnuplot script: the curves as datablocks, then the charts. screen: the dumb terminal, w x h
  * characters, each chart a page; else the file's terminal (by its extension), the charts stacked. */
 static char *make_script(const plot_ctx *p, bool screen, bool colour, int w, int h, const char *file, size_t *len)
@@ -251,6 +334,7 @@ static char *make_script(const plot_ctx *p, bool screen, bool colour, int w, int
             }
     int ncharts = 0;
     for (size_t ch = 0; ch < PLOT_NCHARTS; ch++) ncharts += chart_has_data(p, ch);
+    ncharts += p->nbub > 0;
     if (screen) fprintf(f, "set terminal dumb size %d,%d noenhanced %s\n", w, h, colour ? "ansi" : "mono");
     else {
         size_t n = strlen(file);
@@ -266,6 +350,7 @@ static char *make_script(const plot_ctx *p, bool screen, bool colour, int w, int
     fprintf(f, "set key below\nset autoscale xfix\nset offsets 0, 0, graph 0.05, graph 0.05\n");
     for (size_t ch = 0; ch < PLOT_NCHARTS; ch++)
         if (chart_has_data(p, ch)) put_chart(f, p, ch, screen);
+    if (p->nbub) put_bubbles(f, p);
     if (!screen) fprintf(f, "unset multiplot\nset output\n");
     if (fclose(f)) {
         free(buf);

@@ -501,7 +501,8 @@ const rs_cmddef rs_commands[] = {
         .help = "Draws what the session log holds for runs N, M, ... (at most 8; none: the newest\n"
                 "run that logged any) on shared axes: training loss per step with the validation\n"
                 "or test loss, accuracy, learning rate, loss scale and samples/s of training\n"
-                "runs; a bench's bus and algorithm bandwidth over message size. Each run keeps\n"
+                "runs; a bench's bus and algorithm bandwidth over message size; pipeline runs'\n"
+                "measured bubble over m against (p-1)/(m+p-1). Each run keeps\n"
                 "its colour in every chart. On the screen gnuplot's text terminal draws one chart\n"
                 "per quantity; `plot 3 4 -> curves.png` (or .svg) stacks them in one picture\n"
                 "for slides. Needs gnuplot (Debian: apt-get install gnuplot-nox).",

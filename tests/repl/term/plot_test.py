@@ -9,6 +9,8 @@ Two short training runs (different widths and learning rates), then:
   png     `plot 1 2 -> c.png`, decoded here with zlib and struct: 960 wide, 300 rows per chart the log
           has data for; both runs' colours (#1f77b4, #d62728) drawn, a third run's (#2ca02c) absent.
   svg     `plot 1 2 -> c.svg`: an SVG holding both runs' titles and colours.
+  pipe    three GPipe runs at m = 1, 2, 4: `plot 1 2 3` draws their measured bubble (final.bubble) against
+          (p-1)/(m+p-1), both inside the chart's axes, m from 1 to 4.
   errors  a run that does not exist, a file that is not .png/.svg, and gnuplot missing
           (RINGSIDE_GNUPLOT names a program that is not there): each a message naming the problem (the
           last: how to install gnuplot-nox), and the next command still runs.
@@ -82,7 +84,7 @@ def chart_text(text, title):
     for i, l in enumerate(lines):
         if l.strip() == title:
             for j in range(i + 1, len(lines)):
-                if lines[j].strip() in ("step", "size (bytes)"):
+                if lines[j].strip() in ("step", "size (bytes)", "micro-batches m"):
                     return lines[i:j + 3]
     return None
 
@@ -194,6 +196,36 @@ def errors(exe, d):
     check("three errors: exit status non-zero", r.returncode != 0, r.returncode)
 
 
+def pipeline(exe, d):
+    """Three GPipe runs on 2 stages at m = 1, 2, 4: the bubble chart's measured points (final.bubble in
+    the log) and the formula (p-1)/(m+p-1), computed here, inside its axes."""
+    d = os.path.join(d, "pipe")
+    os.makedirs(d)
+    runs = "data d = digits n=600\nmodel m = mlp 784-32-10\n" + "".join(
+        f"train m on d mode=pipeline ranks=2 schedule=gpipe micro={m} steps=3 batch=32\n" for m in (1, 2, 4))
+    r = ringside(exe, d, runs + "plot 1 2 3\n")
+    if not check("three pipeline runs and their plot", r.returncode == 0, r.stdout[-3000:] + r.stderr):
+        return
+    con = sqlite3.connect(f"file:{os.path.join(d, 't.db')}?mode=ro", uri=True)
+    measured = [v for (v,) in con.execute("SELECT json_extract(final, '$.bubble') FROM runs ORDER BY id")]
+    con.close()
+    formula = [(2 - 1) / (m + 2 - 1) for m in range(1, 5)]
+    ch = chart_text(r.stdout, "pipeline bubble over micro-batches")
+    if not check("the bubble chart drawn", ch is not None and None not in measured, r.stdout[-3000:]):
+        return
+    body = "\n".join(ch)
+    check("its key: 'gpipe p=2 measured' and 'gpipe p=2 (p-1)/(m+p-1)'",
+          "gpipe p=2 measured" in body and "gpipe p=2 (p-1)/(m+p-1)" in body, body)
+    ys = [float(m.group(1)) for l in ch if (m := re.match(r"^\s*(" + NUM + r") [+|]", l))]
+    vals = measured + formula
+    check(f"y labels {min(ys) if ys else None}..{max(ys) if ys else None} bracket the measured {measured} and the "
+          f"formula {formula[0]:.3g}..{formula[-1]:.3g}",
+          len(ys) >= 2 and min(ys) <= min(vals) and max(ys) >= max(vals), body)
+    xl = [l for l in ch if re.match(r"^\s*" + NUM + r"(\s+" + NUM + r")+\s*$", l)]
+    xs = [float(v) for v in re.findall(NUM, xl[-1])] if xl else []
+    check(f"x labels {xs}: m from 1 to 4", xs and min(xs) == 1 and max(xs) == 4, body)
+
+
 def main():
     exe = os.path.abspath(sys.argv[1])
     if not shutil.which(os.environ.get("RINGSIDE_GNUPLOT") or "gnuplot"):
@@ -206,6 +238,7 @@ def main():
         screen(exe, d)
         picture(exe, d)
         errors(exe, d)
+        pipeline(exe, d)
     print("PASS" if not fails else f"FAIL: {fails} check(s)")
     return 1 if fails else 0
 
