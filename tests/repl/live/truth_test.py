@@ -10,6 +10,7 @@
     were cut with no mark), and every one of them is the start of the line the REPL prints when the
     view closes (read back after a key);
   - the collective pane's bandwidth keeps its unit: "busbw X GB/s";
+  - `view serve`: the server's URL whole beside "live: any key leaves" (its port was cut);
   - headless (RINGSIDE_VIEW_DUMP), FSDP zero=3 over `mlp 784-32-32-10` (units linear relu linear relu
     linear: weights in units 0, 2, 4): the pane's "all_gather xN #..." names the units gathered, as
     many as its count ("x3 #0,2,4", not "x3 #0-4").
@@ -95,6 +96,19 @@ def main():
             scr = term.visible()
             c.ok("the header's 'last 1.00 MiB: busbw X GB/s' whole, the status elsewhere",
                  re.search(r"last 1(\.00)? MiB: busbw [0-9.]+ GB/s", scr[1]) is not None, "\n".join(scr))
+            term.keys("Enter")
+            tt.wait("the prompt after a key", lambda: tt.at_prompt(term), term, 30)
+        # `view serve`: the server's URL whole beside "live: any key leaves" (the port was cut: `:357`)
+        tt.run_line(term, "clear")
+        out = tt.run_line(term, "model sv = mlp 5-7-3; serve sv http=0 grpc=-1 metrics=-1", expect="serving")
+        port = next((m.group(1) for l in out for m in [re.search(r"http://127\.0\.0\.1:(\d+)", l)] if m), "")
+        if c.ok("serve prints its port", port != "", "\n".join(out)):
+            term.text("view serve")
+            term.keys("Enter")
+            c.wait_ok("view serve: 'live: any key leaves'", lambda: has(term, "live: any key leaves"), term, 30)
+            scr = "\n".join(term.visible())
+            c.ok(f"view serve: the URL whole, port {port} and all", re.search(
+                r"http://127\.0\.0\.1:" + port + r"\b", scr) is not None, scr)
             term.keys("Enter")
             tt.wait("the prompt after a key", lambda: tt.at_prompt(term), term, 30)
     except tt.Fail as e:
