@@ -452,7 +452,8 @@ static int draw(rs_session *s, const rs_call *c, plot_ctx *p)
     int fd = rs_wrap_fd(s->out);
     bool screen = !p->file;
     size_t len;
-    char *script = make_script(p, screen, screen && fd >= 0 && isatty(fd), rs_wrap_cols(s->out), screen_rows(s),
+    /* colours where the session has them (a terminal, not NO_COLOR, not `set color=off`) */
+    char *script = make_script(p, screen, screen && s->color && fd >= 0 && isatty(fd), rs_wrap_cols(s->out), screen_rows(s),
                                p->file, &len);
     if (!script) return rs_session_error(s, c, (size_t)-1, 0, "plot: out of memory");
     int out_fd = temp_fd(), err_fd = temp_fd();
