@@ -272,6 +272,7 @@ rs_obj *rs_call_lookup(rs_session *s, const rs_call *c, int i, rs_arg_kind kind)
     int n = 0;
     for (int j = 0; j < s->nobjs && n < 256; j++)
         if (kind == RS_A_NAME || (kind == RS_A_MODEL) == (s->objs[j].kind == RS_OBJ_MODEL)) cands[n++] = s->objs[j].name;
+    if (kind != RS_A_MODEL && n < 256) cands[n++] = "digits"; /* the built-in one is a name too (`on digit`) */
     /* A one-letter name is one edit from every other one-letter name: no hint there. */
     const char *near = strlen(name) > 1 ? rs_val_near_miss(name, cands, n) : NULL;
     if (near)

@@ -55,6 +55,8 @@ typedef struct rs_argdef {
      * completion. A WORD argument with choices is checked by its handler (which may take aliases);
      * a MODEL/DATA/NAME one takes these words without looking them up (`show run 3`). */
     const char *const *choices;
+    const char *const *exts; /* RS_A_PATH, RS_A_TUTORIAL: the endings of the files it reads (".onnx"),
+                              * NULL-terminated; completion lists those and folders. NULL: any file */
 } rs_argdef;
 
 /* A binding's forms: the word that starts the text after '=' and what the words after it are, e.g.
@@ -65,6 +67,7 @@ typedef struct rs_formdef {
     rs_arg_kind then;            /* RS_A_PATH, RS_A_WORD, RS_A_NONE */
     const char *const *words;    /* words that may follow (NULL-terminated; may be NULL) */
     const char *const *(*words_fn)(void); /* or their owner's list, made at run time (may be NULL) */
+    const char *const *exts;     /* then == RS_A_PATH: the files' endings, as rs_argdef's (may be NULL) */
 } rs_formdef;
 
 #define RS_MAX_ARGS 6

@@ -25,6 +25,7 @@ int rs_cmd_load(rs_session *, const rs_call *);
 int rs_cmd_runs(rs_session *, const rs_call *);
 int rs_cmd_compare(rs_session *, const rs_call *);
 int rs_cmd_sql(rs_session *, const rs_call *);
+int rs_cmd_plot(rs_session *, const rs_call *);
 int rs_cmd_history(rs_session *, const rs_call *);
 int rs_cmd_replay(rs_session *, const rs_call *);
 int rs_cmd_export(rs_session *, const rs_call *);
@@ -67,14 +68,20 @@ static const char *const serve_words[] = {"stop", NULL};
 /* A command's positional arguments, and their count from the same list. */
 #define ARGS(...) .args = {__VA_ARGS__}, .nargs = (int)(sizeof((rs_argdef[]){__VA_ARGS__}) / sizeof(rs_argdef))
 
+/* The files an argument reads, for completion (rs_argdef.exts). */
+static const char *const onnx_files[] = {".onnx", NULL};
+static const char *const plan_files[] = {".plan", NULL};
+static const char *const ring_files[] = {".ring", NULL};
+static const char *const safetensors_files[] = {".safetensors", NULL};
+
 static const char *const gpt_words[] = {"layers=", "heads=", "dim=", "ctx=", "vocab=", "dropout=", NULL};
 
 static const rs_formdef model_forms[] = {
     {.word = "mlp", .then = RS_A_WORD},
     {.word = "seq", .then = RS_A_WORD, .words_fn = rs_spec_words}, /* the layers' descriptors and the spec's syntax */
     {.word = "gpt", .then = RS_A_WORD, .words = gpt_words},
-    {.word = "onnx", .then = RS_A_PATH},
-    {.word = "plan", .then = RS_A_PATH},
+    {.word = "onnx", .then = RS_A_PATH, .exts = onnx_files},
+    {.word = "plan", .then = RS_A_PATH, .exts = plan_files},
     {.word = NULL},
 };
 
@@ -246,7 +253,7 @@ const rs_cmddef rs_commands[] = {
         .name = "load",
         .group = "models",
         .synopsis = "load NAME FILE.safetensors    read weights (builds the model if NAME is new)",
-        ARGS(A("NAME", RS_A_WORD), A("FILE", RS_A_PATH)),
+        ARGS(A("NAME", RS_A_WORD), {.name = "FILE", .kind = RS_A_PATH, .exts = safetensors_files}),
         .fn = rs_cmd_load,
     },
     {
@@ -460,7 +467,7 @@ const rs_cmddef rs_commands[] = {
                 "  plan bench FILE   median time per run at batch 1 and at its batch\n"
                 "                    (nodes=on: each node's median and oneDNN kernel too)\n"
                 "bench/plan.sh runs ONNX Runtime beside it on the same ONNX file.",
-        ARGS(ACH("WHAT", RS_A_WORD, plan_words), AOPT("FILE", RS_A_PATH)),
+        ARGS(ACH("WHAT", RS_A_WORD, plan_words), {.name = "FILE", .kind = RS_A_PATH, .optional = true, .exts = plan_files}),
         .opts = rs_opts_plan,
         .fn = rs_cmd_plan,
     },
@@ -475,15 +482,40 @@ const rs_cmddef rs_commands[] = {
         .name = "compare",
         .group = "session log",
         .synopsis = "compare N M    two runs' settings and results side by side",
+        .help = "What differs between runs N and M first (M - N for numbers, * for other\n"
+                "differences), then in one paragraph what is the same; all=on prints every field\n"
+                "in one table.",
         ARGS(A("N", RS_A_INT), A("M", RS_A_INT)),
+        .opts = rs_opts_compare,
         .fn = rs_cmd_compare,
     },
     {
         .name = "sql",
         .group = "session log",
         .synopsis = "sql \"SELECT ...\"    query the session log (read-only)",
+        .help = "Runs read-only statements on the session log (its schema: `sqlite3 FILE .schema`).\n"
+                "format=table (default) aligns the columns to the terminal, 200 rows at most;\n"
+                "format=csv and format=json print every row for other programs (json: an array\n"
+                "of objects a statement; numbers as numbers, NULL as null).\n"
+                "  sql \"SELECT name, count(*) FROM metrics GROUP BY name\" format=csv",
         ARGS(A("QUERY", RS_A_STRING)),
+        .opts = rs_opts_sql,
         .fn = rs_cmd_sql,
+    },
+    {
+        .name = "plot",
+        .group = "session log",
+        .synopsis = "plot [N ...] [-> FILE.png]    runs' curves from the session log, drawn",
+        .help = "Draws what the session log holds for runs N, M, ... (at most 8; none: the newest\n"
+                "run that logged any) on shared axes: training loss per step with the validation\n"
+                "or test loss, accuracy, learning rate, loss scale and samples/s of training\n"
+                "runs; a bench's bus and algorithm bandwidth over message size; pipeline runs'\n"
+                "measured bubble over m against (p-1)/(m+p-1). Each run keeps\n"
+                "its colour in every chart. On the screen gnuplot's text terminal draws one chart\n"
+                "per quantity; `plot 3 4 -> curves.png` (or .svg) stacks them in one picture\n"
+                "for slides. Needs gnuplot (Debian: apt-get install gnuplot-nox).",
+        .rest_name = "[N M ...] [-> FILE]",
+        .fn = rs_cmd_plot,
     },
     {
         .name = "history",
@@ -509,7 +541,7 @@ const rs_cmddef rs_commands[] = {
                 "watches, or a test runs it), step (asks before each command: Enter runs it,\n"
                 "s skips it, q stops). What the tutorial changes with `set` is put back when\n"
                 "it ends or stops.",
-        ARGS(AOPT("TUTORIAL", RS_A_TUTORIAL), {.name = "MODE", .kind = RS_A_WORD, .optional = true, .choices = rs_words_play}),
+        ARGS({.name = "TUTORIAL", .kind = RS_A_TUTORIAL, .optional = true, .exts = ring_files}, {.name = "MODE", .kind = RS_A_WORD, .optional = true, .choices = rs_words_play}),
         .opts = rs_opts_play,
         .fn = rs_cmd_play,
     },

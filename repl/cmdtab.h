@@ -15,6 +15,8 @@ extern const rs_optdef rs_opts_generate[];
 extern const rs_optdef rs_opts_eval[];
 extern const rs_optdef rs_opts_predict[];
 extern const rs_optdef rs_opts_runs[];
+extern const rs_optdef rs_opts_compare[];
+extern const rs_optdef rs_opts_sql[];
 extern const rs_optdef rs_opts_history[];
 extern const rs_optdef rs_opts_set[];
 extern const rs_optdef rs_opts_play[];

@@ -196,6 +196,21 @@ const rs_optdef rs_opts_runs[] = {
     {.name = NULL},
 };
 
+const rs_optdef rs_opts_compare[] = {
+    {.name = "all", .type = RS_T_BOOL, .def = "off",
+     .help = "every field in one table, the equal ones too"},
+    {.name = NULL},
+};
+
+/* read by rs_cmd_sql (repl_log.c), indexed by rs_sql_format */
+const char *const rs_words_sql_format[] = {"table", "csv", "json", NULL};
+const rs_optdef rs_opts_sql[] = {
+    {.name = "format", .type = RS_T_ENUM, .def = "table", .choices = rs_words_sql_format,
+     .help = "table (aligned, at most 200 rows), csv (RFC 4180, every row) or json (an array of objects a "
+             "statement, every row)"},
+    {.name = NULL},
+};
+
 const rs_optdef rs_opts_history[] = {
     {.name = "n", .type = RS_T_INT, .def = "20", .help = "how many of the most recent commands"},
     {.name = NULL},

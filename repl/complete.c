@@ -33,9 +33,10 @@ static void add_choices(rs_compl *o, const char *text, const char *pre, const ch
     for (int i = 0; ch && ch[i]; i++) add(o, text, pre, ch[i], strchr(ch[i], '(') ? "" : suffix);
 }
 
-static void want_files(rs_compl *o, const char *pre)
+static void want_files(rs_compl *o, const char *pre, const char *const *exts)
 {
     o->files = true;
+    o->exts = exts;
     snprintf(o->file_pre, sizeof o->file_pre, "%s", pre);
 }
 
@@ -62,7 +63,7 @@ static void option_value(rs_compl *o, const rs_cmddef *c, const char *text, cons
         static const char *const onoff[] = {"on", "off", NULL};
         if (d->type == RS_T_ENUM) add_choices(o, text, pre, d->choices, " ");
         else if (d->type == RS_T_BOOL) add_choices(o, text, pre, onoff, " ");
-        else if (d->type == RS_T_PATH) want_files(o, pre);
+        else if (d->type == RS_T_PATH) want_files(o, pre, NULL);
     }
 }
 
@@ -74,13 +75,13 @@ static void argument(rs_compl *o, const rs_session *s, const rs_argdef *a, const
     if (a->kind == RS_A_MODEL || a->kind == RS_A_DATA || a->kind == RS_A_NAME) add_names(o, s, text, a->kind);
     if (a->kind == RS_A_COMMAND)
         for (const rs_cmddef *k = rs_commands; k->name; k++) add(o, text, "", k->name, " ");
-    if (a->kind == RS_A_PATH) want_files(o, "");
+    if (a->kind == RS_A_PATH) want_files(o, "", a->exts);
     if (a->kind == RS_A_TUTORIAL) {
         rs_tutorial *t;
         int n = rs_tutorials_list(rs_repl_tutorial_dir(), &t);
         for (int i = 0; i < n; i++) add(o, text, "", t[i].name, " ");
         free(t);
-        if (strchr(text, '/') || strchr(text, '.')) want_files(o, ""); /* a script of one's own */
+        if (strchr(text, '/') || strchr(text, '.')) want_files(o, "", a->exts); /* a script of one's own */
     }
 }
 
@@ -104,7 +105,7 @@ static void binding_rest(rs_compl *o, const rs_cmddef *c, char words[][64], int 
     } else {
         for (const rs_formdef *f = c->forms; f && f->word; f++) {
             if (strcmp(f->word, words[3])) continue;
-            if (f->then == RS_A_PATH) want_files(o, "");
+            if (f->then == RS_A_PATH) want_files(o, "", f->exts);
             add_choices(o, text, "", f->words_fn ? f->words_fn() : f->words, " ");
         }
     }
@@ -134,6 +135,12 @@ int rs_complete(const rs_session *s, const char *line, int start, int end, rs_co
     const rs_cmddef *c = rs_cmd_find(words[0]);
     if (!c) return 0;
     if (!c->binding && c->rest_name) {
+        if (!strcmp(c->name, "plot")) { /* plot N M ... -> FILE.png|.svg */
+            static const char *const pictures[] = {".png", ".svg", NULL};
+            if (nw >= 2 && !strcmp(words[nw - 1], "->")) want_files(o, "", pictures);
+            else if (nw >= 2) add(o, text, "", "->", " ");
+            return o->n;
+        }
         result_names(o, s, text, nw);
         return o->n;
     }

@@ -12,6 +12,8 @@ typedef struct rs_compl {
     int n;
     bool files;         /* file names complete here too: file_pre followed by a path */
     char file_pre[80];  /* "ckpt=" for an option's value, "" for a word of its own */
+    const char *const *exts; /* the files' endings to list (".onnx"), NULL-terminated; NULL: any file.
+                                Folders are listed whatever they are called. */
 } rs_compl;
 
 /* Candidates for the word line[start, end) (the cursor at end; words are split at blanks only, so

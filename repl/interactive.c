@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/select.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -70,8 +71,19 @@ static char *gen(const char *text, int state)
     return NULL;
 }
 
-/* Files after pre ("ckpt=" or ""): directories end in '/', so completion goes on inside them. */
-static void add_files(const char *text, const char *pre)
+static bool ends_with_one(const char *f, const char *const *exts)
+{
+    size_t n = strlen(f);
+    for (int i = 0; exts[i]; i++) {
+        size_t k = strlen(exts[i]);
+        if (n >= k && !strcasecmp(f + n - k, exts[i])) return true;
+    }
+    return false;
+}
+
+/* Files after pre ("ckpt=" or ""): directories end in '/', so completion goes on inside them; with
+ * exts, only the files with one of those endings (and every folder). */
+static void add_files(const char *text, const char *pre, const char *const *exts)
 {
     size_t pl = strlen(pre);
     if (strncmp(text, pre, pl)) return;
@@ -81,14 +93,21 @@ static void add_files(const char *text, const char *pre)
         struct stat sb;
         bool dir = exp && stat(exp, &sb) == 0 && S_ISDIR(sb.st_mode);
         free(exp);
-        size_t len = pl + strlen(f) + 2;
+        size_t fl = strlen(f);
+        if ((!dir && exts && !ends_with_one(f, exts)) || !fl) {
+            free(f);
+            continue;
+        }
+        size_t len = pl + fl + 2;
         char *m = malloc(len);
-        if (m) {
-            snprintf(m, len, "%s%s%s", pre, f, dir ? "/" : " ");
+        if (m) { /* readline may hand a folder back with its '/' already */
+            snprintf(m, len, "%s%s%s", pre, f, dir ? (f[fl - 1] == '/' ? "" : "/") : " ");
             push_match(m);
         }
         free(f);
     }
+    /* the '/' is ours: readline must not add another when it inserts or lists a folder (`exp//`) */
+    rl_filename_completion_desired = 0;
 }
 
 static char **complete(const char *text, int start, int end)
@@ -102,7 +121,7 @@ static char **complete(const char *text, int start, int end)
         push_match(o.words[i]);
         o.words[i] = NULL;
     }
-    if (o.files) add_files(text, o.file_pre);
+    if (o.files) add_files(text, o.file_pre, o.exts);
     rs_compl_clear(&o);
     return nmatches ? rl_completion_matches(text, gen) : NULL;
 }
@@ -116,8 +135,9 @@ static void display_matches(char **list, int num, int max_length)
     if (!shown) return;
     int longest = 0;
     for (int i = 0; i <= num; i++) {
+        /* `opt=adam ` shows as adam; an option's name (`mode=`: nothing after '=') whole */
         const char *m = list[i], *eq = strchr(m, '='), *sl = strrchr(m, '/');
-        const char *from = eq ? eq + 1 : m;
+        const char *from = eq && eq[1] ? eq + 1 : m;
         if (sl && sl > from && sl[1]) from = sl + 1;
         else if (sl && sl > from && !sl[1]) { /* a directory "a/b/": show "b/" */
             const char *p = sl;

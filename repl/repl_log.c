@@ -3,6 +3,8 @@
 #include "wrap.h"
 
 #include <jansson.h>
+#include <math.h>
+#include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -208,14 +210,76 @@ int rs_cmd_runs(rs_session *s, const rs_call *c)
     return print_table(s, c, st, t, &err);
 }
 
+/* compare's table as differences first: the rows whose diff is set (under their section's title when
+ * they have one), then one paragraph "the same in both: kind train, data d, ..., options: accum 1, ...". */
+static void print_differences(rs_session *s, const rs_table *t, int64_t a, int64_t b)
+{
+    static const char *const names[] = {"", "", "", "diff"};
+    char na[32], nb[32];
+    snprintf(na, sizeof na, "run %lld", (long long)a);
+    snprintf(nb, sizeof nb, "run %lld", (long long)b);
+    const char *cols[4] = {names[0], na, nb, names[3]};
+    rs_table *d = rs_table_new(4, cols);
+    char *same = NULL;
+    size_t same_len = 0;
+    FILE *sf = open_memstream(&same, &same_len);
+    if (!d || !sf) {
+        rs_table_free(d);
+        if (sf) fclose(sf);
+        free(same);
+        rs_table_print(s->out, t, width(s), 0);
+        return;
+    }
+    rs_table_set_align(d, 1, RS_TABLE_LEFT);
+    rs_table_set_align(d, 2, RS_TABLE_LEFT);
+    /* a section's title ("options", "final"), written before its first difference and before its
+     * first equal field */
+    const char *section = NULL, *same_section = NULL;
+    int nsame = 0;
+    for (size_t r = 0; r < rs_table_nrows(t); r++) {
+        const char *k = rs_table_cell(t, r, 0), *va = rs_table_cell(t, r, 1), *vb = rs_table_cell(t, r, 2);
+        const char *diff = rs_table_cell(t, r, 3);
+        if (k[0] != ' ' && !va[0] && !vb[0] && !diff[0]) {
+            section = same_section = k;
+            continue;
+        }
+        /* two runs' durations are a matter of the clock: with the differences, equal or not */
+        if (diff[0] || !strcmp(k, "duration")) {
+            if (section) {
+                const char *row[4] = {section, "", "", ""};
+                rs_table_add(d, row);
+                section = NULL;
+            }
+            const char *row[4] = {k, va, vb, diff};
+            rs_table_add(d, row);
+        } else {
+            while (*k == ' ') k++;
+            if (same_section) fprintf(sf, "%s %s:", nsame ? ";" : "", same_section);
+            fprintf(sf, "%s %s %s", nsame++ && !same_section ? "," : "", k, va[0] ? va : "(none)");
+            same_section = NULL;
+        }
+    }
+    fclose(sf);
+    if (rs_table_nrows(d)) rs_table_print(s->out, d, width(s), 0);
+    else fprintf(s->out, "runs %lld and %lld: nothing the log holds differs\n", (long long)a, (long long)b);
+    fprintf(s->out, "\nthe same in both:%s\n(`compare %lld %lld all=on`: every field in one table)\n", same, (long long)a,
+            (long long)b);
+    free(same);
+    rs_table_free(d);
+}
+
 int rs_cmd_compare(rs_session *s, const rs_call *c)
 {
     if (!s->log) return no_log(s, c);
     rs_table *t = NULL;
     rs_err err = {0};
     rs_slog_flush(s->log);
-    rs_status st = rs_slog_compare(s->log, atoll(c->args[0]), atoll(c->args[1]), &t, &err);
-    return print_table(s, c, st, t, &err);
+    int64_t a = atoll(c->args[0]), b = atoll(c->args[1]);
+    rs_status st = rs_slog_compare(s->log, a, b, &t, &err);
+    if (st || rs_call_bool(c, "all", false)) return print_table(s, c, st, t, &err);
+    print_differences(s, t, a, b);
+    rs_table_free(t);
+    return 0;
 }
 
 int rs_cmd_history(rs_session *s, const rs_call *c)
@@ -229,13 +293,112 @@ int rs_cmd_history(rs_session *s, const rs_call *c)
     return print_table(s, c, st, t, &err);
 }
 
+/* sql format=csv|json: every row, for another program (the table is for people, and stops at 200). */
+typedef struct sql_out {
+    FILE *f;
+    bool json;
+    int stmt, rows;
+    json_t *names; /* json: the statement's column names */
+} sql_out;
+
+static void csv_field(FILE *f, const char *v)
+{
+    if (!v) return; /* NULL: an empty field, as the sqlite3 shell writes it */
+    if (!strpbrk(v, ",\"\r\n")) {
+        fputs(v, f);
+        return;
+    }
+    fputc('"', f);
+    for (; *v; v++) {
+        if (*v == '"') fputc('"', f);
+        fputc(*v, f);
+    }
+    fputc('"', f);
+}
+
+/* A value as JSON by its SQLite type (text and blobs as strings). */
+static json_t *json_value(const char *v, int type)
+{
+    if (!v || type == SQLITE_NULL) return json_null();
+    if (type == SQLITE_INTEGER) return json_integer(strtoll(v, NULL, 10));
+    if (type == SQLITE_FLOAT) {
+        double x = strtod(v, NULL);
+        return isfinite(x) ? json_real(x) : json_null(); /* JSON has no inf */
+    }
+    return json_string(v);
+}
+
+static void sql_end_stmt(sql_out *o)
+{
+    if (o->json && o->names) fprintf(o->f, "%s]\n", o->rows ? "\n" : "");
+    json_decref(o->names);
+    o->names = NULL;
+}
+
+static int sql_row(void *ud, int stmt, int ncols, const char *const *names, const char *const *values,
+                   const int *types)
+{
+    sql_out *o = ud;
+    if (!values) { /* a statement's header */
+        sql_end_stmt(o);
+        if (o->stmt++ && !o->json) fputc('\n', o->f);
+        o->rows = 0;
+        if (o->json) {
+            o->names = json_array();
+            for (int i = 0; i < ncols; i++) json_array_append_new(o->names, json_string(names[i] ? names[i] : ""));
+            fputc('[', o->f);
+        } else {
+            for (int i = 0; i < ncols; i++) {
+                if (i) fputc(',', o->f);
+                csv_field(o->f, names[i]);
+            }
+            fputs("\r\n", o->f);
+        }
+        return 0;
+    }
+    (void)stmt;
+    if (o->json) {
+        json_t *row = json_object();
+        for (int i = 0; i < ncols; i++)
+            json_object_set_new(row, json_string_value(json_array_get(o->names, (size_t)i)), json_value(values[i], types[i]));
+        /* 17 digits: a double read back exactly (jansson writes the shortest that does) */
+        char *text = json_dumps(row, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII | JSON_REAL_PRECISION(17));
+        fprintf(o->f, "%s\n%s", o->rows ? "," : "", text ? text : "{}");
+        free(text);
+        json_decref(row);
+    } else {
+        for (int i = 0; i < ncols; i++) {
+            if (i) fputc(',', o->f);
+            csv_field(o->f, values[i]);
+        }
+        fputs("\r\n", o->f);
+    }
+    o->rows++;
+    return 0;
+}
+
 int rs_cmd_sql(rs_session *s, const rs_call *c)
 {
     if (!s->log) return no_log(s, c);
     rs_err err = {0};
     rs_slog_flush(s->log);
-    if (rs_slog_sql_print(s->log, c->args[0], s->out, width(s), 200, &err))
-        return rs_session_error(s, c, c->arg_pos[0], strlen(c->args[0]) + 2, "sql: %s", err.msg);
+    int format = rs_call_opt(c, "format")->v.choice; /* rs_words_sql_format: table, csv, json */
+    rs_status st;
+    if (format == 0) st = rs_slog_sql_print(s->log, c->args[0], s->out, width(s), 200, &err);
+    else {
+        /* raw: the wrapper must not fold a long row, another program reads it */
+        sql_out o = {.f = s->out, .json = format == 2};
+        char *buf = NULL;
+        size_t len = 0;
+        o.f = open_memstream(&buf, &len);
+        if (!o.f) return rs_session_error(s, c, (size_t)-1, 0, "sql: out of memory");
+        st = rs_slog_sql_typed(s->log, c->args[0], sql_row, &o, &err);
+        sql_end_stmt(&o);
+        fclose(o.f);
+        if (!st && buf) rs_wrap_raw(s->out, buf, len);
+        free(buf);
+    }
+    if (st) return rs_session_error(s, c, c->arg_pos[0], strlen(c->args[0]) + 2, "sql: %s", err.msg);
     return 0;
 }
 

@@ -241,10 +241,34 @@ static void draw_log_scrolled(rs_live *lv, const rs_view_layout *l)
         if (!ln) continue;
         int x = in.x;
         if (ln->rank >= 0) x += rs_view_screen_printf(sc, x, in.y + i, -1, 0, RS_VIEW_A_BOLD, "[r%d] ", ln->rank);
-        rs_view_screen_put(sc, x, in.y + i, ln->text, -1, 0, 0);
+        rs_view_put_cut(sc, x, in.y + i, ln->text, in.x + in.w - x, 0, 0, &lv->o);
     }
     rs_view_screen_clip(sc, NULL);
     rs_view_screen_printf(sc, r.x + r.w - 24, r.y, 22, 0, RS_VIEW_A_BOLD, " %d lines back ", lv->log_scroll);
+}
+
+/* The status (" done: press a key ") where it hides nothing of the frame: at the right end of the
+ * header's second row, else of its first, else of the bottom row, the first with room after what is
+ * drawn there (it used to cover the header's end: "eval a done", "busbw 0.22 GB", a URL's port). With
+ * room nowhere, the bottom row's end: a log line's tail gives way, never the header's figures. */
+static void put_status(rs_view_screen *sc, const char *st, int color)
+{
+    int len = 0;
+    for (const char *p = st; *p; p++) len += ((unsigned char)*p & 0xC0) != 0x80;
+    const int rows[] = {1, 0, sc->h - 1};
+    int y = sc->h - 1;
+    for (int i = 0; i < 3; i++) {
+        int last = -1;
+        for (int x = 0; x < sc->w; x++) {
+            const rs_view_cell *c = rs_view_screen_at(sc, x, rows[i]);
+            if (c && c->ch != ' ') last = x;
+        }
+        if (last + 2 + len <= sc->w) {
+            y = rows[i];
+            break;
+        }
+    }
+    rs_view_screen_put(sc, sc->w - len, y, st, -1, color, RS_VIEW_A_REVERSE | RS_VIEW_A_BOLD);
 }
 
 static void draw(rs_live *lv)
@@ -253,10 +277,10 @@ static void draw(rs_live *lv)
     double now = lv->now >= 0 ? lv->now : rs_pg_now();
     if (lv->draw_fn) {
         lv->draw_fn(lv->draw_ud, sc, &lv->o);
-        int len = (int)strlen(lv->status) + 2;
+        char st[80];
+        snprintf(st, sizeof st, " %s ", lv->status);
         if (lv->status[0] && sc->w >= RS_VIEW_MIN_W && sc->h >= RS_VIEW_MIN_H)
-            rs_view_screen_printf(sc, sc->w - len, 1, -1, lv->o.color ? RS_VIEW_C_WARN : 0,
-                                  RS_VIEW_A_REVERSE | RS_VIEW_A_BOLD, " %s ", lv->status);
+            put_status(sc, st, lv->o.color ? RS_VIEW_C_WARN : 0);
         rs_view_screen_to_curses(sc, stdscr);
         doupdate();
         return;
@@ -275,10 +299,7 @@ static void draw(rs_live *lv)
         char st[96];
         snprintf(st, sizeof st, " %s%s%s ", lv->paused ? "paused" : "",
                  lv->paused && lv->status[0] ? (lv->o.utf8 ? " \xc2\xb7 " : " | ") : "", lv->status);
-        int len = (int)strlen(st);
-        if (len > 2 && l.header.h >= 2)
-            rs_view_screen_put(sc, sc->w - len, 1, st, -1, lv->o.color ? RS_VIEW_C_WARN : 0,
-                               RS_VIEW_A_REVERSE | RS_VIEW_A_BOLD);
+        if (strlen(st) > 2 && l.header.h >= 2) put_status(sc, st, lv->o.color ? RS_VIEW_C_WARN : 0);
     }
     rs_view_screen_to_curses(sc, stdscr);
     doupdate();

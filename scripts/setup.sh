@@ -7,13 +7,14 @@ set -euo pipefail
 
 # Build and tests (with Debian's data: Fashion-MNIST, and fortunes for `data t = text fortunes`), then
 # clang for the libFuzzer script and sanitizer builds, then what later parts use (REPL, session log,
-# ONNX, serving, MPI ranks, tutorials in tmux, oneDNN for compiled plans).
+# ONNX, serving, MPI ranks, tutorials in tmux, oneDNN for compiled plans, gnuplot for `plot`).
 PACKAGES=(
   build-essential pkg-config meson ninja-build libopenblas-openmp-dev zlib1g-dev libjansson-dev
   dataset-fashion-mnist fortunes python3 python3-numpy
   clang libclang-rt-14-dev
   libreadline-dev libncurses-dev libsqlite3-dev sqlite3 protobuf-c-compiler libprotobuf-c-dev
   libmicrohttpd-dev libnghttp2-dev libopenmpi-dev openmpi-bin tmux libssl-dev libdnnl-dev
+  gnuplot-nox
 )
 # Python packages for the interop tests; the tests skip their part (and say so) when these are absent.
 # PY_MODULES are pip's names, PY_IMPORTS the modules that show they are there (tritonclient[http]: Triton's

@@ -395,8 +395,17 @@ const char *rs_val_near_miss(const char *word, const char *const *cands, int n)
 {
     if (!word || !cands || n <= 0) return NULL;
     const char *best = rs_spec_near_miss(word, cands, n);
-    if (best && strlen(word) <= 3 && !within_one_edit(word, best)) return NULL;
-    return best;
+    if (best && strlen(word) <= 3 && !within_one_edit(word, best)) best = NULL;
+    if (best) return best;
+    /* an abbreviation (`op=prod`): the one candidate it begins, when only one does */
+    size_t wl = strlen(word);
+    const char *only = NULL;
+    for (int i = 0; wl >= 2 && i < n; i++) {
+        if (!cands[i] || strncasecmp(cands[i], word, wl)) continue;
+        if (only) return NULL;
+        only = cands[i];
+    }
+    return only;
 }
 
 int rs_val_fmt_size(uint64_t bytes, char *buf, size_t n)

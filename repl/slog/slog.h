@@ -187,6 +187,13 @@ rs_status rs_slog_export_session(rs_slog *log, int64_t session, const char *path
 typedef int (*rs_slog_row_fn)(void *ud, int stmt, int ncols, const char *const *names, const char *const *values);
 rs_status rs_slog_sql(rs_slog *log, const char *sql, rs_slog_row_fn fn, void *ud, rs_err *err);
 
+/* rs_slog_sql for other programs (`sql ... format=csv|json`): each value's SQLite type too (types[c]:
+ * SQLITE_INTEGER, SQLITE_FLOAT, SQLITE_TEXT, SQLITE_BLOB or SQLITE_NULL; NULL in the header call), and
+ * a REAL as the fewest digits that read back to the same double (SQLite's own text keeps 15). */
+typedef int (*rs_slog_typed_row_fn)(void *ud, int stmt, int ncols, const char *const *names,
+                                    const char *const *values, const int *types);
+rs_status rs_slog_sql_typed(rs_slog *log, const char *sql, rs_slog_typed_row_fn fn, void *ud, rs_err *err);
+
 /* A flag (Ctrl-C's) that stops a long `sql` query: polled while SQLite works, the query then fails with
  * RS_ERR_CANCELLED. NULL: none. The flag is borrowed and must outlive the log or be unset. */
 void rs_slog_set_interrupt(rs_slog *log, volatile sig_atomic_t *flag);

@@ -105,8 +105,20 @@ static rs_status check_all(rs_slog *log, const char *sql, guard *g, int *count, 
     return RS_OK;
 }
 
-/* Pass 2: runs them, feeding fn a header and the rows of each statement that has columns. */
-static rs_status run_all(rs_slog *log, const char *sql, rs_slog_row_fn fn, void *ud, rs_err *err)
+/* A REAL with the fewest digits that read back to the same double (SQLite's text keeps 15). */
+static const char *exact_real(double x, char *buf, size_t n)
+{
+    for (int digits = 15; digits <= 17; digits++) {
+        snprintf(buf, n, "%.*g", digits, x);
+        if (strtod(buf, NULL) == x) break;
+    }
+    return buf;
+}
+
+/* Pass 2: runs them, feeding fn (or tfn, with the values' types and exact REALs) a header and the rows
+ * of each statement that has columns. */
+static rs_status run_all(rs_slog *log, const char *sql, rs_slog_row_fn fn, rs_slog_typed_row_fn tfn, void *ud,
+                         rs_err *err)
 {
     int k = 0;
     for (const char *p = skip_space(sql); *p; p = skip_space(p), k++) {
@@ -118,20 +130,32 @@ static rs_status run_all(rs_slog *log, const char *sql, rs_slog_row_fn fn, void 
         p = tail;
         int n = sqlite3_column_count(st);
         const char **names = calloc((size_t)(n ? 2 * n : 1), sizeof *names);
-        if (!names) {
+        int *types = calloc((size_t)(n ? n : 1), sizeof *types);
+        char(*reals)[32] = calloc((size_t)(n ? n : 1), sizeof *reals);
+        if (!names || !types || !reals) {
+            free(names);
+            free(types);
+            free(reals);
             sqlite3_finalize(st);
             return rs_err_set(err, RS_ERR_NOMEM, "out of memory");
         }
         const char **values = names + n;
         bool stop = false;
         for (int c = 0; c < n; c++) names[c] = sqlite3_column_name(st, c);
-        if (n) stop = fn(ud, k, n, names, NULL) != 0;
+        if (n) stop = (tfn ? tfn(ud, k, n, names, NULL, NULL) : fn(ud, k, n, names, NULL)) != 0;
         int rc = SQLITE_DONE;
         while (!stop && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-            for (int c = 0; c < n; c++) values[c] = (const char *)sqlite3_column_text(st, c);
-            if (n) stop = fn(ud, k, n, names, values) != 0;
+            for (int c = 0; c < n; c++) {
+                types[c] = sqlite3_column_type(st, c);
+                values[c] = tfn && types[c] == SQLITE_FLOAT
+                                ? exact_real(sqlite3_column_double(st, c), reals[c], sizeof reals[c])
+                                : (const char *)sqlite3_column_text(st, c);
+            }
+            if (n) stop = (tfn ? tfn(ud, k, n, names, values, types) : fn(ud, k, n, names, values)) != 0;
         }
         free(names);
+        free(types);
+        free(reals);
         rs_status s = RS_OK;
         if (!stop && rc == SQLITE_INTERRUPT)
             s = rs_err_set(err, RS_ERR_CANCELLED, "query interrupted");
@@ -156,10 +180,11 @@ static int poll_interrupt(void *ud)
     return log->interrupt && *log->interrupt;
 }
 
-rs_status rs_slog_sql(rs_slog *log, const char *sql, rs_slog_row_fn fn, void *ud, rs_err *err)
+static rs_status sql_run(rs_slog *log, const char *sql, rs_slog_row_fn fn, rs_slog_typed_row_fn tfn, void *ud,
+                         rs_err *err)
 {
     if (!log) return rs_err_set(err, RS_ERR_ARG, "no session log");
-    if (!sql || !fn) return rs_err_set(err, RS_ERR_ARG, "sql: nothing to run");
+    if (!sql || (!fn && !tfn)) return rs_err_set(err, RS_ERR_ARG, "sql: nothing to run");
     rs_slog_flush(log); /* a query sees this process's latest metrics */
     guard g = {0};
     int count = 0;
@@ -168,11 +193,21 @@ rs_status rs_slog_sql(rs_slog *log, const char *sql, rs_slog_row_fn fn, void *ud
     if (!s && count == 0) s = rs_err_set(err, RS_ERR_ARG, "no SQL statement to run");
     if (!s) {
         sqlite3_progress_handler(log->db, 10000, poll_interrupt, log);
-        s = run_all(log, sql, fn, ud, err);
+        s = run_all(log, sql, fn, tfn, ud, err);
         sqlite3_progress_handler(log->db, 0, NULL, NULL);
     }
     sqlite3_set_authorizer(log->db, NULL, NULL);
     return s;
+}
+
+rs_status rs_slog_sql(rs_slog *log, const char *sql, rs_slog_row_fn fn, void *ud, rs_err *err)
+{
+    return sql_run(log, sql, fn, NULL, ud, err);
+}
+
+rs_status rs_slog_sql_typed(rs_slog *log, const char *sql, rs_slog_typed_row_fn fn, void *ud, rs_err *err)
+{
+    return sql_run(log, sql, NULL, fn, ud, err);
 }
 
 /* ---- printed as tables ------------------------------------------------------------------------ */

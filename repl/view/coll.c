@@ -97,6 +97,20 @@ static void draw_moves(rs_view_screen *s, const rs_view_rect *a, const rs_view_m
     }
 }
 
+/* The numbers of a step's collectives: "#0-3" when they run without a gap, else the list ("#0,2,4"),
+ * so the count beside them and the numbers agree; a list too long for a pane, as "#0-40 (12 numbers)". */
+static int comm_numbers(rs_view_screen *s, int x, int y, const rs_view_rank *r)
+{
+    int span = r->comm_hi - r->comm_lo + 1, seen = __builtin_popcountll(r->comm_set);
+    if (r->comm_hi >= 64 || seen == span) return rs_view_screen_printf(s, x, y, -1, 0, 0, " #%d-%d", r->comm_lo, r->comm_hi);
+    char buf[256];
+    int k = snprintf(buf, sizeof buf, " #");
+    for (int i = r->comm_lo; i <= r->comm_hi; i++)
+        if (r->comm_set >> i & 1) k += snprintf(buf + k, sizeof buf - (size_t)k, k > 2 ? ",%d" : "%d", i);
+    if (k > 16) snprintf(buf, sizeof buf, " #%d-%d (%d numbers)", r->comm_lo, r->comm_hi, seen);
+    return rs_view_screen_put(s, x, y, buf, -1, 0, 0);
+}
+
 static void draw_strategy_comm(rs_view_screen *s, const rs_view_rect *in, const rs_view_model *vm, int world,
                                const rs_view_opts *o)
 {
@@ -115,7 +129,7 @@ static void draw_strategy_comm(rs_view_screen *s, const rs_view_rect *in, const 
             /* several numbered ones in a step (tensor parallel's per-block all-reduces, DDP's buckets):
              * how many the step has had, their numbers, their bytes and time together */
             x += rs_view_screen_printf(s, x, y, -1, 0, RS_VIEW_A_BOLD, " x%d", r->comm_n);
-            x += rs_view_screen_printf(s, x, y, -1, 0, 0, " #%d-%d", r->comm_lo, r->comm_hi);
+            x += comm_numbers(s, x, y, r);
             rs_view_screen_printf(s, x, y, -1, 0, 0, in->w < 50 ? " %s %.2fms" : "  %s  %.2f ms in step %lld",
                                   rs_view_fmt_bytes(by, (double)r->comm_sum_bytes), r->comm_sum_s * 1e3,
                                   (long long)r->comm_step);
@@ -204,7 +218,9 @@ void rs_view_draw_coll(rs_view_screen *s, const rs_view_rect *r, const rs_view_m
                               rs_view_fmt_bytes(mv, (double)c->moved));
     if (y < in.y + in.h) {
         if (!c->active && c->algbw > 0) /* step=1: the waits for keys are not the collective's time */
-            rs_view_screen_printf(s, in.x, y++, -1, 0, 0, "%.3f ms  algbw %.3f GB/s  busbw %.3f GB/s",
+            /* narrow (the 80x24 layout's 40 columns): one unit for both, so the line keeps it */
+            rs_view_screen_printf(s, in.x, y++, -1, 0, 0,
+                                  in.w < 44 ? "%.3f ms  algbw %.3f busbw %.3f GB/s" : "%.3f ms  algbw %.3f GB/s  busbw %.3f GB/s",
                                   (c->t_end - c->t_begin - c->held) * 1e3, c->algbw, c->busbw);
         else
             rs_view_screen_printf(s, in.x, y++, -1, rs_view_role(o, RS_VIEW_C_DIM), 0, "%d of %d ranks ended",

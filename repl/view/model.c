@@ -336,7 +336,9 @@ void rs_view_feed_train(rs_view_model *vm, const rs_train_line *tl)
                 r->comm_lo = r->comm_hi = tl->index;
                 r->comm_sum_bytes = 0;
                 r->comm_sum_s = 0;
+                r->comm_set = 0;
             }
+            if (tl->index < 64) r->comm_set |= (uint64_t)1 << tl->index;
             r->comm_n++;
             copy_str(r->comm_nop, sizeof r->comm_nop, tl->name);
             if (tl->index < r->comm_lo) r->comm_lo = tl->index;

@@ -78,6 +78,8 @@ typedef struct rs_view_rank {
     char comm_nop[24];              /* the op of the last numbered one */
     int64_t comm_step;
     int comm_n, comm_lo, comm_hi;
+    uint64_t comm_set;     /* the numbers seen in the step (those below 64): FSDP's units with weights
+                            * are 0, 2, 4 of 0..4, so "x3 #0-4" would read as a miscount */
     uint64_t comm_sum_bytes;
     double comm_sum_s;
     double done_s, done_sps;        /* @done figures */

@@ -150,7 +150,12 @@ void rs_view_draw_header(rs_view_screen *s, const rs_view_rect *r, const rs_view
     if (r->h < 2) goto out;
     x = r->x;
     double sps = 0, loss = 0;
-    int nloss = 0, epoch = 0;
+    int nloss = 0, epoch = 0, seen = 0;
+    for (int i = 0; i < vm->nranks; i++) seen += vm->ranks[i].seen;
+    /* ranks take seconds to start on a loaded machine: say how many have (torchrun's count) */
+    if (seen < world && !rs_view_all_done(vm))
+        x += rs_view_screen_printf(s, x, r->y + 1, -1, rs_view_role(o, RS_VIEW_C_DIM), RS_VIEW_A_BOLD,
+                                   "starting ranks %d/%d  ", seen, world);
     for (int i = 0; i < vm->nranks; i++) {
         const rs_view_rank *k = &vm->ranks[i];
         if (!k->seen) continue;
@@ -207,6 +212,17 @@ out:
     rs_view_screen_clip(s, NULL);
 }
 
+int rs_view_put_cut(rs_view_screen *s, int x, int y, const char *text, int max, int color, int attr,
+                    const rs_view_opts *o)
+{
+    int cells = 0; /* a cell per code point (the screen's cells are one column each) */
+    for (const char *p = text; *p; p++) cells += ((unsigned char)*p & 0xC0) != 0x80;
+    if (max <= 0) return 0;
+    if (cells <= max) return rs_view_screen_put(s, x, y, text, max, color, attr);
+    int n = rs_view_screen_put(s, x, y, text, max - 1, color, attr);
+    return n + rs_view_screen_put(s, x + n, y, o->utf8 ? "\xe2\x80\xa6" : ">", 1, rs_view_role(o, RS_VIEW_C_DIM), 0);
+}
+
 void rs_view_draw_log(rs_view_screen *s, const rs_view_rect *r, const rs_view_model *vm, const rs_view_opts *o)
 {
     rs_view_rect in = rs_view_pane_frame(s, r, "log", o);
@@ -218,7 +234,7 @@ void rs_view_draw_log(rs_view_screen *s, const rs_view_rect *r, const rs_view_mo
         int y = in.y + i, x = in.x;
         if (l->rank >= 0)
             x += rs_view_screen_printf(s, x, y, -1, rs_view_role(o, RS_VIEW_C_DIM), RS_VIEW_A_BOLD, "[r%d] ", l->rank);
-        rs_view_screen_put(s, x, y, l->text, -1, 0, 0);
+        rs_view_put_cut(s, x, y, l->text, in.x + in.w - x, 0, 0, o);
     }
     rs_view_screen_clip(s, NULL);
 }

@@ -56,6 +56,10 @@ void rs_view_draw_timeline(rs_view_screen *s, const rs_view_rect *r, int lanes, 
  * rs_view_has_data. */
 void rs_view_draw_data(rs_view_screen *s, const rs_view_rect *r, const rs_view_model *vm, const rs_view_opts *o);
 void rs_view_draw_log(rs_view_screen *s, const rs_view_rect *r, const rs_view_model *vm, const rs_view_opts *o);
+/* A line of text in at most max cells from (x, y); a longer one shows its first max - 1 cells and a cut
+ * mark ("…", or ">" in ASCII), so a reader knows there is more. Returns the cells written. */
+int rs_view_put_cut(rs_view_screen *s, int x, int y, const char *text, int max, int color, int attr,
+                    const rs_view_opts *o);
 
 /* "1.5 MiB", "940 KiB", "32 B": bytes for a narrow field (out: 16 bytes). */
 const char *rs_view_fmt_bytes(char out[16], double bytes);

@@ -72,3 +72,7 @@ data e = idx a
 
 # Nothing above changed the session.
 ls
+
+# An abbreviation of one choice, and the built-in data set, get a suggestion.
+collective reduce ranks=2 op=prod
+train m on digit

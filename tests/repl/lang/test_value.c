@@ -189,6 +189,13 @@ static void test_bool_enum(void)
     RS_CHECK(!rs_val_near_miss("rd", opts, 4), "rd is two edits from relu and lr: no hint for a short word");
     RS_CHECK(!rs_val_near_miss("bl", opts, 4), "bl");
     RS_CHECK(!rs_val_near_miss("zzzzzz", opts, 4), "zzzzzz");
+    /* an abbreviation of exactly one candidate (op=prod), none when two begin so */
+    const char *const redops[] = {"sum", "product", "min", "max", "avg"};
+    RS_CHECK((nm = rs_val_near_miss("prod", redops, 5)) && !strcmp(nm, "product"), "prod -> product");
+    RS_CHECK((nm = rs_val_near_miss("PROD", redops, 5)) && !strcmp(nm, "product"), "PROD -> product");
+    RS_CHECK(!rs_val_near_miss("m", redops, 5), "m begins min and max: no hint");
+    const char *const two[] = {"product", "production"};
+    RS_CHECK(!rs_val_near_miss("prod", two, 2), "prod begins two: no hint");
     RS_CHECK(!rs_val_near_miss("epochs", opts, 0) && !rs_val_near_miss(NULL, opts, 4), "no candidates");
 }
 

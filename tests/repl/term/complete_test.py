@@ -9,7 +9,10 @@ Completion is generated from the command table (repl/complete.c); these check wh
   - a binding's forms: `data x = `<Tab><Tab> lists the sources and no layer names, `data x = l`<Tab>
     completes nothing, `data x = idx tr`<Tab> and `data x = csv tr`<Tab> complete a file name,
     `model m = seq li`<Tab> -> `linear(`;
-  - `show `<Tab><Tab> lists the session's names and `run`.
+  - `show `<Tab><Tab> lists the session's names and `run`;
+  - `train m on d mo`<Tab><Tab> lists `mode=` and `momentum=` (not blanks); file listings show a folder
+    as `exp/` (not `exp//`) and only what the command reads: .onnx after `model x = onnx`, .ring after
+    `play`, .png/.svg after `plot N ->`.
 Output placement: `sql "select 1"` prints `1` on the line after the command (not over a redrawn
 prompt: `1ingside>`), and the prompt comes after the output; the same with TERM=dumb, where no output
 line starts with a stray `ringside> `.
@@ -91,7 +94,8 @@ def main():
     work = os.path.join(tmp, "work")
     os.makedirs(home)
     os.makedirs(work)
-    for f in ("train-images-idx3-ubyte", "zeta.csv"):
+    for f in ("train-images-idx3-ubyte", "zeta.csv", "net.onnx", "talk.ring", "old.png", "exp/inner.onnx"):
+        os.makedirs(os.path.dirname(os.path.join(work, f)), exist_ok=True)
         open(os.path.join(work, f), "w").close()
     db = os.path.join(tmp, "s.db")
     env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE", "NO_COLOR", "XDG_DATA_HOME")}
@@ -121,6 +125,18 @@ def main():
                    "data x = idx tr<Tab> completes a file name")
         typed_then(term, c, "data x = csv ze", ["Tab"], "data x = csv zeta.csv ", "data x = csv ze<Tab> completes a file name")
         typed_then(term, c, "model m = seq li", ["Tab"], "model m = seq linear(", "model m = seq li<Tab> -> linear(")
+        # Tab Tab on an ambiguous option name lists the names (`mode=` shown whole, not the empty text
+        # after its '='); files are listed as their names, a folder once with one '/', no blank entry,
+        # and only the files the command reads (.onnx for `model x = onnx`, .ring for `play`)
+        listing(term, c, "train m on d mo", ["mode=", "momentum="], ["epochs="],
+                "train m on d mo<Tab><Tab> lists mode= and momentum=")
+        listing(term, c, "model x = onnx ", ["net.onnx", "exp/"], ["zeta.csv", "talk.ring", "old.png", "exp//", "/"],
+                "model x = onnx <Tab><Tab> lists .onnx files and folders only, a folder as exp/")
+        listing(term, c, "play ./", ["talk.ring", "exp/"], ["zeta.csv", "net.onnx", "exp//"],
+                "play ./<Tab><Tab> lists .ring files and folders only")
+        typed_then(term, c, "model x = onnx ex", ["Tab"], "model x = onnx exp/", "model x = onnx ex<Tab> -> exp/ (one '/')")
+        listing(term, c, "plot 1 -> ", ["old.png", "exp/"], ["zeta.csv", "net.onnx", "talk.ring"],
+                "plot 1 -> <Tab><Tab> lists .png/.svg files and folders only")
         run_line(term, "model net = mlp 784-10", expect="model net:")
         listing(term, c, "show ", ["net", "run"], ["epochs="], "show <Tab><Tab> lists the session's names and run")
 

@@ -259,6 +259,7 @@ static void test_header(void)
     const char *t = rs_view_screen_text(s);
     RS_CHECK(strstr(t, "elapsed 2.50s") && !strstr(t, "done"), "silent ranks: elapsed from the launch, not done:\n%s", t);
     RS_CHECK(strstr(t, "? starting") && !strstr(t, "waiting"), "silent ranks are starting:\n%s", t);
+    RS_CHECK(strstr(t, "starting ranks 0/2"), "silent ranks counted in the header:\n%s", t);
     RS_CHECK(strstr(t, "first size running"), "bench before its first row:\n%s", t);
     /* three of five sizes done (rank 0's @bench lines, as the worker writes them) */
     for (int i = 0; i < 3; i++) {
@@ -283,6 +284,23 @@ static void test_header(void)
 
     /* training: "step N/TOTAL  epoch E/EPOCHS  ETA" from the plan the REPL passes; the legends */
     rs_view_run plan = {"r2", "train", "ddp", "shm", 4, 18, 3, -1};
+    /* while ranks start: as many counted as have spoken in the stream's first lines */
+    for (int lines = 1; lines <= 40; lines += 13) {
+        char path[1024], want[64], buf[256];
+        snprintf(path, sizeof path, "%s/ddp4.lines", srcdir);
+        FILE *f = fopen(path, "r");
+        unsigned heard = 0;
+        for (int i = 0; f && i < lines && fgets(buf, sizeof buf, f); i++) heard |= 1u << (atoi(buf) & 31);
+        if (f) fclose(f);
+        int n = __builtin_popcount(heard);
+        snprintf(want, sizeof want, n < 4 ? "starting ranks %d/4" : "step ", n);
+        vm = load("ddp4.lines", lines, &plan);
+        rs_view_draw(s, vm, vm->t_last, &o);
+        t = rs_view_screen_text(s);
+        RS_CHECK(strstr(t, want) && (n < 4 || !strstr(t, "starting ranks")), "%d lines, %d ranks heard: '%s':\n%s",
+                 lines, n, want, t);
+        rs_view_model_free(vm);
+    }
     vm = load("ddp4.lines", 112, &plan);
     rs_view_screen_resize(s, 80, 24, NULL);
     rs_view_draw(s, vm, vm->t_last, &o);
