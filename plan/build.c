@@ -112,6 +112,31 @@ static bool matmul_op(rs_plan *p, rs_model *m, const rs_layer *l, const int *vid
     return true;
 }
 
+/* An op the plan runs by the engine's rs_op_run on the CPU table (table.c), its constant inputs
+ * tensors of the plan's. Only ops that need no workspace come here (rs_op_workspace is 0 for them). */
+static rs_status generic_op(rs_plan *p, rs_model *m, const rs_layer *l, const int *vid, rs_pnode *n, rs_err *err)
+{
+    const rs_op_node *o = l->op;
+    n->kind = RS_PK_OP;
+    n->op = o->op;
+    n->a = o->a;
+    n->nin = o->nin;
+    n->dout = o->out;
+    for (int i = 0; i < o->nin; i++) {
+        n->ds[i] = o->in[i];
+        if (o->from[i] == RS_OP_IN_SRC) {
+            n->in[i] = vid[l->src[o->slot[i]]];
+        } else if (o->from[i] == RS_OP_IN_CONST) {
+            n->in[i] = -1; /* not the layer's first source, which the caller put there (Add(bias, x)) */
+            n->cin[i] = slot_tensor(p, m, l, o->slot[i]);
+            if (n->cin[i] < 0) return oom(err);
+        } else {
+            return unsupported(l, rs_op_name(o->op), err);
+        }
+    }
+    return RS_OK;
+}
+
 /* A generic op of an imported graph: the ones the plan runs, by the engine's rs_op_run. */
 static rs_status op_node(rs_plan *p, rs_model *m, const rs_layer *l, const int *vid, rs_pnode *n, rs_err *err)
 {
@@ -126,7 +151,8 @@ static rs_status op_node(rs_plan *p, rs_model *m, const rs_layer *l, const int *
         break;
     case RS_OP_MATMUL:
         if (matmul_op(p, m, l, vid, n, &st, err)) return st;
-        break;
+        /* a product of two computed values (attention's scores and mix): the engine's batched matmul */
+        return generic_op(p, m, l, vid, n, err);
     case RS_OP_RESHAPE:
         if (o->from[0] != RS_OP_IN_SRC) break;
         n->kind = RS_PK_VIEW;
@@ -152,26 +178,9 @@ static rs_status op_node(rs_plan *p, rs_model *m, const rs_layer *l, const int *
     case RS_OP_TRANSPOSE:
     case RS_OP_CONCAT:
     case RS_OP_SLICE:
-    case RS_OP_REDUCESUM: {
-        n->kind = RS_PK_OP;
-        n->op = o->op;
-        n->a = o->a;
-        n->nin = o->nin;
-        n->dout = o->out;
-        for (int i = 0; i < o->nin; i++) {
-            n->ds[i] = o->in[i];
-            if (o->from[i] == RS_OP_IN_SRC) {
-                n->in[i] = vid[l->src[o->slot[i]]];
-            } else if (o->from[i] == RS_OP_IN_CONST) {
-                n->in[i] = -1; /* not the layer's first source, which the caller put there (Add(bias, x)) */
-                n->cin[i] = slot_tensor(p, m, l, o->slot[i]);
-                if (n->cin[i] < 0) return oom(err);
-            } else {
-                return unsupported(l, rs_op_name(o->op), err);
-            }
-        }
-        return RS_OK;
-    }
+    case RS_OP_REDUCESUM:
+    case RS_OP_EXPAND:
+    case RS_OP_WHERE: return generic_op(p, m, l, vid, n, err);
     default: break;
     }
     char what[96];
