@@ -47,6 +47,8 @@ static rs_status binary(nctx *c)
     if (o->kind != IV_I || rs_dims_batch_pos(&o->shape) >= 0) return refuse(c, "meets a value that is not an integer constant");
     if (sub != RS_BINARY_ADD && sub != RS_BINARY_SUB && sub != RS_BINARY_MUL) return refuse(c, "meets an operator other than Add, Sub, Mul");
     if (sub == RS_BINARY_MUL && rs_dims_numel(&o->shape, 1) != 1) return refuse(c, "is multiplied by more than one number");
+    if (llabs(c->in[ai]->bstep) > (1LL << 31) || (sub == RS_BINARY_MUL && llabs(o->i[0]) > (1LL << 31)))
+        return refuse(c, "grows past 2^31 a sample");
     int pos;
     ival s = sample0(c->in[ai], &pos), *ins[2];
     ins[ai] = &s;
@@ -68,6 +70,10 @@ static rs_status gather(nctx *c)
 {
     ival *x = c->in[0], *ix = c->in[1];
     if (ix->bstep == 0 || x->bstep) return refuse(c, "is the data of a Gather");
+    int64_t ax = 0;
+    rs_status st = rs_onnx_attr_int(c->p, "axis", &ax);
+    if (st) return st;
+    if (ax != 0 && ax != -1) return refuse(c, "is gathered along an axis other than the flattened one");
     rs_dims xf = rs_onnx_file_shape(x);
     int64_t S = rs_dims_numel(&x->shape, 1), ni = rs_dims_numel(&ix->shape, 1);
     if (x->kind != IV_DYN || xf.rank != 1 || rs_onnx_batch_factor(xf.d[0]) != S || rs_dims_batch_pos(&x->shape) != 0)
@@ -80,7 +86,7 @@ static rs_status gather(nctx *c)
             return refuse(c, "picks elements out of order or outside their sample");
     /* (N, S), a Slice of it when the picks are not the whole sample, the index's shape */
     rs_dims flat = {2, {RS_DIM_BATCH, S}}, cut = {2, {RS_DIM_BATCH, ni}};
-    rs_status st = rs_onnx_reshape_to(c, x, &flat);
+    st = rs_onnx_reshape_to(c, x, &flat);
     if (st || (q0 == 0 && step == 1 && ni == S)) {
         if (!st) {
             ival v = c->res;
