@@ -113,7 +113,9 @@ static bool matmul_op(rs_plan *p, rs_model *m, const rs_layer *l, const int *vid
 }
 
 /* An op the plan runs by the engine's rs_op_run on the CPU table (table.c), its constant inputs
- * tensors of the plan's. Only ops that need no workspace come here (rs_op_workspace is 0 for them). */
+ * tensors of the plan's. The one that needs a workspace, a LayerNormalization the engine's layer
+ * does not take (over more than the last dimension), gets it as its scratch value `tmp`: mean and
+ * 1/std per row and a row of zeros for an absent bias, rs_op_workspace's (2 rows + len) floats. */
 static rs_status generic_op(rs_plan *p, rs_model *m, const rs_layer *l, const int *vid, rs_pnode *n, rs_err *err)
 {
     const rs_op_node *o = l->op;
@@ -133,6 +135,20 @@ static rs_status generic_op(rs_plan *p, rs_model *m, const rs_layer *l, const in
         } else {
             return unsupported(l, rs_op_name(o->op), err);
         }
+    }
+    if (o->op == RS_OP_LAYERNORM) {
+        const rs_dims *x = &o->in[0];
+        int bp = rs_dims_batch_pos(x);
+        if (bp >= o->a.axis || o->from[1] != RS_OP_IN_CONST || (o->nin > 2 && o->from[2] != RS_OP_IN_CONST))
+            return unsupported(l, "LayerNormalization over the batch or with computed weights", err);
+        int64_t rows = 1, len = 1;
+        for (int i = 0; i < x->rank; i++) {
+            if (i == bp) continue;
+            if (i < o->a.axis) rows *= x->d[i];
+            else len *= x->d[i];
+        }
+        n->eps = o->a.eps;
+        if ((n->tmp = rs_plan_add_value(p, 2 * rows + len)) < 0) return oom(err); /* per sample: a bound at any batch */
     }
     return RS_OK;
 }
@@ -180,7 +196,8 @@ static rs_status op_node(rs_plan *p, rs_model *m, const rs_layer *l, const int *
     case RS_OP_SLICE:
     case RS_OP_REDUCESUM:
     case RS_OP_EXPAND:
-    case RS_OP_WHERE: return generic_op(p, m, l, vid, n, err);
+    case RS_OP_WHERE:
+    case RS_OP_LAYERNORM: return generic_op(p, m, l, vid, n, err);
     default: break;
     }
     char what[96];

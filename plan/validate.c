@@ -109,12 +109,35 @@ static rs_status check_matmul(const rs_pnode *n, rs_err *err)
     return broadcasts(n, 2, lead, y, r, err);
 }
 
+/* LayerNormalization over the dims from axis on (the batch before them): scale and bias of that many
+ * floats, the shape kept, a scratch value of (2 rows + len) floats a sample (rs_op_workspace's). */
+static rs_status check_layernorm(const rs_pnode *n, const int64_t *numel, rs_err *err)
+{
+    const rs_dims *x = &n->ds[0];
+    int bp = rs_dims_batch_pos(x);
+    if (n->a.axis < 0 || n->a.axis >= x->rank || bp >= n->a.axis || !(n->a.eps >= 0 && n->a.eps < 1e30f) || n->tmp < 0)
+        return BAD("node %s: layernorm axis %d, eps %g, scratch %d", n->name, n->a.axis, (double)n->a.eps, n->tmp);
+    int64_t rows = 1, len = 1;
+    for (int i = 0; i < x->rank; i++) {
+        if (i == bp) continue;
+        if (i < n->a.axis) rows *= x->d[i];
+        else len *= x->d[i];
+        if (x->d[i] != n->dout.d[i]) return BAD("node %s: layernorm changes the shape", n->name);
+    }
+    if (n->dout.rank != x->rank || numel[n->tmp] < 2 * rows + len) return BAD("node %s: layernorm sizes", n->name);
+    for (int i = 1; i < n->nin; i++)
+        if (rs_dims_numel(&n->ds[i], 1) != len || rs_dims_batch_pos(&n->ds[i]) >= 0)
+            return BAD("node %s: layernorm %s of another size", n->name, i == 1 ? "scale" : "bias");
+    return RS_OK;
+}
+
 static rs_status check_op(const rs_plan *p, const rs_pnode *n, const int64_t *numel, rs_err *err)
 {
     int want_in = n->op == RS_OP_BINARY || n->op == RS_OP_MATMUL ? 2 : n->op == RS_OP_WHERE ? 3 : 1;
+    if (n->op == RS_OP_LAYERNORM) want_in = n->nin == 3 ? 3 : 2; /* the bias is optional */
     if (n->op != RS_OP_BINARY && n->op != RS_OP_SOFTMAX && n->op != RS_OP_LOGSOFTMAX && n->op != RS_OP_TRANSPOSE &&
         n->op != RS_OP_CONCAT && n->op != RS_OP_SLICE && n->op != RS_OP_REDUCEMEAN && n->op != RS_OP_REDUCESUM &&
-        n->op != RS_OP_MATMUL && n->op != RS_OP_EXPAND && n->op != RS_OP_WHERE)
+        n->op != RS_OP_MATMUL && n->op != RS_OP_EXPAND && n->op != RS_OP_WHERE && n->op != RS_OP_LAYERNORM)
         return BAD("node %s runs op %d, which plans do not run", n->name, (int)n->op);
     if (n->op == RS_OP_CONCAT ? n->nin < 1 : n->nin != want_in)
         return BAD("node %s (%s) has %d inputs", n->name, rs_op_name(n->op), n->nin);
@@ -140,6 +163,7 @@ static rs_status check_op(const rs_plan *p, const rs_pnode *n, const int64_t *nu
     case RS_OP_EXPAND:
     case RS_OP_WHERE: return broadcasts(n, n->nin, n->ds, y, y->rank, err);
     case RS_OP_MATMUL: return check_matmul(n, err);
+    case RS_OP_LAYERNORM: return check_layernorm(n, numel, err);
     case RS_OP_SOFTMAX:
     case RS_OP_LOGSOFTMAX:
         if (n->a.axis < 0 || n->a.axis >= x->rank || y->rank != x->rank) return BAD("node %s: softmax axis %d", n->name, n->a.axis);

@@ -238,6 +238,19 @@ def as_strided_file(name, pick_step=1, delta=1, range_name=None):
     g.save(name, ["batch", 6, 3, 3], ["batch", 5], 20)
 
 
+def layernorm_over_more_file():
+    """LayerNormalization over the last two dims of (N, 5, 4) (axis -2, scale and bias (5, 4)) and over
+    the last two of (N, 2, 5, 2) without a bias: no engine layer (it normalises over the last dim only),
+    so a generic op, which a plan runs with a workspace."""
+    g = G(11)
+    r = g.op("MatMul", ["x", g.weight(4, 4)])
+    n1 = g.op("LayerNormalization", [r, g.weight(5, 4), g.weight(5, 4)], axis=-2, epsilon=1e-5)
+    n2 = g.op("LayerNormalization", [g.op("Reshape", [n1, g.const([0, 2, 5, 2])]), g.weight(5, 2)], axis=2)
+    g.op("Reshape", [g.op("Relu", [n2]), g.const([0, 5, 4])])
+    g.nodes[-1].output[0] = "y"
+    g.save("layernorm_over_more", ["batch", 5, 4], ["batch", 5, 4], 17)
+
+
 def refusals():
     """Files the importer refuses, each with the words its message must hold (bad.txt)."""
     lines = []
@@ -298,6 +311,6 @@ if __name__ == "__main__":
     os.makedirs(OUT, exist_ok=True)
     for fn in (mha_ts_file, encoder_layer_ts_file, mha_dynamo_file, lambda: gpt_dynamo_file(True),
                lambda: gpt_dynamo_file(False), gather_computed_file, lambda: as_strided_file("as_strided_dynamo", 2),
-               refusals):
+               layernorm_over_more_file, refusals):
         fn()
     print(f"gen_transformer_patterns: wrote {len(os.listdir(OUT))} files to {OUT}")
