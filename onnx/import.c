@@ -470,9 +470,11 @@ static rs_status import_node(imp *p, const Onnx__NodeProto *np, int k)
     if (np->n_output < 1 || !np->output[0] || !*np->output[0]) return RS_OK; /* nothing to produce */
     c.res.vid = -1;
     int grouped = -1;
-    rs_status st = rs_onnx_batch_gate(&c, &grouped);
-    if (!st) st = def->import(&c);
-    if (!st) st = rs_onnx_batch_after(&c, grouped);
+    bool counts = false; /* an input counts the samples: import_strided.c follows it */
+    for (int j = 0; j < c.nin; j++) counts |= c.in[j] && c.in[j]->bstep;
+    rs_status st = counts ? rs_onnx_batch_index_node(&c) : rs_onnx_batch_gate(&c, &grouped);
+    if (!st && !counts) st = def->import(&c);
+    if (!st && !counts) st = rs_onnx_batch_after(&c, grouped);
     for (int o = 0; !st && o <= c.nmore; o++) {
         const char *oname = (size_t)o < np->n_output ? np->output[o] : NULL;
         ival *out = oname && *oname ? lookup(p, oname, false) : NULL;

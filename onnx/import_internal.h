@@ -33,6 +33,9 @@ typedef struct ival {
     /* IV_DYN whose file shape merges the batch with other sizes ((T, N*heads, hd)): dims [glo, glo+gn)
      * of shape (the batch among them) are one dimension of the file's; gn = 0 otherwise (import_batch.c) */
     int glo, gn;
+    /* IV_I counting the samples (import_strided.c): one dim of shape is RS_DIM_BATCH, held as 1 in i
+     * (sample 0's values); sample b's values are those plus b * bstep. 0 for every other value. */
+    int64_t bstep;
 } ival;
 
 /* In shape lists, a dimension that is the batch times k: RS_DIM_BATCH for k = 1, below
@@ -182,6 +185,16 @@ rs_status rs_onnx_gemm_grouped(nctx *c, const rs_op_attrs *a);
 rs_status rs_onnx_batch_gate(nctx *c, int *g);
 /* After it: the result keeps input g's grouping. */
 rs_status rs_onnx_batch_after(nctx *c, int g);
+
+/* import_strided.c: indices over the samples (Range(0, N, 1) and torch's as_strided lowering) */
+
+/* Range(start, N, delta) over the batch size N: the index of each sample (start 0, delta 1; anything else
+ * refused). */
+rs_status rs_onnx_batch_range(nctx *c, int64_t start, int64_t delta);
+/* A node one of whose inputs counts the samples (bstep): the arithmetic that follows it (Mul by a
+ * constant, Add, Sub, Unsqueeze) and the Gather on the flattened batch it ends in; anything else refused
+ * naming the node. Takes the place of the batch gate and the node's handler. */
+rs_status rs_onnx_batch_index_node(nctx *c);
 
 /* import_tokens.c: token id inputs and the embedding Gather that reads them */
 

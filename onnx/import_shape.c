@@ -457,16 +457,24 @@ rs_status rs_onnx_h_range(nctx *c)
     imp *p = c->p;
     rs_status st = rs_onnx_need_inputs(c, 3, 3);
     if (st) return st;
-    bool ints = true;
+    bool ints = true, over_batch = false;
     double v[3];
     for (int k = 0; k < 3; k++) {
         const ival *x = c->in[k];
         if (!rs_onnx_is_const(x) || rs_dims_numel(&x->shape, 1) != 1)
             return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "input %d must be a scalar constant (known at import)", k);
+        if (x->kind == IV_I && k == 1 && x->i[0] == RS_DIM_BATCH) {
+            over_batch = true; /* torch's as_strided: import_strided.c */
+            continue;
+        }
         if (x->kind == IV_I && rs_onnx_batch_factor(x->i[0]))
             return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "a range over the batch size");
         ints &= x->kind == IV_I;
         v[k] = x->kind == IV_I ? (double)x->i[0] : (double)x->f[0];
+    }
+    if (over_batch) {
+        if (!ints) return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "a range over the batch size in floats");
+        return rs_onnx_batch_range(c, c->in[0]->i[0], c->in[2]->i[0]);
     }
     if (v[2] == 0.0 || !isfinite(v[0]) || !isfinite(v[1]) || !isfinite(v[2]))
         return rs_onnx_fail(p, RS_ERR_FORMAT, "delta must be non-zero and the bounds finite");

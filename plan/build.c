@@ -112,6 +112,47 @@ static bool matmul_op(rs_plan *p, rs_model *m, const rs_layer *l, const int *vid
     return true;
 }
 
+/* An op the plan runs by the engine's rs_op_run on the CPU table (table.c), its constant inputs
+ * tensors of the plan's. The one that needs a workspace, a LayerNormalization the engine's layer
+ * does not take (over more than the last dimension), gets it as its scratch value `tmp`: mean and
+ * 1/std per row and a row of zeros for an absent bias, rs_op_workspace's (2 rows + len) floats. */
+static rs_status generic_op(rs_plan *p, rs_model *m, const rs_layer *l, const int *vid, rs_pnode *n, rs_err *err)
+{
+    const rs_op_node *o = l->op;
+    n->kind = RS_PK_OP;
+    n->op = o->op;
+    n->a = o->a;
+    n->nin = o->nin;
+    n->dout = o->out;
+    for (int i = 0; i < o->nin; i++) {
+        n->ds[i] = o->in[i];
+        if (o->from[i] == RS_OP_IN_SRC) {
+            n->in[i] = vid[l->src[o->slot[i]]];
+        } else if (o->from[i] == RS_OP_IN_CONST) {
+            n->in[i] = -1; /* not the layer's first source, which the caller put there (Add(bias, x)) */
+            n->cin[i] = slot_tensor(p, m, l, o->slot[i]);
+            if (n->cin[i] < 0) return oom(err);
+        } else {
+            return unsupported(l, rs_op_name(o->op), err);
+        }
+    }
+    if (o->op == RS_OP_LAYERNORM) {
+        const rs_dims *x = &o->in[0];
+        int bp = rs_dims_batch_pos(x);
+        if (bp >= o->a.axis || o->from[1] != RS_OP_IN_CONST || (o->nin > 2 && o->from[2] != RS_OP_IN_CONST))
+            return unsupported(l, "LayerNormalization over the batch or with computed weights", err);
+        int64_t rows = 1, len = 1;
+        for (int i = 0; i < x->rank; i++) {
+            if (i == bp) continue;
+            if (i < o->a.axis) rows *= x->d[i];
+            else len *= x->d[i];
+        }
+        n->eps = o->a.eps;
+        if ((n->tmp = rs_plan_add_value(p, 2 * rows + len)) < 0) return oom(err); /* per sample: a bound at any batch */
+    }
+    return RS_OK;
+}
+
 /* A generic op of an imported graph: the ones the plan runs, by the engine's rs_op_run. */
 static rs_status op_node(rs_plan *p, rs_model *m, const rs_layer *l, const int *vid, rs_pnode *n, rs_err *err)
 {
@@ -126,7 +167,8 @@ static rs_status op_node(rs_plan *p, rs_model *m, const rs_layer *l, const int *
         break;
     case RS_OP_MATMUL:
         if (matmul_op(p, m, l, vid, n, &st, err)) return st;
-        break;
+        /* a product of two computed values (attention's scores and mix): the engine's batched matmul */
+        return generic_op(p, m, l, vid, n, err);
     case RS_OP_RESHAPE:
         if (o->from[0] != RS_OP_IN_SRC) break;
         n->kind = RS_PK_VIEW;
@@ -152,26 +194,10 @@ static rs_status op_node(rs_plan *p, rs_model *m, const rs_layer *l, const int *
     case RS_OP_TRANSPOSE:
     case RS_OP_CONCAT:
     case RS_OP_SLICE:
-    case RS_OP_REDUCESUM: {
-        n->kind = RS_PK_OP;
-        n->op = o->op;
-        n->a = o->a;
-        n->nin = o->nin;
-        n->dout = o->out;
-        for (int i = 0; i < o->nin; i++) {
-            n->ds[i] = o->in[i];
-            if (o->from[i] == RS_OP_IN_SRC) {
-                n->in[i] = vid[l->src[o->slot[i]]];
-            } else if (o->from[i] == RS_OP_IN_CONST) {
-                n->in[i] = -1; /* not the layer's first source, which the caller put there (Add(bias, x)) */
-                n->cin[i] = slot_tensor(p, m, l, o->slot[i]);
-                if (n->cin[i] < 0) return oom(err);
-            } else {
-                return unsupported(l, rs_op_name(o->op), err);
-            }
-        }
-        return RS_OK;
-    }
+    case RS_OP_REDUCESUM:
+    case RS_OP_EXPAND:
+    case RS_OP_WHERE:
+    case RS_OP_LAYERNORM: return generic_op(p, m, l, vid, n, err);
     default: break;
     }
     char what[96];

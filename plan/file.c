@@ -348,6 +348,7 @@ static rs_status read_node(const char *name, const Rsplan__Node *m, rs_pnode *n,
     n->heads = m->heads;
     if (n->kind == RS_PK_OP) {
         n->op = (rs_op)m->op;
+        n->a.eps = n->eps; /* LayerNormalization's, kept in the node's own eps */
         if (m->attrs) {
             n->a.sub = m->attrs->sub;
             n->a.axis = m->attrs->axis;

@@ -27,7 +27,8 @@ typedef enum rs_pk {
     RS_PK_EMBED,     /* tokens (T) -> (T, C) */
     RS_PK_ATTN,      /* causal attention core, qkv (T, 3C) -> (T, C) */
     RS_PK_ADD,       /* two values of one size */
-    RS_PK_OP,        /* a generic op of an imported graph (UNARY, BINARY, SOFTMAX, LOGSOFTMAX, TRANSPOSE) */
+    RS_PK_OP,        /* a generic op of an imported graph by the engine's rs_op_run, one that needs no
+                        workspace (build.c's generic_op and validate.c's check_op list them) */
     RS_PK_VIEW,      /* its output is its input's memory (flatten, dropout, reshape): removed by the passes */
     RS_PK_COUNT
 } rs_pk;

@@ -27,12 +27,15 @@ static rs_status run_op(const rs_plan *p, rs_kctx *c, const rs_plan_mem *m, cons
     }
     float *out = rs_plan_mem_value(p, m, n->out);
     size_t ostep = (size_t)rs_dims_numel(&os, 0);
+    /* its scratch value, B samples' worth (each per-sample run reuses all of it) */
+    void *ws = n->tmp >= 0 ? rs_plan_mem_value(p, m, n->tmp) : NULL;
+    size_t ws_bytes = n->tmp >= 0 ? (size_t)B * (size_t)p->values[n->tmp].numel * sizeof(float) : 0;
     for (int r = 0; r < reps; r++) {
         const float *ins[RS_OP_MAX_IN] = {0};
         for (int i = 0; i < n->nin; i++)
             ins[i] = n->cin[i] >= 0 ? m->tensor(p, n->cin[i])
                                     : rs_plan_mem_value(p, m, n->in[i]) + (size_t)r * (size_t)rs_dims_numel(&is[i], 0);
-        rs_status st = rs_op_run(c, n->op, &n->a, ins, isp, out + (size_t)r * ostep, &os, NULL, 0, err);
+        rs_status st = rs_op_run(c, n->op, &n->a, ins, isp, out + (size_t)r * ostep, &os, ws, ws_bytes, err);
         if (st) return st;
     }
     return RS_OK;

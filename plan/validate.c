@@ -75,11 +75,69 @@ static bool dims_ok(const rs_dims *d, bool allow_batch)
     return batches <= (allow_batch ? 1 : 0);
 }
 
+/* Each of the k shapes in s broadcasts (numpy's rules) to the first r dims of y, whose rank is r. */
+static rs_status broadcasts(const rs_pnode *n, int k, const rs_dims *s, const rs_dims *y, int r, rs_err *err)
+{
+    for (int j = 0; j < k; j++) {
+        if (s[j].rank > r) return BAD("node %s: input %d has more dims than its output", n->name, j);
+        for (int i = 0; i < r; i++) {
+            int64_t d = i - (r - s[j].rank) >= 0 ? s[j].d[i - (r - s[j].rank)] : 1;
+            if (d != y->d[i] && d != 1) return BAD("node %s: input %d does not broadcast to the output", n->name, j);
+        }
+    }
+    return RS_OK;
+}
+
+/* numpy's matmul: (..., M, K) x (..., K, N) -> (broadcast ..., M, N); a 1-d operand is a row (first)
+ * or a column (second) whose unit dim the output drops. */
+static rs_status check_matmul(const rs_pnode *n, rs_err *err)
+{
+    rs_dims a = n->ds[0], b = n->ds[1];
+    const rs_dims *y = &n->dout;
+    if (a.rank < 1 || b.rank < 1) return BAD("node %s: matmul of a scalar", n->name);
+    bool va = a.rank == 1, vb = b.rank == 1;
+    if (va) a = (rs_dims){2, {1, a.d[0]}};
+    if (vb) b = (rs_dims){2, {b.d[0], 1}};
+    int64_t M = a.d[a.rank - 2], K = a.d[a.rank - 1], N = b.d[b.rank - 1];
+    if (K == RS_DIM_BATCH || b.d[b.rank - 2] != K) return BAD("node %s: matmul inner sizes differ", n->name);
+    int r = (a.rank > b.rank ? a.rank : b.rank) - 2; /* the broadcast leading dims */
+    if (y->rank != r + 2 - va - vb || (!va && y->d[r] != M) || (!vb && y->d[y->rank - 1] != N))
+        return BAD("node %s: matmul output shape", n->name);
+    a.rank -= 2;
+    b.rank -= 2;
+    rs_dims lead[2] = {a, b};
+    return broadcasts(n, 2, lead, y, r, err);
+}
+
+/* LayerNormalization over the dims from axis on (the batch before them): scale and bias of that many
+ * floats, the shape kept, a scratch value of (2 rows + len) floats a sample (rs_op_workspace's). */
+static rs_status check_layernorm(const rs_pnode *n, const int64_t *numel, rs_err *err)
+{
+    const rs_dims *x = &n->ds[0];
+    int bp = rs_dims_batch_pos(x);
+    if (n->a.axis < 0 || n->a.axis >= x->rank || bp >= n->a.axis || !(n->a.eps >= 0 && n->a.eps < 1e30f) || n->tmp < 0)
+        return BAD("node %s: layernorm axis %d, eps %g, scratch %d", n->name, n->a.axis, (double)n->a.eps, n->tmp);
+    int64_t rows = 1, len = 1;
+    for (int i = 0; i < x->rank; i++) {
+        if (i == bp) continue;
+        if (i < n->a.axis) rows *= x->d[i];
+        else len *= x->d[i];
+        if (x->d[i] != n->dout.d[i]) return BAD("node %s: layernorm changes the shape", n->name);
+    }
+    if (n->dout.rank != x->rank || numel[n->tmp] < 2 * rows + len) return BAD("node %s: layernorm sizes", n->name);
+    for (int i = 1; i < n->nin; i++)
+        if (rs_dims_numel(&n->ds[i], 1) != len || rs_dims_batch_pos(&n->ds[i]) >= 0)
+            return BAD("node %s: layernorm %s of another size", n->name, i == 1 ? "scale" : "bias");
+    return RS_OK;
+}
+
 static rs_status check_op(const rs_plan *p, const rs_pnode *n, const int64_t *numel, rs_err *err)
 {
-    int want_in = n->op == RS_OP_BINARY ? 2 : 1;
+    int want_in = n->op == RS_OP_BINARY || n->op == RS_OP_MATMUL ? 2 : n->op == RS_OP_WHERE ? 3 : 1;
+    if (n->op == RS_OP_LAYERNORM) want_in = n->nin == 3 ? 3 : 2; /* the bias is optional */
     if (n->op != RS_OP_BINARY && n->op != RS_OP_SOFTMAX && n->op != RS_OP_LOGSOFTMAX && n->op != RS_OP_TRANSPOSE &&
-        n->op != RS_OP_CONCAT && n->op != RS_OP_SLICE && n->op != RS_OP_REDUCEMEAN && n->op != RS_OP_REDUCESUM)
+        n->op != RS_OP_CONCAT && n->op != RS_OP_SLICE && n->op != RS_OP_REDUCEMEAN && n->op != RS_OP_REDUCESUM &&
+        n->op != RS_OP_MATMUL && n->op != RS_OP_EXPAND && n->op != RS_OP_WHERE && n->op != RS_OP_LAYERNORM)
         return BAD("node %s runs op %d, which plans do not run", n->name, (int)n->op);
     if (n->op == RS_OP_CONCAT ? n->nin < 1 : n->nin != want_in)
         return BAD("node %s (%s) has %d inputs", n->name, rs_op_name(n->op), n->nin);
@@ -99,19 +157,13 @@ static rs_status check_op(const rs_plan *p, const rs_pnode *n, const int64_t *nu
     }
     const rs_dims *x = &n->ds[0], *y = &n->dout;
     switch (n->op) {
-    case RS_OP_BINARY: {
+    case RS_OP_BINARY:
         if (n->a.sub < 0 || n->a.sub > RS_BINARY_XOR) return BAD("node %s: binary op %d", n->name, n->a.sub);
-        const rs_dims *b = &n->ds[1];
-        int r = x->rank > b->rank ? x->rank : b->rank;
-        if (y->rank != r) return BAD("node %s: broadcast rank", n->name);
-        for (int i = 0; i < r; i++) {
-            int64_t da = i - (r - x->rank) >= 0 ? x->d[i - (r - x->rank)] : 1;
-            int64_t db = i - (r - b->rank) >= 0 ? b->d[i - (r - b->rank)] : 1;
-            int64_t dy = y->d[i];
-            if (!((da == dy || da == 1) && (db == dy || db == 1))) return BAD("node %s: shapes do not broadcast", n->name);
-        }
-        return RS_OK;
-    }
+        return broadcasts(n, n->nin, n->ds, y, y->rank, err);
+    case RS_OP_EXPAND:
+    case RS_OP_WHERE: return broadcasts(n, n->nin, n->ds, y, y->rank, err);
+    case RS_OP_MATMUL: return check_matmul(n, err);
+    case RS_OP_LAYERNORM: return check_layernorm(n, numel, err);
     case RS_OP_SOFTMAX:
     case RS_OP_LOGSOFTMAX:
         if (n->a.axis < 0 || n->a.axis >= x->rank || y->rank != x->rank) return BAD("node %s: softmax axis %d", n->name, n->a.axis);
@@ -342,9 +394,9 @@ rs_status rs_plan_validate(const rs_plan *p, rs_err *err)
         written[n->out] = 1;
         if (n->tmp >= 0) written[n->tmp] = 1;
     }
-    if (!st && !written[p->output]) st = BAD("no node writes the output");
-    /* aliases of written values (views) count as written from their root; anything else unwritten is
-     * simply unused */
+    /* aliases of written values (views: an output reshaped last) count as written from their root;
+     * anything else unwritten is simply unused */
+    if (!st && !written[rs_plan_root(p, p->output)]) st = BAD("no node writes the output");
     free(numel);
     free(written);
     return st;

@@ -235,9 +235,34 @@ static rs_fuzz_seed seed_batch_heads(mb *b)
     return pack(b);
 }
 
+/* torch's as_strided over the batch (import_strided.c): (N, 3, 2, 2) averaged to (N, 3, 1, 1), flattened,
+ * Gather at Range(0, N, 1) * 3 unsqueezed plus arange(3) as (1, 3, 1, 1) */
+static rs_fuzz_seed seed_as_strided(mb *b)
+{
+    static const int64_t in[] = {0, 3, 2, 2}, hw[] = {-1, -2}, two_d[] = {2}, flat[] = {-1}, one_d[] = {1};
+    static const int64_t i0[] = {0}, i1[] = {1}, i3[] = {3}, ax[] = {1, 2, 3}, three_d[] = {3};
+    static const int64_t ar[] = {0, 1, 2}, ar_d[] = {1, 3, 1, 1};
+    mb_init(b, 20, in, 4);
+    attr_i(b, node(b, "ReduceMean", "x", "hw", NULL, "m"), "keepdims", 1);
+    node(b, "Reshape", "m", "flat", NULL, "f");
+    Onnx__NodeProto *sh = node(b, "Shape", "x", NULL, NULL, "s");
+    attr_i(b, sh, "start", 0);
+    attr_i(b, sh, "end", 1);
+    node(b, "Squeeze", "s", NULL, NULL, "n");
+    node(b, "Range", "zero", "n", "one", "r");
+    node(b, "Mul", "r", "three", NULL, "rs");
+    node(b, "Unsqueeze", "rs", "ax", NULL, "ru");
+    node(b, "Add", "ru", "ar", NULL, "idx");
+    attr_i(b, node(b, "Gather", "f", "idx", NULL, "y"), "axis", 0);
+    init_i(b, "hw", hw, 2, two_d, 1), init_i(b, "flat", flat, 1, one_d, 1), init_i(b, "zero", i0, 1, NULL, 0);
+    init_i(b, "one", i1, 1, NULL, 0), init_i(b, "three", i3, 1, NULL, 0), init_i(b, "ax", ax, 3, three_d, 1);
+    init_i(b, "ar", ar, 3, ar_d, 4);
+    return pack(b);
+}
+
 size_t rs_fuzz_seeds(const rs_fuzz_seed **seeds)
 {
-    static rs_fuzz_seed s[7];
+    static rs_fuzz_seed s[8];
     static mb b;
     static const int64_t w1[] = {8, 12}, b1[] = {8}, w2[] = {3, 8}, b2[] = {3};
     static const int64_t mlp_in[] = {0, 3, 4};
@@ -339,6 +364,7 @@ size_t rs_fuzz_seeds(const rs_fuzz_seed **seeds)
     s[5] = pack(&b);
 
     s[6] = seed_batch_heads(&b);
+    s[7] = seed_as_strided(&b);
     *seeds = s;
-    return 7;
+    return 8;
 }

@@ -210,6 +210,47 @@ def gather_computed_file():
     g.save("gather_computed", ["batch", 6, 5], ["batch", 6], 17)
 
 
+def as_strided(g, flat, n, C, pick_step=1, delta=1, range_name=None):
+    """torch's aten.as_strided as the dynamo exporter (opset 20) lowers it, in convnext_tiny's
+    AdaptiveAvgPool2d: indices Range(0, N, 1) * C unsqueezed to (N, 1, 1, 1), plus arange(C) as
+    (1, C, 1, 1) (here every pick_step-th channel), plus (1, 1, 1, 1) zeros twice, into one Gather of the
+    (N, C, 1, 1) data flattened to (N*C)."""
+    r = g.op("Range", [g.init(0, np.int64), n, g.init(delta, np.int64)], name=range_name)
+    i = g.op("Unsqueeze", [g.op("Mul", [r, g.init(C, np.int64)]), g.init([1, 2, 3], np.int64)])
+    i = g.op("Add", [i, g.init(np.arange(0, C, pick_step).reshape(1, -1, 1, 1), np.int64)])
+    z = g.init(np.zeros((1, 1, 1, 1)), np.int64)
+    return g.op("Gather", [flat, g.op("Add", [g.op("Add", [i, z]), z])], axis=0)
+
+
+def as_strided_file(name, pick_step=1, delta=1, range_name=None):
+    """ReduceMean over (H, W) keepdims, the as_strided of the whole (N, 6, 1, 1) (convnext's, a Reshape)
+    and of every other channel (a Slice), Concat, Reshape to (N, 9), Gemm."""
+    g = G(10)
+    mean = g.op("ReduceMean", ["x", g.init([-1, -2], np.int64)], keepdims=1)
+    flat = g.op("Reshape", [mean, g.init([-1], np.int64)])
+    n = g.op("Squeeze", [g.op("Shape", ["x"], start=0, end=1)])
+    a = as_strided(g, flat, n, 6)
+    b = as_strided(g, flat, n, 6, pick_step, delta, range_name)
+    cat = g.op("Concat", [a, b], axis=1)
+    g.op("Gemm", [g.op("Reshape", [cat, g.init([-1, 6 + 6 // pick_step], np.int64)]), g.weight(5, 6 + 6 // pick_step),
+                  g.weight(5)], transB=1)
+    g.nodes[-1].output[0] = "y"
+    g.save(name, ["batch", 6, 3, 3], ["batch", 5], 20)
+
+
+def layernorm_over_more_file():
+    """LayerNormalization over the last two dims of (N, 5, 4) (axis -2, scale and bias (5, 4)) and over
+    the last two of (N, 2, 5, 2) without a bias: no engine layer (it normalises over the last dim only),
+    so a generic op, which a plan runs with a workspace."""
+    g = G(11)
+    r = g.op("MatMul", ["x", g.weight(4, 4)])
+    n1 = g.op("LayerNormalization", [r, g.weight(5, 4), g.weight(5, 4)], axis=-2, epsilon=1e-5)
+    n2 = g.op("LayerNormalization", [g.op("Reshape", [n1, g.const([0, 2, 5, 2])]), g.weight(5, 2)], axis=2)
+    g.op("Reshape", [g.op("Relu", [n2]), g.const([0, 5, 4])])
+    g.nodes[-1].output[0] = "y"
+    g.save("layernorm_over_more", ["batch", 5, 4], ["batch", 5, 4], 17)
+
+
 def refusals():
     """Files the importer refuses, each with the words its message must hold (bad.txt)."""
     lines = []
@@ -258,6 +299,10 @@ def refusals():
     g.save("softmax_over_batch_heads", ["batch", 4, 6], ["batch", 4, 6], 17)
     lines.append("softmax_over_batch_heads\tnode '/Softmax_nh' (Softmax, opset 17): axis 1 of (4, N*2, 3), whose "
                  "dimension 1 merges the batch with other sizes")
+    # a range over the batch size that is not each sample's index
+    as_strided_file("range_over_batch_step2", delta=2, range_name="/Range_step2")
+    lines.append("range_over_batch_step2\tnode '/Range_step2' (Range, opset 20): a range over the batch size (torch's "
+                 "as_strided) that does not start at 0 in steps of 1")
     with open(os.path.join(OUT, "bad.txt"), "w") as f:
         f.write("\n".join(lines) + "\n")
 
@@ -265,6 +310,7 @@ def refusals():
 if __name__ == "__main__":
     os.makedirs(OUT, exist_ok=True)
     for fn in (mha_ts_file, encoder_layer_ts_file, mha_dynamo_file, lambda: gpt_dynamo_file(True),
-               lambda: gpt_dynamo_file(False), gather_computed_file, refusals):
+               lambda: gpt_dynamo_file(False), gather_computed_file, lambda: as_strided_file("as_strided_dynamo", 2),
+               layernorm_over_more_file, refusals):
         fn()
     print(f"gen_transformer_patterns: wrote {len(os.listdir(OUT))} files to {OUT}")
