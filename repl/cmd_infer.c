@@ -126,8 +126,9 @@ int rs_cmd_infer(rs_session *s, const rs_call *c)
             if (started < nclients) failed += (int)(n - ok - failed);
             rs_serve_sched_stats(v->sched, &after);
             uint64_t batches = after.execution_count - before.execution_count;
-            fprintf(s->out, "infer %s: %lld requests of 1 sample from %d clients: %d ok, %d failed, run in %llu "
-                            "batches:", name, n, started, ok, failed, (unsigned long long)batches);
+            fprintf(s->out, "infer %s: %lld request%s of 1 sample from %d client%s: %d ok, %d failed, run in %llu "
+                            "batch%s:", name, n, n == 1 ? "" : "s", started, started == 1 ? "" : "s", ok, failed,
+                    (unsigned long long)batches, batches == 1 ? "" : "es");
             bool first = true;
             for (int b = 1; b <= after.max_batch && after.batch_infer && before.batch_infer; b++) {
                 uint64_t k = after.batch_infer[b].count - before.batch_infer[b].count;

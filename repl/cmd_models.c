@@ -201,8 +201,8 @@ int rs_cmd_model(rs_session *s, const rs_call *c)
     record_model(s, m);
     if (rs_model_tokens(m)) {
         char dv[32] = "";
-        fprintf(s->out, "model %s: %d layers, %zu parameters, input %lld tokens, vocabulary %d%s%s\n", c->bind, nl,
-                rs_model_param_count(m), (long long)rs_shape_numel(rs_model_input_shape(m)), rs_model_vocab(m),
+        fprintf(s->out, "model %s: %d layer%s, %zu parameters, input %lld tokens, vocabulary %d%s%s\n", c->bind, nl,
+                nl == 1 ? "" : "s", rs_model_param_count(m), (long long)rs_shape_numel(rs_model_input_shape(m)), rs_model_vocab(m),
                 dev.kind != RS_DEV_CPU ? ", on " : "", dev.kind != RS_DEV_CPU ? rs_repl_device_str(dev, dv, sizeof dv) : "");
         return 0;
     }

@@ -117,6 +117,9 @@ static int train_cfg(rs_session *s, const rs_call *c, rs_train_cfg *out)
     if (cfg.batch < 1 || cfg.batch > 65536)
         return rs_session_error(s, c, rs_call_opt(c, "batch")->pos, 5, "train: batch must be 1..65536, got %d",
                                 cfg.batch);
+    if (cfg.max_steps < 0)
+        return rs_session_error(s, c, rs_call_opt(c, "steps")->pos, 5 + strlen(rs_call_opt(c, "steps")->text),
+                                "train: steps= takes 0 or more (0: every epoch), got %lld", (long long)cfg.max_steps);
     if (rs_opt_cfg_check(&cfg.opt, &err)) return rs_session_error(s, c, (size_t)-1, 0, "train: %s", err.msg);
     cfg.clip = (float)rs_call_float(c, "clip", 0);
     if (!(cfg.clip >= 0.0f) || !isfinite(cfg.clip))
@@ -134,8 +137,12 @@ static int train_cfg(rs_session *s, const rs_call *c, rs_train_cfg *out)
                                 "inject_inf a step >= 1 (0: none)");
     cfg.eval_every = rs_call_int(c, "eval_every", 0);
     cfg.eval_samples = rs_call_int(c, "eval_samples", 0);
-    if (cfg.eval_every < 0 || cfg.eval_samples < 0)
-        return rs_session_error(s, c, (size_t)-1, 0, "train: eval_every and eval_samples must be >= 0");
+    if (cfg.eval_every < 0 || cfg.eval_samples < 0) {
+        const char *k = cfg.eval_every < 0 ? "eval_every" : "eval_samples";
+        return rs_session_error(s, c, rs_call_opt(c, k)->pos, strlen(k) + 1 + strlen(rs_call_opt(c, k)->text),
+                                "train: %s= takes 0 or more (0: %s)", k,
+                                cfg.eval_every < 0 ? "after each epoch" : "the whole test split");
+    }
     cfg.accum = (int)rs_call_int(c, "accum", 1);
     if (cfg.accum < 1 || cfg.accum > 4096)
         return rs_session_error(s, c, rs_call_opt(c, "accum")->pos, 5, "train: accum must be 1..4096, got %d",

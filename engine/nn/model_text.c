@@ -104,11 +104,11 @@ char *rs_model_summary(const rs_model *m)
     for (int i = 0; i < m->ntensors; i++) real += m->tensors[i].numel;
     human_bytes(real * sizeof(float), by, sizeof by);
     if (m->tokens)
-        sb_printf(&b, "model %s: %d layers, %zu parameters (%s as f32), input %lld tokens, vocabulary %d, on %s\n",
-                  m->name, m->nlayers, real, by, (long long)m->in.d[0], rs_model_vocab(m), rs_model_device_str(m, dv, sizeof dv));
+        sb_printf(&b, "model %s: %d layer%s, %zu parameters (%s as f32), input %lld tokens, vocabulary %d, on %s\n",
+                  m->name, m->nlayers, m->nlayers == 1 ? "" : "s", real, by, (long long)m->in.d[0], rs_model_vocab(m), rs_model_device_str(m, dv, sizeof dv));
     else
-        sb_printf(&b, "model %s: %d layers, %zu parameters (%s as f32), input %s, %d classes, on %s\n", m->name,
-                  m->nlayers, real, by, rs_shape_str(&m->in, s, sizeof s), rs_model_classes(m), rs_model_device_str(m, dv, sizeof dv));
+        sb_printf(&b, "model %s: %d layer%s, %zu parameters (%s as f32), input %s, %d classes, on %s\n", m->name,
+                  m->nlayers, m->nlayers == 1 ? "" : "s", real, by, rs_shape_str(&m->in, s, sizeof s), rs_model_classes(m), rs_model_device_str(m, dv, sizeof dv));
     sb_printf(&b, "  %-8s %-30s %-12s %12s\n", "name", "layer", "output", "params");
     for (int i = 0; i < m->nlayers; i++) {
         const rs_layer *l = &m->layers[i];
