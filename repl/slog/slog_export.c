@@ -59,12 +59,44 @@ typedef struct export_ctx {
     int n;
 } export_ctx;
 
+/* Whether the word at p (len bytes) is a step=1 that waits for a key between algorithm steps. */
+static bool stepping_word(const char *p, size_t len)
+{
+    static const char *const on[] = {"step=1", "step=on", "step=true", "step=yes"};
+    for (size_t i = 0; i < sizeof on / sizeof on[0]; i++)
+        if (len == strlen(on[i]) && strncmp(p, on[i], len) == 0) return true;
+    return false;
+}
+
 static int export_line(void *ud, int64_t seq, const char *text, const char *source, const char *status)
 {
     (void)seq, (void)source, (void)status;
     export_ctx *x = ud;
+    /* A script cannot answer step=1's keys (it refuses without the live view), so the exported line runs
+     * the collective straight through, and a comment says what was left out. */
+    bool stepped = false;
+    for (const char *p = text; *p;) {
+        size_t len = strcspn(p, " \t");
+        if (len && stepping_word(p, len) && (p == text || p[-1] == ' ' || p[-1] == '\t')) stepped = true;
+        p += len ? len : 1;
+    }
+    if (stepped) fputs("# step=1 left out: it waits for a key at the live view, which a script has not\n", x->f);
     /* One command per line: a stray newline in a logged command must not split it. */
-    for (const char *p = text; *p; p++) fputc(*p == '\n' || *p == '\r' ? ' ' : *p, x->f);
+    for (const char *p = text; *p;) {
+        size_t len = strcspn(p, " \t\r\n");
+        if (len && stepping_word(p, len) && (p == text || strchr(" \t\r\n", p[-1]))) {
+            p += len;
+            while (*p == ' ' || *p == '\t') p++;
+            continue;
+        }
+        if (!len) {
+            fputc(' ', x->f);
+            p++;
+            continue;
+        }
+        fwrite(p, 1, len, x->f);
+        p += len;
+    }
     fputc('\n', x->f);
     x->n++;
     return 0;
