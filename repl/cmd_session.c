@@ -1,4 +1,5 @@
 /* Session commands: set, help (generated from the command table), version, say, pause, quit. */
+#define _GNU_SOURCE /* strcasestr */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,7 +48,7 @@ static void help_all(rs_session *s)
     static const char *const groups[] = {"models", "training", "ranks", "session log", "playback", "session"};
     /* the usage column: 44 wide where there is room, narrower on a projector's 80 columns; a longer
      * usage gets a line of its own and its description goes under it */
-    int cols = rs_wrap_cols(s->out), uw = cols >= 120 ? 44 : cols * 2 / 5;
+    int cols = s->help_cols ? s->help_cols : rs_wrap_cols(s->out), uw = cols >= 120 ? 44 : cols * 2 / 5;
     fprintf(s->out, "Commands (`help CMD` for one in full; `play tour` for a three-minute tour):\n");
     for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {
         fprintf(s->out, "%s%s%s\n", rs_sty(s, "\033[1m"), groups[g], rs_sty(s, "\033[0m"));
@@ -65,9 +66,16 @@ static void help_all(rs_session *s)
     }
 }
 
+/* Whether option o belongs under `help CMD TOPIC`: TOPIC in its name, its choices or its description,
+ * any case. */
+static bool about(const rs_optdef *o, const char *topic, const char *type)
+{
+    return !topic || strcasestr(o->name, topic) || strcasestr(o->help, topic) || strcasestr(type, topic);
+}
+
 static int help_one(rs_session *s, const rs_call *c, const rs_cmddef *d)
 {
-    (void)c;
+    const char *topic = c->nargs > 1 ? c->args[1] : NULL;
     char usage[256], tb[128];
     rs_cmd_usage(d, usage, sizeof usage);
     fprintf(s->out, "%s%s%s\n", rs_sty(s, "\033[1m"), usage, rs_sty(s, "\033[0m"));
@@ -76,17 +84,21 @@ static int help_one(rs_session *s, const rs_call *c, const rs_cmddef *d)
     while (*desc == ' ') desc++;
     /* the help text's prose is filled to the terminal (100 columns at most, for reading), its indented
      * examples kept as written; option descriptions go on under their own column */
-    int cols = rs_wrap_cols(s->out);
-    rs_wrap_print(s->out, d->help ? d->help : desc, cols < 100 ? cols : 100, 2);
-    if (d->help_list) {
+    int cols = s->help_cols ? s->help_cols : rs_wrap_cols(s->out);
+    if (!topic) rs_wrap_print(s->out, d->help ? d->help : desc, cols < 100 ? cols : 100, 2);
+    if (d->help_list && !topic) {
         char list[1024];
         rs_wrap_print(s->out, d->help_list(list, sizeof list), cols < 100 ? cols : 100, 2);
     }
+    int shown = 0;
     if (d->opts && d->opts[0].name) {
-        fprintf(s->out, "options:\n");
+        if (topic) fprintf(s->out, "options about '%s':\n", topic);
+        else fprintf(s->out, "options:\n");
         int kw = cols >= 100 ? 26 : 22;
         for (const rs_optdef *o = d->opts; o->name; o++) {
             char key[96], text[400];
+            if (!about(o, topic, type_name(o, tb, sizeof tb))) continue;
+            shown++;
             snprintf(key, sizeof key, "%s=%s", o->name, type_name(o, tb, sizeof tb));
             snprintf(text, sizeof text, "%s%s%s%s", o->help, o->def ? " (default " : "", o->def ? o->def : "",
                      o->def ? ")" : "");
@@ -95,11 +107,69 @@ static int help_one(rs_session *s, const rs_call *c, const rs_cmddef *d)
             rs_wrap_fill(s->out, text, cols, kw + 3, kw + 3);
         }
     }
-    if (!strcmp(d->name, "play")) rs_play_list(s); /* the tutorials are files: only the running program knows them */
+    if (topic && !shown)
+        return rs_session_error(s, c, c->arg_pos[1], strlen(topic),
+                                "help: no option of %s mentions '%s'; `help %s` shows them all", d->name, topic, d->name);
+    if (!strcmp(d->name, "play") && !topic) rs_play_list(s); /* the tutorials are files: only the running program knows them */
     return 0;
 }
 
+/* The pager for help longer than the screen: $PAGER, else less (-R colours, -F leave at once when it
+ * fits after all, -X keep the text on the screen); NULL where neither is there. */
+static const char *pager(char *buf, size_t n)
+{
+    const char *p = getenv("PAGER");
+    if (p && *p) return p;
+    const char *path = getenv("PATH");
+    for (const char *d = path ? path : "/usr/bin:/bin"; d && *d;) {
+        size_t len = strcspn(d, ":");
+        snprintf(buf, n, "%.*s/less", (int)len, d);
+        if (len && access(buf, X_OK) == 0) return "less -R -F -X";
+        d += len + (d[len] == ':');
+    }
+    return NULL;
+}
+
+/* Help at a person's terminal goes through a pager when it is longer than the screen; in scripts,
+ * pipes and tests it is printed as it is. Returns the text's status (the help's own). */
+static int help_paged(rs_session *s, const rs_call *c);
+
 int rs_cmd_help(rs_session *s, const rs_call *c)
+{
+    struct winsize ws;
+    int fd = rs_wrap_fd(s->out);
+    char pbuf[512];
+    if (s->interactive && fd == STDOUT_FILENO && isatty(fd) && ioctl(fd, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 2 &&
+        pager(pbuf, sizeof pbuf)) {
+        /* the help is written to memory at the terminal's width, then paged if it does not fit */
+        char *text = NULL;
+        size_t len = 0;
+        FILE *mem = open_memstream(&text, &len); /* owned here: text freed below */
+        if (mem) {
+            FILE *out = s->out;
+            s->out = mem;
+            s->help_cols = ws.ws_col;
+            int rc = help_paged(s, c);
+            s->out = out;
+            s->help_cols = 0;
+            fclose(mem);
+            int lines = 0;
+            for (size_t i = 0; i < len; i++) lines += text[i] == '\n';
+            FILE *pg = lines >= ws.ws_row - 1 ? (fflush(out), popen(pager(pbuf, sizeof pbuf), "w")) : NULL;
+            if (pg) {
+                fwrite(text, 1, len, pg);
+                if (pclose(pg) != 0) fwrite(text, 1, len, out); /* the pager did not run: the text all the same */
+            } else {
+                fwrite(text, 1, len, out);
+            }
+            free(text);
+            return rc;
+        }
+    }
+    return help_paged(s, c);
+}
+
+static int help_paged(rs_session *s, const rs_call *c)
 {
     if (c->nargs == 0) {
         help_all(s);

@@ -607,8 +607,14 @@ const rs_cmddef rs_commands[] = {
     {
         .name = "help",
         .group = "session",
-        .synopsis = "help [COMMAND]    this list, or one command in full",
-        ARGS(AOPT("COMMAND", RS_A_COMMAND)),
+        .synopsis = "help [COMMAND [TOPIC]]    this list, one command in full, or its options about TOPIC",
+        .help = "Without a command: every command by group. `help CMD`: its usage, what it does and every option.\n"
+                "`help CMD TOPIC`: only the options whose name or description mentions TOPIC, e.g.\n"
+                "  help train fp16\n"
+                "  help train pipeline\n"
+                "At a terminal, help longer than the screen goes through a pager ($PAGER, else `less -R -F -X`;\n"
+                "q leaves it).",
+        ARGS(AOPT("COMMAND", RS_A_COMMAND), AOPT("TOPIC", RS_A_WORD)),
         .fn = rs_cmd_help,
     },
     {

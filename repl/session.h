@@ -45,6 +45,7 @@ struct rs_session {
     rs_device device;       /* `set device=`: cpu (zero) or a GPU the driver reports (repl/cmd_devices.c) */
     FILE *out;
     FILE *err;              /* errors and warnings: stderr in scripts, -c and pipes; NULL: out (the prompt) */
+    int help_cols;          /* while help is written to memory for the pager: the terminal's width (else 0) */
     bool color;             /* NO_COLOR, TERM=dumb and non-terminals turn it off */
     bool interactive;       /* a person at a terminal: prompts, pauses wait */
     bool echo;              /* scripts: print each command before running it */
