@@ -393,36 +393,45 @@ static int refuse_before_spawn(rs_session *s, const rs_call *c, double timeout_s
     return 0;
 }
 
-/* hostfile=: DeepSpeed's hostfile, read with its rules, as mpirun's --host list (j->hosts). Only mpirun
- * starts ranks on other hosts here; shm and tcp ranks stay on this one. 0, or the rc. */
+/* hostfile=: DeepSpeed's hostfile, read with its rules, as mpirun's --host list (j->hosts); without it,
+ * `ringside launch`'s hosts (s->launch) when they are not this host alone. Only mpirun starts ranks on
+ * other hosts here; shm and tcp ranks stay on this one. 0, or the rc. */
 static int hosts(rs_session *s, const rs_call *c, rs_job *j)
 {
     const rs_optval *v = rs_call_opt(c, "hostfile");
-    if (!v || !v->set) return 0;
-    size_t len = 9 + strlen(v->text);
+    bool given = v && v->set;
+    if (!given && !(s->launch && !rs_hostfile_is_local(s->launch))) return 0;
+    size_t pos = given ? v->pos : (size_t)-1, len = given ? 9 + strlen(v->text) : 0;
     if (!rs_pg_backend_find(j->backend)->needs_launcher)
-        return rs_session_error(s, c, v->pos, len, "%s: hostfile= starts the ranks through Open MPI's mpirun, which "
+        return rs_session_error(s, c, pos, len, "%s: %s starts the ranks through Open MPI's mpirun, which "
                                 "reaches the hosts with its rsh agent (ssh, or OMPI_MCA_plm_rsh_agent): add backend=mpi",
-                                c->cmd->name);
+                                c->cmd->name, given ? "hostfile=" : "`ringside launch` on other hosts");
     rs_hostfile hf;
     rs_err e = {0};
-    rs_status st = rs_hostfile_read(v->text, &hf, &e);
-    if (!st) st = rs_hostfile_mpi_hosts(&hf, j->world, j->hosts, sizeof j->hosts, &e);
-    rs_hostfile_clear(&hf);
-    return st ? rs_session_error(s, c, v->pos, len, "%s: %s", c->cmd->name, e.msg) : 0;
+    rs_status st = given ? rs_hostfile_read(v->text, &hf, &e) : RS_OK;
+    if (!st) st = rs_hostfile_mpi_hosts(given ? &hf : s->launch, j->world, j->hosts, sizeof j->hosts, &e);
+    if (given) rs_hostfile_clear(&hf);
+    if (st) return rs_session_error(s, c, pos, len, "%s: %s", c->cmd->name, e.msg);
+    if (!given)
+        fprintf(s->out, "%s: %d ranks on `ringside launch`'s hosts %s (host:ranks), %s backend\n", c->cmd->name,
+                j->world, j->hosts, j->backend);
+    return 0;
 }
 
 /* The checks every rank-starting command shares: ranks, backend, algo (for step-based backends). */
 static int common_opts(rs_session *s, const rs_call *c, rs_job *j)
 {
-    long long ranks = rs_call_int(c, "ranks", 2);
+    /* under `ringside launch`: a rank a slot, started by mpirun on the launch's hosts (DeepSpeed's way) */
+    bool remote = s->launch && !rs_hostfile_is_local(s->launch);
+    long long ranks = s->launch && !rs_call_given(c, "ranks") ? (s->launch->slots < 64 ? s->launch->slots : 64)
+                                                              : rs_call_int(c, "ranks", 2);
     const rs_optval *rv = rs_call_opt(c, "ranks");
     if (ranks < 1 || ranks > 64)
         return rs_session_error(s, c, rv->pos, 5 + strlen(rv->text ? rv->text : ""),
                                 "%s: ranks must be 1..64 (this machine has %ld cores; more ranks share them), got %lld",
                                 c->cmd->name, sysconf(_SC_NPROCESSORS_ONLN), ranks);
     j->world = (int)ranks;
-    snprintf(j->backend_name, sizeof j->backend_name, "%s", rs_call_str(c, "backend", "shm"));
+    snprintf(j->backend_name, sizeof j->backend_name, "%s", remote && !rs_call_given(c, "backend") ? "mpi" : rs_call_str(c, "backend", "shm"));
     j->backend = j->backend_name; /* a copy: the call is gone when a background run ends */
     const rs_optval *bv = rs_call_opt(c, "backend");
     if (!rs_pg_backend_find(j->backend)) {

@@ -10,7 +10,9 @@ The REPL runs on the first host; `hostfile=` makes mpirun start 2 ranks on each.
 The namespaces, the veth pair and the agent are made here and removed at the end. Skipped (77) with
 the reason where they cannot be made: no CAP_NET_ADMIN, no `ip` or `unshare`, no mpirun, no mpi backend.
 
-usage: hosts_test.py RINGSIDE"""
+`launch` (second argument): `ringside launch` with DeepSpeed's options runs a script on the hosts.
+
+usage: hosts_test.py RINGSIDE [launch]"""
 import os
 import re
 import shutil
@@ -86,13 +88,20 @@ def agent(tmp):
     return path
 
 
-def on_host0(tmp, cmds, timeout=240):
+def on_host0(tmp, cmds, timeout=240, launch=None):
+    """cmds run by the REPL on host 0 (-c), or, with launch (its options), the script cmds by `ringside launch`."""
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", COLUMNS="1000",
                OMPI_MCA_plm_rsh_agent=agent(tmp), OMPI_MCA_btl_tcp_if_include=NET + ".0/24",
                OMPI_MCA_oob_tcp_if_include=NET + ".0/24", ASAN_OPTIONS="detect_leaks=0")
     for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(k, None)
-    inner = "hostname host0; exec %s --no-db --keep-going -c %s" % (EXE, shlex_quote(cmds))
+    if launch is None:
+        inner = "hostname host0; exec %s --no-db --keep-going -c %s" % (EXE, shlex_quote(cmds))
+    else:
+        script = os.path.join(tmp, "launched.ring")
+        with open(script, "w") as f:
+            f.write(cmds.replace("; ", "\n") + "\n")
+        inner = "hostname host0; exec %s --no-db launch %s %s" % (EXE, " ".join(map(shlex_quote, launch)), script)
     p = subprocess.run(["ip", "netns", "exec", NS[0], "unshare", "--uts", "sh", "-c", inner], capture_output=True,
                        text=True, timeout=timeout, env=env, cwd=tmp)
     return p.returncode, p.stdout + p.stderr
@@ -165,10 +174,48 @@ def main(tmp):
     check("rank 0:" not in out, "and no rank started")
 
 
+def launched(tmp, hf):
+    """`ringside launch` as DeepSpeed's launcher: the hostfile's hosts, narrowed by --num_procs, --include
+    and --exclude, are the script's default for rank-starting commands (ranks= their slots, backend=mpi)."""
+    rc, out = on_host0(tmp, "world", launch=["--hostfile", hf])
+    print(out)
+    check(rc == 0 and "on hosts %s:2,%s:2" % (ADDR[0], ADDR[1]) in out and
+          re.search(r"rank 3: OMPI_COMM_WORLD_RANK=3 _SIZE=4 _LOCAL_RANK=1 _LOCAL_SIZE=2", out) is not None,
+          "launch --hostfile: a script's `world` runs a rank a slot on both hosts")
+    for opts, hosts in ((["--include", ADDR[1]], "%s:2" % ADDR[1]), (["--exclude", "%s:1" % ADDR[0]],
+                        "%s:1,%s:2" % (ADDR[0], ADDR[1])), (["--num_nodes", "1"], "%s:2" % ADDR[0])):
+        rc, out = on_host0(tmp, "world", launch=["--hostfile", hf] + opts)
+        print(out)
+        check(rc == 0 and "on hosts %s" % hosts in out, "launch %s: the ranks run on %s" % (" ".join(opts), hosts))
+    a, b = os.path.join(tmp, "la.safetensors"), os.path.join(tmp, "lb.safetensors")
+    rc, out = on_host0(tmp, "data d = digits n=1000 seed=1; model m = mlp 784-16-10 seed=1; "
+                            "model r = mlp 784-16-10 seed=1; train m on d mode=ddp batch=32 steps=8 eval=off view=off; "
+                            "save m %s; train r on d batch=32 steps=8 eval=off; save r %s" % (a, b),
+                       launch=["--hostfile", hf, "--num_procs", "1"])
+    print(out)
+    check(rc == 0 and "2 ranks on `ringside launch`'s hosts %s:1,%s:1" % (ADDR[0], ADDR[1]) in out,
+          "launch --num_procs 1: a script's ddp training runs one rank on each host")
+    if os.path.exists(a) and os.path.exists(b):
+        wa, wb = load(a), load(b)
+        worst = max(abs(x - y) / (abs(y) + 1e-3) for k in wb for x, y in zip(wa[k], wb[k]))
+        check(wa.keys() == wb.keys() and worst < 1e-4, "the launched ddp ends with one process's weights (%.2g)" % worst)
+    rc, out = on_host0(tmp, "world", launch=["--hostfile", hf, "--include", ADDR[0], "--num_nodes", "1"])
+    check(rc == 2 and "Cannot specify num_nodes/gpus with include/exclude" in out and "rank 0" not in out,
+          "DeepSpeed's refusal of --num_nodes with --include, before any rank: " + out.strip())
+    rc, out = on_host0(tmp, "world", launch=["--hostfile", hf, "--include", "%s:2" % ADDR[1]])
+    check(rc == 2 and "No slot '2' specified on host '%s'" % ADDR[1] in out, "a slot the host lacks is refused")
+
+
 make_hosts()
 try:
     with tempfile.TemporaryDirectory() as tmp:
-        main(tmp)
+        if len(sys.argv) > 2 and sys.argv[2] == "launch":
+            hf = os.path.join(tmp, "hostfile")
+            with open(hf, "w") as f:
+                f.write("%s slots=2\n%s slots=2\n" % (ADDR[0], ADDR[1]))
+            launched(tmp, hf)
+        else:
+            main(tmp)
 finally:
     remove_hosts()
 print("%d failed" % failures)
