@@ -6,13 +6,15 @@ The REPL runs on the first host; `hostfile=` makes mpirun start 2 ranks on each.
   - `world`: ranks 2 and 3 are local ranks 0 and 1 of a second node (mpirun's own numbering);
   - `collective all_reduce`: every rank holds the sum;
   - `train mode=ddp` and `mode=fsdp zero=3` on 2 hosts x 2 ranks end with the weights one process reaches;
-  - a hostfile that DeepSpeed refuses, and hostfile= without backend=mpi, are refused before any rank.
+  - a hostfile that DeepSpeed refuses, and hostfile= with backend=shm, are refused before any rank.
 The namespaces, the veth pair and the agent are made here and removed at the end. Skipped (77) with
 the reason where they cannot be made: no CAP_NET_ADMIN, no `ip` or `unshare`, no mpirun, no mpi backend.
 
-`launch` (second argument): `ringside launch` with DeepSpeed's options runs a script on the hosts.
+`tcp` (second argument): backend=tcp ranks started through the rsh agent with torchrun's variables, rank 0's
+host running the store: world, all_reduce and ddp equal to one process. `launch`: `ringside launch` with
+DeepSpeed's options runs a script on the hosts.
 
-usage: hosts_test.py RINGSIDE [launch]"""
+usage: hosts_test.py RINGSIDE [tcp | launch]"""
 import os
 import re
 import shutil
@@ -91,7 +93,7 @@ def agent(tmp):
 def on_host0(tmp, cmds, timeout=240, launch=None):
     """cmds run by the REPL on host 0 (-c), or, with launch (its options), the script cmds by `ringside launch`."""
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", COLUMNS="1000",
-               OMPI_MCA_plm_rsh_agent=agent(tmp), OMPI_MCA_btl_tcp_if_include=NET + ".0/24",
+               OMPI_MCA_plm_rsh_agent=agent(tmp), RINGSIDE_RSH_AGENT=agent(tmp), OMPI_MCA_btl_tcp_if_include=NET + ".0/24",
                OMPI_MCA_oob_tcp_if_include=NET + ".0/24", ASAN_OPTIONS="detect_leaks=0")
     for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(k, None)
@@ -165,13 +167,41 @@ def main(tmp):
     with open(bad, "w") as f:
         f.write("%s slots=2\n%s slots=2\n" % (ADDR[0], ADDR[0]))
     rc, out = on_host0(tmp, "collective all_reduce ranks=4 backend=mpi hostfile=%s; "
-                            "collective all_reduce ranks=4 backend=tcp hostfile=%s; "
+                            "collective all_reduce ranks=4 backend=shm hostfile=%s; "
                             "collective all_reduce ranks=8 backend=mpi hostfile=%s" % (bad, hf, hf))
     print(out)
     check("Hostfile contains multiple entries for %s" % ADDR[0] in out, "DeepSpeed's refusal of a host given twice")
-    check("hostfile= starts the ranks through Open MPI's mpirun" in out, "hostfile= without backend=mpi is refused")
+    check("backend=shm cannot join" in out, "hostfile= with shm is refused")
     check("8 ranks do not fit in the hostfile's 4 slots" in out, "more ranks than slots are refused")
     check("rank 0:" not in out, "and no rank started")
+
+
+def over_tcp(tmp, hf):
+    """backend=tcp without mpirun: each rank started through the rsh agent (what ssh is between machines)
+    with torchrun's variables on its command line, rank 0's host running the store."""
+    rc, out = on_host0(tmp, "world ranks=4 backend=tcp hostfile=%s" % hf)
+    print(out)
+    check(rc == 0 and "every rank counted 4" in out, "world over tcp on 2 hosts x 2 ranks: every rank joined")
+    check(re.search(r"rank 2: RANK=2 WORLD_SIZE=4 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2", out) is not None and
+          re.search(r"rank 3: RANK=3 WORLD_SIZE=4 LOCAL_RANK=1 LOCAL_WORLD_SIZE=2", out) is not None and
+          "they met at MASTER_ADDR=%s MASTER_PORT=" % ADDR[0] in out,
+          "ranks 2 and 3 are local ranks 0 and 1 of the second host; MASTER_ADDR is rank 0's host")
+    rc, out = on_host0(tmp, "collective all_reduce ranks=4 backend=tcp count=3 hostfile=%s" % hf)
+    print(out)
+    check(rc == 0 and out.count("-> out [10, 46, 82]") == 4, "all_reduce over tcp across the hosts: every rank holds the sum")
+    a, b = os.path.join(tmp, "ta.safetensors"), os.path.join(tmp, "tb.safetensors")
+    rc, out = on_host0(tmp, "data d = digits n=1000 seed=1; model m = mlp 784-16-10 seed=1; "
+                            "model r = mlp 784-16-10 seed=1; train m on d mode=ddp ranks=4 backend=tcp hostfile=%s "
+                            "batch=32 steps=8 eval=off view=off; save m %s; train r on d batch=32 steps=8 eval=off; "
+                            "save r %s" % (hf, a, b))
+    print(out)
+    check(rc == 0, "ddp over tcp on 2 hosts x 2 ranks trains")
+    if os.path.exists(a) and os.path.exists(b):
+        wa, wb = load(a), load(b)
+        worst = max(abs(x - y) / (abs(y) + 1e-3) for k in wb for x, y in zip(wa[k], wb[k]))
+        check(wa.keys() == wb.keys() and worst < 1e-4, "ddp over tcp across hosts ends with one process's weights (%.2g)" % worst)
+    rc, out = on_host0(tmp, "collective all_reduce ranks=4 backend=shm hostfile=%s" % hf)
+    check("backend=shm cannot join" in out and "rank 0:" not in out, "hostfile= with shm is refused before any rank")
 
 
 def launched(tmp, hf):
@@ -209,11 +239,11 @@ def launched(tmp, hf):
 make_hosts()
 try:
     with tempfile.TemporaryDirectory() as tmp:
-        if len(sys.argv) > 2 and sys.argv[2] == "launch":
+        if len(sys.argv) > 2:
             hf = os.path.join(tmp, "hostfile")
             with open(hf, "w") as f:
                 f.write("%s slots=2\n%s slots=2\n" % (ADDR[0], ADDR[1]))
-            launched(tmp, hf)
+            (launched if sys.argv[2] == "launch" else over_tcp)(tmp, hf)
         else:
             main(tmp)
 finally:

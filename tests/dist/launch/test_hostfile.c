@@ -1,9 +1,13 @@
 /* DeepSpeed's hostfile as ringside reads it: DeepSpeed's examples and refusals (its messages, from
  * deepspeed/launcher/runner.py), and the --host list mpirun is given for a number of ranks. */
 #include "dist/launch/hostfile.h"
+#include "dist/launch/remote.h"
 #include "tests/rs_test.h"
 
 #include <stdbool.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -148,8 +152,49 @@ static void test_cli(void)
     rs_hostfile_clear(&h);
 }
 
+/* A rank's command through the rsh agent: the agent's words from RINGSIDE_RSH_AGENT, and the remote words
+ * quoted so that a shell joining them (as ssh does) gets each back whole. The "agent" here is sh itself:
+ * `sh -c 'eval "$0 $*"' env WORDS...` re-parses the joined words as sshd's shell would. */
+static void test_remote(void)
+{
+    setenv("RINGSIDE_RSH_AGENT", "sh -c : rsh", 1);
+    char agent[256];
+    int words = rs_remote_agent(agent, sizeof agent);
+    RS_CHECK(words == 2 && !strcmp(agent, "sh") && !strcmp(agent + 3, "-c"), "agent 'sh -c : rsh' is sh -c: %d", words);
+    const char *vars[] = {"RANK=3", "NOTE=it's a b", NULL};
+    const char *argv[] = {"sh", "-c", "printf '%s|' \"$RANK\" \"$NOTE\" \"$0\" \"$1\"", "x y", "$HOME;", NULL};
+    char **av = rs_remote_argv(agent, words, "eval \"$0 $*\"", vars, argv);
+    RS_CHECK(av != NULL, "remote argv");
+    if (!av) return;
+    char path[] = "/tmp/rs-remote-XXXXXX";
+    int fd = mkstemp(path);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd, 1);
+        execvp(av[0], av);
+        _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    char got[256] = "";
+    ssize_t n = pread(fd, got, sizeof got - 1, 0);
+    got[n > 0 ? n : 0] = 0;
+    close(fd);
+    unlink(path);
+    free(av);
+    RS_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0 && !strcmp(got, "3|it's a b|x y|$HOME;|"),
+             "the words arrive whole through a joining shell: '%s'", got);
+    char **h = NULL;
+    rs_err e = {0};
+    RS_CHECK(rs_remote_rank_hosts("a:2,b:1", 3, &h, &e) == RS_OK && !strcmp(h[0], "a") && !strcmp(h[1], "a") &&
+                 !strcmp(h[2], "b"), "a:2,b:1 places ranks 0, 1 on a and 2 on b");
+    free(h);
+    RS_CHECK(rs_remote_rank_hosts("a:1", 3, &h, &e) == RS_ERR_ARG && strstr(e.msg, "places 1 of 3 ranks"), "%s", e.msg);
+}
+
 int main(void)
 {
+    test_remote();
     test_parse();
     test_refusals();
     test_select();
