@@ -12,9 +12,10 @@ the reason where they cannot be made: no CAP_NET_ADMIN, no `ip` or `unshare`, no
 
 `tcp` (second argument): backend=tcp ranks started through the rsh agent with torchrun's variables, rank 0's
 host running the store: world, all_reduce and ddp equal to one process. `launch`: `ringside launch` with
-DeepSpeed's options runs a script on the hosts.
+DeepSpeed's options runs a script on the hosts. `bench` (by hand): all_reduce busbw across the two hosts
+and on one, tcp and mpi.
 
-usage: hosts_test.py RINGSIDE [tcp | launch]"""
+usage: hosts_test.py RINGSIDE [tcp | launch | bench]"""
 import os
 import re
 import shutil
@@ -204,6 +205,18 @@ def over_tcp(tmp, hf):
     check("backend=shm cannot join" in out and "rank 0:" not in out, "hostfile= with shm is refused before any rank")
 
 
+def bench(tmp, hf):
+    """By hand, not CI: all_reduce busbw on 2 namespace hosts x 2 ranks (tcp through the agent, mpi through
+    mpirun) beside the same 4 ranks on host 0 alone, interleaved, as `bench`'s own table."""
+    sizes = os.environ.get("SIZES", "1K..16M")
+    for rnd in range(int(os.environ.get("ROUNDS", "2"))):
+        for be in ("tcp", "mpi"):
+            for where in ("one host", "two hosts"):
+                extra = " hostfile=%s" % hf if where == "two hosts" else ""
+                rc, out = on_host0(tmp, "bench all_reduce ranks=4 backend=%s sizes=%s view=off%s" % (be, sizes, extra))
+                print("== round %d: %s, %s (rc %d)\n%s" % (rnd, be, where, rc, out))
+
+
 def launched(tmp, hf):
     """`ringside launch` as DeepSpeed's launcher: the hostfile's hosts, narrowed by --num_procs, --include
     and --exclude, are the script's default for rank-starting commands (ranks= their slots, backend=mpi)."""
@@ -243,7 +256,7 @@ try:
             hf = os.path.join(tmp, "hostfile")
             with open(hf, "w") as f:
                 f.write("%s slots=2\n%s slots=2\n" % (ADDR[0], ADDR[1]))
-            (launched if sys.argv[2] == "launch" else over_tcp)(tmp, hf)
+            {"launch": launched, "tcp": over_tcp, "bench": bench}[sys.argv[2]](tmp, hf)
         else:
             main(tmp)
 finally:
