@@ -8,10 +8,12 @@ The REPL runs on the first host; `hostfile=` makes mpirun start 2 ranks on each.
   - `train mode=ddp` and `mode=fsdp zero=3` on 2 hosts x 2 ranks end with the weights one process reaches;
   - a hostfile that DeepSpeed refuses, and hostfile= with backend=shm, are refused before any rank.
 The namespaces, the veth pair and the agent are made here and removed at the end. Skipped (77) with
-the reason where they cannot be made: no CAP_NET_ADMIN, no `ip` or `unshare`, no mpirun, no mpi backend.
+the reason where they cannot be made: no CAP_NET_ADMIN, no `ip` or `unshare`, no mpirun or no mpi backend
+(all but `tcp`).
 
 `tcp` (second argument): backend=tcp ranks started through the rsh agent with torchrun's variables, rank 0's
-host running the store: world, all_reduce and ddp equal to one process. `launch`: `ringside launch` with
+host running the store: world, all_reduce (and the session log's events of every rank), ddp and fsdp
+zero=3 equal to one process. `launch`: `ringside launch` with
 DeepSpeed's options runs a script on the hosts. `bench` (by hand): all_reduce busbw across the two hosts
 and on one, tcp and mpi.
 
@@ -50,11 +52,11 @@ def sh(*args):
     return subprocess.run(list(args), capture_output=True, text=True)
 
 
-def make_hosts():
-    for tool in ("ip", "unshare", "mpirun"):
+def make_hosts(mpi):
+    for tool in ("ip", "unshare") + (("mpirun",) if mpi else ()):
         if not shutil.which(tool):
             skip("`%s` is not installed" % tool)
-    if "  mpi " not in sh(EXE, "--no-db", "-c", "backends").stdout:
+    if mpi and "  mpi " not in sh(EXE, "--no-db", "-c", "backends").stdout:
         skip("this build has no mpi backend (meson did not find Open MPI)")
     p = sh("ip", "netns", "add", NS[0])
     if p.returncode:
@@ -91,7 +93,7 @@ def agent(tmp):
     return path
 
 
-def on_host0(tmp, cmds, timeout=240, launch=None):
+def on_host0(tmp, cmds, timeout=240, launch=None, db=None):
     """cmds run by the REPL on host 0 (-c), or, with launch (its options), the script cmds by `ringside launch`."""
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", COLUMNS="1000",
                OMPI_MCA_plm_rsh_agent=agent(tmp), RINGSIDE_RSH_AGENT=agent(tmp), OMPI_MCA_btl_tcp_if_include=NET + ".0/24",
@@ -99,7 +101,8 @@ def on_host0(tmp, cmds, timeout=240, launch=None):
     for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(k, None)
     if launch is None:
-        inner = "hostname host0; exec %s --no-db --keep-going -c %s" % (EXE, shlex_quote(cmds))
+        inner = "hostname host0; exec %s %s --keep-going -c %s" % (EXE, "--db " + shlex_quote(db) if db else "--no-db",
+                                                                  shlex_quote(cmds))
     else:
         script = os.path.join(tmp, "launched.ring")
         with open(script, "w") as f:
@@ -187,20 +190,30 @@ def over_tcp(tmp, hf):
           re.search(r"rank 3: RANK=3 WORLD_SIZE=4 LOCAL_RANK=1 LOCAL_WORLD_SIZE=2", out) is not None and
           "they met at MASTER_ADDR=%s MASTER_PORT=" % ADDR[0] in out,
           "ranks 2 and 3 are local ranks 0 and 1 of the second host; MASTER_ADDR is rank 0's host")
-    rc, out = on_host0(tmp, "collective all_reduce ranks=4 backend=tcp count=3 hostfile=%s" % hf)
+    db = os.path.join(tmp, "s.db")
+    rc, out = on_host0(tmp, "collective all_reduce ranks=4 backend=tcp count=3 hostfile=%s" % hf, db=db)
     print(out)
     check(rc == 0 and out.count("-> out [10, 46, 82]") == 4, "all_reduce over tcp across the hosts: every rank holds the sum")
-    a, b = os.path.join(tmp, "ta.safetensors"), os.path.join(tmp, "tb.safetensors")
-    rc, out = on_host0(tmp, "data d = digits n=1000 seed=1; model m = mlp 784-16-10 seed=1; "
-                            "model r = mlp 784-16-10 seed=1; train m on d mode=ddp ranks=4 backend=tcp hostfile=%s "
-                            "batch=32 steps=8 eval=off view=off; save m %s; train r on d batch=32 steps=8 eval=off; "
-                            "save r %s" % (hf, a, b))
-    print(out)
-    check(rc == 0, "ddp over tcp on 2 hosts x 2 ranks trains")
-    if os.path.exists(a) and os.path.exists(b):
-        wa, wb = load(a), load(b)
-        worst = max(abs(x - y) / (abs(y) + 1e-3) for k in wb for x, y in zip(wa[k], wb[k]))
-        check(wa.keys() == wb.keys() and worst < 1e-4, "ddp over tcp across hosts ends with one process's weights (%.2g)" % worst)
+    import sqlite3
+    con = sqlite3.connect(db)
+    ends = con.execute("SELECT rank, count(*) FROM events WHERE kind = 'coll_end' GROUP BY rank").fetchall()
+    status = con.execute("SELECT status FROM runs").fetchall()
+    con.close()
+    check(sorted(r for r, _ in ends) == [0, 1, 2, 3] and status == [("done",)],
+          "the session log has every rank's collective, the remote ones as local ones: %s %s" % (ends, status))
+    for i, mode in enumerate(("mode=ddp", "mode=fsdp zero=3")):
+        a, b = os.path.join(tmp, "ta%d.safetensors" % i), os.path.join(tmp, "tb%d.safetensors" % i)
+        rc, out = on_host0(tmp, "data d = digits n=1000 seed=1; model m = mlp 784-16-10 seed=1; "
+                                "model r = mlp 784-16-10 seed=1; train m on d %s ranks=4 backend=tcp hostfile=%s "
+                                "batch=32 steps=8 eval=off view=off; save m %s; train r on d batch=32 steps=8 eval=off; "
+                                "save r %s" % (mode, hf, a, b))
+        print(out)
+        check(rc == 0, "%s over tcp on 2 hosts x 2 ranks trains" % mode)
+        if os.path.exists(a) and os.path.exists(b):
+            wa, wb = load(a), load(b)
+            worst = max(abs(x - y) / (abs(y) + 1e-3) for k in wb for x, y in zip(wa[k], wb[k]))
+            check(wa.keys() == wb.keys() and worst < 1e-4,
+                  "%s over tcp across hosts ends with one process's weights (%.2g)" % (mode, worst))
     rc, out = on_host0(tmp, "collective all_reduce ranks=4 backend=shm hostfile=%s" % hf)
     check("backend=shm cannot join" in out and "rank 0:" not in out, "hostfile= with shm is refused before any rank")
 
@@ -249,14 +262,15 @@ def launched(tmp, hf):
     check(rc == 2 and "No slot '2' specified on host '%s'" % ADDR[1] in out, "a slot the host lacks is refused")
 
 
-make_hosts()
+MODE = sys.argv[2] if len(sys.argv) > 2 else "mpi"
+make_hosts(MODE != "tcp")  # tcp ranks need no Open MPI
 try:
     with tempfile.TemporaryDirectory() as tmp:
-        if len(sys.argv) > 2:
+        if MODE != "mpi":
             hf = os.path.join(tmp, "hostfile")
             with open(hf, "w") as f:
                 f.write("%s slots=2\n%s slots=2\n" % (ADDR[0], ADDR[1]))
-            {"launch": launched, "tcp": over_tcp, "bench": bench}[sys.argv[2]](tmp, hf)
+            {"launch": launched, "tcp": over_tcp, "bench": bench}[MODE](tmp, hf)
         else:
             main(tmp)
 finally:
