@@ -221,12 +221,14 @@ static bool refuse_step(rs_job *j, const rs_pg_backend *be, bool want_view, int 
     const rs_call *c = j->c;
     j->step.on = j->kind->coll_data && rs_call_bool(c, "step", false);
     j->step.max = -1;
-    if (!j->step.on || (want_view && rs_live_possible(s) && !be->needs_launcher && be->ops->transport)) return false;
+    /* the REPL releases the steps through the store it hosts: not rank 0's on another host */
+    if (!j->step.on || (want_view && rs_live_possible(s) && !be->needs_launcher && be->ops->transport && !j->hosts[0]))
+        return false;
     rs_log_run_end(s, j->run, "failed", 0, NULL, "step=1 refused");
     *rc = job_finish(j, rs_session_error(s, c, rs_call_opt(c, "step")->pos, 6,
                                          "%s: step=1 waits for a key between algorithm steps, so it needs the live "
                                          "view on a terminal (not view=off, a script or a pipe) and a backend with "
-                                         "algorithm steps (shm, tcp)", j->kind->what));
+                                         "algorithm steps (shm, tcp) on this host (no hostfile=)", j->kind->what));
     return true;
 }
 
