@@ -522,6 +522,9 @@ static int world_end(rs_job *j, int rc)
         fprintf(s->out, "world size %d: ranks 0..%d, %d node%s of %d (local ranks 0..%d), %s backend\n", j->world,
                 j->world - 1, nodes, nodes == 1 ? "" : "s", per, per - 1, j->backend);
     if (mpi) fprintf(s->out, "mpirun started them and wired them up%s\n", j->hosts[0] ? " through its rsh agent" : "");
+    else if (j->hosts[0]) /* tcp across hosts: started through the rsh agent, rank 0's host runs the store */
+        fprintf(s->out, "they met at MASTER_ADDR=%.*s MASTER_PORT=%d (rank 0's rendezvous store, on its host), each "
+                "started there through ssh or RINGSIDE_RSH_AGENT\n", (int)strcspn(j->hosts, ":,"), j->hosts, j->master_port);
     else fprintf(s->out, "they met at MASTER_ADDR=127.0.0.1 MASTER_PORT=%d (%s's rendezvous store)\n", j->master_port,
                  j->store_rank0 ? "rank 0" : "ringside");
     fprintf(s->out, "every rank counted %d with an all_reduce of ones: they all joined\n", j->world);

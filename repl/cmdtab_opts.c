@@ -95,7 +95,7 @@ rs_optdef rs_opts_train[RS_MAX_OPTS + 1] = {
     {.name = "kill", .type = RS_T_STRING,
      .help = "across ranks: RANK:STEP, that rank dies (SIGKILL) after that step, to practise a fault"},
     {.name = "hostfile", .type = RS_T_PATH,
-     .help = "backend=mpi: DeepSpeed's hostfile (HOST slots=N a line); mpirun starts the ranks on those hosts"},
+     .help = "DeepSpeed's hostfile (HOST slots=N a line): the ranks on those hosts, by mpirun (mpi) or ssh (tcp)"},
     {.name = "config", .type = RS_T_PATH,
      .help = "DeepSpeed's ds_config.json: its keys become these options (options on the line win)"},
     {.name = NULL},
@@ -290,7 +290,7 @@ const rs_optdef rs_opts_jobs[] = {
         {.name = "timeout", .type = RS_T_DURATION, .def = "30s",                                                      \
          .help = "a rank waiting this long for another fails, naming it"},                                             \
         {.name = "hostfile", .type = RS_T_PATH,                                                                        \
-         .help = "backend=mpi: DeepSpeed's hostfile (HOST slots=N a line); mpirun starts the ranks on those hosts"}
+         .help = "DeepSpeed's hostfile (HOST slots=N a line): the ranks on those hosts, by mpirun (mpi) or ssh (tcp)"}
 
 const rs_optdef rs_opts_collective[] = {
     DIST_OPTS,

@@ -2,6 +2,8 @@
  *   ringside                      the prompt (or, with stdin not a terminal, commands read from it)
  *   ringside FILE.ring            run a script
  *   ringside -c "cmd; cmd"        run a one-liner
+ *   ringside launch [--hostfile F] [--num_nodes N] [--num_procs N] [--include S | --exclude S] FILE.ring
+ *                                 a script whose rank-starting commands run on those hosts (DeepSpeed's launcher)
  *   ringside --worker JOB k=v...  one rank of a distributed job (dist/worker/worker.h)
  *   ringside serve --repo DIR ...  the inference server alone (serve/serve_main.c)
  * Options: --db PATH (session log file), --no-db, --keep-going (scripts go on after an error).
@@ -14,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "dist/launch/hostfile.h"
 #include "dist/worker/worker.h"
 #include "engine/cpu/blas.h"
 #include "repl.h"
@@ -33,6 +36,8 @@ static void on_sigint(int sig)
 static void usage(FILE *f)
 {
     fputs("usage: ringside [--db PATH | --no-db] [--keep-going] [FILE.ring | -c \"COMMANDS\"]\n"
+          "       ringside [--db PATH | --no-db] launch [--hostfile FILE] [--num_nodes N] [--num_procs N]\n"
+          "                [--include HOST[:SLOTS][@HOST...] | --exclude ...] FILE.ring\n"
           "  with no file and a terminal: the interactive prompt (`help`, `play tour`)\n"
           "  with no file and stdin not a terminal: commands are read from stdin\n",
           f);
@@ -77,7 +82,20 @@ int main(int argc, char **argv)
     if (argc >= 2 && !strcmp(argv[1], "serve")) return rs_serve_main(argc - 2, argv + 2, stdout, stderr);
     const char *db = NULL, *cmdline = NULL, *file = NULL;
     bool no_db = false, keep_going = false;
+    rs_hostfile *launch = NULL; /* `launch`'s hosts: the session's once it exists */
     for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "launch") && !file && !cmdline) {
+            rs_launch_cli lc;
+            rs_err e = {0};
+            launch = calloc(1, sizeof *launch);
+            if (!launch || rs_launch_cli_parse(argc - i - 1, argv + i + 1, &lc, &e) || rs_launch_cli_hosts(&lc, launch, &e)) {
+                fprintf(stderr, "ringside: %s\n", launch ? e.msg : "out of memory");
+                free(launch);
+                return 2;
+            }
+            file = lc.script;
+            break;
+        }
         if (!strcmp(argv[i], "--db") && i + 1 < argc) db = argv[++i];
         else if (!strncmp(argv[i], "--db=", 5)) db = argv[i] + 5;
         else if (!strcmp(argv[i], "--no-db")) no_db = true;
@@ -103,6 +121,8 @@ int main(int argc, char **argv)
     FILE *out = rs_wrap_open(stdout), *err = NULL;
     rs_session *s = rs_session_new(out ? out : stdout);
     if (!s) {
+        rs_hostfile_clear(launch);
+        free(launch);
         if (out) fclose(out);
         return 1;
     }
@@ -116,6 +136,7 @@ int main(int argc, char **argv)
     s->color = tty_out && !getenv("NO_COLOR") && !(term && !strcmp(term, "dumb"));
     s->keep_going = keep_going;
     s->interrupt = &interrupted;
+    s->launch = launch;
 
     if (!no_db) {
         /* The argv as one line, for the sessions table. */

@@ -221,12 +221,14 @@ static bool refuse_step(rs_job *j, const rs_pg_backend *be, bool want_view, int 
     const rs_call *c = j->c;
     j->step.on = j->kind->coll_data && rs_call_bool(c, "step", false);
     j->step.max = -1;
-    if (!j->step.on || (want_view && rs_live_possible(s) && !be->needs_launcher && be->ops->transport)) return false;
+    /* the REPL releases the steps through the store it hosts: not rank 0's on another host */
+    if (!j->step.on || (want_view && rs_live_possible(s) && !be->needs_launcher && be->ops->transport && !j->hosts[0]))
+        return false;
     rs_log_run_end(s, j->run, "failed", 0, NULL, "step=1 refused");
     *rc = job_finish(j, rs_session_error(s, c, rs_call_opt(c, "step")->pos, 6,
                                          "%s: step=1 waits for a key between algorithm steps, so it needs the live "
                                          "view on a terminal (not view=off, a script or a pipe) and a backend with "
-                                         "algorithm steps (shm, tcp)", j->kind->what));
+                                         "algorithm steps (shm, tcp) on this host (no hostfile=)", j->kind->what));
     return true;
 }
 
@@ -307,7 +309,7 @@ int rs_job_run(rs_job *j, const char *const *job_args, int nargs)
     rs_view_run vr_live;
     view_begin(j, run_id, &vr_live);
     rs_spawn_store how = be->needs_launcher ? RS_SPAWN_STORE_MPI
-                         : j->store_rank0     ? RS_SPAWN_STORE_RANK0
+                         : j->store_rank0 || j->hosts[0] ? RS_SPAWN_STORE_RANK0 /* other hosts: rank 0's runs it */
                                               : RS_SPAWN_STORE_LAUNCHER;
     if (host(j, how, &e))
         return job_finish(j, rs_session_error(j->s, j->c, (size_t)-1, 0, "%s: %s", j->kind->what, e.msg));
@@ -393,36 +395,50 @@ static int refuse_before_spawn(rs_session *s, const rs_call *c, double timeout_s
     return 0;
 }
 
-/* hostfile=: DeepSpeed's hostfile, read with its rules, as mpirun's --host list (j->hosts). Only mpirun
- * starts ranks on other hosts here; shm and tcp ranks stay on this one. 0, or the rc. */
+/* hostfile=: DeepSpeed's hostfile, read with its rules, as the hosts' list (j->hosts); without it,
+ * `ringside launch`'s hosts (s->launch) when they are not this host alone. mpirun starts mpi ranks
+ * there; tcp ranks are started through ssh (or the rsh agent) with rank 0's host running the store.
+ * 0, or the rc. */
 static int hosts(rs_session *s, const rs_call *c, rs_job *j)
 {
     const rs_optval *v = rs_call_opt(c, "hostfile");
-    if (!v || !v->set) return 0;
-    size_t len = 9 + strlen(v->text);
-    if (!rs_pg_backend_find(j->backend)->needs_launcher)
-        return rs_session_error(s, c, v->pos, len, "%s: hostfile= starts the ranks through Open MPI's mpirun, which "
-                                "reaches the hosts with its rsh agent (ssh, or OMPI_MCA_plm_rsh_agent): add backend=mpi",
-                                c->cmd->name);
+    bool given = v && v->set;
+    if (!given && !(s->launch && !rs_hostfile_is_local(s->launch))) return 0;
+    size_t pos = given ? v->pos : (size_t)-1, len = given ? 9 + strlen(v->text) : 0;
+    bool mpi = rs_pg_backend_find(j->backend)->needs_launcher;
+    if (!mpi && strcmp(j->backend, "tcp"))
+        return rs_session_error(s, c, pos, len, "%s: %s puts ranks on other hosts, which backend=%s cannot join: "
+                                "backend=tcp (ranks started through ssh or RINGSIDE_RSH_AGENT, torchrun's variables) "
+                                "or backend=mpi (Open MPI's mpirun and its rsh agent)", c->cmd->name,
+                                given ? "hostfile=" : "`ringside launch`", j->backend);
+    j->store_rank0 = !mpi; /* rank 0's host runs the store, as torchrun's rank 0 does */
     rs_hostfile hf;
     rs_err e = {0};
-    rs_status st = rs_hostfile_read(v->text, &hf, &e);
-    if (!st) st = rs_hostfile_mpi_hosts(&hf, j->world, j->hosts, sizeof j->hosts, &e);
-    rs_hostfile_clear(&hf);
-    return st ? rs_session_error(s, c, v->pos, len, "%s: %s", c->cmd->name, e.msg) : 0;
+    rs_status st = given ? rs_hostfile_read(v->text, &hf, &e) : RS_OK;
+    if (!st) st = rs_hostfile_mpi_hosts(given ? &hf : s->launch, j->world, j->hosts, sizeof j->hosts, &e);
+    if (given) rs_hostfile_clear(&hf);
+    if (st) return rs_session_error(s, c, pos, len, "%s: %s", c->cmd->name, e.msg);
+    if (!given)
+        fprintf(s->out, "%s: %d ranks on `ringside launch`'s hosts %s (host:ranks), %s backend\n", c->cmd->name,
+                j->world, j->hosts, j->backend);
+    return 0;
 }
 
 /* The checks every rank-starting command shares: ranks, backend, algo (for step-based backends). */
 static int common_opts(rs_session *s, const rs_call *c, rs_job *j)
 {
-    long long ranks = rs_call_int(c, "ranks", 2);
+    /* under `ringside launch`: a rank a slot, started by mpirun on the launch's hosts (DeepSpeed's way) */
+    bool remote = s->launch && !rs_hostfile_is_local(s->launch);
+    long long ranks = s->launch && !rs_call_given(c, "ranks") ? (s->launch->slots < 64 ? s->launch->slots : 64)
+                                                              : rs_call_int(c, "ranks", 2);
     const rs_optval *rv = rs_call_opt(c, "ranks");
     if (ranks < 1 || ranks > 64)
         return rs_session_error(s, c, rv->pos, 5 + strlen(rv->text ? rv->text : ""),
                                 "%s: ranks must be 1..64 (this machine has %ld cores; more ranks share them), got %lld",
                                 c->cmd->name, sysconf(_SC_NPROCESSORS_ONLN), ranks);
     j->world = (int)ranks;
-    snprintf(j->backend_name, sizeof j->backend_name, "%s", rs_call_str(c, "backend", "shm"));
+    snprintf(j->backend_name, sizeof j->backend_name, "%s", !remote || rs_call_given(c, "backend") ? rs_call_str(c, "backend", "shm")
+                                                               : rs_pg_backend_find("mpi") ? "mpi" : "tcp");
     j->backend = j->backend_name; /* a copy: the call is gone when a background run ends */
     const rs_optval *bv = rs_call_opt(c, "backend");
     if (!rs_pg_backend_find(j->backend)) {

@@ -1,6 +1,7 @@
 /* Session state and error reporting (see session.h). */
 #include "session.h"
 
+#include "dist/launch/hostfile.h"
 #include "engine/core/kernels.h"
 #include "onnx/build.h"
 #include "plan/plan.h"
@@ -56,6 +57,8 @@ void rs_session_free(rs_session *s)
     rs_onnx_builder_free(s->onnx_builder);
     rs_results_free(s->results);
     rs_serve_stop(s->server);
+    rs_hostfile_clear(s->launch);
+    free(s->launch);
     free(s);
 }
 

@@ -70,6 +70,8 @@ struct rs_session {
     struct rs_job *jobs;    /* background runs (repl/ranks_job.c's list, owned); the prompt pumps them
                                with rs_jobs_pump and ends them with rs_jobs_stop_all */
     struct rs_serve_server *server; /* `serve`'s running server (owned), or NULL */
+    struct rs_hostfile *launch; /* `ringside launch`'s hosts (dist/launch/hostfile.h, owned), or NULL: the
+                                   default of rank-starting commands (ranks= their slots, hostfile= them) */
 };
 
 rs_session *rs_session_new(FILE *out);

@@ -34,3 +34,6 @@ pause
 
 say "The three runs, from the session log: the loss each reached at step 12. The run typed on the line and the run read from the file are one computation, and ZeRO-3 with offload changes where the states live, not the numbers."
 sql "SELECT run_id, value AS loss_at_step_12 FROM metrics WHERE name = 'loss' AND step = 12 AND rank = 0 AND run_id > (SELECT max(id) - 3 FROM runs) ORDER BY run_id"
+pause
+
+say "Across hosts, DeepSpeed's launcher reads a hostfile (one line a host: worker-1 slots=4) and starts a rank a slot. ringside launch --hostfile hostfile [--num_nodes N] [--num_procs N] [--include worker-1:0,1@worker-2 | --exclude ...] train.ring takes the same options and runs the script with those hosts as the default of every command that starts ranks: train m on d config=ds_config.json in it runs a rank a slot on them, through mpirun with backend=mpi, or through ssh with torchrun's variables with backend=tcp (MASTER_ADDR is rank 0's host, which runs the store). From the prompt, hostfile=FILE on the train line does the same. This machine is one host; the project's tests make two out of network namespaces (tests/dist/launch/hosts_test.py)."

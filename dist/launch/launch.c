@@ -6,12 +6,14 @@
  * a signal (a hang the others will time out on). */
 #define _GNU_SOURCE /* pipe2, close_range (glibc >= 2.34) */
 #include "dist/launch/launch.h"
+#include "dist/launch/remote.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -428,12 +430,13 @@ static int resolve_exe(const char *name, char *out, size_t cap)
  * child asks for SIGKILL (or cfg->death_sig) when the launcher dies (PR_SET_PDEATHSIG, kept across exec), so no rank
  * outlives a launcher killed by anything, SIGKILL included; a launcher gone before the prctl is caught
  * by getppid. An exec failure comes back through a close-on-exec pipe. */
-static rs_status spawn_rank(rs_launch *l, const rs_launch_cfg *cfg, int r, char **envp, rs_err *err)
+static rs_status spawn_rank(rs_launch *l, const rs_launch_cfg *cfg, const char *const *argv, int r, char **envp,
+                            rs_err *err)
 {
     char exe[4096];
-    int rerr = resolve_exe(cfg->argv[0], exe, sizeof exe);
+    int rerr = resolve_exe(argv[0], exe, sizeof exe);
     if (rerr)
-        return rs_err_set(err, RS_ERR_IO, "cannot start rank %d: '%s': %s%s", r, cfg->argv[0], strerror(rerr),
+        return rs_err_set(err, RS_ERR_IO, "cannot start rank %d: '%s': %s%s", r, argv[0], strerror(rerr),
                           rerr == ENOENT ? " (give a path, or put it on PATH)" : "");
     int po[2] = {-1, -1}, pe[2] = {-1, -1}, px[2] = {-1, -1};
     if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0 || pipe2(px, O_CLOEXEC) < 0) {
@@ -480,7 +483,7 @@ static rs_status spawn_rank(rs_launch *l, const rs_launch_cfg *cfg, int r, char 
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
-        execve(exe, (char *const *)cfg->argv, envp);
+        execve(exe, (char *const *)argv, envp);
         int e = errno;
         (void)!write(xfd, &e, sizeof e);
         _exit(127);
@@ -503,7 +506,7 @@ static rs_status spawn_rank(rs_launch *l, const rs_launch_cfg *cfg, int r, char 
     close(px[0]);
     if (got == (ssize_t)sizeof child_err) {
         waitpid(pid, NULL, 0);
-        return rs_err_set(err, RS_ERR_IO, "cannot start rank %d: '%s': %s%s", r, cfg->argv[0], strerror(child_err),
+        return rs_err_set(err, RS_ERR_IO, "cannot start rank %d: '%s': %s%s", r, argv[0], strerror(child_err),
                           child_err == ENOENT ? " (give a path, or put it on PATH)" : "");
     }
     l->ranks[r].pid = pid;
@@ -513,6 +516,40 @@ static rs_status spawn_rank(rs_launch *l, const rs_launch_cfg *cfg, int r, char 
     l->live++;
     if (r == 0) l->pgid = pid;
     return RS_OK;
+}
+
+/* vals[2..4] (LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK) of rank r from the hosts: the ranks before it on
+ * its host, the ranks on its host, and its host's place among the hosts in rank order. */
+static void host_node(const char *const *hosts, int n, int r, int *vals)
+{
+    int local = 0, size = 0, group = 0;
+    for (int q = 0; q < n; q++) {
+        bool same = !strcmp(hosts[q], hosts[r]);
+        size += same;
+        local += same && q < r;
+        if (q < r && strcmp(hosts[q], hosts[r])) {
+            bool first = true; /* hosts[q] seen before q: not a new node */
+            for (int p = 0; p < q && first; p++) first = strcmp(hosts[p], hosts[q]) != 0;
+            group += first;
+        }
+    }
+    vals[2] = local;
+    vals[3] = size;
+    vals[4] = group;
+}
+
+/* Rank r's command through the rsh agent (remote.h): its torchrun set and extra (NULL-terminated, the
+ * cfg's extra_env) on the remote command line. NULL when out of memory or the agent is unusable. */
+static char **remote_argv(const rs_launch_cfg *cfg, int r, char (*vars)[RS_LAUNCH_ADDR_MAX + 32], char **extra)
+{
+    char agent[1024];
+    int words = rs_remote_agent(agent, sizeof agent);
+    const char *all[N_TORCHRUN_VARS + 64 + 1];
+    int k = 0;
+    for (int i = 0; i < N_TORCHRUN_VARS; i++) all[k++] = vars[i];
+    for (int i = 0; extra[i] && k < N_TORCHRUN_VARS + 64; i++) all[k++] = extra[i];
+    all[k] = NULL;
+    return words ? rs_remote_argv(agent, words, cfg->rank_hosts[r], all, cfg->argv) : NULL;
 }
 
 rs_status rs_launch_start(const rs_launch_cfg *cfg, rs_launch **out, rs_err *err)
@@ -582,12 +619,20 @@ rs_status rs_launch_start(const rs_launch_cfg *cfg, rs_launch **out, rs_err *err
     envp[base + N_TORCHRUN_VARS + nextra] = NULL;
 
     for (int r = 0; r < n && st == RS_OK; r++) {
-        /* One host playing n / per_node nodes, numbered as torchrun numbers them. */
+        /* One host playing n / per_node nodes, numbered as torchrun numbers them; or the hosts' own */
         int vals[5] = {r, n, r % per_node, per_node, r / per_node};
+        if (cfg->rank_hosts) host_node(cfg->rank_hosts, n, r, vals);
         for (int i = 0; i < 5; i++) snprintf(vars[i], sizeof vars[i], "%s=%d", torchrun_vars[i], vals[i]);
         snprintf(vars[5], sizeof vars[5], "MASTER_ADDR=%s", addr);
         snprintf(vars[6], sizeof vars[6], "MASTER_PORT=%d", cfg->master_port);
-        st = spawn_rank(l, cfg, r, envp, err);
+        if (!cfg->rank_hosts) {
+            st = spawn_rank(l, cfg, cfg->argv, r, envp, err);
+            continue;
+        }
+        char **argv = remote_argv(cfg, r, vars, envp + base + N_TORCHRUN_VARS); /* owned here */
+        st = argv ? spawn_rank(l, cfg, (const char *const *)argv, r, envp, err)
+                  : rs_err_set(err, RS_ERR_NOMEM, "launch: out of memory");
+        free(argv);
     }
 done:
     free(envp);

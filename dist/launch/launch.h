@@ -30,6 +30,11 @@ typedef struct rs_launch_cfg {
     int local_world_size;         /* ranks per node: this host plays nodes of that many ranks, numbered as
                                      torchrun numbers them (LOCAL_RANK = rank % it, GROUP_RANK = rank / it);
                                      must divide nranks; 0: one node of nranks */
+    const char *const *rank_hosts; /* NULL: every rank on this host. Else (nranks) rank r's host, reached
+                                     through the rsh agent (remote.h: ssh by default) with the torchrun
+                                     variables and extra_env on its command line; a host's ranks are a node
+                                     (LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK follow the hosts, and
+                                     local_world_size is not used) */
     double grace_s;               /* SIGTERM -> SIGKILL delay when stopping on request (cancel); <= 0: 5 s */
     double fail_grace_s;          /* the same after a rank failed, when the others sit in a collective
                                      with it and can only be ended; <= 0: the smaller of grace_s and

@@ -1,6 +1,7 @@
 /* A run's ranks started the one way (see spawn.h): the meeting point, the command line, the launch. */
 #define _GNU_SOURCE
 #include "spawn.h"
+#include "remote.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -119,7 +120,16 @@ rs_status rs_spawn_start(const rs_spawn_cfg *cfg, int port, rs_launch **out, rs_
     char **argv = rs_spawn_argv(&c); /* owned here */
     if (!argv) return rs_err_set(err, RS_ERR_NOMEM, "out of memory");
     bool mpi = c.store == RS_SPAWN_STORE_MPI;
+    char **hosts = NULL; /* owned here: without mpirun, each rank's host, reached through the rsh agent */
+    if (!mpi && c.hosts) {
+        rs_status st = rs_remote_rank_hosts(c.hosts, c.world, &hosts, err);
+        if (st) {
+            free(argv);
+            return st;
+        }
+    }
     rs_launch_cfg lc = {.nranks = mpi ? 1 : c.world, .argv = (const char *const *)argv,
+                        .rank_hosts = (const char *const *)hosts, .master_addr = hosts ? hosts[0] : NULL,
                         .master_port = port ? port : 1, /* mpirun's ranks do not read it */
                         .local_world_size = mpi ? 0 : c.per_node, .extra_env = c.extra_env, .grace_s = c.grace_s,
                         .on_line = c.on_line, .line_ud = c.line_ud, .should_stop = c.should_stop,
@@ -128,5 +138,6 @@ rs_status rs_spawn_start(const rs_spawn_cfg *cfg, int port, rs_launch **out, rs_
                         .death_sig = mpi ? SIGTERM : 0};
     rs_status st = rs_launch_start(&lc, out, err);
     free(argv); /* the ranks have their copies (exec) */
+    free(hosts);
     return st;
 }

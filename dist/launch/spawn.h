@@ -30,8 +30,10 @@ typedef struct rs_spawn_cfg {
     const char *const *args;      /* (nargs) the job's own options, after the common ones */
     int nargs;
     const char *const *extra_env; /* NULL or NULL-terminated "NAME=VALUE" (CUDA_VISIBLE_DEVICES...) */
-    const char *hosts;            /* RS_SPAWN_STORE_MPI: NULL (this host), or mpirun's --host list "a:2,b:2"
-                                     (rs_hostfile_mpi_hosts); mpirun reaches the hosts with its rsh agent */
+    const char *hosts;            /* NULL (this host), or the hosts' list "a:2,b:2" (rs_hostfile_mpi_hosts):
+                                     mpirun's --host, which reaches them with its rsh agent; without mpirun
+                                     (RS_SPAWN_STORE_RANK0) each rank is started through the rsh agent
+                                     (remote.h) and rank 0's host is MASTER_ADDR, hosting the store */
     double grace_s;               /* SIGTERM -> SIGKILL when stopping (rs_launch_cfg.grace_s) */
     rs_launch_line_fn on_line;
     void *line_ud;

@@ -6,11 +6,18 @@ The REPL runs on the first host; `hostfile=` makes mpirun start 2 ranks on each.
   - `world`: ranks 2 and 3 are local ranks 0 and 1 of a second node (mpirun's own numbering);
   - `collective all_reduce`: every rank holds the sum;
   - `train mode=ddp` and `mode=fsdp zero=3` on 2 hosts x 2 ranks end with the weights one process reaches;
-  - a hostfile that DeepSpeed refuses, and hostfile= without backend=mpi, are refused before any rank.
+  - a hostfile that DeepSpeed refuses, and hostfile= with backend=shm, are refused before any rank.
 The namespaces, the veth pair and the agent are made here and removed at the end. Skipped (77) with
-the reason where they cannot be made: no CAP_NET_ADMIN, no `ip` or `unshare`, no mpirun, no mpi backend.
+the reason where they cannot be made: no CAP_NET_ADMIN, no `ip` or `unshare`, no mpirun or no mpi backend
+(all but `tcp`).
 
-usage: hosts_test.py RINGSIDE"""
+`tcp` (second argument): backend=tcp ranks started through the rsh agent with torchrun's variables, rank 0's
+host running the store: world, all_reduce (and the session log's events of every rank), ddp and fsdp
+zero=3 equal to one process. `launch`: `ringside launch` with
+DeepSpeed's options runs a script on the hosts. `bench` (by hand): all_reduce busbw across the two hosts
+and on one, tcp and mpi.
+
+usage: hosts_test.py RINGSIDE [tcp | launch | bench]"""
 import os
 import re
 import shutil
@@ -45,11 +52,11 @@ def sh(*args):
     return subprocess.run(list(args), capture_output=True, text=True)
 
 
-def make_hosts():
-    for tool in ("ip", "unshare", "mpirun"):
+def make_hosts(mpi):
+    for tool in ("ip", "unshare") + (("mpirun",) if mpi else ()):
         if not shutil.which(tool):
             skip("`%s` is not installed" % tool)
-    if "  mpi " not in sh(EXE, "--no-db", "-c", "backends").stdout:
+    if mpi and "  mpi " not in sh(EXE, "--no-db", "-c", "backends").stdout:
         skip("this build has no mpi backend (meson did not find Open MPI)")
     p = sh("ip", "netns", "add", NS[0])
     if p.returncode:
@@ -86,13 +93,21 @@ def agent(tmp):
     return path
 
 
-def on_host0(tmp, cmds, timeout=240):
+def on_host0(tmp, cmds, timeout=240, launch=None, db=None):
+    """cmds run by the REPL on host 0 (-c), or, with launch (its options), the script cmds by `ringside launch`."""
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", COLUMNS="1000",
-               OMPI_MCA_plm_rsh_agent=agent(tmp), OMPI_MCA_btl_tcp_if_include=NET + ".0/24",
+               OMPI_MCA_plm_rsh_agent=agent(tmp), RINGSIDE_RSH_AGENT=agent(tmp), OMPI_MCA_btl_tcp_if_include=NET + ".0/24",
                OMPI_MCA_oob_tcp_if_include=NET + ".0/24", ASAN_OPTIONS="detect_leaks=0")
     for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(k, None)
-    inner = "hostname host0; exec %s --no-db --keep-going -c %s" % (EXE, shlex_quote(cmds))
+    if launch is None:
+        inner = "hostname host0; exec %s %s --keep-going -c %s" % (EXE, "--db " + shlex_quote(db) if db else "--no-db",
+                                                                  shlex_quote(cmds))
+    else:
+        script = os.path.join(tmp, "launched.ring")
+        with open(script, "w") as f:
+            f.write(cmds.replace("; ", "\n") + "\n")
+        inner = "hostname host0; exec %s --no-db launch %s %s" % (EXE, " ".join(map(shlex_quote, launch)), script)
     p = subprocess.run(["ip", "netns", "exec", NS[0], "unshare", "--uts", "sh", "-c", inner], capture_output=True,
                        text=True, timeout=timeout, env=env, cwd=tmp)
     return p.returncode, p.stdout + p.stderr
@@ -156,19 +171,108 @@ def main(tmp):
     with open(bad, "w") as f:
         f.write("%s slots=2\n%s slots=2\n" % (ADDR[0], ADDR[0]))
     rc, out = on_host0(tmp, "collective all_reduce ranks=4 backend=mpi hostfile=%s; "
-                            "collective all_reduce ranks=4 backend=tcp hostfile=%s; "
+                            "collective all_reduce ranks=4 backend=shm hostfile=%s; "
                             "collective all_reduce ranks=8 backend=mpi hostfile=%s" % (bad, hf, hf))
     print(out)
     check("Hostfile contains multiple entries for %s" % ADDR[0] in out, "DeepSpeed's refusal of a host given twice")
-    check("hostfile= starts the ranks through Open MPI's mpirun" in out, "hostfile= without backend=mpi is refused")
+    check("backend=shm cannot join" in out, "hostfile= with shm is refused")
     check("8 ranks do not fit in the hostfile's 4 slots" in out, "more ranks than slots are refused")
     check("rank 0:" not in out, "and no rank started")
 
 
-make_hosts()
+def over_tcp(tmp, hf):
+    """backend=tcp without mpirun: each rank started through the rsh agent (what ssh is between machines)
+    with torchrun's variables on its command line, rank 0's host running the store."""
+    rc, out = on_host0(tmp, "world ranks=4 backend=tcp hostfile=%s" % hf)
+    print(out)
+    check(rc == 0 and "every rank counted 4" in out, "world over tcp on 2 hosts x 2 ranks: every rank joined")
+    check(re.search(r"rank 2: RANK=2 WORLD_SIZE=4 LOCAL_RANK=0 LOCAL_WORLD_SIZE=2", out) is not None and
+          re.search(r"rank 3: RANK=3 WORLD_SIZE=4 LOCAL_RANK=1 LOCAL_WORLD_SIZE=2", out) is not None and
+          "they met at MASTER_ADDR=%s MASTER_PORT=" % ADDR[0] in out,
+          "ranks 2 and 3 are local ranks 0 and 1 of the second host; MASTER_ADDR is rank 0's host")
+    db = os.path.join(tmp, "s.db")
+    rc, out = on_host0(tmp, "collective all_reduce ranks=4 backend=tcp count=3 hostfile=%s" % hf, db=db)
+    print(out)
+    check(rc == 0 and out.count("-> out [10, 46, 82]") == 4, "all_reduce over tcp across the hosts: every rank holds the sum")
+    import sqlite3
+    con = sqlite3.connect(db)
+    ends = con.execute("SELECT rank, count(*) FROM events WHERE kind = 'coll_end' GROUP BY rank").fetchall()
+    status = con.execute("SELECT status FROM runs").fetchall()
+    con.close()
+    check(sorted(r for r, _ in ends) == [0, 1, 2, 3] and status == [("done",)],
+          "the session log has every rank's collective, the remote ones as local ones: %s %s" % (ends, status))
+    for i, mode in enumerate(("mode=ddp", "mode=fsdp zero=3")):
+        a, b = os.path.join(tmp, "ta%d.safetensors" % i), os.path.join(tmp, "tb%d.safetensors" % i)
+        rc, out = on_host0(tmp, "data d = digits n=1000 seed=1; model m = mlp 784-16-10 seed=1; "
+                                "model r = mlp 784-16-10 seed=1; train m on d %s ranks=4 backend=tcp hostfile=%s "
+                                "batch=32 steps=8 eval=off view=off; save m %s; train r on d batch=32 steps=8 eval=off; "
+                                "save r %s" % (mode, hf, a, b))
+        print(out)
+        check(rc == 0, "%s over tcp on 2 hosts x 2 ranks trains" % mode)
+        if os.path.exists(a) and os.path.exists(b):
+            wa, wb = load(a), load(b)
+            worst = max(abs(x - y) / (abs(y) + 1e-3) for k in wb for x, y in zip(wa[k], wb[k]))
+            check(wa.keys() == wb.keys() and worst < 1e-4,
+                  "%s over tcp across hosts ends with one process's weights (%.2g)" % (mode, worst))
+    rc, out = on_host0(tmp, "collective all_reduce ranks=4 backend=shm hostfile=%s" % hf)
+    check("backend=shm cannot join" in out and "rank 0:" not in out, "hostfile= with shm is refused before any rank")
+
+
+def bench(tmp, hf):
+    """By hand, not CI: all_reduce busbw on 2 namespace hosts x 2 ranks (tcp through the agent, mpi through
+    mpirun) beside the same 4 ranks on host 0 alone, interleaved, as `bench`'s own table."""
+    sizes = os.environ.get("SIZES", "1K..16M")
+    for rnd in range(int(os.environ.get("ROUNDS", "2"))):
+        for be in ("tcp", "mpi"):
+            for where in ("one host", "two hosts"):
+                extra = " hostfile=%s" % hf if where == "two hosts" else ""
+                rc, out = on_host0(tmp, "bench all_reduce ranks=4 backend=%s sizes=%s view=off%s" % (be, sizes, extra))
+                print("== round %d: %s, %s (rc %d)\n%s" % (rnd, be, where, rc, out))
+
+
+def launched(tmp, hf):
+    """`ringside launch` as DeepSpeed's launcher: the hostfile's hosts, narrowed by --num_procs, --include
+    and --exclude, are the script's default for rank-starting commands (ranks= their slots, backend=mpi)."""
+    rc, out = on_host0(tmp, "world", launch=["--hostfile", hf])
+    print(out)
+    check(rc == 0 and "on hosts %s:2,%s:2" % (ADDR[0], ADDR[1]) in out and
+          re.search(r"rank 3: OMPI_COMM_WORLD_RANK=3 _SIZE=4 _LOCAL_RANK=1 _LOCAL_SIZE=2", out) is not None,
+          "launch --hostfile: a script's `world` runs a rank a slot on both hosts")
+    for opts, hosts in ((["--include", ADDR[1]], "%s:2" % ADDR[1]), (["--exclude", "%s:1" % ADDR[0]],
+                        "%s:1,%s:2" % (ADDR[0], ADDR[1])), (["--num_nodes", "1"], "%s:2" % ADDR[0])):
+        rc, out = on_host0(tmp, "world", launch=["--hostfile", hf] + opts)
+        print(out)
+        check(rc == 0 and "on hosts %s" % hosts in out, "launch %s: the ranks run on %s" % (" ".join(opts), hosts))
+    a, b = os.path.join(tmp, "la.safetensors"), os.path.join(tmp, "lb.safetensors")
+    rc, out = on_host0(tmp, "data d = digits n=1000 seed=1; model m = mlp 784-16-10 seed=1; "
+                            "model r = mlp 784-16-10 seed=1; train m on d mode=ddp batch=32 steps=8 eval=off view=off; "
+                            "save m %s; train r on d batch=32 steps=8 eval=off; save r %s" % (a, b),
+                       launch=["--hostfile", hf, "--num_procs", "1"])
+    print(out)
+    check(rc == 0 and "2 ranks on `ringside launch`'s hosts %s:1,%s:1" % (ADDR[0], ADDR[1]) in out,
+          "launch --num_procs 1: a script's ddp training runs one rank on each host")
+    if os.path.exists(a) and os.path.exists(b):
+        wa, wb = load(a), load(b)
+        worst = max(abs(x - y) / (abs(y) + 1e-3) for k in wb for x, y in zip(wa[k], wb[k]))
+        check(wa.keys() == wb.keys() and worst < 1e-4, "the launched ddp ends with one process's weights (%.2g)" % worst)
+    rc, out = on_host0(tmp, "world", launch=["--hostfile", hf, "--include", ADDR[0], "--num_nodes", "1"])
+    check(rc == 2 and "Cannot specify num_nodes/gpus with include/exclude" in out and "rank 0" not in out,
+          "DeepSpeed's refusal of --num_nodes with --include, before any rank: " + out.strip())
+    rc, out = on_host0(tmp, "world", launch=["--hostfile", hf, "--include", "%s:2" % ADDR[1]])
+    check(rc == 2 and "No slot '2' specified on host '%s'" % ADDR[1] in out, "a slot the host lacks is refused")
+
+
+MODE = sys.argv[2] if len(sys.argv) > 2 else "mpi"
+make_hosts(MODE != "tcp")  # tcp ranks need no Open MPI
 try:
     with tempfile.TemporaryDirectory() as tmp:
-        main(tmp)
+        if MODE != "mpi":
+            hf = os.path.join(tmp, "hostfile")
+            with open(hf, "w") as f:
+                f.write("%s slots=2\n%s slots=2\n" % (ADDR[0], ADDR[1]))
+            {"launch": launched, "tcp": over_tcp, "bench": bench}[MODE](tmp, hf)
+        else:
+            main(tmp)
 finally:
     remove_hosts()
 print("%d failed" % failures)
