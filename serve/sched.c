@@ -130,14 +130,24 @@ static void add(rs_serve_stat *s, uint64_t ns)
     s->ns += ns;
 }
 
+/* Whether first and r give every input: a request leaving out an optional input runs alone, since
+ * what its backend does in its place (a default of one sample) holds for that request, not a batch. */
+static bool every_input(const rs_serve_sched *s, const req *first, const req *r)
+{
+    for (int i = 0; i < s->io.nin; i++)
+        if (!first->x[i].data || !r->x[i].data) return false;
+    return true;
+}
+
 /* Takes the requests of the next batch off the queue (lock held): the oldest, then as many of the
- * following as fit in max_batch rows. */
+ * following as fit in max_batch rows, when they give every input. */
 static req *take_batch(rs_serve_sched *s, int *rows)
 {
     req *first = s->head, *last = first;
     int n = first->B;
     int cap = s->max_batch > 0 && s->dynamic ? s->max_batch : first->B;
-    while (!first->gen && last->next && !last->next->gen && n + last->next->B <= cap) {
+    while (!first->gen && last->next && !last->next->gen && n + last->next->B <= cap &&
+           every_input(s, first, last->next)) {
         last = last->next;
         n += last->B;
     }
