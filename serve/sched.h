@@ -1,5 +1,6 @@
 /* Scheduling one model version: a queue, a dynamic batcher and N instances, each a thread with its
- * own rs_serve_inst. A request waits in the queue; an idle instance takes the oldest one and, with
+ * own rs_serve_inst. A request waits in the queue; an idle instance takes the oldest one it may run (a
+ * sequence's requests are pinned to one instance) and, with
  * dynamic batching on, waits up to max_queue_delay for more until a preferred batch size (or
  * max_batch_size) is reached, then runs them as one batch and hands each caller its rows. The
  * statistics are Triton's: counts and cumulative nanoseconds per phase, and per batch size. */
