@@ -140,8 +140,8 @@ json_t *rs_serve_json_model_config(const rs_serve_model *m)
     json_t *j = json_pack("{s:s,s:s,s:s,s:i,s:o,s:o,s:[{s:s,s:s,s:i}],s:{s:b}}", "name", c->name, "platform",
                           c->platform, "backend", backend, "max_batch_size",
                           c->max_batch_size, "input", ins, "output", outs, "instance_group", "name", gname, "kind",
-                          c->instance_kind, "count", c->instance_count, "model_transaction_policy", "decoupled",
-                          c->decoupled);
+                          c->instance_kind[0] ? c->instance_kind : "KIND_CPU", "count", c->instance_count,
+                          "model_transaction_policy", "decoupled", c->decoupled);
     if (c->dynamic_batching) {
         json_t *pref = json_array();
         for (int i = 0; i < c->npreferred; i++) json_array_append_new(pref, json_integer(c->preferred[i]));
