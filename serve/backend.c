@@ -310,6 +310,12 @@ rs_status rs_serve_inst_run_tensors(rs_serve_inst *in, const rs_serve_tensor *x,
 {
     const rs_serve_backend *b = in->b;
     if (!b->ops->run) return rs_err_set(err, RS_ERR_UNSUPPORTED, "this model generates text; it runs no tensors");
+    rs_serve_ios io;
+    b->ops->io(b->impl, &io);
+    for (int i = 0; i < io.nin && !b->ops->absent_inputs; i++)
+        if (!x[i].data)
+            return rs_err_set(err, RS_ERR_ARG, "input '%s' was left out (optional in the config), but %s runs every "
+                              "input: send it", io.in[i].name, b->ops->what);
     return b->ops->run(b->impl, in->impl, x, B, y, err);
 }
 

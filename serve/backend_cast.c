@@ -3,7 +3,9 @@
  * deploy alone to convert, and what exercises every Triton data type end to end. The engine computes
  * in FP32 on one input, so it refuses these graphs; this backend takes them, any number of inputs and
  * outputs of every type (BYTES through Identity). It is probed after the engine for the same file.
- * A run needs no state: instances hold nothing and run side by side. */
+ * An input may have a default, an initializer of the same name (ONNX's overridable initializer: what
+ * ONNX Runtime uses when the input is not fed), of one sample; an optional input a request leaves out
+ * takes it. A run needs no state: instances hold nothing and run side by side. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +28,7 @@ typedef struct cast_model {
     step steps[MAX_VALUES];
     int out_value[RS_SERVE_MAX_IO]; /* the value each output is */
     size_t numel[MAX_VALUES];       /* elements per sample */
+    rs_serve_tensor def[RS_SERVE_MAX_IO]; /* each input's default of one sample (data owned), or {NULL, 0} */
 } cast_model;
 
 /* ONNX TensorProto.DataType -> Triton's. */
@@ -43,6 +46,7 @@ static void cast_free(void *impl)
     cast_model *m = impl;
     if (!m) return;
     for (int i = 0; i < m->nvalues; i++) free(m->names[i]);
+    for (int i = 0; i < RS_SERVE_MAX_IO; i++) free(m->def[i].data);
     free(m);
 }
 
@@ -120,11 +124,31 @@ static rs_status add_step(cast_model *m, const Onnx__NodeProto *nd, const char *
     return add_value(m, nd->output[0], cast ? to : m->type[in], m->numel[in], path, err);
 }
 
-static rs_status build(cast_model *m, const Onnx__GraphProto *g, const char *path, rs_err *err)
+/* An initializer: the default of the graph input of its name, of one sample ([1, dims...]) in that
+ * input's type, stored as raw_data (numpy_helper.from_array's form); anything else is a weight. */
+static rs_status add_default(cast_model *m, const Onnx__TensorProto *t, const char *path, rs_err *err)
 {
-    if (g->n_initializer)
+    int i = 0;
+    while (i < m->io.nin && (!t->name || strcmp(m->io.in[i].name, t->name))) i++;
+    if (i == m->io.nin)
         return rs_err_set(err, RS_ERR_UNSUPPORTED, "%s: the graph holds weights but the engine could not run it (the "
                           "engine computes in FP32 on one input)", path);
+    const rs_serve_io *io = &m->io.in[i];
+    bool shape = t->n_dims == (size_t)io->rank + 1 && t->dims[0] == 1;
+    for (int d = 0; shape && d < io->rank; d++) shape = t->dims[d + 1] == io->dims[d];
+    size_t want = rs_serve_dtype_bytes(io->dtype, numel_of(io));
+    if (!shape || from_onnx(t->data_type) != io->dtype || io->dtype == RS_SERVE_STRING || !t->has_raw_data ||
+        t->raw_data.len != want)
+        return rs_err_set(err, RS_ERR_UNSUPPORTED, "%s: the default of input '%s' (its initializer) must be one sample "
+                          "(dims [1, ...] as the input's), of its type, not BYTES, stored as raw_data", path, io->name);
+    if (!(m->def[i].data = malloc(want))) return rs_err_set(err, RS_ERR_NOMEM, "out of memory");
+    memcpy(m->def[i].data, t->raw_data.data, want);
+    m->def[i].bytes = want;
+    return RS_OK;
+}
+
+static rs_status build(cast_model *m, const Onnx__GraphProto *g, const char *path, rs_err *err)
+{
     if (g->n_input < 1 || g->n_input > RS_SERVE_MAX_IO || g->n_output < 1 || g->n_output > RS_SERVE_MAX_IO)
         return rs_err_set(err, RS_ERR_UNSUPPORTED, "%s: %zu inputs and %zu outputs (1..%d each)", path, g->n_input,
                           g->n_output, RS_SERVE_MAX_IO);
@@ -137,6 +161,7 @@ static rs_status build(cast_model *m, const Onnx__GraphProto *g, const char *pat
                                 path, err);
         m->io.nin++;
     }
+    for (size_t i = 0; !st && i < g->n_initializer; i++) st = add_default(m, g->initializer[i], path, err);
     for (size_t i = 0; !st && i < g->n_node; i++) st = add_step(m, g->node[i], path, err);
     for (size_t k = 0; !st && k < g->n_output; k++) {
         rs_serve_io *o = &m->io.out[m->io.nout];
@@ -205,7 +230,17 @@ static rs_status cast_run(void *impl, void *inst, const rs_serve_tensor *x, int 
     rs_serve_tensor v[MAX_VALUES] = {{0}};
     bool owned[MAX_VALUES] = {false};
     rs_status st = RS_OK;
-    for (int i = 0; i < m->io.nin; i++) v[i] = x[i];
+    for (int i = 0; !st && i < m->io.nin; i++) {
+        v[i] = x[i].data ? x[i] : m->def[i];
+        if (!x[i].data && !m->def[i].data)
+            st = rs_err_set(err, RS_ERR_ARG, "input '%s' was left out, and the graph gives it no default (an "
+                            "initializer of that name), which ONNX Runtime needs for an input not fed: send it",
+                            m->io.in[i].name);
+        else if (!x[i].data && B != 1)
+            st = rs_err_set(err, RS_ERR_ARG, "input '%s' was left out in a request of %d samples, but its default (the "
+                            "graph's initializer) is one sample: leave it out only from requests of one", m->io.in[i].name,
+                            B);
+    }
     for (int s = 0; !st && s < m->nsteps; s++) {
         const step *p = &m->steps[s];
         if (p->to == RS_SERVE_INVALID) {
@@ -246,4 +281,5 @@ const rs_srv_backend_ops rs_srv_backend_cast = {
     .complete = cast_complete,
     .new_instance = cast_new_instance,
     .run = cast_run,
+    .absent_inputs = true,
 };

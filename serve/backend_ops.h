@@ -37,6 +37,9 @@ typedef struct rs_srv_backend_ops {
      * every input, both in io's order and the wire's layout (dtype.h); y[k].data is malloc'd here and
      * the caller's (left NULL on failure). The inputs were checked against io: sizes need no check. */
     rs_status (*run)(void *impl, void *inst, const rs_serve_tensor *x, int B, rs_serve_tensor *y, rs_err *err);
+    /* run copes with an absent input (x[i].data NULL: an optional input the request left out); when
+     * false, such a request is refused before run */
+    bool absent_inputs;
     /* optional (NULL for a backend that does not generate): one decoupled generation, g->on_text per
      * token. Its presence is what rs_serve_backend_generates says. */
     rs_status (*generate)(void *impl, void *inst, rs_serve_gen *g, rs_err *err);

@@ -33,7 +33,7 @@ typedef struct rs_serve_io {
     bool has_reshape;
     int reshape_rank;
     int64_t reshape[RS_SERVE_MAX_DIMS];
-    bool optional;                   /* an input the request may leave out (refused: every input runs) */
+    bool optional;                   /* an input the request may leave out: the backend gets it absent (data NULL) */
     char labels[512];                /* an output's label_filename, as a path beside config.pbtxt; "" none */
     rs_serve_control control;        /* an input the sequence batcher fills; dims [ 1 ] */
     double false_true[2];            /* its values for false and true (START, END, READY) */

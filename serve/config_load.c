@@ -62,6 +62,10 @@ rs_status rs_serve_config_check_supported(const rs_serve_config *c, const char *
     if (c->response_cache)
         return rs_err_set(err, RS_ERR_UNSUPPORTED, "%s: response_cache { enable: true }: ringside has no response "
                           "cache; remove it or set enable: false", where);
+    /* Triton's ModelConfig holds these in one oneof (scheduling_choice): its parser refuses a second */
+    if (c->dynamic_batching + c->sequence_batching + c->ensemble > 1)
+        return rs_err_set(err, RS_ERR_ARG, "%s: dynamic_batching, sequence_batching and ensemble_scheduling are one "
+                          "choice (Triton's scheduling_choice): keep one", where);
     bool says = !strcmp(c->platform, "ensemble");
     if (says != c->ensemble || (says && !c->nsteps))
         return rs_err_set(err, RS_ERR_ARG, "%s: an ensemble is platform: \"ensemble\" with ensemble_scheduling { step "
@@ -92,8 +96,8 @@ rs_status rs_serve_config_check_supported(const rs_serve_config *c, const char *
         return rs_err_set(err, RS_ERR_UNSUPPORTED, "%s: instance_group kind: KIND_GPU: served models run on the CPU "
                           "here; use KIND_CPU (or KIND_AUTO)", where);
     for (int i = 0; i < c->ninputs; i++)
-        if (c->inputs[i].optional)
-            return rs_err_set(err, RS_ERR_UNSUPPORTED, "%s: input '%s' is optional: ringside's backends run every "
-                              "input of a model; remove optional: true", where, c->inputs[i].name);
+        if (c->inputs[i].optional && c->inputs[i].control)
+            return rs_err_set(err, RS_ERR_ARG, "%s: control input '%s' cannot be optional: the server always fills it",
+                              where, c->inputs[i].name);
     return RS_OK;
 }

@@ -83,7 +83,7 @@ static rs_grpc_code check_outputs(const rs_serve_config *c, const Inference__Mod
 /* A sequence model's request: the sequence_id (int64, uint64 or string), sequence_start and sequence_end
  * parameters, as tritonclient sends them; the control inputs filled from them. */
 static rs_grpc_code sequence(const rs_serve_config *c, rs_serve_sched *s, const Inference__ModelInferRequest *q,
-                             int64_t B, rs_serve_tensor *x, char *msg, size_t n)
+                             int64_t B, rs_serve_tensor *x, rs_serve_pin *pin, char *msg, size_t n)
 {
     if (!c->sequence_batching) return RS_GRPC_OK;
     rs_serve_seq sq = {0};
@@ -102,7 +102,7 @@ static rs_grpc_code sequence(const rs_serve_config *c, rs_serve_sched *s, const 
     sq.start = f && f->parameter_choice_case == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM && f->bool_param;
     f = param(q->parameters, q->n_parameters, "sequence_end");
     sq.end = f && f->parameter_choice_case == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM && f->bool_param;
-    if (!rs_serve_seq_apply(c, s, &sq, B, x, msg, n)) return RS_GRPC_INVALID_ARGUMENT;
+    if (!rs_serve_seq_apply(c, s, &sq, B, x, pin, msg, n)) return RS_GRPC_INVALID_ARGUMENT;
     return RS_GRPC_OK;
 }
 
@@ -131,10 +131,11 @@ static rs_grpc_code run_tensor(rs_serve_model *m, rs_serve_version *v, const Inf
     for (size_t k = 0; code == RS_GRPC_OK && k < q->n_inputs; k++)
         code = rs_grpc_read_input(c, order[k], q->inputs[k], q->n_raw_input_contents ? &q->raw_input_contents[k] : NULL,
                                   count[order[k]], &x[order[k]], msg, n);
-    if (code == RS_GRPC_OK) code = sequence(c, v->sched, q, t->B, x, msg, n);
+    rs_serve_pin pin = {.inst = -1};
+    if (code == RS_GRPC_OK) code = sequence(c, v->sched, q, t->B, x, &pin, msg, n);
     if (code == RS_GRPC_OK) {
         rs_err err = {0};
-        rs_status st = rs_serve_sched_infer_tensors(v->sched, x, (int)t->B, t->y, &err);
+        rs_status st = rs_serve_sched_infer_pinned(v->sched, x, (int)t->B, t->y, &pin, &err);
         if (st) code = rs_grpc_fail(msg, n, rs_grpc_code_of(st), "%s", err.msg);
     }
     for (int k = 0; code == RS_GRPC_OK && k < c->noutputs; k++) {

@@ -11,6 +11,8 @@
 #include <string.h>
 
 #include "grpc_internal.h"
+#include "grpc_json.h"
+#include "http_internal.h"
 #include "grpc_prescan.h"
 #include "repo.h"
 
@@ -128,88 +130,20 @@ static rs_grpc_code model_metadata(rs_serve_model *m, const rs_grpc_sink *o, cha
     return rs_grpc_emit(o, &r.base, msg, n);
 }
 
+/* The config as the HTTP front end states it (rs_serve_json_model_config), converted: one source. */
 static rs_grpc_code model_config(rs_serve_model *m, const rs_grpc_sink *o, char *msg, size_t n)
 {
-    const rs_serve_config *c = &m->cfg;
-    Inference__ModelConfig mc = INFERENCE__MODEL_CONFIG__INIT;
-    Inference__ModelInput in[RS_SERVE_MAX_IO], *pin[RS_SERVE_MAX_IO];
-    Inference__ModelOutput out[RS_SERVE_MAX_IO], *pout[RS_SERVE_MAX_IO];
-    int64_t din[RS_SERVE_MAX_IO][RS_SERVE_MAX_DIMS], dout[RS_SERVE_MAX_IO][RS_SERVE_MAX_DIMS];
-    for (int i = 0; i < c->ninputs; i++) {
-        inference__model_input__init(pin[i] = &in[i]);
-        in[i].name = (char *)c->inputs[i].name;
-        in[i].data_type = (Inference__DataType)c->inputs[i].dtype; /* rs_serve_dtype follows Triton's DataType */
-        for (int d = 0; d < c->inputs[i].rank; d++) din[i][d] = c->inputs[i].dims[d];
-        in[i].n_dims = (size_t)c->inputs[i].rank;
-        in[i].dims = din[i];
-    }
-    for (int i = 0; i < c->noutputs; i++) {
-        inference__model_output__init(pout[i] = &out[i]);
-        out[i].name = (char *)c->outputs[i].name;
-        out[i].data_type = (Inference__DataType)c->outputs[i].dtype;
-        for (int d = 0; d < c->outputs[i].rank; d++) dout[i][d] = c->outputs[i].dims[d];
-        out[i].n_dims = (size_t)c->outputs[i].rank;
-        out[i].dims = dout[i];
-    }
-    mc.name = (char *)c->name;
-    mc.platform = (char *)c->platform;
-    mc.backend = (char *)(c->backend[0] ? c->backend : c->platform[0] ? "onnxruntime" : "");
-    mc.max_batch_size = c->max_batch_size;
-    mc.n_input = (size_t)c->ninputs;
-    mc.input = pin;
-    mc.n_output = (size_t)c->noutputs;
-    mc.output = pout;
-    char gname[RS_SERVE_NAME_MAX + 8];
-    snprintf(gname, sizeof gname, "%s_0", c->name);
-    Inference__ModelInstanceGroup g = INFERENCE__MODEL_INSTANCE_GROUP__INIT, *pg = &g;
-    g.name = gname;
-    g.count = c->instance_count;
-    g.kind = !strcmp(c->instance_kind, "KIND_GPU")     ? INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_GPU
-             : !strcmp(c->instance_kind, "KIND_MODEL") ? INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_MODEL
-             : !strcmp(c->instance_kind, "KIND_AUTO")  ? INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_AUTO
-                                                       : INFERENCE__MODEL_INSTANCE_GROUP__KIND__KIND_CPU;
-    mc.n_instance_group = 1;
-    mc.instance_group = &pg;
-    Inference__ModelDynamicBatching db = INFERENCE__MODEL_DYNAMIC_BATCHING__INIT;
-    Inference__ModelQueuePolicy qp = INFERENCE__MODEL_QUEUE_POLICY__INIT;
-    int32_t pref[RS_SERVE_MAX_PREFERRED];
-    if (c->dynamic_batching) {
-        for (int i = 0; i < c->npreferred; i++) pref[i] = c->preferred[i];
-        db.n_preferred_batch_size = (size_t)c->npreferred;
-        db.preferred_batch_size = pref;
-        db.max_queue_delay_microseconds = (uint64_t)c->max_queue_delay_us;
-        if (c->max_queue_size) {
-            qp.max_queue_size = (uint32_t)c->max_queue_size;
-            db.default_queue_policy = &qp;
-        }
-        mc.dynamic_batching = &db;
-    }
-    Inference__ModelTransactionPolicy tp = INFERENCE__MODEL_TRANSACTION_POLICY__INIT;
-    tp.decoupled = c->decoupled;
-    mc.model_transaction_policy = &tp;
-    Inference__ModelVersionPolicy vp = INFERENCE__MODEL_VERSION_POLICY__INIT;
-    Inference__ModelVersionPolicy__Latest lat = INFERENCE__MODEL_VERSION_POLICY__LATEST__INIT;
-    Inference__ModelVersionPolicy__All all = INFERENCE__MODEL_VERSION_POLICY__ALL__INIT;
-    Inference__ModelVersionPolicy__Specific spec = INFERENCE__MODEL_VERSION_POLICY__SPECIFIC__INIT;
-    int64_t sv[RS_SERVE_MAX_VERSIONS];
-    if (c->vpolicy == RS_SERVE_VP_ALL) {
-        vp.policy_choice_case = INFERENCE__MODEL_VERSION_POLICY__POLICY_CHOICE_ALL;
-        vp.all = &all;
-    } else if (c->vpolicy == RS_SERVE_VP_SPECIFIC) {
-        for (int i = 0; i < c->nversions; i++) sv[i] = c->versions[i];
-        spec.n_versions = (size_t)c->nversions;
-        spec.versions = sv;
-        vp.policy_choice_case = INFERENCE__MODEL_VERSION_POLICY__POLICY_CHOICE_SPECIFIC;
-        vp.specific = &spec;
-    } else {
-        lat.num_versions = (uint32_t)c->latest_n;
-        vp.policy_choice_case = INFERENCE__MODEL_VERSION_POLICY__POLICY_CHOICE_LATEST;
-        vp.latest = &lat;
-    }
-    mc.version_policy = &vp;
+    json_t *j = rs_serve_json_model_config(m); /* owned here */
+    if (!j) return rs_grpc_fail(msg, n, RS_GRPC_INTERNAL, "out of memory");
+    char why[256];
+    ProtobufCMessage *mc = rs_grpc_from_json(j, &inference__model_config__descriptor, why, sizeof why); /* owned here */
+    json_decref(j);
+    if (!mc) return rs_grpc_fail(msg, n, RS_GRPC_INTERNAL, "the config of model '%s' as a ModelConfig: %s", m->cfg.name, why);
     Inference__ModelConfigResponse r = INFERENCE__MODEL_CONFIG_RESPONSE__INIT;
-    r.config = &mc;
-    return rs_grpc_emit(o, &r.base, msg, n);
+    r.config = (Inference__ModelConfig *)mc;
+    rs_grpc_code code = rs_grpc_emit(o, &r.base, msg, n);
+    protobuf_c_message_free_unpacked(mc, NULL);
+    return code;
 }
 
 /* ModelStatistics: the rows are built while rs_serve_each holds each model, then packed at once. */

@@ -28,6 +28,7 @@ typedef struct infer_req {
     int64_t B;
     size_t count[RS_SERVE_MAX_IO];      /* elements of each input */
     rs_serve_tensor x[RS_SERVE_MAX_IO]; /* owned: each input's data */
+    rs_serve_pin pin;                   /* a sequence's instance (inst -1: any) */
     rs_serve_tensor y[RS_SERVE_MAX_IO]; /* owned: each output's, from the scheduler */
     bool want[RS_SERVE_MAX_IO], binary[RS_SERVE_MAX_IO];
     int classes[RS_SERVE_MAX_IO];       /* > 0: the classification extension's top-k of that output */
@@ -249,7 +250,7 @@ static bool sequence(infer_req *q, rs_serve_sched *s)
         sq.given = sq.is_str = true;
         snprintf(sq.sid, sizeof sq.sid, "%s", json_string_value(id));
     }
-    return rs_serve_seq_apply(q->c, s, &sq, q->B, q->x, q->msg, MSG);
+    return rs_serve_seq_apply(q->c, s, &sq, q->B, q->x, &q->pin, q->msg, MSG);
 }
 
 void rs_serve_infer(rs_serve_model *m, rs_serve_version *v, const char *body, size_t n, long long header_len,
@@ -261,10 +262,10 @@ void rs_serve_infer(rs_serve_model *m, rs_serve_version *v, const char *body, si
         rs_serve_reply_error(r, 500, "out of memory");
         return;
     }
-    *q = (infer_req){.c = &m->cfg, .body = body, .n = n, .header_len = header_len};
+    *q = (infer_req){.c = &m->cfg, .body = body, .n = n, .header_len = header_len, .pin = {.inst = -1}};
     if (parse_json(q) && read_inputs(q) && check_outputs(q) && sequence(q, v->sched)) {
         rs_err err = {0};
-        rs_status st = rs_serve_sched_infer_tensors(v->sched, q->x, (int)q->B, q->y, &err); /* counts its own failures */
+        rs_status st = rs_serve_sched_infer_pinned(v->sched, q->x, (int)q->B, q->y, &q->pin, &err); /* counts its own failures */
         /* a value the model refuses (a token outside its vocabulary) is the client's to fix: 400 */
         int code = st == RS_ERR_ARG ? 400 : st == RS_ERR_UNSUPPORTED || st == RS_ERR_CANCELLED ? 503 : 500;
         if (st) rs_serve_reply_error(r, code, "%s", err.msg);

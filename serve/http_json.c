@@ -80,6 +80,7 @@ static json_t *io_cfg_json(const rs_serve_io *io)
         for (int d = 0; d < io->reshape_rank; d++) json_array_append_new(r, json_integer(io->reshape[d]));
         json_object_set_new(j, "reshape", json_pack("{s:o}", "shape", r));
     }
+    if (io->optional) json_object_set_new(j, "optional", json_true());
     if (io->labels[0]) {
         const char *base = strrchr(io->labels, '/');
         json_object_set_new(j, "label_filename", json_string(base ? base + 1 : io->labels));
@@ -113,10 +114,13 @@ static json_t *sequence_json(const rs_serve_config *c)
         json_t *k = json_pack("{s:s}", "kind", kinds[io->control]);
         if (io->control == RS_SERVE_CTL_CORRID)
             json_object_set_new(k, "data_type", json_string(rs_serve_dtype_config_name(io->dtype)));
+        else if (io->dtype == RS_SERVE_FP32)
+            json_object_set_new(k, "fp32_false_true", json_pack("[f,f]", io->false_true[0], io->false_true[1]));
+        else if (io->dtype == RS_SERVE_BOOL)
+            json_object_set_new(k, "bool_false_true", json_pack("[b,b]", io->false_true[0] != 0, io->false_true[1] != 0));
         else
-            json_object_set_new(k, io->dtype == RS_SERVE_FP32 ? "fp32_false_true" : io->dtype == RS_SERVE_BOOL
-                                       ? "bool_false_true" : "int32_false_true",
-                                json_pack("[f,f]", io->false_true[0], io->false_true[1]));
+            json_object_set_new(k, "int32_false_true", json_pack("[I,I]", (json_int_t)io->false_true[0],
+                                                                 (json_int_t)io->false_true[1]));
         json_array_append_new(ctl, json_pack("{s:s,s:[o]}", "name", io->name, "control", k));
     }
     return json_pack("{s:{},s:I,s:o}", "direct", "max_sequence_idle_microseconds",
@@ -136,8 +140,8 @@ json_t *rs_serve_json_model_config(const rs_serve_model *m)
     json_t *j = json_pack("{s:s,s:s,s:s,s:i,s:o,s:o,s:[{s:s,s:s,s:i}],s:{s:b}}", "name", c->name, "platform",
                           c->platform, "backend", backend, "max_batch_size",
                           c->max_batch_size, "input", ins, "output", outs, "instance_group", "name", gname, "kind",
-                          c->instance_kind, "count", c->instance_count, "model_transaction_policy", "decoupled",
-                          c->decoupled);
+                          c->instance_kind[0] ? c->instance_kind : "KIND_CPU", "count", c->instance_count,
+                          "model_transaction_policy", "decoupled", c->decoupled);
     if (c->dynamic_batching) {
         json_t *pref = json_array();
         for (int i = 0; i < c->npreferred; i++) json_array_append_new(pref, json_integer(c->preferred[i]));

@@ -106,23 +106,28 @@ bool rs_serve_check_input(const rs_serve_config *c, int i, const char *datatype,
 
 bool rs_serve_check_given(const rs_serve_config *c, const int *given, size_t got, char *msg, size_t n)
 {
-    int want = 0; /* the control inputs of a sequence batcher are the server's to fill */
+    int want = 0, most = 0; /* the control inputs of a sequence batcher are the server's to fill */
     for (int i = 0; i < c->ninputs; i++) {
         if (c->inputs[i].control && given[i]) {
             snprintf(msg, n, "input '%s' of model '%s' is a sequence control input: the server fills it from the "
                      "request's sequence_id, sequence_start and sequence_end", c->inputs[i].name, c->name);
             return false;
         }
-        want += !c->inputs[i].control;
+        want += !c->inputs[i].control && !c->inputs[i].optional;
+        most += !c->inputs[i].control;
     }
-    bool ok = got == (size_t)want;
-    for (int i = 0; i < c->ninputs; i++) ok = ok && (given[i] == 1 || c->inputs[i].control);
-    if (ok) return true;
+    bool ok = got >= (size_t)want && got <= (size_t)most;
+    for (int i = 0; i < c->ninputs; i++)
+        ok = ok && (given[i] == 1 || c->inputs[i].control || (c->inputs[i].optional && !given[i]));
+    if (ok && !got) /* every input optional and none sent: nothing states the batch */
+        snprintf(msg, n, "the request gives no input for model '%s': send at least one (every input is optional, "
+                 "but the inputs state the batch)", c->name);
+    if (ok) return got > 0;
     char missing[400] = "", have[400] = "";
     size_t km = 0, kh = 0;
     for (int i = 0; i < c->ninputs; i++) {
         if (c->inputs[i].control) continue;
-        if (!given[i] && km < sizeof missing)
+        if (!given[i] && !c->inputs[i].optional && km < sizeof missing)
             km += (size_t)snprintf(missing + km, sizeof missing - km, "%s'%s'", km ? "," : "", c->inputs[i].name);
         if (given[i] && kh < sizeof have)
             kh += (size_t)snprintf(have + kh, sizeof have - kh, "%s'%s'", kh ? "," : "", c->inputs[i].name);
@@ -132,8 +137,12 @@ bool rs_serve_check_given(const rs_serve_config *c, const int *given, size_t got
             snprintf(msg, n, "input '%s' is given %d times for model '%s'", c->inputs[i].name, given[i], c->name);
             return false;
         }
-    snprintf(msg, n, "expected %d inputs but got %zu inputs for model '%s'. Got input(s) [%s], but missing required "
-             "input(s) [%s]. Please provide all required input(s).", want, got, c->name, have, missing);
+    /* Triton words the count as a range once any input is optional (core infer_request.cc) */
+    char count[80];
+    if (want == most) snprintf(count, sizeof count, "expected %d inputs", want);
+    else snprintf(count, sizeof count, "expected number of inputs between %d and %d", want, most);
+    snprintf(msg, n, "%s but got %zu inputs for model '%s'. Got input(s) [%s], but missing required input(s) [%s]. "
+             "Please provide all required input(s).", count, got, c->name, have, missing);
     return false;
 }
 

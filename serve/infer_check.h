@@ -1,7 +1,7 @@
 /* A request's tensors checked against the model's config, the same for HTTP and gRPC, in Triton's
  * words (its core's infer_request.cc): which input a name is, its data type, its shape (batch first
  * when max_batch_size > 0; the config's full dims when max_batch_size is 0 and the config writes the
- * batch in them; else ringside's [N, dims...]), the same batch for every input, every input given,
+ * batch in them; else ringside's [N, dims...]), the same batch for every input, every required input given,
  * and the bytes the data holds. Each call returns false with msg set (n bytes) when the request is
  * wrong. */
 #ifndef RS_SERVE_INFER_CHECK_H
@@ -26,8 +26,8 @@ int rs_serve_output_index(const rs_serve_config *c, const char *name, char *msg,
  * one's; *count gets the request's elements of it. */
 bool rs_serve_check_input(const rs_serve_config *c, int i, const char *datatype, const int64_t *shape, size_t rank,
                           int64_t *B, size_t *count, char *msg, size_t n);
-/* Every config input given exactly once: given[i] is how many times input i came; got the inputs'
- * number in the request. */
+/* Every required config input given exactly once, an optional one at most once: given[i] is how many
+ * times input i came; got the inputs' number in the request. */
 bool rs_serve_check_given(const rs_serve_config *c, const int *given, size_t got, char *msg, size_t n);
 /* The data of tensor io of model `model` holds count elements: its byte size for fixed-size types;
  * for BYTES, count serialized elements and nothing after them. */

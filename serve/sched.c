@@ -4,11 +4,14 @@
 #include "sched.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define DEFAULT_QUEUE_LIMIT 4096
 #define MAX_SEQUENCES 1024
@@ -16,6 +19,7 @@
 typedef struct seq_slot {
     char key[RS_SERVE_NAME_MAX + 8];
     uint64_t last_ns;
+    int inst;  /* the instance its requests run on */
     bool used;
 } seq_slot;
 
@@ -24,6 +28,7 @@ typedef struct req {
     rs_serve_tensor *y;       /* (nout), filled with malloc'd data the caller owns */
     int B;
     rs_serve_gen *gen;     /* a generation instead of x -> y */
+    const rs_serve_pin *pin; /* borrowed; NULL: any instance */
     uint64_t t_enq;
     bool done;
     rs_status st;
@@ -60,6 +65,8 @@ struct rs_serve_sched {
     rs_serve_stats st;     /* arrays owned */
     seq_slot *seqs;        /* (MAX_SEQUENCES) active sequences, owned; NULL until the first */
     uint64_t seq_idle_ns;
+    int trace_fd;          /* RINGSIDE_SERVE_TRACE's file (owned), a line per batch run; -1: none */
+    char name[RS_SERVE_NAME_MAX];
 };
 
 uint64_t rs_serve_now_ns(void)
@@ -130,19 +137,41 @@ static void add(rs_serve_stat *s, uint64_t ns)
     s->ns += ns;
 }
 
-/* Takes the requests of the next batch off the queue (lock held): the oldest, then as many of the
- * following as fit in max_batch rows. */
-static req *take_batch(rs_serve_sched *s, int *rows)
+/* Whether first and r give every input: a request leaving out an optional input runs alone, since
+ * what its backend does in its place (a default of one sample) holds for that request, not a batch. */
+static bool every_input(const rs_serve_sched *s, const req *first, const req *r)
 {
-    req *first = s->head, *last = first;
+    for (int i = 0; i < s->io.nin; i++)
+        if (!first->x[i].data || !r->x[i].data) return false;
+    return true;
+}
+
+static bool runs_on(const req *r, int k) { return !r->pin || r->pin->inst < 0 || r->pin->inst == k; }
+
+/* The link (s->head or a request's next) to the oldest request instance k may run; NULL: none. */
+static req **oldest_for(rs_serve_sched *s, int k)
+{
+    for (req **at = &s->head; *at; at = &(*at)->next)
+        if (runs_on(*at, k)) return at;
+    return NULL;
+}
+
+/* Takes the requests of the next batch for instance k off the queue at link `at` (lock held): that
+ * request, then as many of the following as fit in max_batch rows, when they give every input and may
+ * run on k. */
+static req *take_batch(rs_serve_sched *s, req **at, int k, int *rows)
+{
+    req *first = *at, *last = first;
     int n = first->B;
     int cap = s->max_batch > 0 && s->dynamic ? s->max_batch : first->B;
-    while (!first->gen && last->next && !last->next->gen && n + last->next->B <= cap) {
+    while (!first->gen && last->next && !last->next->gen && n + last->next->B <= cap &&
+           every_input(s, first, last->next) && runs_on(last->next, k)) {
         last = last->next;
         n += last->B;
     }
-    s->head = last->next;
-    if (!s->head) s->tail = NULL;
+    *at = last->next;
+    /* the request before `at` (none when at is the head) ends the queue when the batch did */
+    if (s->tail == last) s->tail = at == &s->head ? NULL : (req *)((char *)at - offsetof(req, next));
     last->next = NULL;
     for (req *r = first; r; r = r->next) s->queued--;
     s->queued_rows -= n;
@@ -232,15 +261,18 @@ static void *inst_main(void *arg)
 {
     inst_thread *t = arg;
     rs_serve_sched *s = t->s;
+    int k = (int)(t - s->inst);
     pthread_mutex_lock(&s->mu);
     for (;;) {
-        if (!s->head) {
-            if (s->stopping) break;
+        req **at = oldest_for(s, k);
+        if (!at) {
+            if (s->stopping) break; /* requests pinned to another instance are that one's to run */
             pthread_cond_wait(&s->work, &s->mu);
             continue;
         }
         if (s->dynamic && !s->stopping) {
-            /* Wait for a preferred batch until the oldest request has waited max_queue_delay. */
+            /* Wait for a preferred batch until the oldest request has waited max_queue_delay. (A
+             * dynamic batcher has no sequences, so every request may run here.) */
             uint64_t deadline = s->head->t_enq + s->delay_ns;
             while (s->head && s->queued_rows < s->target && !s->stopping) {
                 uint64_t now = rs_serve_now_ns();
@@ -252,11 +284,14 @@ static void *inst_main(void *arg)
                 ts.tv_nsec = (long)(ns % 1000000000u);
                 pthread_cond_timedwait(&s->work, &s->mu, &ts);
             }
-            if (!s->head) continue; /* another instance took them */
+            if (!(at = oldest_for(s, k))) continue; /* another instance took them */
         }
         int rows;
-        req *batch = take_batch(s, &rows);
+        req *batch = take_batch(s, at, k, &rows);
         pthread_mutex_unlock(&s->mu);
+        if (s->trace_fd >= 0) /* one write(2) per line on an O_APPEND file: lines of instances never mix */
+            dprintf(s->trace_fd, "model %s instance %d rows %d sequence %s\n", s->name, k, rows,
+                    batch->pin && batch->pin->key[0] ? batch->pin->key : "-");
 
         rs_err err = {0};
         uint64_t tt[4];
@@ -307,6 +342,7 @@ rs_status rs_serve_sched_new(rs_serve_backend *b, const rs_serve_config *c, rs_s
     rs_serve_sched *s = calloc(1, sizeof *s); /* the caller's */
     if (!s) return rs_err_set(err, RS_ERR_NOMEM, "out of memory");
     s->b = b;
+    s->trace_fd = -1;
     rs_serve_backend_ios(b, &s->io);
     for (int k = 0; k < s->io.nout; k++) {
         s->out_numel[k] = 1;
@@ -324,6 +360,9 @@ rs_status rs_serve_sched_new(rs_serve_backend *b, const rs_serve_config *c, rs_s
     s->delay_ns = (uint64_t)c->max_queue_delay_us * 1000u;
     s->seq_idle_ns = (uint64_t)(c->max_sequence_idle_us > 0 ? c->max_sequence_idle_us : 1000000) * 1000u;
     s->queue_limit = c->max_queue_size > 0 ? c->max_queue_size : DEFAULT_QUEUE_LIMIT;
+    snprintf(s->name, sizeof s->name, "%s", c->name);
+    const char *trace = getenv("RINGSIDE_SERVE_TRACE");
+    s->trace_fd = trace && trace[0] ? open(trace, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644) : -1;
     s->st.max_batch = s->max_batch > 0 ? s->max_batch : 1;
     s->st.batch_input = calloc((size_t)s->st.max_batch + 1, sizeof(rs_serve_stat));
     s->st.batch_infer = calloc((size_t)s->st.max_batch + 1, sizeof(rs_serve_stat));
@@ -357,6 +396,12 @@ static rs_status enqueue_wait(rs_serve_sched *s, req *rq, rs_err *err);
 rs_status rs_serve_sched_infer_tensors(rs_serve_sched *s, const rs_serve_tensor *x, int B, rs_serve_tensor *y,
                                        rs_err *err)
 {
+    return rs_serve_sched_infer_pinned(s, x, B, y, NULL, err);
+}
+
+rs_status rs_serve_sched_infer_pinned(rs_serve_sched *s, const rs_serve_tensor *x, int B, rs_serve_tensor *y,
+                                      const rs_serve_pin *pin, rs_err *err)
+{
     for (int k = 0; k < s->io.nout; k++) y[k] = (rs_serve_tensor){0};
     if (B < 1) return rs_err_set(err, RS_ERR_ARG, "a batch of %d samples", B);
     if (s->max_batch > 0 && B > s->max_batch)
@@ -364,7 +409,8 @@ rs_status rs_serve_sched_infer_tensors(rs_serve_sched *s, const rs_serve_tensor 
     if (rs_serve_backend_generates(s->b))
         return rs_err_set(err, RS_ERR_UNSUPPORTED, "the model generates text: it is decoupled (ModelStreamInfer, "
                           "or HTTP generate / generate_stream)");
-    req r = {.x = x, .y = y, .B = B, .t_enq = rs_serve_now_ns()};
+    req r = {.x = x, .y = y, .B = B, .pin = pin && pin->inst >= 0 && pin->inst < s->ninst ? pin : NULL,
+             .t_enq = rs_serve_now_ns()};
     return enqueue_wait(s, &r, err);
 }
 
@@ -420,12 +466,26 @@ static rs_status enqueue_wait(rs_serve_sched *s, req *rq, rs_err *err)
     return r.st;
 }
 
+/* The instance with the fewest live sequences (lock held): where a new sequence goes. */
+static int least_busy(const rs_serve_sched *s)
+{
+    int best = 0, most = MAX_SEQUENCES + 1;
+    for (int k = 0; k < s->ninst; k++) {
+        int n = 0;
+        for (int i = 0; i < MAX_SEQUENCES; i++) n += s->seqs[i].used && s->seqs[i].inst == k;
+        if (n < most) best = k, most = n;
+    }
+    return best;
+}
+
 rs_status rs_serve_sched_sequence(rs_serve_sched *s, const char *key, bool start, bool end, const char *model,
-                                  rs_err *err)
+                                  rs_serve_pin *pin, rs_err *err)
 {
     rs_status st = RS_OK;
-    uint64_t now = rs_serve_now_ns();
     pthread_mutex_lock(&s->mu);
+    /* read under the lock: a time read before it could be older than a last_ns another request wrote
+     * meanwhile, and now - last_ns would wrap and forget a live sequence */
+    uint64_t now = rs_serve_now_ns();
     if (!s->seqs) s->seqs = calloc(MAX_SEQUENCES, sizeof *s->seqs);
     int at = -1, free_at = -1;
     for (int i = 0; s->seqs && i < MAX_SEQUENCES; i++) {
@@ -444,9 +504,12 @@ rs_status rs_serve_sched_sequence(rs_serve_sched *s, const char *key, bool start
                         (unsigned long long)(s->seq_idle_ns / 1000000u));
     if (!st) {
         seq_slot *q = &s->seqs[at >= 0 ? at : free_at];
+        if (at < 0 || start) q->inst = least_busy(s); /* a START on a live sequence begins it again */
         snprintf(q->key, sizeof q->key, "%s", key);
         q->last_ns = now;
         q->used = !end;
+        pin->inst = q->inst;
+        snprintf(pin->key, sizeof pin->key, "%s", key);
     }
     pthread_mutex_unlock(&s->mu);
     return st;
@@ -500,6 +563,7 @@ void rs_serve_sched_free(rs_serve_sched *s)
     }
     free(s->inst);
     free(s->seqs);
+    if (s->trace_fd >= 0) close(s->trace_fd);
     rs_serve_stats_clear(&s->st);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->work);

@@ -1,5 +1,6 @@
 /* Scheduling one model version: a queue, a dynamic batcher and N instances, each a thread with its
- * own rs_serve_inst. A request waits in the queue; an idle instance takes the oldest one and, with
+ * own rs_serve_inst. A request waits in the queue; an idle instance takes the oldest one it may run (a
+ * sequence's requests are pinned to one instance) and, with
  * dynamic batching on, waits up to max_queue_delay for more until a preferred batch size (or
  * max_batch_size) is reached, then runs them as one batch and hands each caller its rows. The
  * statistics are Triton's: counts and cumulative nanoseconds per phase, and per batch size. */
@@ -51,16 +52,27 @@ rs_status rs_serve_sched_new(rs_serve_backend *b, const rs_serve_config *c, rs_s
  * ("queue is full"); after rs_serve_sched_free began, RS_ERR_CANCELLED. */
 rs_status rs_serve_sched_infer_tensors(rs_serve_sched *s, const rs_serve_tensor *x, int B, rs_serve_tensor *y,
                                        rs_err *err);
+/* Where a request runs: the instance a sequence is pinned to (-1: any), and the sequence's key ("" none),
+ * what rs_serve_sched_sequence gives a sequence's request. */
+typedef struct rs_serve_pin {
+    int inst;
+    char key[RS_SERVE_NAME_MAX + 8];
+} rs_serve_pin;
+/* rs_serve_sched_infer_tensors on the instance pin says (NULL: any). */
+rs_status rs_serve_sched_infer_pinned(rs_serve_sched *s, const rs_serve_tensor *x, int B, rs_serve_tensor *y,
+                                      const rs_serve_pin *pin, rs_err *err);
 /* The same for a model of one FP32 input and one FP32 output: x (B, input numel) into y (B, output numel). */
 rs_status rs_serve_sched_infer(rs_serve_sched *s, const float *x, int B, float *y, rs_err *err);
 /* Runs one generation (a "gpt" backend) on the next free instance; blocks until it finished, g->on_text
  * called from the instance's thread meanwhile. Counted as one inference and one execution. */
 rs_status rs_serve_sched_generate(rs_serve_sched *s, rs_serve_gen *g, rs_err *err);
-/* A request of a sequence (the sequence batcher): key names it ("u:5", "s:abc"). A sequence starts with
- * start and is forgotten at end or after the config's max_sequence_idle_microseconds without a
- * request; a request that does not start one must continue one that is active (Triton's rule). */
+/* A request of a sequence (the sequence batcher, direct): key names it ("u:5", "s:abc"). A sequence starts
+ * with start, is pinned to one instance (the one with the fewest live sequences) and is forgotten, its
+ * instance freed, at end or after the config's max_sequence_idle_microseconds without a request; a
+ * request that does not start one must continue one that is active (Triton's rule). pin gets the key and
+ * the instance every request of the sequence runs on. */
 rs_status rs_serve_sched_sequence(rs_serve_sched *s, const char *key, bool start, bool end, const char *model,
-                                  rs_err *err);
+                                  rs_serve_pin *pin, rs_err *err);
 /* A request that failed before it reached the queue (bad shape, bad JSON): counted as a failure. */
 void rs_serve_sched_count_fail(rs_serve_sched *s, uint64_t ns);
 /* A snapshot of the statistics; free its arrays with rs_serve_stats_clear. */

@@ -29,7 +29,7 @@ static bool fill(const rs_serve_io *io, const rs_serve_seq *q, rs_serve_tensor *
 }
 
 bool rs_serve_seq_apply(const rs_serve_config *c, rs_serve_sched *s, const rs_serve_seq *q, int64_t B,
-                        rs_serve_tensor *x, char *msg, size_t n)
+                        rs_serve_tensor *x, rs_serve_pin *pin, char *msg, size_t n)
 {
     if (!q->given) {
         snprintf(msg, n, "inference request to model '%s' must specify a non-zero or non-empty correlation ID",
@@ -53,7 +53,7 @@ bool rs_serve_seq_apply(const rs_serve_config *c, rs_serve_sched *s, const rs_se
     if (q->is_str) snprintf(key, sizeof key, "s:%s", q->sid);
     else snprintf(key, sizeof key, "u:%llu", (unsigned long long)q->id);
     rs_err err = {0};
-    if (rs_serve_sched_sequence(s, key, q->start, q->end, c->name, &err)) {
+    if (rs_serve_sched_sequence(s, key, q->start, q->end, c->name, pin, &err)) {
         snprintf(msg, n, "%s", err.msg);
         return false;
     }

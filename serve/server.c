@@ -75,7 +75,7 @@ static rs_status model_load(rs_serve_server *s, const char *name, rs_serve_model
         if (s->o.instances > 0) c->instance_count = s->o.instances;
         if (s->o.ranks > 0) c->ranks = s->o.ranks;
         if (s->o.ranks_mode) strcpy(c->ranks_mode, strcmp(s->o.ranks_mode, "tensor") ? "pipeline" : "tensor");
-        if (s->o.delay_us >= 0) {
+        if (s->o.delay_us >= 0 && !c->sequence_batching && !c->ensemble) { /* they schedule otherwise */
             c->dynamic_batching = true;
             c->max_queue_delay_us = s->o.delay_us;
         }

@@ -11,7 +11,7 @@
   3-request sequence on both protocols; a request continuing an ended sequence, one without an id, and a
   client sending a control input refused in Triton's words;
 - what ringside cannot honour refused by name at load (response_cache enable, KIND_GPU, an ensemble
-  platform without steps, the oldest sequence strategy, an optional input), and model_warmup reported as
+  platform without steps, the oldest sequence strategy, dynamic and sequence batching together), and model_warmup reported as
   not run.
 
 usage: test_triton_config.py build/repl/ringside   (exits 77 without tritonclient or onnx)
@@ -71,7 +71,7 @@ REFUSED = {
     "gpu": ("max_batch_size: 4\ninstance_group [ { kind: KIND_GPU } ]\n", "KIND_GPU"),
     "ens": ('platform: "ensemble"\nmax_batch_size: 4\n' + IO, "ensemble_scheduling"),
     "seq": ("max_batch_size: 4\nsequence_batching { oldest { } }\n", "oldest"),
-    "opt": ('max_batch_size: 4\ninput [ { name: "x" data_type: TYPE_FP32 dims: [ 6 ] optional: true } ]\n', "optional"),
+    "two": ("max_batch_size: 4\ndynamic_batching { }\nsequence_batching { direct { } }\n", "scheduling_choice"),
 }
 
 
