@@ -48,17 +48,18 @@ bool rs_cpu_gemm_blocks(const rs_kctx *ctx, bool ta, bool tb, int M, int N, int 
     if (nb <= 1 || omp_in_parallel()) /* one thread: OpenBLAS runs single-threaded already */
         return rs_cpu_gemm_prec(ctx->prec, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     const int icv = omp_get_max_threads();
-    bool ok = true;
     if ((double)M * N * K < BLOCKS_MIN_MACS) {
         omp_set_num_threads(1); /* one single-threaded call at any count */
-        ok = rs_cpu_gemm_prec(ctx->prec, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        bool ok = rs_cpu_gemm_prec(ctx->prec, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         omp_set_num_threads(icv);
         return ok;
     }
     const bool rows = M >= N;
     const int n = rows ? M : N, team = ctx->threads < nb ? ctx->threads : nb;
     int fail = 0;
-    if (team <= 1) omp_set_num_threads(1); /* the blocks one after another, each single-threaded */
+    /* The team's threads inherit this count: each block single-threaded even where the runtime gives
+     * the region fewer threads than asked (then it is not active, and OpenBLAS would read the count). */
+    omp_set_num_threads(1);
     #pragma omp parallel for schedule(static) num_threads(team) if (team > 1)
     for (int i = 0; i < nb; i++)
         if (!block(ctx->prec, rows, edge(n, i, nb), edge(n, i + 1, nb), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta,
@@ -66,7 +67,6 @@ bool rs_cpu_gemm_blocks(const rs_kctx *ctx, bool ta, bool tb, int M, int N, int 
             #pragma omp atomic write
             fail = 1;
         }
-    if (team <= 1) omp_set_num_threads(icv);
-    ok = !fail;
-    return ok;
+    omp_set_num_threads(icv);
+    return !fail;
 }
