@@ -11,8 +11,9 @@
  * the count. Small products are one single-threaded call (OpenBLAS does not thread them either).
  *
  * The cut runs along the larger of M and N: each block packs the whole of the other operand, and that
- * duplicated packing is then the smaller one. Block edges fall on multiples of 16 (a whole number of
- * the kernels' register tiles). */
+ * duplicated packing is then the smaller one. Block edges fall on multiples of 8: whole register tiles
+ * of the kernels' narrow side, while halves stay even (784 columns: 392 + 392, where multiples of 16
+ * gave 384 + 400 and the longer block held the team up). */
 #include <omp.h>
 
 #include "cpu_kernels.h"
@@ -21,7 +22,7 @@
 /* Below this many multiply-adds OpenBLAS 0.3.21 runs a product on one thread anyway
  * (65536 * GEMM_MULTITHREAD_THRESHOLD, interface/gemm.c). */
 #define BLOCKS_MIN_MACS 262144.0
-#define BLOCK_ALIGN 16
+#define BLOCK_ALIGN 8
 
 static int edge(int n, int i, int nb)
 {
