@@ -1,8 +1,10 @@
-/* Training throughput of ringside on Fashion-MNIST: samples/s and ms per step for the reference MLP
- * and CNN, the time inside BLAS products against everything else, and the phase split of a step.
+/* Training throughput of ringside: samples/s and ms per step for the reference MLP and CNN on
+ * Fashion-MNIST and a GPT (nanoGPT's CPU recipe: 4 layers, 4 heads, dim 128, ctx 64) on the built-in
+ * text, the time inside BLAS products against everything else, and the phase split of a step.
  * A benchmark, not a test: it prints figures and fails only when it cannot run.
  *
- *   bench_train [--model mlp|cnn|both] [--threads 1,2] [--steps N] [--warmup N] [--batch N] [--kv] [--info]
+ *   bench_train [--model mlp|cnn|gpt|both|all] [--threads 1,2] [--steps N] [--warmup N] [--batch N] [--blocks N]
+ *               [--kv] [--info]
  *
  * Each configuration runs rs_train (Adam lr 1e-3, no evaluation) for warmup + steps steps; the clock
  * and the BLAS counters start after the warm-up steps. --kv adds one `kv key=value ...` line per
@@ -28,6 +30,9 @@ static const char *const SPEC_CNN =
 /* Steps measured per model by default: about 5 s each on one core of a recent x86. */
 #define STEPS_MLP 2000
 #define STEPS_CNN 500
+#define STEPS_GPT 100
+#define GPT_CTX 64
+#define GPT_BATCH 12 /* nanoGPT's CPU recipe */
 #define WARMUP 30
 
 static double now_s(void)
@@ -98,14 +103,18 @@ typedef struct result {
     int64_t steps;
     double seconds, loss; /* loss: mean training loss over the measured steps */
     double others;  /* CPUs kept busy by other processes during the measured steps (-1: unknown) */
+    double cpu_s;   /* CPU seconds of this process over the measured steps */
+    int blocks;
     rs_cpu_prof prof;
     double data, fwd, bwd, opt; /* seconds over the measured steps */
 } result;
 
-static int run_one(const char *model, const rs_data_pair *data, int threads, int batch, int64_t steps,
+static int run_one(const char *model, const rs_data_pair *data, int threads, int blocks, int batch, int64_t steps,
                    int64_t warmup, result *out)
 {
-    const char *spec = !strcmp(model, "mlp") ? SPEC_MLP : SPEC_CNN;
+    char gpt[128];
+    snprintf(gpt, sizeof gpt, "gpt layers=4 heads=4 dim=128 ctx=%d vocab=%d", GPT_CTX, data->train->n_classes);
+    const char *spec = !strcmp(model, "mlp") ? SPEC_MLP : !strcmp(model, "gpt") ? gpt : SPEC_CNN;
     rs_err err = {0};
     rs_model *m = NULL;
     size_t pos = 0;
@@ -113,6 +122,9 @@ static int run_one(const char *model, const rs_data_pair *data, int threads, int
         fprintf(stderr, "bench_train: model '%s' at byte %zu: %s\n", spec, pos, err.msg);
         return 1;
     }
+    /* as the thread tuner cuts products for `blocks` threads while it runs at fewer (docs/engine.md,
+     * "Reproducibility"); with --threads 1 this is what a tuned run costs while it sits at one thread */
+    rs_model_ctx(m)->blocks = blocks;
     rs_train_cfg cfg = rs_train_defaults(); /* Adam, lr 1e-3 */
     cfg.batch = batch;
     cfg.threads = threads;
@@ -137,6 +149,8 @@ static int run_one(const char *model, const rs_data_pair *data, int threads, int
                     .data = r.t_data - p.data0, .fwd = r.t_fwd - p.fwd0, .bwd = r.t_bwd - p.bwd0,
                     .opt = r.t_opt - p.opt0};
     out->others = -1;
+    out->cpu_s = p.self1 - p.self0;
+    out->blocks = blocks;
     if (p.busy0 >= 0 && p.busy1 >= 0 && out->seconds > 0) {
         out->others = ((p.busy1 - p.busy0) - (p.self1 - p.self0)) / out->seconds;
         if (out->others < 0) out->others = 0; /* /proc/stat counts in ticks: clamp the rounding */
@@ -153,18 +167,20 @@ static long peak_rss_kb(void)
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: bench_train [--model mlp|cnn|both] [--threads LIST] [--steps N] [--warmup N] [--batch N] "
+            "usage: bench_train [--model mlp|cnn|gpt|both|all] [--threads LIST] [--steps N] [--warmup N] [--batch N] "
             "[--kv] [--info]\n"
-            "  --model    which network (default both)\n"
+            "  --model    which network; both = mlp and cnn (default both)\n"
             "  --threads  comma-separated thread counts, each a configuration (default 1,2)\n"
-            "  --steps    measured steps per configuration (default %d for mlp, %d for cnn)\n"
+            "  --steps    measured steps per configuration (default %d for mlp, %d for cnn, %d for gpt)\n"
             "  --warmup   steps run before the clock starts (default %d)\n"
-            "  --batch    batch size (default 64)\n"
+            "  --batch    batch size (default 64; gpt %d sequences of %d tokens)\n"
+            "  --blocks   cut each product into N fixed blocks, as the thread tuner does for N threads\n"
+            "             (default 0: as many as the threads)\n"
             "  --kv       also print one machine-readable `kv ...` line per configuration\n"
             "  --info     print the BLAS kernel in use and exit\n"
             "Environment: RINGSIDE_BLAS=native keeps OpenBLAS's own kernel choice; OMP_NUM_THREADS is\n"
             "overridden by --threads.\n",
-            STEPS_MLP, STEPS_CNN, WARMUP);
+            STEPS_MLP, STEPS_CNN, STEPS_GPT, WARMUP, GPT_BATCH, GPT_CTX);
 }
 
 static bool parse_int(const char *s, long lo, long hi, long *v)
@@ -181,7 +197,7 @@ int main(int argc, char **argv)
 {
     rs_blas_prefer_fast_kernel(argv);
     const char *model = "both", *threads_arg = "1,2";
-    long steps = 0, warmup = WARMUP, batch = 64;
+    long steps = 0, warmup = WARMUP, batch = 0, blocks = 0;
     bool kv = false, info = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -197,6 +213,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--steps")) ok = parse_int(argv[++i], 1, 100000000, &steps);
         else if (!strcmp(a, "--warmup")) ok = parse_int(argv[++i], 1, 1000000, &warmup);
         else if (!strcmp(a, "--batch")) ok = parse_int(argv[++i], 1, 65536, &batch);
+        else if (!strcmp(a, "--blocks")) ok = parse_int(argv[++i], 0, 1024, &blocks);
         else ok = false;
         if (!ok) {
             fprintf(stderr, "bench_train: bad argument '%s'%s%s\n", a, v ? " " : "", v ? v : "");
@@ -204,8 +221,9 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (strcmp(model, "mlp") && strcmp(model, "cnn") && strcmp(model, "both")) {
-        fprintf(stderr, "bench_train: unknown model '%s' (mlp, cnn or both)\n", model);
+    if (strcmp(model, "mlp") && strcmp(model, "cnn") && strcmp(model, "gpt") && strcmp(model, "both") &&
+        strcmp(model, "all")) {
+        fprintf(stderr, "bench_train: unknown model '%s' (mlp, cnn, gpt, both or all)\n", model);
         return 2;
     }
     int tlist[16], nt = 0;
@@ -223,8 +241,8 @@ int main(int argc, char **argv)
     rs_blas_info bi;
     rs_blas_get_info(&bi);
     const char *blas_env = getenv("RINGSIDE_BLAS");
-    printf("ringside training benchmark: Fashion-MNIST, batch %ld, Adam lr 1e-3, %ld warm-up steps excluded\n",
-           batch, warmup);
+    printf("ringside training benchmark: Fashion-MNIST batch %ld, text batch %ld, Adam lr 1e-3, %ld warm-up steps "
+           "excluded\n", batch ? batch : 64, batch ? batch : GPT_BATCH, warmup);
     printf("BLAS: OpenBLAS kernel %s (%s); RINGSIDE_BLAS=%s\n", bi.core, bi.why, blas_env ? blas_env : "(unset)");
     printf("BLAS config: %s\n", bi.config);
     if (info) return 0;
@@ -232,11 +250,17 @@ int main(int argc, char **argv)
     rs_err err = {0};
     rs_data_pair data = {0};
     double tl = now_s();
-    if (rs_data_fashion(NULL, &data, &err)) {
+    rs_data_pair text = {0};
+    bool want_gpt = !strcmp(model, "gpt") || !strcmp(model, "all");
+    if (want_gpt && rs_data_text_builtin(GPT_CTX, &text, &err)) {
         fprintf(stderr, "bench_train: %s\n", err.msg);
         return 1;
     }
-    printf("data: %u training samples loaded in %.2f s (not timed below)\n", data.train->n, now_s() - tl);
+    if (strcmp(model, "gpt") && rs_data_fashion(NULL, &data, &err)) {
+        fprintf(stderr, "bench_train: %s\n", err.msg);
+        return 1;
+    }
+    if (data.train) printf("data: %u training samples loaded in %.2f s (not timed below)\n", data.train->n, now_s() - tl);
     printf("BLAS time = wall time of products called outside OpenMP regions + (time / team size) of those\n"
            "called inside one (conv's per-sample products); other = step time - BLAS time.\n"
            "busy: CPUs kept busy by other processes while the steps ran (/proc/stat minus this process);\n"
@@ -245,14 +269,16 @@ int main(int argc, char **argv)
     printf("%-5s %3s %5s %6s %10s %8s %6s %8s %8s   %-31s %7s %5s\n", "model", "thr", "batch", "steps",
            "samples/s", "ms/step", "BLAS%", "BLAS GF/s", "other ms", "phase ms/step data/fwd/bwd/opt", "loss",
            "busy");
-    const char *models[2] = {"mlp", "cnn"};
+    const char *models[3] = {"mlp", "cnn", "gpt"};
     int rc = 0;
-    for (int mi = 0; mi < 2; mi++) {
-        if (strcmp(model, "both") && strcmp(model, models[mi])) continue;
+    for (int mi = 0; mi < 3; mi++) {
+        bool pick = !strcmp(model, models[mi]) || !strcmp(model, "all") || (!strcmp(model, "both") && mi < 2);
+        if (!pick) continue;
         for (int ti = 0; ti < nt; ti++) {
-            long s = steps ? steps : (mi == 0 ? STEPS_MLP : STEPS_CNN);
+            long s = steps ? steps : (mi == 0 ? STEPS_MLP : mi == 1 ? STEPS_CNN : STEPS_GPT);
+            long b = batch ? batch : mi == 2 ? GPT_BATCH : 64;
             result r;
-            if (run_one(models[mi], &data, tlist[ti], (int)batch, s, warmup, &r)) {
+            if (run_one(models[mi], mi == 2 ? &text : &data, tlist[ti], (int)blocks, (int)b, s, warmup, &r)) {
                 rc = 1;
                 continue;
             }
@@ -270,17 +296,20 @@ int main(int argc, char **argv)
             if (kv)
                 printf("kv model=%s threads=%d batch=%d steps=%lld samples_per_s=%.1f ms_per_step=%.4f "
                        "blas_share=%.4f blas_gflops=%.2f other_ms=%.4f data_ms=%.4f fwd_ms=%.4f bwd_ms=%.4f "
-                       "opt_ms=%.4f gemm_calls_per_step=%.1f loss=%.4f peak_rss_kb=%ld blas_core=%s others=%.2f\n",
+                       "opt_ms=%.4f gemm_calls_per_step=%.1f loss=%.4f peak_rss_kb=%ld blas_core=%s others=%.2f "
+                       "cpu_ms_per_step=%.4f blocks=%d\n",
                        r.model, r.threads, r.batch, (long long)r.steps, sps, ms, blas_share, gflops, other_ms,
                        r.data * k, r.fwd * k, r.bwd * k, r.opt * k, (double)r.prof.gemm_calls / (double)r.steps,
-                       r.loss, peak_rss_kb(), bi.core, r.others);
+                       r.loss, peak_rss_kb(), bi.core, r.others, r.cpu_s * k, r.blocks);
             fflush(stdout);
         }
     }
-    printf("\npeak RSS of this process: %.1f MiB (getrusage ru_maxrss; includes the data set, %.1f MiB as "
-           "f32)\n",
-           peak_rss_kb() / 1024.0,
-           (double)(data.train->n + data.test->n) * rs_dataset_sample_numel(data.train) * 4 / 1048576.0);
+    if (data.train)
+        printf("\npeak RSS of this process: %.1f MiB (getrusage ru_maxrss; includes the data set, %.1f MiB as "
+               "f32)\n",
+               peak_rss_kb() / 1024.0,
+               (double)(data.train->n + data.test->n) * rs_dataset_sample_numel(data.train) * 4 / 1048576.0);
     rs_data_pair_clear(&data);
+    rs_data_pair_clear(&text);
     return rc;
 }

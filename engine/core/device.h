@@ -89,6 +89,8 @@ typedef struct rs_kctx {
     rs_status status;     /* first failure since the last rs_kctx_check (set atomically: the first wins) */
     rs_err err;           /* its message */
     rs_prec prec;         /* compute type of products (autocast); FP32 after rs_kctx_init */
+    int blocks;           /* > 1: the CPU cuts each large product into this many fixed blocks, so its
+                             bits do not follow `threads` (the thread tuner sets it; engine/cpu/gemm_blocks.c) */
 } rs_kctx;
 
 /* ---- contexts ---- */

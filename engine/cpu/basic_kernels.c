@@ -113,7 +113,7 @@ rs_status rs_cpu_gemm(rs_kctx *ctx, bool ta, bool tb, int M, int N, int K, float
     CPU_PTR(ctx, "gemm", C, M && N);
     if (!M || !N) return RS_OK;
     int prev = cpu_enter(ctx);
-    bool ok = rs_cpu_gemm_prec(ctx->prec, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    bool ok = rs_cpu_gemm_blocks(ctx, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     cpu_leave(ctx, prev);
     if (!ok) return rs_kctx_fail(ctx, RS_ERR_NOMEM, "gemm: out of memory for the %s operands of %dx%dx%d",
                                  rs_prec_name(ctx->prec), M, N, K);

@@ -15,7 +15,8 @@
  * inside an active parallel region, returns before touching it. So products that may thread (called
  * outside an active region with an ICV above 1) take blas_lock: contexts of more than one thread run
  * their threaded products one at a time, which on shared cores is no loss, and one-thread contexts
- * (dp's replicas, ranks) never wait. openblas_set_num_threads is not called anywhere. */
+ * (dp's replicas, ranks) never wait. openblas_set_num_threads is not called anywhere. The gemm entry
+ * on a context of more than one thread calls OpenBLAS only single-threaded (gemm_blocks.c). */
 #ifndef RS_CPU_SCOPE_H
 #define RS_CPU_SCOPE_H
 
@@ -66,6 +67,11 @@ void rs_cpu_blas_gemm(bool ta, bool tb, int M, int N, int K, float alpha, const 
  * bf16 or fp16, fp16's output too. false: no memory for the rounded copies (C is then untouched). */
 bool rs_cpu_gemm_prec(rs_prec p, bool ta, bool tb, int M, int N, int K, float alpha, const float *A, int lda,
                       const float *B, int ldb, float beta, float *C, int ldc);
+/* The gemm entry's product (engine/cpu/gemm_blocks.c): with ctx->blocks or ctx->threads above 1, in
+ * that many fixed blocks of single-threaded calls, so its bits do not change with the thread count.
+ * Call inside the entry's scope (cpu_enter). false: no memory for rounded operands. */
+bool rs_cpu_gemm_blocks(const rs_kctx *ctx, bool ta, bool tb, int M, int N, int K, float alpha, const float *A,
+                        int lda, const float *B, int ldb, float beta, float *C, int ldc);
 /* rs_cpu_gemm_prec from inside a parallel region: sets *fail (shared, written atomically) when it
  * had no memory, for the entry to report after the region. */
 #define CPU_GEMM_PREC(fail, prec, ...)                                                                 \

@@ -55,11 +55,12 @@ static size_t layer_ws(rs_acts *a, const rs_layer *l, int B)
     return l->ops->workspace_bytes ? l->ops->workspace_bytes(l, a->ctx, B) : 0;
 }
 
-/* A set with its own context follows the model's thread count and stream. */
+/* A set with its own context follows the model's thread count, product blocks and stream. */
 static void acts_follow(rs_acts *a)
 {
     if (a->ctx == &a->own) {
         a->own.threads = a->m->ctx.threads;
+        a->own.blocks = a->m->ctx.blocks; /* the tuner's (engine/train/tune.h) */
         a->own.stream = a->m->ctx.stream;
     }
 }

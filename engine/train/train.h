@@ -47,6 +47,8 @@ typedef struct rs_train_cfg {
                                padded, and every mode trains exactly the steps one process does */
     int64_t inject_inf;     /* > 0, fp16: step number inject_inf (1-based) runs its backward with an
                                infinite loss scale, as an overflow would (tests and the tutorial) */
+    const int64_t *tune_flips; /* tests: the thread tuner switches counts after these steps (1-based,
+                               ascending, ended by 0) instead of timing them (engine/train/tune.h) */
 } rs_train_cfg;
 
 /* The phases of a step, for timelines (rs_train_hooks.on_phase). */

@@ -557,7 +557,10 @@ static rs_status train_epochs(train_run *s, rs_err *err)
     s->t_run = rs_train_now();
     /* One process with N threads: never slower than one thread when another process takes a core
      * (tune.h). A strategy's ranks and dp's replicas keep their counts. */
-    if (!s->sg && rs_model_kernels(s->m)->kind == RS_DEV_CPU) rs_thread_tuner_init(&s->tune, s->kc, s->t_run);
+    if (!s->sg && rs_model_kernels(s->m)->kind == RS_DEV_CPU) {
+        rs_thread_tuner_init(&s->tune, s->kc, s->t_run);
+        if (cfg->tune_flips) rs_thread_tuner_script(&s->tune, cfg->tune_flips);
+    }
     s->done = cfg->max_steps && s->step >= cfg->max_steps;
     for (int epoch = s->start_epoch; epoch < cfg->epochs && !s->done; epoch++) {
         rs_status st = train_epoch_run(s, epoch, err);

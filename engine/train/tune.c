@@ -49,14 +49,28 @@ void rs_thread_tuner_init(rs_thread_tuner *t, rs_kctx *ctx, double now)
     t->skip = true; /* the first step warms caches and starts the team */
     /* one thread first: a window of it costs what a step costs, and the probe of N threads stops as
      * soon as it has cost more (on a loaded machine a window at N could cost 50 windows at 1) */
-    if (t->on) use(t, 1, true);
+    if (t->on) {
+        t->blocks_before = ctx->blocks;
+        ctx->blocks = want; /* the products' blocks stay those of `want` at either count (tune.h) */
+        use(t, 1, true);
+    }
     t->interval = TUNE_FIRST_S;
     t->next_probe = now;
 }
 
+void rs_thread_tuner_script(rs_thread_tuner *t, const int64_t *flips) { t->script = flips; }
+
 void rs_thread_tuner_step(rs_thread_tuner *t, double step_s, double now)
 {
     if (!t->on) return;
+    t->steps++;
+    if (t->script) { /* a test's switch points instead of the clock */
+        if (*t->script && t->steps == *t->script) {
+            use(t, other(t), false);
+            t->script++;
+        }
+        return;
+    }
     if (t->skip) {
         t->skip = false;
         return;
@@ -103,5 +117,6 @@ void rs_thread_tuner_step(rs_thread_tuner *t, double step_s, double now)
 void rs_thread_tuner_end(rs_thread_tuner *t)
 {
     if (t->on && t->cur != t->want) rs_kctx_set_threads(t->ctx, t->want);
+    if (t->on) t->ctx->blocks = t->blocks_before;
     t->cur = t->want;
 }
