@@ -82,7 +82,7 @@ static int model_from_onnx(rs_session *s, const rs_call *c, const char *path, si
                 c->bind, path, rs_model_layer_count(m), (long long)rs_shape_numel(rs_model_input_shape(m)),
                 rs_model_tokens(m) ? "tokens" : "values", (long long)rs_model_classes(m) * rs_model_rows(m),
                 rs_model_tokens(m) ? ", generate" : "", why.msg);
-    if (packs) /* what a sample of the model's one input holds, for infer and predict */
+    if (packs) /* what a sample of the model's one input holds, for predict and eval */
         fprintf(s->out, "  its %d inputs are packed into that one, per sample in the file's order: %s\n", nin, packs);
     free(packs);
     return 0;
