@@ -4,8 +4,9 @@ by the engine at batches 1 and 7 against ONNX Runtime (1e-4 relative to the larg
 gets each input as its own tensor, the engine its one packed input, per sample each input's values in the
 file's declared order (graph.h: rs_onnx_input), which this script builds from the file's input list. Also
 compiled by RUN_PLAN into plans and compared the same way; mixed_types.onnx (int64 ids beside floats) must
-be refused naming both inputs. Usage: test_two_tower.py RUN_IMPORT RUN_PLAN. Exits 77 without numpy,
-onnx or onnxruntime."""
+be refused naming both inputs. With RINGSIDE, `model t = onnx two_tower.onnx` at the REPL must say what it
+packs where (each input's name, shape and offset, from ORT's input list) and `show t` the packed count.
+Usage: test_two_tower.py RUN_IMPORT RUN_PLAN [RINGSIDE]. Exits 77 without numpy, onnx or onnxruntime."""
 import os
 import shutil
 import subprocess
@@ -61,4 +62,16 @@ with tempfile.TemporaryDirectory(prefix="rs-two-tower-") as out:
     write_manifest(out, lines)
     rc = subprocess.run([sys.argv[1], out, "--only"]).returncode
     rc += subprocess.run([sys.argv[2], out] + good).returncode
+    if len(sys.argv) > 3:
+        path = os.path.join(src, "two_tower.onnx")
+        ins = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).get_inputs()
+        offs = np.cumsum([0] + [int(np.prod(i.shape[1:])) for i in ins])
+        want = ", ".join(f"{i.name} (N, {', '.join(str(d) for d in i.shape[1:])}) at {o}" for i, o in zip(ins, offs))
+        r = subprocess.run([sys.argv[3], "--no-db", "-c", f"model t = onnx {path}\nshow t"], capture_output=True,
+                           text=True, timeout=60)
+        text = " ".join(r.stdout.split())
+        ok = r.returncode == 0 and f"its {len(ins)} inputs are packed into that one, per sample in the file's " \
+            f"order: {want}" in text and f"input ({offs[-1]})" in text
+        print(("ok   " if ok else "FAIL ") + f"the REPL says what it packs: {want}" + ("" if ok else f"\n{r.stdout}{r.stderr}"))
+        rc += not ok
     sys.exit(1 if rc else 0)
