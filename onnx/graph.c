@@ -325,11 +325,27 @@ size_t rs_onnx_graph_output_numel(const rs_onnx_graph *g)
     return n < 0 ? 0 : (size_t)n;
 }
 
+char *rs_onnx_graph_inputs_str(const rs_onnx_graph *g)
+{
+    size_t cap = 16 + (size_t)g->ninputs * 200, len = 0;
+    char *s = malloc(cap), b[96];
+    if (!s) return NULL;
+    s[0] = '\0';
+    for (int k = 0; k < g->ninputs && len < cap; k++)
+        len += (size_t)snprintf(s + len, cap - len, "%s%.64s %s at %zu", k ? ", " : "", g->inputs[k].name,
+                                rs_dims_str(&g->inputs[k].shape, b, sizeof b), g->inputs[k].offset);
+    return s;
+}
+
 char *rs_onnx_graph_summary(const rs_onnx_graph *g)
 {
-    size_t cap = 256 + (size_t)g->nnodes * 200, len = 0;
+    char *ins = g->ninputs > 1 ? rs_onnx_graph_inputs_str(g) : NULL; /* owned here */
+    size_t cap = 256 + (size_t)g->nnodes * 200 + (ins ? strlen(ins) : 0), len = 0;
     char *s = malloc(cap);
-    if (!s) return NULL;
+    if (!s) {
+        free(ins);
+        return NULL;
+    }
     char b1[96], b2[96];
     size_t consts = 0;
     for (int i = 0; i < g->nvalues; i++)
@@ -338,6 +354,8 @@ char *rs_onnx_graph_summary(const rs_onnx_graph *g)
                             g->name, g->producer, (long long)g->opset, g->values[g->input].name,
                             rs_dims_str(&g->values[g->input].shape, b1, sizeof b1), g->values[g->output].name,
                             rs_dims_str(&g->values[g->output].shape, b2, sizeof b2));
+    if (ins) len += (size_t)snprintf(s + len, cap - len, "  packed per sample from the file's inputs %s\n", ins);
+    free(ins);
     len += (size_t)snprintf(s + len, cap - len, "%-4s %-24s %-20s %s\n", "#", "node", "op", "output");
     for (int k = 0; k < g->nnodes && len < cap; k++) {
         const rs_onnx_node *n = &g->nodes[k];
@@ -361,6 +379,8 @@ void rs_onnx_graph_free(rs_onnx_graph *g)
         free(g->nodes[k].name);
         free(g->nodes[k].op_type);
     }
+    for (int k = 0; k < g->ninputs; k++) free(g->inputs[k].name);
+    free(g->inputs);
     free(g->values);
     free(g->nodes);
     free(g->name);

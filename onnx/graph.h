@@ -23,6 +23,14 @@ typedef struct rs_onnx_value {
     int producer;        /* index of the node that computes it, -1 for the input and constants */
 } rs_onnx_value;
 
+/* One input as the file declares it. A graph with several inputs is run on one packed input: per
+ * sample, each declared input's values in the file's order, this one's at [offset, offset + numel). */
+typedef struct rs_onnx_input {
+    char *name;          /* owned */
+    rs_dims shape;       /* as declared, RS_DIM_BATCH in dim 0 */
+    size_t offset, numel; /* per sample, in elements of the packed input */
+} rs_onnx_input;
+
 typedef struct rs_onnx_node {
     rs_op op;
     char *name;               /* owned; the file's node name, or "OpType_k" when it had none */
@@ -41,6 +49,12 @@ typedef struct rs_onnx_graph {
     rs_onnx_value *values;    /* (nvalues), owned */
     rs_onnx_node *nodes;      /* (nnodes), owned, topological order */
     int input, output;        /* value indices */
+    /* the file's inputs (ninputs >= 1), owned. With one, `input` is it; with several, `input` is their
+     * packed concatenation (batch, sum of numel) and the graph's first nodes are Slice (+ Reshape) views
+     * of it, one per declared input, so every layer after them is the file's. Only float inputs with a
+     * symbolic batch pack. */
+    int ninputs;
+    rs_onnx_input *inputs;
     /* the input holds token ids (int64 or int32 (batch, T) in the file): a model of the graph reads
      * them as the engine's token models do, int32 in its 4-byte elements, and only a Gather of a
      * constant table (the embedding) reads them */
@@ -65,6 +79,8 @@ rs_status rs_onnx_node_err(rs_err *err, rs_status code, const rs_onnx_node *n, c
 /* Per-sample element counts of the input and of the (first) output (a fixed batch divides out). */
 size_t rs_onnx_graph_input_numel(const rs_onnx_graph *g);
 size_t rs_onnx_graph_output_numel(const rs_onnx_graph *g);
+/* "a (batch, 8) at 0, b (batch, 5) at 8" for the declared inputs (malloc'd; NULL when out of memory). */
+char *rs_onnx_graph_inputs_str(const rs_onnx_graph *g);
 /* A printable table of the nodes with their output shapes and the constants' sizes (malloc'd). */
 char *rs_onnx_graph_summary(const rs_onnx_graph *g);
 void rs_onnx_graph_free(rs_onnx_graph *g);

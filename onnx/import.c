@@ -77,6 +77,10 @@ static int add_value(imp *p, const char *name, const rs_dims *s, float *data)
     return g->nvalues++;
 }
 
+int rs_onnx_add_value(imp *p, const char *name, const rs_dims *s) { return add_value(p, name, s, NULL); }
+
+ival *rs_onnx_lookup(imp *p, const char *name, bool create) { return lookup(p, name, create); }
+
 /* The graph value behind an import value; constants become graph values (copied) on first use. */
 static rs_status materialize(imp *p, ival *v, const char *name, int *vid)
 {
@@ -355,41 +359,6 @@ done:
     return st;
 }
 
-static rs_status graph_input(imp *p, const Onnx__ValueInfoProto *vi, rs_dims *s, int64_t *fixed)
-{
-    const char *nm = rs_onnx_str_or(vi->name, "?");
-    const Onnx__TypeProto *t = vi->type;
-    if (!t || t->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !t->tensor_type)
-        return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "input '%s' is not a tensor", nm);
-    const Onnx__TypeProto__Tensor *tt = t->tensor_type;
-    bool ids = tt->elem_type == DT_INT64 || tt->elem_type == DT_INT32;
-    if (tt->elem_type != DT_FLOAT && !ids)
-        return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "input '%s' has element type %s; only float inputs (and int64 or "
-                    "int32 token ids) are supported", nm, rs_onnx_import_dtype_name(tt->elem_type));
-    if (!tt->shape || tt->shape->n_dim < 1)
-        return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "input '%s' has no shape; a (batch, ...) shape is needed", nm);
-    const Onnx__TensorShapeProto *sh = tt->shape;
-    if (sh->n_dim > RS_DIMS_MAX) return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "input '%s' has rank %zu", nm, sh->n_dim);
-    s->rank = (int)sh->n_dim;
-    *fixed = 0;
-    for (size_t k = 0; k < sh->n_dim; k++) {
-        const Onnx__TensorShapeProto__Dimension *d = sh->dim[k];
-        bool val = d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
-        if (k == 0) {
-            if (val && d->dim_value >= 1 && d->dim_value <= 1 << 20) *fixed = d->dim_value;
-            else if (val) return rs_onnx_fail(p, RS_ERR_FORMAT, "input '%s' has batch size %lld", nm, (long long)d->dim_value);
-            s->d[0] = val ? d->dim_value : RS_DIM_BATCH;
-            continue;
-        }
-        if (!val || d->dim_value < 1)
-            return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "input '%s': dimension %zu must be a fixed size >= 1 (only the batch, "
-                        "dimension 0, may be symbolic)", nm, k);
-        s->d[k] = d->dim_value;
-    }
-    if (rs_dims_numel(s, 1) < 0) return rs_onnx_fail(p, RS_ERR_FORMAT, "input '%s' is larger than 2^31 elements", nm);
-    return ids ? rs_onnx_token_input(p, nm, tt->elem_type, s, *fixed) : RS_OK;
-}
-
 /* Drops nodes and values the output does not need, renumbering what stays. */
 static rs_status prune(imp *p)
 {
@@ -557,24 +526,7 @@ static rs_status import_model(imp *p, const Onnx__ModelProto *m)
     rs_status st = known_ops(p, gp);
     if (!st) st = read_initializers(p, gp);
     if (st) return st;
-    const Onnx__ValueInfoProto *in = NULL;
-    int nin = 0;
-    for (size_t k = 0; k < gp->n_input; k++) {
-        const Onnx__ValueInfoProto *vi = gp->input[k];
-        ival *v = lookup(p, rs_onnx_str_or(vi->name, ""), false);
-        if (v && v->kind != IV_NONE) continue; /* IR < 4 lists initializers as inputs too */
-        in = vi;
-        nin++;
-    }
-    if (nin != 1)
-        return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "the graph has %d inputs; models with exactly one input are supported", nin);
-    rs_dims is;
-    if ((st = graph_input(p, in, &is, &g->fixed_batch))) return st;
-    ival *iv = lookup(p, rs_onnx_str_or(in->name, ""), true);
-    if (!iv) return rs_onnx_fail(p, RS_ERR_NOMEM, "out of memory");
-    g->input = add_value(p, in->name, &is, NULL);
-    if (g->input < 0) return rs_onnx_fail(p, RS_ERR_NOMEM, "out of memory");
-    *iv = (ival){.kind = IV_DYN, .shape = is, .vid = g->input};
+    if ((st = rs_onnx_read_inputs(p, gp))) return st;
     if (gp->n_output < 1 || !gp->output[0]->name) return rs_onnx_fail(p, RS_ERR_FORMAT, "the graph has no output");
     /* every name a node mentions gets a slot, so topo_order can find producers by name */
     for (size_t k = 0; k < gp->n_node; k++) {

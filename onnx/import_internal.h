@@ -196,6 +196,15 @@ rs_status rs_onnx_batch_range(nctx *c, int64_t start, int64_t delta);
  * naming the node. Takes the place of the batch gate and the node's handler. */
 rs_status rs_onnx_batch_index_node(nctx *c);
 
+/* A computed value named name of shape s added to the graph (its index; -1 when out of memory). */
+int rs_onnx_add_value(imp *p, const char *name, const rs_dims *s);
+/* The import value of name; create adds an empty (IV_NONE) one. NULL when absent or out of memory. */
+ival *rs_onnx_lookup(imp *p, const char *name, bool create);
+
+/* import_inputs.c: the graph's declared inputs (graph.h's `inputs`), one or several packed into the
+ * model's one input, each a view under its name. */
+rs_status rs_onnx_read_inputs(imp *p, const Onnx__GraphProto *gp);
+
 /* import_tokens.c: token id inputs and the embedding Gather that reads them */
 
 /* An int64/int32 graph input of shape s (name and element type for messages): token ids (batch, T),

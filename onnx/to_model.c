@@ -589,6 +589,9 @@ rs_status rs_onnx_to_model(const rs_onnx_graph *g, const char *name, rs_model **
     if (g->tokens) /* its embedding and residual adds are no layer chain; `model g = gpt` is the trainable form */
         return rs_err_set(err, RS_ERR_UNSUPPORTED, "onnx to model: the graph takes token ids; a GPT's graph is not a "
                           "plain sequence of layers (`model g = gpt ...` builds one that trains)");
+    if (g->ninputs > 1) /* its towers read views of the packed input: no layer chain either */
+        return rs_err_set(err, RS_ERR_UNSUPPORTED, "onnx to model: the graph has %d inputs, packed into one; a layer "
+                          "chain has one", g->ninputs);
     conv c;
     rs_status st = conv_init(&c, g, true, err);
     if (!st) st = plan(&c);

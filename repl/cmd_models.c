@@ -56,6 +56,8 @@ static int model_from_onnx(rs_session *s, const rs_call *c, const char *path, si
         rs_onnx_graph_free(g);
         return rs_session_error(s, c, path_pos, strlen(path), "model: %s", err.msg);
     }
+    char *packs = g->ninputs > 1 ? rs_onnx_graph_inputs_str(g) : NULL; /* owned here */
+    int nin = g->ninputs;
     rs_onnx_graph_free(g);
     o.model = m;
     if (trains) {
@@ -68,6 +70,7 @@ static int model_from_onnx(rs_session *s, const rs_call *c, const char *path, si
     if (!o.spec || !rs_session_put(s, &o)) {
         rs_model_free(o.model);
         free(o.spec);
+        free(packs);
         return rs_session_error(s, c, (size_t)-1, 0, "out of memory");
     }
     if (trains)
@@ -79,6 +82,9 @@ static int model_from_onnx(rs_session *s, const rs_call *c, const char *path, si
                 c->bind, path, rs_model_layer_count(m), (long long)rs_shape_numel(rs_model_input_shape(m)),
                 rs_model_tokens(m) ? "tokens" : "values", (long long)rs_model_classes(m) * rs_model_rows(m),
                 rs_model_tokens(m) ? ", generate" : "", why.msg);
+    if (packs) /* what a sample of the model's one input holds, for predict and eval */
+        fprintf(s->out, "  its %d inputs are packed into that one, per sample in the file's order: %s\n", nin, packs);
+    free(packs);
     return 0;
 }
 

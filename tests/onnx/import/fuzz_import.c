@@ -4,7 +4,8 @@
  * Seeds are small valid models built here with protobuf-c: an MLP, the exporters' Shape -> Gather ->
  * Unsqueeze -> Concat -> Reshape chain, a conv/pool chain, a LayerNormalization/Softmax head, and the
  * mask patterns of attention blocks (Split, Range, Mod, Equal, Trilu, Where, Expand, Cast, HardSwish), and
- * a token model (int64 ids, the embedding Gather, the tanh GELU expansion). */
+ * a token model (int64 ids, the embedding Gather, the tanh GELU expansion), and two float inputs (packed
+ * into one). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -260,9 +261,41 @@ static rs_fuzz_seed seed_as_strided(mb *b)
     return pack(b);
 }
 
+/* two float inputs, packed into one by import_inputs.c: x (N, 3, 4) flattened and u (N, 5), each
+ * through a Gemm, joined by Concat */
+static rs_fuzz_seed seed_two_inputs(mb *b)
+{
+    static const int64_t in[] = {0, 3, 4}, wx[] = {4, 12}, bx[] = {4}, wu[] = {3, 5};
+    static Onnx__ValueInfoProto u, *ins[2];
+    static Onnx__TypeProto ut;
+    static Onnx__TypeProto__Tensor utt;
+    static Onnx__TensorShapeProto us;
+    static Onnx__TensorShapeProto__Dimension ud[2], *udp[2];
+    mb_init(b, 17, in, 3);
+    ud[0] = b->dims[0];
+    onnx__tensor_shape_proto__dimension__init(&ud[1]);
+    ud[1].value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+    ud[1].dim_value = 5;
+    udp[0] = &ud[0], udp[1] = &ud[1];
+    onnx__tensor_shape_proto__init(&us);
+    us.n_dim = 2, us.dim = udp;
+    utt = b->in_tt, utt.shape = &us;
+    ut = b->in_t, ut.tensor_type = &utt;
+    onnx__value_info_proto__init(&u);
+    u.name = "u", u.type = &ut;
+    ins[0] = &b->in, ins[1] = &u;
+    b->g.n_input = 2, b->g.input = ins;
+    node(b, "Flatten", "x", NULL, NULL, "f");
+    attr_i(b, node(b, "Gemm", "f", "wx", "bx", "hx"), "transB", 1);
+    attr_i(b, node(b, "Gemm", "u", "wu", NULL, "hu"), "transB", 1);
+    attr_i(b, node(b, "Concat", "hx", "hu", NULL, "y"), "axis", 1);
+    init_f(b, "wx", wx, 2), init_f(b, "bx", bx, 1), init_f(b, "wu", wu, 2);
+    return pack(b);
+}
+
 size_t rs_fuzz_seeds(const rs_fuzz_seed **seeds)
 {
-    static rs_fuzz_seed s[8];
+    static rs_fuzz_seed s[9];
     static mb b;
     static const int64_t w1[] = {8, 12}, b1[] = {8}, w2[] = {3, 8}, b2[] = {3};
     static const int64_t mlp_in[] = {0, 3, 4};
@@ -365,6 +398,7 @@ size_t rs_fuzz_seeds(const rs_fuzz_seed **seeds)
 
     s[6] = seed_batch_heads(&b);
     s[7] = seed_as_strided(&b);
+    s[8] = seed_two_inputs(&b);
     *seeds = s;
-    return 8;
+    return 9;
 }
