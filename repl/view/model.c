@@ -286,6 +286,8 @@ void rs_view_feed_event(rs_view_model *vm, const rs_pg_event *ev)
         break;
     case RS_PG_EV_END:
         if (r->coll_t0 >= 0) push_span(r, r->coll_t0, ev->t, r->step, RS_VIEW_ST_COMM, true);
+        if (c && r->coll_t0 >= 0 && ev->t - r->coll_t0 - r->coll_held > c->slowest)
+            c->slowest = ev->t - r->coll_t0 - r->coll_held;
         r->coll_t0 = -1;
         set_state(r, RS_VIEW_ST_IDLE, ev->t);
         if (!c) break;
@@ -295,7 +297,7 @@ void rs_view_feed_event(rs_view_model *vm, const rs_pg_event *ev)
         if (c->ended >= world) {
             c->active = false;
             c->held = coll_held(vm, world);
-            double dt = c->t_end - c->t_begin - c->held;
+            double dt = c->slowest;
             if (dt > 0) {
                 c->algbw = (double)c->msg_bytes / dt / 1e9;
                 c->busbw = c->algbw * rs_pg_bus_factor(c->op, world);
