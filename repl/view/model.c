@@ -72,6 +72,7 @@ void rs_view_model_reset(rs_view_model *vm)
     vm->eval_epoch = -1;
     vm->pipe_stages = 0;
     vm->bench_head = vm->n_bench = vm->bench_rows = 0;
+    vm->bench_clock = 0;
 }
 
 rs_view_model *rs_view_model_new(rs_err *err)
@@ -404,9 +405,14 @@ void rs_view_feed_bench(rs_view_model *vm, const rs_bench_row *row)
     /* every rank took part in that size and is at the next one now (the ranks trace no events in a
      * bench: a thousand iterations a size would drown the pipe) */
     int world = vm->world > 0 ? vm->world : vm->nranks;
+    /* the timeline: each size a span of communication as long as its measured iterations, one step a
+     * size, laid end to end on the bench's own clock (the rows carry no time of day) */
+    double t0 = vm->bench_clock;
+    vm->bench_clock += row->time_us * 1e-6 * (row->iters > 0 ? row->iters : 1);
     for (int i = 0; i < world && i < RS_VIEW_MAX_RANKS; i++) {
         vm->ranks[i].seen = true;
         set_state(&vm->ranks[i], RS_VIEW_ST_COMM, vm->ranks[i].state_t);
+        push_span(&vm->ranks[i], t0, vm->bench_clock, vm->bench_rows - 1, RS_VIEW_ST_COMM, true);
     }
     if (world > vm->nranks) vm->nranks = world < RS_VIEW_MAX_RANKS ? world : RS_VIEW_MAX_RANKS;
 }

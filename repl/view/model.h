@@ -150,6 +150,8 @@ typedef struct rs_view_model {
     int eval_epoch;           /* -1: none */
     rs_view_bench_row bench[RS_VIEW_BENCH_N]; /* ring of `bench` rows, oldest at (bench_head - n_bench) */
     int bench_head, n_bench, bench_rows; /* bench_rows: every row seen (n_bench: those kept) */
+    double bench_clock; /* seconds of collectives the bench rows measured so far (time x iterations): the
+                           timeline's clock for a bench, the same live and replayed */
     rs_pg_opkind bench_op;
 } rs_view_model;
 

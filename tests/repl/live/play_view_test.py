@@ -9,7 +9,10 @@
   - headless (RINGSIDE_VIEW_DUMP): the collective pane's time is the slowest rank's own, labelled
     "(slowest rank)" in the same unit as the REPL's line "...: 12.3 us (slowest rank)", and never more
     than it (the pane's spans lie inside each rank's timed interval; it used to count from the first
-    rank's start to the last rank's end, 4.074 ms against 46.8 us).
+    rank's start to the last rank's end, 4.074 ms against 46.8 us);
+  - headless, `bench`: the timeline shows the ranks' collectives (it said "no phases yet" all along),
+    each size as long as its measured iterations: the window of the last three sizes spans what the
+    REPL's table gives for them (time x iters).
 Exit 77 when tmux is missing (the headless part runs first either way).
 
 Usage: play_view_test.py PATH/TO/ringside"""
@@ -52,6 +55,33 @@ def pane_time(rs, c, tmp):
          "unit unless they straddle 1 ms", tp <= tt_ * 1.001 + 1e-7 and same_unit, frame)
 
 
+def bench_timeline(rs, c, tmp):
+    d = os.path.join(tmp, "bench")
+    os.makedirs(d)
+    dump = os.path.join(d, "frame.txt")
+    r = subprocess.run([rs, "--db", os.path.join(d, "s.db"), "-c", "bench all_reduce ranks=2 sizes=1K..64K iters=20"],
+                       cwd=d, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+                       env=dict(os.environ, RINGSIDE_VIEW_DUMP=dump, LC_ALL="C.UTF-8"))
+    frame = open(dump).read() if os.path.exists(dump) else ""
+    # the REPL's nccl-tests table: size (B), count, type, redop, time (us), ...
+    us = {int(m.group(1)): float(m.group(2))
+          for m in re.finditer(r"^\s+(\d+)\s+\d+\s+f32\s+sum\s+([0-9.]+)\s", r.stdout, re.M)}
+    lines = frame.splitlines()
+    at = next((i for i, l in enumerate(lines) if l.lstrip().startswith("timeline")), None)
+    if not c.ok("bench: the table's 7 sizes and a timeline pane in the last frame", len(us) == 7 and at is not None,
+                f"{r.stdout}\n{r.stderr[-500:]}\n--- frame ---\n{frame}"):
+        return
+    pane = lines[at + 1:at + 6]
+    cells = [l[5:].rstrip() for l in pane[1:4:2]]
+    c.ok("bench: the timeline shows each rank communicating (no 'no phases yet'), r0 and r1 all 'C'",
+         "no phases yet" not in frame and pane[0].startswith("r0") and pane[2].startswith("r1")
+         and all(len(x) > 20 and set(x) == {"C"} for x in cells), "\n".join(pane))
+    axis = re.search(r"-([0-9.]+) ms", pane[4])
+    want = 20 * sum(us[b] for b in (16384, 32768, 65536)) / 1e3
+    c.ok(f"bench: the window spans the last three sizes' 20 iterations each (table: {want:.2f} ms)",
+         axis is not None and abs(float(axis.group(1)) - want) <= 0.05 + 0.01 * want, pane[4])
+
+
 def play(term, c, lesson, body):
     with open(lesson, "w") as f:
         f.write(body)
@@ -70,6 +100,7 @@ def main():
     term = None
     try:
         pane_time(rs, c, tmp)
+        bench_timeline(rs, c, tmp)
         if not shutil.which("tmux"):
             tt.skip("tmux is not installed (scripts/setup.sh installs it): no terminal test of `play`'s views")
         home = os.path.join(tmp, "home")
