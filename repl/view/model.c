@@ -486,6 +486,12 @@ void rs_view_feed_log(rs_view_model *vm, int rank, const char *line)
         vm->dropped++;
         return;
     }
+    if (rank >= 0 && !strcmp(vm->kind, "p2p")) {
+        /* p2p's sends and receives trace no events: a rank heard from has started, and does nothing
+         * but send, receive and time them until it ends */
+        rs_view_rank *r = rank_slot(vm, rank);
+        if (r && r->state == RS_VIEW_ST_WAIT) set_state(r, RS_VIEW_ST_COMM, r->state_t);
+    }
     rs_view_log_line *l = &vm->log[vm->log_head];
     size_t n = strlen(line);
     while (n && (line[n - 1] == '\n' || line[n - 1] == '\r')) n--;

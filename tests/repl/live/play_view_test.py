@@ -12,7 +12,9 @@
     rank's start to the last rank's end, 4.074 ms against 46.8 us);
   - headless, `bench`: the timeline shows the ranks' collectives (it said "no phases yet" all along),
     each size as long as its measured iterations: the window of the last three sizes spans what the
-    REPL's table gives for them (time x iters).
+    REPL's table gives for them (time x iters);
+  - headless, `p2p ranks=2`: the ranks' rows follow what they do, "C comm" once heard from (they
+    stayed "? starting" to the end: p2p traces no events), live and in `view run 1`.
 Exit 77 when tmux is missing (the headless part runs first either way).
 
 Usage: play_view_test.py PATH/TO/ringside"""
@@ -82,6 +84,24 @@ def bench_timeline(rs, c, tmp):
          axis is not None and abs(float(axis.group(1)) - want) <= 0.05 + 0.01 * want, pane[4])
 
 
+def p2p_states(rs, c, tmp):
+    d = os.path.join(tmp, "p2p")
+    os.makedirs(d)
+    dump = os.path.join(d, "frame.txt")
+    r = subprocess.run([rs, "--db", os.path.join(d, "s.db"), "-c", "p2p ranks=2"], cwd=d, capture_output=True,
+                       text=True, timeout=120, stdin=subprocess.DEVNULL,
+                       env=dict(os.environ, RINGSIDE_VIEW_DUMP=dump, LC_ALL="C.UTF-8"))
+    frame = open(dump).read() if os.path.exists(dump) else ""
+    rows = re.findall(r"^r(\d)  (. \w+)", frame, re.M)
+    c.ok("p2p: both ranks, heard from, are communicating ('C comm'), none left at '? starting'",
+         r.returncode == 0 and sorted(rows) == [("0", "C comm"), ("1", "C comm")] and "starting" not in frame,
+         f"rows {rows}\n{frame}\n{r.stderr[-500:]}")
+    replay = subprocess.run([rs, "--db", os.path.join(d, "s.db"), "-c", "view run 1"], cwd=d, capture_output=True,
+                            text=True, timeout=60, stdin=subprocess.DEVNULL, env=dict(os.environ, LC_ALL="C.UTF-8"))
+    c.ok("p2p: `view run 1` replays the same rank rows", re.findall(r"^r(\d)  (. \w+)", replay.stdout, re.M) == rows,
+         replay.stdout + replay.stderr)
+
+
 def play(term, c, lesson, body):
     with open(lesson, "w") as f:
         f.write(body)
@@ -101,6 +121,7 @@ def main():
     try:
         pane_time(rs, c, tmp)
         bench_timeline(rs, c, tmp)
+        p2p_states(rs, c, tmp)
         if not shutil.which("tmux"):
             tt.skip("tmux is not installed (scripts/setup.sh installs it): no terminal test of `play`'s views")
         home = os.path.join(tmp, "home")
