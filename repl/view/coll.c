@@ -222,7 +222,9 @@ void rs_view_draw_coll(rs_view_screen *s, const rs_view_rect *r, const rs_view_m
             char when[24];
             if (c->slowest < 1e-3) snprintf(when, sizeof when, "%.1f us", c->slowest * 1e6);
             else snprintf(when, sizeof when, "%.3f ms", c->slowest * 1e3);
-            rs_view_screen_printf(s, in.x, y++, -1, 0, 0, "%s (slowest rank)", when);
+            /* step=1: the view knows when each key was set, not when each rank woke to it (a rank
+             * subtracts that too, so its printed time is the smaller): said, not hidden */
+            rs_view_screen_printf(s, in.x, y++, -1, 0, 0, "%s (slowest rank%s)", when, c->held > 0 ? " + wake-ups" : "");
             /* narrow (the 80x24 layout's 40 columns): one unit for both, so the line keeps it */
             if (y < in.y + in.h)
                 rs_view_screen_printf(s, in.x, y++, -1, 0, 0,
