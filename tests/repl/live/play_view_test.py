@@ -153,6 +153,11 @@ def main():
                       lambda: has(term, "after the pause") and tt.at_prompt(term), term, 30)
             c.ok("no 'press Enter to continue' after the view's key", not has(term, "press Enter to continue"),
                  "\n".join(term.visible()))
+        tt.run_line(term, "clear")
+        term.text("quit")
+        term.keys("Enter")
+        c.wait_ok("ringside exits after quit", term.dead, term, 15, detail=term.state)
+        c.ok("exit status 0 (under ASan: no leak or error)", term.dead_status() == "0", term.state())
     except tt.Fail as e:
         c.ok("the terminal session went as expected", False, str(e))
     finally:
