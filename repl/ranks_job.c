@@ -109,9 +109,6 @@ static double mono_to_unix(void)
     return (double)(r.tv_sec - m.tv_sec) + (double)(r.tv_nsec - m.tv_nsec) * 1e-9;
 }
 
-/* The live view's last frame stays until a key, then the summary: a class reads the picture before the
- * text scrolls it away (auto playback goes straight on; scripts and pipes have no view). The dump's
- * frame is written, and what waited while the run was in the background is printed. */
 /* Whether the line after the one running in the script being played is `pause` (blank lines and
  * comments skipped): the tutorial asks the class to keep looking at the view. */
 static bool next_line_pauses(const rs_session *s)
@@ -170,6 +167,9 @@ static void hold_last_frame(rs_job *j)
     }
 }
 
+/* The live view's last frame stays (hold_last_frame), then the summary: a class reads the picture before
+ * the text scrolls it away (scripts and pipes have no view). The dump's frame is written, and what
+ * waited while the run was in the background is printed. */
 static void view_end(rs_job *j, rs_status st)
 {
     rs_session *s = j->s;
