@@ -78,6 +78,7 @@ int rs_cmd_play(rs_session *s, const rs_call *c)
     s->keep_going = false;
     int errors = rs_repl_file(s, path);
     s->play_depth--;
+    s->pause_served = false; /* a view's key for a pause the tutorial never reached (it stopped) */
     s->play_mode = old_mode;
     s->echo = old_echo;
     s->keep_going = old_keep;

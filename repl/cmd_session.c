@@ -294,6 +294,10 @@ int rs_cmd_pause(rs_session *s, const rs_call *c)
 {
     (void)c;
     if (!s->interactive || s->play_mode == RS_PLAY_AUTO) return 0;
+    if (s->pause_served) { /* the view before it already waited for a key */
+        s->pause_served = false;
+        return 0;
+    }
     fprintf(s->out, "%s-- press Enter to continue --%s", rs_sty(s, "\033[2m"), rs_sty(s, "\033[0m"));
     fflush(s->out);
     int ch;

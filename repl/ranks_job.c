@@ -109,17 +109,71 @@ static double mono_to_unix(void)
     return (double)(r.tv_sec - m.tv_sec) + (double)(r.tv_nsec - m.tv_nsec) * 1e-9;
 }
 
-/* The live view's last frame stays until a key, then the summary: a class reads the picture before the
- * text scrolls it away (auto playback goes straight on; scripts and pipes have no view). The dump's
- * frame is written, and what waited while the run was in the background is printed. */
-static void view_end(rs_job *j, rs_status st)
+/* Whether the line after the one running in the script being played is `pause` (blank lines and
+ * comments skipped): the tutorial asks the class to keep looking at the view. */
+static bool next_line_pauses(const rs_session *s)
+{
+    if (!s->where_file || s->where_line <= 0) return false;
+    FILE *f = fopen(s->where_file, "r");
+    if (!f) return false;
+    char line[512];
+    int n = 0;
+    bool pause = false;
+    while (fgets(line, sizeof line, f)) {
+        if (++n <= s->where_line) continue;
+        const char *p = line + strspn(line, " \t");
+        if (*p == '#' || *p == '\n' || *p == '\r' || !*p) continue;
+        pause = !strncmp(p, "pause", 5) && (p[5] == '\0' || strchr(" \t\r\n", p[5]));
+        break;
+    }
+    fclose(f);
+    return pause;
+}
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* A run's last frame stays up: at the prompt until a key; in `play` for RS_JOB_HOLD_S, a key closing it
+ * sooner, so the teacher presses nothing per view, unless a `pause` line follows (then until a key, which
+ * stands for the pause). */
+static void hold_last_frame(rs_job *j)
 {
     rs_session *s = j->s;
-    if (j->live && st != RS_ERR_CANCELLED && !(s->play_depth && s->play_mode == RS_PLAY_AUTO)) {
+    bool playing = s->play_depth > 0;
+    if (!playing || (s->play_mode != RS_PLAY_AUTO && next_line_pauses(s))) {
         rs_live_status(j->live, "done: press a key");
         rs_live_dirty(j->live);
         while (!(rs_live_tick(j->live) & (RS_LIVE_KEY | RS_LIVE_STOP))) usleep(20000);
+        if (playing) s->pause_served = true;
+        return;
     }
+    double end = mono_s() + RS_JOB_HOLD_S;
+    int shown = -1;
+    for (double left; (left = end - mono_s()) > 0;) {
+        int secs = (int)left + 1;
+        if (secs != shown) {
+            char st[48];
+            snprintf(st, sizeof st, "done: closes in %d s", secs);
+            rs_live_status(j->live, st);
+            rs_live_dirty(j->live);
+            shown = secs;
+        }
+        if (rs_live_tick(j->live) & (RS_LIVE_KEY | RS_LIVE_STOP)) break;
+        usleep(20000);
+    }
+}
+
+/* The live view's last frame stays (hold_last_frame), then the summary: a class reads the picture before
+ * the text scrolls it away (scripts and pipes have no view). The dump's frame is written, and what
+ * waited while the run was in the background is printed. */
+static void view_end(rs_job *j, rs_status st)
+{
+    rs_session *s = j->s;
+    if (j->live && st != RS_ERR_CANCELLED) hold_last_frame(j);
     rs_live_end(j->live);
     j->live = NULL;
     if (j->dump_vm) {

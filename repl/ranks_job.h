@@ -22,6 +22,8 @@ typedef struct rs_job rs_job;
 
 /* Seconds between SIGTERM and SIGKILL when a run's ranks are stopped, unless its kind says more. */
 #define RS_JOB_GRACE_S 2.0
+/* Seconds a run's last frame stays up in `play` before the view closes by itself (a key closes it sooner). */
+#define RS_JOB_HOLD_S 3.0
 
 /* A kind of run on ranks: what the core asks of it. Optional members are marked. */
 typedef struct rs_job_kind {

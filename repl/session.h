@@ -55,6 +55,8 @@ struct rs_session {
     int where_line;
     rs_play_mode play_mode; /* while playing a tutorial */
     int play_depth;
+    bool pause_served;      /* play: a run's view waited for a key for the `pause` line after it, which
+                               then goes on without asking again (repl/ranks_job.c, cmd_session.c) */
     rs_slog *log;           /* may be NULL (no log) */
     int64_t cmd_id;         /* the command being run, in the log */
     const char *cmd_text;   /* the command being run, as typed (run.c); NULL between commands */

@@ -13,7 +13,11 @@ expect wrong = 0
 pause
 
 say "The timings. A blocking ping-pong measures one message's trip. isend and irecv in both directions at once let the two transfers share the time. Then each rank computes for about as long as a round trip while a message is on its way: blocking means sending first and computing after; immediate means posting the send, computing, and waiting."
-say "The last line is the catch: a library without a thread of its own moves data only inside its calls, so an isend followed by plain computation may barely move before the wait. Calling test() now and then during the computation gives it those chances. MPI behaves the same way."
+say "Every one of the last three lines takes at least the computation's time, since each rank computes for it whatever the sending does:"
+expect blocking_us >= compute_us
+expect isend_us >= compute_us
+expect isend_test_us >= compute_us
+say "Now compare the last three lines on your screen: which one is fastest depends on the machine, and the reason is the catch. A library without a thread of its own moves data only inside its calls, so an isend followed by plain computation may barely move before the wait. Calling test() during the computation gives the data chances to move, but each call costs time too, and a chance is only taken when the other rank is inside a call at that moment. If the test() line is the fastest on your screen, the chances paid off. If it is the slowest, the calls cost more than they moved: on a machine whose cores are busy with other work the two ranks rarely run at the same moment. MPI behaves the same way; its remedy is a progress thread, which needs a core of its own."
 pause
 
 say "The same over TCP sockets instead of shared memory: the ranks could now be on different machines. The data arrives the same; the time per message is usually longer, since every byte goes through the kernel's network stack."

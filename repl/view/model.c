@@ -72,6 +72,7 @@ void rs_view_model_reset(rs_view_model *vm)
     vm->eval_epoch = -1;
     vm->pipe_stages = 0;
     vm->bench_head = vm->n_bench = vm->bench_rows = 0;
+    vm->bench_clock = 0;
 }
 
 rs_view_model *rs_view_model_new(rs_err *err)
@@ -286,6 +287,8 @@ void rs_view_feed_event(rs_view_model *vm, const rs_pg_event *ev)
         break;
     case RS_PG_EV_END:
         if (r->coll_t0 >= 0) push_span(r, r->coll_t0, ev->t, r->step, RS_VIEW_ST_COMM, true);
+        if (c && r->coll_t0 >= 0 && ev->t - r->coll_t0 - r->coll_held > c->slowest)
+            c->slowest = ev->t - r->coll_t0 - r->coll_held;
         r->coll_t0 = -1;
         set_state(r, RS_VIEW_ST_IDLE, ev->t);
         if (!c) break;
@@ -295,7 +298,7 @@ void rs_view_feed_event(rs_view_model *vm, const rs_pg_event *ev)
         if (c->ended >= world) {
             c->active = false;
             c->held = coll_held(vm, world);
-            double dt = c->t_end - c->t_begin - c->held;
+            double dt = c->slowest;
             if (dt > 0) {
                 c->algbw = (double)c->msg_bytes / dt / 1e9;
                 c->busbw = c->algbw * rs_pg_bus_factor(c->op, world);
@@ -402,9 +405,14 @@ void rs_view_feed_bench(rs_view_model *vm, const rs_bench_row *row)
     /* every rank took part in that size and is at the next one now (the ranks trace no events in a
      * bench: a thousand iterations a size would drown the pipe) */
     int world = vm->world > 0 ? vm->world : vm->nranks;
+    /* the timeline: each size a span of communication as long as its measured iterations, one step a
+     * size, laid end to end on the bench's own clock (the rows carry no time of day) */
+    double t0 = vm->bench_clock;
+    vm->bench_clock += row->time_us * 1e-6 * (row->iters > 0 ? row->iters : 1);
     for (int i = 0; i < world && i < RS_VIEW_MAX_RANKS; i++) {
         vm->ranks[i].seen = true;
         set_state(&vm->ranks[i], RS_VIEW_ST_COMM, vm->ranks[i].state_t);
+        push_span(&vm->ranks[i], t0, vm->bench_clock, vm->bench_rows - 1, RS_VIEW_ST_COMM, true);
     }
     if (world > vm->nranks) vm->nranks = world < RS_VIEW_MAX_RANKS ? world : RS_VIEW_MAX_RANKS;
 }
@@ -477,6 +485,12 @@ void rs_view_feed_log(rs_view_model *vm, int rank, const char *line)
     if (rank < -1 || rank >= RS_VIEW_MAX_RANKS) {
         vm->dropped++;
         return;
+    }
+    if (rank >= 0 && !strcmp(vm->kind, "p2p")) {
+        /* p2p's sends and receives trace no events: a rank heard from has started, and does nothing
+         * but send, receive and time them until it ends */
+        rs_view_rank *r = rank_slot(vm, rank);
+        if (r && r->state == RS_VIEW_ST_WAIT) set_state(r, RS_VIEW_ST_COMM, r->state_t);
     }
     rs_view_log_line *l = &vm->log[vm->log_head];
     size_t n = strlen(line);

@@ -102,7 +102,10 @@ typedef struct rs_view_coll {
     int begun, ended;         /* ranks */
     double t_begin, t_end;    /* first BEGIN, last END */
     double held;              /* step=1: the time every rank was held for keys (the least any rank was) */
-    double algbw, busbw;      /* GB/s (1e9 bytes/s) over t_end - t_begin - held, once every rank ended */
+    double slowest;           /* seconds: the longest any rank spent in it (its END - its BEGIN - its time held
+                                 for keys), the figure the REPL prints as "(slowest rank)"; t_end - t_begin
+                                 also counts how far apart the ranks began */
+    double algbw, busbw;      /* GB/s (1e9 bytes/s) over slowest, once every rank ended */
 } rs_view_coll;
 
 /* What the run is, from the command that started it (rs_view_set_run). Strings are copied. */
@@ -147,6 +150,8 @@ typedef struct rs_view_model {
     int eval_epoch;           /* -1: none */
     rs_view_bench_row bench[RS_VIEW_BENCH_N]; /* ring of `bench` rows, oldest at (bench_head - n_bench) */
     int bench_head, n_bench, bench_rows; /* bench_rows: every row seen (n_bench: those kept) */
+    double bench_clock; /* seconds of collectives the bench rows measured so far (time x iterations): the
+                           timeline's clock for a bench, the same live and replayed */
     rs_pg_opkind bench_op;
 } rs_view_model;
 

@@ -659,8 +659,8 @@ static void test_serve(void)
         {.name = "idle2", .version = 1, .ranks = ""},
         {.name = "idle3", .version = 3, .ranks = ""},
     };
-    rs_serve_summary sum = {.repo = "/tmp/ringside-serve-TEST", .http_port = 8000, .grpc_port = 8001,
-                            .metrics_port = -1, .n = 5, .rows = rows};
+    rs_serve_summary sum = {.repo = "/tmp/ringside-serve-TEST", .host = "127.0.0.1", .http_port = 8000,
+                            .grpc_port = 8001, .metrics_port = -1, .n = 5, .rows = rows};
     static const struct { int w, h; const char *snap, *ascii; } sizes[] = {
         {80, 24, "serve-80x24.txt", "serve-80x24-ascii.txt"}, {160, 48, "serve-160x48.txt", NULL}};
     for (int k = 0; k < 2; k++) {
