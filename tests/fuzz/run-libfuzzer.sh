@@ -46,7 +46,7 @@ target_sources() {
     store) echo "tests/dist/store/fuzz_store.c $core dist/store/wire.c" ;;
     lex) echo "tests/fuzz/fuzz_lex.c repl/lang/lex.c repl/lang/value.c $core $nn" ;;
     expect) echo "tests/fuzz/fuzz_expect.c repl/lang/expect.c repl/lang/value.c $core $nn" ;;
-    pbtxt) echo "tests/fuzz/fuzz_pbtxt.c serve/config.c $core" ;;
+    pbtxt) echo "tests/fuzz/fuzz_pbtxt.c serve/config.c serve/config_write.c serve/dtype.c $core" ;;
     *) return 1 ;;
   esac
 }
