@@ -338,21 +338,30 @@ static void poll_once(rs_serve_server *s)
     free(names);
 }
 
-static void *poll_main(void *arg)
+/* Runs fn(s) every period_ms until poll_stop is set (woken at once by poll_cv): the repository's poll
+ * and the ranks' health watch. */
+static void periodic(rs_serve_server *s, long period_ms, void (*fn)(rs_serve_server *))
 {
-    rs_serve_server *s = arg;
     pthread_mutex_lock(&s->poll_mu);
     while (!s->poll_stop) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += s->o.poll_s > 0 ? s->o.poll_s : 15;
+        ts.tv_sec += period_ms / 1000;
+        ts.tv_nsec += (period_ms % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
         pthread_cond_timedwait(&s->poll_cv, &s->poll_mu, &ts);
         if (s->poll_stop) break;
         pthread_mutex_unlock(&s->poll_mu);
-        poll_once(s);
+        fn(s);
         pthread_mutex_lock(&s->poll_mu);
     }
     pthread_mutex_unlock(&s->poll_mu);
+}
+
+static void *poll_main(void *arg)
+{
+    rs_serve_server *s = arg;
+    periodic(s, 1000L * (s->o.poll_s > 0 ? s->o.poll_s : 15), poll_once);
     return NULL;
 }
 
@@ -438,20 +447,7 @@ static void health_once(rs_serve_server *s)
 
 static void *health_main(void *arg)
 {
-    rs_serve_server *s = arg;
-    pthread_mutex_lock(&s->poll_mu);
-    while (!s->poll_stop) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 250000000;
-        if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
-        pthread_cond_timedwait(&s->poll_cv, &s->poll_mu, &ts);
-        if (s->poll_stop) break;
-        pthread_mutex_unlock(&s->poll_mu);
-        health_once(s);
-        pthread_mutex_lock(&s->poll_mu);
-    }
-    pthread_mutex_unlock(&s->poll_mu);
+    periodic(arg, 250, health_once);
     return NULL;
 }
 

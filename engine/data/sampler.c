@@ -62,20 +62,12 @@ rs_sampler *rs_sampler_new(uint32_t n, const rs_sampler_cfg *cfg, rs_err *err)
                    c.world);
         return NULL;
     }
-    rs_sampler *s = calloc(1, sizeof *s); /* caller owns, with perm and idx */
-    if (s && c.draw) {
-        s->n = n;
-        s->cfg = c;
-        s->count = (uint32_t)count;
-        s->total = (uint32_t)(count * w);
-        rs_sampler_set_epoch(s, 0);
-        return s;
-    }
-    if (s) {
+    rs_sampler *s = calloc(1, sizeof *s); /* caller owns, with perm and idx (none in draw mode) */
+    if (s && !c.draw) {
         s->perm = malloc((size_t)n * sizeof *s->perm);
         s->idx = malloc((count ? (size_t)count : 1) * sizeof *s->idx);
     }
-    if (!s || !s->perm || !s->idx) {
+    if (!s || (!c.draw && (!s->perm || !s->idx))) {
         rs_sampler_free(s);
         rs_err_set(err, RS_ERR_NOMEM, "sampler: out of memory for %u indices", n);
         return NULL;
