@@ -27,14 +27,7 @@ except Exception as e:  # noqa: BLE001 - any import failure means the same: skip
 import serve_util  # noqa: E402 - beside this file
 
 RINGSIDE = sys.argv[1]
-failures = 0
-
-
-def check(cond, what):
-    global failures
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures += 1
+check = serve_util.check
 
 
 def main():
@@ -106,8 +99,7 @@ def main():
         c.close()
         p.terminate()
         p.wait(timeout=30)
-    print("serve-plan-grpc:", "ok" if failures == 0 else f"{failures} failed")
-    return 1 if failures else 0
+    return serve_util.finish()
 
 
 if __name__ == "__main__":

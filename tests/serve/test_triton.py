@@ -29,14 +29,7 @@ except Exception as e:  # noqa: BLE001 - any import failure means the same: skip
 import serve_util  # noqa: E402 - beside this file
 
 RINGSIDE = sys.argv[1]
-failures = 0
-
-
-def check(cond, what):
-    global failures
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures += 1
+check = serve_util.check
 
 
 def make_repo(root):
@@ -267,8 +260,7 @@ def main():
         if p.poll() is None:
             p.kill()
             p.wait()
-    print(f"{failures} failure(s)")
-    return 1 if failures else 0
+    return serve_util.finish()
 
 
 if __name__ == "__main__":

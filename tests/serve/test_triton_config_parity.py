@@ -27,14 +27,7 @@ import serve_util  # noqa: E402
 import test_triton_config as tc  # noqa: E402  (its repository; it runs nothing on import)
 import test_triton_optional as to  # noqa: E402
 
-failures = 0
-
-
-def check(cond, what):
-    global failures
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures += 1
+check = serve_util.check
 
 
 def differences(a, b, path=""):
@@ -51,8 +44,7 @@ def differences(a, b, path=""):
 
 
 def run(ports):
-    hc = th.InferenceServerClient(f"127.0.0.1:{ports['http']}")
-    gc = tg.InferenceServerClient(f"127.0.0.1:{ports['grpc']}")
+    hc, gc = serve_util.triton_clients(ports)
     ready = [m["name"] for m in hc.get_model_repository_index() if m.get("state") == "READY"]
     check(len(ready) >= 9, f"{len(ready)} models loaded: {sorted(ready)}")
     grpc_cfg = {}
@@ -95,14 +87,9 @@ def main():
         tc.ROOT = root
         tc.make_repo(root)
         to.make_model(root)
-        p, ports, _ = serve_util.start(tc.RINGSIDE, ["--repo", root, "--http", "0", "--grpc", "0", "--metrics", "-1"])
-        try:
+        with serve_util.serving(tc.RINGSIDE, root) as (_, ports, _):
             run(ports)
-        finally:
-            p.terminate()
-            p.wait(timeout=30)
-    print(f"{failures} failure(s)")
-    sys.exit(1 if failures else 0)
+    sys.exit(serve_util.finish())
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ import serve_util  # noqa: E402
 
 RINGSIDE = sys.argv[1]
 FILES = os.path.join(HERE, "..", "onnx", "import", "two_tower")
-failures = 0
+check = serve_util.check
 rng = np.random.default_rng(27)
 
 # written by hand, as Triton's docs show a config.pbtxt
@@ -77,20 +77,12 @@ instance_group [ { count: 2 kind: KIND_CPU } ]
 SOURCES = {"two_tower": "two_tower", "three_inputs": "two_tower_add", "auto_config": "two_tower_mul"}
 
 
-def check(cond, what):
-    global failures
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures += 1
-
-
 def make_repo(root):
     for name, src in SOURCES.items():
         os.makedirs(os.path.join(root, name, "1"))
         shutil.copy(os.path.join(FILES, f"{src}.onnx"), os.path.join(root, name, "1", "model.onnx"))
         if name in CONFIGS:
-            with open(os.path.join(root, name, "config.pbtxt"), "w") as f:
-                f.write(CONFIGS[name])
+            serve_util.write_config(root, name, CONFIGS[name])
 
 
 def infer(mod, c, name, feeds, binary=True):
@@ -111,8 +103,7 @@ def close(got, want):
 
 
 def run(root, ports):
-    hc = th.InferenceServerClient(f"127.0.0.1:{ports['http']}")
-    gc = tg.InferenceServerClient(f"127.0.0.1:{ports['grpc']}")
+    hc, gc = serve_util.triton_clients(ports)
     for name in SOURCES:
         sess = ort.InferenceSession(os.path.join(root, name, "1", "model.onnx"), providers=["CPUExecutionProvider"])
         want_in = [(i.name, [-1] + list(i.shape[1:])) for i in sess.get_inputs()]
@@ -166,14 +157,9 @@ def run(root, ports):
 def main():
     with tempfile.TemporaryDirectory() as root:
         make_repo(root)
-        p, ports, _ = serve_util.start(RINGSIDE, ["--repo", root, "--http", "0", "--grpc", "0", "--metrics", "-1"])
-        try:
+        with serve_util.serving(RINGSIDE, root) as (_, ports, _):
             run(root, ports)
-        finally:
-            p.terminate()
-            p.wait(timeout=30)
-    print(f"{failures} failure(s)")
-    sys.exit(1 if failures else 0)
+    sys.exit(serve_util.finish())
 
 
 if __name__ == "__main__":

@@ -34,15 +34,8 @@ import serve_util  # noqa: E402
 import typed_models  # noqa: E402
 
 RINGSIDE = sys.argv[1]
-failures = 0
+check = serve_util.check
 rng = np.random.default_rng(7)
-
-
-def check(cond, what):
-    global failures
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures += 1
 
 
 def same(a, b):
@@ -147,19 +140,13 @@ def grpc_typed(stub, model, arrays, raw_types=("FP16", "BF16")):
 def main():
     with tempfile.TemporaryDirectory() as root:
         make_repo(root)
-        p, ports, banner = serve_util.start(RINGSIDE, ["--repo", root, "--http", "0", "--grpc", "0", "--metrics", "-1"])
-        try:
+        with serve_util.serving(RINGSIDE, root) as (_, ports, banner):
             run_checks(root, ports)
-        finally:
-            p.terminate()
-            p.wait(timeout=30)
-    print(f"{failures} failure(s)")
-    sys.exit(1 if failures else 0)
+    sys.exit(serve_util.finish())
 
 
 def run_checks(root, ports):
-    hc = th.InferenceServerClient(f"127.0.0.1:{ports['http']}")
-    gc = tg.InferenceServerClient(f"127.0.0.1:{ports['grpc']}")
+    hc, gc = serve_util.triton_clients(ports)
     stub = service_pb2_grpc.GRPCInferenceServiceStub(grpc.insecure_channel(f"127.0.0.1:{ports['grpc']}"))
     B = 3
     arrays = {f"in_{t.lower()}": sample(t, B) for t in typed_models.TYPES}
