@@ -8,6 +8,8 @@ import os
 import re
 import signal
 import subprocess
+import sys
+import tempfile
 import time
 
 failures = 0
@@ -25,6 +27,17 @@ def finish():
     """Prints the failure count; returns the test's exit status (1 when any check failed)."""
     print(f"{failures} failure(s)", flush=True)
     return 1 if failures else 0
+
+
+@contextlib.contextmanager
+def needs(what):
+    """`with needs("numpy and tritonclient[all]"):` around a test's imports: any of them failing skips the
+    test (exit 77, meson's skip) saying what it needs."""
+    try:
+        yield
+    except Exception as e:  # noqa: BLE001 - any import failure means the same: skip
+        print(f"skipped: needs {what}: {e}", flush=True)
+        sys.exit(77)
 
 
 def start(ringside, args, env=None):
@@ -71,6 +84,18 @@ def serving(ringside, repo, *extra, grpc=True, metrics=False, env=None):
     finally:
         if p.poll() is None:
             stop(p)
+
+
+def main_on_repo(ringside, make_repo, run, grpc=True, env=None):
+    """A test's whole main: MAKE_REPO(root) writes a temporary repository, the server serves it (ENV's values
+    formatted with {root}, so a file such as RINGSIDE_SERVE_TRACE's lies in it), RUN(root, ports, process)
+    checks it; exits with the tally."""
+    with tempfile.TemporaryDirectory() as root:
+        make_repo(root)
+        env = {k: v.format(root=root) for k, v in env.items()} if env else None
+        with serving(ringside, root, grpc=grpc, env=env) as (p, ports, _):
+            run(root, ports, p)
+    sys.exit(finish())
 
 
 def write_config(repo, name, text):

@@ -18,7 +18,8 @@ check = serve_util.check
 
 def main():
     with tempfile.TemporaryDirectory(prefix="ringside-hist-") as repo:
-        serve_util.export_mlp(RINGSIDE, repo, "mlp", "max_batch_size: 8\ndynamic_batching { max_queue_delay_microseconds: 2000 }\n")
+        serve_util.export_mlp(RINGSIDE, repo, "mlp",
+                              "max_batch_size: 8\ndynamic_batching { max_queue_delay_microseconds: 2000 }\n")
         with serve_util.serving(RINGSIDE, repo, grpc=False, metrics=True) as (_, ports, _):
             run(ports)
     return serve_util.finish()

@@ -15,25 +15,14 @@ Each request has a 60 s socket timeout so a regression fails instead of hanging.
 usage: test_json_bomb.py build/repl/ringside   (Linux /proc; exits 77 without numpy/onnx)
 """
 import json
-import os
 import sys
-import tempfile
 
-try:
+import serve_util  # beside this file
+
+with serve_util.needs("numpy and onnx"):
     import numpy as np
-except Exception as e:  # noqa: BLE001
-    print(f"skipped: needs numpy and onnx: {e}")
-    sys.exit(77)
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import serve_util  # noqa: E402
-
-try:
-    import onnx
-    import typed_models  # noqa: E402
-except Exception as e:  # noqa: BLE001
-    print(f"skipped: needs onnx: {e}")
-    sys.exit(77)
+    import onnx  # noqa: F401 - typed_models builds with it; named here so its absence skips
+    import typed_models
 
 RINGSIDE = sys.argv[1]
 WIDE = 262144  # values per sample of the wide model
@@ -53,13 +42,13 @@ def bound(cond, what, asan):
         check(cond, what)
 
 
+def make_repo(root):
+    serve_util.export_mlp(RINGSIDE, root, "mlp", 'name: "mlp"\nplatform: "onnxruntime_onnx"\nmax_batch_size: 32\n')
+    serve_util.write_onnx(root, "wide", 'name: "wide"\nmax_batch_size: 8\n', typed_models.wide_model(WIDE))
+
+
 def main():
-    with tempfile.TemporaryDirectory() as root:
-        serve_util.export_mlp(RINGSIDE, root, "mlp", 'name: "mlp"\nplatform: "onnxruntime_onnx"\nmax_batch_size: 32\n')
-        serve_util.write_onnx(root, "wide", 'name: "wide"\nmax_batch_size: 8\n', typed_models.wide_model(WIDE))
-        with serve_util.serving(RINGSIDE, root, grpc=False) as (p, ports, _):
-            run(p.pid, ports["http"])
-    sys.exit(serve_util.finish())
+    serve_util.main_on_repo(RINGSIDE, make_repo, lambda root, ports, p: run(p.pid, ports["http"]), grpc=False)
 
 
 def run(pid, port):
@@ -101,8 +90,8 @@ def run(pid, port):
     st, data = serve_util.request(port, "POST", "/v2/models/mlp/infer", junk)
     msg = json.loads(data).get("error", "")
     check(st == 400 and "values beside its numeric tensors' data" in msg, f"200,000 values in parameters refused: {msg[:160]}")
-    st, data = serve_util.request(port, "POST", "/v2/models/mlp/infer", json.dumps({"inputs": [{"name": "input", "datatype": "FP32",
-                                                                         "shape": [1, 4], "data": [1, 2, 3, 4]}]}))
+    st, data = serve_util.request(port, "POST", "/v2/models/mlp/infer",
+                                  {"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}]})
     check(st == 200, f"the server answers normally afterwards: {st}")
 
 

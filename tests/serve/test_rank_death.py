@@ -35,8 +35,10 @@ def index_row(port):
 def main():
     tmp = tempfile.mkdtemp(prefix="ringside-rankdeath-")
     repo = os.path.join(tmp, "repo")
-    serve_util.export_mlp(RINGSIDE, repo, "mlp", 'max_batch_size: 8\nparameters { key: "ranks" value: { string_value: "2" } }\n')
-    p, ports, _ = serve_util.start(RINGSIDE, serve_util.repo_args(repo, grpc=False, metrics=True) + ["--rank-restarts", "1"])
+    serve_util.export_mlp(RINGSIDE, repo, "mlp",
+                          'max_batch_size: 8\nparameters { key: "ranks" value: { string_value: "2" } }\n')
+    p, ports, _ = serve_util.start(RINGSIDE, serve_util.repo_args(repo, grpc=False, metrics=True) +
+                                   ["--rank-restarts", "1"])
     port, mport = ports["http"], ports["metrics"]
     try:
         st, want = infer(port)

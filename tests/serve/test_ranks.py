@@ -12,7 +12,6 @@ import http.client
 import json
 import os
 import random
-import re
 import signal
 import subprocess
 import sys

@@ -129,7 +129,8 @@ def main():
     finally:
         serve_util.stop(p)
     r = subprocess.run([RINGSIDE, "serve"] + serve_util.repo_args(repo) +
-                       ["--model-control-mode=explicit", "--load-model=nosuch"], capture_output=True, text=True, timeout=60)
+                       ["--model-control-mode=explicit", "--load-model=nosuch"],
+                       capture_output=True, text=True, timeout=60)
     err = r.stderr
     check("on http://" not in r.stdout and r.returncode != 0 and "nosuch" in err,
           f"--load-model of a missing model fails the start: {err.strip()}")

@@ -17,16 +17,14 @@ import sys
 import tempfile
 import threading
 
-try:
+import serve_util  # beside this file
+
+with serve_util.needs("numpy, onnxruntime and tritonclient[http] (scripts/setup.sh installs them)"):
     import numpy as np
     import onnxruntime as ort
     import tritonclient.http as th
     from tritonclient.utils import InferenceServerException
-except Exception as e:  # noqa: BLE001 - any import failure means the same: skip
-    print(f"skipped: needs numpy, onnxruntime and tritonclient[http] (scripts/setup.sh installs them): {e}")
-    sys.exit(77)
 
-import serve_util  # noqa: E402 - beside this file
 
 RINGSIDE = sys.argv[1]
 check = serve_util.check

@@ -18,9 +18,10 @@ usage: test_triton_config.py build/repl/ringside   (exits 77 without tritonclien
 """
 import os
 import sys
-import tempfile
 
-try:
+import serve_util  # beside this file
+
+with serve_util.needs("numpy, onnx and tritonclient[all]"):
     import numpy as np
     import onnx
     import onnxruntime as ort
@@ -28,13 +29,7 @@ try:
     import tritonclient.http as th
     from onnx import TensorProto, helper
     from tritonclient.utils import InferenceServerException
-except Exception as e:  # noqa: BLE001
-    print(f"skipped: needs numpy, onnx and tritonclient[all]: {e}")
-    sys.exit(77)
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import serve_util  # noqa: E402
-import typed_models  # noqa: E402
 
 RINGSIDE = sys.argv[1]
 check = serve_util.check
@@ -104,10 +99,11 @@ def make_repo(root):
           helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
     for name, feat in (("pipeline", "feat"), ("pipeline_bad", "nosuch")):
         os.makedirs(os.path.join(root, name, "1"))
-        serve_util.write_config(root, name, f'name: "{name}"\nplatform: "ensemble"\nmax_batch_size: 4\n' + io + steps % feat)
+        serve_util.write_config(root, name,
+                                f'name: "{name}"\nplatform: "ensemble"\nmax_batch_size: 4\n' + io + steps % feat)
 
 
-def run(ports):
+def run(root, ports):
     hc, gc = serve_util.triton_clients(ports)
     x = np.arange(2 * 6, dtype=np.float32).reshape(2, 2, 3) - 5
     for proto, mod, c in (("HTTP", th, hc), ("gRPC", tg, gc)):
@@ -141,7 +137,7 @@ def run(ports):
         check("unexpected shape for input 'x' for model 'fixed'. Expected [2,4], got [3,4]" in str(e), f"[3, 4] refused: {e}")
 
     raw = np.array([[0, 12, 255, 7], [3, 200, 1, 99]], np.uint8)
-    sess = ort.InferenceSession(os.path.join(ROOT, "mlp", "1", "model.onnx"))
+    sess = ort.InferenceSession(os.path.join(root, "mlp", "1", "model.onnx"))
     ref = sess.run(None, {sess.get_inputs()[0].name: raw.astype(np.float32)})[0]
     i = th.InferInput("raw", [2, 4], "UINT8").set_data_from_numpy(raw)
     y = hc.infer("pipeline", [i]).as_numpy("scores")
@@ -217,13 +213,7 @@ def sequences(hc, gc):
 
 
 def main():
-    global ROOT
-    with tempfile.TemporaryDirectory() as root:
-        ROOT = root
-        make_repo(root)
-        with serve_util.serving(RINGSIDE, root) as (_, ports, _):
-            run(ports)
-    sys.exit(serve_util.finish())
+    serve_util.main_on_repo(RINGSIDE, make_repo, lambda root, ports, _: run(root, ports))
 
 
 if __name__ == "__main__":

@@ -9,21 +9,15 @@ on gRPC too (reshape, label_filename, ensemble steps, control inputs, optional).
 
 usage: test_triton_config_parity.py build/repl/ringside   (exits 77 without tritonclient or onnx)
 """
-import os
-import sys
-import tempfile
 
-try:
+import serve_util  # beside this file
+
+with serve_util.needs("tritonclient[all] and protobuf"):
     import tritonclient.grpc as tg
     import tritonclient.http as th
     from google.protobuf import json_format
     from tritonclient.grpc import model_config_pb2
-except Exception as e:  # noqa: BLE001
-    print(f"skipped: needs tritonclient[all] and protobuf: {e}")
-    sys.exit(77)
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import serve_util  # noqa: E402
 import test_triton_config as tc  # noqa: E402  (its repository; it runs nothing on import)
 import test_triton_optional as to  # noqa: E402
 
@@ -83,13 +77,10 @@ def run(ports):
 
 
 def main():
-    with tempfile.TemporaryDirectory() as root:
-        tc.ROOT = root
+    def make_repo(root):
         tc.make_repo(root)
         to.make_model(root)
-        with serve_util.serving(tc.RINGSIDE, root) as (_, ports, _):
-            run(ports)
-    sys.exit(serve_util.finish())
+    serve_util.main_on_repo(tc.RINGSIDE, make_repo, lambda root, ports, _: run(ports))
 
 
 if __name__ == "__main__":

@@ -14,23 +14,20 @@ import json
 import os
 import queue
 import random
-import re
 import socket
 import subprocess
 import sys
 import tempfile
 import threading
 
-try:
+import serve_util  # beside this file
+
+with serve_util.needs("numpy, onnxruntime and tritonclient[grpc] (scripts/setup.sh installs them)"):
     import numpy as np
     import onnxruntime as ort
     import tritonclient.grpc as tg
     from tritonclient.utils import InferenceServerException
-except Exception as e:  # noqa: BLE001 - any import failure means the same: skip
-    print(f"skipped: needs numpy, onnxruntime and tritonclient[grpc] (scripts/setup.sh installs them): {e}")
-    sys.exit(77)
 
-import serve_util  # noqa: E402 - beside this file
 
 RINGSIDE = sys.argv[1]
 check = serve_util.check

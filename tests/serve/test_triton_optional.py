@@ -17,10 +17,11 @@ usage: test_triton_optional.py build/repl/ringside   (exits 77 without tritoncli
 """
 import os
 import sys
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
-try:
+import serve_util  # beside this file
+
+with serve_util.needs("numpy, onnx, onnxruntime and tritonclient[all]"):
     import numpy as np
     import onnx
     import onnxruntime as ort
@@ -28,12 +29,7 @@ try:
     import tritonclient.http as th
     from onnx import TensorProto, helper, numpy_helper
     from tritonclient.utils import InferenceServerException
-except Exception as e:  # noqa: BLE001
-    print(f"skipped: needs numpy, onnx, onnxruntime and tritonclient[all]: {e}")
-    sys.exit(77)
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import serve_util  # noqa: E402
 
 RINGSIDE = sys.argv[1]
 NAME = "optional"
@@ -57,10 +53,11 @@ def graph_model():
 
 
 def make_model(root):
-    serve_util.write_onnx(root, NAME, (f'name: "{NAME}"\nmax_batch_size: 4\ndynamic_batching {{ max_queue_delay_microseconds: 20000 }}\n'
-                'input [ { name: "a" data_type: TYPE_FP32 dims: [ 3 ] }, '
-                '{ name: "b" data_type: TYPE_FP32 dims: [ 3 ] optional: true }, '
-                '{ name: "c" data_type: TYPE_INT32 dims: [ 3 ] optional: true } ]\n'), graph_model())
+    cfg = (f'name: "{NAME}"\nmax_batch_size: 4\ndynamic_batching {{ max_queue_delay_microseconds: 20000 }}\n'
+           'input [ { name: "a" data_type: TYPE_FP32 dims: [ 3 ] }, '
+           '{ name: "b" data_type: TYPE_FP32 dims: [ 3 ] optional: true }, '
+           '{ name: "c" data_type: TYPE_INT32 dims: [ 3 ] optional: true } ]\n')
+    serve_util.write_onnx(root, NAME, cfg, graph_model())
 
 
 def infer(mod, c, feeds):
@@ -137,11 +134,7 @@ def run(root, ports):
 
 
 def main():
-    with tempfile.TemporaryDirectory() as root:
-        make_model(root)
-        with serve_util.serving(RINGSIDE, root) as (_, ports, _):
-            run(root, ports)
-    sys.exit(serve_util.finish())
+    serve_util.main_on_repo(RINGSIDE, make_model, lambda root, ports, _: run(root, ports))
 
 
 if __name__ == "__main__":

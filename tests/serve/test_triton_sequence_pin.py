@@ -15,25 +15,22 @@ usage: test_triton_sequence_pin.py build/repl/ringside   (exits 77 without trito
 """
 import os
 import sys
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-try:
+import serve_util  # beside this file
+
+with serve_util.needs("numpy, onnx and tritonclient[all]"):
     import numpy as np
     import onnx
     import tritonclient.grpc as tg
     import tritonclient.http as th
     from onnx import TensorProto, helper
     from tritonclient.utils import InferenceServerException
-except Exception as e:  # noqa: BLE001
-    print(f"skipped: needs numpy, onnx and tritonclient[all]: {e}")
-    sys.exit(77)
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import serve_util  # noqa: E402
 
 RINGSIDE = sys.argv[1]
+TRACE = "trace.txt"  # in the repository folder
 check = serve_util.check
 
 
@@ -111,12 +108,8 @@ def run(ports, trace):
 
 
 def main():
-    with tempfile.TemporaryDirectory() as root:
-        make_repo(root)
-        trace = os.path.join(root, "trace.txt")
-        with serve_util.serving(RINGSIDE, root, env={"RINGSIDE_SERVE_TRACE": trace}) as (_, ports, _):
-            run(ports, trace)
-    sys.exit(serve_util.finish())
+    serve_util.main_on_repo(RINGSIDE, make_repo, lambda root, ports, _: run(ports, os.path.join(root, TRACE)),
+                            env={"RINGSIDE_SERVE_TRACE": os.path.join("{root}", TRACE)})
 
 
 if __name__ == "__main__":

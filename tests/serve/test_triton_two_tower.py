@@ -14,22 +14,19 @@ usage: test_triton_two_tower.py build/repl/ringside   (exits 77, skipped, withou
 import os
 import shutil
 import sys
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
-try:
+import serve_util  # beside this file
+
+with serve_util.needs("numpy, onnxruntime and tritonclient[all] (scripts/setup.sh installs them)"):
     import numpy as np
     import onnxruntime as ort
     import tritonclient.grpc as tg
     import tritonclient.http as th
     from tritonclient.utils import InferenceServerException
-except Exception as e:  # noqa: BLE001 - any import failure means the same: skip
-    print(f"skipped: needs numpy, onnxruntime and tritonclient[all] (scripts/setup.sh installs them): {e}")
-    sys.exit(77)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import serve_util  # noqa: E402
 
 RINGSIDE = sys.argv[1]
 FILES = os.path.join(HERE, "..", "onnx", "import", "two_tower")
@@ -155,11 +152,7 @@ def run(root, ports):
 
 
 def main():
-    with tempfile.TemporaryDirectory() as root:
-        make_repo(root)
-        with serve_util.serving(RINGSIDE, root) as (_, ports, _):
-            run(root, ports)
-    sys.exit(serve_util.finish())
+    serve_util.main_on_repo(RINGSIDE, make_repo, lambda root, ports, _: run(root, ports))
 
 
 if __name__ == "__main__":

@@ -13,9 +13,10 @@ usage: test_triton_typed.py build/repl/ringside   (exits 77, skipped, without tr
 import os
 import subprocess
 import sys
-import tempfile
 
-try:
+import serve_util  # beside this file
+
+with serve_util.needs("numpy, onnx, onnxruntime and tritonclient[all] (scripts/setup.sh installs them)"):
     import grpc
     import ml_dtypes
     import numpy as np
@@ -25,12 +26,7 @@ try:
     import tritonclient.http as th
     from tritonclient.grpc import service_pb2, service_pb2_grpc
     from tritonclient.utils import InferenceServerException
-except Exception as e:  # noqa: BLE001 - any import failure means the same: skip
-    print(f"skipped: needs numpy, onnx, onnxruntime and tritonclient[all] (scripts/setup.sh installs them): {e}")
-    sys.exit(77)
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import serve_util  # noqa: E402
 import typed_models  # noqa: E402
 
 RINGSIDE = sys.argv[1]
@@ -138,11 +134,7 @@ def grpc_typed(stub, model, arrays, raw_types=("FP16", "BF16")):
 
 
 def main():
-    with tempfile.TemporaryDirectory() as root:
-        make_repo(root)
-        with serve_util.serving(RINGSIDE, root) as (_, ports, banner):
-            run_checks(root, ports)
-    sys.exit(serve_util.finish())
+    serve_util.main_on_repo(RINGSIDE, make_repo, lambda root, ports, _: run_checks(root, ports))
 
 
 def run_checks(root, ports):
