@@ -6,112 +6,69 @@ cumulative counter (which adds the refused request's time).
 
 usage: test_histogram.py build/repl/ringside
 """
-import http.client
 import json
-import os
-import re
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
+import serve_util  # noqa: E402 - beside this file
 
 RINGSIDE = sys.argv[1]
-failures = 0
-
-
-def check(cond, what):
-    global failures
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures += 1
-
-
-def request(port, method, path, body=None):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    c.request(method, path, body=json.dumps(body) if body is not None else None,
-              headers={"Content-Type": "application/json"})
-    r = c.getresponse()
-    data = r.read()
-    c.close()
-    return r.status, data
-
-
-def metrics(port):
-    st, data = request(port, "GET", "/metrics")
-    out = {}
-    for line in data.decode().splitlines():
-        if line.startswith("#") or not line.strip():
-            continue
-        key, val = line.rsplit(" ", 1)
-        out[key] = float(val)
-    return out
+check = serve_util.check
 
 
 def main():
-    tmp = tempfile.mkdtemp(prefix="ringside-hist-")
-    repo = os.path.join(tmp, "repo")
-    os.makedirs(os.path.join(repo, "mlp", "1"))
-    subprocess.run([RINGSIDE, "--no-db", "-c", f"model m = mlp 4-16-3 seed=3; export m {repo}/mlp/1/model.onnx"],
-                   check=True, stdout=subprocess.DEVNULL)
-    with open(os.path.join(repo, "mlp", "config.pbtxt"), "w") as f:
-        f.write("max_batch_size: 8\ndynamic_batching { max_queue_delay_microseconds: 2000 }\n")
-    p = subprocess.Popen([RINGSIDE, "serve", "--repo", repo, "--http", "0", "--grpc", "-1", "--metrics", "0"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        port = mport = None
-        for line in p.stdout:
-            m = re.search(r"http://127\.0\.0\.1:(\d+) .*metrics on http://127\.0\.0\.1:(\d+)", line)
-            if m:
-                port, mport = int(m.group(1)), int(m.group(2))
-                break
-        check(port is not None, "the server started with a metrics port")
-        body = {"inputs": [{"name": "input", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]}
-        n_seq, n_conc = 23, 8
-        codes = [request(port, "POST", "/v2/models/mlp/infer", body)[0] for _ in range(n_seq)]
-        res = []
-        ts = [threading.Thread(target=lambda: res.append(request(port, "POST", "/v2/models/mlp/infer", body)[0]))
-              for _ in range(n_conc)]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join()
-        bad = dict(body)
-        bad["inputs"] = [{"name": "input", "shape": [1, 5], "datatype": "FP32", "data": [1, 2, 3, 4, 5]}]
-        st_bad, _ = request(port, "POST", "/v2/models/mlp/infer", bad)
-        n = n_seq + n_conc
-        check(all(c == 200 for c in codes + res) and st_bad == 400, f"{n} requests answered, one refused")
+    with tempfile.TemporaryDirectory(prefix="ringside-hist-") as repo:
+        serve_util.export_mlp(RINGSIDE, repo, "mlp",
+                              "max_batch_size: 8\ndynamic_batching { max_queue_delay_microseconds: 2000 }\n")
+        with serve_util.serving(RINGSIDE, repo, grpc=False, metrics=True) as (_, ports, _):
+            run(ports)
+    return serve_util.finish()
 
-        mt = metrics(mport)
-        lab = 'model="mlp",version="1"'
-        for name in ("ringside_inference_request_duration_us", "ringside_inference_queue_duration_us"):
-            buckets = [(k, v) for k, v in mt.items() if k.startswith(name + "_bucket{" + lab)]
-            les = [k.split('le="')[1].rstrip('"}') for k, _ in buckets]
-            vals = [v for _, v in buckets]
-            check(len(buckets) == 18 and les[-1] == "+Inf" and
-                  all(float(a) < float(b) for a, b in zip(les[:-1], les[1:-1])),
-                  f"{name}: 18 buckets in increasing order of le, the last +Inf")
-            check(all(a <= b for a, b in zip(vals, vals[1:])), f"{name}: the buckets are cumulative")
-            check(vals[-1] == n and mt[f"{name}_count{{{lab}}}"] == n,
-                  f"{name}: +Inf and _count are the {n} successes ({vals[-1]:.0f}, the refused one left out)")
-        check(mt[f"nv_inference_request_success{{{lab}}}"] == n and
-              mt[f"nv_inference_request_failure{{{lab}}}"] == 1, "Triton's success and failure counters agree")
-        s = mt[f"ringside_inference_request_duration_us_sum{{{lab}}}"]
-        c = mt[f"nv_inference_request_duration_us{{{lab}}}"]
-        check(s - 1.0 <= c <= s + 1e6, f"the histogram's _sum ({s:.1f} us) is within Triton's cumulative "
-              f"nv_inference_request_duration_us ({c:.0f}, which adds the refused request's time)")
-        q = mt[f"ringside_inference_queue_duration_us_sum{{{lab}}}"]
-        check(0 <= q <= s, f"time queued ({q:.1f} us) is part of the requests' ({s:.1f} us)")
-        # statistics say the same count as the histogram
-        st, data = request(port, "GET", "/v2/models/mlp/stats")
-        ms = json.loads(data)["model_stats"][0]["inference_stats"]
-        check(ms["success"]["count"] == n and abs(ms["success"]["ns"] / 1e3 - s) < 1.0,
-              "the statistics extension agrees with the histogram")
-    finally:
-        p.send_signal(signal.SIGTERM)
-        p.wait(timeout=30)
-    print(f"{failures} failures")
-    return 1 if failures else 0
+
+def run(ports):
+    port, mport = ports["http"], ports.get("metrics")
+    check(mport is not None, "the server started with a metrics port")
+    body = {"inputs": [{"name": "input", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]}
+    n_seq, n_conc = 23, 8
+    codes = [serve_util.request(port, "POST", "/v2/models/mlp/infer", body)[0] for _ in range(n_seq)]
+    res = []
+    ts = [threading.Thread(target=lambda: res.append(serve_util.request(port, "POST", "/v2/models/mlp/infer", body)[0]))
+          for _ in range(n_conc)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    bad = dict(body)
+    bad["inputs"] = [{"name": "input", "shape": [1, 5], "datatype": "FP32", "data": [1, 2, 3, 4, 5]}]
+    st_bad, _ = serve_util.request(port, "POST", "/v2/models/mlp/infer", bad)
+    n = n_seq + n_conc
+    check(all(c == 200 for c in codes + res) and st_bad == 400, f"{n} requests answered, one refused")
+
+    mt = serve_util.metrics(mport)
+    lab = 'model="mlp",version="1"'
+    for name in ("ringside_inference_request_duration_us", "ringside_inference_queue_duration_us"):
+        buckets = [(k, v) for k, v in mt.items() if k.startswith(name + "_bucket{" + lab)]
+        les = [k.split('le="')[1].rstrip('"}') for k, _ in buckets]
+        vals = [v for _, v in buckets]
+        check(len(buckets) == 18 and les[-1] == "+Inf" and
+              all(float(a) < float(b) for a, b in zip(les[:-1], les[1:-1])),
+              f"{name}: 18 buckets in increasing order of le, the last +Inf")
+        check(all(a <= b for a, b in zip(vals, vals[1:])), f"{name}: the buckets are cumulative")
+        check(vals[-1] == n and mt[f"{name}_count{{{lab}}}"] == n,
+              f"{name}: +Inf and _count are the {n} successes ({vals[-1]:.0f}, the refused one left out)")
+    check(mt[f"nv_inference_request_success{{{lab}}}"] == n and
+          mt[f"nv_inference_request_failure{{{lab}}}"] == 1, "Triton's success and failure counters agree")
+    s = mt[f"ringside_inference_request_duration_us_sum{{{lab}}}"]
+    c = mt[f"nv_inference_request_duration_us{{{lab}}}"]
+    check(s - 1.0 <= c <= s + 1e6, f"the histogram's _sum ({s:.1f} us) is within Triton's cumulative "
+          f"nv_inference_request_duration_us ({c:.0f}, which adds the refused request's time)")
+    q = mt[f"ringside_inference_queue_duration_us_sum{{{lab}}}"]
+    check(0 <= q <= s, f"time queued ({q:.1f} us) is part of the requests' ({s:.1f} us)")
+    # statistics say the same count as the histogram
+    st, data = serve_util.request(port, "GET", "/v2/models/mlp/stats")
+    ms = json.loads(data)["model_stats"][0]["inference_stats"]
+    check(ms["success"]["count"] == n and abs(ms["success"]["ns"] / 1e3 - s) < 1.0,
+          "the statistics extension agrees with the histogram")
 
 
 if __name__ == "__main__":

@@ -14,47 +14,19 @@ Each request has a 60 s socket timeout so a regression fails instead of hanging.
 
 usage: test_json_bomb.py build/repl/ringside   (Linux /proc; exits 77 without numpy/onnx)
 """
-import http.client
 import json
-import os
-import subprocess
 import sys
-import tempfile
 
-try:
+import serve_util  # beside this file
+
+with serve_util.needs("numpy and onnx"):
     import numpy as np
-except Exception as e:  # noqa: BLE001
-    print(f"skipped: needs numpy and onnx: {e}")
-    sys.exit(77)
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import serve_util  # noqa: E402
-
-try:
-    import onnx
-    import typed_models  # noqa: E402
-except Exception as e:  # noqa: BLE001
-    print(f"skipped: needs onnx: {e}")
-    sys.exit(77)
+    import onnx  # noqa: F401 - typed_models builds with it; named here so its absence skips
+    import typed_models
 
 RINGSIDE = sys.argv[1]
 WIDE = 262144  # values per sample of the wide model
-failures = 0
-
-
-def check(cond, what):
-    global failures
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures += 1
-
-
-def hwm_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    raise SystemExit("no VmHWM in /proc")
+check = serve_util.check
 
 
 def sanitized(pid):
@@ -70,34 +42,13 @@ def bound(cond, what, asan):
         check(cond, what)
 
 
-def post(port, path, body):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    c.request("POST", path, body=body, headers={"Content-Type": "application/json"})
-    r = c.getresponse()
-    data = r.read()
-    c.close()
-    return r.status, data
+def make_repo(root):
+    serve_util.export_mlp(RINGSIDE, root, "mlp", 'name: "mlp"\nplatform: "onnxruntime_onnx"\nmax_batch_size: 32\n')
+    serve_util.write_onnx(root, "wide", 'name: "wide"\nmax_batch_size: 8\n', typed_models.wide_model(WIDE))
 
 
 def main():
-    with tempfile.TemporaryDirectory() as root:
-        os.makedirs(os.path.join(root, "mlp", "1"))
-        subprocess.run([RINGSIDE, "--no-db", "-c", f"model m = mlp 4-16-3 seed=3; export m {root}/mlp/1/model.onnx"],
-                       check=True, stdout=subprocess.DEVNULL)
-        with open(os.path.join(root, "mlp", "config.pbtxt"), "w") as f:
-            f.write('name: "mlp"\nplatform: "onnxruntime_onnx"\nmax_batch_size: 32\n')
-        os.makedirs(os.path.join(root, "wide", "1"))
-        onnx.save(typed_models.wide_model(WIDE), os.path.join(root, "wide", "1", "model.onnx"))
-        with open(os.path.join(root, "wide", "config.pbtxt"), "w") as f:
-            f.write('name: "wide"\nmax_batch_size: 8\n')
-        p, ports, _ = serve_util.start(RINGSIDE, ["--repo", root, "--http", "0", "--grpc", "-1", "--metrics", "-1"])
-        try:
-            run(p.pid, ports["http"])
-        finally:
-            p.terminate()
-            p.wait(timeout=30)
-    print(f"{failures} failure(s)")
-    sys.exit(1 if failures else 0)
+    serve_util.main_on_repo(RINGSIDE, make_repo, lambda root, ports, p: run(p.pid, ports["http"]), grpc=False)
 
 
 def run(pid, port):
@@ -108,9 +59,9 @@ def run(pid, port):
     body = json.dumps({"inputs": [{"name": "x", "datatype": "FP32", "shape": [B, WIDE], "data": x.ravel().tolist()}]},
                       separators=(",", ":")).encode()
     tensor = x.nbytes
-    h0 = hwm_kib(pid)
-    st, data = post(port, "/v2/models/wide/infer", body)
-    grown = (hwm_kib(pid) - h0) * 1024
+    h0 = serve_util.proc_status(pid, "VmHWM")
+    st, data = serve_util.request(port, "POST", "/v2/models/wide/infer", body)
+    grown = (serve_util.proc_status(pid, "VmHWM") - h0) * 1024
     y = np.array(json.loads(data)["outputs"][0]["data"], np.float32) if st == 200 else None
     check(st == 200 and y is not None and np.array_equal(y, x.ravel()),
           f"{B * WIDE} numbers in JSON ({len(body) >> 20} MiB body, {tensor >> 20} MiB FP32) answered equal: {st}")
@@ -120,9 +71,9 @@ def run(pid, port):
     # the bomb of the issue: 33M numbers, 63 MiB
     n = 33_000_000
     bomb = b'{"inputs":[{"name":"input","datatype":"FP32","shape":[1,4],"data":[' + b"0," * (n - 1) + b"0]}]}"
-    h0 = hwm_kib(pid)
-    st, data = post(port, "/v2/models/mlp/infer", bomb)
-    grown = (hwm_kib(pid) - h0) * 1024
+    h0 = serve_util.proc_status(pid, "VmHWM")
+    st, data = serve_util.request(port, "POST", "/v2/models/mlp/infer", bomb)
+    grown = (serve_util.proc_status(pid, "VmHWM") - h0) * 1024
     msg = json.loads(data).get("error", "") if st != 200 else ""
     check(st == 400 and "expected 4 numbers" in msg and str(n) in msg,
           f"the {len(bomb) >> 20} MiB body of {n} numbers refused naming the numbers: {st} {msg[:160]}")
@@ -130,17 +81,17 @@ def run(pid, port):
 
     # a shape claiming far more than the data holds: refused before anything that size is allocated
     claim = json.dumps({"inputs": [{"name": "x", "datatype": "FP32", "shape": [8, WIDE], "data": [1.0, 2.0]}]})
-    st, data = post(port, "/v2/models/wide/infer", claim)
+    st, data = serve_util.request(port, "POST", "/v2/models/wide/infer", claim)
     check(st == 400 and f"expected {8 * WIDE} numbers for its shape, got 2" in json.loads(data).get("error", ""),
           f"shape [8, {WIDE}] with 2 numbers refused naming both counts: {st}")
 
     # values outside any tensor's data are what jansson parses: bounded before it does
     junk = b'{"parameters":{"x":[' + b"1," * 199_999 + b'1]},"inputs":[]}'
-    st, data = post(port, "/v2/models/mlp/infer", junk)
+    st, data = serve_util.request(port, "POST", "/v2/models/mlp/infer", junk)
     msg = json.loads(data).get("error", "")
     check(st == 400 and "values beside its numeric tensors' data" in msg, f"200,000 values in parameters refused: {msg[:160]}")
-    st, data = post(port, "/v2/models/mlp/infer", json.dumps({"inputs": [{"name": "input", "datatype": "FP32",
-                                                                         "shape": [1, 4], "data": [1, 2, 3, 4]}]}))
+    st, data = serve_util.request(port, "POST", "/v2/models/mlp/infer",
+                                  {"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}]})
     check(st == 200, f"the server answers normally afterwards: {st}")
 
 

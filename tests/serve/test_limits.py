@@ -16,60 +16,20 @@
 
 usage: test_limits.py build/repl/ringside
 """
-import http.client
-import json
 import os
-import re
 import shutil
-import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 
 import grpc
+import serve_util  # noqa: E402 - beside this file
 
 RINGSIDE = sys.argv[1]
-failures = 0
+check = serve_util.check
 PER_IP, REQ_S, IDLE_S = 64, 2, 5
-
-
-def check(cond, what):
-    global failures
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures += 1
-
-
-def proc_status(pid, key):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
-    return 0
-
-
-def request(port, method, path, body=None):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
-    c.request(method, path, body=json.dumps(body) if body is not None else None,
-              headers={"Content-Type": "application/json"})
-    r = c.getresponse()
-    data = r.read()
-    c.close()
-    return r.status, data
-
-
-def metrics(port):
-    _, data = request(port, "GET", "/metrics")
-    out = {}
-    for line in data.decode().splitlines():
-        if line.startswith("#") or not line.strip():
-            continue
-        key, val = line.rsplit(" ", 1)
-        out[key] = float(val)
-    return out
 
 
 def refused(mt, proto, reason):
@@ -129,29 +89,17 @@ def h2_frames(data):
 def main():
     tmp = tempfile.mkdtemp(prefix="ringside-limits-")
     repo = os.path.join(tmp, "repo")
-    os.makedirs(os.path.join(repo, "mlp", "1"))
-    subprocess.run([RINGSIDE, "--no-db", "-c", f"model m = mlp 4-16-3 seed=3; export m {repo}/mlp/1/model.onnx"],
-                   check=True, stdout=subprocess.DEVNULL)
-    with open(os.path.join(repo, "mlp", "config.pbtxt"), "w") as f:
-        f.write("max_batch_size: 8\n")
-    p = subprocess.Popen([RINGSIDE, "serve", "--repo", repo, "--http", "0", "--grpc", "0", "--metrics", "0",
-                          "--per-ip", str(PER_IP), "--request-timeout", str(REQ_S), "--idle", str(IDLE_S),
-                          "--max-entries", "1024"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    serve_util.export_mlp(RINGSIDE, repo, "mlp", "max_batch_size: 8\n")
+    p, ports, _ = serve_util.start(RINGSIDE, serve_util.repo_args(repo, metrics=True) + [
+        "--per-ip", str(PER_IP), "--request-timeout", str(REQ_S), "--idle", str(IDLE_S), "--max-entries", "1024"])
     held = []
     try:
-        port = gport = mport = None
-        for line in p.stdout:
-            m = re.search(r"http://127\.0\.0\.1:(\d+) .*gRPC on 127\.0\.0\.1:(\d+).*metrics on http://127\.0\.0\.1:(\d+)",
-                          line)
-            if m:
-                port, gport, mport = int(m.group(1)), int(m.group(2)), int(m.group(3))
-                break
-        check(port is not None, "the server started with the limits given")
-        if port is None:
-            print(p.stderr.read())
+        port, gport, mport = ports["http"], ports.get("grpc"), ports.get("metrics")
+        check(gport is not None and mport is not None, "the server started with the limits given")
+        if gport is None or mport is None:
             return 1
         body = {"inputs": [{"name": "input", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]}
-        check(request(port, "POST", "/v2/models/mlp/infer", body)[0] == 200, "a normal request is answered")
+        check(serve_util.request(port, "POST", "/v2/models/mlp/infer", body)[0] == 200, "a normal request is answered")
 
         # ---- the protobuf bomb, first, so the peak RSS it would raise is not hidden by what follows ----
         ch = grpc.insecure_channel(f"127.0.0.1:{gport}")
@@ -159,13 +107,13 @@ def main():
         ready = ch.unary_unary("/inference.GRPCInferenceService/ModelReady")
         n_entries = 2 << 20
         bomb = pb_str(1, b"mlp") + b"\x2a\x00" * n_entries
-        hwm0 = proc_status(p.pid, "VmHWM")
+        hwm0 = serve_util.proc_status(p.pid, "VmHWM")
         try:
             infer(bomb, timeout=60)
             code, detail = grpc.StatusCode.OK, ""
         except grpc.RpcError as e:
             code, detail = e.code(), e.details()
-        hwm1 = proc_status(p.pid, "VmHWM")
+        hwm1 = serve_util.proc_status(p.pid, "VmHWM")
         check(code == grpc.StatusCode.RESOURCE_EXHAUSTED and str(n_entries) in detail and "1024" in detail,
               f"{n_entries} empty inputs entries refused naming the numbers: {code} '{detail}'")
         grew = (hwm1 - hwm0) * 1024
@@ -210,11 +158,11 @@ def main():
         t = threading.Thread(target=trickle)
         t.start()
         t0 = time.time()
-        codes = [request(port, "POST", "/v2/models/mlp/infer", body)[0] for _ in range(30)]
+        codes = [serve_util.request(port, "POST", "/v2/models/mlp/infer", body)[0] for _ in range(30)]
         check(all(c == 200 for c in codes), f"a normal client gets all 30 answers while {len(trick)} connections "
               f"trickle and {len(silent)} sit silent")
         time.sleep(0.5)
-        mt = metrics(mport)
+        mt = serve_util.metrics(mport)
         check(refused(mt, "http", "per_ip") == 16 * len(srcs),
               f"HTTP: {16 * len(srcs)} connections past --per-ip {PER_IP} refused "
               f"(counted {refused(mt, 'http', 'per_ip'):.0f})")
@@ -225,7 +173,7 @@ def main():
         check(ended == len(trick) + len(silent),
               f"the server closed {ended} of {len(trick) + len(silent)} trickling and silent connections within the "
               f"{REQ_S} s request deadline (bytes kept coming every 0.2 s)")
-        mt = metrics(mport)
+        mt = serve_util.metrics(mport)
         n_held = PER_IP * len(srcs) + len(silent)
         check(refused(mt, "http", "request_timeout") >= n_held,
               f"counted as request_timeout: {refused(mt, 'http', 'request_timeout'):.0f} (>= {n_held})")
@@ -234,12 +182,12 @@ def main():
         held = []
 
         # ---- gRPC: idle connections ----
-        threads0 = proc_status(p.pid, "Threads")
+        threads0 = serve_util.proc_status(p.pid, "Threads")
         g = [connect_from("127.0.0.7", gport) for _ in range(100)]
         held += g
         time.sleep(0.5)
-        mt = metrics(mport)
-        threads1 = proc_status(p.pid, "Threads")
+        mt = serve_util.metrics(mport)
+        threads1 = serve_util.proc_status(p.pid, "Threads")
         check(refused(mt, "grpc", "per_ip") == 100 - PER_IP and
               mt.get('ringside_open_connections{protocol="grpc"}') == PER_IP,
               f"gRPC: {PER_IP} of 100 idle connections held, {100 - PER_IP} refused "
@@ -248,15 +196,15 @@ def main():
               f"{PER_IP} idle gRPC connections cost {threads1 - threads0} threads (at most one each)")
         parked = False
         for _ in range(int((IDLE_S - 1) / 0.1)):
-            if proc_status(p.pid, "Threads") - threads0 <= 4:
+            if serve_util.proc_status(p.pid, "Threads") - threads0 <= 4:
                 parked = True
                 break
             time.sleep(0.1)
         check(parked, f"after a second with nothing to do they hold no thread: they wait in an epoll set "
-              f"({proc_status(p.pid, 'Threads') - threads0} threads above the start)")
+              f"({serve_util.proc_status(p.pid, 'Threads') - threads0} threads above the start)")
         ended = sum(closed_by_server(s, IDLE_S + 3) for s in g)
         check(ended == len(g), f"all {len(g)} idle gRPC connections closed after --idle {IDLE_S} s ({ended})")
-        mt = metrics(mport)
+        mt = serve_util.metrics(mport)
         check(refused(mt, "grpc", "idle") == PER_IP and refused(mt, "grpc", "max_entries") == 1 and
               refused(mt, "grpc", "bad_name") == 1,
               "gRPC refusals counted: idle, max_entries (the bomb), bad_name (the NUL)")
@@ -281,19 +229,17 @@ def main():
             except OSError:
                 break
             reset = any(t == 3 and sid == 1 for t, sid in h2_frames(got))
-        mt = metrics(mport)
+        mt = serve_util.metrics(mport)
         check(reset and refused(mt, "grpc", "request_timeout") == 1,
               f"a unary gRPC request trickled a byte each 0.3 s is reset at the {REQ_S} s deadline "
               f"(RST_STREAM seen: {reset}; counted {refused(mt, 'grpc', 'request_timeout'):.0f})")
-        check(request(port, "POST", "/v2/models/mlp/infer", body)[0] == 200, "the server still answers")
+        check(serve_util.request(port, "POST", "/v2/models/mlp/infer", body)[0] == 200, "the server still answers")
     finally:
         for s in held:
             s.close()
-        p.send_signal(signal.SIGTERM)
-        p.wait(timeout=60)
+        serve_util.stop(p)
     shutil.rmtree(tmp, ignore_errors=True)
-    print(f"{failures} failures")
-    return 1 if failures else 0
+    return serve_util.finish()
 
 
 if __name__ == "__main__":

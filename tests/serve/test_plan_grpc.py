@@ -10,31 +10,21 @@ usage: test_plan_grpc.py build/repl/ringside   (exits 77, skipped, when tritoncl
 """
 import os
 import queue
-import re
 import subprocess
 import sys
 import tempfile
 
-try:
+import serve_util  # beside this file
+
+with serve_util.needs("numpy, onnxruntime and tritonclient[grpc]"):
     import numpy as np
     import onnxruntime as ort
     import tritonclient.grpc as tg
     from tritonclient.utils import InferenceServerException
-except Exception as e:  # noqa: BLE001 - any import failure means the same: skip
-    print(f"skipped: needs numpy, onnxruntime and tritonclient[grpc]: {e}")
-    sys.exit(77)
 
-import serve_util  # noqa: E402 - beside this file
 
 RINGSIDE = sys.argv[1]
-failures = 0
-
-
-def check(cond, what):
-    global failures
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures += 1
+check = serve_util.check
 
 
 def main():
@@ -106,8 +96,7 @@ def main():
         c.close()
         p.terminate()
         p.wait(timeout=30)
-    print("serve-plan-grpc:", "ok" if failures == 0 else f"{failures} failed")
-    return 1 if failures else 0
+    return serve_util.finish()
 
 
 if __name__ == "__main__":

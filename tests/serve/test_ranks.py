@@ -12,27 +12,18 @@ import http.client
 import json
 import os
 import random
-import re
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
-import time
 
 import serve_util  # noqa: E402 - beside this file
 
 RINGSIDE = sys.argv[1]
 GPT = "gpt layers=1 heads=2 dim=16 ctx=32 vocab={V} seed=11"
 PROMPT = "the cab"
-failures = 0
-
-
-def check(cond, what):
-    global failures
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures += 1
+check = serve_util.check
 
 
 def ranks_params(n, mode):
@@ -83,12 +74,8 @@ def start(repo):
 
 
 def post(port, path, body):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-    c.request("POST", path, body=json.dumps(body), headers={"Content-Type": "application/json"})
-    r = c.getresponse()
-    data = r.read()
-    c.close()
-    return r.status, json.loads(data) if data else None
+    st, data = serve_util.request(port, "POST", path, body, timeout=120)
+    return st, json.loads(data) if data else None
 
 
 def infer(port, model, rows):
@@ -100,42 +87,13 @@ def infer(port, model, rows):
     return st, doc["outputs"][0]["data"]
 
 
-def rank_pids(server_pid):
-    """The rank processes the server started: its children running `--worker serve`."""
-    out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            with open(f"/proc/{d}/cmdline", "rb") as f:
-                cmd = f.read().split(b"\0")
-        except OSError:
-            continue
-        if ppid == server_pid and b"--worker" in cmd and b"serve" in cmd:
-            out.append(int(d))
-    return out
-
-
-def gone(pids, within=10.0):
-    t = time.time() + within
-    while time.time() < t:
-        alive = [p for p in pids if os.path.exists(f"/proc/{p}") and
-                 open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"]
-        if not alive:
-            return True
-        time.sleep(0.1)
-    return False
-
-
 def main():
     tmp = tempfile.mkdtemp(prefix="ringside-ranks-")
     repo = os.path.join(tmp, "repo")
     make_repo(repo)
     p, port, banner = start(repo)
     try:
-        pids = rank_pids(p.pid)
+        pids = serve_util.rank_pids(p.pid)
         check(len(pids) == 8, f"4 models across 2 ranks each: 8 rank processes ({len(pids)})")
         st, idx = post(port, "/v2/repository/index", {})
         state = {m["name"]: m for m in idx}
@@ -195,16 +153,15 @@ def main():
         except subprocess.TimeoutExpired:
             p.kill()
     check(p.returncode == 0, f"SIGTERM: the server exits 0 ({p.returncode})")
-    check(gone(pids), "the rank processes ended with the server")
+    check(serve_util.gone(pids), "the rank processes ended with the server")
 
     # killed: the ranks die with it (the launcher's death signal and the store's host going away)
     p, port, _ = start(repo)
-    pids = rank_pids(p.pid)
+    pids = serve_util.rank_pids(p.pid)
     p.kill()
     p.wait()
-    check(len(pids) == 8 and gone(pids), f"SIGKILL: the server's {len(pids)} rank processes died with it")
-    print(f"{failures} failures")
-    return 1 if failures else 0
+    check(len(pids) == 8 and serve_util.gone(pids), f"SIGKILL: the server's {len(pids)} rank processes died with it")
+    return serve_util.finish()
 
 
 if __name__ == "__main__":

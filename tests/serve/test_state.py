@@ -18,39 +18,15 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 
 import grpc
+import serve_util  # noqa: E402 - beside this file
 
 RINGSIDE = sys.argv[1]
-failures = 0
-
-
-def check(cond, what):
-    global failures
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures += 1
-
-
-def start(repo, *args):
-    p = subprocess.Popen([RINGSIDE, "serve", "--repo", repo, "--http", "0", "--grpc", "0", "--metrics", "-1"] +
-                         list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    for line in p.stdout:
-        m = re.search(r"http://127\.0\.0\.1:(\d+) .*gRPC on 127\.0\.0\.1:(\d+)", line)
-        if m:
-            return p, int(m.group(1)), int(m.group(2))
-    p.wait()
-    return p, None, None
-
-
-def stop(p):
-    p.send_signal(signal.SIGTERM)
-    p.wait(timeout=60)
+check = serve_util.check
 
 
 class Client:
@@ -80,13 +56,17 @@ def grpc_load(gport, name):
         ch.close()
 
 
+def start(repo, *args):
+    p, ports, _ = serve_util.start(RINGSIDE, serve_util.repo_args(repo) + list(args))
+    return p, ports["http"], ports["grpc"]
+
+
 def write_model(repo, name, versions):
     for v in versions:
         os.makedirs(os.path.join(repo, name, str(v)))
         subprocess.run([RINGSIDE, "--no-db", "-c", f"model m = mlp 4-8-3 seed={v}; "
                         f"export m {repo}/{name}/{v}/model.onnx"], check=True, stdout=subprocess.DEVNULL)
-    with open(os.path.join(repo, name, "config.pbtxt"), "w") as f:
-        f.write("max_batch_size: 8\nversion_policy: { all { } }\n")
+    serve_util.write_config(repo, name, "max_batch_size: 8\nversion_policy: { all { } }\n")
 
 
 def main():
@@ -117,7 +97,7 @@ def main():
         check(st == 400 and "not a model name" in body["error"] and st2 == 200,
               f"/v2/models/mlp%00x is refused, not read as mlp ({st} {body}); other escapes still decode")
     finally:
-        stop(p)
+        serve_util.stop(p)
 
     # ---- explicit ----
     p, port, gport = start(repo, "--model-control-mode=explicit", "--load-model", "other")
@@ -129,13 +109,13 @@ def main():
         st, _ = cl.req("POST", "/v2/repository/models/mlp/load")
         check(st == 200 and cl.req("GET", "/v2/models/mlp/ready")[0] == 200, "explicit: load answers 200, ready")
         before = index(cl)
-        rss0 = int(open(f"/proc/{p.pid}/status").read().split("VmRSS:")[1].split()[0])
+        rss0 = serve_util.proc_status(p.pid, "VmRSS")
         bad = 0
         for i in range(5000):
             st, body = cl.req("POST", f"/v2/repository/models/nosuch{i}/load")
             bad += st == 400 and "failed to load" in body["error"]
         after = index(cl)
-        rss1 = int(open(f"/proc/{p.pid}/status").read().split("VmRSS:")[1].split()[0])
+        rss1 = serve_util.proc_status(p.pid, "VmRSS")
         check(bad == 5000 and after == before, f"5,000 loads of missing names all refused, the index unchanged "
               f"({len(after)} rows; RSS {rss0} -> {rss1} kB)")
         shutil.copytree(os.path.join(repo, "other"), os.path.join(repo, "gone"))
@@ -147,34 +127,26 @@ def main():
         names = [r["name"] for r in index(cl)]
         check(st == 200 and "gone" not in names, "unloading it takes it out of the index")
     finally:
-        stop(p)
-    p, port, _ = start(repo, "--model-control-mode=explicit", "--load-model=nosuch")
-    err = p.stderr.read()
-    check(port is None and p.returncode != 0 and "nosuch" in err, f"--load-model of a missing model fails the start: "
-          f"{err.strip()}")
+        serve_util.stop(p)
+    r = subprocess.run([RINGSIDE, "serve"] + serve_util.repo_args(repo) +
+                       ["--model-control-mode=explicit", "--load-model=nosuch"],
+                       capture_output=True, text=True, timeout=60)
+    err = r.stderr
+    check("on http://" not in r.stdout and r.returncode != 0 and "nosuch" in err,
+          f"--load-model of a missing model fails the start: {err.strip()}")
 
     # ---- poll ----
     p, port, _ = start(repo, "--model-control-mode=poll", "--repository-poll-secs", "1")
     try:
         cl = Client(port)
         shutil.copytree(os.path.join(repo, "other"), os.path.join(repo, "added"))
-        ok = False
-        for _ in range(50):
-            time.sleep(0.2)
-            if cl.req("GET", "/v2/models/added/ready")[0] == 200:
-                ok = True
-                break
+        ok = serve_util.wait_for(lambda: cl.req("GET", "/v2/models/added/ready")[0] == 200, 10, step=0.2)
         check(ok, "poll: a folder added to the repository is loaded")
         shutil.rmtree(os.path.join(repo, "added"))
-        gone = False
-        for _ in range(50):
-            time.sleep(0.2)
-            if cl.req("GET", "/v2/models/added/ready")[0] != 200:
-                gone = True
-                break
+        gone = serve_util.wait_for(lambda: cl.req("GET", "/v2/models/added/ready")[0] != 200, 10, step=0.2)
         check(gone and "added" not in [r["name"] for r in index(cl)], "poll: a folder removed is unloaded")
     finally:
-        stop(p)
+        serve_util.stop(p)
 
     # ---- the REPL: the address it bound, its temporary folder ----
     for tail, what in (("; serve stop", "serve stop"), ("", "the session's end")):
@@ -191,8 +163,7 @@ def main():
     check("per_ip '0' is not a whole number in 1..1000000" in r.stdout + r.stderr and m and not os.path.exists(m.group(1)),
           "serve per_ip=0 is refused naming the range, and leaves no temporary folder")
     shutil.rmtree(tmp)
-    print(f"{failures} failures")
-    return 1 if failures else 0
+    return serve_util.finish()
 
 
 if __name__ == "__main__":

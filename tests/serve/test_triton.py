@@ -17,26 +17,17 @@ import sys
 import tempfile
 import threading
 
-try:
+import serve_util  # beside this file
+
+with serve_util.needs("numpy, onnxruntime and tritonclient[http] (scripts/setup.sh installs them)"):
     import numpy as np
     import onnxruntime as ort
     import tritonclient.http as th
     from tritonclient.utils import InferenceServerException
-except Exception as e:  # noqa: BLE001 - any import failure means the same: skip
-    print(f"skipped: needs numpy, onnxruntime and tritonclient[http] (scripts/setup.sh installs them): {e}")
-    sys.exit(77)
 
-import serve_util  # noqa: E402 - beside this file
 
 RINGSIDE = sys.argv[1]
-failures = 0
-
-
-def check(cond, what):
-    global failures
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures += 1
+check = serve_util.check
 
 
 def make_repo(root):
@@ -267,8 +258,7 @@ def main():
         if p.poll() is None:
             p.kill()
             p.wait()
-    print(f"{failures} failure(s)")
-    return 1 if failures else 0
+    return serve_util.finish()
 
 
 if __name__ == "__main__":

@@ -17,11 +17,11 @@
 usage: test_triton_config.py build/repl/ringside   (exits 77 without tritonclient or onnx)
 """
 import os
-import subprocess
 import sys
-import tempfile
 
-try:
+import serve_util  # beside this file
+
+with serve_util.needs("numpy, onnx and tritonclient[all]"):
     import numpy as np
     import onnx
     import onnxruntime as ort
@@ -29,23 +29,10 @@ try:
     import tritonclient.http as th
     from onnx import TensorProto, helper
     from tritonclient.utils import InferenceServerException
-except Exception as e:  # noqa: BLE001
-    print(f"skipped: needs numpy, onnx and tritonclient[all]: {e}")
-    sys.exit(77)
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import serve_util  # noqa: E402
-import typed_models  # noqa: E402
 
 RINGSIDE = sys.argv[1]
-failures = 0
-
-
-def check(cond, what):
-    global failures
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures += 1
+check = serve_util.check
 
 
 def ident(n, dt=TensorProto.FLOAT):
@@ -56,10 +43,7 @@ def ident(n, dt=TensorProto.FLOAT):
 
 
 def model(root, name, cfg, m, fname="model.onnx", extra=None):
-    os.makedirs(os.path.join(root, name, "1"))
-    onnx.save(m, os.path.join(root, name, "1", fname))
-    with open(os.path.join(root, name, "config.pbtxt"), "w") as f:
-        f.write(f'name: "{name}"\n' + cfg)
+    serve_util.write_onnx(root, name, f'name: "{name}"\n' + cfg, m, fname)
     for k, v in (extra or {}).items():
         with open(os.path.join(root, name, k), "w") as f:
             f.write(v)
@@ -94,11 +78,7 @@ def make_repo(root):
                           [helper.make_tensor_value_info("pix", TensorProto.UINT8, ["N", 4])],
                           [helper.make_tensor_value_info("pix_f", TensorProto.FLOAT, ["N", 4])])
     model(root, "pre", "max_batch_size: 8\n", helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
-    os.makedirs(os.path.join(root, "mlp", "1"))
-    subprocess.run([RINGSIDE, "--no-db", "-c", f"model m = mlp 4-16-3 seed=3; export m {root}/mlp/1/model.onnx"],
-                   check=True, stdout=subprocess.DEVNULL)
-    with open(os.path.join(root, "mlp", "config.pbtxt"), "w") as f:
-        f.write('name: "mlp"\nmax_batch_size: 8\n')
+    serve_util.export_mlp(RINGSIDE, root, "mlp", 'name: "mlp"\nmax_batch_size: 8\n')
     steps = ('ensemble_scheduling { step [ { model_name: "pre" model_version: -1 input_map { key: "pix" value: "raw" } '
              'output_map { key: "pix_f" value: "feat" } }, { model_name: "mlp" model_version: -1 '
              'input_map { key: "input" value: "%s" } output_map { key: "logits" value: "scores" } } ] }\n')
@@ -119,13 +99,12 @@ def make_repo(root):
           helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
     for name, feat in (("pipeline", "feat"), ("pipeline_bad", "nosuch")):
         os.makedirs(os.path.join(root, name, "1"))
-        with open(os.path.join(root, name, "config.pbtxt"), "w") as f:
-            f.write(f'name: "{name}"\nplatform: "ensemble"\nmax_batch_size: 4\n' + io + steps % feat)
+        serve_util.write_config(root, name,
+                                f'name: "{name}"\nplatform: "ensemble"\nmax_batch_size: 4\n' + io + steps % feat)
 
 
-def run(ports):
-    hc = th.InferenceServerClient(f"127.0.0.1:{ports['http']}")
-    gc = tg.InferenceServerClient(f"127.0.0.1:{ports['grpc']}")
+def run(root, ports):
+    hc, gc = serve_util.triton_clients(ports)
     x = np.arange(2 * 6, dtype=np.float32).reshape(2, 2, 3) - 5
     for proto, mod, c in (("HTTP", th, hc), ("gRPC", tg, gc)):
         i = mod.InferInput("x", [2, 2, 3], "FP32")
@@ -158,7 +137,7 @@ def run(ports):
         check("unexpected shape for input 'x' for model 'fixed'. Expected [2,4], got [3,4]" in str(e), f"[3, 4] refused: {e}")
 
     raw = np.array([[0, 12, 255, 7], [3, 200, 1, 99]], np.uint8)
-    sess = ort.InferenceSession(os.path.join(ROOT, "mlp", "1", "model.onnx"))
+    sess = ort.InferenceSession(os.path.join(root, "mlp", "1", "model.onnx"))
     ref = sess.run(None, {sess.get_inputs()[0].name: raw.astype(np.float32)})[0]
     i = th.InferInput("raw", [2, 4], "UINT8").set_data_from_numpy(raw)
     y = hc.infer("pipeline", [i]).as_numpy("scores")
@@ -234,18 +213,7 @@ def sequences(hc, gc):
 
 
 def main():
-    global ROOT
-    with tempfile.TemporaryDirectory() as root:
-        ROOT = root
-        make_repo(root)
-        p, ports, _ = serve_util.start(RINGSIDE, ["--repo", root, "--http", "0", "--grpc", "0", "--metrics", "-1"])
-        try:
-            run(ports)
-        finally:
-            p.terminate()
-            p.wait(timeout=30)
-    print(f"{failures} failure(s)")
-    sys.exit(1 if failures else 0)
+    serve_util.main_on_repo(RINGSIDE, make_repo, lambda root, ports, _: run(root, ports))
 
 
 if __name__ == "__main__":

@@ -9,32 +9,19 @@ on gRPC too (reshape, label_filename, ensemble steps, control inputs, optional).
 
 usage: test_triton_config_parity.py build/repl/ringside   (exits 77 without tritonclient or onnx)
 """
-import os
-import sys
-import tempfile
 
-try:
+import serve_util  # beside this file
+
+with serve_util.needs("tritonclient[all] and protobuf"):
     import tritonclient.grpc as tg
     import tritonclient.http as th
     from google.protobuf import json_format
     from tritonclient.grpc import model_config_pb2
-except Exception as e:  # noqa: BLE001
-    print(f"skipped: needs tritonclient[all] and protobuf: {e}")
-    sys.exit(77)
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import serve_util  # noqa: E402
 import test_triton_config as tc  # noqa: E402  (its repository; it runs nothing on import)
 import test_triton_optional as to  # noqa: E402
 
-failures = 0
-
-
-def check(cond, what):
-    global failures
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures += 1
+check = serve_util.check
 
 
 def differences(a, b, path=""):
@@ -51,8 +38,7 @@ def differences(a, b, path=""):
 
 
 def run(ports):
-    hc = th.InferenceServerClient(f"127.0.0.1:{ports['http']}")
-    gc = tg.InferenceServerClient(f"127.0.0.1:{ports['grpc']}")
+    hc, gc = serve_util.triton_clients(ports)
     ready = [m["name"] for m in hc.get_model_repository_index() if m.get("state") == "READY"]
     check(len(ready) >= 9, f"{len(ready)} models loaded: {sorted(ready)}")
     grpc_cfg = {}
@@ -91,18 +77,10 @@ def run(ports):
 
 
 def main():
-    with tempfile.TemporaryDirectory() as root:
-        tc.ROOT = root
+    def make_repo(root):
         tc.make_repo(root)
         to.make_model(root)
-        p, ports, _ = serve_util.start(tc.RINGSIDE, ["--repo", root, "--http", "0", "--grpc", "0", "--metrics", "-1"])
-        try:
-            run(ports)
-        finally:
-            p.terminate()
-            p.wait(timeout=30)
-    print(f"{failures} failure(s)")
-    sys.exit(1 if failures else 0)
+    serve_util.main_on_repo(tc.RINGSIDE, make_repo, lambda root, ports, _: run(ports))
 
 
 if __name__ == "__main__":

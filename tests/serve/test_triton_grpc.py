@@ -14,35 +14,25 @@ import json
 import os
 import queue
 import random
-import re
 import socket
 import subprocess
 import sys
 import tempfile
 import threading
 
-try:
+import serve_util  # beside this file
+
+with serve_util.needs("numpy, onnxruntime and tritonclient[grpc] (scripts/setup.sh installs them)"):
     import numpy as np
     import onnxruntime as ort
     import tritonclient.grpc as tg
     from tritonclient.utils import InferenceServerException
-except Exception as e:  # noqa: BLE001 - any import failure means the same: skip
-    print(f"skipped: needs numpy, onnxruntime and tritonclient[grpc] (scripts/setup.sh installs them): {e}")
-    sys.exit(77)
 
-import serve_util  # noqa: E402 - beside this file
 
 RINGSIDE = sys.argv[1]
-failures = 0
+check = serve_util.check
 GPT = "gpt layers=1 heads=2 dim=16 ctx=32 vocab={V} seed=11"
 PROMPT = "the cab"
-
-
-def check(cond, what):
-    global failures
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures += 1
 
 
 def make_repo(root):
@@ -314,8 +304,7 @@ def main():
         p.terminate()
         out, err = p.communicate(timeout=60)
         check(p.returncode == 0 and "stopped" in out, f"SIGTERM drains and exits 0 (rc {p.returncode}) {err[-300:]}")
-    print(f"{failures} failures")
-    return 1 if failures else 0
+    return serve_util.finish()
 
 
 if __name__ == "__main__":

@@ -17,10 +17,11 @@ usage: test_triton_optional.py build/repl/ringside   (exits 77 without tritoncli
 """
 import os
 import sys
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
-try:
+import serve_util  # beside this file
+
+with serve_util.needs("numpy, onnx, onnxruntime and tritonclient[all]"):
     import numpy as np
     import onnx
     import onnxruntime as ort
@@ -28,24 +29,12 @@ try:
     import tritonclient.http as th
     from onnx import TensorProto, helper, numpy_helper
     from tritonclient.utils import InferenceServerException
-except Exception as e:  # noqa: BLE001
-    print(f"skipped: needs numpy, onnx, onnxruntime and tritonclient[all]: {e}")
-    sys.exit(77)
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import serve_util  # noqa: E402
 
 RINGSIDE = sys.argv[1]
 NAME = "optional"
 B_DEFAULT = np.array([[2.5, -7.0, 300.0]], np.float32)
-failures = 0
-
-
-def check(cond, what):
-    global failures
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures += 1
+check = serve_util.check
 
 
 def graph_model():
@@ -64,13 +53,11 @@ def graph_model():
 
 
 def make_model(root):
-    os.makedirs(os.path.join(root, NAME, "1"))
-    onnx.save(graph_model(), os.path.join(root, NAME, "1", "model.onnx"))
-    with open(os.path.join(root, NAME, "config.pbtxt"), "w") as f:
-        f.write(f'name: "{NAME}"\nmax_batch_size: 4\ndynamic_batching {{ max_queue_delay_microseconds: 20000 }}\n'
-                'input [ { name: "a" data_type: TYPE_FP32 dims: [ 3 ] }, '
-                '{ name: "b" data_type: TYPE_FP32 dims: [ 3 ] optional: true }, '
-                '{ name: "c" data_type: TYPE_INT32 dims: [ 3 ] optional: true } ]\n')
+    cfg = (f'name: "{NAME}"\nmax_batch_size: 4\ndynamic_batching {{ max_queue_delay_microseconds: 20000 }}\n'
+           'input [ { name: "a" data_type: TYPE_FP32 dims: [ 3 ] }, '
+           '{ name: "b" data_type: TYPE_FP32 dims: [ 3 ] optional: true }, '
+           '{ name: "c" data_type: TYPE_INT32 dims: [ 3 ] optional: true } ]\n')
+    serve_util.write_onnx(root, NAME, cfg, graph_model())
 
 
 def infer(mod, c, feeds):
@@ -101,8 +88,7 @@ def run(root, ports):
     def ref(feeds):
         return dict(zip(("A", "B", "C"), sess.run(None, feeds)))
 
-    hc = th.InferenceServerClient(f"127.0.0.1:{ports['http']}", concurrency=16)
-    gc = tg.InferenceServerClient(f"127.0.0.1:{ports['grpc']}")
+    hc, gc = serve_util.triton_clients(ports, http_concurrency=16)
     rng = np.random.default_rng(5)
     a1 = rng.standard_normal((1, 3)).astype(np.float32)
     c1 = rng.integers(-1000, 1000, (1, 3)).astype(np.int32)
@@ -148,16 +134,7 @@ def run(root, ports):
 
 
 def main():
-    with tempfile.TemporaryDirectory() as root:
-        make_model(root)
-        p, ports, _ = serve_util.start(RINGSIDE, ["--repo", root, "--http", "0", "--grpc", "0", "--metrics", "-1"])
-        try:
-            run(root, ports)
-        finally:
-            p.terminate()
-            p.wait(timeout=30)
-    print(f"{failures} failure(s)")
-    sys.exit(1 if failures else 0)
+    serve_util.main_on_repo(RINGSIDE, make_model, lambda root, ports, _: run(root, ports))
 
 
 if __name__ == "__main__":

@@ -15,33 +15,23 @@ usage: test_triton_sequence_pin.py build/repl/ringside   (exits 77 without trito
 """
 import os
 import sys
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-try:
+import serve_util  # beside this file
+
+with serve_util.needs("numpy, onnx and tritonclient[all]"):
     import numpy as np
     import onnx
     import tritonclient.grpc as tg
     import tritonclient.http as th
     from onnx import TensorProto, helper
     from tritonclient.utils import InferenceServerException
-except Exception as e:  # noqa: BLE001
-    print(f"skipped: needs numpy, onnx and tritonclient[all]: {e}")
-    sys.exit(77)
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import serve_util  # noqa: E402
 
 RINGSIDE = sys.argv[1]
-failures = 0
-
-
-def check(cond, what):
-    global failures
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures += 1
+TRACE = "trace.txt"  # in the repository folder
+check = serve_util.check
 
 
 def make_repo(root):
@@ -50,15 +40,12 @@ def make_repo(root):
                           [helper.make_tensor_value_info(n, t, ["N", 1]) for n, t in ctl],
                           [helper.make_tensor_value_info("O" + n, t, ["N", 1]) for n, t in ctl])
     for name, idle in (("pin", 60000000), ("idle", 200000)):
-        os.makedirs(os.path.join(root, name, "1"))
-        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]),
-                  os.path.join(root, name, "1", "model.onnx"))
-        with open(os.path.join(root, name, "config.pbtxt"), "w") as f:
-            f.write(f'name: "{name}"\nmax_batch_size: 4\ninstance_group [ {{ count: 2 kind: KIND_CPU }} ]\n'
-                    f'sequence_batching {{ direct {{ }} max_sequence_idle_microseconds: {idle} control_input [ '
-                    '{ name: "START" control [ { kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] } ] }, '
-                    '{ name: "CORRID" control [ { kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_UINT64 } ] } ] }\n'
-                    'input [ { name: "INPUT" data_type: TYPE_INT32 dims: [ 1 ] } ]\n')
+        cfg = (f'name: "{name}"\nmax_batch_size: 4\ninstance_group [ {{ count: 2 kind: KIND_CPU }} ]\n'
+               f'sequence_batching {{ direct {{ }} max_sequence_idle_microseconds: {idle} control_input [ '
+               '{ name: "START" control [ { kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] } ] }, '
+               '{ name: "CORRID" control [ { kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_UINT64 } ] } ] }\n'
+               'input [ { name: "INPUT" data_type: TYPE_INT32 dims: [ 1 ] } ]\n')
+        serve_util.write_onnx(root, name, cfg, helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
 
 
 def send(proto, ports, model, sid, value, **kw):
@@ -121,18 +108,8 @@ def run(ports, trace):
 
 
 def main():
-    with tempfile.TemporaryDirectory() as root:
-        make_repo(root)
-        trace = os.path.join(root, "trace.txt")
-        os.environ["RINGSIDE_SERVE_TRACE"] = trace
-        p, ports, _ = serve_util.start(RINGSIDE, ["--repo", root, "--http", "0", "--grpc", "0", "--metrics", "-1"])
-        try:
-            run(ports, trace)
-        finally:
-            p.terminate()
-            p.wait(timeout=30)
-    print(f"{failures} failure(s)")
-    sys.exit(1 if failures else 0)
+    serve_util.main_on_repo(RINGSIDE, make_repo, lambda root, ports, _: run(ports, os.path.join(root, TRACE)),
+                            env={"RINGSIDE_SERVE_TRACE": os.path.join("{root}", TRACE)})
 
 
 if __name__ == "__main__":

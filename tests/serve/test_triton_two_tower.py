@@ -14,26 +14,23 @@ usage: test_triton_two_tower.py build/repl/ringside   (exits 77, skipped, withou
 import os
 import shutil
 import sys
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
-try:
+import serve_util  # beside this file
+
+with serve_util.needs("numpy, onnxruntime and tritonclient[all] (scripts/setup.sh installs them)"):
     import numpy as np
     import onnxruntime as ort
     import tritonclient.grpc as tg
     import tritonclient.http as th
     from tritonclient.utils import InferenceServerException
-except Exception as e:  # noqa: BLE001 - any import failure means the same: skip
-    print(f"skipped: needs numpy, onnxruntime and tritonclient[all] (scripts/setup.sh installs them): {e}")
-    sys.exit(77)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import serve_util  # noqa: E402
 
 RINGSIDE = sys.argv[1]
 FILES = os.path.join(HERE, "..", "onnx", "import", "two_tower")
-failures = 0
+check = serve_util.check
 rng = np.random.default_rng(27)
 
 # written by hand, as Triton's docs show a config.pbtxt
@@ -77,20 +74,12 @@ instance_group [ { count: 2 kind: KIND_CPU } ]
 SOURCES = {"two_tower": "two_tower", "three_inputs": "two_tower_add", "auto_config": "two_tower_mul"}
 
 
-def check(cond, what):
-    global failures
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures += 1
-
-
 def make_repo(root):
     for name, src in SOURCES.items():
         os.makedirs(os.path.join(root, name, "1"))
         shutil.copy(os.path.join(FILES, f"{src}.onnx"), os.path.join(root, name, "1", "model.onnx"))
         if name in CONFIGS:
-            with open(os.path.join(root, name, "config.pbtxt"), "w") as f:
-                f.write(CONFIGS[name])
+            serve_util.write_config(root, name, CONFIGS[name])
 
 
 def infer(mod, c, name, feeds, binary=True):
@@ -111,8 +100,7 @@ def close(got, want):
 
 
 def run(root, ports):
-    hc = th.InferenceServerClient(f"127.0.0.1:{ports['http']}")
-    gc = tg.InferenceServerClient(f"127.0.0.1:{ports['grpc']}")
+    hc, gc = serve_util.triton_clients(ports)
     for name in SOURCES:
         sess = ort.InferenceSession(os.path.join(root, name, "1", "model.onnx"), providers=["CPUExecutionProvider"])
         want_in = [(i.name, [-1] + list(i.shape[1:])) for i in sess.get_inputs()]
@@ -164,16 +152,7 @@ def run(root, ports):
 
 
 def main():
-    with tempfile.TemporaryDirectory() as root:
-        make_repo(root)
-        p, ports, _ = serve_util.start(RINGSIDE, ["--repo", root, "--http", "0", "--grpc", "0", "--metrics", "-1"])
-        try:
-            run(root, ports)
-        finally:
-            p.terminate()
-            p.wait(timeout=30)
-    print(f"{failures} failure(s)")
-    sys.exit(1 if failures else 0)
+    serve_util.main_on_repo(RINGSIDE, make_repo, lambda root, ports, _: run(root, ports))
 
 
 if __name__ == "__main__":

@@ -13,9 +13,10 @@ usage: test_triton_typed.py build/repl/ringside   (exits 77, skipped, without tr
 import os
 import subprocess
 import sys
-import tempfile
 
-try:
+import serve_util  # beside this file
+
+with serve_util.needs("numpy, onnx, onnxruntime and tritonclient[all] (scripts/setup.sh installs them)"):
     import grpc
     import ml_dtypes
     import numpy as np
@@ -25,24 +26,12 @@ try:
     import tritonclient.http as th
     from tritonclient.grpc import service_pb2, service_pb2_grpc
     from tritonclient.utils import InferenceServerException
-except Exception as e:  # noqa: BLE001 - any import failure means the same: skip
-    print(f"skipped: needs numpy, onnx, onnxruntime and tritonclient[all] (scripts/setup.sh installs them): {e}")
-    sys.exit(77)
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import serve_util  # noqa: E402
 import typed_models  # noqa: E402
 
 RINGSIDE = sys.argv[1]
-failures = 0
+check = serve_util.check
 rng = np.random.default_rng(7)
-
-
-def check(cond, what):
-    global failures
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures += 1
 
 
 def same(a, b):
@@ -145,21 +134,11 @@ def grpc_typed(stub, model, arrays, raw_types=("FP16", "BF16")):
 
 
 def main():
-    with tempfile.TemporaryDirectory() as root:
-        make_repo(root)
-        p, ports, banner = serve_util.start(RINGSIDE, ["--repo", root, "--http", "0", "--grpc", "0", "--metrics", "-1"])
-        try:
-            run_checks(root, ports)
-        finally:
-            p.terminate()
-            p.wait(timeout=30)
-    print(f"{failures} failure(s)")
-    sys.exit(1 if failures else 0)
+    serve_util.main_on_repo(RINGSIDE, make_repo, lambda root, ports, _: run_checks(root, ports))
 
 
 def run_checks(root, ports):
-    hc = th.InferenceServerClient(f"127.0.0.1:{ports['http']}")
-    gc = tg.InferenceServerClient(f"127.0.0.1:{ports['grpc']}")
+    hc, gc = serve_util.triton_clients(ports)
     stub = service_pb2_grpc.GRPCInferenceServiceStub(grpc.insecure_channel(f"127.0.0.1:{ports['grpc']}"))
     B = 3
     arrays = {f"in_{t.lower()}": sample(t, B) for t in typed_models.TYPES}
