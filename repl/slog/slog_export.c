@@ -72,32 +72,32 @@ static int export_line(void *ud, int64_t seq, const char *text, const char *sour
 {
     (void)seq, (void)source, (void)status;
     export_ctx *x = ud;
-    /* A script cannot answer step=1's keys (it refuses without the live view), so the exported line runs
-     * the collective straight through, and a comment says what was left out. */
+    /* One command per line: a stray newline in a logged command must not split it. A script cannot
+     * answer step=1's keys (it refuses without the live view), so step=1 is dropped and a comment says
+     * so. The words are gathered in a copy (owned here), so no blank is left where one was dropped. */
+    char *line = malloc(strlen(text) + 1);
+    if (!line) return 1;
+    size_t n = 0;
     bool stepped = false;
-    for (const char *p = text; *p;) {
-        size_t len = strcspn(p, " \t");
-        if (len && stepping_word(p, len) && (p == text || p[-1] == ' ' || p[-1] == '\t')) stepped = true;
-        p += len ? len : 1;
-    }
-    if (stepped) fputs("# step=1 left out: it waits for a key at the live view, which a script has not\n", x->f);
-    /* One command per line: a stray newline in a logged command must not split it. */
     for (const char *p = text; *p;) {
         size_t len = strcspn(p, " \t\r\n");
         if (len && stepping_word(p, len) && (p == text || strchr(" \t\r\n", p[-1]))) {
-            p += len;
-            while (*p == ' ' || *p == '\t') p++;
-            continue;
-        }
-        if (!len) {
-            fputc(' ', x->f);
+            stepped = true;
+            for (p += len; *p == ' ' || *p == '\t';) p++;
+        } else if (!len) {
+            line[n++] = ' ';
             p++;
-            continue;
+        } else {
+            memcpy(line + n, p, len);
+            n += len;
+            p += len;
         }
-        fwrite(p, 1, len, x->f);
-        p += len;
     }
+    while (n && line[n - 1] == ' ') n--;
+    if (stepped) fputs("# step=1 left out: it waits for a key at the live view, which a script has not\n", x->f);
+    fwrite(line, 1, n, x->f);
     fputc('\n', x->f);
+    free(line);
     x->n++;
     return 0;
 }
