@@ -182,8 +182,8 @@ static int write_model(rs_session *s, const rs_call *c, const rs_obj *o, const r
     if (rs_serve_repo_write(repo, name, from ? NULL : o->model, from, base, &err)) {
         if (imported)
             return rs_session_error(s, c, c->arg_pos[0], n, "serve: '%s' is served from the file it was imported "
-                                    "from, %s: %s (put the file back, or serve another .onnx file or a plan)", src,
-                                    imported, err.msg);
+                                    "from: %s (put the file back, or serve another .onnx file or a plan)", src,
+                                    err.msg);
         return rs_session_error(s, c, c->arg_pos[0], n, "serve: %s", err.msg);
     }
     if (imported)
