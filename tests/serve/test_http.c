@@ -46,10 +46,8 @@ static rs_model *ref;
 /* JSON infer of B rows; returns the outputs parsed from the reply into y. */
 static bool infer_json(int port, const char *model, const float *x, int B, float *y)
 {
-    char *s = malloc(64 * (size_t)B * NIN + 256), *p = s;
-    p += sprintf(p, "{\"id\":\"r1\",\"inputs\":[{\"name\":\"input\",\"datatype\":\"FP32\",\"shape\":[%d,%d],\"data\":[", B, NIN);
-    for (int i = 0; i < B * NIN; i++) p += sprintf(p, "%s%.9g", i ? "," : "", x[i]);
-    sprintf(p, "]}]}");
+    char *s = infer_body("r1", "input", (const int64_t[]){B, NIN}, 2, x);
+    if (!s) return false;
     char path[128];
     snprintf(path, sizeof path, "/v2/models/%s/infer", model);
     resp r;
@@ -217,15 +215,17 @@ static void check_body_cap(int port)
     http(port, "POST /v2/models/m/infer HTTP/1.1\r\nContent-Length: 100000", "{}", 2, &r);
     RS_CHECK(is_error(&r, 400, "exceeds"), "announced oversize");
     free(r.raw);
-    size_t n = 0, chunk = 4096;
-    char *big = malloc(20 * (chunk + 16) + 8);
+    size_t n = 0, chunk = 4096, cap = 20 * (chunk + 16) + 8;
+    char *big = malloc(cap);
+    RS_CHECK(big != NULL, "out of memory");
+    if (!big) return;
     for (int i = 0; i < 20; i++) {
-        n += (size_t)sprintf(big + n, "%zx\r\n", chunk);
+        n += (size_t)snprintf(big + n, cap - n, "%zx\r\n", chunk);
         memset(big + n, ' ', chunk);
         n += chunk;
-        n += (size_t)sprintf(big + n, "\r\n");
+        n += (size_t)snprintf(big + n, cap - n, "\r\n");
     }
-    n += (size_t)sprintf(big + n, "0\r\n\r\n");
+    n += (size_t)snprintf(big + n, cap - n, "0\r\n\r\n");
     http(port, "POST /v2/models/m/infer HTTP/1.1\r\nTransfer-Encoding: chunked", big, n, &r);
     RS_CHECK(is_error(&r, 400, "exceeds"), "chunked oversize");
     free(r.raw);

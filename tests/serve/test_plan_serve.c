@@ -34,10 +34,8 @@ static const char *const SPEC = "seq in=1x10x10 conv(6,3,pad=1) relu maxpool(2) 
 /* JSON infer of one sample of model; its outputs into y. */
 static bool infer1(int port, const char *model, const float *x, float *y)
 {
-    char *s = malloc(32 * NIN + 256), *p = s;
-    p += sprintf(p, "{\"inputs\":[{\"name\":\"input\",\"datatype\":\"FP32\",\"shape\":[1,1,10,10],\"data\":[");
-    for (int i = 0; i < NIN; i++) p += sprintf(p, "%s%.9g", i ? "," : "", x[i]);
-    sprintf(p, "]}]}");
+    char *s = infer_body(NULL, "input", (const int64_t[]){1, 1, 10, 10}, 4, x);
+    if (!s) return false;
     char path[128];
     snprintf(path, sizeof path, "/v2/models/%s/infer", model);
     resp r;
@@ -288,10 +286,11 @@ static void check_alone(int port, const plans *pl)
 static void check_batch_over(int port)
 {
     resp r;
-    char *body = malloc(32 * 9 * NIN + 256), *q = body;
-    q += sprintf(q, "{\"inputs\":[{\"name\":\"input\",\"datatype\":\"FP32\",\"shape\":[9,1,10,10],\"data\":[");
-    for (int i = 0; i < 9 * NIN; i++) q += sprintf(q, "%s0.5", i ? "," : "");
-    sprintf(q, "]}]}");
+    static float x[9 * NIN];
+    for (int i = 0; i < 9 * NIN; i++) x[i] = 0.5f;
+    char *body = infer_body(NULL, "input", (const int64_t[]){9, 1, 10, 10}, 4, x);
+    RS_CHECK(body != NULL, "out of memory");
+    if (!body) return;
     post(port, "/v2/models/cnn/infer", body, &r);
     RS_CHECK(r.status == 400 && strstr(r.body, "batch-size must be <= 8"), "batch 9: %d %.200s", r.status, r.body);
     free(r.raw);

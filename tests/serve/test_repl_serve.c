@@ -128,16 +128,17 @@ static void check_plan(rs_session *s, const char *repo)
     RS_CHECK(rs_repl_line(s, line) == 0 && s->server, "serve a plan");
     if (!s->server) return;
     float px[36];
-    char pb[1024], *q = pb;
-    q += sprintf(q, "{\"inputs\":[{\"name\":\"input\",\"datatype\":\"FP32\",\"shape\":[1,1,6,6],\"data\":[");
-    for (int i = 0; i < 36; i++) q += sprintf(q, "%s%g", i ? "," : "", px[i] = (float)((i * 7) % 13) / 6.0f - 1.0f);
-    sprintf(q, "]}]}");
+    for (int i = 0; i < 36; i++) px[i] = (float)((i * 7) % 13) / 6.0f - 1.0f;
+    char *pb = infer_body(NULL, "input", (const int64_t[]){1, 1, 6, 6}, 4, px);
+    RS_CHECK(pb != NULL, "out of memory");
+    if (!pb) return;
     const float *pw = NULL;
     rs_err e = {0};
     RS_CHECK(rs_plan_run(rs_session_find(s, "p")->plan, px, 1, &pw, &e) == RS_OK, "%s", e.msg);
     json_t *j;
     int status;
     json_t *d = post_outputs(rs_serve_http_port(s->server), "/v2/models/p/infer", pb, &j, &status);
+    free(pb);
     RS_CHECK(status == 200 && json_array_size(d) == 4 && pw, "plan infer %d", status);
     for (size_t i = 0; pw && i < json_array_size(d); i++)
         RS_CHECK_CLOSE(json_number_value(json_array_get(d, i)), pw[i], 1e-5, 1e-5, "plan output");
