@@ -12,12 +12,10 @@ Exit 77 (skip) when tmux or less is missing.
 
 usage: pager_test.py PATH/TO/ringside"""
 import os
-import shutil
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from term_test import Checks, Fail, Term, at_prompt, run_line, skip, wait  # noqa: E402
+from tmux_session import at_prompt, require, run_line, session, wait  # noqa: E402
 
 
 def main():
@@ -25,18 +23,10 @@ def main():
         print(__doc__)
         return 2
     rs = os.path.abspath(sys.argv[1])
-    if not shutil.which("tmux") or not shutil.which("less"):
-        skip("tmux or less is not installed: no real-terminal pager test")
-    tmp = tempfile.mkdtemp(prefix="rs-pager-")
-    home = os.path.join(tmp, "home")
-    os.makedirs(home)
-    env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE", "PAGER", "LESS")}
-    env.update(HOME=home, TERM="xterm-256color", LC_ALL="C.UTF-8")
-    argv = ["env", "-u", "PAGER", "-u", "LESS", f"HOME={home}", rs, "--no-db"]
-    c = Checks()
-    term = None
-    try:
-        term = Term(tmp, argv, env, "p1")
+    require("tmux", "less", what="real-terminal pager test")
+    with session(rs, "rs-pager-", db=False, unset=("PAGER", "LESS")) as s:
+        c = s.c
+        term = s.open("p1")
         wait("the banner and a prompt", lambda: at_prompt(term), term, 30)
         term.text("help train")
         wait("'help train' typed", lambda: at_prompt(term, "help train"), term)
@@ -55,15 +45,7 @@ def main():
         c.ok("help train fp16: the fp16 options", all(k in text for k in ("precision=", "loss_scale=", "inject_inf=")),
              text)
         c.ok("help train fp16: nothing else (no lr=)", "lr=X" not in text, text)
-    except Fail as e:
-        print(f"FAIL: {e}")
-        c.fails += 1
-    finally:
-        if term:
-            term.kill()
-        shutil.rmtree(tmp, ignore_errors=True)
-    print(f"pager: {c.fails} failed")
-    return 1 if c.fails else 0
+    return s.finish()
 
 
 if __name__ == "__main__":
