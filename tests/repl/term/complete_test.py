@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Tab completion and where output lands, in a real terminal (tmux, as term_test.py drives it).
+"""Tab completion and where output lands, in a real terminal (tmux, as tmux_session.py drives it).
 
 Completion is generated from the command table (repl/complete.c); these check what a person sees:
   - an option's value: `opt=a`<Tab> -> `opt=adam` (not `opt=accum=`), `opt=`<Tab><Tab> lists adam adamw

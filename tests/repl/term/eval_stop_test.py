@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""`eval` and `train` in a real terminal (tmux, 120x40; the helpers are term_test.py's):
+"""`eval` and `train` in a real terminal (tmux, 120x40; the helpers are tmux_session.py's):
 
   - `eval g on t` on a GPT over the whole validation split shows a progress bar ("eval N/M [##--]")
     while it runs, and Ctrl-C stops it within a few seconds: "cancelled: eval of g ...", the prompt

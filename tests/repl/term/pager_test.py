@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""`help` at a terminal (tmux, 120x40; the helpers are term_test.py's):
+"""`help` at a terminal (tmux, 120x40; the helpers are tmux_session.py's):
 
   - `help train` is longer than the 40-row screen, so it goes through the pager (less): the pane shows
     the help's first line and less's ':' prompt on the last row, not a prompt of ringside; q leaves it
