@@ -23,7 +23,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from tmux_session import PROMPT, Fail, at_prompt, require, run_line, session, shq, wait  # noqa: E402
+from tmux_session import PROMPT, Fail, at_prompt, ringside_arg, run_line, session, shq, wait  # noqa: E402
 
 
 def typed_then(term, c, typed, keys, want_line, what):
@@ -81,11 +81,7 @@ def output_after_command(term, c, line, first, label):
 
 
 def main():
-    if len(sys.argv) < 2:
-        print(__doc__)
-        return 2
-    rs = os.path.abspath(sys.argv[1])
-    require("tmux", what="real-terminal test")
+    rs = ringside_arg(__doc__, "real-terminal test")
     with session(rs, "rs-compl-") as s:
         c, home, db = s.c, s.home, s.db
         work = os.path.join(s.tmp, "work")

@@ -16,15 +16,11 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from tmux_session import at_prompt, require, run_line, session, wait  # noqa: E402
+from tmux_session import at_prompt, ringside_arg, run_line, session, wait  # noqa: E402
 
 
 def main():
-    if len(sys.argv) < 2:
-        print(__doc__)
-        return 2
-    rs = os.path.abspath(sys.argv[1])
-    require("tmux", what="real-terminal test")
+    rs = ringside_arg(__doc__, "real-terminal test")
     with session(rs, "rs-evalstop-", what="the session went as planned") as s:
         c, db = s.c, s.db
         term = s.open("s1")

@@ -15,15 +15,11 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from tmux_session import at_prompt, require, run_line, session, wait  # noqa: E402
+from tmux_session import at_prompt, ringside_arg, run_line, session, wait  # noqa: E402
 
 
 def main():
-    if len(sys.argv) < 2:
-        print(__doc__)
-        return 2
-    rs = os.path.abspath(sys.argv[1])
-    require("tmux", "less", what="real-terminal pager test")
+    rs = ringside_arg(__doc__, "real-terminal pager test", ("tmux", "less"))
     with session(rs, "rs-pager-", db=False, unset=("PAGER", "LESS")) as s:
         c = s.c
         term = s.open("p1")

@@ -23,7 +23,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from tmux_session import PROMPT, Fail, at_prompt, n_prompts, require, run_line, session, wait  # noqa: E402
+from tmux_session import PROMPT, Fail, at_prompt, n_prompts, ringside_arg, run_line, session, wait  # noqa: E402
 
 
 def query(db, sqlite3_cli, sql):
@@ -41,12 +41,8 @@ def query(db, sqlite3_cli, sql):
 
 
 def main():
-    if len(sys.argv) < 2:
-        print(__doc__)
-        return 2
-    rs = os.path.abspath(sys.argv[1])
+    rs = ringside_arg(__doc__, "real-terminal test")
     sqlite3_cli = sys.argv[2] if len(sys.argv) > 2 and sys.argv[2] else shutil.which("sqlite3")
-    require("tmux", what="real-terminal test")
     with session(rs, "rs-term-") as s:
         c, db, home = s.c, s.db, s.home
         # ---- session 1 ----

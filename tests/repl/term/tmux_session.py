@@ -200,6 +200,16 @@ class Checks:
 
 
 
+def ringside_arg(doc, what, tools=("tmux",)):
+    """The opening of a terminal test's main: ringside's path, argv[1] (without it DOC is printed and the
+    test exits 2), and TOOLS on PATH (require: the test is skipped without them)."""
+    if len(sys.argv) < 2:
+        print(doc)
+        sys.exit(2)
+    require(*tools, what=what)
+    return os.path.abspath(sys.argv[1])
+
+
 def require(*tools, what):
     """Skips the test (77) unless every one of TOOLS is on PATH; WHAT names the test that needs them."""
     missing = [t for t in tools if not shutil.which(t)]
