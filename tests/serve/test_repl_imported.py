@@ -4,7 +4,8 @@ plain layer sequence: it has no export, so the file it came from is served), and
 gRPC agreeing with Triton's rule, through tritonclient:
 - a ResNet block (BatchNormalization, Conv, pooling) imported for inference and served: a batch of 3 over
   HTTP and over gRPC equals ONNX Runtime's run of the same file; its metadata shape is [-1, 3, 32, 32] over
-  both (the config the REPL writes has max_batch_size > 0: Triton prepends the batch's -1);
+  both (the config the REPL writes has max_batch_size > 0: Triton prepends the batch's -1); `infer m`'s
+  8 requests from 4 clients equal the session model run alone;
 - the import's file removed before `serve`: refused naming the file and what would work, the REPL goes on
   (--keep-going: it reads its commands from a pipe, as a script);
 - a folder holding an attention block (tests/onnx/import/transformer/mha_dynamo.onnx) with no config.pbtxt,
@@ -116,6 +117,10 @@ def main():
         said = re.sub(r"\n\s*", " ", out)
         check("the file m was imported from" in said, f"serve m says what it serves: {said[said.find('wrote'):]}")
         agrees("m", RESNET, ports, [3, 3, 32, 32], [("x", [-1, 3, 32, 32]), ("y", [-1, 10])])
+        prompt.say("infer m n=8 clients=4")
+        out, m = prompt.until(r"(\d+) ok, (\d+) failed.* max \|diff\| ([0-9.e+-]+)")
+        check(m.group(1) == "8" and m.group(2) == "0" and float(m.group(3)) <= 1e-5,
+              f"infer m: 8 requests through the server equal the session model run alone (max |diff| {m.group(3)})")
 
         prompt.say("serve stop")
         prompt.until(r"server stopped")
