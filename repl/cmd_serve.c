@@ -1,6 +1,7 @@
 /* `serve`: the inference server from the prompt. SRC is a session model (written into a repository
  * first: config.pbtxt, 1/model.onnx, 1/model.safetensors; a GPT as 1/model.safetensors and
- * 1/vocab.json, served decoupled; a plan, `model p = plan FILE`, as 1/model.plan), an ONNX file or a
+ * 1/vocab.json, served decoupled; a plan, `model p = plan FILE`, as 1/model.plan; an imported graph that
+ * only runs, `model m = onnx FILE`, as a copy of FILE), an ONNX file or a
  * FILE.plan (copied into one), or a repository folder. The server
  * runs on its own threads while the prompt goes on; `serve` alone lists what it serves with the
  * counters, `serve stop` drains and stops it. One server per session. */
@@ -157,7 +158,8 @@ static int write_gpt(rs_session *s, const rs_call *c, const rs_obj *o, const rs_
     return 0;
 }
 
-/* A session model or an ONNX file into repo: the ONNX graph (and the model's weights), or a GPT. */
+/* A session model or an ONNX file into repo: the ONNX graph (and the model's weights), a GPT, or for
+ * an imported graph that only runs, the file it came from. */
 static int write_model(rs_session *s, const rs_call *c, const rs_obj *o, const rs_serve_config *base, char *repo,
                        size_t cap)
 {
@@ -166,16 +168,30 @@ static int write_model(rs_session *s, const rs_call *c, const rs_obj *o, const r
     rs_err err = {0};
     if (o && !o->model)
         return rs_session_error(s, c, c->arg_pos[0], n, "serve: '%s' is an imported graph; serve its .onnx file", src);
+    /* An imported graph that only runs is ONNX's own nodes, not engine layers, so it has no export; it
+     * cannot train either, so the file it was imported from (its spec is "onnx FILE") still holds what
+     * it runs: that file is served, as `serve FILE.onnx` would. */
+    const char *imported = o && rs_model_inference_only(o->model) && !strncmp(o->spec, "onnx ", 5) ? o->spec + 5 : NULL;
+    const char *from = o ? imported : src;
     bool onnx = n > 5 && !strcmp(src + n - 5, ".onnx");
     char base_name[128];
     const char *name = served_name(c, src, onnx, base_name, sizeof base_name);
     if (!repo_dir(rs_call_str(c, "repo", NULL), repo, cap))
         return rs_session_error(s, c, (size_t)-1, 0, "serve: cannot make a temporary folder");
-    if (o && rs_model_tokens(o->model)) return write_gpt(s, c, o, base, repo, name);
-    if (rs_serve_repo_write(repo, name, o ? o->model : NULL, o ? NULL : src, base, &err))
+    if (o && !imported && rs_model_tokens(o->model)) return write_gpt(s, c, o, base, repo, name);
+    if (rs_serve_repo_write(repo, name, from ? NULL : o->model, from, base, &err)) {
+        if (imported)
+            return rs_session_error(s, c, c->arg_pos[0], n, "serve: '%s' is served from the file it was imported "
+                                    "from: %s (put the file back, or serve another .onnx file or a plan)", src,
+                                    err.msg);
         return rs_session_error(s, c, c->arg_pos[0], n, "serve: %s", err.msg);
-    fprintf(s->out, "wrote model repository %s/%s (config.pbtxt, 1/model.onnx%s)\n", repo, name,
-            o ? ", 1/model.safetensors" : "");
+    }
+    if (imported)
+        fprintf(s->out, "wrote model repository %s/%s (config.pbtxt, 1/model.onnx: %s, the file %s was imported "
+                "from)\n", repo, name, imported, src);
+    else
+        fprintf(s->out, "wrote model repository %s/%s (config.pbtxt, 1/model.onnx%s)\n", repo, name,
+                o ? ", 1/model.safetensors" : "");
     char file[1400];
     snprintf(file, sizeof file, "%s/%s/1/model.onnx", repo, name);
     rs_log_artifact(s, file, "onnx");

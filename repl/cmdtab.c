@@ -373,6 +373,7 @@ const rs_cmddef rs_commands[] = {
                 "A GPT is served decoupled: one response per generated token over gRPC ModelStreamInfer, and\n"
                 "HTTP POST /v2/models/NAME/generate and generate_stream (server-sent events).\n"
                 "ranks=2 mode=pipeline|tensor serves it across rank processes (stages or shards), as one process answers.\n"
+                "An imported graph that only runs (model m = onnx FILE) is served from FILE, the file it came from.\n"
                 "A plan (model p = plan FILE, or FILE.plan) is served as NAME/1/model.plan, platform ringside_plan,\n"
                 "batches up to its compiled batch, in one process.\n"
                 "`serve` alone shows what is served and its counters (`view serve`: live); `serve stop` drains and stops.\n"

@@ -13,6 +13,7 @@
 #include "grpc_internal.h"
 #include "grpc_json.h"
 #include "http_internal.h"
+#include "infer_check.h"
 #include "grpc_prescan.h"
 #include "repo.h"
 
@@ -89,16 +90,14 @@ static rs_grpc_code server_metadata(const rs_grpc_sink *o, char *msg, size_t n)
     return rs_grpc_emit(o, &r.base, msg, n);
 }
 
-static void tensor_meta(Inference__ModelMetadataResponse__TensorMetadata *t, int64_t *shape, const rs_serve_io *io,
-                        bool batch)
+/* A tensor's entry in model metadata: its shape is the one a request gives (infer_check.h), as HTTP's */
+static void tensor_meta(Inference__ModelMetadataResponse__TensorMetadata *t, int64_t *shape, const rs_serve_config *c,
+                        const rs_serve_io *io)
 {
     inference__model_metadata_response__tensor_metadata__init(t);
     t->name = (char *)io->name;
     t->datatype = (char *)rs_serve_dtype_v2_name(io->dtype);
-    int k = 0;
-    if (batch) shape[k++] = -1;
-    for (int d = 0; d < io->rank; d++) shape[k++] = io->dims[d];
-    t->n_shape = (size_t)k;
+    t->n_shape = rs_serve_request_shape(c, io, shape);
     t->shape = shape;
 }
 
@@ -117,8 +116,8 @@ static rs_grpc_code model_metadata(rs_serve_model *m, const rs_grpc_sink *o, cha
     int64_t si[RS_SERVE_MAX_IO][RS_SERVE_MAX_DIMS + 1], so[RS_SERVE_MAX_IO][RS_SERVE_MAX_DIMS + 1];
     int ni = 0; /* a sequence batcher's control inputs are the server's to fill: not listed, as in Triton */
     for (int i = 0; i < c->ninputs; i++)
-        if (!c->inputs[i].control) tensor_meta(pi[ni] = &ti[ni], si[ni], &c->inputs[i], c->max_batch_size > 0), ni++;
-    for (int i = 0; i < c->noutputs; i++) tensor_meta(po[i] = &to[i], so[i], &c->outputs[i], c->max_batch_size > 0);
+        if (!c->inputs[i].control) tensor_meta(pi[ni] = &ti[ni], si[ni], c, &c->inputs[i]), ni++;
+    for (int i = 0; i < c->noutputs; i++) tensor_meta(po[i] = &to[i], so[i], c, &c->outputs[i]);
     r.name = (char *)c->name;
     r.n_versions = (size_t)m->nversions;
     r.versions = vp;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "http_internal.h"
+#include "infer_check.h"
 
 /* Takes j (NULL: out of memory); leaves r->body NULL when it cannot be written. */
 static void put_json(rs_serve_reply *r, int status, json_t *j)
@@ -41,12 +42,20 @@ void rs_serve_reply_error(rs_serve_reply *r, int status, const char *fmt, ...)
     put_json(r, status, j);
 }
 
-static json_t *shape_json(const rs_serve_io *io, bool batch)
+static json_t *shape_json(const int64_t *dims, size_t rank)
 {
     json_t *a = json_array();
-    if (batch) json_array_append_new(a, json_integer(-1));
-    for (int d = 0; d < io->rank; d++) json_array_append_new(a, json_integer(io->dims[d]));
+    for (size_t d = 0; d < rank; d++) json_array_append_new(a, json_integer(dims[d]));
     return a;
+}
+
+/* A tensor's entry in model metadata: its shape is the one a request gives (infer_check.h), as gRPC's */
+static json_t *tensor_meta_json(const rs_serve_config *c, const rs_serve_io *io)
+{
+    int64_t shape[RS_SERVE_MAX_DIMS + 1];
+    size_t rank = rs_serve_request_shape(c, io, shape);
+    return json_pack("{s:s,s:s,s:o}", "name", io->name, "datatype", rs_serve_dtype_v2_name(io->dtype), "shape",
+                     shape_json(shape, rank));
 }
 
 json_t *rs_serve_json_model_metadata(const rs_serve_model *m)
@@ -60,13 +69,8 @@ json_t *rs_serve_json_model_metadata(const rs_serve_model *m)
     }
     for (int i = 0; i < c->ninputs; i++)
         if (!c->inputs[i].control) /* the server fills those; Triton does not list them */
-            json_array_append_new(ins, json_pack("{s:s,s:s,s:o}", "name", c->inputs[i].name, "datatype",
-                                             rs_serve_dtype_v2_name(c->inputs[i].dtype), "shape",
-                                             shape_json(&c->inputs[i], !c->full_dims)));
-    for (int i = 0; i < c->noutputs; i++)
-        json_array_append_new(outs, json_pack("{s:s,s:s,s:o}", "name", c->outputs[i].name, "datatype",
-                                              rs_serve_dtype_v2_name(c->outputs[i].dtype), "shape",
-                                              shape_json(&c->outputs[i], !c->full_dims)));
+            json_array_append_new(ins, tensor_meta_json(c, &c->inputs[i]));
+    for (int i = 0; i < c->noutputs; i++) json_array_append_new(outs, tensor_meta_json(c, &c->outputs[i]));
     return json_pack("{s:s,s:o,s:s,s:o,s:o}", "name", c->name, "versions", vers, "platform",
                      c->platform[0] ? c->platform : c->backend, "inputs", ins, "outputs", outs);
 }
@@ -74,7 +78,7 @@ json_t *rs_serve_json_model_metadata(const rs_serve_model *m)
 static json_t *io_cfg_json(const rs_serve_io *io)
 {
     json_t *j = json_pack("{s:s,s:s,s:o}", "name", io->name, "data_type", rs_serve_dtype_config_name(io->dtype),
-                          "dims", shape_json(io, false));
+                          "dims", shape_json(io->dims, (size_t)io->rank));
     if (io->has_reshape) {
         json_t *r = json_array();
         for (int d = 0; d < io->reshape_rank; d++) json_array_append_new(r, json_integer(io->reshape[d]));

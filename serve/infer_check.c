@@ -51,8 +51,7 @@ static void dims_text(const int64_t *d, size_t rank, char *buf, size_t cap)
     snprintf(buf + k, cap - k, "]");
 }
 
-/* The shape a request must give input io: the batch (-1) then the dims, or the dims themselves. */
-static size_t want_shape(const rs_serve_config *c, const rs_serve_io *io, int64_t *w)
+size_t rs_serve_request_shape(const rs_serve_config *c, const rs_serve_io *io, int64_t *w)
 {
     size_t r = 0;
     if (!c->full_dims) w[r++] = -1;
@@ -74,7 +73,7 @@ bool rs_serve_check_input(const rs_serve_config *c, int i, const char *datatype,
         return false;
     }
     int64_t want[RS_SERVE_MAX_DIMS + 1];
-    size_t wr = want_shape(c, io, want);
+    size_t wr = rs_serve_request_shape(c, io, want);
     bool ok = rank == wr;
     for (size_t d = 0; ok && d < rank; d++) ok = shape[d] >= 0 && (want[d] == -1 || shape[d] == want[d]);
     if (!ok) {

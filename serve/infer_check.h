@@ -13,6 +13,13 @@
 
 #include "config.h"
 
+/* The shape a request gives tensor io (an input or output of c), -1 where any size goes: the batch (-1)
+ * then the dims, or the config's dims themselves when they hold the batch (full_dims). This is the
+ * shape model metadata states over HTTP and gRPC: Triton's [-1, dims...] when max_batch_size > 0,
+ * its dims when max_batch_size is 0; and ringside's form (max_batch_size 0, dims per sample, the
+ * form of a model served without a config) takes a batch first too, so it has the -1 as well.
+ * shape holds RS_SERVE_MAX_DIMS + 1; returns the rank. */
+size_t rs_serve_request_shape(const rs_serve_config *c, const rs_serve_io *io, int64_t *shape);
 /* The largest batch a request may carry (max_batch_size, or a bound that keeps sizes from overflowing
  * for a model without one). */
 int64_t rs_serve_max_request_batch(const rs_serve_config *c);

@@ -5,6 +5,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +55,26 @@ static inline int http(int port, const char *head, const void *body, size_t n, r
     r->body = b ? b + 4 : r->raw + r->n;
     r->body_n = r->n - (size_t)(r->body - r->raw);
     return r->status;
+}
+
+/* A KServe v2 JSON infer body: one FP32 input `name` of shape[0..rank) holding x (%.9g: each reads back
+ * as the same float), with "id" first when id is not NULL. Returns the caller's string, NULL when out
+ * of memory. */
+static inline char *infer_body(const char *id, const char *name, const int64_t *shape, int rank, const float *x)
+{
+    size_t numel = 1;
+    for (int d = 0; d < rank; d++) numel *= (size_t)shape[d];
+    /* a float at %.9g and its comma take at most 17 bytes, a dim 21 */
+    size_t cap = 24 * numel + 24 * (size_t)rank + strlen(name) + (id ? strlen(id) : 0) + 128, k = 0;
+    char *s = malloc(cap);
+    if (!s) return NULL;
+    k += (size_t)snprintf(s + k, cap - k, "{%s%s%s\"inputs\":[{\"name\":\"%s\",\"datatype\":\"FP32\",\"shape\":[",
+                          id ? "\"id\":\"" : "", id ? id : "", id ? "\"," : "", name);
+    for (int d = 0; d < rank; d++) k += (size_t)snprintf(s + k, cap - k, "%s%lld", d ? "," : "", (long long)shape[d]);
+    k += (size_t)snprintf(s + k, cap - k, "],\"data\":[");
+    for (size_t i = 0; i < numel; i++) k += (size_t)snprintf(s + k, cap - k, "%s%.9g", i ? "," : "", x[i]);
+    snprintf(s + k, cap - k, "]}]}");
+    return s;
 }
 
 static inline void post(int port, const char *path, const char *json, resp *r)

@@ -386,17 +386,42 @@ static void one_send_per_answer(rs_serve_server *s, const Inference__ModelInferR
     rs_serve_grpc_stop(gf);
 }
 
-int main(void)
-{
-    frames();
+/* The ModelInfer request the cases share: 2 samples of model m, raw_input_contents, id "req-7". The
+ * message points into the struct, so it stays where main put it. */
+typedef struct infer_req {
+    Inference__ModelInferRequest q;
+    Inference__ModelInferRequest__InferInputTensor t, *pt;
+    int64_t shape[2];
+    ProtobufCBinaryData raw;
+    float x[2 * NIN];
+} infer_req;
 
-    char repo[] = "/tmp/rs-test-grpc-XXXXXX";
-    if (!mkdtemp(repo)) RS_SKIP("no temporary folder");
-    rs_model *ref;
-    rs_err e = {0};
-    RS_CHECK(rs_model_parse("mlp 4-8-3", "m", rs_device_cpu(), NULL, 5, &ref, NULL, &e) == RS_OK, "%s", e.msg);
-    rs_model_set_training(ref, false);
+static void infer_req_init(infer_req *r)
+{
+    for (int i = 0; i < 2 * NIN; i++) r->x[i] = 0.25f * (float)i - 0.9f;
+    r->q = (Inference__ModelInferRequest)INFERENCE__MODEL_INFER_REQUEST__INIT;
+    r->t = (Inference__ModelInferRequest__InferInputTensor)INFERENCE__MODEL_INFER_REQUEST__INFER_INPUT_TENSOR__INIT;
+    r->pt = &r->t;
+    r->shape[0] = 2;
+    r->shape[1] = NIN;
+    r->raw = (ProtobufCBinaryData){sizeof r->x, (uint8_t *)r->x};
+    r->q.model_name = "m";
+    r->q.id = "req-7";
+    r->q.n_inputs = 1;
+    r->q.inputs = &r->pt;
+    r->t.name = "input";
+    r->t.datatype = "FP32";
+    r->t.n_shape = 2;
+    r->t.shape = r->shape;
+    r->q.n_raw_input_contents = 1;
+    r->q.raw_input_contents = &r->raw;
+}
+
+/* REPO/m: ref exported, batching up to 8. */
+static void write_mlp(const char *repo, rs_model *ref)
+{
     char p[512];
+    rs_err e = {0};
     snprintf(p, sizeof p, "%s/m", repo);
     mkdir(p, 0755);
     snprintf(p, sizeof p, "%s/m/1", repo);
@@ -405,57 +430,38 @@ int main(void)
     RS_CHECK(rs_onnx_export(ref, p, 0, &e) == RS_OK, "%s", e.msg);
     snprintf(p, sizeof p, "%s/m/config.pbtxt", repo);
     write_file(p, "max_batch_size: 8\ndynamic_batching { }\n");
+}
 
-    write_gpt(repo);
-    rs_serve_opts o;
-    rs_serve_opts_init(&o);
-    o.repo = repo;
-    o.http_port = -1;
-    o.metrics_port = -1;
-    o.grpc_port = 0;
-    o.body_limit = 1 << 16;
-    rs_serve_server *s = NULL;
-    RS_CHECK(rs_serve_start(&o, &s, &e) == RS_OK, "%s", e.msg);
-    if (!s) return rs_test_finish("serve-grpc");
-    got g = {0};
+static void check_live(rs_serve_server *s, got *g)
+{
     char err[512];
-
     Inference__ServerLiveRequest live = INFERENCE__SERVER_LIVE_REQUEST__INIT;
-    RS_CHECK(call(s, RS_GRPC_SERVER_LIVE, &live.base, &g, err) == RS_GRPC_OK && g.count == 1, "live: %s", err);
-    Inference__ServerLiveResponse *lr = inference__server_live_response__unpack(NULL, g.n, g.b);
+    RS_CHECK(call(s, RS_GRPC_SERVER_LIVE, &live.base, g, err) == RS_GRPC_OK && g->count == 1, "live: %s", err);
+    Inference__ServerLiveResponse *lr = inference__server_live_response__unpack(NULL, g->n, g->b);
     RS_CHECK(lr && lr->live, "live is true");
     inference__server_live_response__free_unpacked(lr, NULL);
+}
 
-    /* ModelInfer: raw_input_contents, then fp32_contents, each against the model run here */
-    float x[2 * NIN], want[2 * NOUT];
-    for (int i = 0; i < 2 * NIN; i++) x[i] = 0.25f * (float)i - 0.9f;
+/* ModelInfer: raw_input_contents, then fp32_contents, each against ref run here. */
+static void check_infer(rs_serve_server *s, rs_model *ref, infer_req *rq, got *g)
+{
+    char err[512];
+    rs_err e = {0};
+    float want[2 * NOUT];
     const float *o_ref;
-    RS_CHECK(rs_model_forward(ref, x, 2, &o_ref, &e) == RS_OK, "%s", e.msg);
+    RS_CHECK(rs_model_forward(ref, rq->x, 2, &o_ref, &e) == RS_OK, "%s", e.msg);
+    if (e.msg[0]) return;
     memcpy(want, o_ref, sizeof want);
-    Inference__ModelInferRequest q = INFERENCE__MODEL_INFER_REQUEST__INIT;
-    Inference__ModelInferRequest__InferInputTensor t = INFERENCE__MODEL_INFER_REQUEST__INFER_INPUT_TENSOR__INIT, *pt = &t;
-    int64_t shape[2] = {2, NIN};
-    ProtobufCBinaryData raw = {sizeof x, (uint8_t *)x};
-    q.model_name = "m";
-    q.id = "req-7";
-    q.n_inputs = 1;
-    q.inputs = &pt;
-    t.name = "input";
-    t.datatype = "FP32";
-    t.n_shape = 2;
-    t.shape = shape;
-    q.n_raw_input_contents = 1;
-    q.raw_input_contents = &raw;
     for (int form = 0; form < 2; form++) {
         Inference__InferTensorContents tc = INFERENCE__INFER_TENSOR_CONTENTS__INIT;
         if (form == 1) {
-            q.n_raw_input_contents = 0;
+            rq->q.n_raw_input_contents = 0;
             tc.n_fp32_contents = 2 * NIN;
-            tc.fp32_contents = x;
-            t.contents = &tc;
+            tc.fp32_contents = rq->x;
+            rq->t.contents = &tc;
         }
-        RS_CHECK(call(s, RS_GRPC_MODEL_INFER, &q.base, &g, err) == RS_GRPC_OK && g.count == 1, "infer: %s", err);
-        Inference__ModelInferResponse *r = inference__model_infer_response__unpack(NULL, g.n, g.b);
+        RS_CHECK(call(s, RS_GRPC_MODEL_INFER, &rq->q.base, g, err) == RS_GRPC_OK && g->count == 1, "infer: %s", err);
+        Inference__ModelInferResponse *r = inference__model_infer_response__unpack(NULL, g->n, g->b);
         RS_CHECK(r && r->n_outputs == 1 && r->n_raw_output_contents == 1 && !strcmp(r->id, "req-7") &&
                      !strcmp(r->model_version, "1"),
                  "infer response");
@@ -469,48 +475,58 @@ int main(void)
             for (int i = 0; i < 2 * NOUT; i++) RS_CHECK_CLOSE(y[i], want[i], 1e-5, 1e-5, "output value");
         }
         inference__model_infer_response__free_unpacked(r, NULL);
-        t.contents = NULL;
+        rq->t.contents = NULL;
     }
-    q.n_raw_input_contents = 1;
+    rq->q.n_raw_input_contents = 1;
+}
 
-    /* what the client gets wrong */
-    shape[1] = NIN + 1;
-    RS_CHECK(call(s, RS_GRPC_MODEL_INFER, &q.base, &g, err) == RS_GRPC_INVALID_ARGUMENT && g.count == 0 &&
+/* What the client gets wrong: shape, data length, model name, protobuf (unary and in a stream). */
+static void check_client_errors(rs_serve_server *s, infer_req *rq, got *g)
+{
+    char err[512];
+    rq->shape[1] = NIN + 1;
+    RS_CHECK(call(s, RS_GRPC_MODEL_INFER, &rq->q.base, g, err) == RS_GRPC_INVALID_ARGUMENT && g->count == 0 &&
                  strstr(err, "unexpected shape for input 'input'"),
              "wrong shape: %s", err);
-    shape[1] = NIN;
-    raw.len = sizeof x - 4;
-    RS_CHECK(call(s, RS_GRPC_MODEL_INFER, &q.base, &g, err) == RS_GRPC_INVALID_ARGUMENT && strstr(err, "byte size mismatch"),
+    rq->shape[1] = NIN;
+    rq->raw.len = sizeof rq->x - 4;
+    RS_CHECK(call(s, RS_GRPC_MODEL_INFER, &rq->q.base, g, err) == RS_GRPC_INVALID_ARGUMENT &&
+                 strstr(err, "byte size mismatch"),
              "short raw data: %s", err);
-    raw.len = sizeof x;
-    q.model_name = "nope";
-    RS_CHECK(call(s, RS_GRPC_MODEL_INFER, &q.base, &g, err) == RS_GRPC_UNAVAILABLE &&
+    rq->raw.len = sizeof rq->x;
+    rq->q.model_name = "nope";
+    RS_CHECK(call(s, RS_GRPC_MODEL_INFER, &rq->q.base, g, err) == RS_GRPC_UNAVAILABLE &&
                  strstr(err, "Request for unknown model: 'nope' is not found"),
              "unknown model: %s", err);
-    q.model_name = "../m";
-    RS_CHECK(call(s, RS_GRPC_MODEL_INFER, &q.base, &g, err) == RS_GRPC_INVALID_ARGUMENT, "traversal: %s", err);
-    q.model_name = "m";
+    rq->q.model_name = "../m";
+    RS_CHECK(call(s, RS_GRPC_MODEL_INFER, &rq->q.base, g, err) == RS_GRPC_INVALID_ARGUMENT, "traversal: %s", err);
+    rq->q.model_name = "m";
     static const uint8_t junk[] = {0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f, 'x'};
-    rs_grpc_sink sink = {on_emit, NULL, &g};
+    rs_grpc_sink sink = {on_emit, NULL, g};
     RS_CHECK(rs_grpc_call(s, RS_GRPC_MODEL_INFER, junk, sizeof junk, &sink, err, sizeof err) ==
                      RS_GRPC_INVALID_ARGUMENT &&
                  strstr(err, "not a valid"),
              "malformed protobuf: %s", err);
     /* the same in a stream: an in-band error_message, and the stream goes on */
-    memset(&g, 0, sizeof g);
+    free(g->b);
+    memset(g, 0, sizeof *g);
     RS_CHECK(rs_grpc_call(s, RS_GRPC_MODEL_STREAM_INFER, junk, sizeof junk, &sink, err, sizeof err) == RS_GRPC_OK &&
-                 g.count == 1,
+                 g->count == 1,
              "stream: malformed protobuf answered in-band");
-    Inference__ModelStreamInferResponse *sr = inference__model_stream_infer_response__unpack(NULL, g.n, g.b);
+    Inference__ModelStreamInferResponse *sr = inference__model_stream_infer_response__unpack(NULL, g->n, g->b);
     RS_CHECK(sr && strstr(sr->error_message, "not valid protobuf"), "stream error_message");
     inference__model_stream_infer_response__free_unpacked(sr, NULL);
+}
 
-    /* statistics: the two successful requests of 2 samples each; the wrong shape and the short data failed
-     * (a request for a model that does not exist is counted nowhere, as in Triton) */
+/* Statistics: the two successful requests of 2 samples each; the wrong shape and the short data failed
+ * (a request for a model that does not exist is counted nowhere, as in Triton). */
+static void check_statistics(rs_serve_server *s, got *g)
+{
+    char err[512];
     Inference__ModelStatisticsRequest sq = INFERENCE__MODEL_STATISTICS_REQUEST__INIT;
     sq.name = "m";
-    RS_CHECK(call(s, RS_GRPC_MODEL_STATISTICS, &sq.base, &g, err) == RS_GRPC_OK, "stats: %s", err);
-    Inference__ModelStatisticsResponse *st = inference__model_statistics_response__unpack(NULL, g.n, g.b);
+    RS_CHECK(call(s, RS_GRPC_MODEL_STATISTICS, &sq.base, g, err) == RS_GRPC_OK, "stats: %s", err);
+    Inference__ModelStatisticsResponse *st = inference__model_statistics_response__unpack(NULL, g->n, g->b);
     const Inference__ModelStatistics *ms = st && st->n_model_stats == 1 ? st->model_stats[0] : NULL;
     RS_CHECK(ms && ms->inference_count == 4 && ms->inference_stats->success->count == 2 &&
                  ms->inference_stats->fail->count == 2,
@@ -519,29 +535,72 @@ int main(void)
              ms ? (unsigned long long)ms->inference_stats->success->count : 0ULL,
              ms ? (unsigned long long)ms->inference_stats->fail->count : 0ULL);
     inference__model_statistics_response__free_unpacked(st, NULL);
+}
 
-    /* config and metadata say what the repository does */
+/* Config says what the repository does. */
+static void check_config(rs_serve_server *s, got *g)
+{
+    char err[512];
     Inference__ModelConfigRequest cq = INFERENCE__MODEL_CONFIG_REQUEST__INIT;
     cq.name = "m";
-    RS_CHECK(call(s, RS_GRPC_MODEL_CONFIG, &cq.base, &g, err) == RS_GRPC_OK, "config: %s", err);
-    Inference__ModelConfigResponse *cr = inference__model_config_response__unpack(NULL, g.n, g.b);
+    RS_CHECK(call(s, RS_GRPC_MODEL_CONFIG, &cq.base, g, err) == RS_GRPC_OK, "config: %s", err);
+    Inference__ModelConfigResponse *cr = inference__model_config_response__unpack(NULL, g->n, g->b);
     RS_CHECK(cr && cr->config->max_batch_size == 8 && cr->config->n_input == 1 &&
                  cr->config->input[0]->data_type == INFERENCE__DATA_TYPE__TYPE_FP32 &&
                  cr->config->input[0]->n_dims == 1 && cr->config->input[0]->dims[0] == NIN &&
                  cr->config->dynamic_batching,
              "config");
     inference__model_config_response__free_unpacked(cr, NULL);
+}
 
-    /* garbage on the socket: dropped; the server still answers */
+/* Garbage on the socket: dropped; the server still answers. */
+static void check_garbage(rs_serve_server *s, infer_req *rq, got *g)
+{
+    char err[512];
     int port = rs_serve_grpc_port(s);
     RS_CHECK(port > 0, "grpc port");
     static const char http1[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
     RS_CHECK(garbage_dropped(port, http1, sizeof http1 - 1), "HTTP/1.1 on the gRPC port is dropped");
     static const char half[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x04\x08\x00\x00\x00\x00\x00zzzzzzzzzz";
     RS_CHECK(garbage_dropped(port, half, sizeof half - 1), "a bad frame after the preface is dropped");
-    RS_CHECK(call(s, RS_GRPC_MODEL_INFER, &q.base, &g, err) == RS_GRPC_OK, "still serving: %s", err);
-    over_the_socket(s, &q);
-    one_send_per_answer(s, &q);
+    RS_CHECK(call(s, RS_GRPC_MODEL_INFER, &rq->q.base, g, err) == RS_GRPC_OK, "still serving: %s", err);
+}
+
+int main(void)
+{
+    frames();
+
+    char repo[] = "/tmp/rs-test-grpc-XXXXXX";
+    if (!mkdtemp(repo)) RS_SKIP("no temporary folder");
+    rs_model *ref = NULL;
+    rs_err e = {0};
+    RS_CHECK(rs_model_parse("mlp 4-8-3", "m", rs_device_cpu(), NULL, 5, &ref, NULL, &e) == RS_OK, "%s", e.msg);
+    if (!ref) return rs_test_finish("serve-grpc");
+    rs_model_set_training(ref, false);
+    write_mlp(repo, ref);
+    write_gpt(repo);
+    rs_serve_opts o;
+    rs_serve_opts_init(&o);
+    o.repo = repo;
+    o.http_port = -1;
+    o.metrics_port = -1;
+    o.grpc_port = 0;
+    o.body_limit = 1 << 16;
+    rs_serve_server *s = NULL;
+    RS_CHECK(rs_serve_start(&o, &s, &e) == RS_OK, "%s", e.msg);
+    if (!s) return rs_test_finish("serve-grpc");
+    got g = {0};
+    static infer_req rq; /* static: the message points into it */
+    infer_req_init(&rq);
+
+    check_live(s, &g);
+    check_infer(s, ref, &rq, &g);
+    check_client_errors(s, &rq, &g);
+    check_statistics(s, &g);
+    check_config(s, &g);
+    check_garbage(s, &rq, &g);
+    over_the_socket(s, &rq.q);
+    one_send_per_answer(s, &rq.q);
 
     free(g.b);
     rs_serve_stop(s);

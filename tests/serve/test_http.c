@@ -46,10 +46,8 @@ static rs_model *ref;
 /* JSON infer of B rows; returns the outputs parsed from the reply into y. */
 static bool infer_json(int port, const char *model, const float *x, int B, float *y)
 {
-    char *s = malloc(64 * (size_t)B * NIN + 256), *p = s;
-    p += sprintf(p, "{\"id\":\"r1\",\"inputs\":[{\"name\":\"input\",\"datatype\":\"FP32\",\"shape\":[%d,%d],\"data\":[", B, NIN);
-    for (int i = 0; i < B * NIN; i++) p += sprintf(p, "%s%.9g", i ? "," : "", x[i]);
-    sprintf(p, "]}]}");
+    char *s = infer_body("r1", "input", (const int64_t[]){B, NIN}, 2, x);
+    if (!s) return false;
     char path[128];
     snprintf(path, sizeof path, "/v2/models/%s/infer", model);
     resp r;
@@ -105,19 +103,13 @@ static void write_file(const char *path, const char *text)
     fclose(f);
 }
 
-int main(void)
+/* m: two instances and a batcher that waits up to 0.1 s for a batch of 64.
+ * q: a queue of two requests at most, and a batcher that waits 2 s for a batch of 8.
+ * wild: the config's dims say -1 (any) where the model file's are fixed: requests run on the
+ * file's dims. whole: no batching, and dims that are not the model's: refused at load, since the
+ * buffers a request gets are sized from the config and the model reads its own sizes. */
+static void write_repo(const char *repo)
 {
-    char repo[] = "/tmp/rs-serve-test-XXXXXX";
-    if (!mkdtemp(repo)) RS_SKIP("no temporary folder");
-    char p[512];
-    rs_err e = {0};
-    RS_CHECK(rs_model_parse("mlp 6-16-4 act=tanh", "m", rs_device_cpu(), NULL, 7, &ref, NULL, &e) == RS_OK, "%s", e.msg);
-    rs_model_set_training(ref, false);
-    /* m: two instances and a batcher that waits up to 0.1 s for a batch of 64.
-     * q: a queue of two requests at most, and a batcher that waits 2 s for a batch of 8.
-     * wild: the config's dims say -1 (any) where the model file's are fixed: requests run on the
-     * file's dims. whole: no batching, and dims that are not the model's: refused at load, since the
-     * buffers a request gets are sized from the config and the model reads its own sizes. */
     static const char *const models[][2] = {
         {"m", "max_batch_size: 64\ninstance_group [ { count: 2 } ]\n"
               "dynamic_batching { preferred_batch_size: [ 64 ] max_queue_delay_microseconds: 100000 }\n"},
@@ -128,6 +120,8 @@ int main(void)
         {"whole", "max_batch_size: 0\ninput [ { name: \"input\" data_type: TYPE_FP32 dims: [ 2 ] } ]\n"
                   "output [ { name: \"logits\" data_type: TYPE_FP32 dims: [ 1 ] } ]\n"},
     };
+    char p[512];
+    rs_err e = {0};
     for (size_t i = 0; i < sizeof models / sizeof *models; i++) {
         const char *name = models[i][0];
         snprintf(p, sizeof p, "%s/%s", repo, name);
@@ -139,72 +133,59 @@ int main(void)
         snprintf(p, sizeof p, "%s/%s/config.pbtxt", repo, name);
         write_file(p, models[i][1]);
     }
+}
 
-    rs_serve_opts o;
-    rs_serve_opts_init(&o);
-    o.repo = repo;
-    o.body_limit = 1 << 16;
-    o.control = RS_SERVE_CONTROL_EXPLICIT; /* load and unload below; every model at start */
-    static const char *const every[] = {"*"};
-    o.load_models = every;
-    o.nload_models = 1;
-    rs_serve_server *s = NULL;
-    RS_CHECK(rs_serve_start(&o, &s, &e) == RS_OK, "%s", e.msg);
-    if (!s) return rs_test_finish("serve-http");
-    int port = rs_serve_http_port(s), mport = rs_serve_metrics_port(s);
+/* wild's -1 dims run on the file's; whole's dims that are not the model's leave it UNAVAILABLE. */
+static void check_config_dims(int port)
+{
     resp r;
-    RS_CHECK(http(port, "GET /v2/health/live HTTP/1.1", NULL, 0, &r) == 200, "live %d", r.status);
+    float wx[2 * NIN], wy[2 * NOUT], wwant[2 * NOUT];
+    for (int i = 0; i < 2 * NIN; i++) wx[i] = 0.1f * (float)i - 0.4f;
+    reference(wx, 2, wwant);
+    RS_CHECK(infer_json(port, "wild", wx, 2, wy) && max_diff_ok(wy, wwant, 2 * NOUT), "dims -1 in the config");
+    post(port, "/v2/repository/index", "", &r);
+    RS_CHECK(r.status == 200 && strstr(r.body, "{\"name\":\"whole\",\"state\":\"UNAVAILABLE\""),
+             "dims that are not the model's: %s", r.body);
     free(r.raw);
-    RS_CHECK(http(port, "GET /v2/models/m/ready HTTP/1.1", NULL, 0, &r) == 200, "ready %d", r.status);
+}
+
+/* Binary infer of x (3 rows) against want, and binary_data_size that disagrees with the shape. */
+static void check_binary_infer(int port, const float *x, const float *want)
+{
+    enum { XB = 3 * NIN * sizeof(float), YB = 3 * NOUT * sizeof(float) };
+    float y[3 * NOUT];
+    resp r;
+    char hdr[256];
+    int hl = snprintf(hdr, sizeof hdr,
+                      "{\"inputs\":[{\"name\":\"input\",\"datatype\":\"FP32\",\"shape\":[3,%d],\"parameters\":{"
+                      "\"binary_data_size\":%d}}],\"outputs\":[{\"name\":\"logits\",\"parameters\":{\"binary_data\":true}}]}",
+                      NIN, (int)XB);
+    char body[512], head[256];
+    memcpy(body, hdr, (size_t)hl);
+    memcpy(body + hl, x, XB);
+    snprintf(head, sizeof head, "POST /v2/models/m/infer HTTP/1.1\r\nContent-Length: %zu\r\n"
+             "Inference-Header-Content-Length: %d", (size_t)hl + XB, hl);
+    http(port, head, body, (size_t)hl + XB, &r);
+    const char *ih = strstr(r.raw, "Inference-Header-Content-Length: ");
+    long jl = ih ? strtol(ih + 33, NULL, 10) : -1;
+    RS_CHECK(r.status == 200 && jl > 0 && r.body_n == (size_t)jl + YB, "binary reply %d %ld %zu", r.status, jl,
+             r.body_n);
+    if (r.status == 200 && jl > 0 && r.body_n == (size_t)jl + YB) {
+        memcpy(y, r.body + jl, YB);
+        RS_CHECK(max_diff_ok(y, want, 3 * NOUT), "binary infer differs: %g vs %g", y[0], want[0]);
+        RS_CHECK(strstr(r.body, "\"binary_data_size\":48") != NULL, "header: %.*s", (int)jl, r.body);
+    }
     free(r.raw);
-    {
-        float wx[2 * NIN], wy[2 * NOUT], wwant[2 * NOUT];
-        for (int i = 0; i < 2 * NIN; i++) wx[i] = 0.1f * (float)i - 0.4f;
-        reference(wx, 2, wwant);
-        RS_CHECK(infer_json(port, "wild", wx, 2, wy) && max_diff_ok(wy, wwant, 2 * NOUT), "dims -1 in the config");
-        post(port, "/v2/repository/index", "", &r);
-        RS_CHECK(r.status == 200 && strstr(r.body, "{\"name\":\"whole\",\"state\":\"UNAVAILABLE\""),
-                 "dims that are not the model's: %s", r.body);
-        free(r.raw);
-    }
+    snprintf(head, sizeof head, "POST /v2/models/m/infer HTTP/1.1\r\nContent-Length: %zu\r\n"
+             "Inference-Header-Content-Length: %d", (size_t)hl + XB - 4, hl);
+    http(port, head, body, (size_t)hl + XB - 4, &r);
+    RS_CHECK(is_error(&r, 400, "binary_data_size"), "short binary data");
+    free(r.raw);
+}
 
-    /* JSON and binary infer against the model run here. */
-    float x[3 * NIN], y[3 * NOUT], want[3 * NOUT];
-    for (int i = 0; i < 3 * NIN; i++) x[i] = (float)((i * 37) % 11) / 5.0f - 1.0f;
-    reference(x, 3, want);
-    RS_CHECK(infer_json(port, "m", x, 3, y) && max_diff_ok(y, want, 3 * NOUT), "JSON infer differs: %g vs %g", y[0],
-             want[0]);
-    {
-        char hdr[256];
-        int hl = snprintf(hdr, sizeof hdr,
-                          "{\"inputs\":[{\"name\":\"input\",\"datatype\":\"FP32\",\"shape\":[3,%d],\"parameters\":{"
-                          "\"binary_data_size\":%zu}}],\"outputs\":[{\"name\":\"logits\",\"parameters\":{\"binary_data\":true}}]}",
-                          NIN, sizeof x);
-        char body[512], head[256];
-        memcpy(body, hdr, (size_t)hl);
-        memcpy(body + hl, x, sizeof x);
-        snprintf(head, sizeof head, "POST /v2/models/m/infer HTTP/1.1\r\nContent-Length: %zu\r\n"
-                 "Inference-Header-Content-Length: %d", (size_t)hl + sizeof x, hl);
-        http(port, head, body, (size_t)hl + sizeof x, &r);
-        const char *ih = strstr(r.raw, "Inference-Header-Content-Length: ");
-        long jl = ih ? strtol(ih + 33, NULL, 10) : -1;
-        RS_CHECK(r.status == 200 && jl > 0 && r.body_n == (size_t)jl + sizeof y, "binary reply %d %ld %zu", r.status, jl,
-                 r.body_n);
-        if (r.status == 200 && jl > 0 && r.body_n == (size_t)jl + sizeof y) {
-            memcpy(y, r.body + jl, sizeof y);
-            RS_CHECK(max_diff_ok(y, want, 3 * NOUT), "binary infer differs: %g vs %g", y[0], want[0]);
-            RS_CHECK(strstr(r.body, "\"binary_data_size\":48") != NULL, "header: %.*s", (int)jl, r.body);
-        }
-        free(r.raw);
-        /* binary_data_size that disagrees with the shape */
-        snprintf(head, sizeof head, "POST /v2/models/m/infer HTTP/1.1\r\nContent-Length: %zu\r\n"
-                 "Inference-Header-Content-Length: %d", (size_t)hl + sizeof x - 4, hl);
-        http(port, head, body, (size_t)hl + sizeof x - 4, &r);
-        RS_CHECK(is_error(&r, 400, "binary_data_size"), "short binary data");
-        free(r.raw);
-    }
-
-    /* Bad requests. */
+static void check_bad_requests(int port)
+{
+    resp r;
     RS_CHECK(post_error(port, "/v2/models/m/infer", "{\"inputs\": [", 400, "failed to parse the request JSON"),
              "malformed JSON");
     RS_CHECK(post_error(port, "/v2/models/nosuch/infer", "{}", 400, "unknown model"), "unknown model");
@@ -225,28 +206,35 @@ int main(void)
              "unknown output");
     RS_CHECK(http(port, "GET /v3/whatever HTTP/1.1", NULL, 0, &r) == 404, "unknown path %d", r.status);
     free(r.raw);
+}
 
-    /* The body cap: announced, and found while reading a chunked body. */
+/* The body cap: announced, and found while reading a chunked body. */
+static void check_body_cap(int port)
+{
+    resp r;
     http(port, "POST /v2/models/m/infer HTTP/1.1\r\nContent-Length: 100000", "{}", 2, &r);
     RS_CHECK(is_error(&r, 400, "exceeds"), "announced oversize");
     free(r.raw);
-    {
-        size_t n = 0, chunk = 4096;
-        char *big = malloc(20 * (chunk + 16) + 8);
-        for (int i = 0; i < 20; i++) {
-            n += (size_t)sprintf(big + n, "%zx\r\n", chunk);
-            memset(big + n, ' ', chunk);
-            n += chunk;
-            n += (size_t)sprintf(big + n, "\r\n");
-        }
-        n += (size_t)sprintf(big + n, "0\r\n\r\n");
-        http(port, "POST /v2/models/m/infer HTTP/1.1\r\nTransfer-Encoding: chunked", big, n, &r);
-        RS_CHECK(is_error(&r, 400, "exceeds"), "chunked oversize");
-        free(r.raw);
-        free(big);
+    size_t n = 0, chunk = 4096, cap = 20 * (chunk + 16) + 8;
+    char *big = malloc(cap);
+    RS_CHECK(big != NULL, "out of memory");
+    if (!big) return;
+    for (int i = 0; i < 20; i++) {
+        n += (size_t)snprintf(big + n, cap - n, "%zx\r\n", chunk);
+        memset(big + n, ' ', chunk);
+        n += chunk;
+        n += (size_t)snprintf(big + n, cap - n, "\r\n");
     }
+    n += (size_t)snprintf(big + n, cap - n, "0\r\n\r\n");
+    http(port, "POST /v2/models/m/infer HTTP/1.1\r\nTransfer-Encoding: chunked", big, n, &r);
+    RS_CHECK(is_error(&r, 400, "exceeds"), "chunked oversize");
+    free(r.raw);
+    free(big);
+}
 
-    /* 64 concurrent clients; the batcher merges them (fewer executions than inferences). */
+/* 64 concurrent clients; the batcher merges them (fewer executions than inferences). */
+static void check_concurrent(rs_serve_server *s, int port)
+{
     rs_serve_model *m = rs_serve_acquire(s, "m");
     rs_serve_stats before, after;
     rs_serve_sched_stats(rs_serve_model_version(m, NULL)->sched, &before);
@@ -273,40 +261,49 @@ int main(void)
     rs_serve_stats_clear(&before);
     rs_serve_stats_clear(&after);
     rs_serve_release(s, m);
+}
 
-    /* A full queue answers at once with 503 and Triton's message; the queued requests still run. */
-    {
-        static client qc[2];
-        pthread_t qt[2];
-        rs_serve_model *qm = rs_serve_acquire(s, "q");
-        RS_CHECK(qm != NULL, "model q not loaded");
-        for (int k = 0; qm && k < 2; k++) {
-            qc[k] = (client){.port = port, .B = 1};
-            memcpy(qc[k].x, x, sizeof(float) * NIN);
-            memcpy(qc[k].want, want, sizeof(float) * NOUT);
-            qc[k].model = "q";
-            pthread_create(&qt[k], NULL, client_main, &qc[k]);
-        }
-        rs_serve_stats st = {0};
-        for (int i = 0; qm && i < 20000 && st.queued < 2; i++) { /* until both wait in the queue */
-            rs_serve_stats_clear(&st);
-            rs_serve_sched_stats(rs_serve_model_version(qm, NULL)->sched, &st);
-            usleep(500);
-        }
-        RS_CHECK(st.queued == 2, "queued %d", st.queued);
-        rs_serve_stats_clear(&st);
-        RS_CHECK(post_error(port, "/v2/models/q/infer",
-             "{\"inputs\":[{\"name\":\"input\",\"datatype\":\"FP32\",\"shape\":[1,6],\"data\":[1,2,3,4,5,6]}]}", 503, "Exceeds maximum queue size"), "full queue");
-        for (int k = 0; qm && k < 2; k++) {
-            pthread_join(qt[k], NULL);
-            RS_CHECK(qc[k].ok, "queued request %d", k);
-        }
-        rs_serve_release(s, qm);
+/* A full queue answers at once with 503 and Triton's message; the queued requests still run. */
+static void check_full_queue(rs_serve_server *s, int port, const float *x, const float *want)
+{
+    static client qc[2];
+    pthread_t qt[2];
+    rs_serve_model *qm = rs_serve_acquire(s, "q");
+    RS_CHECK(qm != NULL, "model q not loaded");
+    if (!qm) return;
+    for (int k = 0; k < 2; k++) {
+        qc[k] = (client){.port = port, .B = 1};
+        memcpy(qc[k].x, x, sizeof(float) * NIN);
+        memcpy(qc[k].want, want, sizeof(float) * NOUT);
+        qc[k].model = "q";
+        pthread_create(&qt[k], NULL, client_main, &qc[k]);
     }
+    rs_serve_stats st = {0};
+    for (int i = 0; i < 20000 && st.queued < 2; i++) { /* until both wait in the queue */
+        rs_serve_stats_clear(&st);
+        rs_serve_sched_stats(rs_serve_model_version(qm, NULL)->sched, &st);
+        usleep(500);
+    }
+    RS_CHECK(st.queued == 2, "queued %d", st.queued);
+    rs_serve_stats_clear(&st);
+    RS_CHECK(post_error(port, "/v2/models/q/infer",
+                        "{\"inputs\":[{\"name\":\"input\",\"datatype\":\"FP32\",\"shape\":[1,6],\"data\":[1,2,3,4,5,6]}]}",
+                        503, "Exceeds maximum queue size"),
+             "full queue");
+    for (int k = 0; k < 2; k++) {
+        pthread_join(qt[k], NULL);
+        RS_CHECK(qc[k].ok, "queued request %d", k);
+    }
+    rs_serve_release(s, qm);
+}
 
-    /* Metrics agree with the statistics. */
+/* Metrics agree with the statistics. */
+static void check_metrics(rs_serve_server *s, int mport)
+{
+    resp r;
+    rs_serve_stats after;
     http(mport, "GET /metrics HTTP/1.1", NULL, 0, &r);
-    m = rs_serve_acquire(s, "m");
+    rs_serve_model *m = rs_serve_acquire(s, "m");
     rs_serve_sched_stats(rs_serve_model_version(m, NULL)->sched, &after);
     rs_serve_release(s, m);
     char line[160];
@@ -318,17 +315,13 @@ int main(void)
     RS_CHECK(strstr(r.body, line) && after.fail.count >= 5, "metrics lack '%s'", line);
     rs_serve_stats_clear(&after);
     free(r.raw);
+}
 
-    /* A second server in the same process answers on its own port. */
-    rs_serve_server *s2 = NULL;
-    RS_CHECK(rs_serve_start(&o, &s2, &e) == RS_OK, "%s", e.msg);
-    if (s2) {
-        RS_CHECK(rs_serve_http_port(s2) != port && infer_json(rs_serve_http_port(s2), "m", x, 3, y) &&
-                     max_diff_ok(y, want, 3 * NOUT), "second server");
-        rs_serve_stop(s2);
-    }
-
-    /* Model control. */
+/* Unload, index, load, infer again. */
+static void check_model_control(int port, const float *x, const float *want)
+{
+    resp r;
+    float y[3 * NOUT];
     post(port, "/v2/repository/models/m/unload", "", &r);
     RS_CHECK(r.status == 200, "unload %d %s", r.status, r.body);
     free(r.raw);
@@ -340,6 +333,59 @@ int main(void)
     RS_CHECK(r.status == 200, "load %d %s", r.status, r.body);
     free(r.raw);
     RS_CHECK(infer_json(port, "m", x, 3, y) && max_diff_ok(y, want, 3 * NOUT), "infer after load");
+}
+
+int main(void)
+{
+    char repo[] = "/tmp/rs-serve-test-XXXXXX";
+    if (!mkdtemp(repo)) RS_SKIP("no temporary folder");
+    rs_err e = {0};
+    RS_CHECK(rs_model_parse("mlp 6-16-4 act=tanh", "m", rs_device_cpu(), NULL, 7, &ref, NULL, &e) == RS_OK, "%s", e.msg);
+    if (!ref) return rs_test_finish("serve-http");
+    rs_model_set_training(ref, false);
+    write_repo(repo);
+
+    rs_serve_opts o;
+    rs_serve_opts_init(&o);
+    o.repo = repo;
+    o.body_limit = 1 << 16;
+    o.control = RS_SERVE_CONTROL_EXPLICIT; /* load and unload below; every model at start */
+    static const char *const every[] = {"*"};
+    o.load_models = every;
+    o.nload_models = 1;
+    rs_serve_server *s = NULL;
+    RS_CHECK(rs_serve_start(&o, &s, &e) == RS_OK, "%s", e.msg);
+    if (!s) return rs_test_finish("serve-http");
+    int port = rs_serve_http_port(s);
+    resp r;
+    RS_CHECK(http(port, "GET /v2/health/live HTTP/1.1", NULL, 0, &r) == 200, "live %d", r.status);
+    free(r.raw);
+    RS_CHECK(http(port, "GET /v2/models/m/ready HTTP/1.1", NULL, 0, &r) == 200, "ready %d", r.status);
+    free(r.raw);
+    check_config_dims(port);
+
+    /* JSON and binary infer against the model run here. */
+    float x[3 * NIN], y[3 * NOUT], want[3 * NOUT];
+    for (int i = 0; i < 3 * NIN; i++) x[i] = (float)((i * 37) % 11) / 5.0f - 1.0f;
+    reference(x, 3, want);
+    RS_CHECK(infer_json(port, "m", x, 3, y) && max_diff_ok(y, want, 3 * NOUT), "JSON infer differs: %g vs %g", y[0],
+             want[0]);
+    check_binary_infer(port, x, want);
+    check_bad_requests(port);
+    check_body_cap(port);
+    check_concurrent(s, port);
+    check_full_queue(s, port, x, want);
+    check_metrics(s, rs_serve_metrics_port(s));
+
+    /* A second server in the same process answers on its own port. */
+    rs_serve_server *s2 = NULL;
+    RS_CHECK(rs_serve_start(&o, &s2, &e) == RS_OK, "%s", e.msg);
+    if (s2) {
+        RS_CHECK(rs_serve_http_port(s2) != port && infer_json(rs_serve_http_port(s2), "m", x, 3, y) &&
+                     max_diff_ok(y, want, 3 * NOUT), "second server");
+        rs_serve_stop(s2);
+    }
+    check_model_control(port, x, want);
 
     rs_serve_stop(s);
     rs_model_free(ref);

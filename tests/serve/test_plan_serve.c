@@ -34,10 +34,8 @@ static const char *const SPEC = "seq in=1x10x10 conv(6,3,pad=1) relu maxpool(2) 
 /* JSON infer of one sample of model; its outputs into y. */
 static bool infer1(int port, const char *model, const float *x, float *y)
 {
-    char *s = malloc(32 * NIN + 256), *p = s;
-    p += sprintf(p, "{\"inputs\":[{\"name\":\"input\",\"datatype\":\"FP32\",\"shape\":[1,1,10,10],\"data\":[");
-    for (int i = 0; i < NIN; i++) p += sprintf(p, "%s%.9g", i ? "," : "", x[i]);
-    sprintf(p, "]}]}");
+    char *s = infer_body(NULL, "input", (const int64_t[]){1, 1, 10, 10}, 4, x);
+    if (!s) return false;
     char path[128];
     snprintf(path, sizeof path, "/v2/models/%s/infer", model);
     resp r;
@@ -172,26 +170,36 @@ static void concurrent(rs_serve_server *s, int port, const char *mname, rs_plan 
     rs_serve_release(s, sm);
 }
 
-int main(void)
+/* The three plans served and the references, plans loaded back from the served files. */
+typedef struct plans {
+    rs_plan *p32, *p16, *p8;
+    rs_plan *r32, *r16, *r8;
+} plans;
+
+/* Flips one byte in the middle of path: the checksum no longer matches. */
+static void corrupt(const char *path)
 {
-    char repo[] = "/tmp/rs-serve-plan-XXXXXX";
-    if (!mkdtemp(repo)) RS_SKIP("no temporary folder");
-    rs_err e = {0};
-    rs_model *m = NULL;
-    RS_CHECK(rs_model_parse(SPEC, "m", rs_device_cpu(), NULL, 7, &m, NULL, &e) == RS_OK, "%s", e.msg);
-    if (!m) return rs_test_finish("serve-plan");
-    /* int8: calibrated (min-max) on 64 inputs drawn as the requests' are */
-    rs_dataset *cal = rs_dataset_new(64, 1, 10, 10, NOUT);
-    for (int k = 0; cal && k < 64; k++) sample(100 + k, cal->x + (size_t)k * NIN);
-    rs_plan *p32 = compile(m, RS_PLAN_FP32, NULL), *p16 = compile(m, RS_PLAN_BF16, NULL),
-            *p8 = cal ? compile(m, RS_PLAN_INT8, cal) : NULL;
-    RS_CHECK(p8 != NULL, "no int8 plan");
-    if (!p32) return rs_test_finish("serve-plan");
+    FILE *f = fopen(path, "r+b");
+    if (!f) return;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, n / 2, SEEK_SET);
+    int ch = fgetc(f);
+    fseek(f, n / 2, SEEK_SET);
+    fputc(ch ^ 0x5a, f);
+    fclose(f);
+}
+
+/* The repository: cnn (fp32), cnn16 (bf16) and cnn8 (int8) served; big, trt, bad and isa refused at
+ * load. pl gets the references loaded from the served files. */
+static void write_repo(const char *repo, plans *pl)
+{
     const char *batching = "max_batch_size: 8\ninstance_group [ { count: 2 } ]\n"
                            "dynamic_batching { max_queue_delay_microseconds: 200000 }\n";
+    rs_plan *p32 = pl->p32;
     put_model(repo, "cnn", p32, batching);
-    if (p16) put_model(repo, "cnn16", p16, "max_batch_size: 8\nplatform: \"ringside_plan\"\n");
-    if (p8) put_model(repo, "cnn8", p8, batching);
+    if (pl->p16) put_model(repo, "cnn16", pl->p16, "max_batch_size: 8\nplatform: \"ringside_plan\"\n");
+    if (pl->p8) put_model(repo, "cnn8", pl->p8, batching);
     put_model(repo, "big", p32, "max_batch_size: 16\n");
     put_model(repo, "trt", p32, "platform: \"tensorrt_plan\"\nmax_batch_size: 8\n");
     put_model(repo, "bad", p32, "max_batch_size: 8\n");
@@ -204,36 +212,20 @@ int main(void)
     }
     char path[512];
     snprintf(path, sizeof path, "%s/bad/1/model.plan", repo);
-    { /* one byte flipped in the middle: the checksum no longer matches */
-        FILE *f = fopen(path, "r+b");
-        fseek(f, 0, SEEK_END);
-        long n = ftell(f);
-        fseek(f, n / 2, SEEK_SET);
-        int ch = fgetc(f);
-        fseek(f, n / 2, SEEK_SET);
-        fputc(ch ^ 0x5a, f);
-        fclose(f);
-    }
-    /* the references: plans loaded from the served files */
-    rs_plan *r32 = NULL, *r16 = NULL, *r8 = NULL;
+    corrupt(path);
+    rs_err e = {0};
     snprintf(path, sizeof path, "%s/cnn/1/model.plan", repo);
-    RS_CHECK(rs_plan_load(path, &r32, &e) == RS_OK, "%s", e.msg);
+    RS_CHECK(rs_plan_load(path, &pl->r32, &e) == RS_OK, "%s", e.msg);
     snprintf(path, sizeof path, "%s/cnn16/1/model.plan", repo);
-    if (p16) RS_CHECK(rs_plan_load(path, &r16, &e) == RS_OK, "%s", e.msg);
+    if (pl->p16) RS_CHECK(rs_plan_load(path, &pl->r16, &e) == RS_OK, "%s", e.msg);
     snprintf(path, sizeof path, "%s/cnn8/1/model.plan", repo);
-    if (p8) RS_CHECK(rs_plan_load(path, &r8, &e) == RS_OK, "%s", e.msg);
+    if (pl->p8) RS_CHECK(rs_plan_load(path, &pl->r8, &e) == RS_OK, "%s", e.msg);
+}
 
-    rs_serve_opts o;
-    rs_serve_opts_init(&o);
-    o.repo = repo;
-    o.metrics_port = -1;
-    rs_serve_server *s = NULL;
-    RS_CHECK(rs_serve_start(&o, &s, &e) == RS_OK, "%s", e.msg);
-    if (!s || !r32) return rs_test_finish("serve-plan");
-    int port = rs_serve_http_port(s);
+/* The refused ones, each UNAVAILABLE with its reason in the index; the server goes on. */
+static void check_refused(int port)
+{
     resp r;
-
-    /* the refused ones, each with its reason; the server goes on */
     post(port, "/v2/repository/index", "", &r);
     RS_CHECK(r.status == 200, "index %d", r.status);
     printf("  index: %.*s\n", (int)r.body_n, r.body);
@@ -256,6 +248,12 @@ int main(void)
     }
     json_decref(idx);
     free(r.raw);
+}
+
+/* cnn is ready; its config and metadata come from the plan. */
+static void check_config(int port)
+{
+    resp r;
     RS_CHECK(http(port, "GET /v2/models/cnn/ready HTTP/1.1", NULL, 0, &r) == 200, "cnn not ready");
     free(r.raw);
     http(port, "GET /v2/models/cnn/config HTTP/1.1", NULL, 0, &r);
@@ -265,45 +263,88 @@ int main(void)
     http(port, "GET /v2/models/cnn HTTP/1.1", NULL, 0, &r);
     RS_CHECK(r.status == 200 && strstr(r.body, "[-1,1,10,10]") && strstr(r.body, "[-1,5]"), "metadata %.300s", r.body);
     free(r.raw);
+}
 
-    /* one request alone */
+/* One request alone at each precision. */
+static void check_alone(int port, const plans *pl)
+{
     float x[NIN], y[NOUT], want[NOUT];
     sample(0, x);
-    alone(r32, x, want);
+    alone(pl->r32, x, want);
     RS_CHECK(infer1(port, "cnn", x, y) && close_to(y, want, NOUT, FP32_TOL), "fp32 alone");
-    if (r16) {
-        alone(r16, x, want);
+    if (pl->r16) {
+        alone(pl->r16, x, want);
         RS_CHECK(infer1(port, "cnn16", x, y) && close_to(y, want, NOUT, BF16_TOL), "bf16 alone");
     }
-    if (r8) {
-        alone(r8, x, want);
+    if (pl->r8) {
+        alone(pl->r8, x, want);
         RS_CHECK(infer1(port, "cnn8", x, y) && close_to(y, want, NOUT, INT8_TOL), "int8 alone");
     }
+}
 
+/* A request larger than the plan's batch is refused, not run. */
+static void check_batch_over(int port)
+{
+    resp r;
+    static float x[9 * NIN];
+    for (int i = 0; i < 9 * NIN; i++) x[i] = 0.5f;
+    char *body = infer_body(NULL, "input", (const int64_t[]){9, 1, 10, 10}, 4, x);
+    RS_CHECK(body != NULL, "out of memory");
+    if (!body) return;
+    post(port, "/v2/models/cnn/infer", body, &r);
+    RS_CHECK(r.status == 400 && strstr(r.body, "batch-size must be <= 8"), "batch 9: %d %.200s", r.status, r.body);
+    free(r.raw);
+    free(body);
+}
+
+static void plans_free(plans *pl)
+{
+    rs_plan_free(pl->r32);
+    rs_plan_free(pl->r16);
+    rs_plan_free(pl->r8);
+    rs_plan_free(pl->p32);
+    rs_plan_free(pl->p16);
+    rs_plan_free(pl->p8);
+}
+
+int main(void)
+{
+    char repo[] = "/tmp/rs-serve-plan-XXXXXX";
+    if (!mkdtemp(repo)) RS_SKIP("no temporary folder");
+    rs_err e = {0};
+    rs_model *m = NULL;
+    RS_CHECK(rs_model_parse(SPEC, "m", rs_device_cpu(), NULL, 7, &m, NULL, &e) == RS_OK, "%s", e.msg);
+    if (!m) return rs_test_finish("serve-plan");
+    /* int8: calibrated (min-max) on 64 inputs drawn as the requests' are */
+    rs_dataset *cal = rs_dataset_new(64, 1, 10, 10, NOUT);
+    for (int k = 0; cal && k < 64; k++) sample(100 + k, cal->x + (size_t)k * NIN);
+    plans pl = {.p32 = compile(m, RS_PLAN_FP32, NULL), .p16 = compile(m, RS_PLAN_BF16, NULL),
+                .p8 = cal ? compile(m, RS_PLAN_INT8, cal) : NULL};
+    RS_CHECK(pl.p8 != NULL, "no int8 plan");
+    if (!pl.p32) return rs_test_finish("serve-plan");
+    write_repo(repo, &pl);
+
+    rs_serve_opts o;
+    rs_serve_opts_init(&o);
+    o.repo = repo;
+    o.metrics_port = -1;
+    rs_serve_server *s = NULL;
+    RS_CHECK(rs_serve_start(&o, &s, &e) == RS_OK, "%s", e.msg);
+    if (!s || !pl.r32) return rs_test_finish("serve-plan");
+    int port = rs_serve_http_port(s);
+    check_refused(port);
+    check_config(port);
+    check_alone(port, &pl);
     /* NCLIENT at once, fp32 and int8 */
-    concurrent(s, port, "cnn", r32, FP32_TOL);
-    if (r8) concurrent(s, port, "cnn8", r8, INT8_TOL);
-    /* a request larger than the plan's batch is refused, not run */
-    {
-        char *body = malloc(32 * 9 * NIN + 256), *q = body;
-        q += sprintf(q, "{\"inputs\":[{\"name\":\"input\",\"datatype\":\"FP32\",\"shape\":[9,1,10,10],\"data\":[");
-        for (int i = 0; i < 9 * NIN; i++) q += sprintf(q, "%s0.5", i ? "," : "");
-        sprintf(q, "]}]}");
-        post(port, "/v2/models/cnn/infer", body, &r);
-        RS_CHECK(r.status == 400 && strstr(r.body, "batch-size must be <= 8"), "batch 9: %d %.200s", r.status, r.body);
-        free(r.raw);
-        free(body);
-    }
+    concurrent(s, port, "cnn", pl.r32, FP32_TOL);
+    if (pl.r8) concurrent(s, port, "cnn8", pl.r8, INT8_TOL);
+    check_batch_over(port);
     rs_serve_stop(s);
-    rs_plan_free(r32);
-    rs_plan_free(r16);
-    rs_plan_free(r8);
-    rs_plan_free(p32);
-    rs_plan_free(p16);
-    rs_plan_free(p8);
+    plans_free(&pl);
     rs_dataset_free(cal);
-    snprintf(path, sizeof path, "rm -rf '%s'", repo);
-    if (system(path)) {}
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", repo);
+    if (system(cmd)) {}
     rs_model_free(m);
     return rs_test_finish("serve-plan");
 }

@@ -106,11 +106,9 @@ def run(root, ports):
         want_in = [(i.name, [-1] + list(i.shape[1:])) for i in sess.get_inputs()]
         md = hc.get_model_metadata(name)
         gmd = gc.get_model_metadata(name)
-        # gRPC's metadata of a model with no config.pbtxt leaves the batch's -1 out where HTTP's has it (for
-        # one-input models too: grpc_methods.c tests max_batch_size > 0, http_json.c !full_dims): not this test's subject
+        # with a config.pbtxt or without one, the batch's -1 leads over both protocols (a request carries it)
         gshape = [(i.name, list(i.shape)) for i in gmd.inputs]
-        gwant = want_in if name in CONFIGS else [(n, s[1:]) for n, s in want_in]
-        check([(i["name"], i["shape"]) for i in md["inputs"]] == want_in and gshape == gwant and
+        check([(i["name"], i["shape"]) for i in md["inputs"]] == want_in and gshape == want_in and
               all(i["datatype"] == "FP32" for i in md["inputs"]),
               f"{name}: metadata lists the file's inputs in order over HTTP and gRPC: {want_in} (got "
               f"{md['inputs']}, gRPC {gshape})")

@@ -360,7 +360,8 @@ static void sub_matrix(ctx *c)
 static void groups(ctx *c)
 {
     rs_err e = {0};
-    int w = c->w, ev[64], od[64], ne = 0, no = 0;
+    /* zeroed: gcc -O3 sees them passed on unwritten when w is 0 */
+    int w = c->w, ev[64] = {0}, od[64] = {0}, ne = 0, no = 0;
     for (int r = 0; r < w; r++) {
         if (r % 2) od[no++] = r;
         else ev[ne++] = r;

@@ -15,9 +15,7 @@ the two apart, and the text must use at least 4 tokens. The smallest gap between
 comparison meaningless, so it must be well above float32's rounding. Exit 77 only without NumPy.
 """
 import os
-import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gpt_ref  # noqa: E402
@@ -46,22 +44,11 @@ def greedy(w, cfg, prompt, n, window):
 
 
 def main():
-    if len(sys.argv) != 2:
-        print(__doc__)
-        return 2
-    try:
-        import numpy as np
-    except ImportError as ex:
-        print("SKIP: numpy is not installed (%s)" % ex)
-        return 77
-    with tempfile.TemporaryDirectory() as tmp:
-        r = subprocess.run([sys.argv[1], tmp], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        print(r.stdout, end="")
-        if r.returncode != 0:
-            print("FAIL: the C helper exited with %d" % r.returncode)
-            return 1
-        w32, _ = gpt_ref.read_st(os.path.join(tmp, "gen.safetensors"))
-        io, meta = gpt_ref.read_st(os.path.join(tmp, "gen.io.safetensors"))
+    rc, got = gpt_ref.run_helper(__doc__, ["gen.safetensors", "gen.io.safetensors"])
+    if rc is not None:
+        return rc
+    import numpy as np
+    (w32, _), (io, meta) = got
     cfg = gpt_ref.parse_preset(meta["model"])
     w = {k: v.astype(np.float64) for k, v in w32.items()}
     prompt = [int(t) for t in io["prompt"]]

@@ -56,6 +56,28 @@ def check(cond, what):
     return cond
 
 
+def run_helper(doc, files):
+    """The opening of a reference script over a C helper, written once: usage (status 2, DOC printed),
+    NumPy importable (77 without it), the helper (argv[1]) run with a temporary folder and its output
+    printed (1 when it fails), then each of FILES in that folder read with read_st. Returns (status,
+    [(tensors, metadata) of each file]); status is None when the script goes on."""
+    if len(sys.argv) != 2:
+        print(doc)
+        return 2, []
+    try:
+        import numpy  # noqa: F401
+    except ImportError as ex:
+        print("SKIP: numpy is not installed (%s)" % ex)
+        return 77, []
+    with tempfile.TemporaryDirectory() as tmp:
+        r = subprocess.run([sys.argv[1], tmp], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        print(r.stdout, end="")
+        if r.returncode != 0:
+            print("FAIL: the C helper exited with %d" % r.returncode)
+            return 1, []
+        return None, [read_st(os.path.join(tmp, f)) for f in files]
+
+
 def read_st(path):
     """name -> numpy array and the metadata, read by hand (json + numpy.frombuffer)."""
     import numpy as np
@@ -521,26 +543,12 @@ def torch_part(w, wide, final, io, meta, cfg, grad0, wide_grad):
 
 
 def main():
-    if len(sys.argv) != 2:
-        print(__doc__)
-        return 2
-    try:
-        import numpy as np
-    except ImportError as ex:
-        print("SKIP: numpy is not installed (%s)" % ex)
-        return 77
-    with tempfile.TemporaryDirectory() as tmp:
-        r = subprocess.run([sys.argv[1], tmp], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        print(r.stdout, end="")
-        if r.returncode != 0:
-            print("FAIL: the C helper exited with %d" % r.returncode)
-            return 1
-        w32, wmeta = read_st(os.path.join(tmp, "gpt.safetensors"))
-        wide32, _ = read_st(os.path.join(tmp, "gpt.wide.safetensors"))
-        final32, _ = read_st(os.path.join(tmp, "gpt.final.safetensors"))
-        io, meta = read_st(os.path.join(tmp, "gpt.io.safetensors"))
-        grad0, _ = read_st(os.path.join(tmp, "gpt.grad.safetensors"))
-        wide_grad, _ = read_st(os.path.join(tmp, "gpt.wide.grad.safetensors"))
+    rc, got = run_helper(__doc__, ["gpt.safetensors", "gpt.wide.safetensors", "gpt.final.safetensors",
+                                   "gpt.io.safetensors", "gpt.grad.safetensors", "gpt.wide.grad.safetensors"])
+    if rc is not None:
+        return rc
+    import numpy as np
+    (w32, wmeta), (wide32, _), (final32, _), (io, meta), (grad0, _), (wide_grad, _) = got
     cfg = parse_preset(meta["model"])
     names = torch_names(cfg["layers"])
     check(sorted(w32) == sorted(names), "tensors %s, want %s" % (sorted(w32), sorted(names)))

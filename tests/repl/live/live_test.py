@@ -32,31 +32,12 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "term"))
-import term_test as tt  # noqa: E402  (the tmux driver the REPL's terminal test uses)
+import tmux_session as tt  # noqa: E402  (the tmux driver and session the REPL's terminal tests use)
 
 
 def wait(what, cond, term, timeout=45.0):
     """tt.wait with room for a loaded machine (the suite runs two tests at a time, under ASan too)."""
     return tt.wait(what, cond, term, max(timeout, 45.0))
-
-
-class Term(tt.Term):
-    """tt.Term at a chosen size."""
-
-    def __init__(self, tmp, argv, env, name, w, h):
-        self.sock = os.path.join(tmp, "tmux.sock")
-        self.env = env
-        self.rcfile = os.path.join(tmp, name + ".rc")
-        cmd = "trap : INT; " + " ".join(tt.shq(a) for a in argv) + f"; echo $? > {tt.shq(self.rcfile)}"
-        self.tmux("-f", "/dev/null", "start-server", ";", "set-option", "-g", "remain-on-exit", "on", ";",
-                  "set-option", "-g", "history-limit", "5000", ";",
-                  "new-session", "-d", "-s", "rs", "-x", str(w), "-y", str(h), "sh -c " + tt.shq(cmd))
-        self.sh = int(self.fmt("#{pane_pid}"))
-        self.pid = wait("ringside to start under the pane's shell", lambda: tt.child_of(self.sh), self, 10)
-
-    def visible(self):
-        """The visible pane only (the dashboard lives on the alternate screen)."""
-        return self.tmux("capture-pane", "-p", "-t", "rs").split("\n")
 
 
 def ring_reference(world, n, stage):
@@ -103,19 +84,10 @@ def has(term, *words):
 
 
 def tmux_mode(rs):
-    if not shutil.which("tmux"):
-        tt.skip("tmux is not installed (scripts/setup.sh installs it): no live-dashboard terminal test")
-    tmp = tempfile.mkdtemp(prefix="rs-live-")
-    home = os.path.join(tmp, "home")
-    os.makedirs(home)
-    db = os.path.join(tmp, "s.db")
-    env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE", "NO_COLOR", "XDG_DATA_HOME")}
-    env.update(HOME=home, XDG_DATA_HOME=os.path.join(home, "data"), TERM="xterm-256color", LC_ALL="C.UTF-8")
-    argv = ["env", "-u", "NO_COLOR", f"HOME={home}", f"XDG_DATA_HOME={home}/data", rs, "--db", db]
-    c = tt.Checks()
-    term = None
-    try:
-        term = Term(tmp, argv, env, "s1", 160, 48)
+    tt.require("tmux", what="live-dashboard terminal test")
+    with tt.session(rs, "rs-live-", what="the test ran to its end") as sess:
+        c = sess.c
+        term = sess.open("s1", 160, 48)
         wait("a prompt", lambda: tt.at_prompt(term), term, 30)
         # ---- step by step through a ring all-reduce
         line = "collective all_reduce ranks=4 algo=ring count=8 step=1"
@@ -162,7 +134,7 @@ def tmux_mode(rs):
         c.wait_ok("any key closes the view, then the summary and a prompt",
                   lambda: summaries() == before + 1 and tt.at_prompt(term), term, 15)
         # ---- auto playback goes on at once
-        lesson = os.path.join(tmp, "lesson.ring")
+        lesson = os.path.join(sess.tmp, "lesson.ring")
         with open(lesson, "w") as f:
             f.write('collective all_reduce ranks=2 count=3\nsay "after the collective"\n')
         line = f"play {lesson} mode=auto"
@@ -237,16 +209,7 @@ def tmux_mode(rs):
                   lambda: has(term, "paused") and not has(term, "end: q leaves"), term, 10)
         term.text("q")
         c.wait_ok("`q` leaves the replay: a prompt", lambda: tt.at_prompt(term), term, 10)
-        term.text("quit")
-        term.keys("Enter")
-        c.wait_ok("ringside exits after quit", term.dead, term, 15, detail=term.state)
-        c.ok("exit status 0 (under ASan: no leak or error)", term.dead_status() == "0", term.state())
-    except tt.Fail as e:
-        c.ok("the test ran to its end", False, str(e))
-    finally:
-        if term:
-            term.kill()
-    shutil.rmtree(tmp, ignore_errors=True)
+        sess.quit()
     return 1 if c.fails else 0
 
 
@@ -286,17 +249,6 @@ def headless_mode(rs):
 
 
 def serve_mode(rs):
-    if not shutil.which("tmux"):
-        tt.skip("tmux is not installed (scripts/setup.sh installs it): no live serve-pane test")
-    tmp = tempfile.mkdtemp(prefix="rs-live-serve-")
-    home = os.path.join(tmp, "home")
-    os.makedirs(home)
-    env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE", "NO_COLOR", "XDG_DATA_HOME")}
-    env.update(HOME=home, XDG_DATA_HOME=os.path.join(home, "data"), TERM="xterm-256color", LC_ALL="C.UTF-8")
-    argv = ["env", "-u", "NO_COLOR", f"HOME={home}", f"XDG_DATA_HOME={home}/data", rs, "--no-db"]
-    c = tt.Checks()
-    term = None
-
     def infer(port, n):
         body = b'{"inputs":[{"name":"input","datatype":"FP32","shape":[1,5],"data":[1,2,3,4,5]}]}'
         for _ in range(n):
@@ -305,8 +257,10 @@ def serve_mode(rs):
                 if r.status != 200:
                     raise tt.Fail(f"infer answered {r.status}")
 
-    try:
-        term = Term(tmp, argv, env, "s1", 100, 30)
+    tt.require("tmux", what="live serve-pane test")
+    with tt.session(rs, "rs-live-serve-", what="the test ran to its end", db=False) as sess:
+        c = sess.c
+        term = sess.open("s1", 100, 30)
         wait("a prompt", lambda: tt.at_prompt(term), term, 30)
         out = tt.run_line(term, "view serve", expect="nothing is served")
         c.ok("`view serve` without a server says so and how to start one",
@@ -337,16 +291,7 @@ def serve_mode(rs):
         out = tt.run_line(term, "serve", expect="requests 12 ok")
         c.ok("`serve` prints the same count after the view", any("requests 12 ok / 0 failed" in l for l in out),
              "\n".join(out))
-        term.text("quit")
-        term.keys("Enter")
-        c.wait_ok("ringside exits after quit", term.dead, term, 15, detail=term.state)
-        c.ok("exit status 0 (under ASan: no leak or error)", term.dead_status() == "0", term.state())
-    except tt.Fail as e:
-        c.ok("the test ran to its end", False, str(e))
-    finally:
-        if term:
-            term.kill()
-    shutil.rmtree(tmp, ignore_errors=True)
+        sess.quit()
     return 1 if c.fails else 0
 
 

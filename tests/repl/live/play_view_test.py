@@ -20,16 +20,14 @@ Exit 77 when tmux is missing (the headless part runs first either way).
 Usage: play_view_test.py PATH/TO/ringside"""
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "term"))
-import term_test as tt  # noqa: E402
-from live_test import Term, has, wait  # noqa: E402
+import tmux_session as tt  # noqa: E402
+from live_test import has, wait  # noqa: E402
 
 
 def seconds(text):
@@ -114,22 +112,13 @@ def play(term, c, lesson, body):
 
 def main():
     rs = os.path.abspath(sys.argv[1])
-    tmp = tempfile.mkdtemp(prefix="rs-playview-")
-    c = tt.Checks()
-    t0 = time.monotonic()
-    term = None
-    try:
+    with tt.session(rs, "rs-playview-") as sess:
+        c, tmp = sess.c, sess.tmp
         pane_time(rs, c, tmp)
         bench_timeline(rs, c, tmp)
         p2p_states(rs, c, tmp)
-        if not shutil.which("tmux"):
-            tt.skip("tmux is not installed (scripts/setup.sh installs it): no terminal test of `play`'s views")
-        home = os.path.join(tmp, "home")
-        os.makedirs(home)
-        env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE", "NO_COLOR", "XDG_DATA_HOME")}
-        env.update(HOME=home, XDG_DATA_HOME=os.path.join(home, "data"), TERM="xterm-256color", LC_ALL="C.UTF-8")
-        argv = ["env", "-u", "NO_COLOR", f"HOME={home}", rs, "--db", os.path.join(tmp, "s.db")]
-        term = Term(tmp, argv, env, "pv", 80, 24)
+        tt.require("tmux", what="terminal test of `play`'s views")
+        term = sess.open("pv", 80, 24)
         wait("a prompt", lambda: tt.at_prompt(term), term, 30)
         # ---- the view closes by itself after its hold; the narration before it is back
         play(term, c, os.path.join(tmp, "hold.ring"),
@@ -154,22 +143,8 @@ def main():
             c.ok("no 'press Enter to continue' after the view's key", not has(term, "press Enter to continue"),
                  "\n".join(term.visible()))
         tt.run_line(term, "clear")
-        term.text("quit")
-        term.keys("Enter")
-        c.wait_ok("ringside exits after quit", term.dead, term, 15, detail=term.state)
-        c.ok("exit status 0 (under ASan: no leak or error)", term.dead_status() == "0", term.state())
-    except tt.Fail as e:
-        c.ok("the terminal session went as expected", False, str(e))
-    finally:
-        if term:
-            term.kill()
-        if c.fails:
-            print(f"scratch folder kept: {tmp}")
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
-    print(f"{c.fails} failure(s), {time.monotonic() - t0:.1f}s")
-    return 1 if c.fails else 0
-
+        sess.quit()
+    return sess.finish()
 
 RS_HOLD = 3  # repl/ranks_job.h RS_JOB_HOLD_S
 

@@ -19,16 +19,13 @@ Exit 77 when tmux is missing.
 Usage: truth_test.py PATH/TO/ringside"""
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "term"))
-import term_test as tt  # noqa: E402
-from live_test import Term, has, wait  # noqa: E402
+import tmux_session as tt  # noqa: E402
+from live_test import has, wait  # noqa: E402
 
 CUT = "\u2026"
 
@@ -60,20 +57,11 @@ def fsdp_numbers(rs, c, tmp):
 
 def main():
     rs = os.path.abspath(sys.argv[1])
-    if not shutil.which("tmux"):
-        tt.skip("tmux is not installed (scripts/setup.sh installs it): no live-dashboard terminal test")
-    tmp = tempfile.mkdtemp(prefix="rs-truth-")
-    home = os.path.join(tmp, "home")
-    os.makedirs(home)
-    env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE", "NO_COLOR", "XDG_DATA_HOME")}
-    env.update(HOME=home, XDG_DATA_HOME=os.path.join(home, "data"), TERM="xterm-256color", LC_ALL="C.UTF-8")
-    argv = ["env", "-u", "NO_COLOR", f"HOME={home}", rs, "--db", os.path.join(tmp, "s.db")]
-    c = tt.Checks()
-    term = None
-    t0 = time.monotonic()
-    try:
-        fsdp_numbers(rs, c, tmp)
-        term = Term(tmp, argv, env, "t1", 80, 24)
+    tt.require("tmux", what="live-dashboard terminal test")
+    with tt.session(rs, "rs-truth-") as sess:
+        c = sess.c
+        fsdp_numbers(rs, c, sess.tmp)
+        term = sess.open("t1", 80, 24)
         wait("a prompt", lambda: tt.at_prompt(term), term, 30)
         if run_to_end(term, c, "collective all_reduce ranks=4 algo=ring count=100000", "collective"):
             scr = term.visible()
@@ -111,17 +99,7 @@ def main():
                 r"http://127\.0\.0\.1:" + port + r"\b", scr) is not None, scr)
             term.keys("Enter")
             tt.wait("the prompt after a key", lambda: tt.at_prompt(term), term, 30)
-    except tt.Fail as e:
-        c.ok("the terminal session went as expected", False, str(e))
-    finally:
-        if term:
-            term.kill()
-        if c.fails:
-            print(f"scratch folder kept: {tmp}")
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
-    print(f"{c.fails} failure(s), {time.monotonic() - t0:.1f}s")
-    return 1 if c.fails else 0
+    return sess.finish()
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Tab completion and where output lands, in a real terminal (tmux, as term_test.py drives it).
+"""Tab completion and where output lands, in a real terminal (tmux, as tmux_session.py drives it).
 
 Completion is generated from the command table (repl/complete.c); these check what a person sees:
   - an option's value: `opt=a`<Tab> -> `opt=adam` (not `opt=accum=`), `opt=`<Tab><Tab> lists adam adamw
@@ -19,13 +19,11 @@ line starts with a stray `ringside> `.
 
 Usage: complete_test.py PATH/TO/ringside"""
 import os
-import shutil
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from term_test import PROMPT, Checks, Fail, Term, at_prompt, run_line, shq, skip, wait  # noqa: E402
+from tmux_session import PROMPT, Fail, at_prompt, ringside_arg, run_line, session, shq, wait  # noqa: E402
 
 
 def typed_then(term, c, typed, keys, want_line, what):
@@ -83,29 +81,15 @@ def output_after_command(term, c, line, first, label):
 
 
 def main():
-    if len(sys.argv) < 2:
-        print(__doc__)
-        return 2
-    rs = os.path.abspath(sys.argv[1])
-    if not shutil.which("tmux"):
-        skip("tmux is not installed (scripts/setup.sh installs it): no real-terminal test")
-    tmp = tempfile.mkdtemp(prefix="rs-compl-")
-    home = os.path.join(tmp, "home")
-    work = os.path.join(tmp, "work")
-    os.makedirs(home)
-    os.makedirs(work)
-    for f in ("train-images-idx3-ubyte", "zeta.csv", "net.onnx", "talk.ring", "old.png", "exp/inner.onnx"):
-        os.makedirs(os.path.dirname(os.path.join(work, f)), exist_ok=True)
-        open(os.path.join(work, f), "w").close()
-    db = os.path.join(tmp, "s.db")
-    env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE", "NO_COLOR", "XDG_DATA_HOME")}
-    env.update(HOME=home, XDG_DATA_HOME=os.path.join(home, "data"), TERM="xterm-256color", LC_ALL="C.UTF-8")
-    c = Checks()
-    t0 = time.monotonic()
-    term = None
-    try:
-        argv = ["sh", "-c", f"cd {shq(work)} && exec env -u NO_COLOR HOME={shq(home)} {shq(rs)} --db {shq(db)}"]
-        term = Term(tmp, argv, env, "c1")
+    rs = ringside_arg(__doc__, "real-terminal test")
+    with session(rs, "rs-compl-") as s:
+        c, home, db = s.c, s.home, s.db
+        work = os.path.join(s.tmp, "work")
+        for f in ("train-images-idx3-ubyte", "zeta.csv", "net.onnx", "talk.ring", "old.png", "exp/inner.onnx"):
+            os.makedirs(os.path.dirname(os.path.join(work, f)), exist_ok=True)
+            open(os.path.join(work, f), "w").close()
+        term = s.open("c1", argv=["sh", "-c", f"cd {shq(work)} && exec env -u NO_COLOR HOME={shq(home)} {shq(rs)} "
+                                              f"--db {shq(db)}"])
         wait("a prompt", lambda: at_prompt(term), term, 30)
 
         typed_then(term, c, "train m on d opt=a", ["Tab"], "train m on d opt=adam",
@@ -142,33 +126,18 @@ def main():
 
         output_after_command(term, c, 'sql "select 1"', "1", "xterm")
         output_after_command(term, c, "sql \"select 'xyz'\"", "'xyz'", "xterm")
-        term.text("quit")
-        term.keys("Enter")
-        wait("ringside exits after quit", term.dead, term, 15)
-        c.ok("`quit` exits with status 0 (under ASan: no leak)", term.dead_status() == "0", term.state())
-        term.kill()
-        term = None
+        s.quit("`quit` exits with status 0 (under ASan: no leak)")
+        s.close()
 
         # TERM=dumb: readline cannot move the cursor; a redrawn prompt would stay in front of the output.
-        env_dumb = dict(env, TERM="dumb")
         argv = ["sh", "-c", f"cd {shq(work)} && exec env -u NO_COLOR TERM=dumb HOME={shq(home)} {shq(rs)} --db {shq(db)}"]
-        tmp2 = os.path.join(tmp, "dumb")  # a socket of its own: the first server may still be going away
+        tmp2 = os.path.join(s.tmp, "dumb")  # a socket of its own: the first server may still be going away
         os.makedirs(tmp2)
-        term = Term(tmp2, argv, env_dumb, "c2")
+        term = s.open("c2", argv=argv, env=dict(s.env, TERM="dumb"), sock_dir=tmp2)
         wait("a prompt", lambda: at_prompt(term), term, 30)
         output_after_command(term, c, 'sql "select 1"', "1", "TERM=dumb")
         output_after_command(term, c, "sql \"select 'xyz'\"", "'xyz'", "TERM=dumb")
-    except Fail as e:
-        c.ok("the terminal session went as expected", False, str(e))
-    finally:
-        if term:
-            term.kill()
-        if c.fails:
-            print(f"scratch folder kept: {tmp}")
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
-    print(f"{c.fails} failure(s), {time.monotonic() - t0:.1f}s")
-    return 1 if c.fails else 0
+    return s.finish()
 
 
 if __name__ == "__main__":

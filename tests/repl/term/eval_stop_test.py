@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""`eval` and `train` in a real terminal (tmux, 120x40; the helpers are term_test.py's):
+"""`eval` and `train` in a real terminal (tmux, 120x40; the helpers are tmux_session.py's):
 
   - `eval g on t` on a GPT over the whole validation split shows a progress bar ("eval N/M [##--]")
     while it runs, and Ctrl-C stops it within a few seconds: "cancelled: eval of g ...", the prompt
@@ -11,34 +11,19 @@ Exit 77 (skip) when tmux is missing.
 usage: eval_stop_test.py PATH/TO/ringside"""
 import os
 import re
-import shutil
 import sqlite3
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from term_test import Checks, Fail, Term, at_prompt, run_line, skip, wait  # noqa: E402
+from tmux_session import at_prompt, ringside_arg, run_line, session, wait  # noqa: E402
 
 
 def main():
-    if len(sys.argv) < 2:
-        print(__doc__)
-        return 2
-    rs = os.path.abspath(sys.argv[1])
-    if not shutil.which("tmux"):
-        skip("tmux is not installed (scripts/setup.sh installs it): no real-terminal test")
-    tmp = tempfile.mkdtemp(prefix="rs-evalstop-")
-    home = os.path.join(tmp, "home")
-    os.makedirs(home)
-    db = os.path.join(tmp, "s.db")
-    env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE", "NO_COLOR", "XDG_DATA_HOME")}
-    env.update(HOME=home, XDG_DATA_HOME=os.path.join(home, "data"), TERM="xterm-256color", LC_ALL="C.UTF-8")
-    argv = ["env", "-u", "NO_COLOR", f"HOME={home}", f"XDG_DATA_HOME={home}/data", rs, "--db", db]
-    c = Checks()
-    term = None
-    try:
-        term = Term(tmp, argv, env, "s1")
+    rs = ringside_arg(__doc__, "real-terminal test")
+    with session(rs, "rs-evalstop-", what="the session went as planned") as s:
+        c, db = s.c, s.db
+        term = s.open("s1")
         wait("the banner and a prompt", lambda: at_prompt(term), term, 30)
         run_line(term, "set threads=1")
         # a steps= run inside an epoch: the bar is finished, the summary on its own line
@@ -85,23 +70,13 @@ def main():
         c.ok("ringside survived Ctrl-C (process alive)", term.alive(), term.state())
         out = run_line(term, "ls", expect="model")
         c.ok("the next command works (`ls` lists g)", any(l.split()[:2] == ["g", "model"] for l in out), f"{out}")
-        term.text("quit")
-        term.keys("Enter")
-        c.wait_ok("ringside exits after quit", term.dead, term, 15, detail=term.state)
-        term.kill()
-        term = None
+        s.quit()
+        s.close()
         con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
         runs = con.execute("SELECT kind, status FROM runs WHERE kind = 'eval'").fetchall()
         con.close()
         c.ok("the eval run is logged 'cancelled'", runs == [("eval", "cancelled")], f"runs: {runs}")
-    except Fail as e:
-        c.ok("the session went as planned", False, str(e))
-    finally:
-        if term:
-            term.kill()
-        shutil.rmtree(tmp, ignore_errors=True)
-    print(f"{c.fails} failed")
-    return 1 if c.fails else 0
+    return s.finish()
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""`help` at a terminal (tmux, 120x40; the helpers are term_test.py's):
+"""`help` at a terminal (tmux, 120x40; the helpers are tmux_session.py's):
 
   - `help train` is longer than the 40-row screen, so it goes through the pager (less): the pane shows
     the help's first line and less's ':' prompt on the last row, not a prompt of ringside; q leaves it
@@ -12,31 +12,17 @@ Exit 77 (skip) when tmux or less is missing.
 
 usage: pager_test.py PATH/TO/ringside"""
 import os
-import shutil
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from term_test import Checks, Fail, Term, at_prompt, run_line, skip, wait  # noqa: E402
+from tmux_session import at_prompt, ringside_arg, run_line, session, wait  # noqa: E402
 
 
 def main():
-    if len(sys.argv) < 2:
-        print(__doc__)
-        return 2
-    rs = os.path.abspath(sys.argv[1])
-    if not shutil.which("tmux") or not shutil.which("less"):
-        skip("tmux or less is not installed: no real-terminal pager test")
-    tmp = tempfile.mkdtemp(prefix="rs-pager-")
-    home = os.path.join(tmp, "home")
-    os.makedirs(home)
-    env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE", "PAGER", "LESS")}
-    env.update(HOME=home, TERM="xterm-256color", LC_ALL="C.UTF-8")
-    argv = ["env", "-u", "PAGER", "-u", "LESS", f"HOME={home}", rs, "--no-db"]
-    c = Checks()
-    term = None
-    try:
-        term = Term(tmp, argv, env, "p1")
+    rs = ringside_arg(__doc__, "real-terminal pager test", ("tmux", "less"))
+    with session(rs, "rs-pager-", db=False, unset=("PAGER", "LESS")) as s:
+        c = s.c
+        term = s.open("p1")
         wait("the banner and a prompt", lambda: at_prompt(term), term, 30)
         term.text("help train")
         wait("'help train' typed", lambda: at_prompt(term, "help train"), term)
@@ -55,15 +41,7 @@ def main():
         c.ok("help train fp16: the fp16 options", all(k in text for k in ("precision=", "loss_scale=", "inject_inf=")),
              text)
         c.ok("help train fp16: nothing else (no lr=)", "lr=X" not in text, text)
-    except Fail as e:
-        print(f"FAIL: {e}")
-        c.fails += 1
-    finally:
-        if term:
-            term.kill()
-        shutil.rmtree(tmp, ignore_errors=True)
-    print(f"pager: {c.fails} failed")
-    return 1 if c.fails else 0
+    return s.finish()
 
 
 if __name__ == "__main__":

@@ -20,8 +20,10 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tmux_session import session  # noqa: E402  (the scratch folder, checks and tally the terminal tests share)
 
 SCRIPT = """\
 # a scripted session: every line below but this comment is a command
@@ -42,18 +44,6 @@ SCRIPT_COMMANDS = [
     ("save m m.safetensors", "ok", 7),
 ]
 STEPS = 2 * 2000 // 100  # epochs * samples / batch
-
-
-class Checks:
-    def __init__(self):
-        self.fails = 0
-
-    def ok(self, what, cond, detail=""):
-        print(("ok   " if cond else "FAIL ") + what + ("" if cond or not detail else f"\n     {detail}"))
-        sys.stdout.flush()
-        if not cond:
-            self.fails += 1
-        return cond
 
 
 class Db:
@@ -295,19 +285,10 @@ def main():
             print(f"SKIP: no sqlite3 shell, and python's sqlite3 module cannot read the log ({e})")
             return 77
         print("(no sqlite3 shell: reading the log with python's sqlite3 module)")
-    tmp = tempfile.mkdtemp(prefix=f"rs-slog-{sys.argv[1]}-")
-    c = Checks()
-    t0 = time.monotonic()
-    try:
-        tests[sys.argv[1]](c, rs, Db(os.path.join(tmp, "s.db"), cli), tmp)
-    except (RuntimeError, subprocess.TimeoutExpired, OSError) as e:
-        c.ok(f"the {sys.argv[1]} test ran to its end", False, str(e))
-    if c.fails:
-        print(f"scratch folder kept: {tmp}")
-    else:
-        shutil.rmtree(tmp, ignore_errors=True)
-    print(f"{c.fails} failure(s), {time.monotonic() - t0:.1f}s")
-    return 1 if c.fails else 0
+    with session(rs, f"rs-slog-{sys.argv[1]}-", what=f"the {sys.argv[1]} test ran to its end",
+                 catch=(RuntimeError, subprocess.TimeoutExpired, OSError)) as s:
+        tests[sys.argv[1]](s.c, rs, Db(s.db, cli), s.tmp)
+    return s.finish()
 
 
 if __name__ == "__main__":

@@ -20,163 +20,10 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import time
 
-PROMPT = "ringside>"
-
-
-def skip(why):
-    print(f"SKIP: {why}")
-    sys.exit(77)
-
-
-class Fail(Exception):
-    pass
-
-
-class Term:
-    """One tmux server on a private socket, one session, one pane running ringside.
-
-    The pane runs `sh -c 'trap : INT; ringside ...; echo $? > RC'`: the shell reaps ringside and writes its
-    exit status (tmux 3.3a's own #{pane_dead_status} is unreliable: now and then its server misses the
-    SIGCHLD and leaves the child a zombie), and its trap keeps it alive through Ctrl-C while giving
-    ringside the default SIGINT disposition, as from an interactive shell."""
-
-    def __init__(self, tmp, argv, env, name):
-        self.sock = os.path.join(tmp, "tmux.sock")
-        self.env = env
-        self.rcfile = os.path.join(tmp, name + ".rc")
-        cmd = "trap : INT; " + " ".join(shq(a) for a in argv) + f"; echo $? > {shq(self.rcfile)}"
-        self.tmux("-f", "/dev/null", "start-server", ";", "set-option", "-g", "remain-on-exit", "on", ";",
-                  "set-option", "-g", "history-limit", "5000", ";",
-                  "new-session", "-d", "-s", "rs", "-x", "120", "-y", "40", "sh -c " + shq(cmd))
-        self.sh = int(self.fmt("#{pane_pid}"))
-        self.pid = wait("ringside to start under the pane's shell", lambda: child_of(self.sh), self, 10)
-
-    def tmux(self, *args, check=True):
-        r = subprocess.run(["tmux", "-S", self.sock] + list(args), env=self.env, capture_output=True, text=True,
-                           timeout=20)
-        if check and r.returncode != 0:
-            raise Fail(f"tmux {' '.join(args)}: {r.stderr.strip()}")
-        return r.stdout
-
-    def fmt(self, f):
-        return self.tmux("display-message", "-p", "-t", "rs", f).strip()
-
-    def keys(self, *keys):
-        self.tmux("send-keys", "-t", "rs", *keys)
-
-    def text(self, *keys):
-        """Types text literally (no key-name lookup)."""
-        self.tmux("send-keys", "-t", "rs", "-l", *keys)
-
-    def screen(self):
-        """The whole pane history, wrapped lines joined, trailing blanks stripped."""
-        out = self.tmux("capture-pane", "-p", "-J", "-S", "-", "-t", "rs")
-        lines = [l.rstrip() for l in out.split("\n")]
-        while lines and not lines[-1]:
-            lines.pop()
-        return lines
-
-    def cursor(self):
-        """(x, line at the cursor) of the visible pane."""
-        x, y = (int(v) for v in self.fmt("#{cursor_x} #{cursor_y}").split())
-        vis = self.tmux("capture-pane", "-p", "-t", "rs").split("\n")
-        return x, (vis[y].rstrip() if y < len(vis) else "")
-
-    def alive(self):
-        st = proc_state(self.pid)
-        return st is not None and st != "Z"
-
-    def dead(self):
-        """ringside has exited and its status is known."""
-        return os.path.exists(self.rcfile) and open(self.rcfile).read().strip() != ""
-
-    def dead_status(self):
-        """The exit status as the shell saw it (128+N for signal N); '' while unknown."""
-        return open(self.rcfile).read().strip() if os.path.exists(self.rcfile) else ""
-
-    def state(self):
-        """For failure messages."""
-        return f"process {self.pid}: state {proc_state(self.pid) or 'gone'}; exit status {self.dead_status() or 'not written'}"
-
-    def kill(self):
-        self.tmux("kill-server", check=False)
-
-
-def proc_state(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return None
-
-
-def child_of(ppid):
-    """The pid of a process whose parent is ppid, or None."""
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open(f"/proc/{d}/stat") as f:
-                    if int(f.read().rsplit(")", 1)[1].split()[1]) == ppid:
-                        return int(d)
-            except (OSError, ValueError, IndexError):
-                pass
-    return None
-
-
-def shq(s):
-    return "'" + s.replace("'", "'\\''") + "'"
-
-
-def wait(what, cond, term, timeout=15.0):
-    """Polls cond() every 50 ms until it returns a true value; fails with the screen after timeout."""
-    end = time.monotonic() + timeout
-    while True:
-        v = cond()
-        if v:
-            return v
-        if time.monotonic() > end:
-            tail = "\n".join(term.screen()[-25:])
-            raise Fail(f"timed out after {timeout:.0f}s waiting for: {what}\n--- screen (last 25 lines) ---\n{tail}\n---")
-        time.sleep(0.05)
-
-
-def at_prompt(term, typed=""):
-    """The cursor sits on a prompt line holding exactly `typed`, at its end."""
-    x, line = term.cursor()
-    want = f"{PROMPT} {typed}"
-    return line == want.rstrip() and x == len(want)
-
-
-def n_prompts(term):
-    return sum(1 for l in term.screen() if l.startswith(PROMPT))
-
-
-def run_line(term, line, expect=None, timeout=15.0):
-    """Types a command and Enter; waits for its output (`expect`, after the echo of the line) and a new
-    empty prompt. Returns the screen lines after the command's line."""
-    before = n_prompts(term)
-    wait(f"an empty prompt before typing {line!r}", lambda: at_prompt(term), term)
-    term.text(line)
-    wait(f"{line!r} echoed on the prompt line", lambda: at_prompt(term, line), term)
-    term.keys("Enter")
-
-    def done():
-        scr = term.screen()
-        idx = [i for i, l in enumerate(scr) if l == f"{PROMPT} {line}"]
-        if not idx:
-            return None
-        after = scr[idx[-1] + 1:]
-        if expect is not None and not any(expect in l for l in after):
-            return None
-        if n_prompts(term) <= before or not at_prompt(term):
-            return None
-        return after
-
-    return wait(f"the output of {line!r}" + (f" (containing {expect!r})" if expect else "") + " and a new prompt",
-                done, term, timeout)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tmux_session import PROMPT, Fail, at_prompt, n_prompts, ringside_arg, run_line, session, wait  # noqa: E402
 
 
 def query(db, sqlite3_cli, sql):
@@ -193,47 +40,13 @@ def query(db, sqlite3_cli, sql):
         con.close()
 
 
-class Checks:
-    def __init__(self):
-        self.fails = 0
-
-    def wait_ok(self, what, cond, term, timeout=10.0, detail=None):
-        """A check that polls: passes when cond() holds before the deadline, else fails with the screen."""
-        try:
-            wait(what, cond, term, timeout)
-            return self.ok(what, True)
-        except Fail as e:
-            return self.ok(what, False, (detail() + "\n" if detail else "") + str(e))
-
-    def ok(self, what, cond, detail=""):
-        print(("ok   " if cond else "FAIL ") + what + ("" if cond or not detail else f"\n     {detail}"))
-        sys.stdout.flush()
-        if not cond:
-            self.fails += 1
-        return cond
-
-
 def main():
-    if len(sys.argv) < 2:
-        print(__doc__)
-        return 2
-    rs = os.path.abspath(sys.argv[1])
+    rs = ringside_arg(__doc__, "real-terminal test")
     sqlite3_cli = sys.argv[2] if len(sys.argv) > 2 and sys.argv[2] else shutil.which("sqlite3")
-    if not shutil.which("tmux"):
-        skip("tmux is not installed (scripts/setup.sh installs it): no real-terminal test")
-    tmp = tempfile.mkdtemp(prefix="rs-term-")
-    home = os.path.join(tmp, "home")
-    os.makedirs(home)
-    db = os.path.join(tmp, "s.db")
-    env = {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE", "NO_COLOR", "XDG_DATA_HOME")}
-    env.update(HOME=home, XDG_DATA_HOME=os.path.join(home, "data"), TERM="xterm-256color", LC_ALL="C.UTF-8")
-    argv = ["env", "-u", "NO_COLOR", f"HOME={home}", f"XDG_DATA_HOME={home}/data", rs, "--db", db]
-    c = Checks()
-    t0 = time.monotonic()
-    term = None
-    try:
+    with session(rs, "rs-term-") as s:
+        c, db, home = s.c, s.db, s.home
         # ---- session 1 ----
-        term = Term(tmp, argv, env, "s1")
+        term = s.open("s1")
         wait("the banner and a prompt", lambda: any("Type `help`" in l for l in term.screen()) and at_prompt(term),
              term, 30)
         c.ok("the banner says how to start (help, play tour)",
@@ -322,8 +135,7 @@ def main():
         term.keys("Enter")
         c.wait_ok("ringside exits after quit", term.dead, term, 15, detail=term.state)
         c.ok("`quit` exits with status 0", term.dead_status() == "0", f"status {term.dead_status()!r}")
-        term.kill()
-        term = None
+        s.close()
 
         # the session log of session 1
         sess = query(db, sqlite3_cli, "SELECT id, status FROM sessions ORDER BY id")
@@ -346,7 +158,7 @@ def main():
              "quit" in hl and train in hl, f"{hist}: {hl}")
 
         # ---- session 2: persistent history, Ctrl-D ----
-        term = Term(tmp, argv, env, "s2")
+        term = s.open("s2")
         wait("the banner and a prompt", lambda: at_prompt(term), term, 30)
         term.keys("Up")
         c.wait_ok("in a new session, Up recalls the last command of the previous one ('quit')",
@@ -357,21 +169,10 @@ def main():
         c.wait_ok("ringside exits on Ctrl-D", term.dead, term, 15, detail=term.state)
         c.ok("Ctrl-D on an empty line exits with status 0", term.dead_status() == "0",
              f"status {term.dead_status()!r}")
-        term.kill()
-        term = None
+        s.close()
         sess = query(db, sqlite3_cli, "SELECT id, status FROM sessions ORDER BY id")
         c.ok("session 2 is closed after Ctrl-D", sess == [(1, "closed"), (2, "closed")], f"sessions: {sess}")
-    except Fail as e:
-        c.ok("the terminal session went as expected", False, str(e))
-    finally:
-        if term:
-            term.kill()  # the pane's ringside goes with the server (SIGHUP)
-        if c.fails:
-            print(f"scratch folder kept: {tmp}")
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
-    print(f"{c.fails} failure(s), {time.monotonic() - t0:.1f}s")
-    return 1 if c.fails else 0
+    return s.finish()
 
 
 if __name__ == "__main__":

@@ -21,8 +21,8 @@ import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "term"))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "live"))
-import term_test as tt  # noqa: E402
-from live_test import Term, wait  # noqa: E402  (tmux at a chosen size, waits sized for a loaded machine)
+import tmux_session as tt  # noqa: E402
+from live_test import wait  # noqa: E402  (waits sized for a loaded machine)
 
 P, M = 2, 4
 
@@ -116,7 +116,7 @@ def main():
     c = tt.Checks()
     term = None
     try:
-        term = Term(tmp, argv, env, "p1", 80, 24)
+        term = tt.Term(tmp, argv, env, "p1", 80, 24)
         wait("a prompt", lambda: tt.at_prompt(term), term, 30)
         tt.run_line(term, "set threads=1", expect="threads")
         tt.run_line(term, "model s = mlp 784-512-512-512-512-10 seed=1", expect="s")
