@@ -212,7 +212,7 @@ static void int8_undo(rs_plan *p, rs_pnode *n)
     n->prec = RS_PLAN_FP32;
 }
 
-/* Int8 node i (slot 0, d, made with a jit kernel) stays int8 only where it pays: d and an fp32
+/* Int8 node i (slot 0, d, made with a jit kernel) stays int8 only where it pays: an int8 and an fp32
  * primitive of the node, each in the output layout it chooses itself, are timed on one thread at the
  * plan's batch (time_pair; zero weights: timing only) and the faster is kept. int8 adds a reorder of
  * its input to 8 bits (and, summing into a residual its kernels do not write, two copies of it:
@@ -228,33 +228,33 @@ static rs_status int8_pays(rs_plan *p, int i, const rs_plan_opts *o, rs_pdnnl_pr
     bool chose = p->values[v].layout == 1; /* d chose v's layout: fp32 chooses its own */
     dnnl_memory_desc_t md8 = p->dn->vmd[v], md32;
     int64_t pad8 = p->values[v].padded, pad32 = 0;
+    rs_pdnnl_prim c[2] = {{0}}; /* fp32, int8: made for one thread (d runs the build's threads, which
+                                    on a loaded machine would time how long the others wait for a core) */
+    double t[2] = {0};
+    int was = omp_get_max_threads();
+    omp_set_num_threads(1);
+    rs_status st = rs_pdnnl_make_prim(p, i, p->batch, RS_PCONV_DIRECT, &c[1], err);
     if (chose) {
         p->dn->vset[v] = 0;
         p->values[v].padded = 0;
     }
-    rs_pdnnl_prim c = {0}; /* fp32 */
-    double t[2] = {0};     /* fp32, int8 */
-    int was = omp_get_max_threads();
-    omp_set_num_threads(1);
     n->prec = RS_PLAN_FP32;
-    rs_status st = rs_pdnnl_make_prim(p, i, p->batch, RS_PCONV_DIRECT, &c, err);
+    if (!st) st = rs_pdnnl_make_prim(p, i, p->batch, RS_PCONV_DIRECT, &c[0], err);
     n->prec = RS_PLAN_INT8;
     md32 = p->dn->vmd[v];
     pad32 = p->values[v].padded;
     const char *impl = NULL;
-    if (!st) dnnl_primitive_desc_query(c.pd, dnnl_query_impl_info_str, 0, &impl);
+    if (!st) dnnl_primitive_desc_query(c[0].pd, dnnl_query_impl_info_str, 0, &impl);
     bool slow = !impl || strncmp(impl, "ref", 3) == 0;
-    rs_pdnnl_prim *k[2] = {&c, d};
     for (int j = 0; j < 2 && !st && !slow; j++) {
-        size_t bytes = dnnl_memory_desc_get_size(&k[j]->wei);
-        k[j]->wei_alt = rs_plan_aligned_alloc(bytes ? bytes : 64);
-        if (!k[j]->wei_alt) st = rs_err_set(err, RS_ERR_NOMEM, "plan: out of memory timing node %s", n->name);
-        else memset(k[j]->wei_alt, 0, bytes);
+        size_t bytes = dnnl_memory_desc_get_size(&c[j].wei);
+        c[j].wei_alt = rs_plan_aligned_alloc(bytes ? bytes : 64);
+        if (!c[j].wei_alt) st = rs_err_set(err, RS_ERR_NOMEM, "plan: out of memory timing node %s", n->name);
+        else memset(c[j].wei_alt, 0, bytes);
     }
-    if (!st && !slow) st = time_pair(p, n, &c, d, &t[0], &t[1], err);
-    free(d->wei_alt);
-    d->wei_alt = NULL;
-    rs_pdnnl_free_prim(&c);
+    if (!st && !slow) st = time_pair(p, n, &c[0], &c[1], &t[0], &t[1], err);
+    rs_pdnnl_free_prim(&c[0]);
+    rs_pdnnl_free_prim(&c[1]);
     omp_set_num_threads(was);
     if (st) return st;
     bool int8 = slow || t[1] < t[0];
