@@ -88,6 +88,7 @@ void rs_pdnnl_free_prim(rs_pdnnl_prim *d)
     if (d->pd) dnnl_primitive_desc_destroy(d->pd);
     if (d->src_cvt) dnnl_primitive_destroy(d->src_cvt);
     if (d->dst_cvt) dnnl_primitive_destroy(d->dst_cvt);
+    if (d->dst_in) dnnl_primitive_destroy(d->dst_in);
     free_mem(&d->m);
     for (int j = 0; j < d->ntm; j++) free_mem(&d->tm[j]);
     free(d->tm);
@@ -433,6 +434,31 @@ rs_status rs_pdnnl_make_prim(rs_plan *p, int i, int B, int alg, rs_pdnnl_prim *d
     return st;
 }
 
+/* Conv n's primitive d writes its own layout (d->dst) into the scratch region and reorders make the
+ * value's: after the primitive (dst_cvt) and, for a residual sum, before it too (dst_in: the sum
+ * post-op reads what the region holds). For a plain value oneDNN runs only as gemm or ref, and for
+ * an int8 conv summing into a residual in another layout than nhwc: oneDNN 2.6's int8 convolutions
+ * write fp32 in nhwc only (into resnet18's nChw16c residuals it has ref_int8:any alone, with a sum
+ * post-op of any data type or a binary one, on AVX2 and AVX-512 alike). */
+static rs_status cvt_dst(rs_plan *p, const rs_pnode *n, int B, bool sum, rs_pdnnl_prim *d, rs_err *err)
+{
+    dnnl_dims_t od = {B, n->g.oc, n->g.oh, n->g.ow};
+    rs_status st = out_md(p, n, B, od, &d->user_dst, err); /* nchw, or the residual's layout */
+    if (st) return st;
+    dnnl_primitive_desc_t rpd;
+    DTRY(dnnl_reorder_primitive_desc_create(&rpd, &d->dst, p->dn->eng, &d->user_dst, p->dn->eng, NULL), "output reorder");
+    dnnl_status_t s = dnnl_primitive_create(&d->dst_cvt, rpd);
+    dnnl_primitive_desc_destroy(rpd);
+    if (s == dnnl_success && sum) {
+        DTRY(dnnl_reorder_primitive_desc_create(&rpd, &d->user_dst, p->dn->eng, &d->dst, p->dn->eng, NULL), "residual reorder");
+        s = dnnl_primitive_create(&d->dst_in, rpd);
+        dnnl_primitive_desc_destroy(rpd);
+    }
+    if (s != dnnl_success) return rs_pdnnl_fail(err, s, "output reorder", n);
+    d->dcvt_bytes = (dnnl_memory_desc_get_size(&d->dst) + 63) / 64 * 64;
+    return RS_OK;
+}
+
 static rs_status make_prim_at(rs_plan *p, int i, int B, int alg, rs_pdnnl_prim *d, rs_err *err)
 {
     const rs_pnode *n = &p->nodes[i];
@@ -443,10 +469,12 @@ static rs_status make_prim_at(rs_plan *p, int i, int B, int alg, rs_pdnnl_prim *
     /* an fp32 convolution first tries its input's own layout (no reorder between nodes) */
     bool own = n->kind == RS_PK_CONV && n->prec == RS_PLAN_FP32;
     /* a plain output oneDNN runs only as gemm or ref (a depthwise conv on nchw: 11-45 ms against
-     * 0.2-0.4 for brdgmm_dw on mobilenet_v3_small's at batch 64): its own layout, then a reorder */
+     * 0.2-0.4 for brdgmm_dw on mobilenet_v3_small's at batch 64), and an int8 residual sum into a
+     * layout its kernels do not write: its own layout, then reorders (cvt_dst) */
     bool dany = false, sum = false;
     for (int j = 0; j < n->npost; j++) sum |= n->post[j].kind == RS_PPOST_SUM;
-    bool may_cvt = n->kind == RS_PK_CONV && alg == RS_PCONV_DIRECT && !sum && p->values[rs_plan_root(p, n->out)].layout == 0;
+    bool may_cvt = n->kind == RS_PK_CONV && alg == RS_PCONV_DIRECT &&
+                   (sum ? n->prec == RS_PLAN_INT8 : p->values[rs_plan_root(p, n->out)].layout == 0);
 again:;
     rs_status st = op_desc(p, n, B, alg, own, dany, &d->user_src, &cd, &id, &pd, &ld, err);
     if (st) return st;
@@ -522,16 +550,7 @@ again:;
     }
     d->pad_bytes = dnnl_memory_desc_get_size(dnnl_primitive_desc_query_md(d->pd, dnnl_query_scratchpad_md, 0));
     DTRY(dnnl_primitive_create(&d->prim, d->pd), "primitive");
-    if (dany) {
-        dnnl_dims_t od = {B, n->g.oc, n->g.oh, n->g.ow};
-        dnnl_primitive_desc_t rpd;
-        DTRY(dnnl_memory_desc_init_by_tag(&d->user_dst, 4, od, dnnl_f32, dnnl_nchw), "dst desc");
-        DTRY(dnnl_reorder_primitive_desc_create(&rpd, &d->dst, p->dn->eng, &d->user_dst, p->dn->eng, NULL), "output reorder");
-        s = dnnl_primitive_create(&d->dst_cvt, rpd);
-        dnnl_primitive_desc_destroy(rpd);
-        if (s != dnnl_success) return rs_pdnnl_fail(err, s, "output reorder", n);
-        d->dcvt_bytes = (dnnl_memory_desc_get_size(&d->dst) + 63) / 64 * 64;
-    }
+    if (dany && (st = cvt_dst(p, n, B, sum, d, err))) return st;
     if (!dnnl_memory_desc_equal(&d->src, &d->user_src)) {
         dnnl_primitive_desc_t rpd;
         dnnl_primitive_attr_t rattr = NULL;
@@ -671,6 +690,10 @@ static dnnl_status_t exec_one(rs_plan *p, const rs_pnode *n, const rs_pdnnl_prim
         args[na++] = (dnnl_exec_arg_t){ln ? DNNL_ARG_SCALE : DNNL_ARG_WEIGHTS, m->wei};
     }
     if (m->bias) args[na++] = (dnnl_exec_arg_t){ln ? DNNL_ARG_SHIFT : DNNL_ARG_BIAS, m->bias};
+    if (s == dnnl_success && d->dst_in) {
+        dnnl_exec_arg_t ra[] = {{DNNL_ARG_FROM, m->udst}, {DNNL_ARG_TO, m->dst}};
+        s = dnnl_primitive_execute(d->dst_in, strm, 2, ra);
+    }
     if (s == dnnl_success) s = dnnl_primitive_execute(d->prim, strm, na, args);
     if (s == dnnl_success && d->dst_cvt) {
         dnnl_exec_arg_t ra[] = {{DNNL_ARG_FROM, m->dst}, {DNNL_ARG_TO, m->udst}};

@@ -26,6 +26,7 @@ typedef struct rs_pdnnl_prim {
      * gemm or ref in nchw: it writes its own layout (dst) into the scratch region and this reorder
      * makes the plain value (user_dst); NULL otherwise */
     dnnl_primitive_t dst_cvt;
+    dnnl_primitive_t dst_in;      /* with dst_cvt for a residual sum: the residual into dst first */
     dnnl_memory_desc_t user_dst;
     size_t cvt_bytes, dcvt_bytes, pad_bytes; /* the copies' bytes; the primitive's scratchpad */
     void *wei_alt;                /* weights reordered for this batch when its layout differs (owned) */

@@ -142,6 +142,13 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* Bytes primitive d writes in the arena: its output, or the value's layout it reorders that into. */
+static size_t out_bytes(const rs_pdnnl_prim *d)
+{
+    size_t a = dnnl_memory_desc_get_size(&d->dst), b = d->dst_cvt ? dnnl_memory_desc_get_size(&d->user_dst) : 0;
+    return a > b ? a : b;
+}
+
 /* The fastest ms of node n's primitives a and b (two algorithms for the same node, the same input and
  * output layouts), run in turns on the same buffers; at most 21 runs each and about 0.2 s. The
  * fastest, not the median: on this shared 2-core machine a two-thread run's median is how long its
@@ -151,7 +158,10 @@ static rs_status time_pair(rs_plan *p, const rs_pnode *n, rs_pdnnl_prim *a, rs_p
 {
     enum { RUNS = 21, WARM = 2 };
     /* a runs the whole batch in one primitive (b may run it per sample) */
-    size_t sbytes = dnnl_memory_desc_get_size(&a->user_src), dbytes = dnnl_memory_desc_get_size(&a->dst);
+    size_t sbytes = dnnl_memory_desc_get_size(&a->user_src), dbytes = out_bytes(a);
+    size_t sb = dnnl_memory_desc_get_size(&b->user_src), db = out_bytes(b);
+    sbytes = sb > sbytes ? sb : sbytes;
+    dbytes = db > dbytes ? db : dbytes; /* int8 and fp32 may choose other output layouts */
     size_t pa = rs_pdnnl_prim_scratch(a), pb = rs_pdnnl_prim_scratch(b);
     float *src = rs_plan_aligned_alloc(sbytes), *dst = rs_plan_aligned_alloc(dbytes); /* owned here */
     char *scratch = rs_plan_aligned_alloc(pa > pb ? pa : pb);
@@ -190,49 +200,82 @@ static rs_status time_pair(rs_plan *p, const rs_pnode *n, rs_pdnnl_prim *a, rs_p
     return st;
 }
 
-/* On a CPU without VNNI, what int8 buys at node i (slot 0 made): an int8 and an fp32 primitive at
- * the plan's batch timed on one thread (time_pair), one line of the report. Without VNNI oneDNN
- * multiplies 8-bit pairs in three instructions (vpmaddubsw, vpmaddwd, vpaddd) where VNNI has one, and
- * adds a reorder of the input to s8, so int8 may be no faster than fp32 there; the node stays int8
- * (it was asked for) and the line lets the reader choose. The weights are zeros: timing only, and
- * not yet laid out (an inner product reading a blocked value takes them as (O, P) later). */
-static rs_status int8_timing_note(rs_plan *p, int i, rs_err *err)
+/* Int8 node n back to fp32: int8_scales put its bias in the accumulators' units (int8_pairs_fit
+ * kept their product), back to fp32's; its output scales are dropped. */
+static void int8_undo(rs_plan *p, rs_pnode *n)
+{
+    const float *os = p->tensors[n->oscales].data;
+    float *b = n->b >= 0 ? p->tensors[n->b].data : NULL;
+    int64_t OC = (int64_t)(p->tensors[n->oscales].bytes / sizeof(float));
+    for (int64_t o = 0; b && o < OC; o++) b[o] *= os[o];
+    n->oscales = -1;
+    n->prec = RS_PLAN_FP32;
+}
+
+/* Int8 node i (slot 0, d, made with a jit kernel) stays int8 only where it pays: an int8 and an fp32
+ * primitive of the node, each in the output layout it chooses itself, are timed on one thread at the
+ * plan's batch (time_pair; zero weights: timing only) and the faster is kept. int8 adds a reorder of
+ * its input to 8 bits (and, summing into a residual its kernels do not write, two copies of it:
+ * dnnl.c's cvt_dst), and without VNNI it multiplies 8-bit pairs in three instructions (vpmaddubsw,
+ * vpmaddwd, vpaddd) where VNNI has one: a small node or an AVX2 CPU may run it slower than fp32.
+ * fp32 is not timed where oneDNN has only its reference kernel for it (int8 wins). The report gets
+ * one line naming the node, the choice and the times. */
+static rs_status int8_pays(rs_plan *p, int i, const rs_plan_opts *o, rs_pdnnl_prim *d, rs_err *err)
 {
     rs_pnode *n = &p->nodes[i];
-    rs_pdnnl_prim c[2] = {{0}}; /* fp32, int8 */
+    if (o->int8_all) return RS_OK;
+    int v = n->out;
+    bool chose = p->values[v].layout == 1; /* d chose v's layout: fp32 chooses its own */
+    dnnl_memory_desc_t md8 = p->dn->vmd[v], md32;
+    int64_t pad8 = p->values[v].padded, pad32 = 0;
+    rs_pdnnl_prim c[2] = {{0}}; /* fp32, int8: made for one thread (d runs the build's threads, which
+                                    on a loaded machine would time how long the others wait for a core) */
     double t[2] = {0};
     int was = omp_get_max_threads();
     omp_set_num_threads(1);
+    rs_status st = rs_pdnnl_make_prim(p, i, p->batch, RS_PCONV_DIRECT, &c[1], err);
+    if (chose) {
+        p->dn->vset[v] = 0;
+        p->values[v].padded = 0;
+    }
     n->prec = RS_PLAN_FP32;
-    rs_status st = rs_pdnnl_make_prim(p, i, p->batch, RS_PCONV_DIRECT, &c[0], err);
+    if (!st) st = rs_pdnnl_make_prim(p, i, p->batch, RS_PCONV_DIRECT, &c[0], err);
     n->prec = RS_PLAN_INT8;
-    if (!st) st = rs_pdnnl_make_prim(p, i, p->batch, RS_PCONV_DIRECT, &c[1], err);
-    /* not timed against a reference kernel (fp32 with the layouts int8 chose for the values around:
-     * ref:any, 57 ms against int8's 0.2 on the tutorial's second conv; 21 runs would make compile wait) */
+    md32 = p->dn->vmd[v];
+    pad32 = p->values[v].padded;
     const char *impl = NULL;
     if (!st) dnnl_primitive_desc_query(c[0].pd, dnnl_query_impl_info_str, 0, &impl);
     bool slow = !impl || strncmp(impl, "ref", 3) == 0;
-    for (int k = 0; k < 2 && !st && !slow; k++) {
-        size_t bytes = dnnl_memory_desc_get_size(&c[k].wei);
-        c[k].wei_alt = rs_plan_aligned_alloc(bytes ? bytes : 64);
-        if (!c[k].wei_alt) st = rs_err_set(err, RS_ERR_NOMEM, "plan: out of memory timing node %s", n->name);
-        else memset(c[k].wei_alt, 0, bytes);
+    for (int j = 0; j < 2 && !st && !slow; j++) {
+        size_t bytes = dnnl_memory_desc_get_size(&c[j].wei);
+        c[j].wei_alt = rs_plan_aligned_alloc(bytes ? bytes : 64);
+        if (!c[j].wei_alt) st = rs_err_set(err, RS_ERR_NOMEM, "plan: out of memory timing node %s", n->name);
+        else memset(c[j].wei_alt, 0, bytes);
     }
     if (!st && !slow) st = time_pair(p, n, &c[0], &c[1], &t[0], &t[1], err);
     rs_pdnnl_free_prim(&c[0]);
     rs_pdnnl_free_prim(&c[1]);
     omp_set_num_threads(was);
     if (st) return st;
+    bool int8 = slow || t[1] < t[0];
+    if (chose) { /* the layout of the kept one */
+        p->dn->vmd[v] = int8 ? md8 : md32;
+        p->values[v].padded = int8 ? pad8 : pad32;
+    }
     char isa[32], line[256];
     rs_plan_dnnl_isa(isa, sizeof isa);
     if (slow)
-        snprintf(line, sizeof line, "%s %.40s: int8, not timed (fp32 in its layouts here is oneDNN's %.40s; %s, no VNNI)",
-                 rs_pk_name(n->kind), n->name, impl ? impl : "?", isa);
+        snprintf(line, sizeof line, "%s %.40s: int8 (fp32 here is oneDNN's %.40s on %s)", rs_pk_name(n->kind), n->name,
+                 impl ? impl : "?", isa);
     else
-        snprintf(line, sizeof line, "%s %.40s: int8 %.3f ms against fp32 %.3f ms at batch %d (%s, no VNNI), timed on 1 thread",
-             rs_pk_name(n->kind), n->name, t[1], t[0], p->batch, isa);
+        snprintf(line, sizeof line, "%s %.40s: %s (%.3f ms) over %s (%.3f ms) at batch %d on %s, timed on 1 thread",
+                 rs_pk_name(n->kind), n->name, int8 ? "int8" : "fp32", int8 ? t[1] : t[0], int8 ? "fp32" : "int8",
+                 int8 ? t[0] : t[1], p->batch, isa);
     rs_plan_note(p, line);
-    return RS_OK;
+    if (int8) return RS_OK;
+    int8_undo(p, n);
+    rs_pdnnl_free_prim(d);
+    return rs_pdnnl_make_prim(p, i, p->batch, RS_PCONV_DIRECT, d, err);
 }
 
 /* The algorithm node n's convolution runs at batch B: the one timed at the plan's batch, or at
@@ -407,14 +450,7 @@ static rs_status lowp_or_fp32(rs_plan *p, int i, rs_pdnnl_prim *d, rs_err *err)
         p->dn->vset[n->out] = 0;
         p->values[n->out].padded = 0;
     }
-    if (n->prec == RS_PLAN_INT8) {
-        /* int8_scales put the bias in the accumulators' units: back to fp32's */
-        const float *os = p->tensors[n->oscales].data;
-        float *b = n->b >= 0 ? p->tensors[n->b].data : NULL;
-        int64_t OC = (int64_t)(p->tensors[n->oscales].bytes / sizeof(float));
-        for (int64_t o = 0; b && o < OC; o++) b[o] *= os[o];
-        n->oscales = -1;
-    }
+    if (n->prec == RS_PLAN_INT8) int8_undo(p, n);
     n->prec = RS_PLAN_FP32;
     return rs_pdnnl_make_prim(p, i, p->batch, RS_PCONV_DIRECT, d, err);
 }
@@ -453,8 +489,8 @@ rs_status rs_plan_dnnl_finalize_weights(rs_plan *p, const rs_plan_opts *o, rs_er
             if (st) return st;
         }
         if (n->prec == RS_PLAN_INT8) {
-            rs_status st = int8_pairs_fit(p, i, d, err);
-            if (!st && !dnnl_isa_has_vnni()) st = int8_timing_note(p, i, err);
+            rs_status st = int8_pays(p, i, o, d, err);
+            if (!st && n->prec == RS_PLAN_INT8) st = int8_pairs_fit(p, i, d, err);
             if (st) return st;
         }
         if (n->kind != RS_PK_CONV && n->kind != RS_PK_LINEAR) continue;

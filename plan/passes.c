@@ -276,18 +276,22 @@ rs_status rs_plan_run_passes(rs_plan *p, const rs_plan_opts *o, rs_err *err)
      * kernel for a plain image gains on 3 channels (the SimpleCNN's: 0.35 ms against 0.46) and not
      * on 1. TensorRT's builder chooses per layer the same way. The channels that count are a group's:
      * a depthwise convolution (one channel a group, k x k products an output) stays fp32 in an int8
-     * plan too, and the report says so: on mobilenet_v3_small (random weights, 32 images) its int8
-     * kernel took the plan from 0.057 to 0.079 of the logits' scale off fp32 ORT and top-1 from 100%
-     * to 93% of the images with a clear best, for no gain in time. */
+     * plan too, and the report says so. Measured on mobilenet_v3_small (random weights, 32 Fashion
+     * images, plan batch 16) with its weights' scales per output channel (int8_scales): oneDNN's int8
+     * depthwise kernel is slower than fp32's brdgmm_dw on 10 of its 11 (0.099 against 0.043 ms
+     * natively, 0.103 against 0.043 capped to AVX2), and all 11 int8 took the plan from 0.054 to
+     * 0.079 of the logits' scale off ORT (AVX2: 0.115) and top-1 on the images with a clear best
+     * from 100% to 93% natively: the loss is the activations' one scale per tensor, which oneDNN 2.6
+     * cannot make per channel for a convolution's input. */
     for (int i = 0; i < p->nnodes; i++) {
         rs_pnode *n = &p->nodes[i];
         if (!is_product(n)) continue;
         bool few = n->kind == RS_PK_CONV && n->g.c / n->group < 4 && o->prec == RS_PLAN_INT8;
         n->prec = few ? RS_PLAN_FP32 : o->prec;
         if (few && n->group > 1) {
-            char line[160];
-            snprintf(line, sizeof line, "conv %.40s: fp32 in an int8 plan (%d input channels a group: int8 gains nothing "
-                     "there)", n->name, n->g.c / n->group);
+            char line[256];
+            snprintf(line, sizeof line, "conv %.40s: fp32 in an int8 plan (%d input channels a group: oneDNN's int8 "
+                     "kernel is slower there and loses accuracy)", n->name, n->g.c / n->group);
             rs_plan_note(p, line);
         }
     }

@@ -84,6 +84,10 @@ typedef struct rs_plan_opts {
     /* bf16 plans, a convolution over an image's few channels (< 4): 0 times its bf16 kernel against
      * fp32 and keeps the faster; 1 takes bf16, -1 fp32 (the tests' way to get each) */
     int image_bf16;
+    /* int8 plans: 0 times each int8 convolution and inner product against fp32 at compile and keeps
+     * the faster (the report says which, with the times); 1 int8 wherever oneDNN has a kernel for it
+     * (the tests' way to get the most int8) */
+    int int8_all;
     /* CUDA: fp32 and bf16 only (int8 is refused); weights stay plain row-major, oneDNN's layout
      * choice, Winograd timing and primitives are skipped; the plan records the GPU target and the
      * cuDNN / cuBLASLt versions of this build */

@@ -8,7 +8,8 @@ mobilenet_v2, mobilenet_v3_small, regnet_x_400mf and convnext_tiny) is built wit
 (weights=None, torch.manual_seed(0)), exported at 64x64 with a symbolic batch by the TorchScript
 exporter (dynamo=False, opset 17) and by the dynamo exporter (skipped with a note where it fails;
 RINGSIDE_TORCHVISION_DYNAMO=off leaves it out: the AVX2-capped run, whose files would be the same), then
-compiled at fp32, bf16 and int8 by tests/plan/run_plan_onnx.c, which runs 32 images at a plan batch of
+compiled at fp32, bf16 and int8 (int8all: every node oneDNN has an int8 kernel for, not only where
+compile times it faster) by tests/plan/run_plan_onnx.c, which runs 32 images at a plan batch of
 16 and checks its saved and reloaded plan gives the same bits. The images are Fashion-MNIST's first
 test images (where /usr/share/datasets/fashion-mnist has them) scaled to 64x64, three equal channels,
 normalised as torchvision's ImageNet models expect; random normal pixels otherwise. int8 calibrates
@@ -19,7 +20,9 @@ are about 1e-10 with torchvision's initialisation); bf16 and int8 give ORT's top
 least 99% of the images whose two best logits are apart by more than 2% (bf16) / 5% (int8) of the
 logits' scale. Random weights put many of a 1000-class model's logits within an 8-bit rounding of
 each other, so agreement on the rest is what says the arithmetic is right; the overall agreement is
-printed beside it. Exit 77 (skipped) when torch or torchvision does not import.
+printed beside it. The int8 plans' residual convolutions (resnet18's, regnet's) run an int8 kernel
+that is not oneDNN's reference one on every ISA with int8 convolutions (int8_report.py). Exit 77
+(skipped) when torch or torchvision does not import.
 """
 import gzip
 import os
@@ -43,10 +46,12 @@ except Exception as e:
     print(f"SKIP: the torchvision export test needs torch, torchvision, numpy and onnxruntime ({e})")
     sys.exit(77)
 
+import int8_report  # noqa: E402 (beside this file)
+
 DEFAULT = ["resnet18", "mobilenet_v3_small"]
 ALL = ["resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_small", "regnet_x_400mf", "convnext_tiny"]
 N, BATCH, NCAL, SIDE = 32, 16, 64, 64
-MARGIN = {"bf16": 0.02, "int8": 0.05}
+MARGIN = {"bf16": 0.02, "int8all": 0.05}
 FASHION = "/usr/share/datasets/fashion-mnist"
 
 
@@ -121,7 +126,7 @@ def main():
                 sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
                 want = sess.run(None, {sess.get_inputs()[0].name: x})[0].reshape(N, -1)
                 print(f"  {tag}: exported in {time.time() - t0:.1f} s")
-                for prec in ("fp32", "bf16", "int8"):
+                for prec in ("fp32", "bf16", "int8all"):
                     out = os.path.join(tmp, "y.f32")
                     t0 = time.time()
                     r = subprocess.run([runner, path, prec, xf, str(N), cf, str(NCAL), out, str(BATCH)],
@@ -129,6 +134,8 @@ def main():
                     if r.returncode != 0:
                         fails.append(f"{tag} {prec}: {r.stderr.strip()}")
                         continue
+                    if prec == "int8all":
+                        fails += int8_report.check(tag, r.stdout, True)
                     got = np.fromfile(out, dtype=np.float32).reshape(N, -1)
                     fails += check(tag, prec, got, want)
                     print(f"    compiled and ran in {time.time() - t0:.1f} s")

@@ -5,10 +5,12 @@
  *
  *   run-plan-onnx FILE.onnx PREC X.f32 N CALIB.f32 NCAL OUT.f32 [BATCH [SAVE.plan]]
  *
- * PREC fp32, bf16 or int8; X.f32 N images (raw float32, the model's per-sample shape); CALIB.f32 NCAL
+ * PREC fp32, bf16, int8 (timed against fp32 per node, kept where faster) or int8all (int8 wherever
+ * oneDNN has a kernel: rs_plan_opts.int8_all); X.f32 N images (raw float32, the model's per-sample shape); CALIB.f32 NCAL
  * images int8 calibrates on (min-max); the plan is compiled for BATCH (default N) and runs the N
  * images in batches of it; SAVE.plan keeps the plan (bench/plan_vision.sh times it). Prints the plan as `plan show` does and the compile report's lines. Exit 0
  * when it ran, 1 with the reason otherwise. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,11 +56,12 @@ static int fail(const char *what, const rs_err *e)
 int main(int argc, char **argv)
 {
     if (argc < 8) {
-        fprintf(stderr, "usage: run-plan-onnx FILE.onnx fp32|bf16|int8 X.f32 N CALIB.f32 NCAL OUT.f32 [BATCH [SAVE]]\n");
+        fprintf(stderr, "usage: run-plan-onnx FILE.onnx fp32|bf16|int8|int8all X.f32 N CALIB.f32 NCAL OUT.f32 [BATCH [SAVE]]\n");
         return 2;
     }
     int n = atoi(argv[4]), ncal = atoi(argv[6]), batch = argc > 8 ? atoi(argv[8]) : n;
-    rs_plan_prec prec = !strcmp(argv[2], "bf16") ? RS_PLAN_BF16 : !strcmp(argv[2], "int8") ? RS_PLAN_INT8 : RS_PLAN_FP32;
+    bool all8 = !strcmp(argv[2], "int8all");
+    rs_plan_prec prec = !strcmp(argv[2], "bf16") ? RS_PLAN_BF16 : !strcmp(argv[2], "int8") || all8 ? RS_PLAN_INT8 : RS_PLAN_FP32;
     rs_err e = {0};
     rs_model *m = NULL;
     if (rs_plan_model_from_onnx(argv[1], "m", &m, &e)) return fail("import", &e);
@@ -75,6 +78,7 @@ int main(int argc, char **argv)
     memcpy(cal->x, cx, sizeof(float) * per_in * (size_t)ncal);
     rs_plan_opts o = rs_plan_opts_default();
     o.prec = prec;
+    o.int8_all = all8;
     o.batch = batch;
     o.threads = 1;
     o.calib = cal;

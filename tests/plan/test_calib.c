@@ -97,6 +97,7 @@ static double plan_error(rs_model *m, const rs_dataset *cal, rs_plan_calib_metho
     rs_err e = {0};
     rs_plan_opts o = rs_plan_opts_default();
     o.prec = RS_PLAN_INT8;
+    o.int8_all = 1; /* the calibrated scales at work on every node, not only where int8 is faster */
     o.batch = 64;
     o.calib = cal;
     o.calib_method = how;

@@ -13,6 +13,8 @@ bits. Here:
     models: bf16 keeps 8 bits of mantissa, int8 7 bits of each product's operands), and top-1 equal to
     ORT's on every image whose two best logits are further apart than twice that bound (random weights
     put some images' best two closer than any 8-bit arithmetic can separate);
+  - int8 plans say what int8_report.py checks: a residual conv on an int8 kernel that is not oneDNN's
+    reference one (or fp32 where the report times it faster), each timed choice the one the plan runs;
   - each plan holds the kernels the pattern is about (a depthwise convolution, a global average pool,
     a ReduceMean as a pool, ...) rather than refusing or running them elsewhere.
 Exit 77 (skipped) when numpy or onnxruntime is missing.
@@ -30,8 +32,10 @@ except Exception as e:  # pragma: no cover
     print(f"SKIP: needs numpy and onnxruntime ({e})")
     sys.exit(77)
 
+import int8_report  # noqa: E402 (beside this file)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-TOL = {"fp32": 1e-4, "bf16": 3e-2, "int8": 6e-2}
+TOL = {"fp32": 1e-4, "bf16": 3e-2, "int8": 6e-2, "int8all": 6e-2}
 N, BATCH, NCAL = 12, 8, 32
 
 # what each pattern's plan must hold (substrings or regular expressions of `plan show`'s node lines)
@@ -93,7 +97,9 @@ def main():
             xf, cf = os.path.join(tmp, "x.f32"), os.path.join(tmp, "cal.f32")
             x.tofile(xf)
             cal.tofile(cf)
-            for prec in ("fp32", "bf16", "int8"):
+            # int8all: every node int8 (the arithmetic checked at its worst); int8 as compile makes it by
+            # default (timed per node against fp32), for the report's choices (int8_report.py)
+            for prec in ("fp32", "bf16", "int8all") + (("int8",) if name == "resnet_block" else ()):
                 out = os.path.join(tmp, f"{name}.{prec}.f32")
                 r = subprocess.run([runner, path, prec, xf, str(N), cf, str(NCAL), out, str(BATCH)], capture_output=True,
                                    text=True, timeout=120)
@@ -106,11 +112,13 @@ def main():
                     missing = [s for s in EXPECT[name] if not holds(s, shown)]
                     if missing:
                         fails.append(f"{name}: the fp32 plan lacks {missing}:\n{shown}")
+                if prec.startswith("int8"):
+                    fails += int8_report.check(f"{name} {prec}", r.stdout, prec == "int8all")
                 got = np.fromfile(out, dtype=np.float32).reshape(N, -1)
                 fails += compare(name, prec, got, want)
     for f in fails:
         print("FAIL " + f)
-    print(f"{len(names)} patterns x 3 precisions, {len(fails)} failures")
+    print(f"{len(names)} patterns x 3 precisions (and resnet_block's timed int8), {len(fails)} failures")
     return 1 if fails else 0
 
 
