@@ -7,15 +7,26 @@
  *   int8_avxvnni  {vex} vpdpbusd ymm (32 MACs)
  *   int8_avx512vnni vpdpbusd zmm (64 MACs)
  *   bf16_avx512   vdpbf16ps zmm (32 MACs)
- * in GFLOP/s (int8: GOP/s, a MAC two ops), each the best of 5 runs of ~0.1 s of thread CPU time (the
- * machine may be shared: a wait for the core is not the core's speed). A family the CPU lacks prints
- * "absent". AMX is not measured (its tiles need the kernel's permission, arch_prctl); an AMX kernel's
- * fraction is given against the AVX-512 figures, and says so. Inline assembly: the figures do not
- * depend on the build's optimisation level.
- *   build/bench/peak_flops            (lines "peak NAME GFLOPS", or "peak NAME absent") */
+ *   bf16_amx      tdpbf16ps on 16x64-byte tiles (8192 MACs)
+ *   int8_amx      tdpbusd on 16x64-byte tiles (16384 MACs)
+ *   read_1MiB, read_32MiB, read_1GiB   vmovups ymm loads streaming over a buffer of that size
+ *                 (GB/s: what a node bound by its bytes, a batch-1 layer reading its weights, is a
+ *                 fraction of; the buffer sizes stand for L2, a model's weights, memory)
+ * in GFLOP/s (int8: GOP/s, a MAC two ops; reads in GB/s), each the best of 5 runs of ~0.1 s of thread CPU time (the
+ * machine may be shared: a wait for the core is not the core's speed). A family the CPU lacks (or, for
+ * AMX, whose tiles the kernel does not grant: arch_prctl) prints "absent". Inline assembly: the
+ * figures do not depend on the build's optimisation level.
+ *   build/bench/peak_flops            (lines "peak NAME GFLOPS", or "peak NAME absent")
+ *   build/bench/peak_flops BYTES      (one line "peak read GBS": a read over BYTES, as a plan's weights
+ *                                      are read each run: bench/plan_bound.py passes their size) */
+#include <cpuid.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 static double cpu_now(void)
 {
@@ -57,6 +68,76 @@ static void bf16_avx512(long n) { LOOP(FMA12("vdpbf16ps", "zmm")); }
     "vpaddd %%ymm" t ", %%ymm" a ", %%ymm" a "\n\t"
 static void int8_avx2(long n) { LOOP(STEP("4", "0") STEP("5", "1") STEP("6", "2") STEP("7", "3")); }
 
+/* AMX: six accumulator tiles (the instruction's latency is several of its issue intervals), two zero
+ * source tiles, all 16 rows of 64 bytes (palette 1). */
+typedef struct tilecfg {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} __attribute__((aligned(64))) tilecfg;
+
+#define TDP6(op)                                                                                                         \
+    op " %%tmm7, %%tmm6, %%tmm0\n\t" op " %%tmm7, %%tmm6, %%tmm1\n\t" op " %%tmm7, %%tmm6, %%tmm2\n\t" op             \
+       " %%tmm7, %%tmm6, %%tmm3\n\t" op " %%tmm7, %%tmm6, %%tmm4\n\t" op " %%tmm7, %%tmm6, %%tmm5\n\t"
+
+#define AMX_LOOP(body)                                                                                                   \
+    do {                                                                                                                 \
+        tilecfg cfg = {.palette = 1};                                                                                    \
+        for (int i = 0; i < 8; i++) cfg.rows[i] = 16, cfg.colsb[i] = 64;                                               \
+        __asm__ volatile("ldtilecfg %0\n\t" ::"m"(cfg));                                                                \
+        __asm__ volatile("tilezero %%tmm6\n\ttilezero %%tmm7\n\t"                                                      \
+                         "1:\n\t" body "dec %0\n\t"                                                                     \
+                         "jnz 1b\n\t"                                                                                   \
+                         "tilerelease\n\t"                                                                              \
+                         : "+r"(n)                                                                                      \
+                         :                                                                                              \
+                         : "cc", "memory");                                                                             \
+    } while (0)
+
+static void bf16_amx(long n) { AMX_LOOP(TDP6("tdpbf16ps")); }
+static void int8_amx(long n) { AMX_LOOP(TDP6("tdpbusd")); }
+
+/* Bytes of each read pass over buf (n bytes, a multiple of 256): eight 32-byte loads an iteration,
+ * into registers nothing reads (the loads still happen: asm volatile). */
+static void read_pass(const char *buf, size_t n)
+{
+    const char *end = buf + n;
+    __asm__ volatile("1:\n\t"
+                     "vmovups (%0), %%ymm0\n\tvmovups 32(%0), %%ymm1\n\tvmovups 64(%0), %%ymm2\n\t"
+                     "vmovups 96(%0), %%ymm3\n\tvmovups 128(%0), %%ymm4\n\tvmovups 160(%0), %%ymm5\n\t"
+                     "vmovups 192(%0), %%ymm6\n\tvmovups 224(%0), %%ymm7\n\t"
+                     "add $256, %0\n\t"
+                     "cmp %1, %0\n\t"
+                     "jb 1b\n\t"
+                     : "+r"(buf)
+                     : "r"(end)
+                     : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "cc", "memory");
+}
+
+/* Best GB/s of 5 timed passes-sets of ~0.1 s over a buffer of n bytes (touched first). */
+static double read_gbs(size_t n)
+{
+    char *buf = aligned_alloc(64, n); /* this function's */
+    if (!buf) return 0;
+    memset(buf, 1, n);
+    long reps = 1;
+    double best = 0;
+    for (int round = 0; round < 6; round++) {
+        double t0 = cpu_now();
+        for (long r = 0; r < reps; r++) read_pass(buf, n);
+        double t = cpu_now() - t0;
+        if (t <= 0) t = 1e-9;
+        if (round == 0) {
+            reps = (long)((double)reps * 0.1 / t) + 1;
+            continue;
+        }
+        double g = (double)n * (double)reps / t * 1e-9;
+        if (g > best) best = g;
+    }
+    free(buf);
+    return best;
+}
+
 typedef struct family {
     const char *name, *need; /* __builtin_cpu_supports names, space-separated: all must hold */
     void (*fn)(long);
@@ -70,7 +151,21 @@ static const family families[] = {
     {"int8_avxvnni", "avxvnni", int8_avxvnni, 12 * 32 * 2},
     {"int8_avx512vnni", "avx512vnni", int8_avx512vnni, 12 * 64 * 2},
     {"bf16_avx512", "avx512bf16", bf16_avx512, 12 * 32 * 2},
+    {"bf16_amx", "amx", bf16_amx, 6 * 16 * 16 * 32 * 2},
+    {"int8_amx", "amx", int8_amx, 6 * 16 * 16 * 64 * 2},
 };
+
+/* CPUID leaf 7: AMX-BF16, AMX-TILE and AMX-INT8 (EDX bits 22, 24, 25), and Linux's grant of the tile
+ * data state to this process (ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA); without it the first tile
+ * instruction faults. */
+static int amx_usable(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
+    unsigned want = 1u << 22 | 1u << 24 | 1u << 25;
+    if ((d & want) != want) return 0;
+    return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) == 0;
+}
 
 /* __builtin_cpu_supports takes a string literal only: the names this file asks about. */
 static int supports(const char *f)
@@ -81,6 +176,7 @@ static int supports(const char *f)
     if (!strcmp(f, "avxvnni")) return __builtin_cpu_supports("avxvnni");
     if (!strcmp(f, "avx512vnni")) return __builtin_cpu_supports("avx512vnni");
     if (!strcmp(f, "avx512bf16")) return __builtin_cpu_supports("avx512bf16");
+    if (!strcmp(f, "amx")) return amx_usable();
     return 0;
 }
 
@@ -113,12 +209,25 @@ static double measure(const family *f)
     return best;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     __builtin_cpu_init();
+    if (argc > 1) {
+        size_t bytes = ((size_t)strtoull(argv[1], NULL, 10) + 255) / 256 * 256;
+        printf("peak read %.1f\n", read_gbs(bytes < 256 ? 256 : bytes));
+        return 0;
+    }
     for (size_t i = 0; i < sizeof families / sizeof families[0]; i++) {
         if (!has_all(families[i].need)) printf("peak %s absent\n", families[i].name);
         else printf("peak %s %.1f\n", families[i].name, measure(&families[i]));
+        fflush(stdout);
+    }
+    static const struct {
+        const char *name;
+        size_t bytes;
+    } reads[] = {{"read_1MiB", (size_t)1 << 20}, {"read_32MiB", (size_t)32 << 20}, {"read_1GiB", (size_t)1 << 30}};
+    for (size_t i = 0; i < sizeof reads / sizeof reads[0] && __builtin_cpu_supports("avx2"); i++) {
+        printf("peak %s %.1f\n", reads[i].name, read_gbs(reads[i].bytes));
         fflush(stdout);
     }
     return 0;

@@ -4,17 +4,20 @@ arithmetic peak. For a plan file: per node its oneDNN kernel (the one its last r
 time (`plan bench FILE nodes=on`), its FLOPs from the node's shapes (`plan show`: a conv 2*OC*OH*OW*
 (C/groups)*K*K a sample, a linear 2*I*O*rows, attention 4*T*T*C; pools, activations, adds and the
 engine's ops count none: they are bound by memory, and show as time without GFLOP/s), its GFLOP/s
-and the fraction of the peak bench/peak_flops measures for the arithmetic that kernel runs:
+and the fraction of the peak bench/peak_flops measures for the arithmetic that kernel runs (and, for
+the slowest nodes, the bytes they must move at least in GB/s, against a read of a buffer the size
+of the plan's weights, which every run streams: `peak_flops BYTES`):
   fp32 on an avx512 kernel: fp32_avx512; on avx2 (or gemm/ref kernels, the engine's table) the
   fp32 peak of the ISA the plan was built for; int8: vpdpbusd's (avx512 VNNI, or AVX-VNNI on an avx2
   kernel where the plan's ISA has it), else vpmaddubsw's (int8_avx2); bf16: vdpbf16ps where the
-  plan's ISA has native bf16. AMX kernels' tiles are not measured: their fraction is of the AVX-512
-  VNNI / bf16 figure and can exceed 1.
+  plan's ISA has native bf16; an int8 or bf16 kernel named amx: tdpbusd's / tdpbf16ps's (int8_amx,
+  bf16_amx; where the tiles could not be measured, the AVX-512 figure, and it says so).
 Then the nodes grouped by (what, precision, kernel), the most time first: "dwconv k3 fp32
 jit_dw:avx2: 41% of the time, 9.1 GFLOP/s, 8% of fp32_avx2". The node medians need not add up to the
 run's median; shares are of their sum. Node times are wall time (a shared machine's load is in them);
 the peak is thread CPU time (the core's own speed).
 usage: plan_bound.py RINGSIDE FILE.plan [--threads N] [--runs N] [--batch B] [--top K] [--peak EXE|FILE]
+       (--peak FILE: peak_flops's output, saved; the read of the weights' size then runs build/bench/peak_flops)
        plan_bound.py --cpu      (the CPU line bench/plan_vision.sh prints first)
 Run it with the environment the plan was compiled under (ONEDNN_MAX_CPU_ISA=AVX2 ... for a capped plan).
 """
@@ -80,11 +83,14 @@ def node_flops(what, B, esize):
     return None, None, what.split()[0] if what.strip() else "?"
 
 
-def peak_name(prec, kernel, isa):
-    """Which measured peak a node's arithmetic is a fraction of, and a note (AMX, emulation)."""
+def peak_name(prec, kernel, isa, pk):
+    """Which measured peak a node's arithmetic is a fraction of, and a note."""
     k = kernel.lower()
     wide = "avx512" in k or ("avx2" not in k and isa.startswith("avx512"))
-    note = "AMX tiles: of the AVX-512 figure" if "amx" in k else ""
+    amx = "amx" in k and prec in ("int8", "bf16")
+    if amx and f"{prec}_amx" in pk:
+        return f"{prec}_amx", ""
+    note = "AMX kernel; AMX not measured: of the AVX-512 figure" if amx else ""
     if prec == "int8":
         if wide and ("vnni" in isa or "bf16" in isa or "amx" in isa):
             return "int8_avx512vnni", note
@@ -128,13 +134,23 @@ def main():
     opt = {k: a[a.index(k) + 1] for k in ("--threads", "--runs", "--batch", "--top", "--peak") if k in a}
     exe, plan = a[0], a[1]
     threads, runs, top = int(opt.get("--threads", 1)), int(opt.get("--runs", 20)), int(opt.get("--top", 6))
-    peak_exe = opt.get("--peak", os.path.join(os.path.dirname(os.path.dirname(exe)), "bench", "peak_flops"))
-    pk = peaks(peak_exe)
-    isa, nodes = parse_show(rs(exe, f"plan show {plan}"))
+    peak_exe = os.path.join(os.path.dirname(os.path.dirname(exe)), "bench", "peak_flops")  # beside repl/ringside
+    pk = peaks(opt.get("--peak", peak_exe))
+    show = rs(exe, f"plan show {plan}")
+    isa, nodes = parse_show(show)
+    # every run reads all the weights: the read bandwidth of a buffer that size is what bounds a node
+    # that streams its own (a batch-1 layer)
+    wbytes = int(re.search(r"^weights: (\d+) bytes", show, re.M)[1])
+    read_bw = None
+    if os.access(peak_exe, os.X_OK):
+        m = re.search(r"^peak read ([0-9.]+)", subprocess.run([peak_exe, str(wbytes)], capture_output=True,
+                                                               text=True).stdout, re.M)
+        read_bw = float(m[1]) if m else None
     runs_at = parse_bench(rs(exe, f"plan bench {plan} threads={threads} runs={runs} nodes=on"))
     batches = [int(opt["--batch"])] if "--batch" in opt else sorted(runs_at)
-    print(f"# {plan}: oneDNN ran {isa}; {threads} thread(s); peaks (GFLOP/s, int8 GOP/s, one thread): "
-          + ", ".join(f"{k} {v:.0f}" for k, v in pk.items()))
+    print(f"# {plan}: oneDNN ran {isa}; {threads} thread(s); peaks (GFLOP/s, int8 GOP/s, reads GB/s; one thread): "
+          + ", ".join(f"{k} {v:.0f}" for k, v in pk.items())
+          + (f"; a read of its {wbytes / 2**20:.1f} MiB of weights {read_bw:.1f} GB/s" if read_bw else ""))
     for B in batches:
         run_ms, timed = runs_at[B]
         if len(timed) != len(nodes):
@@ -144,9 +160,12 @@ def main():
         for n, (ms, kind, kernel) in zip(nodes, timed):
             f, nbytes, label = node_flops(n["what"], B, {"fp32": 4, "bf16": 2, "int8": 1}[n["prec"]])
             all_flops += f or 0
-            name, note = peak_name(n["prec"], kernel, isa)
+            name, note = peak_name(n["prec"], kernel, isa, pk)
             gf = f / (ms * 1e6) if f and ms > 0 else None
-            gbs = f"{nbytes / (ms * 1e6):6.1f}" if nbytes and ms > 0 else f"{'-':>6}"
+            gbs = f"{'-':>6} {'':6}"
+            if nbytes and ms > 0:
+                g = nbytes / (ms * 1e6)
+                gbs = f"{g:6.1f} " + (f"{100 * g / read_bw:5.0f}%" if read_bw else f"{'':6}")
             rows.append((ms, n["what"], n["prec"], kernel, gbs, gf, name, note))
             g = groups.setdefault((label, n["prec"], kernel), [0.0, 0.0, 0, name, note, True])
             g[0] += ms
@@ -161,7 +180,8 @@ def main():
             gf = f / (ms * 1e6) if counted and ms > 0 and f else None
             print(f"  {100 * ms / total:5.1f}% {ms:8.3f} {cnt:5d} {gf if gf else 0:8.1f}  {frac(gf, name):<24} "
                   f"{label} {prec} {kernel}{'  (' + note + ')' if note and gf else ''}")
-        print(f"  slowest nodes ({'GB/s':>6}: weights once, input and output; the least it must move)")
+        print(f"  slowest nodes ({'GB/s':>6}: weights once, input and output, the least it must move; % of a read "
+              "of the plan's weights)")
         for ms, what, prec, kernel, gbs, gf, name, _ in sorted(rows, key=lambda r: -r[0])[:top]:
             print(f"  {100 * ms / total:5.1f}% {ms:8.3f} {gbs} {gf if gf else 0:8.1f}  {frac(gf, name):<24} "
                   f"{what} {prec} {kernel}")

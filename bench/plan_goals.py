@@ -61,14 +61,14 @@ def main():
     rows = parse(sys.argv[1])
     precs = ["fp32", "bf16", "int8"]
     print(f"{'model':<20} {'ISA':<22} {'thr':>3} {'batch':>5} {'ORT fp32 ms':>11}  "
-          + "  ".join(f"{p + ' (goal)':<17}" for p in precs) + f"  {'ORT int8':>8}")
+          + "  ".join(f"{p + ' (goal)':<20}" for p in precs) + f"  {'ORT int8':>8}")
     misses, held, total = [], 0, 0
     for model, label, isa, thr, batch, ort_ms, r in rows:
         cells = []
         for p in precs:
             v, g = r.get(p), goal(p, batch, isa)
             if v is None:
-                cells.append(f"{'-':<17}")
+                cells.append(f"{'-':<20}")
                 continue
             ok = g is None or v >= g
             if g is not None:
@@ -77,7 +77,7 @@ def main():
             if not ok:
                 misses.append(f"miss {model} {label} {thr} {p} {batch}")
             mark = "" if g is None else (" ok" if ok else " MISS")
-            cells.append(f"{v:5.2f}x ({g if g else '-':>4}){mark:<5}")
+            cells.append(f"{v:5.2f}x (>={g:.2f}){mark:<5}" if g else f"{v:5.2f}x (no goal)     ")
         o8 = r.get("ORT int8")
         print(f"{model:<20} {label + ' ' + isa:<22} {thr:>3} {batch:>5} {ort_ms:11.3f}  " + "  ".join(cells)
               + f"  {(f'{o8:.2f}x' if o8 else '-'):>8}")
