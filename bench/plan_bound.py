@@ -12,10 +12,12 @@ of the plan's weights, which every run streams: `peak_flops BYTES`):
   kernel where the plan's ISA has it), else vpmaddubsw's (int8_avx2); bf16: vdpbf16ps where the
   plan's ISA has native bf16; an int8 or bf16 kernel named amx: tdpbusd's / tdpbf16ps's (int8_amx,
   bf16_amx; where the tiles could not be measured, the AVX-512 figure, and it says so).
+FLOPs are a direct convolution's: a Winograd kernel (wino) does fewer, so its fraction can pass 100%.
 Then the nodes grouped by (what, precision, kernel), the most time first: "dwconv k3 fp32
 jit_dw:avx2: 41% of the time, 9.1 GFLOP/s, 8% of fp32_avx2". The node medians need not add up to the
 run's median; shares are of their sum. Node times are wall time (a shared machine's load is in them);
-the peak is thread CPU time (the core's own speed).
+the peak is thread CPU time (the core's own speed). At --threads N a fraction is of N cores' peak, and a
+read's of N times one core's read.
 usage: plan_bound.py RINGSIDE FILE.plan [--threads N] [--runs N] [--batch B] [--top K] [--peak EXE|FILE]
        (--peak FILE: peak_flops's output, saved; the read of the weights' size then runs build/bench/peak_flops)
        plan_bound.py --cpu      (the CPU line bench/plan_vision.sh prints first)
@@ -165,14 +167,15 @@ def main():
             gbs = f"{'-':>6} {'':6}"
             if nbytes and ms > 0:
                 g = nbytes / (ms * 1e6)
-                gbs = f"{g:6.1f} " + (f"{100 * g / read_bw:5.0f}%" if read_bw else f"{'':6}")
+                gbs = f"{g:6.1f} " + (f"{100 * g / (threads * read_bw):5.0f}%" if read_bw else f"{'':6}")
             rows.append((ms, n["what"], n["prec"], kernel, gbs, gf, name, note))
             g = groups.setdefault((label, n["prec"], kernel), [0.0, 0.0, 0, name, note, True])
             g[0] += ms
             g[1] += f or 0
             g[2] += 1
             g[5] = g[5] and f is not None
-        frac = lambda gf, name: f"{100 * gf / pk[name]:5.1f}% of {name}" if gf and name in pk else "-"
+        # of the peak of as many cores as threads (the plan may run a small primitive on fewer)
+        frac = lambda gf, name: f"{100 * gf / (threads * pk[name]):5.1f}% of {name}" if gf and name in pk else "-"
         print(f"batch {B}: run median {run_ms:.3f} ms, node medians sum {total:.3f} ms; "
               f"{all_flops / 1e9:.3f} GFLOP counted, {all_flops / (run_ms * 1e6):.1f} GFLOP/s over the run")
         print(f"  {'share':>6} {'ms':>8} {'nodes':>5} {'GFLOP/s':>8}  {'of peak':<24} what, precision, kernel")
