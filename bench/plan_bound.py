@@ -46,7 +46,8 @@ def cpu_line():
 
 
 def rs(exe, cmd):
-    r = subprocess.run([exe, "--no-db", "-c", cmd], capture_output=True, text=True, env=dict(os.environ, COLUMNS="1000"))
+    r = subprocess.run([exe, "--no-db", "-c", cmd], capture_output=True, text=True,
+                       env=dict(os.environ, COLUMNS="1000"))
     if r.returncode:
         sys.exit(f"plan_bound: `{cmd}` failed: {(r.stdout + r.stderr).strip()[-400:]}")
     return r.stdout
@@ -74,7 +75,8 @@ def node_flops(what, B, esize):
         if groups is None or k is None:
             return None, None, label
         wts = oc * (c // groups) * int(k) ** 2
-        return 2.0 * B * oc * oh * ow * (c // groups) * int(k) ** 2, esize * (wts + B * (c * h * w + oc * oh * ow)), label
+        flops = 2.0 * B * oc * oh * ow * (c // groups) * int(k) ** 2
+        return flops, esize * (wts + B * (c * h * w + oc * oh * ow)), label
     m = re.match(r"^linear (\d+)>(\d+)(?: x(\d+) rows)?", what)
     if m:
         i, o, r = int(m[1]), int(m[2]), int(m[3] or 1)
@@ -179,7 +181,8 @@ def main():
         print(f"batch {B}: run median {run_ms:.3f} ms, node medians sum {total:.3f} ms; "
               f"{all_flops / 1e9:.3f} GFLOP counted, {all_flops / (run_ms * 1e6):.1f} GFLOP/s over the run")
         print(f"  {'share':>6} {'ms':>8} {'nodes':>5} {'GFLOP/s':>8}  {'of peak':<24} what, precision, kernel")
-        for (label, prec, kernel), (ms, f, cnt, name, note, counted) in sorted(groups.items(), key=lambda g: -g[1][0])[:top]:
+        by_time = sorted(groups.items(), key=lambda g: -g[1][0])[:top]
+        for (label, prec, kernel), (ms, f, cnt, name, note, counted) in by_time:
             gf = f / (ms * 1e6) if counted and ms > 0 and f else None
             print(f"  {100 * ms / total:5.1f}% {ms:8.3f} {cnt:5d} {gf if gf else 0:8.1f}  {frac(gf, name):<24} "
                   f"{label} {prec} {kernel}{'  (' + note + ')' if note and gf else ''}")
