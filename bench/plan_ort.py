@@ -9,8 +9,9 @@ a figure is the median of its rounds' medians. ORT runs as its own benchmarks ru
 thread count (intra_op_num_threads = threads, inter_op 1, graph optimizations at ORT's default, all),
 input and output bound once with IOBinding so that a run converts nothing from NumPy (what remains of
 Python per call is a few microseconds, which batch-1 figures of small models still carry).
-usage: plan_ort.py RINGSIDE FILE.onnx RUNS PLAN... (bench/plan.sh runs it; ROUNDS from PLAN_ROUNDS, 3; the thread
-counts from PLAN_THREADS, "1 2")"""
+usage: plan_ort.py RINGSIDE FILE.onnx RUNS PLAN... [--ort LABEL=OTHER.onnx]... (bench/plan.sh runs it; ROUNDS
+from PLAN_ROUNDS, 3; the thread counts from PLAN_THREADS, "1 2"). Each --ort file (ORT's own int8 of the same
+model, bench/plan_vision.sh) is one more column, run by ORT in the same turns, its cell ORT fp32 time over its.)"""
 import os
 import re
 import statistics
@@ -21,16 +22,18 @@ import time
 import numpy as np
 import onnxruntime as ort
 
-exe, path, runs, plans = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:]
+exe, path, runs = sys.argv[1], sys.argv[2], int(sys.argv[3])
+plans = [a for i, a in enumerate(sys.argv[4:], 4) if a != "--ort" and sys.argv[i - 1] != "--ort"]
+others = dict(a.split("=", 1) for i, a in enumerate(sys.argv[4:], 4) if sys.argv[i - 1] == "--ort")
 rounds = int(os.environ.get("PLAN_ROUNDS", "3"))
 
 
 class Ort:
-    def __init__(self, threads):
+    def __init__(self, threads, model=path):
         so = ort.SessionOptions()
         so.intra_op_num_threads = threads
         so.inter_op_num_threads = 1
-        self.s = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+        self.s = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
         self.bound = {}
 
     def binding(self, batch):
@@ -68,14 +71,17 @@ def plan_ms(plan, threads):
 
 
 print(f"{'threads':>7} {'batch':>5} {'ORT fp32 ms':>12} " + " ".join(f"{p.split('/')[-1]:>14}" for p in plans)
-      + "   (ORT/plan: >1 = plan faster)")
+      + "".join(f" {label:>14}" for label in others) + "   (ORT/plan: >1 = plan faster)")
 for threads in [int(t) for t in os.environ.get("PLAN_THREADS", "1 2").split()]:
     o = Ort(threads)
-    got = [[] for _ in plans]
+    extra = [Ort(threads, f) for f in others.values()]
+    got = [[] for _ in list(plans) + extra]
     ort_t = {1: [], 64: []}
     for _ in range(rounds):
         for i, p in enumerate(plans):
             got[i].append(plan_ms(p, threads))
+        for i, e in enumerate(extra, len(plans)):
+            got[i].append({batch: e.ms(batch) for batch in (1, 64)})
         for batch in (1, 64):
             ort_t[batch].append(o.ms(batch))
     for batch in (1, 64):

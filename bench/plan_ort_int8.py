@@ -4,7 +4,10 @@ file the plans were compiled from, calibrated on the same rows as `compile preci
 (the first CALIB_N Fashion-MNIST training images, x/255 as ringside reads them), with each of ORT's
 calibration methods; its accuracy on the test split beside ORT fp32's, and the MinMax model's median
 time at 1 and 2 threads, batch 1 and 64, beside a plan's (`plan bench`).
-usage: plan_ort_int8.py RINGSIDE FILE.onnx CALIB_N RUNS [INT8.plan] (bench/plan.sh runs it)"""
+usage: plan_ort_int8.py RINGSIDE FILE.onnx CALIB_N RUNS [INT8.plan] (bench/plan.sh runs it)
+       plan_ort_int8.py --quantize FILE.onnx CALIB.f32 OUT.onnx: the same quantize_static (MinMax) on the
+       raw float32 rows of CALIB.f32 (the model's per-sample shape; bench/plan_vision.sh's calibration
+       images), for bench/plan_ort.py to time as a column beside the plans (--ort "ORT int8=OUT.onnx")"""
 import contextlib
 import gzip
 import io
@@ -27,8 +30,6 @@ except ImportError as e:
     print(f"# ORT int8: skipped, onnxruntime.quantization is missing here ({e})")
     sys.exit(0)
 
-exe, path, calib_n, runs = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-plan8 = sys.argv[5] if len(sys.argv) > 5 else None
 FASHION = "/usr/share/datasets/fashion-mnist"
 
 
@@ -55,6 +56,19 @@ class Rows(CalibrationDataReader):
         b = self.x[self.at:self.at + 64]
         self.at += 64
         return {self.name: b}
+
+
+def quantize(path, out, rows, method="MinMax"):
+    """ORT's int8 of path into out, calibrated on rows (batches of 64): QDQ, s8 weights per channel, s8
+    activations. Seconds it took; raises what quantize_static raises."""
+    name = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).get_inputs()[0].name
+    t0 = time.perf_counter()
+    logging.getLogger().setLevel(logging.ERROR)  # its advice to pre-process, once per model
+    with contextlib.redirect_stdout(io.StringIO()):  # and its progress lines
+        quantize_static(path, out, Rows(name, rows), quant_format=QuantFormat.QDQ, per_channel=True,
+                        activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
+                        calibrate_method=getattr(CalibrationMethod, method))
+    return time.perf_counter() - t0
 
 
 def session(model, threads):
@@ -91,13 +105,22 @@ def median_ms(model, threads, batch, x):
     return 1e3 * statistics.median(t)
 
 
+if sys.argv[1] == "--quantize":
+    src, calib, dst = sys.argv[2:5]
+    shape = [d if isinstance(d, int) else -1 for d in
+             ort.InferenceSession(src, providers=["CPUExecutionProvider"]).get_inputs()[0].shape]
+    rows = np.fromfile(calib, dtype=np.float32).reshape([-1] + shape[1:])
+    print(f"# ORT int8 (quantize_static, QDQ, s8 weights per channel, s8 activations, MinMax on {len(rows)} rows): "
+          f"{quantize(src, dst, rows):.1f} s")
+    sys.exit(0)
+exe, path, calib_n, runs = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+plan8 = sys.argv[5] if len(sys.argv) > 5 else None
 try:
     xtr, _ = images("train")
     xte, yte = images("t10k")
 except OSError as e:
     print(f"# ORT int8: skipped, no Fashion-MNIST to calibrate on ({e})")
     sys.exit(0)
-name = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).get_inputs()[0].name
 tmp = tempfile.mkdtemp()
 acc32 = accuracy(path, xte, yte)
 print(f"# ORT int8 (quantize_static, QDQ, s8 weights per channel, s8 activations), calibrated on the first "
@@ -105,17 +128,11 @@ print(f"# ORT int8 (quantize_static, QDQ, s8 weights per channel, s8 activations
 models = {}
 for method in ("MinMax", "Percentile", "Entropy"):
     out = os.path.join(tmp, f"ort8-{method}.onnx")
-    t0 = time.perf_counter()
-    logging.getLogger().setLevel(logging.ERROR)  # its advice to pre-process, once per model
     try:
-        with contextlib.redirect_stdout(io.StringIO()):  # and its progress lines
-            quantize_static(path, out, Rows(name, xtr[:calib_n]), quant_format=QuantFormat.QDQ, per_channel=True,
-                            activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
-                            calibrate_method=getattr(CalibrationMethod, method))
+        build = quantize(path, out, xtr[:calib_n], method)
     except Exception as e:  # an ORT without this method: say so, go on
         print(f"  {method:10s} failed: {e}")
         continue
-    build = time.perf_counter() - t0
     acc = accuracy(out, xte, yte)
     models[method] = out
     print(f"  {method:10s} accuracy {acc:.4f} ({100 * (acc - acc32):+.2f} points), quantize {build:.1f} s, "
