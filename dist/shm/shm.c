@@ -461,10 +461,16 @@ static rs_status shm_create(rs_store *store, const char *name, int rank, int wor
         return st;
     }
     /* Ranks the launcher bound apart (bind=core, as mpirun binds) each have a core of their own already:
-     * they wait as such, and shm's own placement (place.h, for ranks left to the kernel) stays out. */
+     * they wait as such, and keep to it but for large transfers, which may use every rank's CPUs
+     * (place.h). Ranks left to the kernel get shm's own blocks when there are CPUs enough. */
     bool apart = !parent && bound_apart(g);
     if (!parent) impl(g)->own_core = apart || world <= usable_cpus();
-    if (!parent && !apart && impl(g)->own_core) {
+    if (apart) {
+        cpu_set_t wide;
+        CPU_ZERO(&wide);
+        for (int q = 0; q < world; q++) CPU_OR(&wide, &wide, &impl(g)->ranks[q].mask);
+        rs_shm_place_init_wide(&impl(g)->place, &wide);
+    } else if (!parent && impl(g)->own_core) {
         int start[SHM_MAX_WORLD];
         for (int q = 0; q < world; q++) start[q] = impl(g)->ranks[q].start_cpu1 - 1;
         rs_shm_place_init(&impl(g)->place, rank, world, start);
