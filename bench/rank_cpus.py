@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Where a run's ranks ran: samples the CPU each rank process is on (/proc/PID/stat field 39,
 "processor") every INTERVAL seconds while PID (ringside, or mpirun) lives, and prints one line: each
-rank's CPUs with the share of samples on each, its affinity (Cpus_allowed_list), and the share of
+rank's CPUs with the share of samples on each, its affinity (the masks its main thread was seen
+with, most seen first: "0/0-1" is a rank bound to CPU 0 that shm widens for large transfers), the share of
 samples in which two ranks were on the same CPU, two hyperthreads of one core, or two L3 caches
 (per sysfs). What bench/shm_vs_mpi.sh --where prints beside each run's figures: a slow run next to
 "other L3 100%" or "same core 100%" is a placement, not the code.
@@ -89,9 +90,11 @@ def main():
             try:
                 with open("/proc/%d/stat" % p) as f:
                     now[r] = int(f.read().rsplit(")", 1)[1].split()[36])
-                if r not in allowed:
+                if n % 20 == 0:  # the main thread's mask: the launcher's binding, shm's own for a transfer
                     with open("/proc/%d/status" % p) as f:
-                        allowed[r] = next(l.split(":", 1)[1].strip() for l in f if l.startswith("Cpus_allowed_list"))
+                        mask = next(l.split(":", 1)[1].strip() for l in f if l.startswith("Cpus_allowed_list"))
+                    allowed.setdefault(r, {}).setdefault(mask, 0)
+                    allowed[r][mask] += 1
             except (OSError, StopIteration, ValueError, IndexError):
                 pass
         if len(now) >= 2:
@@ -110,7 +113,8 @@ def main():
     parts = []
     for r in sorted(seen):
         cpus = " ".join("%d:%d%%" % (c, 100 * k // n) for c, k in sorted(seen[r].items(), key=lambda x: -x[1])[:4])
-        parts.append("rank %d on %s (allowed %s)" % (r, cpus, allowed.get(r, "?")))
+        masks = "/".join(m for m, _ in sorted(allowed.get(r, {}).items(), key=lambda x: -x[1])) or "?"
+        parts.append("rank %d on %s (allowed %s)" % (r, cpus, masks))
     print("where (%d samples): %s; ranks 0,1 same CPU %d%%, same core %d%%, other L3 %d%%" %
           (n, "; ".join(parts), 100 * pairs["cpu"] // n, 100 * pairs["core"] // n, 100 * pairs["l3"] // n))
 

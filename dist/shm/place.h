@@ -1,6 +1,7 @@
 /* Where the shm backend's ranks run: a block of CPUs of its own for each rank while it moves small
  * messages, the kernel's choice while it moves large ones (measurements in docs/dist.md, "shm on a
- * busy machine"). Affinity is per thread: these act on the calling thread. Needs _GNU_SOURCE (cpu_set_t)
+ * busy machine"); for ranks the launcher bound apart (bind=core), their own core for small messages and
+ * every rank's CPUs for large ones. Affinity is per thread: these act on the calling thread. Needs _GNU_SOURCE (cpu_set_t)
  * before the first include, as shm.c and place.c have. */
 #ifndef RS_SHM_PLACE_H
 #define RS_SHM_PLACE_H
