@@ -16,7 +16,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "dist/launch/bind.h"
 #include "dist/launch/hostfile.h"
 #include "dist/worker/worker.h"
 #include "engine/cpu/blas.h"
@@ -77,7 +76,6 @@ int main(int argc, char **argv)
     rs_blas_prefer_fast_kernel(argv);
     /* A rank process (started by the REPL, mpirun or by hand with the torchrun variables). */
     /* the rank job of a model served across ranks lives in serve/ (it loads models as the server does) */
-    if (argc >= 2 && !strcmp(argv[1], "--worker")) rs_bind_self_from_env(stderr); /* the launcher's bind= */
     if (argc >= 3 && !strcmp(argv[1], "--worker") && !strcmp(argv[2], "serve"))
         return rs_serve_rank_main(argc - 2, argv + 2, stdout, stderr);
     if (argc >= 2 && !strcmp(argv[1], "--worker")) return rs_worker_main(argc - 2, argv + 2, stdout, stderr);
