@@ -88,8 +88,9 @@ static rs_status plan_sets(rs_bind_plan *p, hwloc_topology_t t, hwloc_const_bitm
         if (!p->cpus[r]) return RS_ERR_NOMEM;
     p->env = malloc(envlen); /* p's */
     if (!p->env) return RS_ERR_NOMEM;
-    char *e = p->env + sprintf(p->env, "%s=", RS_BIND_ENV);
-    for (int r = 0; r < p->world; r++) e += sprintf(e, "%s%s", r ? ";" : "", p->cpus[r]);
+    size_t used = (size_t)snprintf(p->env, envlen, "%s=", RS_BIND_ENV);
+    for (int r = 0; r < p->world && used < envlen; r++)
+        used += (size_t)snprintf(p->env + used, envlen - used, "%s%s", r ? ";" : "", p->cpus[r]);
     p->bound = true;
     return RS_OK;
 }
