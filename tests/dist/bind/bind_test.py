@@ -157,6 +157,12 @@ def case_core():
         if l3 is not None and len({frozenset(core_of(c) & set(cpus)) for c in l3 if c in cpus}) >= 2:
             check(m1 <= l3, "%s: both ranks in one L3 cache (%s)" % (be, sorted(l3)))
         check("bind=core: rank 0 on CPU" in out and "rank 1 on CPU" in out, "%s: the start line says where" % be)
+    # ranks bound apart, through shm's own-core (8 B) and widened (4 MiB) paths: results still right
+    for size in ("8", "4M"):
+        p = subprocess.run([EXE, "--no-db", "-c", "collective all_reduce ranks=2 size=%s bind=core view=off" % size],
+                           capture_output=True, text=True, timeout=120)
+        check(p.returncode == 0 and "every rank's result equals the serial computation" in p.stdout,
+              "shm all_reduce of %s B on ranks bound apart equals the serial sum" % size)
     return 0
 
 
