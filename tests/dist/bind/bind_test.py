@@ -6,6 +6,7 @@ topology as sysfs tells it (each CPU's core siblings and L3 cache), not with any
   core     each rank on a core of its own: the masks are disjoint, each is one core's CPUs, all in
            one L3 cache when one holds them; every thread of a rank has the same mask
   none     the ranks keep the REPL's mask (tcp: shm moves its own threads for small messages)
+  numa     each rank on the whole NUMA node (sysfs's node cpulist) of the core it is mapped to
   mask     a REPL under taskset binds within its mask
   few      fewer usable cores than ranks: no binding, a message that says so, the ranks keep the mask
   log      the session log has a "bind" event per rank with the CPUs /proc shows
@@ -177,6 +178,35 @@ def case_none():
     return 0
 
 
+def node_of(cpu):
+    """The CPUs of cpu's NUMA node, as sysfs says; None where it does not."""
+    base = "/sys/devices/system/node"
+    for d in sorted(os.listdir(base)) if os.path.isdir(base) else []:
+        if d.startswith("node") and d[4:].isdigit():
+            with open(os.path.join(base, d, "cpulist")) as f:
+                cpus = parse_list(f.read())
+            if cpu in cpus:
+                return cpus
+    return None
+
+
+def case_numa():
+    cpus = set(usable())
+    if len({frozenset(core_of(c) & cpus) for c in cpus}) < 2:
+        print("SKIP: bind=numa maps 2 ranks to 2 cores; this process may use CPUs %s" % sorted(cpus))
+        return 77
+    # tcp: shm places the threads of ranks that share CPUs itself, for small messages (dist/shm/place.h)
+    rc, out, masks = run_and_sample(long_bench(2, "backend=tcp bind=numa"), 2)
+    check(sampled(masks, 2), "both ranks' threads read from /proc")
+    if sampled(masks, 2):
+        for r in (0, 1):
+            node = node_of(min(masks[r][0]))
+            check(node is not None and masks[r][0] == node & cpus,
+                  "rank %d is bound to its NUMA node's CPUs %s: %s" % (r, sorted(node or []), sorted(masks[r][0])))
+    check("bind=numa: rank 0 on CPU" in out, "the start line says where")
+    return 0
+
+
 def case_mask():
     cpus = usable()
     # a mask that leaves out the first usable CPU: a binding that ignored it would use that one first
@@ -230,7 +260,8 @@ def case_log():
 
 
 def main():
-    cases = {"core": case_core, "none": case_none, "mask": case_mask, "few": case_few, "log": case_log}
+    cases = {"core": case_core, "none": case_none, "numa": case_numa, "mask": case_mask, "few": case_few,
+             "log": case_log}
     if CASE not in cases:
         print("unknown case %s: one of %s" % (CASE, ", ".join(cases)))
         return 2
