@@ -121,8 +121,7 @@ static rs_status plan_binding(rs_spawn_cfg *c, bool mpi, rs_bind_plan **plan, rs
     if (!rs_bind_from_name(c->bind, &pol))
         return rs_err_set(err, RS_ERR_ARG, "bind=%s: not a placement; one of core, numa, none", c->bind);
     if (c->hosts) { /* other hosts' cores are theirs: mpirun binds there by its default unless told none */
-        if (mpi && pol != RS_BIND_NONE) c->bind = NULL;
-        if (!mpi) c->bind = NULL;
+        if (!mpi || pol != RS_BIND_NONE) c->bind = NULL;
         return RS_OK;
     }
     rs_status st = rs_bind_plan_make(pol, c->world, c->bind_cores, plan, err);
