@@ -9,24 +9,32 @@
 # and the 1-minute load average the runs started at (other processes on the machine).
 #
 #   bench/shm_vs_mpi.sh [--build-dir DIR] [--ranks "2 4"] [--sizes 8..64M] [--runs 8] [--wait S]
-#                       [--load N] [--unbound] [--baseline EXE] [--mpi-args "..."] [--raw FILE]
+#                       [--load N] [--bind-none] [--unbound] [--one-cpu] [--baseline EXE] [--mpi-args "..."] [--raw FILE]
 #
 #   --build-dir  meson build folder (default build-bench; set up and compiled when needed)
 #   --runs N     runs of each (default 8)
 #   --wait S     before each run, wait up to S seconds (default 30) for the CPUs to go idle
 #   --load N     N busy processes (`yes`, not pinned) run beside each run, started after the quiet
 #                wait: a machine where builds or tests are running too (default 0)
-#   --unbound    also runs shm with RINGSIDE_SHM_BIND=off (the kernel places the ranks), interleaved
-#                with the others: what shm's placement buys (dist/shm/shm.c, shm_place)
+#                shm runs with bind=core (its default: a core of its own for each rank, in one L3 cache,
+#                as mpirun's --bind-to core; dist/launch/bind.c)
+#   --bind-none  also runs shm with bind=none (ranks left to the kernel, shm's own per-size placement,
+#                dist/shm/place.c), interleaved with the others: what binding buys
+#   --unbound    also runs shm with bind=none and RINGSIDE_SHM_BIND=off (the kernel alone places them)
+#   --one-cpu    also runs shm with the REPL under `taskset -c 0` (bind=core then says it cannot bind and
+#                both ranks share CPU 0): the bad placement a run can fall into unbound, made on purpose
 #   --baseline EXE  also runs shm with another ringside binary (a build of an older commit), interleaved
 #                with the others: before and after in the same conditions
 #   --mpi-args   extra mpirun arguments (default none: mpirun's own placement, as a user gets it)
 #   --raw FILE   also write every row: ranks backend run size time_us busbw load1
+#   --where FILE for each run, where its ranks ran (bench/rank_cpus.py samples /proc/PID/stat's CPU
+#                every 5 ms: each rank's CPUs, same CPU / same core / other L3 shares) beside its
+#                1 MiB busbw, a line a run, into FILE: a slow run beside its placement
 # Exit status: the number of goals missed (0: all met).
 set -u
 cd "$(dirname "$0")/.." || exit 1
 
-build=build-bench ranks="2 4" sizes="8..64M" runs=8 wait_s=30 load=0 mpi_args="" raw="" backends="shm mpi" base_exe=""
+where_file="" build=build-bench ranks="2 4" sizes="8..64M" runs=8 wait_s=30 load=0 mpi_args="" raw="" backends="shm mpi" base_exe=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --build-dir) build=$2; shift 2 ;;
@@ -36,9 +44,12 @@ while [ $# -gt 0 ]; do
         --wait) wait_s=$2; shift 2 ;;
         --load) load=$2; shift 2 ;;
         --unbound) backends="$backends shm-unbound"; shift ;;
+        --bind-none) backends="$backends shm-none"; shift ;;
+        --one-cpu) backends="$backends shm-onecpu"; shift ;;
         --baseline) base_exe=$2; backends="$backends baseline"; shift 2 ;;
         --mpi-args) mpi_args=$2; shift 2 ;;
         --raw) raw=$2; shift 2 ;;
+        --where) where_file=$2; shift 2 ;;
         -h|--help) sed -n '2,/^[^#]/{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "shm_vs_mpi.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
     esac
@@ -57,22 +68,46 @@ root_flag=""
 
 . bench/lib.sh
 
+# Runs "$@" (a command that execs, so $! is its pid) and prints its output; with --where, samples where
+# the ranks whose command lines hold NAME run, and appends "LABEL: 1 MiB busbw X; where ..." to the file.
+watched() {
+    local label=$1 name=$2 pid wp=""
+    shift 2
+    "$@" > "$tmp/out" 2>&1 &
+    pid=$!
+    if [ -n "$where_file" ]; then python3 bench/rank_cpus.py "$pid" "$name" > "$tmp/where" & wp=$!; fi
+    wait "$pid"
+    if [ -n "$wp" ]; then
+        wait "$wp"
+        echo "$label: 1 MiB busbw $(awk '$1 == 1048576 {print $7; exit}' "$tmp/out") GB/s; $(cat "$tmp/where")" >> "$where_file"
+    fi
+    cat "$tmp/out"
+}
+
 # One run of each: rows "ranks backend run size time_us busbw load1" on stdout ($3: the load average).
 run_shm() {
-    "$exe" --no-db -c "bench all_reduce ranks=$1 sizes=$sizes backend=shm view=off" 2>&1 |
+    watched "$1 ranks shm run $2" --worker "$exe" --no-db -c "bench all_reduce ranks=$1 sizes=$sizes backend=shm view=off" 2>&1 |
         awk -v n="$1" -v r="$2" -v l="$3" '/^ +[0-9]+ +[0-9]+ +f32/ {print n, "shm", r, $1, $5, $7, l}'
 }
 run_shm_unbound() {
-    RINGSIDE_SHM_BIND=off "$exe" --no-db -c "bench all_reduce ranks=$1 sizes=$sizes backend=shm view=off" 2>&1 |
+    watched "$1 ranks shm-unbound run $2" --worker env RINGSIDE_SHM_BIND=off "$exe" --no-db -c "bench all_reduce ranks=$1 sizes=$sizes backend=shm view=off bind=none" 2>&1 |
         awk -v n="$1" -v r="$2" -v l="$3" '/^ +[0-9]+ +[0-9]+ +f32/ {print n, "shm-unbound", r, $1, $5, $7, l}'
 }
+run_shm_none() {
+    watched "$1 ranks shm-none run $2" --worker "$exe" --no-db -c "bench all_reduce ranks=$1 sizes=$sizes backend=shm view=off bind=none" 2>&1 |
+        awk -v n="$1" -v r="$2" -v l="$3" '/^ +[0-9]+ +[0-9]+ +f32/ {print n, "shm-none", r, $1, $5, $7, l}'
+}
+run_shm_onecpu() {
+    watched "$1 ranks shm-onecpu run $2" --worker taskset -c 0 "$exe" --no-db -c "bench all_reduce ranks=$1 sizes=$sizes backend=shm view=off" 2>&1 |
+        awk -v n="$1" -v r="$2" -v l="$3" '/^ +[0-9]+ +[0-9]+ +f32/ {print n, "shm-onecpu", r, $1, $5, $7, l}'
+}
 run_baseline() {
-    "$base_exe" --no-db -c "bench all_reduce ranks=$1 sizes=$sizes backend=shm view=off" 2>&1 |
+    watched "$1 ranks baseline run $2" --worker "$base_exe" --no-db -c "bench all_reduce ranks=$1 sizes=$sizes backend=shm view=off" 2>&1 |
         awk -v n="$1" -v r="$2" -v l="$3" '/^ +[0-9]+ +[0-9]+ +f32/ {print n, "baseline", r, $1, $5, $7, l}'
 }
 run_mpi() {
     # shellcheck disable=SC2086 # mpi_args is a list of words
-    mpirun $root_flag --oversubscribe $mpi_args -np "$1" "$mpi_bench" -b "$lo" -e "$hi" 2>&1 |
+    watched "$1 ranks mpi run $2" mpi_allreduce mpirun $root_flag --oversubscribe $mpi_args -np "$1" "$mpi_bench" -b "$lo" -e "$hi" |
         awk -v n="$1" -v r="$2" -v l="$3" '/^ +[0-9]+ +[0-9]+ +float/ {print n, "mpi", r, $1, $5, $7, l}'
 }
 
@@ -85,6 +120,7 @@ trap 'hogs_stop; rm -rf "$tmp"' EXIT
 echo "# all_reduce f32 sum, $sizes, $runs interleaved runs each; $(nproc) CPUs: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 echo "# Open MPI $(mpirun --version 2>/dev/null | head -1 | awk '{print $NF}') (mpirun ${mpi_args:-defaults}); ringside $(git rev-parse --short HEAD 2>/dev/null); $load busy processes beside"
 [ -n "$base_exe" ] && echo "# baseline: $base_exe"
+[ -n "$where_file" ] && : > "$where_file"
 [ -z "$base_exe" ] || [ -x "$base_exe" ] || { echo "shm_vs_mpi.sh: --baseline $base_exe is not an executable" >&2; exit 2; }
 read -ra bl <<< "$backends"
 missed=0

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "dist/launch/bind.h"
 #include "dist/pg/pg.h"
 #include "dist/train/registry.h"
 #include "dist/worker/pi.h"
@@ -43,6 +44,11 @@ const rs_optdef rs_opts_data[] = {
     {.name = "ctx", .type = RS_T_INT, .def = "64", .help = "text: bytes (tokens) per window, the model's context"},
     {.name = NULL},
 };
+
+/* Where rank processes run (dist/launch/bind.h): train's ranks and every other command that starts them. */
+#define BIND_OPT                                                                                                       \
+    {.name = "bind", .type = RS_T_ENUM, .def = "core", .choices = rs_bind_names,                                      \
+     .help = "across ranks: core: a core of its own for each rank, in one L3 cache (as mpirun); numa; none"}
 
 rs_optdef rs_opts_train[RS_MAX_OPTS + 1] = {
     {.name = "epochs", .type = RS_T_INT, .def = "1", .help = "passes over the training data"},
@@ -90,6 +96,7 @@ rs_optdef rs_opts_train[RS_MAX_OPTS + 1] = {
      .help = "across ranks: how the ranks talk"},
     {.name = "timeout", .type = RS_T_DURATION, .def = "60s",
      .help = "across ranks: a rank waiting this long for another fails, naming it"},
+    BIND_OPT,
     {.name = "view", .type = RS_T_BOOL, .def = "on",
      .help = "across ranks: live dashboard while the ranks run (on a terminal)"},
     {.name = "kill", .type = RS_T_STRING,
@@ -289,6 +296,7 @@ const rs_optdef rs_opts_jobs[] = {
          .help = "how the ranks talk: shm, tcp, mpi (mpirun), nccl (GPUs)"},                                          \
         {.name = "timeout", .type = RS_T_DURATION, .def = "30s",                                                      \
          .help = "a rank waiting this long for another fails, naming it"},                                             \
+        BIND_OPT,                                                                                                      \
         {.name = "hostfile", .type = RS_T_PATH,                                                                        \
          .help = "DeepSpeed's hostfile (HOST slots=N a line): the ranks on those hosts, by mpirun (mpi) or ssh (tcp)"}
 

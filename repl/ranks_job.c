@@ -319,6 +319,28 @@ static rs_status host(rs_job *j, rs_spawn_store how, rs_err *e)
     return st;
 }
 
+/* Where the ranks run (bind=): one line before the run's own output (in the live view, its status line)
+ * and a "bind" event per rank in the session log, with the CPUs it was bound to. */
+static void say_binding(rs_job *j, const rs_bind_plan *plan)
+{
+    if (!plan) return;
+    char line[1024];
+    rs_bind_plan_describe(plan, line, sizeof line);
+    if (j->live && !j->step.on) rs_live_status(j->live, line);
+    else if (!j->live) fprintf(j->s->out, "%s: %s\n", j->kind->what, line);
+    for (int r = 0; r < j->world; r++) {
+        char detail[600];
+        snprintf(detail, sizeof detail, "{\"cpus\": \"%s\", \"note\": \"%s\"}", plan->bound ? plan->cpus[r] : "",
+                 plan->bound ? plan->domain : plan->note);
+        rs_slog_event_info ev = RS_SLOG_EVENT_INIT;
+        ev.rank = r;
+        ev.kind = "bind";
+        ev.name = rs_call_str(j->c, "bind", "core");
+        ev.detail_json = detail;
+        rs_log_event(j->s, j->run, &ev);
+    }
+}
+
 /* The ranks started: the job's options after the common ones, and the two that step=1 and the view's
  * dump add (the ranks also report the values their buffers hold, which the data pane shows). The
  * live view comes up as they start. */
@@ -342,9 +364,14 @@ static rs_status launch(rs_job *j, rs_spawn_store how, const char *const *job_ar
     vr.t_start = rs_job_logged_time(j, rs_pg_now());
     if (want_view) j->live = rs_live_start(j->s, &vr);
     if (j->live && j->step.on) rs_live_status(j->live, "step=1: n / Enter / Right for the next step");
+    rs_bind_plan *plan = NULL; /* owned here */
+    cfg.bind = rs_call_str(j->c, "bind", "core");
+    cfg.bind_plan = &plan;
     j->t_begin = rs_pg_now();
     rs_status st = rs_spawn_start(&cfg, j->master_port, &j->l, e);
     free(args);
+    if (!st) say_binding(j, plan);
+    rs_bind_plan_free(plan);
     return st;
 }
 

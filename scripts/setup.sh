@@ -13,7 +13,7 @@ PACKAGES=(
   dataset-fashion-mnist fortunes python3 python3-numpy
   clang libclang-rt-14-dev
   libreadline-dev libncurses-dev libsqlite3-dev sqlite3 protobuf-c-compiler libprotobuf-c-dev
-  libmicrohttpd-dev libnghttp2-dev libopenmpi-dev openmpi-bin tmux libssl-dev libdnnl-dev
+  libmicrohttpd-dev libnghttp2-dev libopenmpi-dev openmpi-bin libhwloc-dev tmux libssl-dev libdnnl-dev
   gnuplot-nox
 )
 # Python packages for the interop tests; the tests skip their part (and say so) when these are absent.

@@ -63,6 +63,10 @@ char **rs_spawn_argv(const rs_spawn_cfg *cfg)
         if (geteuid() == 0) head[nh++] = "--allow-run-as-root";
         head[nh++] = "--oversubscribe";
         head[nh++] = "--tag-output"; /* keeps each rank's lines whole; the reader strips the tag */
+        if (cfg->bind) {
+            head[nh++] = "--bind-to";
+            head[nh++] = cfg->bind;
+        }
         head[nh++] = "-np";
         head[nh++] = world;
         if (cfg->hosts) {
@@ -107,9 +111,50 @@ bool rs_spawn_untag(const char **line, int *rank, int *is_stderr)
     return true;
 }
 
+/* Placement for the ranks (cfg->bind): *plan for ranks on this host (the caller's), and c->bind as
+ * mpirun is to take it. */
+static rs_status plan_binding(rs_spawn_cfg *c, bool mpi, rs_bind_plan **plan, rs_err *err)
+{
+    *plan = NULL;
+    if (!c->bind) return RS_OK;
+    rs_bind_policy pol;
+    if (!rs_bind_from_name(c->bind, &pol))
+        return rs_err_set(err, RS_ERR_ARG, "bind=%s: not a placement; one of core, numa, none", c->bind);
+    if (c->hosts) { /* other hosts' cores are theirs: mpirun binds there by its default unless told none */
+        if (!mpi || pol != RS_BIND_NONE) c->bind = NULL;
+        return RS_OK;
+    }
+    rs_status st = rs_bind_plan_make(pol, c->world, c->bind_cores, plan, err);
+    if (st || !mpi) return st;
+    /* mpirun places its ranks itself; ours is only the word, and none where they would not fit */
+    if (!(*plan)->bound) c->bind = "none";
+    else snprintf((*plan)->note, sizeof (*plan)->note, "mpirun --bind-to %s places the ranks", c->bind);
+    (*plan)->bound = false;
+    return RS_OK;
+}
+
+/* cfg's extra environment and the plan's variable, NULL-terminated (the array the caller's, one free);
+ * *env is extra itself when there is nothing to add. */
+static rs_status with_bind_env(const char *const *extra, const rs_bind_plan *plan, const char *const **env,
+                               rs_err *err)
+{
+    *env = extra;
+    if (!plan || !plan->bound) return RS_OK;
+    int n = 0;
+    while (extra && extra[n]) n++;
+    const char **e = malloc(sizeof *e * (size_t)(n + 2)); /* the caller's */
+    if (!e) return rs_err_set(err, RS_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < n; i++) e[i] = extra[i];
+    e[n] = plan->env;
+    e[n + 1] = NULL;
+    *env = e;
+    return RS_OK;
+}
+
 rs_status rs_spawn_start(const rs_spawn_cfg *cfg, int port, rs_launch **out, rs_err *err)
 {
     *out = NULL;
+    if (cfg->bind_plan) *cfg->bind_plan = NULL;
     char exe[PATH_MAX];
     rs_spawn_cfg c = *cfg;
     if (!c.exe) {
@@ -117,27 +162,34 @@ rs_status rs_spawn_start(const rs_spawn_cfg *cfg, int port, rs_launch **out, rs_
         if (st) return st;
         c.exe = exe;
     }
-    char **argv = rs_spawn_argv(&c); /* owned here */
-    if (!argv) return rs_err_set(err, RS_ERR_NOMEM, "out of memory");
     bool mpi = c.store == RS_SPAWN_STORE_MPI;
-    char **hosts = NULL; /* owned here: without mpirun, each rank's host, reached through the rsh agent */
-    if (!mpi && c.hosts) {
-        rs_status st = rs_remote_rank_hosts(c.hosts, c.world, &hosts, err);
-        if (st) {
-            free(argv);
-            return st;
-        }
+    rs_bind_plan *plan = NULL; /* owned here until handed to the caller */
+    const char *const *env = NULL;
+    rs_status st = plan_binding(&c, mpi, &plan, err);
+    if (!st) st = with_bind_env(c.extra_env, plan, &env, err);
+    if (st) {
+        rs_bind_plan_free(plan);
+        return st;
     }
-    rs_launch_cfg lc = {.nranks = mpi ? 1 : c.world, .argv = (const char *const *)argv,
-                        .rank_hosts = (const char *const *)hosts, .master_addr = hosts ? hosts[0] : NULL,
-                        .master_port = port ? port : 1, /* mpirun's ranks do not read it */
-                        .local_world_size = mpi ? 0 : c.per_node, .extra_env = c.extra_env, .grace_s = c.grace_s,
-                        .on_line = c.on_line, .line_ud = c.line_ud, .should_stop = c.should_stop,
-                        .stop_ud = c.stop_ud,
-                        /* SIGKILL would leave mpirun no chance to clean up after its ranks */
-                        .death_sig = mpi ? SIGTERM : 0};
-    rs_status st = rs_launch_start(&lc, out, err);
+    char **argv = rs_spawn_argv(&c); /* owned here */
+    char **hosts = NULL; /* owned here: without mpirun, each rank's host, reached through the rsh agent */
+    if (!argv) st = rs_err_set(err, RS_ERR_NOMEM, "out of memory");
+    if (!st && !mpi && c.hosts) st = rs_remote_rank_hosts(c.hosts, c.world, &hosts, err);
+    if (!st) {
+        rs_launch_cfg lc = {.nranks = mpi ? 1 : c.world, .argv = (const char *const *)argv,
+                            .rank_hosts = (const char *const *)hosts, .master_addr = hosts ? hosts[0] : NULL,
+                            .master_port = port ? port : 1, /* mpirun's ranks do not read it */
+                            .local_world_size = mpi ? 0 : c.per_node, .extra_env = env, .grace_s = c.grace_s,
+                            .on_line = c.on_line, .line_ud = c.line_ud, .should_stop = c.should_stop,
+                            .stop_ud = c.stop_ud,
+                            /* SIGKILL would leave mpirun no chance to clean up after its ranks */
+                            .death_sig = mpi ? SIGTERM : 0};
+        st = rs_launch_start(&lc, out, err);
+    }
     free(argv); /* the ranks have their copies (exec) */
     free(hosts);
+    if (env != c.extra_env) free((void *)env);
+    if (!st && cfg->bind_plan) *cfg->bind_plan = plan;
+    else rs_bind_plan_free(plan);
     return st;
 }

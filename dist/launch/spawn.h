@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "dist/launch/bind.h"
 #include "dist/launch/launch.h"
 #include "dist/store/store.h"
 #include "engine/core/status.h"
@@ -35,6 +36,13 @@ typedef struct rs_spawn_cfg {
                                      (RS_SPAWN_STORE_RANK0) each rank is started through the rsh agent
                                      (remote.h) and rank 0's host is MASTER_ADDR, hosting the store */
     double grace_s;               /* SIGTERM -> SIGKILL when stopping (rs_launch_cfg.grace_s) */
+    const char *bind;             /* NULL: placement not asked (the kernel's; mpirun's own default). Else a
+                                     word of rs_bind_names: ranks started here are bound by plan (bind.h);
+                                     under mpirun it becomes --bind-to WORD (none where this host has fewer
+                                     cores than ranks); ranks on other hosts without mpirun are not bound */
+    int bind_cores;               /* cores per rank when binding (a rank's threads); 0: 1 */
+    rs_bind_plan **bind_plan;     /* NULL, or receives the plan (the caller's, rs_bind_plan_free; NULL when
+                                     bind was not asked or the ranks are on other hosts) */
     rs_launch_line_fn on_line;
     void *line_ud;
     rs_launch_stop_fn should_stop;
@@ -49,7 +57,7 @@ rs_status rs_spawn_self(char *exe, size_t cap, rs_err *err);
  * *port a port free right now, for rank 0's store; RS_SPAWN_STORE_MPI sets neither (NULL, 0). */
 rs_status rs_spawn_host_store(rs_spawn_store how, rs_store_server **srv, int *port, rs_err *err);
 
-/* The launched command line, NULL-terminated: `[mpirun --oversubscribe --tag-output -np N] EXE --worker
+/* The launched command line, NULL-terminated: `[mpirun --oversubscribe --tag-output [--bind-to B] -np N] EXE --worker
  * JOB group=G timeout=T store=launcher|rank0 ARGS...`. One allocation (the array and its strings): the
  * caller frees it with free(). cfg->exe must be set. NULL when out of memory. */
 char **rs_spawn_argv(const rs_spawn_cfg *cfg);

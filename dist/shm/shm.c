@@ -23,7 +23,7 @@
  *   header (one cache line): magic, world, chunk size, slots per mailbox
  *   world rank lines, one per rank (see shm_idle): the CPU it last waited on, whether it may be
  *     asleep, its bell (a futex word that whoever hands it a chunk rings while it sleeps), and the
- *     CPU it was on when the group was made (see place.h)
+ *     CPU it was on when the group was made (see place.h), and its affinity then (bound apart or not)
  *   world*world mailboxes, box(src,dst): SHM_SLOTS slot heads, each one cache line written only by src
  *     (a sequence number and, for a chunk of at most SHM_SMALL bytes, the chunk itself), and
  *     `consumed` on a line of its own, written only by dst
@@ -37,7 +37,7 @@
  * the slot head itself, so it costs the receiver one cache line from the sender's core, as Open MPI's
  * "fast boxes" do. Each side counts its own chunks, and the sender re-reads `consumed` (a line the
  * receiver owns) only when the slots look full. */
-#define SHM_MAGIC 0x72736833u /* "rsh3" */
+#define SHM_MAGIC 0x72736834u /* "rsh4" */
 #define SHM_CHUNK (64u << 10)
 #define SHM_SLOTS 4u
 #define SHM_MAX_WORLD 64 /* 4096 mailboxes, 1 GiB of (sparse) segment */
@@ -55,6 +55,8 @@ typedef struct shm_rank_line {
     _Atomic uint32_t bell;                    /* futex word: bumped by a peer that finds `sleeping` set */
     int32_t start_cpu1;                       /* sched_getcpu() + 1 when the group was made (place.h) */
     _Atomic uint64_t moves;                   /* progress calls that moved data: who ran while we yielded */
+    cpu_set_t mask;                           /* its affinity when the group was made: ranks bound apart
+                                                 (bind=core, mpirun) have disjoint ones (see bound_apart) */
 } shm_rank_line;
 
 typedef struct shm_slot_head {
@@ -321,6 +323,21 @@ static int usable_cpus(void)
     return n > 0 ? (int)n : 1;
 }
 
+/* Every rank's affinity (published in its line) shares no CPU with another's: ranks bound apart. */
+static bool bound_apart(rs_pg *g)
+{
+    shm_impl *s = impl(g);
+    for (int q = 0; q < g->world; q++) {
+        if (CPU_COUNT(&s->ranks[q].mask) == 0) return false;
+        for (int r = q + 1; r < g->world; r++) {
+            cpu_set_t both;
+            CPU_AND(&both, &s->ranks[q].mask, &s->ranks[r].mask);
+            if (CPU_COUNT(&both)) return false;
+        }
+    }
+    return g->world > 1;
+}
+
 static size_t seg_size(int world)
 {
     size_t pairs = (size_t)world * (size_t)world;
@@ -400,7 +417,7 @@ static rs_status shm_create(rs_store *store, const char *name, int rank, int wor
         s->sent = calloc((size_t)world, sizeof *s->sent);
         s->recvd = calloc((size_t)world, sizeof *s->recvd);
         s->seen = calloc((size_t)world, sizeof *s->seen);
-        s->own_core = parent ? parent->own_core : world <= usable_cpus();
+        s->own_core = parent && parent->own_core; /* a new group's: once every rank is in (shm_create) */
         s->wait_peer = -1;
     }
     if (!s || !s->tmp || !s->sent || !s->recvd || !s->seen) {
@@ -424,7 +441,11 @@ static rs_status shm_create(rs_store *store, const char *name, int rank, int wor
         }
         free(val);
     }
-    if (!st) impl(g)->ranks[rank].start_cpu1 = sched_getcpu() + 1; /* read by all after the barrier below */
+    if (!st) { /* read by all after the barrier below */
+        impl(g)->ranks[rank].start_cpu1 = sched_getcpu() + 1;
+        if (sched_getaffinity(0, sizeof impl(g)->ranks[rank].mask, &impl(g)->ranks[rank].mask) != 0)
+            CPU_ZERO(&impl(g)->ranks[rank].mask);
+    }
     /* Once every rank has mapped it, the name goes: the memory lives while mapped and nothing is left in
      * /dev/shm if a rank crashes later. Rank 0 unlinks even when the barrier fails. */
     if (!st || rank == 0) {
@@ -439,7 +460,17 @@ static rs_status shm_create(rs_store *store, const char *name, int rank, int wor
         shm_destroy(g);
         return st;
     }
-    if (!parent && impl(g)->own_core) {
+    /* Ranks the launcher bound apart (bind=core, as mpirun binds) each have a core of their own already:
+     * they wait as such, and keep to it but for large transfers, which may use every rank's CPUs
+     * (place.h). Ranks left to the kernel get shm's own blocks when there are CPUs enough. */
+    bool apart = !parent && bound_apart(g);
+    if (!parent) impl(g)->own_core = apart || world <= usable_cpus();
+    if (apart) {
+        cpu_set_t wide;
+        CPU_ZERO(&wide);
+        for (int q = 0; q < world; q++) CPU_OR(&wide, &wide, &impl(g)->ranks[q].mask);
+        rs_shm_place_init_wide(&impl(g)->place, &wide);
+    } else if (!parent && impl(g)->own_core) {
         int start[SHM_MAX_WORLD];
         for (int q = 0; q < world; q++) start[q] = impl(g)->ranks[q].start_cpu1 - 1;
         rs_shm_place_init(&impl(g)->place, rank, world, start);

@@ -73,7 +73,8 @@ const rs_strategy_def *rs_strategy_opt_owner(const char *name)
 bool rs_strategy_uses(const rs_strategy_def *d, const char *name)
 {
     if (!strcmp(name, "ranks")) return d->uses & RS_SUSE_RANKS;
-    if (!strcmp(name, "backend") || !strcmp(name, "timeout") || !strcmp(name, "view")) return d->uses & RS_SUSE_PROCS;
+    if (!strcmp(name, "backend") || !strcmp(name, "timeout") || !strcmp(name, "view") ||
+        !strcmp(name, "bind")) return d->uses & RS_SUSE_PROCS;
     if (!strcmp(name, "threads")) return d->uses & RS_SUSE_THREADS;
     if (rs_strategy_opt_find(d, name, NULL)) return true;
     return rs_strategy_opt_owner(name) == NULL;

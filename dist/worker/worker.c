@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dist/launch/bind.h"
 #include "dist/launch/launch.h"
 #include "dist/store/store.h"
 #include "pi.h"
@@ -714,6 +715,7 @@ static int join(wk *w)
 
 int rs_worker_main(int argc, char **argv, FILE *out, FILE *errf)
 {
+    rs_bind_self_from_env(errf); /* first: onto the CPUs of the launcher's bind= (none started by hand) */
     wk w = {.out = out, .errf = errf, .backend = "shm", .group = "w", .op = RS_OP_ALL_REDUCE, .dtype = RS_F32,
             .redop = RS_SUM, .algo = RS_ALGO_AUTO, .count = 2, .show = 16, .timeout = 30};
     if (argc < 1) return usage_error(&w, "%s", "no job (collective, bench, p2p, world, pi, train or matmul)");

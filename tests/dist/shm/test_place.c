@@ -169,11 +169,46 @@ static int rank_main(void *ud, int rank, int world, rs_store *st)
     return rs_test_failures ? 1 : 0;
 }
 
+/* Ranks the launcher bound apart (bind=core): own core for small transfers, every rank's CPUs (here all
+ * of this process's) for large ones, own core again, and the own core back at the end; nothing with
+ * RINGSIDE_SHM_BIND=off. */
+static void wide(const cpu_set_t *mask)
+{
+    cpu_set_t own, now;
+    CPU_ZERO(&own);
+    CPU_SET(first_cpu(mask), &own);
+    RS_CHECK(sched_setaffinity(0, sizeof own, &own) == 0, "binding to CPU %d", first_cpu(mask));
+    rs_shm_place p;
+    rs_shm_place_init_wide(&p, mask);
+    RS_CHECK(p.on, "wide: placement on for a thread bound to one of %d CPUs", CPU_COUNT(mask));
+    rs_shm_place_for(&p, 64);
+    now = affinity();
+    RS_CHECK(CPU_EQUAL(&now, &own), "wide: a small transfer runs on the rank's own core");
+    rs_shm_place_for(&p, 1u << 20);
+    now = affinity();
+    RS_CHECK(p.loose && CPU_EQUAL(&now, mask), "wide: a 1 MiB transfer runs on every rank's CPUs");
+    rs_shm_place_for(&p, 8);
+    now = affinity();
+    RS_CHECK(!p.loose && CPU_EQUAL(&now, &own), "wide: the next small transfer is back on its own core");
+    rs_shm_place_for(&p, 1u << 20);
+    rs_shm_place_end(&p);
+    now = affinity();
+    RS_CHECK(CPU_EQUAL(&now, &own), "wide: the end gives back the rank's own core (the launcher's binding)");
+    setenv("RINGSIDE_SHM_BIND", "off", 1);
+    rs_shm_place_init_wide(&p, mask);
+    RS_CHECK(!p.on, "wide: RINGSIDE_SHM_BIND=off leaves the binding alone");
+    unsetenv("RINGSIDE_SHM_BIND");
+    rs_shm_place_init_wide(&p, &own);
+    RS_CHECK(!p.on, "wide: nothing to widen to when every rank's CPUs are the rank's own");
+    sched_setaffinity(0, sizeof *mask, mask);
+}
+
 int main(void)
 {
     cpu_set_t mask = affinity();
     if (CPU_COUNT(&mask) < 2) RS_SKIP("one usable CPU: nothing to place");
     assignments(&mask);
+    wide(&mask);
     RS_CHECK(rs_fork_ranks(2, rank_main, NULL, NULL, NULL) == 0, "a rank failed (see above)");
     return rs_test_finish("shm placement");
 }
