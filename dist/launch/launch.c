@@ -6,6 +6,7 @@
  * a signal (a hang the others will time out on). */
 #define _GNU_SOURCE /* pipe2, close_range (glibc >= 2.34) */
 #include "dist/launch/launch.h"
+#include "dist/launch/rank_status.h"
 #include "dist/launch/remote.h"
 
 #include <errno.h>
@@ -60,6 +61,10 @@ struct rs_launch {
     double t0;              /* monotonic start time */
     int stopping, killed, cancelled, failed_rank, hung_rank;
     double stop_t0, last_end;
+    rs_rank_board *board;   /* the ranks' progress (rank_status.h), NULL without one */
+    int *running;           /* (nranks) scratch for the board's diagnosis */
+    double hung_idle_s;     /* the hung rank's time without progress when the failed rank ended, -1 unknown */
+    char hung_what[160], failed_what[160]; /* what the board said of each then ("" when nothing) */
 };
 
 static double now_s(void)
@@ -160,6 +165,27 @@ static int read_stream(rs_launch *l, int s)
     return 0;
 }
 
+/* Rank r failed: who it waited for. A rank stopped by a signal is the one; else the board's rank that never
+ * entered the collective r gave up in (a busy loop, a deadlock elsewhere). What the board says of both
+ * is kept now, before the stop changes it. */
+static void diagnose(rs_launch *l, int r)
+{
+    for (int o = 0; o < l->nranks && l->hung_rank < 0; o++)
+        if (l->ranks[o].state == RS_LAUNCH_RUNNING && l->ranks[o].stop_sig) l->hung_rank = o;
+    if (!l->board) return;
+    if (l->hung_rank < 0 && l->running) {
+        for (int o = 0; o < l->nranks; o++) l->running[o] = l->ranks[o].state == RS_LAUNCH_RUNNING;
+        l->hung_rank = rs_rank_board_hung(l->board, r, l->running, l->nranks);
+    }
+    const rs_rank_status *f = rs_rank_board_slot(l->board, r);
+    if (f && atomic_load(&f->fault) == RS_RANK_FAULT_IN_COLL)
+        rs_rank_board_describe(l->board, r, l->failed_what, sizeof l->failed_what, 0);
+    if (l->hung_rank >= 0) {
+        l->hung_idle_s = rs_rank_board_idle_s(l->board, l->hung_rank);
+        rs_rank_board_describe(l->board, l->hung_rank, l->hung_what, sizeof l->hung_what, 0);
+    }
+}
+
 static void record_end(rs_launch *l, int r, int wstatus)
 {
     rs_launch_rank *k = &l->ranks[r];
@@ -180,9 +206,7 @@ static void record_end(rs_launch *l, int r, int wstatus)
         k->stopped_by_launcher = 1;
     } else if (k->exit_code != 0) {
         l->failed_rank = r;
-        /* a rank stopped by a signal while this one gave up is the one it waited for */
-        for (int o = 0; o < l->nranks && l->hung_rank < 0; o++)
-            if (l->ranks[o].state == RS_LAUNCH_RUNNING && l->ranks[o].stop_sig) l->hung_rank = o;
+        diagnose(l, r);
         begin_stop(l, l->fail_grace_s);
     }
     if (l->pidfd && l->pidfd[r] >= 0) {
@@ -264,9 +288,15 @@ static rs_status report(const rs_launch *l, int timed_out, double timeout_s, rs_
     if (l->failed_rank >= 0 && l->hung_rank >= 0) {
         /* NCCL's watchdog names the rank a collective waited for; so do we, then who gave up */
         const rs_launch_rank *h = &l->ranks[l->hung_rank], *k = &l->ranks[l->failed_rank];
-        at += (size_t)snprintf(msg, cap, "rank %d hung: stopped by signal %d (%s) at %.1f s; rank %d gave up "
-                               "waiting for it at %.1f s (", l->hung_rank, h->stop_sig, sig_name(h->stop_sig, sn),
-                               h->stop_at_s, l->failed_rank, k->end_s);
+        if (h->stop_sig)
+            at += (size_t)snprintf(msg, cap, "rank %d hung: stopped by signal %d (%s) at %.1f s", l->hung_rank,
+                                   h->stop_sig, sig_name(h->stop_sig, sn), h->stop_at_s);
+        else
+            at += (size_t)snprintf(msg, cap, "rank %d hung: no progress for %.1f s", l->hung_rank, l->hung_idle_s);
+        if (at < cap && l->hung_what[0]) at += (size_t)snprintf(msg + at, cap - at, " (last: %s)", l->hung_what);
+        if (at < cap)
+            at += (size_t)snprintf(msg + at, cap - at, "; rank %d gave up waiting for it at %.1f s (%s%s", l->failed_rank,
+                                   k->end_s, l->failed_what, l->failed_what[0] ? "; " : "");
         if (at < cap && k->state == RS_LAUNCH_SIGNALED)
             at += (size_t)snprintf(msg + at, cap - at, "killed by signal %d, %s)", k->status, sig_name(k->status, sn));
         else if (at < cap)
@@ -379,6 +409,8 @@ void rs_launch_free(rs_launch *l)
     free(l->ranks);
     free(l->pfds);
     free(l->pfd_stream);
+    free(l->running);
+    rs_rank_board_free(l->board);
     free(l);
 }
 
@@ -592,6 +624,7 @@ rs_status rs_launch_start(const rs_launch_cfg *cfg, rs_launch **out, rs_err *err
                       : l->grace_s < DEFAULT_FAIL_GRACE_S ? l->grace_s
                                                           : DEFAULT_FAIL_GRACE_S;
     l->failed_rank = l->hung_rank = -1;
+    l->hung_idle_s = -1;
     l->t0 = now_s();
     if (l->streams)
         for (int s = 0; s < 2 * n; s++) l->streams[s].fd = -1;
@@ -604,7 +637,10 @@ rs_status rs_launch_start(const rs_launch_cfg *cfg, rs_launch **out, rs_err *err
     if (!cfg->clear_env)
         for (char **e = environ; e && *e; e++) ninh++;
     for (const char *const *e = cfg->extra_env; e && *e; e++) nextra++;
-    char **envp = calloc(ninh + N_TORCHRUN_VARS + nextra + 1, sizeof *envp);
+    const char *board_env = NULL;
+    l->board = rs_rank_board_new(n, &board_env); /* without one, failures are reported from exits alone */
+    l->running = calloc((size_t)n, sizeof *l->running);
+    char **envp = calloc(ninh + 1 + N_TORCHRUN_VARS + nextra + 1, sizeof *envp);
     char(*vars)[RS_LAUNCH_ADDR_MAX + 32] = calloc(N_TORCHRUN_VARS, sizeof *vars);
     rs_status st = RS_OK;
     if (!l->ranks || !l->streams || !l->pidfd || !l->pfds || !l->pfd_stream || !envp || !vars) {
@@ -613,7 +649,10 @@ rs_status rs_launch_start(const rs_launch_cfg *cfg, rs_launch **out, rs_err *err
     }
     size_t base = 0;
     for (size_t i = 0; i < ninh; i++)
-        if (!is_torchrun_var(environ[i]) && !overridden(environ[i], cfg->extra_env)) envp[base++] = environ[i];
+        if (!is_torchrun_var(environ[i]) && !overridden(environ[i], cfg->extra_env) &&
+            strncmp(environ[i], RS_RANK_STATUS_ENV "=", sizeof RS_RANK_STATUS_ENV))
+            envp[base++] = environ[i];
+    if (board_env) envp[base++] = (char *)board_env; /* inherited, so never on a remote rank's command line */
     for (int i = 0; i < N_TORCHRUN_VARS; i++) envp[base + (size_t)i] = vars[i];
     for (size_t i = 0; i < nextra; i++) envp[base + N_TORCHRUN_VARS + i] = (char *)cfg->extra_env[i];
     envp[base + N_TORCHRUN_VARS + nextra] = NULL;

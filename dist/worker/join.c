@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "dist/launch/launch.h"
+#include "dist/launch/rank_status.h"
 #include "dist/store/store.h"
 #include "worker.h"
 
@@ -122,11 +123,17 @@ int rs_worker_join(const char *backend, const char *group, double timeout, bool 
         fprintf(errf, "rank %d: %s\n", c->rank, e.msg);
         return 1;
     }
+    c->status = rs_rank_status_attach(c->rank, c->world);
+    if (c->status) {
+        c->g->trace = rs_rank_status_trace; /* a job with a trace of its own calls it from there */
+        c->g->trace_ud = c->status;
+    }
     return 0;
 }
 
 void rs_worker_leave(rs_worker_conn *c, bool ok, double timeout)
 {
+    if (!ok) rs_rank_status_fault(c->status);
     watch_stop(); /* from here the host may close the store as the ranks leave */
     if (c->store && ok) {
         rs_err e = {0};
@@ -135,5 +142,6 @@ void rs_worker_leave(rs_worker_conn *c, bool ok, double timeout)
     rs_pg_destroy(c->g);
     rs_store_close(c->store);
     rs_store_server_stop(c->server);
+    rs_rank_status_detach(c->status);
     *c = (rs_worker_conn){0};
 }

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "dist/launch/launch.h"
+#include "dist/launch/rank_status.h"
 #include "dist/store/store.h"
 #include "pi.h"
 
@@ -20,6 +21,7 @@ typedef struct wk {
     rs_pg *g;
     rs_store *store;
     rs_store_server *server; /* when this rank hosts the store (started by hand, rank 0) */
+    struct rs_rank_status *status; /* this rank's slot on the launcher's board, or NULL */
     /* job options (key=value), with defaults */
     const char *backend, *group;
     rs_pg_opkind op;
@@ -666,6 +668,7 @@ static void data_line(wk *w, const rs_pg_event *ev)
 static void trace_line(void *ud, const rs_pg_event *ev)
 {
     wk *w = ud;
+    rs_rank_status_trace(w->status, ev);
     if (ev->kind == RS_PG_EV_STEP && ev->rank == w->die_rank && ev->step == w->die_step) {
         fflush(w->out);
         _exit(3); /* a rank dying in the middle of an algorithm, for the fault tests */
@@ -692,7 +695,8 @@ static void trace_line(void *ud, const rs_pg_event *ev)
     }
 }
 
-static int join(wk *w)
+/* bench: the board's count of collectives would put a clock read on every timed call (8 B take ~0.1 us) */
+static int join(wk *w, bool count_on_board)
 {
     rs_worker_conn c;
     int rc = rs_worker_join(w->backend, w->group, w->timeout, w->store_from_launcher, w->errf, &c);
@@ -701,7 +705,9 @@ static int join(wk *w)
     w->g = c.g;
     w->store = c.store;
     w->server = c.server;
+    w->status = c.status;
     if (rc) return rc;
+    if (!count_on_board) w->g->trace = NULL;
     w->g->algo = w->algo;
     const char *die = getenv("RINGSIDE_TEST_DIE");
     if (!die || sscanf(die, "%d:%d", &w->die_rank, &w->die_step) != 2) w->die_rank = -1;
@@ -725,7 +731,7 @@ int rs_worker_main(int argc, char **argv, FILE *out, FILE *errf)
         return usage_error(&w, "unknown job '%s' (collective, bench, p2p, world, pi, train or matmul)", job);
     int rc = parse_args(&w, argc, argv);
     if (rc) return rc;
-    rc = join(&w);
+    rc = join(&w, strcmp(job, "bench") != 0);
     if (!rc) {
         if (!strcmp(job, "collective")) rc = job_collective(&w);
         else if (!strcmp(job, "bench")) rc = job_bench(&w);
@@ -734,7 +740,8 @@ int rs_worker_main(int argc, char **argv, FILE *out, FILE *errf)
         else rc = job_p2p(&w);
     }
     fflush(out);
-    rs_worker_conn c = {.rank = w.rank, .world = w.world, .g = w.g, .store = w.store, .server = w.server};
+    rs_worker_conn c = {.rank = w.rank, .world = w.world, .g = w.g, .store = w.store, .server = w.server,
+                        .status = w.status};
     rs_worker_leave(&c, rc == 0, w.timeout);
     return rc;
 }
