@@ -282,6 +282,32 @@ static void test_hung(void)
     check_no_zombies("hung");
 }
 
+/* A hang that is no signal: rank 1 computes (idle on the board after 5 collectives) while rank 0 gives up
+ * in the 6th (#5) and rank 2 still waits in it. The board names rank 1, not the one that gave up nor the
+ * one that still waits, with what each was doing. */
+static void test_hung_board(void)
+{
+    const char *argv[] = {child, "coll:5:fail:0.6", "coll:5:idle", "coll:5:wait", NULL};
+    capture cap = {0};
+    rs_launch_result res;
+    rs_err err = {0};
+    rs_launch *l = NULL;
+    double t = now_s();
+    rs_status st = run(argv, 3, 5.0, on_line_capture, &cap, &res, &err, &l);
+    t = now_s() - t;
+    RS_CHECK(st == RS_ERR_IO && res.failed_rank == 0 && res.hung_rank == 1, "board: failed %d hung %d (%s)",
+             res.failed_rank, res.hung_rank, err.msg);
+    RS_CHECK(strstr(err.msg, "rank 1 hung: no progress for ") == err.msg, "message: %s", err.msg);
+    RS_CHECK(strstr(err.msg, "(last: not in a collective, 5 finished)"), "rank 1's state: %s", err.msg);
+    RS_CHECK(strstr(err.msg, "rank 0 gave up waiting for it at ") &&
+             strstr(err.msg, "(in all_reduce #5 of 4.0 KiB; exited with status 1)"), "rank 0's state: %s", err.msg);
+    RS_CHECK(strstr(err.msg, "stopped by the launcher: ranks 1, 2"), "the others were stopped: %s", err.msg);
+    RS_CHECK(t < 3.0, "the run ended %.2f s after its start, not a 5 s grace later", t);
+    printf("hung (board): %s (%.2f s)\n", err.msg, t);
+    rs_launch_free(l);
+    check_no_zombies("hung board");
+}
+
 /* A rank through a shell: the shell forks `sleep`, which only the process group reaches. */
 static void test_shell_group(void)
 {
@@ -392,6 +418,7 @@ int main(int argc, char **argv)
     test_signal();
     test_ignore_term();
     test_hung();
+    test_hung_board();
     test_shell_group();
     test_cancel();
     test_timeout_and_free();
