@@ -8,8 +8,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dist/launch/rank_status.h"
-
 static void sleep_s(double s)
 {
     struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
@@ -66,43 +64,6 @@ static void flood(int rank, long bytes)
     write_split(1, "tail-no-newline", 15, 4);
 }
 
-/* "DONE:idle" finishes DONE all_reduces of 4 KiB then sleeps (a rank computing forever, as the board
- * sees it); "DONE:wait" enters the next one and stays in it; "DONE:fail:S" enters it, gives up after S
- * seconds (END with failed, as a timeout) and exits 1. Events go through rs_rank_status_trace, the
- * function a rank's process group calls. */
-static int board(int rank, const char *how)
-{
-    int world = atoi(env("WORLD_SIZE"));
-    rs_rank_status *s = rs_rank_status_attach(rank, world);
-    if (!s) {
-        fprintf(stderr, "launch_child: no board in %s\n", env(RS_RANK_STATUS_ENV));
-        return 4;
-    }
-    int done = atoi(how);
-    const char *what = strchr(how, ':');
-    rs_pg_event ev = {.op = RS_OP_ALL_REDUCE, .bytes = 4096};
-    for (int i = 0; i <= done; i++) {
-        ev.kind = RS_PG_EV_BEGIN;
-        ev.coll = (uint64_t)i;
-        if (i == done && what && !strcmp(what, ":idle")) break;
-        rs_rank_status_trace(s, &ev);
-        if (i == done) break;
-        ev.kind = RS_PG_EV_END;
-        rs_rank_status_trace(s, &ev);
-    }
-    if (what && !strncmp(what, ":fail:", 6)) {
-        sleep_s(atof(what + 6));
-        ev.kind = RS_PG_EV_END;
-        ev.failed = true;
-        rs_rank_status_trace(s, &ev);
-        rs_rank_status_detach(s);
-        return 1;
-    }
-    sleep_s(60);
-    rs_rank_status_detach(s);
-    return 0;
-}
-
 int main(int argc, char **argv)
 {
     int rank = atoi(env("RANK"));
@@ -149,9 +110,6 @@ int main(int argc, char **argv)
     if (strcmp(mode, "sigkill") == 0) {
         sleep_s(0.1);
         raise(SIGKILL);
-    }
-    if (strncmp(mode, "coll:", 5) == 0) { /* coll:DONE:HOW: on the board as a rank's group writes it */
-        return board(rank, mode + 5);
     }
     if (strcmp(mode, "ok") == 0) return 0;
     fprintf(stderr, "launch_child: unknown mode '%s'\n", mode);
