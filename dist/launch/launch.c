@@ -65,6 +65,8 @@ struct rs_launch {
     int *running;           /* (nranks) scratch for the board's diagnosis */
     double hung_idle_s;     /* the hung rank's time without progress when the failed rank ended, -1 unknown */
     char hung_what[160], failed_what[160]; /* what the board said of each then ("" when nothing) */
+    int store_ready;        /* rank 0 said "@store ready" (rs_launch_cfg.store_wait_s) */
+    char rank0_err[256];    /* rank 0's last stderr line, to say why it could not host the store */
 };
 
 static double now_s(void)
@@ -103,6 +105,8 @@ static void begin_stop(rs_launch *l, double grace)
 
 static void emit(rs_launch *l, int s, const char *line)
 {
+    if (s == 0 && !strncmp(line, "@store ready", 12)) l->store_ready = 1;
+    if (s == 1) snprintf(l->rank0_err, sizeof l->rank0_err, "%s", line);
     l->on_line(l->line_ud, s / 2, s % 2, line);
 }
 
@@ -550,6 +554,31 @@ static rs_status spawn_rank(rs_launch *l, const rs_launch_cfg *cfg, const char *
     return RS_OK;
 }
 
+/* store_wait_s: rank 0 alone runs (its output handed over as usual) until it says its store is up, ends,
+ * or the wait passes (then the others start anyway: the agent may simply be slow). RS_ERR_IO, naming the
+ * host, address and port and rank 0's last word, when it ended first. */
+static rs_status wait_store(rs_launch *l, const rs_launch_cfg *cfg, const char *addr, rs_err *err)
+{
+    double deadline = now_s() + cfg->store_wait_s;
+    while (!l->store_ready && l->ranks[0].state == RS_LAUNCH_RUNNING && now_s() < deadline) {
+        struct pollfd p[3] = {{.fd = l->streams[0].fd, .events = POLLIN}, {.fd = l->streams[1].fd, .events = POLLIN},
+                              {.fd = l->pidfd[0], .events = POLLIN}};
+        if (poll(p, 3, (int)(LOOP_TICK_S * 1000)) < 0 && errno != EINTR)
+            return rs_err_set(err, RS_ERR_IO, "launcher: poll: %s", strerror(errno));
+        for (int s = 0; s < 2; s++)
+            if (p[s].revents && read_stream(l, s) < 0) return rs_err_set(err, RS_ERR_NOMEM, "launcher: output buffer");
+        reap(l, 0);
+    }
+    if (l->ranks[0].state == RS_LAUNCH_RUNNING) return RS_OK;
+    for (int s = 0; s < 2; s++) /* what it said last */
+        while (l->streams[s].fd >= 0)
+            if (read_stream(l, s) < 0) return rs_err_set(err, RS_ERR_NOMEM, "launcher: output buffer");
+    return rs_err_set(err, RS_ERR_IO, "rank 0 on %s could not host the rendezvous store at %s:%d (%s); no other rank "
+                      "was started (the port was free on this host, not on %s: try again, or free it there)",
+                      cfg->rank_hosts[0], addr, cfg->master_port,
+                      l->rank0_err[0] ? l->rank0_err : "it ended before saying its store was up", cfg->rank_hosts[0]);
+}
+
 /* vals[2..4] (LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK) of rank r from the hosts: the ranks before it on
  * its host, the ranks on its host, and its host's place among the hosts in rank order. */
 static void host_node(const char *const *hosts, int n, int r, int *vals)
@@ -576,9 +605,10 @@ static char **remote_argv(const rs_launch_cfg *cfg, int r, char (*vars)[RS_LAUNC
 {
     char agent[1024];
     int words = rs_remote_agent(agent, sizeof agent);
-    const char *all[N_TORCHRUN_VARS + 64 + 1];
+    const char *all[N_TORCHRUN_VARS + 64 + 2];
     int k = 0;
     for (int i = 0; i < N_TORCHRUN_VARS; i++) all[k++] = vars[i];
+    if (r == 0 && cfg->store_wait_s > 0) all[k++] = "RINGSIDE_STORE_READY=1"; /* say when the store is up */
     for (int i = 0; extra[i] && k < N_TORCHRUN_VARS + 64; i++) all[k++] = extra[i];
     all[k] = NULL;
     return words ? rs_remote_argv(agent, words, cfg->rank_hosts[r], all, cfg->argv) : NULL;
@@ -672,6 +702,7 @@ rs_status rs_launch_start(const rs_launch_cfg *cfg, rs_launch **out, rs_err *err
         st = argv ? spawn_rank(l, cfg, (const char *const *)argv, r, envp, err)
                   : rs_err_set(err, RS_ERR_NOMEM, "launch: out of memory");
         free(argv);
+        if (!st && r == 0 && cfg->store_wait_s > 0) st = wait_store(l, cfg, addr, err);
     }
 done:
     free(envp);

@@ -110,6 +110,10 @@ int rs_worker_join(const char *backend, const char *group, double timeout, bool 
             fprintf(errf, "rank 0: hosting the store: %s\n", e.msg);
             return 1;
         }
+        if (c->server && getenv("RINGSIDE_STORE_READY")) { /* a launcher starts the others once it reads this */
+            printf("@store ready %s:%d\n", env.master_addr, env.master_port);
+            fflush(stdout);
+        }
         if (rs_store_connect(env.master_addr, env.master_port, timeout, &c->store, &e) ||
             rs_store_rendezvous(c->store, c->rank, c->world, timeout, &e)) {
             fprintf(errf, "rank %d: %s\n", c->rank, e.msg);
