@@ -138,6 +138,12 @@ int rs_worker_join(const char *backend, const char *group, double timeout, bool 
 void rs_worker_leave(rs_worker_conn *c, bool ok, double timeout)
 {
     if (!ok) rs_rank_status_fault(c->status);
+    if (!ok && c->g && c->g->ops && !strcmp(c->g->ops->name, "mpi")) {
+        /* MPI_Finalize (run at exit) waits for every rank: a rank that gave up on a hung peer would wait for
+         * it forever. Leaving without it makes mpirun end the whole job at once, as MPI_Abort would. */
+        fflush(NULL);
+        _exit(1);
+    }
     watch_stop(); /* from here the host may close the store as the ranks leave */
     if (c->store && ok) {
         rs_err e = {0};
