@@ -65,6 +65,7 @@ struct rs_launch {
     int *running;           /* (nranks) scratch for the board's diagnosis */
     double hung_idle_s;     /* the hung rank's time without progress when the failed rank ended, -1 unknown */
     char hung_what[160], failed_what[160]; /* what the board said of each then ("" when nothing) */
+    double fault_at_s;      /* when the failed rank gave up, from its fault record; -1: it failed by ending */
     int store_ready;        /* rank 0 said "@store ready" (rs_launch_cfg.store_wait_s) */
     char rank0_err[256];    /* rank 0's last stderr line, to say why it could not host the store */
 };
@@ -219,6 +220,23 @@ static void record_end(rs_launch *l, int r, int wstatus)
     }
 }
 
+/* A rank that gave up in a collective posts its fault record at that moment: acting on it then, not at
+ * its exit (tearing a group down after a timeout can take a second), returns at the timeout. Called after
+ * the turn's reap, so a rank whose death caused the fault has been seen first. */
+static void check_board(rs_launch *l)
+{
+    if (l->stopping || !l->board || l->failed_rank >= 0) return;
+    for (int r = 0; r < l->nranks; r++) {
+        const rs_rank_status *s = rs_rank_board_slot(l->board, r);
+        if (l->ranks[r].state != RS_LAUNCH_RUNNING || atomic_load(&s->fault) != RS_RANK_FAULT_IN_COLL) continue;
+        l->failed_rank = r;
+        l->fault_at_s = (double)atomic_load(&s->fault_ns) * 1e-9 - l->t0;
+        diagnose(l, r);
+        begin_stop(l, l->fail_grace_s);
+        return;
+    }
+}
+
 static void reap(rs_launch *l, int block)
 {
     for (int r = 0; r < l->nranks; r++) {
@@ -300,11 +318,19 @@ static rs_status report(const rs_launch *l, int timed_out, double timeout_s, rs_
         if (at < cap && l->hung_what[0]) at += (size_t)snprintf(msg + at, cap - at, " (last: %s)", l->hung_what);
         if (at < cap)
             at += (size_t)snprintf(msg + at, cap - at, "; rank %d gave up waiting for it at %.1f s (%s%s", l->failed_rank,
-                                   k->end_s, l->failed_what, l->failed_what[0] ? "; " : "");
-        if (at < cap && k->state == RS_LAUNCH_SIGNALED)
+                                   l->fault_at_s >= 0 ? l->fault_at_s : k->end_s, l->failed_what,
+                                   l->failed_what[0] && !k->stopped_by_launcher ? "; " : "");
+        if (at < cap && k->stopped_by_launcher) /* ended by us after its fault record: listed below */
+            at += (size_t)snprintf(msg + at, cap - at, ")");
+        else if (at < cap && k->state == RS_LAUNCH_SIGNALED)
             at += (size_t)snprintf(msg + at, cap - at, "killed by signal %d, %s)", k->status, sig_name(k->status, sn));
         else if (at < cap)
             at += (size_t)snprintf(msg + at, cap - at, "exited with status %d)", k->status);
+        code = RS_ERR_IO;
+    } else if (l->failed_rank >= 0 && l->fault_at_s >= 0) {
+        /* it gave up in a collective and the board could not tell whom for (all in it, or no slots) */
+        at += (size_t)snprintf(msg, cap, "rank %d gave up at %.1f s (%s)", l->failed_rank, l->fault_at_s,
+                               l->failed_what[0] ? l->failed_what : "in a collective");
         code = RS_ERR_IO;
     } else if (l->failed_rank >= 0) {
         const rs_launch_rank *k = &l->ranks[l->failed_rank];
@@ -337,6 +363,7 @@ rs_status rs_launch_wait(rs_launch *l, double timeout_s, rs_launch_result *res, 
     int n2 = 2 * l->nranks;
     for (;;) {
         reap(l, 0);
+        check_board(l);
         if (l->live == 0) {
             /* Everything a rank wrote before exiting is in the pipe now; take it without waiting
              * for EOF, which a forked grandchild holding the pipe could delay forever. */
@@ -654,7 +681,7 @@ rs_status rs_launch_start(const rs_launch_cfg *cfg, rs_launch **out, rs_err *err
                       : l->grace_s < DEFAULT_FAIL_GRACE_S ? l->grace_s
                                                           : DEFAULT_FAIL_GRACE_S;
     l->failed_rank = l->hung_rank = -1;
-    l->hung_idle_s = -1;
+    l->hung_idle_s = l->fault_at_s = -1;
     l->t0 = now_s();
     if (l->streams)
         for (int s = 0; s < 2 * n; s++) l->streams[s].fd = -1;

@@ -176,31 +176,31 @@ def case_stop(tmp):
 
 
 def case_spin(tmp):
-    """A hang that is no signal: rank 1 computes forever after step 30's forward (the testing aid
-    RINGSIDE_FAULT=1:spin@30, which says so on its stderr) while rank 0 waits in the step's all_reduce.
+    """A hang that is no signal: rank 1 computes forever after step 5's forward (the testing aid
+    RINGSIDE_FAULT=1:spin@5, which says so on its stderr) while rank 0 waits in the step's all_reduce.
     The report names rank 1 as hung, with its step, and rank 0 as the one that gave up in an all_reduce,
     within the timeout and a loose bound; the run's row in the session log carries the same words."""
     for backend in ("shm", "tcp"):
         os.mkdir(os.path.join(tmp, backend))  # a session log each
-        r = Repl(SETUP + "train m on d mode=ddp ranks=2 backend=%s epochs=500 batch=32 view=off timeout=3s\n"
+        r = Repl(SETUP + "train m on d mode=ddp ranks=2 backend=%s epochs=500 batch=32 view=off timeout=2s\n"
                  "sql \"select status, error from runs\"\n" % backend, os.path.join(tmp, backend),
-                 env={"RINGSIDE_FAULT": "1:spin@30"})
+                 env={"RINGSIDE_FAULT": "1:spin@5"})
         t_hang = r.read_until(lambda o: "RINGSIDE_FAULT: computing forever" in o, 90)
         check(t_hang is not None, "%s: rank 1 says it spins" % backend)
         t_seen = r.read_until(lambda o: "error" in o, 60)
         r.close()
         dt = (t_seen or time.time()) - (t_hang or time.time())
-        print("figure: %s: rank 1 busy-looping with timeout=3s -> report: %.2f s" % (backend, dt))
+        print("figure: %s: rank 1 busy-looping with timeout=2s -> report: %.2f s" % (backend, dt))
         m = re.search(r"^.*error.*$", r.out, re.M)
         line = m.group(0) if m else ""
         check(line.find("rank 1 hung: no progress for") >= 0 and "rank 0 exited" not in line,
               "%s: the hung rank is named, not the one that waited for it: %s" % (backend, line))
-        check("(last: step 30, after forward; not in a collective" in line,
-              "%s: with where it stopped (step 30, after its forward, outside any collective)" % backend)
+        check("(last: step 5, after forward; not in a collective" in line,
+              "%s: with where it stopped (step 5, after its forward, outside any collective)" % backend)
         check(re.search(r"rank 0 gave up waiting for it at [0-9.]+ s \(step \d+, after \w+; in all_reduce #\d+ of "
-                        r"[0-9.]+ [KM]iB; exited with status 1\)", line) is not None,
+                        r"[0-9.]+ [KM]iB(; exited with status 1)?\)", line) is not None,
               "%s: and the rank that gave up, in which collective" % backend)
-        check(t_seen is not None and dt < 3 + 5, "%s: reported %.2f s after the hang (timeout 3 s; bound 8 s)"
+        check(t_seen is not None and dt < 2 + 5, "%s: reported %.2f s after the hang (timeout 2 s; bound 7 s)"
               % (backend, dt))
         rows = [ln for ln in r.out.splitlines() if ln.startswith("failed  ")]
         said = line.split("error: train: ", 1)[-1]
