@@ -695,7 +695,7 @@ static void trace_line(void *ud, const rs_pg_event *ev)
     }
 }
 
-/* bench: the board's count of collectives would put a clock read on every timed call (8 B take ~0.1 us) */
+/* bench, p2p: the board's count of collectives would put clock reads on every timed call (8 B take ~0.1 us) */
 static int join(wk *w, bool count_on_board)
 {
     rs_worker_conn c;
@@ -731,7 +731,7 @@ int rs_worker_main(int argc, char **argv, FILE *out, FILE *errf)
         return usage_error(&w, "unknown job '%s' (collective, bench, p2p, world, pi, train or matmul)", job);
     int rc = parse_args(&w, argc, argv);
     if (rc) return rc;
-    rc = join(&w, strcmp(job, "bench") != 0);
+    rc = join(&w, strcmp(job, "bench") && strcmp(job, "p2p"));
     if (!rc) {
         if (!strcmp(job, "collective")) rc = job_collective(&w);
         else if (!strcmp(job, "bench")) rc = job_bench(&w);
