@@ -31,6 +31,7 @@ extern char **environ;
 #define LOOP_TICK_S 0.02          /* how often exits and should_stop are looked at */
 #define DEFAULT_GRACE_S 5.0
 #define DEFAULT_FAIL_GRACE_S 0.3  /* a failed run's survivors are stuck in a collective: end them soon */
+#define FAULT_SETTLE_S 0.05       /* a fault record acted on once this old (check_board) */
 #define N_TORCHRUN_VARS 7
 
 static const char *const torchrun_vars[N_TORCHRUN_VARS] = {
@@ -229,8 +230,12 @@ static void check_board(rs_launch *l)
     for (int r = 0; r < l->nranks; r++) {
         const rs_rank_status *s = rs_rank_board_slot(l->board, r);
         if (l->ranks[r].state != RS_LAUNCH_RUNNING || atomic_load(&s->fault) != RS_RANK_FAULT_IN_COLL) continue;
+        double at = (double)atomic_load(&s->fault_ns) * 1e-9;
+        /* a peer's death (its closed socket) can be seen by this rank a moment before it can be reaped: the
+         * dead one is the fault then, so a record gets a few turns for that death to show */
+        if (now_s() - at < FAULT_SETTLE_S) continue;
         l->failed_rank = r;
-        l->fault_at_s = (double)atomic_load(&s->fault_ns) * 1e-9 - l->t0;
+        l->fault_at_s = at - l->t0;
         diagnose(l, r);
         begin_stop(l, l->fail_grace_s);
         return;

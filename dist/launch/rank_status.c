@@ -105,7 +105,9 @@ double rs_rank_board_idle_s(const rs_rank_board *b, int r)
 int rs_rank_board_hung(const rs_rank_board *b, int failed, const int *running, int n)
 {
     const rs_rank_status *f = rs_rank_board_slot(b, failed);
-    if (!f || !atomic_load(&f->pid) || !atomic_load(&f->in_coll)) return -1;
+    /* only a rank that gave up waiting (its fault record) waited for someone: one killed inside a collective
+     * is itself the fault, and its peers may be a collective further on */
+    if (!f || !atomic_load(&f->pid) || atomic_load(&f->fault) != RS_RANK_FAULT_IN_COLL) return -1;
     int fop = atomic_load(&f->op), fgroup = atomic_load(&f->group);
     uint64_t fcoll = atomic_load(&f->coll);
     int best = -1;
