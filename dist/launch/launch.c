@@ -322,8 +322,8 @@ static rs_status report(const rs_launch *l, int timed_out, double timeout_s, rs_
             at += (size_t)snprintf(msg, cap, "rank %d hung: no progress for %.1f s", l->hung_rank, l->hung_idle_s);
         if (at < cap && l->hung_what[0]) at += (size_t)snprintf(msg + at, cap - at, " (last: %s)", l->hung_what);
         if (at < cap)
-            at += (size_t)snprintf(msg + at, cap - at, "; rank %d gave up waiting for it at %.1f s (%s%s", l->failed_rank,
-                                   l->fault_at_s >= 0 ? l->fault_at_s : k->end_s, l->failed_what,
+            at += (size_t)snprintf(msg + at, cap - at, "; rank %d gave up waiting for it at %.1f s (%s%s",
+                                   l->failed_rank, l->fault_at_s >= 0 ? l->fault_at_s : k->end_s, l->failed_what,
                                    l->failed_what[0] && !k->stopped_by_launcher ? "; " : "");
         if (at < cap && k->stopped_by_launcher) /* ended by us after its fault record: listed below */
             at += (size_t)snprintf(msg + at, cap - at, ")");

@@ -54,10 +54,11 @@ const rs_rank_status *rs_rank_board_slot(const rs_rank_board *b, int r);
 /* A rank that attached and gave up (fault record set), -1 none. */
 int rs_rank_board_fault(const rs_rank_board *b);
 
-/* The rank a failed rank waited for, when it gave up in a collective (its fault record): among those still
- * running (running[r] non-zero), one that never entered the collective `failed` gave up in (not in a collective, or in an earlier one of that group,
- * or a different op at that number), the one with the oldest progress first. -1 when the board cannot
- * tell (no slots, the failed rank was not in a collective, every other rank is in the same one). */
+/* The rank a failed rank waited for, when it gave up in a collective (its fault record): among those
+ * still running (running[r] non-zero), one that never entered the collective `failed` gave up in (not in
+ * a collective, in an earlier one of that group, or a different op at that number), the one with the
+ * oldest progress first. -1 when the board cannot tell (no slots, the failed rank did not give up in a
+ * collective, every other rank waits in the same one). */
 int rs_rank_board_hung(const rs_rank_board *b, int failed, const int *running, int n);
 
 /* Appends to buf (at most cap bytes, at `at`) what slot r says: "step 4, after forward; computing, not in a

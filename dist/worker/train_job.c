@@ -224,8 +224,8 @@ static void on_phase(void *ud, int64_t step, rs_phase p, double t0, double t1)
     rs_rank_status_phase(j->status, step, (int)p);
     if (j->rank == j->spin_rank && step == j->spin_step && p == RS_PHASE_FORWARD) {
         fflush(j->out);
-        fprintf(j->errf, "rank %d: RINGSIDE_FAULT: computing forever after step %lld's forward (a hang to practise on)\n",
-                j->rank, (long long)step);
+        fprintf(j->errf, "rank %d: RINGSIDE_FAULT: computing forever after step %lld's forward (a hang to "
+                "practise on)\n", j->rank, (long long)step);
         fflush(j->errf);
         for (volatile uint64_t busy = 0;; busy++) {} /* the fault tests' hang: computing, never communicating */
     }

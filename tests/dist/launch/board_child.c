@@ -22,7 +22,8 @@ static void sleep_s(double s)
 }
 
 /* "DONE:idle" finishes DONE all_reduces of 4 KiB then sleeps (a rank computing forever, as the board
- * sees it); "DONE:wait" enters the next one and stays in it; "DONE:fail:S" enters it, gives up after S
+ * sees it); "DONE:wait" enters the next one and stays in it; "DONE:bcast" enters a broadcast instead (a
+ * program that diverged: a deadlock in another collective); "DONE:fail:S" enters it, gives up after S
  * seconds (END with failed, as a timeout) and exits 1. Events go through rs_rank_status_trace, the
  * function a rank's process group calls. */
 static int board(int rank, const char *how)
@@ -39,6 +40,7 @@ static int board(int rank, const char *how)
     for (int i = 0; i <= done; i++) {
         ev.kind = RS_PG_EV_BEGIN;
         ev.coll = (uint64_t)i;
+        if (i == done && what && !strcmp(what, ":bcast")) ev.op = RS_OP_BROADCAST;
         if (i == done && what && !strcmp(what, ":idle")) break;
         rs_rank_status_trace(s, &ev);
         if (i == done) break;

@@ -303,12 +303,25 @@ static void test_hung_board(void)
     RS_CHECK(strstr(err.msg, "rank 0 gave up waiting for it at ") &&
              strstr(err.msg, "(in all_reduce #5 of 4.0 KiB"), "rank 0's state: %s", err.msg);
     /* rank 0 is stopped too when its fault record is read before its exit */
-    RS_CHECK(strstr(err.msg, "stopped by the launcher: ranks 1, 2") || strstr(err.msg, "stopped by the launcher: ranks 0, 1, 2"),
+    RS_CHECK(strstr(err.msg, "stopped by the launcher: ranks 1, 2") ||
+                 strstr(err.msg, "stopped by the launcher: ranks 0, 1, 2"),
              "the others were stopped: %s", err.msg);
     RS_CHECK(t < 3.0, "the run ended %.2f s after its start, not a 5 s grace later", t);
     printf("hung (board): %s (%.2f s)\n", err.msg, t);
     rs_launch_free(l);
     check_no_zombies("hung board");
+
+    /* a deadlock in another collective: rank 2 waits in broadcast #5 where the others are in all_reduce #5 */
+    const char *argv2[] = {board_child, "5:fail:0.6", "5:wait", "5:bcast", NULL};
+    st = run(argv2, 3, 5.0, on_line_capture, &cap, &res, &err, &l);
+    RS_CHECK(st == RS_ERR_IO && res.failed_rank == 0 && res.hung_rank == 2, "diverged: failed %d hung %d (%s)",
+             res.failed_rank, res.hung_rank, err.msg);
+    RS_CHECK(strstr(err.msg, "rank 2 hung: no progress for ") == err.msg &&
+                 strstr(err.msg, "(last: in broadcast #5 of 4.0 KiB)"),
+             "the rank in the other collective is named, with it: %s", err.msg);
+    printf("hung (diverged): %s\n", err.msg);
+    rs_launch_free(l);
+    check_no_zombies("hung diverged");
 }
 
 /* A rank through a shell: the shell forks `sleep`, which only the process group reaches. */
