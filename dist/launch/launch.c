@@ -6,6 +6,7 @@
  * a signal (a hang the others will time out on). */
 #define _GNU_SOURCE /* pipe2, close_range (glibc >= 2.34) */
 #include "dist/launch/launch.h"
+#include "dist/launch/rank_status.h"
 #include "dist/launch/remote.h"
 
 #include <errno.h>
@@ -30,6 +31,7 @@ extern char **environ;
 #define LOOP_TICK_S 0.02          /* how often exits and should_stop are looked at */
 #define DEFAULT_GRACE_S 5.0
 #define DEFAULT_FAIL_GRACE_S 0.3  /* a failed run's survivors are stuck in a collective: end them soon */
+#define FAULT_SETTLE_S 0.05       /* a fault record acted on once this old (check_board) */
 #define N_TORCHRUN_VARS 7
 
 static const char *const torchrun_vars[N_TORCHRUN_VARS] = {
@@ -60,6 +62,13 @@ struct rs_launch {
     double t0;              /* monotonic start time */
     int stopping, killed, cancelled, failed_rank, hung_rank;
     double stop_t0, last_end;
+    rs_rank_board *board;   /* the ranks' progress (rank_status.h), NULL without one */
+    int *running;           /* (nranks) scratch for the board's diagnosis */
+    double hung_idle_s;     /* the hung rank's time without progress when the failed rank ended, -1 unknown */
+    char hung_what[160], failed_what[160]; /* what the board said of each then ("" when nothing) */
+    double fault_at_s;      /* when the failed rank gave up, from its fault record; -1: it failed by ending */
+    int store_ready;        /* rank 0 said "@store ready" (rs_launch_cfg.store_wait_s) */
+    char rank0_err[256];    /* rank 0's last stderr line, to say why it could not host the store */
 };
 
 static double now_s(void)
@@ -98,6 +107,8 @@ static void begin_stop(rs_launch *l, double grace)
 
 static void emit(rs_launch *l, int s, const char *line)
 {
+    if (s == 0 && !strncmp(line, "@store ready", 12)) l->store_ready = 1;
+    if (s == 1) snprintf(l->rank0_err, sizeof l->rank0_err, "%s", line);
     l->on_line(l->line_ud, s / 2, s % 2, line);
 }
 
@@ -160,6 +171,27 @@ static int read_stream(rs_launch *l, int s)
     return 0;
 }
 
+/* Rank r failed: who it waited for. A rank stopped by a signal is the one; else the board's rank that never
+ * entered the collective r gave up in (a busy loop, a deadlock elsewhere). What the board says of both
+ * is kept now, before the stop changes it. */
+static void diagnose(rs_launch *l, int r)
+{
+    for (int o = 0; o < l->nranks && l->hung_rank < 0; o++)
+        if (l->ranks[o].state == RS_LAUNCH_RUNNING && l->ranks[o].stop_sig) l->hung_rank = o;
+    if (!l->board) return;
+    if (l->hung_rank < 0 && l->running) {
+        for (int o = 0; o < l->nranks; o++) l->running[o] = l->ranks[o].state == RS_LAUNCH_RUNNING;
+        l->hung_rank = rs_rank_board_hung(l->board, r, l->running, l->nranks);
+    }
+    const rs_rank_status *f = rs_rank_board_slot(l->board, r);
+    if (f && atomic_load(&f->fault) == RS_RANK_FAULT_IN_COLL)
+        rs_rank_board_describe(l->board, r, l->failed_what, sizeof l->failed_what, 0);
+    if (l->hung_rank >= 0) {
+        l->hung_idle_s = rs_rank_board_idle_s(l->board, l->hung_rank);
+        rs_rank_board_describe(l->board, l->hung_rank, l->hung_what, sizeof l->hung_what, 0);
+    }
+}
+
 static void record_end(rs_launch *l, int r, int wstatus)
 {
     rs_launch_rank *k = &l->ranks[r];
@@ -180,14 +212,33 @@ static void record_end(rs_launch *l, int r, int wstatus)
         k->stopped_by_launcher = 1;
     } else if (k->exit_code != 0) {
         l->failed_rank = r;
-        /* a rank stopped by a signal while this one gave up is the one it waited for */
-        for (int o = 0; o < l->nranks && l->hung_rank < 0; o++)
-            if (l->ranks[o].state == RS_LAUNCH_RUNNING && l->ranks[o].stop_sig) l->hung_rank = o;
+        diagnose(l, r);
         begin_stop(l, l->fail_grace_s);
     }
     if (l->pidfd && l->pidfd[r] >= 0) {
         close(l->pidfd[r]);
         l->pidfd[r] = -1;
+    }
+}
+
+/* A rank that gave up in a collective posts its fault record at that moment: acting on it then, not at
+ * its exit (tearing a group down after a timeout can take a second), returns at the timeout. Called after
+ * the turn's reap, so a rank whose death caused the fault has been seen first. */
+static void check_board(rs_launch *l)
+{
+    if (l->stopping || !l->board || l->failed_rank >= 0) return;
+    for (int r = 0; r < l->nranks; r++) {
+        const rs_rank_status *s = rs_rank_board_slot(l->board, r);
+        if (l->ranks[r].state != RS_LAUNCH_RUNNING || atomic_load(&s->fault) != RS_RANK_FAULT_IN_COLL) continue;
+        double at = (double)atomic_load(&s->fault_ns) * 1e-9;
+        /* a peer's death (its closed socket) can be seen by this rank a moment before it can be reaped: the
+         * dead one is the fault then, so a record gets a few turns for that death to show */
+        if (now_s() - at < FAULT_SETTLE_S) continue;
+        l->failed_rank = r;
+        l->fault_at_s = at - l->t0;
+        diagnose(l, r);
+        begin_stop(l, l->fail_grace_s);
+        return;
     }
 }
 
@@ -264,13 +315,27 @@ static rs_status report(const rs_launch *l, int timed_out, double timeout_s, rs_
     if (l->failed_rank >= 0 && l->hung_rank >= 0) {
         /* NCCL's watchdog names the rank a collective waited for; so do we, then who gave up */
         const rs_launch_rank *h = &l->ranks[l->hung_rank], *k = &l->ranks[l->failed_rank];
-        at += (size_t)snprintf(msg, cap, "rank %d hung: stopped by signal %d (%s) at %.1f s; rank %d gave up "
-                               "waiting for it at %.1f s (", l->hung_rank, h->stop_sig, sig_name(h->stop_sig, sn),
-                               h->stop_at_s, l->failed_rank, k->end_s);
-        if (at < cap && k->state == RS_LAUNCH_SIGNALED)
+        if (h->stop_sig)
+            at += (size_t)snprintf(msg, cap, "rank %d hung: stopped by signal %d (%s) at %.1f s", l->hung_rank,
+                                   h->stop_sig, sig_name(h->stop_sig, sn), h->stop_at_s);
+        else
+            at += (size_t)snprintf(msg, cap, "rank %d hung: no progress for %.1f s", l->hung_rank, l->hung_idle_s);
+        if (at < cap && l->hung_what[0]) at += (size_t)snprintf(msg + at, cap - at, " (last: %s)", l->hung_what);
+        if (at < cap)
+            at += (size_t)snprintf(msg + at, cap - at, "; rank %d gave up waiting for it at %.1f s (%s%s",
+                                   l->failed_rank, l->fault_at_s >= 0 ? l->fault_at_s : k->end_s, l->failed_what,
+                                   l->failed_what[0] && !k->stopped_by_launcher ? "; " : "");
+        if (at < cap && k->stopped_by_launcher) /* ended by us after its fault record: listed below */
+            at += (size_t)snprintf(msg + at, cap - at, ")");
+        else if (at < cap && k->state == RS_LAUNCH_SIGNALED)
             at += (size_t)snprintf(msg + at, cap - at, "killed by signal %d, %s)", k->status, sig_name(k->status, sn));
         else if (at < cap)
             at += (size_t)snprintf(msg + at, cap - at, "exited with status %d)", k->status);
+        code = RS_ERR_IO;
+    } else if (l->failed_rank >= 0 && l->fault_at_s >= 0) {
+        /* it gave up in a collective and the board could not tell whom for (all in it, or no slots) */
+        at += (size_t)snprintf(msg, cap, "rank %d gave up at %.1f s (%s)", l->failed_rank, l->fault_at_s,
+                               l->failed_what[0] ? l->failed_what : "in a collective");
         code = RS_ERR_IO;
     } else if (l->failed_rank >= 0) {
         const rs_launch_rank *k = &l->ranks[l->failed_rank];
@@ -303,6 +368,7 @@ rs_status rs_launch_wait(rs_launch *l, double timeout_s, rs_launch_result *res, 
     int n2 = 2 * l->nranks;
     for (;;) {
         reap(l, 0);
+        check_board(l);
         if (l->live == 0) {
             /* Everything a rank wrote before exiting is in the pipe now; take it without waiting
              * for EOF, which a forked grandchild holding the pipe could delay forever. */
@@ -379,6 +445,8 @@ void rs_launch_free(rs_launch *l)
     free(l->ranks);
     free(l->pfds);
     free(l->pfd_stream);
+    free(l->running);
+    rs_rank_board_free(l->board);
     free(l);
 }
 
@@ -518,6 +586,31 @@ static rs_status spawn_rank(rs_launch *l, const rs_launch_cfg *cfg, const char *
     return RS_OK;
 }
 
+/* store_wait_s: rank 0 alone runs (its output handed over as usual) until it says its store is up, ends,
+ * or the wait passes (then the others start anyway: the agent may simply be slow). RS_ERR_IO, naming the
+ * host, address and port and rank 0's last word, when it ended first. */
+static rs_status wait_store(rs_launch *l, const rs_launch_cfg *cfg, const char *addr, rs_err *err)
+{
+    double deadline = now_s() + cfg->store_wait_s;
+    while (!l->store_ready && l->ranks[0].state == RS_LAUNCH_RUNNING && now_s() < deadline) {
+        struct pollfd p[3] = {{.fd = l->streams[0].fd, .events = POLLIN}, {.fd = l->streams[1].fd, .events = POLLIN},
+                              {.fd = l->pidfd[0], .events = POLLIN}};
+        if (poll(p, 3, (int)(LOOP_TICK_S * 1000)) < 0 && errno != EINTR)
+            return rs_err_set(err, RS_ERR_IO, "launcher: poll: %s", strerror(errno));
+        for (int s = 0; s < 2; s++)
+            if (p[s].revents && read_stream(l, s) < 0) return rs_err_set(err, RS_ERR_NOMEM, "launcher: output buffer");
+        reap(l, 0);
+    }
+    if (l->ranks[0].state == RS_LAUNCH_RUNNING) return RS_OK;
+    for (int s = 0; s < 2; s++) /* what it said last */
+        while (l->streams[s].fd >= 0)
+            if (read_stream(l, s) < 0) return rs_err_set(err, RS_ERR_NOMEM, "launcher: output buffer");
+    return rs_err_set(err, RS_ERR_IO, "rank 0 on %s could not host the rendezvous store at %s:%d (%s); no other rank "
+                      "was started (the port was free on this host, not on %s: try again, or free it there)",
+                      cfg->rank_hosts[0], addr, cfg->master_port,
+                      l->rank0_err[0] ? l->rank0_err : "it ended before saying its store was up", cfg->rank_hosts[0]);
+}
+
 /* vals[2..4] (LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK) of rank r from the hosts: the ranks before it on
  * its host, the ranks on its host, and its host's place among the hosts in rank order. */
 static void host_node(const char *const *hosts, int n, int r, int *vals)
@@ -544,9 +637,10 @@ static char **remote_argv(const rs_launch_cfg *cfg, int r, char (*vars)[RS_LAUNC
 {
     char agent[1024];
     int words = rs_remote_agent(agent, sizeof agent);
-    const char *all[N_TORCHRUN_VARS + 64 + 1];
+    const char *all[N_TORCHRUN_VARS + 64 + 2];
     int k = 0;
     for (int i = 0; i < N_TORCHRUN_VARS; i++) all[k++] = vars[i];
+    if (r == 0 && cfg->store_wait_s > 0) all[k++] = "RINGSIDE_STORE_READY=1"; /* say when the store is up */
     for (int i = 0; extra[i] && k < N_TORCHRUN_VARS + 64; i++) all[k++] = extra[i];
     all[k] = NULL;
     return words ? rs_remote_argv(agent, words, cfg->rank_hosts[r], all, cfg->argv) : NULL;
@@ -592,6 +686,7 @@ rs_status rs_launch_start(const rs_launch_cfg *cfg, rs_launch **out, rs_err *err
                       : l->grace_s < DEFAULT_FAIL_GRACE_S ? l->grace_s
                                                           : DEFAULT_FAIL_GRACE_S;
     l->failed_rank = l->hung_rank = -1;
+    l->hung_idle_s = l->fault_at_s = -1;
     l->t0 = now_s();
     if (l->streams)
         for (int s = 0; s < 2 * n; s++) l->streams[s].fd = -1;
@@ -604,7 +699,10 @@ rs_status rs_launch_start(const rs_launch_cfg *cfg, rs_launch **out, rs_err *err
     if (!cfg->clear_env)
         for (char **e = environ; e && *e; e++) ninh++;
     for (const char *const *e = cfg->extra_env; e && *e; e++) nextra++;
-    char **envp = calloc(ninh + N_TORCHRUN_VARS + nextra + 1, sizeof *envp);
+    const char *board_env = NULL;
+    l->board = rs_rank_board_new(n, &board_env); /* without one, failures are reported from exits alone */
+    l->running = calloc((size_t)n, sizeof *l->running);
+    char **envp = calloc(ninh + 1 + N_TORCHRUN_VARS + nextra + 1, sizeof *envp);
     char(*vars)[RS_LAUNCH_ADDR_MAX + 32] = calloc(N_TORCHRUN_VARS, sizeof *vars);
     rs_status st = RS_OK;
     if (!l->ranks || !l->streams || !l->pidfd || !l->pfds || !l->pfd_stream || !envp || !vars) {
@@ -613,7 +711,10 @@ rs_status rs_launch_start(const rs_launch_cfg *cfg, rs_launch **out, rs_err *err
     }
     size_t base = 0;
     for (size_t i = 0; i < ninh; i++)
-        if (!is_torchrun_var(environ[i]) && !overridden(environ[i], cfg->extra_env)) envp[base++] = environ[i];
+        if (!is_torchrun_var(environ[i]) && !overridden(environ[i], cfg->extra_env) &&
+            strncmp(environ[i], RS_RANK_STATUS_ENV "=", sizeof RS_RANK_STATUS_ENV))
+            envp[base++] = environ[i];
+    if (board_env) envp[base++] = (char *)board_env; /* inherited, so never on a remote rank's command line */
     for (int i = 0; i < N_TORCHRUN_VARS; i++) envp[base + (size_t)i] = vars[i];
     for (size_t i = 0; i < nextra; i++) envp[base + N_TORCHRUN_VARS + i] = (char *)cfg->extra_env[i];
     envp[base + N_TORCHRUN_VARS + nextra] = NULL;
@@ -633,6 +734,7 @@ rs_status rs_launch_start(const rs_launch_cfg *cfg, rs_launch **out, rs_err *err
         st = argv ? spawn_rank(l, cfg, (const char *const *)argv, r, envp, err)
                   : rs_err_set(err, RS_ERR_NOMEM, "launch: out of memory");
         free(argv);
+        if (!st && r == 0 && cfg->store_wait_s > 0) st = wait_store(l, cfg, addr, err);
     }
 done:
     free(envp);

@@ -35,6 +35,11 @@ typedef struct rs_launch_cfg {
                                      variables and extra_env on its command line; a host's ranks are a node
                                      (LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK follow the hosts, and
                                      local_world_size is not used) */
+    double store_wait_s;          /* > 0 with rank_hosts: rank 0 hosts the rendezvous store on its host; it is
+                                     started first (RINGSIDE_STORE_READY=1 on its command line) and the others
+                                     only once it says "@store ready ADDR:PORT", or after this many seconds.
+                                     If it ends before, rs_launch_start fails saying why (a port in use on its
+                                     host, which the caller's check on this host could not see) */
     double grace_s;               /* SIGTERM -> SIGKILL delay when stopping on request (cancel); <= 0: 5 s */
     double fail_grace_s;          /* the same after a rank failed, when the others sit in a collective
                                      with it and can only be ended; <= 0: the smaller of grace_s and

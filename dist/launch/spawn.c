@@ -180,6 +180,7 @@ rs_status rs_spawn_start(const rs_spawn_cfg *cfg, int port, rs_launch **out, rs_
                             .rank_hosts = (const char *const *)hosts, .master_addr = hosts ? hosts[0] : NULL,
                             .master_port = port ? port : 1, /* mpirun's ranks do not read it */
                             .local_world_size = mpi ? 0 : c.per_node, .extra_env = env, .grace_s = c.grace_s,
+                            .store_wait_s = hosts && c.store == RS_SPAWN_STORE_RANK0 ? 60 : 0, /* rank 0's store first */
                             .on_line = c.on_line, .line_ud = c.line_ud, .should_stop = c.should_stop,
                             .stop_ud = c.stop_ud,
                             /* SIGKILL would leave mpirun no chance to clean up after its ranks */

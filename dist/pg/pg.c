@@ -281,7 +281,7 @@ static rs_status end(rs_pg *g, rs_pg_opkind op, size_t bytes, rs_status st)
         /* the algorithm the backend actually used, where it says (step-based backends do) */
         rs_pg_algo a = g->cur_op == op && g->cur_algo != RS_ALGO_AUTO ? g->cur_algo : g->algo;
         rs_pg_event ev = {.kind = RS_PG_EV_END, .op = op, .algo = a, .coll = g->coll, .rank = g->rank,
-                          .peer = -1, .bytes = bytes, .t = rs_pg_now()};
+                          .peer = -1, .bytes = bytes, .t = rs_pg_now(), .failed = st != RS_OK};
         rs_pg_emit(g, &ev);
     }
     if (op != RS_OP_SEND && op != RS_OP_RECV) g->coll++;

@@ -65,6 +65,7 @@ typedef struct rs_pg_event {
     int rank, peer;     /* global ranks. STEP: this rank sends chunk `chunk` to peer (peer < 0: local reduce) */
     int chunk;
     size_t bytes;       /* BEGIN/END: the message; STEP: bytes moved in this step */
+    bool failed;        /* END: the operation returned an error (a timeout: the rank gave up in it) */
     double t;           /* monotonic seconds */
     /* STEP of the step-based backends: the buffer the algorithm works in on this rank as the step
      * begins (the steps before it done), `count` elements of `dtype` cut into `blocks` chunks as the

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "dist/launch/launch.h"
+#include "dist/launch/rank_status.h"
 #include "dist/store/store.h"
 #include "worker.h"
 
@@ -109,6 +110,10 @@ int rs_worker_join(const char *backend, const char *group, double timeout, bool 
             fprintf(errf, "rank 0: hosting the store: %s\n", e.msg);
             return 1;
         }
+        if (c->server && getenv("RINGSIDE_STORE_READY")) { /* a launcher starts the others once it reads this */
+            printf("@store ready %s:%d\n", env.master_addr, env.master_port);
+            fflush(stdout);
+        }
         if (rs_store_connect(env.master_addr, env.master_port, timeout, &c->store, &e) ||
             rs_store_rendezvous(c->store, c->rank, c->world, timeout, &e)) {
             fprintf(errf, "rank %d: %s\n", c->rank, e.msg);
@@ -122,11 +127,23 @@ int rs_worker_join(const char *backend, const char *group, double timeout, bool 
         fprintf(errf, "rank %d: %s\n", c->rank, e.msg);
         return 1;
     }
+    c->status = rs_rank_status_attach(c->rank, c->world);
+    if (c->status) {
+        c->g->trace = rs_rank_status_trace; /* a job with a trace of its own calls it from there */
+        c->g->trace_ud = c->status;
+    }
     return 0;
 }
 
 void rs_worker_leave(rs_worker_conn *c, bool ok, double timeout)
 {
+    if (!ok) rs_rank_status_fault(c->status);
+    if (!ok && c->g && c->g->ops && !strcmp(c->g->ops->name, "mpi")) {
+        /* MPI_Finalize (run at exit) waits for every rank: a rank that gave up on a hung peer would wait for
+         * it forever. Leaving without it makes mpirun end the whole job at once, as MPI_Abort would. */
+        fflush(NULL);
+        _exit(1);
+    }
     watch_stop(); /* from here the host may close the store as the ranks leave */
     if (c->store && ok) {
         rs_err e = {0};
@@ -135,5 +152,6 @@ void rs_worker_leave(rs_worker_conn *c, bool ok, double timeout)
     rs_pg_destroy(c->g);
     rs_store_close(c->store);
     rs_store_server_stop(c->server);
+    rs_rank_status_detach(c->status);
     *c = (rs_worker_conn){0};
 }

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dist/launch/rank_status.h"
 #include "dist/store/store.h"
 #include "dist/train/dtrain.h"
 #include "dist/train/registry.h"
@@ -40,6 +41,8 @@ typedef struct tjob {
     /* the mode and its own options, as the registry declares them (dist/train/registry.h) */
     rs_strategy_args sargs;
     int64_t die_rank, die_step; /* kill=RANK:STEP (or RINGSIDE_TEST_KILL): that rank dies after that step */
+    int64_t spin_rank, spin_step; /* RINGSIDE_FAULT=RANK:spin@STEP: that rank computes forever (a hang) */
+    struct rs_rank_status *status; /* this rank's slot on the launcher's board, or NULL */
 } tjob;
 
 static bool num(const char *v, double *out)
@@ -218,6 +221,14 @@ static void on_phase(void *ud, int64_t step, rs_phase p, double t0, double t1)
 {
     tjob *j = ((watch *)ud)->j;
     fprintf(j->out, "@phase %d %lld %s %.9f %.9f\n", j->rank, (long long)step, rs_phase_name(p), t0, t1);
+    rs_rank_status_phase(j->status, step, (int)p);
+    if (j->rank == j->spin_rank && step == j->spin_step && p == RS_PHASE_FORWARD) {
+        fflush(j->out);
+        fprintf(j->errf, "rank %d: RINGSIDE_FAULT: computing forever after step %lld's forward (a hang to "
+                "practise on)\n", j->rank, (long long)step);
+        fflush(j->errf);
+        for (volatile uint64_t busy = 0;; busy++) {} /* the fault tests' hang: computing, never communicating */
+    }
 }
 
 /* A micro-batch's forward or backward on a pipeline stage. */
@@ -251,6 +262,7 @@ static void on_event(void *ud, const rs_train_event *ev)
     watch *w = ud;
     tjob *j = w->j;
     if (ev->kind == RS_TRAIN_EV_BEGIN || ev->kind == RS_TRAIN_EV_STEP) w->step = ev->step;
+    if (ev->kind == RS_TRAIN_EV_STEP) rs_rank_status_phase(j->status, ev->step, -1);
     if (ev->kind == RS_TRAIN_EV_STEP && j->rank == j->die_rank && ev->step == j->die_step) {
         fflush(j->out);
         raise(SIGKILL); /* the fault tests: kill -9 in the middle of a run */
@@ -318,10 +330,13 @@ static rs_train_cfg train_cfg(const tjob *j, rs_err *err, rs_status *st)
 int rs_worker_train(int argc, char **argv, FILE *out, FILE *errf)
 {
     tjob j = {.out = out, .errf = errf, .backend = "shm", .group = "train", .timeout = 30, .eval = 1, .accum = 1,
-              .die_rank = -1};
+              .die_rank = -1, .spin_rank = -1};
     const char *kill = getenv("RINGSIDE_TEST_KILL"); /* the tests' way; `train ... kill=R:S` overrides it */
     long long kr, ks;
     if (kill && sscanf(kill, "%lld:%lld", &kr, &ks) == 2) j.die_rank = kr, j.die_step = ks;
+    /* a testing aid (docs/dist.md, "Faults"): read here only, at the rank's start */
+    const char *fault = getenv("RINGSIDE_FAULT");
+    if (fault && sscanf(fault, "%lld:spin@%lld", &kr, &ks) == 2) j.spin_rank = kr, j.spin_step = ks;
     int rc = parse(&j, argc, argv);
     if (rc) return rc;
     /* a layout the ranks cannot make (pipeline's dp x pp x tp) is refused before joining any group, when
@@ -340,6 +355,7 @@ int rs_worker_train(int argc, char **argv, FILE *out, FILE *errf)
     rs_worker_conn conn;
     rc = rs_worker_join(j.backend, j.group, j.timeout, j.store_from_launcher, errf, &conn);
     j.rank = conn.rank;
+    j.status = conn.status;
     rs_err e = {0};
     rs_model *m = NULL;
     rs_data_pair data = {0};

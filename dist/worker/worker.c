@@ -10,6 +10,7 @@
 
 #include "dist/launch/bind.h"
 #include "dist/launch/launch.h"
+#include "dist/launch/rank_status.h"
 #include "dist/store/store.h"
 #include "pi.h"
 
@@ -21,6 +22,7 @@ typedef struct wk {
     rs_pg *g;
     rs_store *store;
     rs_store_server *server; /* when this rank hosts the store (started by hand, rank 0) */
+    struct rs_rank_status *status; /* this rank's slot on the launcher's board, or NULL */
     /* job options (key=value), with defaults */
     const char *backend, *group;
     rs_pg_opkind op;
@@ -667,6 +669,7 @@ static void data_line(wk *w, const rs_pg_event *ev)
 static void trace_line(void *ud, const rs_pg_event *ev)
 {
     wk *w = ud;
+    rs_rank_status_trace(w->status, ev);
     if (ev->kind == RS_PG_EV_STEP && ev->rank == w->die_rank && ev->step == w->die_step) {
         fflush(w->out);
         _exit(3); /* a rank dying in the middle of an algorithm, for the fault tests */
@@ -693,7 +696,8 @@ static void trace_line(void *ud, const rs_pg_event *ev)
     }
 }
 
-static int join(wk *w)
+/* bench, p2p: the board's count of collectives would put clock reads on every timed call (8 B take ~0.1 us) */
+static int join(wk *w, bool count_on_board)
 {
     rs_worker_conn c;
     int rc = rs_worker_join(w->backend, w->group, w->timeout, w->store_from_launcher, w->errf, &c);
@@ -702,7 +706,9 @@ static int join(wk *w)
     w->g = c.g;
     w->store = c.store;
     w->server = c.server;
+    w->status = c.status;
     if (rc) return rc;
+    if (!count_on_board) w->g->trace = NULL;
     w->g->algo = w->algo;
     const char *die = getenv("RINGSIDE_TEST_DIE");
     if (!die || sscanf(die, "%d:%d", &w->die_rank, &w->die_step) != 2) w->die_rank = -1;
@@ -727,7 +733,7 @@ int rs_worker_main(int argc, char **argv, FILE *out, FILE *errf)
         return usage_error(&w, "unknown job '%s' (collective, bench, p2p, world, pi, train or matmul)", job);
     int rc = parse_args(&w, argc, argv);
     if (rc) return rc;
-    rc = join(&w);
+    rc = join(&w, strcmp(job, "bench") && strcmp(job, "p2p"));
     if (!rc) {
         if (!strcmp(job, "collective")) rc = job_collective(&w);
         else if (!strcmp(job, "bench")) rc = job_bench(&w);
@@ -736,7 +742,8 @@ int rs_worker_main(int argc, char **argv, FILE *out, FILE *errf)
         else rc = job_p2p(&w);
     }
     fflush(out);
-    rs_worker_conn c = {.rank = w.rank, .world = w.world, .g = w.g, .store = w.store, .server = w.server};
+    rs_worker_conn c = {.rank = w.rank, .world = w.world, .g = w.g, .store = w.store, .server = w.server,
+                        .status = w.status};
     rs_worker_leave(&c, rc == 0, w.timeout);
     return rc;
 }

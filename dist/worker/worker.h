@@ -24,6 +24,8 @@ typedef struct rs_worker_conn {
     rs_pg *g;                 /* owned */
     rs_store *store;          /* owned; NULL under mpirun */
     rs_store_server *server;  /* owned; rank 0 hosts the store when started by hand */
+    struct rs_rank_status *status; /* owned mapping: this rank's slot on the launcher's board, NULL without one
+                                      (dist/launch/rank_status.h); the group's trace counts collectives in it */
 } rs_worker_conn;
 
 /* Who am I (torchrun variables, or Open MPI's under mpirun), the store (the launcher's, or rank 0
@@ -32,7 +34,8 @@ typedef struct rs_worker_conn {
 int rs_worker_join(const char *backend, const char *group, double timeout, bool store_from_launcher, FILE *errf,
                    rs_worker_conn *c);
 /* A last barrier through the store (when ok) so no rank tears down its group while a peer still reads
- * it, then frees everything. */
+ * it, then frees everything. Not ok: the fault record goes on the board first (the collective the rank
+ * gave up in, if any), for the launcher to tell the rank that hung from this one that waited. */
 void rs_worker_leave(rs_worker_conn *c, bool ok, double timeout);
 
 /* The `train` job (dist/worker/train_job.c): one rank of `train ... mode=NAME`, any mode with a factory

@@ -5,6 +5,9 @@ that runs a job across ranks:
            checkpoint, soon after the kill (the bound is loose: it catches the old 10 s grace, not a CPU);
   stop     a rank stopped with SIGSTOP is named as the hung rank (not the rank that timed out waiting for
            it) and the REPL comes back near the group's timeout, not a grace period later;
+  spin     a rank that computes forever (RINGSIDE_FAULT=1:spin@STEP, shm and tcp) is named as the hung rank
+           with what it and the rank that waited were doing, soon after the timeout, and the session log's
+           run row says the same;
   refuse   timeout=0, iters=-1 and a resume= file that is not there are refused at the prompt: the
            message, no rendezvous, and no child process of the REPL ever seen in /proc;
   worlds   ranks started by hand with different WORLD_SIZE values say the world sizes differ;
@@ -64,11 +67,11 @@ def rank_of(pid):
 class Repl:
     """A ringside REPL on pipes, read line by line with a clock."""
 
-    def __init__(self, lines, tmp):
+    def __init__(self, lines, tmp, env=None):
         self.p = subprocess.Popen([EXE, "--keep-going", "--db", os.path.join(tmp, "log.db")],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   stderr=subprocess.STDOUT, text=True, bufsize=1,
-                                  env=dict(os.environ, COLUMNS="1000"))
+                                  env=dict(os.environ, COLUMNS="1000", **(env or {})))
         self.out = ""
         self.fd = self.p.stdout.fileno()
         self.p.stdin.write(lines)
@@ -170,6 +173,39 @@ def case_stop(tmp):
             os.kill(p, signal.SIGKILL)
         except OSError:
             pass
+
+
+def case_spin(tmp):
+    """A hang that is no signal: rank 1 computes forever after step 5's forward (the testing aid
+    RINGSIDE_FAULT=1:spin@5, which says so on its stderr) while rank 0 waits in the step's all_reduce.
+    The report names rank 1 as hung, with its step, and rank 0 as the one that gave up in an all_reduce,
+    within the timeout and a loose bound; the run's row in the session log carries the same words."""
+    for backend in ("shm", "tcp"):
+        os.mkdir(os.path.join(tmp, backend))  # a session log each
+        r = Repl(SETUP + "train m on d mode=ddp ranks=2 backend=%s epochs=500 batch=32 view=off timeout=2s\n"
+                 "sql \"select status, error from runs\"\n" % backend, os.path.join(tmp, backend),
+                 env={"RINGSIDE_FAULT": "1:spin@5"})
+        t_hang = r.read_until(lambda o: "RINGSIDE_FAULT: computing forever" in o, 90)
+        check(t_hang is not None, "%s: rank 1 says it spins" % backend)
+        t_seen = r.read_until(lambda o: "error" in o, 60)
+        r.close()
+        dt = (t_seen or time.time()) - (t_hang or time.time())
+        print("figure: %s: rank 1 busy-looping with timeout=2s -> report: %.2f s" % (backend, dt))
+        m = re.search(r"^.*error.*$", r.out, re.M)
+        line = m.group(0) if m else ""
+        check(line.find("rank 1 hung: no progress for") >= 0 and "rank 0 exited" not in line,
+              "%s: the hung rank is named, not the one that waited for it: %s" % (backend, line))
+        check("(last: step 5, after forward; not in a collective" in line,
+              "%s: with where it stopped (step 5, after its forward, outside any collective)" % backend)
+        check(re.search(r"rank 0 gave up waiting for it at [0-9.]+ s \(step \d+, after \w+; in all_reduce #\d+ of "
+                        r"[0-9.]+ [KM]iB(; exited with status 1)?\)", line) is not None,
+              "%s: and the rank that gave up, in which collective" % backend)
+        check(t_seen is not None and dt < 2 + 5, "%s: reported %.2f s after the hang (timeout 2 s; bound 7 s)"
+              % (backend, dt))
+        rows = [ln for ln in r.out.splitlines() if ln.startswith("failed  ")]
+        said = line.split("error: train: ", 1)[-1]
+        check(len(rows) == 1 and rows[0][len("failed  "):].strip() == said,
+              "%s: the session log's run is failed with the same report: %s" % (backend, rows))
 
 
 REFUSALS = [

@@ -216,6 +216,40 @@ def over_tcp(tmp, hf):
                   "%s over tcp across hosts ends with one process's weights (%.2g)" % (mode, worst))
     rc, out = on_host0(tmp, "collective all_reduce ranks=4 backend=shm hostfile=%s" % hf)
     check("backend=shm cannot join" in out and "rank 0:" not in out, "hostfile= with shm is refused before any rank")
+    store_port_busy(tmp)
+
+
+def store_port_busy(tmp):
+    """The store's port is picked free on the REPL's host (host 0), but the store runs on rank 0's host: with
+    host 1 first in the hostfile and both ports host 0 may pick (its ephemeral range narrowed to two) taken on
+    host 1, rank 0 cannot bind. The start fails naming host 1, its address and port and the reason, and no
+    other rank is started (none of their lines, no rendezvous wait)."""
+    hf = os.path.join(tmp, "hostfile-b-first")
+    with open(hf, "w") as f:
+        f.write("%s slots=2\n%s slots=2\n" % (ADDR[1], ADDR[0]))
+    ports = (41000, 41001)
+    p = sh("ip", "netns", "exec", NS[0], "sysctl", "-w", "net.ipv4.ip_local_port_range=%d %d" % ports)
+    if p.returncode:
+        print("SKIP store_port_busy: cannot narrow host 0's port range: " + p.stderr.strip())
+        return
+    holder = subprocess.Popen(["ip", "netns", "exec", NS[1], sys.executable, "-c",
+                               "import socket, sys, time\nss = []\nfor p in %r:\n    s = socket.socket()\n"
+                               "    s.bind(('0.0.0.0', p))\n    s.listen()\n    ss.append(s)\nprint('held', flush=True)\n"
+                               "time.sleep(300)" % (ports,)], stdout=subprocess.PIPE, text=True)
+    try:
+        check(holder.stdout.readline().strip() == "held", "host 1 holds ports %s" % (ports,))
+        rc, out = on_host0(tmp, "collective all_reduce ranks=4 backend=tcp hostfile=%s timeout=20s" % hf, timeout=60)
+        print(out)
+        m = re.search(r"rank 0 on %s could not host the rendezvous store at %s:(\d+) \((.*)\); no other rank was "
+                      r"started" % (re.escape(ADDR[1]), re.escape(ADDR[1])), out)
+        check(rc != 0 and m is not None and int(m.group(1)) in ports and "in use" in m.group(2),
+              "a store port busy on rank 0's host is reported naming the host, address, port and reason")
+        check(not re.search(r"^rank [123]\b", out, re.M) and "rendezvous:" not in out,
+              "and no other rank was started")
+    finally:
+        holder.kill()
+        holder.wait()
+        sh("ip", "netns", "exec", NS[0], "sysctl", "-w", "net.ipv4.ip_local_port_range=32768 60999")
 
 
 def bench(tmp, hf):

@@ -13,7 +13,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
-static const char *child;
+static const char *child, *board_child;
 
 static double now_s(void)
 {
@@ -282,6 +282,48 @@ static void test_hung(void)
     check_no_zombies("hung");
 }
 
+/* A hang that is no signal: rank 1 computes (idle on the board after 5 collectives) while rank 0 gives up
+ * in the 6th (#5) and rank 2 still waits in it. The board names rank 1, not the one that gave up nor the
+ * one that still waits, with what each was doing. */
+static void test_hung_board(void)
+{
+    const char *argv[] = {board_child, "5:fail:0.6", "5:idle", "5:wait", NULL};
+    if (!board_child) return;
+    capture cap = {0};
+    rs_launch_result res;
+    rs_err err = {0};
+    rs_launch *l = NULL;
+    double t = now_s();
+    rs_status st = run(argv, 3, 5.0, on_line_capture, &cap, &res, &err, &l);
+    t = now_s() - t;
+    RS_CHECK(st == RS_ERR_IO && res.failed_rank == 0 && res.hung_rank == 1, "board: failed %d hung %d (%s)",
+             res.failed_rank, res.hung_rank, err.msg);
+    RS_CHECK(strstr(err.msg, "rank 1 hung: no progress for ") == err.msg, "message: %s", err.msg);
+    RS_CHECK(strstr(err.msg, "(last: not in a collective, 5 finished)"), "rank 1's state: %s", err.msg);
+    RS_CHECK(strstr(err.msg, "rank 0 gave up waiting for it at ") &&
+             strstr(err.msg, "(in all_reduce #5 of 4.0 KiB"), "rank 0's state: %s", err.msg);
+    /* rank 0 is stopped too when its fault record is read before its exit */
+    RS_CHECK(strstr(err.msg, "stopped by the launcher: ranks 1, 2") ||
+                 strstr(err.msg, "stopped by the launcher: ranks 0, 1, 2"),
+             "the others were stopped: %s", err.msg);
+    RS_CHECK(t < 3.0, "the run ended %.2f s after its start, not a 5 s grace later", t);
+    printf("hung (board): %s (%.2f s)\n", err.msg, t);
+    rs_launch_free(l);
+    check_no_zombies("hung board");
+
+    /* a deadlock in another collective: rank 2 waits in broadcast #5 where the others are in all_reduce #5 */
+    const char *argv2[] = {board_child, "5:fail:0.6", "5:wait", "5:bcast", NULL};
+    st = run(argv2, 3, 5.0, on_line_capture, &cap, &res, &err, &l);
+    RS_CHECK(st == RS_ERR_IO && res.failed_rank == 0 && res.hung_rank == 2, "diverged: failed %d hung %d (%s)",
+             res.failed_rank, res.hung_rank, err.msg);
+    RS_CHECK(strstr(err.msg, "rank 2 hung: no progress for ") == err.msg &&
+                 strstr(err.msg, "(last: in broadcast #5 of 4.0 KiB)"),
+             "the rank in the other collective is named, with it: %s", err.msg);
+    printf("hung (diverged): %s\n", err.msg);
+    rs_launch_free(l);
+    check_no_zombies("hung diverged");
+}
+
 /* A rank through a shell: the shell forks `sleep`, which only the process group reaches. */
 static void test_shell_group(void)
 {
@@ -382,16 +424,18 @@ static void test_bad_cfg(void)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: test-launch PATH/launch-child\n");
+        fprintf(stderr, "usage: test-launch PATH/launch-child [PATH/board-child]\n");
         return 2;
     }
     child = argv[1];
+    board_child = argc > 2 ? argv[2] : NULL;
     test_env();
     test_flood();
     test_exit_status();
     test_signal();
     test_ignore_term();
     test_hung();
+    test_hung_board();
     test_shell_group();
     test_cancel();
     test_timeout_and_free();
