@@ -15,6 +15,7 @@
 #include "dist/launch/spawn.h"
 #include "dist/pg/pg.h"
 #include "dist/store/store.h"
+#include "dist/worker/worker.h"
 #include "engine/cuda/cuda.h"
 #include "lang/value.h"
 #include "repl_log.h"
@@ -458,10 +459,10 @@ static int refuse_before_spawn(rs_session *s, const rs_call *c, double timeout_s
                                 "%s: timeout=%s would fail every wait at once; give how long a rank may wait for "
                                 "another, e.g. timeout=30s", c->cmd->name, v->text ? v->text : "");
     v = rs_call_opt(c, "iters");
-    if (v && v->set && v->v.i < 0)
+    if (v && v->set && (v->v.i < 0 || v->v.i >= RS_WORKER_COUNT_MAX))
         return rs_session_error(s, c, v->pos, 6 + strlen(v->text),
-                                "%s: iters=%lld is negative; give a count of iterations, or iters=0 for automatic",
-                                c->cmd->name, v->v.i);
+                                "%s: iters=%lld is %s; give a count of iterations below %d, or iters=0 for automatic",
+                                c->cmd->name, v->v.i, v->v.i < 0 ? "negative" : "too many", RS_WORKER_COUNT_MAX);
     v = rs_call_opt(c, "resume");
     if (v && v->set && v->text) {
         struct stat sb;

@@ -86,7 +86,7 @@ static int parse_args(wk *w, int argc, char **argv)
         }
         else if (!strcmp(k, "root") || !strcmp(k, "show") || !strcmp(k, "trace") || !strcmp(k, "iters") ||
                  !strcmp(k, "warmup")) {
-            good = parse_u64(v, &u) && u < 1000000;
+            good = parse_u64(v, &u) && u < RS_WORKER_COUNT_MAX;
             int *dst = !strcmp(k, "root") ? &w->root : !strcmp(k, "show") ? &w->show : !strcmp(k, "trace") ? &w->trace
                        : !strcmp(k, "iters")                                                 ? &w->iters
                                                                                              : &w->warmup;

@@ -17,6 +17,10 @@
  * exit code (0 ok, 1 the job failed or found wrong results, 2 bad arguments). Messages go to out/errf. */
 int rs_worker_main(int argc, char **argv, FILE *out, FILE *errf);
 
+/* The largest count a rank takes in iters=, warmup=, root=, show= and trace= (below it): the REPL
+ * refuses a larger one at the prompt, before any rank starts. */
+#define RS_WORKER_COUNT_MAX 1000000
+
 /* ---- joining the group (shared by the jobs) ----------------------------------------------------- */
 
 typedef struct rs_worker_conn {

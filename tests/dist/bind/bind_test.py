@@ -129,6 +129,12 @@ def long_bench(ranks, extra=""):
     return "bench all_reduce ranks=%d sizes=1K..64K iters=999999 view=off timeout=60s %s" % (ranks, extra)
 
 
+def long_train():
+    # a one-rank run that outlasts the sampling (stopped by run_and_sample's Ctrl-C)
+    return ("data d = digits n=3000 seed=1\nmodel m = mlp 784-64-10 seed=1\n"
+            "train m on d mode=ddp ranks=1 epochs=500 view=off bind=core")
+
+
 def usable():
     return sorted(os.sched_getaffinity(0))
 
@@ -218,7 +224,9 @@ def case_mask():
     mcores = {frozenset(core_of(c) & want) for c in mask}
     if len(mcores) < ranks:
         ranks = 1
-    rc, out, masks = run_and_sample(long_bench(ranks, "bind=core"), ranks, taskset=",".join(map(str, mask)))
+    # one rank's all_reduce is a copy that ends in a fraction of a second: a long ddp run stays up to be read
+    cmd = long_bench(ranks, "bind=core") if ranks > 1 else long_train()
+    rc, out, masks = run_and_sample(cmd, ranks, taskset=",".join(map(str, mask)))
     check(sampled(masks, ranks), "taskset -c %s: the ranks' threads read from /proc" % ",".join(map(str, mask)))
     if sampled(masks, ranks):
         got = [masks[r][0] for r in range(ranks)]

@@ -212,6 +212,7 @@ REFUSALS = [
     ("collective all_reduce ranks=2 timeout=0", "timeout"),
     ("train m on d mode=ddp ranks=2 timeout=0", "timeout"),
     ("bench all_reduce ranks=2 iters=-1", "iters"),
+    ("bench all_reduce ranks=2 iters=1000000", "iters"),
     ("train m on d mode=ddp ranks=2 resume=/nonexistent/ck.safetensors", "/nonexistent/ck.safetensors"),
 ]
 
