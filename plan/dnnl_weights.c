@@ -383,12 +383,13 @@ static rs_status lowp_or_fp32(rs_plan *p, int i, rs_pdnnl_prim *d, rs_err *err)
 {
     rs_pnode *n = &p->nodes[i];
     rs_err why = {0};
-    rs_status st = rs_pdnnl_make_prim(p, i, p->batch, RS_PCONV_DIRECT, d, &why);
+    dnnl_status_t ds;
+    rs_status st = rs_pdnnl_make_prim_why(p, i, p->batch, RS_PCONV_DIRECT, d, &ds, &why);
     const char *impl = NULL;
     if (!st) dnnl_primitive_desc_query(d->pd, dnnl_query_impl_info_str, 0, &impl);
     if (!st && impl && strncmp(impl, "ref", 3) != 0) return RS_OK;
     /* only oneDNN's "unimplemented" means no bf16 kernel; any other failure is the plan's own */
-    if (st && (st != RS_ERR_UNSUPPORTED || !strstr(why.msg, "unimplemented"))) {
+    if (st && ds != dnnl_unimplemented) {
         *err = why;
         return st;
     }
