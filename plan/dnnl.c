@@ -31,7 +31,7 @@ rs_status rs_pdnnl_fail(rs_err *err, dnnl_status_t s, const char *what, const rs
 bool rs_plan_node_is_dnnl(const rs_pnode *n)
 {
     return n->kind == RS_PK_CONV || n->kind == RS_PK_LINEAR || n->kind == RS_PK_MAXPOOL || n->kind == RS_PK_AVGPOOL ||
-           n->kind == RS_PK_LAYERNORM;
+           n->kind == RS_PK_LAYERNORM || rs_pdnnl_is_op(n);
 }
 
 void rs_plan_dnnl_isa(char *isa, size_t n)
@@ -90,9 +90,13 @@ void rs_pdnnl_free_prim(rs_pdnnl_prim *d)
     if (d->pd) dnnl_primitive_desc_destroy(d->pd);
     if (d->src_cvt) dnnl_primitive_destroy(d->src_cvt);
     if (d->dst_cvt) dnnl_primitive_destroy(d->dst_cvt);
+    if (d->then) dnnl_primitive_destroy(d->then);
     free_mem(&d->m);
     for (int j = 0; j < d->ntm; j++) free_mem(&d->tm[j]);
     free(d->tm);
+    for (int j = 0; j < d->nx; j++)
+        if (d->xs[j]) dnnl_memory_destroy(d->xs[j]);
+    free(d->xs);
     free(d->wei_alt);
     memset(d, 0, sizeof *d);
 }
@@ -253,8 +257,9 @@ rs_status rs_plan_dnnl_exec(rs_plan *p, int i, const void *x, int B, rs_err *err
     if (d->B != B) return rs_err_set(err, RS_ERR_INTERNAL, "plan: node %s has no primitive for batch %d", n->name, B);
     /* the CPU stream runs each primitive in order; rs_plan_dnnl_sync waits once at the end of a run,
      * and the engine's ops in between run on the calling thread after the primitive before them */
-    dnnl_status_t s = rs_pdnnl_exec_prim(p, n, d, rs_plan_value_ptr(p, n->in[0], x), rs_plan_value_ptr(p, n->out, x),
-                                (char *)p->arena + p->scratch_off);
+    dnnl_status_t s = rs_pdnnl_is_op(n) ? rs_pdnnl_exec_op(p, n, d, x, (char *)p->arena + p->scratch_off)
+                      : rs_pdnnl_exec_prim(p, n, d, rs_plan_value_ptr(p, n->in[0], x), rs_plan_value_ptr(p, n->out, x),
+                                           (char *)p->arena + p->scratch_off);
     if (s != dnnl_success) return rs_pdnnl_fail(err, s, "execute", n);
     return RS_OK;
 }

@@ -37,6 +37,9 @@ typedef struct rs_pdnnl_prim {
     int ntm;
     rs_pdnnl_mem *tm;                     /* ntm = nthr - 1 of them (owned) */
     unsigned long used;           /* when a run last took it (slots 1.. are replaced least recent first) */
+    dnnl_primitive_t then;        /* an op node's second primitive, in place on its output (hardsigmoid's clip) */
+    int nx;                       /* an op node's inputs after the first (binary's src1, concat's others) */
+    dnnl_memory_t *xs;            /* their memory objects (owned) */
     dnnl_status_t why;            /* making it failed: oneDNN's status for its descriptor or a reorder
                                      (dnnl_unimplemented: no kernel for it here); else dnnl_success */
 } rs_pdnnl_prim;
@@ -93,6 +96,19 @@ rs_status rs_pdnnl_make_prim(rs_plan *p, int i, int B, int alg, rs_pdnnl_prim *d
  * did not or failed elsewhere. */
 rs_status rs_pdnnl_make_prim_why(rs_plan *p, int i, int B, int alg, rs_pdnnl_prim *d, dnnl_status_t *why,
                                  rs_err *err);
+/* At the plan's batch, a blocked output's layout as the primitive chose it (dst): the value's from
+ * then on, its padded size checked against the file's. */
+rs_status rs_pdnnl_keep_out_layout(rs_plan *p, const rs_pnode *n, int B, const dnnl_memory_desc_t *dst, rs_err *err);
+
+/* dnnl_ops.c: the elementwise and concat nodes oneDNN runs in their inputs' layouts */
+bool rs_pdnnl_is_op(const rs_pnode *n);
+/* Whether op node n may read a blocked value of (C, H, W) chw as its input j, and write a blocked
+ * output (its lead input is blocked; a concat's inputs all are, along channels). */
+bool rs_pdnnl_op_reads_blocked(const rs_plan *p, const rs_pnode *n, int j, const int64_t *chw);
+bool rs_pdnnl_op_writes_blocked(const rs_plan *p, const rs_pnode *n);
+rs_status rs_pdnnl_make_op(rs_plan *p, int i, int B, rs_pdnnl_prim *d, rs_err *err);
+dnnl_status_t rs_pdnnl_exec_op(rs_plan *p, const rs_pnode *n, rs_pdnnl_prim *d, const void *x, char *scratch);
+
 /* dnnl.c */
 void rs_pdnnl_free_prim(rs_pdnnl_prim *d);
 size_t rs_pdnnl_prim_scratch(const rs_pdnnl_prim *d);

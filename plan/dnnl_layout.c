@@ -45,7 +45,8 @@ dnnl_status_t rs_pdnnl_conv_wmd(const rs_pnode *n, dnnl_data_type_t dt, bool any
     return dnnl_memory_desc_init_by_tag(md, 5, w, dt, any ? dnnl_format_tag_any : dnnl_goihw);
 }
 
-/* Layout choice. A value written by a conv or pool and read only by convs, pools and inner products
+/* Layout choice. A value written by a conv or pool (or by an activation, add, binary or concat oneDNN
+ * runs on blocked inputs: dnnl_ops.c) and read only by those, convs, pools and inner products
  * (a flatten between them is a view: the inner product takes the 4-d value whole) may stay in the
  * blocked layout its producer's primitive prefers (nChw16c on AVX-512): oneDNN's direct convolutions
  * and pools run on those, and a plain nchw output would push the convolution onto its im2col+gemm
@@ -62,6 +63,33 @@ static bool out_chw(const rs_pnode *n, int64_t *chw)
     return true;
 }
 
+/* The (C, H, W) value v holds, from its writer: a window node's output, an op's (N, C, H, W) output,
+ * an activation's or add's input. False when v is not such an image. */
+static bool value_chw(const rs_plan *p, int v, int64_t *chw, int depth)
+{
+    for (int i = 0; i < p->nnodes; i++) {
+        const rs_pnode *n = &p->nodes[i];
+        if (n->out != v) continue;
+        if (out_chw(n, chw)) return true;
+        if (n->kind == RS_PK_OP && n->dout.rank == 4 && n->dout.d[0] == RS_DIM_BATCH) {
+            memcpy(chw, &n->dout.d[1], 3 * sizeof *chw);
+            return true;
+        }
+        if ((n->kind == RS_PK_ACT || n->kind == RS_PK_ADD) && depth < 64 && n->in[0] > 0)
+            return value_chw(p, n->in[0], chw, depth + 1);
+        return false;
+    }
+    return false;
+}
+
+/* Whether node n (a live one) may write a blocked value: a window, or an op node oneDNN runs whose
+ * lead input is blocked (dnnl_ops.c). */
+static bool writes_blockable(const rs_plan *p, const rs_pnode *n)
+{
+    if (n->kind == RS_PK_CONV || n->kind == RS_PK_MAXPOOL || n->kind == RS_PK_AVGPOOL) return true;
+    return rs_pdnnl_is_op(n) && rs_pdnnl_op_writes_blocked(p, n);
+}
+
 bool rs_pdnnl_can_block(const rs_plan *p, int v)
 {
     /* views of v were bypassed (passes.c): their readers read v; one that is the output makes v's root
@@ -73,8 +101,10 @@ bool rs_pdnnl_can_block(const rs_plan *p, int v)
     if (v <= 0 || p->values[v].alias >= 0 || rs_plan_root(p, p->output) == v) return false;
     int readers = 0;
     int64_t chw[3], xc[3];
-    bool shaped = false;
-    for (int i = 0; i < p->nnodes && !shaped; i++) shaped = p->nodes[i].out == v && out_chw(&p->nodes[i], chw);
+    bool writer = false;
+    for (int i = 0; i < p->nnodes && !writer; i++) writer = p->nodes[i].out == v && writes_blockable(p, &p->nodes[i]);
+    bool shaped = writer && value_chw(p, v, chw, 0);
+    if (!writer) return false;
     for (int i = 0; i < p->nnodes; i++) {
         const rs_pnode *n = &p->nodes[i];
         for (int j = 0; j < n->npost; j++)
@@ -84,8 +114,10 @@ bool rs_pdnnl_can_block(const rs_plan *p, int v)
         for (int j = 0; j < n->nin; j++) {
             if (n->in[j] < 0 || rs_plan_root(p, n->in[j]) != v) continue;
             readers++;
-            bool ok = j == 0 && (n->kind == RS_PK_CONV || n->kind == RS_PK_MAXPOOL || n->kind == RS_PK_AVGPOOL ||
-                                 (n->kind == RS_PK_LINEAR && n->rows == 1));
+            /* the elementwise and concat nodes oneDNN runs take any layout (dnnl_ops.c) */
+            bool ok = (j == 0 && (n->kind == RS_PK_CONV || n->kind == RS_PK_MAXPOOL || n->kind == RS_PK_AVGPOOL ||
+                                  (n->kind == RS_PK_LINEAR && n->rows == 1))) ||
+                      (shaped && rs_pdnnl_is_op(n) && rs_pdnnl_op_reads_blocked(p, n, j, chw));
             if (!ok) return false;
         }
     }

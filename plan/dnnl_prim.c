@@ -61,8 +61,9 @@ static rs_status op_desc(rs_plan *p, const rs_pnode *n, int B, int calg, bool ow
     dnnl_dims_t s = {B, g->c, g->h, g->w};
     dnnl_dims_t d = {B, n->kind == RS_PK_CONV ? g->oc : g->c, g->oh, g->ow};
     dnnl_dims_t strides = {g->sh, g->sw}, pl = {g->ph, g->pw};
-    /* symmetric padding, as the engine's windows: oneDNN floors (h + 2p - k)/s + 1 the same way */
-    dnnl_dims_t pr = {g->ph, g->pw};
+    /* the end padding: symmetric as the engine's windows (oneDNN floors (h + 2p - k)/s + 1 the same
+     * way), or an imported window's own (pads begin != end: oneDNN takes padding_l and padding_r) */
+    dnnl_dims_t pr = {rs_plan_pad_end(g->h, g->kh, g->sh, g->ph, g->oh), rs_plan_pad_end(g->w, g->kw, g->sw, g->pw, g->ow)};
     if ((st = rs_pdnnl_value_md(p, n, n->in[0], 4, s, B, user_src, err)) || (st = rs_pdnnl_out_md(p, n, B, d, &dst, err))) return st;
     src = *user_src;
     if (n->kind == RS_PK_CONV) {
@@ -103,6 +104,28 @@ static rs_status op_desc(rs_plan *p, const rs_pnode *n, int B, int calg, bool ow
     return RS_OK;
 }
 
+rs_status rs_pdnnl_keep_out_layout(rs_plan *p, const rs_pnode *n, int B, const dnnl_memory_desc_t *dst, rs_err *err)
+{
+    if (p->values[n->out].layout == 1 && B == p->batch && !p->dn->vset[n->out]) {
+        /* the layout the primitive chose for its output at the plan's batch: the value's from now on */
+        size_t bytes = dnnl_memory_desc_get_size(dst), per = (bytes + 4 * (size_t)B - 1) / (4 * (size_t)B);
+        rs_pvalue *v = &p->values[n->out];
+        dnnl_memory_desc_t probe;
+        if (!rs_pdnnl_md_with_batch(dst, 1, &probe))
+            return rs_err_set(err, RS_ERR_UNSUPPORTED, "plan: oneDNN chose a layout for node %s's output that does not "
+                              "scale with the batch", n->name);
+        if (v->padded == 0) v->padded = (int64_t)per;
+        else if ((int64_t)per > v->padded)
+            return rs_err_set(err, RS_ERR_FORMAT,
+                              "plan: node %s's output takes %zu bytes in oneDNN's layout here, the file planned %lld; "
+                              "compile the model again here",
+                              n->name, bytes, (long long)v->padded * 4 * B);
+        p->dn->vmd[n->out] = *dst;
+        p->dn->vset[n->out] = 1;
+    }
+    return RS_OK;
+}
+
 /* Multiply-adds of node n at batch B, for choosing its threads: a layer norm's four operations a
  * value, a pool's compares at four each (they wait on loads: Fashion's first pool, 0.8 M compares,
  * takes 0.038 ms on one thread, a conv that long 5 M multiply-adds; counted as one, its pools ran on
@@ -111,6 +134,7 @@ static rs_status op_desc(rs_plan *p, const rs_pnode *n, int B, int calg, bool ow
 static double node_work(const rs_plan *p, const rs_pnode *n, int B)
 {
     if (n->kind == RS_PK_LINEAR) return (double)B * n->rows * n->O * n->I;
+    if (rs_pdnnl_is_op(n)) return (double)B * (double)p->values[n->out].numel; /* a load and a store each */
     if (n->kind == RS_PK_LAYERNORM) return 4.0 * B * (double)p->values[n->out].numel;
     const rs_conv_geom *g = &n->g;
     double out = (double)B * g->oh * g->ow * g->kh * g->kw;
@@ -181,7 +205,7 @@ rs_status rs_pdnnl_make_prim(rs_plan *p, int i, int B, int alg, rs_pdnnl_prim *d
     if (alg == RS_PCONV_SAMPLES) return make_samples(p, i, B, asked, d, err);
     bool one = asked > 1 && node_work(p, &p->nodes[i], B) < RS_PLAN_PAR_MIN_WORK;
     if (one) omp_set_num_threads(1);
-    rs_status st = make_prim_at(p, i, B, alg, d, err);
+    rs_status st = rs_pdnnl_is_op(&p->nodes[i]) ? rs_pdnnl_make_op(p, i, B, d, err) : make_prim_at(p, i, B, alg, d, err);
     if (one) omp_set_num_threads(asked);
     d->nthr = asked; /* what prepare compares the run's count with */
     return st;
@@ -265,23 +289,7 @@ again:;
     d->src = *dnnl_primitive_desc_query_md(d->pd, dnnl_query_src_md, 0);
     d->dst = *dnnl_primitive_desc_query_md(d->pd, dnnl_query_dst_md, 0);
     if (n->kind == RS_PK_CONV || n->kind == RS_PK_LINEAR) d->wei = *dnnl_primitive_desc_query_md(d->pd, dnnl_query_weights_md, 0);
-    if (p->values[n->out].layout == 1 && B == p->batch && !p->dn->vset[n->out]) {
-        /* the layout the primitive chose for its output at the plan's batch: the value's from now on */
-        size_t bytes = dnnl_memory_desc_get_size(&d->dst), per = (bytes + 4 * (size_t)B - 1) / (4 * (size_t)B);
-        rs_pvalue *v = &p->values[n->out];
-        dnnl_memory_desc_t probe;
-        if (!rs_pdnnl_md_with_batch(&d->dst, 1, &probe))
-            return rs_err_set(err, RS_ERR_UNSUPPORTED, "plan: oneDNN chose a layout for node %s's output that does not "
-                              "scale with the batch", n->name);
-        if (v->padded == 0) v->padded = (int64_t)per;
-        else if ((int64_t)per > v->padded)
-            return rs_err_set(err, RS_ERR_FORMAT,
-                              "plan: node %s's output takes %zu bytes in oneDNN's layout here, the file planned %lld; "
-                              "compile the model again here",
-                              n->name, bytes, (long long)v->padded * 4 * B);
-        p->dn->vmd[n->out] = d->dst;
-        p->dn->vset[n->out] = 1;
-    }
+    if ((st = rs_pdnnl_keep_out_layout(p, n, B, &d->dst, err))) return st;
     d->pad_bytes = dnnl_memory_desc_get_size(dnnl_primitive_desc_query_md(d->pd, dnnl_query_scratchpad_md, 0));
     DTRY(dnnl_primitive_create(&d->prim, d->pd), "primitive");
     if (dany) {

@@ -427,8 +427,7 @@ rs_status rs_plan_dnnl_finalize_weights(rs_plan *p, const rs_plan_opts *o, rs_er
     for (int i = 0; i < p->nnodes; i++) {
         rs_pnode *n = &p->nodes[i];
         if (!rs_plan_node_is_dnnl(n)) continue;
-        bool writes_blockable = n->kind == RS_PK_CONV || n->kind == RS_PK_MAXPOOL || n->kind == RS_PK_AVGPOOL;
-        if (writes_blockable && rs_pdnnl_can_block(p, n->out))
+        if (rs_pdnnl_can_block(p, n->out)) /* it checks the writer too */
             p->values[n->out].layout = 1;
         if (n->prec == RS_PLAN_INT8) {
             rs_status st = int8_scales(p, n, err);

@@ -14,7 +14,9 @@ bits. Here:
     ORT's on every image whose two best logits are further apart than twice that bound (random weights
     put some images' best two closer than any 8-bit arithmetic can separate);
   - each plan holds the kernels the pattern is about (a depthwise convolution, a global average pool,
-    a ReduceMean as a pool, ...) rather than refusing or running them elsewhere.
+    a ReduceMean as a pool, ...) rather than refusing or running them elsewhere; the elementwise,
+    broadcast and concat nodes of dnnl_ops and mbv3_block name a oneDNN kernel in `plan show`, and
+    no node of dnnl_ops, mbv3_block or resnet_block runs on the engine's table.
 Exit 77 (skipped) when numpy or onnxruntime is missing.
 """
 import os
@@ -34,16 +36,29 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TOL = {"fp32": 1e-4, "bf16": 3e-2, "int8": 6e-2}
 N, BATCH, NCAL = 12, 8, 32
 
+# a node of `plan show` that oneDNN runs: its kernel column names oneDNN's implementation, not the
+# engine's table (a regression to the engine path fails here)
+def on_dnnl(what):
+    return what + r"\s+fp32 -\s+(?!engine)\S"
+
+
 # what each pattern's plan must hold (substrings or regular expressions of `plan show`'s node lines)
 EXPECT = {
-    "mbv3_block": ["dwconv", "+hardswish", "avgpool 16x16x16>1x1", "avgpool 24x16x16>1x1", "+hardsigmoi"],
+    "mbv3_block": ["dwconv", "+hardswish", "avgpool 16x16x16>1x1", "avgpool 24x16x16>1x1", "+hardsigmoi",
+                   on_dnnl("binary")],
     "resnet_block": ["+sum", "avgpool 32x8x8>1x1", "maxpool", "conv 32x8x8>32x8x8 k3 s1 p1  fp32 +sum"],
     "reducemean": ["avgpool 16x16x16>1x1", "+silu", "+gelu", r"hardsigmoid\s+fp32 -", r"hardswish\s+fp32 -",
                    r"sigmoid\s+fp32 -"],
     "shuffle": ["gconv", "concat", "slice", "transpose"],
+    "dnnl_ops": [on_dnnl("binary"), on_dnnl("hardswish"), on_dnnl("sigmoid"), on_dnnl("clip"), on_dnnl("gelu"),
+                 on_dnnl("concat"), "conv 40x16x16>16x16x16 k4 s1", "maxpool 16x16x16>16x16 k2 s1",
+                 "avgpool 16x16x16>16x16 k3 s1"],
     "convnext_block": ["dwconv 16x8x8>16x8x8 k7", "linear 16>64 x64 rows", "+gelu", "layernorm",
                        "linear 7 + Add (a per-channel constant", r"gelu\s+fp32 -"],
 }
+
+# patterns every node of which oneDNN runs
+ALL_DNNL = {"dnnl_ops", "mbv3_block", "resnet_block"}
 
 
 def holds(s, text):
@@ -106,6 +121,8 @@ def main():
                     missing = [s for s in EXPECT[name] if not holds(s, shown)]
                     if missing:
                         fails.append(f"{name}: the fp32 plan lacks {missing}:\n{shown}")
+                    if name in ALL_DNNL and "engine cpu table" in shown:
+                        fails.append(f"{name}: a node runs on the engine's table, not oneDNN:\n{shown}")
                 got = np.fromfile(out, dtype=np.float32).reshape(N, -1)
                 fails += compare(name, prec, got, want)
     for f in fails:
