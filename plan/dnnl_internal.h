@@ -109,6 +109,12 @@ bool rs_pdnnl_op_writes_blocked(const rs_plan *p, const rs_pnode *n);
 rs_status rs_pdnnl_make_op(rs_plan *p, int i, int B, rs_pdnnl_prim *d, rs_err *err);
 dnnl_status_t rs_pdnnl_exec_op(rs_plan *p, const rs_pnode *n, rs_pdnnl_prim *d, const void *x, char *scratch);
 
+/* dnnl_move.c: Slice and Transpose as reorders (rs_pdnnl_is_op includes them) */
+bool rs_pdnnl_is_move(const rs_pnode *n);
+bool rs_pdnnl_move_reads_blocked(const rs_pnode *n, int j, const int64_t *chw);
+rs_status rs_pdnnl_make_move(rs_plan *p, int i, int B, rs_pdnnl_prim *d, rs_err *err);
+dnnl_status_t rs_pdnnl_exec_move(rs_plan *p, const rs_pnode *n, rs_pdnnl_prim *d, const void *x, char *scratch);
+
 /* dnnl.c */
 void rs_pdnnl_free_prim(rs_pdnnl_prim *d);
 size_t rs_pdnnl_prim_scratch(const rs_pdnnl_prim *d);

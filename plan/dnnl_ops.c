@@ -7,7 +7,7 @@
  * binary writes its first input's layout, a concat of blocked values along channels the one oneDNN
  * picks; where the output must be plain (an engine op or the caller reads it) and the input is not,
  * the result goes to the scratch region in the input's layout and a reorder makes the plain value.
- * The shapes oneDNN cannot take (a Binary whose first input is the broadcast one and that does not
+ * Slice and Transpose are reorders (dnnl_move.c). The shapes oneDNN cannot take (a Binary whose first input is the broadcast one and that does not
  * commute, a broadcast oneDNN does not do, an op without the batch) stay the engine's. */
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +56,7 @@ static bool binary_order(const rs_pnode *n, bool *swap)
 
 bool rs_pdnnl_is_op(const rs_pnode *n)
 {
+    if (rs_pdnnl_is_move(n)) return true;
     if (n->kind == RS_PK_ACT) return rs_pdnnl_elt_alg(n->act) != dnnl_alg_kind_undef;
     if (n->kind == RS_PK_ADD) return true;
     if (n->kind != RS_PK_OP || rs_dims_batch_pos(&n->dout) < 0) return false;
@@ -74,6 +75,7 @@ bool rs_pdnnl_op_reads_blocked(const rs_plan *p, const rs_pnode *n, int j, const
 {
     (void)p;
     if (n->kind == RS_PK_ACT || n->kind == RS_PK_ADD) return true;
+    if (rs_pdnnl_is_move(n)) return rs_pdnnl_move_reads_blocked(n, j, chw);
     return nchw4(&n->ds[j]) && n->ds[j].d[1] == chw[0] && n->ds[j].d[2] == chw[1] && n->ds[j].d[3] == chw[2];
 }
 
@@ -91,6 +93,7 @@ static int lead_input(const rs_plan *p, const rs_pnode *n)
 
 bool rs_pdnnl_op_writes_blocked(const rs_plan *p, const rs_pnode *n)
 {
+    if (rs_pdnnl_is_move(n)) return false;
     int k = lead_input(p, n);
     if (k >= 0) return blocked(p, n->in[k]) && (n->kind != RS_PK_OP || nchw4(&n->dout));
     int axis = n->a.axis < 0 ? n->a.axis + n->dout.rank : n->a.axis;
@@ -199,6 +202,7 @@ static rs_status op_pd(rs_plan *p, const rs_pnode *n, int B, rs_pdnnl_prim *d, d
 
 rs_status rs_pdnnl_make_op(rs_plan *p, int i, int B, rs_pdnnl_prim *d, rs_err *err)
 {
+    if (rs_pdnnl_is_move(&p->nodes[i])) return rs_pdnnl_make_move(p, i, B, d, err);
     const rs_pnode *n = &p->nodes[i];
     dnnl_memory_desc_t xmd[RS_OP_MAX_IN];
     int nx = 0;
@@ -247,6 +251,7 @@ rs_status rs_pdnnl_make_op(rs_plan *p, int i, int B, rs_pdnnl_prim *d, rs_err *e
 
 dnnl_status_t rs_pdnnl_exec_op(rs_plan *p, const rs_pnode *n, rs_pdnnl_prim *d, const void *x, char *scratch)
 {
+    if (rs_pdnnl_is_move(n)) return rs_pdnnl_exec_move(p, n, d, x, scratch);
     int k = lead_input(p, n); /* -1: a concat, whose first input is src 0 */
     dnnl_memory_set_data_handle(d->m.src, rs_plan_value_ptr(p, n->in[k > 0 ? k : 0], x));
     /* [output in the input's layout][scratchpad] */
