@@ -22,8 +22,9 @@ Each file is a tiny image classifier in the shape torchvision's exporters write,
                   non-conv (kept as a Mul + Add), GlobalAveragePool, Gemm
   dnnl_ops        the nodes oneDNN runs in their inputs' (blocked) layout: squeeze-excite Mul with the
                   (N, C, 1, 1) scale first, standalone HardSwish, Sigmoid, Clip and Gelu, a broadcast
-                  Add and Sub, Concat of three convs' values, a 4x4 conv with pads (1, 1, 2, 2), MaxPool
-                  pads (0, 0, 1, 1), AveragePool pads (2, 2, 0, 0) count_include_pad=1
+                  Add and Sub, Concat of five values, a 4x4 conv with pads (1, 1, 2, 2), MaxPool
+                  pads (0, 0, 1, 1), AveragePool pads (2, 2, 0, 0) count_include_pad=1, an inception
+                  block (Concat of four branches)
   convnext_block  stem conv, depthwise 7x7, Transpose to NHWC, LayerNormalization over channels,
                   MatMul x4 + Gelu (the opset-20 operator), MatMul back (its bias Add reading the
                   bias first, as torch writes it), Transpose, residual Add, a standalone Gelu,
@@ -199,12 +200,17 @@ def dnnl_ops():
     b = g.op("Sigmoid", [x])
     c = g.op("Clip", [g.op("Add", [g.conv(x, 16, 8, 1), g.conv(s, 16, 8, 1)]),
                       g.const(np.array(0.0, dtype=np.float32)), g.const(np.array(6.0, dtype=np.float32))])
-    x = g.op("Concat", [a, b, c], axis=1)  # 40 channels
+    e = g.op("Relu", [g.conv(x, 16, 8, 1)])
+    x = g.op("Concat", [a, b, c, x, e], axis=1)  # five inputs, 64 channels
     x = g.op("Gelu", [g.op("Sub", [x, g.op("GlobalAveragePool", [x])])])
-    x = g.conv(x, 40, 16, 4, pads=[1, 1, 2, 2])  # pads begin != end (an even kernel's "same")
+    x = g.conv(x, 64, 16, 4, pads=[1, 1, 2, 2])  # pads begin != end (an even kernel's "same")
     x = g.op("MaxPool", [x], kernel_shape=[2, 2], strides=[1, 1], pads=[0, 0, 1, 1])
     x = g.op("AveragePool", [x], kernel_shape=[3, 3], strides=[1, 1], pads=[2, 2, 0, 0], count_include_pad=1)
-    x = g.op("Relu", [g.conv(x, 16, 16, 3)])
+    # an inception block: four branches concatenated
+    p1, p2 = g.op("Relu", [g.conv(x, 16, 8, 1)]), g.op("Relu", [g.conv(x, 16, 8, 3)])
+    p3 = g.op("MaxPool", [x], kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1])
+    x = g.op("Concat", [x, p1, p2, p3], axis=1)  # 48 channels
+    x = g.op("Relu", [g.conv(x, 48, 16, 3)])
     g.save("dnnl_ops", g.head(x, 16), opset=20)
 
 

@@ -53,7 +53,7 @@ EXPECT = {
                    r"sigmoid\s+fp32 -"],
     "shuffle": ["gconv", on_dnnl("concat"), on_dnnl("slice"), on_dnnl("transpose")],
     "dnnl_ops": [on_dnnl("binary"), on_dnnl("hardswish"), on_dnnl("sigmoid"), on_dnnl("clip"), on_dnnl("gelu"),
-                 on_dnnl("concat"), "conv 40x16x16>16x16x16 k4 s1", "maxpool 16x16x16>16x16 k2 s1",
+                 on_dnnl("concat"), "conv 64x16x16>16x16x16 k4 s1", "conv 48x16x16>16x16x16 k3 s1", "maxpool 16x16x16>16x16 k2 s1",
                  "avgpool 16x16x16>16x16 k3 s1"],
     "convnext_block": ["dwconv 16x8x8>16x8x8 k7", "linear 16>64 x64 rows", "+gelu", "layernorm",
                        "linear 7 + Add (a per-channel constant", r"gelu\s+fp32 -"],
