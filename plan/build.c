@@ -39,21 +39,53 @@ static rs_status unsupported(const rs_layer *l, const char *what, rs_err *err)
 /* (N, C, H, W) with the batch first: the shape oneDNN's windows take. */
 static bool nchw(const rs_dims *d) { return d->rank == 4 && d->d[0] == RS_DIM_BATCH && rs_dims_batch_pos(d) == 0; }
 
+/* A window's pads: begin and end may differ (oneDNN takes both; the geometry keeps the begin pad and
+ * the output size, rs_plan_pad_end the end pad), each less than the kernel; a cuda plan's cuDNN
+ * windows are symmetric. */
+static bool pads_ok(const rs_plan *p, const rs_op_attrs *a)
+{
+    if (a->pt >= a->kh || a->pb >= a->kh || a->pl >= a->kw || a->pr >= a->kw) return false;
+    return p->dev != RS_PLAN_DEV_CUDA || (a->pt == a->pb && a->pl == a->pr);
+}
+
+/* MaxPool or AveragePool the importer kept as an op (pads begin != end; the engine's pool layers are
+ * symmetric): oneDNN's pooling with padding_l and padding_r. An average over padding counts it
+ * (count_include_pad = 1, torch's default, what RS_PK_AVGPOOL computes); floor mode only. */
+static bool pool_op(const rs_plan *p, const rs_layer *l, const int *vid, rs_pnode *n)
+{
+    const rs_op_node *o = l->op;
+    const rs_op_attrs *a = &o->a;
+    bool max = o->op == RS_OP_MAXPOOL, padded = a->pt || a->pb || a->pl || a->pr;
+    if (o->from[0] != RS_OP_IN_SRC || !nchw(&o->in[0]) || !nchw(&o->out) || a->ceil_mode || !pads_ok(p, a) ||
+        (!max && padded && !a->count_include_pad))
+        return false;
+    n->kind = max ? RS_PK_MAXPOOL : RS_PK_AVGPOOL;
+    n->g = (rs_conv_geom){.c = (int)o->in[0].d[1], .h = (int)o->in[0].d[2], .w = (int)o->in[0].d[3], .kh = a->kh,
+                          .kw = a->kw, .sh = a->sh, .sw = a->sw, .ph = a->pt, .pw = a->pl, .oh = (int)o->out.d[2],
+                          .ow = (int)o->out.d[3]};
+    n->nin = 1;
+    n->in[0] = vid[l->src[o->slot[0]]];
+    return rs_plan_pad_end(n->g.h, n->g.kh, n->g.sh, n->g.ph, n->g.oh) >= 0 &&
+           rs_plan_pad_end(n->g.w, n->g.kw, n->g.sw, n->g.pw, n->g.ow) >= 0;
+}
+
 /* A convolution the importer kept as an op (groups: depthwise, grouped; the engine's conv layer has
  * one group): oneDNN's convolution with groups, weights (OC, C / group, KH, KW) as ONNX has them.
- * Returns false when it is not one oneDNN takes here (asymmetric pads, 1-d, computed weights). */
+ * Returns false when it is not one oneDNN takes here (1-d, computed weights). */
 static bool conv_op(rs_plan *p, rs_model *m, const rs_layer *l, const int *vid, rs_pnode *n, rs_status *st, rs_err *err)
 {
     const rs_op_node *o = l->op;
     const rs_op_attrs *a = &o->a;
     bool bias = o->nin > 2 && o->from[2] == RS_OP_IN_CONST; /* an empty name: absent */
     if (o->from[0] != RS_OP_IN_SRC || o->from[1] != RS_OP_IN_CONST || (o->nin > 2 && o->from[2] == RS_OP_IN_SRC) ||
-        !nchw(&o->in[0]) || !nchw(&o->out) || a->pt != a->pb || a->pl != a->pr || a->group < 1)
+        !nchw(&o->in[0]) || !nchw(&o->out) || a->group < 1 || !pads_ok(p, a))
         return false;
     rs_conv_geom g = {.c = (int)o->in[0].d[1], .h = (int)o->in[0].d[2], .w = (int)o->in[0].d[3],
                       .oc = (int)o->out.d[1], .kh = a->kh, .kw = a->kw, .sh = a->sh, .sw = a->sw, .ph = a->pt,
                       .pw = a->pl, .oh = (int)o->out.d[2], .ow = (int)o->out.d[3]};
-    if (g.c % a->group || g.oc % a->group || g.ph >= g.kh || g.pw >= g.kw) return false;
+    if (g.c % a->group || g.oc % a->group || rs_plan_pad_end(g.h, g.kh, g.sh, g.ph, g.oh) < 0 ||
+        rs_plan_pad_end(g.w, g.kw, g.sw, g.pw, g.ow) < 0)
+        return false;
     n->kind = RS_PK_CONV;
     n->g = g;
     n->group = a->group;
@@ -164,6 +196,10 @@ static rs_status op_node(rs_plan *p, rs_model *m, const rs_layer *l, const int *
         break;
     case RS_OP_GLOBALAVGPOOL:
         if (global_pool(l, vid, n)) return RS_OK;
+        break;
+    case RS_OP_MAXPOOL:
+    case RS_OP_AVGPOOL:
+        if (pool_op(p, l, vid, n)) return RS_OK;
         break;
     case RS_OP_MATMUL:
         if (matmul_op(p, m, l, vid, n, &st, err)) return st;

@@ -426,12 +426,13 @@ static rs_status lowp_or_fp32(rs_plan *p, int i, rs_pdnnl_prim *d, rs_err *err)
 {
     rs_pnode *n = &p->nodes[i];
     rs_err why = {0};
-    rs_status st = rs_pdnnl_make_prim(p, i, p->batch, RS_PCONV_DIRECT, d, &why);
+    dnnl_status_t ds;
+    rs_status st = rs_pdnnl_make_prim_why(p, i, p->batch, RS_PCONV_DIRECT, d, &ds, &why);
     const char *impl = NULL;
     if (!st) dnnl_primitive_desc_query(d->pd, dnnl_query_impl_info_str, 0, &impl);
     if (!st && impl && strncmp(impl, "ref", 3) != 0) return RS_OK;
     /* only oneDNN's "unimplemented" means no bf16 kernel; any other failure is the plan's own */
-    if (st && (st != RS_ERR_UNSUPPORTED || !strstr(why.msg, "unimplemented"))) {
+    if (st && ds != dnnl_unimplemented) {
         *err = why;
         return st;
     }
@@ -462,8 +463,7 @@ rs_status rs_plan_dnnl_finalize_weights(rs_plan *p, const rs_plan_opts *o, rs_er
     for (int i = 0; i < p->nnodes; i++) {
         rs_pnode *n = &p->nodes[i];
         if (!rs_plan_node_is_dnnl(n)) continue;
-        bool writes_blockable = n->kind == RS_PK_CONV || n->kind == RS_PK_MAXPOOL || n->kind == RS_PK_AVGPOOL;
-        if (writes_blockable && rs_pdnnl_can_block(p, n->out))
+        if (rs_pdnnl_can_block(p, n->out)) /* it checks the writer too */
             p->values[n->out].layout = 1;
         if (n->prec == RS_PLAN_INT8) {
             rs_status st = int8_scales(p, n, err);

@@ -108,3 +108,11 @@ int rs_plan_root(const rs_plan *p, int v)
     for (int guard = 0; v >= 0 && p->values[v].alias >= 0 && guard < p->nvalues; guard++) v = p->values[v].alias;
     return v;
 }
+
+int rs_plan_pad_end(int in, int k, int s, int pad, int out)
+{
+    if (out == (in + 2 * pad - k) / s + 1) return pad; /* symmetric: the engine's windows */
+    for (int e = 0; e < k; e++)
+        if (in + pad + e >= k && (in + pad + e - k) / s + 1 == out) return e;
+    return -1;
+}

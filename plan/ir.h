@@ -178,6 +178,11 @@ const char *rs_pk_name(rs_pk k);
 const char *rs_plan_act_name(int op);
 /* The activations oneDNN applies as eltwise post-ops of a conv or inner product (dnnl.c spells them). */
 bool rs_plan_fusable_act(int op);
+/* A window's padding at the end of a dimension (bottom, right) from its size in, kernel k, stride s,
+ * padding at the start and output size: pad where out is the symmetric window's (as the engine's
+ * layers have it), else the least end padding that gives out (an imported Conv or pool with pads
+ * begin != end, which the geometry keeps as its start pad and its output size); -1 for none. */
+int rs_plan_pad_end(int in, int k, int s, int pad, int out);
 /* The value whose memory v is (following aliases). */
 int rs_plan_root(const rs_plan *p, int v);
 

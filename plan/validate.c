@@ -51,9 +51,10 @@ static bool geom_ok(const rs_conv_geom *g, bool conv)
 {
     if (!pos(g->c) || !pos(g->h) || !pos(g->w) || !pos(g->kh) || !pos(g->kw) || !pos(g->sh) || !pos(g->sw)) return false;
     if (conv && !pos(g->oc)) return false;
-    if (g->ph < 0 || g->pw < 0 || g->ph >= g->kh || g->pw >= g->kw || g->h + 2 * g->ph < g->kh || g->w + 2 * g->pw < g->kw)
+    if (g->ph < 0 || g->pw < 0 || g->ph >= g->kh || g->pw >= g->kw || g->oh < 1 || g->ow < 1) return false;
+    /* the end pads (asymmetric where an imported Conv or pool had them) follow from the output size */
+    if (rs_plan_pad_end(g->h, g->kh, g->sh, g->ph, g->oh) < 0 || rs_plan_pad_end(g->w, g->kw, g->sw, g->pw, g->ow) < 0)
         return false;
-    if (g->oh != (g->h + 2 * g->ph - g->kh) / g->sh + 1 || g->ow != (g->w + 2 * g->pw - g->kw) / g->sw + 1) return false;
     return (int64_t)g->c * g->h * g->w < MAX_NUMEL && (int64_t)(conv ? g->oc : g->c) * g->oh * g->ow < MAX_NUMEL &&
            (int64_t)g->oc * g->c * g->kh * g->kw < MAX_NUMEL;
 }

@@ -50,7 +50,7 @@ typedef struct rs_param_slot {
 
 #define RS_LAYER_MAX_PARAMS 2
 /* Inputs of one node: its producers in the model's graph (3: ONNX Where, Concat, Gemm with C). */
-#define RS_LAYER_MAX_SRC 3
+#define RS_LAYER_MAX_SRC 8 /* as RS_OP_MAX_IN: a Concat layer reads each of its inputs */
 
 typedef struct rs_layer rs_layer;
 

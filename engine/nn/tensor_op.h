@@ -65,7 +65,7 @@ typedef struct rs_op_attrs {
     int64_t k;                /* trilu: diagonal offset */
 } rs_op_attrs;
 
-#define RS_OP_MAX_IN 3
+#define RS_OP_MAX_IN 8 /* Concat: more inputs than any other op (an inception block has 4-5) */
 
 /* Where an input of an op node comes from. */
 typedef enum rs_op_in { RS_OP_IN_ABSENT = 0, RS_OP_IN_SRC, RS_OP_IN_CONST } rs_op_in;

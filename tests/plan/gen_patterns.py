@@ -20,6 +20,11 @@ Each file is a tiny image classifier in the shape torchvision's exporters write,
                   shuffle (Reshape (N, 2, 8, H, W), Transpose (0, 2, 1, 3, 4), Reshape back), grouped
                   3x3 conv (group 4), Slice of the first 12 channels, BatchNormalization after a
                   non-conv (kept as a Mul + Add), GlobalAveragePool, Gemm
+  dnnl_ops        the nodes oneDNN runs in their inputs' (blocked) layout: squeeze-excite Mul with the
+                  (N, C, 1, 1) scale first, standalone HardSwish, Sigmoid, Clip and Gelu, a broadcast
+                  Add and Sub, Concat of five values, a 4x4 conv with pads (1, 1, 2, 2), MaxPool
+                  pads (0, 0, 1, 1), AveragePool pads (2, 2, 0, 0) count_include_pad=1, an inception
+                  block (Concat of four branches)
   convnext_block  stem conv, depthwise 7x7, Transpose to NHWC, LayerNormalization over channels,
                   MatMul x4 + Gelu (the opset-20 operator), MatMul back (its bias Add reading the
                   bias first, as torch writes it), Transpose, residual Add, a standalone Gelu,
@@ -56,14 +61,14 @@ class G:
         self.nodes.append(helper.make_node(op, ins, [out], name=out.replace("_", "/"), **attrs))
         return out
 
-    def conv(self, x, cin, cout, k, stride=1, group=1, bias=True, pad=None):
+    def conv(self, x, cin, cout, k, stride=1, group=1, bias=True, pad=None, pads=None):
         fan = cin // group * k * k
         w = self.const((rng.standard_normal((cout, cin // group, k, k)) / np.sqrt(fan)).astype(np.float32), "w")
         ins = [x, w]
         if bias:
             ins.append(self.const((rng.standard_normal(cout) * 0.1).astype(np.float32), "b"))
-        return self.op("Conv", ins, kernel_shape=[k, k], strides=[stride, stride], pads=[k // 2 if pad is None else pad] * 4,
-                       group=group)
+        return self.op("Conv", ins, kernel_shape=[k, k], strides=[stride, stride],
+                       pads=pads or [k // 2 if pad is None else pad] * 4, group=group)
 
     def bn(self, x, c):
         scale = (1 + 0.2 * rng.standard_normal(c)).astype(np.float32)
@@ -185,7 +190,31 @@ def convnext_block():
     g.save("convnext_block", g.head(x, 16), opset=20)
 
 
-PATTERNS = [mbv3_block, resnet_block, reducemean, shuffle, convnext_block]
+def dnnl_ops():
+    g = G()
+    x = g.op("Relu", [g.conv("x", 3, 16, 3, stride=2)])
+    s = g.op("GlobalAveragePool", [x])
+    s = g.op("HardSigmoid", [g.conv(g.op("Relu", [g.conv(s, 16, 8, 1)]), 8, 16, 1)], alpha=1.0 / 6, beta=0.5)
+    x = g.op("HardSwish", [g.op("Mul", [s, x])])  # the broadcast input first; a standalone HardSwish
+    a = g.op("Relu", [g.conv(x, 16, 16, 3)])
+    b = g.op("Sigmoid", [x])
+    c = g.op("Clip", [g.op("Add", [g.conv(x, 16, 8, 1), g.conv(s, 16, 8, 1)]),
+                      g.const(np.array(0.0, dtype=np.float32)), g.const(np.array(6.0, dtype=np.float32))])
+    e = g.op("Relu", [g.conv(x, 16, 8, 1)])
+    x = g.op("Concat", [a, b, c, x, e], axis=1)  # five inputs, 64 channels
+    x = g.op("Gelu", [g.op("Sub", [x, g.op("GlobalAveragePool", [x])])])
+    x = g.conv(x, 64, 16, 4, pads=[1, 1, 2, 2])  # pads begin != end (an even kernel's "same")
+    x = g.op("MaxPool", [x], kernel_shape=[2, 2], strides=[1, 1], pads=[0, 0, 1, 1])
+    x = g.op("AveragePool", [x], kernel_shape=[3, 3], strides=[1, 1], pads=[2, 2, 0, 0], count_include_pad=1)
+    # an inception block: four branches concatenated
+    p1, p2 = g.op("Relu", [g.conv(x, 16, 8, 1)]), g.op("Relu", [g.conv(x, 16, 8, 3)])
+    p3 = g.op("MaxPool", [x], kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1])
+    x = g.op("Concat", [x, p1, p2, p3], axis=1)  # 48 channels
+    x = g.op("Relu", [g.conv(x, 48, 16, 3)])
+    g.save("dnnl_ops", g.head(x, 16), opset=20)
+
+
+PATTERNS = [mbv3_block, resnet_block, reducemean, shuffle, convnext_block, dnnl_ops]
 
 if __name__ == "__main__":
     os.makedirs(OUT, exist_ok=True)

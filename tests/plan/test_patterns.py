@@ -16,7 +16,11 @@ bits. Here:
   - int8 plans say what int8_report.py checks: a residual conv on an int8 kernel that is not oneDNN's
     reference one (or fp32 where the report times it faster), each timed choice the one the plan runs;
   - each plan holds the kernels the pattern is about (a depthwise convolution, a global average pool,
-    a ReduceMean as a pool, ...) rather than refusing or running them elsewhere.
+    a ReduceMean as a pool, ...) rather than refusing or running them elsewhere; the elementwise,
+    broadcast, concat, slice and transpose nodes of dnnl_ops, mbv3_block and shuffle name a oneDNN
+    kernel in `plan show`, and no node of those or resnet_block runs on the engine's table (shuffle's
+    Split reads a blocked conv output: natively nChw16c, whose second half starts mid-block, capped
+    to AVX2 nChw8c, where it starts at a block).
 Exit 77 (skipped) when numpy or onnxruntime is missing.
 """
 import os
@@ -38,16 +42,39 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TOL = {"fp32": 1e-4, "bf16": 3e-2, "int8": 6e-2, "int8all": 6e-2}
 N, BATCH, NCAL = 12, 8, 32
 
+# a node of `plan show` that oneDNN runs: its kernel column names oneDNN's implementation, not the
+# engine's table (a regression to the engine path fails here)
+def on_dnnl(what):
+    return what + r"\s+fp32 -\s+(?!engine)\S"
+
+
+# ... and not its reference kernel (a binary whose src1 is in another layout than src0 has only that:
+# 9-32 ms a squeeze-excite Mul at batch 64 on mobilenet_v3_small capped to AVX2)
+def on_jit(what):
+    return what + r"\s+fp32 -\s+(?!engine|ref)\S"
+
+
 # what each pattern's plan must hold (substrings or regular expressions of `plan show`'s node lines)
 EXPECT = {
-    "mbv3_block": ["dwconv", "+hardswish", "avgpool 16x16x16>1x1", "avgpool 24x16x16>1x1", "+hardsigmoi"],
+    "mbv3_block": ["dwconv", "+hardswish", "avgpool 16x16x16>1x1", "avgpool 24x16x16>1x1", "+hardsigmoi",
+                   on_jit("binary")],
     "resnet_block": ["+sum", "avgpool 32x8x8>1x1", "maxpool", "conv 32x8x8>32x8x8 k3 s1 p1  fp32 +sum"],
     "reducemean": ["avgpool 16x16x16>1x1", "+silu", "+gelu", r"hardsigmoid\s+fp32 -", r"hardswish\s+fp32 -",
                    r"sigmoid\s+fp32 -"],
-    "shuffle": ["gconv", "concat", "slice", "transpose"],
+    "shuffle": ["gconv", on_dnnl("concat"), on_dnnl("slice"), on_dnnl("transpose")],
+    "dnnl_ops": [on_jit("binary"), on_jit("hardswish"), on_jit("sigmoid"), on_jit("clip"), on_jit("gelu"),
+                 on_dnnl("concat"), "conv 64x16x16>16x16x16 k4 s1", "conv 48x16x16>16x16x16 k3 s1", "maxpool 16x16x16>16x16 k2 s1",
+                 "avgpool 16x16x16>16x16 k3 s1"],
     "convnext_block": ["dwconv 16x8x8>16x8x8 k7", "linear 16>64 x64 rows", "+gelu", "layernorm",
                        "linear 7 + Add (a per-channel constant", r"gelu\s+fp32 -"],
 }
+
+# what the plans of every precision must hold: in an int8 plan the squeeze-excite's scale comes from an
+# int8 1x1 conv (nhwc capped to AVX2) and its value from an fp32 depthwise one (nChw8c)
+EVERY_PREC = {"mbv3_block": [on_jit("binary")]}
+
+# patterns every node of which oneDNN runs
+ALL_DNNL = {"dnnl_ops", "mbv3_block", "resnet_block", "shuffle"}
 
 
 def holds(s, text):
@@ -112,6 +139,11 @@ def main():
                     missing = [s for s in EXPECT[name] if not holds(s, shown)]
                     if missing:
                         fails.append(f"{name}: the fp32 plan lacks {missing}:\n{shown}")
+                    if name in ALL_DNNL and "engine cpu table" in shown:
+                        fails.append(f"{name}: a node runs on the engine's table, not oneDNN:\n{shown}")
+                bad = [s for s in EVERY_PREC.get(name, []) if not holds(s, r.stdout)]
+                if bad:
+                    fails.append(f"{name} {prec}: the plan lacks {bad}:\n{r.stdout}")
                 if prec.startswith("int8"):
                     fails += int8_report.check(f"{name} {prec}", r.stdout, prec == "int8all")
                 got = np.fromfile(out, dtype=np.float32).reshape(N, -1)
