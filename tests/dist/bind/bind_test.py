@@ -20,6 +20,10 @@ import sys
 import tempfile
 import time
 
+# a kernel CPU list ("0-3,8") as a set: the one reader, shared with the bench's placement sampler
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "bench"))
+from rank_cpus import parse_list  # noqa: E402
+
 CASE, EXE = sys.argv[1], os.path.abspath(sys.argv[2])
 failures = 0
 
@@ -29,16 +33,6 @@ def check(cond, what):
     print(("ok: " if cond else "FAIL: ") + what)
     if not cond:
         failures += 1
-
-
-def parse_list(text):
-    """A kernel CPU list ("0-3,8") as a set."""
-    out = set()
-    for part in text.strip().split(","):
-        if part:
-            lo, _, hi = part.partition("-")
-            out.update(range(int(lo), int(hi or lo) + 1))
-    return out
 
 
 def sysfs_set(cpu, rel):
