@@ -81,6 +81,11 @@ typedef struct rs_pnode {
      * 1). alg not direct: the weights stay plain fp32 in the plan, each primitive lays them out its
      * own way */
     int alg, alg1;
+    /* CONV with groups (depthwise, grouped): the oneDNN implementation compile timed fastest among
+     * those oneDNN offers for its descriptor (dnnl_weights.c), by its name ("jit_dw:avx2"); every
+     * primitive of the node takes it where oneDNN offers it for that batch, else oneDNN's first.
+     * "" everywhere else: oneDNN's first */
+    char impl[48];
     /* OP: the engine's op, its attributes and full shapes (RS_DIM_BATCH at the batch) */
     rs_op op;
     rs_op_attrs a;
