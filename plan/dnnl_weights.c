@@ -485,9 +485,9 @@ static rs_status pick_impl(rs_plan *p, int i, rs_pdnnl_prim *d, rs_err *err)
     bool other = tbest < 0.95 * t0;
     memcpy(n->impl, other ? names[best] : first, sizeof n->impl);
     char line[160];
-    int len = other ? snprintf(line, sizeof line, "conv %.40s: %s (%.3f ms) over %s (%.3f ms) at batch %d on 1 thread",
+    int len = other ? snprintf(line, sizeof line, "conv %.40s: kernel %s (%.3f ms) over %s (%.3f ms) at batch %d on 1 thread",
                                n->name, n->impl, tbest, first, t0, p->batch)
-                    : snprintf(line, sizeof line, "conv %.40s: %s (%.3f ms), oneDNN's first, kept: %s (%.3f ms) is not 5%% "
+                    : snprintf(line, sizeof line, "conv %.40s: kernel %s (%.3f ms), oneDNN's first, kept: %s (%.3f ms) is not 5%% "
                                "faster at batch %d on 1 thread", n->name, n->impl, t0, names[best], tbest, p->batch);
     for (int k = 0, m = 0; k < nc && len < (int)sizeof line; k++)
         if (t[k] >= 0 && k != best)
