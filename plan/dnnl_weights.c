@@ -487,8 +487,8 @@ static rs_status pick_impl(rs_plan *p, int i, rs_pdnnl_prim *d, rs_err *err)
     char line[160];
     int len = other ? snprintf(line, sizeof line, "conv %.40s: kernel %s (%.3f ms) over %s (%.3f ms) at batch %d on 1 thread",
                                n->name, n->impl, tbest, first, t0, p->batch)
-                    : snprintf(line, sizeof line, "conv %.40s: kernel %s (%.3f ms), oneDNN's first, kept: %s (%.3f ms) is not 5%% "
-                               "faster at batch %d on 1 thread", n->name, n->impl, t0, names[best], tbest, p->batch);
+                    : snprintf(line, sizeof line, "conv %.40s: kernel %s (%.3f ms), oneDNN's first, kept: the next, %s (%.3f ms), "
+                               "is not 5%% faster at batch %d on 1 thread", n->name, n->impl, t0, names[best], tbest, p->batch);
     for (int k = 0, m = 0; k < nc && len < (int)sizeof line; k++)
         if (t[k] >= 0 && k != best)
             len += snprintf(line + len, sizeof line - (size_t)len, "%s%s (%.3f ms)", m++ ? ", " : "; also ", names[k], t[k]);
