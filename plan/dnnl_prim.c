@@ -99,7 +99,9 @@ static rs_status op_desc(rs_plan *p, const rs_pnode *n, int B, int calg, bool ow
     dnnl_dims_t k = {g->kh, g->kw};
     /* pools read f32 whatever the plan's precision: nothing to gain from a copy */
     DTRY(dnnl_pooling_forward_desc_init(pd, dnnl_forward_inference,
-                                        n->kind == RS_PK_MAXPOOL ? dnnl_pooling_max : dnnl_pooling_avg_include_padding,
+                                        n->kind == RS_PK_MAXPOOL ? dnnl_pooling_max
+                                        : n->avg_exclude            ? dnnl_pooling_avg_exclude_padding
+                                                                    : dnnl_pooling_avg_include_padding,
                                         user_src, &dst, strides, k, pl, pr),
          "pooling");
     return RS_OK;

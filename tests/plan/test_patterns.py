@@ -68,6 +68,8 @@ EXPECT = {
     "dnnl_ops": [on_jit("binary"), on_jit("hardswish"), on_jit("sigmoid"), on_jit("clip"), on_jit("gelu"),
                  on_dnnl("concat"), "conv 64x16x16>16x16x16 k4 s1", "conv 48x16x16>16x16x16 k3 s1", "maxpool 16x16x16>16x16 k2 s1",
                  "avgpool 16x16x16>16x16 k3 s1"],
+    "pool_modes": ["avgpool 16x32x32>16x16 k3 s2", "maxpool 16x16x16>8x8 k3 s2", "avgpool 16x8x8>5x5 k3 s2",
+                   "avgpool 16x5x5>3x3 k2 s2"],
     "convnext_block": ["dwconv 16x8x8>16x8x8 k7", "linear 16>64 x64 rows", "+gelu", "layernorm",
                        "linear 7 + Add (a per-channel constant", r"gelu\s+fp32 -"],
 }
@@ -77,7 +79,7 @@ EXPECT = {
 EVERY_PREC = {"mbv3_block": [on_jit("binary")]}
 
 # patterns every node of which oneDNN runs
-ALL_DNNL = {"dnnl_ops", "mbv3_block", "resnet_block", "shuffle"}
+ALL_DNNL = {"dnnl_ops", "mbv3_block", "resnet_block", "shuffle", "pool_modes"}
 
 
 def holds(s, text):
