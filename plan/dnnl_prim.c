@@ -393,7 +393,8 @@ static rs_status make_prim_at(rs_plan *p, int i, int B, int alg, rs_pdnnl_prim *
     bool dany = false, sum;
     bool may_cvt = may_cvt_dst(p, n, alg, &sum);
     /* the implementation compile chose (n->impl): on the input's own layout, else on the one it
-     * prefers; where oneDNN offers it on neither (another batch), what oneDNN chooses */
+     * prefers; where oneDNN offers it on neither, what oneDNN chooses at another batch, a refusal at
+     * the plan's (its weights in the file are laid out for that kernel) */
     const char *want = n->impl[0] ? n->impl : NULL;
 again:;
     rs_status st = op_desc(p, n, B, alg, own, dany, &d->user_src, &cd, &id, &pd, &ld, err);
@@ -412,7 +413,11 @@ again:;
         d->pd = NULL;
         if (own) own = false;
         else if (may_cvt && !dany) dany = true;
-        else { /* not offered here: oneDNN's choice, from the start */
+        else if (B == p->batch) /* the file's weights are laid out for that kernel: never another's */
+            return rs_err_set(err, RS_ERR_FORMAT, "plan: node %s's kernel %s, compile's choice, is not one oneDNN %s "
+                              "offers on this machine at batch %d; compile the model again here", n->name, n->impl,
+                              p->dnnl_version, B);
+        else { /* not offered at this batch: oneDNN's choice, from the start (weights reordered from slot 0's) */
             want = NULL;
             own = own0;
             dany = false;
