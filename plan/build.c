@@ -70,9 +70,10 @@ static bool pool_op(const rs_plan *p, const rs_layer *l, const int *vid, rs_pnod
     n->nin = 1;
     n->in[0] = vid[l->src[o->slot[0]]];
     const rs_conv_geom *g = &n->g;
-    bool inside = (g->oh - 1) * g->sh - g->ph + g->kh <= g->h + a->pb && (g->ow - 1) * g->sw - g->pw + g->kw <= g->w + a->pr;
-    return rs_plan_pad_end(g->h, g->kh, g->sh, g->ph, g->oh) >= 0 && rs_plan_pad_end(g->w, g->kw, g->sw, g->pw, g->ow) >= 0 &&
-           (max || n->avg_exclude || inside);
+    bool inside = (g->oh - 1) * g->sh - g->ph + g->kh <= g->h + a->pb &&
+                  (g->ow - 1) * g->sw - g->pw + g->kw <= g->w + a->pr;
+    return rs_plan_pad_end(g->h, g->kh, g->sh, g->ph, g->oh) >= 0 &&
+           rs_plan_pad_end(g->w, g->kw, g->sw, g->pw, g->ow) >= 0 && (max || n->avg_exclude || inside);
 }
 
 /* A convolution the importer kept as an op (groups: depthwise, grouped; the engine's conv layer has

@@ -427,13 +427,14 @@ static rs_status zero_weights(const rs_pnode *n, rs_pdnnl_prim *c, rs_err *err)
 
 /* Grouped conv i (depthwise and the rest; fp32 or bf16, slot 0 d made with oneDNN's first choice):
  * oneDNN 2.6 ranks its implementations by ISA, not by shape, and its first is not always its fastest
- * (mobilenet_v3_small's 3x3 depthwise convs at batch 64 on AVX-512: brdgmm_dw:avx512_core 15-18 ms
- * against 1.5-1.7 for jit_dw:avx2). Every implementation it offers for the node's descriptors but
- * its reference ones is timed against its first choice (time_pair: one thread, the plan's batch,
- * zero weights, each in the output layout it chooses itself, its input reorder included), and one
- * at least 5% faster than that is kept: its name goes in n->impl (the plan file keeps it), which
- * every primitive of the node then asks oneDNN for. The report gets one line. int8 nodes are left
- * to oneDNN (int8_pairs_fit's 7-bit weights are for the kernel it chose). */
+ * (mobilenet_v3_small's 5x5 depthwise convs at batch 64 on AVX-512, one thread: 0.09-0.15 ms each on
+ * brdgmm_dw:avx512_core, its first, against 0.04-0.11 on jit_dw:avx512_core). Every implementation it
+ * offers for the node's descriptors but its reference ones (and, for a depthwise conv, its gemm one)
+ * is timed against its first (time_pair: one thread, the plan's batch, zero weights, each in the
+ * output layout it chooses itself, its input reorder included), and one at least 5% faster than that
+ * is kept: its name goes in n->impl (the plan file keeps it), which every primitive of the node then
+ * asks oneDNN for. The report gets one line. int8 nodes are left to oneDNN (int8_pairs_fit's 7-bit
+ * weights are for the kernel it chose). */
 static rs_status pick_impl(rs_plan *p, int i, rs_pdnnl_prim *d, rs_err *err)
 {
     enum { MAXC = 8 };
@@ -456,7 +457,9 @@ static rs_status pick_impl(rs_plan *p, int i, rs_pdnnl_prim *d, rs_err *err)
     if (!st) st = zero_weights(n, &c0, err);
     for (int k = 0; k < nc && !st; k++) {
         t[k] = -1;
-        if (!strcmp(names[k], first)) continue;
+        /* a depthwise conv as im2col + gemm: 4-14 ms against 0.04-0.6 for the jit kernels on each of
+         * mobilenet_v3_small's at batch 64, AVX2 and AVX-512 alike; timing it was half of compile */
+        if (!strcmp(names[k], first) || (n->group == n->g.c && strstr(names[k], "gemm"))) continue;
         if (chose) p->dn->vset[v] = 0, p->values[v].padded = 0;
         memcpy(n->impl, names[k], sizeof n->impl); /* both 48, NUL-terminated */
         rs_err why = {0}; /* a candidate oneDNN cannot make after all is not one */
@@ -485,13 +488,19 @@ static rs_status pick_impl(rs_plan *p, int i, rs_pdnnl_prim *d, rs_err *err)
     bool other = tbest < 0.95 * t0;
     memcpy(n->impl, other ? names[best] : first, sizeof n->impl);
     char line[160];
-    int len = other ? snprintf(line, sizeof line, "conv %.40s: kernel %s (%.3f ms) over %s (%.3f ms) at batch %d on 1 thread",
-                               n->name, n->impl, tbest, first, t0, p->batch)
-                    : snprintf(line, sizeof line, "conv %.40s: kernel %s (%.3f ms), oneDNN's first, kept: the next, %s (%.3f ms), "
-                               "is not 5%% faster at batch %d on 1 thread", n->name, n->impl, t0, names[best], tbest, p->batch);
+    int len;
+    if (other)
+        len = snprintf(line, sizeof line, "conv %.40s: kernel %s (%.3f ms) over %s (%.3f ms) at batch %d on 1 thread",
+                       n->name, n->impl, tbest, first, t0, p->batch);
+    else
+        len = snprintf(line, sizeof line,
+                       "conv %.40s: kernel %s (%.3f ms), oneDNN's first, kept: the next, %s (%.3f ms), is not 5%% "
+                       "faster at batch %d on 1 thread",
+                       n->name, n->impl, t0, names[best], tbest, p->batch);
     for (int k = 0, m = 0; k < nc && len < (int)sizeof line; k++)
         if (t[k] >= 0 && k != best)
-            len += snprintf(line + len, sizeof line - (size_t)len, "%s%s (%.3f ms)", m++ ? ", " : "; also ", names[k], t[k]);
+            len += snprintf(line + len, sizeof line - (size_t)len, "%s%s (%.3f ms)", m++ ? ", " : "; also ", names[k],
+                            t[k]);
     rs_plan_note(p, line);
     rs_pdnnl_free_prim(d);
     return rs_pdnnl_make_prim(p, i, p->batch, RS_PCONV_DIRECT, d, err);
