@@ -48,25 +48,32 @@ static bool pads_ok(const rs_plan *p, const rs_op_attrs *a)
     return p->dev != RS_PLAN_DEV_CUDA || (a->pt == a->pb && a->pl == a->pr);
 }
 
-/* MaxPool or AveragePool the importer kept as an op (pads begin != end; the engine's pool layers are
- * symmetric): oneDNN's pooling with padding_l and padding_r. An average over padding counts it
- * (count_include_pad = 1, torch's default, what RS_PK_AVGPOOL computes); floor mode only. */
+/* MaxPool or AveragePool the importer kept as an op (pads begin != end, ceil mode, an average that
+ * does not count the padding; the engine's pool layers are symmetric, floor mode, counting it):
+ * oneDNN's pooling with padding_l and padding_r (ceil mode's last windows: a padding_r past the
+ * given pads). Counting the padding (count_include_pad = 1), oneDNN divides by the whole window, as
+ * ONNX does where a window lies within the given pads: one past them (ceil mode) is refused; not
+ * counting it, oneDNN's avg_exclude_padding. A cuda plan's cuDNN windows: symmetric, floor, counting. */
 static bool pool_op(const rs_plan *p, const rs_layer *l, const int *vid, rs_pnode *n)
 {
     const rs_op_node *o = l->op;
     const rs_op_attrs *a = &o->a;
     bool max = o->op == RS_OP_MAXPOOL, padded = a->pt || a->pb || a->pl || a->pr;
-    if (o->from[0] != RS_OP_IN_SRC || !nchw(&o->in[0]) || !nchw(&o->out) || a->ceil_mode || !pads_ok(p, a) ||
-        (!max && padded && !a->count_include_pad))
+    if (o->from[0] != RS_OP_IN_SRC || !nchw(&o->in[0]) || !nchw(&o->out) || !pads_ok(p, a) ||
+        (p->dev == RS_PLAN_DEV_CUDA && (a->ceil_mode || (!max && padded && !a->count_include_pad))))
         return false;
     n->kind = max ? RS_PK_MAXPOOL : RS_PK_AVGPOOL;
     n->g = (rs_conv_geom){.c = (int)o->in[0].d[1], .h = (int)o->in[0].d[2], .w = (int)o->in[0].d[3], .kh = a->kh,
                           .kw = a->kw, .sh = a->sh, .sw = a->sw, .ph = a->pt, .pw = a->pl, .oh = (int)o->out.d[2],
                           .ow = (int)o->out.d[3]};
+    n->avg_exclude = !max && (!a->count_include_pad || !padded); /* unpadded: the same average */
     n->nin = 1;
     n->in[0] = vid[l->src[o->slot[0]]];
-    return rs_plan_pad_end(n->g.h, n->g.kh, n->g.sh, n->g.ph, n->g.oh) >= 0 &&
-           rs_plan_pad_end(n->g.w, n->g.kw, n->g.sw, n->g.pw, n->g.ow) >= 0;
+    const rs_conv_geom *g = &n->g;
+    bool inside = (g->oh - 1) * g->sh - g->ph + g->kh <= g->h + a->pb &&
+                  (g->ow - 1) * g->sw - g->pw + g->kw <= g->w + a->pr;
+    return rs_plan_pad_end(g->h, g->kh, g->sh, g->ph, g->oh) >= 0 &&
+           rs_plan_pad_end(g->w, g->kw, g->sw, g->pw, g->ow) >= 0 && (max || n->avg_exclude || inside);
 }
 
 /* A convolution the importer kept as an op (groups: depthwise, grouped; the engine's conv layer has

@@ -97,6 +97,10 @@ rs_status rs_pdnnl_make_prim(rs_plan *p, int i, int B, int alg, rs_pdnnl_prim *d
  * did not or failed elsewhere. */
 rs_status rs_pdnnl_make_prim_why(rs_plan *p, int i, int B, int alg, rs_pdnnl_prim *d, dnnl_status_t *why,
                                  rs_err *err);
+/* The names of the implementations oneDNN offers for conv node i at batch B on the descriptors
+ * rs_pdnnl_make_prim may try (its input's layout or the one it prefers), in oneDNN's order, its
+ * reference ones left out: at most max into names, *count of them. */
+rs_status rs_pdnnl_impl_names(rs_plan *p, int i, int B, char (*names)[48], int max, int *count, rs_err *err);
 /* At the plan's batch, a blocked output's layout as the primitive chose it (dst): the value's from
  * then on, its padded size checked against the file's. */
 rs_status rs_pdnnl_keep_out_layout(rs_plan *p, const rs_pnode *n, int B, const dnnl_memory_desc_t *dst, rs_err *err);

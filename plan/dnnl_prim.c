@@ -3,6 +3,7 @@
  * copy of the input, a plain copy of an output oneDNN runs fast only in its own layout), the memory
  * objects a run binds, and the threads it is made for. */
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -98,7 +99,9 @@ static rs_status op_desc(rs_plan *p, const rs_pnode *n, int B, int calg, bool ow
     dnnl_dims_t k = {g->kh, g->kw};
     /* pools read f32 whatever the plan's precision: nothing to gain from a copy */
     DTRY(dnnl_pooling_forward_desc_init(pd, dnnl_forward_inference,
-                                        n->kind == RS_PK_MAXPOOL ? dnnl_pooling_max : dnnl_pooling_avg_include_padding,
+                                        n->kind == RS_PK_MAXPOOL ? dnnl_pooling_max
+                                        : n->avg_exclude            ? dnnl_pooling_avg_exclude_padding
+                                                                    : dnnl_pooling_avg_include_padding,
                                         user_src, &dst, strides, k, pl, pr),
          "pooling");
     return RS_OK;
@@ -246,32 +249,20 @@ static rs_status cvt_dst(rs_plan *p, const rs_pnode *n, int B, bool sum, rs_pdnn
     return RS_OK;
 }
 
-static rs_status make_prim_at(rs_plan *p, int i, int B, int alg, rs_pdnnl_prim *d, rs_err *err)
+/* Node n's attributes: a user scratchpad, int8's output scales, its post-ops (caller destroys). */
+static dnnl_status_t node_attr(const rs_plan *p, const rs_pnode *n, dnnl_primitive_attr_t *attr)
 {
-    const rs_pnode *n = &p->nodes[i];
-    dnnl_convolution_desc_t cd;
-    dnnl_inner_product_desc_t id;
-    dnnl_pooling_desc_t pd;
-    dnnl_layer_normalization_desc_t ld;
-    /* an fp32 convolution first tries its input's own layout (no reorder between nodes) */
-    bool own = n->kind == RS_PK_CONV && n->prec == RS_PLAN_FP32;
-    /* a plain output oneDNN runs only as gemm or ref (a depthwise conv on nchw: 11-45 ms against
-     * 0.2-0.4 for brdgmm_dw on mobilenet_v3_small's at batch 64), and an int8 residual sum into a
-     * layout its kernels do not write: its own layout, then reorders (cvt_dst) */
-    bool dany = false, sum = false;
-    for (int j = 0; j < n->npost; j++) sum |= n->post[j].kind == RS_PPOST_SUM;
-    bool may_cvt = n->kind == RS_PK_CONV && alg == RS_PCONV_DIRECT &&
-                   (sum ? n->prec == RS_PLAN_INT8 : p->values[rs_plan_root(p, n->out)].layout == 0);
-again:;
-    rs_status st = op_desc(p, n, B, alg, own, dany, &d->user_src, &cd, &id, &pd, &ld, err);
-    if (st) return st;
-    dnnl_primitive_attr_t attr;
-    DTRY(dnnl_primitive_attr_create(&attr), "attributes");
+    *attr = NULL;
+    dnnl_status_t s = dnnl_primitive_attr_create(attr);
+    if (s != dnnl_success) {
+        *attr = NULL;
+        return s;
+    }
     dnnl_post_ops_t po = NULL;
-    dnnl_status_t s = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+    s = dnnl_primitive_attr_set_scratchpad_mode(*attr, dnnl_scratchpad_mode_user);
     /* int8: s32 accumulators to fp32 by 1 / (input scale x the output channel's weight scale) */
     if (s == dnnl_success && n->prec == RS_PLAN_INT8)
-        s = dnnl_primitive_attr_set_output_scales(attr, (dnnl_dim_t)(p->tensors[n->oscales].bytes / sizeof(float)), 1 << 1,
+        s = dnnl_primitive_attr_set_output_scales(*attr, (dnnl_dim_t)(p->tensors[n->oscales].bytes / sizeof(float)), 1 << 1,
                                                   p->tensors[n->oscales].data);
     if (s == dnnl_success && n->npost) {
         s = dnnl_post_ops_create(&po);
@@ -283,15 +274,156 @@ again:;
             if (s == dnnl_success && q->kind == RS_PPOST_ELT && q->op == RS_UNARY_HARDSIGMOID)
                 s = dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_clip, 0.0f, 1.0f);
         }
-        if (s == dnnl_success) s = dnnl_primitive_attr_set_post_ops(attr, po);
+        if (s == dnnl_success) s = dnnl_primitive_attr_set_post_ops(*attr, po);
     }
+    if (po) dnnl_post_ops_destroy(po);
+    return s;
+}
+
+/* Calls f(ctx, name) for each implementation oneDNN offers for descriptor op (its iterator, in
+ * oneDNN's order; f gets a primitive descriptor it then owns, or keeps nothing and returns false to
+ * go on). Returns whether f took one. */
+static bool each_impl(const rs_plan *p, const void *op, const_dnnl_primitive_attr_t attr,
+                      bool (*f)(void *ctx, dnnl_primitive_desc_t pd, const char *name), void *ctx)
+{
+    dnnl_primitive_desc_iterator_t it;
+    if (dnnl_primitive_desc_iterator_create(&it, op, attr, p->dn->eng, NULL) != dnnl_success) return false;
+    bool took = false;
+    do {
+        dnnl_primitive_desc_t c = dnnl_primitive_desc_iterator_fetch(it); /* ours */
+        const char *name = NULL;
+        if (c) dnnl_primitive_desc_query(c, dnnl_query_impl_info_str, 0, &name);
+        took = c && name && f(ctx, c, name);
+        if (c && !took) dnnl_primitive_desc_destroy(c);
+    } while (!took && dnnl_primitive_desc_iterator_next(it) == dnnl_success);
+    dnnl_primitive_desc_iterator_destroy(it);
+    return took;
+}
+
+typedef struct impl_want {
+    const char *name;
+    dnnl_primitive_desc_t pd;
+} impl_want;
+
+static bool take_named(void *ctx, dnnl_primitive_desc_t pd, const char *name)
+{
+    impl_want *w = ctx;
+    if (strcmp(name, w->name)) return false;
+    w->pd = pd;
+    return true;
+}
+
+/* The primitive descriptor of op: the implementation named `want` where oneDNN offers it for op
+ * (*hit), else oneDNN's first (what dnnl_primitive_desc_create gives). */
+static dnnl_status_t create_pd(const rs_plan *p, const void *op, const_dnnl_primitive_attr_t attr, const char *want,
+                               dnnl_primitive_desc_t *pd, bool *hit)
+{
+    impl_want w = {want, NULL};
+    *hit = want && want[0] && each_impl(p, op, attr, take_named, &w);
+    if (*hit) {
+        *pd = w.pd;
+        return dnnl_success;
+    }
+    return dnnl_primitive_desc_create(pd, op, attr, p->dn->eng, NULL);
+}
+
+/* Whether conv n may write its own layout and reorder it into its value's (cvt_dst): a plain output
+ * oneDNN runs only as gemm or ref (a depthwise conv on nchw: 11-45 ms against 0.2-0.4 for brdgmm_dw
+ * on mobilenet_v3_small's at batch 64), and an int8 residual sum into a layout its kernels do not
+ * write. */
+static bool may_cvt_dst(const rs_plan *p, const rs_pnode *n, int alg, bool *sum)
+{
+    *sum = false;
+    for (int j = 0; j < n->npost; j++) *sum |= n->post[j].kind == RS_PPOST_SUM;
+    return n->kind == RS_PK_CONV && alg == RS_PCONV_DIRECT &&
+           (*sum ? n->prec == RS_PLAN_INT8 : p->values[rs_plan_root(p, n->out)].layout == 0);
+}
+
+typedef struct impl_list {
+    char (*names)[48];
+    int max, n;
+} impl_list;
+
+static bool list_name(void *ctx, dnnl_primitive_desc_t pd, const char *name)
+{
+    (void)pd;
+    impl_list *l = ctx;
+    if (strncmp(name, "ref", 3) == 0) return false;
+    for (int k = 0; k < l->n; k++)
+        if (!strcmp(l->names[k], name)) return false;
+    if (l->n < l->max && strlen(name) < sizeof l->names[0]) snprintf(l->names[l->n++], sizeof l->names[0], "%s", name);
+    return false;
+}
+
+rs_status rs_pdnnl_impl_names(rs_plan *p, int i, int B, char (*names)[48], int max, int *count, rs_err *err)
+{
+    const rs_pnode *n = &p->nodes[i];
+    impl_list l = {names, max, 0};
+    bool sum, may_cvt = may_cvt_dst(p, n, RS_PCONV_DIRECT, &sum);
+    bool own0 = n->kind == RS_PK_CONV && n->prec == RS_PLAN_FP32;
+    /* the descriptors make_prim_at may try: the input's own layout or "any", the value's output
+     * layout or the conv's own */
+    for (int k = 0; k < 4; k++) {
+        bool own = (k & 1) == 0, dany = (k & 2) != 0;
+        if ((own && !own0) || (dany && !may_cvt)) continue;
+        dnnl_convolution_desc_t cd;
+        dnnl_memory_desc_t user_src;
+        rs_status st = op_desc(p, n, B, RS_PCONV_DIRECT, own, dany, &user_src, &cd, NULL, NULL, NULL, err);
+        if (st) return st;
+        dnnl_primitive_attr_t attr = NULL;
+        dnnl_status_t s = node_attr(p, n, &attr);
+        if (s == dnnl_success) each_impl(p, &cd, attr, list_name, &l);
+        if (attr) dnnl_primitive_attr_destroy(attr);
+        if (s != dnnl_success) return rs_pdnnl_fail(err, s, "attributes", n);
+    }
+    *count = l.n;
+    return RS_OK;
+}
+
+static rs_status make_prim_at(rs_plan *p, int i, int B, int alg, rs_pdnnl_prim *d, rs_err *err)
+{
+    const rs_pnode *n = &p->nodes[i];
+    dnnl_convolution_desc_t cd;
+    dnnl_inner_product_desc_t id;
+    dnnl_pooling_desc_t pd;
+    dnnl_layer_normalization_desc_t ld;
+    /* an fp32 convolution first tries its input's own layout (no reorder between nodes) */
+    bool own = n->kind == RS_PK_CONV && n->prec == RS_PLAN_FP32, own0 = own;
+    /* its own output layout, then reorders (cvt_dst), where may_cvt_dst says */
+    bool dany = false, sum;
+    bool may_cvt = may_cvt_dst(p, n, alg, &sum);
+    /* the implementation compile chose (n->impl): on the input's own layout, else on the one it
+     * prefers; where oneDNN offers it on neither, what oneDNN chooses at another batch, a refusal at
+     * the plan's (its weights in the file are laid out for that kernel) */
+    const char *want = n->impl[0] ? n->impl : NULL;
+again:;
+    rs_status st = op_desc(p, n, B, alg, own, dany, &d->user_src, &cd, &id, &pd, &ld, err);
+    if (st) return st;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_status_t s = node_attr(p, n, &attr);
     const void *op = n->kind == RS_PK_CONV             ? (const void *)&cd
                      : n->kind == RS_PK_LINEAR         ? (const void *)&id
                      : n->kind == RS_PK_LAYERNORM      ? (const void *)&ld
                                                        : (const void *)&pd;
-    if (s == dnnl_success) s = dnnl_primitive_desc_create(&d->pd, op, attr, p->dn->eng, NULL);
-    if (po) dnnl_post_ops_destroy(po);
-    dnnl_primitive_attr_destroy(attr);
+    bool hit = false;
+    if (s == dnnl_success) s = create_pd(p, op, attr, want, &d->pd, &hit);
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    if (want && !hit) {
+        if (s == dnnl_success) dnnl_primitive_desc_destroy(d->pd);
+        d->pd = NULL;
+        if (own) own = false;
+        else if (may_cvt && !dany) dany = true;
+        else if (B == p->batch) /* the file's weights are laid out for that kernel: never another's */
+            return rs_err_set(err, RS_ERR_FORMAT, "plan: node %s's kernel %s, compile's choice, is not one oneDNN %s "
+                              "offers on this machine at batch %d; compile the model again here", n->name, n->impl,
+                              p->dnnl_version, B);
+        else { /* not offered at this batch: oneDNN's choice, from the start (weights reordered from slot 0's) */
+            want = NULL;
+            own = own0;
+            dany = false;
+        }
+        goto again;
+    }
     if (own) {
         /* kept only on a jit kernel: oneDNN falls back to ref:any (600x slower) or im2col + gemm on
          * layouts its direct kernels do not take */

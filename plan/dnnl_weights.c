@@ -415,6 +415,97 @@ static rs_status pick_image_prec(rs_plan *p, int i, rs_pdnnl_prim *d, rs_err *er
     return rs_pdnnl_make_prim(p, i, p->batch, RS_PCONV_DIRECT, d, err);
 }
 
+/* A zeroed weights buffer for primitive c (timing only: the same work whatever the weights). */
+static rs_status zero_weights(const rs_pnode *n, rs_pdnnl_prim *c, rs_err *err)
+{
+    size_t bytes = dnnl_memory_desc_get_size(&c->wei);
+    c->wei_alt = rs_plan_aligned_alloc(bytes ? bytes : 64);
+    if (!c->wei_alt) return rs_err_set(err, RS_ERR_NOMEM, "plan: out of memory timing node %s", n->name);
+    memset(c->wei_alt, 0, bytes);
+    return RS_OK;
+}
+
+/* Grouped conv i (depthwise and the rest; fp32 or bf16, slot 0 d made with oneDNN's first choice):
+ * oneDNN 2.6 ranks its implementations by ISA, not by shape, and its first is not always its fastest
+ * (mobilenet_v3_small's 5x5 depthwise convs at batch 64 on AVX-512, one thread: 0.09-0.15 ms each on
+ * brdgmm_dw:avx512_core, its first, against 0.04-0.11 on jit_dw:avx512_core). Every implementation it
+ * offers for the node's descriptors but its reference ones (and, for a depthwise conv, its gemm one)
+ * is timed against its first (time_pair: one thread, the plan's batch, zero weights, each in the
+ * output layout it chooses itself, its input reorder included), and one at least 5% faster than that
+ * is kept: its name goes in n->impl (the plan file keeps it), which every primitive of the node then
+ * asks oneDNN for. The report gets one line. int8 nodes are left to oneDNN (int8_pairs_fit's 7-bit
+ * weights are for the kernel it chose). */
+static rs_status pick_impl(rs_plan *p, int i, rs_pdnnl_prim *d, rs_err *err)
+{
+    enum { MAXC = 8 };
+    rs_pnode *n = &p->nodes[i];
+    int v = rs_plan_root(p, n->out);
+    bool chose = p->values[v].layout == 1; /* d chose v's layout: each candidate chooses its own */
+    char names[MAXC][48], first[48];
+    const char *impl = NULL;
+    dnnl_primitive_desc_query(d->pd, dnnl_query_impl_info_str, 0, &impl);
+    snprintf(first, sizeof first, "%s", impl ? impl : "");
+    int nc = 0, best = -1;
+    double t0 = 1e30, tbest = 1e30, t[MAXC];
+    rs_pdnnl_prim c0 = {0}, c = {0};
+    int was = omp_get_max_threads();
+    omp_set_num_threads(1);
+    if (chose) p->dn->vset[v] = 0, p->values[v].padded = 0;
+    rs_status st = rs_pdnnl_impl_names(p, i, p->batch, names, MAXC, &nc, err);
+    n->impl[0] = 0;
+    if (!st) st = rs_pdnnl_make_prim(p, i, p->batch, RS_PCONV_DIRECT, &c0, err);
+    if (!st) st = zero_weights(n, &c0, err);
+    for (int k = 0; k < nc && !st; k++) {
+        t[k] = -1;
+        /* a depthwise conv as im2col + gemm: 4-14 ms against 0.04-0.6 for the jit kernels on each of
+         * mobilenet_v3_small's at batch 64, AVX2 and AVX-512 alike; timing it was half of compile */
+        if (!strcmp(names[k], first) || (n->group == n->g.c && strstr(names[k], "gemm"))) continue;
+        if (chose) p->dn->vset[v] = 0, p->values[v].padded = 0;
+        memcpy(n->impl, names[k], sizeof n->impl); /* both 48, NUL-terminated */
+        rs_err why = {0}; /* a candidate oneDNN cannot make after all is not one */
+        if (rs_pdnnl_make_prim(p, i, p->batch, RS_PCONV_DIRECT, &c, &why) == RS_OK) {
+            impl = NULL;
+            dnnl_primitive_desc_query(c.pd, dnnl_query_impl_info_str, 0, &impl);
+            double ta;
+            if (impl && !strcmp(impl, names[k]) && !(st = zero_weights(n, &c, err)))
+                st = time_pair(p, n, &c0, &c, &ta, &t[k], err);
+            if (!st && t[k] >= 0) {
+                t0 = ta < t0 ? ta : t0;
+                if (t[k] < tbest) best = k, tbest = t[k];
+            }
+        }
+        rs_pdnnl_free_prim(&c);
+        n->impl[0] = 0;
+    }
+    rs_pdnnl_free_prim(&c0);
+    omp_set_num_threads(was);
+    if (chose) p->dn->vset[v] = 0, p->values[v].padded = 0; /* slot 0 chooses it again below */
+    if (st) return st;
+    if (best < 0) { /* nothing else to time: oneDNN's choice, as it was */
+        rs_pdnnl_free_prim(d);
+        return rs_pdnnl_make_prim(p, i, p->batch, RS_PCONV_DIRECT, d, err);
+    }
+    bool other = tbest < 0.95 * t0;
+    memcpy(n->impl, other ? names[best] : first, sizeof n->impl);
+    char line[160];
+    int len;
+    if (other)
+        len = snprintf(line, sizeof line, "conv %.40s: kernel %s (%.3f ms) over %s (%.3f ms) at batch %d on 1 thread",
+                       n->name, n->impl, tbest, first, t0, p->batch);
+    else
+        len = snprintf(line, sizeof line,
+                       "conv %.40s: kernel %s (%.3f ms), oneDNN's first, kept: the next, %s (%.3f ms), is not 5%% "
+                       "faster at batch %d on 1 thread",
+                       n->name, n->impl, t0, names[best], tbest, p->batch);
+    for (int k = 0, m = 0; k < nc && len < (int)sizeof line; k++)
+        if (t[k] >= 0 && k != best)
+            len += snprintf(line + len, sizeof line - (size_t)len, "%s%s (%.3f ms)", m++ ? ", " : "; also ", names[k],
+                            t[k]);
+    rs_plan_note(p, line);
+    rs_pdnnl_free_prim(d);
+    return rs_pdnnl_make_prim(p, i, p->batch, RS_PCONV_DIRECT, d, err);
+}
+
 /* bf16 or int8 node i's primitive at the plan's batch into slot 0 (d): in its precision where oneDNN
  * has a kernel for it on this CPU, fp32 where it has none (bf16's descriptor is unimplemented: inner
  * products and most convolutions on AVX2) or only its reference kernel (`ref:any`, `ref_int8:any`,
@@ -491,6 +582,10 @@ rs_status rs_plan_dnnl_finalize_weights(rs_plan *p, const rs_plan_opts *o, rs_er
         if (n->prec == RS_PLAN_INT8) {
             rs_status st = int8_pays(p, i, o, d, err);
             if (!st && n->prec == RS_PLAN_INT8) st = int8_pairs_fit(p, i, d, err);
+            if (st) return st;
+        }
+        if (n->kind == RS_PK_CONV && n->group > 1 && n->prec != RS_PLAN_INT8) {
+            rs_status st = pick_impl(p, i, d, err);
             if (st) return st;
         }
         if (n->kind != RS_PK_CONV && n->kind != RS_PK_LINEAR) continue;

@@ -125,6 +125,9 @@ static bool node_msg(pool *a, const rs_plan *p, const rs_pnode *n, Rsplan__Node 
     m->conv_alg_1 = n->alg1;
     m->has_group = n->group != 1;
     m->group = n->group;
+    m->impl = n->impl[0] ? (char *)n->impl : NULL; /* borrowed: the plan outlives the packed message */
+    m->has_avg_exclude = n->avg_exclude;
+    m->avg_exclude = n->avg_exclude;
     m->has_t = m->has_c = m->has_v = m->has_heads = true;
     m->t = n->T;
     m->c = n->C;
@@ -338,6 +341,8 @@ static rs_status read_node(const char *name, const Rsplan__Node *m, rs_pnode *n,
     n->alg = m->has_conv_alg ? m->conv_alg : RS_PCONV_DIRECT;
     n->alg1 = m->has_conv_alg_1 ? m->conv_alg_1 : RS_PCONV_DIRECT;
     n->group = m->has_group ? m->group : 1;
+    snprintf(n->impl, sizeof n->impl, "%s", m->impl ? m->impl : "");
+    n->avg_exclude = m->has_avg_exclude && m->avg_exclude;
     n->act = m->act;
     n->alpha = m->alpha;
     n->beta = m->beta;

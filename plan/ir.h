@@ -21,7 +21,7 @@ typedef enum rs_pk {
     RS_PK_CONV = 0,  /* 2-d convolution, `group` groups (weights (OC, C / group, KH, KW), bias (OC)) */
     RS_PK_LINEAR,    /* inner product over rows: (rows, I) x (O, I)^T + (O) */
     RS_PK_MAXPOOL,
-    RS_PK_AVGPOOL,   /* count_include_pad, as the engine's */
+    RS_PK_AVGPOOL,   /* count_include_pad, as the engine's, unless avg_exclude */
     RS_PK_ACT,       /* an elementwise rs_unary_op (relu, gelu, tanh, ...) with alpha, beta */
     RS_PK_LAYERNORM, /* over the last C of rows */
     RS_PK_EMBED,     /* tokens (T) -> (T, C) */
@@ -59,6 +59,8 @@ typedef struct rs_pnode {
     /* CONV, pools */
     rs_conv_geom g;
     int group;           /* CONV: 1, C for a depthwise convolution, or any divisor of C and OC */
+    bool avg_exclude;    /* AVGPOOL: divides by the input's elements under the window (ONNX's
+                            count_include_pad = 0), not the whole window's (the engine's layer) */
     /* LINEAR: I inputs, O outputs per row, rows per sample */
     int I, O;
     int64_t rows;
@@ -81,6 +83,11 @@ typedef struct rs_pnode {
      * 1). alg not direct: the weights stay plain fp32 in the plan, each primitive lays them out its
      * own way */
     int alg, alg1;
+    /* CONV with groups (depthwise, grouped): the oneDNN implementation compile timed fastest among
+     * those oneDNN offers for its descriptor (dnnl_weights.c), by its name ("jit_dw:avx2"); every
+     * primitive of the node takes it where oneDNN offers it for that batch, else oneDNN's first.
+     * "" everywhere else: oneDNN's first */
+    char impl[48];
     /* OP: the engine's op, its attributes and full shapes (RS_DIM_BATCH at the batch) */
     rs_op op;
     rs_op_attrs a;

@@ -46,7 +46,8 @@ except Exception as e:
     print(f"SKIP: the torchvision export test needs torch, torchvision, numpy and onnxruntime ({e})")
     sys.exit(77)
 
-import int8_report  # noqa: E402 (beside this file)
+import impl_report  # noqa: E402 (beside this file)
+import int8_report  # noqa: E402
 
 DEFAULT = ["resnet18", "mobilenet_v3_small"]
 ALL = ["resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_small", "regnet_x_400mf", "convnext_tiny"]
@@ -136,6 +137,7 @@ def main():
                         continue
                     if prec == "int8all":
                         fails += int8_report.check(tag, r.stdout, True)
+                    fails += impl_report.check(f"{tag} {prec}", r.stdout)
                     got = np.fromfile(out, dtype=np.float32).reshape(N, -1)
                     fails += check(tag, prec, got, want)
                     print(f"    compiled and ran in {time.time() - t0:.1f} s")

@@ -25,6 +25,9 @@ Each file is a tiny image classifier in the shape torchvision's exporters write,
                   Add and Sub, Concat of five values, a 4x4 conv with pads (1, 1, 2, 2), MaxPool
                   pads (0, 0, 1, 1), AveragePool pads (2, 2, 0, 0) count_include_pad=1, an inception
                   block (Concat of four branches)
+  pool_modes      AveragePool count_include_pad=0 with pads, MaxPool in ceil mode, AveragePool in ceil
+                  mode not counting the pads (its last window past them), AveragePool in ceil mode
+                  unpadded (counting the padding: the same average), GlobalAveragePool, Gemm
   convnext_block  stem conv, depthwise 7x7, Transpose to NHWC, LayerNormalization over channels,
                   MatMul x4 + Gelu (the opset-20 operator), MatMul back (its bias Add reading the
                   bias first, as torch writes it), Transpose, residual Add, a standalone Gelu,
@@ -214,7 +217,19 @@ def dnnl_ops():
     g.save("dnnl_ops", g.head(x, 16), opset=20)
 
 
-PATTERNS = [mbv3_block, resnet_block, reducemean, shuffle, convnext_block, dnnl_ops]
+def pool_modes():
+    g = G()
+    x = g.op("Relu", [g.conv("x", 3, 16, 3)])
+    x = g.op("AveragePool", [x], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], count_include_pad=0)  # 16x16
+    x = g.op("MaxPool", [x], kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1)  # 8x8 (floor: 7x7)
+    x = g.op("Relu", [g.conv(x, 16, 16, 3)])
+    x = g.op("AveragePool", [x], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1,
+             count_include_pad=0)  # 5x5 (floor: 4x4), the last window past the pads
+    x = g.op("AveragePool", [x], kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1, count_include_pad=1)  # 3x3, unpadded
+    g.save("pool_modes", g.head(x, 16))
+
+
+PATTERNS = [mbv3_block, resnet_block, reducemean, shuffle, convnext_block, dnnl_ops, pool_modes]
 
 if __name__ == "__main__":
     os.makedirs(OUT, exist_ok=True)

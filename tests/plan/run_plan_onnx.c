@@ -8,7 +8,8 @@
  * PREC fp32, bf16, int8 (timed against fp32 per node, kept where faster) or int8all (int8 wherever
  * oneDNN has a kernel: rs_plan_opts.int8_all); X.f32 N images (raw float32, the model's per-sample shape); CALIB.f32 NCAL
  * images int8 calibrates on (min-max); the plan is compiled for BATCH (default N) and runs the N
- * images in batches of it; SAVE.plan keeps the plan (bench/plan_vision.sh times it). Prints the plan as `plan show` does and the compile report's lines. Exit 0
+ * images in batches of it; SAVE.plan keeps the plan (bench/plan_vision.sh times it). Prints the plan as `plan show` does, the compile report's lines and the
+ * loaded plan's `plan show` (each line after `loaded| `). Exit 0
  * when it ran, 1 with the reason otherwise. */
 #include <stdbool.h>
 #include <stdio.h>
@@ -105,6 +106,14 @@ int main(int argc, char **argv)
     if (keep == path) unlink(path);
     if (st) return fail("plan file", &e);
     if (run_all(q, x, n, per_in, per_out, y2, &e)) return fail("run of the loaded plan", &e);
+    /* what the loaded plan runs, each line as `loaded| ...` (impl_report.py: the kernels compile chose) */
+    text = rs_plan_describe(q);
+    for (char *line = text; line && *line;) {
+        size_t len = strcspn(line, "\n");
+        printf("loaded| %.*s\n", (int)len, line);
+        line += len + (line[len] == '\n');
+    }
+    free(text);
     if (memcmp(y, y2, sizeof(float) * per_out * (size_t)n)) {
         fprintf(stderr, "run-plan-onnx: the loaded plan computes other values than the compiled one\n");
         return 1;

@@ -15,6 +15,8 @@ bits. Here:
     put some images' best two closer than any 8-bit arithmetic can separate);
   - int8 plans say what int8_report.py checks: a residual conv on an int8 kernel that is not oneDNN's
     reference one (or fp32 where the report times it faster), each timed choice the one the plan runs;
+  - each grouped conv's kernel compile chose by timing (impl_report.py) is the one `plan show` names,
+    in the compiled plan and the loaded one, at every precision;
   - each plan holds the kernels the pattern is about (a depthwise convolution, a global average pool,
     a ReduceMean as a pool, ...) rather than refusing or running them elsewhere; the elementwise,
     broadcast, concat, slice and transpose nodes of dnnl_ops, mbv3_block and shuffle name a oneDNN
@@ -36,7 +38,8 @@ except Exception as e:  # pragma: no cover
     print(f"SKIP: needs numpy and onnxruntime ({e})")
     sys.exit(77)
 
-import int8_report  # noqa: E402 (beside this file)
+import impl_report  # noqa: E402 (beside this file)
+import int8_report  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOL = {"fp32": 1e-4, "bf16": 3e-2, "int8": 6e-2, "int8all": 6e-2}
@@ -65,6 +68,8 @@ EXPECT = {
     "dnnl_ops": [on_jit("binary"), on_jit("hardswish"), on_jit("sigmoid"), on_jit("clip"), on_jit("gelu"),
                  on_dnnl("concat"), "conv 64x16x16>16x16x16 k4 s1", "conv 48x16x16>16x16x16 k3 s1", "maxpool 16x16x16>16x16 k2 s1",
                  "avgpool 16x16x16>16x16 k3 s1"],
+    "pool_modes": ["avgpool 16x32x32>16x16 k3 s2", "maxpool 16x16x16>8x8 k3 s2", "avgpool 16x8x8>5x5 k3 s2",
+                   "avgpool 16x5x5>3x3 k2 s2"],
     "convnext_block": ["dwconv 16x8x8>16x8x8 k7", "linear 16>64 x64 rows", "+gelu", "layernorm",
                        "linear 7 + Add (a per-channel constant", r"gelu\s+fp32 -"],
 }
@@ -74,7 +79,7 @@ EXPECT = {
 EVERY_PREC = {"mbv3_block": [on_jit("binary")]}
 
 # patterns every node of which oneDNN runs
-ALL_DNNL = {"dnnl_ops", "mbv3_block", "resnet_block", "shuffle"}
+ALL_DNNL = {"dnnl_ops", "mbv3_block", "resnet_block", "shuffle", "pool_modes"}
 
 
 def holds(s, text):
@@ -146,6 +151,7 @@ def main():
                     fails.append(f"{name} {prec}: the plan lacks {bad}:\n{r.stdout}")
                 if prec.startswith("int8"):
                     fails += int8_report.check(f"{name} {prec}", r.stdout, prec == "int8all")
+                fails += impl_report.check(f"{name} {prec}", r.stdout)
                 got = np.fromfile(out, dtype=np.float32).reshape(N, -1)
                 fails += compare(name, prec, got, want)
     for f in fails:
