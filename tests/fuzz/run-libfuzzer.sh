@@ -52,7 +52,7 @@ target_sources() {
 }
 # The engine's kernels use OpenMP (GCC's runtime, which clang can target) and OpenBLAS.
 libs="-fopenmp=libgomp $(pkg-config --cflags --libs openblas) -lgomp -lz -lm -ljansson -lsqlite3 -lcrypto -lreadline -lmicrohttpd"
-libs="$libs -lnghttp2 -lprotobuf-c -ldnnl $(pkg-config --libs ncursesw 2>/dev/null || echo -lncursesw)"
+libs="$libs -lnghttp2 -lprotobuf-c -ldnnl $(pkg-config --libs hwloc) $(pkg-config --libs ncursesw 2>/dev/null || echo -lncursesw)"
 # The ONNX messages, generated as meson does (sources named GEN/... below live here).
 mkdir -p "$out/gen/onnx"
 protoc-c --proto_path="$root/onnx" --c_out="$out/gen/onnx" "$root/onnx/onnx.proto" || exit 1
