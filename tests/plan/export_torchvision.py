@@ -56,14 +56,19 @@ MARGIN = {"bf16": 0.02, "int8all": 0.05}
 FASHION = "/usr/share/datasets/fashion-mnist"
 
 
-def images(n, split, rng):
-    """n images (n, 3, 64, 64): Fashion-MNIST's (split t10k or train) where installed, else noise."""
+# What a model needs beyond weights=None: constructor arguments and the input side where 64x64 is too small.
+BUILD = {"googlenet": {"aux_logits": False, "init_weights": True}, "inception_v3": {"aux_logits": False, "init_weights": True}}
+SIDES = {"inception_v3": 96, "vit_b_16": 224, "maxvit_t": 224, "alexnet": 224, "vgg11": 224}
+
+
+def images(n, split, rng, side=SIDE):
+    """n images (n, 3, side, side): Fashion-MNIST's (split t10k or train) where installed, else noise."""
     path = os.path.join(FASHION, f"{split}-images-idx3-ubyte.gz")
     if not os.path.exists(path):
-        return rng.standard_normal((n, 3, SIDE, SIDE)).astype(np.float32), "random normal pixels"
+        return rng.standard_normal((n, 3, side, side)).astype(np.float32), "random normal pixels"
     with gzip.open(path) as f:
         raw = np.frombuffer(f.read(), dtype=np.uint8, offset=16)[:n * 784].reshape(n, 1, 28, 28)
-    x = torch.nn.functional.interpolate(torch.from_numpy(raw.astype(np.float32) / 255), size=(SIDE, SIDE),
+    x = torch.nn.functional.interpolate(torch.from_numpy(raw.astype(np.float32) / 255), size=(side, side),
                                         mode="bilinear", align_corners=False).repeat(1, 3, 1, 1)
     mean = torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1)
     std = torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1)
@@ -72,8 +77,8 @@ def images(n, split, rng):
 
 def export(name, path, dynamo):
     torch.manual_seed(0)
-    m = getattr(torchvision.models, name)(weights=None).eval()
-    x = torch.randn(2, 3, SIDE, SIDE)
+    m = getattr(torchvision.models, name)(weights=None, **BUILD.get(name, {})).eval()
+    x = torch.randn(2, 3, SIDES.get(name, SIDE), SIDES.get(name, SIDE))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if dynamo:
@@ -103,16 +108,17 @@ def check(tag, prec, got, want):
 def main():
     runner = sys.argv[1]
     names = sys.argv[2:] or (ALL if os.environ.get("RINGSIDE_TORCHVISION") == "all" else DEFAULT)
-    rng = np.random.default_rng(0)
-    x, what = images(N, "t10k", rng)
-    cal, _ = images(NCAL, "train", rng)
-    print(f"torch {torch.__version__}, torchvision {torchvision.__version__}; {N} {what}")
     fails = []
     with tempfile.TemporaryDirectory() as tmp:
         xf, cf = os.path.join(tmp, "x.f32"), os.path.join(tmp, "cal.f32")
-        x.tofile(xf)
-        cal.tofile(cf)
-        for name in names:
+        for i, name in enumerate(names):
+            rng = np.random.default_rng(0)
+            x, what = images(N, "t10k", rng, SIDES.get(name, SIDE))
+            cal, _ = images(NCAL, "train", rng, SIDES.get(name, SIDE))
+            x.tofile(xf)
+            cal.tofile(cf)
+            if i == 0:
+                print(f"torch {torch.__version__}, torchvision {torchvision.__version__}; {N} {what}")
             for dynamo in (False, True)[:1 if os.environ.get("RINGSIDE_TORCHVISION_DYNAMO") == "off" else 2]:
                 tag = f"{name} ({'dynamo' if dynamo else 'torchscript'})"
                 path = os.path.join(tmp, f"{name}{'_dynamo' if dynamo else ''}.onnx")
