@@ -22,10 +22,10 @@ are about 1e-10 with torchvision's initialisation); bf16 and int8 give ORT's top
 least 99% of the images whose two best logits are apart by more than 2% (bf16) / 5% (int8) of the
 logits' scale (or twice / five times what torch's own bf16 moves the logits by, where that is more:
 torch_bf16(); the plan's error is then held within that figure too). Random weights put many of a
-1000-class model's logits within an 8-bit rounding of each other, so agreement on the rest is what says the arithmetic is right; the overall agreement is
-printed beside it. The int8 plans' residual convolutions (resnet18's, regnet's) run an int8 kernel
-that is not oneDNN's reference one on every ISA with int8 convolutions (int8_report.py). Exit 77
-(skipped) when torch or torchvision does not import.
+1000-class model's logits within an 8-bit rounding of each other, so agreement on the rest is what
+says the arithmetic is right; the overall agreement is printed beside it. The int8 plans' residual
+convolutions (resnet18's, regnet's) run an int8 kernel that is not oneDNN's reference one on every ISA
+with int8 convolutions (int8_report.py). Exit 77 (skipped) when torch or torchvision does not import.
 """
 import gzip
 import os
@@ -60,7 +60,8 @@ FASHION = "/usr/share/datasets/fashion-mnist"
 
 
 # What a model needs beyond weights=None: constructor arguments and the input side where 64x64 is too small.
-BUILD = {"googlenet": {"aux_logits": False, "init_weights": True}, "inception_v3": {"aux_logits": False, "init_weights": True}}
+BUILD = {"googlenet": {"aux_logits": False, "init_weights": True},
+         "inception_v3": {"aux_logits": False, "init_weights": True}}
 SIDES = {"inception_v3": 96, "vit_b_16": 224, "maxvit_t": 224, "alexnet": 224, "vgg11": 224}
 
 
