@@ -53,7 +53,9 @@ import impl_report  # noqa: E402 (beside this file)
 import int8_report  # noqa: E402
 
 DEFAULT = ["resnet18", "mobilenet_v3_small"]
-ALL = ["resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_small", "regnet_x_400mf", "convnext_tiny"]
+ALL = ["resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_small", "regnet_x_400mf", "convnext_tiny",
+       "shufflenet_v2_x0_5", "squeezenet1_0", "densenet121", "googlenet", "mnasnet0_5", "efficientnet_b0",
+       "regnet_y_400mf", "resnext50_32x4d", "wide_resnet50_2", "vgg11", "inception_v3", "efficientnet_v2_s"]
 N, BATCH, NCAL, SIDE = 32, 16, 64, 64
 MARGIN = {"bf16": 0.02, "int8all": 0.05}
 FASHION = "/usr/share/datasets/fashion-mnist"
@@ -61,8 +63,8 @@ FASHION = "/usr/share/datasets/fashion-mnist"
 
 # What a model needs beyond weights=None: constructor arguments and the input side where 64x64 is too small.
 BUILD = {"googlenet": {"aux_logits": False, "init_weights": True},
-         "inception_v3": {"aux_logits": False, "init_weights": True}}
-SIDES = {"inception_v3": 96, "vit_b_16": 224, "maxvit_t": 224, "alexnet": 224, "vgg11": 224}
+         "inception_v3": {"aux_logits": False, "init_weights": True}, "vit_b_16": {"image_size": 64}}
+SIDES = {"inception_v3": 96, "maxvit_t": 224, "alexnet": 224, "vgg11": 224}
 
 
 def images(n, split, rng, side=SIDE):
@@ -87,6 +89,9 @@ def model(name, cal):
     torch.manual_seed(0)
     m = getattr(torchvision.models, name)(weights=None, **BUILD.get(name, {})).eval()
     with torch.no_grad():
+        for lin in m.modules():  # vit's head starts at zero: every logit 0 whatever the image
+            if isinstance(lin, torch.nn.Linear) and not lin.weight.any():
+                torch.nn.init.normal_(lin.weight, std=lin.in_features ** -0.5)
         y = m(cal[:16])
         if float((y - y.mean(0)).abs().max()) >= 1e-2 * float(y.abs().max()):
             return m
