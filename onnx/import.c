@@ -427,7 +427,9 @@ static rs_status import_node(imp *p, const Onnx__NodeProto *np, int k)
     }
     p->op = def;
     nctx c = {.p = p, .np = np, .def = def, .index = k, .nin = (int)np->n_input};
-    if (np->n_input > 8) return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "%zu inputs", np->n_input);
+    if (np->n_input > RS_ONNX_MAX_NODE_IN)
+        return rs_onnx_fail(p, RS_ERR_UNSUPPORTED, "%zu inputs (the importer reads at most %d)", np->n_input,
+                            RS_ONNX_MAX_NODE_IN);
     for (int j = 0; j < c.nin; j++) {
         c.in_names[j] = np->input[j];
         if (!np->input[j] || !*np->input[j]) continue;

@@ -68,15 +68,19 @@ typedef struct imp {
     int node_index;              /* its position in the file */
 } imp;
 
+/* A node's inputs as the importer reads them: a densenet's Concat joins up to 65 (densenet201's last
+ * block has 48 layers); the engine's ops take RS_OP_MAX_IN, and Concat chains wider ones (import_shape.c). */
+#define RS_ONNX_MAX_NODE_IN 128
+
 /* The node being imported, as its handler sees it. */
 typedef struct nctx {
     imp *p;
     const Onnx__NodeProto *np;
     const rs_onnx_op_def *def; /* the operator's registry entry (ops.c) */
     int index;
-    ival *in[8];  /* resolved inputs; NULL for absent optional ones */
+    ival *in[RS_ONNX_MAX_NODE_IN]; /* resolved inputs; NULL for absent optional ones */
     int nin;
-    const char *in_names[8];
+    const char *in_names[RS_ONNX_MAX_NODE_IN];
     ival res;     /* the result for output 0 (or for out_index, while a multi-output handler works) */
     int out_index; /* the output rs_onnx_emit names its value after (0 but for Split) */
     int nmore;    /* outputs 1..nmore of a multi-output node, in more[0..nmore-1] */

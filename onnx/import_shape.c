@@ -201,6 +201,36 @@ rs_status rs_onnx_h_reshape(nctx *c)
     return rs_onnx_reshape_file(c, c->in[0], t, nt, allowzero != 0);
 }
 
+/* A Concat of more inputs than an engine op takes (a densenet block's) as a chain of Concats, each
+ * joining the one before and the next RS_OP_MAX_IN - 1 inputs: the same values in the same order along
+ * the axis. Every link is named after the node, as BatchNormalization's two (import_ops.c). */
+static rs_status concat_chain(nctx *c, const rs_op_attrs *a)
+{
+    const char *saved[RS_OP_MAX_IN];
+    memcpy(saved, c->in_names, sizeof saved);
+    ival *ins[RS_OP_MAX_IN], acc = {.vid = -1};
+    rs_status st = RS_OK;
+    for (int k = 0; k < c->nin && !st;) {
+        int n = 0;
+        if (k) {
+            ins[n] = &acc;
+            c->in_names[n++] = "the chained Concat";
+        }
+        for (; n < RS_OP_MAX_IN && k < c->nin; n++, k++) {
+            ins[n] = c->in[k];
+            c->in_names[n] = c->np->input[k];
+        }
+        st = rs_onnx_emit(c, RS_OP_CONCAT, a, ins, n);
+        rs_onnx_ival_clear(&acc);
+        acc = c->res;
+        c->res = (ival){.vid = -1}; /* acc is ours now until the next link or the end */
+    }
+    memcpy(c->in_names, saved, sizeof saved);
+    if (st) rs_onnx_ival_clear(&acc);
+    else c->res = acc;
+    return st;
+}
+
 rs_status rs_onnx_h_concat(nctx *c)
 {
     imp *p = c->p;
@@ -232,7 +262,8 @@ rs_status rs_onnx_h_concat(nctx *c)
         return RS_OK;
     }
     rs_op_attrs a = {.axis = axis};
-    return rs_onnx_emit(c, RS_OP_CONCAT, &a, c->in, c->nin);
+    if (c->nin <= RS_OP_MAX_IN) return rs_onnx_emit(c, RS_OP_CONCAT, &a, c->in, c->nin);
+    return concat_chain(c, &a);
 }
 
 /* x[starts + steps * i] along each dim into shape os (RS_DIM_BATCH in os: that dim whole). Constants
