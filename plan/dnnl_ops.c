@@ -232,6 +232,17 @@ static rs_status op_pd(rs_plan *p, const rs_pnode *n, int B, rs_pdnnl_prim *d, d
         st = rs_err_set(err, RS_ERR_INTERNAL, "plan: node %s: no plain descriptor for its output", n->name);
     int axis = n->a.axis < 0 ? n->a.axis + r : n->a.axis;
     dnnl_status_t s = st ? dnnl_success : dnnl_concat_primitive_desc_create(&d->pd, &dst, n->nin, axis, srcs, attr, p->dn->eng);
+    dnnl_memory_desc_t probe;
+    if (!st && s == dnnl_success && p->values[n->out].layout == 1 &&
+        !rs_pdnnl_md_with_batch(dnnl_primitive_desc_query_md(d->pd, dnnl_query_dst_md, 0), 1, &probe)) {
+        /* oneDNN's own choice for a concat of mixed layouts need not keep the batch outermost (capped to
+         * AVX2, a densenet block's third Concat link of a plain value and 4-channel values padded to 8):
+         * such a value could not be sized per sample, so this concat writes plain memory instead */
+        dnnl_primitive_desc_destroy(d->pd);
+        d->pd = NULL;
+        s = dnnl_memory_desc_init_by_strides(&dst, r, od, dnnl_f32, NULL);
+        if (s == dnnl_success) s = dnnl_concat_primitive_desc_create(&d->pd, &dst, n->nin, axis, srcs, attr, p->dn->eng);
+    }
     free(srcs);
     if (st) return st;
     if (s != dnnl_success) return rs_pdnnl_fail(err, s, "concat", n);

@@ -28,10 +28,12 @@ Each file is a tiny image classifier in the shape torchvision's exporters write,
   pool_modes      AveragePool count_include_pad=0 with pads, MaxPool in ceil mode, AveragePool in ceil
                   mode not counting the pads (its last window past them), AveragePool in ceil mode
                   unpadded (counting the padding: the same average), GlobalAveragePool, Gemm
-  dense_block     a densenet block: each of 13 layers (BatchNormalization on the Concat, ReLU, 3x3 conv
+  dense_block     a densenet block: each of 16 layers (BatchNormalization on the Concat, ReLU, 3x3 conv
                   adding 4 channels) reads the Concat of the stem and every layer before it; the last
-                  Concat joins 14 inputs (densenet121's up to 25: more than an engine op takes,
-                  imported as a chain of two), then a transition (BN, ReLU, 1x1 conv, AveragePool)
+                  Concat joins 17 inputs (densenet121's up to 25: more than an engine op takes,
+                  imported as a chain of three, whose last link oneDNN would lay out with the batch
+                  inside: capped to AVX2 it writes plain), then a transition (BN, ReLU, 1x1 conv,
+                  AveragePool)
   convnext_block  stem conv, depthwise 7x7, Transpose to NHWC, LayerNormalization over channels,
                   MatMul x4 + Gelu (the opset-20 operator), MatMul back (its bias Add reading the
                   bias first, as torch writes it), Transpose, residual Add, a standalone Gelu,
@@ -236,12 +238,12 @@ def pool_modes():
 def dense_block():
     g = G()
     feats = [g.op("Relu", [g.conv("x", 3, 16, 3, stride=2)])]  # 16x16
-    for _ in range(13):
+    for _ in range(16):
         x = feats[0] if len(feats) == 1 else g.op("Concat", feats, axis=1)
         c = 16 + 4 * (len(feats) - 1)
         feats.append(g.conv(g.op("Relu", [g.bn(x, c)]), c, 4, 3))
-    x = g.op("Concat", feats, axis=1)  # 14 inputs, 68 channels
-    x = g.conv(g.op("Relu", [g.bn(x, 68)]), 68, 32, 1)
+    x = g.op("Concat", feats, axis=1)  # 17 inputs, 80 channels
+    x = g.conv(g.op("Relu", [g.bn(x, 80)]), 80, 32, 1)
     x = g.op("AveragePool", [x], kernel_shape=[2, 2], strides=[2, 2])
     g.save("dense_block", g.head(x, 32))
 

@@ -70,7 +70,7 @@ EXPECT = {
                  "avgpool 16x16x16>16x16 k3 s1"],
     "pool_modes": ["avgpool 16x32x32>16x16 k3 s2", "maxpool 16x16x16>8x8 k3 s2", "avgpool 16x8x8>5x5 k3 s2",
                    "avgpool 16x5x5>3x3 k2 s2"],
-    "dense_block": [on_dnnl("concat"), "conv 68x16x16>32x16x16 k1", "avgpool 32x16x16>8x8 k2 s2"],
+    "dense_block": [on_dnnl("concat"), "conv 80x16x16>32x16x16 k1", "avgpool 32x16x16>8x8 k2 s2"],
     "convnext_block": ["dwconv 16x8x8>16x8x8 k7", "linear 16>64 x64 rows", "+gelu", "layernorm",
                        "linear 7 + Add (a per-channel constant", r"gelu\s+fp32 -"],
 }
