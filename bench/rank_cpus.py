@@ -51,12 +51,12 @@ def descendants(root):
                     kids.setdefault(int(f.read().rsplit(")", 1)[1].split()[1]), []).append(int(d))
             except (OSError, IndexError, ValueError):
                 pass
-    out, todo = [], [root]
-    while todo:
-        p = todo.pop()
+    out, pending = [], [root]
+    while pending:
+        p = pending.pop()
         for k in kids.get(p, []):
             out.append(k)
-            todo.append(k)
+            pending.append(k)
     return out
 
 

@@ -212,6 +212,16 @@ static void int8_undo(rs_plan *p, rs_pnode *n)
     n->prec = RS_PLAN_FP32;
 }
 
+/* A zeroed weights buffer for primitive c (timing only: the same work whatever the weights). */
+static rs_status zero_weights(const rs_pnode *n, rs_pdnnl_prim *c, rs_err *err)
+{
+    size_t bytes = dnnl_memory_desc_get_size(&c->wei);
+    c->wei_alt = rs_plan_aligned_alloc(bytes ? bytes : 64);
+    if (!c->wei_alt) return rs_err_set(err, RS_ERR_NOMEM, "plan: out of memory timing node %s", n->name);
+    memset(c->wei_alt, 0, bytes);
+    return RS_OK;
+}
+
 /* Int8 node i (slot 0, d, made with a jit kernel) stays int8 only where it pays: an int8 and an fp32
  * primitive of the node, each in the output layout it chooses itself, are timed on one thread at the
  * plan's batch (time_pair; zero weights: timing only) and the faster is kept. int8 adds a reorder of
@@ -246,12 +256,7 @@ static rs_status int8_pays(rs_plan *p, int i, const rs_plan_opts *o, rs_pdnnl_pr
     const char *impl = NULL;
     if (!st) dnnl_primitive_desc_query(c[0].pd, dnnl_query_impl_info_str, 0, &impl);
     bool slow = !impl || strncmp(impl, "ref", 3) == 0;
-    for (int j = 0; j < 2 && !st && !slow; j++) {
-        size_t bytes = dnnl_memory_desc_get_size(&c[j].wei);
-        c[j].wei_alt = rs_plan_aligned_alloc(bytes ? bytes : 64);
-        if (!c[j].wei_alt) st = rs_err_set(err, RS_ERR_NOMEM, "plan: out of memory timing node %s", n->name);
-        else memset(c[j].wei_alt, 0, bytes);
-    }
+    for (int j = 0; j < 2 && !st && !slow; j++) st = zero_weights(n, &c[j], err);
     if (!st && !slow) st = time_pair(p, n, &c[0], &c[1], &t[0], &t[1], err);
     rs_pdnnl_free_prim(&c[0]);
     rs_pdnnl_free_prim(&c[1]);
@@ -413,16 +418,6 @@ static rs_status pick_image_prec(rs_plan *p, int i, rs_pdnnl_prim *d, rs_err *er
     n->prec = RS_PLAN_FP32;
     rs_pdnnl_free_prim(d);
     return rs_pdnnl_make_prim(p, i, p->batch, RS_PCONV_DIRECT, d, err);
-}
-
-/* A zeroed weights buffer for primitive c (timing only: the same work whatever the weights). */
-static rs_status zero_weights(const rs_pnode *n, rs_pdnnl_prim *c, rs_err *err)
-{
-    size_t bytes = dnnl_memory_desc_get_size(&c->wei);
-    c->wei_alt = rs_plan_aligned_alloc(bytes ? bytes : 64);
-    if (!c->wei_alt) return rs_err_set(err, RS_ERR_NOMEM, "plan: out of memory timing node %s", n->name);
-    memset(c->wei_alt, 0, bytes);
-    return RS_OK;
 }
 
 /* Grouped conv i (depthwise and the rest; fp32 or bf16, slot 0 d made with oneDNN's first choice):
